@@ -1,0 +1,452 @@
+// Package local is the default bucket: a directory on a local file system,
+// one file per object at the object's name, so a bucket can be browsed and
+// its Parquet fragments read in place.
+//
+// Create writes a temporary file under <root>/.worldfs/tmp, fsyncs it,
+// link(2)s it to the final name (EEXIST means the name is taken, since link
+// never replaces) and fsyncs the directory, so a crash at any moment leaves
+// either the whole object or nothing under its name. Deletes are serialized
+// across processes by a lock file, which makes "check the generation, then
+// unlink" atomic with respect to other deletes; a create cannot interleave
+// since it needs the name absent.
+//
+// One limit of a file system shows through: a name cannot be both an object
+// and the directory of other objects ("a" and "a/b"). Such a Create fails
+// with an error saying so.
+package local
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"iter"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/internal/failpoint"
+)
+
+// Failpoints in Create, in the order they are passed.
+const (
+	FailpointWritten = "local.create.written" // temp file written, not yet synced
+	FailpointSynced  = "local.create.synced"  // temp file synced, not yet linked
+	FailpointLinked  = "local.create.linked"  // linked under its name, directory not yet synced
+	FailpointDone    = "local.create.done"    // durable, temp name not yet removed
+)
+
+// staleTempAge is the age past which a temporary file is removed at Open
+// even if the process that wrote it looks alive (its pid may be reused).
+const staleTempAge = 24 * time.Hour
+
+// Bucket is a local directory bucket.
+type Bucket struct {
+	root string // absolute, clean
+	tmp  string // root/.worldfs/tmp
+	lock string // root/.worldfs/delete.lock
+}
+
+var _ bucket.Bucket = (*Bucket)(nil)
+
+// Open opens (creating it if needed) the bucket rooted at dir and removes
+// temporary files left by crashed writers.
+func Open(dir string) (*Bucket, error) {
+	root, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("local bucket %s: %w", dir, err)
+	}
+	b := &Bucket{
+		root: root,
+		tmp:  filepath.Join(root, bucket.ReservedPrefix, "tmp"),
+		lock: filepath.Join(root, bucket.ReservedPrefix, "delete.lock"),
+	}
+	if err := os.MkdirAll(b.tmp, 0o755); err != nil {
+		return nil, fmt.Errorf("local bucket %s: %w", dir, err)
+	}
+	if err := b.cleanTemp(); err != nil {
+		return nil, fmt.Errorf("local bucket %s: cleaning temporary files: %w", dir, err)
+	}
+	return b, nil
+}
+
+// Root returns the bucket's directory.
+func (b *Bucket) Root() string { return b.root }
+
+// Path returns the file that holds name. Readers may open it in place.
+func (b *Bucket) Path(name string) (string, error) {
+	if err := bucket.ValidateName(name); err != nil {
+		return "", err
+	}
+	return filepath.Join(b.root, filepath.FromSlash(name)), nil
+}
+
+func (b *Bucket) String() string { return b.root }
+
+// cleanTemp removes temporary files whose writer is gone: its pid is not
+// running, or the file is older than staleTempAge.
+func (b *Bucket) cleanTemp() error {
+	entries, err := os.ReadDir(b.tmp)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		pid, _, _ := strings.Cut(e.Name(), "-")
+		if n, err := strconv.Atoi(pid); err == nil && alive(n) {
+			if info, err := e.Info(); err == nil && time.Since(info.ModTime()) < staleTempAge {
+				continue
+			}
+		}
+		if err := os.Remove(filepath.Join(b.tmp, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
+func alive(pid int) bool {
+	if pid == os.Getpid() {
+		return true
+	}
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+func (b *Bucket) Create(ctx context.Context, name string, data []byte) (bucket.Attrs, error) {
+	path, err := b.Path(name)
+	if err != nil {
+		return bucket.Attrs{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return bucket.Attrs{}, err
+	}
+	if err := b.mkdirDurable(filepath.Dir(path)); err != nil {
+		return bucket.Attrs{}, fmt.Errorf("local: create %s: %w", name, err)
+	}
+	tmp, attrs, err := b.writeTemp(data)
+	if tmp != "" {
+		defer os.Remove(tmp)
+	}
+	if err != nil {
+		return bucket.Attrs{}, fmt.Errorf("local: create %s: %w", name, err)
+	}
+	failpoint.Hit(FailpointSynced)
+	if err := os.Link(tmp, path); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			if info, serr := os.Lstat(path); serr == nil && info.IsDir() {
+				return bucket.Attrs{}, fmt.Errorf("local: create %s: the name is a directory of other objects", name)
+			}
+			return bucket.Attrs{}, fmt.Errorf("local: create %s: %w", name, bucket.ErrExist)
+		}
+		return bucket.Attrs{}, fmt.Errorf("local: create %s: %w", name, err)
+	}
+	failpoint.Hit(FailpointLinked)
+	if err := syncDir(filepath.Dir(path)); err != nil {
+		// The object is linked, but its durability is unknown.
+		return bucket.Attrs{}, fmt.Errorf("local: create %s: %w: %w", name, bucket.ErrAmbiguous, err)
+	}
+	failpoint.Hit(FailpointDone)
+	attrs.Name = name
+	return attrs, nil
+}
+
+// writeTemp writes data to a new temporary file and syncs it. The file's
+// modification time is set to the creation instant in nanoseconds and is the
+// object's generation.
+func (b *Bucket) writeTemp(data []byte) (string, bucket.Attrs, error) {
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	tmp := filepath.Join(b.tmp, strconv.Itoa(os.Getpid())+"-"+hex.EncodeToString(rnd[:]))
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return "", bucket.Attrs{}, err
+	}
+	created := time.Now()
+	_, err = f.Write(data)
+	failpoint.Hit(FailpointWritten)
+	if err == nil {
+		err = os.Chtimes(tmp, created, created)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return tmp, bucket.Attrs{}, err
+	}
+	return tmp, bucket.Attrs{Size: int64(len(data)), Generation: created.UnixNano(), Created: created}, nil
+}
+
+// mkdirDurable creates dir and its missing parents, syncing each parent
+// whose entries it changed, so that a durable object is never left behind
+// a directory entry that a crash can lose.
+func (b *Bucket) mkdirDurable(dir string) error {
+	if info, err := os.Stat(dir); err == nil {
+		if !info.IsDir() {
+			return fmt.Errorf("%s is an object, so it cannot hold other objects", b.rel(dir))
+		}
+		return nil
+	}
+	if dir == b.root {
+		return os.MkdirAll(dir, 0o755)
+	}
+	if err := b.mkdirDurable(filepath.Dir(dir)); err != nil {
+		return err
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		if errors.Is(err, syscall.ENOTDIR) {
+			return fmt.Errorf("%s is an object, so it cannot hold other objects", b.rel(filepath.Dir(dir)))
+		}
+		return err
+	}
+	return syncDir(filepath.Dir(dir))
+}
+
+func (b *Bucket) rel(path string) string {
+	r, err := filepath.Rel(b.root, path)
+	if err != nil {
+		return path
+	}
+	return filepath.ToSlash(r)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func attrsOf(name string, info fs.FileInfo) bucket.Attrs {
+	return bucket.Attrs{Name: name, Size: info.Size(), Generation: info.ModTime().UnixNano(), Created: info.ModTime()}
+}
+
+// open opens name's file for reading and stats it through the same handle.
+func (b *Bucket) open(ctx context.Context, op, name string) (*os.File, bucket.Attrs, error) {
+	path, err := b.Path(name)
+	if err != nil {
+		return nil, bucket.Attrs{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, bucket.Attrs{}, err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, bucket.Attrs{}, b.readErr(op, name, err)
+	}
+	info, err := f.Stat()
+	if err == nil && !info.Mode().IsRegular() {
+		err = fs.ErrNotExist
+	}
+	if err != nil {
+		f.Close()
+		return nil, bucket.Attrs{}, b.readErr(op, name, err)
+	}
+	return f, attrsOf(name, info), nil
+}
+
+func (b *Bucket) readErr(op, name string, err error) error {
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+		return fmt.Errorf("local: %s %s: %w", op, name, bucket.ErrNotExist)
+	}
+	return fmt.Errorf("local: %s %s: %w", op, name, err)
+}
+
+func (b *Bucket) Get(ctx context.Context, name string) ([]byte, bucket.Attrs, error) {
+	f, attrs, err := b.open(ctx, "get", name)
+	if err != nil {
+		return nil, bucket.Attrs{}, err
+	}
+	defer f.Close()
+	data := make([]byte, attrs.Size)
+	if _, err := io.ReadFull(f, data); err != nil {
+		return nil, bucket.Attrs{}, fmt.Errorf("local: get %s: %w", name, err)
+	}
+	return data, attrs, nil
+}
+
+func (b *Bucket) GetRange(ctx context.Context, name string, offset, length int64) ([]byte, error) {
+	f, attrs, err := b.open(ctx, "get", name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	lo, hi, err := bucket.ClampRange(name, attrs.Size, offset, length)
+	if err != nil {
+		return nil, err
+	}
+	data := make([]byte, hi-lo)
+	if _, err := f.ReadAt(data, lo); err != nil && !(errors.Is(err, io.EOF) && len(data) == 0) {
+		return nil, fmt.Errorf("local: get %s: %w", name, err)
+	}
+	return data, nil
+}
+
+func (b *Bucket) Stat(ctx context.Context, name string) (bucket.Attrs, error) {
+	path, err := b.Path(name)
+	if err != nil {
+		return bucket.Attrs{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return bucket.Attrs{}, err
+	}
+	info, err := os.Stat(path)
+	if err == nil && !info.Mode().IsRegular() {
+		err = fs.ErrNotExist
+	}
+	if err != nil {
+		return bucket.Attrs{}, b.readErr("stat", name, err)
+	}
+	return attrsOf(name, info), nil
+}
+
+// List walks the directory tree in name order. Each directory is read once
+// per listing; entries sort as their names would, a directory "d" as "d/".
+func (b *Bucket) List(ctx context.Context, prefix, startAfter string) iter.Seq2[bucket.Attrs, error] {
+	return func(yield func(bucket.Attrs, error) bool) {
+		if err := bucket.ValidatePrefix(prefix); err != nil {
+			yield(bucket.Attrs{}, err)
+			return
+		}
+		dir := prefix[:strings.LastIndexByte(prefix, '/')+1]
+		if err := b.walk(ctx, dir, prefix, startAfter, yield); err != nil && err != errStop {
+			yield(bucket.Attrs{}, err)
+		}
+	}
+}
+
+type entry struct {
+	key string // the name, with "/" appended for a directory
+	dir bool
+}
+
+var errStop = errors.New("stop")
+
+// walk yields the objects under dir ("" or ending in "/") that match prefix
+// and sort after startAfter. It returns errStop when the caller stopped.
+func (b *Bucket) walk(ctx context.Context, dir, prefix, startAfter string, yield func(bucket.Attrs, error) bool) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	des, err := os.ReadDir(filepath.Join(b.root, filepath.FromSlash(dir)))
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+			return nil
+		}
+		return fmt.Errorf("local: list %s: %w", dir, err)
+	}
+	entries := make([]entry, 0, len(des))
+	for _, de := range des {
+		if dir == "" && de.Name() == bucket.ReservedPrefix {
+			continue
+		}
+		if de.IsDir() {
+			entries = append(entries, entry{dir + de.Name() + "/", true})
+		} else if de.Type().IsRegular() {
+			entries = append(entries, entry{dir + de.Name(), false})
+		}
+	}
+	slices.SortFunc(entries, func(x, y entry) int { return strings.Compare(x.key, y.key) })
+	// Skip every entry that sorts wholly at or before startAfter.
+	i, _ := slices.BinarySearchFunc(entries, startAfter, func(e entry, t string) int {
+		if e.dir && strings.HasPrefix(t, e.key) {
+			return 0 // startAfter lies inside this directory
+		}
+		return strings.Compare(e.key, t)
+	})
+	for _, e := range entries[i:] {
+		switch {
+		case strings.HasPrefix(e.key, prefix):
+		case e.dir && strings.HasPrefix(prefix, e.key):
+		case e.key > prefix:
+			return nil // sorted: nothing later can match
+		default:
+			continue
+		}
+		if e.dir {
+			if err := b.walk(ctx, e.key, prefix, startAfter, yield); err != nil {
+				return err
+			}
+			continue
+		}
+		if e.key <= startAfter {
+			continue
+		}
+		info, err := os.Stat(filepath.Join(b.root, filepath.FromSlash(e.key)))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // deleted while listing
+		}
+		if err != nil {
+			return fmt.Errorf("local: list %s: %w", e.key, err)
+		}
+		if !yield(attrsOf(e.key, info), nil) {
+			return errStop
+		}
+	}
+	return nil
+}
+
+func (b *Bucket) Delete(ctx context.Context, name string, generation int64) error {
+	path, err := b.Path(name)
+	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	unlock, err := b.lockDeletes()
+	if err != nil {
+		return fmt.Errorf("local: delete %s: %w", name, err)
+	}
+	defer unlock()
+	info, err := os.Stat(path)
+	if err == nil && !info.Mode().IsRegular() {
+		err = fs.ErrNotExist
+	}
+	if err != nil {
+		return b.readErr("delete", name, err)
+	}
+	if gen := info.ModTime().UnixNano(); gen != generation {
+		return fmt.Errorf("local: delete %s at generation %d (now %d): %w", name, generation, gen, bucket.ErrGenerationMismatch)
+	}
+	if err := os.Remove(path); err != nil {
+		return fmt.Errorf("local: delete %s: %w", name, err)
+	}
+	if err := syncDir(filepath.Dir(path)); err != nil {
+		return fmt.Errorf("local: delete %s: %w: %w", name, bucket.ErrAmbiguous, err)
+	}
+	return nil
+}
+
+// lockDeletes takes the bucket-wide delete lock, shared by every process.
+func (b *Bucket) lockDeletes() (func(), error) {
+	f, err := os.OpenFile(b.lock, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		f.Close()
+	}, nil
+}
+
+func (b *Bucket) Close() error { return nil }

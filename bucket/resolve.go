@@ -1,0 +1,157 @@
+package bucket
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"math/rand/v2"
+	"time"
+)
+
+// MaxAttempts bounds how many tries CreateOnce and DeleteOnce send for one
+// name. With Backoff that spans a few seconds, past a per-name mutation
+// limit of one a second.
+const MaxAttempts = 12
+
+// CreateOnce creates name with data and resolves ambiguous outcomes by
+// reading the name back, so that the caller learns exactly one of:
+//
+//   - nil: the object under name holds exactly data (this call created it,
+//     or an earlier attempt of this call did and its response was lost);
+//   - ErrExist: the name holds other bytes: another writer won the name;
+//     (a name already holding exactly data is success, so CreateOnce may be
+//     called again for an object whose earlier outcome was unknown);
+//   - ErrAmbiguous: ctx ended or the attempts ran out before the outcome
+//     could be decided; the name may or may not hold data;
+//   - any other error from the backend, unchanged (e.g. ErrInvalidName).
+//
+// Identical bytes count as this caller's object. That is exact for what
+// worldfs creates: log slots carry the writer's store id and operation ids,
+// and every other object is content-addressed or deterministic, so two
+// writers producing identical bytes are producing the same object.
+//
+// Every caller that creates through a bucket with ambiguous outcomes MUST use
+// CreateOnce (or read back the same way) before acting on the outcome.
+func CreateOnce(ctx context.Context, b Bucket, name string, data []byte) (Attrs, error) {
+	var last error
+	for attempt := 0; attempt < MaxAttempts; attempt++ {
+		if attempt > 0 {
+			if err := Backoff(ctx, attempt); err != nil {
+				return Attrs{}, ambiguous(name, last, err)
+			}
+		}
+		attrs, err := b.Create(ctx, name, data)
+		switch {
+		case err == nil:
+			return attrs, nil
+		case !errors.Is(err, ErrAmbiguous) && !errors.Is(err, ErrExist):
+			return Attrs{}, err
+		}
+		// Taken or unknown: the bytes under the name decide. A name taken
+		// by identical bytes is this call's object, landed by an earlier
+		// attempt (of this call or of an earlier call for the same object)
+		// whose response was lost.
+		last = err
+		attrs, found, rerr := readBack(ctx, b, name, data)
+		switch {
+		case rerr != nil && errors.Is(err, ErrExist) && errors.Is(rerr, ErrExist):
+			return Attrs{}, err
+		case rerr != nil:
+			return Attrs{}, ambiguous(name, last, rerr)
+		case found:
+			return attrs, nil
+		}
+		// Proven absent: the identical create is safe to send again.
+	}
+	return Attrs{}, ambiguous(name, last, fmt.Errorf("gave up after %d attempts", MaxAttempts))
+}
+
+// DeleteOnce deletes name at generation, retrying unknown outcomes. A name
+// found gone after an unknown outcome counts as deleted by this call, since
+// only the generation it read could have been removed (Delete is
+// conditioned on it).
+func DeleteOnce(ctx context.Context, b Bucket, name string, generation int64) error {
+	var last error
+	for attempt := 0; attempt < MaxAttempts; attempt++ {
+		if attempt > 0 {
+			if err := Backoff(ctx, attempt); err != nil {
+				return fmt.Errorf("delete %s: %w: %w (last: %v)", name, ErrAmbiguous, err, last)
+			}
+		}
+		err := b.Delete(ctx, name, generation)
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, ErrNotExist) && last != nil:
+			return nil
+		case !errors.Is(err, ErrAmbiguous):
+			return err
+		}
+		last = err
+	}
+	return fmt.Errorf("delete %s: %w: gave up after %d attempts (last: %v)", name, ErrAmbiguous, MaxAttempts, last)
+}
+
+// readBack reads name until it can say whether it holds data. found is
+// false only when the name is proven absent. A name holding other bytes is
+// ErrExist.
+func readBack(ctx context.Context, b Bucket, name string, data []byte) (Attrs, bool, error) {
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			if err := Backoff(ctx, attempt); err != nil {
+				return Attrs{}, false, err
+			}
+		}
+		got, attrs, err := b.Get(ctx, name)
+		switch {
+		case err == nil && bytes.Equal(got, data):
+			return attrs, true, nil
+		case err == nil:
+			return Attrs{}, false, fmt.Errorf("create %s: %w (another writer's object)", name, ErrExist)
+		case errors.Is(err, ErrNotExist):
+			return Attrs{}, false, nil
+		case ctx.Err() != nil:
+			return Attrs{}, false, ctx.Err()
+		}
+		// A transient read failure proves nothing; read again.
+	}
+}
+
+func ambiguous(name string, last, cause error) error {
+	if errors.Is(cause, ErrExist) {
+		return cause
+	}
+	return fmt.Errorf("create %s: %w: %w (last: %v)", name, ErrAmbiguous, cause, last)
+}
+
+// Backoff sleeps before retry number attempt (1, 2, …): exponential from
+// 10 ms, capped at 1 s, with full jitter. It returns ctx's error if ctx ends
+// first.
+func Backoff(ctx context.Context, attempt int) error {
+	ceiling := 10 * time.Millisecond << min(attempt-1, 7)
+	ceiling = min(ceiling, time.Second)
+	d := time.Duration(rand.Int64N(int64(ceiling)) + 1)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// Collect drains a listing into a slice. Meant for small listings and tests;
+// large listings should be consumed as they stream.
+func Collect(seq iter.Seq2[Attrs, error]) ([]Attrs, error) {
+	var out []Attrs
+	for a, err := range seq {
+		if err != nil {
+			return out, err
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
