@@ -22,7 +22,7 @@ type Op int
 
 const (
 	OpCreate Op = iota
-	OpGet        // Get and GetRange
+	OpGet       // Get and GetRange
 	OpStat
 	OpList
 	OpDelete

@@ -1,0 +1,70 @@
+package bucket_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/bucket/buckettest"
+	"github.com/worldfs/worldfs/bucket/faulty"
+	"github.com/worldfs/worldfs/bucket/mem"
+)
+
+func TestValidateName(t *testing.T) {
+	for _, good := range []string{
+		"a", "worlds/w1/marker.json", "worlds/w1/log/0000000000000002", "data/w/r/t/tok/0.parquet",
+		"x/.hidden", "a/.worldfs", "ünïcode/名前", strings.Repeat("s", bucket.MaxSegmentLen),
+	} {
+		if err := bucket.ValidateName(good); err != nil {
+			t.Errorf("ValidateName(%q) = %v, want nil", good, err)
+		}
+	}
+	for _, bad := range buckettest.BadNames {
+		err := bucket.ValidateName(bad)
+		var ne *bucket.NameError
+		if !errors.Is(err, bucket.ErrInvalidName) || !errors.As(err, &ne) || ne.Reason == "" {
+			t.Errorf("ValidateName(%.40q) = %v, want a NameError with a reason", bad, err)
+		}
+	}
+	// The message names the problem.
+	if err := bucket.ValidateName("a/../b"); err == nil || !strings.Contains(err.Error(), `segment ".."`) {
+		t.Errorf("ValidateName(a/../b) = %v, want it to name the .. segment", err)
+	}
+	for _, good := range []string{"", "worlds/", "worlds/w1/log/00000", "p"} {
+		if err := bucket.ValidatePrefix(good); err != nil {
+			t.Errorf("ValidatePrefix(%q) = %v", good, err)
+		}
+	}
+}
+
+func TestCreateOnceGivesUpAfterMaxAttempts(t *testing.T) {
+	script := faulty.NewScript(faulty.Rule{Op: faulty.OpCreate, Fault: faulty.Fault{Kind: faulty.FailBefore}})
+	b := faulty.Wrap(mem.New(mem.Options{}), script)
+	_, err := bucket.CreateOnce(context.Background(), b, "x", []byte("x"))
+	if !errors.Is(err, bucket.ErrAmbiguous) || script.Injected != bucket.MaxAttempts {
+		t.Fatalf("CreateOnce = %v after %d creates; want ErrAmbiguous after %d", err, script.Injected, bucket.MaxAttempts)
+	}
+}
+
+func TestDeleteOnce(t *testing.T) {
+	ctx := context.Background()
+	inner := mem.New(mem.Options{})
+	a, _ := inner.Create(ctx, "x", []byte("x"))
+	// The delete lands but its response is lost: the retry finds the name
+	// gone, which is this call's doing.
+	b := faulty.Wrap(inner, faulty.NewScript(faulty.Rule{Op: faulty.OpDelete, Times: 1, Fault: faulty.Fault{Kind: faulty.FailAfter}}))
+	if err := bucket.DeleteOnce(ctx, b, "x", a.Generation); err != nil {
+		t.Fatalf("DeleteOnce after a lost response = %v", err)
+	}
+	// A name that was never there is still ErrNotExist.
+	if err := bucket.DeleteOnce(ctx, b, "never", 1); !errors.Is(err, bucket.ErrNotExist) {
+		t.Fatalf("DeleteOnce of a missing name = %v, want ErrNotExist", err)
+	}
+	// A moved generation is refused, not retried.
+	a, _ = inner.Create(ctx, "y", []byte("y"))
+	if err := bucket.DeleteOnce(ctx, b, "y", a.Generation+1); !errors.Is(err, bucket.ErrGenerationMismatch) {
+		t.Fatalf("DeleteOnce at a moved generation = %v", err)
+	}
+}

@@ -1,0 +1,293 @@
+package local_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/bucket/buckettest"
+	"github.com/worldfs/worldfs/bucket/local"
+	"github.com/worldfs/worldfs/internal/failpoint"
+)
+
+// The crash tests re-run this test binary as a writer process; TestMain
+// turns it into one when crashChildEnv is set.
+const crashChildEnv = "WORLDFS_LOCAL_CRASH_CHILD"
+
+func TestMain(m *testing.M) {
+	if dir := os.Getenv(crashChildEnv); dir != "" {
+		crashChild(dir)
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// content is what object number i holds: self-describing, sized from 0 to
+// about 300 KB so that writes take several system calls.
+func content(i int) []byte {
+	size := (i * 7919) % (300 << 10)
+	var buf bytes.Buffer
+	fmt.Fprintf(&buf, "object %d size %d\n", i, size)
+	r := rand.New(rand.NewPCG(uint64(i), 1))
+	for buf.Len() < size {
+		buf.WriteByte(byte('a' + r.IntN(26)))
+	}
+	return buf.Bytes()
+}
+
+func objName(i int) string { return fmt.Sprintf("crash/%06d", i) }
+
+// crashChild creates objects from WORLDFS_CRASH_START on, printing each
+// name once its Create returned, until it is killed.
+func crashChild(dir string) {
+	b, err := local.Open(dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(3)
+	}
+	start, _ := strconv.Atoi(os.Getenv("WORLDFS_CRASH_START"))
+	out := bufio.NewWriter(os.Stdout)
+	for i := start; ; i++ {
+		// CreateOnce: an object whose create landed just before the last
+		// crash is found whole and taken as done.
+		if _, err := bucket.CreateOnce(context.Background(), b, objName(i), content(i)); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(4)
+		}
+		fmt.Fprintf(out, "ok %d\n", i)
+		out.Flush()
+	}
+}
+
+func startChild(t *testing.T, dir string, start int, env ...string) (*exec.Cmd, *bytes.Buffer) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), crashChildEnv+"="+dir, "WORLDFS_CRASH_START="+strconv.Itoa(start))
+	cmd.Env = append(cmd.Env, env...)
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, &stdout
+}
+
+// acknowledged parses the child's "ok N" lines.
+func acknowledged(out *bytes.Buffer) []int {
+	var acks []int
+	for _, line := range strings.Split(out.String(), "\n") {
+		if n, ok := strings.CutPrefix(line, "ok "); ok {
+			i, err := strconv.Atoi(n)
+			if err == nil {
+				acks = append(acks, i)
+			}
+		}
+	}
+	return acks
+}
+
+// checkBucket asserts that every object in the bucket is complete, every
+// acknowledged object exists, and returns the number of objects.
+func checkBucket(t *testing.T, dir string, acks []int) int {
+	t.Helper()
+	b, err := local.Open(dir) // also cleans the crashed writer's temp files
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	all, err := bucket.Collect(b.List(ctx, "crash/", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range all {
+		i, err := strconv.Atoi(strings.TrimPrefix(a.Name, "crash/"))
+		if err != nil {
+			t.Fatalf("unexpected object %s", a.Name)
+		}
+		got, _, err := b.Get(ctx, a.Name)
+		if err != nil || !bytes.Equal(got, content(i)) {
+			t.Fatalf("object %s is torn: %d bytes, want %d (%v)", a.Name, len(got), len(content(i)), err)
+		}
+	}
+	for _, i := range acks {
+		if _, err := b.Stat(ctx, objName(i)); err != nil {
+			t.Fatalf("acknowledged object %s is gone: %v", objName(i), err)
+		}
+	}
+	tmp, _ := os.ReadDir(filepath.Join(dir, bucket.ReservedPrefix, "tmp"))
+	if len(tmp) != 0 {
+		t.Fatalf("%d temporary files survive Open after the writer died", len(tmp))
+	}
+	return len(all)
+}
+
+// TestCrashAtRandomMoments kills a writer process with SIGKILL at random
+// moments; every name must then hold a complete object or nothing, and every
+// acknowledged create must be there.
+func TestCrashAtRandomMoments(t *testing.T) {
+	dir := t.TempDir()
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	r := rand.New(rand.NewPCG(seed, 2))
+	next, have, kills := 0, 0, 0
+	for round := range 12 {
+		cmd, out := startChild(t, dir, next)
+		time.Sleep(time.Duration(5+r.IntN(60)) * time.Millisecond)
+		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		err := cmd.Wait()
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			kills++
+		} else {
+			t.Fatalf("round %d: writer exited on its own: %v", round, err)
+		}
+		acks := acknowledged(out)
+		n := checkBucket(t, dir, acks)
+		if n < have {
+			t.Fatalf("round %d: %d objects, had %d before", round, n, have)
+		}
+		have = n
+		if len(acks) > 0 {
+			next = acks[len(acks)-1] + 1
+		}
+	}
+	if kills != 12 || have < 12 {
+		t.Fatalf("%d kills, %d objects: the test did not exercise crashes", kills, have)
+	}
+	t.Logf("12 SIGKILLs, %d objects checked", have)
+}
+
+// TestCrashAtFailpoints kills the writer at each named point of Create, on
+// its third object, and checks what that object must look like.
+func TestCrashAtFailpoints(t *testing.T) {
+	for _, tc := range []struct {
+		point  string
+		landed bool // the third object is complete under its name
+	}{
+		{local.FailpointWritten, false},
+		{local.FailpointSynced, false},
+		{local.FailpointLinked, true},
+		{local.FailpointDone, true},
+	} {
+		t.Run(tc.point, func(t *testing.T) {
+			dir := t.TempDir()
+			cmd, out := startChild(t, dir, 0, failpoint.Env+"="+tc.point+"@3")
+			_ = cmd.Wait()
+			ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+			if !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+				t.Fatalf("writer did not die at %s: %v", tc.point, cmd.ProcessState)
+			}
+			if acks := acknowledged(out); len(acks) != 2 {
+				t.Fatalf("writer acknowledged %v before the crash, want objects 0 and 1", acks)
+			}
+			tmp, _ := os.ReadDir(filepath.Join(dir, bucket.ReservedPrefix, "tmp"))
+			if len(tmp) != 1 {
+				t.Fatalf("%d temporary files after the crash, want the one in flight", len(tmp))
+			}
+			n := checkBucket(t, dir, []int{0, 1})
+			want := 2
+			if tc.landed {
+				want = 3
+			}
+			if n != want {
+				t.Fatalf("%d objects after a crash at %s, want %d", n, tc.point, want)
+			}
+		})
+	}
+}
+
+func TestNamesStayInsideRoot(t *testing.T) {
+	parent := t.TempDir()
+	root := filepath.Join(parent, "bucket")
+	b, err := local.Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, name := range append(buckettest.BadNames, "../sibling", "a/../../../etc/x") {
+		if _, err := b.Create(ctx, name, []byte("x")); !errors.Is(err, bucket.ErrInvalidName) {
+			t.Errorf("Create(%.40q) = %v, want ErrInvalidName", name, err)
+		}
+	}
+	entries, _ := os.ReadDir(parent)
+	if len(entries) != 1 || entries[0].Name() != "bucket" {
+		t.Fatalf("files appeared beside the bucket root: %v", entries)
+	}
+}
+
+func TestObjectAndPrefixConflict(t *testing.T) {
+	b, err := local.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := b.Create(ctx, "a", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.Create(ctx, "a/b", []byte("y"))
+	if err == nil || errors.Is(err, bucket.ErrExist) || !strings.Contains(err.Error(), "cannot hold other objects") {
+		t.Fatalf("Create(a/b) under object a = %v, want a clear conflict error", err)
+	}
+	if _, err := b.Create(ctx, "d/e", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.Create(ctx, "d", []byte("y"))
+	if err == nil || errors.Is(err, bucket.ErrExist) || !strings.Contains(err.Error(), "directory of other objects") {
+		t.Fatalf("Create(d) over prefix d/ = %v, want a clear conflict error", err)
+	}
+}
+
+func TestOpenCleansOnlyDeadWritersTemp(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := local.Open(dir); err != nil {
+		t.Fatal(err)
+	}
+	tmp := filepath.Join(dir, bucket.ReservedPrefix, "tmp")
+	dead := filepath.Join(tmp, "4194305-deadbeef") // above any pid_max
+	live := filepath.Join(tmp, strconv.Itoa(os.Getpid())+"-cafe")
+	for _, p := range []string{dead, live} {
+		if err := os.WriteFile(p, []byte("partial"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := local.Open(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dead); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a dead writer's temp file survived Open: %v", err)
+	}
+	if _, err := os.Stat(live); err != nil {
+		t.Errorf("a live writer's temp file was removed: %v", err)
+	}
+}
+
+func TestPathReadsInPlace(t *testing.T) {
+	b, err := local.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Create(context.Background(), "data/w/0.parquet", []byte("PAR1")); err != nil {
+		t.Fatal(err)
+	}
+	p, err := b.Path("data/w/0.parquet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(p); err != nil || string(got) != "PAR1" {
+		t.Fatalf("reading %s in place = %q, %v", p, got, err)
+	}
+}

@@ -1,0 +1,99 @@
+package mem
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/worldfs/worldfs/bucket"
+)
+
+func TestLatencyModelMatchesProfile(t *testing.T) {
+	p := Profiles["gcs"]
+	r := rand.New(rand.NewPCG(7, 7))
+	for _, tc := range []struct {
+		name string
+		d    Dist
+	}{{"create", p.Create}, {"read", p.Read}} {
+		xs := make([]time.Duration, 20000)
+		for i := range xs {
+			xs[i] = tc.d.sample(r)
+		}
+		slices.Sort(xs)
+		p50, p99 := xs[len(xs)/2], xs[len(xs)*99/100]
+		near := func(got, want time.Duration) bool {
+			return got > want*95/100 && got < want*105/100
+		}
+		if !near(p50, tc.d.P50) || !near(p99, tc.d.P99) {
+			t.Errorf("%s: sampled p50 %v p99 %v, profile p50 %v p99 %v", tc.name, p50, p99, tc.d.P50, tc.d.P99)
+		}
+	}
+}
+
+func TestSeedReplaysLatencies(t *testing.T) {
+	a, b := New(Options{Profile: Profiles["gcs"], Seed: 42}), New(Options{Profile: Profiles["gcs"], Seed: 42})
+	for range 100 {
+		if x, y := a.latency(a.profile.Create), b.latency(b.profile.Create); x != y {
+			t.Fatalf("same seed, different latencies: %v vs %v", x, y)
+		}
+	}
+}
+
+func TestCreateTakesModeledTime(t *testing.T) {
+	b := New(Options{Profile: Profiles["gcs"], Seed: 1})
+	start := time.Now()
+	if _, err := b.Create(context.Background(), "x", nil); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d < 25*time.Millisecond {
+		t.Fatalf("a gcs-profile create took %v, want about 40 ms", d)
+	}
+}
+
+func TestPerNameMutationLimit(t *testing.T) {
+	b := New(Options{Profile: Profile{Name: "t", MutationInterval: 200 * time.Millisecond}})
+	ctx := context.Background()
+	a, err := b.Create(ctx, "x", []byte("1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = b.Delete(ctx, "x", a.Generation)
+	var te *ThrottledError
+	if !errors.As(err, &te) || !errors.Is(err, bucket.ErrAmbiguous) {
+		t.Fatalf("delete right after create = %v, want a 429 that reads as ambiguous", err)
+	}
+	if _, err := b.Stat(ctx, "x"); err != nil {
+		t.Fatalf("a throttled delete applied: %v", err)
+	}
+	// A taken name answers ErrExist at once, whatever the rate: nothing
+	// would be mutated.
+	if _, err := b.Create(ctx, "x", []byte("2")); !errors.Is(err, bucket.ErrExist) {
+		t.Fatalf("create of a taken name = %v, want ErrExist", err)
+	}
+	// Other names are not limited.
+	if _, err := b.Create(ctx, "y", nil); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(250 * time.Millisecond)
+	if err := b.Delete(ctx, "x", a.Generation); err != nil {
+		t.Fatalf("delete after the interval = %v", err)
+	}
+}
+
+func TestOpenSharesStoreByName(t *testing.T) {
+	defer Forget("shared-test")
+	a, b := Open("shared-test", Options{}), Open("shared-test", Options{})
+	if _, err := a.Create(context.Background(), "x", []byte("1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Create(context.Background(), "x", []byte("2")); !errors.Is(err, bucket.ErrExist) {
+		t.Fatalf("second client of one store: %v, want ErrExist", err)
+	}
+	c := New(Options{})
+	if _, err := c.Stat(context.Background(), "x"); !errors.Is(err, bucket.ErrNotExist) {
+		t.Fatalf("a bucket of its own sees another's object: %v", err)
+	}
+}
