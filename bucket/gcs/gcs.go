@@ -67,6 +67,11 @@ var _ bucket.Bucket = (*Bucket)(nil)
 // keeps every object under prefix ("" for the whole bucket). Reads use the
 // JSON API, which emulators serve too.
 func Open(ctx context.Context, name, prefix string, opts Options) (*Bucket, error) {
+	if p := strings.Trim(prefix, "/"); p != "" {
+		if err := bucket.ValidateName(p); err != nil {
+			return nil, fmt.Errorf("gcs: bucket prefix: %w", err)
+		}
+	}
 	client, err := storage.NewClient(ctx, storage.WithJSONReads())
 	if err != nil {
 		return nil, fmt.Errorf("gcs: connecting to bucket %s: %w", name, err)

@@ -1,0 +1,37 @@
+# worldfs — see README.md. Every target runs on a fresh machine with Go.
+GO       ?= go
+BUCKET   ?= ./worldfs-data
+PKGS     := ./...
+
+.PHONY: build test race lint bench demo clean
+
+build:
+	$(GO) build -o bin/worldfs ./cmd/worldfs
+
+# The whole test suite; then the bucket conformance suite again, verbosely,
+# so the log names every backend it ran (a skipped backend fails).
+SHELL := /bin/bash
+
+test:
+	$(GO) test -count=1 $(PKGS)
+	@set -o pipefail; $(GO) test -count=1 -run '^TestConformance$$' -v ./bucket/ \
+		| grep -E '^    --- (PASS|FAIL|SKIP): TestConformance/[^/ ]+ ' \
+		| sed 's/^    --- /conformance: /'
+
+race:
+	$(GO) test -race -count=1 $(PKGS)
+
+lint:
+	$(GO) vet $(PKGS)
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./bucket/
+
+# The main job on the default local bucket: writers race on a create-only
+# log, which is then verified.
+demo:
+	$(GO) run ./cmd/worldfs demo --bucket $(BUCKET)
+
+clean:
+	rm -rf bin

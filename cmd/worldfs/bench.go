@@ -1,0 +1,172 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/bucket/local"
+	"github.com/worldfs/worldfs/internal/stats"
+)
+
+func init() {
+	var url *string
+	var ops, callers, size *int
+	var asJSON *bool
+	register("bench", command{
+		name:    "bucket",
+		summary: "measure Create and Get on a bucket: throughput, latency percentiles, ratio to direct file reads",
+		example: "worldfs bench bucket --bucket 'mem://b?profile=gcs' --ops 2000 --callers 16 --json",
+		flags: func(fs *flag.FlagSet) {
+			url = bucketFlag(fs)
+			ops = fs.Int("ops", 2000, "objects to create, then read")
+			callers = fs.Int("callers", 16, "concurrent callers")
+			size = fs.Int("size", 1024, "object size in bytes")
+			asJSON = fs.Bool("json", false, "print one JSON object instead of a table")
+		},
+		run: func(ctx context.Context, fs *flag.FlagSet, args []string, out io.Writer) error {
+			if len(args) != 0 {
+				return usagef("bench bucket takes no arguments")
+			}
+			if *ops <= 0 || *callers <= 0 || *size < 0 {
+				return usagef("--ops and --callers must be positive, --size not negative")
+			}
+			b, err := openBucket(ctx, *url)
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			res, err := benchBucket(ctx, b, *url, *ops, *callers, *size)
+			if err != nil {
+				return err
+			}
+			if *asJSON {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(res)
+			}
+			fmt.Fprintf(out, "bucket %s, %d objects of %d bytes, %d callers\n", res.Bucket, res.Ops, res.Size, res.Callers)
+			for _, p := range []struct {
+				name string
+				s    stats.Summary
+			}{{"create", res.Create}, {"get", res.Get}} {
+				fmt.Fprintf(out, "  %-7s %9.0f ops/s  p50 %7.3f ms  p90 %7.3f ms  p99 %7.3f ms  max %7.3f ms\n",
+					p.name, p.s.OpsPerSec, p.s.P50ms, p.s.P90ms, p.s.P99ms, p.s.MaxMs)
+			}
+			if res.DirectRead != nil {
+				fmt.Fprintf(out, "  direct  %9.0f ops/s  p50 %7.3f ms  (os.ReadFile of the same files; get/direct throughput ratio %.2f)\n",
+					res.DirectRead.OpsPerSec, res.DirectRead.P50ms, res.GetVsDirect)
+			}
+			return nil
+		},
+	})
+}
+
+type bucketBench struct {
+	Bucket  string `json:"bucket"`
+	Ops     int    `json:"ops"`
+	Callers int    `json:"callers"`
+	Size    int    `json:"size"`
+	Prefix  string `json:"prefix"`
+
+	Create stats.Summary `json:"create"`
+	Get    stats.Summary `json:"get"`
+	// DirectRead is os.ReadFile of the same files (local buckets only), the
+	// baseline Get is measured against.
+	DirectRead  *stats.Summary `json:"direct_read,omitempty"`
+	GetVsDirect float64        `json:"get_vs_direct_throughput,omitempty"`
+}
+
+func benchBucket(ctx context.Context, b bucket.Bucket, url string, ops, callers, size int) (*bucketBench, error) {
+	prefix := fmt.Sprintf("bench/%d/", time.Now().UnixNano())
+	data := make([]byte, size)
+	for i := range data {
+		data[i] = byte(i)
+	}
+	name := func(i int) string { return fmt.Sprintf("%s%016x", prefix, i) }
+	res := &bucketBench{Bucket: url, Ops: ops, Callers: callers, Size: size, Prefix: prefix}
+	var err error
+	if res.Create, err = phase(ctx, "create", ops, callers, func(i int) error {
+		_, err := bucket.CreateOnce(ctx, b, name(i), data)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	if res.Get, err = phase(ctx, "get", ops, callers, func(i int) error {
+		_, _, err := b.Get(ctx, name(i))
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	if lb, ok := b.(*local.Bucket); ok {
+		direct, err := phase(ctx, "direct read", ops, callers, func(i int) error {
+			p, err := lb.Path(name(i))
+			if err == nil {
+				_, err = os.ReadFile(p)
+			}
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		res.DirectRead = &direct
+		res.GetVsDirect = res.Get.OpsPerSec / direct.OpsPerSec
+	}
+	return res, nil
+}
+
+// phase runs op(0..n-1) from callers goroutines, printing progress to
+// stderr every second.
+func phase(ctx context.Context, what string, n, callers int, op func(i int) error) (stats.Summary, error) {
+	var rec stats.Recorder
+	var next, done atomic.Int64
+	var firstErr error
+	var errOnce sync.Once
+	var wg sync.WaitGroup
+	start := time.Now()
+	stop := make(chan struct{})
+	go func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				fmt.Fprintf(os.Stderr, "bench: %s %d/%d\n", what, done.Load(), n)
+			}
+		}
+	}()
+	for range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n || ctx.Err() != nil {
+					return
+				}
+				t0 := time.Now()
+				if err := op(i); err != nil {
+					errOnce.Do(func() { firstErr = fmt.Errorf("%s %d: %w", what, i, err) })
+					return
+				}
+				rec.Add(time.Since(t0))
+				done.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	if firstErr == nil {
+		firstErr = ctx.Err()
+	}
+	return rec.Summarize(time.Since(start)), firstErr
+}

@@ -1,0 +1,171 @@
+// Command worldfs stores, browses and queries simulation worlds kept as
+// Parquet fragments in an object-store bucket.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+
+	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/bucket/bucketurl"
+)
+
+// command is one CLI command: its flags are parsed by run's FlagSet.
+type command struct {
+	name    string
+	summary string
+	usage   string // arguments after the flags
+	example string
+	run     func(ctx context.Context, fs *flag.FlagSet, args []string, out io.Writer) error
+	flags   func(fs *flag.FlagSet)
+}
+
+// usageError is a mistake in the command line; it exits 2.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
+
+var commands = map[string][]command{}
+
+func register(group string, c command) { commands[group] = append(commands[group], c) }
+
+const defaultBucket = "./worldfs-data"
+
+// bucketFlag adds --bucket, defaulting to $WORLDFS_BUCKET or ./worldfs-data.
+func bucketFlag(fs *flag.FlagSet) *string {
+	def := os.Getenv("WORLDFS_BUCKET")
+	if def == "" {
+		def = defaultBucket
+	}
+	return fs.String("bucket", def, "bucket URL (env WORLDFS_BUCKET)")
+}
+
+func openBucket(ctx context.Context, url string) (bucket.Bucket, error) {
+	return bucketurl.Open(ctx, url)
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run executes one command line and returns the exit code: 0 success, 1 a
+// failed command, 2 a bad command line. Errors map to exit codes only here.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	err := dispatch(ctx, args, stdout, stderr)
+	switch {
+	case err == nil || errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, new(usageError)):
+		fmt.Fprintln(stderr, "worldfs:", err)
+		fmt.Fprintln(stderr, "Run 'worldfs --help' for usage.")
+		return 2
+	default:
+		fmt.Fprintln(stderr, "worldfs:", err)
+		return 1
+	}
+}
+
+func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || isHelp(args[0]) {
+		topUsage(stdout)
+		if len(args) == 0 {
+			return usagef("no command given")
+		}
+		return nil
+	}
+	// A command is either "name" (group "") or "group name".
+	if cs, ok := commands[args[0]]; ok && args[0] != "" {
+		if len(args) < 2 || isHelp(args[1]) {
+			groupUsage(stdout, args[0], cs)
+			if len(args) < 2 {
+				return usagef("%s: no subcommand given", args[0])
+			}
+			return nil
+		}
+		for _, c := range cs {
+			if c.name == args[1] {
+				return runCommand(ctx, args[0]+" "+c.name, c, args[2:], stdout, stderr)
+			}
+		}
+		return usagef("%s: unknown subcommand %q", args[0], args[1])
+	}
+	for _, c := range commands[""] {
+		if c.name == args[0] {
+			return runCommand(ctx, c.name, c, args[1:], stdout, stderr)
+		}
+	}
+	return usagef("unknown command %q", args[0])
+}
+
+func isHelp(a string) bool { return a == "-h" || a == "-help" || a == "--help" || a == "help" }
+
+func runCommand(ctx context.Context, full string, c command, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet(full, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	if c.flags != nil {
+		c.flags(fs)
+	}
+	fs.Usage = func() {
+		w := fs.Output()
+		fmt.Fprintf(w, "Usage: worldfs %s [flags] %s\n\n%s\n\nFlags:\n", full, c.usage, c.summary)
+		fs.PrintDefaults()
+		fmt.Fprintf(w, "\nExample:\n  %s\n", c.example)
+		if strings.Contains(full, "bucket") || fs.Lookup("bucket") != nil {
+			fmt.Fprintf(w, "\n%s\n", bucketurl.Help)
+		}
+	}
+	// Accept flags after positional arguments too ("ls PREFIX --bucket X").
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return err
+			}
+			return usageError{err.Error()}
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		positional = append(positional, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	return c.run(ctx, fs, positional, stdout)
+}
+
+func topUsage(w io.Writer) {
+	fmt.Fprintln(w, `worldfs keeps simulation worlds as Parquet fragments in an object-store bucket.
+
+Usage: worldfs COMMAND [flags]    (every command takes --help)
+
+Commands:`)
+	groups := make([]string, 0, len(commands))
+	for g := range commands {
+		groups = append(groups, g)
+	}
+	sort.Strings(groups)
+	for _, g := range groups {
+		for _, c := range commands[g] {
+			name := strings.TrimSpace(g + " " + c.name)
+			fmt.Fprintf(w, "  %-16s %s\n", name, c.summary)
+		}
+	}
+}
+
+func groupUsage(w io.Writer, group string, cs []command) {
+	fmt.Fprintf(w, "Usage: worldfs %s SUBCOMMAND [flags]\n\nSubcommands:\n", group)
+	for _, c := range cs {
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+	}
+}

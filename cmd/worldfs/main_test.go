@@ -1,0 +1,87 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func cli(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// Every command answers --help with its usage and an example.
+func TestEveryCommandHasHelpWithExample(t *testing.T) {
+	for group, cs := range commands {
+		for _, c := range cs {
+			args := strings.Fields(group + " " + c.name + " --help")
+			code, _, stderr := cli(t, args...)
+			_, example, _ := strings.Cut(stderr, "Example:\n")
+			if code != 0 || !strings.Contains(example, "worldfs "+strings.TrimSpace(group+" "+c.name)) || !strings.Contains(stderr, "Usage: worldfs") {
+				t.Errorf("%v: exit %d, help:\n%s", args, code, stderr)
+			}
+		}
+	}
+	if code, out, _ := cli(t, "--help"); code != 0 || !strings.Contains(out, "bench bucket") {
+		t.Errorf("top-level --help: exit %d\n%s", code, out)
+	}
+}
+
+func TestBadCommandLinesExit2(t *testing.T) {
+	for _, args := range [][]string{
+		{}, {"nonsense"}, {"bucket"}, {"bucket", "frob"}, {"bucket", "cat"},
+		{"bucket", "ls", "--no-such-flag"}, {"bucket", "rm", "x"}, {"demo", "--writers", "0"},
+	} {
+		if code, _, stderr := cli(t, args...); code != 2 || !strings.Contains(stderr, "worldfs:") {
+			t.Errorf("%q: exit %d, stderr %q; want 2 with a message", args, code, stderr)
+		}
+	}
+}
+
+func TestBucketCommands(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(t.TempDir(), "src")
+	os.WriteFile(src, []byte("0123456789"), 0o644)
+	if code, out, stderr := cli(t, "bucket", "put", "--bucket", dir, "notes/a.txt", src); code != 0 || !strings.Contains(out, "created notes/a.txt (10 bytes") {
+		t.Fatalf("put: %d %q %q", code, out, stderr)
+	}
+	// The name is taken: refused, and the object is unchanged.
+	if code, _, stderr := cli(t, "bucket", "put", "--bucket", dir, "notes/a.txt", "/etc/hostname"); code != 1 || !strings.Contains(stderr, "already exists") {
+		t.Fatalf("second put: %d %q", code, stderr)
+	}
+	if code, out, _ := cli(t, "bucket", "cat", "--bucket", dir, "--offset", "2", "--length", "3", "notes/a.txt"); code != 0 || out != "234" {
+		t.Fatalf("cat range: %d %q", code, out)
+	}
+	if code, out, _ := cli(t, "bucket", "ls", "notes/", "--bucket", dir); code != 0 || !strings.Contains(out, "notes/a.txt") {
+		t.Fatalf("ls: %d %q", code, out)
+	}
+	if code, _, stderr := cli(t, "bucket", "cat", "--bucket", dir, "../etc/passwd"); code != 1 || !strings.Contains(stderr, `invalid object name "../etc/passwd"`) {
+		t.Fatalf("cat of a bad name: %d %q", code, stderr)
+	}
+	if code, _, stderr := cli(t, "bucket", "stat", "--bucket", "s3://x", "a"); code != 1 || !strings.Contains(stderr, `unknown scheme "s3"`) {
+		t.Fatalf("unknown scheme: %d %q", code, stderr)
+	}
+}
+
+func TestDemoAndBench(t *testing.T) {
+	dir := t.TempDir()
+	code, out, stderr := cli(t, "demo", "--bucket", dir, "--writers", "3", "--records", "60")
+	if code != 0 || !strings.Contains(out, "committed 60 slots") || !strings.Contains(out, "verified") {
+		t.Fatalf("demo: %d\n%s\n%s", code, out, stderr)
+	}
+	code, out, stderr = cli(t, "bench", "bucket", "--bucket", dir, "--ops", "200", "--callers", "4", "--json")
+	var res bucketBench
+	if code != 0 || json.Unmarshal([]byte(out), &res) != nil {
+		t.Fatalf("bench: %d\n%s\n%s", code, out, stderr)
+	}
+	if res.Create.Ops != 200 || res.Get.Ops != 200 || res.DirectRead == nil || res.Get.P50ms <= 0 {
+		t.Fatalf("bench result %+v", res)
+	}
+}
