@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -71,18 +72,50 @@ func crashChild(dir string) {
 	}
 }
 
-func startChild(t *testing.T, dir string, start int, env ...string) (*exec.Cmd, *bytes.Buffer) {
+// child is a running writer process and what it acknowledged so far.
+type child struct {
+	cmd   *exec.Cmd
+	mu    sync.Mutex
+	out   bytes.Buffer
+	first chan struct{} // closed at the first acknowledgement
+	done  chan struct{} // closed when stdout ends
+}
+
+func startChild(t *testing.T, dir string, start int, env ...string) *child {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), crashChildEnv+"="+dir, "WORLDFS_CRASH_START="+strconv.Itoa(start))
-	cmd.Env = append(cmd.Env, env...)
-	var stdout bytes.Buffer
-	cmd.Stdout = &stdout
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
+	c := &child{first: make(chan struct{}), done: make(chan struct{})}
+	c.cmd = exec.Command(os.Args[0], "-test.run=^$")
+	c.cmd.Env = append(os.Environ(), crashChildEnv+"="+dir, "WORLDFS_CRASH_START="+strconv.Itoa(start))
+	c.cmd.Env = append(c.cmd.Env, env...)
+	c.cmd.Stderr = os.Stderr
+	stdout, err := c.cmd.StdoutPipe()
+	if err != nil {
 		t.Fatal(err)
 	}
-	return cmd, &stdout
+	if err := c.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(c.done)
+		sc := bufio.NewScanner(stdout)
+		var once sync.Once
+		for sc.Scan() {
+			c.mu.Lock()
+			c.out.WriteString(sc.Text() + "\n")
+			c.mu.Unlock()
+			once.Do(func() { close(c.first) })
+		}
+	}()
+	return c
+}
+
+// wait waits for the process to end and returns its acknowledgements.
+func (c *child) wait() []int {
+	<-c.done
+	_ = c.cmd.Wait()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return acknowledged(&c.out)
 }
 
 // acknowledged parses the child's "ok N" lines.
@@ -144,18 +177,23 @@ func TestCrashAtRandomMoments(t *testing.T) {
 	r := rand.New(rand.NewPCG(seed, 2))
 	next, have, kills := 0, 0, 0
 	for round := range 12 {
-		cmd, out := startChild(t, dir, next)
-		time.Sleep(time.Duration(5+r.IntN(60)) * time.Millisecond)
-		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		c := startChild(t, dir, next)
+		// Kill at a random moment once the writer is up and creating.
+		select {
+		case <-c.first:
+		case <-time.After(time.Minute):
+			t.Fatal("writer acknowledged nothing in a minute")
+		}
+		time.Sleep(time.Duration(r.IntN(30_000)) * time.Microsecond)
+		if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
-		err := cmd.Wait()
-		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		acks := c.wait()
+		if ws, ok := c.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			kills++
 		} else {
-			t.Fatalf("round %d: writer exited on its own: %v", round, err)
+			t.Fatalf("round %d: writer exited on its own: %v", round, c.cmd.ProcessState)
 		}
-		acks := acknowledged(out)
 		n := checkBucket(t, dir, acks)
 		if n < have {
 			t.Fatalf("round %d: %d objects, had %d before", round, n, have)
@@ -185,13 +223,13 @@ func TestCrashAtFailpoints(t *testing.T) {
 	} {
 		t.Run(tc.point, func(t *testing.T) {
 			dir := t.TempDir()
-			cmd, out := startChild(t, dir, 0, failpoint.Env+"="+tc.point+"@3")
-			_ = cmd.Wait()
-			ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+			c := startChild(t, dir, 0, failpoint.Env+"="+tc.point+"@3")
+			acks := c.wait()
+			ws, _ := c.cmd.ProcessState.Sys().(syscall.WaitStatus)
 			if !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
-				t.Fatalf("writer did not die at %s: %v", tc.point, cmd.ProcessState)
+				t.Fatalf("writer did not die at %s: %v", tc.point, c.cmd.ProcessState)
 			}
-			if acks := acknowledged(out); len(acks) != 2 {
+			if len(acks) != 2 {
 				t.Fatalf("writer acknowledged %v before the crash, want objects 0 and 1", acks)
 			}
 			tmp, _ := os.ReadDir(filepath.Join(dir, bucket.ReservedPrefix, "tmp"))
