@@ -132,7 +132,14 @@ func ambiguous(name string, last, cause error) error {
 func Backoff(ctx context.Context, attempt int) error {
 	ceiling := 10 * time.Millisecond << min(attempt-1, 7)
 	ceiling = min(ceiling, time.Second)
-	d := time.Duration(rand.Int64N(int64(ceiling)) + 1)
+	return Sleep(ctx, time.Duration(rand.Int64N(int64(ceiling))+1))
+}
+
+// Sleep waits d, or returns ctx's error if ctx ends first.
+func Sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

@@ -107,12 +107,8 @@ func (b *Bucket) do(ctx context.Context, op Op, name string, call func() error) 
 	case FailBefore:
 		return &InjectedError{op, name, f.Kind}
 	case Stall:
-		t := time.NewTimer(f.Stall)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
+		if err := bucket.Sleep(ctx, f.Stall); err != nil {
+			return err
 		}
 	}
 	err := call()

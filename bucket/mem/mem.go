@@ -179,32 +179,18 @@ func (b *Bucket) latency(d Dist) time.Duration {
 	return d.sample(b.rng)
 }
 
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
-
 // around runs apply in the middle of one sampled latency of d. A context
 // that ends before apply leaves the store untouched; one that ends after
 // reports the error as an unknown outcome for mutations.
 func (b *Bucket) around(ctx context.Context, d Dist, mutation bool, apply func() error) error {
 	lat := b.latency(d)
-	if err := sleep(ctx, lat/2); err != nil {
+	if err := bucket.Sleep(ctx, lat/2); err != nil {
 		return err
 	}
 	if err := apply(); err != nil {
 		return err
 	}
-	if err := sleep(ctx, lat-lat/2); err != nil {
+	if err := bucket.Sleep(ctx, lat-lat/2); err != nil {
 		if mutation {
 			return fmt.Errorf("%w: response lost: %w", bucket.ErrAmbiguous, err)
 		}
