@@ -46,14 +46,18 @@ var Cases = []Case{
 // Run runs every case against buckets from newBucket.
 func Run(t *testing.T, newBucket Factory) {
 	for _, c := range Cases {
+		finished := false
 		t.Run(c.Name, func(t *testing.T) {
 			b := newBucket(t)
 			t.Cleanup(func() { b.Close() })
 			c.Run(t, b)
+			finished = true
 		})
-	}
-	if t.Skipped() {
-		t.Fatal("a conformance run was skipped; a backend that cannot run is a failure")
+		// A case that neither failed nor finished was skipped: for a
+		// conformance suite that is a failure, not a pass.
+		if !finished && !t.Failed() {
+			t.Errorf("conformance case %s was skipped; a backend that cannot run a case fails", c.Name)
+		}
 	}
 }
 
