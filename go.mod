@@ -7,6 +7,7 @@ require (
 	github.com/fsouza/fake-gcs-server v1.56.1
 	github.com/google/btree v1.1.3
 	github.com/googleapis/gax-go/v2 v2.26.2
+	github.com/klauspost/compress v1.19.2
 	google.golang.org/api v0.307.0
 )
 

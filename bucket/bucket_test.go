@@ -3,8 +3,10 @@ package bucket_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/bucket/buckettest"
@@ -66,5 +68,57 @@ func TestDeleteOnce(t *testing.T) {
 	a, _ = inner.Create(ctx, "y", []byte("y"))
 	if err := bucket.DeleteOnce(ctx, b, "y", a.Generation+1); !errors.Is(err, bucket.ErrGenerationMismatch) {
 		t.Fatalf("DeleteOnce at a moved generation = %v", err)
+	}
+}
+
+// recreating deletes for real, then creates the name again (another
+// writer) and answers as if the response were lost.
+type recreating struct{ bucket.Bucket }
+
+func (r recreating) Delete(ctx context.Context, name string, gen int64) error {
+	if err := r.Bucket.Delete(ctx, name, gen); err != nil {
+		return err
+	}
+	r.Bucket.Create(ctx, name, []byte("newer"))
+	return fmt.Errorf("lost response: %w", bucket.ErrAmbiguous)
+}
+
+// A delete whose outcome was unknown, after which the name was created
+// again, removed the generation it read: DeleteOnce reports success, not
+// a mismatch (which would claim nothing was removed).
+func TestDeleteOnceAfterRecreate(t *testing.T) {
+	ctx := context.Background()
+	inner := mem.New(mem.Options{})
+	a, _ := inner.Create(ctx, "x", []byte("1"))
+	if err := bucket.DeleteOnce(ctx, recreating{inner}, "x", a.Generation); err != nil {
+		t.Fatalf("DeleteOnce = %v, want success", err)
+	}
+}
+
+// unreadable: every create is ambiguous and every read fails for good.
+type unreadable struct{ bucket.Bucket }
+
+func (unreadable) Create(context.Context, string, []byte) (bucket.Attrs, error) {
+	return bucket.Attrs{}, bucket.ErrAmbiguous
+}
+
+func (unreadable) Get(context.Context, string) ([]byte, bucket.Attrs, error) {
+	return nil, bucket.Attrs{}, errors.New("permission denied")
+}
+
+// readBack gives up on a permanent read failure instead of looping.
+func TestCreateOnceStopsOnPermanentReadFailure(t *testing.T) {
+	done := make(chan error, 1)
+	go func() {
+		_, err := bucket.CreateOnce(context.Background(), unreadable{mem.New(mem.Options{})}, "x", nil)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, bucket.ErrAmbiguous) || !strings.Contains(err.Error(), "permission denied") {
+			t.Fatalf("CreateOnce = %v, want ErrAmbiguous naming the read failure", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("CreateOnce kept retrying a permanent read failure")
 	}
 }

@@ -68,10 +68,10 @@ func CreateOnce(ctx context.Context, b Bucket, name string, data []byte) (Attrs,
 	return Attrs{}, ambiguous(name, last, fmt.Errorf("gave up after %d attempts", MaxAttempts))
 }
 
-// DeleteOnce deletes name at generation, retrying unknown outcomes. A name
-// found gone after an unknown outcome counts as deleted by this call, since
-// only the generation it read could have been removed (Delete is
-// conditioned on it).
+// DeleteOnce deletes name at generation, retrying unknown outcomes. After an
+// unknown outcome, finding the generation gone (ErrNotExist or a newer
+// generation) counts as deleted by this call: Delete is conditioned on the
+// generation, and generations never repeat.
 func DeleteOnce(ctx context.Context, b Bucket, name string, generation int64) error {
 	var last error
 	for attempt := 0; attempt < MaxAttempts; attempt++ {
@@ -84,7 +84,10 @@ func DeleteOnce(ctx context.Context, b Bucket, name string, generation int64) er
 		switch {
 		case err == nil:
 			return nil
-		case errors.Is(err, ErrNotExist) && last != nil:
+		case last != nil && (errors.Is(err, ErrNotExist) || errors.Is(err, ErrGenerationMismatch)):
+			// An earlier attempt's outcome was unknown: the generation we
+			// read is gone, and generations never repeat, so that attempt
+			// removed it (the name may hold a newer object since).
 			return nil
 		case !errors.Is(err, ErrAmbiguous):
 			return err
@@ -98,7 +101,8 @@ func DeleteOnce(ctx context.Context, b Bucket, name string, generation int64) er
 // false only when the name is proven absent. A name holding other bytes is
 // ErrExist.
 func readBack(ctx context.Context, b Bucket, name string, data []byte) (Attrs, bool, error) {
-	for attempt := 0; ; attempt++ {
+	var last error
+	for attempt := 0; attempt < MaxAttempts; attempt++ {
 		if attempt > 0 {
 			if err := Backoff(ctx, attempt); err != nil {
 				return Attrs{}, false, err
@@ -114,9 +118,12 @@ func readBack(ctx context.Context, b Bucket, name string, data []byte) (Attrs, b
 			return Attrs{}, false, nil
 		case ctx.Err() != nil:
 			return Attrs{}, false, ctx.Err()
+		case !errors.Is(err, ErrUnavailable):
+			return Attrs{}, false, err // a permanent failure proves nothing either way
 		}
-		// A transient read failure proves nothing; read again.
+		last = err // a transient read failure proves nothing; read again
 	}
+	return Attrs{}, false, fmt.Errorf("reading back: %d reads failed (last: %w)", MaxAttempts, last)
 }
 
 func ambiguous(name string, last, cause error) error {

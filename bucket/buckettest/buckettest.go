@@ -256,6 +256,7 @@ func testRangedReads(t *testing.T, b bucket.Bucket) {
 		{100, 5, []byte{}, nil},
 		{100, -1, []byte{}, nil},
 		{101, 1, nil, bucket.ErrInvalidRange},
+		{101, 0, nil, bucket.ErrInvalidRange},
 		{1000, -1, nil, bucket.ErrInvalidRange},
 		{-1, 5, nil, bucket.ErrInvalidRange},
 	} {
@@ -318,6 +319,7 @@ func testListOrder(t *testing.T, b bucket.Bucket) {
 		{"p/", "p/b", []string{"p/bb/x"}},
 		{"p/", "p/bb/x", nil},
 		{"p/", "o", all[:7]},
+		{"p/a", "p/a-c", []string{"p/a.b", "p/a/b", "p/a/c/d", "p/a0"}},
 		{"", "p/bb/x", []string{"pq", "q/1"}},
 		{"", "zzz", nil},
 		{"r/", "", nil},
@@ -460,6 +462,15 @@ func testCanceledContext(t *testing.T, b bucket.Bucket) {
 	}
 	if _, _, err := b.Get(ctx, "canceled"); err == nil {
 		t.Fatal("Get with a canceled context succeeded")
+	}
+	if _, err := b.Stat(ctx, "canceled"); err == nil {
+		t.Fatal("Stat with a canceled context succeeded")
+	}
+	if err := b.Delete(ctx, "canceled", 1); err == nil {
+		t.Fatal("Delete with a canceled context succeeded")
+	}
+	if _, err := bucket.Collect(b.List(ctx, "", "")); err == nil {
+		t.Fatal("List with a canceled context succeeded")
 	}
 	// A create refused for cancellation may still have landed (ambiguous);
 	// either way the bucket must answer cleanly afterwards.

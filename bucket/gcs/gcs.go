@@ -128,22 +128,29 @@ func (b *Bucket) Create(ctx context.Context, name string, data []byte) (bucket.A
 		err = cerr
 	}
 	if err != nil {
-		return bucket.Attrs{}, b.createErr(ctx, name, err)
+		return bucket.Attrs{}, b.createErr(name, err)
 	}
 	return b.attrs(w.Attrs()), nil
 }
 
-// createErr classifies a failed create.
-func (b *Bucket) createErr(ctx context.Context, name string, err error) error {
-	code := httpCode(err)
-	switch {
-	case code == http.StatusPreconditionFailed:
-		return fmt.Errorf("gcs: create %s: %w", name, bucket.ErrExist)
-	case code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || code >= 500,
-		ctx.Err() != nil, isNetwork(err):
-		return fmt.Errorf("gcs: create %s: %w: %w", name, bucket.ErrAmbiguous, err)
+// createErr classifies a failed create. Only answers that prove the create
+// did not apply are definite; anything else may have landed.
+func (b *Bucket) createErr(name string, err error) error {
+	return b.mutationErr("create", name, err, bucket.ErrExist)
+}
+
+// mutationErr classifies a failed mutation: 412 is taken (precondition),
+// a definite client error (400, 401, 403, 404) applied nothing, and every
+// other failure (408, 429, 5xx, timeouts, broken connections, anything
+// unrecognized) is ErrAmbiguous.
+func (b *Bucket) mutationErr(op, name string, err error, precondition error) error {
+	switch httpCode(err) {
+	case http.StatusPreconditionFailed:
+		return fmt.Errorf("gcs: %s %s: %w", op, name, precondition)
+	case http.StatusBadRequest, http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound:
+		return fmt.Errorf("gcs: %s %s: %w", op, name, err)
 	}
-	return fmt.Errorf("gcs: create %s: %w", name, err)
+	return fmt.Errorf("gcs: %s %s: %w: %w", op, name, bucket.ErrAmbiguous, err)
 }
 
 func httpCode(err error) int {
@@ -283,20 +290,30 @@ func (b *Bucket) Delete(ctx context.Context, name string, generation int64) erro
 	if err := bucket.ValidateName(name); err != nil {
 		return err
 	}
-	err := b.object(name).Generation(generation).If(storage.Conditions{GenerationMatch: generation}).Delete(ctx)
+	// No client retries: a retry of a delete that landed would answer 404
+	// and hide the outcome. bucket.DeleteOnce retries with that in mind.
+	err := b.object(name).Generation(generation).
+		Retryer(storage.WithPolicy(storage.RetryNever)).
+		If(storage.Conditions{GenerationMatch: generation}).Delete(ctx)
 	if err == nil {
 		return nil
 	}
 	mismatch := fmt.Errorf("gcs: delete %s at generation %d: %w", name, generation, bucket.ErrGenerationMismatch)
-	if httpCode(err) == http.StatusPreconditionFailed {
+	if !errors.Is(err, storage.ErrObjectNotExist) && httpCode(err) != http.StatusNotFound {
+		return b.mutationErr("delete", name, err, bucket.ErrGenerationMismatch)
+	}
+	// 404: that generation is gone. A Stat tells a moved generation from a
+	// missing name; if it cannot answer, the outcome is unknown.
+	a, serr := b.Stat(ctx, name)
+	switch {
+	case serr == nil && a.Generation != generation:
 		return mismatch
+	case errors.Is(serr, bucket.ErrNotExist):
+		return fmt.Errorf("gcs: delete %s: %w", name, bucket.ErrNotExist)
+	case serr != nil:
+		return fmt.Errorf("gcs: delete %s: %w: %w", name, bucket.ErrAmbiguous, serr)
 	}
-	if errors.Is(err, storage.ErrObjectNotExist) || httpCode(err) == http.StatusNotFound {
-		if _, serr := b.Stat(ctx, name); serr == nil {
-			return mismatch
-		}
-	}
-	return b.readErr("delete", name, err)
+	return fmt.Errorf("gcs: delete %s: %w: 404 for the live generation", name, bucket.ErrAmbiguous)
 }
 
 func (b *Bucket) Close() error {

@@ -29,6 +29,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -53,6 +54,10 @@ type Bucket struct {
 	root string // absolute, clean
 	tmp  string // root/.worldfs/tmp
 	lock string // root/.worldfs/delete.lock
+	// synced holds directories whose own entry this process has fsynced
+	// into their parent; a directory made by another process (perhaps one
+	// that crashed before syncing) is synced again before it is trusted.
+	synced sync.Map
 }
 
 var _ bucket.Bucket = (*Bucket)(nil)
@@ -75,7 +80,34 @@ func Open(dir string) (*Bucket, error) {
 	if err := b.cleanTemp(); err != nil {
 		return nil, fmt.Errorf("local bucket %s: cleaning temporary files: %w", dir, err)
 	}
+	if err := b.checkTimestamps(); err != nil {
+		return nil, fmt.Errorf("local bucket %s: %w", dir, err)
+	}
 	return b, nil
+}
+
+// checkTimestamps refuses file systems that do not keep modification times
+// to the nanosecond: generations are those times, and must never repeat for
+// one name.
+func (b *Bucket) checkTimestamps() error {
+	probe := filepath.Join(b.tmp, strconv.Itoa(os.Getpid())+"-timestamp-probe")
+	if err := os.WriteFile(probe, nil, 0o644); err != nil {
+		return err
+	}
+	defer os.Remove(probe)
+	want := time.Unix(1, 123456789)
+	if err := os.Chtimes(probe, want, want); err != nil {
+		return err
+	}
+	info, err := os.Stat(probe)
+	if err != nil {
+		return err
+	}
+	if !info.ModTime().Equal(want) {
+		return fmt.Errorf("the file system keeps modification times only to %v; worldfs needs nanoseconds for object generations",
+			want.Sub(info.ModTime()))
+	}
+	return nil
 }
 
 // Root returns the bucket's directory.
@@ -144,6 +176,11 @@ func (b *Bucket) Create(ctx context.Context, name string, data []byte) (bucket.A
 			if info, serr := os.Lstat(path); serr == nil && info.IsDir() {
 				return bucket.Attrs{}, fmt.Errorf("local: create %s: the name is a directory of other objects", name)
 			}
+			// The winner may not have synced its entry yet (or crashed
+			// before it did): make it durable before calling it taken.
+			if err := syncDir(filepath.Dir(path)); err != nil {
+				return bucket.Attrs{}, fmt.Errorf("local: create %s: %w: %w", name, bucket.ErrAmbiguous, err)
+			}
 			return bucket.Attrs{}, fmt.Errorf("local: create %s: %w", name, bucket.ErrExist)
 		}
 		return bucket.Attrs{}, fmt.Errorf("local: create %s: %w", name, err)
@@ -178,27 +215,31 @@ func (b *Bucket) writeTemp(data []byte) (string, bucket.Attrs, error) {
 	if err == nil {
 		err = f.Sync()
 	}
+	var info fs.FileInfo
+	if err == nil {
+		info, err = f.Stat() // the generation as every later Stat reads it
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		return tmp, bucket.Attrs{}, err
 	}
-	return tmp, bucket.Attrs{Size: int64(len(data)), Generation: created.UnixNano(), Created: created}, nil
+	return tmp, attrsOf("", info), nil
 }
 
-// mkdirDurable creates dir and its missing parents, syncing each parent
-// whose entries it changed, so that a durable object is never left behind
-// a directory entry that a crash can lose.
+// mkdirDurable makes sure dir and its parents exist and that every
+// directory entry on the way from the root is durable: it syncs each parent
+// whose entries it changed, and each existing directory this process has
+// not synced yet (another process may have made it and crashed before
+// syncing), so a durable object is never left behind an entry a crash can
+// lose.
 func (b *Bucket) mkdirDurable(dir string) error {
-	if info, err := os.Stat(dir); err == nil {
-		if !info.IsDir() {
-			return fmt.Errorf("%s is an object, so it cannot hold other objects", b.rel(dir))
-		}
+	if dir == b.root {
 		return nil
 	}
-	if dir == b.root {
-		return os.MkdirAll(dir, 0o755)
+	if _, ok := b.synced.Load(dir); ok {
+		return nil
 	}
 	if err := b.mkdirDurable(filepath.Dir(dir)); err != nil {
 		return err
@@ -209,7 +250,16 @@ func (b *Bucket) mkdirDurable(dir string) error {
 		}
 		return err
 	}
-	return syncDir(filepath.Dir(dir))
+	if info, err := os.Stat(dir); err != nil {
+		return err
+	} else if !info.IsDir() {
+		return fmt.Errorf("%s is an object, so it cannot hold other objects", b.rel(dir))
+	}
+	if err := syncDir(filepath.Dir(dir)); err != nil {
+		return err
+	}
+	b.synced.Store(dir, true)
+	return nil
 }
 
 func (b *Bucket) rel(path string) string {

@@ -1,0 +1,203 @@
+package index
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Kind names an entry type.
+type Kind string
+
+const (
+	KindWorldCreate      Kind = "world.create"
+	KindFenceAcquire     Kind = "fence.acquire"
+	KindTickPublish      Kind = "tick.publish"
+	KindWorldStatus      Kind = "world.status"
+	KindClaimAcquire     Kind = "claim.acquire"
+	KindClaimTakeover    Kind = "claim.takeover"
+	KindClaimComplete    Kind = "claim.complete"
+	KindFragmentsRewrite Kind = "fragments.rewrite"
+)
+
+// Entry is one catalog mutation. Exactly the payload field of its Kind is
+// set.
+type Entry struct {
+	// Op is the caller's operation id; a reread that finds it in a slot
+	// proves the operation committed.
+	Op   string `json:"op"`
+	Kind Kind   `json:"kind"`
+
+	WorldCreate  *WorldCreate      `json:"world_create,omitempty"`
+	FenceAcquire *FenceAcquire     `json:"fence_acquire,omitempty"`
+	TickPublish  *TickPublish      `json:"tick_publish,omitempty"`
+	WorldStatus  *WorldStatus      `json:"world_status,omitempty"`
+	Claim        *ClaimOp          `json:"claim,omitempty"`
+	Rewrite      *FragmentsRewrite `json:"rewrite,omitempty"`
+}
+
+// Writer modes (seed 000 §8).
+const (
+	ModeResumable   = "resumable"
+	ModeCleanupOnly = "cleanup_only"
+)
+
+// WorldCreate creates the world; it is the log's first entry. A fork names
+// its parent and the point it forked from.
+type WorldCreate struct {
+	Parent     string `json:"parent,omitempty"`
+	ForkRun    string `json:"fork_run,omitempty"`
+	ForkTick   int64  `json:"fork_tick,omitempty"`
+	WriterMode string `json:"writer_mode"`
+	// CreatedUnixMs is the creator's clock, recorded as data.
+	CreatedUnixMs int64 `json:"created_unix_ms"`
+}
+
+// FenceAcquire makes its writer the world's one live writer: the epoch
+// becomes the current epoch plus one, staling every earlier holder. A
+// mutable resume (Resume) is refused on a cleanup_only world.
+type FenceAcquire struct {
+	Holder string `json:"holder"`
+	Resume bool   `json:"resume,omitempty"`
+}
+
+// Fragment is one Parquet fragment of a table in a publication.
+type Fragment struct {
+	Path   string `json:"path"`
+	Rows   int64  `json:"rows"`
+	Bytes  int64  `json:"bytes"`
+	Digest string `json:"digest"`
+}
+
+// TableFragments lists a table's fragments in a publication.
+type TableFragments struct {
+	Table     string     `json:"table"`
+	Fragments []Fragment `json:"fragments"`
+}
+
+// TickPublish is a tick's manifest (seed 000 §3 step 6): published under
+// the writer's epoch, put-if-absent on (run, tick), and it advances the
+// run's durable head.
+type TickPublish struct {
+	Run         string           `json:"run"`
+	Tick        int64            `json:"tick"`
+	CommitToken string           `json:"commit_token"`
+	WriterEpoch int64            `json:"writer_epoch"`
+	Tables      []TableFragments `json:"tables"`
+}
+
+// World statuses.
+const (
+	StatusActive   = "active"
+	StatusArchived = "archived"
+)
+
+// WorldStatus sets the world's status and, optionally, moves its writer
+// mode from resumable to cleanup_only (never back).
+type WorldStatus struct {
+	Status     string `json:"status"`
+	WriterMode string `json:"writer_mode,omitempty"`
+}
+
+// ClaimKey is a fact's scope within its world (seed 003 §3).
+type ClaimKey struct {
+	Run        string `json:"run"`
+	Producer   string `json:"producer"`
+	ExternalID string `json:"external_id"`
+}
+
+func (k ClaimKey) String() string { return k.Run + "/" + k.Producer + "/" + k.ExternalID }
+
+// ClaimOp is the payload of the three claim entries.
+//
+//   - claim.acquire: put-if-absent on Key; a fresh claim is pending under
+//     CommitToken, held by Holder until LeaseUntilMs. Digest is the
+//     server-computed payload digest.
+//   - claim.takeover: Holder takes over a pending claim whose lease ended
+//     (NowMs ≥ its lease), keeping the claim's token.
+//   - claim.complete: the pending claim under CommitToken becomes complete;
+//     its token joins the visible set.
+type ClaimOp struct {
+	Key          ClaimKey `json:"key"`
+	Digest       string   `json:"digest"`
+	CommitToken  string   `json:"commit_token,omitempty"`
+	Holder       string   `json:"holder,omitempty"`
+	LeaseUntilMs int64    `json:"lease_until_ms,omitempty"`
+	// NowMs is the caller's clock, recorded as data so that Apply stays
+	// deterministic.
+	NowMs int64 `json:"now_ms"`
+}
+
+// FragmentsRewrite replaces a published table's fragments with new ones
+// holding the same rows (optimize). The rows keep their commit columns, so
+// visibility is unchanged.
+type FragmentsRewrite struct {
+	Run   string     `json:"run"`
+	Tick  int64      `json:"tick"`
+	Table string     `json:"table"`
+	Old   []string   `json:"old"`
+	New   []Fragment `json:"new"`
+}
+
+func (e *Entry) validate() error {
+	set := 0
+	for _, p := range []bool{e.WorldCreate != nil, e.FenceAcquire != nil, e.TickPublish != nil, e.WorldStatus != nil, e.Claim != nil, e.Rewrite != nil} {
+		if p {
+			set++
+		}
+	}
+	if set != 1 {
+		return fmt.Errorf("%s entry with %d payloads, want 1", e.Kind, set)
+	}
+	switch e.Kind {
+	case KindWorldCreate:
+		if c := e.WorldCreate; c == nil {
+			return errors.New("world.create without its payload")
+		} else if c.WriterMode != ModeResumable && c.WriterMode != ModeCleanupOnly {
+			return fmt.Errorf("world.create: writer mode %q (want %q or %q)", c.WriterMode, ModeResumable, ModeCleanupOnly)
+		} else if (c.Parent == "") != (c.ForkRun == "") {
+			return errors.New("world.create: a fork names both its parent and fork run")
+		}
+	case KindFenceAcquire:
+		if e.FenceAcquire == nil || e.FenceAcquire.Holder == "" {
+			return errors.New("fence.acquire without a holder")
+		}
+	case KindTickPublish:
+		p := e.TickPublish
+		switch {
+		case p == nil:
+			return errors.New("tick.publish without its payload")
+		case p.Run == "" || p.CommitToken == "":
+			return errors.New("tick.publish needs a run and a commit token")
+		case p.Tick < 0 || p.WriterEpoch <= 0:
+			return fmt.Errorf("tick.publish: tick %d epoch %d (tick ≥ 0, epoch ≥ 1)", p.Tick, p.WriterEpoch)
+		}
+	case KindWorldStatus:
+		if s := e.WorldStatus; s == nil || (s.Status != StatusActive && s.Status != StatusArchived) {
+			return errors.New("world.status: status must be active or archived")
+		} else if s.WriterMode != "" && s.WriterMode != ModeCleanupOnly {
+			return fmt.Errorf("world.status: writer mode can only move to %q", ModeCleanupOnly)
+		}
+	case KindClaimAcquire, KindClaimTakeover, KindClaimComplete:
+		c := e.Claim
+		switch {
+		case c == nil:
+			return fmt.Errorf("%s without its payload", e.Kind)
+		case c.Key.Run == "" || c.Key.Producer == "" || c.Key.ExternalID == "":
+			return fmt.Errorf("%s: the claim key needs a run, a producer and an external id", e.Kind)
+		case c.Digest == "":
+			return fmt.Errorf("%s: no digest", e.Kind)
+		case e.Kind != KindClaimComplete && (c.Holder == "" || c.LeaseUntilMs <= c.NowMs):
+			return fmt.Errorf("%s: needs a holder and a lease ending after now", e.Kind)
+		case e.Kind != KindClaimTakeover && c.CommitToken == "":
+			return fmt.Errorf("%s: no commit token", e.Kind)
+		}
+	case KindFragmentsRewrite:
+		r := e.Rewrite
+		if r == nil || r.Run == "" || r.Table == "" || len(r.Old) == 0 || len(r.New) == 0 {
+			return errors.New("fragments.rewrite needs a run, a table, old paths and new fragments")
+		}
+	default:
+		return fmt.Errorf("unknown entry kind %q", e.Kind)
+	}
+	return nil
+}

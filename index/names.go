@@ -1,0 +1,53 @@
+package index
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// MaxWorldIDLen bounds a world id.
+const MaxWorldIDLen = 128
+
+// ValidateWorldID checks a world id: 1 to MaxWorldIDLen characters from
+// [a-z0-9._-], not starting with a dot or dash. Ids are path segments of the
+// bucket layout and of the mount, so they are kept plain.
+func ValidateWorldID(id string) error {
+	if id == "" || len(id) > MaxWorldIDLen {
+		return fmt.Errorf("world id %q: must be 1 to %d characters", id, MaxWorldIDLen)
+	}
+	if id[0] == '.' || id[0] == '-' {
+		return fmt.Errorf("world id %q: must not start with %q", id, id[0])
+	}
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return fmt.Errorf("world id %q: character %q is not one of a-z 0-9 . _ -", id, r)
+		}
+	}
+	return nil
+}
+
+// WorldPrefix is the bucket prefix of everything of world's catalog.
+func WorldPrefix(world string) string { return "worlds/" + world + "/" }
+
+// MarkerName is the world's create-once marker.
+func MarkerName(world string) string { return WorldPrefix(world) + "marker.json" }
+
+// LogPrefix is the prefix of the world's slots.
+func LogPrefix(world string) string { return WorldPrefix(world) + "log/" }
+
+// SlotName is the name of the slot whose first sequence is seq.
+func SlotName(world string, seq uint64) string { return fmt.Sprintf("%s%016x", LogPrefix(world), seq) }
+
+// ParseSlotName returns the first sequence of the slot called name.
+func ParseSlotName(world, name string) (uint64, error) {
+	hex, ok := strings.CutPrefix(name, LogPrefix(world))
+	if !ok || len(hex) != 16 {
+		return 0, fmt.Errorf("%q is not a slot name of world %s", name, world)
+	}
+	seq, err := strconv.ParseUint(hex, 16, 64)
+	if err != nil || hex != strings.ToLower(hex) {
+		return 0, fmt.Errorf("%q is not a slot name of world %s", name, world)
+	}
+	return seq, nil
+}

@@ -1,0 +1,238 @@
+package index
+
+import (
+	"cmp"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math"
+)
+
+// Checkpoint shards. A world's state is cut into shards that change
+// independently: ticks by (run, tick / tickShardSpan), claims by (run, a
+// hash bucket of the claim key). A checkpoint rewrites only the shards
+// changed since the previous one; the rest are referenced by hash.
+const (
+	tickShardSpan = 4096
+	claimBuckets  = 256
+)
+
+type shardKey struct {
+	Kind byte // 't' ticks, 'c' claims
+	Run  string
+	N    int64
+}
+
+func shardKeyCompare(a, b shardKey) int {
+	return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Run, b.Run), cmp.Compare(a.N, b.N))
+}
+
+func tickShard(run string, tick int64) shardKey {
+	return shardKey{'t', run, tick / tickShardSpan}
+}
+
+func claimBucket(k ClaimKey) int64 {
+	h := fnv.New32a()
+	h.Write([]byte(k.Producer))
+	h.Write([]byte{0})
+	h.Write([]byte(k.ExternalID))
+	return int64(h.Sum32() % claimBuckets)
+}
+
+func claimShard(k ClaimKey) shardKey { return shardKey{'c', k.Run, claimBucket(k)} }
+
+// shardMark records the last sequence that changed a shard.
+type shardMark struct {
+	key shardKey
+	seq uint64
+}
+
+func shardMarkLess(a, b shardMark) bool { return shardKeyCompare(a.key, b.key) < 0 }
+
+func (n *State) mark(k shardKey, seq uint64) { n.shardSeq.ReplaceOrInsert(shardMark{k, seq}) }
+
+// encodeShard returns the canonical bytes of one shard of s: a compact
+// binary encoding (varints and length-prefixed strings), so that a cold
+// start decodes a million ticks in well under a second.
+func (s *State) encodeShard(k shardKey) []byte {
+	var e enc
+	e.byte(k.Kind)
+	e.str(k.Run)
+	e.varint(k.N)
+	switch k.Kind {
+	case 't':
+		var ticks []*Tick
+		s.ticks.AscendGreaterOrEqual(&Tick{Run: k.Run, Tick: k.N * tickShardSpan}, func(t *Tick) bool {
+			if t.Run != k.Run || t.Tick >= (k.N+1)*tickShardSpan {
+				return false
+			}
+			ticks = append(ticks, t)
+			return true
+		})
+		e.uvarint(uint64(len(ticks)))
+		for _, t := range ticks {
+			e.varint(t.Tick)
+			e.str(t.CommitToken)
+			e.varint(t.WriterEpoch)
+			e.uvarint(t.Seq)
+			e.uvarint(uint64(len(t.Tables)))
+			for _, tf := range t.Tables {
+				e.str(tf.Table)
+				e.uvarint(uint64(len(tf.Fragments)))
+				for _, f := range tf.Fragments {
+					e.str(f.Path)
+					e.varint(f.Rows)
+					e.varint(f.Bytes)
+					e.str(f.Digest)
+				}
+			}
+		}
+	case 'c':
+		var claims []*Claim
+		s.claims.AscendGreaterOrEqual(&Claim{Key: ClaimKey{Run: k.Run}}, func(c *Claim) bool {
+			if c.Key.Run != k.Run {
+				return false
+			}
+			if b := claimBucket(c.Key); b == k.N {
+				claims = append(claims, c)
+			} else if b > k.N {
+				return false
+			}
+			return true
+		})
+		e.uvarint(uint64(len(claims)))
+		for _, c := range claims {
+			e.str(c.Key.Producer)
+			e.str(c.Key.ExternalID)
+			e.str(c.Digest)
+			e.str(c.CommitToken)
+			e.str(c.State)
+			e.str(c.Holder)
+			e.varint(c.LeaseUntilMs)
+			e.varint(c.Epoch)
+			e.varint(c.Tick)
+			e.varint(c.FactID)
+			e.uvarint(c.Seq)
+		}
+	}
+	return e.b
+}
+
+// decodeShard decodes a shard into the records it holds; it returns the
+// shard's key and its last changing sequence.
+func decodeShard(data []byte, addTick func(*Tick), addClaim func(*Claim)) (k shardKey, last uint64, err error) {
+	d := dec{b: data}
+	k.Kind = d.byte()
+	k.Run = d.str()
+	k.N = d.varint()
+	n := d.count()
+	for i := 0; i < n && d.err == nil; i++ {
+		switch k.Kind {
+		case 't':
+			t := &Tick{Run: k.Run, Tick: d.varint(), CommitToken: d.str(), WriterEpoch: d.varint(), Seq: d.uvarint()}
+			t.Tables = make([]TableFragments, d.count())
+			for j := range t.Tables {
+				t.Tables[j].Table = d.str()
+				t.Tables[j].Fragments = make([]Fragment, d.count())
+				for f := range t.Tables[j].Fragments {
+					t.Tables[j].Fragments[f] = Fragment{Path: d.str(), Rows: d.varint(), Bytes: d.varint(), Digest: d.str()}
+				}
+			}
+			if d.err == nil {
+				last = max(last, t.Seq)
+				addTick(t)
+			}
+		case 'c':
+			c := &Claim{Key: ClaimKey{Run: k.Run, Producer: d.str(), ExternalID: d.str()}, Digest: d.str(),
+				CommitToken: d.str(), State: d.str(), Holder: d.str(), LeaseUntilMs: d.varint(),
+				Epoch: d.varint(), Tick: d.varint(), FactID: d.varint(), Seq: d.uvarint()}
+			if d.err == nil {
+				last = max(last, c.Seq)
+				addClaim(c)
+			}
+		default:
+			d.err = fmt.Errorf("unknown shard kind %q", k.Kind)
+		}
+	}
+	if d.err == nil && len(d.b) != 0 {
+		d.err = errors.New("trailing bytes")
+	}
+	return k, last, d.err
+}
+
+type enc struct{ b []byte }
+
+func (e *enc) byte(c byte)       { e.b = append(e.b, c) }
+func (e *enc) uvarint(v uint64)  { e.b = binary.AppendUvarint(e.b, v) }
+func (e *enc) varint(v int64)    { e.b = binary.AppendVarint(e.b, v) }
+func (e *enc) str(s string)      { e.uvarint(uint64(len(s))); e.b = append(e.b, s...) }
+
+type dec struct {
+	b   []byte
+	err error
+}
+
+var errShort = errors.New("truncated shard")
+
+func (d *dec) byte() byte {
+	if d.err != nil || len(d.b) == 0 {
+		d.fail(errShort)
+		return 0
+	}
+	c := d.b[0]
+	d.b = d.b[1:]
+	return c
+}
+
+func (d *dec) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail(errShort)
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *dec) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail(errShort)
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+// count reads a length that must fit in what is left of the input.
+func (d *dec) count() int {
+	v := d.uvarint()
+	if v > uint64(len(d.b)) || v > math.MaxInt32 {
+		d.fail(errShort)
+		return 0
+	}
+	return int(v)
+}
+
+func (d *dec) str() string {
+	n := d.count()
+	if d.err != nil {
+		return ""
+	}
+	s := string(d.b[:n])
+	d.b = d.b[n:]
+	return s
+}
+
+func (d *dec) fail(err error) {
+	if d.err == nil {
+		d.err = err
+	}
+}

@@ -1,0 +1,123 @@
+package index
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+// SlotFormat is the slot format version this package writes and reads.
+const SlotFormat = 1
+
+// MaxSlotBytes bounds a decompressed slot, so a corrupt or hostile object
+// cannot exhaust memory.
+const MaxSlotBytes = 64 << 20
+
+// ErrCorrupt marks catalog data that cannot be trusted: an undecodable or
+// unknown-format slot, a broken hash chain, a gap in sequences, an entry
+// that does not apply. Reads fail closed on it.
+var ErrCorrupt = errors.New("corrupt catalog")
+
+// Slot is one commit: a batch of entries with sequences FirstSeq,
+// FirstSeq+1, ….
+type Slot struct {
+	Format   int    `json:"format"`
+	World    string `json:"world"`
+	FirstSeq uint64 `json:"first_seq"`
+	// Prev is the hash of the predecessor slot ("" for the first slot).
+	Prev string `json:"prev"`
+	// Store identifies the writing process's committer.
+	Store   string  `json:"store"`
+	Entries []Entry `json:"entries"`
+}
+
+// LastSeq is the sequence of the slot's last entry.
+func (s *Slot) LastSeq() uint64 { return s.FirstSeq + uint64(len(s.Entries)) - 1 }
+
+var (
+	encoder, _ = zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zstd.SpeedDefault))
+	decoder, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(MaxSlotBytes))
+)
+
+// EncodeSlot returns the slot's stored bytes (zstd of its canonical JSON)
+// and its hash (SHA-256 of the canonical JSON, hex). Equal slots encode to
+// equal bytes.
+func EncodeSlot(s *Slot) (data []byte, hash string, err error) {
+	if err := s.validate(); err != nil {
+		return nil, "", err
+	}
+	canonical, err := json.Marshal(s)
+	if err != nil {
+		return nil, "", err
+	}
+	return encoder.EncodeAll(canonical, nil), hashOf(canonical), nil
+}
+
+func hashOf(canonical []byte) string {
+	sum := sha256.Sum256(canonical)
+	return hex.EncodeToString(sum[:])
+}
+
+// DecodeSlot decodes a stored slot of world named name and returns it with
+// its hash. Anything undecodable, of another format or world, with unknown
+// fields or a malformed entry is ErrCorrupt.
+func DecodeSlot(world, name string, data []byte) (*Slot, string, error) {
+	corrupt := func(format string, args ...any) error {
+		return fmt.Errorf("slot %s: %s: %w", name, fmt.Sprintf(format, args...), ErrCorrupt)
+	}
+	canonical, err := decoder.DecodeAll(data, nil)
+	if err != nil {
+		return nil, "", corrupt("not zstd: %v", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(canonical))
+	dec.DisallowUnknownFields()
+	var s Slot
+	if err := dec.Decode(&s); err != nil {
+		return nil, "", corrupt("undecodable: %v", err)
+	}
+	if dec.More() {
+		return nil, "", corrupt("trailing data")
+	}
+	if s.Format != SlotFormat {
+		return nil, "", corrupt("format %d, this worldfs reads format %d", s.Format, SlotFormat)
+	}
+	if s.World != world {
+		return nil, "", corrupt("belongs to world %q", s.World)
+	}
+	if seq, err := ParseSlotName(world, name); err == nil && seq != s.FirstSeq {
+		return nil, "", corrupt("first sequence %d under the name of sequence %d", s.FirstSeq, seq)
+	}
+	if err := s.validate(); err != nil {
+		return nil, "", corrupt("%v", err)
+	}
+	return &s, hashOf(canonical), nil
+}
+
+func (s *Slot) validate() error {
+	if s.Format != SlotFormat {
+		return fmt.Errorf("slot format %d, want %d", s.Format, SlotFormat)
+	}
+	if err := ValidateWorldID(s.World); err != nil {
+		return err
+	}
+	if s.FirstSeq == 0 {
+		return errors.New("slot first sequence 0 (sequences start at 1)")
+	}
+	if (s.FirstSeq == 1) != (s.Prev == "") {
+		return fmt.Errorf("slot at sequence %d with predecessor hash %q", s.FirstSeq, s.Prev)
+	}
+	if len(s.Entries) == 0 {
+		return errors.New("slot has no entries")
+	}
+	for i := range s.Entries {
+		if err := s.Entries[i].validate(); err != nil {
+			return fmt.Errorf("entry %d (sequence %d): %w", i, s.FirstSeq+uint64(i), err)
+		}
+	}
+	return nil
+}

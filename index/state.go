@@ -1,0 +1,376 @@
+package index
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+
+	"github.com/google/btree"
+)
+
+// FactIDBase is the top of the negative id band facts are allocated from:
+// the nth claim of a world (n = 1, 2, …) gets FactIDBase - n. Lineage rows
+// use small negative ids above it, entities use ids ≥ 0.
+const FactIDBase = -(int64(1) << 40)
+
+// Tick is one published tick's manifest.
+type Tick struct {
+	Run         string
+	Tick        int64
+	CommitToken string
+	WriterEpoch int64
+	Tables      []TableFragments
+	// Seq is the sequence of the entry that published it.
+	Seq uint64
+}
+
+// Claim states.
+const (
+	ClaimPending  = "pending"
+	ClaimComplete = "complete"
+)
+
+// Claim is a fact's claim (seed 003 §3).
+type Claim struct {
+	Key          ClaimKey
+	Digest       string
+	CommitToken  string
+	State        string
+	Holder       string
+	LeaseUntilMs int64
+	// Epoch is the world's fence epoch when the claim was acquired.
+	Epoch int64
+	// Tick is where the fact lands: the run's head when acquired (-1: the
+	// run had no visible tick).
+	Tick int64
+	// FactID is the fact's entity id, from the negative band.
+	FactID int64
+	Seq    uint64
+}
+
+// Run summarizes one run of a world.
+type Run struct {
+	Name string
+	// Head is the newest published tick (-1: none).
+	Head      int64
+	Published int64 // number of published ticks
+}
+
+// World is the catalog's record of the world itself.
+type World struct {
+	ID            string
+	Created       bool
+	Parent        string
+	ForkRun       string
+	ForkTick      int64
+	WriterMode    string
+	Status        string
+	CreatedUnixMs int64
+	// Epoch is the fence epoch (0: no writer ever fenced it) and
+	// FenceHolder the writer that holds it.
+	Epoch       int64
+	FenceHolder string
+	Claims      int64 // claims ever acquired; allocates fact ids
+}
+
+// State is a world's catalog state after sequence Seq. A State is
+// immutable once returned: Apply derives a new one, sharing structure
+// copy-on-write, at a cost proportional to the change.
+type State struct {
+	World World
+	// Seq is the last applied sequence, Hash the hash of the slot that
+	// holds it, Slots the number of slots applied since the log began.
+	Seq   uint64
+	Hash  string
+	Slots uint64
+
+	ticks  *btree.BTreeG[*Tick]
+	runs   *btree.BTreeG[*Run]
+	claims *btree.BTreeG[*Claim]
+	// shardSeq records, per checkpoint shard, the last sequence that
+	// changed it, so a checkpoint rewrites only shards changed since the
+	// previous one.
+	shardSeq *btree.BTreeG[shardMark]
+}
+
+func tickLess(a, b *Tick) bool {
+	if a.Run != b.Run {
+		return a.Run < b.Run
+	}
+	return a.Tick < b.Tick
+}
+
+func runLess(a, b *Run) bool { return a.Name < b.Name }
+
+// Claims sort by run, then checkpoint shard, then key, so that each shard is
+// one contiguous range.
+func claimLess(a, b *Claim) bool {
+	return cmp.Or(cmp.Compare(a.Key.Run, b.Key.Run), cmp.Compare(claimBucket(a.Key), claimBucket(b.Key)),
+		cmp.Compare(a.Key.Producer, b.Key.Producer), cmp.Compare(a.Key.ExternalID, b.Key.ExternalID)) < 0
+}
+
+const btreeDegree = 32
+
+// Empty returns the state of a world with an empty log.
+func Empty(world string) *State {
+	return &State{
+		World:    World{ID: world},
+		ticks:    btree.NewG(btreeDegree, tickLess),
+		runs:     btree.NewG(btreeDegree, runLess),
+		claims:   btree.NewG(btreeDegree, claimLess),
+		shardSeq: btree.NewG(btreeDegree, shardMarkLess),
+	}
+}
+
+// clone returns a mutable copy sharing structure with s.
+func (s *State) clone() *State {
+	c := *s
+	c.ticks = s.ticks.Clone()
+	c.runs = s.runs.Clone()
+	c.claims = s.claims.Clone()
+	c.shardSeq = s.shardSeq.Clone()
+	return &c
+}
+
+// Tick returns the manifest of (run, tick).
+func (s *State) Tick(run string, tick int64) (*Tick, bool) {
+	return s.ticks.Get(&Tick{Run: run, Tick: tick})
+}
+
+// Ticks calls fn for each published tick of run in tick order from `from`,
+// until fn returns false.
+func (s *State) Ticks(run string, from int64, fn func(*Tick) bool) {
+	s.ticks.AscendGreaterOrEqual(&Tick{Run: run, Tick: from}, func(t *Tick) bool {
+		return t.Run == run && fn(t)
+	})
+}
+
+// Run returns run's summary.
+func (s *State) Run(name string) (Run, bool) {
+	r, ok := s.runs.Get(&Run{Name: name})
+	if !ok {
+		return Run{Name: name, Head: -1}, false
+	}
+	return *r, true
+}
+
+// Runs returns every run with at least one publication, by name.
+func (s *State) Runs() []Run {
+	var out []Run
+	s.runs.Ascend(func(r *Run) bool { out = append(out, *r); return true })
+	return out
+}
+
+// Claim returns the claim on key.
+func (s *State) Claim(key ClaimKey) (*Claim, bool) { return s.claims.Get(&Claim{Key: key}) }
+
+// Claims calls fn for each claim of run, until fn returns false.
+func (s *State) Claims(run string, fn func(*Claim) bool) {
+	s.claims.AscendGreaterOrEqual(&Claim{Key: ClaimKey{Run: run}}, func(c *Claim) bool {
+		return c.Key.Run == run && fn(c)
+	})
+}
+
+// Result is what one applied entry produced, for its caller.
+type Result struct {
+	Seq uint64
+	// Epoch: fence.acquire's new epoch.
+	Epoch int64
+	// Republished: tick.publish found the identical attempt already
+	// published (an idempotent no-op).
+	Republished bool
+	// Claim: the claim after a claim entry. Existing reports an acquire
+	// that found the same fact complete (the original receipt).
+	Claim    *Claim
+	Existing bool
+}
+
+// ApplySlot applies a slot to s and returns the new state, or ErrCorrupt if
+// the slot does not continue s's log or an entry does not apply (a slot in
+// the log never holds a refused entry: each is checked before the slot is
+// created).
+func (s *State) ApplySlot(slot *Slot, hash string) (*State, error) {
+	if slot.World != s.World.ID {
+		return nil, fmt.Errorf("slot of world %q applied to world %q: %w", slot.World, s.World.ID, ErrCorrupt)
+	}
+	if slot.FirstSeq != s.Seq+1 {
+		return nil, fmt.Errorf("world %s: slot starts at sequence %d after sequence %d: %w", s.World.ID, slot.FirstSeq, s.Seq, ErrCorrupt)
+	}
+	if slot.Prev != s.Hash {
+		return nil, fmt.Errorf("world %s: slot %d names predecessor %.12s, the log has %.12s: %w", s.World.ID, slot.FirstSeq, slot.Prev, s.Hash, ErrCorrupt)
+	}
+	n := s.clone()
+	for i := range slot.Entries {
+		if _, err := n.apply(&slot.Entries[i], slot.FirstSeq+uint64(i)); err != nil {
+			return nil, fmt.Errorf("world %s: entry at sequence %d: %w: %w", s.World.ID, slot.FirstSeq+uint64(i), ErrCorrupt, err)
+		}
+	}
+	n.Seq, n.Hash, n.Slots = slot.LastSeq(), hash, s.Slots+1
+	return n, nil
+}
+
+// Check applies e at sequence seq on a copy of s: the new state and the
+// entry's result, or the typed error refusing it. s is unchanged.
+func (s *State) Check(e *Entry, seq uint64) (*State, Result, error) {
+	if err := e.validate(); err != nil {
+		return nil, Result{}, refused("%v", err)
+	}
+	n := s.clone()
+	r, err := n.apply(e, seq)
+	if err != nil {
+		return nil, Result{}, err
+	}
+	n.Seq = seq
+	return n, r, nil
+}
+
+// apply mutates n (a fresh clone) with e at sequence seq.
+func (n *State) apply(e *Entry, seq uint64) (Result, error) {
+	w := &n.World
+	r := Result{Seq: seq}
+	if e.Kind != KindWorldCreate && !w.Created {
+		return r, fmt.Errorf("%s on world %s: %w", e.Kind, w.ID, ErrNoWorld)
+	}
+	switch e.Kind {
+	case KindWorldCreate:
+		if w.Created {
+			return r, fmt.Errorf("world %s: %w", w.ID, ErrWorldExists)
+		}
+		c := e.WorldCreate
+		*w = World{ID: w.ID, Created: true, Parent: c.Parent, ForkRun: c.ForkRun, ForkTick: c.ForkTick,
+			WriterMode: c.WriterMode, Status: StatusActive, CreatedUnixMs: c.CreatedUnixMs}
+
+	case KindFenceAcquire:
+		f := e.FenceAcquire
+		if f.Resume && w.WriterMode == ModeCleanupOnly {
+			return r, refused("world %s is %s: it can never be resumed mutably", w.ID, ModeCleanupOnly)
+		}
+		w.Epoch++
+		w.FenceHolder = f.Holder
+		r.Epoch = w.Epoch
+
+	case KindTickPublish:
+		p := e.TickPublish
+		if p.WriterEpoch != w.Epoch {
+			return r, &StaleWriterError{World: w.ID, Held: p.WriterEpoch, Current: w.Epoch}
+		}
+		if old, ok := n.Tick(p.Run, p.Tick); ok {
+			if old.CommitToken != p.CommitToken {
+				return r, &CatalogConflictError{World: w.ID, Run: p.Run, Tick: p.Tick, Published: old.CommitToken, Attempted: p.CommitToken}
+			}
+			r.Republished = true
+			return r, nil
+		}
+		if w.Status != StatusActive {
+			return r, refused("world %s is %s", w.ID, w.Status)
+		}
+		t := &Tick{Run: p.Run, Tick: p.Tick, CommitToken: p.CommitToken, WriterEpoch: p.WriterEpoch,
+			Tables: slices.Clone(p.Tables), Seq: seq}
+		n.ticks.ReplaceOrInsert(t)
+		run, _ := n.Run(p.Run)
+		run.Head = max(run.Head, p.Tick)
+		run.Published++
+		n.runs.ReplaceOrInsert(&run)
+		n.mark(tickShard(p.Run, p.Tick), seq)
+
+	case KindWorldStatus:
+		st := e.WorldStatus
+		w.Status = st.Status
+		if st.WriterMode != "" {
+			w.WriterMode = st.WriterMode
+		}
+
+	case KindClaimAcquire, KindClaimTakeover, KindClaimComplete:
+		return n.applyClaim(e, seq)
+
+	case KindFragmentsRewrite:
+		rw := e.Rewrite
+		t, ok := n.Tick(rw.Run, rw.Tick)
+		if !ok {
+			return r, refused("rewrite of run %s tick %d: not published", rw.Run, rw.Tick)
+		}
+		i := slices.IndexFunc(t.Tables, func(tf TableFragments) bool { return tf.Table == rw.Table })
+		if i < 0 {
+			return r, refused("rewrite of run %s tick %d: no table %s", rw.Run, rw.Tick, rw.Table)
+		}
+		var oldPaths []string
+		var oldRows, newRows int64
+		for _, f := range t.Tables[i].Fragments {
+			oldPaths = append(oldPaths, f.Path)
+			oldRows += f.Rows
+		}
+		for _, f := range rw.New {
+			newRows += f.Rows
+		}
+		if !slices.Equal(oldPaths, rw.Old) {
+			return r, refused("rewrite of run %s tick %d table %s: the fragments moved since they were read", rw.Run, rw.Tick, rw.Table)
+		}
+		if oldRows != newRows {
+			return r, refused("rewrite of run %s tick %d table %s: %d rows become %d; a rewrite keeps every row", rw.Run, rw.Tick, rw.Table, oldRows, newRows)
+		}
+		nt := *t
+		nt.Tables = slices.Clone(t.Tables)
+		nt.Tables[i] = TableFragments{Table: rw.Table, Fragments: slices.Clone(rw.New)}
+		n.ticks.ReplaceOrInsert(&nt)
+		n.mark(tickShard(rw.Run, rw.Tick), seq)
+
+	default:
+		return r, refused("unknown entry kind %q", e.Kind)
+	}
+	return r, nil
+}
+
+func (n *State) applyClaim(e *Entry, seq uint64) (Result, error) {
+	w := &n.World
+	c := e.Claim
+	r := Result{Seq: seq}
+	old, exists := n.Claim(c.Key)
+	if exists && old.Digest != c.Digest {
+		return r, &ClaimConflictError{World: w.ID, Key: c.Key, Claimed: old.Digest, Attempted: c.Digest}
+	}
+	var nc Claim
+	switch e.Kind {
+	case KindClaimAcquire:
+		switch {
+		case exists && old.State == ClaimComplete:
+			r.Claim, r.Existing = old, true
+			return r, nil
+		case exists:
+			return r, &ClaimPendingError{World: w.ID, Key: c.Key, Holder: old.Holder, LeaseUntilMs: old.LeaseUntilMs}
+		}
+		w.Claims++
+		run, _ := n.Run(c.Key.Run)
+		nc = Claim{Key: c.Key, Digest: c.Digest, CommitToken: c.CommitToken, State: ClaimPending,
+			Holder: c.Holder, LeaseUntilMs: c.LeaseUntilMs, Epoch: w.Epoch, Tick: run.Head,
+			FactID: FactIDBase - w.Claims}
+	case KindClaimTakeover:
+		switch {
+		case !exists:
+			return r, refused("takeover of fact %s: no claim", c.Key)
+		case old.State == ClaimComplete:
+			r.Claim, r.Existing = old, true
+			return r, nil
+		case c.NowMs < old.LeaseUntilMs:
+			return r, &ClaimPendingError{World: w.ID, Key: c.Key, Holder: old.Holder, LeaseUntilMs: old.LeaseUntilMs}
+		}
+		nc = *old
+		nc.Holder, nc.LeaseUntilMs = c.Holder, c.LeaseUntilMs
+	case KindClaimComplete:
+		switch {
+		case !exists:
+			return r, refused("completion of fact %s: no claim", c.Key)
+		case old.CommitToken != c.CommitToken:
+			return r, refused("completion of fact %s under token %s: the claim's token is %s", c.Key, c.CommitToken, old.CommitToken)
+		case old.State == ClaimComplete:
+			r.Claim, r.Existing = old, true
+			return r, nil
+		}
+		nc = *old
+		nc.State = ClaimComplete
+	}
+	nc.Seq = seq
+	n.claims.ReplaceOrInsert(&nc)
+	n.mark(claimShard(c.Key), seq)
+	r.Claim = &nc
+	return r, nil
+}
