@@ -90,15 +90,11 @@ func (s *State) encodeShard(k shardKey) []byte {
 		}
 	case 'c':
 		var claims []*Claim
-		s.claims.AscendGreaterOrEqual(&Claim{Key: ClaimKey{Run: k.Run}}, func(c *Claim) bool {
-			if c.Key.Run != k.Run {
+		s.claims.AscendGreaterOrEqual(&Claim{Key: ClaimKey{Run: k.Run}, shard: k.N}, func(c *Claim) bool {
+			if c.Key.Run != k.Run || c.shard != k.N {
 				return false
 			}
-			if b := claimBucket(c.Key); b == k.N {
-				claims = append(claims, c)
-			} else if b > k.N {
-				return false
-			}
+			claims = append(claims, c)
 			return true
 		})
 		e.uvarint(uint64(len(claims)))
@@ -147,6 +143,10 @@ func decodeShard(data []byte, addTick func(*Tick), addClaim func(*Claim)) (k sha
 			c := &Claim{Key: ClaimKey{Run: k.Run, Producer: d.str(), ExternalID: d.str()}, Digest: d.str(),
 				CommitToken: d.str(), State: d.str(), Holder: d.str(), LeaseUntilMs: d.varint(),
 				Epoch: d.varint(), Tick: d.varint(), FactID: d.varint(), Seq: d.uvarint()}
+			c.shard = claimBucket(c.Key)
+			if d.err == nil && c.shard != k.N {
+				d.err = fmt.Errorf("claim %s in shard %d", c.Key, k.N)
+			}
 			if d.err == nil {
 				last = max(last, c.Seq)
 				addClaim(c)
@@ -163,10 +163,10 @@ func decodeShard(data []byte, addTick func(*Tick), addClaim func(*Claim)) (k sha
 
 type enc struct{ b []byte }
 
-func (e *enc) byte(c byte)       { e.b = append(e.b, c) }
-func (e *enc) uvarint(v uint64)  { e.b = binary.AppendUvarint(e.b, v) }
-func (e *enc) varint(v int64)    { e.b = binary.AppendVarint(e.b, v) }
-func (e *enc) str(s string)      { e.uvarint(uint64(len(s))); e.b = append(e.b, s...) }
+func (e *enc) byte(c byte)      { e.b = append(e.b, c) }
+func (e *enc) uvarint(v uint64) { e.b = binary.AppendUvarint(e.b, v) }
+func (e *enc) varint(v int64)   { e.b = binary.AppendVarint(e.b, v) }
+func (e *enc) str(s string)     { e.uvarint(uint64(len(s))); e.b = append(e.b, s...) }
 
 type dec struct {
 	b   []byte

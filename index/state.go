@@ -20,7 +20,8 @@ type Tick struct {
 	CommitToken string
 	WriterEpoch int64
 	Tables      []TableFragments
-	// Seq is the sequence of the entry that published it.
+	// Seq is the sequence of the entry that last changed it (its
+	// publication, or a later rewrite of its fragments).
 	Seq uint64
 }
 
@@ -46,6 +47,8 @@ type Claim struct {
 	// FactID is the fact's entity id, from the negative band.
 	FactID int64
 	Seq    uint64
+
+	shard int64 // claimBucket(Key), the claim's checkpoint shard
 }
 
 // Run summarizes one run of a world.
@@ -105,7 +108,7 @@ func runLess(a, b *Run) bool { return a.Name < b.Name }
 // Claims sort by run, then checkpoint shard, then key, so that each shard is
 // one contiguous range.
 func claimLess(a, b *Claim) bool {
-	return cmp.Or(cmp.Compare(a.Key.Run, b.Key.Run), cmp.Compare(claimBucket(a.Key), claimBucket(b.Key)),
+	return cmp.Or(cmp.Compare(a.Key.Run, b.Key.Run), cmp.Compare(a.shard, b.shard),
 		cmp.Compare(a.Key.Producer, b.Key.Producer), cmp.Compare(a.Key.ExternalID, b.Key.ExternalID)) < 0
 }
 
@@ -162,11 +165,13 @@ func (s *State) Runs() []Run {
 }
 
 // Claim returns the claim on key.
-func (s *State) Claim(key ClaimKey) (*Claim, bool) { return s.claims.Get(&Claim{Key: key}) }
+func (s *State) Claim(key ClaimKey) (*Claim, bool) {
+	return s.claims.Get(&Claim{Key: key, shard: claimBucket(key)})
+}
 
 // Claims calls fn for each claim of run, until fn returns false.
 func (s *State) Claims(run string, fn func(*Claim) bool) {
-	s.claims.AscendGreaterOrEqual(&Claim{Key: ClaimKey{Run: run}}, func(c *Claim) bool {
+	s.claims.AscendGreaterOrEqual(&Claim{Key: ClaimKey{Run: run}, shard: -1}, func(c *Claim) bool {
 		return c.Key.Run == run && fn(c)
 	})
 }
@@ -309,6 +314,7 @@ func (n *State) apply(e *Entry, seq uint64) (Result, error) {
 			return r, refused("rewrite of run %s tick %d table %s: %d rows become %d; a rewrite keeps every row", rw.Run, rw.Tick, rw.Table, oldRows, newRows)
 		}
 		nt := *t
+		nt.Seq = seq
 		nt.Tables = slices.Clone(t.Tables)
 		nt.Tables[i] = TableFragments{Table: rw.Table, Fragments: slices.Clone(rw.New)}
 		n.ticks.ReplaceOrInsert(&nt)
@@ -342,7 +348,7 @@ func (n *State) applyClaim(e *Entry, seq uint64) (Result, error) {
 		run, _ := n.Run(c.Key.Run)
 		nc = Claim{Key: c.Key, Digest: c.Digest, CommitToken: c.CommitToken, State: ClaimPending,
 			Holder: c.Holder, LeaseUntilMs: c.LeaseUntilMs, Epoch: w.Epoch, Tick: run.Head,
-			FactID: FactIDBase - w.Claims}
+			FactID: FactIDBase - w.Claims, shard: claimBucket(c.Key)}
 	case KindClaimTakeover:
 		switch {
 		case !exists:

@@ -1,0 +1,629 @@
+package index
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/worldfs/worldfs/bucket"
+)
+
+// Options configure a Catalog. The zero value is usable: Validate fills in
+// the defaults.
+type Options struct {
+	// Store identifies this committer in the slots it writes (default:
+	// random). Two live catalogs of one world MUST NOT share it.
+	Store string
+	// MaxBatch entries per slot, growing to DeepBatch while the queue stays
+	// deep (16 and 32).
+	MaxBatch, DeepBatch int
+	// Ahead is how many further batches are built while a slot is in
+	// flight (2).
+	Ahead int
+	// Freshness bounds how old a snapshot a listing-type read may be
+	// served (1 s).
+	Freshness time.Duration
+	// SlotTimeout bounds a slot create whose members set no deadline (10 s).
+	SlotTimeout time.Duration
+	// After a win, a committer that saw another store's slot within
+	// YieldRecency waits up to YieldJitter before its next attempt (3 s,
+	// 30 ms), which keeps several writers fair.
+	YieldRecency, YieldJitter time.Duration
+	// Checkpoints: written once the tip is CheckpointSlots slots or
+	// CheckpointInterval past the last one (1024, 60 s), after a random wait
+	// of up to CheckpointDelay (5 s). The newest KeepCheckpoints (3) and any
+	// younger than KeepCheckpointAge (1 h) are kept.
+	CheckpointSlots    uint64
+	CheckpointInterval time.Duration
+	CheckpointDelay    time.Duration
+	KeepCheckpoints    int
+	KeepCheckpointAge  time.Duration
+	// NoCompactor turns off automatic checkpoints (tests, read-only tools).
+	NoCompactor bool
+}
+
+// Validate fills in defaults and checks the options.
+func (o *Options) Validate() error {
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	defd := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	if o.Store == "" {
+		var b [6]byte
+		_, _ = rand.Read(b[:])
+		o.Store = hex.EncodeToString(b[:])
+	}
+	def(&o.MaxBatch, 16)
+	def(&o.DeepBatch, 32)
+	def(&o.Ahead, 2)
+	def(&o.KeepCheckpoints, 3)
+	defd(&o.Freshness, time.Second)
+	defd(&o.SlotTimeout, 10*time.Second)
+	defd(&o.YieldRecency, 3*time.Second)
+	defd(&o.YieldJitter, 30*time.Millisecond)
+	defd(&o.CheckpointInterval, 60*time.Second)
+	defd(&o.CheckpointDelay, 5*time.Second)
+	defd(&o.KeepCheckpointAge, time.Hour)
+	if o.CheckpointSlots == 0 {
+		o.CheckpointSlots = 1024
+	}
+	if o.MaxBatch < 1 || o.DeepBatch < o.MaxBatch || o.Ahead < 0 {
+		return fmt.Errorf("catalog options: batch %d/%d, ahead %d", o.MaxBatch, o.DeepBatch, o.Ahead)
+	}
+	return nil
+}
+
+// ErrClosed: the catalog was closed.
+var ErrClosed = errors.New("catalog closed")
+
+// Stats counts what a catalog's committer did.
+type Stats struct {
+	Slots       int64 // slots this committer created
+	LostSlots   int64 // slot creates that lost the race
+	Entries     int64 // entries committed in them
+	Refused     int64 // entries refused (typed errors)
+	Ambiguous   int64 // slot creates whose outcome stayed unknown
+	Checkpoints int64 // checkpoints this catalog wrote
+}
+
+// Catalog is one world's control catalog in one process: it reads the log
+// into snapshots and commits entries through one committer (group commit,
+// pipelining, rebase on lost slots). Open at most one per world per
+// process; any number of processes may open the same world.
+type Catalog struct {
+	// immutable
+	b     bucket.Bucket
+	world string
+	opts  Options
+
+	// tipMu serializes advancing the tip: reading new slots and installing
+	// committed ones.
+	tipMu sync.Mutex
+	mu    struct {
+		sync.Mutex
+		// INVARIANT: tip is the fold of a prefix of the log as stored in the
+		// bucket, never a state no slot holds.
+		tip       *State
+		confirmed time.Time // when tip was last known to be the log's tip
+		otherSeen time.Time // when a slot of another store was last seen
+		queue     []*request
+		closed    bool
+	}
+	wake chan struct{}
+	done chan struct{}
+	ops  atomic.Uint64
+
+	stats struct {
+		slots, lost, entries, refused, ambiguous, checkpoints atomic.Int64
+	}
+	ckpt struct {
+		sync.Mutex
+		last    *checkpoint // the newest checkpoint this catalog knows
+		lastAt  time.Time
+		running bool
+	}
+	bg sync.WaitGroup
+}
+
+// request is one caller's entries, committed together or not at all.
+type request struct {
+	ctx     context.Context
+	entries []Entry
+	res     chan outcome // buffered 1
+}
+
+type outcome struct {
+	r   []Result
+	err error
+}
+
+// Open loads world's catalog: the newest checkpoint, then every slot listed
+// after it. A world with no log opens empty (World.Created is false). A
+// corrupt log or checkpoint fails closed.
+func Open(ctx context.Context, b bucket.Bucket, world string, opts Options) (*Catalog, error) {
+	if err := ValidateWorldID(world); err != nil {
+		return nil, err
+	}
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	state, cp, err := Load(ctx, b, world)
+	if err != nil {
+		return nil, err
+	}
+	c := &Catalog{b: b, world: world, opts: opts, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	c.mu.tip, c.mu.confirmed = state, time.Now()
+	c.ckpt.last, c.ckpt.lastAt = cp, time.Now()
+	go c.commitLoop()
+	return c, nil
+}
+
+// Load reads world's state from the bucket: the newest checkpoint and the
+// slots after it. It also returns the checkpoint it started from (nil if
+// none).
+func Load(ctx context.Context, b bucket.Bucket, world string) (*State, *checkpoint, error) {
+	state := Empty(world)
+	newest, _, err := newestCheckpoint(ctx, b, world)
+	if err != nil {
+		return nil, nil, fmt.Errorf("world %s: listing checkpoints: %w", world, err)
+	}
+	var cp *checkpoint
+	if newest != "" {
+		if state, cp, err = LoadCheckpoint(ctx, b, world, newest); err != nil {
+			return nil, nil, err
+		}
+	}
+	startAfter := ""
+	if state.Seq > 0 {
+		startAfter = SlotName(world, state.Seq)
+	}
+	for a, err := range b.List(ctx, LogPrefix(world), startAfter) {
+		if err != nil {
+			return nil, nil, fmt.Errorf("world %s: listing the log: %w", world, err)
+		}
+		if state, _, err = readSlot(ctx, b, state, a.Name); err != nil {
+			return nil, nil, err
+		}
+	}
+	return state, cp, nil
+}
+
+// readSlot reads the slot called name and applies it to s. A missing slot
+// is bucket.ErrNotExist; anything that does not decode or continue s is
+// ErrCorrupt.
+func readSlot(ctx context.Context, b bucket.Bucket, s *State, name string) (*State, *Slot, error) {
+	data, _, err := b.Get(ctx, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	slot, hash, err := DecodeSlot(s.World.ID, name, data)
+	if err != nil {
+		return nil, nil, err
+	}
+	n, err := s.ApplySlot(slot, hash)
+	if err != nil {
+		return nil, nil, fmt.Errorf("slot %s: %w", name, err)
+	}
+	return n, slot, nil
+}
+
+// World returns the world id.
+func (c *Catalog) World() string { return c.world }
+
+// Store returns this committer's store id.
+func (c *Catalog) Store() string { return c.opts.Store }
+
+// Tip returns the newest state this catalog holds, without reading the
+// bucket.
+func (c *Catalog) Tip() *State {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mu.tip
+}
+
+// Exact returns a snapshot that includes every slot created before the call:
+// it probes the next slot names and applies what it finds. Path-exact reads
+// use it.
+func (c *Catalog) Exact(ctx context.Context) (*State, error) { return c.advance(ctx) }
+
+// Fresh returns a snapshot confirmed current within Options.Freshness,
+// probing the bucket only if the last confirmation is older. Listing-type
+// reads use it.
+func (c *Catalog) Fresh(ctx context.Context) (*State, error) {
+	c.mu.Lock()
+	tip, at := c.mu.tip, c.mu.confirmed
+	c.mu.Unlock()
+	if time.Since(at) < c.opts.Freshness {
+		return tip, nil
+	}
+	return c.advance(ctx)
+}
+
+// advance applies every slot after the tip, in order, until the next slot
+// name is absent.
+func (c *Catalog) advance(ctx context.Context) (*State, error) {
+	c.tipMu.Lock()
+	defer c.tipMu.Unlock()
+	tip := c.Tip()
+	for {
+		n, slot, err := readSlot(ctx, c.b, tip, SlotName(c.world, tip.Seq+1))
+		if errors.Is(err, bucket.ErrNotExist) {
+			c.mu.Lock()
+			c.mu.tip, c.mu.confirmed = tip, time.Now()
+			c.mu.Unlock()
+			return tip, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("world %s: reading the log: %w", c.world, err)
+		}
+		tip = n
+		c.mu.Lock()
+		c.mu.tip = tip
+		if slot.Store != c.opts.Store {
+			c.mu.otherSeen = time.Now()
+		}
+		c.mu.Unlock()
+	}
+}
+
+// install makes a state this committer just committed the tip, unless the
+// tip already moved past it (a reader applied the slot first).
+func (c *Catalog) install(s *State) {
+	c.tipMu.Lock()
+	defer c.tipMu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.tip.Seq < s.Seq {
+		c.mu.tip = s
+	}
+	c.mu.confirmed = time.Now()
+}
+
+// Commit checks e against the tip (plus the entries queued before it) and
+// commits it in a slot. It returns only after the slot create is confirmed,
+// with the entry's result, or with the typed error that refused it
+// (StaleWriterError, CatalogConflictError, ClaimConflictError,
+// ClaimPendingError, ErrRefused, …). If ctx ends first, or the slot
+// create's outcome stays unknown, the error matches bucket.ErrAmbiguous:
+// the entry may or may not be committed; read the state to find out.
+func (c *Catalog) Commit(ctx context.Context, e Entry) (Result, error) {
+	rs, err := c.CommitAll(ctx, e)
+	if err != nil {
+		return Result{}, err
+	}
+	return rs[0], nil
+}
+
+// CommitAll commits entries atomically, in order, in one slot: all of them
+// or, with the error of the first that does not apply, none.
+func (c *Catalog) CommitAll(ctx context.Context, entries ...Entry) ([]Result, error) {
+	if len(entries) == 0 || len(entries) > c.opts.DeepBatch {
+		return nil, refused("a commit holds 1 to %d entries, not %d", c.opts.DeepBatch, len(entries))
+	}
+	r := &request{ctx: ctx, entries: make([]Entry, len(entries)), res: make(chan outcome, 1)}
+	for i, e := range entries {
+		if err := e.validate(); err != nil {
+			return nil, refused("%v", err)
+		}
+		e.Op = fmt.Sprintf("%s-%d", c.opts.Store, c.ops.Add(1))
+		r.entries[i] = e
+	}
+	c.mu.Lock()
+	if c.mu.closed {
+		c.mu.Unlock()
+		return nil, ErrClosed
+	}
+	c.mu.queue = append(c.mu.queue, r)
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+	select {
+	case o := <-r.res:
+		return o.r, o.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("world %s: commit %s: %w: %w", c.world, entries[0].Kind, bucket.ErrAmbiguous, ctx.Err())
+	}
+}
+
+// Stats returns the committer's counters.
+func (c *Catalog) Stats() Stats {
+	return Stats{
+		Slots: c.stats.slots.Load(), LostSlots: c.stats.lost.Load(), Entries: c.stats.entries.Load(),
+		Refused: c.stats.refused.Load(), Ambiguous: c.stats.ambiguous.Load(), Checkpoints: c.stats.checkpoints.Load(),
+	}
+}
+
+// Close stops the committer once a slot already being created is decided;
+// queued entries are refused with ErrClosed. It waits for a running
+// checkpoint.
+func (c *Catalog) Close() error {
+	c.mu.Lock()
+	if c.mu.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.mu.closed = true
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+	<-c.done
+	c.bg.Wait()
+	return nil
+}
+
+// batch is one slot's worth of requests, built on a base state.
+type batch struct {
+	base    *State
+	reqs    []*request
+	results [][]Result
+	errs    []error
+	entries int
+	slot    *Slot
+	data    []byte
+	state   *State // the state after the slot (nil if nothing was accepted)
+}
+
+func (c *Catalog) take() ([]*request, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	q := c.mu.queue
+	limit := c.opts.MaxBatch
+	if len(q) >= 2*c.opts.MaxBatch {
+		limit = c.opts.DeepBatch
+	}
+	n := min(limit, len(q))
+	reqs := q[:n:n]
+	c.mu.queue = q[n:]
+	return reqs, c.mu.closed
+}
+
+// requeue puts requests back at the front of the queue, in order.
+func (c *Catalog) requeue(reqs []*request) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.mu.queue = append(reqs[:len(reqs):len(reqs)], c.mu.queue...)
+}
+
+// build checks each request in queue order against base plus the members
+// accepted before it, and encodes the accepted ones as the next slot. The
+// slot is replayed on its base before it can be created.
+func (c *Catalog) build(base *State, reqs []*request) *batch {
+	b := &batch{base: base, reqs: reqs, results: make([][]Result, len(reqs)), errs: make([]error, len(reqs))}
+	st := base
+	var entries []Entry
+	for i, r := range reqs {
+		if err := r.ctx.Err(); err != nil {
+			b.errs[i] = err
+			continue
+		}
+		n, seq := st, st.Seq
+		var results []Result
+		var err error
+		for j := range r.entries {
+			seq++
+			var res Result
+			if n, res, err = n.Check(&r.entries[j], seq); err != nil {
+				break
+			}
+			results = append(results, res)
+		}
+		if err != nil {
+			b.errs[i] = err
+			continue
+		}
+		st, b.results[i] = n, results
+		entries = append(entries, r.entries...)
+	}
+	b.entries = len(entries)
+	if b.entries == 0 {
+		return b
+	}
+	b.slot = &Slot{Format: SlotFormat, World: c.world, FirstSeq: base.Seq + 1, Prev: base.Hash, Store: c.opts.Store, Entries: entries}
+	data, hash, err := EncodeSlot(b.slot)
+	if err == nil {
+		b.state, err = base.ApplySlot(b.slot, hash)
+	}
+	if err != nil { // a bug: nothing that does not replay is ever created
+		for i := range b.errs {
+			if b.errs[i] == nil {
+				b.errs[i] = fmt.Errorf("world %s: slot does not replay on its base: %w", c.world, err)
+			}
+		}
+		b.entries, b.slot = 0, nil
+		return b
+	}
+	b.data = data
+	return b
+}
+
+// answer sends each request of b its outcome.
+func (c *Catalog) answer(b *batch, slotErr error) {
+	for i, r := range b.reqs {
+		o := outcome{r: b.results[i], err: b.errs[i]}
+		if o.err == nil && slotErr != nil {
+			o = outcome{err: slotErr}
+		}
+		if o.err != nil && !errors.Is(o.err, bucket.ErrAmbiguous) && r.ctx.Err() == nil {
+			c.stats.refused.Add(1)
+		}
+		r.res <- o
+	}
+}
+
+type created struct {
+	b   *batch
+	err error
+}
+
+// commitLoop is the committer: it keeps a pipeline of batches, the first
+// being created in the bucket and up to Ahead more built on the candidate
+// state before it. Slot k+1 is created only after slot k is confirmed.
+func (c *Catalog) commitLoop() {
+	defer close(c.done)
+	var pipeline []*batch
+	var inflight chan created
+	for {
+		// Build batches while there is room in the pipeline.
+		for len(pipeline) < 1+c.opts.Ahead {
+			reqs, _ := c.take()
+			if len(reqs) == 0 {
+				break
+			}
+			base := c.Tip()
+			if len(pipeline) > 0 {
+				base = pipeline[len(pipeline)-1].candidate()
+			}
+			pipeline = append(pipeline, c.build(base, reqs))
+		}
+		// Answer a head batch with nothing to create: its refusals were
+		// judged on a confirmed base.
+		for inflight == nil && len(pipeline) > 0 && pipeline[0].entries == 0 {
+			c.answer(pipeline[0], nil)
+			pipeline = pipeline[1:]
+		}
+		if inflight == nil && len(pipeline) > 0 {
+			inflight = make(chan created, 1)
+			go c.create(pipeline[0], inflight)
+		}
+		if inflight == nil {
+			c.mu.Lock()
+			closed, empty := c.mu.closed, len(c.mu.queue) == 0
+			c.mu.Unlock()
+			if closed {
+				c.failQueued()
+				return
+			}
+			if !empty {
+				continue
+			}
+		}
+		select {
+		case <-c.wake:
+			c.mu.Lock()
+			closed := c.mu.closed
+			c.mu.Unlock()
+			if closed && inflight == nil {
+				for _, b := range pipeline {
+					c.answer(b, ErrClosed)
+				}
+				c.failQueued()
+				return
+			}
+		case res := <-inflight:
+			inflight = nil
+			pipeline = c.decided(res, pipeline)
+			c.mu.Lock()
+			closed := c.mu.closed
+			c.mu.Unlock()
+			if closed {
+				for _, b := range pipeline {
+					c.answer(b, ErrClosed)
+				}
+				c.failQueued()
+				return
+			}
+		}
+	}
+}
+
+// candidate is the state after b: its slot's state, or its base if it
+// accepted nothing.
+func (b *batch) candidate() *State {
+	if b.state != nil {
+		return b.state
+	}
+	return b.base
+}
+
+// create creates b's slot, resolving an unknown outcome by reading it
+// back, within the latest deadline of its members.
+func (c *Catalog) create(b *batch, out chan<- created) {
+	deadline := time.Now().Add(c.opts.SlotTimeout)
+	for i, r := range b.reqs {
+		if d, ok := r.ctx.Deadline(); ok && b.errs[i] == nil && d.After(deadline) {
+			deadline = d
+		}
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	_, err := bucket.CreateOnce(ctx, c.b, SlotName(c.world, b.slot.FirstSeq), b.data)
+	out <- created{b, err}
+}
+
+// decided handles the outcome of the head batch's create and returns the
+// pipeline that remains.
+func (c *Catalog) decided(res created, pipeline []*batch) []*batch {
+	head, rest := res.b, pipeline[1:]
+	switch {
+	case res.err == nil:
+		c.install(head.state)
+		c.stats.slots.Add(1)
+		c.stats.entries.Add(int64(head.entries))
+		c.answer(head, nil)
+		c.maybeCheckpoint()
+		c.yieldAfterWin()
+		return rest
+	case errors.Is(res.err, bucket.ErrExist):
+		// Lost the slot: read the winners and rebuild every batch, in
+		// queue order, on the new tip.
+		c.stats.lost.Add(1)
+	default:
+		// Unknown outcome (or a failing bucket): the head's members get
+		// it; the batches behind it are rebuilt on whatever the log holds.
+		c.stats.ambiguous.Add(1)
+		err := res.err
+		if !errors.Is(err, bucket.ErrAmbiguous) {
+			err = fmt.Errorf("%w: %w", bucket.ErrAmbiguous, err)
+		}
+		c.answer(head, fmt.Errorf("world %s: slot %d: %w", c.world, head.slot.FirstSeq, err))
+		pipeline = rest
+	}
+	var reqs []*request
+	for _, b := range pipeline {
+		reqs = append(reqs, b.reqs...)
+	}
+	c.requeue(reqs)
+	ctx, cancel := context.WithTimeout(context.Background(), c.opts.SlotTimeout)
+	defer cancel()
+	// If the log cannot be read now, the next batch is built on a stale
+	// tip; its slot then loses the name race and we read again. A stale
+	// tip costs a lost slot, never a wrong commit.
+	_, _ = c.advance(ctx)
+	return nil
+}
+
+func (c *Catalog) yieldAfterWin() {
+	c.mu.Lock()
+	other := c.mu.otherSeen
+	c.mu.Unlock()
+	if !other.IsZero() && time.Since(other) < c.opts.YieldRecency {
+		time.Sleep(time.Duration(mrand.Int64N(int64(c.opts.YieldJitter)) + 1))
+	}
+}
+
+// failQueued refuses everything queued: the catalog is closing.
+func (c *Catalog) failQueued() {
+	c.mu.Lock()
+	q := c.mu.queue
+	c.mu.queue = nil
+	c.mu.Unlock()
+	for _, r := range q {
+		r.res <- outcome{err: ErrClosed}
+	}
+}

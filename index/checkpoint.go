@@ -1,0 +1,263 @@
+package index
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/worldfs/worldfs/bucket"
+)
+
+// CheckpointFormat is the checkpoint format version.
+const CheckpointFormat = 1
+
+// CheckpointPrefix is the prefix of world's checkpoints.
+func CheckpointPrefix(world string) string { return WorldPrefix(world) + "checkpoints/" }
+
+// CheckpointName is the checkpoint covering the log through seq.
+func CheckpointName(world string, seq uint64) string {
+	return fmt.Sprintf("%s%016x", CheckpointPrefix(world), seq)
+}
+
+// ShardName is a content-addressed checkpoint shard.
+func ShardName(world, hash string) string { return WorldPrefix(world) + "state/" + hash }
+
+// checkpoint is a checkpoint object: the state's scalars and the shards
+// that hold its records, by hash. Its bytes are a function of the state
+// alone, so racing compactors create identical objects.
+type checkpoint struct {
+	Format int        `json:"format"`
+	World  World      `json:"world"`
+	Seq    uint64     `json:"seq"`
+	Hash   string     `json:"hash"`
+	Slots  uint64     `json:"slots"`
+	Runs   []Run      `json:"runs"`
+	Shards []shardRef `json:"shards"`
+}
+
+type shardRef struct {
+	Kind string `json:"kind"`
+	Run  string `json:"run"`
+	N    int64  `json:"n"`
+	Hash string `json:"hash"`
+	// Seq is the last sequence that changed the shard.
+	Seq uint64 `json:"seq"`
+}
+
+func (r shardRef) key() shardKey { return shardKey{r.Kind[0], r.Run, r.N} }
+
+// WriteCheckpoint writes a checkpoint of s, reusing the shards of prev (the
+// previous checkpoint's, may be nil) that did not change since, so its cost
+// follows the change, not the world. It returns the checkpoint's name.
+func WriteCheckpoint(ctx context.Context, b bucket.Bucket, s *State, prev *checkpoint) (string, *checkpoint, error) {
+	if s.Seq == 0 {
+		return "", nil, errors.New("checkpoint of an empty log")
+	}
+	old := map[shardKey]shardRef{}
+	if prev != nil {
+		for _, r := range prev.Shards {
+			old[r.key()] = r
+		}
+	}
+	cp := &checkpoint{Format: CheckpointFormat, World: s.World, Seq: s.Seq, Hash: s.Hash, Slots: s.Slots, Runs: s.Runs()}
+	var dirty []int
+	s.shardSeq.Ascend(func(m shardMark) bool {
+		r, ok := old[m.key]
+		if !ok || r.Seq != m.seq {
+			dirty = append(dirty, len(cp.Shards))
+			r = shardRef{Kind: string(m.key.Kind), Run: m.key.Run, N: m.key.N, Seq: m.seq}
+		}
+		cp.Shards = append(cp.Shards, r)
+		return true
+	})
+	err := parallel(ctx, len(dirty), func(i int) error {
+		r := &cp.Shards[dirty[i]]
+		data := encoder.EncodeAll(s.encodeShard(r.key()), nil)
+		sum := sha256.Sum256(data)
+		r.Hash = hex.EncodeToString(sum[:])
+		_, err := bucket.CreateOnce(ctx, b, ShardName(s.World.ID, r.Hash), data)
+		return err
+	})
+	if err != nil {
+		return "", nil, fmt.Errorf("checkpoint of world %s at %d: %w", s.World.ID, s.Seq, err)
+	}
+	data, err := json.Marshal(cp)
+	if err != nil {
+		return "", nil, err
+	}
+	name := CheckpointName(s.World.ID, s.Seq)
+	if _, err := bucket.CreateOnce(ctx, b, name, data); err != nil {
+		return "", nil, fmt.Errorf("checkpoint of world %s at %d: %w", s.World.ID, s.Seq, err)
+	}
+	return name, cp, nil
+}
+
+// parallel runs fn(0..n-1) on a few goroutines and returns the first error.
+func parallel(ctx context.Context, n int, fn func(i int) error) error {
+	workers := min(n, 4*runtime.GOMAXPROCS(0))
+	var next int
+	var mu sync.Mutex
+	var first error
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				mu.Lock()
+				i := next
+				next++
+				stop := first != nil || i >= n || ctx.Err() != nil
+				mu.Unlock()
+				if stop {
+					return
+				}
+				if err := fn(i); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if first == nil {
+		first = ctx.Err()
+	}
+	return first
+}
+
+// LoadCheckpoint reads and verifies the checkpoint called name and rebuilds
+// the state it records. A missing or corrupt shard is ErrCorrupt: a
+// checkpoint that names data it does not have fails closed.
+func LoadCheckpoint(ctx context.Context, b bucket.Bucket, world, name string) (*State, *checkpoint, error) {
+	corrupt := func(format string, args ...any) error {
+		return fmt.Errorf("checkpoint %s: %s: %w", name, fmt.Sprintf(format, args...), ErrCorrupt)
+	}
+	cp, err := readCheckpoint(ctx, b, world, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	type decoded struct {
+		ticks  []*Tick
+		claims []*Claim
+		last   uint64
+	}
+	out := make([]decoded, len(cp.Shards))
+	err = parallel(ctx, len(cp.Shards), func(i int) error {
+		r := cp.Shards[i]
+		raw, _, err := b.Get(ctx, ShardName(world, r.Hash))
+		if errors.Is(err, bucket.ErrNotExist) {
+			return corrupt("shard %s is missing", r.Hash)
+		}
+		if err != nil {
+			return fmt.Errorf("checkpoint %s: %w", name, err)
+		}
+		if sum := sha256.Sum256(raw); hex.EncodeToString(sum[:]) != r.Hash {
+			return corrupt("shard %s does not hash to its name", r.Hash)
+		}
+		plain, err := decoder.DecodeAll(raw, nil)
+		if err != nil {
+			return corrupt("shard %s: %v", r.Hash, err)
+		}
+		d := &out[i]
+		k, last, err := decodeShard(plain, func(t *Tick) { d.ticks = append(d.ticks, t) }, func(c *Claim) { d.claims = append(d.claims, c) })
+		if err != nil || k != r.key() || last != r.Seq {
+			return corrupt("shard %s: %v (key %v, last sequence %d)", r.Hash, err, k, last)
+		}
+		d.last = last
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	s := Empty(world)
+	s.World, s.Seq, s.Hash, s.Slots = cp.World, cp.Seq, cp.Hash, cp.Slots
+	for i := range cp.Runs {
+		s.runs.ReplaceOrInsert(&cp.Runs[i])
+	}
+	for i, d := range out {
+		for _, t := range d.ticks {
+			s.ticks.ReplaceOrInsert(t)
+		}
+		for _, c := range d.claims {
+			s.claims.ReplaceOrInsert(c)
+		}
+		s.shardSeq.ReplaceOrInsert(shardMark{cp.Shards[i].key(), d.last})
+	}
+	return s, cp, nil
+}
+
+// readCheckpoint reads and checks a checkpoint object, not its shards.
+func readCheckpoint(ctx context.Context, b bucket.Bucket, world, name string) (*checkpoint, error) {
+	corrupt := func(format string, args ...any) error {
+		return fmt.Errorf("checkpoint %s: %s: %w", name, fmt.Sprintf(format, args...), ErrCorrupt)
+	}
+	data, _, err := b.Get(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint %s: %w", name, err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var cp checkpoint
+	if err := dec.Decode(&cp); err != nil {
+		return nil, corrupt("undecodable: %v", err)
+	}
+	if cp.Format != CheckpointFormat || cp.World.ID != world || cp.Seq == 0 || cp.Hash == "" {
+		return nil, corrupt("format %d world %q seq %d", cp.Format, cp.World.ID, cp.Seq)
+	}
+	if checkpointSeq(world, name) != cp.Seq {
+		return nil, corrupt("covers sequence %d", cp.Seq)
+	}
+	for _, r := range cp.Shards {
+		if len(r.Kind) != 1 || len(r.Hash) != 64 {
+			return nil, corrupt("shard reference %+v", r)
+		}
+	}
+	return &cp, nil
+}
+
+// newestCheckpoint returns the name of world's newest checkpoint, or "".
+func newestCheckpoint(ctx context.Context, b bucket.Bucket, world string) (string, []bucket.Attrs, error) {
+	all, err := bucket.Collect(b.List(ctx, CheckpointPrefix(world), ""))
+	if err != nil {
+		return "", nil, err
+	}
+	if len(all) == 0 {
+		return "", nil, nil
+	}
+	return all[len(all)-1].Name, all, nil
+}
+
+// CollectCheckpoints deletes old checkpoint objects of world: the newest
+// keep stay, and so does any younger than minAge. Each delete is
+// conditioned on the generation listed. It returns how many it deleted.
+func CollectCheckpoints(ctx context.Context, b bucket.Bucket, world string, keep int, minAge time.Duration, now time.Time) (int, error) {
+	_, all, err := newestCheckpoint(ctx, b, world)
+	if err != nil {
+		return 0, err
+	}
+	deleted := 0
+	for _, a := range all[:max(0, len(all)-keep)] {
+		if now.Sub(a.Created) < minAge {
+			continue
+		}
+		err := bucket.DeleteOnce(ctx, b, a.Name, a.Generation)
+		if err != nil && !errors.Is(err, bucket.ErrNotExist) && !errors.Is(err, bucket.ErrGenerationMismatch) {
+			return deleted, err
+		}
+		if err == nil {
+			deleted++
+		}
+	}
+	return deleted, nil
+}

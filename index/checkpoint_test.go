@@ -1,0 +1,228 @@
+package index
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/bucket/mem"
+)
+
+// fill commits n publishes on run "r" (plus a claim every 10th), one slot
+// each, and returns the catalog's tip.
+func fill(t *testing.T, c *Catalog, epoch int64, from, n int) *State {
+	t.Helper()
+	ctx := ctxT(t)
+	for i := from; i < from+n; i++ {
+		if _, err := c.Commit(ctx, publish("r", int64(i), fmt.Sprint("t", i), epoch)); err != nil {
+			t.Fatal(err)
+		}
+		if i%10 == 0 {
+			e := claimEntry(KindClaimAcquire, "r", "p", fmt.Sprint("e", i), "d", fmt.Sprint("c", i), "h", 1, 2)
+			if _, err := c.Commit(ctx, e); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return c.Tip()
+}
+
+func TestCheckpointEqualsReplay(t *testing.T) {
+	b := memBucket()
+	c, epoch := newWorld(t, b, "w", Options{NoCompactor: true})
+	fill(t, c, epoch, 0, 5000) // spans two tick shards
+	ctx := ctxT(t)
+	seq, err := c.Checkpoint(ctx)
+	if err != nil || seq != c.Tip().Seq {
+		t.Fatalf("Checkpoint = %d, %v", seq, err)
+	}
+	live := fill(t, c, epoch, 5000, 30)
+	fromCheckpoint, cp, err := Load(ctx, b, "w")
+	if err != nil || cp == nil || cp.Seq != seq {
+		t.Fatalf("Load = %v (checkpoint %v)", err, cp)
+	}
+	if d := diff(live, fromCheckpoint); d != "" {
+		t.Fatalf("checkpoint + slots differs from the live state: %s", d)
+	}
+	// Replay from checkpoint zero: the log alone gives the same state.
+	replayed := Empty("w")
+	for a, err := range b.List(ctx, LogPrefix("w"), "") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if replayed, _, err = readSlot(ctx, b, replayed, a.Name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := diff(live, replayed); d != "" {
+		t.Fatalf("replay from zero differs from the live state: %s", d)
+	}
+}
+
+// Racing compactors write identical bytes, from live or reloaded states.
+func TestRacingCompactorsWriteIdenticalBytes(t *testing.T) {
+	b := memBucket()
+	c, epoch := newWorld(t, b, "w", Options{NoCompactor: true})
+	live := fill(t, c, epoch, 0, 300)
+	ctx := ctxT(t)
+	reloaded, _, err := Load(ctx, b, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bkA, bkB := mem.New(mem.Options{}), mem.New(mem.Options{})
+	var wg sync.WaitGroup
+	for _, x := range []struct {
+		b bucket.Bucket
+		s *State
+	}{{bkA, live}, {bkB, reloaded}, {b, live}, {b, reloaded}} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, _, err := WriteCheckpoint(ctx, x.b, x.s, nil); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	name := CheckpointName("w", live.Seq)
+	a, _, _ := bkA.Get(ctx, name)
+	bb, _, _ := bkB.Get(ctx, name)
+	if len(a) == 0 || !bytes.Equal(a, bb) {
+		t.Fatalf("two compactors wrote different checkpoints (%d vs %d bytes)", len(a), len(bb))
+	}
+	objsA, _ := bucket.Collect(bkA.List(ctx, "", ""))
+	objsB, _ := bucket.Collect(bkB.List(ctx, "", ""))
+	if len(objsA) != len(objsB) {
+		t.Fatalf("%d vs %d objects", len(objsA), len(objsB))
+	}
+	for i := range objsA {
+		x, _, _ := bkA.Get(ctx, objsA[i].Name)
+		y, _, _ := bkB.Get(ctx, objsB[i].Name)
+		if objsA[i].Name != objsB[i].Name || !bytes.Equal(x, y) {
+			t.Fatalf("object %s differs", objsA[i].Name)
+		}
+	}
+}
+
+// A checkpoint writes only the shards that changed since the previous one.
+func TestCheckpointCostFollowsChange(t *testing.T) {
+	b := memBucket()
+	c, epoch := newWorld(t, b, "w", Options{NoCompactor: true})
+	fill(t, c, epoch, 0, 3*tickShardSpan)
+	ctx := ctxT(t)
+	if _, err := c.Checkpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	shards := func() int {
+		all, _ := bucket.Collect(b.List(ctx, WorldPrefix("w")+"state/", ""))
+		return len(all)
+	}
+	before := shards()
+	fill(t, c, epoch, 3*tickShardSpan+3, 5) // one tick shard (and no claim shard) changes
+	if _, err := c.Checkpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if wrote := shards() - before; wrote != 1 {
+		t.Fatalf("an incremental checkpoint wrote %d shards, want 1 (of %d)", wrote, before+1)
+	}
+}
+
+func TestOldCheckpointsCollected(t *testing.T) {
+	b := memBucket()
+	c, epoch := newWorld(t, b, "w", Options{NoCompactor: true, KeepCheckpoints: 3, KeepCheckpointAge: time.Nanosecond})
+	ctx := ctxT(t)
+	for i := range 6 {
+		fill(t, c, epoch, i*10, 10)
+		if _, err := c.Checkpoint(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cps, _ := bucket.Collect(b.List(ctx, CheckpointPrefix("w"), ""))
+	if len(cps) != 3 || cps[2].Name != CheckpointName("w", c.Tip().Seq) {
+		t.Fatalf("%d checkpoints kept, want the newest 3", len(cps))
+	}
+	// Young checkpoints stay whatever their number.
+	if n, err := CollectCheckpoints(ctx, b, "w", 1, time.Hour, time.Now()); err != nil || n != 0 {
+		t.Fatalf("collected %d young checkpoints, %v", n, err)
+	}
+}
+
+func TestAutomaticCheckpoint(t *testing.T) {
+	b := memBucket()
+	c, epoch := newWorld(t, b, "w", Options{CheckpointSlots: 50, CheckpointDelay: time.Millisecond})
+	fill(t, c, epoch, 0, 60)
+	deadline := time.Now().Add(10 * time.Second)
+	for c.Stats().Checkpoints == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no checkpoint after 50 slots")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Corrupt catalog data fails closed: the world does not open.
+func TestCorruptCatalogFailsClosed(t *testing.T) {
+	build := func(t *testing.T) (*mem.Bucket, *State) {
+		b := memBucket()
+		c, epoch := newWorld(t, b, "w", Options{NoCompactor: true})
+		fill(t, c, epoch, 0, 20)
+		if _, err := c.Checkpoint(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+		return b, fill(t, c, epoch, 20, 5)
+	}
+	replace := func(t *testing.T, b *mem.Bucket, name string, data []byte) {
+		a, err := b.Stat(ctxT(t), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Delete(ctxT(t), name, a.Generation); err != nil {
+			t.Fatal(err)
+		}
+		if data != nil {
+			if _, err := b.Create(ctxT(t), name, data); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for name, corrupt := range map[string]func(t *testing.T, b *mem.Bucket, s *State){
+		"flipped slot byte": func(t *testing.T, b *mem.Bucket, s *State) {
+			n := SlotName("w", s.Seq)
+			data, _, _ := b.Get(ctxT(t), n)
+			data[len(data)/2] ^= 0x55
+			replace(t, b, n, data)
+		},
+		"broken hash chain": func(t *testing.T, b *mem.Bucket, s *State) {
+			n := SlotName("w", s.Seq)
+			data, _, _ := b.Get(ctxT(t), n)
+			slot, _, _ := DecodeSlot("w", n, data)
+			slot.Prev = strings.Repeat("0", 64)
+			forged, _, _ := EncodeSlot(slot)
+			replace(t, b, n, forged)
+		},
+		"gap in the log": func(t *testing.T, b *mem.Bucket, s *State) {
+			replace(t, b, SlotName("w", s.Seq-1), nil)
+		},
+		"missing checkpoint shard": func(t *testing.T, b *mem.Bucket, s *State) {
+			shards, _ := bucket.Collect(b.List(ctxT(t), WorldPrefix("w")+"state/", ""))
+			replace(t, b, shards[0].Name, nil)
+		},
+		"corrupt checkpoint": func(t *testing.T, b *mem.Bucket, s *State) {
+			cps, _ := bucket.Collect(b.List(ctxT(t), CheckpointPrefix("w"), ""))
+			replace(t, b, cps[0].Name, []byte(`{"format":1,"world":{"ID":"w"},"seq":3}`))
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			b, s := build(t)
+			corrupt(t, b, s)
+			if _, err := Open(ctxT(t), b, "w", Options{NoCompactor: true}); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("Open of a corrupt catalog = %v, want ErrCorrupt", err)
+			}
+		})
+	}
+}

@@ -1,0 +1,116 @@
+package index
+
+import (
+	"context"
+	"fmt"
+	mrand "math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// maybeCheckpoint starts the compactor if the tip is far enough past the
+// last checkpoint. Every process runs one; there is no leader.
+func (c *Catalog) maybeCheckpoint() {
+	if c.opts.NoCompactor {
+		return
+	}
+	tip := c.Tip()
+	c.ckpt.Lock()
+	defer c.ckpt.Unlock()
+	if c.ckpt.running {
+		return
+	}
+	var lastSlots uint64
+	if c.ckpt.last != nil {
+		lastSlots = c.ckpt.last.Slots
+	}
+	behind := tip.Slots - lastSlots
+	if behind == 0 || (behind < c.opts.CheckpointSlots && time.Since(c.ckpt.lastAt) < c.opts.CheckpointInterval) {
+		return
+	}
+	c.ckpt.running = true
+	c.bg.Add(1)
+	go func() {
+		defer c.bg.Done()
+		defer func() {
+			c.ckpt.Lock()
+			c.ckpt.running = false
+			c.ckpt.Unlock()
+		}()
+		// A random wait first, so that racing compactors mostly find each
+		// other's checkpoint instead of writing the same one.
+		if d := c.opts.CheckpointDelay; d > 0 {
+			select {
+			case <-time.After(time.Duration(mrand.Int64N(int64(d)))):
+			case <-c.done:
+				return
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		_, _ = c.Checkpoint(ctx)
+	}()
+}
+
+// Checkpoint writes a checkpoint of the current tip unless the bucket's
+// newest checkpoint already covers it, then collects old checkpoints. It
+// returns the checkpoint's sequence.
+func (c *Catalog) Checkpoint(ctx context.Context) (uint64, error) {
+	tip, err := c.Exact(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if tip.Seq == 0 {
+		return 0, nil
+	}
+	newest, _, err := newestCheckpoint(ctx, c.b, c.world)
+	if err != nil {
+		return 0, err
+	}
+	if seq := checkpointSeq(c.world, newest); seq >= tip.Seq {
+		// A peer's checkpoint covers the tip: adopt it as the base of our
+		// next incremental checkpoint (its shards are in the bucket).
+		cp, err := readCheckpoint(ctx, c.b, c.world, newest)
+		if err != nil {
+			return 0, err
+		}
+		c.noteCheckpoint(cp)
+		return seq, nil
+	}
+	c.ckpt.Lock()
+	prev := c.ckpt.last
+	c.ckpt.Unlock()
+	_, cp, err := WriteCheckpoint(ctx, c.b, tip, prev)
+	if err != nil {
+		return 0, err
+	}
+	c.stats.checkpoints.Add(1)
+	c.noteCheckpoint(cp)
+	if _, err := CollectCheckpoints(ctx, c.b, c.world, c.opts.KeepCheckpoints, c.opts.KeepCheckpointAge, time.Now()); err != nil {
+		return cp.Seq, fmt.Errorf("world %s: collecting checkpoints: %w", c.world, err)
+	}
+	return cp.Seq, nil
+}
+
+// noteCheckpoint records the newest checkpoint known, the base of the next
+// incremental one.
+func (c *Catalog) noteCheckpoint(cp *checkpoint) {
+	c.ckpt.Lock()
+	defer c.ckpt.Unlock()
+	if c.ckpt.last == nil || cp.Seq >= c.ckpt.last.Seq {
+		c.ckpt.last = cp
+	}
+	c.ckpt.lastAt = time.Now()
+}
+
+func checkpointSeq(world, name string) uint64 {
+	if name == "" {
+		return 0
+	}
+	seq, err := strconv.ParseUint(strings.TrimPrefix(name, CheckpointPrefix(world)), 16, 64)
+	if err != nil {
+		return 0
+	}
+	return seq
+}

@@ -1,0 +1,79 @@
+package index
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/bucket/mem"
+)
+
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// diff describes how two states differ ("" if they are equal).
+func diff(a, b *State) string {
+	if a.World != b.World {
+		return fmt.Sprintf("world %+v vs %+v", a.World, b.World)
+	}
+	if a.Seq != b.Seq || a.Hash != b.Hash || a.Slots != b.Slots {
+		return fmt.Sprintf("position %d/%.8s/%d vs %d/%.8s/%d", a.Seq, a.Hash, a.Slots, b.Seq, b.Hash, b.Slots)
+	}
+	var at, bt []Tick
+	a.ticks.Ascend(func(t *Tick) bool { at = append(at, *t); return true })
+	b.ticks.Ascend(func(t *Tick) bool { bt = append(bt, *t); return true })
+	if !reflect.DeepEqual(at, bt) {
+		return fmt.Sprintf("ticks differ: %d vs %d", len(at), len(bt))
+	}
+	if !reflect.DeepEqual(a.Runs(), b.Runs()) {
+		return fmt.Sprintf("runs %+v vs %+v", a.Runs(), b.Runs())
+	}
+	var ac, bc []Claim
+	a.claims.Ascend(func(c *Claim) bool { ac = append(ac, *c); return true })
+	b.claims.Ascend(func(c *Claim) bool { bc = append(bc, *c); return true })
+	if !reflect.DeepEqual(ac, bc) {
+		return fmt.Sprintf("claims differ: %d vs %d", len(ac), len(bc))
+	}
+	var am, bm []shardMark
+	a.shardSeq.Ascend(func(m shardMark) bool { am = append(am, m); return true })
+	b.shardSeq.Ascend(func(m shardMark) bool { bm = append(bm, m); return true })
+	if !reflect.DeepEqual(am, bm) {
+		return fmt.Sprintf("shard marks %v vs %v", am, bm)
+	}
+	return ""
+}
+
+func publish(run string, tick int64, token string, epoch int64) Entry {
+	return Entry{Kind: KindTickPublish, TickPublish: &TickPublish{Run: run, Tick: tick, CommitToken: token, WriterEpoch: epoch,
+		Tables: []TableFragments{{Table: "Position", Fragments: []Fragment{{
+			Path: fmt.Sprintf("data/w/%s/position/%s/0.parquet", run, token), Rows: 10 + tick, Bytes: 1000 + tick, Digest: "d-" + token}}}}}}
+}
+
+func fence(holder string) Entry {
+	return Entry{Kind: KindFenceAcquire, FenceAcquire: &FenceAcquire{Holder: holder}}
+}
+
+func claimEntry(kind Kind, run, producer, ext, digest, token, holder string, now, lease int64) Entry {
+	return Entry{Kind: kind, Claim: &ClaimOp{Key: ClaimKey{Run: run, Producer: producer, ExternalID: ext},
+		Digest: digest, CommitToken: token, Holder: holder, NowMs: now, LeaseUntilMs: lease}}
+}
+
+// newWorld creates world w on b and returns its catalog and the creator's
+// epoch.
+func newWorld(t testing.TB, b bucket.Bucket, w string, opts Options) (*Catalog, int64) {
+	t.Helper()
+	c, epoch, err := CreateWorld(ctxT(t), b, w, WorldCreate{CreatedUnixMs: 1}, "creator", opts)
+	if err != nil {
+		t.Fatalf("CreateWorld(%s): %v", w, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c, epoch
+}
+
+func memBucket() *mem.Bucket { return mem.New(mem.Options{}) }
