@@ -46,6 +46,11 @@ type Options struct {
 	KeepCheckpointAge  time.Duration
 	// NoCompactor turns off automatic checkpoints (tests, read-only tools).
 	NoCompactor bool
+	// ReloadAfter: a catalog whose tip went unconfirmed this long reloads
+	// from the newest checkpoint before reading or committing, since the
+	// slots after its tip may have been collected (12 h; CollectSlots'
+	// retention must be longer).
+	ReloadAfter time.Duration
 }
 
 // Validate fills in defaults and checks the options.
@@ -76,6 +81,7 @@ func (o *Options) Validate() error {
 	defd(&o.CheckpointInterval, 60*time.Second)
 	defd(&o.CheckpointDelay, 5*time.Second)
 	defd(&o.KeepCheckpointAge, time.Hour)
+	defd(&o.ReloadAfter, 12*time.Hour)
 	if o.CheckpointSlots == 0 {
 		o.CheckpointSlots = 1024
 	}
@@ -256,7 +262,19 @@ func (c *Catalog) Fresh(ctx context.Context) (*State, error) {
 func (c *Catalog) advance(ctx context.Context) (*State, error) {
 	c.tipMu.Lock()
 	defer c.tipMu.Unlock()
-	tip := c.Tip()
+	c.mu.Lock()
+	tip, confirmed := c.mu.tip, c.mu.confirmed
+	c.mu.Unlock()
+	if time.Since(confirmed) > c.opts.ReloadAfter {
+		s, _, err := Load(ctx, c.b, c.world)
+		if err != nil {
+			return nil, err
+		}
+		if s.Seq < tip.Seq {
+			return nil, fmt.Errorf("world %s: the log ends at %d, behind this catalog's %d: %w", c.world, s.Seq, tip.Seq, ErrCorrupt)
+		}
+		tip = s
+	}
 	for {
 		n, slot, err := readSlot(ctx, c.b, tip, SlotName(c.world, tip.Seq+1))
 		if errors.Is(err, bucket.ErrNotExist) {
@@ -276,6 +294,13 @@ func (c *Catalog) advance(ctx context.Context) (*State, error) {
 		}
 		c.mu.Unlock()
 	}
+}
+
+// stale reports whether the tip went unconfirmed for ReloadAfter.
+func (c *Catalog) stale() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Since(c.mu.confirmed) > c.opts.ReloadAfter
 }
 
 // install makes a state this committer just committed the tip, unless the
@@ -486,16 +511,28 @@ func (c *Catalog) commitLoop() {
 				break
 			}
 			base := c.Tip()
+			if len(pipeline) == 0 && c.stale() {
+				// The slots after a long-unconfirmed tip may be collected,
+				// and a collected name looks free: reload before building.
+				ctx, cancel := context.WithTimeout(context.Background(), c.opts.SlotTimeout)
+				s, err := c.advance(ctx)
+				cancel()
+				if err != nil {
+					c.requeue(reqs)
+					time.Sleep(100 * time.Millisecond)
+					break
+				}
+				base = s
+			}
 			if len(pipeline) > 0 {
 				base = pipeline[len(pipeline)-1].candidate()
 			}
 			pipeline = append(pipeline, c.build(base, reqs))
 		}
-		// Answer a head batch with nothing to create: its refusals were
-		// judged on a confirmed base.
+		// A head batch with nothing to create: its refusals stand only if
+		// its base is still the log's tip, so probe the next slot first.
 		for inflight == nil && len(pipeline) > 0 && pipeline[0].entries == 0 {
-			c.answer(pipeline[0], nil)
-			pipeline = pipeline[1:]
+			pipeline = c.refuseAtTip(pipeline)
 		}
 		if inflight == nil && len(pipeline) > 0 {
 			inflight = make(chan created, 1)
@@ -540,6 +577,38 @@ func (c *Catalog) commitLoop() {
 			}
 		}
 	}
+}
+
+// refuseAtTip answers the head batch, which accepted nothing, once the log
+// shows its base is the tip (a refusal judged on a stale base would be
+// wrong). If the tip moved, every batch is rebuilt on it.
+func (c *Catalog) refuseAtTip(pipeline []*batch) []*batch {
+	head := pipeline[0]
+	ctx, cancel := context.WithTimeout(context.Background(), c.opts.SlotTimeout)
+	defer cancel()
+	tip, err := c.advance(ctx)
+	switch {
+	case err != nil:
+		// Nothing was committed, but no refusal can be trusted either.
+		err = fmt.Errorf("world %s: confirming the tip: %w", c.world, err)
+		if !errors.Is(err, bucket.ErrUnavailable) {
+			err = fmt.Errorf("%w: %w", bucket.ErrUnavailable, err)
+		}
+		for i := range head.errs {
+			head.errs[i] = err
+		}
+		c.answer(head, nil)
+		return pipeline[1:]
+	case tip.Seq == head.base.Seq:
+		c.answer(head, nil)
+		return pipeline[1:]
+	}
+	var reqs []*request
+	for _, b := range pipeline {
+		reqs = append(reqs, b.reqs...)
+	}
+	c.requeue(reqs)
+	return nil
 }
 
 // candidate is the state after b: its slot's state, or its base if it

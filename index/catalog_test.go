@@ -93,7 +93,7 @@ func TestMemberFailsAlone(t *testing.T) {
 	b := memBucket()
 	c, epoch := newWorld(t, b, "w", Options{NoCompactor: true})
 	ctx := ctxT(t)
-	entries := []Entry{publish("r", 0, "a", epoch), publish("r", 0, "b", epoch), publish("r", 1, "c", epoch + 1), publish("r", 2, "d", epoch)}
+	entries := []Entry{publish("r", 0, "a", epoch), publish("r", 0, "b", epoch), publish("r", 1, "c", epoch+1), publish("r", 2, "d", epoch)}
 	var wg sync.WaitGroup
 	errs := make([]error, len(entries))
 	for i, e := range entries {

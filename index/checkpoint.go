@@ -261,3 +261,39 @@ func CollectCheckpoints(ctx context.Context, b bucket.Bucket, world string, keep
 	}
 	return deleted, nil
 }
+
+// CollectSlots deletes slots that the oldest kept checkpoint covers and
+// that are older than retention; a change feed cursor before them gets
+// ErrResync. A catalog unconfirmed for Options.ReloadAfter reloads from the
+// newest checkpoint instead of probing slot names, so retention MUST exceed
+// ReloadAfter: a collected name would otherwise look like the log's tip. It
+// returns how many slots it deleted.
+func CollectSlots(ctx context.Context, b bucket.Bucket, world string, retention time.Duration, now time.Time) (int, error) {
+	cps, err := bucket.Collect(b.List(ctx, CheckpointPrefix(world), ""))
+	if err != nil || len(cps) == 0 {
+		return 0, err
+	}
+	covered := checkpointSeq(world, cps[0].Name) // the oldest kept checkpoint
+	limit := SlotName(world, covered+1)
+	var prev *bucket.Attrs
+	deleted := 0
+	for a, err := range b.List(ctx, LogPrefix(world), "") {
+		if err != nil {
+			return deleted, err
+		}
+		if a.Name > limit {
+			break
+		}
+		// prev is covered: the slot after it starts at or before covered+1.
+		if prev != nil && now.Sub(prev.Created) >= retention {
+			err := bucket.DeleteOnce(ctx, b, prev.Name, prev.Generation)
+			if err != nil && !errors.Is(err, bucket.ErrNotExist) {
+				return deleted, err
+			}
+			deleted++
+		}
+		a := a
+		prev = &a
+	}
+	return deleted, nil
+}

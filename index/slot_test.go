@@ -38,17 +38,17 @@ func TestCorruptSlotsFailClosed(t *testing.T) {
 		data []byte
 		slot string
 	}{
-		"flipped byte":   {flipped, SlotName("w", 5)},
-		"truncated":      {good[:len(good)-3], SlotName("w", 5)},
-		"not zstd":       {[]byte(`{"format":1}`), SlotName("w", 5)},
-		"unknown field":  {plain(`{"format":1,"world":"w","first_seq":1,"prev":"","store":"s","entries":[],"extra":1}`), SlotName("w", 1)},
-		"future format":  {plain(`{"format":2,"world":"w","first_seq":1,"prev":"","store":"s","entries":[{"op":"o","kind":"fence.acquire","fence_acquire":{"holder":"h"}}]}`), SlotName("w", 1)},
-		"no entries":     {plain(`{"format":1,"world":"w","first_seq":1,"prev":"","store":"s","entries":[]}`), SlotName("w", 1)},
-		"unknown kind":   {plain(`{"format":1,"world":"w","first_seq":1,"prev":"","store":"s","entries":[{"op":"o","kind":"tick.delete"}]}`), SlotName("w", 1)},
-		"other world":    {otherData, SlotName("w", 5)},
-		"name mismatch":  {good, SlotName("w", 6)},
-		"trailing json":  {plain(`{"format":1,"world":"w","first_seq":1,"prev":"","store":"s","entries":[{"op":"o","kind":"fence.acquire","fence_acquire":{"holder":"h"}}]} {}`), SlotName("w", 1)},
-		"missing prev":   {plain(`{"format":1,"world":"w","first_seq":3,"prev":"","store":"s","entries":[{"op":"o","kind":"fence.acquire","fence_acquire":{"holder":"h"}}]}`), SlotName("w", 3)},
+		"flipped byte":  {flipped, SlotName("w", 5)},
+		"truncated":     {good[:len(good)-3], SlotName("w", 5)},
+		"not zstd":      {[]byte(`{"format":1}`), SlotName("w", 5)},
+		"unknown field": {plain(`{"format":1,"world":"w","first_seq":1,"prev":"","store":"s","entries":[],"extra":1}`), SlotName("w", 1)},
+		"future format": {plain(`{"format":2,"world":"w","first_seq":1,"prev":"","store":"s","entries":[{"op":"o","kind":"fence.acquire","fence_acquire":{"holder":"h"}}]}`), SlotName("w", 1)},
+		"no entries":    {plain(`{"format":1,"world":"w","first_seq":1,"prev":"","store":"s","entries":[]}`), SlotName("w", 1)},
+		"unknown kind":  {plain(`{"format":1,"world":"w","first_seq":1,"prev":"","store":"s","entries":[{"op":"o","kind":"tick.delete"}]}`), SlotName("w", 1)},
+		"other world":   {otherData, SlotName("w", 5)},
+		"name mismatch": {good, SlotName("w", 6)},
+		"trailing json": {plain(`{"format":1,"world":"w","first_seq":1,"prev":"","store":"s","entries":[{"op":"o","kind":"fence.acquire","fence_acquire":{"holder":"h"}}]} {}`), SlotName("w", 1)},
+		"missing prev":  {plain(`{"format":1,"world":"w","first_seq":3,"prev":"","store":"s","entries":[{"op":"o","kind":"fence.acquire","fence_acquire":{"holder":"h"}}]}`), SlotName("w", 3)},
 	} {
 		if _, _, err := DecodeSlot("w", tc.slot, tc.data); !errors.Is(err, ErrCorrupt) {
 			t.Errorf("%s: DecodeSlot = %v, want ErrCorrupt", name, err)

@@ -1,0 +1,114 @@
+package index
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// collectChanges reads the feed from `from` until it has n changes.
+func collectChanges(t *testing.T, c *Catalog, from uint64, n int) ([]Change, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var out []Change
+	for ch, err := range Changes(ctx, c.b, c.world, from, 5*time.Millisecond) {
+		if err != nil {
+			return out, err
+		}
+		out = append(out, ch)
+		if len(out) == n {
+			break
+		}
+	}
+	return out, nil
+}
+
+func TestChangeFeedFollowsAndResumes(t *testing.T) {
+	c, epoch := newWorld(t, memBucket(), "w", Options{NoCompactor: true})
+	fill(t, c, epoch, 0, 30) // 30 publishes + 3 claims, after 2 creation entries
+	all, err := collectChanges(t, c, 1, 35)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, ch := range all {
+		if ch.Seq != uint64(i+1) {
+			t.Fatalf("change %d has sequence %d", i, ch.Seq)
+		}
+	}
+	if all[0].Entry.Kind != KindWorldCreate || all[2].Entry.Kind != KindTickPublish {
+		t.Fatalf("feed starts %s, %s", all[0].Entry.Kind, all[2].Entry.Kind)
+	}
+	// Resume mid-slot, as a restarted reader would, and follow new commits.
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		c.Commit(context.Background(), publish("r", 100, "late", epoch))
+	}()
+	rest, err := collectChanges(t, c, 20, 17)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rest[0].Seq != 20 || rest[16].Seq != 36 || rest[16].Entry.TickPublish.CommitToken != "late" {
+		t.Fatalf("resumed feed: first %d, last %d %+v", rest[0].Seq, rest[16].Seq, rest[16].Entry.TickPublish)
+	}
+}
+
+func TestChangeFeedResyncPastRetention(t *testing.T) {
+	b := memBucket()
+	c, epoch := newWorld(t, b, "w", Options{NoCompactor: true})
+	fill(t, c, epoch, 0, 20)
+	if _, err := c.Checkpoint(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	fill(t, c, epoch, 20, 5)
+	n, err := CollectSlots(ctxT(t), b, "w", 0, time.Now())
+	if err != nil || n == 0 {
+		t.Fatalf("CollectSlots = %d, %v", n, err)
+	}
+	if _, err := collectChanges(t, c, 3, 1); !errors.Is(err, ErrResync) {
+		t.Fatalf("feed from a collected sequence = %v, want ErrResync", err)
+	}
+	// A cursor inside retention still resumes; the world still opens.
+	tip := c.Tip()
+	if got, err := collectChanges(t, c, tip.Seq-2, 3); err != nil || got[2].Seq != tip.Seq {
+		t.Fatalf("feed inside retention: %v, %v", got, err)
+	}
+	loaded, _, err := Load(ctxT(t), b, "w")
+	if err != nil || diff(loaded, tip) != "" {
+		t.Fatalf("Load after collection: %v %s", err, fmt.Sprint(diff(loaded, tip)))
+	}
+}
+
+// A catalog whose tip went unconfirmed for ReloadAfter reloads before it
+// commits: a collected slot name must never look like the log's tip, or
+// its commit would be acknowledged into a dead branch.
+func TestStaleCatalogReloadsBeforeCommitting(t *testing.T) {
+	b := memBucket()
+	c0, epoch := newWorld(t, b, "w", Options{NoCompactor: true})
+	stale, err := Open(ctxT(t), b, "w", Options{NoCompactor: true, ReloadAfter: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stale.Close()
+	fill(t, c0, epoch, 0, 20)
+	if _, err := c0.Checkpoint(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	fill(t, c0, epoch, 20, 5)
+	if n, err := CollectSlots(ctxT(t), b, "w", 0, time.Now()); err != nil || n == 0 {
+		t.Fatalf("CollectSlots = %d, %v", n, err)
+	}
+	time.Sleep(5 * time.Millisecond)
+	if _, err := stale.Commit(ctxT(t), publish("r", 500, "from-stale", epoch)); err != nil {
+		t.Fatal(err)
+	}
+	final, _, err := Load(ctxT(t), b, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tk, ok := final.Tick("r", 500); !ok || tk.CommitToken != "from-stale" {
+		t.Fatal("an acknowledged commit of a stale catalog is not in the log")
+	}
+}

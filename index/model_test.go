@@ -1,0 +1,296 @@
+package index
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/bucket/faulty"
+	"github.com/worldfs/worldfs/bucket/mem"
+)
+
+// model is a deliberately simple in-memory model of the catalog: plain
+// maps, no log, no slots.
+type model struct {
+	epoch   int64
+	ticks   map[string]string // "run/tick" → token
+	heads   map[string]int64
+	claims  map[ClaimKey]*mclaim
+	nclaims int64
+}
+
+type mclaim struct {
+	digest, token, holder, state string
+	lease                        int64
+}
+
+// outcome classes the model predicts.
+const (
+	okClass        = "ok"
+	staleClass     = "stale"
+	conflictClass  = "conflict"
+	claimConflict  = "claim-conflict"
+	pendingClass   = "pending"
+	refusedClass   = "refused"
+	existingClass  = "existing" // ok, with the original claim
+	republishClass = "republish"
+)
+
+func classOf(err error, r Result) string {
+	var se *StaleWriterError
+	var ce *CatalogConflictError
+	var cc *ClaimConflictError
+	var pe *ClaimPendingError
+	switch {
+	case err == nil && r.Republished:
+		return republishClass
+	case err == nil && r.Existing:
+		return existingClass
+	case err == nil:
+		return okClass
+	case errors.As(err, &se):
+		return staleClass
+	case errors.As(err, &ce):
+		return conflictClass
+	case errors.As(err, &cc):
+		return claimConflict
+	case errors.As(err, &pe):
+		return pendingClass
+	case errors.Is(err, ErrRefused):
+		return refusedClass
+	}
+	return "error: " + err.Error()
+}
+
+// predict returns the class e gets on the model and a function applying
+// its effect.
+func (m *model) predict(e Entry) (string, func()) {
+	nothing := func() {}
+	switch e.Kind {
+	case KindFenceAcquire:
+		return okClass, func() { m.epoch++ }
+	case KindTickPublish:
+		p := e.TickPublish
+		key := fmt.Sprintf("%s/%d", p.Run, p.Tick)
+		switch tok, ok := m.ticks[key]; {
+		case p.WriterEpoch != m.epoch:
+			return staleClass, nothing
+		case ok && tok == p.CommitToken:
+			return republishClass, nothing
+		case ok:
+			return conflictClass, nothing
+		}
+		return okClass, func() {
+			m.ticks[key] = p.CommitToken
+			if h, ok := m.heads[p.Run]; !ok || p.Tick > h {
+				m.heads[p.Run] = p.Tick
+			}
+		}
+	default:
+		c := e.Claim
+		old := m.claims[c.Key]
+		if old != nil && old.digest != c.Digest {
+			return claimConflict, nothing
+		}
+		switch e.Kind {
+		case KindClaimAcquire:
+			switch {
+			case old != nil && old.state == ClaimComplete:
+				return existingClass, nothing
+			case old != nil:
+				return pendingClass, nothing
+			}
+			return okClass, func() {
+				m.nclaims++
+				m.claims[c.Key] = &mclaim{digest: c.Digest, token: c.CommitToken, holder: c.Holder, state: ClaimPending, lease: c.LeaseUntilMs}
+			}
+		case KindClaimTakeover:
+			switch {
+			case old == nil:
+				return refusedClass, nothing
+			case old.state == ClaimComplete:
+				return existingClass, nothing
+			case c.NowMs < old.lease:
+				return pendingClass, nothing
+			}
+			return okClass, func() { old.holder, old.lease = c.Holder, c.LeaseUntilMs }
+		case KindClaimComplete:
+			switch {
+			case old == nil || old.token != c.CommitToken:
+				return refusedClass, nothing
+			case old.state == ClaimComplete:
+				return existingClass, nothing
+			}
+			return okClass, func() { old.state = ClaimComplete }
+		}
+	}
+	panic("unmodeled entry " + e.Kind)
+}
+
+// applied reports whether e took effect in s (after an unknown outcome),
+// given the model before it.
+func (m *model) applied(e Entry, s *State) bool {
+	switch e.Kind {
+	case KindFenceAcquire:
+		return s.World.Epoch == m.epoch+1
+	case KindTickPublish:
+		t, ok := s.Tick(e.TickPublish.Run, e.TickPublish.Tick)
+		_, had := m.ticks[fmt.Sprintf("%s/%d", e.TickPublish.Run, e.TickPublish.Tick)]
+		return ok && !had && t.CommitToken == e.TickPublish.CommitToken
+	default:
+		c, ok := s.Claim(e.Claim.Key)
+		old := m.claims[e.Claim.Key]
+		switch e.Kind {
+		case KindClaimAcquire:
+			return ok && old == nil
+		case KindClaimTakeover:
+			return ok && old != nil && c.Holder == e.Claim.Holder && c.LeaseUntilMs == e.Claim.LeaseUntilMs && old.lease != c.LeaseUntilMs
+		default:
+			return ok && old != nil && old.state == ClaimPending && c.State == ClaimComplete
+		}
+	}
+}
+
+// check compares the state with the model.
+func (m *model) check(s *State) error {
+	if s.World.Epoch != m.epoch || s.World.Claims != m.nclaims {
+		return fmt.Errorf("epoch %d claims %d, model %d %d", s.World.Epoch, s.World.Claims, m.epoch, m.nclaims)
+	}
+	n := 0
+	var err error
+	s.ticks.Ascend(func(t *Tick) bool {
+		n++
+		if m.ticks[fmt.Sprintf("%s/%d", t.Run, t.Tick)] != t.CommitToken {
+			err = fmt.Errorf("tick %s/%d token %s, model %q", t.Run, t.Tick, t.CommitToken, m.ticks[fmt.Sprintf("%s/%d", t.Run, t.Tick)])
+			return false
+		}
+		return true
+	})
+	if err != nil || n != len(m.ticks) {
+		return fmt.Errorf("%v (%d ticks, model %d)", err, n, len(m.ticks))
+	}
+	for run, h := range m.heads {
+		if r, _ := s.Run(run); r.Head != h {
+			return fmt.Errorf("run %s head %d, model %d", run, r.Head, h)
+		}
+	}
+	for k, mc := range m.claims {
+		c, ok := s.Claim(k)
+		if !ok || c.State != mc.state || c.CommitToken != mc.token || c.Holder != mc.holder || c.LeaseUntilMs != mc.lease {
+			return fmt.Errorf("claim %s: %+v, model %+v", k, c, mc)
+		}
+	}
+	return nil
+}
+
+func randomEntry(r *rand.Rand, epochs []int64, now int64) Entry {
+	runs := []string{"r1", "r2"}
+	key := ClaimKey{Run: runs[r.IntN(2)], Producer: "p", ExternalID: fmt.Sprint("e", r.IntN(4))}
+	digest := fmt.Sprint("d", r.IntN(5)/4) // mostly d0, sometimes d1
+	claim := func(kind Kind) Entry {
+		return Entry{Kind: kind, Claim: &ClaimOp{Key: key, Digest: digest, CommitToken: "c-" + key.String() + digest,
+			Holder: fmt.Sprint("h", r.IntN(3)), NowMs: now, LeaseUntilMs: now + int64(r.IntN(3)+1)}}
+	}
+	switch x := r.IntN(20); {
+	case x < 2:
+		return fence(fmt.Sprint("w", r.IntN(2)))
+	case x < 13:
+		return publish(runs[r.IntN(2)], int64(r.IntN(6)), fmt.Sprint("t", r.IntN(3)), epochs[r.IntN(len(epochs))])
+	case x < 16:
+		return claim(KindClaimAcquire)
+	case x < 18:
+		return claim(KindClaimTakeover)
+	default:
+		return claim(KindClaimComplete)
+	}
+}
+
+// TestModel runs seeded random operations from two committers (one of them
+// behind a faulty bucket) against the catalog and checks every outcome, and
+// the final log read cold, against the model.
+func TestModel(t *testing.T) {
+	runs := 1000
+	if testing.Short() {
+		runs = 100
+	}
+	for seed := range uint64(runs) {
+		if err := modelRun(seed); err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+	}
+}
+
+func modelRun(seed uint64) error {
+	r := rand.New(rand.NewPCG(seed, 42))
+	ctx := ctxT(&testing.T{})
+	inner := mem.New(mem.Options{})
+	c0, epoch, err := CreateWorld(ctx, inner, "w", WorldCreate{CreatedUnixMs: 1}, "w0", Options{NoCompactor: true, YieldJitter: time.Nanosecond})
+	if err != nil {
+		return err
+	}
+	defer c0.Close()
+	fb := faulty.Wrap(inner, faulty.NewRandom(seed, 0.1, []faulty.Kind{faulty.FailBefore, faulty.FailAfter}, 0, faulty.OpCreate, faulty.OpGet))
+	var c1 *Catalog
+	for c1 == nil {
+		if c1, err = Open(ctx, fb, "w", Options{NoCompactor: true, SlotTimeout: time.Second, YieldJitter: time.Nanosecond}); err != nil && !faulty.IsInjected(err) {
+			return err
+		}
+	}
+	defer c1.Close()
+	cats := []*Catalog{c0, c1}
+	m := &model{epoch: epoch, ticks: map[string]string{}, heads: map[string]int64{}, claims: map[ClaimKey]*mclaim{}}
+	epochs := []int64{epoch}
+	for step := range 30 {
+		e := randomEntry(r, epochs, int64(step))
+		c := cats[r.IntN(2)]
+		res, err := c.Commit(ctx, e)
+		if errors.Is(err, bucket.ErrUnavailable) {
+			continue // nothing committed; the tip could not be confirmed
+		}
+		if errors.Is(err, bucket.ErrAmbiguous) {
+			s, rerr := c0.Exact(ctx)
+			if rerr != nil {
+				return rerr
+			}
+			_, effect := m.predict(e)
+			if m.applied(e, s) {
+				effect()
+			}
+			if e.Kind == KindFenceAcquire && s.World.Epoch > epochs[len(epochs)-1] {
+				epochs = append(epochs, s.World.Epoch)
+			}
+			continue
+		}
+		want, effect := m.predict(e)
+		if got := classOf(err, res); got != want {
+			return fmt.Errorf("step %d: %s %+v: got %s (%v), model says %s (model epoch %d)", step, e.Kind, e.TickPublish, got, err, want, m.epoch)
+		}
+		effect()
+		if e.Kind == KindFenceAcquire && err == nil {
+			epochs = append(epochs, res.Epoch)
+		}
+		if r.IntN(15) == 0 {
+			if _, err := c0.Checkpoint(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	live, err := c0.Exact(ctx)
+	if err != nil {
+		return err
+	}
+	if err := m.check(live); err != nil {
+		return fmt.Errorf("live state: %w", err)
+	}
+	cold, _, err := Load(ctx, inner, "w")
+	if err != nil {
+		return err
+	}
+	if d := diff(live, cold); d != "" {
+		return fmt.Errorf("cold start differs from the live state: %s", d)
+	}
+	return nil
+}
