@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/internal/failpoint"
 )
 
 // Options configure a Catalog. The zero value is usable: Validate fills in
@@ -33,7 +34,9 @@ type Options struct {
 	SlotTimeout time.Duration
 	// After a win, a committer that saw another store's slot within
 	// YieldRecency waits up to YieldJitter before its next attempt (3 s,
-	// 30 ms), which keeps several writers fair.
+	// 10 ms), which keeps several writers fair. The design allows up to
+	// 30 ms; on the GCS model 10 ms kept three writers at 96% of one
+	// writer's throughput with none under 30%, where 30 ms gave 85%.
 	YieldRecency, YieldJitter time.Duration
 	// Checkpoints: written once the tip is CheckpointSlots slots or
 	// CheckpointInterval past the last one (1024, 60 s), after a random wait
@@ -77,7 +80,7 @@ func (o *Options) Validate() error {
 	defd(&o.Freshness, time.Second)
 	defd(&o.SlotTimeout, 10*time.Second)
 	defd(&o.YieldRecency, 3*time.Second)
-	defd(&o.YieldJitter, 30*time.Millisecond)
+	defd(&o.YieldJitter, 10*time.Millisecond)
 	defd(&o.CheckpointInterval, 60*time.Second)
 	defd(&o.CheckpointDelay, 5*time.Second)
 	defd(&o.KeepCheckpointAge, time.Hour)
@@ -90,6 +93,12 @@ func (o *Options) Validate() error {
 	}
 	return nil
 }
+
+// Failpoints of the commit path (see internal/failpoint).
+const (
+	FailpointBeforeSlot  = "index.slot.before-create" // a batch is built, its slot not yet created
+	FailpointSlotCreated = "index.slot.created"       // the slot exists, nobody is acknowledged yet
+)
 
 // ErrClosed: the catalog was closed.
 var ErrClosed = errors.New("catalog closed")
@@ -130,6 +139,9 @@ type Catalog struct {
 	wake chan struct{}
 	done chan struct{}
 	ops  atomic.Uint64
+	// deep is the committer's own: the queue has stayed deep, so batches
+	// take up to DeepBatch entries.
+	deep bool
 
 	stats struct {
 		slots, lost, entries, refused, ambiguous, checkpoints atomic.Int64
@@ -404,18 +416,38 @@ type batch struct {
 	state   *State // the state after the slot (nil if nothing was accepted)
 }
 
-func (c *Catalog) take() ([]*request, bool) {
+// take removes the next batch of requests from the queue. The limit is
+// MaxBatch, or DeepBatch while the queue stays deep: when the requests
+// waiting behind the slot in flight (queued, or in batches built ahead)
+// fill two batches. With no slot in flight it takes whatever is queued, so
+// an idle world commits a lone write at once; behind a slot in flight it
+// builds a batch ahead only once a full one is queued, so that batches
+// fill while the slot is out instead of splitting into small ones.
+func (c *Catalog) take(pipeline []*batch) []*request {
+	waiting := 0
+	for _, b := range pipeline[min(1, len(pipeline)):] {
+		waiting += len(b.reqs)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	q := c.mu.queue
+	switch {
+	case waiting+len(q) >= 2*c.opts.MaxBatch:
+		c.deep = true
+	case len(pipeline) == 0 && len(q) < c.opts.MaxBatch:
+		c.deep = false // the queue drained
+	}
 	limit := c.opts.MaxBatch
-	if len(q) >= 2*c.opts.MaxBatch {
+	if c.deep {
 		limit = c.opts.DeepBatch
+	}
+	if len(pipeline) > 0 && len(q) < limit {
+		return nil
 	}
 	n := min(limit, len(q))
 	reqs := q[:n:n]
 	c.mu.queue = q[n:]
-	return reqs, c.mu.closed
+	return reqs
 }
 
 // requeue puts requests back at the front of the queue, in order.
@@ -506,7 +538,7 @@ func (c *Catalog) commitLoop() {
 	for {
 		// Build batches while there is room in the pipeline.
 		for len(pipeline) < 1+c.opts.Ahead {
-			reqs, _ := c.take()
+			reqs := c.take(pipeline)
 			if len(reqs) == 0 {
 				break
 			}
@@ -631,7 +663,11 @@ func (c *Catalog) create(b *batch, out chan<- created) {
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
+	failpoint.Hit(FailpointBeforeSlot)
 	_, err := bucket.CreateOnce(ctx, c.b, SlotName(c.world, b.slot.FirstSeq), b.data)
+	if err == nil {
+		failpoint.Hit(FailpointSlotCreated)
+	}
 	out <- created{b, err}
 }
 

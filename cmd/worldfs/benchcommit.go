@@ -1,0 +1,263 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"runtime/metrics"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/index"
+	"github.com/worldfs/worldfs/internal/stats"
+)
+
+func init() {
+	var url, world *string
+	var writers, callers *int
+	var rate *float64
+	var duration *time.Duration
+	var asJSON *bool
+	register("bench", command{
+		name:    "commit",
+		summary: "measure catalog commits: throughput, latency percentiles, slots, lost slots, per writer",
+		example: "worldfs bench commit --bucket 'mem://b?profile=gcs' --writers 3 --duration 10s --json",
+		flags: func(fs *flag.FlagSet) {
+			url = bucketFlag(fs)
+			world = fs.String("world", "", "world to commit to (default: a new bench-<time> world)")
+			writers = fs.Int("writers", 1, "committers, each with its own store id (as separate processes would be)")
+			callers = fs.Int("callers", 64, "concurrent callers per writer when --rate is 0 (saturation)")
+			rate = fs.Float64("rate", 0, "offered writes per second in all (open loop); 0 saturates")
+			duration = fs.Duration("duration", 10*time.Second, "how long to offer writes")
+			asJSON = fs.Bool("json", false, "print one JSON object")
+		},
+		run: func(ctx context.Context, fs *flag.FlagSet, args []string, out io.Writer) error {
+			if len(args) != 0 {
+				return usagef("bench commit takes no arguments")
+			}
+			if *writers < 1 || *callers < 1 || *rate < 0 || *duration <= 0 {
+				return usagef("--writers and --callers must be positive, --rate not negative, --duration positive")
+			}
+			b, err := openBucket(ctx, *url)
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			res, err := benchCommit(ctx, b, *url, *world, *writers, *callers, *rate, *duration)
+			if err != nil {
+				return err
+			}
+			if *asJSON {
+				return writeJSON(out, res)
+			}
+			fmt.Fprintf(out, "bucket %s, world %s, %d writer(s), %s\n", res.Bucket, res.World, res.Writers, res.Mode)
+			fmt.Fprintf(out, "  %.0f writes/s  p50 %.1f ms  p99 %.1f ms  slots %d  lost slots %d  errors %d  entries/slot %.1f\n",
+				res.WritesPerSec, res.P50ms, res.P99ms, res.Slots, res.LostSlots, res.Errors, res.EntriesPerSlot)
+			for _, w := range res.PerWriter {
+				fmt.Fprintf(out, "  writer %d: %.0f writes/s (%.0f%%)  p50 %.1f ms  p99 %.1f ms  slots %d  lost %d\n",
+					w.Writer, w.WritesPerSec, 100*w.Share, w.P50ms, w.P99ms, w.Slots, w.LostSlots)
+			}
+			return nil
+		},
+	})
+}
+
+func writeJSON(out io.Writer, v any) error {
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+type writerResult struct {
+	Writer       int     `json:"writer"`
+	Writes       int     `json:"writes"`
+	WritesPerSec float64 `json:"writes_per_sec"`
+	Share        float64 `json:"share"`
+	P50ms        float64 `json:"p50_ms"`
+	P99ms        float64 `json:"p99_ms"`
+	Slots        int64   `json:"slots"`
+	LostSlots    int64   `json:"lost_slots"`
+	Errors       int64   `json:"errors"`
+}
+
+type commitBench struct {
+	Bucket         string         `json:"bucket"`
+	World          string         `json:"world"`
+	Writers        int            `json:"writers"`
+	Mode           string         `json:"mode"`
+	OfferedRate    float64        `json:"offered_rate,omitempty"`
+	Seconds        float64        `json:"seconds"`
+	Writes         int            `json:"writes"`
+	WritesPerSec   float64        `json:"writes_per_sec"`
+	P50ms          float64        `json:"p50_ms"`
+	P90ms          float64        `json:"p90_ms"`
+	P99ms          float64        `json:"p99_ms"`
+	MaxMs          float64        `json:"max_ms"`
+	Slots          int64          `json:"slots"`
+	LostSlots      int64          `json:"lost_slots"`
+	Errors         int64          `json:"errors"`
+	EntriesPerSlot float64        `json:"entries_per_slot"`
+	PerWriter      []writerResult `json:"per_writer"`
+}
+
+// benchCommit offers tick publications to writers catalogs on one world:
+// saturating (callers per writer, each committing back to back) or open
+// loop at rate writes per second in all.
+func benchCommit(ctx context.Context, b bucket.Bucket, url, world string, writers, callers int, rate float64, d time.Duration) (*commitBench, error) {
+	if world == "" {
+		world = fmt.Sprintf("bench-%d", time.Now().UnixNano())
+	}
+	first, epoch, err := index.CreateWorld(ctx, b, world, index.WorldCreate{}, "bench", index.Options{})
+	if errors.Is(err, index.ErrWorldExists) {
+		first, err = index.Open(ctx, b, world, index.Options{})
+		if err == nil {
+			epoch = first.Tip().World.Epoch
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	cats := []*index.Catalog{first}
+	for range writers - 1 {
+		c, err := index.Open(ctx, b, world, index.Options{})
+		if err != nil {
+			return nil, err
+		}
+		cats = append(cats, c)
+	}
+	defer func() {
+		for _, c := range cats {
+			c.Close()
+		}
+	}()
+	recs := make([]stats.Recorder, writers)
+	var all stats.Recorder
+	errs := make([]atomic.Int64, writers)
+	var seq atomic.Int64
+	commit := func(w int) {
+		i := seq.Add(1)
+		t0 := time.Now()
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		e := index.Entry{Kind: index.KindTickPublish, TickPublish: &index.TickPublish{
+			Run: "bench", Tick: i, CommitToken: fmt.Sprintf("tok-%d", i), WriterEpoch: epoch,
+			Tables: []index.TableFragments{{Table: "Position", Fragments: []index.Fragment{{
+				Path: fmt.Sprintf("data/%s/bench/position/tok-%d/0.parquet", world, i), Rows: 1000, Bytes: 64 << 10, Digest: "sha256:bench"}}}},
+		}}
+		if _, err := cats[w].Commit(cctx, e); err != nil {
+			errs[w].Add(1)
+			return
+		}
+		lat := time.Since(t0)
+		recs[w].Add(lat)
+		all.Add(lat)
+	}
+	res := &commitBench{Bucket: url, World: world, Writers: writers}
+	runCtx, stop := context.WithTimeout(ctx, d)
+	defer stop()
+	go progress(runCtx, "commit", func() int { return all.Count() })
+	start := time.Now()
+	var wg sync.WaitGroup
+	if rate == 0 {
+		res.Mode = fmt.Sprintf("saturated, %d callers per writer", callers)
+		for w := range writers {
+			for range callers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for runCtx.Err() == nil {
+						commit(w)
+					}
+				}()
+			}
+		}
+	} else {
+		res.Mode, res.OfferedRate = fmt.Sprintf("open loop at %.0f writes/s", rate), rate
+		interval := time.Duration(float64(time.Second) / rate)
+		next := time.Now()
+		for n := 0; runCtx.Err() == nil; n++ {
+			wg.Add(1)
+			go func() { defer wg.Done(); commit(n % writers) }()
+			next = next.Add(interval)
+			if err := bucket.Sleep(runCtx, time.Until(next)); err != nil {
+				break
+			}
+		}
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	sum := all.Summarize(elapsed)
+	res.Seconds, res.Writes, res.WritesPerSec = sum.Seconds, sum.Ops, sum.OpsPerSec
+	res.P50ms, res.P90ms, res.P99ms, res.MaxMs = sum.P50ms, sum.P90ms, sum.P99ms, sum.MaxMs
+	var entries int64
+	for w, c := range cats {
+		st := c.Stats()
+		ws := recs[w].Summarize(elapsed)
+		r := writerResult{Writer: w, Writes: ws.Ops, WritesPerSec: ws.OpsPerSec, P50ms: ws.P50ms, P99ms: ws.P99ms,
+			Slots: st.Slots, LostSlots: st.LostSlots, Errors: errs[w].Load()}
+		if sum.Ops > 0 {
+			r.Share = float64(ws.Ops) / float64(sum.Ops)
+		}
+		res.PerWriter = append(res.PerWriter, r)
+		res.Slots += st.Slots
+		res.LostSlots += st.LostSlots
+		res.Errors += r.Errors
+		entries += st.Entries
+	}
+	if res.Slots > 0 {
+		res.EntriesPerSlot = float64(entries) / float64(res.Slots)
+	}
+	return res, nil
+}
+
+// progress prints a count to stderr every second until ctx ends.
+func progress(ctx context.Context, what string, count func() int) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			fmt.Fprintf(os.Stderr, "bench: %s %d\n", what, count())
+		}
+	}
+}
+
+// peakHeap samples the live heap every 5 ms while fn runs and returns the
+// peak in bytes.
+func peakHeap(fn func()) uint64 {
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	var peak atomic.Uint64
+	read := func() {
+		metrics.Read(sample)
+		if v := sample[0].Value.Uint64(); v > peak.Load() {
+			peak.Store(v)
+		}
+	}
+	runtime.GC()
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(5 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				read()
+			}
+		}
+	}()
+	fn()
+	read()
+	close(done)
+	return peak.Load()
+}
