@@ -177,7 +177,7 @@ func Open(ctx context.Context, b bucket.Bucket, world string, opts Options) (*Ca
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	state, cp, err := Load(ctx, b, world)
+	state, cp, err := load(ctx, b, world)
 	if err != nil {
 		return nil, err
 	}
@@ -188,10 +188,35 @@ func Open(ctx context.Context, b bucket.Bucket, world string, opts Options) (*Ca
 	return c, nil
 }
 
+// LoadInfo says how a state was loaded.
+type LoadInfo struct {
+	// CheckpointSeq is the sequence of the checkpoint it started from (0:
+	// none, the whole log was replayed).
+	CheckpointSeq uint64
+	// SlotsReplayed counts the slots applied after it.
+	SlotsReplayed uint64
+}
+
 // Load reads world's state from the bucket: the newest checkpoint and the
-// slots after it. It also returns the checkpoint it started from (nil if
-// none).
-func Load(ctx context.Context, b bucket.Bucket, world string) (*State, *checkpoint, error) {
+// slots listed after it. A world with no log loads empty; corrupt data is
+// ErrCorrupt.
+func Load(ctx context.Context, b bucket.Bucket, world string) (*State, LoadInfo, error) {
+	s, cp, err := load(ctx, b, world)
+	if err != nil {
+		return nil, LoadInfo{}, err
+	}
+	var info LoadInfo
+	if cp != nil {
+		info.CheckpointSeq = cp.Seq
+		info.SlotsReplayed = s.Slots - cp.Slots
+	} else {
+		info.SlotsReplayed = s.Slots
+	}
+	return s, info, nil
+}
+
+// load is Load, also returning the checkpoint it started from (nil if none).
+func load(ctx context.Context, b bucket.Bucket, world string) (*State, *checkpoint, error) {
 	state := Empty(world)
 	newest, _, err := newestCheckpoint(ctx, b, world)
 	if err != nil {
@@ -278,7 +303,7 @@ func (c *Catalog) advance(ctx context.Context) (*State, error) {
 	tip, confirmed := c.mu.tip, c.mu.confirmed
 	c.mu.Unlock()
 	if time.Since(confirmed) > c.opts.ReloadAfter {
-		s, _, err := Load(ctx, c.b, c.world)
+		s, _, err := load(ctx, c.b, c.world)
 		if err != nil {
 			return nil, err
 		}
@@ -426,28 +451,42 @@ type batch struct {
 func (c *Catalog) take(pipeline []*batch) []*request {
 	waiting := 0
 	for _, b := range pipeline[min(1, len(pipeline)):] {
-		waiting += len(b.reqs)
+		waiting += entriesOf(b.reqs)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	q := c.mu.queue
+	queued := entriesOf(q)
 	switch {
-	case waiting+len(q) >= 2*c.opts.MaxBatch:
+	case waiting+queued >= 2*c.opts.MaxBatch:
 		c.deep = true
-	case len(pipeline) == 0 && len(q) < c.opts.MaxBatch:
+	case len(pipeline) == 0 && queued < c.opts.MaxBatch:
 		c.deep = false // the queue drained
 	}
 	limit := c.opts.MaxBatch
 	if c.deep {
 		limit = c.opts.DeepBatch
 	}
-	if len(pipeline) > 0 && len(q) < limit {
+	if len(pipeline) > 0 && queued < limit {
 		return nil
 	}
-	n := min(limit, len(q))
+	// Up to limit entries; a request is never split.
+	n, entries := 0, 0
+	for n < len(q) && (n == 0 || entries+len(q[n].entries) <= limit) {
+		entries += len(q[n].entries)
+		n++
+	}
 	reqs := q[:n:n]
 	c.mu.queue = q[n:]
 	return reqs
+}
+
+func entriesOf(reqs []*request) int {
+	n := 0
+	for _, r := range reqs {
+		n += len(r.entries)
+	}
+	return n
 }
 
 // requeue puts requests back at the front of the queue, in order.

@@ -42,9 +42,9 @@ func TestCheckpointEqualsReplay(t *testing.T) {
 		t.Fatalf("Checkpoint = %d, %v", seq, err)
 	}
 	live := fill(t, c, epoch, 5000, 30)
-	fromCheckpoint, cp, err := Load(ctx, b, "w")
-	if err != nil || cp == nil || cp.Seq != seq {
-		t.Fatalf("Load = %v (checkpoint %v)", err, cp)
+	fromCheckpoint, info, err := Load(ctx, b, "w")
+	if err != nil || info.CheckpointSeq != seq || info.SlotsReplayed != 33 { // 30 publishes and 3 claims
+		t.Fatalf("Load = %v (%+v)", err, info)
 	}
 	if d := diff(live, fromCheckpoint); d != "" {
 		t.Fatalf("checkpoint + slots differs from the live state: %s", d)

@@ -231,6 +231,8 @@ func progress(ctx context.Context, what string, count func() int) {
 	}
 }
 
+func runtimeGC() { runtime.GC() }
+
 // peakHeap samples the live heap every 5 ms while fn runs and returns the
 // peak in bytes.
 func peakHeap(fn func()) uint64 {
