@@ -170,6 +170,7 @@ func LoadCheckpoint(ctx context.Context, b bucket.Bucket, world, name string) (*
 			return corrupt("shard %s: %v", r.Hash, err)
 		}
 		d := &out[i]
+		// plain is never written again: decoded strings share it.
 		k, last, err := decodeShard(plain, func(t *Tick) { d.ticks = append(d.ticks, t) }, func(c *Claim) { d.claims = append(d.claims, c) })
 		if err != nil || k != r.key() || last != r.Seq {
 			return corrupt("shard %s: %v (key %v, last sequence %d)", r.Hash, err, k, last)

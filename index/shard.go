@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
+	"unsafe"
 )
 
 // Checkpoint shards. A world's state is cut into shards that change
@@ -116,21 +117,31 @@ func (s *State) encodeShard(k shardKey) []byte {
 }
 
 // decodeShard decodes a shard into the records it holds; it returns the
-// shard's key and its last changing sequence.
+// shard's key and its last changing sequence. Records are carved from a few
+// slabs and their strings share data's bytes (never modified afterwards),
+// so a cold start allocates per shard, not per record, and the collector
+// has little to trace.
 func decodeShard(data []byte, addTick func(*Tick), addClaim func(*Claim)) (k shardKey, last uint64, err error) {
 	d := dec{b: data}
 	k.Kind = d.byte()
 	k.Run = d.str()
 	k.N = d.varint()
 	n := d.count()
+	var ticks []Tick
+	var tables slab[TableFragments]
+	var frags slab[Fragment]
+	if k.Kind == 't' {
+		ticks = make([]Tick, n)
+	}
 	for i := 0; i < n && d.err == nil; i++ {
 		switch k.Kind {
 		case 't':
-			t := &Tick{Run: k.Run, Tick: d.varint(), CommitToken: d.str(), WriterEpoch: d.varint(), Seq: d.uvarint()}
-			t.Tables = make([]TableFragments, d.count())
+			t := &ticks[i]
+			*t = Tick{Run: k.Run, Tick: d.varint(), CommitToken: d.str(), WriterEpoch: d.varint(), Seq: d.uvarint()}
+			t.Tables = tables.take(d.count())
 			for j := range t.Tables {
 				t.Tables[j].Table = d.str()
-				t.Tables[j].Fragments = make([]Fragment, d.count())
+				t.Tables[j].Fragments = frags.take(d.count())
 				for f := range t.Tables[j].Fragments {
 					t.Tables[j].Fragments[f] = Fragment{Path: d.str(), Rows: d.varint(), Bytes: d.varint(), Digest: d.str()}
 				}
@@ -159,6 +170,21 @@ func decodeShard(data []byte, addTick func(*Tick), addClaim func(*Claim)) (k sha
 		d.err = errors.New("trailing bytes")
 	}
 	return k, last, d.err
+}
+
+// slab hands out short slices of one larger allocation.
+type slab[T any] struct{ free []T }
+
+func (s *slab[T]) take(n int) []T {
+	if n == 0 {
+		return nil
+	}
+	if len(s.free) < n {
+		s.free = make([]T, max(n, 1024))
+	}
+	out := s.free[:n:n]
+	s.free = s.free[n:]
+	return out
 }
 
 type enc struct{ b []byte }
@@ -221,12 +247,13 @@ func (d *dec) count() int {
 	return int(v)
 }
 
+// str returns the next string, sharing the decoder's bytes.
 func (d *dec) str() string {
 	n := d.count()
-	if d.err != nil {
+	if d.err != nil || n == 0 {
 		return ""
 	}
-	s := string(d.b[:n])
+	s := unsafe.String(&d.b[0], n)
 	d.b = d.b[n:]
 	return s
 }
