@@ -27,9 +27,10 @@ lint:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./bucket/
+	$(GO) run ./cmd/worldfs bench commit --bucket 'mem://bench?profile=gcs' --duration 10s
 
-# The main job on the default local bucket: writers race on a create-only
-# log, which is then verified.
+# The main job on the default local bucket: a world's catalog end to end
+# (racing writers, fencing, a checkpoint, a cold start).
 demo:
 	$(GO) run ./cmd/worldfs demo --bucket $(BUCKET)
 

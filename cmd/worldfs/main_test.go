@@ -38,6 +38,7 @@ func TestBadCommandLinesExit2(t *testing.T) {
 	for _, args := range [][]string{
 		{}, {"nonsense"}, {"bucket"}, {"bucket", "frob"}, {"bucket", "cat"},
 		{"bucket", "ls", "--no-such-flag"}, {"bucket", "rm", "x"}, {"demo", "--writers", "0"},
+		{"bench", "commit", "--writers", "0"}, {"bench", "coldstart", "--ticks", "0"},
 	} {
 		if code, _, stderr := cli(t, args...); code != 2 || !strings.Contains(stderr, "worldfs:") {
 			t.Errorf("%q: exit %d, stderr %q; want 2 with a message", args, code, stderr)
@@ -72,8 +73,9 @@ func TestBucketCommands(t *testing.T) {
 
 func TestDemoAndBench(t *testing.T) {
 	dir := t.TempDir()
-	code, out, stderr := cli(t, "demo", "--bucket", dir, "--writers", "3", "--records", "60")
-	if code != 0 || !strings.Contains(out, "committed 60 slots") || !strings.Contains(out, "verified") {
+	code, out, stderr := cli(t, "demo", "--bucket", dir, "--writers", "3", "--ticks", "60")
+	if code != 0 || !strings.Contains(out, "60 ticks published") || !strings.Contains(out, "the old writer is refused") ||
+		!strings.Contains(out, "matches the live state") {
 		t.Fatalf("demo: %d\n%s\n%s", code, out, stderr)
 	}
 	code, out, stderr = cli(t, "bench", "bucket", "--bucket", dir, "--ops", "200", "--callers", "4", "--json")
@@ -83,5 +85,24 @@ func TestDemoAndBench(t *testing.T) {
 	}
 	if res.Create.Ops != 200 || res.Get.Ops != 200 || res.DirectRead == nil || res.Get.P50ms <= 0 {
 		t.Fatalf("bench result %+v", res)
+	}
+}
+
+func TestBenchCommitAndColdStart(t *testing.T) {
+	code, out, stderr := cli(t, "bench", "commit", "--bucket", "mem://cli-bench", "--writers", "2", "--duration", "300ms", "--json")
+	var res commitBench
+	if code != 0 || json.Unmarshal([]byte(out), &res) != nil {
+		t.Fatalf("bench commit: %d\n%s\n%s", code, out, stderr)
+	}
+	if res.Writes == 0 || res.WritesPerSec <= 0 || res.Slots == 0 || len(res.PerWriter) != 2 || res.Errors != 0 || res.P99ms < res.P50ms {
+		t.Fatalf("bench commit result %+v", res)
+	}
+	code, out, stderr = cli(t, "bench", "coldstart", "--bucket", t.TempDir(), "--ticks", "2000", "--json")
+	var cold coldStartBench
+	if code != 0 || json.Unmarshal([]byte(out), &cold) != nil {
+		t.Fatalf("bench coldstart: %d\n%s\n%s", code, out, stderr)
+	}
+	if cold.Ticks != 2000 || cold.CheckpointSeq == 0 || cold.SlotsReplayed != 0 || cold.ColdStartSeconds <= 0 || cold.PeakHeapBytes == 0 {
+		t.Fatalf("bench coldstart result %+v", cold)
 	}
 }
