@@ -88,8 +88,8 @@ func (o *Options) Validate() error {
 	if o.CheckpointSlots == 0 {
 		o.CheckpointSlots = 1024
 	}
-	if o.MaxBatch < 1 || o.DeepBatch < o.MaxBatch || o.Ahead < 0 {
-		return fmt.Errorf("catalog options: batch %d/%d, ahead %d", o.MaxBatch, o.DeepBatch, o.Ahead)
+	if o.MaxBatch < 1 || o.DeepBatch < o.MaxBatch || o.DeepBatch > MaxSlotEntries || o.Ahead < 0 {
+		return fmt.Errorf("catalog options: batch %d/%d (at most %d), ahead %d", o.MaxBatch, o.DeepBatch, MaxSlotEntries, o.Ahead)
 	}
 	return nil
 }
@@ -123,10 +123,7 @@ type Catalog struct {
 	world string
 	opts  Options
 
-	// tipMu serializes advancing the tip: reading new slots and installing
-	// committed ones.
-	tipMu sync.Mutex
-	mu    struct {
+	mu struct {
 		sync.Mutex
 		// INVARIANT: tip is the fold of a prefix of the log as stored in the
 		// bucket, never a state no slot holds.
@@ -297,8 +294,9 @@ func (c *Catalog) Fresh(ctx context.Context) (*State, error) {
 // advance applies every slot after the tip, in order, until the next slot
 // name is absent.
 func (c *Catalog) advance(ctx context.Context) (*State, error) {
-	c.tipMu.Lock()
-	defer c.tipMu.Unlock()
+	// No lock is held across bucket I/O: concurrent advances may read the
+	// same slots, and the tip only ever moves forward (setTip), so a slow
+	// reader never holds up a commit.
 	c.mu.Lock()
 	tip, confirmed := c.mu.tip, c.mu.confirmed
 	c.mu.Unlock()
@@ -310,27 +308,38 @@ func (c *Catalog) advance(ctx context.Context) (*State, error) {
 		if s.Seq < tip.Seq {
 			return nil, fmt.Errorf("world %s: the log ends at %d, behind this catalog's %d: %w", c.world, s.Seq, tip.Seq, ErrCorrupt)
 		}
-		tip = s
+		tip = c.setTip(s, "", false)
 	}
 	for {
+		if cur := c.Tip(); cur.Seq > tip.Seq {
+			tip = cur // installed or read meanwhile
+		}
 		n, slot, err := readSlot(ctx, c.b, tip, SlotName(c.world, tip.Seq+1))
 		if errors.Is(err, bucket.ErrNotExist) {
-			c.mu.Lock()
-			c.mu.tip, c.mu.confirmed = tip, time.Now()
-			c.mu.Unlock()
-			return tip, nil
+			return c.setTip(tip, "", true), nil
 		}
 		if err != nil {
 			return nil, fmt.Errorf("world %s: reading the log: %w", c.world, err)
 		}
-		tip = n
-		c.mu.Lock()
-		c.mu.tip = tip
-		if slot.Store != c.opts.Store {
-			c.mu.otherSeen = time.Now()
-		}
-		c.mu.Unlock()
+		tip = c.setTip(n, slot.Store, false)
 	}
+}
+
+// setTip makes s the tip if it is newer, notes a slot written by another
+// store, and marks the tip confirmed if asked. It returns the tip.
+func (c *Catalog) setTip(s *State, store string, confirmed bool) *State {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s.Seq > c.mu.tip.Seq {
+		c.mu.tip = s
+	}
+	if store != "" && store != c.opts.Store {
+		c.mu.otherSeen = time.Now()
+	}
+	if confirmed && c.mu.tip.Seq == s.Seq {
+		c.mu.confirmed = time.Now()
+	}
+	return c.mu.tip
 }
 
 // stale reports whether the tip went unconfirmed for ReloadAfter.
@@ -342,16 +351,7 @@ func (c *Catalog) stale() bool {
 
 // install makes a state this committer just committed the tip, unless the
 // tip already moved past it (a reader applied the slot first).
-func (c *Catalog) install(s *State) {
-	c.tipMu.Lock()
-	defer c.tipMu.Unlock()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.mu.tip.Seq < s.Seq {
-		c.mu.tip = s
-	}
-	c.mu.confirmed = time.Now()
-}
+func (c *Catalog) install(s *State) { c.setTip(s, "", true) }
 
 // Commit checks e against the tip (plus the entries queued before it) and
 // commits it in a slot. It returns only after the slot create is confirmed,
@@ -379,6 +379,7 @@ func (c *Catalog) CommitAll(ctx context.Context, entries ...Entry) ([]Result, er
 		if err := e.validate(); err != nil {
 			return nil, refused("%v", err)
 		}
+		e = e.clone() // the caller may reuse its entry; the log's is ours
 		e.Op = fmt.Sprintf("%s-%d", c.opts.Store, c.ops.Add(1))
 		r.entries[i] = e
 	}
@@ -548,6 +549,16 @@ func (c *Catalog) build(base *State, reqs []*request) *batch {
 	return b
 }
 
+// abandon answers every member of a batch that will never be created with
+// err, refused members included: their refusals were judged on a state no
+// slot holds.
+func (c *Catalog) abandon(b *batch, err error) {
+	for i := range b.errs {
+		b.errs[i] = err
+	}
+	c.answer(b, nil)
+}
+
 // answer sends each request of b its outcome.
 func (c *Catalog) answer(b *batch, slotErr error) {
 	for i, r := range b.reqs {
@@ -628,7 +639,7 @@ func (c *Catalog) commitLoop() {
 			c.mu.Unlock()
 			if closed && inflight == nil {
 				for _, b := range pipeline {
-					c.answer(b, ErrClosed)
+					c.abandon(b, ErrClosed)
 				}
 				c.failQueued()
 				return
@@ -641,7 +652,7 @@ func (c *Catalog) commitLoop() {
 			c.mu.Unlock()
 			if closed {
 				for _, b := range pipeline {
-					c.answer(b, ErrClosed)
+					c.abandon(b, ErrClosed)
 				}
 				c.failQueued()
 				return
@@ -728,15 +739,28 @@ func (c *Catalog) decided(res created, pipeline []*batch) []*batch {
 		// queue order, on the new tip.
 		c.stats.lost.Add(1)
 	default:
-		// Unknown outcome (or a failing bucket): the head's members get
-		// it; the batches behind it are rebuilt on whatever the log holds.
+		// Unknown outcome (or a failing bucket): the members in the slot
+		// get it. Members it refused were judged on a base never confirmed
+		// as the tip, so they are rebuilt with the batches behind it.
 		c.stats.ambiguous.Add(1)
 		err := res.err
 		if !errors.Is(err, bucket.ErrAmbiguous) {
 			err = fmt.Errorf("%w: %w", bucket.ErrAmbiguous, err)
 		}
-		c.answer(head, fmt.Errorf("world %s: slot %d: %w", c.world, head.slot.FirstSeq, err))
-		pipeline = rest
+		err = fmt.Errorf("world %s: slot %d: %w", c.world, head.slot.FirstSeq, err)
+		var refusedReqs []*request
+		for i, r := range head.reqs {
+			if head.errs[i] != nil && r.ctx.Err() == nil {
+				refusedReqs = append(refusedReqs, r)
+				continue
+			}
+			o := outcome{err: err}
+			if head.errs[i] != nil {
+				o.err = head.errs[i] // its own context ended
+			}
+			r.res <- o
+		}
+		pipeline = append([]*batch{{reqs: refusedReqs}}, rest...)
 	}
 	var reqs []*request
 	for _, b := range pipeline {

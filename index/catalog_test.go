@@ -211,6 +211,7 @@ func checkShared(t *testing.T, cats []*Catalog, epoch int64, perWriter int) {
 	if conflicts != contested*(len(cats)-1) {
 		t.Fatalf("%d conflicts, want %d (each contested tick has one winner)", conflicts, contested*(len(cats)-1))
 	}
+	opsOnce(t, cats[0].b, cats[0].world)
 	var lost int64
 	for _, c := range cats {
 		lost += c.Stats().LostSlots
@@ -344,6 +345,7 @@ func TestAmbiguousOutcomesOnEveryCall(t *testing.T) {
 			if len(acked) == 0 {
 				t.Fatal("nothing was acknowledged: the test proves nothing")
 			}
+			opsOnce(t, inner, "w")
 			t.Logf("%d acked, %d unknown (%d of them landed), %d slots, %d lost", len(acked), len(unknown), found, c.Stats().Slots, c.Stats().LostSlots)
 		})
 	}

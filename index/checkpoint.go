@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/klauspost/compress/zstd"
+
 	"github.com/worldfs/worldfs/bucket"
 )
 
@@ -33,6 +35,10 @@ func ShardName(world, hash string) string { return WorldPrefix(world) + "state/"
 // that hold its records, by hash. Its bytes are a function of the state
 // alone, so racing compactors create identical objects.
 type checkpoint struct {
+	// Sum is the SHA-256 of the checkpoint's JSON with Sum empty: a
+	// checkpoint is named by its sequence, not its content, so it carries
+	// its own check.
+	Sum    string     `json:"sum"`
 	Format int        `json:"format"`
 	World  World      `json:"world"`
 	Seq    uint64     `json:"seq"`
@@ -79,7 +85,13 @@ func WriteCheckpoint(ctx context.Context, b bucket.Bucket, s *State, prev *check
 	})
 	err := parallel(ctx, len(dirty), func(i int) error {
 		r := &cp.Shards[dirty[i]]
-		data := encoder.EncodeAll(s.encodeShard(r.key()), nil)
+		plain := s.encodeShard(r.key())
+		if len(plain) > MaxShardBytes {
+			// No reader would load it: fail this checkpoint (the log
+			// stays the truth; cold starts replay further).
+			return fmt.Errorf("shard %v is %d bytes, over the %d a reader loads", r.key(), len(plain), MaxShardBytes)
+		}
+		data := encoder.EncodeAll(plain, nil)
 		sum := sha256.Sum256(data)
 		r.Hash = hex.EncodeToString(sum[:])
 		_, err := bucket.CreateOnce(ctx, b, ShardName(s.World.ID, r.Hash), data)
@@ -88,7 +100,7 @@ func WriteCheckpoint(ctx context.Context, b bucket.Bucket, s *State, prev *check
 	if err != nil {
 		return "", nil, fmt.Errorf("checkpoint of world %s at %d: %w", s.World.ID, s.Seq, err)
 	}
-	data, err := json.Marshal(cp)
+	data, err := cp.seal()
 	if err != nil {
 		return "", nil, err
 	}
@@ -97,6 +109,23 @@ func WriteCheckpoint(ctx context.Context, b bucket.Bucket, s *State, prev *check
 		return "", nil, fmt.Errorf("checkpoint of world %s at %d: %w", s.World.ID, s.Seq, err)
 	}
 	return name, cp, nil
+}
+
+// MaxShardBytes bounds a checkpoint shard's decoded size: writers refuse
+// larger shards and readers refuse to decode them.
+const MaxShardBytes = 512 << 20
+
+var shardDecoder, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(MaxShardBytes))
+
+// seal sets Sum and returns the checkpoint's bytes.
+func (cp *checkpoint) seal() ([]byte, error) {
+	cp.Sum = ""
+	body, err := json.Marshal(cp)
+	if err != nil {
+		return nil, err
+	}
+	cp.Sum = hashOf(body)
+	return json.Marshal(cp)
 }
 
 // parallel runs fn(0..n-1) on a few goroutines and returns the first error.
@@ -165,7 +194,7 @@ func LoadCheckpoint(ctx context.Context, b bucket.Bucket, world, name string) (*
 		if sum := sha256.Sum256(raw); hex.EncodeToString(sum[:]) != r.Hash {
 			return corrupt("shard %s does not hash to its name", r.Hash)
 		}
-		plain, err := decoder.DecodeAll(raw, nil)
+		plain, err := shardDecoder.DecodeAll(raw, nil)
 		if err != nil {
 			return corrupt("shard %s: %v", r.Hash, err)
 		}
@@ -183,17 +212,33 @@ func LoadCheckpoint(ctx context.Context, b bucket.Bucket, world, name string) (*
 	}
 	s := Empty(world)
 	s.World, s.Seq, s.Hash, s.Slots = cp.World, cp.Seq, cp.Hash, cp.Slots
+	runs := map[string]Run{}
 	for i := range cp.Runs {
+		runs[cp.Runs[i].Name] = Run{Name: cp.Runs[i].Name, Head: -1}
 		s.runs.ReplaceOrInsert(&cp.Runs[i])
 	}
 	for i, d := range out {
 		for _, t := range d.ticks {
+			if t.Seq > cp.Seq {
+				return nil, nil, corrupt("tick %s/%d changed at sequence %d, after the checkpoint", t.Run, t.Tick, t.Seq)
+			}
+			r := runs[t.Run]
+			r.Head, r.Published = max(r.Head, t.Tick), r.Published+1
+			runs[t.Run] = r
 			s.ticks.ReplaceOrInsert(t)
 		}
 		for _, c := range d.claims {
 			s.claims.ReplaceOrInsert(c)
 		}
 		s.shardSeq.ReplaceOrInsert(shardMark{cp.Shards[i].key(), d.last})
+	}
+	for _, r := range cp.Runs {
+		if got := runs[r.Name]; got != r {
+			return nil, nil, corrupt("run %s records %+v, its ticks say %+v", r.Name, r, got)
+		}
+	}
+	if len(runs) != len(cp.Runs) {
+		return nil, nil, corrupt("ticks of runs the checkpoint does not list")
 	}
 	return s, cp, nil
 }
@@ -215,6 +260,10 @@ func readCheckpoint(ctx context.Context, b bucket.Bucket, world, name string) (*
 	}
 	if cp.Format != CheckpointFormat || cp.World.ID != world || cp.Seq == 0 || cp.Hash == "" {
 		return nil, corrupt("format %d world %q seq %d", cp.Format, cp.World.ID, cp.Seq)
+	}
+	sum := cp.Sum
+	if _, err := cp.seal(); err != nil || cp.Sum != sum {
+		return nil, corrupt("its checksum does not match its contents")
 	}
 	if checkpointSeq(world, name) != cp.Seq {
 		return nil, corrupt("covers sequence %d", cp.Seq)

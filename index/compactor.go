@@ -25,8 +25,11 @@ func (c *Catalog) maybeCheckpoint() {
 	if c.ckpt.last != nil {
 		lastSlots = c.ckpt.last.Slots
 	}
+	if tip.Slots <= lastSlots {
+		return // a checkpoint (perhaps a peer's, adopted) covers the tip
+	}
 	behind := tip.Slots - lastSlots
-	if behind == 0 || (behind < c.opts.CheckpointSlots && time.Since(c.ckpt.lastAt) < c.opts.CheckpointInterval) {
+	if behind < c.opts.CheckpointSlots && time.Since(c.ckpt.lastAt) < c.opts.CheckpointInterval {
 		return
 	}
 	c.ckpt.running = true
@@ -49,6 +52,13 @@ func (c *Catalog) maybeCheckpoint() {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
+		go func() {
+			select {
+			case <-c.done: // Close stops a running checkpoint
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
 		_, _ = c.Checkpoint(ctx)
 	}()
 }

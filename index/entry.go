@@ -3,6 +3,7 @@ package index
 import (
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // Kind names an entry type.
@@ -200,4 +201,44 @@ func (e *Entry) validate() error {
 		return fmt.Errorf("unknown entry kind %q", e.Kind)
 	}
 	return nil
+}
+
+// clone returns a deep copy of e.
+func (e Entry) clone() Entry {
+	if e.WorldCreate != nil {
+		v := *e.WorldCreate
+		e.WorldCreate = &v
+	}
+	if e.FenceAcquire != nil {
+		v := *e.FenceAcquire
+		e.FenceAcquire = &v
+	}
+	if e.TickPublish != nil {
+		v := *e.TickPublish
+		v.Tables = cloneTables(v.Tables)
+		e.TickPublish = &v
+	}
+	if e.WorldStatus != nil {
+		v := *e.WorldStatus
+		e.WorldStatus = &v
+	}
+	if e.Claim != nil {
+		v := *e.Claim
+		e.Claim = &v
+	}
+	if e.Rewrite != nil {
+		v := *e.Rewrite
+		v.Old = slices.Clone(v.Old)
+		v.New = slices.Clone(v.New)
+		e.Rewrite = &v
+	}
+	return e
+}
+
+func cloneTables(ts []TableFragments) []TableFragments {
+	out := slices.Clone(ts)
+	for i := range out {
+		out[i].Fragments = slices.Clone(out[i].Fragments)
+	}
+	return out
 }

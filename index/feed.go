@@ -31,11 +31,12 @@ type Change struct {
 func Changes(ctx context.Context, b bucket.Bucket, world string, from uint64, poll time.Duration) iter.Seq2[Change, error] {
 	return func(yield func(Change, error) bool) {
 		from = max(from, 1)
-		// The slot holding `from` starts at most one batch limit of
-		// sequences before it; list from there.
+		// List from the slot holding from-1 (it starts at most
+		// MaxSlotEntries-1 before it), so that a cursor at the tip knows
+		// which slot name comes next.
 		startAfter := ""
-		if from > maxSlotEntries {
-			startAfter = SlotName(world, from-maxSlotEntries)
+		if from > MaxSlotEntries+1 {
+			startAfter = SlotName(world, from-MaxSlotEntries-1)
 		}
 		next := uint64(0) // the first sequence of the next slot to read
 		emit := func(slot *Slot) bool {
@@ -83,7 +84,7 @@ func Changes(ctx context.Context, b bucket.Bucket, world string, from uint64, po
 			}
 		}
 		if next == 0 {
-			next = 1 // an empty log: follow it from its first slot
+			next = from // nothing listed: the log has not reached the cursor
 		}
 		for {
 			slot, err := read(SlotName(world, next))
@@ -103,7 +104,3 @@ func Changes(ctx context.Context, b bucket.Bucket, world string, from uint64, po
 		}
 	}
 }
-
-// maxSlotEntries is the most entries one slot holds (the deep batch limit
-// of any committer).
-const maxSlotEntries = 32

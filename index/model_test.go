@@ -1,9 +1,11 @@
 package index
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"testing"
 	"time"
 
@@ -284,6 +286,58 @@ func modelRun(seed uint64) error {
 	}
 	if err := m.check(live); err != nil {
 		return fmt.Errorf("live state: %w", err)
+	}
+	// A concurrent burst from both committers exercises batching,
+	// pipelining and rebase; then the whole log, replayed through a fresh
+	// model, must hold only entries that apply, and end where the catalog
+	// does.
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var acked []Entry
+	for i := range 12 {
+		e := randomEntry(r, epochs, int64(100+i))
+		c := cats[r.IntN(2)]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := c.Commit(ctx, e); err == nil {
+				mu.Lock()
+				acked = append(acked, e)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if live, err = c0.Exact(ctx); err != nil {
+		return err
+	}
+	replay := &model{ticks: map[string]string{}, heads: map[string]int64{}, claims: map[ClaimKey]*mclaim{}}
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for ch, err := range Changes(cctx, inner, "w", 1, time.Millisecond) {
+		if err != nil {
+			return err
+		}
+		if ch.Entry.Kind != KindWorldCreate {
+			class, effect := replay.predict(ch.Entry)
+			if class != okClass && class != republishClass && class != existingClass {
+				return fmt.Errorf("the log holds a %s entry at %d that does not apply (%s)", ch.Entry.Kind, ch.Seq, class)
+			}
+			effect()
+		}
+		if ch.Seq == live.Seq {
+			break
+		}
+	}
+	if err := replay.check(live); err != nil {
+		return fmt.Errorf("after the burst: %w", err)
+	}
+	for _, e := range acked {
+		if e.Kind == KindTickPublish {
+			if t, ok := live.Tick(e.TickPublish.Run, e.TickPublish.Tick); !ok || t.CommitToken != e.TickPublish.CommitToken {
+				return fmt.Errorf("an acknowledged publish of %s/%d is not in the log", e.TickPublish.Run, e.TickPublish.Tick)
+			}
+		}
 	}
 	cold, _, err := Load(ctx, inner, "w")
 	if err != nil {

@@ -164,6 +164,7 @@ func verify(t *testing.T, b bucket.Bucket, results []childResult) *State {
 			t.Fatalf("writer %d: %v", w, r.errors)
 		}
 	}
+	opsOnce(t, b, "w")
 	final.Ticks("r", 0, func(tk *Tick) bool {
 		if !strings.HasPrefix(tk.CommitToken, "w") {
 			t.Fatalf("tick %d has token %s that no writer used", tk.Tick, tk.CommitToken)

@@ -138,6 +138,9 @@ func decodeShard(data []byte, addTick func(*Tick), addClaim func(*Claim)) (k sha
 		case 't':
 			t := &ticks[i]
 			*t = Tick{Run: k.Run, Tick: d.varint(), CommitToken: d.str(), WriterEpoch: d.varint(), Seq: d.uvarint()}
+			if d.err == nil && tickShard(t.Run, t.Tick) != k {
+				d.err = fmt.Errorf("tick %d in shard %v", t.Tick, k)
+			}
 			t.Tables = tables.take(d.count())
 			for j := range t.Tables {
 				t.Tables[j].Table = d.str()

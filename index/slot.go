@@ -18,6 +18,10 @@ const SlotFormat = 1
 // cannot exhaust memory.
 const MaxSlotBytes = 64 << 20
 
+// MaxSlotEntries is the most entries one slot may hold; a change feed finds
+// the slot holding a sequence within this many names before it.
+const MaxSlotEntries = 32
+
 // ErrCorrupt marks catalog data that cannot be trusted: an undecodable or
 // unknown-format slot, a broken hash chain, a gap in sequences, an entry
 // that does not apply. Reads fail closed on it.
@@ -111,8 +115,8 @@ func (s *Slot) validate() error {
 	if (s.FirstSeq == 1) != (s.Prev == "") {
 		return fmt.Errorf("slot at sequence %d with predecessor hash %q", s.FirstSeq, s.Prev)
 	}
-	if len(s.Entries) == 0 {
-		return errors.New("slot has no entries")
+	if len(s.Entries) == 0 || len(s.Entries) > MaxSlotEntries {
+		return fmt.Errorf("slot has %d entries (1 to %d)", len(s.Entries), MaxSlotEntries)
 	}
 	for i := range s.Entries {
 		if err := s.Entries[i].validate(); err != nil {

@@ -270,7 +270,7 @@ func (n *State) apply(e *Entry, seq uint64) (Result, error) {
 			return r, refused("world %s is %s", w.ID, w.Status)
 		}
 		t := &Tick{Run: p.Run, Tick: p.Tick, CommitToken: p.CommitToken, WriterEpoch: p.WriterEpoch,
-			Tables: slices.Clone(p.Tables), Seq: seq}
+			Tables: cloneTables(p.Tables), Seq: seq}
 		n.ticks.ReplaceOrInsert(t)
 		run, _ := n.Run(p.Run)
 		run.Head = max(run.Head, p.Tick)
@@ -315,7 +315,7 @@ func (n *State) apply(e *Entry, seq uint64) (Result, error) {
 		}
 		nt := *t
 		nt.Seq = seq
-		nt.Tables = slices.Clone(t.Tables)
+		nt.Tables = cloneTables(t.Tables)
 		nt.Tables[i] = TableFragments{Table: rw.Table, Fragments: slices.Clone(rw.New)}
 		n.ticks.ReplaceOrInsert(&nt)
 		n.mark(tickShard(rw.Run, rw.Tick), seq)

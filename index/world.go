@@ -49,6 +49,16 @@ func CreateWorld(ctx context.Context, b bucket.Bucket, world string, create Worl
 	if create.CreatedUnixMs == 0 {
 		create.CreatedUnixMs = time.Now().UnixMilli()
 	}
+	entries := []Entry{
+		{Kind: KindWorldCreate, WorldCreate: &create},
+		{Kind: KindFenceAcquire, FenceAcquire: &FenceAcquire{Holder: holder}},
+	}
+	// Refuse a bad request before the marker makes the name taken.
+	for i := range entries {
+		if err := entries[i].validate(); err != nil {
+			return nil, 0, refused("world %s: %v", world, err)
+		}
+	}
 	m := Marker{ID: world, Format: MarkerFormat, Parent: create.Parent, ForkRun: create.ForkRun, ForkTick: create.ForkTick}
 	data, err := json.Marshal(m)
 	if err != nil {
@@ -70,9 +80,7 @@ func CreateWorld(ctx context.Context, b bucket.Bucket, world string, create Worl
 	if err != nil {
 		return nil, 0, err
 	}
-	rs, err := c.CommitAll(ctx,
-		Entry{Kind: KindWorldCreate, WorldCreate: &create},
-		Entry{Kind: KindFenceAcquire, FenceAcquire: &FenceAcquire{Holder: holder}})
+	rs, err := c.CommitAll(ctx, entries...)
 	if err != nil {
 		c.Close()
 		return nil, 0, err

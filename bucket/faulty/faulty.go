@@ -201,6 +201,14 @@ func NewScript(rules ...Rule) *Script {
 	return &Script{rules: rules, seen: make([]int, len(rules))}
 }
 
+// SetRules replaces the script's rules (and restarts their counts), so a
+// test can change the faults of a bucket already in use.
+func (s *Script) SetRules(rules ...Rule) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rules, s.seen = rules, make([]int, len(rules))
+}
+
 func (s *Script) Fault(op Op, name string) Fault {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -1,0 +1,310 @@
+package index
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/bucket/faulty"
+	"github.com/worldfs/worldfs/bucket/mem"
+)
+
+// Regression tests, each from a defect an independent review found.
+
+// opsOnce asserts that no operation id appears twice in world's log.
+func opsOnce(t *testing.T, b bucket.Bucket, world string) map[string]bool {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tip, _, err := Load(ctxT(t), b, world)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	if tip.Seq == 0 {
+		return seen
+	}
+	for ch, err := range Changes(ctx, b, world, 1, time.Millisecond) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen[ch.Entry.Op] {
+			t.Fatalf("operation %s is in the log twice (again at %d)", ch.Entry.Op, ch.Seq)
+		}
+		seen[ch.Entry.Op] = true
+		if ch.Seq == tip.Seq {
+			break
+		}
+	}
+	return seen
+}
+
+// Close while slot k is in flight: batches built ahead are never created,
+// so their refusals (judged on a state no slot holds) must not escape.
+func TestRegressionCloseAbandonsSpeculativeRefusals(t *testing.T) {
+	inner := memBucket()
+	c0, epoch := newWorld(t, inner, "w", Options{NoCompactor: true})
+	c0.Close()
+	b := faulty.Wrap(inner, faulty.NewScript(faulty.Rule{Op: faulty.OpCreate, Prefix: LogPrefix("w"), Times: 1,
+		Fault: faulty.Fault{Kind: faulty.Stall, Stall: 300 * time.Millisecond}}))
+	c, err := Open(ctxT(t), b, "w", Options{NoCompactor: true, MaxBatch: 1, DeepBatch: 1, Ahead: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t)
+	go c.Commit(ctx, publish("r", 0, "x", epoch)) // the head, stalled
+	time.Sleep(50 * time.Millisecond)
+	fenceDone := make(chan error, 1)
+	go func() { _, err := c.Commit(ctx, fence("new")); fenceDone <- err }() // built ahead
+	time.Sleep(50 * time.Millisecond)
+	pubDone := make(chan error, 1)
+	go func() { _, err := c.Commit(ctx, publish("r", 1, "y", epoch)); pubDone <- err }() // refused on the fence's candidate
+	time.Sleep(50 * time.Millisecond)
+	c.Close()
+	<-fenceDone
+	perr := <-pubDone
+	final, _, _ := Load(ctx, inner, "w")
+	var se *StaleWriterError
+	if errors.As(perr, &se) && final.World.Epoch == epoch {
+		t.Fatalf("StaleWriterError returned, but the log's fence is still at epoch %d", epoch)
+	}
+	if !errors.Is(perr, ErrClosed) {
+		t.Fatalf("a member of an abandoned batch got %v, want ErrClosed", perr)
+	}
+}
+
+// An ambiguous head must not answer the members it refused: they were
+// judged on a base never confirmed as the tip.
+func TestRegressionAmbiguousHeadRequeuesRefusals(t *testing.T) {
+	inner := memBucket()
+	c0, epoch := newWorld(t, inner, "w", Options{NoCompactor: true})
+	defer c0.Close()
+	script := faulty.NewScript()
+	c1, err := Open(ctxT(t), faulty.Wrap(inner, script), "w", Options{NoCompactor: true, SlotTimeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c1.Close()
+	res, err := c0.Commit(ctxT(t), fence("new")) // c1 has not seen it
+	if err != nil {
+		t.Fatal(err)
+	}
+	script.SetRules(
+		faulty.Rule{Op: faulty.OpCreate, Prefix: LogPrefix("w"), Times: 1, Fault: faulty.Fault{Kind: faulty.Stall, Stall: 200 * time.Millisecond}},
+		faulty.Rule{Op: faulty.OpGet, Prefix: LogPrefix("w"), Fault: faulty.Fault{Kind: faulty.FailBefore}},
+	)
+	ctx := ctxT(t)
+	go c1.Commit(ctx, publish("r", 0, "x", epoch)) // the stalled head; it loses
+	time.Sleep(30 * time.Millisecond)
+	errs := make(chan error, 2)
+	go func() { _, err := c1.Commit(ctx, publish("r", 5, "old", epoch)); errs <- err }()
+	time.Sleep(10 * time.Millisecond)
+	go func() { _, err := c1.Commit(ctx, publish("r", 6, "new-writer", res.Epoch)); errs <- err }()
+	for range 2 {
+		err := <-errs
+		var se *StaleWriterError
+		if errors.As(err, &se) && se.Held == res.Epoch {
+			t.Fatalf("the live writer (epoch %d) was told it is stale: %v", res.Epoch, err)
+		}
+	}
+}
+
+// A reader's slow probe must not hold up a commit whose slot exists.
+func TestRegressionReaderIODoesNotHoldCommits(t *testing.T) {
+	inner := memBucket()
+	c0, epoch := newWorld(t, inner, "w", Options{NoCompactor: true})
+	c0.Close()
+	b := faulty.Wrap(inner, faulty.NewScript(faulty.Rule{Op: faulty.OpGet, Prefix: LogPrefix("w"), Skip: 1, Times: 1,
+		Fault: faulty.Fault{Kind: faulty.Stall, Stall: 3 * time.Second}}))
+	c, err := Open(ctxT(t), b, "w", Options{NoCompactor: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	go c.Exact(context.Background()) // stalls on its probe
+	time.Sleep(20 * time.Millisecond)
+	start := time.Now()
+	if _, err := c.Commit(ctxT(t), publish("r", 0, "x", epoch)); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("a commit took %v behind a reader's stalled probe", d)
+	}
+}
+
+// The committed state must not share memory with the caller's entry.
+func TestRegressionStateOwnsItsEntries(t *testing.T) {
+	b := memBucket()
+	c, epoch := newWorld(t, b, "w", Options{NoCompactor: true})
+	e := publish("r", 0, "tok", epoch)
+	if _, err := c.Commit(ctxT(t), e); err != nil {
+		t.Fatal(err)
+	}
+	e.TickPublish.Tables[0].Fragments[0].Path = "caller-reused-buffer"
+	tk, _ := c.Tip().Tick("r", 0)
+	if tk.Tables[0].Fragments[0].Path != "data/w/r/position/tok/0.parquet" {
+		t.Fatalf("the live state follows the caller's buffer: %s", tk.Tables[0].Fragments[0].Path)
+	}
+}
+
+// A world with many tables per tick must still open after a checkpoint.
+func TestRegressionLargeShardStillLoads(t *testing.T) {
+	b := memBucket()
+	c, epoch := newWorld(t, b, "w", Options{NoCompactor: true})
+	var tables []TableFragments
+	for i := range 150 {
+		tables = append(tables, TableFragments{Table: fmt.Sprintf("Archetype%03d", i), Fragments: []Fragment{{
+			Path: fmt.Sprintf("data/w/main/archetype%03d/0123456789abcdef0123456789abcdef/part-%d.parquet", i, i), Rows: 1, Bytes: 1, Digest: fmt.Sprintf("%064x", i)}}})
+	}
+	for s := 0; s < tickShardSpan; s += MaxSlotEntries {
+		var es []Entry
+		for i := s; i < s+MaxSlotEntries; i++ {
+			es = append(es, Entry{Kind: KindTickPublish, TickPublish: &TickPublish{Run: "main", Tick: int64(i), CommitToken: fmt.Sprintf("tok-%08d", i), WriterEpoch: epoch, Tables: tables}})
+		}
+		if _, err := c.CommitAll(ctxT(t), es...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Checkpoint(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if _, info, err := Load(ctxT(t), b, "w"); err != nil || info.CheckpointSeq == 0 {
+		t.Fatalf("the world no longer opens: %v (%+v)", err, info)
+	}
+}
+
+// Incremental checkpoints are byte-identical to full ones.
+func TestRegressionIncrementalEqualsFull(t *testing.T) {
+	b := memBucket()
+	c, epoch := newWorld(t, b, "w", Options{NoCompactor: true})
+	fill(t, c, epoch, 0, 5000)
+	if _, err := c.Checkpoint(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	fill(t, c, epoch, 5000, 40)
+	seq, err := c.Checkpoint(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := mem.New(mem.Options{})
+	name, _, err := WriteCheckpoint(ctxT(t), other, c.Tip(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, _, _ := b.Get(ctxT(t), CheckpointName("w", seq))
+	y, _, _ := other.Get(ctxT(t), name)
+	if len(x) == 0 || !bytes.Equal(x, y) {
+		t.Fatal("an incremental checkpoint differs from a full one of the same state")
+	}
+}
+
+// A well-formed checkpoint whose contents were changed fails closed.
+func TestRegressionTamperedCheckpointFailsClosed(t *testing.T) {
+	b := memBucket()
+	c, epoch := newWorld(t, b, "w", Options{NoCompactor: true})
+	fill(t, c, epoch, 0, 3)
+	if _, err := c.Commit(ctxT(t), fence("second")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Checkpoint(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	name, _, _ := newestCheckpoint(ctxT(t), b, "w")
+	data, a, _ := b.Get(ctxT(t), name)
+	forged := bytes.Replace(data, []byte(`"Epoch":2`), []byte(`"Epoch":1`), 1)
+	if bytes.Equal(forged, data) {
+		t.Fatalf("no epoch in %s", data)
+	}
+	b.Delete(ctxT(t), name, a.Generation)
+	b.Create(ctxT(t), name, forged)
+	if _, _, err := Load(ctxT(t), b, "w"); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Load of a tampered checkpoint = %v, want ErrCorrupt", err)
+	}
+}
+
+// A refused CreateWorld must not leave its marker behind.
+func TestRegressionRefusedCreateKeepsTheName(t *testing.T) {
+	b := memBucket()
+	if _, _, err := CreateWorld(ctxT(t), b, "f", WorldCreate{Parent: "p"}, "h", Options{NoCompactor: true}); !errors.Is(err, ErrRefused) {
+		t.Fatalf("a fork without its fork run = %v, want ErrRefused", err)
+	}
+	c, _, err := CreateWorld(ctxT(t), b, "f", WorldCreate{Parent: "p", ForkRun: "main"}, "h", Options{NoCompactor: true})
+	if err != nil {
+		t.Fatalf("the corrected CreateWorld = %v", err)
+	}
+	c.Close()
+}
+
+// A feed at the tip after a full slot, whose early slots were collected,
+// delivers the next commit.
+func TestRegressionFeedAtTipAfterFullSlot(t *testing.T) {
+	b := memBucket()
+	c, epoch := newWorld(t, b, "w", Options{NoCompactor: true})
+	fill(t, c, epoch, 0, 20)
+	var es []Entry
+	for i := range MaxSlotEntries {
+		es = append(es, publish("r", int64(100+i), fmt.Sprint("b", i), epoch))
+	}
+	if _, err := c.CommitAll(ctxT(t), es...); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Checkpoint(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := CollectSlots(ctxT(t), b, "w", 0, time.Now()); err != nil || n == 0 {
+		t.Fatalf("CollectSlots = %d, %v", n, err)
+	}
+	tip := c.Tip()
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		c.Commit(context.Background(), publish("r", 999, "after", epoch))
+	}()
+	got, err := collectChanges(t, c, tip.Seq+1, 1)
+	if err != nil || len(got) != 1 || got[0].Seq != tip.Seq+1 {
+		t.Fatalf("feed from the tip: %v, %v", got, err)
+	}
+	if err := (&Options{DeepBatch: 64, MaxBatch: 16}).Validate(); err == nil {
+		t.Fatal("a deep batch over MaxSlotEntries was accepted")
+	}
+}
+
+// With creates that land but whose answers are lost and reads that fail
+// for a while, the committer's own unknown-outcome path runs: no operation
+// is in the log twice and every acknowledged one is in it.
+func TestRegressionAmbiguousSlotsNeverDuplicate(t *testing.T) {
+	inner := memBucket()
+	_, epoch := newWorld(t, inner, "w", Options{NoCompactor: true})
+	script := faulty.NewScript()
+	c, err := Open(ctxT(t), faulty.Wrap(inner, script), "w", Options{NoCompactor: true, SlotTimeout: 150 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	script.SetRules(
+		faulty.Rule{Op: faulty.OpCreate, Prefix: LogPrefix("w"), Times: 4, Fault: faulty.Fault{Kind: faulty.FailAfter}},
+		faulty.Rule{Op: faulty.OpGet, Prefix: LogPrefix("w"), Times: 30, Fault: faulty.Fault{Kind: faulty.FailBefore}},
+	)
+	acked := map[int64]bool{}
+	for i := range 12 {
+		_, err := c.Commit(ctxT(t), publish("r", int64(i), fmt.Sprint("t", i), epoch))
+		if err == nil {
+			acked[int64(i)] = true
+		} else if !errors.Is(err, bucket.ErrAmbiguous) && !errors.Is(err, bucket.ErrUnavailable) {
+			t.Fatal(err)
+		}
+	}
+	if c.Stats().Ambiguous == 0 {
+		t.Fatal("no slot create stayed ambiguous: the test did not reach the path it is for")
+	}
+	opsOnce(t, inner, "w")
+	final, _, _ := Load(ctxT(t), inner, "w")
+	for tick := range acked {
+		if _, ok := final.Tick("r", tick); !ok {
+			t.Fatalf("acknowledged tick %d is not in the log", tick)
+		}
+	}
+}
