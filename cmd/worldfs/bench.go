@@ -131,19 +131,9 @@ func phase(ctx context.Context, what string, n, callers int, op func(i int) erro
 	var errOnce sync.Once
 	var wg sync.WaitGroup
 	start := time.Now()
-	stop := make(chan struct{})
-	go func() {
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-				fmt.Fprintf(os.Stderr, "bench: %s %d/%d\n", what, done.Load(), n)
-			}
-		}
-	}()
+	pctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go progress(pctx, what, func() int { return int(done.Load()) })
 	for range callers {
 		wg.Add(1)
 		go func() {
@@ -164,7 +154,7 @@ func phase(ctx context.Context, what string, n, callers int, op func(i int) erro
 		}()
 	}
 	wg.Wait()
-	close(stop)
+	stop()
 	if firstErr == nil {
 		firstErr = ctx.Err()
 	}
