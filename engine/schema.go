@@ -1,0 +1,222 @@
+package engine
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+
+	"github.com/parquet-go/parquet-go"
+)
+
+// Type is a column type.
+type Type string
+
+const (
+	Float64 Type = "double"
+	Float32 Type = "float"
+	Int64   Type = "int64"
+	Int32   Type = "int32"
+	Bool    Type = "boolean"
+	String  Type = "string"
+)
+
+func (t Type) node() (parquet.Node, error) {
+	switch t {
+	case Float64:
+		return parquet.Leaf(parquet.DoubleType), nil
+	case Float32:
+		return parquet.Leaf(parquet.FloatType), nil
+	case Int64:
+		return parquet.Int(64), nil
+	case Int32:
+		return parquet.Int(32), nil
+	case Bool:
+		return parquet.Leaf(parquet.BooleanType), nil
+	case String:
+		return parquet.String(), nil
+	}
+	return nil, fmt.Errorf("unknown column type %q", t)
+}
+
+// Field is one typed field of a component.
+type Field struct {
+	Name string `json:"name"`
+	Type Type   `json:"type"`
+}
+
+// Component is a named set of typed fields.
+type Component struct {
+	Name   string  `json:"name"`
+	Fields []Field `json:"fields"`
+}
+
+// validName: lower-case letters, digits and underscores, starting with a
+// letter; names become Parquet and SQL column names.
+func validName(what, s string) error {
+	if s == "" || len(s) > 64 {
+		return fmt.Errorf("%s name %q: 1 to 64 characters", what, s)
+	}
+	for i, r := range s {
+		if !(r >= 'a' && r <= 'z' || r == '_' || i > 0 && r >= '0' && r <= '9') {
+			return fmt.Errorf("%s name %q: use a-z, 0-9 and _, starting with a letter", what, s)
+		}
+	}
+	return nil
+}
+
+// NewComponent declares a component from fields given in any order (the
+// dynamic form, for data that arrives as JSON).
+func NewComponent(name string, fields ...Field) (Component, error) {
+	c := Component{Name: name, Fields: slices.Clone(fields)}
+	if err := validName("component", name); err != nil {
+		return c, err
+	}
+	if len(fields) == 0 {
+		return c, fmt.Errorf("component %s has no fields", name)
+	}
+	slices.SortFunc(c.Fields, func(a, b Field) int { return strings.Compare(a.Name, b.Name) })
+	for i, f := range c.Fields {
+		if err := validName("field", f.Name); err != nil {
+			return c, fmt.Errorf("component %s: %w", name, err)
+		}
+		if _, err := f.Type.node(); err != nil {
+			return c, fmt.Errorf("component %s field %s: %w", name, f.Name, err)
+		}
+		if i > 0 && c.Fields[i-1].Name == f.Name {
+			return c, fmt.Errorf("component %s: field %s twice", name, f.Name)
+		}
+	}
+	return c, nil
+}
+
+// ComponentOf declares a component from a plain Go struct: each exported
+// field of type float64, float32, int64, int32, int, bool or string is a
+// field, named by its `worldfs:"name"` tag or its lower-cased Go name.
+func ComponentOf[T any](name string) (Component, error) {
+	rt := reflect.TypeFor[T]()
+	if rt.Kind() != reflect.Struct {
+		return Component{}, fmt.Errorf("component %s: %v is not a struct", name, rt)
+	}
+	var fields []Field
+	for i := range rt.NumField() {
+		sf := rt.Field(i)
+		if !sf.IsExported() {
+			continue
+		}
+		fname := sf.Tag.Get("worldfs")
+		if fname == "-" {
+			continue
+		}
+		if fname == "" {
+			fname = strings.ToLower(sf.Name)
+		}
+		var t Type
+		switch sf.Type.Kind() {
+		case reflect.Float64:
+			t = Float64
+		case reflect.Float32:
+			t = Float32
+		case reflect.Int64, reflect.Int:
+			t = Int64
+		case reflect.Int32:
+			t = Int32
+		case reflect.Bool:
+			t = Bool
+		case reflect.String:
+			t = String
+		default:
+			return Component{}, fmt.Errorf("component %s field %s: unsupported type %v", name, sf.Name, sf.Type)
+		}
+		fields = append(fields, Field{Name: fname, Type: t})
+	}
+	return NewComponent(name, fields...)
+}
+
+// Commit-identity and key columns every new-generation table starts with.
+const (
+	ColEntity      = "entity_id"
+	ColTick        = "tick"
+	ColCommitToken = "commit_token"
+	ColWriterEpoch = "writer_epoch"
+)
+
+// Column is one column of a table.
+type Column struct {
+	Name      string `json:"name"`
+	Type      Type   `json:"type"`
+	Component string `json:"component,omitempty"` // "" for key and commit columns
+	Field     string `json:"field,omitempty"`
+}
+
+// Table is an archetype's table: its schema is its identity.
+type Table struct {
+	// ID is a hash of the full schema: a changed schema is a new table.
+	ID string
+	// Name is the readable name (the archetype's).
+	Name       string
+	Components []Component
+	// Columns in Parquet order (by name), commit columns included.
+	Columns []Column
+	schema  *parquet.Schema
+	index   map[string]int // column name → position
+}
+
+// NewTable builds the table of an archetype: a name and its set of
+// components.
+func NewTable(name string, components ...Component) (*Table, error) {
+	if err := validName("archetype", name); err != nil {
+		return nil, err
+	}
+	if len(components) == 0 {
+		return nil, fmt.Errorf("archetype %s has no components", name)
+	}
+	comps := slices.Clone(components)
+	slices.SortFunc(comps, func(a, b Component) int { return strings.Compare(a.Name, b.Name) })
+	cols := []Column{
+		{Name: ColEntity, Type: Int64}, {Name: ColTick, Type: Int64},
+		{Name: ColCommitToken, Type: String}, {Name: ColWriterEpoch, Type: Int64},
+	}
+	for i, c := range comps {
+		if i > 0 && comps[i-1].Name == c.Name {
+			return nil, fmt.Errorf("archetype %s: component %s twice", name, c.Name)
+		}
+		for _, f := range c.Fields {
+			cols = append(cols, Column{Name: c.Name + "_" + f.Name, Type: f.Type, Component: c.Name, Field: f.Name})
+		}
+	}
+	slices.SortFunc(cols, func(a, b Column) int { return strings.Compare(a.Name, b.Name) })
+	group := parquet.Group{}
+	index := map[string]int{}
+	for i, c := range cols {
+		if _, dup := index[c.Name]; dup {
+			return nil, fmt.Errorf("archetype %s: two columns named %s", name, c.Name)
+		}
+		index[c.Name] = i
+		n, err := c.Type.node()
+		if err != nil {
+			return nil, err
+		}
+		group[c.Name] = n
+	}
+	canonical, _ := json.Marshal(struct {
+		Format  int      `json:"format"`
+		Columns []Column `json:"columns"`
+	}{1, cols})
+	sum := sha256.Sum256(canonical)
+	return &Table{
+		ID: "t" + hex.EncodeToString(sum[:8]), Name: name, Components: comps, Columns: cols,
+		schema: parquet.NewSchema(name, group), index: index,
+	}, nil
+}
+
+// Column returns the position of the named column, or -1.
+func (t *Table) Column(name string) int {
+	if i, ok := t.index[name]; ok {
+		return i
+	}
+	return -1
+}
