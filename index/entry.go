@@ -84,6 +84,9 @@ type TickPublish struct {
 	CommitToken string           `json:"commit_token"`
 	WriterEpoch int64            `json:"writer_epoch"`
 	Tables      []TableFragments `json:"tables"`
+	// NextEntity is the writer's next unused entity id after this tick, so
+	// a resumed writer never reuses an id.
+	NextEntity int64 `json:"next_entity,omitempty"`
 }
 
 // World statuses.

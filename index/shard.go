@@ -76,6 +76,7 @@ func (s *State) encodeShard(k shardKey) []byte {
 			e.varint(t.Tick)
 			e.str(t.CommitToken)
 			e.varint(t.WriterEpoch)
+			e.varint(t.NextEntity)
 			e.uvarint(t.Seq)
 			e.uvarint(uint64(len(t.Tables)))
 			for _, tf := range t.Tables {
@@ -137,7 +138,7 @@ func decodeShard(data []byte, addTick func(*Tick), addClaim func(*Claim)) (k sha
 		switch k.Kind {
 		case 't':
 			t := &ticks[i]
-			*t = Tick{Run: k.Run, Tick: d.varint(), CommitToken: d.str(), WriterEpoch: d.varint(), Seq: d.uvarint()}
+			*t = Tick{Run: k.Run, Tick: d.varint(), CommitToken: d.str(), WriterEpoch: d.varint(), NextEntity: d.varint(), Seq: d.uvarint()}
 			if d.err == nil && tickShard(t.Run, t.Tick) != k {
 				d.err = fmt.Errorf("tick %d in shard %v", t.Tick, k)
 			}

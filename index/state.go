@@ -20,6 +20,7 @@ type Tick struct {
 	CommitToken string
 	WriterEpoch int64
 	Tables      []TableFragments
+	NextEntity  int64
 	// Seq is the sequence of the entry that last changed it (its
 	// publication, or a later rewrite of its fragments).
 	Seq uint64
@@ -270,7 +271,7 @@ func (n *State) apply(e *Entry, seq uint64) (Result, error) {
 			return r, refused("world %s is %s", w.ID, w.Status)
 		}
 		t := &Tick{Run: p.Run, Tick: p.Tick, CommitToken: p.CommitToken, WriterEpoch: p.WriterEpoch,
-			Tables: cloneTables(p.Tables), Seq: seq}
+			Tables: cloneTables(p.Tables), NextEntity: p.NextEntity, Seq: seq}
 		n.ticks.ReplaceOrInsert(t)
 		run, _ := n.Run(p.Run)
 		run.Head = max(run.Head, p.Tick)

@@ -1,0 +1,230 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/index"
+)
+
+// ErrLineageMissing: a fork's catalog names a parent, but the lineage rows
+// its creation appends are not in the bucket. Detectable corruption: a
+// fenced resume refuses the world.
+var ErrLineageMissing = errors.New("fork lineage rows are missing")
+
+// CreateWorld creates a coordinated world (its catalog, with this writer
+// holding the fence) with the given archetype tables.
+func CreateWorld(ctx context.Context, b bucket.Bucket, id string, tables []*Table, opts Options) (*World, error) {
+	opts.defaults()
+	cat, epoch, err := index.CreateWorld(ctx, b, id, index.WorldCreate{WriterMode: opts.WriterMode}, opts.Holder, opts.Catalog)
+	if err != nil {
+		return nil, err
+	}
+	w, err := newWorld(id, b, cat, epoch, tables, opts)
+	if err != nil {
+		cat.Close()
+		return nil, err
+	}
+	return w, nil
+}
+
+// Uncoordinated returns a world with no catalog: rows are stamped with the
+// implicit epoch-0 identity (""/0), no manifests are written and nothing is
+// filtered (the pre-commit-identity semantics).
+func Uncoordinated(id string, b bucket.Bucket, tables []*Table, opts Options) (*World, error) {
+	opts.defaults()
+	if err := index.ValidateWorldID(id); err != nil {
+		return nil, err
+	}
+	return newWorld(id, b, nil, 0, tables, opts)
+}
+
+// Close releases the world's catalog.
+func (w *World) Close() error {
+	if w.cat != nil {
+		return w.cat.Close()
+	}
+	return nil
+}
+
+// ResumeWorld rebuilds a live world from its visible rows and manifests and
+// acquires the fence, staling the previous writer. A cleanup_only world is
+// refused, and so is a fork whose lineage rows are missing.
+func ResumeWorld(ctx context.Context, b bucket.Bucket, id string, tables []*Table, opts Options) (*World, error) {
+	opts.defaults()
+	cat, err := index.Open(ctx, b, id, opts.Catalog)
+	if err != nil {
+		return nil, err
+	}
+	w, err := resume(ctx, b, cat, id, tables, opts)
+	if err != nil {
+		cat.Close()
+		return nil, err
+	}
+	return w, nil
+}
+
+func resume(ctx context.Context, b bucket.Bucket, cat *index.Catalog, id string, tables []*Table, opts Options) (*World, error) {
+	s, err := cat.Exact(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !s.World.Created {
+		return nil, fmt.Errorf("resume %s: %w", id, index.ErrNoWorld)
+	}
+	if s.World.Parent != "" {
+		if _, err := b.Stat(ctx, LineagePath(id)); err != nil {
+			return nil, fmt.Errorf("resume %s: a fork of %s: %w (%v)", id, s.World.Parent, ErrLineageMissing, err)
+		}
+	}
+	r, err := cat.Commit(ctx, index.Entry{Kind: index.KindFenceAcquire, FenceAcquire: &index.FenceAcquire{Holder: opts.Holder, Resume: true}})
+	if err != nil {
+		return nil, fmt.Errorf("resume %s: %w", id, err)
+	}
+	w, err := newWorld(id, b, cat, r.Epoch, tables, opts)
+	if err != nil {
+		return nil, err
+	}
+	if s, err = cat.Exact(ctx); err != nil {
+		return nil, err
+	}
+	if err := w.loadVisible(ctx, s, opts.Run); err != nil {
+		return nil, fmt.Errorf("resume %s: %w", id, err)
+	}
+	return w, nil
+}
+
+// loadVisible sets the world's state to the visible rows of run's head
+// tick (or, for a fork with no tick of its own yet, its fork point).
+func (w *World) loadVisible(ctx context.Context, s *index.State, run string) error {
+	segs, err := index.Lineage(ctx, index.LoadFrom(w.b), s.World.ID, run)
+	if err != nil {
+		return err
+	}
+	// The newest segment with a visible tick holds the state.
+	for i := len(segs) - 1; i >= 0; i-- {
+		seg := segs[i]
+		var head *index.Tick
+		seg.State.Ticks(seg.Run, 0, func(t *index.Tick) bool {
+			if t.Tick > seg.UpTo {
+				return false
+			}
+			head = t
+			return true
+		})
+		if head == nil {
+			continue
+		}
+		frames, err := readTick(ctx, w.b, w.tables, head)
+		if err != nil {
+			return err
+		}
+		w.frames, w.tick, w.nextEntity = frames, head.Tick, head.NextEntity
+		return nil
+	}
+	return nil // nothing visible yet: an empty world at tick -1
+}
+
+// readTick reads the visible rows of one published tick: exactly the rows
+// of its manifest's fragments stamped with its token.
+func readTick(ctx context.Context, b bucket.Bucket, tables []*Table, t *index.Tick) (map[string]*Frame, error) {
+	byID := map[string]*Table{}
+	frames := map[string]*Frame{}
+	for _, tb := range tables {
+		byID[tb.ID] = tb
+		frames[tb.Name] = NewFrame(tb)
+	}
+	for _, tf := range t.Tables {
+		tb, ok := byID[tf.Table]
+		if !ok {
+			return nil, fmt.Errorf("tick %d publishes table %s, which this world does not declare (a changed schema is a new table)", t.Tick, tf.Table)
+		}
+		for _, fr := range tf.Fragments {
+			data, _, err := b.Get(ctx, fr.Path)
+			if err != nil {
+				return nil, fmt.Errorf("tick %d: %w", t.Tick, err)
+			}
+			if Digest(data) != fr.Digest {
+				return nil, fmt.Errorf("tick %d: fragment %s does not match its manifest digest", t.Tick, fr.Path)
+			}
+			f, err := DecodeFragment(tb, data, func(r StampedRow) bool {
+				return r.Tick == t.Tick && r.CommitToken == t.CommitToken
+			})
+			if err != nil {
+				return nil, err
+			}
+			for _, e := range f.Entities {
+				if err := frames[tb.Name].Insert(e, f.Row(e)); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	return frames, nil
+}
+
+// LineagePath is where a fork's lineage rows live: one create-once
+// fragment, written in one append, so a crash leaves all of it or none.
+func LineagePath(world string) string { return fmt.Sprintf("data/%s/_lineage/0.parquet", world) }
+
+// LineageTable holds a fork's ancestor chain: world metadata with negative
+// entity ids, stamped epoch 0, never token-filtered.
+func LineageTable() *Table {
+	c, _ := NewComponent("lineage", Field{"world", String}, Field{"parent", String}, Field{"fork_run", String}, Field{"fork_tick", Int64})
+	t, _ := NewTable("lineage", c)
+	return t
+}
+
+// ForkWorld creates child as a fork of parent at (forkRun, forkTick): the
+// child's catalog names its parent and fork point and the child acquires
+// its fence; its whole ancestor chain is persisted as one append; and the
+// returned world starts from the parent's visible state at the fork point.
+func ForkWorld(ctx context.Context, b bucket.Bucket, parent, child, forkRun string, forkTick int64, tables []*Table, opts Options) (*World, error) {
+	opts.defaults()
+	ps, _, err := index.Load(ctx, b, parent)
+	if err != nil {
+		return nil, err
+	}
+	t, ok := ps.Tick(forkRun, forkTick)
+	if !ok {
+		return nil, fmt.Errorf("fork %s of %s: tick %d of run %s is not published", child, parent, forkTick, forkRun)
+	}
+	frames, err := readTick(ctx, b, tables, t)
+	if err != nil {
+		return nil, fmt.Errorf("fork %s of %s: %w", child, parent, err)
+	}
+	// The ancestor chain, nearest first.
+	lin := NewFrame(LineageTable())
+	id, w, run, tick := int64(-1), child, forkRun, forkTick
+	for p := parent; p != ""; id-- {
+		if err := lin.Insert(id, Values{"lineage_world": w, "lineage_parent": p, "lineage_fork_run": run, "lineage_fork_tick": tick}); err != nil {
+			return nil, err
+		}
+		as, _, err := index.Load(ctx, b, p)
+		if err != nil {
+			return nil, err
+		}
+		w, p, run, tick = p, as.World.Parent, as.World.ForkRun, as.World.ForkTick
+	}
+	data, err := EncodeFragment(lin, Stamp{}) // epoch 0, no token, tick 0
+	if err != nil {
+		return nil, err
+	}
+	cat, epoch, err := index.CreateWorld(ctx, b, child, index.WorldCreate{Parent: parent, ForkRun: forkRun, ForkTick: forkTick}, opts.Holder, opts.Catalog)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := bucket.CreateOnce(ctx, b, LineagePath(child), data); err != nil {
+		cat.Close()
+		return nil, fmt.Errorf("fork %s: persisting lineage: %w", child, err)
+	}
+	wd, err := newWorld(child, b, cat, epoch, tables, opts)
+	if err != nil {
+		cat.Close()
+		return nil, err
+	}
+	wd.frames, wd.tick, wd.nextEntity = frames, forkTick, t.NextEntity
+	return wd, nil
+}

@@ -1,0 +1,387 @@
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/index"
+	"github.com/worldfs/worldfs/internal/failpoint"
+)
+
+// Failpoints of the tick commit protocol, in the order a tick passes them.
+const (
+	FailpointMaterialized = "engine.tick.materialized" // step 1 done
+	FailpointComputed     = "engine.tick.computed"     // step 2 done: frames computed
+	FailpointAppended     = "engine.tick.appended"     // step 4: after each fragment append
+	FailpointFlushed      = "engine.tick.flushed"      // step 5 done
+	FailpointPublished    = "engine.tick.published"    // step 6 done: the manifest is in the catalog
+	FailpointConsumed     = "engine.tick.consumed"     // step 8 done: caches consumed
+	FailpointAdvanced     = "engine.tick.advanced"     // step 9 done: receipt recorded
+)
+
+// Failpoints lists the protocol's failpoints in order.
+var Failpoints = []string{FailpointMaterialized, FailpointComputed, FailpointAppended, FailpointFlushed,
+	FailpointPublished, FailpointConsumed, FailpointAdvanced}
+
+// Errors of the runtime.
+var (
+	// ErrFrozen: a publish's outcome is unknown; the world admits no
+	// other operation until reconciliation proves it committed or absent.
+	ErrFrozen = errors.New("world frozen: a tick's publish is unreconciled")
+	// ErrNotPublished: reconciliation proved the publish had no effect;
+	// the next Step recomputes the tick under a fresh token.
+	ErrNotPublished = errors.New("publish had no effect")
+)
+
+// CommittedTickReceipt is the durable outcome of one committed tick.
+type CommittedTickReceipt struct {
+	World string `json:"world"`
+	Run   string `json:"run"`
+	Tick  int64  `json:"tick"`
+	// Token is the visibility token: the commit token the tick was
+	// published under ("" in uncoordinated mode).
+	Token   string          `json:"token"`
+	Appends []AppendReceipt `json:"appends"`
+}
+
+// Processor computes the next frame of the world in place, on copies of
+// the last visible frames; it must not have effects outside them.
+type Processor func(tc *TickContext) error
+
+// Hook is an advisory PreTick or PostTick callback. A PreTick error leaves
+// the tick retryable; PostTick runs after the receipt is recorded.
+type Hook func(ctx context.Context, tick int64) error
+
+// TickContext is what processors see of the tick being computed.
+type TickContext struct {
+	Tick   int64
+	frames map[string]*Frame
+}
+
+// Frame returns the archetype's frame being computed.
+func (tc *TickContext) Frame(archetype string) *Frame { return tc.frames[archetype] }
+
+// Options configure a World.
+type Options struct {
+	// Run names the run this writer extends (default "main").
+	Run string
+	// Holder names this writer in fence entries (default "engine").
+	Holder string
+	// WriterMode of a new world: index.ModeResumable (default) or
+	// index.ModeCleanupOnly, which no mutable resume will ever take.
+	WriterMode string
+	// Catalog options for the world's control catalog.
+	Catalog index.Options
+}
+
+func (o *Options) defaults() {
+	if o.Run == "" {
+		o.Run = "main"
+	}
+	if o.Holder == "" {
+		o.Holder = "engine"
+	}
+}
+
+type spawn struct {
+	archetype string
+	entity    int64
+	values    Values
+}
+
+// prepared is a tick whose fragments are appended and flushed and whose
+// publish outcome is not yet known (seed 000 §3 step 7).
+type prepared struct {
+	tick    int64
+	token   string
+	frames  map[string]*Frame
+	appends []AppendReceipt
+}
+
+// World is a live world: its visible state in memory, and the writer that
+// commits its ticks. It is not safe for concurrent use.
+type World struct {
+	id     string
+	b      bucket.Bucket
+	cat    *index.Catalog // nil: uncoordinated
+	opts   Options
+	epoch  int64
+	tables []*Table // by archetype name
+	// The last visible state, and the tick it is at (-1: none).
+	frames map[string]*Frame
+	tick   int64
+
+	nextEntity int64
+	spawns     []spawn
+	despawns   []int64
+	processors []Processor
+	pre, post  []Hook
+
+	prepared *prepared
+	stopped  error
+	last     *CommittedTickReceipt
+}
+
+// ID returns the world id.
+func (w *World) ID() string { return w.id }
+
+// Tick returns the last visible tick (-1 before the first).
+func (w *World) Tick() int64 { return w.tick }
+
+// NextEntity returns the next entity id Spawn hands out.
+func (w *World) NextEntity() int64 { return w.nextEntity }
+
+// Epoch returns the writer's fence epoch (0 uncoordinated).
+func (w *World) Epoch() int64 { return w.epoch }
+
+// Catalog returns the world's catalog (nil uncoordinated).
+func (w *World) Catalog() *index.Catalog { return w.cat }
+
+// LastReceipt returns the receipt of the last committed tick.
+func (w *World) LastReceipt() *CommittedTickReceipt { return w.last }
+
+// Frame returns the last visible frame of an archetype (read-only).
+func (w *World) Frame(archetype string) *Frame { return w.frames[archetype] }
+
+// Tables returns the world's tables, by archetype name.
+func (w *World) Tables() []*Table { return slices.Clone(w.tables) }
+
+// AddProcessor adds a processor; processors run in the order added.
+func (w *World) AddProcessor(p Processor) { w.processors = append(w.processors, p) }
+
+// OnPreTick and OnPostTick add advisory hooks.
+func (w *World) OnPreTick(h Hook)  { w.pre = append(w.pre, h) }
+func (w *World) OnPostTick(h Hook) { w.post = append(w.post, h) }
+
+// Spawn queues a new entity of archetype for the next tick and returns its
+// id. The spawn takes effect in the tick that publishes it; a failed tick
+// keeps it queued.
+func (w *World) Spawn(archetype string, v Values) (int64, error) {
+	f, ok := w.frames[archetype]
+	if !ok {
+		return 0, fmt.Errorf("world %s: no archetype %s", w.id, archetype)
+	}
+	// Check the values now, against a scratch frame.
+	if err := NewFrame(f.Table).Append(0, v); err != nil {
+		return 0, err
+	}
+	id := w.nextEntity
+	w.nextEntity++
+	w.spawns = append(w.spawns, spawn{archetype, id, v})
+	return id, nil
+}
+
+// Despawn queues an entity's removal for the next tick.
+func (w *World) Despawn(entity int64) { w.despawns = append(w.despawns, entity) }
+
+func newToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func newWorld(id string, b bucket.Bucket, cat *index.Catalog, epoch int64, tables []*Table, opts Options) (*World, error) {
+	w := &World{id: id, b: b, cat: cat, opts: opts, epoch: epoch, frames: map[string]*Frame{}, tick: -1}
+	for _, t := range tables {
+		if _, dup := w.frames[t.Name]; dup {
+			return nil, fmt.Errorf("world %s: archetype %s declared twice", id, t.Name)
+		}
+		w.tables = append(w.tables, t)
+		w.frames[t.Name] = NewFrame(t)
+	}
+	slices.SortFunc(w.tables, func(a, b *Table) int { return compare(a.Name, b.Name) })
+	return w, nil
+}
+
+func compare(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// Step commits one tick: seed 000 §3, steps 1 to 10, in that order.
+func (w *World) Step(ctx context.Context) (CommittedTickReceipt, error) {
+	if w.stopped != nil {
+		return CommittedTickReceipt{}, w.stopped
+	}
+	if w.prepared != nil {
+		// Step 7 from an earlier call: nothing else runs until the
+		// prepared publish is proven committed or absent.
+		if r, err := w.reconcile(ctx); err != nil || r != nil {
+			if r != nil {
+				return *r, nil
+			}
+			return CommittedTickReceipt{}, err
+		}
+	}
+	tick := w.tick + 1
+
+	// 1. Materialize durable commands (none yet) and fire PreTick hooks.
+	for _, h := range w.pre {
+		if err := h(ctx, tick); err != nil {
+			return CommittedTickReceipt{}, fmt.Errorf("world %s tick %d: pre-tick hook: %w", w.id, tick, err)
+		}
+	}
+	failpoint.Hit(FailpointMaterialized)
+
+	// 2. Compute every frame: the last visible state plus queued spawns
+	// and despawns, then the processors. No writes, no cache consumption.
+	frames := make(map[string]*Frame, len(w.frames))
+	for name, f := range w.frames {
+		frames[name] = f.Clone()
+	}
+	for _, s := range w.spawns {
+		if err := frames[s.archetype].Insert(s.entity, s.values); err != nil {
+			return CommittedTickReceipt{}, fmt.Errorf("world %s tick %d: spawn: %w", w.id, tick, err)
+		}
+	}
+	for _, e := range w.despawns {
+		for _, f := range frames {
+			f.Remove(e)
+		}
+	}
+	tc := &TickContext{Tick: tick, frames: frames}
+	for _, p := range w.processors {
+		if err := p(tc); err != nil {
+			return CommittedTickReceipt{}, fmt.Errorf("world %s tick %d: processor: %w", w.id, tick, err)
+		}
+	}
+	failpoint.Hit(FailpointComputed)
+
+	// 3. One commit context for the whole tick.
+	token, epoch := newToken(), w.epoch
+	if w.cat == nil {
+		token, epoch = "", 0 // uncoordinated: the implicit epoch-0 identity
+	}
+
+	// 4. Append every frame, stamped with the tick's commit identity.
+	appends, err := w.appendFrames(ctx, tick, token, epoch, frames)
+	if err != nil {
+		return CommittedTickReceipt{}, err
+	}
+
+	// 5. Flush: bucket creates are durable when they return, so nothing
+	// is staged; every receipt says so.
+	for _, a := range appends {
+		if !a.Durable {
+			return CommittedTickReceipt{}, fmt.Errorf("world %s tick %d: fragment %s is not durable", w.id, tick, a.Path)
+		}
+	}
+	failpoint.Hit(FailpointFlushed)
+
+	w.prepared = &prepared{tick: tick, token: token, frames: frames, appends: appends}
+	if w.cat == nil {
+		return w.finish(ctx), nil // uncoordinated: no manifests
+	}
+
+	// 6. Publish the manifest: fence check, put-if-absent, head advance.
+	e := index.Entry{Kind: index.KindTickPublish, TickPublish: &index.TickPublish{
+		Run: w.opts.Run, Tick: tick, CommitToken: token, WriterEpoch: epoch, Tables: manifestTables(appends),
+		NextEntity: w.nextEntity}}
+	_, err = w.cat.Commit(ctx, e)
+	var stale *index.StaleWriterError
+	switch {
+	case err == nil:
+		failpoint.Hit(FailpointPublished)
+		return w.finish(ctx), nil
+	case errors.As(err, &stale):
+		w.prepared = nil
+		w.stopped = fmt.Errorf("world %s: this writer lost the fence and stops: %w", w.id, err)
+		return CommittedTickReceipt{}, w.stopped
+	case errors.Is(err, bucket.ErrAmbiguous):
+		// 7. Reconcile before admitting anything else.
+		if r, rerr := w.reconcile(ctx); r != nil {
+			return *r, nil
+		} else {
+			return CommittedTickReceipt{}, rerr
+		}
+	default:
+		// A definite refusal (a conflicting attempt, a refused entry) or
+		// an unavailable tip: nothing was published.
+		w.prepared = nil
+		return CommittedTickReceipt{}, fmt.Errorf("world %s tick %d: %w", w.id, tick, err)
+	}
+}
+
+// appendFrames writes one fragment per archetype (step 4).
+func (w *World) appendFrames(ctx context.Context, tick int64, token string, epoch int64, frames map[string]*Frame) ([]AppendReceipt, error) {
+	dirToken := token
+	if dirToken == "" {
+		dirToken = "uncoordinated-" + newToken() // rows say ""/0; the path stays unique
+	}
+	var out []AppendReceipt
+	for _, t := range w.tables {
+		data, err := EncodeFragment(frames[t.Name], Stamp{Tick: tick, CommitToken: token, WriterEpoch: epoch})
+		if err != nil {
+			return nil, err
+		}
+		path := FragmentPath(w.id, w.opts.Run, t.ID, dirToken, 0)
+		if _, err := bucket.CreateOnce(ctx, w.b, path, data); err != nil {
+			return nil, fmt.Errorf("world %s tick %d: appending %s: %w", w.id, tick, t.Name, err)
+		}
+		out = append(out, AppendReceipt{Table: t.ID, Path: path, Rows: int64(frames[t.Name].Len()),
+			Bytes: int64(len(data)), Digest: Digest(data), Durable: true})
+		failpoint.Hit(FailpointAppended)
+	}
+	return out, nil
+}
+
+func manifestTables(appends []AppendReceipt) []index.TableFragments {
+	var out []index.TableFragments
+	for _, a := range appends {
+		out = append(out, index.TableFragments{Table: a.Table, Fragments: []index.Fragment{{
+			Path: a.Path, Rows: a.Rows, Bytes: a.Bytes, Digest: a.Digest}}})
+	}
+	return out
+}
+
+// reconcile decides an uncertain publish (step 7) by an authoritative read
+// of the catalog: the exact token published at the tick proves the commit
+// and finalizes it without a second catalog write; the tick proven absent
+// releases the prepared tick for a fresh-token recomputation (returning
+// ErrNotPublished); anything else keeps the world frozen (ErrFrozen).
+func (w *World) reconcile(ctx context.Context) (*CommittedTickReceipt, error) {
+	p := w.prepared
+	s, err := w.cat.Exact(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%w (tick %d, token %s): %w", ErrFrozen, p.tick, p.token, err)
+	}
+	t, ok := s.Tick(w.opts.Run, p.tick)
+	switch {
+	case ok && t.CommitToken == p.token:
+		failpoint.Hit(FailpointPublished)
+		r := w.finish(ctx)
+		return &r, nil
+	case !ok:
+		w.prepared = nil
+		return nil, fmt.Errorf("world %s tick %d: %w; it will be recomputed under a fresh token", w.id, p.tick, ErrNotPublished)
+	}
+	return nil, fmt.Errorf("%w: tick %d shows token %s, not ours (%s)", ErrFrozen, p.tick, t.CommitToken, p.token)
+}
+
+// finish runs steps 8 to 10 for the prepared tick.
+func (w *World) finish(ctx context.Context) CommittedTickReceipt {
+	p := w.prepared
+	// 8. Consume the spawn and despawn caches.
+	w.spawns, w.despawns = nil, nil
+	failpoint.Hit(FailpointConsumed)
+	// 9. Advance and record the receipt.
+	w.frames, w.tick, w.prepared = p.frames, p.tick, nil
+	r := CommittedTickReceipt{World: w.id, Run: w.opts.Run, Tick: p.tick, Token: p.token, Appends: p.appends}
+	w.last = &r
+	failpoint.Hit(FailpointAdvanced)
+	// 10. PostTick hooks are advisory: the receipt stands whatever they do.
+	for _, h := range w.post {
+		_ = h(ctx, p.tick)
+	}
+	return r
+}
