@@ -37,7 +37,7 @@ func TestEveryCommandHasHelpWithExample(t *testing.T) {
 func TestBadCommandLinesExit2(t *testing.T) {
 	for _, args := range [][]string{
 		{}, {"nonsense"}, {"bucket"}, {"bucket", "frob"}, {"bucket", "cat"},
-		{"bucket", "ls", "--no-such-flag"}, {"bucket", "rm", "x"}, {"demo", "--writers", "0"},
+		{"bucket", "ls", "--no-such-flag"}, {"bucket", "rm", "x"}, {"demo", "--ticks", "3"},
 		{"bench", "commit", "--writers", "0"}, {"bench", "coldstart", "--ticks", "0"},
 	} {
 		if code, _, stderr := cli(t, args...); code != 2 || !strings.Contains(stderr, "worldfs:") {
@@ -73,9 +73,9 @@ func TestBucketCommands(t *testing.T) {
 
 func TestDemoAndBench(t *testing.T) {
 	dir := t.TempDir()
-	code, out, stderr := cli(t, "demo", "--bucket", dir, "--writers", "3", "--ticks", "60")
-	if code != 0 || !strings.Contains(out, "60 ticks published") || !strings.Contains(out, "the old writer is refused") ||
-		!strings.Contains(out, "matches the live state") {
+	code, out, stderr := cli(t, "demo", "--bucket", dir, "--ticks", "40")
+	if code != 0 || !strings.Contains(out, "40 ticks committed") || !strings.Contains(out, "the old writer is stopped") ||
+		!strings.Contains(out, "forked at tick 20") || !strings.Contains(out, "head tick 89, 90 ticks visible, fence epoch 2") {
 		t.Fatalf("demo: %d\n%s\n%s", code, out, stderr)
 	}
 	code, out, stderr = cli(t, "bench", "bucket", "--bucket", dir, "--ops", "200", "--callers", "4", "--json")
