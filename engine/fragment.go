@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"encoding/binary"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -14,6 +15,9 @@ import (
 // RowGroupRows is the most rows per Parquet row group, DuckDB's own row
 // group size, so one row group is one unit of a parallel scan.
 const RowGroupRows = 122880
+
+// zstdCodec is shared so its encoders are pooled across fragments.
+var zstdCodec = &zstd.Codec{}
 
 // FragmentPath is where a fragment lives: under its commit token, so that
 // claim recovery finds orphan rows by token with one prefix listing.
@@ -41,59 +45,92 @@ type Stamp struct {
 }
 
 // EncodeFragment writes f's rows as one Parquet file (zstd), every row
-// stamped with the tick's commit identity.
+// stamped with the tick's commit identity. Columns are written whole,
+// through parquet-go's typed column buffers, one row group per
+// RowGroupRows rows.
 func EncodeFragment(f *Frame, s Stamp) ([]byte, error) {
-	var buf bytes.Buffer
+	var out bytes.Buffer
 	t := f.Table
-	w := parquet.NewWriter(&buf, t.schema, parquet.Compression(&zstd.Codec{}), parquet.MaxRowsPerRowGroup(RowGroupRows))
-	const batch = 1024
-	rows := make([]parquet.Row, 0, batch)
-	for r := 0; r < f.Len(); r++ {
-		row := make(parquet.Row, len(t.Columns))
-		for i, c := range t.Columns {
-			var v parquet.Value
-			switch c.Name {
-			case ColEntity:
-				v = parquet.Int64Value(f.Entities[r])
-			case ColTick:
-				v = parquet.Int64Value(s.Tick)
-			case ColCommitToken:
-				v = parquet.ByteArrayValue([]byte(s.CommitToken))
-			case ColWriterEpoch:
-				v = parquet.Int64Value(s.WriterEpoch)
-			default:
-				switch col := f.cols[i].(type) {
-				case []float64:
-					v = parquet.DoubleValue(col[r])
-				case []float32:
-					v = parquet.FloatValue(col[r])
-				case []int64:
-					v = parquet.Int64Value(col[r])
-				case []int32:
-					v = parquet.Int32Value(col[r])
-				case []bool:
-					v = parquet.BooleanValue(col[r])
-				case []string:
-					v = parquet.ByteArrayValue([]byte(col[r]))
-				}
-			}
-			row[i] = v.Level(0, 0, i)
+	w := parquet.NewWriter(&out, t.schema, parquet.Compression(zstdCodec))
+	for lo := 0; lo < f.Len() || lo == 0; lo += RowGroupRows {
+		hi := min(f.Len(), lo+RowGroupRows)
+		buf := parquet.NewBuffer(t.schema)
+		if err := fillColumns(buf.ColumnBuffers(), f, s, lo, hi); err != nil {
+			return nil, fmt.Errorf("table %s: %w", t.Name, err)
 		}
-		rows = append(rows, row)
-		if len(rows) == batch {
-			if _, err := w.WriteRows(rows); err != nil {
-				return nil, fmt.Errorf("table %s: %w", t.Name, err)
-			}
-			rows = rows[:0]
+		if _, err := w.WriteRowGroup(buf); err != nil {
+			return nil, fmt.Errorf("table %s: %w", t.Name, err)
 		}
-	}
-	if _, err := w.WriteRows(rows); err != nil {
-		return nil, fmt.Errorf("table %s: %w", t.Name, err)
+		if f.Len() == 0 {
+			break
+		}
 	}
 	if err := w.Close(); err != nil {
 		return nil, fmt.Errorf("table %s: %w", t.Name, err)
 	}
-	return buf.Bytes(), nil
+	return out.Bytes(), nil
+}
+
+// fillColumns writes rows [lo, hi) of f into the column buffers, which are
+// in the table's column order.
+func fillColumns(cols []parquet.ColumnBuffer, f *Frame, s Stamp, lo, hi int) error {
+	n := hi - lo
+	repeat := func(v int64) []int64 {
+		xs := make([]int64, n)
+		for i := range xs {
+			xs[i] = v
+		}
+		return xs
+	}
+	var err error
+	for i, c := range f.Table.Columns {
+		col := cols[i]
+		switch c.Name {
+		case ColEntity:
+			_, err = col.(parquet.Int64Writer).WriteInt64s(f.Entities[lo:hi])
+		case ColTick:
+			_, err = col.(parquet.Int64Writer).WriteInt64s(repeat(s.Tick))
+		case ColWriterEpoch:
+			_, err = col.(parquet.Int64Writer).WriteInt64s(repeat(s.WriterEpoch))
+		case ColCommitToken:
+			_, err = col.(parquet.ByteArrayWriter).WriteByteArrays(plainStrings(n, func(int) string { return s.CommitToken }))
+		default:
+			switch v := f.cols[i].(type) {
+			case []float64:
+				_, err = col.(parquet.DoubleWriter).WriteDoubles(v[lo:hi])
+			case []float32:
+				_, err = col.(parquet.FloatWriter).WriteFloats(v[lo:hi])
+			case []int64:
+				_, err = col.(parquet.Int64Writer).WriteInt64s(v[lo:hi])
+			case []int32:
+				_, err = col.(parquet.Int32Writer).WriteInt32s(v[lo:hi])
+			case []bool:
+				_, err = col.(parquet.BooleanWriter).WriteBooleans(v[lo:hi])
+			case []string:
+				_, err = col.(parquet.ByteArrayWriter).WriteByteArrays(plainStrings(n, func(j int) string { return v[lo+j] }))
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("column %s: %w", c.Name, err)
+		}
+	}
+	return nil
+}
+
+// plainStrings lays out n strings in Parquet's PLAIN byte array encoding:
+// each a 4-byte little-endian length, then its bytes.
+func plainStrings(n int, at func(int) string) []byte {
+	size := 0
+	for j := range n {
+		size += 4 + len(at(j))
+	}
+	out := make([]byte, 0, size)
+	for j := range n {
+		v := at(j)
+		out = binary.LittleEndian.AppendUint32(out, uint32(len(v)))
+		out = append(out, v...)
+	}
+	return out
 }
 
 // Digest is the fragment digest recorded in manifests.

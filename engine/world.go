@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/index"
@@ -312,25 +313,38 @@ func (w *World) Step(ctx context.Context) (CommittedTickReceipt, error) {
 	}
 }
 
-// appendFrames writes one fragment per archetype (step 4).
+// appendFrames writes one fragment per archetype (step 4), the archetypes
+// in parallel.
 func (w *World) appendFrames(ctx context.Context, tick int64, token string, epoch int64, frames map[string]*Frame) ([]AppendReceipt, error) {
 	dirToken := token
 	if dirToken == "" {
 		dirToken = "uncoordinated-" + newToken() // rows say ""/0; the path stays unique
 	}
-	var out []AppendReceipt
-	for _, t := range w.tables {
-		data, err := EncodeFragment(frames[t.Name], Stamp{Tick: tick, CommitToken: token, WriterEpoch: epoch})
-		if err != nil {
-			return nil, err
-		}
-		path := FragmentPath(w.id, w.opts.Run, t.ID, dirToken, 0)
-		if _, err := bucket.CreateOnce(ctx, w.b, path, data); err != nil {
-			return nil, fmt.Errorf("world %s tick %d: appending %s: %w", w.id, tick, t.Name, err)
-		}
-		out = append(out, AppendReceipt{Table: t.ID, Path: path, Rows: int64(frames[t.Name].Len()),
-			Bytes: int64(len(data)), Digest: Digest(data), Durable: true})
-		failpoint.Hit(FailpointAppended)
+	out := make([]AppendReceipt, len(w.tables))
+	errs := make([]error, len(w.tables))
+	var wg sync.WaitGroup
+	for i, t := range w.tables {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			data, err := EncodeFragment(frames[t.Name], Stamp{Tick: tick, CommitToken: token, WriterEpoch: epoch})
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			path := FragmentPath(w.id, w.opts.Run, t.ID, dirToken, 0)
+			if _, err := bucket.CreateOnce(ctx, w.b, path, data); err != nil {
+				errs[i] = fmt.Errorf("world %s tick %d: appending %s: %w", w.id, tick, t.Name, err)
+				return
+			}
+			out[i] = AppendReceipt{Table: t.ID, Path: path, Rows: int64(frames[t.Name].Len()),
+				Bytes: int64(len(data)), Digest: Digest(data), Durable: true}
+			failpoint.Hit(FailpointAppended)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
