@@ -58,6 +58,11 @@ type Processor func(tc *TickContext) error
 // the tick retryable; PostTick runs after the receipt is recorded.
 type Hook func(ctx context.Context, tick int64) error
 
+// Materializer applies one durable command to the tick being computed.
+// It runs against the working frames only; an error leaves the tick, the
+// caches and the command retryable.
+type Materializer func(tc *TickContext, c index.Command) error
+
 // TickContext is what processors see of the tick being computed.
 type TickContext struct {
 	Tick   int64
@@ -102,6 +107,7 @@ type prepared struct {
 	token   string
 	frames  map[string]*Frame
 	appends []AppendReceipt
+	settled []string // durable commands this tick materialized
 }
 
 // World is a live world: its visible state in memory, and the writer that
@@ -122,6 +128,7 @@ type World struct {
 	despawns   []int64
 	processors []Processor
 	pre, post  []Hook
+	commands   map[string]Materializer // by command kind
 
 	prepared *prepared
 	stopped  error
@@ -154,6 +161,28 @@ func (w *World) Tables() []*Table { return slices.Clone(w.tables) }
 
 // AddProcessor adds a processor; processors run in the order added.
 func (w *World) AddProcessor(p Processor) { w.processors = append(w.processors, p) }
+
+// OnCommand registers the materializer of a durable command kind.
+func (w *World) OnCommand(kind string, m Materializer) {
+	if w.commands == nil {
+		w.commands = map[string]Materializer{}
+	}
+	w.commands[kind] = m
+}
+
+// Enqueue records a durable command in the catalog; the writer
+// materializes it at the first tick at or after c.Due, and that tick's
+// publish settles it. Enqueuing the identical command again is a no-op.
+func (w *World) Enqueue(ctx context.Context, c index.Command) error {
+	if w.cat == nil {
+		return fmt.Errorf("world %s: an uncoordinated world has no durable commands", w.id)
+	}
+	if c.Run == "" {
+		c.Run = w.opts.Run
+	}
+	_, err := w.cat.Commit(ctx, index.Entry{Kind: index.KindCommandEnqueue, Command: &c})
+	return err
+}
 
 // OnPreTick and OnPostTick add advisory hooks.
 func (w *World) OnPreTick(h Hook)  { w.pre = append(w.pre, h) }
@@ -226,7 +255,17 @@ func (w *World) Step(ctx context.Context) (CommittedTickReceipt, error) {
 	}
 	tick := w.tick + 1
 
-	// 1. Materialize durable commands (none yet) and fire PreTick hooks.
+	// 1. Materialize due durable commands against the locked world (the
+	// working copies of its frames), then fire PreTick hooks.
+	frames := make(map[string]*Frame, len(w.frames))
+	for name, f := range w.frames {
+		frames[name] = f.Clone()
+	}
+	tc := &TickContext{Tick: tick, frames: frames}
+	settled, err := w.materialize(ctx, tc)
+	if err != nil {
+		return CommittedTickReceipt{}, err
+	}
 	for _, h := range w.pre {
 		if err := h(ctx, tick); err != nil {
 			return CommittedTickReceipt{}, fmt.Errorf("world %s tick %d: pre-tick hook: %w", w.id, tick, err)
@@ -234,12 +273,8 @@ func (w *World) Step(ctx context.Context) (CommittedTickReceipt, error) {
 	}
 	failpoint.Hit(FailpointMaterialized)
 
-	// 2. Compute every frame: the last visible state plus queued spawns
-	// and despawns, then the processors. No writes, no cache consumption.
-	frames := make(map[string]*Frame, len(w.frames))
-	for name, f := range w.frames {
-		frames[name] = f.Clone()
-	}
+	// 2. Compute every frame: queued spawns and despawns, then the
+	// processors. No writes, no cache consumption.
 	for _, s := range w.spawns {
 		if err := frames[s.archetype].Insert(s.entity, s.values); err != nil {
 			return CommittedTickReceipt{}, fmt.Errorf("world %s tick %d: spawn: %w", w.id, tick, err)
@@ -250,7 +285,6 @@ func (w *World) Step(ctx context.Context) (CommittedTickReceipt, error) {
 			f.Remove(e)
 		}
 	}
-	tc := &TickContext{Tick: tick, frames: frames}
 	for _, p := range w.processors {
 		if err := p(tc); err != nil {
 			return CommittedTickReceipt{}, fmt.Errorf("world %s tick %d: processor: %w", w.id, tick, err)
@@ -279,7 +313,7 @@ func (w *World) Step(ctx context.Context) (CommittedTickReceipt, error) {
 	}
 	failpoint.Hit(FailpointFlushed)
 
-	w.prepared = &prepared{tick: tick, token: token, frames: frames, appends: appends}
+	w.prepared = &prepared{tick: tick, token: token, frames: frames, appends: appends, settled: settled}
 	if w.cat == nil {
 		return w.finish(ctx), nil // uncoordinated: no manifests
 	}
@@ -287,7 +321,7 @@ func (w *World) Step(ctx context.Context) (CommittedTickReceipt, error) {
 	// 6. Publish the manifest: fence check, put-if-absent, head advance.
 	e := index.Entry{Kind: index.KindTickPublish, TickPublish: &index.TickPublish{
 		Run: w.opts.Run, Tick: tick, CommitToken: token, WriterEpoch: epoch, Tables: manifestTables(appends),
-		NextEntity: w.nextEntity}}
+		NextEntity: w.nextEntity, Settle: settled}}
 	_, err = w.cat.Commit(ctx, e)
 	var stale *index.StaleWriterError
 	switch {
@@ -311,6 +345,30 @@ func (w *World) Step(ctx context.Context) (CommittedTickReceipt, error) {
 		w.prepared = nil
 		return CommittedTickReceipt{}, fmt.Errorf("world %s tick %d: %w", w.id, tick, err)
 	}
+}
+
+// materialize applies the durable commands due at tc.Tick, in due order,
+// and returns their ids for the publish to settle.
+func (w *World) materialize(ctx context.Context, tc *TickContext) ([]string, error) {
+	if w.cat == nil {
+		return nil, nil
+	}
+	s, err := w.cat.Fresh(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("world %s tick %d: reading due commands: %w", w.id, tc.Tick, err)
+	}
+	var ids []string
+	for _, c := range s.DueCommands(w.opts.Run, tc.Tick) {
+		m, ok := w.commands[c.Kind]
+		if !ok {
+			return nil, fmt.Errorf("world %s tick %d: command %s has kind %q, which no materializer handles", w.id, tc.Tick, c.ID, c.Kind)
+		}
+		if err := m(tc, c.Command); err != nil {
+			return nil, fmt.Errorf("world %s tick %d: command %s: %w", w.id, tc.Tick, c.ID, err)
+		}
+		ids = append(ids, c.ID)
+	}
+	return ids, nil
 }
 
 // appendFrames writes one fragment per archetype (step 4), the archetypes

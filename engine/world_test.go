@@ -51,6 +51,14 @@ func drive(ctx context.Context, w *engine.World, last int64) error {
 			return err
 		}
 	}
+	if w.Catalog() != nil {
+		// A durable command due at tick 12, enqueued by every driver: the
+		// identical enqueue is a no-op, and the command must take effect
+		// exactly once whatever crashes around it.
+		if err := w.Enqueue(ctx, particles.Nudge("nudge-12", 12, 5, -1)); err != nil {
+			return err
+		}
+	}
 	return particles.Run(ctx, w, last, nil)
 }
 
@@ -169,9 +177,9 @@ func TestCrashAtEveryFailpoint(t *testing.T) {
 	for _, fp := range engine.Failpoints {
 		t.Run(fp, func(t *testing.T) {
 			dir := t.TempDir()
-			hit := 6 // the sixth tick (the sixth fragment for per-append points)
+			hit := 13 // tick 12, the tick that materializes the durable command
 			if fp == engine.FailpointAppended {
-				hit = 17 // mid-tick: after the second of three appends of tick 5
+				hit = 3*12 + 2 // mid-tick: after two of tick 12's three appends
 			}
 			cmd := exec.Command(os.Args[0], "-test.run=^$")
 			cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s|w|%d", childEnv, dir, last), failpoint.Env+"="+fp+"@"+strconv.Itoa(hit))
@@ -351,6 +359,12 @@ func TestForkAndLineage(t *testing.T) {
 	if got, want := particles.Fingerprint(f), reference(t, 20); got != want {
 		t.Fatalf("a fork that replays the same steps: %s\nwant %s", got, want)
 	}
+	// The parent settled its command at tick 12, after the fork point: the
+	// fork has its own catalog, so it took the command itself.
+	fs, _, _ := index.Load(ctxT(t), b, "fork")
+	if c, ok := fs.Command("nudge-12"); !ok || c.Settled != 12 {
+		t.Fatalf("the fork's command: %+v", c)
+	}
 	f.Close()
 	// Its lineage is one append: negative ids, epoch 0, naming the parent.
 	data, _, err := b.Get(ctxT(t), engine.LineagePath("fork"))
@@ -418,5 +432,40 @@ func TestUncoordinatedWritesNoManifests(t *testing.T) {
 		return true
 	}); err != nil && !strings.Contains(err.Error(), "no column") {
 		t.Fatal(err)
+	}
+}
+
+func TestDurableCommandTakesEffectOnce(t *testing.T) {
+	b, _ := local.Open(t.TempDir())
+	w, err := engine.CreateWorld(ctxT(t), b, "w", particles.Tables(), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := drive(ctxT(t), w, 11); err != nil {
+		t.Fatal(err)
+	}
+	before := w.Frame("emitter").Float64("position_x")[0]
+	if err := drive(ctxT(t), w, 14); err != nil {
+		t.Fatal(err)
+	}
+	if after := w.Frame("emitter").Float64("position_x")[0]; after != before+5 {
+		t.Fatalf("emitter x %v → %v, want moved by 5 exactly once", before, after)
+	}
+	s, _, _ := index.Load(ctxT(t), b, "w")
+	c, ok := s.Command("nudge-12")
+	if !ok || c.Settled != 12 {
+		t.Fatalf("command %+v", c)
+	}
+	// A command of a kind nobody materializes blocks the tick loudly.
+	if err := w.Enqueue(ctxT(t), index.Command{ID: "x", Due: 15, Kind: "unknown"}); err != nil {
+		t.Fatal(err)
+	}
+	particles.Schedule(w)
+	if _, err := w.Step(ctxT(t)); err == nil || !strings.Contains(err.Error(), "no materializer") {
+		t.Fatalf("step with an unhandled command = %v", err)
+	}
+	if w.Tick() != 14 {
+		t.Fatal("a tick with a failed command advanced")
 	}
 }

@@ -177,9 +177,10 @@ func LoadCheckpoint(ctx context.Context, b bucket.Bucket, world, name string) (*
 		return nil, nil, err
 	}
 	type decoded struct {
-		ticks  []*Tick
-		claims []*Claim
-		last   uint64
+		ticks    []*Tick
+		claims   []*Claim
+		commands []*CommandState
+		last     uint64
 	}
 	out := make([]decoded, len(cp.Shards))
 	err = parallel(ctx, len(cp.Shards), func(i int) error {
@@ -200,7 +201,8 @@ func LoadCheckpoint(ctx context.Context, b bucket.Bucket, world, name string) (*
 		}
 		d := &out[i]
 		// plain is never written again: decoded strings share it.
-		k, last, err := decodeShard(plain, func(t *Tick) { d.ticks = append(d.ticks, t) }, func(c *Claim) { d.claims = append(d.claims, c) })
+		k, last, err := decodeShard(plain, func(t *Tick) { d.ticks = append(d.ticks, t) },
+			func(c *Claim) { d.claims = append(d.claims, c) }, func(c *CommandState) { d.commands = append(d.commands, c) })
 		if err != nil || k != r.key() || last != r.Seq {
 			return corrupt("shard %s: %v (key %v, last sequence %d)", r.Hash, err, k, last)
 		}
@@ -229,6 +231,9 @@ func LoadCheckpoint(ctx context.Context, b bucket.Bucket, world, name string) (*
 		}
 		for _, c := range d.claims {
 			s.claims.ReplaceOrInsert(c)
+		}
+		for _, c := range d.commands {
+			s.commands.ReplaceOrInsert(c)
 		}
 		s.shardSeq.ReplaceOrInsert(shardMark{cp.Shards[i].key(), d.last})
 	}

@@ -13,14 +13,24 @@ import (
 	"github.com/worldfs/worldfs/bucket/mem"
 )
 
-// fill commits n publishes on run "r" (plus a claim every 10th), one slot
-// each, and returns the catalog's tip.
+// fill commits n publishes on run "r" (plus a claim every 10th and a
+// command enqueued and later settled every 14th), one slot each, and
+// returns the catalog's tip.
 func fill(t *testing.T, c *Catalog, epoch int64, from, n int) *State {
 	t.Helper()
 	ctx := ctxT(t)
 	for i := from; i < from+n; i++ {
-		if _, err := c.Commit(ctx, publish("r", int64(i), fmt.Sprint("t", i), epoch)); err != nil {
+		e := publish("r", int64(i), fmt.Sprint("t", i), epoch)
+		if i%14 == 13 {
+			e = settling(e, fmt.Sprint("cmd", i-7))
+		}
+		if _, err := c.Commit(ctx, e); err != nil {
 			t.Fatal(err)
+		}
+		if i%14 == 6 {
+			if _, err := c.Commit(ctx, enqueue(fmt.Sprint("cmd", i), int64(i))); err != nil {
+				t.Fatal(err)
+			}
 		}
 		if i%10 == 0 {
 			e := claimEntry(KindClaimAcquire, "r", "p", fmt.Sprint("e", i), "d", fmt.Sprint("c", i), "h", 1, 2)
@@ -43,7 +53,7 @@ func TestCheckpointEqualsReplay(t *testing.T) {
 	}
 	live := fill(t, c, epoch, 5000, 30)
 	fromCheckpoint, info, err := Load(ctx, b, "w")
-	if err != nil || info.CheckpointSeq != seq || info.SlotsReplayed != 33 { // 30 publishes and 3 claims
+	if err != nil || info.CheckpointSeq != seq || info.SlotsReplayed != 35 { // 30 publishes, 3 claims, 2 commands
 		t.Fatalf("Load = %v (%+v)", err, info)
 	}
 	if d := diff(live, fromCheckpoint); d != "" {
@@ -123,7 +133,7 @@ func TestCheckpointCostFollowsChange(t *testing.T) {
 		return len(all)
 	}
 	before := shards()
-	fill(t, c, epoch, 3*tickShardSpan+3, 5) // one tick shard (and no claim shard) changes
+	fill(t, c, epoch, 3*tickShardSpan+25, 5) // one tick shard changes (no claim or command)
 	if _, err := c.Checkpoint(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ const (
 	KindClaimTakeover    Kind = "claim.takeover"
 	KindClaimComplete    Kind = "claim.complete"
 	KindFragmentsRewrite Kind = "fragments.rewrite"
+	KindCommandEnqueue   Kind = "command.enqueue"
 )
 
 // Entry is one catalog mutation. Exactly the payload field of its Kind is
@@ -34,6 +35,7 @@ type Entry struct {
 	WorldStatus  *WorldStatus      `json:"world_status,omitempty"`
 	Claim        *ClaimOp          `json:"claim,omitempty"`
 	Rewrite      *FragmentsRewrite `json:"rewrite,omitempty"`
+	Command      *Command          `json:"command,omitempty"`
 }
 
 // Writer modes (seed 000 §8).
@@ -87,6 +89,21 @@ type TickPublish struct {
 	// NextEntity is the writer's next unused entity id after this tick, so
 	// a resumed writer never reuses an id.
 	NextEntity int64 `json:"next_entity,omitempty"`
+	// Settle names the durable commands this tick materialized; they are
+	// settled atomically with the publish.
+	Settle []string `json:"settle,omitempty"`
+}
+
+// Command is a durable command: enqueued in the catalog, materialized by
+// the world's writer at the first tick at or after Due, and settled by that
+// tick's publish, so it takes effect exactly once.
+type Command struct {
+	ID   string `json:"id"`
+	Run  string `json:"run"`
+	Due  int64  `json:"due"`
+	Kind string `json:"kind"`
+	// Body is the command's payload (JSON text, opaque to the catalog).
+	Body string `json:"body,omitempty"`
 }
 
 // World statuses.
@@ -144,7 +161,7 @@ type FragmentsRewrite struct {
 
 func (e *Entry) validate() error {
 	set := 0
-	for _, p := range []bool{e.WorldCreate != nil, e.FenceAcquire != nil, e.TickPublish != nil, e.WorldStatus != nil, e.Claim != nil, e.Rewrite != nil} {
+	for _, p := range []bool{e.WorldCreate != nil, e.FenceAcquire != nil, e.TickPublish != nil, e.WorldStatus != nil, e.Claim != nil, e.Rewrite != nil, e.Command != nil} {
 		if p {
 			set++
 		}
@@ -195,6 +212,11 @@ func (e *Entry) validate() error {
 		case e.Kind != KindClaimTakeover && c.CommitToken == "":
 			return fmt.Errorf("%s: no commit token", e.Kind)
 		}
+	case KindCommandEnqueue:
+		c := e.Command
+		if c == nil || c.ID == "" || c.Run == "" || c.Kind == "" || c.Due < 0 {
+			return errors.New("command.enqueue needs an id, a run, a kind and a due tick ≥ 0")
+		}
 	case KindFragmentsRewrite:
 		r := e.Rewrite
 		if r == nil || r.Run == "" || r.Table == "" || len(r.Old) == 0 || len(r.New) == 0 {
@@ -228,6 +250,13 @@ func (e Entry) clone() Entry {
 	if e.Claim != nil {
 		v := *e.Claim
 		e.Claim = &v
+	}
+	if e.Command != nil {
+		v := *e.Command
+		e.Command = &v
+	}
+	if e.TickPublish != nil {
+		e.TickPublish.Settle = slices.Clone(e.TickPublish.Settle)
 	}
 	if e.Rewrite != nil {
 		v := *e.Rewrite

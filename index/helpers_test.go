@@ -40,6 +40,12 @@ func diff(a, b *State) string {
 	if !reflect.DeepEqual(ac, bc) {
 		return fmt.Sprintf("claims differ: %d vs %d", len(ac), len(bc))
 	}
+	var acmd, bcmd []CommandState
+	a.commands.Ascend(func(c *CommandState) bool { acmd = append(acmd, *c); return true })
+	b.commands.Ascend(func(c *CommandState) bool { bcmd = append(bcmd, *c); return true })
+	if !reflect.DeepEqual(acmd, bcmd) {
+		return fmt.Sprintf("commands differ: %d vs %d", len(acmd), len(bcmd))
+	}
 	var am, bm []shardMark
 	a.shardSeq.Ascend(func(m shardMark) bool { am = append(am, m); return true })
 	b.shardSeq.Ascend(func(m shardMark) bool { bm = append(bm, m); return true })

@@ -43,6 +43,16 @@ func claimBucket(k ClaimKey) int64 {
 
 func claimShard(k ClaimKey) shardKey { return shardKey{'c', k.Run, claimBucket(k)} }
 
+const commandBuckets = 64
+
+func commandBucket(id string) int64 {
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	return int64(h.Sum32() % commandBuckets)
+}
+
+func commandShard(id string) shardKey { return shardKey{'m', "", commandBucket(id)} }
+
 // shardMark records the last sequence that changed a shard.
 type shardMark struct {
 	key shardKey
@@ -90,6 +100,25 @@ func (s *State) encodeShard(k shardKey) []byte {
 				}
 			}
 		}
+	case 'm':
+		var cmds []*CommandState
+		s.commands.AscendGreaterOrEqual(&CommandState{shard: k.N}, func(c *CommandState) bool {
+			if c.shard != k.N {
+				return false
+			}
+			cmds = append(cmds, c)
+			return true
+		})
+		e.uvarint(uint64(len(cmds)))
+		for _, c := range cmds {
+			e.str(c.ID)
+			e.str(c.Run)
+			e.varint(c.Due)
+			e.str(c.Kind)
+			e.str(c.Body)
+			e.varint(c.Settled)
+			e.uvarint(c.Seq)
+		}
 	case 'c':
 		var claims []*Claim
 		s.claims.AscendGreaterOrEqual(&Claim{Key: ClaimKey{Run: k.Run}, shard: k.N}, func(c *Claim) bool {
@@ -122,7 +151,7 @@ func (s *State) encodeShard(k shardKey) []byte {
 // slabs and their strings share data's bytes (never modified afterwards),
 // so a cold start allocates per shard, not per record, and the collector
 // has little to trace.
-func decodeShard(data []byte, addTick func(*Tick), addClaim func(*Claim)) (k shardKey, last uint64, err error) {
+func decodeShard(data []byte, addTick func(*Tick), addClaim func(*Claim), addCommand func(*CommandState)) (k shardKey, last uint64, err error) {
 	d := dec{b: data}
 	k.Kind = d.byte()
 	k.Run = d.str()
@@ -165,6 +194,17 @@ func decodeShard(data []byte, addTick func(*Tick), addClaim func(*Claim)) (k sha
 			if d.err == nil {
 				last = max(last, c.Seq)
 				addClaim(c)
+			}
+		case 'm':
+			c := &CommandState{Command: Command{ID: d.str(), Run: d.str(), Due: d.varint(), Kind: d.str(), Body: d.str()},
+				Settled: d.varint(), Seq: d.uvarint()}
+			c.shard = commandBucket(c.ID)
+			if d.err == nil && c.shard != k.N {
+				d.err = fmt.Errorf("command %s in shard %d", c.ID, k.N)
+			}
+			if d.err == nil {
+				last = max(last, c.Seq)
+				addCommand(c)
 			}
 		default:
 			d.err = fmt.Errorf("unknown shard kind %q", k.Kind)

@@ -52,6 +52,38 @@ type Claim struct {
 	shard int64 // claimBucket(Key), the claim's checkpoint shard
 }
 
+// CommandState is a durable command and whether it is settled.
+type CommandState struct {
+	Command
+	// Settled is the tick whose publish settled it (-1: pending).
+	Settled int64
+	Seq     uint64
+	shard   int64
+}
+
+func commandLess(a, b *CommandState) bool {
+	return cmp.Or(cmp.Compare(a.shard, b.shard), cmp.Compare(a.ID, b.ID)) < 0
+}
+
+// Command returns the command called id.
+func (s *State) Command(id string) (*CommandState, bool) {
+	return s.commands.Get(&CommandState{Command: Command{ID: id}, shard: commandBucket(id)})
+}
+
+// DueCommands returns run's pending commands due at or before tick, by
+// due tick then id.
+func (s *State) DueCommands(run string, tick int64) []*CommandState {
+	var out []*CommandState
+	s.commands.Ascend(func(c *CommandState) bool {
+		if c.Run == run && c.Settled < 0 && c.Due <= tick {
+			out = append(out, c)
+		}
+		return true
+	})
+	slices.SortFunc(out, func(a, b *CommandState) int { return cmp.Or(cmp.Compare(a.Due, b.Due), cmp.Compare(a.ID, b.ID)) })
+	return out
+}
+
 // Run summarizes one run of a world.
 type Run struct {
 	Name string
@@ -88,9 +120,10 @@ type State struct {
 	Hash  string
 	Slots uint64
 
-	ticks  *btree.BTreeG[*Tick]
-	runs   *btree.BTreeG[*Run]
-	claims *btree.BTreeG[*Claim]
+	ticks    *btree.BTreeG[*Tick]
+	runs     *btree.BTreeG[*Run]
+	claims   *btree.BTreeG[*Claim]
+	commands *btree.BTreeG[*CommandState]
 	// shardSeq records, per checkpoint shard, the last sequence that
 	// changed it, so a checkpoint rewrites only shards changed since the
 	// previous one.
@@ -122,6 +155,7 @@ func Empty(world string) *State {
 		ticks:    btree.NewG(btreeDegree, tickLess),
 		runs:     btree.NewG(btreeDegree, runLess),
 		claims:   btree.NewG(btreeDegree, claimLess),
+		commands: btree.NewG(btreeDegree, commandLess),
 		shardSeq: btree.NewG(btreeDegree, shardMarkLess),
 	}
 }
@@ -132,6 +166,7 @@ func (s *State) clone() *State {
 	c.ticks = s.ticks.Clone()
 	c.runs = s.runs.Clone()
 	c.claims = s.claims.Clone()
+	c.commands = s.commands.Clone()
 	c.shardSeq = s.shardSeq.Clone()
 	return &c
 }
@@ -270,6 +305,21 @@ func (n *State) apply(e *Entry, seq uint64) (Result, error) {
 		if w.Status != StatusActive {
 			return r, refused("world %s is %s", w.ID, w.Status)
 		}
+		for _, id := range p.Settle {
+			c, ok := n.Command(id)
+			switch {
+			case !ok:
+				return r, refused("tick %d settles command %s, which was never enqueued", p.Tick, id)
+			case c.Settled >= 0:
+				return r, refused("tick %d settles command %s, already settled by tick %d", p.Tick, id, c.Settled)
+			case c.Run != p.Run || c.Due > p.Tick:
+				return r, refused("tick %d of run %s cannot settle command %s (run %s, due %d)", p.Tick, p.Run, id, c.Run, c.Due)
+			}
+			nc := *c
+			nc.Settled, nc.Seq = p.Tick, seq
+			n.commands.ReplaceOrInsert(&nc)
+			n.mark(commandShard(id), seq)
+		}
 		t := &Tick{Run: p.Run, Tick: p.Tick, CommitToken: p.CommitToken, WriterEpoch: p.WriterEpoch,
 			Tables: cloneTables(p.Tables), NextEntity: p.NextEntity, Seq: seq}
 		n.ticks.ReplaceOrInsert(t)
@@ -288,6 +338,17 @@ func (n *State) apply(e *Entry, seq uint64) (Result, error) {
 
 	case KindClaimAcquire, KindClaimTakeover, KindClaimComplete:
 		return n.applyClaim(e, seq)
+
+	case KindCommandEnqueue:
+		c := e.Command
+		if old, ok := n.Command(c.ID); ok {
+			if old.Command != *c {
+				return r, refused("command %s was enqueued with other contents", c.ID)
+			}
+			return r, nil // the identical enqueue: a no-op
+		}
+		n.commands.ReplaceOrInsert(&CommandState{Command: *c, Settled: -1, Seq: seq, shard: commandBucket(c.ID)})
+		n.mark(commandShard(c.ID), seq)
 
 	case KindFragmentsRewrite:
 		rw := e.Rewrite

@@ -165,6 +165,45 @@ func TestApplyTable(t *testing.T) {
 					t.Fatalf("err = %v", err)
 				}
 			}},
+		{"enqueue a command", base, enqueue("c1", 3), func(t *testing.T, _ Result, err error, s *State) {
+			if c, ok := s.Command("c1"); err != nil || !ok || c.Settled != -1 || len(s.DueCommands("r", 3)) != 1 || len(s.DueCommands("r", 2)) != 0 {
+				t.Fatalf("command %+v err %v", c, err)
+			}
+		}},
+		{"identical enqueue is a no-op", append(base, enqueue("c1", 3)), enqueue("c1", 3), func(t *testing.T, _ Result, err error, _ *State) {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"enqueue with other contents", append(base, enqueue("c1", 3)), enqueue("c1", 4), func(t *testing.T, _ Result, err error, _ *State) {
+			if !errors.Is(err, ErrRefused) {
+				t.Fatalf("err = %v", err)
+			}
+		}},
+		{"publish settles due commands", append(base, enqueue("c1", 1)), settling(publish("r", 1, "t1", 1), "c1"),
+			func(t *testing.T, _ Result, err error, s *State) {
+				if c, _ := s.Command("c1"); err != nil || c.Settled != 1 || len(s.DueCommands("r", 9)) != 0 {
+					t.Fatalf("command %+v err %v", c, err)
+				}
+			}},
+		{"settle twice", append(base, enqueue("c1", 0), settling(publish("r", 1, "t1", 1), "c1")), settling(publish("r", 2, "t2", 1), "c1"),
+			func(t *testing.T, _ Result, err error, _ *State) {
+				if !errors.Is(err, ErrRefused) {
+					t.Fatalf("err = %v", err)
+				}
+			}},
+		{"settle before due", append(base, enqueue("c1", 5)), settling(publish("r", 1, "t1", 1), "c1"),
+			func(t *testing.T, _ Result, err error, _ *State) {
+				if !errors.Is(err, ErrRefused) {
+					t.Fatalf("err = %v", err)
+				}
+			}},
+		{"settle unknown", base, settling(publish("r", 1, "t1", 1), "nope"),
+			func(t *testing.T, _ Result, err error, _ *State) {
+				if !errors.Is(err, ErrRefused) {
+					t.Fatalf("err = %v", err)
+				}
+			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := stateAfter(t, tc.setup...)
@@ -221,4 +260,13 @@ func TestAllowlistCases(t *testing.T) {
 	if b := s.Allowlist("other"); b.Mode != Filtered || b.Admits(0, "t0", 1) {
 		t.Fatal("a fenced world's unpublished run admitted rows")
 	}
+}
+
+func enqueue(id string, due int64) Entry {
+	return Entry{Kind: KindCommandEnqueue, Command: &Command{ID: id, Run: "r", Due: due, Kind: "nudge", Body: `{"dx":1}`}}
+}
+
+func settling(e Entry, ids ...string) Entry {
+	e.TickPublish.Settle = ids
+	return e
 }

@@ -8,10 +8,12 @@ package particles
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 
 	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/index"
 )
 
 // Tables returns the simulation's archetype tables.
@@ -33,10 +35,36 @@ const (
 	DebrisLife = 8
 )
 
-// Install adds the simulation's processors to w.
+// Install adds the simulation's processors and its command materializer
+// to w.
 func Install(w *engine.World) {
 	w.AddProcessor(move)
 	w.AddProcessor(fade)
+	w.OnCommand(NudgeKind, nudge)
+}
+
+// NudgeKind is the simulation's durable command: move every emitter by
+// {"dx": …, "dy": …}.
+const NudgeKind = "nudge"
+
+// Nudge returns a nudge command due at tick.
+func Nudge(id string, due int64, dx, dy float64) index.Command {
+	body, _ := json.Marshal(map[string]float64{"dx": dx, "dy": dy})
+	return index.Command{ID: id, Due: due, Kind: NudgeKind, Body: string(body)}
+}
+
+func nudge(tc *engine.TickContext, c index.Command) error {
+	var d struct{ DX, DY float64 }
+	if err := json.Unmarshal([]byte(c.Body), &d); err != nil {
+		return fmt.Errorf("nudge body %q: %w", c.Body, err)
+	}
+	f := tc.Frame("emitter")
+	x, y := f.Float64("position_x"), f.Float64("position_y")
+	for i := range x {
+		x[i] += d.DX
+		y[i] += d.DY
+	}
+	return nil
 }
 
 // move integrates particles under gravity.
