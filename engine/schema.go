@@ -168,6 +168,21 @@ type Table struct {
 // NewTable builds the table of an archetype: a name and its set of
 // components.
 func NewTable(name string, components ...Component) (*Table, error) {
+	return newTable(name, true, components)
+}
+
+// NewLegacyTable builds a pre-commit-identity (v0.2) table: entity id,
+// tick and component columns, no commit columns, and an id of the old
+// format. Legacy tables are read as always-visible epoch-0 history and
+// never written again.
+func NewLegacyTable(name string, components ...Component) (*Table, error) {
+	return newTable(name, false, components)
+}
+
+// Legacy reports whether t is a pre-commit-identity table.
+func (t *Table) Legacy() bool { return t.Column(ColCommitToken) < 0 }
+
+func newTable(name string, commitColumns bool, components []Component) (*Table, error) {
 	if err := validName("archetype", name); err != nil {
 		return nil, err
 	}
@@ -176,9 +191,9 @@ func NewTable(name string, components ...Component) (*Table, error) {
 	}
 	comps := slices.Clone(components)
 	slices.SortFunc(comps, func(a, b Component) int { return strings.Compare(a.Name, b.Name) })
-	cols := []Column{
-		{Name: ColEntity, Type: Int64}, {Name: ColTick, Type: Int64},
-		{Name: ColCommitToken, Type: String}, {Name: ColWriterEpoch, Type: Int64},
+	cols := []Column{{Name: ColEntity, Type: Int64}, {Name: ColTick, Type: Int64}}
+	if commitColumns {
+		cols = append(cols, Column{Name: ColCommitToken, Type: String}, Column{Name: ColWriterEpoch, Type: Int64})
 	}
 	for i, c := range comps {
 		if i > 0 && comps[i-1].Name == c.Name {
@@ -202,13 +217,17 @@ func NewTable(name string, components ...Component) (*Table, error) {
 		}
 		group[c.Name] = n
 	}
+	format, prefix := 1, "t"
+	if !commitColumns {
+		format, prefix = 0, "l" // the v0.2 id format
+	}
 	canonical, _ := json.Marshal(struct {
 		Format  int      `json:"format"`
 		Columns []Column `json:"columns"`
-	}{1, cols})
+	}{format, cols})
 	sum := sha256.Sum256(canonical)
 	return &Table{
-		ID: "t" + hex.EncodeToString(sum[:8]), Name: name, Components: comps, Columns: cols,
+		ID: prefix + hex.EncodeToString(sum[:8]), Name: name, Components: comps, Columns: cols,
 		schema: parquet.NewSchema(name, group), index: index,
 	}, nil
 }
