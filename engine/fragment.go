@@ -49,26 +49,40 @@ type Stamp struct {
 // through parquet-go's typed column buffers, one row group per
 // RowGroupRows rows.
 func EncodeFragment(f *Frame, s Stamp) ([]byte, error) {
-	var out bytes.Buffer
 	t := f.Table
-	w := parquet.NewWriter(&out, t.schema, parquet.Compression(zstdCodec))
+	enc, _ := t.encoders.Get().(*encoder)
+	if enc == nil {
+		enc = &encoder{buf: parquet.NewBuffer(t.schema)}
+		enc.w = parquet.NewWriter(&enc.out, t.schema, parquet.Compression(zstdCodec))
+	}
+	defer t.encoders.Put(enc)
+	enc.out.Reset()
+	enc.w.Reset(&enc.out)
 	for lo := 0; lo < f.Len() || lo == 0; lo += RowGroupRows {
 		hi := min(f.Len(), lo+RowGroupRows)
-		buf := parquet.NewBuffer(t.schema)
-		if err := fillColumns(buf.ColumnBuffers(), f, s, lo, hi); err != nil {
+		enc.buf.Reset()
+		if err := fillColumns(enc.buf.ColumnBuffers(), f, s, lo, hi); err != nil {
 			return nil, fmt.Errorf("table %s: %w", t.Name, err)
 		}
-		if _, err := w.WriteRowGroup(buf); err != nil {
+		if _, err := enc.w.WriteRowGroup(enc.buf); err != nil {
 			return nil, fmt.Errorf("table %s: %w", t.Name, err)
 		}
 		if f.Len() == 0 {
 			break
 		}
 	}
-	if err := w.Close(); err != nil {
+	if err := enc.w.Close(); err != nil {
 		return nil, fmt.Errorf("table %s: %w", t.Name, err)
 	}
-	return out.Bytes(), nil
+	return bytes.Clone(enc.out.Bytes()), nil
+}
+
+// encoder is a Parquet writer and row group buffer for one table, reused
+// across fragments (their page buffers are large to allocate and clear).
+type encoder struct {
+	w   *parquet.Writer
+	buf *parquet.Buffer
+	out bytes.Buffer
 }
 
 // fillColumns writes rows [lo, hi) of f into the column buffers, which are

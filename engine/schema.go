@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/parquet-go/parquet-go"
 )
@@ -161,8 +162,9 @@ type Table struct {
 	Components []Component
 	// Columns in Parquet order (by name), commit columns included.
 	Columns []Column
-	schema  *parquet.Schema
-	index   map[string]int // column name → position
+	schema   *parquet.Schema
+	index    map[string]int // column name → position
+	encoders sync.Pool      // of *encoder
 }
 
 // NewTable builds the table of an archetype: a name and its set of
