@@ -161,7 +161,7 @@ type Table struct {
 	Name       string
 	Components []Component
 	// Columns in Parquet order (by name), commit columns included.
-	Columns []Column
+	Columns  []Column
 	schema   *parquet.Schema
 	index    map[string]int // column name → position
 	encoders sync.Pool      // of *encoder
