@@ -26,11 +26,11 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./bucket/
+	$(GO) test -run '^$$' -bench . -benchmem ./bucket/ ./engine/
 	$(GO) run ./cmd/worldfs bench commit --bucket 'mem://bench?profile=gcs' --duration 10s
 
-# The main job on the default local bucket: a world's catalog end to end
-# (racing writers, fencing, a checkpoint, a cold start).
+# The main job on the default local bucket: the reference simulation end to
+# end (ticks, a resuming writer, a fork, a cold start).
 demo:
 	$(GO) run ./cmd/worldfs demo --bucket $(BUCKET)
 
