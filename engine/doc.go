@@ -3,7 +3,9 @@
 // bucket, and the tick commit protocol of seed 000 §3 on top of the control
 // catalog (package index).
 //
-// Status: schemas, tables and the fragment writer and reader are here. The
-// world runtime, the commit protocol, fork, resume and the reference
-// simulation are still to be built (issue 4).
+// A World holds its last visible state as columnar frames and commits one
+// tick per Step, in the protocol's order, with a named failpoint after each
+// step. CreateWorld, ForkWorld, ResumeWorld, Uncoordinated and
+// ContinueLegacyWorld are the lifecycle; package particles is the reference
+// simulation.
 package engine

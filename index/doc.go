@@ -9,8 +9,11 @@
 // slot names its predecessor's hash, so the log is a verifiable chain.
 // State is the fold: state(seq) = Apply(Apply(checkpoint, slot), slot)….
 //
-// Status of this package: the slot format and Apply for world creation,
-// fencing, tick publication and world status are here. The committer (group
-// commit, pipelining, rebase), checkpoints, cold start, the change feed,
-// claims and the visibility allowlist are still to be built (issue 3).
+// Catalog is the per-process committer (group commit, pipelining, rebase on
+// a lost slot, read-back of unknown outcomes) and the reader of snapshots
+// (Exact probes the next slot; Fresh serves one confirmed within a second).
+// The compactor writes deterministic, incremental checkpoints; Load is the
+// cold start (newest checkpoint plus the slots listed after it); Changes is
+// the change feed over slots; Allowlist and Lineage are the visibility rules
+// of seed 000 §4. Corrupt data fails closed with ErrCorrupt.
 package index
