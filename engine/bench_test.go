@@ -34,7 +34,7 @@ func BenchmarkTick(b *testing.B) {
 			w.Spawn(t.Name, engine.Values{"position_x": float64(i)})
 		}
 	}
-	w.AddProcessor(func(tc *engine.TickContext) error {
+	err = w.AddProcessor(func(tc *engine.TickContext) error {
 		for _, t := range tables {
 			x := tc.Frame(t.Name).Float64("position_x")
 			for i := range x {
@@ -43,6 +43,9 @@ func BenchmarkTick(b *testing.B) {
 		}
 		return nil
 	})
+	if err != nil {
+		b.Fatal(err)
+	}
 	b.ResetTimer()
 	for range b.N {
 		if _, err := w.Step(ctx); err != nil {

@@ -53,11 +53,12 @@ func EncodeFragment(f *Frame, s Stamp) ([]byte, error) {
 	enc, _ := t.encoders.Get().(*encoder)
 	if enc == nil {
 		enc = &encoder{buf: parquet.NewBuffer(t.schema)}
-		enc.w = parquet.NewWriter(&enc.out, t.schema, parquet.Compression(zstdCodec))
 	}
 	defer t.encoders.Put(enc)
 	enc.out.Reset()
-	enc.w.Reset(&enc.out)
+	// A fresh writer each time: Writer.Reset drops the column paths of the
+	// file metadata (path_in_schema), which other readers rely on.
+	enc.w = parquet.NewWriter(&enc.out, t.schema, parquet.Compression(zstdCodec), parquet.PageBufferSize(64<<10))
 	for lo := 0; lo < f.Len() || lo == 0; lo += RowGroupRows {
 		hi := min(f.Len(), lo+RowGroupRows)
 		enc.buf.Reset()
@@ -77,8 +78,8 @@ func EncodeFragment(f *Frame, s Stamp) ([]byte, error) {
 	return bytes.Clone(enc.out.Bytes()), nil
 }
 
-// encoder is a Parquet writer and row group buffer for one table, reused
-// across fragments (their page buffers are large to allocate and clear).
+// encoder holds a table's row group buffer and output, reused across
+// fragments (large to allocate and clear each time).
 type encoder struct {
 	w   *parquet.Writer
 	buf *parquet.Buffer

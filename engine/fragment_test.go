@@ -146,7 +146,8 @@ func TestFrameEdits(t *testing.T) {
 	if err := f.Append(100, Values{"nope": 1}); err == nil {
 		t.Fatal("an unknown column was accepted")
 	}
-	if f.Len() != 5 || len(f.Float64("position_x")) != 5 || len(f.String("tag_label")) != 5 {
+	if f.Len() != 5 || len(f.Float64("position_x")) != 5 || len(f.String("tag_label")) != 5 || len(f.Int32("tag_lvl")) != 5 ||
+		len(f.Float32("tag_score")) != 5 || len(f.Int64("tag_count")) != 5 || len(f.Bool("tag_active")) != 5 {
 		t.Fatal("a refused append left partial columns behind")
 	}
 	c := f.Clone()
@@ -227,5 +228,28 @@ func TestDuckDBReadsFragments(t *testing.T) {
 	var groups int64
 	if err := db.QueryRow(fmt.Sprintf(`SELECT count(DISTINCT row_group_id) FROM parquet_metadata('%s')`, filepath.Join(dir, "2.parquet"))).Scan(&groups); err != nil || groups != 2 {
 		t.Fatalf("%d row groups in a fragment of %d rows (%v)", groups, n, err)
+	}
+}
+
+// Every fragment's metadata names its columns (path_in_schema), including
+// fragments encoded after the first by a reused encoder.
+func TestFragmentColumnPaths(t *testing.T) {
+	tb := testTable(t)
+	dir := t.TempDir()
+	for i := range 3 {
+		data, err := EncodeFragment(sampleFrame(t, tb, 10), Stamp{Tick: 1, CommitToken: "t", WriterEpoch: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(dir, fmt.Sprint(i, ".parquet")), data, 0o644)
+	}
+	db, _ := sql.Open("duckdb", "")
+	defer db.Close()
+	var empty, total int
+	if err := db.QueryRow(fmt.Sprintf(`SELECT count(*) FILTER (WHERE path_in_schema = ''), count(*) FROM parquet_metadata('%s/*.parquet')`, dir)).Scan(&empty, &total); err != nil {
+		t.Fatal(err)
+	}
+	if empty != 0 || total != 3*len(tb.Columns) {
+		t.Fatalf("%d of %d column chunks have no path_in_schema", empty, total)
 	}
 }

@@ -149,7 +149,7 @@ func (f *Frame) insertAt(at int, entity int64, v Values) error {
 			f.cols[i] = slices.Insert(col, at, x)
 		}
 		if !ok {
-			f.removeAt(at, i) // undo the columns done so far
+			f.removeAt(at, i+1) // undo the columns done so far, this one included
 			return fmt.Errorf("table %s column %s: %v (%T) is not a %s", f.Table.Name, c.Name, val, val, c.Type)
 		}
 	}

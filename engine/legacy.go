@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"math"
 
 	"github.com/worldfs/worldfs/bucket"
 )
@@ -16,88 +15,119 @@ func LegacyPrefix(world, run, tableID string) string {
 	return fmt.Sprintf("data/%s/%s/%s/v0.2/", world, run, tableID)
 }
 
-// ReadLegacy reads a legacy table's rows at its last tick (the newest
-// state the legacy history holds) and returns them with that tick (-1 if
-// the table has no rows).
-func ReadLegacy(ctx context.Context, b bucket.Bucket, world, run string, t *Table) (*Frame, int64, error) {
+// legacyHistory is what a legacy table holds: its fragments, the last tick
+// any row has, and the largest entity id in any row.
+type legacyHistory struct {
+	frags     [][]byte
+	last      int64
+	maxEntity int64
+}
+
+func readLegacyHistory(ctx context.Context, b bucket.Bucket, world, run string, t *Table) (*legacyHistory, error) {
 	if !t.Legacy() {
-		return nil, 0, fmt.Errorf("table %s (%s) is not a legacy table", t.Name, t.ID)
+		return nil, fmt.Errorf("table %s (%s) is not a legacy table", t.Name, t.ID)
 	}
-	type fragment struct {
-		data []byte
-		max  int64
-	}
-	var frags []fragment
-	last := int64(math.MinInt64)
+	h := &legacyHistory{last: -1, maxEntity: -1}
 	for a, err := range b.List(ctx, LegacyPrefix(world, run, t.ID), "") {
 		if err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		data, _, err := b.Get(ctx, a.Name)
 		if err != nil {
-			return nil, 0, err
+			return nil, err
 		}
-		fr := fragment{data: data, max: math.MinInt64}
-		if _, err := DecodeFragment(t, data, func(r StampedRow) bool { fr.max = max(fr.max, r.Tick); return false }); err != nil {
-			return nil, 0, fmt.Errorf("legacy %s: %w", a.Name, err)
+		if _, err := DecodeFragment(t, data, func(r StampedRow) bool {
+			h.last, h.maxEntity = max(h.last, r.Tick), max(h.maxEntity, r.Entity)
+			return false
+		}); err != nil {
+			return nil, fmt.Errorf("legacy %s: %w", a.Name, err)
 		}
-		last = max(last, fr.max)
-		frags = append(frags, fr)
+		h.frags = append(h.frags, data)
 	}
+	return h, nil
+}
+
+// at returns the table's rows at tick (none if it has no rows there).
+func (h *legacyHistory) at(t *Table, tick int64) (*Frame, error) {
 	out := NewFrame(t)
-	if last == math.MinInt64 {
-		return out, -1, nil
-	}
-	for _, fr := range frags {
-		if fr.max < last {
-			continue
-		}
-		f, err := DecodeFragment(t, fr.data, func(r StampedRow) bool { return r.Tick == last })
+	for _, data := range h.frags {
+		f, err := DecodeFragment(t, data, func(r StampedRow) bool { return r.Tick == tick })
 		if err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		for _, e := range f.Entities {
 			if err := out.Insert(e, f.Row(e)); err != nil {
-				return nil, 0, err
+				return nil, err
 			}
 		}
 	}
-	return out, last, nil
+	return out, nil
 }
 
-// ContinueLegacyWorld brings a legacy (uncoordinated, v0.2) world under a
-// catalog: it creates the world's catalog with this writer holding the
-// fence, and starts from the legacy history's last tick, read through the
-// legacy-name fallback: each new-generation table takes the rows of the
-// legacy table of the same name. New ticks go to the new tables; the
-// legacy tables stay as they are, visible as epoch-0 history.
-func ContinueLegacyWorld(ctx context.Context, b bucket.Bucket, id string, tables, legacy []*Table, opts Options) (*World, error) {
+// ReadLegacy reads a legacy table's rows at its last tick and returns them
+// with that tick (-1 if the table has no rows).
+func ReadLegacy(ctx context.Context, b bucket.Bucket, world, run string, t *Table) (*Frame, int64, error) {
+	h, err := readLegacyHistory(ctx, b, world, run, t)
+	if err != nil {
+		return nil, 0, err
+	}
+	f, err := h.at(t, h.last)
+	return f, h.last, err
+}
+
+// legacyState is the world state the legacy history ends in: every new
+// table takes the rows of the legacy table of its name at the last tick of
+// any legacy table (a table with no rows there is empty: its entities were
+// despawned), and entity ids continue past every id the history used.
+func legacyState(ctx context.Context, b bucket.Bucket, world, run string, tables, legacy []*Table) (map[string]*Frame, int64, int64, error) {
 	byName := map[string]*Table{}
 	for _, lt := range legacy {
 		byName[lt.Name] = lt
 	}
+	hist := map[string]*legacyHistory{}
+	last, next := int64(-1), int64(0)
+	for _, lt := range legacy {
+		h, err := readLegacyHistory(ctx, b, world, run, lt)
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		hist[lt.Name] = h
+		last, next = max(last, h.last), max(next, h.maxEntity+1)
+	}
 	frames := map[string]*Frame{}
-	tick := int64(-1)
-	var next int64
 	for _, t := range tables {
 		lt, ok := byName[t.Name]
 		if !ok {
 			continue
 		}
-		opts.defaults()
-		lf, last, err := ReadLegacy(ctx, b, id, opts.Run, lt)
+		lf, err := hist[t.Name].at(lt, last)
 		if err != nil {
-			return nil, err
+			return nil, 0, 0, err
 		}
 		f := NewFrame(t)
 		for _, e := range lf.Entities {
 			if err := f.Insert(e, lf.Row(e)); err != nil {
-				return nil, fmt.Errorf("legacy %s → %s: %w", lt.ID, t.ID, err)
+				return nil, 0, 0, fmt.Errorf("legacy %s → %s: %w", lt.ID, t.ID, err)
 			}
-			next = max(next, e+1)
 		}
 		frames[t.Name] = f
-		tick = max(tick, last)
+	}
+	return frames, last, next, nil
+}
+
+// ContinueLegacyWorld brings a legacy (uncoordinated, v0.2) world under a
+// catalog: it creates the world's catalog with this writer holding the
+// fence, and starts from where the legacy history ends, read through the
+// legacy-name fallback (each new-generation table takes the rows of the
+// legacy table of the same name). New ticks go to the new tables; the
+// legacy tables stay as they are, visible as epoch-0 history. Until the
+// world publishes a tick of its own, ResumeWorld falls back the same way
+// when given the legacy tables (Options.Legacy).
+func ContinueLegacyWorld(ctx context.Context, b bucket.Bucket, id string, tables, legacy []*Table, opts Options) (*World, error) {
+	opts.defaults()
+	frames, tick, next, err := legacyState(ctx, b, id, opts.Run, tables, legacy)
+	if err != nil {
+		return nil, err
 	}
 	w, err := CreateWorld(ctx, b, id, tables, opts)
 	if err != nil {

@@ -93,6 +93,16 @@ func resume(ctx context.Context, b bucket.Bucket, cat *index.Catalog, id string,
 	if err := w.loadVisible(ctx, s, opts.Run); err != nil {
 		return nil, fmt.Errorf("resume %s: %w", id, err)
 	}
+	if w.tick < 0 && len(opts.Legacy) > 0 {
+		frames, tick, next, err := legacyState(ctx, b, id, opts.Run, tables, opts.Legacy)
+		if err != nil {
+			return nil, fmt.Errorf("resume %s: %w", id, err)
+		}
+		for name, f := range frames {
+			w.frames[name] = f
+		}
+		w.tick, w.nextEntity = tick, next
+	}
 	return w, nil
 }
 
@@ -183,13 +193,20 @@ func LineageTable() *Table {
 // returned world starts from the parent's visible state at the fork point.
 func ForkWorld(ctx context.Context, b bucket.Bucket, parent, child, forkRun string, forkTick int64, tables []*Table, opts Options) (*World, error) {
 	opts.defaults()
-	ps, _, err := index.Load(ctx, b, parent)
+	// The fork point may be a tick the parent inherited: resolve it
+	// through the parent's lineage.
+	segs, err := index.Lineage(ctx, index.LoadFrom(b), parent, forkRun)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("fork %s of %s: %w", child, parent, err)
 	}
-	t, ok := ps.Tick(forkRun, forkTick)
-	if !ok {
-		return nil, fmt.Errorf("fork %s of %s: tick %d of run %s is not published", child, parent, forkTick, forkRun)
+	var t *index.Tick
+	for i := len(segs) - 1; i >= 0 && t == nil; i-- {
+		if tk, ok := segs[i].State.Tick(segs[i].Run, forkTick); ok && forkTick <= segs[i].UpTo {
+			t = tk
+		}
+	}
+	if t == nil {
+		return nil, fmt.Errorf("fork %s of %s: tick %d of run %s is not visible", child, parent, forkTick, forkRun)
 	}
 	frames, err := readTick(ctx, b, tables, t)
 	if err != nil {
@@ -212,13 +229,15 @@ func ForkWorld(ctx context.Context, b bucket.Bucket, parent, child, forkRun stri
 	if err != nil {
 		return nil, err
 	}
+	// Lineage first: its bytes follow from the arguments, so a fork
+	// retried after a crash finds its own lineage and goes on; a catalog
+	// that names a parent never exists without its lineage rows.
+	if _, err := bucket.CreateOnce(ctx, b, LineagePath(child), data); err != nil {
+		return nil, fmt.Errorf("fork %s: persisting lineage: %w", child, err)
+	}
 	cat, epoch, err := index.CreateWorld(ctx, b, child, index.WorldCreate{Parent: parent, ForkRun: forkRun, ForkTick: forkTick}, opts.Holder, opts.Catalog)
 	if err != nil {
 		return nil, err
-	}
-	if _, err := bucket.CreateOnce(ctx, b, LineagePath(child), data); err != nil {
-		cat.Close()
-		return nil, fmt.Errorf("fork %s: persisting lineage: %w", child, err)
 	}
 	wd, err := newWorld(child, b, cat, epoch, tables, opts)
 	if err != nil {

@@ -78,6 +78,10 @@ type Options struct {
 	Run string
 	// Holder names this writer in fence entries (default "engine").
 	Holder string
+	// Legacy tables of a world continued from v0.2 history: ResumeWorld
+	// reads them (the legacy-name fallback) when the run has published no
+	// tick of its own.
+	Legacy []*Table
 	// WriterMode of a new world: index.ModeResumable (default) or
 	// index.ModeCleanupOnly, which no mutable resume will ever take.
 	WriterMode string
@@ -108,6 +112,9 @@ type prepared struct {
 	frames  map[string]*Frame
 	appends []AppendReceipt
 	settled []string // durable commands this tick materialized
+	// spawns and despawns count the cache entries the tick applied; only
+	// those are consumed.
+	spawns, despawns int
 }
 
 // World is a live world: its visible state in memory, and the writer that
@@ -160,7 +167,14 @@ func (w *World) Frame(archetype string) *Frame { return w.frames[archetype] }
 func (w *World) Tables() []*Table { return slices.Clone(w.tables) }
 
 // AddProcessor adds a processor; processors run in the order added.
-func (w *World) AddProcessor(p Processor) { w.processors = append(w.processors, p) }
+// Refused while a publish is unreconciled.
+func (w *World) AddProcessor(p Processor) error {
+	if err := w.mutable(); err != nil {
+		return err
+	}
+	w.processors = append(w.processors, p)
+	return nil
+}
 
 // OnCommand registers the materializer of a durable command kind.
 func (w *World) OnCommand(kind string, m Materializer) {
@@ -174,6 +188,9 @@ func (w *World) OnCommand(kind string, m Materializer) {
 // materializes it at the first tick at or after c.Due, and that tick's
 // publish settles it. Enqueuing the identical command again is a no-op.
 func (w *World) Enqueue(ctx context.Context, c index.Command) error {
+	if err := w.mutable(); err != nil {
+		return err
+	}
 	if w.cat == nil {
 		return fmt.Errorf("world %s: an uncoordinated world has no durable commands", w.id)
 	}
@@ -192,6 +209,9 @@ func (w *World) OnPostTick(h Hook) { w.post = append(w.post, h) }
 // id. The spawn takes effect in the tick that publishes it; a failed tick
 // keeps it queued.
 func (w *World) Spawn(archetype string, v Values) (int64, error) {
+	if err := w.mutable(); err != nil {
+		return 0, err
+	}
 	f, ok := w.frames[archetype]
 	if !ok {
 		return 0, fmt.Errorf("world %s: no archetype %s", w.id, archetype)
@@ -207,7 +227,26 @@ func (w *World) Spawn(archetype string, v Values) (int64, error) {
 }
 
 // Despawn queues an entity's removal for the next tick.
-func (w *World) Despawn(entity int64) { w.despawns = append(w.despawns, entity) }
+func (w *World) Despawn(entity int64) error {
+	if err := w.mutable(); err != nil {
+		return err
+	}
+	w.despawns = append(w.despawns, entity)
+	return nil
+}
+
+// mutable refuses mutations while a publish is unreconciled (seed 000 §3
+// step 7: all entity, processor, hook and resource mutation stays frozen)
+// or after the writer stopped.
+func (w *World) mutable() error {
+	switch {
+	case w.stopped != nil:
+		return w.stopped
+	case w.prepared != nil:
+		return fmt.Errorf("world %s: %w (tick %d)", w.id, ErrFrozen, w.prepared.tick)
+	}
+	return nil
+}
 
 func newToken() string {
 	var b [16]byte
@@ -313,7 +352,8 @@ func (w *World) Step(ctx context.Context) (CommittedTickReceipt, error) {
 	}
 	failpoint.Hit(FailpointFlushed)
 
-	w.prepared = &prepared{tick: tick, token: token, frames: frames, appends: appends, settled: settled}
+	w.prepared = &prepared{tick: tick, token: token, frames: frames, appends: appends, settled: settled,
+		spawns: len(w.spawns), despawns: len(w.despawns)}
 	if w.cat == nil {
 		return w.finish(ctx), nil // uncoordinated: no manifests
 	}
@@ -322,8 +362,14 @@ func (w *World) Step(ctx context.Context) (CommittedTickReceipt, error) {
 	e := index.Entry{Kind: index.KindTickPublish, TickPublish: &index.TickPublish{
 		Run: w.opts.Run, Tick: tick, CommitToken: token, WriterEpoch: epoch, Tables: manifestTables(appends),
 		NextEntity: w.nextEntity, Settle: settled}}
-	_, err = w.cat.Commit(ctx, e)
+	// The publish is not cancelled with the caller's context: an abandoned
+	// wait would leave the slot create in flight, and a read that misses
+	// it would look like proof of absence. The catalog bounds the wait
+	// (its slot timeout) and answers for certain, or ErrAmbiguous once
+	// its create has given up.
+	_, err = w.cat.Commit(context.WithoutCancel(ctx), e)
 	var stale *index.StaleWriterError
+	var conflict *index.CatalogConflictError
 	switch {
 	case err == nil:
 		failpoint.Hit(FailpointPublished)
@@ -339,9 +385,15 @@ func (w *World) Step(ctx context.Context) (CommittedTickReceipt, error) {
 		} else {
 			return CommittedTickReceipt{}, rerr
 		}
+	case errors.As(err, &conflict):
+		// Another attempt holds this tick: this writer's state is not the
+		// visible one. It stops; resume rebuilds from visible rows.
+		w.prepared = nil
+		w.stopped = fmt.Errorf("world %s: tick %d was published by another attempt; this writer stops (resume to continue): %w", w.id, tick, err)
+		return CommittedTickReceipt{}, w.stopped
 	default:
-		// A definite refusal (a conflicting attempt, a refused entry) or
-		// an unavailable tip: nothing was published.
+		// A definite refusal or an unconfirmable tip: nothing was
+		// published.
 		w.prepared = nil
 		return CommittedTickReceipt{}, fmt.Errorf("world %s tick %d: %w", w.id, tick, err)
 	}
@@ -353,7 +405,7 @@ func (w *World) materialize(ctx context.Context, tc *TickContext) ([]string, err
 	if w.cat == nil {
 		return nil, nil
 	}
-	s, err := w.cat.Fresh(ctx)
+	s, err := w.cat.Exact(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("world %s tick %d: reading due commands: %w", w.id, tc.Tick, err)
 	}
@@ -444,7 +496,7 @@ func (w *World) reconcile(ctx context.Context) (*CommittedTickReceipt, error) {
 func (w *World) finish(ctx context.Context) CommittedTickReceipt {
 	p := w.prepared
 	// 8. Consume the spawn and despawn caches.
-	w.spawns, w.despawns = nil, nil
+	w.spawns, w.despawns = w.spawns[p.spawns:], w.despawns[p.despawns:]
 	failpoint.Hit(FailpointConsumed)
 	// 9. Advance and record the receipt.
 	w.frames, w.tick, w.prepared = p.frames, p.tick, nil

@@ -133,7 +133,9 @@ func Lineage(ctx context.Context, load Loader, world, run string) ([]Segment, er
 		if s.World.Parent == "" {
 			break
 		}
-		w, r, upTo = s.World.Parent, s.World.ForkRun, s.World.ForkTick
+		// An ancestor is read up to the nearest fork point below it: a fork
+		// of a fork at tick 3 sees its grandparent only up to tick 3.
+		w, r, upTo = s.World.Parent, s.World.ForkRun, min(upTo, s.World.ForkTick)
 	}
 	for i, j := 0, len(segs)-1; i < j; i, j = i+1, j-1 {
 		segs[i], segs[j] = segs[j], segs[i]

@@ -105,7 +105,7 @@ func benchTicks(ctx context.Context, b bucket.Bucket, url string, entities, arch
 			}
 		}
 	}
-	w.AddProcessor(func(tc *engine.TickContext) error {
+	err = w.AddProcessor(func(tc *engine.TickContext) error {
 		for _, t := range tables {
 			f := tc.Frame(t.Name)
 			x, y, z := f.Float64("position_x"), f.Float64("position_y"), f.Float64("position_z")
@@ -118,6 +118,9 @@ func benchTicks(ctx context.Context, b bucket.Bucket, url string, entities, arch
 		}
 		return nil
 	})
+	if err != nil {
+		return nil, err
+	}
 	res := &ticksBench{Bucket: url, World: id, Entities: entities, Archetypes: archetypes, Ticks: ticks}
 	var rec stats.Recorder
 	start := time.Now()

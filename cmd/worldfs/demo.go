@@ -68,7 +68,9 @@ func demo(ctx context.Context, b bucket.Bucket, url string, ticks int64, emitter
 	}
 	fmt.Fprintln(out)
 
-	particles.Install(w)
+	if err := particles.Install(w); err != nil {
+		return err
+	}
 	if err := particles.Setup(w, emitters); err != nil {
 		return err
 	}
@@ -97,7 +99,9 @@ func demo(ctx context.Context, b bucket.Bucket, url string, ticks int64, emitter
 		return err
 	}
 	defer r.Close()
-	particles.Install(r)
+	if err := particles.Install(r); err != nil {
+		return err
+	}
 	if err := particles.Run(ctx, r, ticks+49, nil); err != nil {
 		return err
 	}
@@ -116,7 +120,9 @@ func demo(ctx context.Context, b bucket.Bucket, url string, ticks int64, emitter
 		return err
 	}
 	defer fork.Close()
-	particles.Install(fork)
+	if err := particles.Install(fork); err != nil {
+		return err
+	}
 	if err := particles.Run(ctx, fork, forkAt+20, nil); err != nil {
 		return err
 	}

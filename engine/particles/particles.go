@@ -37,10 +37,12 @@ const (
 
 // Install adds the simulation's processors and its command materializer
 // to w.
-func Install(w *engine.World) {
-	w.AddProcessor(move)
-	w.AddProcessor(fade)
+func Install(w *engine.World) error {
 	w.OnCommand(NudgeKind, nudge)
+	if err := w.AddProcessor(move); err != nil {
+		return err
+	}
+	return w.AddProcessor(fade)
 }
 
 // NudgeKind is the simulation's durable command: move every emitter by
@@ -132,7 +134,9 @@ func Schedule(w *engine.World) error {
 	px, py := p.Float64("position_x"), p.Float64("position_y")
 	for i, e := range p.Entities {
 		if py[i] < 0 {
-			w.Despawn(e)
+			if err := w.Despawn(e); err != nil {
+				return err
+			}
 			if _, err := w.Spawn("debris", engine.Values{"position_x": px[i], "position_y": 0.0, "ttl_remaining": int64(DebrisLife)}); err != nil {
 				return err
 			}
@@ -141,7 +145,9 @@ func Schedule(w *engine.World) error {
 	d := w.Frame("debris")
 	for i, e := range d.Entities {
 		if d.Int64("ttl_remaining")[i] <= 0 {
-			w.Despawn(e)
+			if err := w.Despawn(e); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
