@@ -16,7 +16,7 @@ import (
 
 func init() {
 	var url, world *string
-	var ticks *int
+	var ticks, tail *int
 	var asJSON *bool
 	register("bench", command{
 		name:    "coldstart",
@@ -26,10 +26,11 @@ func init() {
 			url = bucketFlag(fs)
 			world = fs.String("world", "", "world to build (default: a new cold-<time> world); an existing one is only loaded")
 			ticks = fs.Int("ticks", 100000, "published ticks to build the world with")
+			tail = fs.Int("tail", 1000, "ticks published one slot each after the checkpoint, which a cold start replays")
 			asJSON = fs.Bool("json", false, "print one JSON object")
 		},
 		run: func(ctx context.Context, fs *flag.FlagSet, args []string, out io.Writer) error {
-			if len(args) != 0 || *ticks < 1 {
+			if len(args) != 0 || *ticks < 1 || *tail < 0 {
 				return usagef("bench coldstart takes no arguments and a positive --ticks")
 			}
 			b, err := openBucket(ctx, *url)
@@ -37,7 +38,7 @@ func init() {
 				return err
 			}
 			defer b.Close()
-			res, err := benchColdStart(ctx, b, *url, *world, *ticks)
+			res, err := benchColdStart(ctx, b, *url, *world, *ticks, *tail)
 			if err != nil {
 				return err
 			}
@@ -66,11 +67,11 @@ type coldStartBench struct {
 	PeakHeapBytes     uint64  `json:"peak_heap_bytes"`
 }
 
-func benchColdStart(ctx context.Context, b bucket.Bucket, url, world string, ticks int) (*coldStartBench, error) {
+func benchColdStart(ctx context.Context, b bucket.Bucket, url, world string, ticks, tail int) (*coldStartBench, error) {
 	res := &coldStartBench{Bucket: url, World: world, Ticks: ticks}
 	if world == "" {
 		res.World = fmt.Sprintf("cold-%d", time.Now().UnixNano())
-		if err := buildWorld(ctx, b, res, ticks); err != nil {
+		if err := buildWorld(ctx, b, res, ticks, tail); err != nil {
 			return nil, err
 		}
 	}
@@ -94,8 +95,9 @@ func benchColdStart(ctx context.Context, b bucket.Bucket, url, world string, tic
 }
 
 // buildWorld commits ticks publications, 32 to a request, from 64 callers,
-// then writes a checkpoint of the tip.
-func buildWorld(ctx context.Context, b bucket.Bucket, res *coldStartBench, ticks int) error {
+// writes a checkpoint of the tip, then publishes tail more ticks one slot
+// each.
+func buildWorld(ctx context.Context, b bucket.Bucket, res *coldStartBench, ticks, tail int) error {
 	c, epoch, err := index.CreateWorld(ctx, b, res.World, index.WorldCreate{}, "bench", index.Options{NoCompactor: true})
 	if err != nil {
 		return err
@@ -119,12 +121,7 @@ func buildWorld(ctx context.Context, b bucket.Bucket, res *coldStartBench, ticks
 				}
 				var entries []index.Entry
 				for t := from; t < min(from+32, int64(ticks)); t++ {
-					entries = append(entries, index.Entry{Kind: index.KindTickPublish, TickPublish: &index.TickPublish{
-						Run: "main", Tick: t, CommitToken: fmt.Sprintf("%016x%016x", t, t*7919), WriterEpoch: epoch,
-						Tables: []index.TableFragments{{Table: "Position", Fragments: []index.Fragment{{
-							Path: fmt.Sprintf("data/%s/main/position/%016x%016x/0.parquet", res.World, t, t*7919),
-							Rows: 1000, Bytes: 48 << 10, Digest: fmt.Sprintf("%064x", t)}}}},
-					}})
+					entries = append(entries, coldEntry(res.World, t, epoch))
 				}
 				if _, err := c.CommitAll(ctx, entries...); err != nil {
 					firstErr.CompareAndSwap(nil, err)
@@ -146,5 +143,19 @@ func buildWorld(ctx context.Context, b bucket.Bucket, res *coldStartBench, ticks
 		return err
 	}
 	res.CheckpointSeq, res.CheckpointSeconds = seq, time.Since(start).Seconds()
+	for t := range tail {
+		if _, err := c.Commit(ctx, coldEntry(res.World, int64(ticks+t), epoch)); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+func coldEntry(world string, t, epoch int64) index.Entry {
+	return index.Entry{Kind: index.KindTickPublish, TickPublish: &index.TickPublish{
+		Run: "main", Tick: t, CommitToken: fmt.Sprintf("%016x%016x", t, t*7919), WriterEpoch: epoch,
+		Tables: []index.TableFragments{{Table: "Position", Fragments: []index.Fragment{{
+			Path: fmt.Sprintf("data/%s/main/position/%016x%016x/0.parquet", world, t, t*7919),
+			Rows: 1000, Bytes: 48 << 10, Digest: fmt.Sprintf("%064x", t)}}}},
+	}}
 }

@@ -97,12 +97,12 @@ func TestBenchCommitAndColdStart(t *testing.T) {
 	if res.Writes == 0 || res.WritesPerSec <= 0 || res.Slots == 0 || len(res.PerWriter) != 2 || res.Errors != 0 || res.P99ms < res.P50ms {
 		t.Fatalf("bench commit result %+v", res)
 	}
-	code, out, stderr = cli(t, "bench", "coldstart", "--bucket", t.TempDir(), "--ticks", "2000", "--json")
+	code, out, stderr = cli(t, "bench", "coldstart", "--bucket", t.TempDir(), "--ticks", "2000", "--tail", "20", "--json")
 	var cold coldStartBench
 	if code != 0 || json.Unmarshal([]byte(out), &cold) != nil {
 		t.Fatalf("bench coldstart: %d\n%s\n%s", code, out, stderr)
 	}
-	if cold.Ticks != 2000 || cold.CheckpointSeq == 0 || cold.SlotsReplayed != 0 || cold.ColdStartSeconds <= 0 || cold.PeakHeapBytes == 0 {
+	if cold.Ticks != 2020 || cold.CheckpointSeq == 0 || cold.SlotsReplayed != 20 || cold.ColdStartSeconds <= 0 || cold.PeakHeapBytes == 0 {
 		t.Fatalf("bench coldstart result %+v", cold)
 	}
 }
