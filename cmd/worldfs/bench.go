@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -48,9 +47,7 @@ func init() {
 				return err
 			}
 			if *asJSON {
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				return enc.Encode(res)
+				return writeJSON(out, res)
 			}
 			fmt.Fprintf(out, "bucket %s, %d objects of %d bytes, %d callers\n", res.Bucket, res.Ops, res.Size, res.Callers)
 			for _, p := range []struct {
