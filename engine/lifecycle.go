@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -23,6 +24,9 @@ func CreateWorld(ctx context.Context, b bucket.Bucket, id string, tables []*Tabl
 		return nil, err
 	}
 	w, err := newWorld(id, b, cat, epoch, tables, opts)
+	if err == nil {
+		err = registerTables(ctx, b, id, tables)
+	}
 	if err != nil {
 		cat.Close()
 		return nil, err
@@ -33,12 +37,16 @@ func CreateWorld(ctx context.Context, b bucket.Bucket, id string, tables []*Tabl
 // Uncoordinated returns a world with no catalog: rows are stamped with the
 // implicit epoch-0 identity (""/0), no manifests are written and nothing is
 // filtered (the pre-commit-identity semantics).
-func Uncoordinated(id string, b bucket.Bucket, tables []*Table, opts Options) (*World, error) {
+func Uncoordinated(ctx context.Context, id string, b bucket.Bucket, tables []*Table, opts Options) (*World, error) {
 	opts.defaults()
 	if err := index.ValidateWorldID(id); err != nil {
 		return nil, err
 	}
-	return newWorld(id, b, nil, 0, tables, opts)
+	w, err := newWorld(id, b, nil, 0, tables, opts)
+	if err != nil {
+		return nil, err
+	}
+	return w, registerTables(ctx, b, id, tables)
 }
 
 // Close releases the world's catalog.
@@ -85,6 +93,9 @@ func resume(ctx context.Context, b bucket.Bucket, cat *index.Catalog, id string,
 	}
 	w, err := newWorld(id, b, cat, r.Epoch, tables, opts)
 	if err != nil {
+		return nil, err
+	}
+	if err := registerTables(ctx, b, id, tables); err != nil {
 		return nil, err
 	}
 	if s, err = cat.Exact(ctx); err != nil {
@@ -175,6 +186,35 @@ func readTick(ctx context.Context, b bucket.Bucket, tables []*Table, t *index.Ti
 	return frames, nil
 }
 
+// registerTables records each table's description in the bucket, once.
+// A table already described (perhaps under another readable name, which
+// is not identity) is left as it is.
+func registerTables(ctx context.Context, b bucket.Bucket, world string, tables []*Table) error {
+	for _, t := range tables {
+		data, err := json.Marshal(t.Info())
+		if err != nil {
+			return err
+		}
+		if _, err := bucket.CreateOnce(ctx, b, TableInfoPath(world, t.ID), data); err != nil && !errors.Is(err, bucket.ErrExist) {
+			return fmt.Errorf("world %s: describing table %s: %w", world, t.Name, err)
+		}
+	}
+	return nil
+}
+
+// ReadTableInfo reads a world's description of table id.
+func ReadTableInfo(ctx context.Context, b bucket.Bucket, world, id string) (TableInfo, error) {
+	var ti TableInfo
+	data, _, err := b.Get(ctx, TableInfoPath(world, id))
+	if err != nil {
+		return ti, err
+	}
+	if err := json.Unmarshal(data, &ti); err != nil || ti.ID != id {
+		return ti, fmt.Errorf("world %s: table description %s is corrupt: %w", world, id, index.ErrCorrupt)
+	}
+	return ti, nil
+}
+
 // LineagePath is where a fork's lineage rows live: one create-once
 // fragment, written in one append, so a crash leaves all of it or none.
 func LineagePath(world string) string { return fmt.Sprintf("data/%s/_lineage/0.parquet", world) }
@@ -240,6 +280,9 @@ func ForkWorld(ctx context.Context, b bucket.Bucket, parent, child, forkRun stri
 		return nil, err
 	}
 	wd, err := newWorld(child, b, cat, epoch, tables, opts)
+	if err == nil {
+		err = registerTables(ctx, b, child, tables)
+	}
 	if err != nil {
 		cat.Close()
 		return nil, err

@@ -241,3 +241,18 @@ func (t *Table) Column(name string) int {
 	}
 	return -1
 }
+
+// TableInfo is a table's description as the bucket keeps it, so readers
+// (SQL views, the mount) can name and type its columns without the Go
+// declarations.
+type TableInfo struct {
+	ID      string   `json:"id"`
+	Name    string   `json:"name"`
+	Columns []Column `json:"columns"`
+}
+
+// Info describes t.
+func (t *Table) Info() TableInfo { return TableInfo{ID: t.ID, Name: t.Name, Columns: t.Columns} }
+
+// TableInfoPath is where a world's description of table id lives.
+func TableInfoPath(world, id string) string { return "data/" + world + "/_tables/" + id + ".json" }

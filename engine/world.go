@@ -256,10 +256,15 @@ func newToken() string {
 
 func newWorld(id string, b bucket.Bucket, cat *index.Catalog, epoch int64, tables []*Table, opts Options) (*World, error) {
 	w := &World{id: id, b: b, cat: cat, opts: opts, epoch: epoch, frames: map[string]*Frame{}, tick: -1}
+	ids := map[string]string{}
 	for _, t := range tables {
 		if _, dup := w.frames[t.Name]; dup {
 			return nil, fmt.Errorf("world %s: archetype %s declared twice", id, t.Name)
 		}
+		if other, dup := ids[t.ID]; dup {
+			return nil, fmt.Errorf("world %s: archetypes %s and %s have the same schema, so the same table %s; give one a distinguishing component", id, other, t.Name, t.ID)
+		}
+		ids[t.ID] = t.Name
 		w.tables = append(w.tables, t)
 		w.frames[t.Name] = NewFrame(t)
 	}

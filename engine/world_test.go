@@ -412,7 +412,7 @@ func TestCleanupOnlyNeverResumes(t *testing.T) {
 
 func TestUncoordinatedWritesNoManifests(t *testing.T) {
 	b, _ := local.Open(t.TempDir())
-	w, err := engine.Uncoordinated("bare", b, particles.Tables(), quiet)
+	w, err := engine.Uncoordinated(ctxT(t), "bare", b, particles.Tables(), quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -422,7 +422,7 @@ func TestUncoordinatedWritesNoManifests(t *testing.T) {
 	if logs, _ := bucket.Collect(b.List(ctxT(t), "worlds/", "")); len(logs) != 0 {
 		t.Fatalf("an uncoordinated world wrote catalog objects: %v", logs)
 	}
-	frags, _ := bucket.Collect(b.List(ctxT(t), "data/bare/", ""))
+	frags, _ := bucket.Collect(b.List(ctxT(t), "data/bare/main/", ""))
 	if len(frags) != 12 {
 		t.Fatalf("%d fragments, want 4 ticks × 3 tables", len(frags))
 	}
