@@ -106,3 +106,36 @@ func TestBenchCommitAndColdStart(t *testing.T) {
 		t.Fatalf("bench coldstart result %+v", cold)
 	}
 }
+
+func TestSQLAndViews(t *testing.T) {
+	dir := t.TempDir()
+	if code, out, stderr := cli(t, "demo", "--bucket", dir, "--ticks", "20"); code != 0 {
+		t.Fatalf("demo: %s %s", out, stderr)
+	}
+	worlds, _ := os.ReadDir(filepath.Join(dir, "directory"))
+	world := worlds[0].Name()
+	if strings.HasSuffix(world, "-fork") {
+		world = worlds[1].Name()
+	}
+	code, out, stderr := cli(t, "sql", "--bucket", dir, "--world", world, "--format", "csv", "SELECT count(DISTINCT tick) AS ticks FROM emitter")
+	if code != 0 || out != "ticks\n70\n" {
+		t.Fatalf("sql: %d %q %s", code, out, stderr)
+	}
+	code, out, _ = cli(t, "sql", "--bucket", dir, "--world", world, "--at", "5", "--format", "json", "SELECT max(tick) AS last FROM particle")
+	if code != 0 || !strings.Contains(out, `"last": 5`) {
+		t.Fatalf("sql --at: %d %q", code, out)
+	}
+	if code, _, stderr := cli(t, "sql", "--bucket", dir, "--world", world, "SELEC nonsense"); code != 1 || !strings.Contains(stderr, "syntax error") {
+		t.Fatalf("bad SQL: %d %s", code, stderr)
+	}
+	if code, _, stderr := cli(t, "sql", "--bucket", dir, "--world", "nope", "SELECT 1"); code != 1 || !strings.Contains(stderr, "not found") {
+		t.Fatalf("unknown world: %d %s", code, stderr)
+	}
+	if code, _, _ := cli(t, "sql", "--bucket", dir, "SELECT 1"); code != 2 {
+		t.Fatalf("no --world: exit %d", code)
+	}
+	code, out, _ = cli(t, "views", "--bucket", dir, "--world", world)
+	if code != 0 || !strings.Contains(out, "CREATE OR REPLACE TEMP VIEW \"particle\"") || !strings.Contains(out, "particle_at") {
+		t.Fatalf("views: %d\n%s", code, out)
+	}
+}

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+
+	wsql "github.com/worldfs/worldfs/sql"
+)
+
+// viewFlags are the flags that pick what the views show.
+type viewFlags struct {
+	url, world, run, token *string
+	at                     *int64
+}
+
+func addViewFlags(fs *flag.FlagSet) *viewFlags {
+	return &viewFlags{
+		url:   bucketFlag(fs),
+		world: fs.String("world", "", "world to query (required)"),
+		run:   fs.String("run", "main", "run"),
+		at:    fs.Int64("at", math.MinInt64, "pin the views to the state up to this tick"),
+		token: fs.String("token", "", "pin the views to the tick this commit token published"),
+	}
+}
+
+func (v *viewFlags) build(ctx context.Context) (*wsql.Script, error) {
+	if *v.world == "" {
+		return nil, usagef("--world is required")
+	}
+	if *v.at != math.MinInt64 && *v.token != "" {
+		return nil, usagef("--at and --token pin the views two ways; give one")
+	}
+	opts := wsql.Options{Run: *v.run, Token: *v.token}
+	if *v.at != math.MinInt64 {
+		opts.AtTick = v.at
+	}
+	b, err := openBucket(ctx, *v.url)
+	if err != nil {
+		return nil, err
+	}
+	defer b.Close()
+	return wsql.Build(ctx, b, *v.world, opts)
+}
+
+func init() {
+	var vf *viewFlags
+	var format *string
+	register("", command{
+		name:    "sql",
+		summary: "run a SQL query over a world's visible rows (DuckDB); views per table, _raw, _at(tick), worldfs_manifests, worldfs_lineage",
+		usage:   "QUERY",
+		example: `worldfs sql --bucket ./worldfs-data --world w1 "SELECT tick, count(*) FROM particle GROUP BY tick ORDER BY tick"`,
+		flags: func(fs *flag.FlagSet) {
+			vf = addViewFlags(fs)
+			format = fs.String("format", "table", "output format: table, csv or json")
+		},
+		run: func(ctx context.Context, fs *flag.FlagSet, args []string, out io.Writer) error {
+			if len(args) != 1 {
+				return usagef("sql takes one QUERY (quote it)")
+			}
+			if *format != wsql.FormatTable && *format != wsql.FormatCSV && *format != wsql.FormatJSON {
+				return usagef("--format is table, csv or json, not %q", *format)
+			}
+			s, err := vf.build(ctx)
+			if err != nil {
+				return err
+			}
+			db, err := wsql.Open(ctx, s)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			return wsql.Run(ctx, db, args[0], *format, out)
+		},
+	})
+
+	var vf2 *viewFlags
+	register("", command{
+		name:    "views",
+		summary: "print a world's view definitions as a SQL script for the DuckDB shell or Python's duckdb",
+		example: "worldfs views --bucket ./worldfs-data --world w1 > views.sql && duckdb -init views.sql",
+		flags:   func(fs *flag.FlagSet) { vf2 = addViewFlags(fs) },
+		run: func(ctx context.Context, fs *flag.FlagSet, args []string, out io.Writer) error {
+			if len(args) != 0 {
+				return usagef("views takes no arguments")
+			}
+			s, err := vf2.build(ctx)
+			if err != nil {
+				return err
+			}
+			_, err = io.WriteString(out, s.SQL)
+			if err == nil && len(s.Views) > 0 {
+				_, err = fmt.Fprintf(out, "-- views: %s\n", strings.Join(s.Views, ", "))
+			}
+			return err
+		},
+	})
+}

@@ -1,0 +1,235 @@
+package sql_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/bucket/local"
+	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/engine/particles"
+	"github.com/worldfs/worldfs/index"
+	wsql "github.com/worldfs/worldfs/sql"
+)
+
+var quiet = engine.Options{Catalog: index.Options{NoCompactor: true}}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func run(t *testing.T, w *engine.World, last int64) {
+	t.Helper()
+	if w.Tick() < 0 {
+		if err := particles.Setup(w, 3); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := particles.Run(ctxT(t), w, last, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func views(t *testing.T, b bucket.Bucket, world string, opts wsql.Options) *sql.DB {
+	t.Helper()
+	s, err := wsql.Build(ctxT(t), b, world, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := wsql.Open(ctxT(t), s)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, s.SQL)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func count(t *testing.T, db *sql.DB, q string) int64 {
+	t.Helper()
+	var n int64
+	if err := db.QueryRow(q).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return n
+}
+
+// expected computes, independently of the views, the visible rows of a
+// table from the catalog and the raw fragments: per tick, the rows of the
+// manifest's fragments stamped with the manifest's token.
+func expected(t *testing.T, b bucket.Bucket, world string, table *engine.Table, upTo int64) (rows int64, perTick map[int64]int64) {
+	t.Helper()
+	s, _, err := index.Load(ctxT(t), b, world)
+	if err != nil {
+		t.Fatal(err)
+	}
+	perTick = map[int64]int64{}
+	s.Ticks("main", math.MinInt64, func(tk *index.Tick) bool {
+		if tk.Tick > upTo {
+			return false
+		}
+		for _, tf := range tk.Tables {
+			if tf.Table != table.ID {
+				continue
+			}
+			for _, f := range tf.Fragments {
+				data, _, err := b.Get(ctxT(t), f.Path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				fr, err := engine.DecodeFragment(table, data, func(r engine.StampedRow) bool {
+					return r.Tick == tk.Tick && r.CommitToken == tk.CommitToken
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				rows += int64(fr.Len())
+				perTick[tk.Tick] += int64(fr.Len())
+			}
+		}
+		return true
+	})
+	return rows, perTick
+}
+
+func TestViewsShowExactlyTheVisibleRows(t *testing.T) {
+	b, _ := local.Open(t.TempDir())
+	a, err := engine.CreateWorld(ctxT(t), b, "w", particles.Tables(), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	particles.Install(a)
+	run(t, a, 20)
+	// A second writer takes over and publishes tick 21; the first then
+	// appends its own tick 21 late and is refused as stale.
+	bw, err := engine.ResumeWorld(ctxT(t), b, "w", particles.Tables(), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bw.Close()
+	particles.Install(bw)
+	run(t, bw, 21)
+	particles.Schedule(a)
+	if _, err := a.Step(ctxT(t)); err == nil {
+		t.Fatal("the stale writer published")
+	}
+	particle := particles.Tables()[0]
+	wantRows, perTick := expected(t, b, "w", particle, math.MaxInt64)
+	db := views(t, b, "w", wsql.Options{})
+	if got := count(t, db, "SELECT count(*) FROM particle"); got != wantRows || wantRows == 0 {
+		t.Fatalf("particle view: %d rows, the catalog and fragments say %d", got, wantRows)
+	}
+	if got := count(t, db, "SELECT count(*) FROM particle_at(7)"); got != perTick[7] {
+		t.Fatalf("particle_at(7): %d rows, want %d", got, perTick[7])
+	}
+	// Exactly one attempt per tick is visible, and the stale writer's late
+	// rows are in the bucket but not in the views.
+	if got := count(t, db, "SELECT count(*) FROM (SELECT tick FROM particle_raw GROUP BY tick HAVING count(DISTINCT commit_token) > 1)"); got != 0 {
+		t.Fatalf("%d ticks show more than one attempt", got)
+	}
+	s, _, _ := index.Load(ctxT(t), b, "w")
+	tk, _ := s.Tick("main", 21)
+	if got := count(t, db, "SELECT count(*) FROM particle_raw WHERE tick = 21 AND commit_token <> '"+tk.CommitToken+"'"); got != 0 {
+		t.Fatalf("%d rows of another attempt at tick 21 are visible", got)
+	}
+	// The component view has no commit columns; the raw one does.
+	var cols string
+	db.QueryRow("SELECT string_agg(column_name, ',') FROM (DESCRIBE particle)").Scan(&cols)
+	if strings.Contains(cols, "commit_token") || !strings.Contains(cols, "position_x") {
+		t.Fatalf("particle columns: %s", cols)
+	}
+	if got := count(t, db, "SELECT count(*) FROM worldfs_manifests WHERE table_id = '"+particle.ID+"'"); got != 22 {
+		t.Fatalf("%d particle manifests, want 22", got)
+	}
+	// Pinned to a tick, and to a commit token.
+	at := int64(10)
+	pinned := views(t, b, "w", wsql.Options{AtTick: &at})
+	wantAt, _ := expected(t, b, "w", particle, 10)
+	if got := count(t, pinned, "SELECT count(*) FROM particle"); got != wantAt {
+		t.Fatalf("views at tick 10: %d rows, want %d", got, wantAt)
+	}
+	t10, _ := s.Tick("main", 10)
+	byToken := views(t, b, "w", wsql.Options{Token: t10.CommitToken})
+	if got := count(t, byToken, "SELECT max(tick) FROM particle"); got != 10 {
+		t.Fatalf("views as of tick 10's token end at tick %d", got)
+	}
+}
+
+func TestViewsOfAFork(t *testing.T) {
+	b, _ := local.Open(t.TempDir())
+	p, err := engine.CreateWorld(ctxT(t), b, "p", particles.Tables(), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	particles.Install(p)
+	run(t, p, 20)
+	p.Close()
+	f, err := engine.ForkWorld(ctxT(t), b, "p", "f", "main", 8, particles.Tables(), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	particles.Install(f)
+	run(t, f, 12)
+	f.Close()
+	particle := particles.Tables()[0]
+	parentRows, _ := expected(t, b, "p", particle, 8)
+	ownRows, _ := expected(t, b, "f", particle, math.MaxInt64)
+	db := views(t, b, "f", wsql.Options{})
+	if got := count(t, db, "SELECT count(*) FROM particle"); got != parentRows+ownRows {
+		t.Fatalf("fork view: %d rows, want %d inherited + %d own", got, parentRows, ownRows)
+	}
+	if got := count(t, db, "SELECT max(tick) FROM particle WHERE tick <= 8"); got != 8 {
+		t.Fatalf("inherited history ends at %d", got)
+	}
+	if got := count(t, db, "SELECT count(*) FROM worldfs_lineage"); got != 2 {
+		t.Fatalf("%d lineage segments", got)
+	}
+}
+
+func TestViewsOfUncoordinatedAndLegacyHistory(t *testing.T) {
+	b, _ := local.Open(t.TempDir())
+	w, err := engine.Uncoordinated(ctxT(t), "bare", b, particles.Tables(), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	particles.Install(w)
+	run(t, w, 5)
+	db := views(t, b, "bare", wsql.Options{})
+	if got := count(t, db, "SELECT count(DISTINCT tick) FROM emitter"); got != 6 {
+		t.Fatalf("uncoordinated emitter view covers %d ticks, want 6 (unfiltered)", got)
+	}
+}
+
+func TestViewsFailClosed(t *testing.T) {
+	b, _ := local.Open(t.TempDir())
+	w, err := engine.CreateWorld(ctxT(t), b, "w", particles.Tables(), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	particles.Install(w)
+	run(t, w, 3)
+	w.Close()
+	if _, err := wsql.Build(ctxT(t), b, "nope", wsql.Options{}); !errors.Is(err, wsql.ErrNotFound) {
+		t.Fatalf("unknown world = %v", err)
+	}
+	if _, err := wsql.Build(ctxT(t), b, "w", wsql.Options{Token: "no-such-token"}); !errors.Is(err, wsql.ErrNotFound) {
+		t.Fatalf("unknown token = %v", err)
+	}
+	// A corrupt slot: no views at all.
+	s, _, _ := index.Load(ctxT(t), b, "w")
+	name := index.SlotName("w", s.Seq)
+	data, a, _ := b.Get(ctxT(t), name)
+	data[len(data)/2] ^= 0xff
+	b.Delete(ctxT(t), name, a.Generation)
+	b.Create(ctxT(t), name, data)
+	if _, err := wsql.Build(ctxT(t), b, "w", wsql.Options{}); !errors.Is(err, index.ErrCorrupt) {
+		t.Fatalf("views of a corrupt catalog = %v, want ErrCorrupt", err)
+	}
+}
