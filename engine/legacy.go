@@ -133,6 +133,11 @@ func ContinueLegacyWorld(ctx context.Context, b bucket.Bucket, id string, tables
 	if err != nil {
 		return nil, err
 	}
+	// Readers name the legacy history's columns from these descriptions.
+	if err := registerTables(ctx, b, id, legacy); err != nil {
+		w.Close()
+		return nil, err
+	}
 	for name, f := range frames {
 		w.frames[name] = f
 	}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"math"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -204,6 +205,39 @@ func TestViewsOfUncoordinatedAndLegacyHistory(t *testing.T) {
 	db := views(t, b, "bare", wsql.Options{})
 	if got := count(t, db, "SELECT count(DISTINCT tick) FROM emitter"); got != 6 {
 		t.Fatalf("uncoordinated emitter view covers %d ticks, want 6 (unfiltered)", got)
+	}
+}
+
+// A world continued from v0.2 history shows its legacy rows as epoch-0
+// history, then its own published ticks, in one view per table name.
+func TestViewsOfLegacyHistory(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS("../testdata/legacy")); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := local.Open(dir)
+	var legacy []*engine.Table
+	for _, nt := range particles.Tables() {
+		lt, _ := engine.NewLegacyTable(nt.Name, nt.Components...)
+		legacy = append(legacy, lt)
+	}
+	w, err := engine.ContinueLegacyWorld(ctxT(t), b, "legacyworld", particles.Tables(), legacy, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	particles.Install(w)
+	run(t, w, 7)
+	w.Close()
+	db := views(t, b, "legacyworld", wsql.Options{})
+	// Ticks 0-4 are legacy (epoch 0, no token), 5-7 published.
+	if got := count(t, db, "SELECT count(DISTINCT tick) FROM emitter_raw WHERE commit_token = '' AND writer_epoch = 0"); got != 5 {
+		t.Fatalf("%d legacy ticks visible, want 5", got)
+	}
+	if got := count(t, db, "SELECT count(DISTINCT tick) FROM emitter WHERE tick >= 5"); got != 3 {
+		t.Fatalf("%d own ticks visible, want 3", got)
+	}
+	if got := count(t, db, "SELECT count(*) FROM particle_at(4)"); got != 9 {
+		t.Fatalf("legacy tick 4 shows %d particles, want 9", got)
 	}
 }
 
