@@ -226,7 +226,7 @@ func checkShared(t *testing.T, cats []*Catalog, epoch int64, perWriter int) {
 func TestStaleWriterRacingTheFence(t *testing.T) {
 	stall := func(b bucket.Bucket) bucket.Bucket {
 		return faulty.Wrap(b, faulty.NewScript(faulty.Rule{Op: faulty.OpCreate, Prefix: LogPrefix("w"), Times: 1,
-			Fault: faulty.Fault{Kind: faulty.Stall, Stall: 100 * time.Millisecond}}))
+			Fault: faulty.Fault{Kind: faulty.Stall, Stall: time.Second}}))
 	}
 	for _, fenceFirst := range []bool{true, false} {
 		t.Run(fmt.Sprint("fence-first=", fenceFirst), func(t *testing.T) {

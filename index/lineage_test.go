@@ -74,12 +74,15 @@ func TestExactAndFreshSnapshots(t *testing.T) {
 	inner := memBucket()
 	writer, epoch := newWorld(t, inner, "w", Options{NoCompactor: true})
 	cb := &counting{Bucket: inner}
-	reader, err := Open(ctxT(t), cb, "w", Options{NoCompactor: true, Freshness: 200 * time.Millisecond})
+	reader, err := Open(ctxT(t), cb, "w", Options{NoCompactor: true, Freshness: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer reader.Close()
 	ctx := ctxT(t)
+	if _, err := reader.Exact(ctx); err != nil { // confirmed now
+		t.Fatal(err)
+	}
 	if _, err := writer.Commit(ctx, publish("r", 0, "t0", epoch)); err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +98,7 @@ func TestExactAndFreshSnapshots(t *testing.T) {
 	if _, err := writer.Commit(ctx, publish("r", 1, "t1", epoch)); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(250 * time.Millisecond)
+	time.Sleep(2100 * time.Millisecond)
 	if s, _ = reader.Fresh(ctx); !func() bool { _, ok := s.Tick("r", 1); return ok }() {
 		t.Fatal("a fresh read past the bound did not see the new slot")
 	}
