@@ -5,7 +5,7 @@
 // comes from the catalog, never from listing the bucket (except for
 // uncoordinated and legacy history, which no manifest names).
 //
-// Status: views over local buckets. Remote buckets (through cache/), facts
-// and receipts views, and the view-build benchmark are still to come
-// (issue 5).
+// Local buckets are read in place; any other bucket through the disk
+// cache (package cache). Facts and receipts views and the view-build
+// benchmark are still to come (issue 5).
 package sql

@@ -10,6 +10,7 @@ import (
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/bucket/local"
+	"github.com/worldfs/worldfs/cache"
 	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/index"
 )
@@ -22,6 +23,11 @@ type Options struct {
 	AtTick *int64
 	// Token pins the views to the tick that commit token published.
 	Token string
+	// Cache holds local copies of a remote bucket's fragments (required
+	// for buckets that cannot be read in place); BucketID names the bucket
+	// in it.
+	Cache    *cache.Disk
+	BucketID string
 }
 
 // ErrNotFound: the world, run, tick or token named does not exist.
@@ -47,9 +53,9 @@ type Script struct {
 // Build reads the catalog (and, for forks, every ancestor's) and returns the
 // view definitions. A corrupt catalog fails closed: no views.
 func Build(ctx context.Context, b bucket.Bucket, world string, opts Options) (*Script, error) {
-	lb, ok := b.(*local.Bucket)
-	if !ok {
-		return nil, fmt.Errorf("views of %v: only local buckets are readable in place so far; remote buckets need the fragment cache", b)
+	path, err := pather(b, opts)
+	if err != nil {
+		return nil, err
 	}
 	if opts.Run == "" {
 		opts.Run = "main"
@@ -87,7 +93,7 @@ func Build(ctx context.Context, b bucket.Bucket, world string, opts Options) (*S
 	for i, seg := range segs {
 		limit := min(seg.UpTo, upTo)
 		if seg.Mode == index.Unfiltered {
-			fs, err := listData(ctx, lb, seg.World, seg.Run)
+			fs, err := listData(ctx, b, path, seg.World, seg.Run)
 			if err != nil {
 				return nil, err
 			}
@@ -100,7 +106,7 @@ func Build(ctx context.Context, b bucket.Bucket, world string, opts Options) (*S
 				}
 				for _, tf := range t.Tables {
 					for _, f := range tf.Fragments {
-						p, err := lb.Path(f.Path)
+						p, err := path(ctx, f.Path)
 						if err != nil {
 							ferr = err
 							return false
@@ -116,7 +122,7 @@ func Build(ctx context.Context, b bucket.Bucket, world string, opts Options) (*S
 				return nil, ferr
 			}
 		}
-		legacy, err := listLegacy(ctx, lb, seg.World, seg.Run, limit)
+		legacy, err := listLegacy(ctx, b, path, seg.World, seg.Run, limit)
 		if err != nil {
 			return nil, err
 		}
@@ -163,7 +169,7 @@ func tokenTick(s *index.State, run, token string) (int64, bool) {
 
 // listData lists an unfiltered segment's fragments (uncoordinated or
 // pre-commit-identity history: no manifest names them).
-func listData(ctx context.Context, b *local.Bucket, world, run string) ([]fragment, error) {
+func listData(ctx context.Context, b bucket.Bucket, path pathFunc, world, run string) ([]fragment, error) {
 	var out []fragment
 	for a, err := range b.List(ctx, "data/"+world+"/"+run+"/", "") {
 		if err != nil {
@@ -173,7 +179,10 @@ func listData(ctx context.Context, b *local.Bucket, world, run string) ([]fragme
 		if len(parts) != 6 || parts[4] == "v0.2" || !strings.HasSuffix(a.Name, ".parquet") {
 			continue
 		}
-		p, _ := b.Path(a.Name)
+		p, err := path(ctx, a.Name)
+		if err != nil {
+			return nil, err
+		}
 		out = append(out, fragment{world: world, table: parts[3], path: p})
 	}
 	return out, nil
@@ -181,7 +190,7 @@ func listData(ctx context.Context, b *local.Bucket, world, run string) ([]fragme
 
 // listLegacy lists a segment's legacy (v0.2) table fragments: always
 // visible epoch-0 history, read through the legacy-name fallback.
-func listLegacy(ctx context.Context, b *local.Bucket, world, run string, upTo int64) ([]fragment, error) {
+func listLegacy(ctx context.Context, b bucket.Bucket, path pathFunc, world, run string, upTo int64) ([]fragment, error) {
 	var out []fragment
 	for a, err := range b.List(ctx, "data/"+world+"/"+run+"/", "") {
 		if err != nil {
@@ -191,10 +200,30 @@ func listLegacy(ctx context.Context, b *local.Bucket, world, run string, upTo in
 		if len(parts) != 6 || parts[4] != "v0.2" {
 			continue
 		}
-		p, _ := b.Path(a.Name)
+		p, err := path(ctx, a.Name)
+		if err != nil {
+			return nil, err
+		}
 		out = append(out, fragment{world: world, table: parts[3], path: p, tick: upTo})
 	}
 	return out, nil
+}
+
+// pathFunc returns a local file DuckDB can read for an object.
+type pathFunc func(ctx context.Context, name string) (string, error)
+
+// pather reads local buckets in place and any other bucket through the
+// disk cache.
+func pather(b bucket.Bucket, opts Options) (pathFunc, error) {
+	if lb, ok := b.(*local.Bucket); ok {
+		return func(_ context.Context, name string) (string, error) { return lb.Path(name) }, nil
+	}
+	if opts.Cache == nil || opts.BucketID == "" {
+		return nil, fmt.Errorf("views of %v: a remote bucket is read through the fragment cache; none was given", b)
+	}
+	return func(ctx context.Context, name string) (string, error) {
+		return opts.Cache.Path(ctx, b, opts.BucketID, name)
+	}, nil
 }
 
 // lit quotes a SQL string literal.

@@ -8,6 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/worldfs/worldfs/bucket/bucketurl"
+	"github.com/worldfs/worldfs/index"
 )
 
 func cli(t *testing.T, args ...string) (int, string, string) {
@@ -137,5 +140,27 @@ func TestSQLAndViews(t *testing.T) {
 	code, out, _ = cli(t, "views", "--bucket", dir, "--world", world)
 	if code != 0 || !strings.Contains(out, "CREATE OR REPLACE TEMP VIEW \"particle\"") || !strings.Contains(out, "particle_at") {
 		t.Fatalf("views: %d\n%s", code, out)
+	}
+}
+
+// A bucket that cannot be read in place is queried through the fragment
+// cache.
+func TestSQLThroughTheCache(t *testing.T) {
+	url := "mem://cli-sql-cache"
+	if code, out, stderr := cli(t, "demo", "--bucket", url, "--ticks", "10"); code != 0 {
+		t.Fatalf("demo: %s %s", out, stderr)
+	}
+	b, _ := bucketurl.Open(context.Background(), url)
+	worlds, err := index.ListWorlds(context.Background(), b)
+	if err != nil || len(worlds) == 0 {
+		t.Fatal(err)
+	}
+	cacheDir := t.TempDir()
+	code, out, stderr := cli(t, "sql", "--bucket", url, "--world", worlds[0].ID, "--cache-dir", cacheDir, "--format", "csv", "SELECT count(DISTINCT tick) AS n FROM emitter")
+	if code != 0 || !strings.HasPrefix(out, "n\n") {
+		t.Fatalf("sql through the cache: %d %q %s", code, out, stderr)
+	}
+	if files, _ := os.ReadDir(filepath.Join(cacheDir, "objects")); len(files) == 0 {
+		t.Fatal("nothing went through the cache")
 	}
 }

@@ -2,28 +2,43 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"flag"
 	"fmt"
 	"io"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 
+	"github.com/worldfs/worldfs/bucket/local"
+	"github.com/worldfs/worldfs/cache"
 	wsql "github.com/worldfs/worldfs/sql"
 )
 
 // viewFlags are the flags that pick what the views show.
 type viewFlags struct {
-	url, world, run, token *string
-	at                     *int64
+	url, world, run, token, cacheDir *string
+	at, cacheSize                    *int64
+}
+
+func defaultCacheDir() string {
+	if d, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(d, "worldfs")
+	}
+	return filepath.Join(os.TempDir(), "worldfs-cache")
 }
 
 func addViewFlags(fs *flag.FlagSet) *viewFlags {
 	return &viewFlags{
-		url:   bucketFlag(fs),
-		world: fs.String("world", "", "world to query (required)"),
-		run:   fs.String("run", "main", "run"),
-		at:    fs.Int64("at", math.MinInt64, "pin the views to the state up to this tick"),
-		token: fs.String("token", "", "pin the views to the tick this commit token published"),
+		url:       bucketFlag(fs),
+		world:     fs.String("world", "", "world to query (required)"),
+		run:       fs.String("run", "main", "run"),
+		at:        fs.Int64("at", math.MinInt64, "pin the views to the state up to this tick"),
+		token:     fs.String("token", "", "pin the views to the tick this commit token published"),
+		cacheDir:  fs.String("cache-dir", defaultCacheDir(), "where copies of a remote bucket's fragments are kept"),
+		cacheSize: fs.Int64("cache-size", 10<<30, "bytes the fragment cache may hold"),
 	}
 }
 
@@ -43,6 +58,14 @@ func (v *viewFlags) build(ctx context.Context) (*wsql.Script, error) {
 		return nil, err
 	}
 	defer b.Close()
+	if _, isLocal := b.(*local.Bucket); !isLocal {
+		c, err := cache.Open(*v.cacheDir, cache.Options{MaxBytes: *v.cacheSize})
+		if err != nil {
+			return nil, fmt.Errorf("fragment cache %s: %w", *v.cacheDir, err)
+		}
+		sum := sha256.Sum256([]byte(*v.url))
+		opts.Cache, opts.BucketID = c, hex.EncodeToString(sum[:8])
+	}
 	return wsql.Build(ctx, b, *v.world, opts)
 }
 

@@ -1,0 +1,222 @@
+// Package cache keeps local copies of bucket objects. worldfs objects never
+// change once created (a name, if ever deleted, is never reused with other
+// content), so a copy needs no expiry: the disk cache only bounds its size,
+// evicting the least recently used files.
+package cache
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/worldfs/worldfs/bucket"
+)
+
+// Options configure a disk cache.
+type Options struct {
+	// MaxBytes bounds the cache's size (default 10 GiB).
+	MaxBytes int64
+	// Grace: a file used this recently is never evicted, so a path handed
+	// to a reader (another process, perhaps) stays readable while it is
+	// being read (default 10 minutes).
+	Grace time.Duration
+}
+
+// Disk is a directory of object copies, shared safely by goroutines and by
+// processes: files appear by atomic rename and are read in place.
+type Disk struct {
+	dir  string
+	opts Options
+	mu   struct {
+		sync.Mutex
+		size    int64
+		entries map[string]*entry // by file path
+		loads   map[string]*load  // fetches in progress, by file path
+		hits    int64
+		misses  int64
+	}
+}
+
+// Stats counts lookups.
+type Stats struct {
+	Hits, Misses, Bytes int64
+}
+
+// Stats returns the cache's counters and the bytes this process knows it
+// holds.
+func (d *Disk) Stats() Stats {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return Stats{Hits: d.mu.hits, Misses: d.mu.misses, Bytes: d.mu.size}
+}
+
+type entry struct {
+	size int64
+	used time.Time
+}
+
+type load struct {
+	done chan struct{}
+	err  error
+}
+
+// Open opens (creating it if needed) the cache in dir.
+func Open(dir string, opts Options) (*Disk, error) {
+	if opts.MaxBytes <= 0 {
+		opts.MaxBytes = 10 << 30
+	}
+	if opts.Grace <= 0 {
+		opts.Grace = 10 * time.Minute
+	}
+	d := &Disk{dir: dir, opts: opts}
+	d.mu.entries = map[string]*entry{}
+	d.mu.loads = map[string]*load{}
+	if err := os.MkdirAll(filepath.Join(dir, "objects"), 0o755); err != nil {
+		return nil, err
+	}
+	// Learn what is there (other processes keep adding; each process
+	// bounds what it knows of).
+	err := filepath.WalkDir(filepath.Join(dir, "objects"), func(p string, de fs.DirEntry, err error) error {
+		if err != nil || de.IsDir() {
+			return err
+		}
+		info, err := de.Info()
+		if err != nil {
+			return nil
+		}
+		if strings.Contains(de.Name(), ".tmp-") {
+			if time.Since(info.ModTime()) > time.Minute {
+				os.Remove(p) // a fetch that died
+			}
+			return nil
+		}
+		d.mu.entries[p] = &entry{size: info.Size(), used: info.ModTime()}
+		d.mu.size += info.Size()
+		return nil
+	})
+	return d, err
+}
+
+// Path returns a local file holding the object called name in b, fetching
+// it on first use. Concurrent callers of one name share one fetch.
+func (d *Disk) Path(ctx context.Context, b bucket.Bucket, bucketID, name string) (string, error) {
+	if err := bucket.ValidateName(name); err != nil {
+		return "", err
+	}
+	p := filepath.Join(d.dir, "objects", bucketID, filepath.FromSlash(name))
+	for {
+		d.mu.Lock()
+		if e, ok := d.mu.entries[p]; ok {
+			if _, err := os.Stat(p); err == nil {
+				e.used = time.Now()
+				d.mu.hits++
+				d.mu.Unlock()
+				_ = os.Chtimes(p, e.used, e.used) // recency for other processes
+				return p, nil
+			}
+			d.mu.size -= e.size // removed by another process
+			delete(d.mu.entries, p)
+		}
+		if l, ok := d.mu.loads[p]; ok {
+			d.mu.Unlock()
+			select {
+			case <-l.done:
+			case <-ctx.Done():
+				return "", ctx.Err()
+			}
+			if l.err != nil {
+				return "", l.err
+			}
+			continue
+		}
+		if info, err := os.Stat(p); err == nil { // another process fetched it
+			d.mu.entries[p] = &entry{size: info.Size(), used: time.Now()}
+			d.mu.size += info.Size()
+			d.mu.hits++
+			d.mu.Unlock()
+			return p, nil
+		}
+		l := &load{done: make(chan struct{})}
+		d.mu.loads[p] = l
+		d.mu.misses++
+		d.mu.Unlock()
+		size, err := d.fetch(ctx, b, name, p)
+		d.mu.Lock()
+		delete(d.mu.loads, p)
+		if err == nil {
+			d.mu.entries[p] = &entry{size: size, used: time.Now()}
+			d.mu.size += size
+		}
+		l.err = err
+		close(l.done)
+		d.evictLocked()
+		d.mu.Unlock()
+		if err != nil {
+			return "", err
+		}
+		return p, nil
+	}
+}
+
+// fetch copies the object to p through a temporary file and a rename, so
+// readers never see a partial copy.
+func (d *Disk) fetch(ctx context.Context, b bucket.Bucket, name, p string) (int64, error) {
+	data, _, err := b.Get(ctx, name)
+	if err != nil {
+		return 0, err
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return 0, err
+	}
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	tmp := p + ".tmp-" + hex.EncodeToString(rnd[:])
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		os.Remove(tmp)
+		return 0, fmt.Errorf("cache: %w", err)
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		os.Remove(tmp)
+		return 0, fmt.Errorf("cache: %w", err)
+	}
+	return int64(len(data)), nil
+}
+
+// evictLocked removes least recently used files past their grace until the
+// cache fits its bound.
+func (d *Disk) evictLocked() {
+	if d.mu.size <= d.opts.MaxBytes {
+		return
+	}
+	type cand struct {
+		path string
+		e    *entry
+	}
+	var cs []cand
+	for p, e := range d.mu.entries {
+		if time.Since(e.used) >= d.opts.Grace {
+			cs = append(cs, cand{p, e})
+		}
+	}
+	slices.SortFunc(cs, func(a, b cand) int { return a.e.used.Compare(b.e.used) })
+	for _, c := range cs {
+		if d.mu.size <= d.opts.MaxBytes {
+			return
+		}
+		if err := os.Remove(c.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		d.mu.size -= c.e.size
+		delete(d.mu.entries, c.path)
+	}
+}
+

@@ -1,0 +1,121 @@
+package cache
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/bucket/mem"
+)
+
+type counting struct {
+	bucket.Bucket
+	gets atomic.Int64
+}
+
+func (c *counting) Get(ctx context.Context, name string) ([]byte, bucket.Attrs, error) {
+	c.gets.Add(1)
+	return c.Bucket.Get(ctx, name)
+}
+
+func TestSharedFetchAndHits(t *testing.T) {
+	ctx := context.Background()
+	b := &counting{Bucket: mem.New(mem.Options{Profile: mem.Profile{Read: mem.Dist{P50: 20 * time.Millisecond}}})}
+	b.Bucket.Create(ctx, "data/w/f.parquet", []byte("PAR1 bytes"))
+	d, err := Open(t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	paths := make([]string, 16)
+	for i := range paths {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p, err := d.Path(ctx, b, "bkt", "data/w/f.parquet")
+			if err != nil {
+				t.Error(err)
+			}
+			paths[i] = p
+		}()
+	}
+	wg.Wait()
+	if n := b.gets.Load(); n != 1 {
+		t.Fatalf("16 concurrent readers fetched %d times", n)
+	}
+	got, _ := os.ReadFile(paths[0])
+	if !bytes.Equal(got, []byte("PAR1 bytes")) {
+		t.Fatalf("cached copy holds %q", got)
+	}
+	// Another process (another Disk on the same directory) reuses the copy.
+	d2, _ := Open(d.dir, Options{})
+	if _, err := d2.Path(ctx, b, "bkt", "data/w/f.parquet"); err != nil || b.gets.Load() != 1 {
+		t.Fatalf("a second process refetched: %v, %d gets", err, b.gets.Load())
+	}
+	if st := d.Stats(); st.Misses != 1 || st.Hits != 15 || st.Bytes != 10 {
+		t.Fatalf("stats %+v", st)
+	}
+	if _, err := d.Path(ctx, b, "bkt", "../escape"); err == nil {
+		t.Fatal("a bad name was cached")
+	}
+	if _, err := d.Path(ctx, b, "bkt", "data/w/missing.parquet"); err == nil {
+		t.Fatal("a missing object produced a path")
+	}
+}
+
+func TestEvictsLeastRecentlyUsedPastGrace(t *testing.T) {
+	ctx := context.Background()
+	b := mem.New(mem.Options{})
+	for i := range 5 {
+		b.Create(ctx, fmt.Sprintf("o/%d", i), make([]byte, 100))
+	}
+	d, _ := Open(t.TempDir(), Options{MaxBytes: 300, Grace: time.Nanosecond})
+	var paths []string
+	for i := range 5 {
+		p, err := d.Path(ctx, b, "bkt", fmt.Sprintf("o/%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, p)
+		time.Sleep(2 * time.Millisecond)
+	}
+	if st := d.Stats(); st.Bytes > 300 {
+		t.Fatalf("cache holds %d bytes, bound 300", st.Bytes)
+	}
+	if _, err := os.Stat(paths[0]); !os.IsNotExist(err) {
+		t.Fatal("the least recently used copy survived")
+	}
+	if _, err := os.Stat(paths[4]); err != nil {
+		t.Fatal("the newest copy was evicted")
+	}
+	// Within the grace period nothing is evicted, whatever the bound.
+	g, _ := Open(t.TempDir(), Options{MaxBytes: 100, Grace: time.Hour})
+	for i := range 3 {
+		g.Path(ctx, b, "bkt", fmt.Sprintf("o/%d", i))
+	}
+	if st := g.Stats(); st.Bytes != 300 {
+		t.Fatalf("copies in use were evicted: %d bytes left", st.Bytes)
+	}
+}
+
+func TestOpenRemovesDeadFetches(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "objects", "bkt", "x.tmp-dead")
+	os.MkdirAll(filepath.Dir(p), 0o755)
+	os.WriteFile(p, []byte("partial"), 0o644)
+	old := time.Now().Add(-time.Hour)
+	os.Chtimes(p, old, old)
+	if _, err := Open(dir, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(p); !os.IsNotExist(err) {
+		t.Fatal("a dead fetch's temporary file survived")
+	}
+}
