@@ -219,4 +219,3 @@ func (d *Disk) evictLocked() {
 		delete(d.mu.entries, c.path)
 	}
 }
-
