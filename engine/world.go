@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/worldfs/worldfs/bucket"
@@ -268,18 +269,8 @@ func newWorld(id string, b bucket.Bucket, cat *index.Catalog, epoch int64, table
 		w.tables = append(w.tables, t)
 		w.frames[t.Name] = NewFrame(t)
 	}
-	slices.SortFunc(w.tables, func(a, b *Table) int { return compare(a.Name, b.Name) })
+	slices.SortFunc(w.tables, func(a, b *Table) int { return strings.Compare(a.Name, b.Name) })
 	return w, nil
-}
-
-func compare(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Step commits one tick: seed 000 §3, steps 1 to 10, in that order.
