@@ -1,7 +1,9 @@
 // Package cache keeps local copies of bucket objects. worldfs objects never
 // change once created (a name, if ever deleted, is never reused with other
-// content), so a copy needs no expiry: the disk cache only bounds its size,
-// evicting the least recently used files.
+// content), so a copy needs no expiry. Disk keeps fragment files for
+// readers that need paths (DuckDB), bounded in bytes with least recently
+// used eviction; Memory keeps small hot objects (catalog slots and shards,
+// table descriptions) in a ristretto cache.
 package cache
 
 import (

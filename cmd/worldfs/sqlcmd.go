@@ -65,6 +65,14 @@ func (v *viewFlags) build(ctx context.Context) (*wsql.Script, error) {
 		}
 		sum := sha256.Sum256([]byte(*v.url))
 		opts.Cache, opts.BucketID = c, hex.EncodeToString(sum[:8])
+		// Catalog objects (slots, shards, table descriptions) are small,
+		// immutable and read often: keep them in memory too.
+		m, err := cache.NewMemory(256 << 20)
+		if err != nil {
+			return nil, err
+		}
+		defer m.Close()
+		return wsql.Build(ctx, m.Wrap(b), *v.world, opts)
 	}
 	return wsql.Build(ctx, b, *v.world, opts)
 }
