@@ -18,7 +18,7 @@ import (
 )
 
 // CheckpointFormat is the checkpoint format version.
-const CheckpointFormat = 1
+const CheckpointFormat = 2
 
 // CheckpointPrefix is the prefix of world's checkpoints.
 func CheckpointPrefix(world string) string { return WorldPrefix(world) + "checkpoints/" }

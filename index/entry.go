@@ -136,13 +136,16 @@ func (k ClaimKey) String() string { return k.Run + "/" + k.Producer + "/" + k.Ex
 //   - claim.takeover: Holder takes over a pending claim whose lease ended
 //     (NowMs ≥ its lease), keeping the claim's token.
 //   - claim.complete: the pending claim under CommitToken becomes complete;
-//     its token joins the visible set.
+//     its token joins the visible set, and Fragments (the rows appended
+//     under the token) join the file list readers get from the catalog.
 type ClaimOp struct {
 	Key          ClaimKey `json:"key"`
 	Digest       string   `json:"digest"`
 	CommitToken  string   `json:"commit_token,omitempty"`
 	Holder       string   `json:"holder,omitempty"`
 	LeaseUntilMs int64    `json:"lease_until_ms,omitempty"`
+	// Fragments (claim.complete only) hold the claim's rows.
+	Fragments []TableFragments `json:"fragments,omitempty"`
 	// NowMs is the caller's clock, recorded as data so that Apply stays
 	// deterministic.
 	NowMs int64 `json:"now_ms"`
@@ -211,6 +214,8 @@ func (e *Entry) validate() error {
 			return fmt.Errorf("%s: needs a holder and a lease ending after now", e.Kind)
 		case e.Kind != KindClaimTakeover && c.CommitToken == "":
 			return fmt.Errorf("%s: no commit token", e.Kind)
+		case (e.Kind == KindClaimComplete) != (len(c.Fragments) > 0):
+			return fmt.Errorf("%s: only a completion names fragments, and it must", e.Kind)
 		}
 	case KindCommandEnqueue:
 		c := e.Command
@@ -249,6 +254,7 @@ func (e Entry) clone() Entry {
 	}
 	if e.Claim != nil {
 		v := *e.Claim
+		v.Fragments = cloneTables(v.Fragments)
 		e.Claim = &v
 	}
 	if e.Command != nil {

@@ -66,8 +66,18 @@ func fence(holder string) Entry {
 }
 
 func claimEntry(kind Kind, run, producer, ext, digest, token, holder string, now, lease int64) Entry {
-	return Entry{Kind: kind, Claim: &ClaimOp{Key: ClaimKey{Run: run, Producer: producer, ExternalID: ext},
-		Digest: digest, CommitToken: token, Holder: holder, NowMs: now, LeaseUntilMs: lease}}
+	op := &ClaimOp{Key: ClaimKey{Run: run, Producer: producer, ExternalID: ext},
+		Digest: digest, CommitToken: token, Holder: holder, NowMs: now, LeaseUntilMs: lease}
+	if kind == KindClaimComplete {
+		op.Fragments = factFragments(run, token)
+	}
+	return Entry{Kind: kind, Claim: op}
+}
+
+// factFragments is the fragment list a completion of token names.
+func factFragments(run, token string) []TableFragments {
+	return []TableFragments{{Table: "Reading", Fragments: []Fragment{{
+		Path: fmt.Sprintf("data/w/%s/reading/%s/0.parquet", run, token), Rows: 1, Bytes: 100, Digest: "d-" + token}}}}
 }
 
 // newWorld creates world w on b and returns its catalog and the creator's

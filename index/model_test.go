@@ -193,8 +193,12 @@ func randomEntry(r *rand.Rand, epochs []int64, now int64) Entry {
 	key := ClaimKey{Run: runs[r.IntN(2)], Producer: "p", ExternalID: fmt.Sprint("e", r.IntN(4))}
 	digest := fmt.Sprint("d", r.IntN(5)/4) // mostly d0, sometimes d1
 	claim := func(kind Kind) Entry {
-		return Entry{Kind: kind, Claim: &ClaimOp{Key: key, Digest: digest, CommitToken: "c-" + key.String() + digest,
-			Holder: fmt.Sprint("h", r.IntN(3)), NowMs: now, LeaseUntilMs: now + int64(r.IntN(3)+1)}}
+		op := &ClaimOp{Key: key, Digest: digest, CommitToken: "c-" + key.String() + digest,
+			Holder: fmt.Sprint("h", r.IntN(3)), NowMs: now, LeaseUntilMs: now + int64(r.IntN(3)+1)}
+		if kind == KindClaimComplete {
+			op.Fragments = factFragments(key.Run, op.CommitToken)
+		}
+		return Entry{Kind: kind, Claim: op}
 	}
 	switch x := r.IntN(20); {
 	case x < 2:

@@ -88,17 +88,7 @@ func (s *State) encodeShard(k shardKey) []byte {
 			e.varint(t.WriterEpoch)
 			e.varint(t.NextEntity)
 			e.uvarint(t.Seq)
-			e.uvarint(uint64(len(t.Tables)))
-			for _, tf := range t.Tables {
-				e.str(tf.Table)
-				e.uvarint(uint64(len(tf.Fragments)))
-				for _, f := range tf.Fragments {
-					e.str(f.Path)
-					e.varint(f.Rows)
-					e.varint(f.Bytes)
-					e.str(f.Digest)
-				}
-			}
+			e.tables(t.Tables)
 		}
 	case 'm':
 		var cmds []*CommandState
@@ -140,6 +130,7 @@ func (s *State) encodeShard(k shardKey) []byte {
 			e.varint(c.Epoch)
 			e.varint(c.Tick)
 			e.varint(c.FactID)
+			e.tables(c.Tables)
 			e.uvarint(c.Seq)
 		}
 	}
@@ -171,14 +162,7 @@ func decodeShard(data []byte, addTick func(*Tick), addClaim func(*Claim), addCom
 			if d.err == nil && tickShard(t.Run, t.Tick) != k {
 				d.err = fmt.Errorf("tick %d in shard %v", t.Tick, k)
 			}
-			t.Tables = tables.take(d.count())
-			for j := range t.Tables {
-				t.Tables[j].Table = d.str()
-				t.Tables[j].Fragments = frags.take(d.count())
-				for f := range t.Tables[j].Fragments {
-					t.Tables[j].Fragments[f] = Fragment{Path: d.str(), Rows: d.varint(), Bytes: d.varint(), Digest: d.str()}
-				}
-			}
+			t.Tables = d.tables(&tables, &frags)
 			if d.err == nil {
 				last = max(last, t.Seq)
 				addTick(t)
@@ -186,7 +170,9 @@ func decodeShard(data []byte, addTick func(*Tick), addClaim func(*Claim), addCom
 		case 'c':
 			c := &Claim{Key: ClaimKey{Run: k.Run, Producer: d.str(), ExternalID: d.str()}, Digest: d.str(),
 				CommitToken: d.str(), State: d.str(), Holder: d.str(), LeaseUntilMs: d.varint(),
-				Epoch: d.varint(), Tick: d.varint(), FactID: d.varint(), Seq: d.uvarint()}
+				Epoch: d.varint(), Tick: d.varint(), FactID: d.varint()}
+			c.Tables = d.tables(&tables, &frags)
+			c.Seq = d.uvarint()
 			c.shard = claimBucket(c.Key)
 			if d.err == nil && c.shard != k.N {
 				d.err = fmt.Errorf("claim %s in shard %d", c.Key, k.N)
@@ -306,4 +292,32 @@ func (d *dec) fail(err error) {
 	if d.err == nil {
 		d.err = err
 	}
+}
+
+// tables encodes a publication's fragment lists.
+func (e *enc) tables(ts []TableFragments) {
+	e.uvarint(uint64(len(ts)))
+	for _, tf := range ts {
+		e.str(tf.Table)
+		e.uvarint(uint64(len(tf.Fragments)))
+		for _, f := range tf.Fragments {
+			e.str(f.Path)
+			e.varint(f.Rows)
+			e.varint(f.Bytes)
+			e.str(f.Digest)
+		}
+	}
+}
+
+// tables decodes what enc.tables wrote, carving from the shard's slabs.
+func (d *dec) tables(tables *slab[TableFragments], frags *slab[Fragment]) []TableFragments {
+	ts := tables.take(d.count())
+	for j := range ts {
+		ts[j].Table = d.str()
+		ts[j].Fragments = frags.take(d.count())
+		for f := range ts[j].Fragments {
+			ts[j].Fragments[f] = Fragment{Path: d.str(), Rows: d.varint(), Bytes: d.varint(), Digest: d.str()}
+		}
+	}
+	return ts
 }

@@ -47,6 +47,8 @@ type Claim struct {
 	Tick int64
 	// FactID is the fact's entity id, from the negative band.
 	FactID int64
+	// Tables hold the rows appended under the token (set on completion).
+	Tables []TableFragments
 	Seq    uint64
 
 	shard int64 // claimBucket(Key), the claim's checkpoint shard
@@ -435,6 +437,7 @@ func (n *State) applyClaim(e *Entry, seq uint64) (Result, error) {
 		}
 		nc = *old
 		nc.State = ClaimComplete
+		nc.Tables = cloneTables(c.Fragments)
 	}
 	nc.Seq = seq
 	n.claims.ReplaceOrInsert(&nc)
