@@ -88,6 +88,8 @@ type Options struct {
 	WriterMode string
 	// Catalog options for the world's control catalog.
 	Catalog index.Options
+	// Ingest configures World.Ingest and World.Evaluate.
+	Ingest IngestOptions
 }
 
 func (o *Options) defaults() {
@@ -141,6 +143,9 @@ type World struct {
 	prepared *prepared
 	stopped  error
 	last     *CommittedTickReceipt
+
+	ingestOnce sync.Once
+	ingest     *IngestionService
 }
 
 // ID returns the world id.

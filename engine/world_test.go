@@ -28,6 +28,9 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv(childEnv); spec != "" {
 		os.Exit(simChild(spec))
 	}
+	if spec := os.Getenv(factChildEnv); spec != "" {
+		os.Exit(factChild(spec))
+	}
 	os.Exit(m.Run())
 }
 

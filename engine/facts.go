@@ -1,0 +1,542 @@
+package engine
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/index"
+	"github.com/worldfs/worldfs/internal/failpoint"
+)
+
+// Failpoints of the fact lifecycle (seed 003 §3), in the order a fact
+// passes them.
+const (
+	FailpointFactClaimed   = "engine.fact.claimed"   // the claim is pending under this holder
+	FailpointFactAppended  = "engine.fact.appended"  // the fact's row is durable
+	FailpointFactCompleted = "engine.fact.completed" // the claim is complete
+)
+
+// FactFailpoints lists the fact lifecycle's failpoints in order.
+var FactFailpoints = []string{FailpointFactClaimed, FailpointFactAppended, FailpointFactCompleted}
+
+// FactMeta columns ride on every fact row, so that recovery can identify an
+// appended orphan by its embedded key.
+const (
+	factComponent     = "fact"
+	ColFactProducer   = "fact_producer"
+	ColFactExternalID = "fact_external_id"
+	ColFactDigest     = "fact_digest"
+	ColFactCommit     = "fact_commit_id"
+)
+
+// ReservedProducer prefixes the producers worldfs itself uses (evaluation
+// receipts); callers' facts may not use it.
+const ReservedProducer = "worldfs."
+
+var factMeta = Component{Name: factComponent, Fields: []Field{
+	{"producer", String}, {"external_id", String}, {"digest", String}, {"commit_id", String}}}
+
+// NewFactTable builds the table a kind of fact is stored in: commit
+// columns, the FactMeta columns (fact_producer, fact_external_id,
+// fact_digest, fact_commit_id) and the components. A fact table is never
+// an archetype of the simulation.
+func NewFactTable(name string, components ...Component) (*Table, error) {
+	for _, c := range components {
+		if c.Name == factComponent {
+			return nil, fmt.Errorf("fact table %s: the component name %q is reserved for FactMeta", name, factComponent)
+		}
+	}
+	return newTable(name, true, append(components[:len(components):len(components)], factMeta))
+}
+
+// IsFactTable reports whether t stores facts (it has the FactMeta columns).
+func IsFactTable(t *Table) bool { return IsFactColumns(t.Columns) }
+
+// IsFactColumns reports whether a table's columns include FactMeta, for
+// readers that know a table only by its description.
+func IsFactColumns(cols []Column) bool {
+	for _, c := range cols {
+		if c.Name == ColFactDigest && c.Component == factComponent {
+			return true
+		}
+	}
+	return false
+}
+
+// Fact is one externally produced record to ingest.
+type Fact struct {
+	// Run the fact belongs to (default "main").
+	Run string
+	// Producer and ExternalID are the fact's identity within the run:
+	// exactly one fact per (world, run, producer, external id) is ever
+	// visible.
+	Producer, ExternalID string
+	// Table is a fact table (NewFactTable).
+	Table *Table
+	// Values are the components' values by column name ("reading_value");
+	// FactMeta is filled in by worldfs.
+	Values Values
+}
+
+// FactReceipt is the durable outcome of ingesting a fact.
+type FactReceipt struct {
+	World      string `json:"world"`
+	Run        string `json:"run"`
+	Producer   string `json:"producer"`
+	ExternalID string `json:"external_id"`
+	// CommitToken is the claim's token: the fact is visible iff it is.
+	CommitToken string `json:"commit_token"`
+	// FactID is the fact's id, from the catalog's negative band.
+	FactID int64 `json:"fact_id"`
+	// Tick is the run's last visible tick when the fact was claimed (-1:
+	// none); facts never advance it.
+	Tick      int64  `json:"tick"`
+	Table     string `json:"table"`
+	TableName string `json:"table_name"`
+	// Digest is worldfs's digest of the fact's components.
+	Digest string `json:"digest"`
+	Path   string `json:"path"`
+	// Deduplicated: the fact was already visible; this call changed
+	// nothing.
+	Deduplicated bool `json:"deduplicated"`
+	// Recovered says how this call finished a claim stranded by another
+	// holder: "append" (no rows were found; they were appended under the
+	// original token) or "orphan" (the rows were there; only the
+	// completion was missing).
+	Recovered string `json:"recovered,omitempty"`
+}
+
+// IngestOptions configure an IngestionService.
+type IngestOptions struct {
+	// Holder names this service in claims (default: a random name).
+	Holder string
+	// Lease is how long a claim stays this holder's before others may
+	// take it over (default 30 s).
+	Lease time.Duration
+	// MaxWait bounds how long a call waits for another holder's live lease
+	// to complete or end before it returns ClaimPendingError (default:
+	// twice the lease; negative: do not wait).
+	MaxWait time.Duration
+	// Now is the clock leases are measured with (default time.Now).
+	Now func() time.Time
+	// Catalog options, used when the service opens the catalog itself.
+	Catalog index.Options
+}
+
+func (o *IngestOptions) defaults() {
+	if o.Holder == "" {
+		o.Holder = "ingest-" + newToken()[:12]
+	}
+	if o.Lease <= 0 {
+		o.Lease = 30 * time.Second
+	}
+	if o.MaxWait == 0 {
+		o.MaxWait = 2 * o.Lease
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+}
+
+// IngestionService owns the fact lifecycle of one world (seed 003 §3):
+// claim, append, flush, complete, behind one direct method. It works on
+// live worlds (World.Ingest shares the writer's catalog) and on cold ones
+// (OpenIngestionService opens the catalog alone). It is safe for
+// concurrent use; concurrent calls share catalog slots (group commit).
+type IngestionService struct {
+	b     bucket.Bucket
+	cat   *index.Catalog
+	world string
+	opts  IngestOptions
+	owned bool // Close closes cat
+
+	described sync.Map // table id → struct{}: its description is in the bucket
+}
+
+// NewIngestionService returns a service that commits through cat, an open
+// catalog of a created world.
+func NewIngestionService(b bucket.Bucket, cat *index.Catalog, opts IngestOptions) *IngestionService {
+	opts.defaults()
+	return &IngestionService{b: b, cat: cat, world: cat.World(), opts: opts}
+}
+
+// OpenIngestionService opens world's catalog for ingestion into a cold
+// world (no live writer needed). Close releases it.
+func OpenIngestionService(ctx context.Context, b bucket.Bucket, world string, opts IngestOptions) (*IngestionService, error) {
+	cat, err := index.Open(ctx, b, world, opts.Catalog)
+	if err != nil {
+		return nil, err
+	}
+	s, err := cat.Exact(ctx)
+	if err == nil && !s.World.Created {
+		err = fmt.Errorf("world %s: %w", world, index.ErrNoWorld)
+	}
+	if err != nil {
+		cat.Close()
+		return nil, err
+	}
+	svc := NewIngestionService(b, cat, opts)
+	svc.owned = true
+	return svc, nil
+}
+
+// Close closes the catalog if the service opened it.
+func (s *IngestionService) Close() error {
+	if s.owned {
+		return s.cat.Close()
+	}
+	return nil
+}
+
+// World returns the world the service ingests into.
+func (s *IngestionService) World() string { return s.world }
+
+// Ingest makes f visible exactly once. The same fact again (same key,
+// same components) returns the original receipt; the same key with other
+// components is a ClaimConflictError, forever; a claim another holder is
+// still working on is awaited (up to MaxWait) and its receipt returned, or
+// taken over once its lease ends.
+func (s *IngestionService) Ingest(ctx context.Context, f Fact) (FactReceipt, error) {
+	if f.Run == "" {
+		f.Run = "main"
+	}
+	if err := s.checkFact(f); err != nil {
+		return FactReceipt{}, err
+	}
+	row, digest, err := factRow(f.Table, f.Values)
+	if err != nil {
+		return FactReceipt{}, fmt.Errorf("world %s: fact %s/%s: %w", s.world, f.Producer, f.ExternalID, err)
+	}
+	key := index.ClaimKey{Run: f.Run, Producer: f.Producer, ExternalID: f.ExternalID}
+	out, err := s.settle(ctx, key, digest, f.Table, func(context.Context, *index.Claim) (Values, error) { return row, nil })
+	if err != nil {
+		return FactReceipt{}, err
+	}
+	return s.receipt(out, f.Table), nil
+}
+
+func (s *IngestionService) checkFact(f Fact) error {
+	switch {
+	case f.Producer == "" || f.ExternalID == "":
+		return fmt.Errorf("world %s: a fact needs a producer and an external id", s.world)
+	case strings.HasPrefix(f.Producer, ReservedProducer):
+		return fmt.Errorf("world %s: producer %q: names starting %q are reserved for worldfs", s.world, f.Producer, ReservedProducer)
+	case f.Table == nil || !IsFactTable(f.Table):
+		return fmt.Errorf("world %s: fact %s/%s: the table must be a fact table (NewFactTable)", s.world, f.Producer, f.ExternalID)
+	}
+	return nil
+}
+
+func (s *IngestionService) receipt(o settled, t *Table) FactReceipt {
+	c := o.claim
+	return FactReceipt{World: s.world, Run: c.Key.Run, Producer: c.Key.Producer, ExternalID: c.Key.ExternalID,
+		CommitToken: c.CommitToken, FactID: c.FactID, Tick: c.Tick, Table: t.ID, TableName: t.Name,
+		Digest: c.Digest, Path: o.path, Deduplicated: o.dedup, Recovered: o.recovered}
+}
+
+// factRow checks v against t's components and returns the row (FactMeta
+// not yet filled) and the fact's digest: worldfs's own, computed from a
+// canonical encoding of the typed component values, never the caller's.
+func factRow(t *Table, v Values) (Values, string, error) {
+	for name := range v {
+		if i := t.Column(name); i >= 0 && t.Columns[i].Component == factComponent {
+			return nil, "", fmt.Errorf("column %s is FactMeta, which worldfs fills in", name)
+		}
+	}
+	f := NewFrame(t)
+	if err := f.Append(0, v); err != nil {
+		return nil, "", err
+	}
+	row := f.Row(0)
+	h := sha256.New()
+	fmt.Fprintf(h, "worldfs.fact.v1\x00%s\x00", t.ID)
+	for _, c := range t.Columns {
+		if c.Component == "" || c.Component == factComponent {
+			continue
+		}
+		var enc string
+		switch x := row[c.Name].(type) {
+		case float64:
+			if math.IsNaN(x) || math.IsInf(x, 0) {
+				return nil, "", fmt.Errorf("column %s: %v is not a finite number", c.Name, x)
+			}
+			enc = strconv.FormatUint(math.Float64bits(x), 16)
+		case float32:
+			if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+				return nil, "", fmt.Errorf("column %s: %v is not a finite number", c.Name, x)
+			}
+			enc = strconv.FormatUint(uint64(math.Float32bits(x)), 16)
+		default:
+			enc = fmt.Sprint(x)
+		}
+		fmt.Fprintf(h, "%s\x00%s\x00%d:%s\x00", c.Name, c.Type, len(enc), enc)
+	}
+	return row, "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// settled is a claim's lifecycle finished: the complete claim and its row.
+type settled struct {
+	claim     *index.Claim
+	path      string
+	row       Values // the visible row (read back when this call did not append it)
+	dedup     bool
+	recovered string
+}
+
+// settle runs one claim's lifecycle: acquire (or await, or take over) the
+// claim on key, append its one row unless it is already there, and
+// complete it. row computes the row's values; it runs only while this
+// holder owns the claim and no row exists under its token (graders run
+// there, after the claim).
+func (s *IngestionService) settle(ctx context.Context, key index.ClaimKey, digest string, t *Table,
+	row func(context.Context, *index.Claim) (Values, error)) (settled, error) {
+	if err := s.describe(ctx, t); err != nil {
+		return settled{}, err
+	}
+	now := s.opts.Now()
+	r, err := s.cat.Commit(ctx, index.Entry{Kind: index.KindClaimAcquire, Claim: &index.ClaimOp{
+		Key: key, Digest: digest, CommitToken: newToken(), Holder: s.opts.Holder,
+		NowMs: now.UnixMilli(), LeaseUntilMs: now.Add(s.opts.Lease).UnixMilli()}})
+	var pending *index.ClaimPendingError
+	takenOver := false
+	switch {
+	case err == nil && r.Existing:
+		return s.complete(ctx, r.Claim, t, true)
+	case errors.As(err, &pending):
+		c, done, err := s.await(ctx, key, digest)
+		if err != nil || done {
+			if err != nil {
+				return settled{}, err
+			}
+			return s.complete(ctx, c, t, true)
+		}
+		r.Claim, takenOver = c, true
+	case err != nil:
+		return settled{}, err
+	}
+	c := r.Claim
+	failpoint.Hit(FailpointFactClaimed)
+
+	path := FragmentPath(s.world, key.Run, t.ID, c.CommitToken, 0)
+	out := settled{path: path}
+	data, _, err := s.b.Get(ctx, path)
+	switch {
+	case err == nil:
+		// The rows are there (a holder appended and then died or
+		// stalled): complete without appending again.
+		out.recovered = "orphan"
+	case !errors.Is(err, bucket.ErrNotExist):
+		return settled{}, fmt.Errorf("world %s: fact %s: probing for its rows: %w", s.world, key, err)
+	default:
+		if takenOver {
+			out.recovered = "append"
+		}
+		if data, err = s.append(ctx, c, t, row); err != nil {
+			return settled{}, err
+		}
+	}
+	if out.row, err = s.verify(t, c, path, data); err != nil {
+		return settled{}, err
+	}
+	failpoint.Hit(FailpointFactAppended)
+
+	r, err = s.cat.Commit(ctx, index.Entry{Kind: index.KindClaimComplete, Claim: &index.ClaimOp{
+		Key: key, Digest: digest, CommitToken: c.CommitToken, NowMs: s.opts.Now().UnixMilli(),
+		Fragments: []index.TableFragments{{Table: t.ID, Fragments: []index.Fragment{{
+			Path: path, Rows: 1, Bytes: int64(len(data)), Digest: Digest(data)}}}}}})
+	if err != nil {
+		return settled{}, fmt.Errorf("world %s: completing fact %s: %w", s.world, key, err)
+	}
+	failpoint.Hit(FailpointFactCompleted)
+	out.claim = r.Claim
+	return out, nil
+}
+
+// append writes the claim's row under its token and returns the bytes now
+// at its path: this holder's, or those of a holder presumed dead whose
+// late append won the create.
+func (s *IngestionService) append(ctx context.Context, c *index.Claim, t *Table,
+	row func(context.Context, *index.Claim) (Values, error)) ([]byte, error) {
+	v, err := row(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	v = cloneValues(v)
+	v[ColFactProducer], v[ColFactExternalID] = c.Key.Producer, c.Key.ExternalID
+	v[ColFactDigest], v[ColFactCommit] = c.Digest, c.CommitToken
+	f := NewFrame(t)
+	if err := f.Append(c.FactID, v); err != nil {
+		return nil, fmt.Errorf("world %s: fact %s: %w", s.world, c.Key, err)
+	}
+	data, err := EncodeFragment(f, Stamp{Tick: c.Tick, CommitToken: c.CommitToken, WriterEpoch: c.Epoch})
+	if err != nil {
+		return nil, err
+	}
+	path := FragmentPath(s.world, c.Key.Run, t.ID, c.CommitToken, 0)
+	_, err = bucket.CreateOnce(ctx, s.b, path, data)
+	if errors.Is(err, bucket.ErrExist) {
+		data, _, err = s.b.Get(ctx, path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("world %s: appending fact %s: %w", s.world, c.Key, err)
+	}
+	return data, nil
+}
+
+// verify checks that data, found at the claim's path, is the claim's one
+// row, and returns it. Anything else is corruption: the claim is not
+// completed over it.
+func (s *IngestionService) verify(t *Table, c *index.Claim, path string, data []byte) (Values, error) {
+	f, err := DecodeFragment(t, data, nil)
+	if err == nil && (f.Len() != 1 || f.Entities[0] != c.FactID) {
+		err = fmt.Errorf("%d rows, want fact %d alone", f.Len(), c.FactID)
+	}
+	var row Values
+	if err == nil {
+		row = f.Row(c.FactID)
+		if row[ColFactDigest] != c.Digest || row[ColFactCommit] != c.CommitToken {
+			err = fmt.Errorf("its row is stamped %v/%v, not the claim's %s/%s", row[ColFactDigest], row[ColFactCommit], c.Digest, c.CommitToken)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("world %s: fact %s: %s: %v: %w", s.world, c.Key, path, err, index.ErrCorrupt)
+	}
+	return row, nil
+}
+
+// await waits for another holder's pending claim on key: it returns the
+// claim complete (done), or taken over by this holder once its lease ends,
+// or ClaimPendingError after MaxWait.
+func (s *IngestionService) await(ctx context.Context, key index.ClaimKey, digest string) (*index.Claim, bool, error) {
+	deadline := s.opts.Now().Add(max(s.opts.MaxWait, 0))
+	for attempt := 0; ; attempt++ {
+		st, err := s.cat.Exact(ctx)
+		if err != nil {
+			return nil, false, err
+		}
+		c, ok := st.Claim(key)
+		if !ok {
+			return nil, false, fmt.Errorf("world %s: fact %s: the pending claim vanished: %w", s.world, key, index.ErrCorrupt)
+		}
+		if c.Digest != digest {
+			return nil, false, &index.ClaimConflictError{World: s.world, Key: key, Claimed: c.Digest, Attempted: digest}
+		}
+		if c.State == index.ClaimComplete {
+			return c, true, nil
+		}
+		now := s.opts.Now()
+		if now.UnixMilli() >= c.LeaseUntilMs {
+			r, err := s.cat.Commit(ctx, index.Entry{Kind: index.KindClaimTakeover, Claim: &index.ClaimOp{
+				Key: key, Digest: digest, Holder: s.opts.Holder,
+				NowMs: now.UnixMilli(), LeaseUntilMs: now.Add(s.opts.Lease).UnixMilli()}})
+			var pending *index.ClaimPendingError
+			switch {
+			case err == nil:
+				return r.Claim, r.Existing, nil
+			case !errors.As(err, &pending): // another holder took it over first: wait for it
+				return nil, false, err
+			}
+			continue
+		}
+		if !now.Before(deadline) {
+			return nil, false, &index.ClaimPendingError{World: s.world, Key: key, Holder: c.Holder, LeaseUntilMs: c.LeaseUntilMs}
+		}
+		poll := min(5*time.Millisecond<<min(attempt, 5), 100*time.Millisecond)
+		wait := min(time.Duration(c.LeaseUntilMs-now.UnixMilli()+1)*time.Millisecond, poll, deadline.Sub(now))
+		if err := bucket.Sleep(ctx, wait); err != nil {
+			return nil, false, err
+		}
+	}
+}
+
+// complete finishes a call that found the claim already complete: the
+// original receipt, with its row read back.
+func (s *IngestionService) complete(ctx context.Context, c *index.Claim, t *Table, dedup bool) (settled, error) {
+	if len(c.Tables) != 1 || len(c.Tables[0].Fragments) != 1 || c.Tables[0].Table != t.ID {
+		return settled{}, fmt.Errorf("world %s: fact %s: the completed claim names fragments %+v, not one of table %s: %w",
+			s.world, c.Key, c.Tables, t.ID, index.ErrCorrupt)
+	}
+	fr := c.Tables[0].Fragments[0]
+	out := settled{claim: c, path: fr.Path, dedup: dedup}
+	if t.Name != receiptTableName {
+		return out, nil // a fact's receipt comes from the claim alone
+	}
+	data, _, err := s.b.Get(ctx, fr.Path)
+	if err != nil {
+		return settled{}, fmt.Errorf("world %s: reading receipt %s: %w", s.world, fr.Path, err)
+	}
+	if Digest(data) != fr.Digest {
+		return settled{}, fmt.Errorf("world %s: receipt %s does not match its digest: %w", s.world, fr.Path, index.ErrCorrupt)
+	}
+	out.row, err = s.verify(t, c, fr.Path, data)
+	return out, err
+}
+
+// describe records t's description in the bucket once per service.
+func (s *IngestionService) describe(ctx context.Context, t *Table) error {
+	if _, ok := s.described.Load(t.ID); ok {
+		return nil
+	}
+	if err := registerTables(ctx, s.b, s.world, []*Table{t}); err != nil {
+		return err
+	}
+	s.described.Store(t.ID, struct{}{})
+	return nil
+}
+
+func cloneValues(v Values) Values {
+	out := make(Values, len(v)+4)
+	for k, x := range v {
+		out[k] = x
+	}
+	return out
+}
+
+// Ingest ingests a fact into the world's history (IngestionService.Ingest):
+// it lands at the run's last visible tick, never advances it, and never
+// becomes an entity of the simulation. Unlike the rest of World, Ingest and
+// Evaluate may be called concurrently with Step and each other: they touch
+// only the catalog and the bucket.
+func (w *World) Ingest(ctx context.Context, f Fact) (FactReceipt, error) {
+	svc, err := w.ingestion()
+	if err != nil {
+		return FactReceipt{}, err
+	}
+	if f.Run == "" {
+		f.Run = w.opts.Run
+	}
+	return svc.Ingest(ctx, f)
+}
+
+// Evaluate records an evaluation receipt for the world
+// (IngestionService.Evaluate).
+func (w *World) Evaluate(ctx context.Context, ev Evaluation, grade Grader) (EvaluationReceipt, error) {
+	svc, err := w.ingestion()
+	if err != nil {
+		return EvaluationReceipt{}, err
+	}
+	return svc.Evaluate(ctx, ev, grade)
+}
+
+func (w *World) ingestion() (*IngestionService, error) {
+	if w.cat == nil {
+		return nil, fmt.Errorf("world %s: an uncoordinated world has no catalog to claim facts in", w.id)
+	}
+	w.ingestOnce.Do(func() {
+		opts := w.opts.Ingest
+		if opts.Holder == "" {
+			opts.Holder = w.opts.Holder + "-ingest-" + newToken()[:8]
+		}
+		w.ingest = NewIngestionService(w.b, w.cat, opts)
+	})
+	return w.ingest, nil
+}

@@ -1,0 +1,829 @@
+package engine_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/bucket/local"
+	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/engine/particles"
+	"github.com/worldfs/worldfs/index"
+	"github.com/worldfs/worldfs/internal/failpoint"
+)
+
+// readingTable is the fact table the tests ingest into.
+func readingTable() *engine.Table {
+	c, _ := engine.NewComponent("reading", engine.Field{Name: "sensor", Type: engine.String}, engine.Field{Name: "value", Type: engine.Float64})
+	t, _ := engine.NewFactTable("reading", c)
+	return t
+}
+
+func reading(producer, id string, value float64) engine.Fact {
+	return engine.Fact{Producer: producer, ExternalID: id, Table: readingTable(),
+		Values: engine.Values{"reading_sensor": producer, "reading_value": value}}
+}
+
+// simWorld creates world id on b and runs the particle simulation to tick
+// last.
+func simWorld(t *testing.T, b bucket.Bucket, id string, last int64) *engine.World {
+	t.Helper()
+	w, err := engine.CreateWorld(ctxT(t), b, id, particles.Tables(), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	if err := drive(ctxT(t), w, last); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// visibleFacts returns, per claim key, the fact rows of table that the
+// catalog's allowlist admits, found by reading every fragment stored under
+// the table (not only those the catalog names): stray rows of crashed or
+// duplicate attempts must stay invisible.
+func visibleFacts(t *testing.T, b bucket.Bucket, world, run string, table *engine.Table) map[string][]engine.Values {
+	t.Helper()
+	s, _, err := index.Load(ctxT(t), b, world)
+	if err != nil {
+		t.Fatal(err)
+	}
+	allow := s.Allowlist(run)
+	out := map[string][]engine.Values{}
+	for a, err := range b.List(ctxT(t), "data/"+world+"/"+run+"/"+table.ID+"/", "") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _, err := b.Get(ctxT(t), a.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := engine.DecodeFragment(table, data, func(r engine.StampedRow) bool {
+			return allow.Admits(r.Tick, r.CommitToken, r.WriterEpoch)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range f.Entities {
+			row := f.Row(id)
+			key := row[engine.ColFactProducer].(string) + "/" + row[engine.ColFactExternalID].(string)
+			out[key] = append(out[key], row)
+		}
+	}
+	return out
+}
+
+func TestIngestExactlyOnce(t *testing.T) {
+	ctx := ctxT(t)
+	dir := t.TempDir()
+	b, _ := local.Open(dir)
+	w := simWorld(t, b, "w", 5)
+	head := w.Tick()
+
+	r1, err := w.Ingest(ctx, reading("sensor-1", "evt-9", 21.5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r1.Deduplicated || r1.Tick != head || r1.FactID != index.FactIDBase-1 || r1.Recovered != "" {
+		t.Fatalf("first receipt %+v (head %d)", r1, head)
+	}
+	if w.Tick() != head {
+		t.Fatalf("ingesting moved the world to tick %d", w.Tick())
+	}
+	// The same fact again: the original receipt.
+	r2, err := w.Ingest(ctx, reading("sensor-1", "evt-9", 21.5))
+	if err != nil || !r2.Deduplicated || r2.CommitToken != r1.CommitToken || r2.FactID != r1.FactID || r2.Path != r1.Path {
+		t.Fatalf("duplicate: %+v %v, want the original %+v", r2, err, r1)
+	}
+	// Another digest under the same id: a conflict.
+	var conflict *index.ClaimConflictError
+	if _, err := w.Ingest(ctx, reading("sensor-1", "evt-9", 22)); !errors.As(err, &conflict) {
+		t.Fatalf("another digest: %v, want ClaimConflictError", err)
+	}
+	// A second fact gets the next id of the band; the world keeps stepping
+	// and its ticks hold no fact.
+	r3, err := w.Ingest(ctx, reading("sensor-2", "evt-1", 7))
+	if err != nil || r3.FactID != index.FactIDBase-2 {
+		t.Fatalf("second fact %+v %v", r3, err)
+	}
+	if err := drive(ctx, w, head+3); err != nil {
+		t.Fatal(err)
+	}
+	r4, err := w.Ingest(ctx, reading("sensor-2", "evt-2", 8))
+	if err != nil || r4.Tick != head+3 {
+		t.Fatalf("a fact after three more ticks: %+v %v, want tick %d", r4, err, head+3)
+	}
+	w.Close()
+
+	// Facts are not entities: a resumed world has none, and its frames
+	// are those of an uninterrupted run without facts.
+	w2, err := engine.ResumeWorld(ctx, b, "w", particles.Tables(), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w2.Close()
+	for _, tb := range w2.Tables() {
+		if f := w2.Frame(tb.Name); f.Len() > 0 && f.Entities[0] < 0 {
+			t.Fatalf("resume brought fact %d into %s", f.Entities[0], tb.Name)
+		}
+	}
+	if err := drive(ctx, w2, head+6); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := particles.Fingerprint(w2), reference(t, head+6); got != want {
+		t.Fatalf("facts changed the simulation:\n%s\n%s", got, want)
+	}
+
+	// Exactly one visible row per fact, holding its values and FactMeta.
+	rows := visibleFacts(t, b, "w", "main", readingTable())
+	if len(rows) != 3 || len(rows["sensor-1/evt-9"]) != 1 {
+		t.Fatalf("visible facts %v", rows)
+	}
+	if r := rows["sensor-1/evt-9"][0]; r["reading_value"] != 21.5 || r[engine.ColFactDigest] != r1.Digest || r[engine.ColFactCommit] != r1.CommitToken {
+		t.Fatalf("row %v, receipt %+v", r, r1)
+	}
+
+	// The conflict and the dedup survive a restart and a checkpoint.
+	cat, err := index.Open(ctx, b, "w", index.Options{NoCompactor: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cat.Checkpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cat.Close()
+	svc, err := engine.OpenIngestionService(ctx, b, "w", engine.IngestOptions{Catalog: index.Options{NoCompactor: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	if info := mustLoadInfo(t, b, "w"); info.CheckpointSeq == 0 {
+		t.Fatalf("no checkpoint in use: %+v", info)
+	}
+	if _, err := svc.Ingest(ctx, reading("sensor-1", "evt-9", 22)); !errors.As(err, &conflict) {
+		t.Fatalf("after restart and checkpoint: %v, want ClaimConflictError", err)
+	}
+	if r, err := svc.Ingest(ctx, reading("sensor-1", "evt-9", 21.5)); err != nil || !r.Deduplicated || r.CommitToken != r1.CommitToken {
+		t.Fatalf("after restart: %+v %v", r, err)
+	}
+}
+
+func mustLoadInfo(t *testing.T, b bucket.Bucket, world string) index.LoadInfo {
+	t.Helper()
+	_, info, err := index.Load(ctxT(t), b, world)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info
+}
+
+func TestIngestBadInput(t *testing.T) {
+	ctx := ctxT(t)
+	b, _ := local.Open(t.TempDir())
+	w := simWorld(t, b, "w", 1)
+	sim := particles.Tables()[0]
+	for name, f := range map[string]engine.Fact{
+		"no producer":       reading("", "e", 1),
+		"no external id":    reading("p", "", 1),
+		"reserved producer": reading(engine.ReservedProducer+"x", "e", 1),
+		"not a fact table":  {Producer: "p", ExternalID: "e", Table: sim},
+		"unknown column":    {Producer: "p", ExternalID: "e", Table: readingTable(), Values: engine.Values{"nope": 1}},
+		"wrong type":        {Producer: "p", ExternalID: "e", Table: readingTable(), Values: engine.Values{"reading_value": "warm"}},
+		"FactMeta given":    {Producer: "p", ExternalID: "e", Table: readingTable(), Values: engine.Values{engine.ColFactDigest: "sha256:0"}},
+	} {
+		if _, err := w.Ingest(ctx, f); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	s, err := w.Catalog().Exact(ctx)
+	if err != nil || s.World.Claims != 0 {
+		t.Fatalf("bad facts claimed %d ids (%v)", s.World.Claims, err)
+	}
+	if _, err := engine.OpenIngestionService(ctx, b, "nope", engine.IngestOptions{}); !errors.Is(err, index.ErrNoWorld) {
+		t.Fatalf("ingesting into a missing world: %v", err)
+	}
+	if _, err := engine.NewFactTable("x", mustComponent(t, "fact", engine.Field{Name: "a", Type: engine.Int64})); err == nil {
+		t.Fatal("a component named fact was accepted")
+	}
+}
+
+func mustComponent(t *testing.T, name string, fields ...engine.Field) engine.Component {
+	c, err := engine.NewComponent(name, fields...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// Concurrent identical callers converge on the winner's receipt; one row
+// is ever written.
+func TestIngestConcurrentConverge(t *testing.T) {
+	ctx := ctxT(t)
+	b, _ := local.Open(t.TempDir())
+	simWorld(t, b, "w", 1).Close()
+	var wg sync.WaitGroup
+	receipts := make([]engine.FactReceipt, 12)
+	errs := make([]error, len(receipts))
+	for i := range receipts {
+		// Separate services: separate holders, catalogs racing for slots.
+		svc, err := engine.OpenIngestionService(ctx, b, "w", engine.IngestOptions{Catalog: index.Options{NoCompactor: true}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer svc.Close()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			receipts[i], errs[i] = svc.Ingest(ctx, reading("s", "e", 1))
+		}()
+	}
+	wg.Wait()
+	fresh := 0
+	for i, r := range receipts {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+		if r.CommitToken != receipts[0].CommitToken || r.FactID != receipts[0].FactID {
+			t.Fatalf("receipts diverge: %+v vs %+v", r, receipts[0])
+		}
+		if !r.Deduplicated {
+			fresh++
+		}
+	}
+	if fresh != 1 {
+		t.Fatalf("%d callers report appending the fact", fresh)
+	}
+	names, _ := bucket.Collect(b.List(ctx, "data/w/main/"+readingTable().ID+"/", ""))
+	if len(names) != 1 {
+		t.Fatalf("%d fragments for one fact: %v", len(names), names)
+	}
+}
+
+const factChildEnv = "WORLDFS_FACT_CHILD" // "DIR|WORLD|MODE"
+
+// factChild is a subprocess that ingests; crash tests kill it at a
+// failpoint. MODE "one" ingests one fact (or an evaluation: "eval");
+// "load:N:SEED:OUT" runs the 64-producer workload and records receipts.
+func factChild(spec string) int {
+	p := strings.SplitN(spec, "|", 3)
+	ctx := context.Background()
+	b, err := local.Open(p[0])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
+	}
+	svc, err := engine.OpenIngestionService(ctx, b, p[1], engine.IngestOptions{Lease: time.Second, Catalog: quiet.Catalog})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
+	}
+	defer svc.Close()
+	switch mode := p[2]; {
+	case mode == "one":
+		_, err = svc.Ingest(ctx, reading("sensor-1", "evt-9", 21.5))
+	case mode == "eval":
+		err = childEvaluate(ctx, svc, b)
+	case strings.HasPrefix(mode, "load:"):
+		var seed uint64
+		var out string
+		f := strings.SplitN(mode, ":", 3)
+		seed, _ = strconv.ParseUint(f[1], 10, 64)
+		out = f[2]
+		err = runLoad(ctx, svc, seed, out)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 4
+	}
+	return 0
+}
+
+func childEvaluate(ctx context.Context, svc *engine.IngestionService, b bucket.Bucket) error {
+	s, _, err := index.Load(ctx, b, svc.World())
+	if err != nil {
+		return err
+	}
+	sub, err := engine.PinSubject(s, "main", -1, engine.Selector{ToTick: -1})
+	if err != nil {
+		return err
+	}
+	_, err = svc.Evaluate(ctx, engine.Evaluation{ID: "eval-1", Subject: sub, Contract: contract("v1")}, passing)
+	return err
+}
+
+func TestFactCrashRecovery(t *testing.T) {
+	for _, fp := range engine.FactFailpoints {
+		t.Run(fp, func(t *testing.T) {
+			ctx := ctxT(t)
+			dir := t.TempDir()
+			b, _ := local.Open(dir)
+			simWorld(t, b, "w", 2).Close()
+			crash(t, dir, "one", fp)
+
+			s, _, err := index.Load(ctx, b, "w")
+			if err != nil {
+				t.Fatal(err)
+			}
+			key := index.ClaimKey{Run: "main", Producer: "sensor-1", ExternalID: "evt-9"}
+			before, ok := s.Claim(key)
+			if !ok {
+				t.Fatal("the crashed holder left no claim")
+			}
+			path := engine.FragmentPath("w", "main", readingTable().ID, before.CommitToken, 0)
+			appended, statErr := b.Stat(ctx, path)
+
+			// The retry: another holder, after the dead one's lease.
+			svc, err := engine.OpenIngestionService(ctx, b, "w", engine.IngestOptions{Catalog: quiet.Catalog})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer svc.Close()
+			r, err := svc.Ingest(ctx, reading("sensor-1", "evt-9", 21.5))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.CommitToken != before.CommitToken {
+				t.Fatalf("the retry completed under token %s, not the claim's %s", r.CommitToken, before.CommitToken)
+			}
+			switch fp {
+			case engine.FailpointFactClaimed: // before the append: the taker appends
+				if statErr == nil || r.Recovered != "append" {
+					t.Fatalf("crash before append: rows existed (%v) or recovery %q", statErr, r.Recovered)
+				}
+			case engine.FailpointFactAppended: // after: the taker completes without appending
+				after, err := b.Stat(ctx, path)
+				if statErr != nil || err != nil || r.Recovered != "orphan" || after.Generation != appended.Generation {
+					t.Fatalf("crash after append: recovery %q, rows rewritten %v→%v (%v %v)", r.Recovered, appended, after, statErr, err)
+				}
+			case engine.FailpointFactCompleted: // after completion: the original receipt
+				if before.State != index.ClaimComplete || !r.Deduplicated {
+					t.Fatalf("crash after completion: claim %+v receipt %+v", before, r)
+				}
+			}
+			if rows := visibleFacts(t, b, "w", "main", readingTable()); len(rows) != 1 || len(rows["sensor-1/evt-9"]) != 1 {
+				t.Fatalf("visible facts after recovery: %v", rows)
+			}
+		})
+	}
+}
+
+// crash runs a fact child in mode and requires it to die at failpoint fp.
+func crash(t *testing.T, dir, mode, fp string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), factChildEnv+"="+dir+"|w|"+mode, failpoint.Env+"="+fp)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	_ = cmd.Run()
+	if ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus); !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("the ingester did not die at %s: %v %s", fp, cmd.ProcessState, stderr.String())
+	}
+}
+
+// The load test's workload: 64 producers, each with facts they send three
+// times in a shuffled order. One fact in eight has a second version that a
+// producer also sends: exactly one version may ever win.
+const (
+	loadProducers = 64
+	loadFacts     = 4
+)
+
+type loadResult struct {
+	Key      string `json:"key"`
+	Value    float64
+	Token    string `json:"token"`
+	Conflict bool   `json:"conflict"`
+}
+
+func loadSends(seed uint64) [][]engine.Fact {
+	r := rand.New(rand.NewPCG(seed, 7))
+	out := make([][]engine.Fact, loadProducers)
+	for p := range loadProducers {
+		producer := fmt.Sprint("p", p)
+		for k := range loadFacts {
+			id := fmt.Sprint("e", k)
+			for range 3 {
+				out[p] = append(out[p], reading(producer, id, float64(k)))
+			}
+			if (p*loadFacts+k)%8 == 0 {
+				out[p] = append(out[p], reading(producer, id, float64(k)+0.5))
+			}
+		}
+		r.Shuffle(len(out[p]), func(i, j int) { out[p][i], out[p][j] = out[p][j], out[p][i] })
+	}
+	return out
+}
+
+// runLoad sends the workload from 64 concurrent producers and appends
+// each outcome to the file out as a JSON line.
+func runLoad(ctx context.Context, svc *engine.IngestionService, seed uint64, out string) error {
+	f, err := os.OpenFile(out, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	errs := make([]error, loadProducers)
+	for p, sends := range loadSends(seed) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, fact := range sends {
+				r, err := svc.Ingest(ctx, fact)
+				res := loadResult{Key: fact.Producer + "/" + fact.ExternalID, Value: fact.Values["reading_value"].(float64), Token: r.CommitToken}
+				var conflict *index.ClaimConflictError
+				if errors.As(err, &conflict) {
+					res.Conflict, err = true, nil
+				}
+				if err != nil {
+					errs[p] = err
+					return
+				}
+				line, _ := json.Marshal(res)
+				mu.Lock()
+				f.Write(append(line, '\n'))
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// 64 concurrent producers send every fact three times from two processes,
+// one of which is killed mid-run; a third pass after the crash sends
+// everything again. Exactly one fact per key is visible, every receipt of
+// a key names the same token, and every conflicting version was refused.
+func TestIngestProducersWithCrash(t *testing.T) {
+	ctx := ctxT(t)
+	dir := t.TempDir()
+	b, _ := local.Open(dir)
+	simWorld(t, b, "w", 2).Close()
+	out := dir + "/results.jsonl"
+	start := func(seed uint64, fp string) *exec.Cmd {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s|w|load:%d:%s", factChildEnv, dir, seed, out))
+		if fp != "" {
+			cmd.Env = append(cmd.Env, failpoint.Env+"="+fp)
+		}
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return cmd
+	}
+	// The victim dies after its 40th append, mid-lifecycle: some of its
+	// claims are stranded pending, with and without rows.
+	victim := start(1, engine.FailpointFactAppended+"@40")
+	survivor := start(2, "")
+	verr := victim.Wait()
+	if ws, _ := victim.ProcessState.Sys().(syscall.WaitStatus); !ws.Signaled() {
+		t.Fatalf("the victim was not killed: %v", verr)
+	}
+	if err := survivor.Wait(); err != nil {
+		t.Fatalf("the surviving process: %v", err)
+	}
+	svc, err := engine.OpenIngestionService(ctx, b, "w", engine.IngestOptions{Lease: time.Second, Catalog: quiet.Catalog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	if err := runLoad(ctx, svc, 3, out); err != nil {
+		t.Fatal(err)
+	}
+
+	// Every receipt of a key names one token; conflicts only ever refuse
+	// the version that lost.
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens, winner := map[string]string{}, map[string]float64{}
+	conflicts, lines := 0, 0
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		var r loadResult
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatal(err)
+		}
+		lines++
+		if r.Conflict {
+			conflicts++
+			continue
+		}
+		if tok, ok := tokens[r.Key]; ok && tok != r.Token {
+			t.Fatalf("key %s has receipts under %s and %s", r.Key, tok, r.Token)
+		}
+		if v, ok := winner[r.Key]; ok && v != r.Value {
+			t.Fatalf("key %s accepted both %v and %v", r.Key, v, r.Value)
+		}
+		tokens[r.Key], winner[r.Key] = r.Token, r.Value
+	}
+	if len(tokens) != loadProducers*loadFacts || conflicts == 0 {
+		t.Fatalf("%d keys acknowledged (want %d), %d conflicts, %d outcomes", len(tokens), loadProducers*loadFacts, conflicts, lines)
+	}
+	rows := visibleFacts(t, b, "w", "main", readingTable())
+	if len(rows) != loadProducers*loadFacts {
+		t.Fatalf("%d keys visible, want %d", len(rows), loadProducers*loadFacts)
+	}
+	for key, rs := range rows {
+		if len(rs) != 1 || rs[0]["reading_value"] != winner[key] || rs[0][engine.ColFactCommit] != tokens[key] {
+			t.Fatalf("key %s: visible rows %v, acknowledged %v under %s", key, rs, winner[key], tokens[key])
+		}
+	}
+	t.Logf("%d outcomes, %d conflicts refused, %d facts visible", lines, conflicts, len(rows))
+}
+
+func contract(version string) engine.GraderContract {
+	return engine.GraderContract{GraderID: "reach-ground", Implementation: version, Model: "m-1",
+		Config: json.RawMessage(`{"b": 1, "a": [1, 2]}`), Thresholds: map[string]float64{"min": 0.5}, Seed: 7}
+}
+
+func passing(context.Context, engine.Subject) ([]engine.Outcome, error) {
+	score := 0.9
+	return []engine.Outcome{{Criterion: "lands", Verdict: engine.Pass, Score: &score}}, nil
+}
+
+func TestEvaluationReceipts(t *testing.T) {
+	ctx := ctxT(t)
+	b, _ := local.Open(t.TempDir())
+	w := simWorld(t, b, "w", 4)
+	s, err := w.Catalog().Exact(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := engine.PinSubject(s, "main", 3, engine.Selector{Tables: []string{"particle"}, ToTick: 3})
+	if err != nil || sub.HeadTick != 3 {
+		t.Fatalf("subject %+v %v", sub, err)
+	}
+	grades := 0
+	grade := func(ctx context.Context, got engine.Subject) ([]engine.Outcome, error) {
+		grades++
+		// The claim precedes the grader: it is pending when grading runs.
+		st, _ := w.Catalog().Exact(ctx)
+		c, ok := st.Claim(index.ClaimKey{Run: "main", Producer: engine.EvaluationProducer, ExternalID: "eval-1"})
+		if !ok || c.State != index.ClaimPending {
+			return nil, fmt.Errorf("grading without a pending claim: %+v", c)
+		}
+		return passing(ctx, got)
+	}
+	ev := engine.Evaluation{ID: "eval-1", Subject: sub, Contract: contract("v1")}
+	r, err := w.Evaluate(ctx, ev, grade)
+	if err != nil || !r.Graded || r.Deduplicated || grades != 1 || len(r.Outcomes) != 1 || r.Outcomes[0].Verdict != engine.Pass {
+		t.Fatalf("receipt %+v err %v grades %d", r, err, grades)
+	}
+	// A completed evaluation returns the persisted receipt, ungraded.
+	r2, err := w.Evaluate(ctx, ev, grade)
+	if err != nil || r2.Graded || !r2.Deduplicated || grades != 1 || r2.CommitToken != r.CommitToken || *r2.Outcomes[0].Score != 0.9 {
+		t.Fatalf("repeat %+v err %v grades %d", r2, err, grades)
+	}
+	// The same id with another contract or subject is a conflict.
+	var conflict *index.ClaimConflictError
+	other := ev
+	other.Contract = contract("v2")
+	if _, err := w.Evaluate(ctx, other, grade); !errors.As(err, &conflict) {
+		t.Fatalf("another contract: %v", err)
+	}
+	other = ev
+	other.Subject.HeadTick = 2
+	if _, err := w.Evaluate(ctx, other, grade); !errors.As(err, &conflict) {
+		t.Fatalf("another subject: %v", err)
+	}
+	// The canonical forms bind: key order of the config and selector order
+	// do not make another contract.
+	same := ev
+	same.Contract.Config = json.RawMessage(`{"a":[1,2],"b":1}`)
+	if r3, err := w.Evaluate(ctx, same, grade); err != nil || !r3.Deduplicated {
+		t.Fatalf("the same contract written differently: %+v %v", r3, err)
+	}
+	if grades != 1 {
+		t.Fatalf("the grader ran %d times", grades)
+	}
+
+	// Fail closed: no contract, no outcomes, a non-finite score, an
+	// unknown verdict. None leaves a visible receipt.
+	bare := engine.Evaluation{ID: "eval-2", Subject: sub, Contract: engine.GraderContract{GraderID: "g"}}
+	if _, err := w.Evaluate(ctx, bare, grade); !errors.Is(err, engine.ErrNoContract) {
+		t.Fatalf("bare grader: %v", err)
+	}
+	nan := func(context.Context, engine.Subject) ([]engine.Outcome, error) {
+		inf := math.Inf(1)
+		return []engine.Outcome{{Verdict: engine.Fail, Score: &inf}}, nil
+	}
+	bad := map[string]engine.Grader{
+		"no outcomes":   func(context.Context, engine.Subject) ([]engine.Outcome, error) { return nil, nil },
+		"inf score":     nan,
+		"bogus verdict": func(context.Context, engine.Subject) ([]engine.Outcome, error) { return []engine.Outcome{{Verdict: "ok"}}, nil },
+	}
+	for name, g := range bad {
+		if _, err := w.Evaluate(ctx, engine.Evaluation{ID: "bad-" + name, Subject: sub, Contract: contract("v1")}, g); err == nil {
+			t.Fatalf("%s: recorded", name)
+		}
+	}
+	if got := visibleFacts(t, b, "w", "main", engine.ReceiptTable()); len(got) != 1 {
+		t.Fatalf("visible receipts %v, want eval-1 alone", got)
+	}
+}
+
+// An evaluation whose holder died after appending its receipt completes
+// without grading again.
+func TestEvaluationTakeoverDoesNotRegrade(t *testing.T) {
+	for _, fp := range []string{engine.FailpointFactClaimed, engine.FailpointFactAppended} {
+		t.Run(fp, func(t *testing.T) {
+			ctx := ctxT(t)
+			dir := t.TempDir()
+			b, _ := local.Open(dir)
+			simWorld(t, b, "w", 2).Close()
+			crash(t, dir, "eval", fp)
+			svc, err := engine.OpenIngestionService(ctx, b, "w", engine.IngestOptions{Catalog: quiet.Catalog})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer svc.Close()
+			s, _, _ := index.Load(ctx, b, "w")
+			sub, _ := engine.PinSubject(s, "main", -1, engine.Selector{ToTick: -1})
+			r, err := svc.Evaluate(ctx, engine.Evaluation{ID: "eval-1", Subject: sub, Contract: contract("v1")}, passing)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := fp == engine.FailpointFactClaimed; r.Graded != want {
+				t.Fatalf("after a crash at %s the grader ran: %v (receipt %+v)", fp, r.Graded, r)
+			}
+			if len(r.Outcomes) != 1 || r.Outcomes[0].Verdict != engine.Pass {
+				t.Fatalf("receipt %+v", r)
+			}
+		})
+	}
+}
+
+// A grader that outlives its lease: another holder takes over, grades and
+// completes; the late holder's append finds the winner's receipt and both
+// callers get it.
+func TestEvaluationLateHolder(t *testing.T) {
+	ctx := ctxT(t)
+	b, _ := local.Open(t.TempDir())
+	simWorld(t, b, "w", 2).Close()
+	open := func() *engine.IngestionService {
+		svc, err := engine.OpenIngestionService(ctx, b, "w", engine.IngestOptions{Lease: 200 * time.Millisecond, MaxWait: -1, Catalog: quiet.Catalog})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { svc.Close() })
+		return svc
+	}
+	slow, fast := open(), open()
+	s, _, _ := index.Load(ctx, b, "w")
+	sub, _ := engine.PinSubject(s, "main", -1, engine.Selector{ToTick: -1})
+	ev := engine.Evaluation{ID: "eval-1", Subject: sub, Contract: contract("v1")}
+	release := make(chan struct{})
+	done := make(chan engine.EvaluationReceipt)
+	go func() {
+		r, err := slow.Evaluate(ctx, ev, func(context.Context, engine.Subject) ([]engine.Outcome, error) {
+			<-release
+			return []engine.Outcome{{Verdict: engine.Fail}}, nil
+		})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- r
+	}()
+	// While the slow holder's lease is live, another caller that will not
+	// wait gets ClaimPendingError.
+	time.Sleep(50 * time.Millisecond)
+	var pending *index.ClaimPendingError
+	if _, err := fast.Evaluate(ctx, ev, passing); !errors.As(err, &pending) {
+		t.Fatalf("during a live lease: %v", err)
+	}
+	time.Sleep(250 * time.Millisecond)
+	won, err := fast.Evaluate(ctx, ev, passing)
+	if err != nil || won.Recovered != "append" || won.Outcomes[0].Verdict != engine.Pass {
+		t.Fatalf("takeover: %+v %v", won, err)
+	}
+	close(release)
+	late := <-done
+	if late.CommitToken != won.CommitToken || late.Outcomes[0].Verdict != engine.Pass {
+		t.Fatalf("the late holder's receipt %+v differs from the winner's %+v", late, won)
+	}
+}
+
+// Receipts are evidence, never authority: no field of a receipt (at any
+// depth) nor any column of the receipts table carries an authority name.
+func TestReceiptsCarryNoAuthority(t *testing.T) {
+	forbidden := []string{"accept", "approv", "promot", "allowed", "authori", "permit", "next_action", "decision"}
+	check := func(where, name string) {
+		n := strings.ToLower(name)
+		for _, f := range forbidden {
+			if strings.Contains(n, f) {
+				t.Errorf("%s has an authority field %q", where, name)
+			}
+		}
+	}
+	seen := map[reflect.Type]bool{}
+	var walk func(reflect.Type, string)
+	walk = func(ty reflect.Type, where string) {
+		for ty.Kind() == reflect.Pointer || ty.Kind() == reflect.Slice || ty.Kind() == reflect.Map {
+			ty = ty.Elem()
+		}
+		if ty.Kind() != reflect.Struct || seen[ty] {
+			return
+		}
+		seen[ty] = true
+		for i := range ty.NumField() {
+			f := ty.Field(i)
+			check(where+"."+f.Name, f.Name)
+			check(where+"."+f.Name, f.Tag.Get("json"))
+			walk(f.Type, where+"."+f.Name)
+		}
+	}
+	walk(reflect.TypeOf(engine.EvaluationReceipt{}), "EvaluationReceipt")
+	walk(reflect.TypeOf(engine.FactReceipt{}), "FactReceipt")
+	for _, c := range engine.ReceiptTable().Columns {
+		check("receipts table", c.Name)
+	}
+	if len(seen) < 6 {
+		t.Fatalf("walked %d types; the receipt's nested types were not visited", len(seen))
+	}
+}
+
+func TestGateNeedsOperator(t *testing.T) {
+	ctx := ctxT(t)
+	b, _ := local.Open(t.TempDir())
+	simWorld(t, b, "w", 1).Close()
+	svc, err := engine.OpenIngestionService(ctx, b, "w", engine.IngestOptions{Catalog: quiet.Catalog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	g := engine.NewGate(svc)
+	if _, err := g.IngestFact(ctx, engine.Principal{Name: "v", Role: engine.RoleViewer}, reading("p", "e", 1)); !errors.Is(err, engine.ErrForbidden) {
+		t.Fatalf("a viewer ingested: %v", err)
+	}
+	if _, err := g.IngestFact(ctx, engine.Principal{Name: "nobody"}, reading("p", "e", 1)); !errors.Is(err, engine.ErrForbidden) {
+		t.Fatalf("a principal without a role ingested: %v", err)
+	}
+	if got := visibleFacts(t, b, "w", "main", readingTable()); len(got) != 0 {
+		t.Fatalf("refused calls left facts %v", got)
+	}
+	for _, role := range []engine.Role{engine.RoleOperator, engine.RoleAdmin} {
+		if _, err := g.IngestFact(ctx, engine.Principal{Name: "o", Role: role}, reading("p", "e", 1)); err != nil {
+			t.Fatalf("%s: %v", role, err)
+		}
+	}
+}
+
+func TestAssets(t *testing.T) {
+	ctx := ctxT(t)
+	dir := t.TempDir()
+	b, _ := local.Open(t.TempDir())
+	path := dir + "/frame.png"
+	data := []byte("\x89PNG not really")
+	os.WriteFile(path, data, 0o644)
+	ref, err := engine.AssetRefForFile(path, "image/png")
+	if err != nil || ref.Size != int64(len(data)) || !strings.HasPrefix(ref.URI, "file://") {
+		t.Fatalf("ref %+v %v", ref, err)
+	}
+	stored, err := engine.PutAssetFile(ctx, b, path, "image/png")
+	if err != nil || stored.Digest != ref.Digest {
+		t.Fatalf("stored %+v %v, want digest %s", stored, err, ref.Digest)
+	}
+	if again, err := engine.PutAsset(ctx, b, data, "image/png"); err != nil || again != stored {
+		t.Fatalf("storing again: %+v %v", again, err)
+	}
+	got, err := engine.GetAsset(ctx, b, ref)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read back %q %v", got, err)
+	}
+	p, _ := engine.AssetPath(ref.Digest)
+	if !strings.HasPrefix(p, "assets/sha256/") {
+		t.Fatalf("asset path %s", p)
+	}
+	// Tampered bytes fail the digest check; bad digests are refused.
+	file, _ := b.Path(p)
+	os.Chmod(file, 0o644)
+	if err := os.WriteFile(file, []byte("tampered"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := engine.GetAsset(ctx, b, ref); !errors.Is(err, engine.ErrAssetMismatch) {
+		t.Fatalf("tampered asset: %v", err)
+	}
+	if _, err := engine.AssetPath("sha256:XYZ"); !errors.Is(err, engine.ErrBadAssetDigest) {
+		t.Fatalf("bad digest: %v", err)
+	}
+}
