@@ -628,9 +628,11 @@ func TestEvaluationReceipts(t *testing.T) {
 		return []engine.Outcome{{Verdict: engine.Fail, Score: &inf}}, nil
 	}
 	bad := map[string]engine.Grader{
-		"no outcomes":   func(context.Context, engine.Subject) ([]engine.Outcome, error) { return nil, nil },
-		"inf score":     nan,
-		"bogus verdict": func(context.Context, engine.Subject) ([]engine.Outcome, error) { return []engine.Outcome{{Verdict: "ok"}}, nil },
+		"no outcomes": func(context.Context, engine.Subject) ([]engine.Outcome, error) { return nil, nil },
+		"inf score":   nan,
+		"bogus verdict": func(context.Context, engine.Subject) ([]engine.Outcome, error) {
+			return []engine.Outcome{{Verdict: "ok"}}, nil
+		},
 	}
 	for name, g := range bad {
 		if _, err := w.Evaluate(ctx, engine.Evaluation{ID: "bad-" + name, Subject: sub, Contract: contract("v1")}, g); err == nil {
