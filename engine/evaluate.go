@@ -52,10 +52,10 @@ type GraderContract struct {
 type Selector struct {
 	// Tables (by name) the evaluation reads; empty: all.
 	Tables []string `json:"tables,omitempty"`
-	// FromTick and ToTick bound the ticks read (inclusive; ToTick -1: up
+	// FromTick and ToTick bound the ticks read, inclusive (no ToTick: up
 	// to the snapshot's head).
-	FromTick int64 `json:"from_tick"`
-	ToTick   int64 `json:"to_tick"`
+	FromTick int64  `json:"from_tick"`
+	ToTick   *int64 `json:"to_tick,omitempty"`
 	// Entities read; empty: all.
 	Entities []int64 `json:"entities,omitempty"`
 	// Assets the evaluation read, bound by digest.

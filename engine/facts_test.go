@@ -319,7 +319,7 @@ func childEvaluate(ctx context.Context, svc *engine.IngestionService, b bucket.B
 	if err != nil {
 		return err
 	}
-	sub, err := engine.PinSubject(s, "main", -1, engine.Selector{ToTick: -1})
+	sub, err := engine.PinSubject(s, "main", -1, engine.Selector{})
 	if err != nil {
 		return err
 	}
@@ -569,7 +569,7 @@ func TestEvaluationReceipts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sub, err := engine.PinSubject(s, "main", 3, engine.Selector{Tables: []string{"particle"}, ToTick: 3})
+	sub, err := engine.PinSubject(s, "main", 3, engine.Selector{Tables: []string{"particle"}, ToTick: ptr(int64(3))})
 	if err != nil || sub.HeadTick != 3 {
 		t.Fatalf("subject %+v %v", sub, err)
 	}
@@ -660,7 +660,7 @@ func TestEvaluationTakeoverDoesNotRegrade(t *testing.T) {
 			}
 			defer svc.Close()
 			s, _, _ := index.Load(ctx, b, "w")
-			sub, _ := engine.PinSubject(s, "main", -1, engine.Selector{ToTick: -1})
+			sub, _ := engine.PinSubject(s, "main", -1, engine.Selector{})
 			r, err := svc.Evaluate(ctx, engine.Evaluation{ID: "eval-1", Subject: sub, Contract: contract("v1")}, passing)
 			if err != nil {
 				t.Fatal(err)
@@ -692,7 +692,7 @@ func TestEvaluationLateHolder(t *testing.T) {
 	}
 	slow, fast := open(), open()
 	s, _, _ := index.Load(ctx, b, "w")
-	sub, _ := engine.PinSubject(s, "main", -1, engine.Selector{ToTick: -1})
+	sub, _ := engine.PinSubject(s, "main", -1, engine.Selector{})
 	ev := engine.Evaluation{ID: "eval-1", Subject: sub, Contract: contract("v1")}
 	release := make(chan struct{})
 	done := make(chan engine.EvaluationReceipt)
@@ -829,3 +829,5 @@ func TestAssets(t *testing.T) {
 		t.Fatalf("bad digest: %v", err)
 	}
 }
+
+func ptr[T any](v T) *T { return &v }

@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"encoding/json"
 	"fmt"
+	"strconv"
 	"slices"
 )
 
@@ -172,6 +174,13 @@ func number[T float64 | float32 | int64 | int32](v any) (T, bool) {
 		return T(x), int64(T(x)) == x
 	case int32:
 		return T(x), true
+	case json.Number: // decoded with UseNumber: integers keep every digit
+		if !isFloat[T]() {
+			n, err := strconv.ParseInt(string(x), 10, 64)
+			return T(n), err == nil && int64(T(n)) == n
+		}
+		f, err := x.Float64()
+		return T(f), err == nil
 	}
 	return 0, false
 }

@@ -19,6 +19,7 @@ func init() {
 	var url *string
 	var ticks *int64
 	var emitters *int
+	var world *string
 	register("", command{
 		name:    "demo",
 		summary: "run the reference particle simulation on a new world: commit ticks, fence and resume, fork, cold-start",
@@ -27,6 +28,7 @@ func init() {
 			url = bucketFlag(fs)
 			ticks = fs.Int64("ticks", 300, "ticks to run (the resumed writer and the fork run a few more)")
 			emitters = fs.Int("emitters", 4, "particle emitters")
+			world = fs.String("world", "", "name of the new world (default particles-<time>)")
 		},
 		run: func(ctx context.Context, fs *flag.FlagSet, args []string, out io.Writer) error {
 			if len(args) != 0 {
@@ -40,7 +42,11 @@ func init() {
 				return err
 			}
 			defer b.Close()
-			return demo(ctx, b, *url, *ticks, *emitters, out)
+			id := *world
+			if id == "" {
+				id = fmt.Sprintf("particles-%d", time.Now().UnixNano())
+			}
+			return demo(ctx, b, *url, id, *ticks, *emitters, out)
 		},
 	})
 }
@@ -54,8 +60,7 @@ func frameRows(w *engine.World) string {
 }
 
 // demo is worldfs's main job at this stage, end to end on one bucket.
-func demo(ctx context.Context, b bucket.Bucket, url string, ticks int64, emitters int, out io.Writer) error {
-	id := fmt.Sprintf("particles-%d", time.Now().UnixNano())
+func demo(ctx context.Context, b bucket.Bucket, url, id string, ticks int64, emitters int, out io.Writer) error {
 	tables := particles.Tables()
 	w, err := engine.CreateWorld(ctx, b, id, tables, engine.Options{})
 	if err != nil {
@@ -113,6 +118,10 @@ func demo(ctx context.Context, b bucket.Bucket, url string, ticks int64, emitter
 	}
 	fmt.Fprintf(out, "resumed by a new writer at epoch %d, which ran to tick %d; the old writer is stopped: %v\n", r.Epoch(), r.Tick(), err)
 
+	if err := demoFacts(ctx, r, out); err != nil {
+		return err
+	}
+
 	// A fork from the middle of history, with its own lineage.
 	forkAt := ticks / 2
 	fork, err := engine.ForkWorld(ctx, b, id, id+"-fork", "main", forkAt, tables, engine.Options{})
@@ -142,5 +151,59 @@ func demo(ctx context.Context, b bucket.Bucket, url string, ticks int64, emitter
 	run, _ := s.Run("main")
 	fmt.Fprintf(out, "cold start of %s in %v (%d slots replayed): head tick %d, %d ticks visible, fence epoch %d\n",
 		id, time.Since(start).Round(time.Microsecond), info.SlotsReplayed, run.Head, run.Published, s.World.Epoch)
+	return nil
+}
+
+// demoFacts ingests sensor facts into the live world, exactly once each,
+// and records an evaluation receipt of its head.
+func demoFacts(ctx context.Context, w *engine.World, out io.Writer) error {
+	c, err := engine.NewComponent("reading", engine.Field{Name: "sensor", Type: engine.String}, engine.Field{Name: "celsius", Type: engine.Float64})
+	if err != nil {
+		return err
+	}
+	table, err := engine.NewFactTable("reading", c)
+	if err != nil {
+		return err
+	}
+	fact := func(id string, celsius float64) engine.Fact {
+		return engine.Fact{Producer: "sensor-1", ExternalID: id, Table: table,
+			Values: engine.Values{"reading_sensor": "sensor-1", "reading_celsius": celsius}}
+	}
+	var first engine.FactReceipt
+	for i, f := range []engine.Fact{fact("evt-1", 21.5), fact("evt-2", 21.7), fact("evt-1", 21.5)} {
+		r, err := w.Ingest(ctx, f)
+		if err != nil {
+			return err
+		}
+		if i == 0 {
+			first = r
+		}
+	}
+	_, conflict := w.Ingest(ctx, fact("evt-1", 99))
+	var ce *index.ClaimConflictError
+	if !errors.As(conflict, &ce) {
+		return fmt.Errorf("a conflicting fact was not refused: %v", conflict)
+	}
+	fmt.Fprintf(out, "ingested 2 facts (ids %d, %d…) at tick %d without advancing it; a resend was deduplicated and a changed resend refused: %v\n",
+		first.FactID, first.FactID-1, first.Tick, conflict)
+
+	s, err := w.Catalog().Exact(ctx)
+	if err != nil {
+		return err
+	}
+	sub, err := engine.PinSubject(s, "main", -1, engine.Selector{Tables: []string{"particle"}})
+	if err != nil {
+		return err
+	}
+	contract := engine.GraderContract{GraderID: "particles-fall", Implementation: "v1", Seed: 1}
+	rec, err := w.Evaluate(ctx, engine.Evaluation{ID: "demo-eval-1", Subject: sub, Contract: contract},
+		func(ctx context.Context, sub engine.Subject) ([]engine.Outcome, error) {
+			return []engine.Outcome{{Criterion: "emitters-alive", Verdict: engine.Pass}}, nil
+		})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "evaluation %s by %s@%s of tick %d: %s (receipt %d under %s)\n",
+		rec.EvaluationID, contract.GraderID, contract.Implementation, sub.HeadTick, rec.Outcomes[0].Verdict, rec.ReceiptID, rec.CommitToken[:8])
 	return nil
 }

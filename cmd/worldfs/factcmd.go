@@ -1,0 +1,306 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/index"
+)
+
+// factFlags are the flags of the commands that write durable history
+// through the gate.
+type factFlags struct {
+	url, world, role *string
+	lease, wait      *time.Duration
+}
+
+func addFactFlags(fs *flag.FlagSet) *factFlags {
+	role := os.Getenv("WORLDFS_ROLE")
+	if role == "" {
+		role = "operator"
+	}
+	return &factFlags{
+		url:   bucketFlag(fs),
+		world: fs.String("world", "", "world to write to (required)"),
+		role:  fs.String("role", role, "the caller's role: viewer, operator or admin; writing needs operator (env WORLDFS_ROLE)"),
+		lease: fs.Duration("lease", 30*time.Second, "how long a claim stays this caller's before another may take it over"),
+		wait:  fs.Duration("wait", time.Minute, "how long to wait for another caller's live claim on the same id"),
+	}
+}
+
+// open returns the gate to the world's ingestion service, and a close
+// function.
+func (f *factFlags) open(ctx context.Context) (*engine.Gate, *engine.IngestionService, bucket.Bucket, engine.Principal, func(), error) {
+	var p engine.Principal
+	if *f.world == "" {
+		return nil, nil, nil, p, nil, usagef("--world is required")
+	}
+	role, err := engine.ParseRole(*f.role)
+	if err != nil {
+		return nil, nil, nil, p, nil, usageError{err.Error()}
+	}
+	p = engine.Principal{Name: os.Getenv("USER"), Role: role}
+	b, err := openBucket(ctx, *f.url)
+	if err != nil {
+		return nil, nil, nil, p, nil, err
+	}
+	wait := *f.wait
+	if wait <= 0 {
+		wait = -1
+	}
+	svc, err := engine.OpenIngestionService(ctx, b, *f.world, engine.IngestOptions{Lease: *f.lease, MaxWait: wait})
+	if err != nil {
+		b.Close()
+		return nil, nil, nil, p, nil, err
+	}
+	return engine.NewGate(svc), svc, b, p, func() { svc.Close(); b.Close() }, nil
+}
+
+// documents returns the JSON documents to process: the argument, or stdin's
+// lines.
+func documents(args []string, stdin io.Reader) ([][]byte, error) {
+	switch len(args) {
+	case 0:
+	case 1:
+		return [][]byte{[]byte(args[0])}, nil
+	default:
+		return nil, usagef("give one JSON document, or none to read them from stdin")
+	}
+	var docs [][]byte
+	sc := bufio.NewScanner(stdin)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	for sc.Scan() {
+		if line := bytes.TrimSpace(sc.Bytes()); len(line) > 0 {
+			docs = append(docs, bytes.Clone(line))
+		}
+	}
+	return docs, sc.Err()
+}
+
+var stdin io.Reader = os.Stdin
+
+func init() {
+	var ff *factFlags
+	var producer, id, table, run *string
+	var parallel *int
+	register("", command{
+		name:    "ingest",
+		summary: "ingest external facts into a world, exactly once each",
+		usage:   "[FACT-JSON]",
+		example: `worldfs ingest --world demo '{"producer":"sensor-1","external_id":"evt-9","table":"reading","components":{"reading":{"value":21.5}}}'`,
+		flags: func(fs *flag.FlagSet) {
+			ff = addFactFlags(fs)
+			producer = fs.String("producer", "", "producer of facts that name none")
+			id = fs.String("id", "", "external id of a fact that names none")
+			table = fs.String("table", "", "fact table of facts that name none")
+			run = fs.String("run", "main", "run of facts that name none")
+			parallel = fs.Int("parallel", 16, "facts from stdin ingested at once")
+		},
+		run: func(ctx context.Context, fs *flag.FlagSet, args []string, out io.Writer) error {
+			docs, err := documents(args, stdin)
+			if err != nil {
+				return err
+			}
+			gate, _, b, p, closeAll, err := ff.open(ctx)
+			if err != nil {
+				return err
+			}
+			defer closeAll()
+			// Receipts are printed in input order; facts are ingested in
+			// parallel, their slots shared (group commit).
+			results := make([]string, len(docs))
+			failed := 0
+			var mu sync.Mutex
+			sem := make(chan struct{}, max(*parallel, 1))
+			var wg sync.WaitGroup
+			for i, doc := range docs {
+				wg.Add(1)
+				sem <- struct{}{}
+				go func() {
+					defer wg.Done()
+					defer func() { <-sem }()
+					var d engine.FactDocument
+					r, err := func() (engine.FactReceipt, error) {
+						if err := engine.DecodeStrict(doc, &d); err != nil {
+							return engine.FactReceipt{}, fmt.Errorf("not a fact document: %w", err)
+						}
+						fillDefault(&d.Producer, *producer)
+						fillDefault(&d.ExternalID, *id)
+						fillDefault(&d.Table, *table)
+						fillDefault(&d.Run, *run)
+						f, err := d.Fact(ctx, b, *ff.world)
+						if err != nil {
+							return engine.FactReceipt{}, err
+						}
+						return gate.IngestFact(ctx, p, f)
+					}()
+					line, _ := json.Marshal(r)
+					if err != nil {
+						line, _ = json.Marshal(map[string]any{"producer": d.Producer, "external_id": d.ExternalID, "error": err.Error()})
+						mu.Lock()
+						failed++
+						mu.Unlock()
+					}
+					results[i] = string(line)
+				}()
+			}
+			wg.Wait()
+			for _, r := range results {
+				fmt.Fprintln(out, r)
+			}
+			if failed > 0 {
+				return fmt.Errorf("%d of %d facts failed (see their lines)", failed, len(docs))
+			}
+			return nil
+		},
+	})
+
+	var ef *factFlags
+	var evID, evRun, grader, impl, model, prompt, config, execCmd *string
+	var at, seed *int64
+	var outcomes multiFlag
+	register("", command{
+		name:    "evaluate",
+		summary: "record an evaluation receipt: one grader, one pinned contract, one pinned subject",
+		usage:   "[EVALUATION-JSON]",
+		example: `worldfs evaluate --world demo --id eval-1 --grader reach-ground --implementation v3 --outcome lands=pass:0.9`,
+		flags: func(fs *flag.FlagSet) {
+			ef = addFactFlags(fs)
+			evID = fs.String("id", "", "evaluation id (each trial is its own id)")
+			evRun = fs.String("run", "", "run whose snapshot is the subject (default main)")
+			at = fs.Int64("at", -1, "tick the subject is pinned at (default: the run's head)")
+			grader = fs.String("grader", "", "stable grader id")
+			impl = fs.String("implementation", "", "grader implementation version")
+			model = fs.String("model", "", "grader model version")
+			prompt = fs.String("prompt", "", "grader prompt version")
+			config = fs.String("config", "", "grader configuration (JSON)")
+			seed = fs.Int64("seed", 0, "grader seed")
+			outcomes = nil
+			fs.Var(&outcomes, "outcome", "an outcome CRITERION=VERDICT[:SCORE] (repeatable); verdicts: pass, fail, invalid, inconclusive")
+			execCmd = fs.String("exec", "", "grade by running this shell command after the claim: the subject JSON on its stdin, a JSON array of outcomes on its stdout")
+		},
+		run: func(ctx context.Context, fs *flag.FlagSet, args []string, out io.Writer) error {
+			var d engine.EvaluationDocument
+			if len(args) > 1 {
+				return usagef("give one JSON evaluation document at most")
+			}
+			if len(args) == 1 {
+				if err := engine.DecodeStrict([]byte(args[0]), &d); err != nil {
+					return usagef("not an evaluation document: %v", err)
+				}
+			}
+			fillDefault(&d.ID, *evID)
+			fillDefault(&d.Run, *evRun)
+			fillDefault(&d.Contract.GraderID, *grader)
+			fillDefault(&d.Contract.Implementation, *impl)
+			fillDefault(&d.Contract.Model, *model)
+			fillDefault(&d.Contract.Prompt, *prompt)
+			if *config != "" {
+				d.Contract.Config = json.RawMessage(*config)
+			}
+			if *seed != 0 {
+				d.Contract.Seed = *seed
+			}
+			if *at >= 0 {
+				d.At = at
+			}
+			for _, o := range outcomes {
+				oc, err := parseOutcome(o)
+				if err != nil {
+					return usageError{err.Error()}
+				}
+				d.Outcomes = append(d.Outcomes, oc)
+			}
+			if (len(d.Outcomes) > 0) == (*execCmd != "") {
+				return usagef("give the outcomes (--outcome or the document's \"outcomes\") or a grader to run (--exec), not both or neither")
+			}
+			gate, svc, b, p, closeAll, err := ef.open(ctx)
+			if err != nil {
+				return err
+			}
+			defer closeAll()
+			s, _, err := index.Load(ctx, b, svc.World())
+			if err != nil {
+				return err
+			}
+			ev, err := d.Evaluation(s)
+			if err != nil {
+				return err
+			}
+			grade := func(context.Context, engine.Subject) ([]engine.Outcome, error) { return d.Outcomes, nil }
+			if *execCmd != "" {
+				grade = execGrader(*execCmd)
+			}
+			r, err := gate.Evaluate(ctx, p, ev, grade)
+			if err != nil {
+				return err
+			}
+			return writeJSON(out, r)
+		},
+	})
+}
+
+func fillDefault(field *string, value string) {
+	if *field == "" {
+		*field = value
+	}
+}
+
+// multiFlag is a repeatable string flag.
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+
+// parseOutcome parses CRITERION=VERDICT[:SCORE].
+func parseOutcome(s string) (engine.Outcome, error) {
+	crit, rest, ok := strings.Cut(s, "=")
+	if !ok {
+		return engine.Outcome{}, fmt.Errorf("--outcome %q: want CRITERION=VERDICT[:SCORE]", s)
+	}
+	o := engine.Outcome{Criterion: crit}
+	verdict, score, hasScore := strings.Cut(rest, ":")
+	o.Verdict = verdict
+	if hasScore {
+		x, err := strconv.ParseFloat(score, 64)
+		if err != nil {
+			return o, fmt.Errorf("--outcome %q: score %q is not a number", s, score)
+		}
+		o.Score = &x
+	}
+	return o, nil
+}
+
+// execGrader grades by running a shell command: the subject as JSON on its
+// stdin, a JSON array of outcomes expected on its stdout.
+func execGrader(command string) engine.Grader {
+	return func(ctx context.Context, sub engine.Subject) ([]engine.Outcome, error) {
+		in, _ := json.Marshal(sub)
+		cmd := exec.CommandContext(ctx, "sh", "-c", command)
+		cmd.Stdin = bytes.NewReader(in)
+		cmd.Stderr = os.Stderr
+		data, err := cmd.Output()
+		if err != nil {
+			return nil, fmt.Errorf("grader command %q: %w", command, err)
+		}
+		var os []engine.Outcome
+		if err := engine.DecodeStrict(data, &os); err != nil {
+			return nil, fmt.Errorf("grader command %q: its output is not a JSON array of outcomes: %w", command, err)
+		}
+		return os, nil
+	}
+}
+

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/worldfs/worldfs/engine"
+)
+
+func TestIngestAndEvaluateCommands(t *testing.T) {
+	dir := t.TempDir()
+	if code, _, stderr := cli(t, "demo", "--bucket", dir, "--ticks", "10", "--world", "demo"); code != 0 {
+		t.Fatalf("demo: %s", stderr)
+	}
+	fact := `{"producer":"sensor-1","external_id":"evt-9","table":"reading","components":{"reading":{"value":21.5,"unit":"C"}}}`
+	code, out, stderr := cli(t, "ingest", "--bucket", dir, "--world", "demo", fact)
+	var first engine.FactReceipt
+	if code != 0 || json.Unmarshal([]byte(out), &first) != nil || first.Deduplicated || first.TableName != "reading" {
+		t.Fatalf("ingest: %d %q %q", code, out, stderr)
+	}
+	// Again: the original receipt. Another value: a conflict, exit 1.
+	var again engine.FactReceipt
+	if code, out, _ := cli(t, "ingest", "--bucket", dir, "--world", "demo", fact); code != 0 || json.Unmarshal([]byte(out), &again) != nil || !again.Deduplicated || again.CommitToken != first.CommitToken {
+		t.Fatalf("second ingest: %d %q", code, out)
+	}
+	if code, out, _ := cli(t, "ingest", "--bucket", dir, "--world", "demo", strings.Replace(fact, "21.5", "22", 1)); code != 1 || !strings.Contains(out, "was claimed with digest") {
+		t.Fatalf("conflicting ingest: %d %q", code, out)
+	}
+	// Bad documents, a viewer, a missing world: refused with a message.
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--world", "demo", `{"producer":"p"`}, "not a fact document"},
+		{[]string{"--world", "demo", `{"producer":"p","external_id":"e","table":"reading","components":{"reading":{"value":[1]}}}`}, "is not a double"},
+		{[]string{"--world", "demo", `{"producer":"p","external_id":"e","table":"other","components":{"c":{"v":[1]}}}`}, "not a number, string or boolean"},
+		{[]string{"--world", "demo", "--role", "viewer", fact}, "needs the operator role"},
+		{[]string{"--world", "nope", fact}, "world does not exist"},
+	} {
+		code, out, stderr := cli(t, append([]string{"ingest", "--bucket", dir}, c.args...)...)
+		if code == 0 || !strings.Contains(out+stderr, c.want) {
+			t.Errorf("%v: exit %d, %q %q; want %q", c.args, code, out, stderr, c.want)
+		}
+	}
+
+	// A stream on stdin: receipts in input order, the duplicate deduplicated.
+	stdin = strings.NewReader(`{"external_id":"a","components":{"reading":{"value":1,"unit":"C"}}}
+{"external_id":"b","components":{"reading":{"value":2,"unit":"C"}}}
+{"external_id":"a","components":{"reading":{"value":1,"unit":"C"}}}
+`)
+	defer func() { stdin = nil }()
+	code, out, stderr = cli(t, "ingest", "--bucket", dir, "--world", "demo", "--producer", "sensor-2", "--table", "reading")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 0 || len(lines) != 3 {
+		t.Fatalf("stream: %d %q %q", code, out, stderr)
+	}
+	var rs [3]engine.FactReceipt
+	for i, l := range lines {
+		json.Unmarshal([]byte(l), &rs[i])
+	}
+	if rs[0].ExternalID != "a" || rs[1].ExternalID != "b" || rs[0].CommitToken != rs[2].CommitToken || rs[0].Table != first.Table {
+		t.Fatalf("stream receipts %+v", rs)
+	}
+
+	// Evaluations: outcomes given, then the same id again, then a grader
+	// run by --exec for another id.
+	eval := []string{"evaluate", "--bucket", dir, "--world", "demo", "--id", "eval-1", "--grader", "g", "--implementation", "v1", "--at", "3"}
+	var er engine.EvaluationReceipt
+	if code, out, stderr := cli(t, append(eval, "--outcome", "lands=pass:0.9")...); code != 0 || json.Unmarshal([]byte(out), &er) != nil || er.Subject.HeadTick != 3 || er.Outcomes[0].Verdict != "pass" {
+		t.Fatalf("evaluate: %d %q %q", code, out, stderr)
+	}
+	if code, out, _ := cli(t, append(eval, "--outcome", "lands=fail")...); code != 0 || !strings.Contains(out, `"deduplicated": true`) || !strings.Contains(out, `"verdict": "pass"`) {
+		t.Fatalf("evaluate again: %d %q", code, out)
+	}
+	if code, _, stderr := cli(t, "evaluate", "--bucket", dir, "--world", "demo", "--id", "eval-1", "--grader", "g", "--implementation", "v2", "--at", "3", "--outcome", "x=pass"); code != 1 || !strings.Contains(stderr, "was claimed with digest") {
+		t.Fatalf("another contract: %d %q", code, stderr)
+	}
+	code, out, stderr = cli(t, "evaluate", "--bucket", dir, "--world", "demo", "--id", "eval-2", "--grader", "g", "--implementation", "v1",
+		"--exec", `grep -q '"head_token":"[0-9a-f]\{32\}"' && echo '[{"criterion":"head","verdict":"inconclusive"}]'`)
+	if code != 0 || !strings.Contains(out, `"inconclusive"`) || !strings.Contains(out, `"graded": true`) {
+		t.Fatalf("evaluate --exec: %d %q %q", code, out, stderr)
+	}
+	for _, bad := range [][]string{
+		{"--id", "e3", "--grader", "g", "--outcome", "x=pass"},                           // no implementation version
+		{"--id", "e3", "--grader", "g", "--implementation", "v", "--outcome", "x=maybe"}, // unknown verdict
+		{"--id", "e3", "--grader", "g", "--implementation", "v"},                         // no outcomes
+	} {
+		if code, _, _ := cli(t, append([]string{"evaluate", "--bucket", dir, "--world", "demo"}, bad...)...); code == 0 {
+			t.Errorf("%v accepted", bad)
+		}
+	}
+}
