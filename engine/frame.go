@@ -3,8 +3,8 @@ package engine
 import (
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"slices"
+	"strconv"
 )
 
 // Frame is one archetype's rows at one tick, by column: entity ids in

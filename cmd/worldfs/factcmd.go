@@ -303,4 +303,3 @@ func execGrader(command string) engine.Grader {
 		return os, nil
 	}
 }
-
