@@ -3,10 +3,13 @@ package engine_test
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"sync/atomic"
 	"testing"
 
 	"github.com/worldfs/worldfs/bucket/local"
 	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/engine/particles"
 	"github.com/worldfs/worldfs/index"
 )
 
@@ -52,4 +55,32 @@ func BenchmarkTick(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkIngest ingests distinct facts from 64 concurrent producers on
+// the local backend (worldfs bench ingest reports latencies and
+// duplicates too).
+//
+//	go test -run '^$' -bench Ingest -benchmem ./engine/
+func BenchmarkIngest(b *testing.B) {
+	bk, _ := local.Open(b.TempDir())
+	ctx := context.Background()
+	w, err := engine.CreateWorld(ctx, bk, "bench", particles.Tables(), engine.Options{Catalog: index.Options{NoCompactor: true}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Close()
+	var n atomic.Int64
+	b.SetParallelism(64 / max(1, runtime.GOMAXPROCS(0)))
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			i := n.Add(1)
+			if _, err := w.Ingest(ctx, reading("p", fmt.Sprint(i), float64(i))); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "facts/s")
 }

@@ -328,23 +328,26 @@ func (s *IngestionService) settle(ctx context.Context, key index.ClaimKey, diges
 
 	path := FragmentPath(s.world, key.Run, t.ID, c.CommitToken, 0)
 	out := settled{path: path}
-	data, _, err := s.b.Get(ctx, path)
-	switch {
-	case err == nil:
-		// The rows are there (a holder appended and then died or
-		// stalled): complete without appending again.
-		out.recovered = "orphan"
-	case !errors.Is(err, bucket.ErrNotExist):
-		return settled{}, fmt.Errorf("world %s: fact %s: probing for its rows: %w", s.world, key, err)
-	default:
-		if takenOver {
+	var data []byte
+	if takenOver {
+		// The claim's token may already hold the rows (a holder appended
+		// and then died or stalled): then complete without appending.
+		data, _, err = s.b.Get(ctx, path)
+		switch {
+		case err == nil:
+			out.recovered = "orphan"
+			out.row, err = s.verify(t, c, path, data)
+		case errors.Is(err, bucket.ErrNotExist):
 			out.recovered = "append"
+			data, out.row, err = s.append(ctx, c, t, row)
+		default:
+			err = fmt.Errorf("world %s: fact %s: probing for its rows: %w", s.world, key, err)
 		}
-		if data, err = s.append(ctx, c, t, row); err != nil {
-			return settled{}, err
-		}
+	} else {
+		// A fresh token: nothing can be under it yet.
+		data, out.row, err = s.append(ctx, c, t, row)
 	}
-	if out.row, err = s.verify(t, c, path, data); err != nil {
+	if err != nil {
 		return settled{}, err
 	}
 	failpoint.Hit(FailpointFactAppended)
@@ -362,34 +365,37 @@ func (s *IngestionService) settle(ctx context.Context, key index.ClaimKey, diges
 }
 
 // append writes the claim's row under its token and returns the bytes now
-// at its path: this holder's, or those of a holder presumed dead whose
-// late append won the create.
+// at its path and their row: this holder's, or those of a holder presumed
+// dead whose late append won the create (read back and verified).
 func (s *IngestionService) append(ctx context.Context, c *index.Claim, t *Table,
-	row func(context.Context, *index.Claim) (Values, error)) ([]byte, error) {
+	row func(context.Context, *index.Claim) (Values, error)) ([]byte, Values, error) {
 	v, err := row(ctx, c)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	v = cloneValues(v)
 	v[ColFactProducer], v[ColFactExternalID] = c.Key.Producer, c.Key.ExternalID
 	v[ColFactDigest], v[ColFactCommit] = c.Digest, c.CommitToken
 	f := NewFrame(t)
 	if err := f.Append(c.FactID, v); err != nil {
-		return nil, fmt.Errorf("world %s: fact %s: %w", s.world, c.Key, err)
+		return nil, nil, fmt.Errorf("world %s: fact %s: %w", s.world, c.Key, err)
 	}
 	data, err := EncodeFragment(f, Stamp{Tick: c.Tick, CommitToken: c.CommitToken, WriterEpoch: c.Epoch})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	path := FragmentPath(s.world, c.Key.Run, t.ID, c.CommitToken, 0)
+	out := f.Row(c.FactID)
 	_, err = bucket.CreateOnce(ctx, s.b, path, data)
 	if errors.Is(err, bucket.ErrExist) {
-		data, _, err = s.b.Get(ctx, path)
+		if data, _, err = s.b.Get(ctx, path); err == nil {
+			out, err = s.verify(t, c, path, data)
+		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("world %s: appending fact %s: %w", s.world, c.Key, err)
+		return nil, nil, fmt.Errorf("world %s: appending fact %s: %w", s.world, c.Key, err)
 	}
-	return data, nil
+	return data, out, nil
 }
 
 // verify checks that data, found at the claim's path, is the claim's one

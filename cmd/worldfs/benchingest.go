@@ -1,0 +1,175 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/index"
+	"github.com/worldfs/worldfs/internal/stats"
+)
+
+func init() {
+	var url, world *string
+	var producers *int
+	var dupRate float64
+	var duration *time.Duration
+	var asJSON *bool
+	register("bench", command{
+		name:    "ingest",
+		summary: "measure fact ingestion: facts/s, latency percentiles, duplicates suppressed, against one writer's commit rate",
+		example: "worldfs bench ingest --bucket 'mem://b?profile=gcs' --producers 64 --duration 10s --json",
+		flags: func(fs *flag.FlagSet) {
+			url = bucketFlag(fs)
+			world = fs.String("world", "", "world to ingest into (default: a new bench-ingest-<time> world)")
+			producers = fs.Int("producers", 64, "concurrent producers, each sending facts back to back")
+			fs.Float64Var(&dupRate, "dup-rate", 0.2, "fraction of sends that resend a fact already acknowledged")
+			duration = fs.Duration("duration", 10*time.Second, "how long to send facts")
+			asJSON = fs.Bool("json", false, "print one JSON object")
+		},
+		run: func(ctx context.Context, fs *flag.FlagSet, args []string, out io.Writer) error {
+			if len(args) != 0 {
+				return usagef("bench ingest takes no arguments")
+			}
+			if *producers < 1 || dupRate < 0 || dupRate >= 1 || *duration <= 0 {
+				return usagef("--producers must be positive, --dup-rate in [0, 1), --duration positive")
+			}
+			b, err := openBucket(ctx, *url)
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			res, err := benchIngest(ctx, b, *url, *world, *producers, dupRate, *duration)
+			if err != nil {
+				return err
+			}
+			if *asJSON {
+				return writeJSON(out, res)
+			}
+			fmt.Fprintf(out, "bucket %s, world %s, %d producers, %.0f s\n", res.Bucket, res.World, res.Producers, res.Seconds)
+			fmt.Fprintf(out, "  %.0f facts/s (new)  p50 %.1f ms  p99 %.1f ms  max %.1f ms\n", res.FactsPerSec, res.P50ms, res.P99ms, res.MaxMs)
+			fmt.Fprintf(out, "  %d facts, %d duplicates suppressed (p50 %.1f ms), %d errors; %d slots, %.1f entries/slot\n",
+				res.Facts, res.Duplicates, res.DupP50ms, res.Errors, res.Slots, res.EntriesPerSlot)
+			return nil
+		},
+	})
+}
+
+type ingestBench struct {
+	Bucket      string  `json:"bucket"`
+	World       string  `json:"world"`
+	Producers   int     `json:"producers"`
+	DupRate     float64 `json:"dup_rate"`
+	Seconds     float64 `json:"seconds"`
+	Facts       int     `json:"facts"`
+	FactsPerSec float64 `json:"facts_per_sec"`
+	P50ms       float64 `json:"p50_ms"`
+	P90ms       float64 `json:"p90_ms"`
+	P99ms       float64 `json:"p99_ms"`
+	MaxMs       float64 `json:"max_ms"`
+	// Duplicates: resends answered with the original receipt.
+	Duplicates     int     `json:"duplicates_suppressed"`
+	DupP50ms       float64 `json:"duplicate_p50_ms"`
+	DupP99ms       float64 `json:"duplicate_p99_ms"`
+	Errors         int64   `json:"errors"`
+	FirstError     string  `json:"first_error,omitempty"`
+	Slots          int64   `json:"slots"`
+	EntriesPerSlot float64 `json:"entries_per_slot"`
+	PeakHeapMiB    float64 `json:"peak_heap_mib"`
+}
+
+// benchIngest runs producers that each send new facts back to back, and
+// resend an acknowledged one at dupRate; every resend must come back
+// deduplicated under the original token.
+func benchIngest(ctx context.Context, b bucket.Bucket, url, world string, producers int, dupRate float64, d time.Duration) (*ingestBench, error) {
+	if world == "" {
+		world = fmt.Sprintf("bench-ingest-%d", time.Now().UnixNano())
+	}
+	cat, _, err := index.CreateWorld(ctx, b, world, index.WorldCreate{}, "bench", index.Options{})
+	if errors.Is(err, index.ErrWorldExists) {
+		cat, err = index.Open(ctx, b, world, index.Options{})
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer cat.Close()
+	svc := engine.NewIngestionService(b, cat, engine.IngestOptions{})
+	comp, _ := engine.NewComponent("reading", engine.Field{Name: "sensor", Type: engine.String}, engine.Field{Name: "value", Type: engine.Float64})
+	table, _ := engine.NewFactTable("reading", comp)
+	fact := func(p, n int) engine.Fact {
+		return engine.Fact{Producer: fmt.Sprint("sensor-", p), ExternalID: fmt.Sprint("evt-", n), Table: table,
+			Values: engine.Values{"reading_sensor": fmt.Sprint("sensor-", p), "reading_value": float64(n) / 10}}
+	}
+	var fresh, dups stats.Recorder
+	var errs atomic.Int64
+	var firstErr atomic.Value
+	res := &ingestBench{Bucket: url, World: world, Producers: producers, DupRate: dupRate}
+	runCtx, stop := context.WithTimeout(ctx, d)
+	defer stop()
+	go progress(runCtx, "facts", func() int { return fresh.Count() })
+	start := time.Now()
+	var wg sync.WaitGroup
+	res.PeakHeapMiB = float64(peakHeap(func() {
+		for p := range producers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r := rand.New(rand.NewPCG(uint64(p), 1))
+				tokens := map[int]string{}
+				for n := 0; runCtx.Err() == nil; {
+					i, dup := n, n > 0 && r.Float64() < dupRate
+					if dup {
+						i = r.IntN(n)
+					}
+					t0 := time.Now()
+					cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+					rec, err := svc.Ingest(cctx, fact(p, i))
+					cancel()
+					switch {
+					case err != nil:
+						errs.Add(1)
+						firstErr.CompareAndSwap(nil, err)
+						continue
+					case dup && (!rec.Deduplicated || rec.CommitToken != tokens[i]):
+						errs.Add(1)
+						firstErr.CompareAndSwap(nil, fmt.Errorf("resend of %s/%s: receipt %+v, want the original under %s", rec.Producer, rec.ExternalID, rec, tokens[i]))
+						continue
+					case dup:
+						dups.Add(time.Since(t0))
+					default:
+						fresh.Add(time.Since(t0))
+						tokens[i] = rec.CommitToken
+						n++
+					}
+				}
+			}()
+		}
+		wg.Wait()
+	})) / (1 << 20)
+	elapsed := time.Since(start)
+	sum, ds := fresh.Summarize(elapsed), dups.Summarize(elapsed)
+	res.Seconds, res.Facts, res.FactsPerSec = sum.Seconds, sum.Ops, sum.OpsPerSec
+	res.P50ms, res.P90ms, res.P99ms, res.MaxMs = sum.P50ms, sum.P90ms, sum.P99ms, sum.MaxMs
+	res.Duplicates, res.DupP50ms, res.DupP99ms = ds.Ops, ds.P50ms, ds.P99ms
+	res.Errors = errs.Load()
+	st := cat.Stats()
+	res.Slots = st.Slots
+	if st.Slots > 0 {
+		res.EntriesPerSlot = float64(st.Entries) / float64(st.Slots)
+	}
+	if err, _ := firstErr.Load().(error); err != nil {
+		if res.Facts == 0 {
+			return nil, err
+		}
+		res.FirstError = err.Error()
+	}
+	return res, nil
+}
