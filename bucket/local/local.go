@@ -57,7 +57,7 @@ type Bucket struct {
 	// synced holds directories whose own entry this process has fsynced
 	// into their parent; a directory made by another process (perhaps one
 	// that crashed before syncing) is synced again before it is trusted.
-	synced sync.Map
+	synced dirSet
 }
 
 var _ bucket.Bucket = (*Bucket)(nil)
@@ -238,7 +238,7 @@ func (b *Bucket) mkdirDurable(dir string) error {
 	if dir == b.root {
 		return nil
 	}
-	if _, ok := b.synced.Load(dir); ok {
+	if b.synced.has(dir) {
 		return nil
 	}
 	if err := b.mkdirDurable(filepath.Dir(dir)); err != nil {
@@ -258,7 +258,7 @@ func (b *Bucket) mkdirDurable(dir string) error {
 	if err := syncDir(filepath.Dir(dir)); err != nil {
 		return err
 	}
-	b.synced.Store(dir, true)
+	b.synced.add(dir)
 	return nil
 }
 
@@ -500,3 +500,30 @@ func (b *Bucket) lockDeletes() (func(), error) {
 }
 
 func (b *Bucket) Close() error { return nil }
+
+// dirSet remembers synced directories, bounded: every fragment has a
+// directory of its own (its commit token), so a long-running writer would
+// otherwise remember one per commit. Forgetting only costs a redundant
+// fsync.
+type dirSet struct {
+	mu   sync.Mutex
+	dirs map[string]struct{}
+}
+
+const maxSyncedDirs = 1 << 16
+
+func (s *dirSet) has(dir string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.dirs[dir]
+	return ok
+}
+
+func (s *dirSet) add(dir string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dirs == nil || len(s.dirs) >= maxSyncedDirs {
+		s.dirs = make(map[string]struct{})
+	}
+	s.dirs[dir] = struct{}{}
+}
