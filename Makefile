@@ -28,6 +28,7 @@ lint:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./bucket/ ./engine/
 	$(GO) run ./cmd/worldfs bench commit --bucket 'mem://bench?profile=gcs' --duration 10s
+	$(GO) run ./cmd/worldfs bench ingest --bucket 'mem://bench?profile=gcs' --duration 10s
 
 # The main job on the default local bucket: the reference simulation end to
 # end (ticks, a resuming writer, a fork, a cold start).
