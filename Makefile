@@ -26,7 +26,7 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./bucket/ ./engine/
+	$(GO) test -run '^$$' -bench . -benchmem ./bucket/ ./engine/ ./sql/
 	$(GO) run ./cmd/worldfs bench commit --bucket 'mem://bench?profile=gcs' --duration 10s
 	$(GO) run ./cmd/worldfs bench ingest --bucket 'mem://bench?profile=gcs' --duration 10s
 

@@ -5,7 +5,9 @@
 // comes from the catalog, never from listing the bucket (except for
 // uncoordinated and legacy history, which no manifest names).
 //
-// Local buckets are read in place; any other bucket through the disk
-// cache (package cache). Facts and receipts views and the view-build
-// benchmark are still to come (issue 5).
+// The file list and the published (tick, token) of each file go to a
+// content-addressed Parquet file (Options.Dir) that the script reads, so
+// the script stays small at any catalog size. Local buckets are read in
+// place; any other bucket through the disk cache (package cache). Facts
+// and receipts views are still to come (issue 5).
 package sql

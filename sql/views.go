@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -28,6 +30,25 @@ type Options struct {
 	// in it.
 	Cache    *cache.Disk
 	BucketID string
+	// Dir is where the views' fragment lists are written (content-addressed
+	// Parquet files the script reads; default: worldfs/views in the user's
+	// cache directory).
+	Dir string
+}
+
+func (o Options) dir() (string, error) {
+	d := o.Dir
+	if d == "" {
+		base, err := os.UserCacheDir()
+		if err != nil {
+			base = os.TempDir()
+		}
+		d = filepath.Join(base, "worldfs", "views")
+	}
+	if err := os.MkdirAll(d, 0o755); err != nil {
+		return "", fmt.Errorf("views directory: %w", err)
+	}
+	return filepath.Abs(d)
 }
 
 // ErrNotFound: the world, run, tick or token named does not exist.
@@ -35,11 +56,13 @@ var ErrNotFound = errors.New("not found")
 
 // fragment is one file of a table's visible history.
 type fragment struct {
-	world, table string
-	path         string // a file path DuckDB can read
-	tick         int64
-	token        string
-	filtered     bool // rows must match (tick, token); false: every row (unfiltered or legacy history)
+	world, run, table string
+	object            string // the bucket object
+	path              string // a file path DuckDB can read
+	tick              int64
+	token             string
+	epoch, rows       int64
+	filtered          bool // rows must match (tick, token); false: every row (unfiltered or legacy history)
 }
 
 // Script is the SQL that defines a world's views.
@@ -48,11 +71,29 @@ type Script struct {
 	AtTick     int64 // math.MaxInt64: the head
 	SQL        string
 	Views      []string // the per-table component views, by name
+	// FragmentList is the Parquet file (in Options.Dir) of the files the
+	// views read, with the tick and token each was published under; SQL
+	// reads it.
+	FragmentList string
 }
 
 // Build reads the catalog (and, for forks, every ancestor's) and returns the
 // view definitions. A corrupt catalog fails closed: no views.
 func Build(ctx context.Context, b bucket.Bucket, world string, opts Options) (*Script, error) {
+	own, _, err := index.Load(ctx, b, world)
+	if err != nil {
+		return nil, err
+	}
+	if _, merr := index.ReadMarker(ctx, b, world); !own.World.Created && errors.Is(merr, bucket.ErrNotExist) && !hasData(ctx, b, world) {
+		return nil, fmt.Errorf("world %s: %w", lit(world), ErrNotFound)
+	}
+	return BuildFrom(ctx, b, own, opts)
+}
+
+// BuildFrom returns the view definitions of the world whose catalog state
+// own is (ancestors are read from the bucket).
+func BuildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Options) (*Script, error) {
+	world := own.World.ID
 	path, err := pather(b, opts)
 	if err != nil {
 		return nil, err
@@ -60,12 +101,9 @@ func Build(ctx context.Context, b bucket.Bucket, world string, opts Options) (*S
 	if opts.Run == "" {
 		opts.Run = "main"
 	}
-	own, _, err := index.Load(ctx, b, world)
+	dir, err := opts.dir()
 	if err != nil {
 		return nil, err
-	}
-	if _, merr := index.ReadMarker(ctx, b, world); !own.World.Created && errors.Is(merr, bucket.ErrNotExist) && !hasData(ctx, b, world) {
-		return nil, fmt.Errorf("world %q: %w", world, ErrNotFound)
 	}
 	upTo := int64(math.MaxInt64)
 	if opts.AtTick != nil {
@@ -83,13 +121,19 @@ func Build(ctx context.Context, b bucket.Bucket, world string, opts Options) (*S
 			return nil, fmt.Errorf("world %s run %s: tick %d is past the head %d: %w", world, opts.Run, upTo, run.Head, ErrNotFound)
 		}
 	}
-	segs, err := index.Lineage(ctx, index.LoadFrom(b), world, opts.Run)
+	load := index.LoadFrom(b)
+	segs, err := index.Lineage(ctx, func(ctx context.Context, w string) (*index.State, error) {
+		if w == world {
+			return own, nil
+		}
+		return load(ctx, w)
+	}, world, opts.Run)
 	if err != nil {
 		return nil, err
 	}
 	var frags []fragment
-	infos := map[string]engine.TableInfo{} // by table id
-	var manifests, lineage []string
+	infos := map[string]engine.TableInfo{} // by world/table id
+	var lineage []string
 	for i, seg := range segs {
 		limit := min(seg.UpTo, upTo)
 		if seg.Mode == index.Unfiltered {
@@ -111,9 +155,8 @@ func Build(ctx context.Context, b bucket.Bucket, world string, opts Options) (*S
 							ferr = err
 							return false
 						}
-						frags = append(frags, fragment{seg.World, tf.Table, p, t.Tick, t.CommitToken, true})
-						manifests = append(manifests, fmt.Sprintf("(%s, %s, %d, %s, %d, %s, %s, %d)",
-							lit(seg.World), lit(seg.Run), t.Tick, lit(t.CommitToken), t.WriterEpoch, lit(tf.Table), lit(f.Path), f.Rows))
+						frags = append(frags, fragment{world: seg.World, run: seg.Run, table: tf.Table, object: f.Path, path: p,
+							tick: t.Tick, token: t.CommitToken, epoch: t.WriterEpoch, rows: f.Rows, filtered: true})
 					}
 				}
 				return true
@@ -134,17 +177,25 @@ func Build(ctx context.Context, b bucket.Bucket, world string, opts Options) (*S
 		}
 	}
 	for _, f := range frags {
-		key := f.world + "/" + f.table
-		if _, ok := infos[key]; ok {
-			continue
+		if err := describe(ctx, b, infos, f.world, f.table); err != nil {
+			return nil, err
 		}
-		ti, err := engine.ReadTableInfo(ctx, b, f.world, f.table)
-		if err != nil {
-			return nil, fmt.Errorf("world %s: table %s has no description: %w", f.world, f.table, err)
-		}
-		infos[key] = ti
 	}
-	return render(world, opts.Run, upTo, frags, infos, manifests, lineage), nil
+	return render(world, opts.Run, upTo, frags, infos, lineage, dir)
+}
+
+// describe reads the description of a world's table into infos, once.
+func describe(ctx context.Context, b bucket.Bucket, infos map[string]engine.TableInfo, world, table string) error {
+	key := world + "/" + table
+	if _, ok := infos[key]; ok {
+		return nil
+	}
+	ti, err := engine.ReadTableInfo(ctx, b, world, table)
+	if err != nil {
+		return fmt.Errorf("world %s: table %s has no description: %w", world, table, err)
+	}
+	infos[key] = ti
+	return nil
 }
 
 func hasData(ctx context.Context, b bucket.Bucket, world string) bool {
@@ -183,28 +234,35 @@ func listData(ctx context.Context, b bucket.Bucket, path pathFunc, world, run st
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, fragment{world: world, table: parts[3], path: p})
+		out = append(out, fragment{world: world, run: run, table: parts[3], object: a.Name, path: p})
 	}
 	return out, nil
 }
 
 // listLegacy lists a segment's legacy (v0.2) table fragments: always
-// visible epoch-0 history, read through the legacy-name fallback.
+// visible epoch-0 history, read through the legacy-name fallback. Only the
+// legacy prefixes of the tables the world describes are listed, never the
+// world's whole data.
 func listLegacy(ctx context.Context, b bucket.Bucket, path pathFunc, world, run string, upTo int64) ([]fragment, error) {
 	var out []fragment
-	for a, err := range b.List(ctx, "data/"+world+"/"+run+"/", "") {
+	for d, err := range b.List(ctx, "data/"+world+"/_tables/", "") {
 		if err != nil {
 			return nil, err
 		}
-		parts := strings.Split(a.Name, "/")
-		if len(parts) != 6 || parts[4] != "v0.2" {
-			continue
+		id := strings.TrimSuffix(strings.TrimPrefix(d.Name, "data/"+world+"/_tables/"), ".json")
+		for a, err := range b.List(ctx, engine.LegacyPrefix(world, run, id), "") {
+			if err != nil {
+				return nil, err
+			}
+			if !strings.HasSuffix(a.Name, ".parquet") {
+				continue
+			}
+			p, err := path(ctx, a.Name)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, fragment{world: world, run: run, table: id, object: a.Name, path: p, tick: upTo})
 		}
-		p, err := path(ctx, a.Name)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, fragment{world: world, table: parts[3], path: p, tick: upTo})
 	}
 	return out, nil
 }
@@ -236,16 +294,10 @@ func ident(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"
 // the segment files of every table id with that name (a changed schema is
 // a new table; legacy tables join by name), keeping only rows whose (tick,
 // token) a manifest published, and epoch-0 rows; the component view
-// projects away the commit columns.
-func render(world, run string, upTo int64, frags []fragment, infos map[string]engine.TableInfo, manifests, lineage []string) *Script {
-	var sb strings.Builder
-	w := func(format string, args ...any) { fmt.Fprintf(&sb, format, args...) }
-	w("-- worldfs views of world %s, run %s", world, run)
-	if upTo != math.MaxInt64 {
-		w(", as of tick %d", upTo)
-	}
-	w(".\n-- Generated from the catalog; visible rows only (seed 000 §4).\n\n")
-
+// projects away the commit columns. The fragment list (files, ticks and
+// tokens) goes to a Parquet file in dir that the script reads, so the
+// script stays small whatever the size of the catalog.
+func render(world, run string, upTo int64, frags []fragment, infos map[string]engine.TableInfo, lineage []string, dir string) (*Script, error) {
 	byName := map[string][]fragment{}
 	names := []string{}
 	for _, f := range frags {
@@ -256,14 +308,54 @@ func render(world, run string, upTo int64, frags []fragment, infos map[string]en
 		byName[name] = append(byName[name], f)
 	}
 	slices.Sort(names)
-	script := &Script{World: world, Run: run, AtTick: upTo}
+	var list []listRow
+	type part struct {
+		ti       engine.TableInfo
+		filtered bool
+		lo, hi   string // the least and greatest published token
+	}
+	parts := map[string][]part{}
 	for _, name := range names {
-		fs := byName[name]
+		for i, group := range groupByTable(byName[name], infos) {
+			p := part{ti: infos[group[0].world+"/"+group[0].table]}
+			for _, f := range group {
+				if f.filtered {
+					if !p.filtered || f.token < p.lo {
+						p.lo = f.token
+					}
+					if !p.filtered || f.token > p.hi {
+						p.hi = f.token
+					}
+					p.filtered = true
+				}
+				list = append(list, listRow{View: name, Part: int32(i), Ord: int64(len(list)), World: f.world, Run: f.run,
+					TableID: f.table, Tick: f.tick, CommitToken: f.token, WriterEpoch: f.epoch, Filtered: f.filtered,
+					Object: f.object, Path: f.path, Rows: f.rows})
+			}
+			parts[name] = append(parts[name], p)
+		}
+	}
+	listPath, err := writeList(dir, list)
+	if err != nil {
+		return nil, err
+	}
+
+	var sb strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&sb, format, args...) }
+	w("-- worldfs views of world %s, run %s", world, run)
+	if upTo != math.MaxInt64 {
+		w(", as of tick %d", upTo)
+	}
+	w(".\n-- Generated from the catalog; visible rows only (seed 000 §4).\n")
+	w("-- The fragment list (each file, and the tick and commit token its manifest published) is read from\n-- %s.\n\n", listPath)
+	w("CREATE OR REPLACE TEMP TABLE worldfs_fragments AS SELECT * FROM read_parquet(%s);\n", lit(listPath))
+	script := &Script{World: world, Run: run, AtTick: upTo, FragmentList: listPath}
+	for _, name := range names {
 		// The component columns of the table's newest schema.
 		var cols []string
 		seen := map[string]bool{}
-		for _, f := range fs {
-			for _, c := range infos[f.world+"/"+f.table].Columns {
+		for _, p := range parts[name] {
+			for _, c := range p.ti.Columns {
 				if c.Component != "" && !seen[c.Name] {
 					seen[c.Name] = true
 					cols = append(cols, ident(c.Name))
@@ -271,65 +363,57 @@ func render(world, run string, upTo int64, frags []fragment, infos map[string]en
 			}
 		}
 		slices.Sort(cols)
-		var parts []string
-		var tokens []string
-		var pairs []string
-		for _, group := range groupByTable(fs, infos) {
-			ti := infos[group[0].world+"/"+group[0].table]
-			legacy := !slices.ContainsFunc(ti.Columns, func(c engine.Column) bool { return c.Name == engine.ColCommitToken })
-			var paths []string
-			filtered := false
-			for _, f := range group {
-				paths = append(paths, lit(f.path))
-				if f.filtered {
-					filtered = true
-					tokens = append(tokens, lit(f.token))
-					pairs = append(pairs, fmt.Sprintf("(%d, %s)", f.tick, lit(f.token)))
-				}
+		var qs []string
+		for i, p := range parts[name] {
+			files := fmt.Sprintf("worldfs_files_%s_%d", name, i)
+			w("SET VARIABLE %s = (SELECT list(path ORDER BY ord) FROM worldfs_fragments WHERE view = %s AND part = %d);\n", ident(files), lit(name), i)
+			visible := ident(fmt.Sprintf("worldfs_visible_%s_%d", name, i))
+			if p.filtered {
+				w("CREATE OR REPLACE TEMP TABLE %s AS SELECT DISTINCT tick AS v_tick, commit_token AS v_token FROM worldfs_fragments WHERE view = %s AND part = %d AND filtered;\n",
+					visible, lit(name), i)
 			}
+			legacy := !hasColumn(p.ti, engine.ColCommitToken)
 			sel := "entity_id, tick, commit_token, writer_epoch"
 			if legacy {
 				sel = "entity_id, tick, '' AS commit_token, 0::BIGINT AS writer_epoch"
 			}
 			for _, c := range cols {
-				if hasColumn(ti, strings.Trim(c, `"`)) {
+				if hasColumn(p.ti, strings.Trim(c, `"`)) {
 					sel += ", " + c
 				} else {
 					sel += ", NULL AS " + c
 				}
 			}
-			q := fmt.Sprintf("SELECT %s FROM read_parquet([%s])", sel, strings.Join(paths, ", "))
+			q := fmt.Sprintf("SELECT %s FROM read_parquet(getvariable(%s))", sel, lit(files))
 			switch {
 			case legacy:
 				q += fmt.Sprintf(" WHERE tick <= %d", upTo)
-			case filtered:
-				// Rows of crashed attempts or stale writers never match a
-				// published (tick, token); the IN list lets DuckDB prune
-				// row groups by their token statistics.
-				q += " WHERE (commit_token = '' AND writer_epoch = 0) OR (commit_token IN (" + strings.Join(dedupe(tokens), ", ") +
-					") AND (tick, commit_token) IN (SELECT tick, commit_token FROM " + ident("worldfs_visible_"+name) + "))"
+			case p.filtered:
+				q = tokenCheck(q, visible, p.lo, p.hi)
 			}
-			parts = append(parts, q)
+			qs = append(qs, q)
 		}
-		if len(pairs) > 0 {
-			w("CREATE OR REPLACE TEMP TABLE %s AS SELECT * FROM (VALUES %s) v(tick, commit_token);\n",
-				ident("worldfs_visible_"+name), strings.Join(dedupe(pairs), ", "))
-		} else {
-			w("CREATE OR REPLACE TEMP TABLE %s (tick BIGINT, commit_token VARCHAR);\n", ident("worldfs_visible_"+name))
-		}
-		w("CREATE OR REPLACE TEMP VIEW %s AS\n  %s;\n", ident(name+"_raw"), strings.Join(parts, "\n  UNION ALL BY NAME "))
+		w("CREATE OR REPLACE TEMP VIEW %s AS\n  %s;\n", ident(name+"_raw"), strings.Join(qs, "\n  UNION ALL BY NAME "))
 		w("CREATE OR REPLACE TEMP VIEW %s AS SELECT entity_id, tick, %s FROM %s;\n", ident(name), strings.Join(cols, ", "), ident(name+"_raw"))
 		w("CREATE OR REPLACE TEMP MACRO %s(t) AS TABLE SELECT * FROM %s WHERE tick = t;\n\n", ident(name+"_at"), ident(name))
 		script.Views = append(script.Views, name)
 	}
-	if len(manifests) > 0 {
-		w("CREATE OR REPLACE TEMP VIEW worldfs_manifests AS SELECT * FROM (VALUES %s)\n  m(world, run, tick, commit_token, writer_epoch, table_id, path, rows);\n", strings.Join(manifests, ", "))
-	} else {
-		w("CREATE OR REPLACE TEMP VIEW worldfs_manifests AS SELECT NULL::VARCHAR AS world, NULL::VARCHAR AS run, NULL::BIGINT AS tick, NULL::VARCHAR AS commit_token, NULL::BIGINT AS writer_epoch, NULL::VARCHAR AS table_id, NULL::VARCHAR AS path, NULL::BIGINT AS rows WHERE false;\n")
-	}
+	w("CREATE OR REPLACE TEMP VIEW worldfs_manifests AS SELECT world, run, tick, commit_token, writer_epoch, table_id, object AS path, rows\n  FROM worldfs_fragments WHERE filtered;\n")
 	w("CREATE OR REPLACE TEMP VIEW worldfs_lineage AS SELECT * FROM (VALUES %s) l(segment, world, run, up_to_tick);\n", strings.Join(lineage, ", "))
 	script.SQL = sb.String()
-	return script
+	return script, nil
+}
+
+// tokenCheck keeps the rows of a group of manifest-named files whose
+// (tick, commit_token) a manifest published, and epoch-0 rows: rows of
+// crashed attempts or stale writers never match, even if their file is
+// handed in. The first conjunct is a constant range on commit_token alone,
+// which DuckDB pushes into the Parquet scan and checks against each row
+// group's statistics, skipping foreign tokens outside it unread; the
+// semi-join on the published (tick, token) pairs is the exact check.
+func tokenCheck(q, visible, lo, hi string) string {
+	rng := fmt.Sprintf("(commit_token = '' OR commit_token BETWEEN %s AND %s)", lit(lo), lit(hi))
+	return q + " WHERE " + rng + " AND ((commit_token = '' AND writer_epoch = 0) OR (tick, commit_token) IN (SELECT v_tick, v_token FROM " + visible + "))"
 }
 
 func hasColumn(ti engine.TableInfo, name string) bool {
@@ -349,18 +433,6 @@ func groupByTable(fs []fragment, infos map[string]engine.TableInfo) [][]fragment
 			out = append(out, nil)
 		}
 		out[i] = append(out[i], f)
-	}
-	return out
-}
-
-func dedupe(xs []string) []string {
-	seen := map[string]bool{}
-	out := xs[:0:0]
-	for _, x := range xs {
-		if !seen[x] {
-			seen[x] = true
-			out = append(out, x)
-		}
 	}
 	return out
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -137,9 +138,36 @@ func TestSQLAndViews(t *testing.T) {
 	if code, _, _ := cli(t, "sql", "--bucket", dir, "SELECT 1"); code != 2 {
 		t.Fatalf("no --world: exit %d", code)
 	}
-	code, out, _ = cli(t, "views", "--bucket", dir, "--world", world)
+	code, out, _ = cli(t, "views", "--bucket", dir, "--world", world, "--cache-dir", t.TempDir())
 	if code != 0 || !strings.Contains(out, "CREATE OR REPLACE TEMP VIEW \"particle\"") || !strings.Contains(out, "particle_at") {
 		t.Fatalf("views: %d\n%s", code, out)
+	}
+	// The printed script runs as is in a fresh DuckDB.
+	db, err := sql.Open("duckdb", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	if _, err := db.Exec(out); err != nil {
+		t.Fatalf("the views script: %v\n%s", err, out)
+	}
+	var ticks int64
+	if err := db.QueryRow("SELECT count(DISTINCT tick) FROM emitter").Scan(&ticks); err != nil || ticks != 70 {
+		t.Fatalf("the views script shows %d emitter ticks (%v), want 70", ticks, err)
+	}
+}
+
+func TestBenchQuery(t *testing.T) {
+	code, out, stderr := cli(t, "bench", "query", "--bucket", t.TempDir(), "--fragments", "20", "--rows", "50",
+		"--catalog-ticks", "300", "--runs", "1", "--views-dir", t.TempDir(), "--json")
+	var res queryBench
+	if code != 0 || json.Unmarshal([]byte(out), &res) != nil {
+		t.Fatalf("bench query: %d\n%s\n%s", code, out, stderr)
+	}
+	if res.VisibleRows != 1000 || res.ViewsSeconds <= 0 || res.RawSeconds <= 0 || res.Ratio <= 0 || res.PeakRSSBytes == 0 ||
+		res.Catalog == nil || res.Catalog.BuildSeconds <= 0 || res.Catalog.LoadSeconds <= 0 || res.Catalog.FragmentListBytes == 0 {
+		t.Fatalf("bench query result %+v %+v", res, res.Catalog)
 	}
 }
 

@@ -37,7 +37,7 @@ func addViewFlags(fs *flag.FlagSet) *viewFlags {
 		run:       fs.String("run", "main", "run"),
 		at:        fs.Int64("at", math.MinInt64, "pin the views to the state up to this tick"),
 		token:     fs.String("token", "", "pin the views to the tick this commit token published"),
-		cacheDir:  fs.String("cache-dir", defaultCacheDir(), "where copies of a remote bucket's fragments are kept"),
+		cacheDir:  fs.String("cache-dir", defaultCacheDir(), "where copies of a remote bucket's fragments, and the views' fragment lists, are kept"),
 		cacheSize: fs.Int64("cache-size", 10<<30, "bytes the fragment cache may hold"),
 	}
 }
@@ -49,7 +49,9 @@ func (v *viewFlags) build(ctx context.Context) (*wsql.Script, error) {
 	if *v.at != math.MinInt64 && *v.token != "" {
 		return nil, usagef("--at and --token pin the views two ways; give one")
 	}
-	opts := wsql.Options{Run: *v.run, Token: *v.token}
+	// The views' fragment lists live beside the fragment cache; a script
+	// printed by worldfs views names its list there.
+	opts := wsql.Options{Run: *v.run, Token: *v.token, Dir: filepath.Join(*v.cacheDir, "views")}
 	if *v.at != math.MinInt64 {
 		opts.AtTick = v.at
 	}

@@ -1,0 +1,71 @@
+package sql
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/compress/zstd"
+)
+
+// listRow is one row of a fragment list: a file a view reads, and the
+// commit identity its manifest published (none for unfiltered and legacy
+// history).
+type listRow struct {
+	View        string `parquet:"view,dict"`
+	Part        int32  `parquet:"part"` // which read_parquet of the view (one per world and table id)
+	Ord         int64  `parquet:"ord"`  // the file's place in that read_parquet's list
+	World       string `parquet:"world,dict"`
+	Run         string `parquet:"run,dict"`
+	TableID     string `parquet:"table_id,dict"`
+	Tick        int64  `parquet:"tick"`
+	CommitToken string `parquet:"commit_token"`
+	WriterEpoch int64  `parquet:"writer_epoch"`
+	Filtered    bool   `parquet:"filtered"`
+	Object      string `parquet:"object"`
+	Path        string `parquet:"path"`
+	Rows        int64  `parquet:"rows"`
+}
+
+// writeList writes rows as a Parquet file in dir named by the hash of its
+// bytes, so that a script naming it always reads what it was built with;
+// an identical list already there is reused. It returns the file's path.
+func writeList(dir string, rows []listRow) (string, error) {
+	var buf bytes.Buffer
+	w := parquet.NewGenericWriter[listRow](&buf, parquet.Compression(&zstd.Codec{Level: zstd.SpeedFastest}))
+	for lo := 0; lo < len(rows); lo += 1 << 16 {
+		if _, err := w.Write(rows[lo:min(len(rows), lo+1<<16)]); err != nil {
+			return "", fmt.Errorf("fragment list: %w", err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		return "", fmt.Errorf("fragment list: %w", err)
+	}
+	sum := sha256.Sum256(buf.Bytes())
+	path := filepath.Join(dir, "fragments-"+hex.EncodeToString(sum[:16])+".parquet")
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
+	}
+	tmp, err := os.CreateTemp(dir, ".fragments-*")
+	if err != nil {
+		return "", err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(buf.Bytes()); err != nil {
+		tmp.Close()
+		return "", err
+	}
+	if err := tmp.Close(); err != nil {
+		return "", err
+	}
+	// Rename is atomic: readers see the whole file or none; racing writers
+	// write identical bytes.
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return "", err
+	}
+	return path, nil
+}
