@@ -19,14 +19,16 @@ import (
 // namespace, so an evaluation id names one receipt whatever its grader.
 const EvaluationProducer = ReservedProducer + "evaluation"
 
-const receiptTableName = "receipts"
+// ReceiptTableName is the name of the table receipts are stored in (SQL
+// shows them curated as worldfs_receipts).
+const ReceiptTableName = "evaluation_receipt"
 
 // ReceiptTable is the fact table evaluation receipts are stored in.
 func ReceiptTable() *Table {
 	c, _ := NewComponent("receipt", Field{"evaluation_id", String}, Field{"grader_id", String},
 		Field{"contract", String}, Field{"contract_digest", String},
 		Field{"subject", String}, Field{"subject_digest", String}, Field{"outcomes", String})
-	t, _ := NewFactTable(receiptTableName, c)
+	t, _ := NewFactTable(ReceiptTableName, c)
 	return t
 }
 

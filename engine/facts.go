@@ -473,7 +473,7 @@ func (s *IngestionService) complete(ctx context.Context, c *index.Claim, t *Tabl
 	}
 	fr := c.Tables[0].Fragments[0]
 	out := settled{claim: c, path: fr.Path, dedup: dedup}
-	if t.Name != receiptTableName {
+	if t.Name != ReceiptTableName {
 		return out, nil // a fact's receipt comes from the claim alone
 	}
 	data, _, err := s.b.Get(ctx, fr.Path)

@@ -26,6 +26,7 @@ type listRow struct {
 	CommitToken string `parquet:"commit_token"`
 	WriterEpoch int64  `parquet:"writer_epoch"`
 	Filtered    bool   `parquet:"filtered"`
+	Fact        bool   `parquet:"fact"` // a completed claim's rows, not a tick's
 	Object      string `parquet:"object"`
 	Path        string `parquet:"path"`
 	Rows        int64  `parquet:"rows"`

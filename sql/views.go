@@ -63,6 +63,7 @@ type fragment struct {
 	token             string
 	epoch, rows       int64
 	filtered          bool // rows must match (tick, token); false: every row (unfiltered or legacy history)
+	fact              bool // a completed claim's rows (seed 003), visible by its token
 }
 
 // Script is the SQL that defines a world's views.
@@ -157,6 +158,25 @@ func BuildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 						}
 						frags = append(frags, fragment{world: seg.World, run: seg.Run, table: tf.Table, object: f.Path, path: p,
 							tick: t.Tick, token: t.CommitToken, epoch: t.WriterEpoch, rows: f.Rows, filtered: true})
+					}
+				}
+				return true
+			})
+			// Facts and receipts: each completed claim's rows, at the tick
+			// the fact landed on, visible by the claim's token.
+			seg.State.Claims(seg.Run, func(c *index.Claim) bool {
+				if c.State != index.ClaimComplete || c.Tick > limit || ferr != nil {
+					return ferr == nil
+				}
+				for _, tf := range c.Tables {
+					for _, f := range tf.Fragments {
+						p, err := path(ctx, f.Path)
+						if err != nil {
+							ferr = err
+							return false
+						}
+						frags = append(frags, fragment{world: seg.World, run: seg.Run, table: tf.Table, object: f.Path, path: p,
+							tick: c.Tick, token: c.CommitToken, epoch: c.Epoch, rows: f.Rows, filtered: true, fact: true})
 					}
 				}
 				return true
@@ -329,7 +349,7 @@ func render(world, run string, upTo int64, frags []fragment, infos map[string]en
 					p.filtered = true
 				}
 				list = append(list, listRow{View: name, Part: int32(i), Ord: int64(len(list)), World: f.world, Run: f.run,
-					TableID: f.table, Tick: f.tick, CommitToken: f.token, WriterEpoch: f.epoch, Filtered: f.filtered,
+					TableID: f.table, Tick: f.tick, CommitToken: f.token, WriterEpoch: f.epoch, Filtered: f.filtered, Fact: f.fact,
 					Object: f.object, Path: f.path, Rows: f.rows})
 			}
 			parts[name] = append(parts[name], p)
@@ -398,7 +418,14 @@ func render(world, run string, upTo int64, frags []fragment, infos map[string]en
 		w("CREATE OR REPLACE TEMP MACRO %s(t) AS TABLE SELECT * FROM %s WHERE tick = t;\n\n", ident(name+"_at"), ident(name))
 		script.Views = append(script.Views, name)
 	}
-	w("CREATE OR REPLACE TEMP VIEW worldfs_manifests AS SELECT world, run, tick, commit_token, writer_epoch, table_id, object AS path, rows\n  FROM worldfs_fragments WHERE filtered;\n")
+	w("CREATE OR REPLACE TEMP VIEW worldfs_manifests AS SELECT world, run, tick, commit_token, writer_epoch, table_id, object AS path, rows\n  FROM worldfs_fragments WHERE filtered AND NOT fact;\n")
+	var factNames []string
+	for _, name := range names {
+		if engine.IsFactColumns(parts[name][0].ti.Columns) {
+			factNames = append(factNames, name)
+		}
+	}
+	w("%s", factViews(factNames))
 	w("CREATE OR REPLACE TEMP VIEW worldfs_lineage AS SELECT * FROM (VALUES %s) l(segment, world, run, up_to_tick);\n", strings.Join(lineage, ", "))
 	script.SQL = sb.String()
 	return script, nil
@@ -434,5 +461,32 @@ func groupByTable(fs []fragment, infos map[string]engine.TableInfo) [][]fragment
 		}
 		out[i] = append(out[i], f)
 	}
+	return out
+}
+
+// factViews defines worldfs_facts (every visible fact of every fact table,
+// by its FactMeta) and worldfs_receipts (visible evaluation receipts, their
+// JSON columns typed), both empty when there are none.
+func factViews(factNames []string) string {
+	var facts []string
+	receipts := false
+	for _, name := range factNames {
+		if name == engine.ReceiptTableName {
+			receipts = true
+		}
+		facts = append(facts, fmt.Sprintf("SELECT entity_id AS fact_id, tick, %s AS table_name, fact_producer AS producer, fact_external_id AS external_id, fact_digest AS digest, commit_token FROM %s",
+			lit(name), ident(name+"_raw")))
+	}
+	if len(facts) == 0 {
+		facts = []string{"SELECT NULL::BIGINT AS fact_id, NULL::BIGINT AS tick, NULL::VARCHAR AS table_name, NULL::VARCHAR AS producer, NULL::VARCHAR AS external_id, NULL::VARCHAR AS digest, NULL::VARCHAR AS commit_token WHERE false"}
+	}
+	out := fmt.Sprintf("CREATE OR REPLACE TEMP VIEW worldfs_facts AS\n  %s;\n", strings.Join(facts, "\n  UNION ALL "))
+	from := "(SELECT NULL::BIGINT AS entity_id, NULL::BIGINT AS tick, NULL::VARCHAR AS commit_token, NULL::VARCHAR AS receipt_evaluation_id, NULL::VARCHAR AS receipt_grader_id, NULL::VARCHAR AS receipt_contract, NULL::VARCHAR AS receipt_contract_digest, NULL::VARCHAR AS receipt_subject, NULL::VARCHAR AS receipt_subject_digest, NULL::VARCHAR AS receipt_outcomes WHERE false)"
+	if receipts {
+		from = ident(engine.ReceiptTableName + "_raw")
+	}
+	out += "CREATE OR REPLACE TEMP VIEW worldfs_receipts AS SELECT entity_id AS receipt_id, tick, receipt_evaluation_id AS evaluation_id, receipt_grader_id AS grader_id,\n" +
+		"  receipt_contract::JSON AS contract, receipt_contract_digest AS contract_digest, receipt_subject::JSON AS subject, receipt_subject_digest AS subject_digest,\n" +
+		"  receipt_outcomes::JSON AS outcomes, commit_token FROM " + from + ";\n"
 	return out
 }

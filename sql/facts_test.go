@@ -1,0 +1,113 @@
+package sql_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/bucket/local"
+	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/engine/particles"
+	"github.com/worldfs/worldfs/index"
+	wsql "github.com/worldfs/worldfs/sql"
+)
+
+func readingFact(id string, v float64) engine.Fact {
+	c, _ := engine.NewComponent("reading", engine.Field{Name: "value", Type: engine.Float64})
+	t, _ := engine.NewFactTable("reading", c)
+	return engine.Fact{Producer: "sensor-1", ExternalID: id, Table: t, Values: engine.Values{"reading_value": v}}
+}
+
+// Facts and receipts show exactly when their claims are complete: an
+// orphan row under a pending claim's token stays out, as do facts past a
+// fork point or a pinned tick.
+func TestViewsOfFactsAndReceipts(t *testing.T) {
+	ctx := ctxT(t)
+	b, _ := local.Open(t.TempDir())
+	w, err := engine.CreateWorld(ctx, b, "w", particles.Tables(), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	particles.Install(w)
+	run(t, w, 4)
+	if _, err := w.Ingest(ctx, readingFact("a", 1.5)); err != nil { // lands at tick 4
+		t.Fatal(err)
+	}
+	run(t, w, 8)
+	for _, f := range []engine.Fact{readingFact("b", 2.5), readingFact("b", 2.5)} { // tick 8, once
+		if _, err := w.Ingest(ctx, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	orphan(t, b, w.Catalog(), readingFact("c", 9))
+	s, _ := w.Catalog().Exact(ctx)
+	sub, _ := engine.PinSubject(s, "main", 8, engine.Selector{})
+	_, err = w.Evaluate(ctx, engine.Evaluation{ID: "ev", Subject: sub, Contract: engine.GraderContract{GraderID: "g", Implementation: "1"}},
+		func(context.Context, engine.Subject) ([]engine.Outcome, error) {
+			return []engine.Outcome{{Criterion: "c", Verdict: engine.Pass}}, nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	db := views(t, b, "w", wsql.Options{})
+	if n := count(t, db, "SELECT count(*) FROM reading"); n != 2 {
+		t.Fatalf("reading shows %d facts, want 2 (not the orphan, not the duplicate)", n)
+	}
+	if n := count(t, db, "SELECT count(*) FROM reading WHERE entity_id >= 0"); n != 0 {
+		t.Fatalf("%d facts with entity ids", n)
+	}
+	if n := count(t, db, "SELECT count(*) FROM worldfs_facts WHERE table_name = 'reading' AND ((external_id = 'a' AND tick = 4) OR (external_id = 'b' AND tick = 8))"); n != 2 {
+		t.Fatalf("worldfs_facts: %d of the 2 facts at their ticks", n)
+	}
+	if n := count(t, db, "SELECT count(*) FROM worldfs_receipts WHERE evaluation_id = 'ev' AND json_extract_string(outcomes, '$[0].verdict') = 'pass' AND json_extract_string(subject, '$.head_tick') = '8'"); n != 1 {
+		t.Fatalf("worldfs_receipts: %d", n)
+	}
+	if n := count(t, db, "SELECT count(*) FROM worldfs_manifests WHERE table_id IN (SELECT table_id FROM worldfs_fragments WHERE fact)"); n != 0 {
+		t.Fatalf("facts listed as tick manifests: %d", n)
+	}
+	// Pinned at tick 6: only the fact that landed by then.
+	if n := count(t, views(t, b, "w", wsql.Options{AtTick: ptr(int64(6))}), "SELECT count(*) FROM worldfs_facts"); n != 1 {
+		t.Fatalf("as of tick 6: %d facts", n)
+	}
+	// A fork at tick 5 inherits the fact of tick 4, not that of tick 8.
+	fork, err := engine.ForkWorld(ctx, b, "w", "f", "main", 5, particles.Tables(), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fork.Close()
+	if n := count(t, views(t, b, "f", wsql.Options{}), "SELECT count(*) FROM reading"); n != 1 {
+		t.Fatalf("the fork sees %d facts, want 1", n)
+	}
+	// A world without facts still has both views, empty.
+	w2, _ := engine.CreateWorld(ctx, b, "w2", particles.Tables(), quiet)
+	run(t, w2, 1)
+	w2.Close()
+	db2 := views(t, b, "w2", wsql.Options{})
+	if count(t, db2, "SELECT count(*) FROM worldfs_facts")+count(t, db2, "SELECT count(*) FROM worldfs_receipts") != 0 {
+		t.Fatal("facts in a world without any")
+	}
+}
+
+// orphan leaves f as a crashed ingester would after appending: a pending
+// claim and its row on disk, not completed.
+func orphan(t *testing.T, b bucket.Bucket, cat *index.Catalog, f engine.Fact) {
+	t.Helper()
+	r, err := cat.Commit(ctxT(t), index.Entry{Kind: index.KindClaimAcquire, Claim: &index.ClaimOp{
+		Key: index.ClaimKey{Run: "main", Producer: f.Producer, ExternalID: f.ExternalID}, Digest: "sha256:x",
+		CommitToken: "orphan-token", Holder: "dead", NowMs: 1, LeaseUntilMs: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr := engine.NewFrame(f.Table)
+	f.Values[engine.ColFactProducer], f.Values[engine.ColFactExternalID] = f.Producer, f.ExternalID
+	if err := fr.Append(r.Claim.FactID, f.Values); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := engine.EncodeFragment(fr, engine.Stamp{Tick: r.Claim.Tick, CommitToken: "orphan-token", WriterEpoch: r.Claim.Epoch})
+	if _, err := b.Create(ctxT(t), engine.FragmentPath("w", "main", f.Table.ID, "orphan-token", 0), data); err != nil {
+		t.Fatal(err)
+	}
+}
+func ptr[T any](v T) *T { return &v }
