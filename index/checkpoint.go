@@ -17,7 +17,9 @@ import (
 	"github.com/worldfs/worldfs/bucket"
 )
 
-// CheckpointFormat is the checkpoint format version.
+// CheckpointFormat is the checkpoint format version written. Format 1
+// (claims without fragment lists) is still read: a checkpoint only ever
+// shortens a replay, and an upgrade must not lock a world out.
 const CheckpointFormat = 2
 
 // CheckpointPrefix is the prefix of world's checkpoints.
@@ -67,7 +69,7 @@ func WriteCheckpoint(ctx context.Context, b bucket.Bucket, s *State, prev *check
 		return "", nil, errors.New("checkpoint of an empty log")
 	}
 	old := map[shardKey]shardRef{}
-	if prev != nil {
+	if prev != nil && prev.Format == CheckpointFormat { // shards of another format are all rewritten
 		for _, r := range prev.Shards {
 			old[r.key()] = r
 		}
@@ -201,7 +203,7 @@ func LoadCheckpoint(ctx context.Context, b bucket.Bucket, world, name string) (*
 		}
 		d := &out[i]
 		// plain is never written again: decoded strings share it.
-		k, last, err := decodeShard(plain, func(t *Tick) { d.ticks = append(d.ticks, t) },
+		k, last, err := decodeShard(cp.Format, plain, func(t *Tick) { d.ticks = append(d.ticks, t) },
 			func(c *Claim) { d.claims = append(d.claims, c) }, func(c *CommandState) { d.commands = append(d.commands, c) })
 		if err != nil || k != r.key() || last != r.Seq {
 			return corrupt("shard %s: %v (key %v, last sequence %d)", r.Hash, err, k, last)
@@ -263,7 +265,7 @@ func readCheckpoint(ctx context.Context, b bucket.Bucket, world, name string) (*
 	if err := dec.Decode(&cp); err != nil {
 		return nil, corrupt("undecodable: %v", err)
 	}
-	if cp.Format != CheckpointFormat || cp.World.ID != world || cp.Seq == 0 || cp.Hash == "" {
+	if cp.Format < 1 || cp.Format > CheckpointFormat || cp.World.ID != world || cp.Seq == 0 || cp.Hash == "" {
 		return nil, corrupt("format %d world %q seq %d", cp.Format, cp.World.ID, cp.Seq)
 	}
 	sum := cp.Sum

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/bucket/local"
 	"github.com/worldfs/worldfs/bucket/mem"
 )
 
@@ -234,5 +236,43 @@ func TestCorruptCatalogFailsClosed(t *testing.T) {
 				t.Fatalf("Open of a corrupt catalog = %v, want ErrCorrupt", err)
 			}
 		})
+	}
+}
+
+// A world checkpointed by a format-1 writer (testdata/format1: ticks 0 and
+// 1, a completed claim, a checkpoint at sequence 6, then tick 2) still
+// opens; its next checkpoint is the current format and loads the same.
+func TestFormat1CheckpointStillLoads(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS("testdata/format1")); err != nil {
+		t.Fatal(err)
+	}
+	b, err := local.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t)
+	s, info, err := Load(ctx, b, "w")
+	if err != nil || info.CheckpointSeq != 6 || info.SlotsReplayed != 1 {
+		t.Fatalf("Load = %v (%+v)", err, info)
+	}
+	c, ok := s.Claim(ClaimKey{Run: "main", Producer: "p", ExternalID: "e"})
+	if run, _ := s.Run("main"); !ok || c.State != ClaimComplete || run.Head != 2 {
+		t.Fatalf("claim %+v, run %+v", c, run)
+	}
+	cat, err := Open(ctx, b, "w", Options{NoCompactor: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	if _, err := cat.Checkpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	again, info, err := Load(ctx, b, "w")
+	if err != nil || info.CheckpointSeq != 7 {
+		t.Fatalf("after a new checkpoint: %v (%+v)", err, info)
+	}
+	if d := diff(s, again); d != "" {
+		t.Fatalf("the format-2 checkpoint differs: %s", d)
 	}
 }

@@ -142,7 +142,7 @@ func (s *State) encodeShard(k shardKey) []byte {
 // slabs and their strings share data's bytes (never modified afterwards),
 // so a cold start allocates per shard, not per record, and the collector
 // has little to trace.
-func decodeShard(data []byte, addTick func(*Tick), addClaim func(*Claim), addCommand func(*CommandState)) (k shardKey, last uint64, err error) {
+func decodeShard(format int, data []byte, addTick func(*Tick), addClaim func(*Claim), addCommand func(*CommandState)) (k shardKey, last uint64, err error) {
 	d := dec{b: data}
 	k.Kind = d.byte()
 	k.Run = d.str()
@@ -171,7 +171,9 @@ func decodeShard(data []byte, addTick func(*Tick), addClaim func(*Claim), addCom
 			c := &Claim{Key: ClaimKey{Run: k.Run, Producer: d.str(), ExternalID: d.str()}, Digest: d.str(),
 				CommitToken: d.str(), State: d.str(), Holder: d.str(), LeaseUntilMs: d.varint(),
 				Epoch: d.varint(), Tick: d.varint(), FactID: d.varint()}
-			c.Tables = d.tables(&tables, &frags)
+			if format >= 2 {
+				c.Tables = d.tables(&tables, &frags)
+			}
 			c.Seq = d.uvarint()
 			c.shard = claimBucket(c.Key)
 			if d.err == nil && c.shard != k.N {
