@@ -134,7 +134,8 @@ func (k ClaimKey) String() string { return k.Run + "/" + k.Producer + "/" + k.Ex
 //     CommitToken, held by Holder until LeaseUntilMs. Digest is the
 //     server-computed payload digest.
 //   - claim.takeover: Holder takes over a pending claim whose lease ended
-//     (NowMs ≥ its lease), keeping the claim's token.
+//     (NowMs ≥ its lease), keeping the claim's token; the holder of a live
+//     lease renews it the same way.
 //   - claim.complete: the pending claim under CommitToken becomes complete;
 //     its token joins the visible set, and Fragments (the rows appended
 //     under the token) join the file list readers get from the catalog.
@@ -163,6 +164,35 @@ type FragmentsRewrite struct {
 }
 
 func (e *Entry) validate() error {
+	if err := e.validatePayload(); err != nil {
+		return err
+	}
+	for _, run := range e.runs() {
+		if err := ValidateRunName(run); err != nil {
+			return fmt.Errorf("%s: %w", e.Kind, err)
+		}
+	}
+	return nil
+}
+
+// runs returns the run names the entry carries.
+func (e *Entry) runs() []string {
+	switch {
+	case e.WorldCreate != nil && e.WorldCreate.ForkRun != "":
+		return []string{e.WorldCreate.ForkRun}
+	case e.TickPublish != nil:
+		return []string{e.TickPublish.Run}
+	case e.Claim != nil:
+		return []string{e.Claim.Key.Run}
+	case e.Command != nil:
+		return []string{e.Command.Run}
+	case e.Rewrite != nil:
+		return []string{e.Rewrite.Run}
+	}
+	return nil
+}
+
+func (e *Entry) validatePayload() error {
 	set := 0
 	for _, p := range []bool{e.WorldCreate != nil, e.FenceAcquire != nil, e.TickPublish != nil, e.WorldStatus != nil, e.Claim != nil, e.Rewrite != nil, e.Command != nil} {
 		if p {

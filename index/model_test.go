@@ -115,7 +115,7 @@ func (m *model) predict(e Entry) (string, func()) {
 				return refusedClass, nothing
 			case old.state == ClaimComplete:
 				return existingClass, nothing
-			case c.NowMs < old.lease:
+			case c.NowMs < old.lease && c.Holder != old.holder: // the holder itself renews
 				return pendingClass, nothing
 			}
 			return okClass, func() { old.holder, old.lease = c.Holder, c.LeaseUntilMs }

@@ -12,16 +12,22 @@ const MaxWorldIDLen = 128
 // ValidateWorldID checks a world id: 1 to MaxWorldIDLen characters from
 // [a-z0-9._-], not starting with a dot or dash. Ids are path segments of the
 // bucket layout and of the mount, so they are kept plain.
-func ValidateWorldID(id string) error {
+func ValidateWorldID(id string) error { return validateName("world id", id) }
+
+// ValidateRunName checks a run name by the rules of world ids: runs are
+// path segments too (data/<world>/<run>/…).
+func ValidateRunName(run string) error { return validateName("run", run) }
+
+func validateName(what, id string) error {
 	if id == "" || len(id) > MaxWorldIDLen {
-		return fmt.Errorf("world id %q: must be 1 to %d characters", id, MaxWorldIDLen)
+		return fmt.Errorf("%s %q: must be 1 to %d characters", what, id, MaxWorldIDLen)
 	}
 	if id[0] == '.' || id[0] == '-' {
-		return fmt.Errorf("world id %q: must not start with %q", id, id[0])
+		return fmt.Errorf("%s %q: must not start with %q", what, id, id[0])
 	}
 	for _, r := range id {
 		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
-			return fmt.Errorf("world id %q: character %q is not one of a-z 0-9 . _ -", id, r)
+			return fmt.Errorf("%s %q: character %q is not one of a-z 0-9 . _ -", what, id, r)
 		}
 	}
 	return nil

@@ -420,7 +420,7 @@ func (n *State) applyClaim(e *Entry, seq uint64) (Result, error) {
 		case old.State == ClaimComplete:
 			r.Claim, r.Existing = old, true
 			return r, nil
-		case c.NowMs < old.LeaseUntilMs:
+		case c.NowMs < old.LeaseUntilMs && c.Holder != old.Holder:
 			return r, &ClaimPendingError{World: w.ID, Key: c.Key, Holder: old.Holder, LeaseUntilMs: old.LeaseUntilMs}
 		}
 		nc = *old

@@ -2,6 +2,7 @@ package index
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -131,6 +132,17 @@ func TestApplyTable(t *testing.T) {
 					t.Fatalf("claim %+v err %v", r.Claim, err)
 				}
 			}},
+		{"the holder renews its live lease", append(base, claimEntry(KindClaimAcquire, "r", "p", "e1", "d", "ct", "h", 100, 200)),
+			claimEntry(KindClaimTakeover, "r", "p", "e1", "d", "", "h", 150, 400), func(t *testing.T, r Result, err error, s *State) {
+				if err != nil || r.Claim.LeaseUntilMs != 400 || r.Claim.CommitToken != "ct" {
+					t.Fatalf("claim %+v err %v", r.Claim, err)
+				}
+			}},
+		{"a run name that is not a path segment", base, publish("r/x", 1, "t1", 1), func(t *testing.T, _ Result, err error, _ *State) {
+			if err == nil || !strings.Contains(err.Error(), `run "r/x"`) {
+				t.Fatalf("err %v", err)
+			}
+		}},
 		{"complete publishes the token", append(base, claimEntry(KindClaimAcquire, "r", "p", "e1", "d", "ct", "h", 100, 200)),
 			claimEntry(KindClaimComplete, "r", "p", "e1", "d", "ct", "", 150, 0), func(t *testing.T, r Result, err error, s *State) {
 				if err != nil || r.Claim.State != ClaimComplete || !s.Allowlist("r").Admits(0, "ct", 1) {
