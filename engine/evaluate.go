@@ -15,9 +15,13 @@ import (
 	"github.com/worldfs/worldfs/index"
 )
 
-// EvaluationProducer is the producer of evaluation receipts' claims: one
-// namespace, so an evaluation id names one receipt whatever its grader.
-const EvaluationProducer = ReservedProducer + "evaluation"
+// EvaluationProducer and EvaluationRun key evaluation receipts' claims: one
+// namespace per world, so an evaluation id names one receipt whatever its
+// grader or the run it judged.
+const (
+	EvaluationProducer = ReservedProducer + "evaluation"
+	EvaluationRun      = "_evaluations"
+)
 
 // ReceiptTableName is the name of the table receipts are stored in (SQL
 // shows them curated as worldfs_receipts).
@@ -69,11 +73,16 @@ type Selector struct {
 // fix the run's history up to it: published ticks never change) and a
 // selector.
 type Subject struct {
-	World     string   `json:"world"`
-	Run       string   `json:"run"`
-	HeadTick  int64    `json:"head_tick"`
-	HeadToken string   `json:"head_token"`
-	Selector  Selector `json:"selector"`
+	World     string `json:"world"`
+	Run       string `json:"run"`
+	HeadTick  int64  `json:"head_tick"`
+	HeadToken string `json:"head_token"`
+	// Facts and FactsDigest pin the facts visible at or before HeadTick
+	// when the subject was pinned: their count and a digest of their
+	// claim tokens (facts land at the head tick while it is the head).
+	Facts       int      `json:"facts"`
+	FactsDigest string   `json:"facts_digest"`
+	Selector    Selector `json:"selector"`
 }
 
 // PinSubject pins sel to run's snapshot at tick at (-1: the run's head) in
@@ -90,7 +99,16 @@ func PinSubject(s *index.State, run string, at int64, sel Selector) (Subject, er
 	if !ok {
 		return Subject{}, fmt.Errorf("world %s run %s: tick %d is not published", s.World.ID, run, at)
 	}
-	return Subject{World: s.World.ID, Run: run, HeadTick: at, HeadToken: t.CommitToken, Selector: sel}, nil
+	var tokens []string
+	s.Claims(run, func(c *index.Claim) bool {
+		if c.State == index.ClaimComplete && c.Tick <= at {
+			tokens = append(tokens, c.CommitToken)
+		}
+		return true
+	})
+	slices.Sort(tokens)
+	return Subject{World: s.World.ID, Run: run, HeadTick: at, HeadToken: t.CommitToken,
+		Facts: len(tokens), FactsDigest: sha([]byte(strings.Join(tokens, "\n"))), Selector: sel}, nil
 }
 
 // Verdicts an outcome may have.
@@ -163,9 +181,12 @@ func (s *IngestionService) Evaluate(ctx context.Context, ev Evaluation, grade Gr
 	if grade == nil {
 		return EvaluationReceipt{}, fmt.Errorf("world %s: evaluation %s: no grader", s.world, ev.ID)
 	}
+	if err := s.checkPinned(ctx, ev); err != nil {
+		return EvaluationReceipt{}, err
+	}
 	sd, cd := sha(sub), sha(con)
 	digest := sha([]byte("worldfs.evaluation.v1\x00" + sd + "\x00" + cd))
-	key := index.ClaimKey{Run: ev.Subject.Run, Producer: EvaluationProducer, ExternalID: ev.ID}
+	key := index.ClaimKey{Run: EvaluationRun, Producer: EvaluationProducer, ExternalID: ev.ID}
 	graded := false
 	out, err := s.settle(ctx, key, digest, receiptTable, func(ctx context.Context, _ *index.Claim) (Values, error) {
 		outcomes, err := grade(ctx, ev.Subject)
@@ -184,15 +205,34 @@ func (s *IngestionService) Evaluate(ctx context.Context, ev Evaluation, grade Gr
 	if err != nil {
 		return EvaluationReceipt{}, err
 	}
+	// The receipt is what is persisted: subject, contract and outcomes as
+	// the row holds them.
 	c := out.claim
 	r := EvaluationReceipt{World: s.world, EvaluationID: ev.ID, CommitToken: c.CommitToken, ReceiptID: c.FactID,
-		Tick: c.Tick, Subject: ev.Subject, SubjectDigest: sd, Contract: ev.Contract, ContractDigest: cd,
+		Tick: c.Tick, SubjectDigest: sd, ContractDigest: cd,
 		Digest: c.Digest, Path: out.path, Deduplicated: out.dedup, Graded: graded, Recovered: out.recovered}
-	r.Contract.Config = canonicalConfig(ev.Contract.Config)
-	if err := json.Unmarshal([]byte(out.row["receipt_outcomes"].(string)), &r.Outcomes); err != nil {
-		return EvaluationReceipt{}, fmt.Errorf("world %s: receipt %s: outcomes: %v: %w", s.world, out.path, err, index.ErrCorrupt)
+	for col, v := range map[string]any{"receipt_subject": &r.Subject, "receipt_contract": &r.Contract, "receipt_outcomes": &r.Outcomes} {
+		text, _ := out.row[col].(string)
+		if err := json.Unmarshal([]byte(text), v); err != nil {
+			return EvaluationReceipt{}, fmt.Errorf("world %s: receipt %s: %s: %v: %w", s.world, out.path, col, err, index.ErrCorrupt)
+		}
 	}
 	return r, nil
+}
+
+// checkPinned checks that ev's subject names a published snapshot of this
+// world: its head tick published under its head token.
+func (s *IngestionService) checkPinned(ctx context.Context, ev Evaluation) error {
+	st, err := s.cat.Exact(ctx)
+	if err != nil {
+		return err
+	}
+	sub := ev.Subject
+	if t, ok := st.Tick(sub.Run, sub.HeadTick); !ok || t.CommitToken != sub.HeadToken {
+		return fmt.Errorf("world %s: evaluation %s: the subject's snapshot (run %s, tick %d, token %s) is not published here; pin it with PinSubject",
+			s.world, ev.ID, sub.Run, sub.HeadTick, sub.HeadToken)
+	}
+	return nil
 }
 
 // canonicalEvaluation checks ev and returns the canonical encodings of its
@@ -204,7 +244,7 @@ func (s *IngestionService) canonicalEvaluation(ev Evaluation) (subject, contract
 		return nil, nil, fmt.Errorf("world %s: an evaluation needs an id", s.world)
 	case c.GraderID == "" || c.Implementation == "":
 		return nil, nil, fmt.Errorf("world %s: evaluation %s: %w", s.world, ev.ID, ErrNoContract)
-	case ev.Subject.World != s.world || ev.Subject.Run == "" || ev.Subject.HeadToken == "":
+	case ev.Subject.World != s.world || ev.Subject.Run == "" || ev.Subject.HeadToken == "" || ev.Subject.FactsDigest == "":
 		return nil, nil, fmt.Errorf("world %s: evaluation %s: the subject must be pinned to a snapshot of this world (PinSubject)", s.world, ev.ID)
 	}
 	for name, v := range c.Thresholds {

@@ -232,6 +232,22 @@ func (s *IngestionService) checkFact(f Fact) error {
 		return fmt.Errorf("world %s: producer %q: names starting %q are reserved for worldfs", s.world, f.Producer, ReservedProducer)
 	case f.Table == nil || !IsFactTable(f.Table):
 		return fmt.Errorf("world %s: fact %s/%s: the table must be a fact table (NewFactTable)", s.world, f.Producer, f.ExternalID)
+	case f.Table.ID == receiptTable.ID || f.Table.Name == ReceiptTableName:
+		return fmt.Errorf("world %s: fact %s/%s: table %s holds evaluation receipts, which only Evaluate records", s.world, f.Producer, f.ExternalID, f.Table.Name)
+	}
+	return ValidateUserRun(f.Run)
+}
+
+// ValidateUserRun checks a run name a caller gives: a valid run name
+// (index.ValidateRunName) that does not start with "_", which worldfs
+// reserves for its own (evaluation receipts; the _tables and _lineage
+// folders of a world's data).
+func ValidateUserRun(run string) error {
+	if err := index.ValidateRunName(run); err != nil {
+		return err
+	}
+	if run[0] == '_' {
+		return fmt.Errorf("run %q: names starting with _ are reserved for worldfs", run)
 	}
 	return nil
 }
@@ -325,6 +341,10 @@ func (s *IngestionService) settle(ctx context.Context, key index.ClaimKey, diges
 	}
 	c := r.Claim
 	failpoint.Hit(FailpointFactClaimed)
+	// Keep the lease while this holder works (a grader may outlast it):
+	// a live holder is never taken for dead.
+	stop := s.renew(ctx, key, digest)
+	defer stop()
 
 	path := FragmentPath(s.world, key.Run, t.ID, c.CommitToken, 0)
 	out := settled{path: path}
@@ -344,7 +364,8 @@ func (s *IngestionService) settle(ctx context.Context, key index.ClaimKey, diges
 			err = fmt.Errorf("world %s: fact %s: probing for its rows: %w", s.world, key, err)
 		}
 	} else {
-		// A fresh token: nothing can be under it yet.
+		// This holder's own fresh token: nobody appends under it unless
+		// this holder's lease ends first, which append handles.
 		data, out.row, err = s.append(ctx, c, t, row)
 	}
 	if err != nil {
@@ -448,10 +469,10 @@ func (s *IngestionService) await(ctx context.Context, key index.ClaimKey, digest
 			switch {
 			case err == nil:
 				return r.Claim, r.Existing, nil
-			case !errors.As(err, &pending): // another holder took it over first: wait for it
+			case !errors.As(err, &pending):
 				return nil, false, err
 			}
-			continue
+			continue // another holder took it over first: wait for it
 		}
 		if !now.Before(deadline) {
 			return nil, false, &index.ClaimPendingError{World: s.world, Key: key, Holder: c.Holder, LeaseUntilMs: c.LeaseUntilMs}
@@ -545,4 +566,31 @@ func (w *World) ingestion() (*IngestionService, error) {
 		w.ingest = NewIngestionService(w.b, w.cat, opts)
 	})
 	return w.ingest, nil
+}
+
+// renew extends this holder's lease on key every third of a lease until
+// the returned stop is called.
+func (s *IngestionService) renew(ctx context.Context, key index.ClaimKey, digest string) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(s.opts.Lease / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			now := s.opts.Now()
+			_, err := s.cat.Commit(ctx, index.Entry{Kind: index.KindClaimTakeover, Claim: &index.ClaimOp{
+				Key: key, Digest: digest, Holder: s.opts.Holder,
+				NowMs: now.UnixMilli(), LeaseUntilMs: now.Add(s.opts.Lease).UnixMilli()}})
+			if err != nil {
+				return // completed, or taken over: nothing left to keep
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
 }

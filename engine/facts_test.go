@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -578,7 +579,7 @@ func TestEvaluationReceipts(t *testing.T) {
 		grades++
 		// The claim precedes the grader: it is pending when grading runs.
 		st, _ := w.Catalog().Exact(ctx)
-		c, ok := st.Claim(index.ClaimKey{Run: "main", Producer: engine.EvaluationProducer, ExternalID: "eval-1"})
+		c, ok := st.Claim(index.ClaimKey{Run: engine.EvaluationRun, Producer: engine.EvaluationProducer, ExternalID: "eval-1"})
 		if !ok || c.State != index.ClaimPending {
 			return nil, fmt.Errorf("grading without a pending claim: %+v", c)
 		}
@@ -602,7 +603,7 @@ func TestEvaluationReceipts(t *testing.T) {
 		t.Fatalf("another contract: %v", err)
 	}
 	other = ev
-	other.Subject.HeadTick = 2
+	other.Subject, _ = engine.PinSubject(s, "main", 2, engine.Selector{})
 	if _, err := w.Evaluate(ctx, other, grade); !errors.As(err, &conflict) {
 		t.Fatalf("another subject: %v", err)
 	}
@@ -639,7 +640,7 @@ func TestEvaluationReceipts(t *testing.T) {
 			t.Fatalf("%s: recorded", name)
 		}
 	}
-	if got := visibleFacts(t, b, "w", "main", engine.ReceiptTable()); len(got) != 1 {
+	if got := visibleFacts(t, b, "w", engine.EvaluationRun, engine.ReceiptTable()); len(got) != 1 {
 		t.Fatalf("visible receipts %v, want eval-1 alone", got)
 	}
 }
@@ -675,29 +676,84 @@ func TestEvaluationTakeoverDoesNotRegrade(t *testing.T) {
 	}
 }
 
-// A grader that outlives its lease: another holder takes over, grades and
-// completes; the late holder's append finds the winner's receipt and both
-// callers get it.
+// A holder that is alive keeps its lease however long its grader runs: the
+// others wait (or, not waiting, get ClaimPendingError) and the grader runs
+// once.
+func TestEvaluationLiveHolderKeepsItsLease(t *testing.T) {
+	ctx := ctxT(t)
+	b, _ := local.Open(t.TempDir())
+	simWorld(t, b, "w", 2).Close()
+	s, _, _ := index.Load(ctx, b, "w")
+	sub, _ := engine.PinSubject(s, "main", -1, engine.Selector{})
+	ev := engine.Evaluation{ID: "eval-1", Subject: sub, Contract: contract("v1")}
+	var runs atomic.Int32
+	slow := func(ctx context.Context, s engine.Subject) ([]engine.Outcome, error) {
+		runs.Add(1)
+		time.Sleep(350 * time.Millisecond)
+		return passing(ctx, s)
+	}
+	var wg sync.WaitGroup
+	receipts := make([]engine.EvaluationReceipt, 3)
+	for i := range receipts {
+		svc, err := engine.OpenIngestionService(ctx, b, "w", engine.IngestOptions{Lease: 100 * time.Millisecond, MaxWait: 5 * time.Second, Catalog: quiet.Catalog})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer svc.Close()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			time.Sleep(time.Duration(i) * 20 * time.Millisecond)
+			var err error
+			if receipts[i], err = svc.Evaluate(ctx, ev, slow); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	time.Sleep(150 * time.Millisecond)
+	impatient, _ := engine.OpenIngestionService(ctx, b, "w", engine.IngestOptions{MaxWait: -1, Catalog: quiet.Catalog})
+	defer impatient.Close()
+	var pending *index.ClaimPendingError
+	if _, err := impatient.Evaluate(ctx, ev, slow); !errors.As(err, &pending) {
+		t.Errorf("during a live lease: %v, want ClaimPendingError", err)
+	}
+	wg.Wait()
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("the grader ran %d times for one evaluation, with no holder dead", n)
+	}
+	for _, r := range receipts[1:] {
+		if r.CommitToken != receipts[0].CommitToken {
+			t.Fatalf("receipts diverge: %+v / %+v", r, receipts[0])
+		}
+	}
+}
+
+// A holder whose lease ended while it graded (its clock ran behind):
+// another holder takes over, grades and completes; the late holder's
+// append finds the winner's receipt and both callers get it.
 func TestEvaluationLateHolder(t *testing.T) {
 	ctx := ctxT(t)
 	b, _ := local.Open(t.TempDir())
 	simWorld(t, b, "w", 2).Close()
-	open := func() *engine.IngestionService {
-		svc, err := engine.OpenIngestionService(ctx, b, "w", engine.IngestOptions{Lease: 200 * time.Millisecond, MaxWait: -1, Catalog: quiet.Catalog})
+	open := func(now func() time.Time) *engine.IngestionService {
+		svc, err := engine.OpenIngestionService(ctx, b, "w", engine.IngestOptions{Lease: 200 * time.Millisecond, MaxWait: -1, Now: now, Catalog: quiet.Catalog})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { svc.Close() })
 		return svc
 	}
-	slow, fast := open(), open()
+	slow := open(func() time.Time { return time.Now().Add(-time.Minute) })
+	fast := open(nil)
 	s, _, _ := index.Load(ctx, b, "w")
 	sub, _ := engine.PinSubject(s, "main", -1, engine.Selector{})
 	ev := engine.Evaluation{ID: "eval-1", Subject: sub, Contract: contract("v1")}
+	grading := make(chan struct{})
 	release := make(chan struct{})
 	done := make(chan engine.EvaluationReceipt)
 	go func() {
 		r, err := slow.Evaluate(ctx, ev, func(context.Context, engine.Subject) ([]engine.Outcome, error) {
+			close(grading)
 			<-release
 			return []engine.Outcome{{Verdict: engine.Fail}}, nil
 		})
@@ -706,14 +762,7 @@ func TestEvaluationLateHolder(t *testing.T) {
 		}
 		done <- r
 	}()
-	// While the slow holder's lease is live, another caller that will not
-	// wait gets ClaimPendingError.
-	time.Sleep(50 * time.Millisecond)
-	var pending *index.ClaimPendingError
-	if _, err := fast.Evaluate(ctx, ev, passing); !errors.As(err, &pending) {
-		t.Fatalf("during a live lease: %v", err)
-	}
-	time.Sleep(250 * time.Millisecond)
+	<-grading
 	won, err := fast.Evaluate(ctx, ev, passing)
 	if err != nil || won.Recovered != "append" || won.Outcomes[0].Verdict != engine.Pass {
 		t.Fatalf("takeover: %+v %v", won, err)
@@ -722,6 +771,77 @@ func TestEvaluationLateHolder(t *testing.T) {
 	late := <-done
 	if late.CommitToken != won.CommitToken || late.Outcomes[0].Verdict != engine.Pass {
 		t.Fatalf("the late holder's receipt %+v differs from the winner's %+v", late, won)
+	}
+}
+
+// Regressions from review: receipts only come from Evaluate; a subject must
+// name a published snapshot; an evaluation id is one receipt across runs;
+// a repeat returns the persisted subject; a subject pins the facts; run
+// names are path segments.
+func TestEvaluationIdentityRules(t *testing.T) {
+	ctx := ctxT(t)
+	b, _ := local.Open(t.TempDir())
+	w := simWorld(t, b, "w", 2)
+	s, _ := w.Catalog().Exact(ctx)
+	sub, _ := engine.PinSubject(s, "main", -1, engine.Selector{})
+	real, err := w.Evaluate(ctx, engine.Evaluation{ID: "eval-1", Subject: sub, Contract: contract("v1")}, passing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Ingest(ctx, engine.Fact{Producer: "mallory", ExternalID: "x", Table: engine.ReceiptTable(),
+		Values: engine.Values{"receipt_evaluation_id": "eval-1", "receipt_subject_digest": real.SubjectDigest, "receipt_outcomes": `[{"verdict":"fail"}]`}}); err == nil {
+		t.Fatal("a fact forged an evaluation receipt")
+	}
+	bogus := sub
+	bogus.HeadTick, bogus.HeadToken = 999, "not-a-token"
+	if _, err := w.Evaluate(ctx, engine.Evaluation{ID: "eval-x", Subject: bogus, Contract: contract("v1")}, passing); err == nil {
+		t.Fatal("a receipt for a subject that names no published snapshot")
+	}
+	// The same id for a subject of another run is the same receipt's id.
+	if _, err := w.Catalog().Commit(ctx, index.Entry{Kind: index.KindTickPublish, TickPublish: &index.TickPublish{
+		Run: "alt", Tick: 0, CommitToken: "alt0", WriterEpoch: w.Epoch()}}); err != nil {
+		t.Fatal(err)
+	}
+	s, _ = w.Catalog().Exact(ctx)
+	other, err := engine.PinSubject(s, "alt", -1, engine.Selector{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conflict *index.ClaimConflictError
+	if _, err := w.Evaluate(ctx, engine.Evaluation{ID: "eval-1", Subject: other, Contract: contract("v1")}, passing); !errors.As(err, &conflict) {
+		t.Fatalf("eval-1 for run alt: %v, want ClaimConflictError", err)
+	}
+	// A repeat written differently (selector order, asset uri) returns the
+	// persisted subject.
+	d := "sha256:" + strings.Repeat("ab", 32)
+	sel := func(uri string, tables ...string) engine.Selector {
+		return engine.Selector{Tables: tables, Assets: []engine.AssetRef{{Digest: d, URI: uri, Size: 1}}}
+	}
+	sub1, _ := engine.PinSubject(s, "main", -1, sel("file:///first", "a", "b"))
+	sub2, _ := engine.PinSubject(s, "main", -1, sel("https://elsewhere/second", "b", "a"))
+	r1, err := w.Evaluate(ctx, engine.Evaluation{ID: "e", Subject: sub1, Contract: contract("v1")}, passing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := w.Evaluate(ctx, engine.Evaluation{ID: "e", Subject: sub2, Contract: contract("v1")}, passing)
+	if err != nil || !r2.Deduplicated || !reflect.DeepEqual(r1.Subject, r2.Subject) || r2.Subject.Selector.Assets[0].URI != "" || r2.Subject.Selector.Tables[0] != "a" {
+		t.Fatalf("repeat: %+v %v, first %+v", r2.Subject, err, r1.Subject)
+	}
+	// A fact that becomes visible at the head changes the pinned subject.
+	if _, err := w.Ingest(ctx, reading("s", "late", 1)); err != nil {
+		t.Fatal(err)
+	}
+	s2, _ := w.Catalog().Exact(ctx)
+	after, _ := engine.PinSubject(s2, "main", sub.HeadTick, engine.Selector{})
+	if after.FactsDigest == sub.FactsDigest || after.Facts != sub.Facts+1 {
+		t.Fatalf("the subject did not pin the new fact: %+v then %+v", sub, after)
+	}
+	for _, run := range []string{"../../worlds/w", "main/x", "has space\n", "_tables", "Main"} {
+		f := reading("p", "e", 1)
+		f.Run = run
+		if r, err := w.Ingest(ctx, f); err == nil {
+			t.Errorf("run %q accepted: fact written at %s", run, r.Path)
+		}
 	}
 }
 

@@ -162,28 +162,16 @@ func BuildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 				}
 				return true
 			})
-			// Facts and receipts: each completed claim's rows, at the tick
-			// the fact landed on, visible by the claim's token.
-			seg.State.Claims(seg.Run, func(c *index.Claim) bool {
-				if c.State != index.ClaimComplete || c.Tick > limit || ferr != nil {
-					return ferr == nil
-				}
-				for _, tf := range c.Tables {
-					for _, f := range tf.Fragments {
-						p, err := path(ctx, f.Path)
-						if err != nil {
-							ferr = err
-							return false
-						}
-						frags = append(frags, fragment{world: seg.World, run: seg.Run, table: tf.Table, object: f.Path, path: p,
-							tick: c.Tick, token: c.CommitToken, epoch: c.Epoch, rows: f.Rows, filtered: true, fact: true})
-					}
-				}
-				return true
-			})
 			if ferr != nil {
 				return nil, ferr
 			}
+			// Facts: each completed claim's rows, at the tick the fact
+			// landed on, visible by the claim's token.
+			fs, err := claimFragments(ctx, path, seg.State, seg.Run, limit)
+			if err != nil {
+				return nil, err
+			}
+			frags = append(frags, fs...)
 		}
 		legacy, err := listLegacy(ctx, b, path, seg.World, seg.Run, limit)
 		if err != nil {
@@ -196,12 +184,43 @@ func BuildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 			lineage = append(lineage, fmt.Sprintf("(%d, %s, %s, NULL)", i, lit(seg.World), lit(seg.Run)))
 		}
 	}
+	// Evaluation receipts are the world's, whatever run they judged.
+	receipts, err := claimFragments(ctx, path, own, engine.EvaluationRun, math.MaxInt64)
+	if err != nil {
+		return nil, err
+	}
+	frags = append(frags, receipts...)
 	for _, f := range frags {
 		if err := describe(ctx, b, infos, f.world, f.table); err != nil {
 			return nil, err
 		}
 	}
 	return render(world, opts.Run, upTo, frags, infos, lineage, dir)
+}
+
+// claimFragments returns the fragments of run's completed claims that
+// landed at or before tick limit.
+func claimFragments(ctx context.Context, path pathFunc, s *index.State, run string, limit int64) ([]fragment, error) {
+	var out []fragment
+	var ferr error
+	s.Claims(run, func(c *index.Claim) bool {
+		if c.State != index.ClaimComplete || c.Tick > limit {
+			return true
+		}
+		for _, tf := range c.Tables {
+			for _, f := range tf.Fragments {
+				p, err := path(ctx, f.Path)
+				if err != nil {
+					ferr = err
+					return false
+				}
+				out = append(out, fragment{world: s.World.ID, run: run, table: tf.Table, object: f.Path, path: p,
+					tick: c.Tick, token: c.CommitToken, epoch: c.Epoch, rows: f.Rows, filtered: true, fact: true})
+			}
+		}
+		return true
+	})
+	return out, ferr
 }
 
 // describe reads the description of a world's table into infos, once.
@@ -464,8 +483,8 @@ func groupByTable(fs []fragment, infos map[string]engine.TableInfo) [][]fragment
 	return out
 }
 
-// factViews defines worldfs_facts (every visible fact of every fact table,
-// by its FactMeta) and worldfs_receipts (visible evaluation receipts, their
+// factViews defines worldfs_facts (every visible external fact of every
+// fact table, by its FactMeta) and worldfs_receipts (visible evaluation receipts, their
 // JSON columns typed), both empty when there are none.
 func factViews(factNames []string) string {
 	var facts []string
@@ -473,6 +492,7 @@ func factViews(factNames []string) string {
 	for _, name := range factNames {
 		if name == engine.ReceiptTableName {
 			receipts = true
+			continue
 		}
 		facts = append(facts, fmt.Sprintf("SELECT entity_id AS fact_id, tick, %s AS table_name, fact_producer AS producer, fact_external_id AS external_id, fact_digest AS digest, commit_token FROM %s",
 			lit(name), ident(name+"_raw")))
