@@ -532,4 +532,3 @@ func errnoName(e syscall.Errno) string {
 	}
 	return e.Error()
 }
-

@@ -76,12 +76,12 @@ type Mount struct {
 
 	mu struct {
 		sync.Mutex
-		cats     map[string]*index.Catalog    // read-only catalogs, by world
-		infos    map[string]engine.TableInfo  // by world/table id; immutable objects
-		worlds   []string                     // the world directory, sorted
-		worldsAt time.Time                    // when worlds was read
-		tokens   map[string]*tokenIndex       // by world/run
-		writers  map[string]*writer           // by world
+		cats     map[string]*index.Catalog   // read-only catalogs, by world
+		infos    map[string]engine.TableInfo // by world/table id; immutable objects
+		worlds   []string                    // the world directory, sorted
+		worldsAt time.Time                   // when worlds was read
+		tokens   map[string]*tokenIndex      // by world/run
+		writers  map[string]*writer          // by world
 		closed   bool
 	}
 }
