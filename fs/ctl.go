@@ -59,7 +59,27 @@ func (m *Mount) command(ctx context.Context, world string, line []byte) (any, er
 		slices.Sort(names)
 		return nil, fmt.Errorf("%w: unknown op %q (this ctl takes %s)", ErrBadCommand, head.Op, strings.Join(names, ", "))
 	}
-	return op(ctx, m, world, line)
+	res, err := op(ctx, m, world, line)
+	if err == nil {
+		m.refresh(ctx)
+	}
+	return res, err
+}
+
+// refresh brings every snapshot the mount reads up to date after a
+// command succeeded, so that what a ctl write did shows at once (not only
+// within the freshness bound).
+func (m *Mount) refresh(ctx context.Context) {
+	m.mu.Lock()
+	m.mu.worldsAt = time.Time{}
+	cats := make([]*index.Catalog, 0, len(m.mu.cats))
+	for _, c := range m.mu.cats {
+		cats = append(cats, c)
+	}
+	m.mu.Unlock()
+	for _, c := range cats {
+		_, _ = c.Exact(ctx) // a failure here only leaves the snapshot to age out
+	}
 }
 
 // decode reads a command's arguments strictly.
