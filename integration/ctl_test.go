@@ -191,4 +191,3 @@ func bodyTable(t *testing.T) *engine.Table {
 	}
 	return tb
 }
-
