@@ -66,7 +66,17 @@ func (i identity) Listxattr(_ context.Context, dest []byte) (uint32, syscall.Err
 type snapshotDir struct {
 	dirBase
 	identity
-	tables map[string]index.TableFragments // by readable name
+
+	// The tables by readable name, read on first use (not at lookup, so
+	// that listing ticks/ reads nothing but the catalog).
+	once   sync.Once
+	tables map[string]index.TableFragments
+	err    error
+}
+
+func (d *snapshotDir) load(ctx context.Context) error {
+	d.once.Do(func() { d.tables, d.err = d.m.tickTables(ctx, d.t) })
+	return d.err
 }
 
 var (
@@ -81,11 +91,7 @@ var formats = []string{wsql.FormatParquet, wsql.FormatCSV}
 
 // snapshot makes the node of a tick's snapshot directory.
 func (m *Mount) snapshot(ctx context.Context, parent *gofs.Inode, t tickRef, ino uint64, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	tables, err := m.tickTables(ctx, t)
-	if err != nil {
-		return nil, m.errno(fmt.Sprintf("tick %d of %s", t.Tick.Tick, t.World), err)
-	}
-	d := &snapshotDir{dirBase: dirBase{m: m, ino: ino, imm: true}, identity: identity{t}, tables: tables}
+	d := &snapshotDir{dirBase: dirBase{m: m, ino: ino, imm: true}, identity: identity{t}}
 	return m.child(ctx, parent, d, out)
 }
 
@@ -101,6 +107,9 @@ func (d *snapshotDir) names() []string {
 }
 
 func (d *snapshotDir) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
+	if err := d.load(ctx); err != nil {
+		return nil, d.m.errno(fmt.Sprintf("tick %d of %s", d.t.Tick.Tick, d.t.World), err)
+	}
 	var out []fuse.DirEntry
 	for _, n := range d.names() {
 		out = append(out, dirEntry(n, syscall.S_IFREG, ino(strconv.FormatUint(d.ino, 16), n)))
@@ -112,6 +121,9 @@ func (d *snapshotDir) Lookup(ctx context.Context, name string, out *fuse.EntryOu
 	start := time.Now()
 	defer d.m.stats.op("lookup", start)
 	id := ino(strconv.FormatUint(d.ino, 16), name)
+	if err := d.load(ctx); err != nil {
+		return nil, d.m.errno(fmt.Sprintf("tick %d of %s", d.t.Tick.Tick, d.t.World), err)
+	}
 	if name == "manifest.json" {
 		data, err := d.m.manifestJSON(ctx, d.t)
 		if err != nil {
