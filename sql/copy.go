@@ -75,22 +75,14 @@ func ReadRows(ctx context.Context, path string) ([]map[string]any, error) {
 		return nil, err
 	}
 	var out []map[string]any
-	vals := make([]any, len(cols))
-	ptrs := make([]any, len(cols))
-	for i := range vals {
-		ptrs[i] = &vals[i]
-	}
-	for rows.Next() {
-		if err := rows.Scan(ptrs...); err != nil {
-			return nil, fmt.Errorf("reading %s: %w", path, err)
-		}
+	err = scan(rows, len(cols), func(vals []any) {
 		row := make(map[string]any, len(cols))
 		for i, c := range cols {
 			row[c] = vals[i]
 		}
 		out = append(out, row)
-	}
-	if err := rows.Err(); err != nil {
+	})
+	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", path, err)
 	}
 	return out, nil

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -13,7 +11,6 @@ import (
 	"syscall"
 
 	"github.com/worldfs/worldfs/bucket"
-	"github.com/worldfs/worldfs/cache"
 	wfs "github.com/worldfs/worldfs/fs"
 )
 
@@ -42,14 +39,13 @@ func openMount(ctx context.Context, url string, f *mountFlags) (*wfs.Mount, buck
 	if err != nil {
 		return nil, nil, err
 	}
-	c, err := cache.Open(f.cacheDir, cache.Options{MaxBytes: f.cacheSize})
+	c, id, err := openCache(url, f.cacheDir, f.cacheSize)
 	if err != nil {
 		b.Close()
-		return nil, nil, fmt.Errorf("cache %s: %w", f.cacheDir, err)
+		return nil, nil, err
 	}
-	sum := sha256.Sum256([]byte(url))
 	host, _ := os.Hostname()
-	m, err := wfs.New(b, wfs.Options{Cache: c, BucketID: hex.EncodeToString(sum[:8]), Holder: fmt.Sprintf("mount@%s:%d", host, os.Getpid())})
+	m, err := wfs.New(b, wfs.Options{Cache: c, BucketID: id, Holder: fmt.Sprintf("mount@%s:%d", host, os.Getpid())})
 	if err != nil {
 		b.Close()
 		return nil, nil, err
