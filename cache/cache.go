@@ -115,6 +115,35 @@ func (d *Disk) Path(ctx context.Context, b bucket.Bucket, bucketID, name string)
 		return "", err
 	}
 	p := filepath.Join(d.dir, "objects", bucketID, filepath.FromSlash(name))
+	return d.produce(ctx, p, func(tmp string) error {
+		data, _, err := b.Get(ctx, name)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(tmp, data, 0o644)
+	})
+}
+
+// DerivedPrefix keys the files Derived keeps, apart from object copies
+// (a bucket id never starts with it).
+const DerivedPrefix = "~derived"
+
+// Derived returns a local file holding a file derived from immutable
+// objects (a materialized snapshot, say), named by key (a relative,
+// slash-separated path that determines the content). make writes the
+// content to the temporary path it is given; the file appears at its
+// final path by rename, once, and counts against the cache's bound like
+// any object copy. Concurrent callers of one key share one make.
+func (d *Disk) Derived(ctx context.Context, key string, make func(tmp string) error) (string, error) {
+	if err := bucket.ValidateName(key); err != nil {
+		return "", fmt.Errorf("derived key: %w", err)
+	}
+	return d.produce(ctx, filepath.Join(d.dir, "objects", DerivedPrefix, filepath.FromSlash(key)), make)
+}
+
+// produce returns p, filling it with fill (through a temporary file and a
+// rename) unless this or another process already did.
+func (d *Disk) produce(ctx context.Context, p string, fill func(tmp string) error) (string, error) {
 	for {
 		d.mu.Lock()
 		if e, ok := d.mu.entries[p]; ok {
@@ -140,7 +169,7 @@ func (d *Disk) Path(ctx context.Context, b bucket.Bucket, bucketID, name string)
 			}
 			continue
 		}
-		if info, err := os.Stat(p); err == nil { // another process fetched it
+		if info, err := os.Stat(p); err == nil { // another process made it
 			d.mu.entries[p] = &entry{size: info.Size(), used: time.Now()}
 			d.mu.size += info.Size()
 			d.mu.hits++
@@ -151,7 +180,7 @@ func (d *Disk) Path(ctx context.Context, b bucket.Bucket, bucketID, name string)
 		d.mu.loads[p] = l
 		d.mu.misses++
 		d.mu.Unlock()
-		size, err := d.fetch(ctx, b, name, p)
+		size, err := d.fill(p, fill)
 		d.mu.Lock()
 		delete(d.mu.loads, p)
 		if err == nil {
@@ -169,28 +198,28 @@ func (d *Disk) Path(ctx context.Context, b bucket.Bucket, bucketID, name string)
 	}
 }
 
-// fetch copies the object to p through a temporary file and a rename, so
-// readers never see a partial copy.
-func (d *Disk) fetch(ctx context.Context, b bucket.Bucket, name, p string) (int64, error) {
-	data, _, err := b.Get(ctx, name)
-	if err != nil {
-		return 0, err
-	}
+// fill makes p through a temporary file and a rename, so readers never
+// see a partial file.
+func (d *Disk) fill(p string, fill func(tmp string) error) (int64, error) {
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return 0, err
 	}
 	var rnd [8]byte
 	_, _ = rand.Read(rnd[:])
 	tmp := p + ".tmp-" + hex.EncodeToString(rnd[:])
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+	if err := fill(tmp); err != nil {
 		os.Remove(tmp)
 		return 0, fmt.Errorf("cache: %w", err)
 	}
-	if err := os.Rename(tmp, p); err != nil {
+	info, err := os.Stat(tmp)
+	if err == nil {
+		err = os.Rename(tmp, p)
+	}
+	if err != nil {
 		os.Remove(tmp)
 		return 0, fmt.Errorf("cache: %w", err)
 	}
-	return int64(len(data)), nil
+	return info.Size(), nil
 }
 
 // evictLocked removes least recently used files past their grace until the

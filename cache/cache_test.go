@@ -119,3 +119,52 @@ func TestOpenRemovesDeadFetches(t *testing.T) {
 		t.Fatal("a dead fetch's temporary file survived")
 	}
 }
+
+// Derived files are made once (concurrent callers share the make), appear
+// whole at their path, survive a reopen, and a failed make leaves nothing.
+func TestDerived(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	d, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var makes atomic.Int64
+	mk := func(tmp string) error {
+		makes.Add(1)
+		time.Sleep(20 * time.Millisecond)
+		return os.WriteFile(tmp, []byte("derived"), 0o644)
+	}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p, err := d.Derived(ctx, "snapshots/w/main/1-tok/body.parquet", mk)
+			if data, _ := os.ReadFile(p); err != nil || string(data) != "derived" {
+				t.Errorf("derived: %q %v", data, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if makes.Load() != 1 {
+		t.Errorf("%d makes, want 1", makes.Load())
+	}
+	d2, _ := Open(dir, Options{})
+	if _, err := d2.Derived(ctx, "snapshots/w/main/1-tok/body.parquet", mk); err != nil || makes.Load() != 1 {
+		t.Errorf("after a reopen: %v, %d makes", err, makes.Load())
+	}
+	if _, err := d.Derived(ctx, "x/fails", func(tmp string) error {
+		os.WriteFile(tmp, []byte("part"), 0o644)
+		return fmt.Errorf("boom")
+	}); err == nil {
+		t.Error("a failed make succeeded")
+	}
+	matches, _ := filepath.Glob(filepath.Join(dir, "objects", DerivedPrefix, "x", "*"))
+	if len(matches) != 0 {
+		t.Errorf("a failed make left %v", matches)
+	}
+	if _, err := d.Derived(ctx, "../escape", mk); err == nil {
+		t.Error("a key outside the cache was accepted")
+	}
+}

@@ -61,15 +61,7 @@ func Run(ctx context.Context, db *sql.DB, query, format string, out io.Writer) e
 	default:
 		return fmt.Errorf("unknown format %q (table, csv or json)", format)
 	}
-	vals := make([]any, len(cols))
-	ptrs := make([]any, len(cols))
-	for i := range vals {
-		ptrs[i] = &vals[i]
-	}
-	for rows.Next() {
-		if err := rows.Scan(ptrs...); err != nil {
-			return err
-		}
+	err = scan(rows, len(cols), func(vals []any) {
 		switch format {
 		case FormatTable, FormatCSV:
 			cells := make([]string, len(vals))
@@ -88,8 +80,8 @@ func Run(ctx context.Context, db *sql.DB, query, format string, out io.Writer) e
 			}
 			records = append(records, rec)
 		}
-	}
-	if err := rows.Err(); err != nil {
+	})
+	if err != nil {
 		return err
 	}
 	switch {
@@ -114,4 +106,21 @@ func cell(v any) string {
 		return x.Format(time.RFC3339Nano)
 	}
 	return fmt.Sprint(v)
+}
+
+// scan calls fn with each row's n values (fn must not keep the slice) and
+// returns the first error of the scan.
+func scan(rows *sql.Rows, n int, fn func(vals []any)) error {
+	vals := make([]any, n)
+	ptrs := make([]any, n)
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	for rows.Next() {
+		if err := rows.Scan(ptrs...); err != nil {
+			return err
+		}
+		fn(vals)
+	}
+	return rows.Err()
 }

@@ -30,6 +30,16 @@ func defaultCacheDir() string {
 	return filepath.Join(os.TempDir(), "worldfs-cache")
 }
 
+// openCache opens the disk cache in dir and names the bucket at url in it.
+func openCache(url, dir string, size int64) (*cache.Disk, string, error) {
+	c, err := cache.Open(dir, cache.Options{MaxBytes: size})
+	if err != nil {
+		return nil, "", fmt.Errorf("cache %s: %w", dir, err)
+	}
+	sum := sha256.Sum256([]byte(url))
+	return c, hex.EncodeToString(sum[:8]), nil
+}
+
 func addViewFlags(fs *flag.FlagSet) *viewFlags {
 	return &viewFlags{
 		url:       bucketFlag(fs),
@@ -61,12 +71,11 @@ func (v *viewFlags) build(ctx context.Context) (*wsql.Script, error) {
 	}
 	defer b.Close()
 	if _, isLocal := b.(*local.Bucket); !isLocal {
-		c, err := cache.Open(*v.cacheDir, cache.Options{MaxBytes: *v.cacheSize})
+		c, id, err := openCache(*v.url, *v.cacheDir, *v.cacheSize)
 		if err != nil {
-			return nil, fmt.Errorf("fragment cache %s: %w", *v.cacheDir, err)
+			return nil, err
 		}
-		sum := sha256.Sum256([]byte(*v.url))
-		opts.Cache, opts.BucketID = c, hex.EncodeToString(sum[:8])
+		opts.Cache, opts.BucketID = c, id
 		// Catalog objects (slots, shards, table descriptions) are small,
 		// immutable and read often: keep them in memory too.
 		m, err := cache.NewMemory(256 << 20)

@@ -1,0 +1,268 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/worldfs/worldfs/bucket/local"
+	"github.com/worldfs/worldfs/cache"
+	"github.com/worldfs/worldfs/engine"
+	wfs "github.com/worldfs/worldfs/fs"
+	"github.com/worldfs/worldfs/index"
+	"github.com/worldfs/worldfs/internal/stats"
+)
+
+func init() {
+	var dir *string
+	var mb, ticks, files *int
+	var asJSON *bool
+	register("bench", command{
+		name:    "fs",
+		summary: "measure the mount on a local bucket: sequential read vs a direct read, cold and warm ls -l of a big ticks/, open + first byte",
+		example: "worldfs bench fs --mb 1024 --ticks 100000 --json",
+		flags: func(fs *flag.FlagSet) {
+			dir = fs.String("dir", "", "work directory for the bucket, cache and mount point (default: a temporary one, removed after)")
+			mb = fs.Int("mb", 512, "size of the large snapshot file, MiB")
+			ticks = fs.Int("ticks", 100000, "ticks in the world whose ticks/ directory is listed")
+			files = fs.Int("files", 200, "snapshot files for the open + first byte latency")
+			asJSON = fs.Bool("json", false, "print one JSON object")
+		},
+		run: func(ctx context.Context, fs *flag.FlagSet, args []string, out io.Writer) error {
+			if len(args) != 0 || *mb < 1 || *ticks < 1 || *files < 1 {
+				return usagef("bench fs takes no arguments and positive --mb, --ticks and --files")
+			}
+			work := *dir
+			if work == "" {
+				d, err := os.MkdirTemp("", "worldfs-bench-fs-")
+				if err != nil {
+					return err
+				}
+				defer os.RemoveAll(d)
+				work = d
+			}
+			res, err := benchFS(ctx, work, *mb, *ticks, *files)
+			if err != nil {
+				return err
+			}
+			if *asJSON {
+				return writeJSON(out, res)
+			}
+			fmt.Fprintf(out, "sequential read of %d MiB (warm page cache): direct %.0f MiB/s, through the mount %.0f MiB/s (%.2fx)\n",
+				*mb, res.DirectMiBps, res.MountMiBps, res.ReadRatio)
+			fmt.Fprintf(out, "ls -l of ticks/ with %d ticks: cold %.3f s, warm %.3f s\n", res.ListEntries, res.ListColdSeconds, res.ListWarmSeconds)
+			fmt.Fprintf(out, "open + first byte: first open p50 %.3f ms p99 %.3f ms; again p50 %.3f ms p99 %.3f ms\n",
+				res.FirstOpen.P50ms, res.FirstOpen.P99ms, res.Reopen.P50ms, res.Reopen.P99ms)
+			return nil
+		},
+	})
+}
+
+type fsBench struct {
+	FileBytes       int64         `json:"file_bytes"`
+	DirectMiBps     float64       `json:"direct_mib_per_s"`
+	MountMiBps      float64       `json:"mount_mib_per_s"`
+	ReadRatio       float64       `json:"read_ratio"`
+	Passthrough     bool          `json:"passthrough"`
+	ListEntries     int           `json:"list_entries"`
+	ListColdSeconds float64       `json:"ls_l_cold_seconds"`
+	ListWarmSeconds float64       `json:"ls_l_warm_seconds"`
+	FirstOpen       stats.Summary `json:"open_first_byte_first"`
+	Reopen          stats.Summary `json:"open_first_byte_again"`
+}
+
+func say(format string, args ...any) { fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...) }
+
+// benchFS builds three worlds in a local bucket under work (one large
+// tick, many small ticks, a catalog of many ticks), mounts it, and
+// measures.
+func benchFS(ctx context.Context, work string, mb, ticks, files int) (*fsBench, error) {
+	res := &fsBench{}
+	b, err := local.Open(filepath.Join(work, "bucket"))
+	if err != nil {
+		return nil, err
+	}
+	defer b.Close()
+	quiet := engine.Options{Catalog: index.Options{NoCompactor: true}}
+	cols, _ := engine.NewComponent("v", engine.Field{Name: "a", Type: engine.Float64}, engine.Field{Name: "b", Type: engine.Float64},
+		engine.Field{Name: "c", Type: engine.Float64}, engine.Field{Name: "d", Type: engine.Float64})
+	body, _ := engine.NewTable("body", cols)
+
+	// A world whose tick 0 is one large fragment (random doubles barely
+	// compress: about 32 bytes a row).
+	say("writing a %d MiB snapshot", mb)
+	big, err := engine.CreateWorld(ctx, b, "big", []*engine.Table{body}, quiet)
+	if err != nil {
+		return nil, err
+	}
+	defer big.Close()
+	rows := mb << 20 / 32
+	big.AddProcessor(func(tc *engine.TickContext) error {
+		f := tc.Frame("body")
+		for e := f.Len(); e < rows; e++ {
+			if err := f.Append(int64(e), nil); err != nil {
+				return err
+			}
+		}
+		r := rand.New(rand.NewPCG(1, 2))
+		for _, c := range []string{"v_a", "v_b", "v_c", "v_d"} {
+			for i, col := 0, f.Float64(c); i < len(col); i++ {
+				col[i] = r.Float64()
+			}
+		}
+		return nil
+	})
+	rc, err := big.Step(ctx)
+	if err != nil {
+		return nil, err
+	}
+	direct, err := b.Path(rc.Appends[0].Path)
+	if err != nil {
+		return nil, err
+	}
+
+	// A world of small ticks, for open latency.
+	say("committing %d small ticks", files)
+	small, err := engine.CreateWorld(ctx, b, "small", []*engine.Table{body}, quiet)
+	if err != nil {
+		return nil, err
+	}
+	defer small.Close()
+	small.AddProcessor(func(tc *engine.TickContext) error {
+		return tc.Frame("body").Insert(tc.Tick, engine.Values{"v_a": float64(tc.Tick)})
+	})
+	for range files {
+		if _, err := small.Step(ctx); err != nil {
+			return nil, err
+		}
+	}
+
+	// A catalog of many ticks (the cold start benchmark's builder).
+	say("publishing %d ticks", ticks)
+	many := &coldStartBench{World: "many"}
+	if err := buildWorld(ctx, b, many, ticks, 0); err != nil {
+		return nil, err
+	}
+
+	mountAt := func() (string, func(), error) {
+		c, err := cache.Open(filepath.Join(work, "cache"), cache.Options{})
+		if err != nil {
+			return "", nil, err
+		}
+		m, err := wfs.New(b, wfs.Options{Cache: c})
+		if err != nil {
+			return "", nil, err
+		}
+		dir, err := os.MkdirTemp(work, "mnt-")
+		if err != nil {
+			return "", nil, err
+		}
+		srv, err := wfs.Serve(dir, m, wfs.MountOptions{})
+		if err != nil {
+			return "", nil, err
+		}
+		res.Passthrough = srv.KernelSettings().Flags64()&fuse.CAP_PASSTHROUGH != 0
+		return dir, func() { srv.Unmount(); m.Close() }, nil
+	}
+
+	// Cold ls -l: a fresh mount (its catalog not yet loaded).
+	mnt, unmount, err := mountAt()
+	if err != nil {
+		return nil, err
+	}
+	defer func() { unmount() }()
+	tdir := filepath.Join(mnt, "many", "runs", "main", "ticks")
+	for i, cold := range []bool{true, false} {
+		say("ls -l of %d ticks (%s)", ticks, map[bool]string{true: "cold", false: "warm"}[cold])
+		start := time.Now()
+		out, err := exec.CommandContext(ctx, "ls", "-l", tdir).Output()
+		if err != nil {
+			return nil, fmt.Errorf("ls -l %s: %w", tdir, err)
+		}
+		secs := time.Since(start).Seconds()
+		if i == 0 {
+			res.ListColdSeconds = secs
+			res.ListEntries = strings.Count(string(out), "\n") - 1 // the "total" line
+		} else {
+			res.ListWarmSeconds = secs
+		}
+	}
+
+	// Open + first byte, first time and again.
+	for _, rec := range []*stats.Summary{&res.FirstOpen, &res.Reopen} {
+		var r stats.Recorder
+		start := time.Now()
+		for t := range files {
+			p := filepath.Join(mnt, "small", "runs", "main", "ticks", fmt.Sprint(t), "body.parquet")
+			s := time.Now()
+			f, err := os.Open(p)
+			if err != nil {
+				return nil, err
+			}
+			var one [1]byte
+			_, err = f.Read(one[:])
+			f.Close()
+			if err != nil {
+				return nil, fmt.Errorf("first byte of %s: %w", p, err)
+			}
+			r.Add(time.Since(s))
+		}
+		*rec = r.Summarize(time.Since(start))
+	}
+
+	// Sequential reads, warm page cache: each path read once first, then
+	// the best of three.
+	read := func(p string) (float64, int64, error) {
+		best := 0.0
+		var n int64
+		buf := make([]byte, 1<<20)
+		for i := range 4 {
+			f, err := os.Open(p)
+			if err != nil {
+				return 0, 0, err
+			}
+			start := time.Now()
+			n = 0
+			for {
+				k, err := f.Read(buf)
+				n += int64(k)
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					f.Close()
+					return 0, 0, err
+				}
+			}
+			f.Close()
+			if i > 0 {
+				best = max(best, float64(n)/(1<<20)/time.Since(start).Seconds())
+			}
+		}
+		return best, n, nil
+	}
+	say("reading %d MiB directly and through the mount", mb)
+	var n int64
+	if res.DirectMiBps, n, err = read(direct); err != nil {
+		return nil, err
+	}
+	res.FileBytes = n
+	var m int64
+	if res.MountMiBps, m, err = read(filepath.Join(mnt, "big", "runs", "main", "ticks", "0", "body.parquet")); err != nil {
+		return nil, err
+	}
+	if m != n {
+		return nil, fmt.Errorf("the mount served %d bytes of a %d-byte fragment", m, n)
+	}
+	res.ReadRatio = res.MountMiBps / res.DirectMiBps
+	return res, nil
+}

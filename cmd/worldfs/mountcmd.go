@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"syscall"
+
+	"github.com/worldfs/worldfs/bucket"
+	wfs "github.com/worldfs/worldfs/fs"
+)
+
+// mountFlags are the flags of worldfs mount.
+type mountFlags struct {
+	allowOther, debug bool
+	uid, gid          int
+	cacheDir          string
+	cacheSize         int64
+}
+
+func addMountFlags(fs *flag.FlagSet) *mountFlags {
+	f := &mountFlags{}
+	fs.BoolVar(&f.allowOther, "allow-other", false, "let other users see the mount (non-root: needs user_allow_other in /etc/fuse.conf)")
+	fs.IntVar(&f.uid, "uid", -1, "owner of every file (default: yours)")
+	fs.IntVar(&f.gid, "gid", -1, "group of every file (default: yours)")
+	fs.StringVar(&f.cacheDir, "cache-dir", defaultCacheDir(), "where remote fragments and materialized snapshot files are kept")
+	fs.Int64Var(&f.cacheSize, "cache-size", 10<<30, "bytes the cache may hold")
+	fs.BoolVar(&f.debug, "debug", false, "log every FUSE request")
+	return f
+}
+
+// openMount builds the file system of the bucket at url.
+func openMount(ctx context.Context, url string, f *mountFlags) (*wfs.Mount, bucket.Bucket, error) {
+	b, err := openBucket(ctx, url)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, id, err := openCache(url, f.cacheDir, f.cacheSize)
+	if err != nil {
+		b.Close()
+		return nil, nil, err
+	}
+	host, _ := os.Hostname()
+	m, err := wfs.New(b, wfs.Options{Cache: c, BucketID: id, Holder: fmt.Sprintf("mount@%s:%d", host, os.Getpid())})
+	if err != nil {
+		b.Close()
+		return nil, nil, err
+	}
+	return m, b, nil
+}
+
+func (f *mountFlags) options() (wfs.MountOptions, error) {
+	mo := wfs.MountOptions{AllowOther: f.allowOther, Debug: f.debug}
+	if (f.uid < 0) != (f.gid < 0) {
+		return mo, usagef("give --uid and --gid together")
+	}
+	if f.uid >= 0 {
+		mo.UID, mo.GID = uint32(f.uid), uint32(f.gid)
+	}
+	return mo, nil
+}
+
+func init() {
+	var mf *mountFlags
+	register("", command{
+		name:    "mount",
+		summary: "mount a bucket with FUSE: worlds as read-only snapshot directories per tick and token; writes through ctl files (foreground; Ctrl-C unmounts)",
+		usage:   "BUCKET MOUNTPOINT",
+		example: "worldfs mount ./worldfs-data /mnt/worlds   # then: ls /mnt/worlds/w1/runs/main/ticks; duckdb -c \"FROM '/mnt/worlds/w1/runs/main/head/particle.parquet'\"",
+		flags:   func(fs *flag.FlagSet) { mf = addMountFlags(fs) },
+		run: func(ctx context.Context, fs *flag.FlagSet, args []string, out io.Writer) error {
+			if len(args) != 2 {
+				return usagef("mount takes BUCKET and MOUNTPOINT")
+			}
+			mo, err := mf.options()
+			if err != nil {
+				return err
+			}
+			if info, err := os.Stat(args[1]); err != nil || !info.IsDir() {
+				return fmt.Errorf("mount point %s: not a directory (%v)", args[1], err)
+			}
+			m, b, err := openMount(ctx, args[0], mf)
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			defer m.Close()
+			srv, err := wfs.Serve(args[1], m, mo)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "worldfs: %s mounted at %s; Ctrl-C or 'worldfs umount %s' unmounts\n", args[0], args[1], args[1])
+			done := make(chan struct{})
+			go func() { srv.Wait(); close(done) }()
+			select {
+			case <-ctx.Done():
+				if err := srv.Unmount(); err != nil {
+					return fmt.Errorf("unmounting %s: %w (is a process using it? 'umount -l %s' detaches it)", args[1], err, args[1])
+				}
+				<-done
+			case <-done: // unmounted from outside
+			}
+			fmt.Fprintf(out, "worldfs: %s unmounted\n", args[1])
+			return nil
+		},
+	})
+	register("", command{
+		name:    "umount",
+		summary: "unmount a worldfs mount (directly as root, through fusermount3 otherwise)",
+		usage:   "MOUNTPOINT",
+		example: "worldfs umount /mnt/worlds",
+		run: func(ctx context.Context, fs *flag.FlagSet, args []string, out io.Writer) error {
+			if len(args) != 1 {
+				return usagef("umount takes MOUNTPOINT")
+			}
+			return unmount(args[0])
+		},
+	})
+}
+
+// unmount detaches a FUSE mount: umount(2) as root, fusermount3 -u
+// otherwise.
+func unmount(dir string) error {
+	if os.Geteuid() == 0 {
+		if err := syscall.Unmount(dir, 0); err != nil {
+			if errors.Is(err, syscall.EBUSY) {
+				return fmt.Errorf("unmounting %s: busy (a process has files open there; 'umount -l %s' detaches it lazily)", dir, dir)
+			}
+			return fmt.Errorf("unmounting %s: %w", dir, err)
+		}
+		return nil
+	}
+	for _, bin := range []string{"fusermount3", "fusermount"} {
+		if p, err := exec.LookPath(bin); err == nil {
+			if out, err := exec.Command(p, "-u", dir).CombinedOutput(); err != nil {
+				return fmt.Errorf("%s -u %s: %v: %s", bin, dir, err, out)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("unmounting %s: not root and no fusermount3 on PATH", dir)
+}

@@ -1,0 +1,554 @@
+package fs
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/index"
+	wsql "github.com/worldfs/worldfs/sql"
+)
+
+// A ctl command is one JSON object on one line: {"op": NAME, ...}. Each
+// op decodes its own arguments strictly (an unknown field is EINVAL) and
+// checks them before anything is written, so a malformed command commits
+// nothing. Adding a command is one entry in one of these tables.
+type ctlOp func(ctx context.Context, m *Mount, world string, cmd []byte) (any, error)
+
+// rootOps are the commands of <mount>/ctl.
+var rootOps = map[string]ctlOp{
+	"create": opCreate, // {"op":"create","world":W,"tables":[{"name":A,"components":[{"name":C,"fields":[{"name":F,"type":T}]}]}]}
+	"fork":   opFork,   // {"op":"fork","world":CHILD,"parent":P,"run":"main","tick":N}
+	"resume": opResume, // {"op":"resume","world":W}
+}
+
+// worldOps are the commands of <mount>/<world>/ctl.
+var worldOps = map[string]ctlOp{
+	"commit_tick": opCommitTick, // {"op":"commit_tick","tick":N?,"frames":{A:[{"entity_id":E,COL:V…}…] or A:"/path.parquet|.jsonl"}}
+}
+
+// command runs one ctl command line of world ("" for the root ctl).
+func (m *Mount) command(ctx context.Context, world string, line []byte) (any, error) {
+	var head struct {
+		Op string `json:"op"`
+	}
+	if err := json.Unmarshal(line, &head); err != nil {
+		return nil, fmt.Errorf("%w: not a JSON object: %v", ErrBadCommand, err)
+	}
+	ops := rootOps
+	if world != "" {
+		ops = worldOps
+	}
+	op, ok := ops[head.Op]
+	if !ok {
+		names := make([]string, 0, len(ops))
+		for n := range ops {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		return nil, fmt.Errorf("%w: unknown op %q (this ctl takes %s)", ErrBadCommand, head.Op, strings.Join(names, ", "))
+	}
+	res, err := op(ctx, m, world, line)
+	if err == nil {
+		m.refresh(ctx)
+	}
+	return res, err
+}
+
+// refresh brings every snapshot the mount reads up to date after a
+// command succeeded, so that what a ctl write did shows at once (not only
+// within the freshness bound).
+func (m *Mount) refresh(ctx context.Context) {
+	m.mu.Lock()
+	m.mu.worldsAt = time.Time{}
+	cats := make([]*index.Catalog, 0, len(m.mu.cats))
+	for _, c := range m.mu.cats {
+		cats = append(cats, c)
+	}
+	m.mu.Unlock()
+	for _, c := range cats {
+		_, _ = c.Exact(ctx) // a failure here only leaves the snapshot to age out
+	}
+}
+
+// decode reads a command's arguments strictly.
+func decode[T any](cmd []byte) (T, error) {
+	var v T
+	dec := json.NewDecoder(bytes.NewReader(cmd))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&v); err != nil {
+		return v, fmt.Errorf("%w: %v", ErrBadCommand, err)
+	}
+	return v, nil
+}
+
+func badf(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrBadCommand, fmt.Sprintf(format, args...))
+}
+
+// writer is a world's writer held by this mount. engine.World is not safe
+// for concurrent use: mu serializes commands.
+type writer struct {
+	mu sync.Mutex
+	w  *engine.World
+	// next holds the frames the next tick installs (by archetype), set by
+	// commit_tick under mu.
+	next map[string]*engine.Frame
+}
+
+// hold makes w the world's writer in this mount, closing a previous one.
+func (m *Mount) hold(w *engine.World) error {
+	wr := &writer{w: w}
+	if err := w.AddProcessor(func(tc *engine.TickContext) error {
+		for name, f := range wr.next {
+			*tc.Frame(name) = *f.Clone()
+		}
+		return nil
+	}); err != nil {
+		w.Close()
+		return err
+	}
+	m.mu.Lock()
+	if m.mu.closed {
+		m.mu.Unlock()
+		w.Close()
+		return index.ErrClosed
+	}
+	old := m.mu.writers[w.ID()]
+	m.mu.writers[w.ID()] = wr
+	m.mu.Unlock()
+	if old != nil {
+		old.mu.Lock()
+		old.w.Close()
+		old.mu.Unlock()
+	}
+	return nil
+}
+
+type tableSpec struct {
+	Name       string             `json:"name"`
+	Components []engine.Component `json:"components"`
+}
+
+func opCreate(ctx context.Context, m *Mount, _ string, cmd []byte) (any, error) {
+	c, err := decode[struct {
+		Op         string      `json:"op"`
+		World      string      `json:"world"`
+		Tables     []tableSpec `json:"tables"`
+		WriterMode string      `json:"writer_mode"`
+	}](cmd)
+	if err != nil {
+		return nil, err
+	}
+	if err := index.ValidateWorldID(c.World); err != nil {
+		return nil, badf("world: %v", err)
+	}
+	if c.WriterMode != "" && c.WriterMode != index.ModeResumable && c.WriterMode != index.ModeCleanupOnly {
+		return nil, badf("writer_mode %q: %s or %s", c.WriterMode, index.ModeResumable, index.ModeCleanupOnly)
+	}
+	if len(c.Tables) == 0 {
+		return nil, badf("create %s: declare at least one table", c.World)
+	}
+	var tables []*engine.Table
+	for _, ts := range c.Tables {
+		var comps []engine.Component
+		for _, cs := range ts.Components {
+			comp, err := engine.NewComponent(cs.Name, cs.Fields...)
+			if err != nil {
+				return nil, badf("table %s: %v", ts.Name, err)
+			}
+			comps = append(comps, comp)
+		}
+		t, err := engine.NewTable(ts.Name, comps...)
+		if err != nil {
+			return nil, badf("%v", err)
+		}
+		tables = append(tables, t)
+	}
+	opts := m.opts.Writer
+	opts.WriterMode = c.WriterMode
+	w, err := engine.CreateWorld(ctx, m.b, c.World, tables, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.hold(w); err != nil {
+		return nil, err
+	}
+	return map[string]any{"world": c.World, "writer_epoch": w.Epoch()}, nil
+}
+
+func opFork(ctx context.Context, m *Mount, _ string, cmd []byte) (any, error) {
+	c, err := decode[struct {
+		Op     string `json:"op"`
+		World  string `json:"world"`
+		Parent string `json:"parent"`
+		Run    string `json:"run"`
+		Tick   *int64 `json:"tick"`
+	}](cmd)
+	if err != nil {
+		return nil, err
+	}
+	if c.Run == "" {
+		c.Run = "main"
+	}
+	if err := index.ValidateWorldID(c.World); err != nil {
+		return nil, badf("world: %v", err)
+	}
+	if c.Tick == nil {
+		return nil, badf("fork %s: give the tick of %s to fork from", c.World, c.Parent)
+	}
+	if ok, err := m.worldExists(ctx, c.Parent); err != nil {
+		return nil, err
+	} else if !ok {
+		return nil, badf("fork %s: parent world %q does not exist", c.World, c.Parent)
+	}
+	if _, ok, err := m.tick(ctx, c.Parent, c.Run, *c.Tick); err != nil {
+		return nil, err
+	} else if !ok {
+		return nil, badf("fork %s: tick %d of %s run %s is not visible", c.World, *c.Tick, c.Parent, c.Run)
+	}
+	tables, err := m.declaredTables(ctx, c.Parent)
+	if err != nil {
+		return nil, err
+	}
+	w, err := engine.ForkWorld(ctx, m.b, c.Parent, c.World, c.Run, *c.Tick, tables, m.opts.Writer)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.hold(w); err != nil {
+		return nil, err
+	}
+	return map[string]any{"world": c.World, "parent": c.Parent, "fork_run": c.Run, "fork_tick": *c.Tick, "writer_epoch": w.Epoch()}, nil
+}
+
+func opResume(ctx context.Context, m *Mount, _ string, cmd []byte) (any, error) {
+	c, err := decode[struct {
+		Op    string `json:"op"`
+		World string `json:"world"`
+	}](cmd)
+	if err != nil {
+		return nil, err
+	}
+	if ok, err := m.worldExists(ctx, c.World); err != nil {
+		return nil, err
+	} else if !ok {
+		return nil, fmt.Errorf("resume %q: %w", c.World, index.ErrNoWorld)
+	}
+	tables, err := m.declaredTables(ctx, c.World)
+	if err != nil {
+		return nil, err
+	}
+	w, err := engine.ResumeWorld(ctx, m.b, c.World, tables, m.opts.Writer)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.hold(w); err != nil {
+		return nil, err
+	}
+	return map[string]any{"world": c.World, "writer_epoch": w.Epoch(), "tick": w.Tick()}, nil
+}
+
+// declaredTables rebuilds a world's tables from the descriptions it keeps
+// in the bucket (legacy tables are never written again, so they are left
+// out). Each rebuilt table must hash to its recorded id.
+func (m *Mount) declaredTables(ctx context.Context, world string) ([]*engine.Table, error) {
+	prefix := strings.TrimSuffix(engine.TableInfoPath(world, "x"), "x.json")
+	var out []*engine.Table
+	for a, err := range m.b.List(ctx, prefix, "") {
+		if err != nil {
+			return nil, err
+		}
+		id := strings.TrimSuffix(strings.TrimPrefix(a.Name, prefix), ".json")
+		info, err := m.tableInfo(ctx, world, id)
+		if err != nil {
+			return nil, err
+		}
+		t, err := tableOf(info)
+		if err != nil {
+			return nil, fmt.Errorf("world %s: %w", world, err)
+		}
+		if t != nil {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+// tableOf rebuilds a table from its description (nil for a legacy table).
+func tableOf(info engine.TableInfo) (*engine.Table, error) {
+	byComp := map[string][]engine.Field{}
+	var names []string
+	legacy := true
+	for _, c := range info.Columns {
+		if c.Name == engine.ColCommitToken {
+			legacy = false
+		}
+		if c.Component == "" {
+			continue
+		}
+		if _, ok := byComp[c.Component]; !ok {
+			names = append(names, c.Component)
+		}
+		byComp[c.Component] = append(byComp[c.Component], engine.Field{Name: c.Field, Type: c.Type})
+	}
+	if legacy {
+		return nil, nil
+	}
+	var comps []engine.Component
+	for _, n := range names {
+		c, err := engine.NewComponent(n, byComp[n]...)
+		if err != nil {
+			return nil, err
+		}
+		comps = append(comps, c)
+	}
+	t, err := engine.NewTable(info.Name, comps...)
+	if err != nil {
+		return nil, err
+	}
+	if t.ID != info.ID {
+		return nil, fmt.Errorf("table %s: its description rebuilds as %s, not %s: %w", info.Name, t.ID, info.ID, index.ErrCorrupt)
+	}
+	return t, nil
+}
+
+func opCommitTick(ctx context.Context, m *Mount, world string, cmd []byte) (any, error) {
+	c, err := decode[struct {
+		Op     string                     `json:"op"`
+		Tick   *int64                     `json:"tick"`
+		Frames map[string]json.RawMessage `json:"frames"`
+	}](cmd)
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	wr := m.mu.writers[world]
+	m.mu.Unlock()
+	if wr == nil {
+		return nil, fmt.Errorf("world %s: %w; write {\"op\":\"resume\",\"world\":%q} to the root ctl first", world, ErrNoWriter, world)
+	}
+	wr.mu.Lock()
+	defer wr.mu.Unlock()
+	next := wr.w.Tick() + 1
+	if c.Tick != nil && *c.Tick != next {
+		if *c.Tick < next {
+			return nil, fmt.Errorf("world %s: tick %d: %w", world, *c.Tick, &index.CatalogConflictError{World: world, Run: "main", Tick: *c.Tick})
+		}
+		return nil, badf("world %s: tick %d given, the next tick is %d", world, *c.Tick, next)
+	}
+	if len(c.Frames) == 0 {
+		return nil, badf("commit_tick: no frames (give \"frames\": {ARCHETYPE: rows or a file path})")
+	}
+	frames := map[string]*engine.Frame{}
+	for name, raw := range c.Frames {
+		i := slices.IndexFunc(wr.w.Tables(), func(t *engine.Table) bool { return t.Name == name })
+		if i < 0 {
+			var names []string
+			for _, t := range wr.w.Tables() {
+				names = append(names, t.Name)
+			}
+			return nil, badf("world %s has no archetype %q (it has %s)", world, name, strings.Join(names, ", "))
+		}
+		f, err := frameOf(ctx, wr.w.Tables()[i], raw)
+		if err != nil {
+			return nil, err
+		}
+		frames[name] = f
+	}
+	wr.next = frames
+	defer func() { wr.next = nil }()
+	return wr.w.Step(ctx)
+}
+
+// frameOf builds an archetype's whole frame from rows given inline or as a
+// path to a Parquet or JSONL file. A row's entity_id is required; its
+// commit columns (tick, commit_token, writer_epoch), as in a snapshot
+// file, are ignored: the new tick stamps its own.
+func frameOf(ctx context.Context, t *engine.Table, raw json.RawMessage) (*engine.Frame, error) {
+	var rows []map[string]any
+	var path string
+	if err := json.Unmarshal(raw, &path); err == nil {
+		if !filepath.IsAbs(path) {
+			return nil, badf("%s: %q: give an absolute path (the mount has no working directory of yours)", t.Name, path)
+		}
+		if rows, err = wsql.ReadRows(ctx, path); err != nil {
+			return nil, badf("%s: %v", t.Name, err)
+		}
+	} else if err := json.Unmarshal(raw, &rows); err != nil {
+		return nil, badf("%s: frames are an array of row objects or a file path: %v", t.Name, err)
+	}
+	f := engine.NewFrame(t)
+	for i, row := range rows {
+		e, ok := entityOf(row[engine.ColEntity])
+		if !ok {
+			return nil, badf("%s row %d: entity_id must be a non-negative integer, not %v", t.Name, i, row[engine.ColEntity])
+		}
+		for _, k := range []string{engine.ColEntity, engine.ColTick, engine.ColCommitToken, engine.ColWriterEpoch} {
+			delete(row, k)
+		}
+		if err := f.Insert(e, row); err != nil {
+			return nil, badf("%s row %d: %v", t.Name, i, err)
+		}
+	}
+	return f, nil
+}
+
+func entityOf(v any) (int64, bool) {
+	switch x := v.(type) {
+	case float64:
+		return int64(x), x >= 0 && x == float64(int64(x))
+	case int64:
+		return x, x >= 0
+	case int32:
+		return int64(x), x >= 0
+	}
+	return 0, false
+}
+
+// ctlFile is a ctl file: each write is one command, answered (after it is
+// durable) on the same open file.
+type ctlFile struct {
+	gofs.Inode
+	m     *Mount
+	ino   uint64
+	world string // "" for the root ctl
+}
+
+var (
+	_ = (gofs.NodeGetattrer)((*ctlFile)(nil))
+	_ = (gofs.NodeSetattrer)((*ctlFile)(nil))
+	_ = (gofs.NodeOpener)((*ctlFile)(nil))
+)
+
+func (c *ctlFile) immutable() bool { return false }
+func (c *ctlFile) inode() uint64   { return c.ino }
+
+func (c *ctlFile) fill(_ context.Context, a *fuse.Attr) syscall.Errno {
+	a.Mode = syscall.S_IFREG | 0o644
+	a.Ino = c.ino
+	return 0
+}
+
+func (c *ctlFile) Getattr(ctx context.Context, _ gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	c.m.setAttrTimeout(out, false)
+	return c.fill(ctx, &out.Attr)
+}
+
+// Setattr admits only the truncation a shell's "> ctl" does.
+func (c *ctlFile) Setattr(ctx context.Context, _ gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	if sz, ok := in.GetSize(); !ok || sz != 0 || in.Valid&(fuse.FATTR_MODE|fuse.FATTR_UID|fuse.FATTR_GID) != 0 {
+		return syscall.EROFS
+	}
+	return c.fill(ctx, &out.Attr)
+}
+
+func (c *ctlFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	return &ctlHandle{m: c.m, world: c.world}, fuse.FOPEN_DIRECT_IO, 0
+}
+
+// ctlHandle is an open ctl file. Reads return the answer to the last
+// command written on it, once, from its start.
+type ctlHandle struct {
+	m     *Mount
+	world string
+
+	mu struct {
+		sync.Mutex
+		pending []byte // a command split across writes, not yet complete
+		answer  []byte
+		read    int // how much of answer was read
+	}
+}
+
+var (
+	_ = (gofs.FileWriter)((*ctlHandle)(nil))
+	_ = (gofs.FileReader)((*ctlHandle)(nil))
+	_ = (gofs.FileFlusher)((*ctlHandle)(nil))
+)
+
+// maxCommand bounds a command (frames larger than this go in a file).
+const maxCommand = 64 << 20
+
+// Answer is what a ctl read returns: one JSON line.
+type Answer struct {
+	OK     bool   `json:"ok"`
+	Result any    `json:"result,omitempty"`
+	Errno  string `json:"errno,omitempty"`
+	Error  string `json:"error,omitempty"`
+}
+
+func (h *ctlHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	start := time.Now()
+	defer h.m.stats.op("ctl", start)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	buf := append(h.mu.pending, data...)
+	line := bytes.TrimSpace(buf)
+	// The kernel splits a large write(2) into pieces: a command is
+	// complete at its newline, or once it is a whole JSON value.
+	if !bytes.HasSuffix(buf, []byte("\n")) && !json.Valid(line) && len(buf) < maxCommand {
+		h.mu.pending = buf
+		return uint32(len(data)), 0
+	}
+	h.mu.pending = nil
+	var res any
+	var err error
+	switch {
+	case len(line) == 0:
+		err = badf("empty command")
+	case bytes.ContainsRune(line, '\n'):
+		err = badf("one command per write (a single JSON line)")
+	default:
+		res, err = h.m.command(ctx, h.world, line)
+	}
+	a := Answer{OK: err == nil, Result: res}
+	if err != nil {
+		a.Errno, a.Error = errnoName(Errno(err)), err.Error()
+	}
+	h.mu.answer, _ = json.Marshal(a)
+	h.mu.answer = append(h.mu.answer, '\n')
+	h.mu.read = 0
+	if err != nil {
+		return 0, Errno(err)
+	}
+	return uint32(len(data)), 0
+}
+
+func (h *ctlHandle) Read(_ context.Context, dest []byte, _ int64) (fuse.ReadResult, syscall.Errno) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := copy(dest, h.mu.answer[h.mu.read:])
+	h.mu.read += n
+	return fuse.ReadResultData(dest[:n]), 0
+}
+
+// Flush reports a command left incomplete when the file is closed.
+func (h *ctlHandle) Flush(context.Context) syscall.Errno {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(bytes.TrimSpace(h.mu.pending)) > 0 {
+		h.mu.pending = nil
+		return syscall.EINVAL
+	}
+	return 0
+}
+
+func errnoName(e syscall.Errno) string {
+	names := map[syscall.Errno]string{syscall.EINVAL: "EINVAL", syscall.ESTALE: "ESTALE", syscall.EEXIST: "EEXIST",
+		syscall.EAGAIN: "EAGAIN", syscall.EIO: "EIO", syscall.ENOENT: "ENOENT"}
+	if n, ok := names[e]; ok {
+		return n
+	}
+	return e.Error()
+}

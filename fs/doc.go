@@ -1,0 +1,24 @@
+// Package fs is the worldfs mount: a go-fuse tree in which every world of a
+// bucket appears as read-only snapshot directories, one per published tick
+// and one per commit token, and in which writes go through ctl files to the
+// engine.
+//
+//	<mount>/ctl                              create, fork, resume worlds
+//	<mount>/<world>/world.json               identity, lineage, fence, heads
+//	<mount>/<world>/ctl                      commit_tick (one JSON command a write)
+//	<mount>/<world>/runs/<run>/head          -> ticks/<newest visible tick>
+//	<mount>/<world>/runs/<run>/ticks/<N>/    <table>.parquet, <table>.csv, manifest.json
+//	<mount>/<world>/runs/<run>/tables/<t>/   <N>.parquet for every visible tick
+//	<mount>/<world>/tokens/<token>/          what that commit published
+//	<mount>/.worldfs/stats                   cache hits, bytes, op latencies
+//
+// Every listing and lookup comes from catalog snapshots (index), never from
+// listing the bucket's data; which rows a tick shows follows the allowlist
+// and lineage exactly as package sql does (a snapshot that has to be
+// materialized is written by sql.CopyTick). A fragment that already is
+// exactly a tick's visible rows is served as it is: on a local bucket by
+// kernel passthrough of the fragment file. Snapshot entries never change,
+// so the kernel keeps them long; ticks/, tokens/, tables/ and head are
+// revalidated within a second of a publish. Inode numbers are a hash of
+// the path, so they are stable across lookups and mounts.
+package fs

@@ -1,0 +1,61 @@
+package fs
+
+import (
+	"errors"
+	"log"
+	"syscall"
+
+	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/index"
+)
+
+// ErrBadCommand: a ctl command that is not well formed or names what does
+// not fit (EINVAL). Nothing was committed.
+var ErrBadCommand = errors.New("bad command")
+
+// ErrNoWriter: a world ctl command that needs this mount to hold the
+// world's writer, which it does not (EINVAL): create, fork or resume the
+// world through the root ctl first.
+var ErrNoWriter = errors.New("this mount holds no writer for the world")
+
+// Errno maps an error to the errno the mount returns for it: the one place
+// errors become errnos.
+//
+//	EINVAL  a malformed or unfitting command (ErrBadCommand, ErrNoWriter, a refused entry)
+//	ESTALE  a stale writer (index.StaleWriterError)
+//	EEXIST  a conflict: the tick or fact is taken, the world exists
+//	EAGAIN  a claim is pending under another holder
+//	ENOENT  the world does not exist
+//	EIO     storage, corruption, anything else
+func Errno(err error) syscall.Errno {
+	var stale *index.StaleWriterError
+	var conflict *index.CatalogConflictError
+	var claimConflict *index.ClaimConflictError
+	var pending *index.ClaimPendingError
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, ErrBadCommand), errors.Is(err, ErrNoWriter), errors.Is(err, index.ErrRefused):
+		return syscall.EINVAL
+	case errors.As(err, &stale):
+		return syscall.ESTALE
+	case errors.As(err, &conflict), errors.As(err, &claimConflict), errors.Is(err, index.ErrWorldExists),
+		errors.Is(err, bucket.ErrExist):
+		return syscall.EEXIST
+	case errors.As(err, &pending):
+		return syscall.EAGAIN
+	case errors.Is(err, index.ErrNoWorld), errors.Is(err, bucket.ErrNotExist):
+		return syscall.ENOENT
+	}
+	return syscall.EIO
+}
+
+// errno maps an error met while serving a read and logs what is not a
+// plain absence, so that an EIO can be explained.
+func (m *Mount) errno(what string, err error) syscall.Errno {
+	e := Errno(err)
+	if e != syscall.ENOENT {
+		log.Printf("worldfs: %s: %v", what, err)
+	}
+	return e
+}

@@ -1,0 +1,495 @@
+package fs
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/worldfs/worldfs/cache"
+	"github.com/worldfs/worldfs/index"
+	wsql "github.com/worldfs/worldfs/sql"
+)
+
+// Extended attributes of snapshot entries: the commit identity.
+const (
+	XattrToken = "user.worldfs.commit_token"
+	XattrEpoch = "user.worldfs.writer_epoch"
+	XattrTick  = "user.worldfs.tick"
+)
+
+// identity serves the commit-identity xattrs of one tick.
+type identity struct{ t tickRef }
+
+func (i identity) attrs() map[string]string {
+	return map[string]string{
+		XattrToken: i.t.CommitToken,
+		XattrEpoch: strconv.FormatInt(i.t.WriterEpoch, 10),
+		XattrTick:  strconv.FormatInt(i.t.Tick.Tick, 10),
+	}
+}
+
+func (i identity) Getxattr(_ context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
+	v, ok := i.attrs()[attr]
+	if !ok {
+		return 0, syscall.ENODATA
+	}
+	if len(dest) < len(v) {
+		return uint32(len(v)), syscall.ERANGE
+	}
+	return uint32(copy(dest, v)), 0
+}
+
+func (i identity) Listxattr(_ context.Context, dest []byte) (uint32, syscall.Errno) {
+	var names []byte
+	for _, n := range []string{XattrToken, XattrEpoch, XattrTick} {
+		names = append(append(names, n...), 0)
+	}
+	if len(dest) < len(names) {
+		return uint32(len(names)), syscall.ERANGE
+	}
+	return uint32(copy(dest, names)), 0
+}
+
+// snapshotDir is one published tick, reached as ticks/<N> or
+// tokens/<token>: manifest.json and two files per table.
+type snapshotDir struct {
+	dirBase
+	identity
+
+	// The tables by readable name, read on first use (not at lookup, so
+	// that listing ticks/ reads nothing but the catalog).
+	once   sync.Once
+	tables map[string]index.TableFragments
+	err    error
+}
+
+func (d *snapshotDir) load(ctx context.Context) error {
+	d.once.Do(func() { d.tables, d.err = d.m.tickTables(ctx, d.t) })
+	return d.err
+}
+
+var (
+	_ = (gofs.NodeLookuper)((*snapshotDir)(nil))
+	_ = (gofs.NodeReaddirer)((*snapshotDir)(nil))
+	_ = (gofs.NodeGetxattrer)((*snapshotDir)(nil))
+	_ = (gofs.NodeListxattrer)((*snapshotDir)(nil))
+)
+
+// Snapshot file formats.
+var formats = []string{wsql.FormatParquet, wsql.FormatCSV}
+
+// snapshot makes the node of a tick's snapshot directory.
+func (m *Mount) snapshot(ctx context.Context, parent *gofs.Inode, t tickRef, ino uint64, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	d := &snapshotDir{dirBase: dirBase{m: m, ino: ino, imm: true}, identity: identity{t}}
+	return m.child(ctx, parent, d, out)
+}
+
+func (d *snapshotDir) names() []string {
+	var names []string
+	for name := range d.tables {
+		for _, f := range formats {
+			names = append(names, name+"."+f)
+		}
+	}
+	slices.Sort(names)
+	return append([]string{"manifest.json"}, names...)
+}
+
+func (d *snapshotDir) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
+	if err := d.load(ctx); err != nil {
+		return nil, d.m.errno(fmt.Sprintf("tick %d of %s", d.t.Tick.Tick, d.t.World), err)
+	}
+	var out []fuse.DirEntry
+	for _, n := range d.names() {
+		out = append(out, dirEntry(n, syscall.S_IFREG, ino(strconv.FormatUint(d.ino, 16), n)))
+	}
+	return list(out)
+}
+
+func (d *snapshotDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	start := time.Now()
+	defer d.m.stats.op("lookup", start)
+	id := ino(strconv.FormatUint(d.ino, 16), name)
+	if err := d.load(ctx); err != nil {
+		return nil, d.m.errno(fmt.Sprintf("tick %d of %s", d.t.Tick.Tick, d.t.World), err)
+	}
+	if name == "manifest.json" {
+		data, err := d.m.manifestJSON(ctx, d.t)
+		if err != nil {
+			return nil, d.m.errno("manifest", err)
+		}
+		f := &bytesFile{m: d.m, ino: id, imm: true, identity: &d.identity,
+			content: func(context.Context) ([]byte, error) { return data, nil }}
+		return d.m.child(ctx, d.EmbeddedInode(), f, out)
+	}
+	for _, format := range formats {
+		table, ok := strings.CutSuffix(name, "."+format)
+		if tf, found := d.tables[table]; ok && found {
+			f := &snapFile{m: d.m, ino: id, t: d.t, tf: tf, table: table, format: format}
+			return d.m.child(ctx, d.EmbeddedInode(), f, out)
+		}
+	}
+	return nil, syscall.ENOENT
+}
+
+// snapFile is one table of one tick as a file: the fragment itself when it
+// is exactly the tick's visible rows, else a file materialized once into
+// the cache.
+type snapFile struct {
+	gofs.Inode
+	m      *Mount
+	ino    uint64
+	t      tickRef
+	tf     index.TableFragments
+	table  string // readable name
+	format string
+
+	mu struct {
+		sync.Mutex
+		path string // the local file that holds the content ("" until known)
+		size int64  // INVARIANT: the size of path, once path is set
+	}
+}
+
+var (
+	_ = (gofs.NodeGetattrer)((*snapFile)(nil))
+	_ = (gofs.NodeSetattrer)((*snapFile)(nil))
+	_ = (gofs.NodeOpener)((*snapFile)(nil))
+	_ = (gofs.NodeGetxattrer)((*snapFile)(nil))
+	_ = (gofs.NodeListxattrer)((*snapFile)(nil))
+)
+
+func (f *snapFile) immutable() bool { return true }
+func (f *snapFile) inode() uint64   { return f.ino }
+
+// passthrough reports whether the file is the fragment's own bytes.
+func (f *snapFile) passthrough() bool {
+	return f.format == wsql.FormatParquet && isExact(f.t, f.tf)
+}
+
+// size returns the file's size: a fragment's from the manifest, without
+// I/O; a materialized file's once it is made.
+func (f *snapFile) size(ctx context.Context) (int64, error) {
+	if f.passthrough() {
+		return f.tf.Fragments[0].Bytes, nil
+	}
+	_, size, err := f.local(ctx)
+	return size, err
+}
+
+// local returns the local file holding the content, fetching or
+// materializing it on first use.
+func (f *snapFile) local(ctx context.Context) (string, int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.mu.path != "" {
+		return f.mu.path, f.mu.size, nil
+	}
+	var p string
+	var err error
+	if f.passthrough() {
+		p, err = f.m.objectPath(ctx, f.tf.Fragments[0].Path)
+	} else {
+		p, err = f.m.materialize(ctx, f.t, f.table, f.format)
+	}
+	if err != nil {
+		return "", 0, err
+	}
+	info, err := os.Stat(p)
+	if err != nil {
+		return "", 0, err
+	}
+	f.mu.path, f.mu.size = p, info.Size()
+	return p, info.Size(), nil
+}
+
+// materialize writes the visible rows of table at tick t as a file in the
+// cache, once: sql.CopyTick, so the rows are exactly what the SQL views
+// show for that tick.
+func (m *Mount) materialize(ctx context.Context, t tickRef, table, format string) (string, error) {
+	key := fmt.Sprintf("snapshots/%s/%s/%d-%s/%s.%s", t.World, t.Run, t.Tick.Tick, t.CommitToken, table, format)
+	start := time.Now()
+	p, err := m.opts.Cache.Derived(ctx, key, func(tmp string) error {
+		m.stats.materialized.Add(1)
+		return wsql.CopyTick(ctx, m.b, t.World, wsql.Options{Run: t.Run, Cache: m.opts.Cache, BucketID: m.opts.BucketID},
+			table, t.Tick.Tick, format, tmp)
+	})
+	m.stats.op("materialize", start)
+	return p, err
+}
+
+func (f *snapFile) fill(ctx context.Context, a *fuse.Attr) syscall.Errno {
+	size, err := f.size(ctx)
+	if err != nil {
+		return f.m.errno(fmt.Sprintf("%s of tick %d", f.table, f.t.Tick.Tick), err)
+	}
+	a.Mode = syscall.S_IFREG | 0o444
+	a.Size = uint64(size)
+	a.Blocks = (a.Size + 511) / 512
+	a.Ino = f.ino
+	return 0
+}
+
+func (f *snapFile) Getattr(ctx context.Context, _ gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	f.m.setAttrTimeout(out, true)
+	return f.fill(ctx, &out.Attr)
+}
+
+func (f *snapFile) Setattr(context.Context, gofs.FileHandle, *fuse.SetAttrIn, *fuse.AttrOut) syscall.Errno {
+	return syscall.EROFS
+}
+
+func (f *snapFile) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
+	return identity{f.t}.Getxattr(ctx, attr, dest)
+}
+
+func (f *snapFile) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
+	return identity{f.t}.Listxattr(ctx, dest)
+}
+
+func (f *snapFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	start := time.Now()
+	defer f.m.stats.op("open", start)
+	if flags&(syscall.O_WRONLY|syscall.O_RDWR|syscall.O_TRUNC|syscall.O_APPEND) != 0 {
+		return nil, 0, syscall.EROFS
+	}
+	p, size, err := f.local(ctx)
+	if err != nil {
+		return nil, 0, f.m.errno("opening "+f.table, err)
+	}
+	file, err := os.Open(p)
+	if err != nil {
+		return nil, 0, f.m.errno("opening "+f.table, err)
+	}
+	f.m.stats.opens.Add(1)
+	f.m.stats.bytesOpened.Add(size)
+	return &roFile{f: file, stats: f.m.stats}, fuse.FOPEN_KEEP_CACHE, 0
+}
+
+// roFile is an open snapshot file: the kernel reads it directly through
+// passthrough where it can, and through Read otherwise. It offers nothing
+// that could change the file (no write, no setattr).
+type roFile struct {
+	f     *os.File
+	stats *Stats
+}
+
+var (
+	_ = (gofs.FileReader)((*roFile)(nil))
+	_ = (gofs.FileReleaser)((*roFile)(nil))
+	_ = (gofs.FilePassthroughFder)((*roFile)(nil))
+)
+
+func (r *roFile) PassthroughFd() (int, bool) {
+	r.stats.passthrough.Add(1)
+	return int(r.f.Fd()), true
+}
+
+func (r *roFile) Read(_ context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	n, err := r.f.ReadAt(dest, off)
+	if err != nil && err != io.EOF {
+		return nil, gofs.ToErrno(err)
+	}
+	r.stats.bytesRead.Add(int64(n))
+	return fuse.ReadResultData(dest[:n]), 0
+}
+
+func (r *roFile) Release(context.Context) syscall.Errno {
+	return gofs.ToErrno(r.f.Close())
+}
+
+// bytesFile is a small generated file (world.json, manifest.json, stats):
+// its content is taken when it is opened. Immutable ones may be cached by
+// the kernel; the others are read directly each time.
+type bytesFile struct {
+	gofs.Inode
+	m        *Mount
+	ino      uint64
+	imm      bool
+	identity *identity // commit identity xattrs (nil: none)
+	content  func(ctx context.Context) ([]byte, error)
+}
+
+var (
+	_ = (gofs.NodeGetattrer)((*bytesFile)(nil))
+	_ = (gofs.NodeSetattrer)((*bytesFile)(nil))
+	_ = (gofs.NodeOpener)((*bytesFile)(nil))
+	_ = (gofs.NodeGetxattrer)((*bytesFile)(nil))
+	_ = (gofs.NodeListxattrer)((*bytesFile)(nil))
+)
+
+func (f *bytesFile) immutable() bool { return f.imm }
+func (f *bytesFile) inode() uint64   { return f.ino }
+
+func (f *bytesFile) fill(ctx context.Context, a *fuse.Attr) syscall.Errno {
+	data, err := f.content(ctx)
+	if err != nil {
+		return f.m.errno("generating a file", err)
+	}
+	a.Mode = syscall.S_IFREG | 0o444
+	a.Size = uint64(len(data))
+	a.Ino = f.ino
+	return 0
+}
+
+func (f *bytesFile) Getattr(ctx context.Context, _ gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	f.m.setAttrTimeout(out, f.imm)
+	return f.fill(ctx, &out.Attr)
+}
+
+func (f *bytesFile) Setattr(context.Context, gofs.FileHandle, *fuse.SetAttrIn, *fuse.AttrOut) syscall.Errno {
+	return syscall.EROFS
+}
+
+func (f *bytesFile) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
+	if f.identity == nil {
+		return 0, syscall.ENODATA
+	}
+	return f.identity.Getxattr(ctx, attr, dest)
+}
+
+func (f *bytesFile) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
+	if f.identity == nil {
+		return 0, 0
+	}
+	return f.identity.Listxattr(ctx, dest)
+}
+
+func (f *bytesFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	if flags&(syscall.O_WRONLY|syscall.O_RDWR|syscall.O_TRUNC|syscall.O_APPEND) != 0 {
+		return nil, 0, syscall.EROFS
+	}
+	data, err := f.content(ctx)
+	if err != nil {
+		return nil, 0, f.m.errno("generating a file", err)
+	}
+	mode := uint32(fuse.FOPEN_DIRECT_IO)
+	if f.imm {
+		mode = fuse.FOPEN_KEEP_CACHE
+	}
+	return bytesHandle(data), mode, 0
+}
+
+// bytesHandle is an open generated file.
+type bytesHandle []byte
+
+var _ = (gofs.FileReader)((bytesHandle)(nil))
+
+func (h bytesHandle) Read(_ context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	if off >= int64(len(h)) {
+		return fuse.ReadResultData(nil), 0
+	}
+	return fuse.ReadResultData(h[off:min(int64(len(h)), off+int64(len(dest)))]), 0
+}
+
+// manifestJSON is a tick's manifest as a file.
+func (m *Mount) manifestJSON(ctx context.Context, t tickRef) ([]byte, error) {
+	type table struct {
+		ID        string           `json:"id"`
+		Name      string           `json:"name"`
+		Fragments []index.Fragment `json:"fragments"`
+	}
+	man := struct {
+		World       string  `json:"world"`
+		Run         string  `json:"run"`
+		Tick        int64   `json:"tick"`
+		CommitToken string  `json:"commit_token"`
+		WriterEpoch int64   `json:"writer_epoch"`
+		Tables      []table `json:"tables"`
+	}{World: t.World, Run: t.Run, Tick: t.Tick.Tick, CommitToken: t.CommitToken, WriterEpoch: t.WriterEpoch, Tables: []table{}}
+	for _, tf := range t.Tables {
+		info, err := m.tableInfo(ctx, t.World, tf.Table)
+		if err != nil {
+			return nil, err
+		}
+		man.Tables = append(man.Tables, table{tf.Table, info.Name, tf.Fragments})
+	}
+	return json.MarshalIndent(man, "", "  ")
+}
+
+// worldJSON is world.json: identity, parent, lineage, fence, heads.
+func (m *Mount) worldJSON(ctx context.Context, world string) ([]byte, error) {
+	s, err := m.state(ctx, world, false)
+	if err != nil {
+		return nil, err
+	}
+	type run struct {
+		Head      *int64 `json:"head"`
+		Published int64  `json:"published"`
+	}
+	type segment struct {
+		World string `json:"world"`
+		Run   string `json:"run"`
+		UpTo  *int64 `json:"up_to_tick"`
+		Mode  string `json:"visibility"`
+	}
+	w := s.World
+	doc := struct {
+		ID            string         `json:"id"`
+		Parent        string         `json:"parent,omitempty"`
+		ForkRun       string         `json:"fork_run,omitempty"`
+		ForkTick      *int64         `json:"fork_tick,omitempty"`
+		Status        string         `json:"status"`
+		WriterMode    string         `json:"writer_mode"`
+		CreatedUnixMs int64          `json:"created_unix_ms"`
+		FenceEpoch    int64          `json:"fence_epoch"`
+		FenceHolder   string         `json:"fence_holder"`
+		Head          *int64         `json:"head"`
+		Runs          map[string]run `json:"runs"`
+		Lineage       []segment      `json:"lineage"`
+		Seq           uint64         `json:"catalog_seq"`
+	}{ID: w.ID, Parent: w.Parent, ForkRun: w.ForkRun, Status: w.Status, WriterMode: w.WriterMode,
+		CreatedUnixMs: w.CreatedUnixMs, FenceEpoch: w.Epoch, FenceHolder: w.FenceHolder, Runs: map[string]run{}, Seq: s.Seq}
+	if w.Parent != "" {
+		doc.ForkTick = &w.ForkTick
+	}
+	runs, err := m.runs(ctx, world)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range runs {
+		var rr run
+		if own, ok := s.Run(r); ok {
+			rr.Published = own.Published
+		}
+		if h, ok, err := m.head(ctx, world, r); err != nil {
+			return nil, err
+		} else if ok {
+			rr.Head = &h.Tick.Tick
+		}
+		doc.Runs[r] = rr
+		if r == "main" {
+			doc.Head = rr.Head
+		}
+	}
+	segs, err := m.lineage(ctx, world, "main", false)
+	if err != nil {
+		return nil, err
+	}
+	for _, seg := range segs {
+		sg := segment{World: seg.World, Run: seg.Run, Mode: seg.Mode.String()}
+		if seg.World != world {
+			sg.UpTo = &seg.UpTo
+		}
+		doc.Lineage = append(doc.Lineage, sg)
+	}
+	data, err := json.MarshalIndent(doc, "", "  ")
+	return append(data, '\n'), err
+}
+
+// statsJSON is the body of .worldfs/stats.
+func (s *Stats) json(c *cache.Disk) ([]byte, error) {
+	data, err := json.MarshalIndent(s.Snapshot(c), "", "  ")
+	return append(data, '\n'), err
+}

@@ -1,0 +1,492 @@
+package fs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/bucket/local"
+	"github.com/worldfs/worldfs/cache"
+	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/index"
+)
+
+// Options configure a mount. The zero value is usable except for Cache,
+// which Validate requires.
+type Options struct {
+	// Cache holds copies of a remote bucket's fragments and the snapshot
+	// files the mount materializes (required).
+	Cache *cache.Disk
+	// BucketID names the bucket in the cache (required for remote
+	// buckets; local buckets are read in place).
+	BucketID string
+	// Freshness bounds how stale a listing or head may be (500 ms, so
+	// that ticks/ and head move within a second of a publish).
+	Freshness time.Duration
+	// Immutable is the kernel entry and attribute timeout of snapshot
+	// entries, which never change (1 h).
+	Immutable time.Duration
+	// Holder names this mount's writers in fence entries ("mount").
+	Holder string
+	// Writer options for the worlds the ctl file creates, forks and
+	// resumes (their Holder is set from Holder).
+	Writer engine.Options
+}
+
+// Validate fills in defaults and checks the options.
+func (o *Options) Validate(b bucket.Bucket) error {
+	if o.Cache == nil {
+		return errors.New("mount options: a cache is required (materialized snapshots live there)")
+	}
+	if _, isLocal := b.(*local.Bucket); !isLocal && o.BucketID == "" {
+		return fmt.Errorf("mount options: %v is remote; its fragments are read through the cache, which needs a BucketID", b)
+	}
+	if o.Freshness <= 0 {
+		o.Freshness = 500 * time.Millisecond
+	}
+	if o.Immutable <= 0 {
+		o.Immutable = time.Hour
+	}
+	if o.Holder == "" {
+		o.Holder = "mount"
+	}
+	o.Writer.Holder = o.Holder
+	return nil
+}
+
+// Mount is the file system of one bucket: its root node, the catalogs it
+// reads, and the writers its ctl files hold.
+type Mount struct {
+	// Immutable.
+	b     bucket.Bucket
+	local *local.Bucket // nil: a remote bucket, read through the cache
+	opts  Options
+	stats *Stats
+
+	mu struct {
+		sync.Mutex
+		cats     map[string]*index.Catalog   // read-only catalogs, by world
+		infos    map[string]engine.TableInfo // by world/table id; immutable objects
+		worlds   []string                    // the world directory, sorted
+		worldsAt time.Time                   // when worlds was read
+		tokens   map[string]*tokenIndex      // by world/run
+		writers  map[string]*writer          // by world
+		closed   bool
+	}
+}
+
+// New returns the file system of b.
+func New(b bucket.Bucket, opts Options) (*Mount, error) {
+	if err := opts.Validate(b); err != nil {
+		return nil, err
+	}
+	m := &Mount{b: b, opts: opts, stats: newStats()}
+	m.local, _ = b.(*local.Bucket)
+	m.mu.cats = map[string]*index.Catalog{}
+	m.mu.infos = map[string]engine.TableInfo{}
+	m.mu.tokens = map[string]*tokenIndex{}
+	m.mu.writers = map[string]*writer{}
+	return m, nil
+}
+
+// Root returns the root directory node.
+func (m *Mount) Root() gofs.InodeEmbedder { return &rootDir{dirBase: dirBase{m: m}} }
+
+// Close releases the writers and catalogs. A tick being committed is
+// decided first (Close waits for the writer).
+func (m *Mount) Close() error {
+	m.mu.Lock()
+	m.mu.closed = true
+	cats, writers := m.mu.cats, m.mu.writers
+	m.mu.cats, m.mu.writers = map[string]*index.Catalog{}, map[string]*writer{}
+	m.mu.Unlock()
+	var errs []error
+	for _, w := range writers {
+		w.mu.Lock()
+		errs = append(errs, w.w.Close())
+		w.mu.Unlock()
+	}
+	for _, c := range cats {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// ErrNoFUSE: the kernel offers no FUSE device here.
+var ErrNoFUSE = errors.New("FUSE is not available: /dev/fuse is missing (load the fuse module; in a container, run with --device /dev/fuse --cap-add SYS_ADMIN)")
+
+// MountOptions are how Serve mounts.
+type MountOptions struct {
+	// AllowOther lets other users see the mount (needs user_allow_other
+	// in /etc/fuse.conf when not root).
+	AllowOther bool
+	// UID and GID own every file (default: the mounting process's).
+	UID, GID uint32
+	// Debug logs every FUSE request.
+	Debug bool
+}
+
+// Serve mounts m at dir and serves it until the returned server is
+// unmounted. As root it mounts directly; otherwise through fusermount3.
+func Serve(dir string, m *Mount, mo MountOptions) (*fuse.Server, error) {
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		return nil, ErrNoFUSE
+	}
+	uid, gid := mo.UID, mo.GID
+	if uid == 0 && gid == 0 {
+		uid, gid = uint32(os.Getuid()), uint32(os.Getgid())
+	}
+	opts := &gofs.Options{
+		MountOptions: fuse.MountOptions{
+			AllowOther:   mo.AllowOther,
+			FsName:       "worldfs",
+			Name:         "worldfs",
+			DirectMount:  os.Geteuid() == 0,
+			Debug:        mo.Debug,
+			MaxReadAhead: 1 << 20,
+			MaxWrite:     1 << 20, // a command up to 1 MiB arrives in one write
+		},
+		UID: uid,
+		GID: gid,
+		// Timeouts are set per entry (see timeouts in nodes.go); failed
+		// lookups are not cached, so a tick appears as soon as it is
+		// published.
+	}
+	srv, err := gofs.Mount(dir, m.Root(), opts)
+	if err != nil {
+		return nil, fmt.Errorf("mounting %s: %w", dir, err)
+	}
+	return srv, nil
+}
+
+// ino is the stable inode number of a path in the tree.
+func ino(parts ...string) uint64 {
+	h := fnv.New64a()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return h.Sum64()&(1<<62-1) | 1<<61 // below go-fuse's automatic numbers, never 0 or 1
+}
+
+// catalog returns the read-only catalog of world, opening it on first use.
+func (m *Mount) catalog(ctx context.Context, world string) (*index.Catalog, error) {
+	m.mu.Lock()
+	c, ok := m.mu.cats[world]
+	m.mu.Unlock()
+	if ok {
+		return c, nil
+	}
+	c, err := index.Open(ctx, m.b, world, index.Options{Freshness: m.opts.Freshness, NoCompactor: true})
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.mu.closed {
+		c.Close()
+		return nil, index.ErrClosed
+	}
+	if old, ok := m.mu.cats[world]; ok {
+		c.Close()
+		return old, nil
+	}
+	m.mu.cats[world] = c
+	return c, nil
+}
+
+// state returns world's catalog state: exact includes every slot created
+// before the call (path lookups of something not yet seen); otherwise it is
+// at most Freshness old (listings).
+func (m *Mount) state(ctx context.Context, world string, exact bool) (*index.State, error) {
+	c, err := m.catalog(ctx, world)
+	if err != nil {
+		return nil, err
+	}
+	if exact {
+		return c.Exact(ctx)
+	}
+	return c.Fresh(ctx)
+}
+
+// worlds returns the world directory, at most Freshness old.
+func (m *Mount) worlds(ctx context.Context) ([]string, error) {
+	m.mu.Lock()
+	ws, at := m.mu.worlds, m.mu.worldsAt
+	m.mu.Unlock()
+	if time.Since(at) < m.opts.Freshness {
+		return ws, nil
+	}
+	ms, err := index.ListWorlds(ctx, m.b)
+	if err != nil {
+		return nil, err
+	}
+	ws = make([]string, 0, len(ms))
+	for _, mk := range ms {
+		ws = append(ws, mk.ID)
+	}
+	slices.Sort(ws)
+	m.mu.Lock()
+	m.mu.worlds, m.mu.worldsAt = ws, time.Now()
+	m.mu.Unlock()
+	return ws, nil
+}
+
+// worldExists reports whether world was created: from the directory, or,
+// for a world newer than it, from the world's marker and catalog.
+func (m *Mount) worldExists(ctx context.Context, world string) (bool, error) {
+	if index.ValidateWorldID(world) != nil {
+		return false, nil
+	}
+	ws, err := m.worlds(ctx)
+	if err != nil {
+		return false, err
+	}
+	if _, found := slices.BinarySearch(ws, world); !found {
+		if _, err := index.ReadMarker(ctx, m.b, world); errors.Is(err, bucket.ErrNotExist) {
+			return false, nil
+		} else if err != nil {
+			return false, err
+		}
+	}
+	s, err := m.state(ctx, world, false)
+	if err == nil && !s.World.Created {
+		s, err = m.state(ctx, world, true)
+	}
+	if err != nil {
+		return false, err
+	}
+	return s.World.Created, nil
+}
+
+// lineage returns the segments of (world, run), oldest first, each
+// resolved against its world's catalog snapshot.
+func (m *Mount) lineage(ctx context.Context, world, run string, exact bool) ([]index.Segment, error) {
+	return index.Lineage(ctx, func(ctx context.Context, w string) (*index.State, error) {
+		return m.state(ctx, w, exact)
+	}, world, run)
+}
+
+// runs returns the runs of world that have visible ticks of their own or,
+// for a fork, inherited ones (its "main" run).
+func (m *Mount) runs(ctx context.Context, world string) ([]string, error) {
+	s, err := m.state(ctx, world, false)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, r := range s.Runs() {
+		out = append(out, r.Name)
+	}
+	if s.World.Parent != "" && !slices.Contains(out, "main") {
+		out = append(out, "main")
+		slices.Sort(out)
+	}
+	return out, nil
+}
+
+// tickRef is one visible tick as the mount serves it: the manifest and the
+// segment (world, run) whose catalog published it.
+type tickRef struct {
+	World, Run string
+	*index.Tick
+}
+
+// visibleTicks calls fn for each visible tick of (world, run), through its
+// lineage, in tick order, until fn returns false. Only published ticks are
+// visible: an unfiltered (uncoordinated) segment lists none.
+func visibleTicks(segs []index.Segment, fn func(tickRef) bool) {
+	last := int64(math.MinInt64)
+	for _, seg := range segs {
+		if seg.Mode != index.Filtered {
+			continue
+		}
+		stop := false
+		seg.State.Ticks(seg.Run, last+1, func(t *index.Tick) bool {
+			if t.Tick > seg.UpTo {
+				return false
+			}
+			last = t.Tick
+			if !fn(tickRef{seg.World, seg.Run, t}) {
+				stop = true
+				return false
+			}
+			return true
+		})
+		if stop {
+			return
+		}
+	}
+}
+
+// findTick returns visible tick n of (world, run): the newest segment that
+// published it wins.
+func findTick(segs []index.Segment, n int64) (tickRef, bool) {
+	for i := len(segs) - 1; i >= 0; i-- {
+		seg := segs[i]
+		if seg.Mode != index.Filtered || n > seg.UpTo {
+			continue
+		}
+		if t, ok := seg.State.Tick(seg.Run, n); ok {
+			return tickRef{seg.World, seg.Run, t}, true
+		}
+	}
+	return tickRef{}, false
+}
+
+// tick resolves tick n of (world, run): from a fresh snapshot, then, if it
+// is not there, from an exact one (a tick published a moment ago exists).
+func (m *Mount) tick(ctx context.Context, world, run string, n int64) (tickRef, bool, error) {
+	for _, exact := range []bool{false, true} {
+		segs, err := m.lineage(ctx, world, run, exact)
+		if err != nil {
+			return tickRef{}, false, err
+		}
+		if t, ok := findTick(segs, n); ok {
+			return t, true, nil
+		}
+	}
+	return tickRef{}, false, nil
+}
+
+// head returns the newest visible tick of (world, run).
+func (m *Mount) head(ctx context.Context, world, run string) (tickRef, bool, error) {
+	segs, err := m.lineage(ctx, world, run, false)
+	if err != nil {
+		return tickRef{}, false, err
+	}
+	for i := len(segs) - 1; i >= 0; i-- {
+		seg := segs[i]
+		if seg.Mode != index.Filtered {
+			continue
+		}
+		var head *index.Tick
+		seg.State.Ticks(seg.Run, math.MinInt64, func(t *index.Tick) bool {
+			if t.Tick > seg.UpTo {
+				return false
+			}
+			head = t
+			return true
+		})
+		if head != nil {
+			return tickRef{seg.World, seg.Run, head}, true, nil
+		}
+	}
+	return tickRef{}, false, nil
+}
+
+// tokenIndex maps the commit tokens of a lineage to their ticks, for the
+// snapshot states it was built from.
+type tokenIndex struct {
+	seqs   []uint64 // each segment's state sequence
+	tokens []string // sorted
+	ticks  map[string]int64
+}
+
+// tokens returns the token index of (world, run), rebuilt when a segment's
+// catalog moved.
+func (m *Mount) tokens(ctx context.Context, world, run string, exact bool) (*tokenIndex, []index.Segment, error) {
+	segs, err := m.lineage(ctx, world, run, exact)
+	if err != nil {
+		return nil, nil, err
+	}
+	seqs := make([]uint64, len(segs))
+	for i, s := range segs {
+		seqs[i] = s.State.Seq
+	}
+	key := world + "/" + run
+	m.mu.Lock()
+	ti := m.mu.tokens[key]
+	m.mu.Unlock()
+	if ti != nil && slices.Equal(ti.seqs, seqs) {
+		return ti, segs, nil
+	}
+	ti = &tokenIndex{seqs: seqs, ticks: map[string]int64{}}
+	visibleTicks(segs, func(t tickRef) bool {
+		ti.ticks[t.CommitToken] = t.Tick.Tick
+		ti.tokens = append(ti.tokens, t.CommitToken)
+		return true
+	})
+	slices.Sort(ti.tokens)
+	m.mu.Lock()
+	m.mu.tokens[key] = ti
+	m.mu.Unlock()
+	return ti, segs, nil
+}
+
+// token resolves a commit token of (world, run) to its tick.
+func (m *Mount) token(ctx context.Context, world, run, token string) (tickRef, bool, error) {
+	for _, exact := range []bool{false, true} {
+		ti, segs, err := m.tokens(ctx, world, run, exact)
+		if err != nil {
+			return tickRef{}, false, err
+		}
+		if n, ok := ti.ticks[token]; ok {
+			t, ok := findTick(segs, n)
+			return t, ok, nil
+		}
+	}
+	return tickRef{}, false, nil
+}
+
+// tableInfo returns world's description of table id (immutable, kept).
+func (m *Mount) tableInfo(ctx context.Context, world, id string) (engine.TableInfo, error) {
+	key := world + "/" + id
+	m.mu.Lock()
+	ti, ok := m.mu.infos[key]
+	m.mu.Unlock()
+	if ok {
+		return ti, nil
+	}
+	ti, err := engine.ReadTableInfo(ctx, m.b, world, id)
+	if err != nil {
+		return ti, fmt.Errorf("world %s: table %s has no description: %w", world, id, err)
+	}
+	m.mu.Lock()
+	m.mu.infos[key] = ti
+	m.mu.Unlock()
+	return ti, nil
+}
+
+// tickTables returns the tables a tick published, by readable name.
+func (m *Mount) tickTables(ctx context.Context, t tickRef) (map[string]index.TableFragments, error) {
+	out := make(map[string]index.TableFragments, len(t.Tables))
+	for _, tf := range t.Tables {
+		info, err := m.tableInfo(ctx, t.World, tf.Table)
+		if err != nil {
+			return nil, err
+		}
+		out[info.Name] = tf
+	}
+	return out, nil
+}
+
+// isExact reports whether tf's fragment is exactly the tick's visible rows
+// of the table: one fragment, written under the tick's own commit token
+// (so by the attempt that published it, every row stamped with it).
+func isExact(t tickRef, tf index.TableFragments) bool {
+	if len(tf.Fragments) != 1 {
+		return false
+	}
+	dir := strings.TrimSuffix(engine.FragmentPath(t.World, t.Run, tf.Table, t.CommitToken, 0), "0.parquet")
+	return strings.HasPrefix(tf.Fragments[0].Path, dir) && !strings.Contains(tf.Fragments[0].Path[len(dir):], "/")
+}
+
+// objectPath returns a local file holding the bucket object name.
+func (m *Mount) objectPath(ctx context.Context, name string) (string, error) {
+	if m.local != nil {
+		return m.local.Path(name)
+	}
+	return m.opts.Cache.Path(ctx, m.b, m.opts.BucketID, name)
+}

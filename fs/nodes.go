@@ -1,0 +1,582 @@
+package fs
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// node is every node of the tree: it knows its attributes and whether
+// they can ever change.
+type node interface {
+	gofs.InodeEmbedder
+	fill(ctx context.Context, a *fuse.Attr) syscall.Errno
+	// immutable: the entry and its attributes never change (snapshots).
+	immutable() bool
+	inode() uint64
+}
+
+// dirBase is what every directory shares: the mount, a stable inode
+// number, and EROFS for every namespace change.
+type dirBase struct {
+	gofs.Inode
+	m   *Mount
+	ino uint64
+	imm bool
+}
+
+func (d *dirBase) immutable() bool { return d.imm }
+func (d *dirBase) inode() uint64   { return d.ino }
+
+func (d *dirBase) fill(_ context.Context, a *fuse.Attr) syscall.Errno {
+	a.Mode = syscall.S_IFDIR | 0o555
+	a.Nlink = 2
+	a.Ino = d.ino
+	return 0
+}
+
+func (d *dirBase) Getattr(ctx context.Context, _ gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	d.m.setAttrTimeout(out, d.imm)
+	return d.fill(ctx, &out.Attr)
+}
+
+// Every change to the namespace goes through a ctl file instead.
+func (d *dirBase) Setattr(context.Context, gofs.FileHandle, *fuse.SetAttrIn, *fuse.AttrOut) syscall.Errno {
+	return syscall.EROFS
+}
+func (d *dirBase) Mkdir(context.Context, string, uint32, *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	return nil, syscall.EROFS
+}
+func (d *dirBase) Mknod(context.Context, string, uint32, uint32, *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	return nil, syscall.EROFS
+}
+func (d *dirBase) Create(context.Context, string, uint32, uint32, *fuse.EntryOut) (*gofs.Inode, gofs.FileHandle, uint32, syscall.Errno) {
+	return nil, nil, 0, syscall.EROFS
+}
+func (d *dirBase) Symlink(context.Context, string, string, *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	return nil, syscall.EROFS
+}
+func (d *dirBase) Link(context.Context, gofs.InodeEmbedder, string, *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	return nil, syscall.EROFS
+}
+func (d *dirBase) Unlink(context.Context, string) syscall.Errno { return syscall.EROFS }
+func (d *dirBase) Rmdir(context.Context, string) syscall.Errno  { return syscall.EROFS }
+func (d *dirBase) Rename(context.Context, string, gofs.InodeEmbedder, string, uint32) syscall.Errno {
+	return syscall.EROFS
+}
+func (d *dirBase) Setxattr(context.Context, string, []byte, uint32) syscall.Errno {
+	return syscall.EROFS
+}
+func (d *dirBase) Removexattr(context.Context, string) syscall.Errno { return syscall.EROFS }
+
+var (
+	_ = (gofs.NodeGetattrer)((*dirBase)(nil))
+	_ = (gofs.NodeSetattrer)((*dirBase)(nil))
+	_ = (gofs.NodeMkdirer)((*dirBase)(nil))
+	_ = (gofs.NodeMknoder)((*dirBase)(nil))
+	_ = (gofs.NodeCreater)((*dirBase)(nil))
+	_ = (gofs.NodeSymlinker)((*dirBase)(nil))
+	_ = (gofs.NodeLinker)((*dirBase)(nil))
+	_ = (gofs.NodeUnlinker)((*dirBase)(nil))
+	_ = (gofs.NodeRmdirer)((*dirBase)(nil))
+	_ = (gofs.NodeRenamer)((*dirBase)(nil))
+	_ = (gofs.NodeSetxattrer)((*dirBase)(nil))
+	_ = (gofs.NodeRemovexattrer)((*dirBase)(nil))
+)
+
+// Kernel cache policy, in one place: snapshot entries never change and are
+// kept long; everything that grows or moves is revalidated within the
+// mount's freshness (so within a second of a publish).
+func (m *Mount) timeout(immutable bool) time.Duration {
+	if immutable {
+		return m.opts.Immutable
+	}
+	return m.opts.Freshness / 2
+}
+
+func (m *Mount) setAttrTimeout(out *fuse.AttrOut, immutable bool) {
+	out.SetTimeout(m.timeout(immutable))
+}
+
+// child makes the inode of a looked-up child and fills its entry.
+func (m *Mount) child(ctx context.Context, parent *gofs.Inode, n node, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	if errno := n.fill(ctx, &out.Attr); errno != 0 {
+		return nil, errno
+	}
+	t := m.timeout(n.immutable())
+	out.SetEntryTimeout(t)
+	out.SetAttrTimeout(t)
+	return parent.NewInode(ctx, n, gofs.StableAttr{Mode: out.Attr.Mode & syscall.S_IFMT, Ino: n.inode()}), 0
+}
+
+// list returns a directory stream of entries.
+func list(entries []fuse.DirEntry) (gofs.DirStream, syscall.Errno) {
+	return gofs.NewListDirStream(entries), 0
+}
+
+func dirEntry(name string, mode uint32, ino uint64) fuse.DirEntry {
+	return fuse.DirEntry{Name: name, Mode: mode, Ino: ino}
+}
+
+// rootDir lists the bucket's worlds, the root ctl and .worldfs.
+type rootDir struct{ dirBase }
+
+var (
+	_ = (gofs.NodeLookuper)((*rootDir)(nil))
+	_ = (gofs.NodeReaddirer)((*rootDir)(nil))
+)
+
+const statsDirName = ".worldfs"
+
+func (r *rootDir) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
+	start := time.Now()
+	defer r.m.stats.op("readdir", start)
+	ws, err := r.m.worlds(ctx)
+	if err != nil {
+		return nil, r.m.errno("listing worlds", err)
+	}
+	out := []fuse.DirEntry{
+		dirEntry(statsDirName, syscall.S_IFDIR, ino(statsDirName)),
+		dirEntry("ctl", syscall.S_IFREG, ino("ctl")),
+	}
+	for _, w := range ws {
+		out = append(out, dirEntry(w, syscall.S_IFDIR, ino(w)))
+	}
+	return list(out)
+}
+
+func (r *rootDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	start := time.Now()
+	defer r.m.stats.op("lookup", start)
+	switch name {
+	case statsDirName:
+		return r.m.child(ctx, r.EmbeddedInode(), &statsDir{dirBase{m: r.m, ino: ino(name)}}, out)
+	case "ctl":
+		return r.m.child(ctx, r.EmbeddedInode(), &ctlFile{m: r.m, ino: ino(name)}, out)
+	}
+	ok, err := r.m.worldExists(ctx, name)
+	if err != nil {
+		return nil, r.m.errno("world "+name, err)
+	}
+	if !ok {
+		return nil, syscall.ENOENT
+	}
+	return r.m.child(ctx, r.EmbeddedInode(), &worldDir{dirBase{m: r.m, ino: ino(name)}, name}, out)
+}
+
+// worldDir is one world: world.json, ctl, runs/, tokens/.
+type worldDir struct {
+	dirBase
+	world string
+}
+
+var (
+	_ = (gofs.NodeLookuper)((*worldDir)(nil))
+	_ = (gofs.NodeReaddirer)((*worldDir)(nil))
+)
+
+func (w *worldDir) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
+	return list([]fuse.DirEntry{
+		dirEntry("world.json", syscall.S_IFREG, ino(w.world, "world.json")),
+		dirEntry("ctl", syscall.S_IFREG, ino(w.world, "ctl")),
+		dirEntry("runs", syscall.S_IFDIR, ino(w.world, "runs")),
+		dirEntry("tokens", syscall.S_IFDIR, ino(w.world, "tokens")),
+	})
+}
+
+func (w *worldDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	var n node
+	switch name {
+	case "world.json":
+		n = &bytesFile{m: w.m, ino: ino(w.world, name), content: func(ctx context.Context) ([]byte, error) {
+			return w.m.worldJSON(ctx, w.world)
+		}}
+	case "ctl":
+		n = &ctlFile{m: w.m, ino: ino(w.world, name), world: w.world}
+	case "runs":
+		n = &runsDir{dirBase{m: w.m, ino: ino(w.world, name)}, w.world}
+	case "tokens":
+		n = &tokensDir{dirBase{m: w.m, ino: ino(w.world, name)}, w.world}
+	default:
+		return nil, syscall.ENOENT
+	}
+	return w.m.child(ctx, w.EmbeddedInode(), n, out)
+}
+
+// runsDir lists a world's runs.
+type runsDir struct {
+	dirBase
+	world string
+}
+
+var (
+	_ = (gofs.NodeLookuper)((*runsDir)(nil))
+	_ = (gofs.NodeReaddirer)((*runsDir)(nil))
+)
+
+func (r *runsDir) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
+	runs, err := r.m.runs(ctx, r.world)
+	if err != nil {
+		return nil, r.m.errno("runs of "+r.world, err)
+	}
+	var out []fuse.DirEntry
+	for _, run := range runs {
+		out = append(out, dirEntry(run, syscall.S_IFDIR, ino(r.world, "runs", run)))
+	}
+	return list(out)
+}
+
+func (r *runsDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	runs, err := r.m.runs(ctx, r.world)
+	if err == nil && !slices.Contains(runs, name) {
+		if _, err = r.m.state(ctx, r.world, true); err == nil {
+			runs, err = r.m.runs(ctx, r.world)
+		}
+	}
+	if err != nil {
+		return nil, r.m.errno("runs of "+r.world, err)
+	}
+	if !slices.Contains(runs, name) {
+		return nil, syscall.ENOENT
+	}
+	return r.m.child(ctx, r.EmbeddedInode(), &runDir{dirBase{m: r.m, ino: ino(r.world, "runs", name)}, r.world, name}, out)
+}
+
+// runDir is one run: head, ticks/, tables/.
+type runDir struct {
+	dirBase
+	world, run string
+}
+
+var (
+	_ = (gofs.NodeLookuper)((*runDir)(nil))
+	_ = (gofs.NodeReaddirer)((*runDir)(nil))
+)
+
+func (r *runDir) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
+	out := []fuse.DirEntry{
+		dirEntry("ticks", syscall.S_IFDIR, ino(r.world, "runs", r.run, "ticks")),
+		dirEntry("tables", syscall.S_IFDIR, ino(r.world, "runs", r.run, "tables")),
+	}
+	if _, ok, err := r.m.head(ctx, r.world, r.run); err != nil {
+		return nil, r.m.errno("head of "+r.world, err)
+	} else if ok {
+		out = append(out, dirEntry("head", syscall.S_IFLNK, ino(r.world, "runs", r.run, "head")))
+	}
+	return list(out)
+}
+
+func (r *runDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	id := ino(r.world, "runs", r.run, name)
+	var n node
+	switch name {
+	case "ticks":
+		n = &ticksDir{dirBase{m: r.m, ino: id}, r.world, r.run}
+	case "tables":
+		n = &tablesDir{dirBase{m: r.m, ino: id}, r.world, r.run}
+	case "head":
+		if _, ok, err := r.m.head(ctx, r.world, r.run); err != nil {
+			return nil, r.m.errno("head of "+r.world, err)
+		} else if !ok {
+			return nil, syscall.ENOENT
+		}
+		n = &headLink{m: r.m, ino: id, world: r.world, run: r.run}
+	default:
+		return nil, syscall.ENOENT
+	}
+	return r.m.child(ctx, r.EmbeddedInode(), n, out)
+}
+
+// ticksDir lists a run's visible ticks, inherited ones included.
+type ticksDir struct {
+	dirBase
+	world, run string
+}
+
+var (
+	_ = (gofs.NodeLookuper)((*ticksDir)(nil))
+	_ = (gofs.NodeReaddirer)((*ticksDir)(nil))
+)
+
+func (d *ticksDir) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
+	start := time.Now()
+	defer d.m.stats.op("readdir", start)
+	segs, err := d.m.lineage(ctx, d.world, d.run, false)
+	if err != nil {
+		return nil, d.m.errno("ticks of "+d.world, err)
+	}
+	var out []fuse.DirEntry
+	visibleTicks(segs, func(t tickRef) bool {
+		name := strconv.FormatInt(t.Tick.Tick, 10)
+		out = append(out, dirEntry(name, syscall.S_IFDIR, ino(d.world, "runs", d.run, "ticks", name)))
+		return true
+	})
+	return list(out)
+}
+
+func (d *ticksDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	start := time.Now()
+	defer d.m.stats.op("lookup", start)
+	n, err := strconv.ParseInt(name, 10, 64)
+	if err != nil || strconv.FormatInt(n, 10) != name {
+		return nil, syscall.ENOENT
+	}
+	t, ok, err := d.m.tick(ctx, d.world, d.run, n)
+	if err != nil {
+		return nil, d.m.errno("tick "+name+" of "+d.world, err)
+	}
+	if !ok {
+		return nil, syscall.ENOENT
+	}
+	return d.m.snapshot(ctx, d.EmbeddedInode(), t, ino(d.world, "runs", d.run, "ticks", name), out)
+}
+
+// tokensDir lists the commit tokens of a world's runs.
+type tokensDir struct {
+	dirBase
+	world string
+}
+
+var (
+	_ = (gofs.NodeLookuper)((*tokensDir)(nil))
+	_ = (gofs.NodeReaddirer)((*tokensDir)(nil))
+)
+
+func (d *tokensDir) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
+	runs, err := d.m.runs(ctx, d.world)
+	if err != nil {
+		return nil, d.m.errno("tokens of "+d.world, err)
+	}
+	var out []fuse.DirEntry
+	for _, run := range runs {
+		ti, _, err := d.m.tokens(ctx, d.world, run, false)
+		if err != nil {
+			return nil, d.m.errno("tokens of "+d.world, err)
+		}
+		for _, tok := range ti.tokens {
+			out = append(out, dirEntry(tok, syscall.S_IFDIR, ino(d.world, "tokens", tok)))
+		}
+	}
+	return list(out)
+}
+
+func (d *tokensDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	runs, err := d.m.runs(ctx, d.world)
+	if err != nil {
+		return nil, d.m.errno("tokens of "+d.world, err)
+	}
+	if !slices.Contains(runs, "main") {
+		runs = append(runs, "main") // a first publish a moment ago
+	}
+	for _, run := range runs {
+		t, ok, err := d.m.token(ctx, d.world, run, name)
+		if err != nil {
+			return nil, d.m.errno("token "+name, err)
+		}
+		if ok {
+			return d.m.snapshot(ctx, d.EmbeddedInode(), t, ino(d.world, "tokens", name), out)
+		}
+	}
+	return nil, syscall.ENOENT
+}
+
+// tablesDir lists the tables of a run's visible history.
+type tablesDir struct {
+	dirBase
+	world, run string
+}
+
+var (
+	_ = (gofs.NodeLookuper)((*tablesDir)(nil))
+	_ = (gofs.NodeReaddirer)((*tablesDir)(nil))
+)
+
+// tableNames returns the readable names of the tables visible ticks of
+// (world, run) published.
+func (m *Mount) tableNames(ctx context.Context, world, run string, exact bool) ([]string, error) {
+	segs, err := m.lineage(ctx, world, run, exact)
+	if err != nil {
+		return nil, err
+	}
+	ids := map[[2]string]bool{}
+	visibleTicks(segs, func(t tickRef) bool {
+		for _, tf := range t.Tables {
+			ids[[2]string{t.World, tf.Table}] = true
+		}
+		return true
+	})
+	var names []string
+	for id := range ids {
+		info, err := m.tableInfo(ctx, id[0], id[1])
+		if err != nil {
+			return nil, err
+		}
+		if !slices.Contains(names, info.Name) {
+			names = append(names, info.Name)
+		}
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+func (d *tablesDir) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
+	names, err := d.m.tableNames(ctx, d.world, d.run, false)
+	if err != nil {
+		return nil, d.m.errno("tables of "+d.world, err)
+	}
+	var out []fuse.DirEntry
+	for _, n := range names {
+		out = append(out, dirEntry(n, syscall.S_IFDIR, ino(d.world, "runs", d.run, "tables", n)))
+	}
+	return list(out)
+}
+
+func (d *tablesDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	for _, exact := range []bool{false, true} {
+		names, err := d.m.tableNames(ctx, d.world, d.run, exact)
+		if err != nil {
+			return nil, d.m.errno("tables of "+d.world, err)
+		}
+		if slices.Contains(names, name) {
+			return d.m.child(ctx, d.EmbeddedInode(), &tableDir{dirBase{m: d.m, ino: ino(d.world, "runs", d.run, "tables", name)}, d.world, d.run, name}, out)
+		}
+	}
+	return nil, syscall.ENOENT
+}
+
+// tableDir holds one file per visible tick of one table: <tick>.parquet,
+// zero-padded so that names sort in tick order.
+type tableDir struct {
+	dirBase
+	world, run, name string
+}
+
+var (
+	_ = (gofs.NodeLookuper)((*tableDir)(nil))
+	_ = (gofs.NodeReaddirer)((*tableDir)(nil))
+)
+
+func tickFileName(tick int64) string { return fmt.Sprintf("%012d.parquet", tick) }
+
+func (d *tableDir) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
+	segs, err := d.m.lineage(ctx, d.world, d.run, false)
+	if err != nil {
+		return nil, d.m.errno("table "+d.name, err)
+	}
+	var out []fuse.DirEntry
+	var ferr error
+	visibleTicks(segs, func(t tickRef) bool {
+		tables, err := d.m.tickTables(ctx, t)
+		if err != nil {
+			ferr = err
+			return false
+		}
+		if _, ok := tables[d.name]; ok {
+			name := tickFileName(t.Tick.Tick)
+			out = append(out, dirEntry(name, syscall.S_IFREG, ino(d.world, "runs", d.run, "tables", d.name, name)))
+		}
+		return true
+	})
+	if ferr != nil {
+		return nil, d.m.errno("table "+d.name, ferr)
+	}
+	return list(out)
+}
+
+func (d *tableDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	n, err := strconv.ParseInt(strings.TrimSuffix(name, ".parquet"), 10, 64)
+	if err != nil || tickFileName(n) != name {
+		return nil, syscall.ENOENT
+	}
+	t, ok, err := d.m.tick(ctx, d.world, d.run, n)
+	if err != nil {
+		return nil, d.m.errno("table "+d.name, err)
+	}
+	if !ok {
+		return nil, syscall.ENOENT
+	}
+	tables, err := d.m.tickTables(ctx, t)
+	if err != nil {
+		return nil, d.m.errno("table "+d.name, err)
+	}
+	tf, ok := tables[d.name]
+	if !ok {
+		return nil, syscall.ENOENT
+	}
+	f := &snapFile{m: d.m, ino: ino(d.world, "runs", d.run, "tables", d.name, name), t: t, tf: tf, table: d.name, format: "parquet"}
+	return d.m.child(ctx, d.EmbeddedInode(), f, out)
+}
+
+// headLink points at the run's newest visible tick.
+type headLink struct {
+	gofs.Inode
+	m          *Mount
+	ino        uint64
+	world, run string
+}
+
+var (
+	_ = (gofs.NodeReadlinker)((*headLink)(nil))
+	_ = (gofs.NodeGetattrer)((*headLink)(nil))
+)
+
+func (h *headLink) immutable() bool { return false }
+func (h *headLink) inode() uint64   { return h.ino }
+
+func (h *headLink) target(ctx context.Context) ([]byte, syscall.Errno) {
+	t, ok, err := h.m.head(ctx, h.world, h.run)
+	if err != nil {
+		return nil, h.m.errno("head of "+h.world, err)
+	}
+	if !ok {
+		return nil, syscall.ENOENT
+	}
+	return []byte("ticks/" + strconv.FormatInt(t.Tick.Tick, 10)), 0
+}
+
+func (h *headLink) fill(ctx context.Context, a *fuse.Attr) syscall.Errno {
+	target, errno := h.target(ctx)
+	if errno != 0 {
+		return errno
+	}
+	a.Mode = syscall.S_IFLNK | 0o777
+	a.Size = uint64(len(target))
+	a.Ino = h.ino
+	return 0
+}
+
+func (h *headLink) Getattr(ctx context.Context, _ gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	h.m.setAttrTimeout(out, false)
+	return h.fill(ctx, &out.Attr)
+}
+
+func (h *headLink) Readlink(ctx context.Context) ([]byte, syscall.Errno) { return h.target(ctx) }
+
+// statsDir holds the stats file.
+type statsDir struct{ dirBase }
+
+var (
+	_ = (gofs.NodeLookuper)((*statsDir)(nil))
+	_ = (gofs.NodeReaddirer)((*statsDir)(nil))
+)
+
+func (d *statsDir) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
+	return list([]fuse.DirEntry{dirEntry("stats", syscall.S_IFREG, ino(statsDirName, "stats"))})
+}
+
+func (d *statsDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	if name != "stats" {
+		return nil, syscall.ENOENT
+	}
+	f := &bytesFile{m: d.m, ino: ino(statsDirName, name), content: func(context.Context) ([]byte, error) {
+		return d.m.stats.json(d.m.opts.Cache)
+	}}
+	return d.m.child(ctx, d.EmbeddedInode(), f, out)
+}

@@ -1,0 +1,97 @@
+package fs
+
+import (
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/worldfs/worldfs/cache"
+)
+
+// Stats counts what the mount served: snapshot opens, the bytes they
+// exposed, the bytes read through the mount (passthrough reads bypass it),
+// materializations, and per-operation latencies over a recent window.
+type Stats struct {
+	opens, passthrough, materialized atomic.Int64
+	bytesOpened, bytesRead           atomic.Int64
+
+	mu struct {
+		sync.Mutex
+		ops map[string]*window
+	}
+}
+
+// window keeps the last windowSize latencies of one operation.
+type window struct {
+	count int64
+	ds    []time.Duration // a ring
+}
+
+const windowSize = 4096
+
+func newStats() *Stats {
+	s := &Stats{}
+	s.mu.ops = map[string]*window{}
+	return s
+}
+
+// op records the latency of one operation that began at start.
+func (s *Stats) op(name string, start time.Time) {
+	d := time.Since(start)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w := s.mu.ops[name]
+	if w == nil {
+		w = &window{}
+		s.mu.ops[name] = w
+	}
+	if len(w.ds) < windowSize {
+		w.ds = append(w.ds, d)
+	} else {
+		w.ds[w.count%windowSize] = d
+	}
+	w.count++
+}
+
+// OpStats summarizes one operation's latencies.
+type OpStats struct {
+	Count int64   `json:"count"`
+	P50ms float64 `json:"p50_ms"`
+	P99ms float64 `json:"p99_ms"`
+	MaxMs float64 `json:"max_ms"`
+}
+
+// StatsSnapshot is what .worldfs/stats shows.
+type StatsSnapshot struct {
+	Opens             int64              `json:"opens"`
+	PassthroughOpens  int64              `json:"passthrough_opens"`
+	Materialized      int64              `json:"materialized"`
+	BytesOpened       int64              `json:"bytes_opened"`
+	BytesReadViaMount int64              `json:"bytes_read_via_mount"`
+	CacheHits         int64              `json:"cache_hits"`
+	CacheMisses       int64              `json:"cache_misses"`
+	CacheBytes        int64              `json:"cache_bytes"`
+	Ops               map[string]OpStats `json:"ops"`
+}
+
+// Snapshot returns the counters now.
+func (s *Stats) Snapshot(c *cache.Disk) StatsSnapshot {
+	out := StatsSnapshot{
+		Opens: s.opens.Load(), PassthroughOpens: s.passthrough.Load(), Materialized: s.materialized.Load(),
+		BytesOpened: s.bytesOpened.Load(), BytesReadViaMount: s.bytesRead.Load(), Ops: map[string]OpStats{},
+	}
+	if c != nil {
+		cs := c.Stats()
+		out.CacheHits, out.CacheMisses, out.CacheBytes = cs.Hits, cs.Misses, cs.Bytes
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for name, w := range s.mu.ops {
+		ds := slices.Clone(w.ds)
+		slices.Sort(ds)
+		ms := func(q float64) float64 { return float64(ds[min(len(ds)-1, int(q*float64(len(ds))))]) / 1e6 }
+		out.Ops[name] = OpStats{Count: w.count, P50ms: ms(0.5), P99ms: ms(0.99), MaxMs: float64(ds[len(ds)-1]) / 1e6}
+	}
+	return out
+}

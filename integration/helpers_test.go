@@ -1,0 +1,213 @@
+// Package integration tests the worldfs mount through real FUSE mounts.
+package integration
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/bucket/local"
+	"github.com/worldfs/worldfs/cache"
+	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/engine/particles"
+	wfs "github.com/worldfs/worldfs/fs"
+	"github.com/worldfs/worldfs/index"
+)
+
+var quiet = engine.Options{Catalog: index.Options{NoCompactor: true}}
+
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// requireFUSE skips, saying why, where no FUSE device exists; everywhere
+// else the mount tests run.
+func requireFUSE(t testing.TB) {
+	t.Helper()
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		t.Skipf("no FUSE here (/dev/fuse: %v); the mount tests need it", err)
+	}
+}
+
+// localBucket opens a fresh local bucket in a temporary directory.
+func localBucket(t testing.TB) *local.Bucket {
+	t.Helper()
+	b, err := local.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+// mounted is a live test mount.
+type mounted struct {
+	dir string
+	m   *wfs.Mount
+}
+
+// testMount mounts b in a temporary directory; it is always unmounted when
+// the test ends (lazily if something still holds it).
+func testMount(t testing.TB, b bucket.Bucket) *mounted {
+	t.Helper()
+	requireFUSE(t)
+	c, err := cache.Open(t.TempDir(), cache.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := wfs.New(b, wfs.Options{Cache: c, BucketID: "test", Writer: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	srv, err := wfs.Serve(dir, m, wfs.MountOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := srv.Unmount(); err != nil {
+			t.Logf("unmount %s: %v; detaching lazily", dir, err)
+			if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil {
+				t.Errorf("lazy unmount %s: %v", dir, err)
+			}
+		}
+		m.Close()
+	})
+	return &mounted{dir: dir, m: m}
+}
+
+func (mt *mounted) path(parts ...string) string {
+	return filepath.Join(append([]string{mt.dir}, parts...)...)
+}
+
+// particleWorld creates a particle world and runs it to tick last.
+func particleWorld(t testing.TB, b bucket.Bucket, id string, last int64) *engine.World {
+	t.Helper()
+	w, err := engine.CreateWorld(ctxT(t), b, id, particles.Tables(), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	if err := particles.Install(w); err != nil {
+		t.Fatal(err)
+	}
+	if err := particles.Setup(w, 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := particles.Run(ctxT(t), w, last, nil); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// forkWorld forks parent at tick and runs the fork to tick last.
+func forkWorld(t testing.TB, b bucket.Bucket, parent, child string, tick, last int64) *engine.World {
+	t.Helper()
+	w, err := engine.ForkWorld(ctxT(t), b, parent, child, "main", tick, particles.Tables(), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	if err := particles.Install(w); err != nil {
+		t.Fatal(err)
+	}
+	if err := particles.Run(ctxT(t), w, last, nil); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// ls returns a directory's names in the order the mount lists them.
+func ls(t testing.TB, dir string) []string {
+	t.Helper()
+	f, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return names
+}
+
+// ctl writes one command to a ctl file and reads the answer back on the
+// same open file; it returns the answer and the write's errno.
+func ctl(t testing.TB, path, cmd string) (wfs.Answer, syscall.Errno) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	_, werr := f.Write([]byte(cmd + "\n"))
+	var errno syscall.Errno
+	if werr != nil && !errors.As(werr, &errno) {
+		t.Fatalf("ctl write: %v", werr)
+	}
+	buf := make([]byte, 1<<20)
+	n, err := f.Read(buf)
+	if err != nil {
+		t.Fatalf("reading the ctl answer: %v", err)
+	}
+	var a wfs.Answer
+	if err := json.Unmarshal(buf[:n], &a); err != nil {
+		t.Fatalf("ctl answer %q: %v", buf[:n], err)
+	}
+	if (errno == 0) != a.OK {
+		t.Fatalf("ctl %s: write errno %v but answer %+v", cmd, errno, a)
+	}
+	return a, errno
+}
+
+// duck opens an in-memory DuckDB.
+func duck(t testing.TB) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("duckdb", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// rows renders a query's result as lines, for comparison.
+func rows(t testing.TB, db *sql.DB, q string) []string {
+	t.Helper()
+	r, err := db.Query(q)
+	if err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	defer r.Close()
+	cols, _ := r.Columns()
+	vals := make([]any, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	var out []string
+	for r.Next() {
+		if err := r.Scan(ptrs...); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, fmt.Sprint(vals...))
+	}
+	if err := r.Err(); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return out
+}
+
+func lit(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }

@@ -1,0 +1,89 @@
+package sql
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/worldfs/worldfs/bucket"
+)
+
+// FormatParquet is a CopyTick output format (with FormatCSV).
+const FormatParquet = "parquet"
+
+// CopyTick writes the visible rows of the table called name at tick (of
+// run opts.Run, through its lineage) to the file dst, in FormatParquet
+// (zstd) or FormatCSV (with a header): every column of the raw view,
+// commit columns included, in entity order. It is what the views show for
+// that tick, written as a file; the mount materializes snapshots with it.
+func CopyTick(ctx context.Context, b bucket.Bucket, world string, opts Options, name string, tick int64, format, dst string) error {
+	var with string
+	switch format {
+	case FormatParquet:
+		with = "FORMAT parquet, COMPRESSION zstd"
+	case FormatCSV:
+		with = "FORMAT csv, HEADER"
+	default:
+		return fmt.Errorf("copy of %s: unknown format %q (parquet or csv)", name, format)
+	}
+	opts.AtTick, opts.Token = &tick, ""
+	s, err := Build(ctx, b, world, opts)
+	if err != nil {
+		return err
+	}
+	if !slices.Contains(s.Views, name) {
+		return fmt.Errorf("world %s run %s tick %d: table %q: %w", world, s.Run, tick, name, ErrNotFound)
+	}
+	db, err := Open(ctx, s)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	q := fmt.Sprintf("COPY (SELECT * FROM %s WHERE tick = %d ORDER BY entity_id) TO %s (%s)", ident(name+"_raw"), tick, lit(dst), with)
+	if _, err := db.ExecContext(ctx, q); err != nil {
+		return fmt.Errorf("world %s tick %d: writing %s as %s: %w", world, tick, name, format, err)
+	}
+	return nil
+}
+
+// ReadRows reads a Parquet (.parquet) or newline-delimited JSON (.jsonl,
+// .ndjson) file into rows, by column name, as DuckDB types them.
+func ReadRows(ctx context.Context, path string) ([]map[string]any, error) {
+	var from string
+	switch {
+	case strings.HasSuffix(path, ".parquet"):
+		from = "read_parquet(" + lit(path) + ")"
+	case strings.HasSuffix(path, ".jsonl"), strings.HasSuffix(path, ".ndjson"):
+		from = "read_json(" + lit(path) + ", format = 'newline_delimited')"
+	default:
+		return nil, fmt.Errorf("%s: rows are read from .parquet, .jsonl or .ndjson files", path)
+	}
+	db, err := sql.Open("duckdb", "")
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	rows, err := db.QueryContext(ctx, "SELECT * FROM "+from)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return nil, err
+	}
+	var out []map[string]any
+	err = scan(rows, len(cols), func(vals []any) {
+		row := make(map[string]any, len(cols))
+		for i, c := range cols {
+			row[c] = vals[i]
+		}
+		out = append(out, row)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	return out, nil
+}
