@@ -59,7 +59,8 @@ func init() {
 			}
 			fmt.Fprintf(out, "sequential read of %d MiB (warm page cache): direct %.0f MiB/s, through the mount %.0f MiB/s (%.2fx)\n",
 				*mb, res.DirectMiBps, res.MountMiBps, res.ReadRatio)
-			fmt.Fprintf(out, "ls -l of ticks/ with %d ticks: cold %.3f s, warm %.3f s\n", res.ListEntries, res.ListColdSeconds, res.ListWarmSeconds)
+			fmt.Fprintf(out, "ls -l of ticks/ with %d ticks: cold %.3f s, warm %.3f s; without xattrs (--xattrs=false): cold %.3f s, warm %.3f s\n",
+				res.ListEntries, res.ListColdSeconds, res.ListWarmSeconds, res.ListColdNoXattrs, res.ListWarmNoXattrs)
 			fmt.Fprintf(out, "open + first byte: first open p50 %.3f ms p99 %.3f ms; again p50 %.3f ms p99 %.3f ms\n",
 				res.FirstOpen.P50ms, res.FirstOpen.P99ms, res.Reopen.P50ms, res.Reopen.P99ms)
 			return nil
@@ -76,6 +77,9 @@ type fsBench struct {
 	ListEntries     int           `json:"list_entries"`
 	ListColdSeconds float64       `json:"ls_l_cold_seconds"`
 	ListWarmSeconds float64       `json:"ls_l_warm_seconds"`
+	// The same on a mount without extended attributes (--xattrs=false).
+	ListColdNoXattrs float64 `json:"ls_l_cold_seconds_no_xattrs"`
+	ListWarmNoXattrs float64 `json:"ls_l_warm_seconds_no_xattrs"`
 	FirstOpen       stats.Summary `json:"open_first_byte_first"`
 	Reopen          stats.Summary `json:"open_first_byte_again"`
 }
@@ -153,7 +157,7 @@ func benchFS(ctx context.Context, work string, mb, ticks, files int) (*fsBench, 
 		return nil, err
 	}
 
-	mountAt := func() (string, func(), error) {
+	mountAt := func(mo wfs.MountOptions) (string, func(), error) {
 		c, err := cache.Open(filepath.Join(work, "cache"), cache.Options{})
 		if err != nil {
 			return "", nil, err
@@ -166,7 +170,7 @@ func benchFS(ctx context.Context, work string, mb, ticks, files int) (*fsBench, 
 		if err != nil {
 			return "", nil, err
 		}
-		srv, err := wfs.Serve(dir, m, wfs.MountOptions{})
+		srv, err := wfs.Serve(dir, m, mo)
 		if err != nil {
 			return "", nil, err
 		}
@@ -174,26 +178,36 @@ func benchFS(ctx context.Context, work string, mb, ticks, files int) (*fsBench, 
 		return dir, func() { srv.Unmount(); m.Close() }, nil
 	}
 
-	// Cold ls -l: a fresh mount (its catalog not yet loaded).
-	mnt, unmount, err := mountAt()
-	if err != nil {
-		return nil, err
-	}
+	// ls -l, cold (a fresh mount: its catalog not yet loaded) and warm, with
+	// extended attributes and without.
+	var mnt string
+	unmount := func() {}
 	defer func() { unmount() }()
-	tdir := filepath.Join(mnt, "many", "runs", "main", "ticks")
-	for i, cold := range []bool{true, false} {
-		say("ls -l of %d ticks (%s)", ticks, map[bool]string{true: "cold", false: "warm"}[cold])
-		start := time.Now()
-		out, err := exec.CommandContext(ctx, "ls", "-l", tdir).Output()
-		if err != nil {
-			return nil, fmt.Errorf("ls -l %s: %w", tdir, err)
+	for _, noX := range []bool{true, false} {
+		unmount()
+		if mnt, unmount, err = mountAt(wfs.MountOptions{NoXattrs: noX}); err != nil {
+			return nil, err
 		}
-		secs := time.Since(start).Seconds()
-		if i == 0 {
-			res.ListColdSeconds = secs
+		tdir := filepath.Join(mnt, "many", "runs", "main", "ticks")
+		for i, cold := range []bool{true, false} {
+			say("ls -l of %d ticks (%s, xattrs %v)", ticks, map[bool]string{true: "cold", false: "warm"}[cold], !noX)
+			start := time.Now()
+			out, err := exec.CommandContext(ctx, "ls", "-l", tdir).Output()
+			if err != nil {
+				return nil, fmt.Errorf("ls -l %s: %w", tdir, err)
+			}
+			secs := time.Since(start).Seconds()
 			res.ListEntries = strings.Count(string(out), "\n") - 1 // the "total" line
-		} else {
-			res.ListWarmSeconds = secs
+			switch {
+			case noX && i == 0:
+				res.ListColdNoXattrs = secs
+			case noX:
+				res.ListWarmNoXattrs = secs
+			case i == 0:
+				res.ListColdSeconds = secs
+			default:
+				res.ListWarmSeconds = secs
+			}
 		}
 	}
 
