@@ -69,19 +69,19 @@ func init() {
 }
 
 type fsBench struct {
-	FileBytes       int64         `json:"file_bytes"`
-	DirectMiBps     float64       `json:"direct_mib_per_s"`
-	MountMiBps      float64       `json:"mount_mib_per_s"`
-	ReadRatio       float64       `json:"read_ratio"`
-	Passthrough     bool          `json:"passthrough"`
-	ListEntries     int           `json:"list_entries"`
-	ListColdSeconds float64       `json:"ls_l_cold_seconds"`
-	ListWarmSeconds float64       `json:"ls_l_warm_seconds"`
+	FileBytes       int64   `json:"file_bytes"`
+	DirectMiBps     float64 `json:"direct_mib_per_s"`
+	MountMiBps      float64 `json:"mount_mib_per_s"`
+	ReadRatio       float64 `json:"read_ratio"`
+	Passthrough     bool    `json:"passthrough"`
+	ListEntries     int     `json:"list_entries"`
+	ListColdSeconds float64 `json:"ls_l_cold_seconds"`
+	ListWarmSeconds float64 `json:"ls_l_warm_seconds"`
 	// The same on a mount without extended attributes (--xattrs=false).
-	ListColdNoXattrs float64 `json:"ls_l_cold_seconds_no_xattrs"`
-	ListWarmNoXattrs float64 `json:"ls_l_warm_seconds_no_xattrs"`
-	FirstOpen       stats.Summary `json:"open_first_byte_first"`
-	Reopen          stats.Summary `json:"open_first_byte_again"`
+	ListColdNoXattrs float64       `json:"ls_l_cold_seconds_no_xattrs"`
+	ListWarmNoXattrs float64       `json:"ls_l_warm_seconds_no_xattrs"`
+	FirstOpen        stats.Summary `json:"open_first_byte_first"`
+	Reopen           stats.Summary `json:"open_first_byte_again"`
 }
 
 func say(format string, args ...any) { fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...) }
