@@ -176,10 +176,10 @@ var ErrNoOutcomes = errors.New("the grader returned no outcomes")
 func (s *IngestionService) Evaluate(ctx context.Context, ev Evaluation, grade Grader) (EvaluationReceipt, error) {
 	sub, con, err := s.canonicalEvaluation(ev)
 	if err != nil {
-		return EvaluationReceipt{}, err
+		return EvaluationReceipt{}, invalid(err)
 	}
 	if grade == nil {
-		return EvaluationReceipt{}, fmt.Errorf("world %s: evaluation %s: no grader", s.world, ev.ID)
+		return EvaluationReceipt{}, invalid(fmt.Errorf("world %s: evaluation %s: no grader", s.world, ev.ID))
 	}
 	if err := s.checkPinned(ctx, ev); err != nil {
 		return EvaluationReceipt{}, err
@@ -195,7 +195,7 @@ func (s *IngestionService) Evaluate(ctx context.Context, ev Evaluation, grade Gr
 		}
 		graded = true
 		if err := checkOutcomes(outcomes); err != nil {
-			return nil, fmt.Errorf("world %s: evaluation %s: %w", s.world, ev.ID, err)
+			return nil, invalid(fmt.Errorf("world %s: evaluation %s: %w", s.world, ev.ID, err))
 		}
 		o, _ := json.Marshal(outcomes)
 		return Values{"receipt_evaluation_id": ev.ID, "receipt_grader_id": ev.Contract.GraderID,
@@ -229,8 +229,8 @@ func (s *IngestionService) checkPinned(ctx context.Context, ev Evaluation) error
 	}
 	sub := ev.Subject
 	if t, ok := st.Tick(sub.Run, sub.HeadTick); !ok || t.CommitToken != sub.HeadToken {
-		return fmt.Errorf("world %s: evaluation %s: the subject's snapshot (run %s, tick %d, token %s) is not published here; pin it with PinSubject",
-			s.world, ev.ID, sub.Run, sub.HeadTick, sub.HeadToken)
+		return invalid(fmt.Errorf("world %s: evaluation %s: the subject's snapshot (run %s, tick %d, token %s) is not published here; pin it with PinSubject",
+			s.world, ev.ID, sub.Run, sub.HeadTick, sub.HeadToken))
 	}
 	return nil
 }

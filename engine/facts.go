@@ -115,6 +115,19 @@ type FactReceipt struct {
 	Recovered string `json:"recovered,omitempty"`
 }
 
+// ErrInvalid matches every refusal of bad input by the ingestion service
+// (errors.Is): nothing was claimed or written.
+var ErrInvalid = errors.New("invalid input")
+
+// inputError is a refusal of bad input; its message is the cause's.
+type inputError struct{ err error }
+
+func (e *inputError) Error() string        { return e.err.Error() }
+func (e *inputError) Unwrap() error        { return e.err }
+func (e *inputError) Is(target error) bool { return target == ErrInvalid }
+
+func invalid(err error) error { return &inputError{err} }
+
 // IngestOptions configure an IngestionService.
 type IngestOptions struct {
 	// Holder names this service in claims (default: a random name).
@@ -210,11 +223,11 @@ func (s *IngestionService) Ingest(ctx context.Context, f Fact) (FactReceipt, err
 		f.Run = "main"
 	}
 	if err := s.checkFact(f); err != nil {
-		return FactReceipt{}, err
+		return FactReceipt{}, invalid(err)
 	}
 	row, digest, err := factRow(f.Table, f.Values)
 	if err != nil {
-		return FactReceipt{}, fmt.Errorf("world %s: fact %s/%s: %w", s.world, f.Producer, f.ExternalID, err)
+		return FactReceipt{}, invalid(fmt.Errorf("world %s: fact %s/%s: %w", s.world, f.Producer, f.ExternalID, err))
 	}
 	key := index.ClaimKey{Run: f.Run, Producer: f.Producer, ExternalID: f.ExternalID}
 	out, err := s.settle(ctx, key, digest, f.Table, func(context.Context, *index.Claim) (Values, error) { return row, nil })
@@ -257,6 +270,19 @@ func (s *IngestionService) receipt(o settled, t *Table) FactReceipt {
 	return FactReceipt{World: s.world, Run: c.Key.Run, Producer: c.Key.Producer, ExternalID: c.Key.ExternalID,
 		CommitToken: c.CommitToken, FactID: c.FactID, Tick: c.Tick, Table: t.ID, TableName: t.Name,
 		Digest: c.Digest, Path: o.path, Deduplicated: o.dedup, Recovered: o.recovered}
+}
+
+// Digest returns the digest worldfs computes for the fact's components
+// (the one its claim records).
+func (f Fact) Digest() (string, error) {
+	if f.Table == nil {
+		return "", invalid(errors.New("a fact needs a table"))
+	}
+	_, d, err := factRow(f.Table, f.Values)
+	if err != nil {
+		return "", invalid(err)
+	}
+	return d, nil
 }
 
 // factRow checks v against t's components and returns the row (FactMeta
@@ -478,7 +504,8 @@ func (s *IngestionService) await(ctx context.Context, key index.ClaimKey, digest
 			return nil, false, &index.ClaimPendingError{World: s.world, Key: key, Holder: c.Holder, LeaseUntilMs: c.LeaseUntilMs}
 		}
 		poll := min(5*time.Millisecond<<min(attempt, 5), 100*time.Millisecond)
-		wait := min(time.Duration(c.LeaseUntilMs-now.UnixMilli()+1)*time.Millisecond, poll, deadline.Sub(now))
+		leaseLeft := time.Duration(min(c.LeaseUntilMs-now.UnixMilli()+1, int64(time.Hour/time.Millisecond))) * time.Millisecond
+		wait := min(leaseLeft, poll, deadline.Sub(now))
 		if err := bucket.Sleep(ctx, wait); err != nil {
 			return nil, false, err
 		}

@@ -951,3 +951,26 @@ func TestAssets(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// Bad input is ErrInvalid, so callers (the CLI, the mount's ctl) can tell
+// it from storage failures.
+func TestBadInputIsErrInvalid(t *testing.T) {
+	ctx := ctxT(t)
+	b, _ := local.Open(t.TempDir())
+	w := simWorld(t, b, "w", 1)
+	if _, err := w.Ingest(ctx, reading("", "e", 1)); !errors.Is(err, engine.ErrInvalid) {
+		t.Fatalf("no producer: %v", err)
+	}
+	if _, err := w.Ingest(ctx, engine.Fact{Producer: "p", ExternalID: "e", Table: readingTable(), Values: engine.Values{"reading_value": "x"}}); !errors.Is(err, engine.ErrInvalid) {
+		t.Fatalf("a string for a double: %v", err)
+	}
+	s, _ := w.Catalog().Exact(ctx)
+	sub, _ := engine.PinSubject(s, "main", -1, engine.Selector{})
+	if _, err := w.Evaluate(ctx, engine.Evaluation{ID: "e", Subject: sub}, passing); !errors.Is(err, engine.ErrInvalid) || !errors.Is(err, engine.ErrNoContract) {
+		t.Fatalf("no contract: %v", err)
+	}
+	empty := func(context.Context, engine.Subject) ([]engine.Outcome, error) { return nil, nil }
+	if _, err := w.Evaluate(ctx, engine.Evaluation{ID: "e", Subject: sub, Contract: contract("v1")}, empty); !errors.Is(err, engine.ErrInvalid) || !errors.Is(err, engine.ErrNoOutcomes) {
+		t.Fatalf("no outcomes: %v", err)
+	}
+}

@@ -36,6 +36,58 @@ var rootOps = map[string]ctlOp{
 // worldOps are the commands of <mount>/<world>/ctl.
 var worldOps = map[string]ctlOp{
 	"commit_tick": opCommitTick, // {"op":"commit_tick","tick":N?,"frames":{A:[{"entity_id":E,COL:V…}…] or A:"/path.parquet|.jsonl"}}
+	"ingest":      opIngest,     // {"op":"ingest","producer":P,"external_id":X,"table":T,"components":{C:{F:V…}}} (engine.FactDocument)
+	"evaluate":    opEvaluate,   // {"op":"evaluate","id":E,"at":N?,"selector":{…},"contract":{…},"outcomes":[…]} (engine.EvaluationDocument)
+}
+
+// opIngest ingests one fact exactly once; the answer is its receipt.
+func opIngest(ctx context.Context, m *Mount, world string, cmd []byte) (any, error) {
+	var c struct {
+		Op string `json:"op"`
+		engine.FactDocument
+	}
+	if err := engine.DecodeStrict(cmd, &c); err != nil {
+		return nil, badf("ingest: %v", err)
+	}
+	svc, err := m.ingestion(ctx, world)
+	if err != nil {
+		return nil, err
+	}
+	f, err := c.Fact(ctx, m.b, world)
+	if err != nil {
+		return nil, badf("ingest: %v", err)
+	}
+	return m.gate(svc).IngestFact(ctx, m.principal(), f)
+}
+
+// opEvaluate records an evaluation receipt whose outcomes the command
+// carries (the grader ran outside worldfs); the answer is the receipt.
+func opEvaluate(ctx context.Context, m *Mount, world string, cmd []byte) (any, error) {
+	var c struct {
+		Op string `json:"op"`
+		engine.EvaluationDocument
+	}
+	if err := engine.DecodeStrict(cmd, &c); err != nil {
+		return nil, badf("evaluate: %v", err)
+	}
+	if len(c.Outcomes) == 0 {
+		return nil, badf("evaluate: the command carries the grader's outcomes, and has none")
+	}
+	svc, err := m.ingestion(ctx, world)
+	if err != nil {
+		return nil, err
+	}
+	s, err := m.state(ctx, world, true)
+	if err != nil {
+		return nil, err
+	}
+	ev, err := c.Evaluation(s)
+	if err != nil {
+		return nil, badf("evaluate: %v", err)
+	}
+	return m.gate(svc).Evaluate(ctx, m.principal(), ev, func(context.Context, engine.Subject) ([]engine.Outcome, error) {
+		return c.Outcomes, nil
+	})
 }
 
 // command runs one ctl command line of world ("" for the root ctl).

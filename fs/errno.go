@@ -6,6 +6,7 @@ import (
 	"syscall"
 
 	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/index"
 )
 
@@ -21,7 +22,9 @@ var ErrNoWriter = errors.New("this mount holds no writer for the world")
 // Errno maps an error to the errno the mount returns for it: the one place
 // errors become errnos.
 //
-//	EINVAL  a malformed or unfitting command (ErrBadCommand, ErrNoWriter, a refused entry)
+//	EINVAL  a malformed or unfitting command (ErrBadCommand, ErrNoWriter, a refused entry,
+//	        a fact or evaluation engine.ErrInvalid refuses)
+//	EACCES  the mount's role may not write facts (engine.ErrForbidden)
 //	ESTALE  a stale writer (index.StaleWriterError)
 //	EEXIST  a conflict: the tick or fact is taken, the world exists
 //	EAGAIN  a claim is pending under another holder
@@ -35,8 +38,11 @@ func Errno(err error) syscall.Errno {
 	switch {
 	case err == nil:
 		return 0
-	case errors.Is(err, ErrBadCommand), errors.Is(err, ErrNoWriter), errors.Is(err, index.ErrRefused):
+	case errors.Is(err, ErrBadCommand), errors.Is(err, ErrNoWriter), errors.Is(err, index.ErrRefused),
+		errors.Is(err, engine.ErrInvalid):
 		return syscall.EINVAL
+	case errors.Is(err, engine.ErrForbidden):
+		return syscall.EACCES
 	case errors.As(err, &stale):
 		return syscall.ESTALE
 	case errors.As(err, &conflict), errors.As(err, &claimConflict), errors.Is(err, index.ErrWorldExists),

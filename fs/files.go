@@ -8,7 +8,6 @@ import (
 	"os"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -133,9 +132,8 @@ func (d *snapshotDir) Lookup(ctx context.Context, name string, out *fuse.EntryOu
 			content: func(context.Context) ([]byte, error) { return data, nil }}
 		return d.m.child(ctx, d.EmbeddedInode(), f, out)
 	}
-	for _, format := range formats {
-		table, ok := strings.CutSuffix(name, "."+format)
-		if tf, found := d.tables[table]; ok && found {
+	if table, format, ok := splitFormat(name); ok {
+		if tf, found := d.tables[table]; found {
 			f := &snapFile{m: d.m, ino: id, t: d.t, tf: tf, table: table, format: format}
 			return d.m.child(ctx, d.EmbeddedInode(), f, out)
 		}

@@ -42,6 +42,14 @@ type Options struct {
 	// Writer options for the worlds the ctl file creates, forks and
 	// resumes (their Holder is set from Holder).
 	Writer engine.Options
+	// Role is what ctl commands may do through the fact gate: writing
+	// facts and receipts needs engine.RoleOperator (the default) or
+	// higher. Who may write a ctl file at all is the file's permissions.
+	Role engine.Role
+	// Ingest configures fact ingestion (its MaxWait defaults to 2 s: a
+	// ctl write that finds another holder's live claim answers EAGAIN
+	// rather than block for a lease).
+	Ingest engine.IngestOptions
 }
 
 // Validate fills in defaults and checks the options.
@@ -62,6 +70,15 @@ func (o *Options) Validate(b bucket.Bucket) error {
 		o.Holder = "mount"
 	}
 	o.Writer.Holder = o.Holder
+	if o.Role == 0 {
+		o.Role = engine.RoleOperator
+	}
+	if o.Ingest.MaxWait == 0 {
+		o.Ingest.MaxWait = 2 * time.Second
+	}
+	if o.Ingest.Holder == "" {
+		o.Ingest.Holder = o.Holder
+	}
 	return nil
 }
 
@@ -76,12 +93,13 @@ type Mount struct {
 
 	mu struct {
 		sync.Mutex
-		cats     map[string]*index.Catalog   // read-only catalogs, by world
-		infos    map[string]engine.TableInfo // by world/table id; immutable objects
-		worlds   []string                    // the world directory, sorted
-		worldsAt time.Time                   // when worlds was read
-		tokens   map[string]*tokenIndex      // by world/run
-		writers  map[string]*writer          // by world
+		cats     map[string]*index.Catalog           // read-only catalogs, by world
+		infos    map[string]engine.TableInfo         // by world/table id; immutable objects
+		worlds   []string                            // the world directory, sorted
+		worldsAt time.Time                           // when worlds was read
+		tokens   map[string]*tokenIndex              // by world/run
+		writers  map[string]*writer                  // by world
+		ingest   map[string]*engine.IngestionService // by world
 		closed   bool
 	}
 }
@@ -97,6 +115,7 @@ func New(b bucket.Bucket, opts Options) (*Mount, error) {
 	m.mu.infos = map[string]engine.TableInfo{}
 	m.mu.tokens = map[string]*tokenIndex{}
 	m.mu.writers = map[string]*writer{}
+	m.mu.ingest = map[string]*engine.IngestionService{}
 	return m, nil
 }
 
@@ -497,4 +516,39 @@ func (m *Mount) objectPath(ctx context.Context, name string) (string, error) {
 		return m.local.Path(name)
 	}
 	return m.opts.Cache.Path(ctx, m.b, m.opts.BucketID, name)
+}
+
+// ingestion returns the world's fact ingestion service, which commits
+// through the mount's catalog of the world.
+func (m *Mount) ingestion(ctx context.Context, world string) (*engine.IngestionService, error) {
+	m.mu.Lock()
+	svc, ok := m.mu.ingest[world]
+	m.mu.Unlock()
+	if ok {
+		return svc, nil
+	}
+	if _, err := m.state(ctx, world, true); err != nil {
+		return nil, err
+	}
+	c, err := m.catalog(ctx, world)
+	if err != nil {
+		return nil, err
+	}
+	if !c.Tip().World.Created {
+		return nil, fmt.Errorf("world %s: %w", world, index.ErrNoWorld)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if svc, ok := m.mu.ingest[world]; ok {
+		return svc, nil
+	}
+	svc = engine.NewIngestionService(m.b, c, m.opts.Ingest)
+	m.mu.ingest[world] = svc
+	return svc, nil
+}
+
+func (m *Mount) gate(svc *engine.IngestionService) *engine.Gate { return engine.NewGate(svc) }
+
+func (m *Mount) principal() engine.Principal {
+	return engine.Principal{Name: m.opts.Holder, Role: m.opts.Role}
 }

@@ -188,6 +188,7 @@ func (w *worldDir) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) 
 		dirEntry("ctl", syscall.S_IFREG, ino(w.world, "ctl")),
 		dirEntry("runs", syscall.S_IFDIR, ino(w.world, "runs")),
 		dirEntry("tokens", syscall.S_IFDIR, ino(w.world, "tokens")),
+		dirEntry("facts", syscall.S_IFDIR, ino(w.world, "facts")),
 	})
 }
 
@@ -204,6 +205,8 @@ func (w *worldDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 		n = &runsDir{dirBase{m: w.m, ino: ino(w.world, name)}, w.world}
 	case "tokens":
 		n = &tokensDir{dirBase{m: w.m, ino: ino(w.world, name)}, w.world}
+	case "facts":
+		n = &factsDir{dirBase{m: w.m, ino: ino(w.world, name)}, w.world}
 	default:
 		return nil, syscall.ENOENT
 	}

@@ -147,18 +147,21 @@ func ls(t testing.TB, dir string) []string {
 // same open file; it returns the answer and the write's errno.
 func ctl(t testing.TB, path, cmd string) (wfs.Answer, syscall.Errno) {
 	t.Helper()
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	// Raw system calls, not os.File: Go's poller takes a FUSE file for a
+	// pollable one and would wait forever on EAGAIN (claim pending)
+	// instead of returning it.
+	fd, err := syscall.Open(path, syscall.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	_, werr := f.Write([]byte(cmd + "\n"))
+	defer syscall.Close(fd)
+	_, werr := syscall.Write(fd, []byte(cmd+"\n"))
 	var errno syscall.Errno
 	if werr != nil && !errors.As(werr, &errno) {
 		t.Fatalf("ctl write: %v", werr)
 	}
 	buf := make([]byte, 1<<20)
-	n, err := f.Read(buf)
+	n, err := syscall.Read(fd, buf)
 	if err != nil {
 		t.Fatalf("reading the ctl answer: %v", err)
 	}

@@ -19,6 +19,26 @@ const FormatParquet = "parquet"
 // commit columns included, in entity order. It is what the views show for
 // that tick, written as a file; the mount materializes snapshots with it.
 func CopyTick(ctx context.Context, b bucket.Bucket, world string, opts Options, name string, tick int64, format, dst string) error {
+	opts.AtTick, opts.Token = &tick, ""
+	return copyView(ctx, b, world, opts, name, fmt.Sprintf("SELECT * FROM %s WHERE tick = %d ORDER BY entity_id", ident(name+"_raw"), tick), format, dst)
+}
+
+// CopyFacts writes the visible facts of the fact table called name (of run
+// opts.Run), or with name ReceiptsView the world's visible evaluation
+// receipts, to dst in format: what worldfs sql shows, as a file.
+func CopyFacts(ctx context.Context, b bucket.Bucket, world string, opts Options, name, format, dst string) error {
+	if name == ReceiptsView {
+		return copyView(ctx, b, world, opts, "", "SELECT * FROM worldfs_receipts ORDER BY receipt_id DESC", format, dst)
+	}
+	return copyView(ctx, b, world, opts, name, fmt.Sprintf("SELECT * FROM %s ORDER BY entity_id DESC", ident(name+"_raw")), format, dst)
+}
+
+// ReceiptsView names the curated view of evaluation receipts.
+const ReceiptsView = "worldfs_receipts"
+
+// copyView builds the views of world and writes query's rows to dst in
+// format; view, unless empty, must be one of the views.
+func copyView(ctx context.Context, b bucket.Bucket, world string, opts Options, view, query, format, dst string) error {
 	var with string
 	switch format {
 	case FormatParquet:
@@ -26,24 +46,22 @@ func CopyTick(ctx context.Context, b bucket.Bucket, world string, opts Options, 
 	case FormatCSV:
 		with = "FORMAT csv, HEADER"
 	default:
-		return fmt.Errorf("copy of %s: unknown format %q (parquet or csv)", name, format)
+		return fmt.Errorf("copy of %s: unknown format %q (parquet or csv)", view, format)
 	}
-	opts.AtTick, opts.Token = &tick, ""
 	s, err := Build(ctx, b, world, opts)
 	if err != nil {
 		return err
 	}
-	if !slices.Contains(s.Views, name) {
-		return fmt.Errorf("world %s run %s tick %d: table %q: %w", world, s.Run, tick, name, ErrNotFound)
+	if view != "" && !slices.Contains(s.Views, view) {
+		return fmt.Errorf("world %s run %s: table %q: %w", world, s.Run, view, ErrNotFound)
 	}
 	db, err := Open(ctx, s)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	q := fmt.Sprintf("COPY (SELECT * FROM %s WHERE tick = %d ORDER BY entity_id) TO %s (%s)", ident(name+"_raw"), tick, lit(dst), with)
-	if _, err := db.ExecContext(ctx, q); err != nil {
-		return fmt.Errorf("world %s tick %d: writing %s as %s: %w", world, tick, name, format, err)
+	if _, err := db.ExecContext(ctx, fmt.Sprintf("COPY (%s) TO %s (%s)", query, lit(dst), with)); err != nil {
+		return fmt.Errorf("world %s: writing %s as %s: %w", world, query, format, err)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/engine"
 	wfs "github.com/worldfs/worldfs/fs"
 )
 
@@ -18,6 +19,7 @@ import (
 type mountFlags struct {
 	allowOther, debug bool
 	xattrs            bool
+	role              string
 	uid, gid          int
 	cacheDir          string
 	cacheSize         int64
@@ -31,6 +33,7 @@ func addMountFlags(fs *flag.FlagSet) *mountFlags {
 	fs.StringVar(&f.cacheDir, "cache-dir", defaultCacheDir(), "where remote fragments and materialized snapshot files are kept")
 	fs.Int64Var(&f.cacheSize, "cache-size", 10<<30, "bytes the cache may hold")
 	fs.BoolVar(&f.debug, "debug", false, "log every FUSE request")
+	fs.StringVar(&f.role, "role", "operator", "the role ctl commands act with: writing facts and receipts needs operator or admin")
 	fs.BoolVar(&f.xattrs, "xattrs", true, "serve the commit-identity extended attributes (user.worldfs.*); --xattrs=false makes ls -l of big directories many times faster, since ls asks for three attributes per entry")
 	return f
 }
@@ -46,8 +49,13 @@ func openMount(ctx context.Context, url string, f *mountFlags) (*wfs.Mount, buck
 		b.Close()
 		return nil, nil, err
 	}
+	role, err := engine.ParseRole(f.role)
+	if err != nil {
+		b.Close()
+		return nil, nil, usageError{err.Error()}
+	}
 	host, _ := os.Hostname()
-	m, err := wfs.New(b, wfs.Options{Cache: c, BucketID: id, Holder: fmt.Sprintf("mount@%s:%d", host, os.Getpid())})
+	m, err := wfs.New(b, wfs.Options{Cache: c, BucketID: id, Holder: fmt.Sprintf("mount@%s:%d", host, os.Getpid()), Role: role})
 	if err != nil {
 		b.Close()
 		return nil, nil, err

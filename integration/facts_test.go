@@ -1,0 +1,148 @@
+package integration
+
+import (
+	"encoding/json"
+	"os"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/index"
+	wsql "github.com/worldfs/worldfs/sql"
+)
+
+// Facts and receipts go in through the world's ctl (exactly once: a resend
+// answers the original receipt) and come out under <world>/facts/, equal to
+// what worldfs sql shows; bad commands and conflicts map to errnos and
+// commit nothing.
+func TestCtlFacts(t *testing.T) {
+	b := localBucket(t)
+	particleWorld(t, b, "p", 3).Close()
+	mt := testMount(t, b)
+	fact := `{"op":"ingest","producer":"sensor-1","external_id":"evt-9","table":"reading","components":{"reading":{"value":21.5,"unit":"C"}}}`
+	a, errno := ctl(t, mt.path("p", "ctl"), fact)
+	if errno != 0 {
+		t.Fatalf("ingest: %+v", a)
+	}
+	var first engine.FactReceipt
+	data, _ := json.Marshal(a.Result)
+	if err := json.Unmarshal(data, &first); err != nil || first.Deduplicated || first.Tick != 3 {
+		t.Fatalf("receipt %s", data)
+	}
+	a, errno = ctl(t, mt.path("p", "ctl"), fact)
+	if data, _ := json.Marshal(a.Result); errno != 0 || !strings.Contains(string(data), `"deduplicated":true`) || !strings.Contains(string(data), first.CommitToken) {
+		t.Fatalf("resend: %+v", a)
+	}
+	ev := `{"op":"evaluate","id":"eval-1","at":2,"contract":{"grader_id":"g","implementation_version":"1"},"outcomes":[{"criterion":"c","verdict":"pass","score":0.5}]}`
+	if a, errno := ctl(t, mt.path("p", "ctl"), ev); errno != 0 || !strings.Contains(a.Error+mustJSON(a.Result), `"evaluation_id":"eval-1"`) {
+		t.Fatalf("evaluate: %v %+v", errno, a)
+	}
+
+	// Errors: nothing committed.
+	busy := `{"producer":"sensor-1","external_id":"busy","table":"reading","components":{"reading":{"value":1,"unit":"C"}}}`
+	pending := func() {
+		// A live claim on another id, held by a holder that is not this
+		// mount.
+		var d engine.FactDocument
+		if err := engine.DecodeStrict([]byte(busy), &d); err != nil {
+			t.Fatal(err)
+		}
+		f, err := d.Fact(ctxT(t), b, "p")
+		if err != nil {
+			t.Fatal(err)
+		}
+		digest, err := f.Digest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := index.Open(ctxT(t), b, "p", index.Options{NoCompactor: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := c.Commit(ctxT(t), index.Entry{Kind: index.KindClaimAcquire, Claim: &index.ClaimOp{
+			Key: index.ClaimKey{Run: "main", Producer: "sensor-1", ExternalID: "busy"}, Digest: digest,
+			CommitToken: "tok", Holder: "elsewhere", NowMs: 1, LeaseUntilMs: 1 << 50}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		name, cmd string
+		want      syscall.Errno
+		setup     func()
+	}{
+		{name: "conflict", cmd: strings.Replace(fact, "21.5", "22", 1), want: syscall.EEXIST},
+		{name: "no producer", cmd: `{"op":"ingest","external_id":"x","table":"reading","components":{"reading":{"value":1,"unit":"C"}}}`, want: syscall.EINVAL},
+		{name: "unknown field", cmd: `{"op":"ingest","producer":"p","external_id":"x","table":"reading","components":{"reading":{"value":1}},"colour":1}`, want: syscall.EINVAL},
+		{name: "wrong type", cmd: `{"op":"ingest","producer":"p","external_id":"x","table":"reading","components":{"reading":{"value":"hot","unit":"C"}}}`, want: syscall.EINVAL},
+		{name: "reserved run", cmd: `{"op":"ingest","run":"_evaluations","producer":"p","external_id":"x","table":"reading","components":{"reading":{"value":1,"unit":"C"}}}`, want: syscall.EINVAL},
+		{name: "evaluation without outcomes", cmd: `{"op":"evaluate","id":"e2","contract":{"grader_id":"g","implementation_version":"1"}}`, want: syscall.EINVAL},
+		{name: "evaluation without contract", cmd: `{"op":"evaluate","id":"e2","outcomes":[{"verdict":"pass"}]}`, want: syscall.EINVAL},
+		{name: "evaluation of another subject", cmd: strings.Replace(ev, `"at":2`, `"at":1`, 1), want: syscall.EEXIST},
+		{name: "claim pending", cmd: `{"op":"ingest",` + busy[1:], want: syscall.EAGAIN, setup: pending},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.setup != nil {
+				c.setup()
+			}
+			before := seq(t, b, "p")
+			a, errno := ctl(t, mt.path("p", "ctl"), c.cmd)
+			if errno != c.want || a.Error == "" {
+				t.Errorf("errno %v, want %v; answer %+v", errno, c.want, a)
+			}
+			if got := seq(t, b, "p"); got != before {
+				t.Errorf("the catalog moved from %d to %d", before, got)
+			}
+		})
+	}
+
+	// The facts files equal the SQL views.
+	s, err := wsql.Build(ctxT(t), b, "p", wsql.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sdb, err := wsql.Open(ctxT(t), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sdb.Close()
+	if got := sorted(ls(t, mt.path("p", "facts"))); strings.Join(got, ",") != "main,receipts.csv,receipts.parquet" {
+		t.Fatalf("facts/: %v", got)
+	}
+	if got := sorted(ls(t, mt.path("p", "facts", "main"))); strings.Join(got, ",") != "reading.csv,reading.parquet" {
+		t.Fatalf("facts/main/: %v", got)
+	}
+	db := duck(t)
+	want := rows(t, sdb, "SELECT [entity_id::VARCHAR, tick::VARCHAR, reading_value::VARCHAR, fact_external_id] FROM reading ORDER BY entity_id")
+	got := rows(t, db, "SELECT [entity_id::VARCHAR, tick::VARCHAR, reading_value::VARCHAR, fact_external_id] FROM read_parquet("+lit(mt.path("p", "facts", "main", "reading.parquet"))+") ORDER BY entity_id")
+	if len(want) != 1 || strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("facts file %v, views %v", got, want)
+	}
+	got = rows(t, db, "SELECT [evaluation_id, json_extract_string(outcomes, '$[0].verdict')] FROM read_parquet("+lit(mt.path("p", "facts", "receipts.parquet"))+")")
+	if strings.Join(got, "|") != "[eval-1 pass]" {
+		t.Fatalf("receipts file %v", got)
+	}
+	csv, err := os.ReadFile(mt.path("p", "facts", "main", "reading.csv"))
+	if err != nil || !strings.Contains(string(csv), "evt-9") {
+		t.Fatalf("reading.csv: %v %s", err, csv)
+	}
+	// A new fact shows at once (the ctl refreshes the snapshots).
+	if a, errno := ctl(t, mt.path("p", "ctl"), strings.Replace(fact, "evt-9", "evt-10", 1)); errno != 0 {
+		t.Fatalf("second fact: %+v", a)
+	}
+	if got := rows(t, db, "SELECT count(*)::VARCHAR FROM read_parquet("+lit(mt.path("p", "facts", "main", "reading.parquet"))+")"); strings.Join(got, "") != "2" {
+		t.Fatalf("after a second fact: %v rows", got)
+	}
+}
+
+func sorted(xs []string) []string {
+	slices.Sort(xs)
+	return xs
+}
+
+func mustJSON(v any) string {
+	data, _ := json.Marshal(v)
+	return string(data)
+}
