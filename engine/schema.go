@@ -11,6 +11,8 @@ import (
 	"sync"
 
 	"github.com/parquet-go/parquet-go"
+
+	"github.com/worldfs/worldfs/index"
 )
 
 // Type is a column type.
@@ -256,3 +258,39 @@ func (t *Table) Info() TableInfo { return TableInfo{ID: t.ID, Name: t.Name, Colu
 
 // TableInfoPath is where a world's description of table id lives.
 func TableInfoPath(world, id string) string { return "data/" + world + "/_tables/" + id + ".json" }
+
+// TableFromInfo rebuilds a table from its description, checking that it
+// rebuilds to the same id (a description that does not is ErrCorrupt).
+func TableFromInfo(info TableInfo) (*Table, error) {
+	byComp := map[string][]Field{}
+	var names []string
+	commitColumns := false
+	for _, c := range info.Columns {
+		if c.Name == ColCommitToken {
+			commitColumns = true
+		}
+		if c.Component == "" {
+			continue
+		}
+		if _, ok := byComp[c.Component]; !ok {
+			names = append(names, c.Component)
+		}
+		byComp[c.Component] = append(byComp[c.Component], Field{Name: c.Field, Type: c.Type})
+	}
+	var comps []Component
+	for _, n := range names {
+		c, err := NewComponent(n, byComp[n]...)
+		if err != nil {
+			return nil, err
+		}
+		comps = append(comps, c)
+	}
+	t, err := newTable(info.Name, commitColumns, comps)
+	if err != nil {
+		return nil, err
+	}
+	if t.ID != info.ID {
+		return nil, fmt.Errorf("table %s: its description rebuilds as %s, not %s: %w", info.Name, t.ID, info.ID, index.ErrCorrupt)
+	}
+	return t, nil
+}

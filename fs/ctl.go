@@ -326,53 +326,15 @@ func (m *Mount) declaredTables(ctx context.Context, world string) ([]*engine.Tab
 		if err != nil {
 			return nil, err
 		}
-		t, err := tableOf(info)
+		t, err := engine.TableFromInfo(info)
 		if err != nil {
 			return nil, fmt.Errorf("world %s: %w", world, err)
 		}
-		if t != nil {
+		if !t.Legacy() && !engine.IsFactTable(t) { // facts are not archetypes
 			out = append(out, t)
 		}
 	}
 	return out, nil
-}
-
-// tableOf rebuilds a table from its description (nil for a legacy table).
-func tableOf(info engine.TableInfo) (*engine.Table, error) {
-	byComp := map[string][]engine.Field{}
-	var names []string
-	legacy := true
-	for _, c := range info.Columns {
-		if c.Name == engine.ColCommitToken {
-			legacy = false
-		}
-		if c.Component == "" {
-			continue
-		}
-		if _, ok := byComp[c.Component]; !ok {
-			names = append(names, c.Component)
-		}
-		byComp[c.Component] = append(byComp[c.Component], engine.Field{Name: c.Field, Type: c.Type})
-	}
-	if legacy {
-		return nil, nil
-	}
-	var comps []engine.Component
-	for _, n := range names {
-		c, err := engine.NewComponent(n, byComp[n]...)
-		if err != nil {
-			return nil, err
-		}
-		comps = append(comps, c)
-	}
-	t, err := engine.NewTable(info.Name, comps...)
-	if err != nil {
-		return nil, err
-	}
-	if t.ID != info.ID {
-		return nil, fmt.Errorf("table %s: its description rebuilds as %s, not %s: %w", info.Name, t.ID, info.ID, index.ErrCorrupt)
-	}
-	return t, nil
 }
 
 func opCommitTick(ctx context.Context, m *Mount, world string, cmd []byte) (any, error) {

@@ -137,6 +137,31 @@ func TestCtlFacts(t *testing.T) {
 	}
 }
 
+// Facts are not archetypes: a writer the mount resumes after facts were
+// ingested publishes ticks of the simulation's tables only.
+func TestCtlResumeAfterFacts(t *testing.T) {
+	b := localBucket(t)
+	particleWorld(t, b, "p", 2).Close()
+	mt := testMount(t, b)
+	if a, errno := ctl(t, mt.path("p", "ctl"), `{"op":"ingest","producer":"s","external_id":"e","table":"reading","components":{"reading":{"value":1}}}`); errno != 0 {
+		t.Fatalf("ingest: %+v", a)
+	}
+	if a, errno := ctl(t, mt.path("ctl"), `{"op":"resume","world":"p"}`); errno != 0 {
+		t.Fatalf("resume: %+v", a)
+	}
+	if a, errno := ctl(t, mt.path("p", "ctl"), `{"op":"commit_tick","frames":{"particle":[]}}`); errno != 0 {
+		t.Fatalf("commit: %+v", a)
+	}
+	s, _, err := index.Load(ctxT(t), b, "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk, ok := s.Tick("main", 3)
+	if !ok || len(tk.Tables) != 3 {
+		t.Fatalf("tick 3 publishes %d tables, want the 3 archetypes: %+v", len(tk.Tables), tk)
+	}
+}
+
 func sorted(xs []string) []string {
 	slices.Sort(xs)
 	return xs

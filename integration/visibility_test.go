@@ -229,27 +229,36 @@ func TestCrashOfTheMountLeavesTheBucketIntact(t *testing.T) {
 	// Commit ticks through ctl until the child dies under them.
 	committed := make(chan int64, 1000)
 	done := make(chan struct{})
+	var stopped error // why the commit loop stopped
 	go func() {
 		defer close(done)
 		for i := int64(0); ; i++ {
-			f, err := os.OpenFile(mt.path("w", "ctl"), os.O_RDWR, 0)
+			// Raw system calls: Go's poller would wait forever on an
+			// EAGAIN from a FUSE file.
+			fd, err := syscall.Open(mt.path("w", "ctl"), syscall.O_RDWR, 0)
 			if err != nil {
+				stopped = err
 				return
 			}
 			var rows []string
 			for e := range 200 {
 				rows = append(rows, fmt.Sprintf(`{"entity_id":%d,"pos_x":%d,"pos_y":1}`, e, i))
 			}
-			_, err = fmt.Fprintf(f, `{"op":"commit_tick","frames":{"body":[%s]}}`+"\n", strings.Join(rows, ","))
-			f.Close()
+			_, err = syscall.Write(fd, fmt.Appendf(nil, `{"op":"commit_tick","frames":{"body":[%s]}}`+"\n", strings.Join(rows, ",")))
+			syscall.Close(fd)
 			if err != nil {
+				stopped = err
 				return
 			}
 			committed <- i
 		}
 	}()
 	for n := 0; n < 10; n++ {
-		<-committed
+		select {
+		case <-committed:
+		case <-done:
+			t.Fatalf("the commit loop stopped after %d commits, before the crash: %v", n, stopped)
+		}
 	}
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
