@@ -524,7 +524,10 @@ func (h *ctlHandle) Write(ctx context.Context, data []byte, off int64) (uint32, 
 	case bytes.ContainsRune(line, '\n'):
 		err = badf("one command per write (a single JSON line)")
 	default:
-		res, err = h.m.command(ctx, h.world, line)
+		// A command, once started, runs to its end: a signal to the
+		// writer (which interrupts the request) must not leave a commit
+		// half done, nor make the kernel restart a write that committed.
+		res, err = h.m.command(context.WithoutCancel(ctx), h.world, line)
 	}
 	a := Answer{OK: err == nil, Result: res}
 	if err != nil {

@@ -1,6 +1,7 @@
 package fs
 
 import (
+	"context"
 	"errors"
 	"log"
 	"syscall"
@@ -29,6 +30,7 @@ var ErrNoWriter = errors.New("this mount holds no writer for the world")
 //	EEXIST  a conflict: the tick or fact is taken, the world exists
 //	EAGAIN  a claim is pending under another holder
 //	ENOENT  the world does not exist
+//	EINTR   the request was interrupted (its context canceled)
 //	EIO     storage, corruption, anything else
 func Errno(err error) syscall.Errno {
 	var stale *index.StaleWriterError
@@ -38,6 +40,10 @@ func Errno(err error) syscall.Errno {
 	switch {
 	case err == nil:
 		return 0
+	case errors.Is(err, context.Canceled):
+		// The kernel interrupted the request (a signal reached the
+		// caller): EINTR lets it restart the call.
+		return syscall.EINTR
 	case errors.Is(err, ErrBadCommand), errors.Is(err, ErrNoWriter), errors.Is(err, index.ErrRefused),
 		errors.Is(err, engine.ErrInvalid):
 		return syscall.EINVAL
@@ -60,7 +66,7 @@ func Errno(err error) syscall.Errno {
 // plain absence, so that an EIO can be explained.
 func (m *Mount) errno(what string, err error) syscall.Errno {
 	e := Errno(err)
-	if e != syscall.ENOENT {
+	if e != syscall.ENOENT && e != syscall.EINTR {
 		log.Printf("worldfs: %s: %v", what, err)
 	}
 	return e

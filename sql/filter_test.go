@@ -35,9 +35,13 @@ func TestTokenCheckKeepsForeignRowsOut(t *testing.T) {
 	tk, _ := s.Tick("main", 5)
 	var frags []fragment
 	infos := map[string]engine.TableInfo{}
+	nonEmpty := 0
 	s.Ticks("main", 0, func(x *index.Tick) bool {
 		for _, tf := range x.Tables {
 			if tf.Table == particle.ID {
+				if tf.Fragments[0].Rows > 0 {
+					nonEmpty++
+				}
 				p, _ := b.Path(tf.Fragments[0].Path)
 				frags = append(frags, fragment{world: "w", run: "main", table: tf.Table, path: p, tick: x.Tick, token: x.CommitToken, epoch: x.WriterEpoch, filtered: true})
 			}
@@ -77,6 +81,17 @@ func TestTokenCheckKeepsForeignRowsOut(t *testing.T) {
 	db.QueryRow("SELECT count(*), count(*) FILTER (WHERE commit_token LIKE '%crashed-attempt') FROM particle_raw WHERE tick = 5").Scan(&n, &foreign)
 	if foreign != 0 || n != int64(w.Frame("particle").Len()) {
 		t.Fatalf("tick 5 shows %d rows, %d of them crashed attempts'", n, foreign)
+	}
+	// The files whose statistics prove their stamp (the published ticks'
+	// that hold rows) are read without the row check; the two crashed
+	// attempts (and empty files, which have no statistics) go through it.
+	// Each list also holds the empty witness.
+	var proven, checked int
+	if err := db.QueryRow("SELECT len(getvariable('worldfs_proven_particle_0')), len(getvariable('worldfs_checked_particle_0'))").Scan(&proven, &checked); err != nil {
+		t.Fatal(err)
+	}
+	if proven != nonEmpty+1 || checked != 6-nonEmpty+2+1 || nonEmpty < 3 {
+		t.Fatalf("%d files proven by statistics and %d checked row by row, want %d and %d (witness included)", proven, checked, nonEmpty+1, 6-nonEmpty+3)
 	}
 	// The token check reaches the Parquet scan as a filter on
 	// commit_token, which DuckDB checks against row group statistics.

@@ -51,22 +51,24 @@ func writeList(dir string, rows []listRow) (string, error) {
 	if _, err := os.Stat(path); err == nil {
 		return path, nil
 	}
-	tmp, err := os.CreateTemp(dir, ".fragments-*")
+	return path, writeAtomic(dir, path, buf.Bytes())
+}
+
+// writeAtomic writes data to path in dir through a temporary file and a
+// rename: readers see the whole file or none; racing writers write
+// identical bytes.
+func writeAtomic(dir, path string, data []byte) error {
+	tmp, err := os.CreateTemp(dir, ".tmp-*")
 	if err != nil {
-		return "", err
+		return err
 	}
 	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(buf.Bytes()); err != nil {
+	if _, err := tmp.Write(data); err != nil {
 		tmp.Close()
-		return "", err
+		return err
 	}
 	if err := tmp.Close(); err != nil {
-		return "", err
+		return err
 	}
-	// Rename is atomic: readers see the whole file or none; racing writers
-	// write identical bytes.
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return "", err
-	}
-	return path, nil
+	return os.Rename(tmp.Name(), path)
 }

@@ -428,7 +428,14 @@ func render(world, run string, upTo int64, frags []fragment, infos map[string]en
 			case legacy:
 				q += fmt.Sprintf(" WHERE tick <= %d", upTo)
 			case p.filtered:
-				q = tokenCheck(q, visible, p.lo, p.hi)
+				witness, err := writeWitness(dir, p.ti)
+				if err != nil {
+					return nil, err
+				}
+				proven, checked := fmt.Sprintf("worldfs_proven_%s_%d", name, i), fmt.Sprintf("worldfs_checked_%s_%d", name, i)
+				w("%s", provenFiles(name, i, files, proven, checked, witness))
+				q = fmt.Sprintf("SELECT %s FROM read_parquet(getvariable(%s))\n  UNION ALL BY NAME ", sel, lit(proven)) +
+					tokenCheck(fmt.Sprintf("SELECT %s FROM read_parquet(getvariable(%s))", sel, lit(checked)), visible, p.lo, p.hi)
 			}
 			qs = append(qs, q)
 		}
@@ -448,6 +455,49 @@ func render(world, run string, upTo int64, frags []fragment, infos map[string]en
 	w("CREATE OR REPLACE TEMP VIEW worldfs_lineage AS SELECT * FROM (VALUES %s) l(segment, world, run, up_to_tick);\n", strings.Join(lineage, ", "))
 	script.SQL = sb.String()
 	return script, nil
+}
+
+// provenFiles splits the files of a filtered part, when the views are
+// opened, by what their Parquet statistics prove: a file whose every row
+// group has tick and commit_token each of one value, the very (tick, token)
+// its manifest published, holds only visible rows and is read as is
+// (variable proven); every other file (no statistics, a mixed or foreign
+// stamp: a crashed attempt's rows handed in by mistake) is read through the
+// row check (variable checked). Only footers are read to decide. Each list
+// starts with witness, an empty file of the table's schema, so that
+// neither is ever empty.
+func provenFiles(view string, part int, files, proven, checked, witness string) string {
+	where := fmt.Sprintf("view = %s AND part = %d", lit(view), part)
+	set := ident(proven + "_set")
+	return fmt.Sprintf(`CREATE OR REPLACE TEMP TABLE %[1]s AS
+  SELECT f.path FROM worldfs_fragments f
+  JOIN (SELECT file_name, path_in_schema AS col, stats_min_value AS lo, stats_max_value AS hi
+        FROM parquet_metadata(getvariable(%[2]s)) WHERE path_in_schema IN ('tick', 'commit_token')) m ON m.file_name = f.path
+  WHERE f.%[3]s AND f.filtered
+  GROUP BY f.path, f.tick, f.commit_token
+  HAVING bool_and(m.lo IS NOT NULL AND m.lo = m.hi AND m.lo = CASE m.col WHEN 'tick' THEN f.tick::VARCHAR ELSE f.commit_token END)
+     AND count(*) FILTER (WHERE m.col = 'tick') = count(*) FILTER (WHERE m.col = 'commit_token');
+SET VARIABLE %[4]s = (SELECT list_prepend(%[6]s, coalesce(list(path ORDER BY ord), []::VARCHAR[])) FROM worldfs_fragments WHERE %[3]s AND path IN (SELECT path FROM %[1]s));
+SET VARIABLE %[5]s = (SELECT list_prepend(%[6]s, coalesce(list(path ORDER BY ord), []::VARCHAR[])) FROM worldfs_fragments WHERE %[3]s AND path NOT IN (SELECT path FROM %[1]s));
+`, set, lit(files), where, ident(proven), ident(checked), lit(witness))
+}
+
+// writeWitness writes (once) an empty Parquet file of ti's schema in dir
+// and returns its path.
+func writeWitness(dir string, ti engine.TableInfo) (string, error) {
+	path := filepath.Join(dir, "empty-"+ti.ID+".parquet")
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
+	}
+	t, err := engine.TableFromInfo(ti)
+	if err != nil {
+		return "", err
+	}
+	data, err := engine.EncodeFragment(engine.NewFrame(t), engine.Stamp{})
+	if err != nil {
+		return "", err
+	}
+	return path, writeAtomic(dir, path, data)
 }
 
 // tokenCheck keeps the rows of a group of manifest-named files whose

@@ -1,0 +1,36 @@
+package fs
+
+import (
+	"context"
+	"fmt"
+	"syscall"
+	"testing"
+
+	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/index"
+)
+
+func TestErrno(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want syscall.Errno
+	}{
+		{nil, 0},
+		{fmt.Errorf("lookup: %w", context.Canceled), syscall.EINTR},
+		{badf("x"), syscall.EINVAL},
+		{fmt.Errorf("w: %w", engine.ErrInvalid), syscall.EINVAL},
+		{fmt.Errorf("w: %w", engine.ErrForbidden), syscall.EACCES},
+		{&index.StaleWriterError{}, syscall.ESTALE},
+		{&index.CatalogConflictError{}, syscall.EEXIST},
+		{&index.ClaimConflictError{}, syscall.EEXIST},
+		{&index.ClaimPendingError{}, syscall.EAGAIN},
+		{fmt.Errorf("w: %w", index.ErrNoWorld), syscall.ENOENT},
+		{fmt.Errorf("x: %w", bucket.ErrUnavailable), syscall.EIO},
+		{fmt.Errorf("x: %w", index.ErrCorrupt), syscall.EIO},
+	} {
+		if got := Errno(c.err); got != c.want {
+			t.Errorf("Errno(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
+}
