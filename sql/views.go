@@ -132,7 +132,18 @@ func BuildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 	if err != nil {
 		return nil, err
 	}
-	var frags []fragment
+	// One fragment per table per published tick, usually: allocate once.
+	n := 0
+	for _, seg := range segs {
+		if r, ok := seg.State.Run(seg.Run); ok {
+			per := 1
+			if t, ok := seg.State.Tick(seg.Run, r.Head); ok {
+				per = max(1, len(t.Tables))
+			}
+			n += int(r.Published) * per
+		}
+	}
+	frags := make([]fragment, 0, n)
 	infos := map[string]engine.TableInfo{} // by world/table id
 	var lineage []string
 	for i, seg := range segs {
@@ -337,42 +348,83 @@ func ident(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"
 // tokens) goes to a Parquet file in dir that the script reads, so the
 // script stays small whatever the size of the catalog.
 func render(world, run string, upTo int64, frags []fragment, infos map[string]engine.TableInfo, lineage []string, dir string) (*Script, error) {
-	byName := map[string][]fragment{}
-	names := []string{}
-	for _, f := range frags {
-		name := infos[f.world+"/"+f.table].Name
-		if _, ok := byName[name]; !ok {
-			names = append(names, name)
+	// Group by readable name, then by (world, table id) within a name (one
+	// read_parquet each), keeping catalog order within a group: by index,
+	// without copying the fragments.
+	type group struct {
+		name string
+		ti   engine.TableInfo
+	}
+	type tableKey struct{ world, table string }
+	groups := map[tableKey]int{}
+	var gs []group
+	gi := make([]int32, len(frags))
+	for i := range frags {
+		k := tableKey{frags[i].world, frags[i].table}
+		g, ok := groups[k]
+		if !ok {
+			g = len(gs)
+			groups[k] = g
+			ti := infos[k.world+"/"+k.table]
+			gs = append(gs, group{name: ti.Name, ti: ti})
 		}
-		byName[name] = append(byName[name], f)
+		gi[i] = int32(g)
+	}
+	var names []string
+	partOf := make([]int32, len(gs)) // a group's part number within its name
+	seen := map[string]int32{}
+	for g := range gs {
+		n, ok := seen[gs[g].name]
+		if !ok {
+			names = append(names, gs[g].name)
+		}
+		partOf[g], seen[gs[g].name] = n, n+1
 	}
 	slices.Sort(names)
-	var list []listRow
+	rank := make(map[string]int, len(names))
+	for i, n := range names {
+		rank[n] = i
+	}
+	order := make([]int32, len(frags))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortStableFunc(order, func(a, b int32) int {
+		ga, gb := gs[gi[a]], gs[gi[b]]
+		if c := rank[ga.name] - rank[gb.name]; c != 0 {
+			return c
+		}
+		return int(partOf[gi[a]]) - int(partOf[gi[b]])
+	})
 	type part struct {
 		ti       engine.TableInfo
 		filtered bool
 		lo, hi   string // the least and greatest published token
 	}
 	parts := map[string][]part{}
-	for _, name := range names {
-		for i, group := range groupByTable(byName[name], infos) {
-			p := part{ti: infos[group[0].world+"/"+group[0].table]}
-			for _, f := range group {
-				if f.filtered {
-					if !p.filtered || f.token < p.lo {
-						p.lo = f.token
-					}
-					if !p.filtered || f.token > p.hi {
-						p.hi = f.token
-					}
-					p.filtered = true
-				}
-				list = append(list, listRow{View: name, Part: int32(i), Ord: int64(len(list)), World: f.world, Run: f.run,
-					TableID: f.table, Tick: f.tick, CommitToken: f.token, WriterEpoch: f.epoch, Filtered: f.filtered, Fact: f.fact,
-					Object: f.object, Path: f.path, Rows: f.rows})
-			}
-			parts[name] = append(parts[name], p)
+	list := make([]listRow, 0, len(frags))
+	for _, i := range order {
+		f, g := &frags[i], gi[i]
+		name, pn := gs[g].name, int(partOf[g])
+		ps := parts[name]
+		for len(ps) <= pn {
+			ps = append(ps, part{})
 		}
+		p := &ps[pn]
+		p.ti = gs[g].ti
+		if f.filtered {
+			if !p.filtered || f.token < p.lo {
+				p.lo = f.token
+			}
+			if !p.filtered || f.token > p.hi {
+				p.hi = f.token
+			}
+			p.filtered = true
+		}
+		parts[name] = ps
+		list = append(list, listRow{View: name, Part: int32(pn), Ord: int64(len(list)), World: f.world, Run: f.run,
+			TableID: f.table, Tick: f.tick, CommitToken: f.token, WriterEpoch: f.epoch, Filtered: f.filtered, Fact: f.fact,
+			Object: f.object, Path: f.path, Rows: f.rows})
 	}
 	listPath, err := writeList(dir, list)
 	if err != nil {
@@ -516,22 +568,6 @@ func hasColumn(ti engine.TableInfo, name string) bool {
 	return slices.ContainsFunc(ti.Columns, func(c engine.Column) bool { return c.Name == name })
 }
 
-// groupByTable splits fragments by (world, table id), in first-seen order.
-func groupByTable(fs []fragment, infos map[string]engine.TableInfo) [][]fragment {
-	idx := map[string]int{}
-	var out [][]fragment
-	for _, f := range fs {
-		k := f.world + "/" + f.table
-		i, ok := idx[k]
-		if !ok {
-			i = len(out)
-			idx[k] = i
-			out = append(out, nil)
-		}
-		out[i] = append(out[i], f)
-	}
-	return out
-}
 
 // factViews defines worldfs_facts (every visible external fact of every
 // fact table, by its FactMeta) and worldfs_receipts (visible evaluation receipts, their
