@@ -568,7 +568,6 @@ func hasColumn(ti engine.TableInfo, name string) bool {
 	return slices.ContainsFunc(ti.Columns, func(c engine.Column) bool { return c.Name == name })
 }
 
-
 // factViews defines worldfs_facts (every visible external fact of every
 // fact table, by its FactMeta) and worldfs_receipts (visible evaluation receipts, their
 // JSON columns typed), both empty when there are none.
