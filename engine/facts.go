@@ -344,10 +344,9 @@ func (s *IngestionService) settle(ctx context.Context, key index.ClaimKey, diges
 	if err := s.describe(ctx, t); err != nil {
 		return settled{}, err
 	}
-	now := s.opts.Now()
-	r, err := s.cat.Commit(ctx, index.Entry{Kind: index.KindClaimAcquire, Claim: &index.ClaimOp{
-		Key: key, Digest: digest, CommitToken: newToken(), Holder: s.opts.Holder,
-		NowMs: now.UnixMilli(), LeaseUntilMs: now.Add(s.opts.Lease).UnixMilli()}})
+	acquire := s.lease(key, digest, s.opts.Now())
+	acquire.CommitToken = newToken()
+	r, err := s.cat.Commit(ctx, index.Entry{Kind: index.KindClaimAcquire, Claim: acquire})
 	var pending *index.ClaimPendingError
 	takenOver := false
 	switch {
@@ -488,9 +487,7 @@ func (s *IngestionService) await(ctx context.Context, key index.ClaimKey, digest
 		}
 		now := s.opts.Now()
 		if now.UnixMilli() >= c.LeaseUntilMs {
-			r, err := s.cat.Commit(ctx, index.Entry{Kind: index.KindClaimTakeover, Claim: &index.ClaimOp{
-				Key: key, Digest: digest, Holder: s.opts.Holder,
-				NowMs: now.UnixMilli(), LeaseUntilMs: now.Add(s.opts.Lease).UnixMilli()}})
+			r, err := s.cat.Commit(ctx, index.Entry{Kind: index.KindClaimTakeover, Claim: s.lease(key, digest, now)})
 			var pending *index.ClaimPendingError
 			switch {
 			case err == nil:
@@ -595,6 +592,13 @@ func (w *World) ingestion() (*IngestionService, error) {
 	return w.ingest, nil
 }
 
+// lease is the claim op by which this holder holds key for a lease from
+// now (an acquire, a takeover, a renewal).
+func (s *IngestionService) lease(key index.ClaimKey, digest string, now time.Time) *index.ClaimOp {
+	return &index.ClaimOp{Key: key, Digest: digest, Holder: s.opts.Holder,
+		NowMs: now.UnixMilli(), LeaseUntilMs: now.Add(s.opts.Lease).UnixMilli()}
+}
+
 // renew extends this holder's lease on key every third of a lease until
 // the returned stop is called.
 func (s *IngestionService) renew(ctx context.Context, key index.ClaimKey, digest string) (stop func()) {
@@ -610,10 +614,7 @@ func (s *IngestionService) renew(ctx context.Context, key index.ClaimKey, digest
 				return
 			case <-t.C:
 			}
-			now := s.opts.Now()
-			_, err := s.cat.Commit(ctx, index.Entry{Kind: index.KindClaimTakeover, Claim: &index.ClaimOp{
-				Key: key, Digest: digest, Holder: s.opts.Holder,
-				NowMs: now.UnixMilli(), LeaseUntilMs: now.Add(s.opts.Lease).UnixMilli()}})
+			_, err := s.cat.Commit(ctx, index.Entry{Kind: index.KindClaimTakeover, Claim: s.lease(key, digest, s.opts.Now())})
 			if err != nil {
 				return // completed, or taken over: nothing left to keep
 			}
