@@ -69,25 +69,56 @@ func (f *factFlags) open(ctx context.Context) (*engine.Gate, *engine.IngestionSe
 	return engine.NewGate(svc), svc, b, p, func() { svc.Close(); b.Close() }, nil
 }
 
-// documents returns the JSON documents to process: the argument, or stdin's
-// lines.
-func documents(args []string, stdin io.Reader) ([][]byte, error) {
-	switch len(args) {
-	case 0:
-	case 1:
-		return [][]byte{[]byte(args[0])}, nil
-	default:
-		return nil, usagef("give one JSON document, or none to read them from stdin")
+// eachDocument runs fn on each JSON document to process (the argument, or
+// each non-empty line of in), up to parallel at once, and prints each
+// result line to out in input order as soon as it and those before it are
+// done: a long stream is never held in memory. It returns how many
+// documents there were and how many failed.
+func eachDocument(args []string, in io.Reader, parallel int, out io.Writer, fn func(doc []byte) (line string, ok bool)) (n, failed int, err error) {
+	if len(args) > 1 {
+		return 0, 0, usagef("give one JSON document, or none to read them from stdin")
 	}
-	var docs [][]byte
-	sc := bufio.NewScanner(stdin)
-	sc.Buffer(make([]byte, 1<<20), 64<<20)
-	for sc.Scan() {
-		if line := bytes.TrimSpace(sc.Bytes()); len(line) > 0 {
-			docs = append(docs, bytes.Clone(line))
+	order := make(chan chan string, parallel)
+	printed := make(chan struct{})
+	go func() {
+		defer close(printed)
+		for ch := range order {
+			fmt.Fprintln(out, <-ch)
 		}
+	}()
+	var mu sync.Mutex
+	sem := make(chan struct{}, parallel)
+	run := func(doc []byte) {
+		ch := make(chan string, 1)
+		sem <- struct{}{}
+		order <- ch
+		n++
+		go func() {
+			defer func() { <-sem }()
+			line, ok := fn(doc)
+			if !ok {
+				mu.Lock()
+				failed++
+				mu.Unlock()
+			}
+			ch <- line
+		}()
 	}
-	return docs, sc.Err()
+	if len(args) == 1 {
+		run([]byte(args[0]))
+	} else {
+		sc := bufio.NewScanner(in)
+		sc.Buffer(make([]byte, 1<<20), 64<<20)
+		for sc.Scan() {
+			if line := bytes.TrimSpace(sc.Bytes()); len(line) > 0 {
+				run(bytes.Clone(line))
+			}
+		}
+		err = sc.Err()
+	}
+	close(order)
+	<-printed
+	return n, failed, err
 }
 
 var stdin io.Reader = os.Stdin
@@ -110,59 +141,41 @@ func init() {
 			parallel = fs.Int("parallel", 16, "facts from stdin ingested at once")
 		},
 		run: func(ctx context.Context, fs *flag.FlagSet, args []string, out io.Writer) error {
-			docs, err := documents(args, stdin)
-			if err != nil {
-				return err
-			}
 			gate, _, b, p, closeAll, err := ff.open(ctx)
 			if err != nil {
 				return err
 			}
 			defer closeAll()
-			// Receipts are printed in input order; facts are ingested in
-			// parallel, their slots shared (group commit).
-			results := make([]string, len(docs))
-			failed := 0
-			var mu sync.Mutex
-			sem := make(chan struct{}, max(*parallel, 1))
-			var wg sync.WaitGroup
-			for i, doc := range docs {
-				wg.Add(1)
-				sem <- struct{}{}
-				go func() {
-					defer wg.Done()
-					defer func() { <-sem }()
-					var d engine.FactDocument
-					r, err := func() (engine.FactReceipt, error) {
-						if err := engine.DecodeStrict(doc, &d); err != nil {
-							return engine.FactReceipt{}, fmt.Errorf("not a fact document: %w", err)
-						}
-						fillDefault(&d.Producer, *producer)
-						fillDefault(&d.ExternalID, *id)
-						fillDefault(&d.Table, *table)
-						fillDefault(&d.Run, *run)
-						f, err := d.Fact(ctx, b, *ff.world)
-						if err != nil {
-							return engine.FactReceipt{}, err
-						}
-						return gate.IngestFact(ctx, p, f)
-					}()
-					line, _ := json.Marshal(r)
-					if err != nil {
-						line, _ = json.Marshal(map[string]any{"producer": d.Producer, "external_id": d.ExternalID, "error": err.Error()})
-						mu.Lock()
-						failed++
-						mu.Unlock()
+			// Facts are ingested in parallel, their claims sharing catalog
+			// slots (group commit); receipts print in input order.
+			n, failed, err := eachDocument(args, stdin, max(*parallel, 1), out, func(doc []byte) (string, bool) {
+				var d engine.FactDocument
+				r, err := func() (engine.FactReceipt, error) {
+					if err := engine.DecodeStrict(doc, &d); err != nil {
+						return engine.FactReceipt{}, fmt.Errorf("not a fact document: %w", err)
 					}
-					results[i] = string(line)
+					fillDefault(&d.Producer, *producer)
+					fillDefault(&d.ExternalID, *id)
+					fillDefault(&d.Table, *table)
+					fillDefault(&d.Run, *run)
+					f, err := d.Fact(ctx, b, *ff.world)
+					if err != nil {
+						return engine.FactReceipt{}, err
+					}
+					return gate.IngestFact(ctx, p, f)
 				}()
-			}
-			wg.Wait()
-			for _, r := range results {
-				fmt.Fprintln(out, r)
-			}
-			if failed > 0 {
-				return fmt.Errorf("%d of %d facts failed (see their lines)", failed, len(docs))
+				if err != nil {
+					line, _ := json.Marshal(map[string]any{"producer": d.Producer, "external_id": d.ExternalID, "error": err.Error()})
+					return string(line), false
+				}
+				line, _ := json.Marshal(r)
+				return string(line), true
+			})
+			switch {
+			case err != nil:
+				return err
+			case failed > 0:
+				return fmt.Errorf("%d of %d facts failed (see their lines)", failed, n)
 			}
 			return nil
 		},
