@@ -148,10 +148,11 @@ func (d *Disk) produce(ctx context.Context, p string, fill func(tmp string) erro
 		d.mu.Lock()
 		if e, ok := d.mu.entries[p]; ok {
 			if _, err := os.Stat(p); err == nil {
-				e.used = time.Now()
+				now := time.Now()
+				e.used = now
 				d.mu.hits++
 				d.mu.Unlock()
-				_ = os.Chtimes(p, e.used, e.used) // recency for other processes
+				_ = os.Chtimes(p, now, now) // recency for other processes
 				return p, nil
 			}
 			d.mu.size -= e.size // removed by another process

@@ -50,7 +50,7 @@ func DecodeStrict(data []byte, v any) error {
 // Fact resolves the document against world's fact tables in b.
 func (d FactDocument) Fact(ctx context.Context, b bucket.Bucket, world string) (Fact, error) {
 	if d.Table == "" || len(d.Components) == 0 {
-		return Fact{}, errors.New("a fact document needs a table and components")
+		return Fact{}, invalid(errors.New("a fact document needs a table and components"))
 	}
 	known, err := factColumnTypes(ctx, b, world, d.Table)
 	if err != nil {
@@ -75,7 +75,7 @@ func (d FactDocument) Fact(ctx context.Context, b bucket.Bucket, world string) (
 				case bool:
 					t = Bool
 				default:
-					return Fact{}, fmt.Errorf("component %s field %s: %v is not a number, string or boolean", cname, fname, v)
+					return Fact{}, invalid(fmt.Errorf("component %s field %s: %v is not a number, string or boolean", cname, fname, v))
 				}
 			}
 			fs = append(fs, Field{Name: fname, Type: t})
@@ -84,13 +84,13 @@ func (d FactDocument) Fact(ctx context.Context, b bucket.Bucket, world string) (
 		slices.SortFunc(fs, func(a, b Field) int { return strings.Compare(a.Name, b.Name) })
 		c, err := NewComponent(cname, fs...)
 		if err != nil {
-			return Fact{}, err
+			return Fact{}, invalid(err)
 		}
 		comps = append(comps, c)
 	}
 	t, err := NewFactTable(d.Table, comps...)
 	if err != nil {
-		return Fact{}, err
+		return Fact{}, invalid(err)
 	}
 	return Fact{Run: d.Run, Producer: d.Producer, ExternalID: d.ExternalID, Table: t, Values: values}, nil
 }
@@ -148,6 +148,9 @@ func (d EvaluationDocument) Evaluation(s *index.State) (Evaluation, error) {
 		at = *d.At
 	}
 	sub, err := PinSubject(s, run, at, d.Selector)
+	if err != nil {
+		return ev, invalid(err)
+	}
 	ev.Subject = sub
-	return ev, err
+	return ev, nil
 }

@@ -606,7 +606,7 @@ func (s *IngestionService) renew(ctx context.Context, key index.ClaimKey, digest
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		t := time.NewTicker(s.opts.Lease / 3)
+		t := time.NewTicker(max(s.opts.Lease/3, time.Millisecond))
 		defer t.Stop()
 		for {
 			select {
@@ -614,10 +614,13 @@ func (s *IngestionService) renew(ctx context.Context, key index.ClaimKey, digest
 				return
 			case <-t.C:
 			}
-			_, err := s.cat.Commit(ctx, index.Entry{Kind: index.KindClaimTakeover, Claim: s.lease(key, digest, s.opts.Now())})
-			if err != nil {
-				return // completed, or taken over: nothing left to keep
+			r, err := s.cat.Commit(ctx, index.Entry{Kind: index.KindClaimTakeover, Claim: s.lease(key, digest, s.opts.Now())})
+			var pending *index.ClaimPendingError
+			if errors.As(err, &pending) || (err == nil && r.Existing) {
+				return // taken over, or complete: nothing left to keep
 			}
+			// Any other failure (storage) is retried at the next tick: a
+			// live holder must not lose its lease to a passing error.
 		}
 	}()
 	return func() { cancel(); <-done }

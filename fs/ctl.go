@@ -55,7 +55,7 @@ func opIngest(ctx context.Context, m *Mount, world string, cmd []byte) (any, err
 	}
 	f, err := c.Fact(ctx, m.b, world)
 	if err != nil {
-		return nil, badf("ingest: %v", err)
+		return nil, err // engine.ErrInvalid for a bad document (EINVAL); storage errors stay EIO
 	}
 	return m.gate(svc).IngestFact(ctx, m.principal(), f)
 }
@@ -83,7 +83,7 @@ func opEvaluate(ctx context.Context, m *Mount, world string, cmd []byte) (any, e
 	}
 	ev, err := c.Evaluation(s)
 	if err != nil {
-		return nil, badf("evaluate: %v", err)
+		return nil, err
 	}
 	return m.gate(svc).Evaluate(ctx, m.principal(), ev, func(context.Context, engine.Subject) ([]engine.Outcome, error) {
 		return c.Outcomes, nil
@@ -563,7 +563,7 @@ func (h *ctlHandle) Flush(context.Context) syscall.Errno {
 
 func errnoName(e syscall.Errno) string {
 	names := map[syscall.Errno]string{syscall.EINVAL: "EINVAL", syscall.ESTALE: "ESTALE", syscall.EEXIST: "EEXIST",
-		syscall.EAGAIN: "EAGAIN", syscall.EIO: "EIO", syscall.ENOENT: "ENOENT"}
+		syscall.EAGAIN: "EAGAIN", syscall.EIO: "EIO", syscall.ENOENT: "ENOENT", syscall.EACCES: "EACCES", syscall.EINTR: "EINTR"}
 	if n, ok := names[e]; ok {
 		return n
 	}

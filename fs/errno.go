@@ -42,7 +42,7 @@ func Errno(err error) syscall.Errno {
 		return 0
 	case errors.Is(err, context.Canceled):
 		// The kernel interrupted the request (a signal reached the
-		// caller): EINTR lets it restart the call.
+		// caller): EINTR, which Go's runtime retries and a C caller may.
 		return syscall.EINTR
 	case errors.Is(err, ErrBadCommand), errors.Is(err, ErrNoWriter), errors.Is(err, index.ErrRefused),
 		errors.Is(err, engine.ErrInvalid):

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -128,58 +129,87 @@ func sortedKeys[V any](m map[string]V) []string {
 	return out
 }
 
-// factRuns returns the runs of world with visible facts.
+// factRuns returns the runs of world with visible facts: its own (with or
+// without ticks) and, for a fork, those it inherits.
 func (m *Mount) factRuns(ctx context.Context, world string) ([]string, error) {
 	s, err := m.state(ctx, world, false)
 	if err != nil {
 		return nil, err
 	}
+	runs, err := m.runs(ctx, world)
+	if err != nil {
+		return nil, err
+	}
 	var out []string
-	for _, r := range s.Runs() {
-		found := false
-		s.Claims(r.Name, func(c *index.Claim) bool {
-			found = c.State == index.ClaimComplete
-			return !found
-		})
-		if found {
-			out = append(out, r.Name)
+	for _, run := range s.ClaimRuns() {
+		if !slices.Contains(runs, run) {
+			runs = append(runs, run)
+		}
+	}
+	slices.Sort(runs)
+	for _, run := range runs {
+		if run == engine.EvaluationRun {
+			continue
+		}
+		tables, err := m.factTables(ctx, world, run)
+		if err != nil {
+			return nil, err
+		}
+		if len(tables) > 0 {
+			out = append(out, run)
 		}
 	}
 	return out, nil
 }
 
-// factTables returns the fact tables of run with visible facts, by name,
-// each with the completed claim tokens of its facts, sorted (run
-// engine.EvaluationRun: the receipts).
+// factTables returns the fact tables with visible facts in run of world,
+// by name, each with the completed claim tokens of its facts, sorted: the
+// same lineage walk as the SQL views (a fork shows its ancestors' facts up
+// to its fork point). Run engine.EvaluationRun gives the receipts, which
+// are the world's own.
 func (m *Mount) factTables(ctx context.Context, world, run string) (map[string][]string, error) {
-	s, err := m.state(ctx, world, false)
-	if err != nil {
-		return nil, err
+	var segs []index.Segment
+	if run == engine.EvaluationRun {
+		s, err := m.state(ctx, world, false)
+		if err != nil {
+			return nil, err
+		}
+		segs = []index.Segment{{Allowlist: &index.Allowlist{World: world, Run: run, UpTo: math.MaxInt64}, State: s}}
+	} else {
+		var err error
+		if segs, err = m.lineage(ctx, world, run, false); err != nil {
+			return nil, err
+		}
 	}
 	out := map[string][]string{}
 	var ferr error
-	s.Claims(run, func(c *index.Claim) bool {
-		if c.State != index.ClaimComplete {
+	for _, seg := range segs {
+		seg.State.Claims(seg.Run, func(c *index.Claim) bool {
+			if c.State != index.ClaimComplete || c.Tick > seg.UpTo {
+				return true
+			}
+			for _, tf := range c.Tables {
+				ti, err := m.tableInfo(ctx, seg.World, tf.Table)
+				if err != nil {
+					ferr = err
+					return false
+				}
+				name := ti.Name
+				if run == engine.EvaluationRun {
+					name = wsql.ReceiptsView
+				}
+				out[name] = append(out[name], c.CommitToken)
+			}
 			return true
+		})
+		if ferr != nil {
+			return nil, ferr
 		}
-		for _, tf := range c.Tables {
-			ti, err := m.tableInfo(ctx, world, tf.Table)
-			if err != nil {
-				ferr = err
-				return false
-			}
-			name := ti.Name
-			if run == engine.EvaluationRun {
-				name = wsql.ReceiptsView
-			}
-			out[name] = append(out[name], c.CommitToken)
-		}
-		return true
-	})
+	}
 	for _, tokens := range out {
 		slices.Sort(tokens)
 	}
-	return out, ferr
+	return out, nil
 }
 
 // factFile is a facts file: the visible facts of table (or the receipts),

@@ -2,6 +2,8 @@ package fs
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -67,7 +69,9 @@ func (o *Options) Validate(b bucket.Bucket) error {
 		o.Immutable = time.Hour
 	}
 	if o.Holder == "" {
-		o.Holder = "mount"
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		o.Holder = "mount-" + hex.EncodeToString(b[:]) // holders must differ between mounts
 	}
 	o.Writer.Holder = o.Holder
 	if o.Role == 0 {
@@ -77,7 +81,7 @@ func (o *Options) Validate(b bucket.Bucket) error {
 		o.Ingest.MaxWait = 2 * time.Second
 	}
 	if o.Ingest.Holder == "" {
-		o.Ingest.Holder = o.Holder
+		o.Ingest.Holder = o.Holder + "-ingest"
 	}
 	return nil
 }

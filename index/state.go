@@ -207,6 +207,19 @@ func (s *State) Claim(key ClaimKey) (*Claim, bool) {
 	return s.claims.Get(&Claim{Key: key, shard: claimBucket(key)})
 }
 
+// ClaimRuns returns the runs that have claims, sorted (a run may have
+// facts before it has ticks).
+func (s *State) ClaimRuns() []string {
+	var runs []string
+	s.claims.Ascend(func(c *Claim) bool {
+		if len(runs) == 0 || runs[len(runs)-1] != c.Key.Run {
+			runs = append(runs, c.Key.Run)
+		}
+		return true
+	})
+	return runs
+}
+
 // Claims calls fn for each claim of run, until fn returns false.
 func (s *State) Claims(run string, fn func(*Claim) bool) {
 	s.claims.AscendGreaterOrEqual(&Claim{Key: ClaimKey{Run: run}, shard: -1}, func(c *Claim) bool {
