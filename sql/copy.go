@@ -19,7 +19,7 @@ const FormatParquet = "parquet"
 // commit columns included, in entity order. It is what the views show for
 // that tick, written as a file; the mount materializes snapshots with it.
 func CopyTick(ctx context.Context, b bucket.Bucket, world string, opts Options, name string, tick int64, format, dst string) error {
-	opts.AtTick, opts.Token = &tick, ""
+	opts.AtTick, opts.Token, opts.Only = &tick, "", true
 	return copyView(ctx, b, world, opts, name, fmt.Sprintf("SELECT * FROM %s WHERE tick = %d ORDER BY entity_id", ident(name+"_raw"), tick), format, dst)
 }
 

@@ -23,6 +23,11 @@ type Options struct {
 	Run string
 	// AtTick pins the views to the state up to this tick (nil: the head).
 	AtTick *int64
+	// Only narrows the views to the rows of this one tick (with AtTick
+	// set to it): only that tick's files are listed and read, so a
+	// snapshot of one tick costs the same early or late in a long history
+	// (legacy history files, which span ticks, are still read whole).
+	Only bool
 	// Token pins the views to the tick that commit token published.
 	Token string
 	// Cache holds local copies of a remote bucket's fragments (required
@@ -160,6 +165,9 @@ func BuildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 				if t.Tick > limit {
 					return false
 				}
+				if opts.Only && t.Tick != upTo {
+					return true
+				}
 				for _, tf := range t.Tables {
 					for _, f := range tf.Fragments {
 						p, err := path(ctx, f.Path)
@@ -178,11 +186,13 @@ func BuildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 			}
 			// Facts: each completed claim's rows, at the tick the fact
 			// landed on, visible by the claim's token.
-			fs, err := claimFragments(ctx, path, seg.State, seg.Run, limit)
-			if err != nil {
-				return nil, err
+			if !opts.Only || upTo <= seg.UpTo { // with Only, limit is then the tick itself
+				fs, err := claimFragments(ctx, path, seg.State, seg.Run, limit, opts.Only)
+				if err != nil {
+					return nil, err
+				}
+				frags = append(frags, fs...)
 			}
-			frags = append(frags, fs...)
 		}
 		legacy, err := listLegacy(ctx, b, path, seg.World, seg.Run, limit)
 		if err != nil {
@@ -196,7 +206,7 @@ func BuildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 		}
 	}
 	// Evaluation receipts are the world's, whatever run they judged.
-	receipts, err := claimFragments(ctx, path, own, engine.EvaluationRun, math.MaxInt64)
+	receipts, err := claimFragments(ctx, path, own, engine.EvaluationRun, math.MaxInt64, false)
 	if err != nil {
 		return nil, err
 	}
@@ -210,12 +220,12 @@ func BuildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 }
 
 // claimFragments returns the fragments of run's completed claims that
-// landed at or before tick limit.
-func claimFragments(ctx context.Context, path pathFunc, s *index.State, run string, limit int64) ([]fragment, error) {
+// landed at or before tick limit (only: at tick limit).
+func claimFragments(ctx context.Context, path pathFunc, s *index.State, run string, limit int64, only bool) ([]fragment, error) {
 	var out []fragment
 	var ferr error
 	s.Claims(run, func(c *index.Claim) bool {
-		if c.State != index.ClaimComplete || c.Tick > limit {
+		if c.State != index.ClaimComplete || c.Tick > limit || (only && c.Tick != limit) {
 			return true
 		}
 		for _, tf := range c.Tables {
