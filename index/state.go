@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/google/btree"
 )
@@ -130,6 +131,10 @@ type State struct {
 	// changed it, so a checkpoint rewrites only shards changed since the
 	// previous one.
 	shardSeq *btree.BTreeG[shardMark]
+	// cloneMu serializes clones of this state: btree's Clone updates the
+	// source tree's copy-on-write context, so two readers advancing from
+	// one tip at once must not clone it together.
+	cloneMu *sync.Mutex
 }
 
 func tickLess(a, b *Tick) bool {
@@ -159,12 +164,16 @@ func Empty(world string) *State {
 		claims:   btree.NewG(btreeDegree, claimLess),
 		commands: btree.NewG(btreeDegree, commandLess),
 		shardSeq: btree.NewG(btreeDegree, shardMarkLess),
+		cloneMu:  new(sync.Mutex),
 	}
 }
 
 // clone returns a mutable copy sharing structure with s.
 func (s *State) clone() *State {
+	s.cloneMu.Lock()
+	defer s.cloneMu.Unlock()
 	c := *s
+	c.cloneMu = new(sync.Mutex)
 	c.ticks = s.ticks.Clone()
 	c.runs = s.runs.Clone()
 	c.claims = s.claims.Clone()
