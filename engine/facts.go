@@ -354,10 +354,10 @@ func (s *IngestionService) settle(ctx context.Context, key index.ClaimKey, diges
 		return s.complete(ctx, r.Claim, t, true)
 	case errors.As(err, &pending):
 		c, done, err := s.await(ctx, key, digest)
-		if err != nil || done {
-			if err != nil {
-				return settled{}, err
-			}
+		switch {
+		case err != nil:
+			return settled{}, err
+		case done:
 			return s.complete(ctx, c, t, true)
 		}
 		r.Claim, takenOver = c, true
