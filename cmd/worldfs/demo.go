@@ -10,9 +10,11 @@ import (
 	"time"
 
 	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/bucket/local"
 	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/engine/particles"
 	"github.com/worldfs/worldfs/index"
+	wsql "github.com/worldfs/worldfs/sql"
 )
 
 func init() {
@@ -151,6 +153,39 @@ func demo(ctx context.Context, b bucket.Bucket, url, id string, ticks int64, emi
 	run, _ := s.Run("main")
 	fmt.Fprintf(out, "cold start of %s in %v (%d slots replayed): head tick %d, %d ticks visible, fence epoch %d\n",
 		id, time.Since(start).Round(time.Microsecond), info.SlotsReplayed, run.Head, run.Published, s.World.Epoch)
+
+	// The same world through the SQL views: visible rows only.
+	if _, isLocal := b.(*local.Bucket); isLocal {
+		if err := demoSQL(ctx, b, id, out); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(out, "next: worldfs sql --bucket %s --world %s \"SELECT tick, count(*) FROM particle GROUP BY tick ORDER BY tick DESC LIMIT 5\"\n", url, id)
+	fmt.Fprintf(out, "      worldfs mount %s /mnt/worlds   (then ls /mnt/worlds/%s/runs/main/ticks)\n", url, id)
+	return nil
+}
+
+// demoSQL counts the world's visible rows, facts and receipts through the
+// SQL views.
+func demoSQL(ctx context.Context, b bucket.Bucket, id string, out io.Writer) error {
+	start := time.Now()
+	script, err := wsql.Build(ctx, b, id, wsql.Options{})
+	if err != nil {
+		return err
+	}
+	db, err := wsql.Open(ctx, script)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	var rows, ticks, facts, receipts int64
+	err = db.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM particle), (SELECT count(DISTINCT tick) FROM particle),
+		(SELECT count(*) FROM worldfs_facts), (SELECT count(*) FROM worldfs_receipts)`).Scan(&rows, &ticks, &facts, &receipts)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "SQL views of %s (built and opened in %v): %d visible particle rows over %d ticks, %d facts, %d receipt\n",
+		id, time.Since(start).Round(time.Millisecond), rows, ticks, facts, receipts)
 	return nil
 }
 

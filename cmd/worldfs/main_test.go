@@ -78,7 +78,7 @@ func TestBucketCommands(t *testing.T) {
 func TestDemoAndBench(t *testing.T) {
 	dir := t.TempDir()
 	code, out, stderr := cli(t, "demo", "--bucket", dir, "--ticks", "40")
-	if code != 0 || !strings.Contains(out, "40 ticks committed") || !strings.Contains(out, "the old writer is stopped") ||
+	if code != 0 || !strings.Contains(out, "40 ticks committed") || !strings.Contains(out, "the old writer is stopped") || !strings.Contains(out, "2 facts, 1 receipt") ||
 		!strings.Contains(out, "forked at tick 20") || !strings.Contains(out, "head tick 89, 90 ticks visible, fence epoch 2") {
 		t.Fatalf("demo: %d\n%s\n%s", code, out, stderr)
 	}
