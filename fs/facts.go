@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 	"syscall"
-	"time"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -222,16 +221,13 @@ func (m *Mount) factFile(id uint64, world, run, table, format string) *bytesFile
 		}
 		sum := sha256.Sum256([]byte(strings.Join(tables[table], "\n")))
 		key := fmt.Sprintf("facts/%s/%s/%s-%s.%s", world, run, table, hex.EncodeToString(sum[:12]), format)
-		start := time.Now()
-		p, err := m.opts.Cache.Derived(ctx, key, func(tmp string) error {
-			m.stats.materialized.Add(1)
+		p, err := m.derive(ctx, key, func(tmp string) error {
 			viewRun := run
 			if run == engine.EvaluationRun {
 				viewRun = "main" // receipts are the world's: any run's views show them
 			}
 			return wsql.CopyFacts(ctx, m.b, world, wsql.Options{Run: viewRun, Cache: m.opts.Cache, BucketID: m.opts.BucketID}, table, format, tmp)
 		})
-		m.stats.op("materialize", start)
 		if err != nil {
 			return nil, err
 		}

@@ -217,11 +217,19 @@ func (f *snapFile) local(ctx context.Context) (string, int64, error) {
 // show for that tick.
 func (m *Mount) materialize(ctx context.Context, t tickRef, table, format string) (string, error) {
 	key := fmt.Sprintf("snapshots/%s/%s/%d-%s/%s.%s", t.World, t.Run, t.Tick.Tick, t.CommitToken, table, format)
+	return m.derive(ctx, key, func(tmp string) error {
+		return wsql.CopyTick(ctx, m.b, t.World, wsql.Options{Run: t.Run, Cache: m.opts.Cache, BucketID: m.opts.BucketID},
+			table, t.Tick.Tick, format, tmp)
+	})
+}
+
+// derive returns the cache file called key, made once by fill, and
+// counts the materialization and its latency in the mount's stats.
+func (m *Mount) derive(ctx context.Context, key string, fill func(tmp string) error) (string, error) {
 	start := time.Now()
 	p, err := m.opts.Cache.Derived(ctx, key, func(tmp string) error {
 		m.stats.materialized.Add(1)
-		return wsql.CopyTick(ctx, m.b, t.World, wsql.Options{Run: t.Run, Cache: m.opts.Cache, BucketID: m.opts.BucketID},
-			table, t.Tick.Tick, format, tmp)
+		return fill(tmp)
 	})
 	m.stats.op("materialize", start)
 	return p, err

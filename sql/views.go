@@ -168,18 +168,9 @@ func BuildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 				if opts.Only && t.Tick != upTo {
 					return true
 				}
-				for _, tf := range t.Tables {
-					for _, f := range tf.Fragments {
-						p, err := path(ctx, f.Path)
-						if err != nil {
-							ferr = err
-							return false
-						}
-						frags = append(frags, fragment{world: seg.World, run: seg.Run, table: tf.Table, object: f.Path, path: p,
-							tick: t.Tick, token: t.CommitToken, epoch: t.WriterEpoch, rows: f.Rows, filtered: true})
-					}
-				}
-				return true
+				frags, ferr = appendPublished(ctx, path, frags, fragment{world: seg.World, run: seg.Run,
+					tick: t.Tick, token: t.CommitToken, epoch: t.WriterEpoch, filtered: true}, t.Tables)
+				return ferr == nil
 			})
 			if ferr != nil {
 				return nil, ferr
@@ -211,9 +202,16 @@ func BuildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 		return nil, err
 	}
 	frags = append(frags, receipts...)
+	// Each table's description, once per table (not once per fragment:
+	// a long history has millions).
+	type tableKey struct{ world, table string }
+	seen := map[tableKey]bool{}
 	for _, f := range frags {
-		if err := describe(ctx, b, infos, f.world, f.table); err != nil {
-			return nil, err
+		if k := (tableKey{f.world, f.table}); !seen[k] {
+			seen[k] = true
+			if err := describe(ctx, b, infos, f.world, f.table); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return render(world, opts.Run, upTo, frags, infos, lineage, dir)
@@ -228,20 +226,28 @@ func claimFragments(ctx context.Context, path pathFunc, s *index.State, run stri
 		if c.State != index.ClaimComplete || c.Tick > limit || (only && c.Tick != limit) {
 			return true
 		}
-		for _, tf := range c.Tables {
-			for _, f := range tf.Fragments {
-				p, err := path(ctx, f.Path)
-				if err != nil {
-					ferr = err
-					return false
-				}
-				out = append(out, fragment{world: s.World.ID, run: run, table: tf.Table, object: f.Path, path: p,
-					tick: c.Tick, token: c.CommitToken, epoch: c.Epoch, rows: f.Rows, filtered: true, fact: true})
-			}
-		}
-		return true
+		out, ferr = appendPublished(ctx, path, out, fragment{world: s.World.ID, run: run,
+			tick: c.Tick, token: c.CommitToken, epoch: c.Epoch, filtered: true, fact: true}, c.Tables)
+		return ferr == nil
 	})
 	return out, ferr
+}
+
+// appendPublished appends a fragment for each file of a publication (a
+// tick's manifest or a completed claim), stamped like stamp.
+func appendPublished(ctx context.Context, path pathFunc, out []fragment, stamp fragment, tables []index.TableFragments) ([]fragment, error) {
+	for _, tf := range tables {
+		for _, f := range tf.Fragments {
+			p, err := path(ctx, f.Path)
+			if err != nil {
+				return out, err
+			}
+			fr := stamp
+			fr.table, fr.object, fr.path, fr.rows = tf.Table, f.Path, p, f.Rows
+			out = append(out, fr)
+		}
+	}
+	return out, nil
 }
 
 // describe reads the description of a world's table into infos, once.
