@@ -527,7 +527,7 @@ func (h *ctlHandle) Write(ctx context.Context, data []byte, off int64) (uint32, 
 		// A command, once started, runs to its end: a signal to the
 		// writer (which interrupts the request) must not leave a commit
 		// half done, nor make the kernel restart a write that committed.
-		res, err = h.m.command(context.WithoutCancel(ctx), h.world, line)
+		res, err = h.m.command(finish(ctx), h.world, line)
 	}
 	a := Answer{OK: err == nil, Result: res}
 	if err != nil {

@@ -221,7 +221,7 @@ func (m *Mount) factFile(id uint64, world, run, table, format string) *bytesFile
 		}
 		sum := sha256.Sum256([]byte(strings.Join(tables[table], "\n")))
 		key := fmt.Sprintf("facts/%s/%s/%s-%s.%s", world, run, table, hex.EncodeToString(sum[:12]), format)
-		p, err := m.derive(ctx, key, func(tmp string) error {
+		p, err := m.derive(ctx, key, func(ctx context.Context, tmp string) error {
 			viewRun := run
 			if run == engine.EvaluationRun {
 				viewRun = "main" // receipts are the world's: any run's views show them

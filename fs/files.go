@@ -217,7 +217,7 @@ func (f *snapFile) local(ctx context.Context) (string, int64, error) {
 // show for that tick.
 func (m *Mount) materialize(ctx context.Context, t tickRef, table, format string) (string, error) {
 	key := fmt.Sprintf("snapshots/%s/%s/%d-%s/%s.%s", t.World, t.Run, t.Tick.Tick, t.CommitToken, table, format)
-	return m.derive(ctx, key, func(tmp string) error {
+	return m.derive(ctx, key, func(ctx context.Context, tmp string) error {
 		return wsql.CopyTick(ctx, m.b, t.World, wsql.Options{Run: t.Run, Cache: m.opts.Cache, BucketID: m.opts.BucketID},
 			table, t.Tick.Tick, format, tmp)
 	})
@@ -225,11 +225,12 @@ func (m *Mount) materialize(ctx context.Context, t tickRef, table, format string
 
 // derive returns the cache file called key, made once by fill, and
 // counts the materialization and its latency in the mount's stats.
-func (m *Mount) derive(ctx context.Context, key string, fill func(tmp string) error) (string, error) {
+func (m *Mount) derive(ctx context.Context, key string, fill func(ctx context.Context, tmp string) error) (string, error) {
+	ctx = finish(ctx)
 	start := time.Now()
 	p, err := m.opts.Cache.Derived(ctx, key, func(tmp string) error {
 		m.stats.materialized.Add(1)
-		return fill(tmp)
+		return fill(ctx, tmp)
 	})
 	m.stats.op("materialize", start)
 	return p, err

@@ -213,6 +213,7 @@ func ino(parts ...string) uint64 {
 
 // catalog returns the read-only catalog of world, opening it on first use.
 func (m *Mount) catalog(ctx context.Context, world string) (*index.Catalog, error) {
+	ctx = finish(ctx)
 	m.mu.Lock()
 	c, ok := m.mu.cats[world]
 	m.mu.Unlock()
@@ -241,6 +242,7 @@ func (m *Mount) catalog(ctx context.Context, world string) (*index.Catalog, erro
 // before the call (path lookups of something not yet seen); otherwise it is
 // at most Freshness old (listings).
 func (m *Mount) state(ctx context.Context, world string, exact bool) (*index.State, error) {
+	ctx = finish(ctx)
 	c, err := m.catalog(ctx, world)
 	if err != nil {
 		return nil, err
@@ -253,6 +255,7 @@ func (m *Mount) state(ctx context.Context, world string, exact bool) (*index.Sta
 
 // worlds returns the world directory, at most Freshness old.
 func (m *Mount) worlds(ctx context.Context) ([]string, error) {
+	ctx = finish(ctx)
 	m.mu.Lock()
 	ws, at := m.mu.worlds, m.mu.worldsAt
 	m.mu.Unlock()
@@ -473,6 +476,7 @@ func (m *Mount) token(ctx context.Context, world, run, token string) (tickRef, b
 
 // tableInfo returns world's description of table id (immutable, kept).
 func (m *Mount) tableInfo(ctx context.Context, world, id string) (engine.TableInfo, error) {
+	ctx = finish(ctx)
 	key := world + "/" + id
 	m.mu.Lock()
 	ti, ok := m.mu.infos[key]
@@ -516,6 +520,7 @@ func isExact(t tickRef, tf index.TableFragments) bool {
 
 // objectPath returns a local file holding the bucket object name.
 func (m *Mount) objectPath(ctx context.Context, name string) (string, error) {
+	ctx = finish(ctx)
 	if m.local != nil {
 		return m.local.Path(name)
 	}
@@ -556,3 +561,10 @@ func (m *Mount) gate(svc *engine.IngestionService) *engine.Gate { return engine.
 func (m *Mount) principal() engine.Principal {
 	return engine.Principal{Name: m.opts.Holder, Role: m.opts.Role}
 }
+
+// finish returns ctx without its cancellation, for the mount's reads: the
+// kernel interrupts a request whenever the caller's thread takes a signal
+// (Go's runtime preempts goroutines with one), and answering those with
+// EINTR fails callers that do not retry. Reads are short and bounded by
+// their own timeouts, so they run to their end.
+func finish(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
