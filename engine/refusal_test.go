@@ -125,7 +125,9 @@ func TestRefusedEvaluationReleasesItsClaim(t *testing.T) {
 	maybe := func(context.Context, engine.Subject) ([]engine.Outcome, error) {
 		return []engine.Outcome{{Criterion: "c", Verdict: "maybe"}}, nil
 	}
-	broken := func(context.Context, engine.Subject) ([]engine.Outcome, error) { return nil, errors.New("grader crashed") }
+	broken := func(context.Context, engine.Subject) ([]engine.Outcome, error) {
+		return nil, errors.New("grader crashed")
+	}
 	for _, c := range []struct {
 		name    string
 		grade   engine.Grader
