@@ -537,6 +537,8 @@ func (s *IngestionService) await(ctx context.Context, key index.ClaimKey, digest
 			switch {
 			case err == nil:
 				return r.Claim, r.Existing, nil
+			case errors.Is(err, index.ErrRefused):
+				continue // released meanwhile (no claim to take over): look again
 			case !errors.As(err, &pending):
 				return nil, false, err
 			}

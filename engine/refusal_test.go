@@ -8,6 +8,8 @@ import (
 	"math/big"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -274,5 +276,56 @@ func TestFactDocumentExact(t *testing.T) {
 			t.Fatalf("%s: accepted", bad)
 		}
 		sameObjects(t, bad, before, objects(t, b))
+	}
+}
+
+// A caller waiting on another holder's pending claim goes on as soon as
+// that holder releases it: it claims the id afresh and grades, instead of
+// taking the vanished claim for corruption or waiting for the lease.
+func TestWaiterClaimsAfterRelease(t *testing.T) {
+	ctx := ctxT(t)
+	b, _ := local.Open(t.TempDir())
+	w := simWorld(t, b, "w", 2)
+	s, _ := w.Catalog().Exact(ctx)
+	sub, _ := engine.PinSubject(s, "main", -1, engine.Selector{})
+	ev := engine.Evaluation{ID: "e", Subject: sub, Contract: contract("v1")}
+	claimed, waiting := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	var calls atomic.Int32
+	// B's clock tells when B is inside its wait: its third reading is the
+	// first one in the wait loop (after the acquire's lease and the
+	// wait's deadline).
+	nowB := func() time.Time {
+		if calls.Add(1) >= 3 {
+			once.Do(func() { close(waiting) })
+		}
+		return time.Now()
+	}
+	a, err := engine.OpenIngestionService(ctx, b, "w", engine.IngestOptions{Lease: time.Hour, Catalog: quiet.Catalog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	bsvc, err := engine.OpenIngestionService(ctx, b, "w", engine.IngestOptions{Lease: time.Hour, MaxWait: time.Hour, Now: nowB, Catalog: quiet.Catalog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bsvc.Close()
+	aErr := make(chan error, 1)
+	go func() {
+		_, err := a.Evaluate(ctx, ev, func(context.Context, engine.Subject) ([]engine.Outcome, error) {
+			close(claimed)
+			<-waiting
+			return []engine.Outcome{{Verdict: "maybe"}}, nil
+		})
+		aErr <- err
+	}()
+	<-claimed
+	r, err := bsvc.Evaluate(ctx, ev, passing)
+	if err != nil || !r.Graded || r.Outcomes[0].Verdict != engine.Pass {
+		t.Fatalf("the waiter after the release: %+v %v", r, err)
+	}
+	if err := <-aErr; !errors.Is(err, engine.ErrInvalid) {
+		t.Fatalf("the holder that concluded maybe: %v", err)
 	}
 }
