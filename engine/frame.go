@@ -92,8 +92,9 @@ func (f *Frame) Int32(col string) []int32     { return column[int32](f, col) }
 func (f *Frame) Bool(col string) []bool       { return column[bool](f, col) }
 func (f *Frame) String(col string) []string   { return column[string](f, col) }
 
-// Values are one row's component values by column name ("position_x").
-// A missing column is its type's zero value.
+// Values are one row's component values by column name ("position_x"),
+// converted by Convert. For Go callers a missing or nil column is its
+// type's zero value; input from outside (InputRow) must give every column.
 type Values map[string]any
 
 // Append adds entity with values. Entities must be appended in ascending
