@@ -126,18 +126,43 @@ func TestCtlExactValues(t *testing.T) {
 			t.Errorf("tick %d through SQL: %s\nwant %s", tick, g, want)
 		}
 	}
-	// The Go values too, straight from the stored fragment.
-	data, err := os.ReadFile(mt.path("w", "runs", "main", "ticks", "1", "big.parquet"))
-	if err != nil {
-		t.Fatal(err)
+	// Tick 2 from the Parquet file the mount serves for tick 1.
+	if a, errno := ctl(t, mt.path("w", "ctl"), fmt.Sprintf(`{"op":"commit_tick","frames":{"big":%q}}`, mt.path("w", "runs", "main", "ticks", "1", "big.parquet"))); errno != 0 {
+		t.Fatalf("tick 2 from Parquet: %+v", a)
 	}
-	tb := bigTable(t)
-	f, err := engine.DecodeFragment(tb, data, nil)
-	if err != nil {
-		t.Fatal(err)
+	// A Parquet file with a NULL, or an integer past int64, is refused
+	// naming the column.
+	db := duck(t)
+	for col, sel := range map[string]string{
+		"column v_n (int64) is null":                                "NULL::BIGINT",
+		"column v_n: 9223372036854775808 is out of the int64 range": "9223372036854775808::UBIGINT",
+	} {
+		pq := filepath.Join(t.TempDir(), "bad.parquet")
+		if _, err := db.Exec("COPY (SELECT 5::BIGINT AS entity_id, " + sel + " AS v_n, 1::INTEGER AS v_i, 1.0::DOUBLE AS v_x, 's' AS v_s, true AS v_ok) TO " + lit(pq) + " (FORMAT parquet)"); err != nil {
+			t.Fatal(err)
+		}
+		before := objects(t, b)
+		a, errno := ctl(t, mt.path("w", "ctl"), fmt.Sprintf(`{"op":"commit_tick","frames":{"big":%q}}`, pq))
+		if errno != syscall.EINVAL || !strings.Contains(a.Error, "big row 0: "+col) {
+			t.Errorf("Parquet %s: %v %q", sel, errno, a.Error)
+		}
+		if d := changes(before, objects(t, b)); d != "" {
+			t.Errorf("Parquet %s: the refused command changed the bucket: %s", sel, d)
+		}
 	}
-	if !slices.Equal(f.Entities, []int64{1, 9007199254740993, math.MaxInt64}) || !slices.Equal(f.Int64("v_n"), []int64{math.MinInt64, 9007199254740993, math.MaxInt64}) {
-		t.Errorf("stored %v %v", f.Entities, f.Int64("v_n"))
+	// The Go values too, straight from the stored fragments.
+	for _, tick := range []string{"0", "1", "2"} {
+		data, err := os.ReadFile(mt.path("w", "runs", "main", "ticks", tick, "big.parquet"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := engine.DecodeFragment(bigTable(t), data, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(f.Entities, []int64{1, 9007199254740993, math.MaxInt64}) || !slices.Equal(f.Int64("v_n"), []int64{math.MinInt64, 9007199254740993, math.MaxInt64}) {
+			t.Errorf("tick %s stored %v %v", tick, f.Entities, f.Int64("v_n"))
+		}
 	}
 
 	row := func(over string) string {
@@ -188,7 +213,7 @@ func TestCtlExactValues(t *testing.T) {
 			}
 		}
 	}
-	if got := ls(t, mt.path("w", "runs", "main", "ticks")); strings.Join(got, ",") != "0,1" {
+	if got := ls(t, mt.path("w", "runs", "main", "ticks")); strings.Join(got, ",") != "0,1,2" {
 		t.Errorf("ticks after the refusals: %v", got)
 	}
 }
