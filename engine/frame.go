@@ -123,7 +123,13 @@ func (f *Frame) insertAt(at int, entity int64, v Values) error {
 	}
 	// Convert every value before inserting any: a refusal leaves the frame
 	// as it was.
-	vals := make([]any, len(f.Table.Columns))
+	var buf [16]any
+	vals := buf[:0]
+	if n := len(f.Table.Columns); n > len(buf) {
+		vals = make([]any, n)
+	} else {
+		vals = buf[:n]
+	}
 	for i, c := range f.Table.Columns {
 		if c.Component == "" {
 			continue
@@ -179,23 +185,58 @@ func (f *Frame) insertAt(at int, entity int64, v Values) error {
 // nil is refused: whether an absent value means zero is the caller's
 // decision.
 func Convert(t Type, v any) (any, error) {
+	// The Go value a column holds passes as is (the common case: rows
+	// read back from fragments, Go callers).
+	switch v.(type) {
+	case float64:
+		if t == Float64 {
+			return v, nil
+		}
+	case float32:
+		if t == Float32 {
+			return v, nil
+		}
+	case int64:
+		if t == Int64 {
+			return v, nil
+		}
+	case int32:
+		if t == Int32 {
+			return v, nil
+		}
+	case bool:
+		if t == Bool {
+			return v, nil
+		}
+	case string:
+		if t == String {
+			return v, nil
+		}
+	}
 	switch t {
 	case Int64, Int32:
-		n, err := integer(v)
-		if err != nil {
-			return nil, err
-		}
 		lo, hi := int64(math.MinInt64), int64(math.MaxInt64)
 		if t == Int32 {
 			lo, hi = math.MinInt32, math.MaxInt32
 		}
-		if !n.IsInt64() || n.Int64() < lo || n.Int64() > hi {
-			return nil, fmt.Errorf("%s is out of the %s range [%d, %d]", n, t, lo, hi)
+		x, fits := int64Of(v)
+		if !fits {
+			n, err := integer(v)
+			if err != nil {
+				return nil, err
+			}
+			if !n.IsInt64() {
+				return nil, fmt.Errorf("%s is out of the %s range [%d, %d]", n, t, lo, hi)
+			}
+			x = n.Int64()
+		}
+		if x < lo || x > hi {
+			return nil, fmt.Errorf("%d is out of the %s range [%d, %d]", x, t, lo, hi)
 		}
 		if t == Int32 {
-			return int32(n.Int64()), nil
+			return int32(x), nil
 		}
-		return n.Int64(), nil
+		return x, nil
 	case Float64, Float32:
 		return floating(t, v)
 	case Bool:
@@ -208,6 +249,33 @@ func Convert(t Type, v any) (any, error) {
 		}
 	}
 	return nil, fmt.Errorf("%s is not a %s", describe(v), t)
+}
+
+// int64Of returns v as an int64 when v is an integer that plainly is one
+// (no big arithmetic needed).
+func int64Of(v any) (int64, bool) {
+	switch x := v.(type) {
+	case json.Number:
+		n, err := strconv.ParseInt(string(x), 10, 64)
+		return n, err == nil
+	case int:
+		return int64(x), true
+	case int8:
+		return int64(x), true
+	case int16:
+		return int64(x), true
+	case int32:
+		return int64(x), true
+	case int64:
+		return x, true
+	case uint8:
+		return int64(x), true
+	case uint16:
+		return int64(x), true
+	case uint32:
+		return int64(x), true
+	}
+	return 0, false
 }
 
 // maxIntLiteral bounds the length of a non-plain integer literal ("1.0",
