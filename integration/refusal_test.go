@@ -17,8 +17,8 @@ import (
 	"github.com/worldfs/worldfs/engine"
 )
 
-// objects lists every object name in b.
-func objects(t testing.TB, b bucket.Bucket) []string {
+// objectNames lists every object name in b.
+func objectNames(t testing.TB, b bucket.Bucket) []string {
 	t.Helper()
 	var out []string
 	for a, err := range b.List(ctxT(t), "", "") {
@@ -30,9 +30,9 @@ func objects(t testing.TB, b bucket.Bucket) []string {
 	return out
 }
 
-// changes describes how the object list after differs from before ("" if
+// objectDiff describes how the object list after differs from before ("" if
 // it does not).
-func changes(before, after []string) string {
+func objectDiff(before, after []string) string {
 	if slices.Equal(before, after) {
 		return ""
 	}
@@ -77,12 +77,12 @@ func TestCtlRefusalsCommitNothing(t *testing.T) {
 		{"evaluate with verdict maybe", "w/ctl", evaluate("maybe"), syscall.EINVAL, evaluate("pass")},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			before := objects(t, b)
+			before := objectNames(t, b)
 			a, errno := ctl(t, mt.path(strings.Split(c.file, "/")...), c.bad)
 			if errno != c.want {
 				t.Errorf("errno %v, want %v: %+v", errno, c.want, a)
 			}
-			if d := changes(before, objects(t, b)); d != "" {
+			if d := objectDiff(before, objectNames(t, b)); d != "" {
 				t.Errorf("the refused command changed the bucket: %s", d)
 			}
 			if a, errno := ctl(t, mt.path(strings.Split(c.file, "/")...), c.valid); errno != 0 {
@@ -141,12 +141,12 @@ func TestCtlExactValues(t *testing.T) {
 		if _, err := db.Exec("COPY (SELECT 5::BIGINT AS entity_id, " + sel + " AS v_n, 1::INTEGER AS v_i, 1.0::DOUBLE AS v_x, 's' AS v_s, true AS v_ok) TO " + lit(pq) + " (FORMAT parquet)"); err != nil {
 			t.Fatal(err)
 		}
-		before := objects(t, b)
+		before := objectNames(t, b)
 		a, errno := ctl(t, mt.path("w", "ctl"), fmt.Sprintf(`{"op":"commit_tick","frames":{"big":%q}}`, pq))
 		if errno != syscall.EINVAL || !strings.Contains(a.Error, "big row 0: "+col) {
 			t.Errorf("Parquet %s: %v %q", sel, errno, a.Error)
 		}
-		if d := changes(before, objects(t, b)); d != "" {
+		if d := objectDiff(before, objectNames(t, b)); d != "" {
 			t.Errorf("Parquet %s: the refused command changed the bucket: %s", sel, d)
 		}
 	}
@@ -203,12 +203,12 @@ func TestCtlExactValues(t *testing.T) {
 		jl := filepath.Join(t.TempDir(), "bad.jsonl")
 		os.WriteFile(jl, []byte(strings.Join([]string{row(`entity_id:4`), row(c.over)}, "\n")), 0o644)
 		for _, cmd := range []string{`{"op":"commit_tick","frames":{"big":` + bad + `}}`, fmt.Sprintf(`{"op":"commit_tick","frames":{"big":%q}}`, jl)} {
-			before := objects(t, b)
+			before := objectNames(t, b)
 			a, errno := ctl(t, mt.path("w", "ctl"), cmd)
 			if errno != syscall.EINVAL || !strings.Contains(a.Error, c.want) {
 				t.Errorf("%s: %v %q; want EINVAL saying %q", c.over, errno, a.Error, c.want)
 			}
-			if d := changes(before, objects(t, b)); d != "" {
+			if d := objectDiff(before, objectNames(t, b)); d != "" {
 				t.Errorf("%s: the refused command changed the bucket: %s", c.over, d)
 			}
 		}
@@ -240,21 +240,21 @@ type jkv struct {
 	v any
 }
 
-func obj(kv ...jkv) *jobj { return &jobj{kv: kv} }
+func jo(kv ...jkv) *jobj { return &jobj{kv: kv} }
 
-// render writes v as JSON text.
-func render(v any) string {
+// renderJSON writes v as JSON text.
+func renderJSON(v any) string {
 	switch x := v.(type) {
 	case *jobj:
 		var parts []string
 		for _, kv := range x.kv {
-			parts = append(parts, strconv.Quote(kv.k)+":"+render(kv.v))
+			parts = append(parts, strconv.Quote(kv.k)+":"+renderJSON(kv.v))
 		}
 		return "{" + strings.Join(parts, ",") + "}"
 	case []any:
 		var parts []string
 		for _, e := range x {
-			parts = append(parts, render(e))
+			parts = append(parts, renderJSON(e))
 		}
 		return "[" + strings.Join(parts, ",") + "]"
 	case json.Number:
@@ -266,23 +266,23 @@ func render(v any) string {
 	return string(data)
 }
 
-// site is one place in a command a mutation can change: a member of an
+// fuzzSite is one place in a command a mutation can change: a member of an
 // object or an element of an array.
-type site struct {
+type fuzzSite struct {
 	path  string
 	obj   *jobj // set for an object member
 	arr   []any // set for an array element
 	index int
 }
 
-func (s site) get() any {
+func (s fuzzSite) get() any {
 	if s.obj != nil {
 		return s.obj.kv[s.index].v
 	}
 	return s.arr[s.index]
 }
 
-func (s site) set(v any) {
+func (s fuzzSite) set(v any) {
 	if s.obj != nil {
 		s.obj.kv[s.index].v = v
 	} else {
@@ -290,21 +290,21 @@ func (s site) set(v any) {
 	}
 }
 
-// sites lists every member and element of v, depth first.
-func sites(v any, path string) []site {
-	var out []site
+// fuzzSites lists every member and element of v, depth first.
+func fuzzSites(v any, path string) []fuzzSite {
+	var out []fuzzSite
 	switch x := v.(type) {
 	case *jobj:
 		for i, kv := range x.kv {
 			p := path + "." + kv.k
-			out = append(out, site{path: p, obj: x, index: i})
-			out = append(out, sites(kv.v, p)...)
+			out = append(out, fuzzSite{path: p, obj: x, index: i})
+			out = append(out, fuzzSites(kv.v, p)...)
 		}
 	case []any:
 		for i, e := range x {
 			p := fmt.Sprintf("%s[%d]", path, i)
-			out = append(out, site{path: p, arr: x, index: i})
-			out = append(out, sites(e, p)...)
+			out = append(out, fuzzSite{path: p, arr: x, index: i})
+			out = append(out, fuzzSites(e, p)...)
 		}
 	}
 	return out
@@ -337,43 +337,43 @@ func TestCtlCommandFuzz(t *testing.T) {
 		valid      func(i int) *jobj
 	}{
 		{"create", "ctl", func(i int) *jobj {
-			return obj(jkv{"op", "create"}, jkv{"world", fmt.Sprintf("c%d", i)}, jkv{"tables", []any{obj(jkv{"name", "body"}, jkv{"components", []any{
-				obj(jkv{"name", "pos"}, jkv{"fields", []any{obj(jkv{"name", "x"}, jkv{"type", "double"}), obj(jkv{"name", "n"}, jkv{"type", "int64"})}})}})}})
+			return jo(jkv{"op", "create"}, jkv{"world", fmt.Sprintf("c%d", i)}, jkv{"tables", []any{jo(jkv{"name", "body"}, jkv{"components", []any{
+				jo(jkv{"name", "pos"}, jkv{"fields", []any{jo(jkv{"name", "x"}, jkv{"type", "double"}), jo(jkv{"name", "n"}, jkv{"type", "int64"})}})}})}})
 		}},
 		{"fork", "ctl", func(i int) *jobj {
-			return obj(jkv{"op", "fork"}, jkv{"world", fmt.Sprintf("f%d", i)}, jkv{"parent", "w"}, jkv{"run", "main"}, jkv{"tick", num("0")})
+			return jo(jkv{"op", "fork"}, jkv{"world", fmt.Sprintf("f%d", i)}, jkv{"parent", "w"}, jkv{"run", "main"}, jkv{"tick", num("0")})
 		}},
-		{"resume", "ctl", func(int) *jobj { return obj(jkv{"op", "resume"}, jkv{"world", "w"}) }},
+		{"resume", "ctl", func(int) *jobj { return jo(jkv{"op", "resume"}, jkv{"world", "w"}) }},
 		{"commit_tick", "w/ctl", func(int) *jobj {
-			return obj(jkv{"op", "commit_tick"}, jkv{"frames", obj(jkv{"body", []any{
-				obj(jkv{"entity_id", num("1")}, jkv{"pos_x", num("0.5")}, jkv{"pos_y", num("2")}),
-				obj(jkv{"entity_id", num("9007199254740993")}, jkv{"pos_x", num("-1")}, jkv{"pos_y", num("3")})}})})
+			return jo(jkv{"op", "commit_tick"}, jkv{"frames", jo(jkv{"body", []any{
+				jo(jkv{"entity_id", num("1")}, jkv{"pos_x", num("0.5")}, jkv{"pos_y", num("2")}),
+				jo(jkv{"entity_id", num("9007199254740993")}, jkv{"pos_x", num("-1")}, jkv{"pos_y", num("3")})}})})
 		}},
 		{"ingest", "w/ctl", func(i int) *jobj {
-			return obj(jkv{"op", "ingest"}, jkv{"producer", "p"}, jkv{"external_id", fmt.Sprintf("x%d", i)}, jkv{"table", "reading"},
-				jkv{"components", obj(jkv{"reading", obj(jkv{"value", num("21.5")}, jkv{"unit", "C"})})})
+			return jo(jkv{"op", "ingest"}, jkv{"producer", "p"}, jkv{"external_id", fmt.Sprintf("x%d", i)}, jkv{"table", "reading"},
+				jkv{"components", jo(jkv{"reading", jo(jkv{"value", num("21.5")}, jkv{"unit", "C"})})})
 		}},
 		{"evaluate", "w/ctl", func(i int) *jobj {
-			return obj(jkv{"op", "evaluate"}, jkv{"id", fmt.Sprintf("e%d", i)}, jkv{"run", "main"}, jkv{"at", num("0")},
-				jkv{"contract", obj(jkv{"grader_id", "g"}, jkv{"implementation_version", "v1"}, jkv{"seed", num("7")})},
-				jkv{"outcomes", []any{obj(jkv{"criterion", "c"}, jkv{"verdict", "pass"}, jkv{"score", num("0.5")})}})
+			return jo(jkv{"op", "evaluate"}, jkv{"id", fmt.Sprintf("e%d", i)}, jkv{"run", "main"}, jkv{"at", num("0")},
+				jkv{"contract", jo(jkv{"grader_id", "g"}, jkv{"implementation_version", "v1"}, jkv{"seed", num("7")})},
+				jkv{"outcomes", []any{jo(jkv{"criterion", "c"}, jkv{"verdict", "pass"}, jkv{"score", num("0.5")})}})
 		}},
 	}
-	pick := func(r *rand.Rand, cmd *jobj, ok func(site) bool) (site, bool) {
-		var s []site
-		for _, x := range sites(cmd, "") {
+	pick := func(r *rand.Rand, cmd *jobj, ok func(fuzzSite) bool) (fuzzSite, bool) {
+		var s []fuzzSite
+		for _, x := range fuzzSites(cmd, "") {
 			if x.path != ".op" && ok(x) {
 				s = append(s, x)
 			}
 		}
 		if len(s) == 0 {
-			return site{}, false
+			return fuzzSite{}, false
 		}
 		return s[r.IntN(len(s))], true
 	}
-	every := func(site) bool { return true }
-	isNum := func(s site) bool { _, ok := s.get().(json.Number); return ok }
-	isInt := func(s site) bool { // the integer fields (the others are doubles)
+	every := func(fuzzSite) bool { return true }
+	isNum := func(s fuzzSite) bool { _, ok := s.get().(json.Number); return ok }
+	isInt := func(s fuzzSite) bool { // the integer fields (the others are doubles)
 		for _, f := range []string{".entity_id", ".tick", ".at", ".seed"} {
 			if strings.HasSuffix(s.path, f) {
 				return isNum(s)
@@ -387,7 +387,7 @@ func TestCtlCommandFuzz(t *testing.T) {
 	type mutation func(r *rand.Rand, op string, cmd *jobj) (what string, mustRefuse bool)
 	mutations := []mutation{
 		func(r *rand.Rand, _ string, cmd *jobj) (string, bool) {
-			s, ok := pick(r, cmd, func(s site) bool { return s.obj != nil })
+			s, ok := pick(r, cmd, func(s fuzzSite) bool { return s.obj != nil })
 			if !ok {
 				return "", false
 			}
@@ -415,7 +415,7 @@ func TestCtlCommandFuzz(t *testing.T) {
 			case *jobj:
 				s.set([]any{num("1")})
 			case []any:
-				s.set(obj(jkv{"a", num("1")}))
+				s.set(jo(jkv{"a", num("1")}))
 			}
 			return "wrong type at " + s.path, true
 		},
@@ -436,7 +436,7 @@ func TestCtlCommandFuzz(t *testing.T) {
 			return "integer past int64 at " + s.path, true
 		},
 		func(r *rand.Rand, _ string, cmd *jobj) (string, bool) {
-			s, ok := pick(r, cmd, func(s site) bool {
+			s, ok := pick(r, cmd, func(s fuzzSite) bool {
 				return isInt(s) && (strings.HasSuffix(s.path, ".tick") || strings.HasSuffix(s.path, ".at") || strings.HasSuffix(s.path, ".entity_id"))
 			})
 			if !ok {
@@ -450,7 +450,7 @@ func TestCtlCommandFuzz(t *testing.T) {
 			return "tick or entity " + v + " at " + s.path, !valid
 		},
 		func(r *rand.Rand, op string, cmd *jobj) (string, bool) {
-			s, ok := pick(r, cmd, func(s site) bool {
+			s, ok := pick(r, cmd, func(s fuzzSite) bool {
 				return s.path == ".parent" || s.path == ".run" || s.path == ".world" && op == "resume"
 			})
 			if !ok {
@@ -460,7 +460,7 @@ func TestCtlCommandFuzz(t *testing.T) {
 			return "unknown name at " + s.path, true
 		},
 		func(r *rand.Rand, _ string, cmd *jobj) (string, bool) {
-			s, ok := pick(r, cmd, func(s site) bool { return s.obj != nil })
+			s, ok := pick(r, cmd, func(s fuzzSite) bool { return s.obj != nil })
 			if !ok {
 				return "", false
 			}
@@ -473,7 +473,7 @@ func TestCtlCommandFuzz(t *testing.T) {
 			return "unknown member .colour", true
 		},
 	}
-	// Every (command, mutation) pair, rounds times, each at a site the
+	// Every (command, mutation) pair, rounds times, each at a fuzzSite the
 	// seeded generator picks; WORLDFS_FUZZ_SEED replays or varies it.
 	seed := uint64(16)
 	if v, err := strconv.ParseUint(os.Getenv("WORLDFS_FUZZ_SEED"), 10, 64); err == nil {
@@ -496,21 +496,21 @@ func TestCtlCommandFuzz(t *testing.T) {
 				}
 				steps++
 				file := mt.path(strings.Split(c.file, "/")...)
-				before := objects(t, b)
-				a, errno := ctl(t, file, render(bad))
+				before := objectNames(t, b)
+				a, errno := ctl(t, file, renderJSON(bad))
 				if errno == 0 {
 					accepted++
 					if must {
-						t.Errorf("step %d %s, %s: accepted %s", i, c.name, what, render(bad))
+						t.Errorf("step %d %s, %s: accepted %s", i, c.name, what, renderJSON(bad))
 					}
 					continue
 				}
 				refused++
-				if d := changes(before, objects(t, b)); d != "" {
+				if d := objectDiff(before, objectNames(t, b)); d != "" {
 					t.Errorf("step %d %s, %s (%s %s): the refusal changed the bucket: %s", i, c.name, what, a.Errno, a.Error, d)
 				}
-				if a, errno := ctl(t, file, render(c.valid(i))); errno != 0 {
-					t.Errorf("step %d %s: after the refusal of %s (%s), the valid command: %s %s", i, c.name, what, render(bad), a.Errno, a.Error)
+				if a, errno := ctl(t, file, renderJSON(c.valid(i))); errno != 0 {
+					t.Errorf("step %d %s: after the refusal of %s (%s), the valid command: %s %s", i, c.name, what, renderJSON(bad), a.Errno, a.Error)
 				}
 			}
 		}
