@@ -172,7 +172,8 @@ var ErrNoOutcomes = errors.New("the grader returned no outcomes")
 // grade only while holding the claim with no receipt appended, and
 // completes. A completed evaluation returns its persisted receipt without
 // grading; the same id with another subject or contract is a
-// ClaimConflictError.
+// ClaimConflictError. A grader that fails or concludes nothing valid gets
+// no receipt, and its claim is released at once (not left to its lease).
 func (s *IngestionService) Evaluate(ctx context.Context, ev Evaluation, grade Grader) (EvaluationReceipt, error) {
 	sub, con, err := s.canonicalEvaluation(ev)
 	if err != nil {
@@ -194,7 +195,7 @@ func (s *IngestionService) Evaluate(ctx context.Context, ev Evaluation, grade Gr
 			return nil, fmt.Errorf("world %s: evaluation %s: grader %s: %w", s.world, ev.ID, ev.Contract.GraderID, err)
 		}
 		graded = true
-		if err := checkOutcomes(outcomes); err != nil {
+		if err := CheckOutcomes(outcomes); err != nil {
 			return nil, invalid(fmt.Errorf("world %s: evaluation %s: %w", s.world, ev.ID, err))
 		}
 		o, _ := json.Marshal(outcomes)
@@ -294,7 +295,11 @@ func canonicalConfig(raw json.RawMessage) json.RawMessage {
 	return out
 }
 
-func checkOutcomes(os []Outcome) error {
+// CheckOutcomes checks a grader's outcomes: at least one, each with a
+// known verdict and a finite score if any. Callers that hold the outcomes
+// before grading (the ctl file, the CLI's --outcome) check them before
+// anything is claimed.
+func CheckOutcomes(os []Outcome) error {
 	if len(os) == 0 {
 		return ErrNoOutcomes
 	}

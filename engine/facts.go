@@ -338,31 +338,38 @@ type settled struct {
 // claim on key, append its one row unless it is already there, and
 // complete it. row computes the row's values; it runs only while this
 // holder owns the claim and no row exists under its token (graders run
-// there, after the claim).
+// there, after the claim). If row fails, or anything else fails before
+// the row's create is sent, nothing was appended under the token and the
+// claim is released (claim.release), so that the refusal leaves the key
+// free at once instead of pending for a lease.
 func (s *IngestionService) settle(ctx context.Context, key index.ClaimKey, digest string, t *Table,
 	row func(context.Context, *index.Claim) (Values, error)) (settled, error) {
-	if err := s.describe(ctx, t); err != nil {
-		return settled{}, err
-	}
-	acquire := s.lease(key, digest, s.opts.Now())
-	acquire.CommitToken = newToken()
-	r, err := s.cat.Commit(ctx, index.Entry{Kind: index.KindClaimAcquire, Claim: acquire})
-	var pending *index.ClaimPendingError
+	var r index.Result
 	takenOver := false
-	switch {
-	case err == nil && r.Existing:
-		return s.complete(ctx, r.Claim, t, true)
-	case errors.As(err, &pending):
-		c, done, err := s.await(ctx, key, digest)
+	for {
+		acquire := s.lease(key, digest, s.opts.Now())
+		acquire.CommitToken = newToken()
+		var err error
+		r, err = s.cat.Commit(ctx, index.Entry{Kind: index.KindClaimAcquire, Claim: acquire})
+		var pending *index.ClaimPendingError
 		switch {
+		case err == nil && r.Existing:
+			return s.complete(ctx, r.Claim, t, true)
+		case errors.As(err, &pending):
+			c, done, err := s.await(ctx, key, digest)
+			switch {
+			case errors.Is(err, errReleased):
+				continue // its holder gave it up: claim it afresh
+			case err != nil:
+				return settled{}, err
+			case done:
+				return s.complete(ctx, c, t, true)
+			}
+			r.Claim, takenOver = c, true
 		case err != nil:
 			return settled{}, err
-		case done:
-			return s.complete(ctx, c, t, true)
 		}
-		r.Claim, takenOver = c, true
-	case err != nil:
-		return settled{}, err
+		break
 	}
 	c := r.Claim
 	failpoint.Hit(FailpointFactClaimed)
@@ -374,27 +381,42 @@ func (s *IngestionService) settle(ctx context.Context, key index.ClaimKey, diges
 	path := FragmentPath(s.world, key.Run, t.ID, c.CommitToken, 0)
 	out := settled{path: path}
 	var data []byte
+	var err error
+	orphan := false
 	if takenOver {
 		// The claim's token may already hold the rows (a holder appended
 		// and then died or stalled): then complete without appending.
 		data, _, err = s.b.Get(ctx, path)
 		switch {
 		case err == nil:
-			out.recovered = "orphan"
-			out.row, err = s.verify(t, c, path, data)
+			orphan = true
 		case errors.Is(err, bucket.ErrNotExist):
 			out.recovered = "append"
-			data, out.row, err = s.append(ctx, c, t, row)
 		default:
-			err = fmt.Errorf("world %s: fact %s: probing for its rows: %w", s.world, key, err)
+			return settled{}, fmt.Errorf("world %s: fact %s: probing for its rows: %w", s.world, key, err)
+		}
+	}
+	if orphan {
+		out.recovered = "orphan"
+		if out.row, err = s.verify(t, c, path, data); err != nil {
+			return settled{}, err
 		}
 	} else {
-		// This holder's own fresh token: nobody appends under it unless
-		// this holder's lease ends first, which append handles.
-		data, out.row, err = s.append(ctx, c, t, row)
-	}
-	if err != nil {
-		return settled{}, err
+		// This holder's own token (fresh, or probed empty): nobody
+		// appends under it unless this holder's lease ends first, which
+		// append handles.
+		var v Values
+		data, v, err = s.build(ctx, c, t, row)
+		if err == nil {
+			err = s.describe(ctx, t)
+		}
+		if err != nil {
+			stop()
+			return settled{}, s.release(ctx, c, err)
+		}
+		if data, out.row, err = s.append(ctx, c, t, data, v); err != nil {
+			return settled{}, err
+		}
 	}
 	failpoint.Hit(FailpointFactAppended)
 
@@ -410,10 +432,25 @@ func (s *IngestionService) settle(ctx context.Context, key index.ClaimKey, diges
 	return out, nil
 }
 
-// append writes the claim's row under its token and returns the bytes now
-// at its path and their row: this holder's, or those of a holder presumed
-// dead whose late append won the create (read back and verified).
-func (s *IngestionService) append(ctx context.Context, c *index.Claim, t *Table,
+// errReleased: the pending claim awaited was released by its holder.
+var errReleased = errors.New("the pending claim was released")
+
+// release gives up c, which this holder holds and appended nothing under,
+// after cause ended its work; it returns cause. If the release itself
+// fails, the claim stays pending until its lease ends (then a takeover
+// finds no rows and appends afresh), and the error says so.
+func (s *IngestionService) release(ctx context.Context, c *index.Claim, cause error) error {
+	_, err := s.cat.Commit(context.WithoutCancel(ctx), index.Entry{Kind: index.KindClaimRelease, Claim: &index.ClaimOp{
+		Key: c.Key, Digest: c.Digest, CommitToken: c.CommitToken, Holder: s.opts.Holder, NowMs: s.opts.Now().UnixMilli()}})
+	if err != nil {
+		return fmt.Errorf("%w (releasing its claim failed, so it stays pending until its lease ends: %v)", cause, err)
+	}
+	return cause
+}
+
+// build computes the claim's row (running row) and encodes its fragment;
+// it writes nothing.
+func (s *IngestionService) build(ctx context.Context, c *index.Claim, t *Table,
 	row func(context.Context, *index.Claim) (Values, error)) ([]byte, Values, error) {
 	v, err := row(ctx, c)
 	if err != nil {
@@ -430,18 +467,25 @@ func (s *IngestionService) append(ctx context.Context, c *index.Claim, t *Table,
 	if err != nil {
 		return nil, nil, err
 	}
+	return data, f.Row(c.FactID), nil
+}
+
+// append writes the claim's fragment (data, holding row) under its token
+// and returns the bytes now at its path and their row: this holder's, or
+// those of a holder presumed dead whose late append won the create (read
+// back and verified).
+func (s *IngestionService) append(ctx context.Context, c *index.Claim, t *Table, data []byte, row Values) ([]byte, Values, error) {
 	path := FragmentPath(s.world, c.Key.Run, t.ID, c.CommitToken, 0)
-	out := f.Row(c.FactID)
-	_, err = bucket.CreateOnce(ctx, s.b, path, data)
+	_, err := bucket.CreateOnce(ctx, s.b, path, data)
 	if errors.Is(err, bucket.ErrExist) {
 		if data, _, err = s.b.Get(ctx, path); err == nil {
-			out, err = s.verify(t, c, path, data)
+			row, err = s.verify(t, c, path, data)
 		}
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("world %s: appending fact %s: %w", s.world, c.Key, err)
 	}
-	return data, out, nil
+	return data, row, nil
 }
 
 // verify checks that data, found at the claim's path, is the claim's one
@@ -467,7 +511,8 @@ func (s *IngestionService) verify(t *Table, c *index.Claim, path string, data []
 
 // await waits for another holder's pending claim on key: it returns the
 // claim complete (done), or taken over by this holder once its lease ends,
-// or ClaimPendingError after MaxWait.
+// or errReleased if its holder released it, or ClaimPendingError after
+// MaxWait.
 func (s *IngestionService) await(ctx context.Context, key index.ClaimKey, digest string) (*index.Claim, bool, error) {
 	deadline := s.opts.Now().Add(max(s.opts.MaxWait, 0))
 	for attempt := 0; ; attempt++ {
@@ -477,7 +522,7 @@ func (s *IngestionService) await(ctx context.Context, key index.ClaimKey, digest
 		}
 		c, ok := st.Claim(key)
 		if !ok {
-			return nil, false, fmt.Errorf("world %s: fact %s: the pending claim vanished: %w", s.world, key, index.ErrCorrupt)
+			return nil, false, errReleased
 		}
 		if c.Digest != digest {
 			return nil, false, &index.ClaimConflictError{World: s.world, Key: key, Claimed: c.Digest, Attempted: digest}
@@ -492,6 +537,8 @@ func (s *IngestionService) await(ctx context.Context, key index.ClaimKey, digest
 			switch {
 			case err == nil:
 				return r.Claim, r.Existing, nil
+			case errors.Is(err, index.ErrRefused):
+				continue // released meanwhile (no claim to take over): look again
 			case !errors.As(err, &pending):
 				return nil, false, err
 			}

@@ -19,6 +19,11 @@ var ErrLineageMissing = errors.New("fork lineage rows are missing")
 // holding the fence) with the given archetype tables.
 func CreateWorld(ctx context.Context, b bucket.Bucket, id string, tables []*Table, opts Options) (*World, error) {
 	opts.defaults()
+	// Everything the arguments can get wrong is refused before the marker
+	// makes the name taken.
+	if _, err := newWorld(id, b, nil, 0, tables, opts); err != nil {
+		return nil, invalid(err)
+	}
 	cat, epoch, err := index.CreateWorld(ctx, b, id, index.WorldCreate{WriterMode: opts.WriterMode}, opts.Holder, opts.Catalog)
 	if err != nil {
 		return nil, err
@@ -86,6 +91,11 @@ func resume(ctx context.Context, b bucket.Bucket, cat *index.Catalog, id string,
 		if _, err := b.Stat(ctx, LineagePath(id)); err != nil {
 			return nil, fmt.Errorf("resume %s: a fork of %s: %w (%v)", id, s.World.Parent, ErrLineageMissing, err)
 		}
+	}
+	// The tables are checked before the fence moves: a refused resume
+	// stales no writer.
+	if _, err := newWorld(id, b, nil, 0, tables, opts); err != nil {
+		return nil, invalid(err)
 	}
 	r, err := cat.Commit(ctx, index.Entry{Kind: index.KindFenceAcquire, FenceAcquire: &index.FenceAcquire{Holder: opts.Holder, Resume: true}})
 	if err != nil {
@@ -269,13 +279,22 @@ func ForkWorld(ctx context.Context, b bucket.Bucket, parent, child, forkRun stri
 	if err != nil {
 		return nil, err
 	}
-	// Lineage first: its bytes follow from the arguments, so a fork
-	// retried after a crash finds its own lineage and goes on; a catalog
-	// that names a parent never exists without its lineage rows.
-	if _, err := bucket.CreateOnce(ctx, b, LineagePath(child), data); err != nil {
-		return nil, fmt.Errorf("fork %s: persisting lineage: %w", child, err)
+	if _, err := newWorld(child, b, nil, 0, tables, opts); err != nil {
+		return nil, invalid(err)
 	}
-	cat, epoch, err := index.CreateWorld(ctx, b, child, index.WorldCreate{Parent: parent, ForkRun: forkRun, ForkTick: forkTick}, opts.Holder, opts.Catalog)
+	// The lineage is written once the child's marker (which records the
+	// same parent and fork point) holds the name, and before the first
+	// slot: a fork refused because the name is taken writes nothing, a
+	// catalog that names a parent never exists without its lineage rows,
+	// and since the bytes follow from the arguments, a fork retried after
+	// a crash finds its own lineage and goes on.
+	persist := func(ctx context.Context) error {
+		if _, err := bucket.CreateOnce(ctx, b, LineagePath(child), data); err != nil {
+			return fmt.Errorf("fork %s: persisting lineage: %w", child, err)
+		}
+		return nil
+	}
+	cat, epoch, err := index.CreateWorldThen(ctx, b, child, index.WorldCreate{Parent: parent, ForkRun: forkRun, ForkTick: forkTick}, opts.Holder, opts.Catalog, persist)
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/bucket/faulty"
 	"github.com/worldfs/worldfs/bucket/local"
 	"github.com/worldfs/worldfs/engine"
@@ -185,8 +186,9 @@ func TestRegressionForkOfFork(t *testing.T) {
 	}
 }
 
-// A fork that fails after its lineage rows are written (here: its catalog
-// cannot be created) can be retried.
+// A fork that fails after its lineage rows are written (here: its first
+// slot cannot be created) can be retried; one refused before (its marker
+// cannot be created) writes no lineage.
 func TestRegressionForkRetry(t *testing.T) {
 	inner, _ := local.Open(t.TempDir())
 	p, err := engine.CreateWorld(ctxT(t), inner, "p", particles.Tables(), quiet)
@@ -197,16 +199,23 @@ func TestRegressionForkRetry(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.Close()
-	failing := faulty.Wrap(inner, faulty.NewScript(faulty.Rule{Op: faulty.OpCreate, Prefix: index.MarkerName("f"),
+	noMarker := faulty.Wrap(inner, faulty.NewScript(faulty.Rule{Op: faulty.OpCreate, Prefix: index.MarkerName("f"),
 		Fault: faulty.Fault{Kind: faulty.FailBefore}}))
-	// The marker create fails every time: CreateOnce gives up (a few
+	if _, err = engine.ForkWorld(ctxT(t), noMarker, "p", "f", "main", 5, particles.Tables(), quiet); err == nil {
+		t.Fatal("the fork succeeded without its marker")
+	}
+	if _, err := inner.Stat(ctxT(t), engine.LineagePath("f")); !errors.Is(err, bucket.ErrNotExist) {
+		t.Fatalf("a fork that never held the name wrote its lineage: %v", err)
+	}
+	// The first slot create fails every time: CreateOnce gives up (a few
 	// seconds of backoff) and the fork fails after its lineage is written.
-	_, err = engine.ForkWorld(ctxT(t), failing, "p", "f", "main", 5, particles.Tables(), quiet)
-	if err == nil {
+	noSlot := faulty.Wrap(inner, faulty.NewScript(faulty.Rule{Op: faulty.OpCreate, Prefix: index.LogPrefix("f"),
+		Fault: faulty.Fault{Kind: faulty.FailBefore}}))
+	if _, err = engine.ForkWorld(ctxT(t), noSlot, "p", "f", "main", 5, particles.Tables(), quiet); err == nil {
 		t.Fatal("the fork succeeded without its catalog")
 	}
 	if _, err := inner.Stat(ctxT(t), engine.LineagePath("f")); err != nil {
-		t.Fatalf("the lineage rows were not written first: %v", err)
+		t.Fatalf("the lineage rows were not written before the first slot: %v", err)
 	}
 	f, err := engine.ForkWorld(ctxT(t), inner, "p", "f", "main", 5, particles.Tables(), quiet)
 	if err != nil {

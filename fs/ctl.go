@@ -73,6 +73,9 @@ func opEvaluate(ctx context.Context, m *Mount, world string, cmd []byte) (any, e
 	if len(c.Outcomes) == 0 {
 		return nil, badf("evaluate: the command carries the grader's outcomes, and has none")
 	}
+	if err := engine.CheckOutcomes(c.Outcomes); err != nil {
+		return nil, badf("evaluate %s: %v", c.ID, err)
+	}
 	svc, err := m.ingestion(ctx, world)
 	if err != nil {
 		return nil, err
@@ -134,12 +137,11 @@ func (m *Mount) refresh(ctx context.Context) {
 	}
 }
 
-// decode reads a command's arguments strictly.
+// decode reads a command's arguments strictly (engine.DecodeStrict: no
+// unknown field, no key twice, nothing after the object).
 func decode[T any](cmd []byte) (T, error) {
 	var v T
-	dec := json.NewDecoder(bytes.NewReader(cmd))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&v); err != nil {
+	if err := engine.DecodeStrict(cmd, &v); err != nil {
 		return v, fmt.Errorf("%w: %v", ErrBadCommand, err)
 	}
 	return v, nil
@@ -212,6 +214,9 @@ func opCreate(ctx context.Context, m *Mount, _ string, cmd []byte) (any, error) 
 	if len(c.Tables) == 0 {
 		return nil, badf("create %s: declare at least one table", c.World)
 	}
+	if err := m.absent(ctx, c.World); err != nil {
+		return nil, err
+	}
 	var tables []*engine.Table
 	for _, ts := range c.Tables {
 		var comps []engine.Component
@@ -240,6 +245,20 @@ func opCreate(ctx context.Context, m *Mount, _ string, cmd []byte) (any, error) 
 	return map[string]any{"world": c.World, "writer_epoch": w.Epoch()}, nil
 }
 
+// absent refuses a world name that is taken, before anything is written
+// (engine's create and fork refuse it too, at the marker; this answers
+// without opening a catalog).
+func (m *Mount) absent(ctx context.Context, world string) error {
+	ok, err := m.worldExists(ctx, world)
+	if err != nil {
+		return err
+	}
+	if ok {
+		return fmt.Errorf("world %s: %w", world, index.ErrWorldExists)
+	}
+	return nil
+}
+
 func opFork(ctx context.Context, m *Mount, _ string, cmd []byte) (any, error) {
 	c, err := decode[struct {
 		Op     string `json:"op"`
@@ -257,8 +276,14 @@ func opFork(ctx context.Context, m *Mount, _ string, cmd []byte) (any, error) {
 	if err := index.ValidateWorldID(c.World); err != nil {
 		return nil, badf("world: %v", err)
 	}
+	if err := index.ValidateRunName(c.Run); err != nil {
+		return nil, badf("fork %s: %v", c.World, err)
+	}
 	if c.Tick == nil {
 		return nil, badf("fork %s: give the tick of %s to fork from", c.World, c.Parent)
+	}
+	if err := m.absent(ctx, c.World); err != nil {
+		return nil, err
 	}
 	if ok, err := m.worldExists(ctx, c.Parent); err != nil {
 		return nil, err
@@ -386,7 +411,9 @@ func opCommitTick(ctx context.Context, m *Mount, world string, cmd []byte) (any,
 }
 
 // frameOf builds an archetype's whole frame from rows given inline or as a
-// path to a Parquet or JSONL file. A row's entity_id is required; its
+// path to a Parquet or JSONL file, every row checked and converted exactly
+// by engine.InputRow (JSON numbers are decoded as numbers, never through
+// float64). A row's entity_id and every component column are required; its
 // commit columns (tick, commit_token, writer_epoch), as in a snapshot
 // file, are ignored: the new tick stamps its own.
 func frameOf(ctx context.Context, t *engine.Table, raw json.RawMessage) (*engine.Frame, error) {
@@ -399,35 +426,20 @@ func frameOf(ctx context.Context, t *engine.Table, raw json.RawMessage) (*engine
 		if rows, err = wsql.ReadRows(ctx, path); err != nil {
 			return nil, badf("%s: %v", t.Name, err)
 		}
-	} else if err := json.Unmarshal(raw, &rows); err != nil {
+	} else if err := engine.DecodeStrict(raw, &rows); err != nil {
 		return nil, badf("%s: frames are an array of row objects or a file path: %v", t.Name, err)
 	}
 	f := engine.NewFrame(t)
 	for i, row := range rows {
-		e, ok := entityOf(row[engine.ColEntity])
-		if !ok {
-			return nil, badf("%s row %d: entity_id must be a non-negative integer, not %v", t.Name, i, row[engine.ColEntity])
+		e, v, err := engine.InputRow(t, row)
+		if err == nil {
+			err = f.Insert(e, v)
 		}
-		for _, k := range []string{engine.ColEntity, engine.ColTick, engine.ColCommitToken, engine.ColWriterEpoch} {
-			delete(row, k)
-		}
-		if err := f.Insert(e, row); err != nil {
+		if err != nil {
 			return nil, badf("%s row %d: %v", t.Name, i, err)
 		}
 	}
 	return f, nil
-}
-
-func entityOf(v any) (int64, bool) {
-	switch x := v.(type) {
-	case float64:
-		return int64(x), x >= 0 && x == float64(int64(x))
-	case int64:
-		return x, x >= 0
-	case int32:
-		return int64(x), x >= 0
-	}
-	return 0, false
 }
 
 // ctlFile is a ctl file: each write is one command, answered (after it is

@@ -276,3 +276,45 @@ func TestFormat1CheckpointStillLoads(t *testing.T) {
 		t.Fatalf("the format-2 checkpoint differs: %s", d)
 	}
 }
+
+// A released claim is gone from checkpoints as from the live state, the
+// shard it left (empty or not) loads back, and the feed carries the
+// release.
+func TestReleaseInCheckpointAndFeed(t *testing.T) {
+	b := memBucket()
+	c, _ := newWorld(t, b, "w", Options{NoCompactor: true})
+	ctx := ctxT(t)
+	for _, e := range []Entry{
+		claimEntry(KindClaimAcquire, "r", "p", "kept", "d", "c1", "h", 1, 2),
+		claimEntry(KindClaimAcquire, "r", "p", "gone", "d", "c2", "h", 1, 2),
+		claimEntry(KindClaimRelease, "r", "p", "gone", "d", "c2", "h", 1, 0),
+	} {
+		if _, err := c.Commit(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seq, err := c.Checkpoint(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loaded, info, err := Load(ctx, b, "w")
+	if err != nil || info.CheckpointSeq != seq {
+		t.Fatalf("Load = %v (%+v)", err, info)
+	}
+	if d := diff(c.Tip(), loaded); d != "" {
+		t.Fatalf("the checkpoint differs from the live state: %s", d)
+	}
+	if _, ok := loaded.Claim(ClaimKey{Run: "r", Producer: "p", ExternalID: "gone"}); ok {
+		t.Fatal("the released claim is in the checkpoint")
+	}
+	if _, ok := loaded.Claim(ClaimKey{Run: "r", Producer: "p", ExternalID: "kept"}); !ok {
+		t.Fatal("the other claim is not")
+	}
+	changes, err := collectChanges(t, c, 1, int(seq))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := changes[len(changes)-1].Entry; last.Kind != KindClaimRelease || last.Claim.Key.ExternalID != "gone" {
+		t.Fatalf("the feed's last change: %+v", last)
+	}
+}

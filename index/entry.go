@@ -17,6 +17,7 @@ const (
 	KindClaimAcquire     Kind = "claim.acquire"
 	KindClaimTakeover    Kind = "claim.takeover"
 	KindClaimComplete    Kind = "claim.complete"
+	KindClaimRelease     Kind = "claim.release"
 	KindFragmentsRewrite Kind = "fragments.rewrite"
 	KindCommandEnqueue   Kind = "command.enqueue"
 )
@@ -128,7 +129,7 @@ type ClaimKey struct {
 
 func (k ClaimKey) String() string { return k.Run + "/" + k.Producer + "/" + k.ExternalID }
 
-// ClaimOp is the payload of the three claim entries.
+// ClaimOp is the payload of the four claim entries.
 //
 //   - claim.acquire: put-if-absent on Key; a fresh claim is pending under
 //     CommitToken, held by Holder until LeaseUntilMs. Digest is the
@@ -139,6 +140,13 @@ func (k ClaimKey) String() string { return k.Run + "/" + k.Producer + "/" + k.Ex
 //   - claim.complete: the pending claim under CommitToken becomes complete;
 //     its token joins the visible set, and Fragments (the rows appended
 //     under the token) join the file list readers get from the catalog.
+//   - claim.release: Holder gives up the pending claim it holds under
+//     CommitToken, having appended nothing under it (the command it
+//     served was refused after the claim was taken). The claim is gone:
+//     the key is free for a fresh acquire (any digest, a new token and a
+//     new fact id), and rows anyone appends late under the released token
+//     never become visible, since no completion can name it again. A
+//     complete claim is never released.
 type ClaimOp struct {
 	Key          ClaimKey `json:"key"`
 	Digest       string   `json:"digest"`
@@ -231,8 +239,9 @@ func (e *Entry) validatePayload() error {
 		} else if s.WriterMode != "" && s.WriterMode != ModeCleanupOnly {
 			return fmt.Errorf("world.status: writer mode can only move to %q", ModeCleanupOnly)
 		}
-	case KindClaimAcquire, KindClaimTakeover, KindClaimComplete:
+	case KindClaimAcquire, KindClaimTakeover, KindClaimComplete, KindClaimRelease:
 		c := e.Claim
+		lease := e.Kind == KindClaimAcquire || e.Kind == KindClaimTakeover
 		switch {
 		case c == nil:
 			return fmt.Errorf("%s without its payload", e.Kind)
@@ -240,8 +249,10 @@ func (e *Entry) validatePayload() error {
 			return fmt.Errorf("%s: the claim key needs a run, a producer and an external id", e.Kind)
 		case c.Digest == "":
 			return fmt.Errorf("%s: no digest", e.Kind)
-		case e.Kind != KindClaimComplete && (c.Holder == "" || c.LeaseUntilMs <= c.NowMs):
+		case lease && (c.Holder == "" || c.LeaseUntilMs <= c.NowMs):
 			return fmt.Errorf("%s: needs a holder and a lease ending after now", e.Kind)
+		case e.Kind == KindClaimRelease && c.Holder == "":
+			return fmt.Errorf("%s: needs the holder that releases it", e.Kind)
 		case e.Kind != KindClaimTakeover && c.CommitToken == "":
 			return fmt.Errorf("%s: no commit token", e.Kind)
 		case (e.Kind == KindClaimComplete) != (len(c.Fragments) > 0):

@@ -127,6 +127,12 @@ func (m *model) predict(e Entry) (string, func()) {
 				return existingClass, nothing
 			}
 			return okClass, func() { old.state = ClaimComplete }
+		case KindClaimRelease:
+			switch {
+			case old == nil || old.state == ClaimComplete || old.token != c.CommitToken || old.holder != c.Holder:
+				return refusedClass, nothing
+			}
+			return okClass, func() { delete(m.claims, c.Key) }
 		}
 	}
 	panic("unmodeled entry " + e.Kind)
@@ -150,6 +156,8 @@ func (m *model) applied(e Entry, s *State) bool {
 			return ok && old == nil
 		case KindClaimTakeover:
 			return ok && old != nil && c.Holder == e.Claim.Holder && c.LeaseUntilMs == e.Claim.LeaseUntilMs && old.lease != c.LeaseUntilMs
+		case KindClaimRelease:
+			return !ok && old != nil
 		default:
 			return ok && old != nil && old.state == ClaimPending && c.State == ClaimComplete
 		}
@@ -179,6 +187,9 @@ func (m *model) check(s *State) error {
 			return fmt.Errorf("run %s head %d, model %d", run, r.Head, h)
 		}
 	}
+	if got := s.claims.Len(); got != len(m.claims) {
+		return fmt.Errorf("%d claims, model %d", got, len(m.claims))
+	}
 	for k, mc := range m.claims {
 		c, ok := s.Claim(k)
 		if !ok || c.State != mc.state || c.CommitToken != mc.token || c.Holder != mc.holder || c.LeaseUntilMs != mc.lease {
@@ -207,8 +218,10 @@ func randomEntry(r *rand.Rand, epochs []int64, now int64) Entry {
 		return publish(runs[r.IntN(2)], int64(r.IntN(6)), fmt.Sprint("t", r.IntN(3)), epochs[r.IntN(len(epochs))])
 	case x < 16:
 		return claim(KindClaimAcquire)
-	case x < 18:
+	case x < 17:
 		return claim(KindClaimTakeover)
+	case x < 18:
+		return claim(KindClaimRelease)
 	default:
 		return claim(KindClaimComplete)
 	}

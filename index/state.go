@@ -244,8 +244,9 @@ type Result struct {
 	// Republished: tick.publish found the identical attempt already
 	// published (an idempotent no-op).
 	Republished bool
-	// Claim: the claim after a claim entry. Existing reports an acquire
-	// that found the same fact complete (the original receipt).
+	// Claim: the claim after a claim entry (nil after a release).
+	// Existing reports an acquire that found the same fact complete (the
+	// original receipt).
 	Claim    *Claim
 	Existing bool
 }
@@ -360,7 +361,7 @@ func (n *State) apply(e *Entry, seq uint64) (Result, error) {
 			w.WriterMode = st.WriterMode
 		}
 
-	case KindClaimAcquire, KindClaimTakeover, KindClaimComplete:
+	case KindClaimAcquire, KindClaimTakeover, KindClaimComplete, KindClaimRelease:
 		return n.applyClaim(e, seq)
 
 	case KindCommandEnqueue:
@@ -460,6 +461,18 @@ func (n *State) applyClaim(e *Entry, seq uint64) (Result, error) {
 		nc = *old
 		nc.State = ClaimComplete
 		nc.Tables = cloneTables(c.Fragments)
+	case KindClaimRelease:
+		switch {
+		case !exists:
+			return r, refused("release of fact %s: no claim", c.Key)
+		case old.State == ClaimComplete:
+			return r, refused("release of fact %s: the claim is complete, and a complete claim is never released", c.Key)
+		case old.CommitToken != c.CommitToken || old.Holder != c.Holder:
+			return r, refused("release of fact %s by %s under token %s: the claim is %s's under token %s", c.Key, c.Holder, c.CommitToken, old.Holder, old.CommitToken)
+		}
+		n.claims.Delete(old)
+		n.mark(claimShard(c.Key), seq)
+		return r, nil
 	}
 	nc.Seq = seq
 	n.claims.ReplaceOrInsert(&nc)

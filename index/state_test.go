@@ -155,6 +155,39 @@ func TestApplyTable(t *testing.T) {
 					t.Fatalf("err = %v", err)
 				}
 			}},
+		{"release frees the key for a fresh acquire", append(base, claimEntry(KindClaimAcquire, "r", "p", "e1", "d", "ct", "h", 100, 200),
+			claimEntry(KindClaimRelease, "r", "p", "e1", "d", "ct", "h", 150, 0)),
+			claimEntry(KindClaimAcquire, "r", "p", "e1", "other", "ct2", "h2", 160, 300), func(t *testing.T, r Result, err error, s *State) {
+				if err != nil || r.Existing || r.Claim.CommitToken != "ct2" || r.Claim.FactID != FactIDBase-2 || r.Claim.Holder != "h2" {
+					t.Fatalf("r %+v err %v", r.Claim, err)
+				}
+			}},
+		{"release removes the claim", append(base, claimEntry(KindClaimAcquire, "r", "p", "e1", "d", "ct", "h", 100, 200)),
+			claimEntry(KindClaimRelease, "r", "p", "e1", "d", "ct", "h", 150, 0), func(t *testing.T, r Result, err error, s *State) {
+				if _, ok := s.Claim(ClaimKey{Run: "r", Producer: "p", ExternalID: "e1"}); err != nil || ok || s.Allowlist("r").Admits(0, "ct", 1) {
+					t.Fatalf("err %v, claim still there: %v", err, ok)
+				}
+			}},
+		{"release by another holder", append(base, claimEntry(KindClaimAcquire, "r", "p", "e1", "d", "ct", "h", 100, 200)),
+			claimEntry(KindClaimRelease, "r", "p", "e1", "d", "ct", "h2", 150, 0), func(t *testing.T, _ Result, err error, _ *State) {
+				if !errors.Is(err, ErrRefused) {
+					t.Fatalf("err = %v", err)
+				}
+			}},
+		{"release of a complete claim", append(base, claimEntry(KindClaimAcquire, "r", "p", "e1", "d", "ct", "h", 100, 200),
+			claimEntry(KindClaimComplete, "r", "p", "e1", "d", "ct", "", 150, 0)),
+			claimEntry(KindClaimRelease, "r", "p", "e1", "d", "ct", "h", 160, 0), func(t *testing.T, _ Result, err error, _ *State) {
+				if !errors.Is(err, ErrRefused) {
+					t.Fatalf("err = %v", err)
+				}
+			}},
+		{"late completion under a released token", append(base, claimEntry(KindClaimAcquire, "r", "p", "e1", "d", "ct", "h", 100, 200),
+			claimEntry(KindClaimRelease, "r", "p", "e1", "d", "ct", "h", 150, 0), claimEntry(KindClaimAcquire, "r", "p", "e1", "d", "ct2", "h2", 160, 300)),
+			claimEntry(KindClaimComplete, "r", "p", "e1", "d", "ct", "", 170, 0), func(t *testing.T, _ Result, err error, _ *State) {
+				if !errors.Is(err, ErrRefused) {
+					t.Fatalf("err = %v", err)
+				}
+			}},
 		{"duplicate of a completed fact gets the original", append(base, claimEntry(KindClaimAcquire, "r", "p", "e1", "d", "ct", "h", 100, 200),
 			claimEntry(KindClaimComplete, "r", "p", "e1", "d", "ct", "", 150, 0)),
 			claimEntry(KindClaimAcquire, "r", "p", "e1", "d", "ct9", "h9", 500, 900), func(t *testing.T, r Result, err error, _ *State) {

@@ -35,6 +35,17 @@ const DirectoryPrefix = "directory/"
 // before the first slot may call it again with the same arguments; once the
 // first slot exists the world is created and its writer must resume it.
 func CreateWorld(ctx context.Context, b bucket.Bucket, world string, create WorldCreate, holder string, opts Options) (*Catalog, int64, error) {
+	return CreateWorldThen(ctx, b, world, create, holder, opts, nil)
+}
+
+// CreateWorldThen is CreateWorld that runs then once the name is this
+// world's (its marker, which records the lineage, is in the bucket) and
+// before the first slot creates the world. What must exist before the
+// catalog names it (a fork's lineage rows) is written there: only by a
+// creation whose marker won the name, or a retry with the same arguments,
+// never by one refused because the world exists. A failing then creates
+// no slot.
+func CreateWorldThen(ctx context.Context, b bucket.Bucket, world string, create WorldCreate, holder string, opts Options, then func(context.Context) error) (*Catalog, int64, error) {
 	if err := ValidateWorldID(world); err != nil {
 		return nil, 0, err
 	}
@@ -75,6 +86,11 @@ func CreateWorld(ctx context.Context, b bucket.Bucket, world string, create Worl
 	}
 	if _, err := bucket.CreateOnce(ctx, b, DirectoryPrefix+world, data); err != nil && !errors.Is(err, bucket.ErrExist) {
 		return nil, 0, fmt.Errorf("world %s: creating the directory entry: %w", world, err)
+	}
+	if then != nil {
+		if err := then(ctx); err != nil {
+			return nil, 0, err
+		}
 	}
 	c, err := Open(ctx, b, world, opts)
 	if err != nil {

@@ -1,13 +1,18 @@
 package sql
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 
 	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/engine"
 )
 
 // FormatParquet is a CopyTick output format (with FormatCSV).
@@ -67,14 +72,17 @@ func copyView(ctx context.Context, b bucket.Bucket, world string, opts Options, 
 }
 
 // ReadRows reads a Parquet (.parquet) or newline-delimited JSON (.jsonl,
-// .ndjson) file into rows, by column name, as DuckDB types them.
+// .ndjson) file into rows, by column name: Parquet as DuckDB types it,
+// JSONL one object per non-empty line, decoded strictly with numbers kept
+// as written (json.Number: no column type is inferred, no digit lost, a
+// key absent from a line stays absent).
 func ReadRows(ctx context.Context, path string) ([]map[string]any, error) {
 	var from string
 	switch {
 	case strings.HasSuffix(path, ".parquet"):
 		from = "read_parquet(" + lit(path) + ")"
 	case strings.HasSuffix(path, ".jsonl"), strings.HasSuffix(path, ".ndjson"):
-		from = "read_json(" + lit(path) + ", format = 'newline_delimited')"
+		return readJSONL(path)
 	default:
 		return nil, fmt.Errorf("%s: rows are read from .parquet, .jsonl or .ndjson files", path)
 	}
@@ -105,3 +113,36 @@ func ReadRows(ctx context.Context, path string) ([]map[string]any, error) {
 	}
 	return out, nil
 }
+
+// readJSONL reads a JSONL file's rows (see ReadRows).
+func readJSONL(path string) ([]map[string]any, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), maxJSONLLine)
+	var out []map[string]any
+	for n := 1; sc.Scan(); n++ {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 {
+			continue
+		}
+		var row map[string]any
+		if err := engine.DecodeStrict(line, &row); err != nil || row == nil {
+			if err == nil {
+				err = errors.New("null is not a row object")
+			}
+			return nil, fmt.Errorf("%s line %d: %v", path, n, err)
+		}
+		out = append(out, row)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	return out, nil
+}
+
+// maxJSONLLine bounds one line of a JSONL file.
+const maxJSONLLine = 64 << 20

@@ -240,6 +240,13 @@ func init() {
 			if (len(d.Outcomes) > 0) == (*execCmd != "") {
 				return usagef("give the outcomes (--outcome or the document's \"outcomes\") or a grader to run (--exec), not both or neither")
 			}
+			if len(d.Outcomes) > 0 {
+				// Outcomes known now are checked now, before anything is
+				// claimed.
+				if err := engine.CheckOutcomes(d.Outcomes); err != nil {
+					return usagef("%v", err)
+				}
+			}
 			gate, svc, b, p, closeAll, err := ef.open(ctx)
 			if err != nil {
 				return err

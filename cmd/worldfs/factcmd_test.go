@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/worldfs/worldfs/bucket/local"
 	"github.com/worldfs/worldfs/engine"
 )
 
@@ -81,13 +84,38 @@ func TestIngestAndEvaluateCommands(t *testing.T) {
 	if code != 0 || !strings.Contains(out, `"inconclusive"`) || !strings.Contains(out, `"graded": true`) {
 		t.Fatalf("evaluate --exec: %d %q %q", code, out, stderr)
 	}
+	b, err := local.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	list := func() []string {
+		var out []string
+		for a, err := range b.List(context.Background(), "", "") {
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, a.Name)
+		}
+		return out
+	}
 	for _, bad := range [][]string{
 		{"--id", "e3", "--grader", "g", "--outcome", "x=pass"},                           // no implementation version
 		{"--id", "e3", "--grader", "g", "--implementation", "v", "--outcome", "x=maybe"}, // unknown verdict
 		{"--id", "e3", "--grader", "g", "--implementation", "v"},                         // no outcomes
+		{"--id", "e3", "--grader", "g", "--implementation", "v", "--exec", `echo '[{"verdict":"maybe"}]'`},
 	} {
+		before := list()
 		if code, _, _ := cli(t, append([]string{"evaluate", "--bucket", dir, "--world", "demo"}, bad...)...); code == 0 {
 			t.Errorf("%v accepted", bad)
 		}
+		// Refused before the claim, or (a grader run by --exec) the claim
+		// released at once: the id is free for a valid evaluation.
+		if after := list(); !slices.Equal(before, after) && !slices.Contains(bad, "--exec") {
+			t.Errorf("%v wrote to the bucket: %d objects became %d", bad, len(before), len(after))
+		}
+	}
+	if code, out, stderr := cli(t, "evaluate", "--bucket", dir, "--world", "demo", "--wait", "0", "--id", "e3", "--grader", "g", "--implementation", "v", "--outcome", "x=pass"); code != 0 {
+		t.Fatalf("the valid evaluation of e3 after the refusals: %d %q %q", code, out, stderr)
 	}
 }
