@@ -17,7 +17,6 @@ import (
 
 	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/index"
-	wsql "github.com/worldfs/worldfs/sql"
 )
 
 // A ctl command is one JSON object on one line: {"op": NAME, ...}. Each
@@ -396,8 +395,8 @@ func frameOf(ctx context.Context, t *engine.Table, raw json.RawMessage) (*engine
 		if !filepath.IsAbs(path) {
 			return nil, badf("%s: %q: give an absolute path (the mount has no working directory of yours)", t.Name, path)
 		}
-		if rows, err = wsql.ReadRows(ctx, path); err != nil {
-			return nil, badf("%s: %v", t.Name, err)
+		if rows, err = readRowsAsCaller(ctx, path); err != nil {
+			return nil, fmt.Errorf("%s: %w", t.Name, err)
 		}
 	} else if err := json.Unmarshal(raw, &rows); err != nil {
 		return nil, badf("%s: frames are an array of row objects or a file path: %v", t.Name, err)
@@ -431,7 +430,8 @@ func entityOf(v any) (int64, bool) {
 }
 
 // ctlFile is a ctl file: each write is one command, answered (after it is
-// durable) on the same open file.
+// durable) on the same open file. It is the mount owner's: mode 0600, or
+// 0660 with Options.CtlGroup as its group.
 type ctlFile struct {
 	gofs.Inode
 	m     *Mount
@@ -449,7 +449,12 @@ func (c *ctlFile) immutable() bool { return false }
 func (c *ctlFile) inode() uint64   { return c.ino }
 
 func (c *ctlFile) fill(_ context.Context, a *fuse.Attr) syscall.Errno {
-	a.Mode = syscall.S_IFREG | 0o644
+	// The owner is the mount's (go-fuse fills Uid in from the mount).
+	a.Mode = syscall.S_IFREG | 0o600
+	if gid := c.m.opts.ctlGID; gid >= 0 {
+		a.Mode, a.Gid = syscall.S_IFREG|0o660, uint32(gid)
+	}
+	a.Nlink = 1
 	a.Ino = c.ino
 	return 0
 }
