@@ -513,8 +513,8 @@ type ctlHandle struct {
 			piece []byte
 			errno syscall.Errno
 		}
-		// endOff is where the last command ended without its newline: a
-		// piece of only whitespace there is its newline.
+		// endOff is where the last command ended without its newline
+		// (-1: none): pieces of only whitespace there are its newline.
 		endOff int64
 	}
 }
@@ -550,8 +550,8 @@ func (h *ctlHandle) Write(ctx context.Context, data []byte, off int64) (uint32, 
 		}
 	}
 	if len(h.mu.pending) == 0 && off == h.mu.endOff && len(bytes.TrimSpace(data)) == 0 {
-		h.mu.endOff = -1
-		return uint32(len(data)), 0 // the newline of a command the previous piece completed
+		h.mu.endOff += int64(len(data))
+		return uint32(len(data)), 0 // the newline of a command an earlier piece completed
 	}
 	continued := len(h.mu.pending) > 0
 	complete, err := h.mu.scan.feed(data)
