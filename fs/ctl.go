@@ -17,7 +17,6 @@ import (
 
 	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/index"
-	wsql "github.com/worldfs/worldfs/sql"
 )
 
 // A ctl command is one JSON object on one line: {"op": NAME, ...}. Each
@@ -423,8 +422,8 @@ func frameOf(ctx context.Context, t *engine.Table, raw json.RawMessage) (*engine
 		if !filepath.IsAbs(path) {
 			return nil, badf("%s: %q: give an absolute path (the mount has no working directory of yours)", t.Name, path)
 		}
-		if rows, err = wsql.ReadRows(ctx, path); err != nil {
-			return nil, badf("%s: %v", t.Name, err)
+		if rows, err = readRowsAsCaller(ctx, path); err != nil {
+			return nil, fmt.Errorf("%s: %w", t.Name, err)
 		}
 	} else if err := engine.DecodeStrict(raw, &rows); err != nil {
 		return nil, badf("%s: frames are an array of row objects or a file path: %v", t.Name, err)
@@ -443,7 +442,8 @@ func frameOf(ctx context.Context, t *engine.Table, raw json.RawMessage) (*engine
 }
 
 // ctlFile is a ctl file: each write is one command, answered (after it is
-// durable) on the same open file.
+// durable) on the same open file. It is the mount owner's: mode 0600, or
+// 0660 with Options.CtlGroup as its group.
 type ctlFile struct {
 	gofs.Inode
 	m     *Mount
@@ -455,13 +455,20 @@ var (
 	_ = (gofs.NodeGetattrer)((*ctlFile)(nil))
 	_ = (gofs.NodeSetattrer)((*ctlFile)(nil))
 	_ = (gofs.NodeOpener)((*ctlFile)(nil))
+	_ = (gofs.NodeSetxattrer)((*ctlFile)(nil))
+	_ = (gofs.NodeRemovexattrer)((*ctlFile)(nil))
 )
 
 func (c *ctlFile) immutable() bool { return false }
 func (c *ctlFile) inode() uint64   { return c.ino }
 
 func (c *ctlFile) fill(_ context.Context, a *fuse.Attr) syscall.Errno {
-	a.Mode = syscall.S_IFREG | 0o644
+	// The owner is the mount's (go-fuse fills Uid in from the mount).
+	a.Mode = syscall.S_IFREG | 0o600
+	if gid := c.m.opts.ctlGID; gid >= 0 {
+		a.Mode, a.Gid = syscall.S_IFREG|0o660, uint32(gid)
+	}
+	a.Nlink = 1
 	a.Ino = c.ino
 	return 0
 }
@@ -479,12 +486,28 @@ func (c *ctlFile) Setattr(ctx context.Context, _ gofs.FileHandle, in *fuse.SetAt
 	return c.fill(ctx, &out.Attr)
 }
 
+func (c *ctlFile) Setxattr(context.Context, string, []byte, uint32) syscall.Errno {
+	return syscall.EROFS
+}
+func (c *ctlFile) Removexattr(context.Context, string) syscall.Errno { return syscall.EROFS }
+
 func (c *ctlFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
-	return &ctlHandle{m: c.m, world: c.world}, fuse.FOPEN_DIRECT_IO, 0
+	h := &ctlHandle{m: c.m, world: c.world}
+	h.mu.endOff = -1
+	return h, fuse.FOPEN_DIRECT_IO, 0
 }
 
 // ctlHandle is an open ctl file. Reads return the answer to the last
 // command written on it, once, from its start.
+//
+// The kernel hands a write(2) larger than the mount's max_write over in
+// pieces, one request each, and stops at the first piece refused: the
+// pieces before it were accepted, so the caller sees a short write and
+// (cat, Python, Go all do) writes the rest again. Every refusal is
+// therefore made on the earliest piece that shows it, and a piece that
+// continued a command when it was refused is remembered: the same bytes
+// written again at the same offset are that retry, and get the same errno
+// instead of running as a command of their own.
 type ctlHandle struct {
 	m     *Mount
 	world string
@@ -492,8 +515,19 @@ type ctlHandle struct {
 	mu struct {
 		sync.Mutex
 		pending []byte // a command split across writes, not yet complete
+		scan    cmdScanner
 		answer  []byte
 		read    int // how much of answer was read
+		// refused is the piece that failed a command it continued (errno
+		// 0: none); retry is disarmed by the next write, matching or not.
+		refused struct {
+			off   int64
+			piece []byte
+			errno syscall.Errno
+		}
+		// endOff is where the last command ended without its newline
+		// (-1: none): pieces of only whitespace there are its newline.
+		endOff int64
 	}
 }
 
@@ -503,7 +537,8 @@ var (
 	_ = (gofs.FileFlusher)((*ctlHandle)(nil))
 )
 
-// maxCommand bounds a command (frames larger than this go in a file).
+// maxCommand bounds a command's bytes up to the end of its JSON object
+// (frames larger than this go in a file).
 const maxCommand = 64 << 20
 
 // Answer is what a ctl read returns: one JSON line.
@@ -519,23 +554,34 @@ func (h *ctlHandle) Write(ctx context.Context, data []byte, off int64) (uint32, 
 	defer h.m.stats.op("ctl", start)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	buf := append(h.mu.pending, data...)
-	line := bytes.TrimSpace(buf)
-	// The kernel splits a large write(2) into pieces: a command is
-	// complete at its newline, or once it is a whole JSON value.
-	if !bytes.HasSuffix(buf, []byte("\n")) && !json.Valid(line) && len(buf) < maxCommand {
-		h.mu.pending = buf
+	if r := &h.mu.refused; r.errno != 0 {
+		errno, retry := r.errno, off == r.off && sharePrefix(data, r.piece)
+		r.errno, r.piece = 0, nil
+		if retry {
+			return 0, errno
+		}
+	}
+	if len(h.mu.pending) == 0 && off == h.mu.endOff && len(bytes.TrimSpace(data)) == 0 {
+		h.mu.endOff += int64(len(data))
+		return uint32(len(data)), 0 // the newline of a command an earlier piece completed
+	}
+	continued := len(h.mu.pending) > 0
+	complete, err := h.mu.scan.feed(data)
+	size := int64(len(h.mu.pending) + len(data))
+	if complete {
+		size = h.mu.scan.end // what follows the object is its newline
+	}
+	if err == nil && size > maxCommand {
+		err = badf("a command is at most %d MiB (give larger frames as a file path)", maxCommand>>20)
+	}
+	if err == nil && !complete {
+		h.mu.pending = append(h.mu.pending, data...)
 		return uint32(len(data)), 0
 	}
-	h.mu.pending = nil
+	line := bytes.TrimSpace(append(h.mu.pending, data...))
+	h.mu.pending, h.mu.scan, h.mu.endOff = nil, cmdScanner{}, -1
 	var res any
-	var err error
-	switch {
-	case len(line) == 0:
-		err = badf("empty command")
-	case bytes.ContainsRune(line, '\n'):
-		err = badf("one command per write (a single JSON line)")
-	default:
+	if err == nil {
 		// A command, once started, runs to its end: a signal to the
 		// writer (which interrupts the request) must not leave a commit
 		// half done, nor make the kernel restart a write that committed.
@@ -549,9 +595,23 @@ func (h *ctlHandle) Write(ctx context.Context, data []byte, off int64) (uint32, 
 	h.mu.answer = append(h.mu.answer, '\n')
 	h.mu.read = 0
 	if err != nil {
-		return 0, Errno(err)
+		errno := Errno(err)
+		if continued {
+			h.mu.refused.off, h.mu.refused.piece, h.mu.refused.errno = off, bytes.Clone(data), errno
+		}
+		return 0, errno
+	}
+	if !bytes.HasSuffix(data, []byte("\n")) {
+		h.mu.endOff = off + int64(len(data))
 	}
 	return uint32(len(data)), 0
+}
+
+// sharePrefix reports whether a and b agree on their common length (the
+// kernel may cut a retried write at other places than the first).
+func sharePrefix(a, b []byte) bool {
+	n := min(len(a), len(b))
+	return n > 0 && bytes.Equal(a[:n], b[:n])
 }
 
 func (h *ctlHandle) Read(_ context.Context, dest []byte, _ int64) (fuse.ReadResult, syscall.Errno) {
@@ -567,10 +627,118 @@ func (h *ctlHandle) Flush(context.Context) syscall.Errno {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if len(bytes.TrimSpace(h.mu.pending)) > 0 {
-		h.mu.pending = nil
+		h.mu.pending, h.mu.scan = nil, cmdScanner{}
 		return syscall.EINVAL
 	}
 	return 0
+}
+
+// cmdScanner follows a command's bytes as they arrive, so that a command
+// is known complete when its JSON object closes and bytes that cannot
+// continue one JSON object on one line are refused on the piece that
+// carries them. It checks the structure (brackets, strings, escapes, the
+// bytes allowed between tokens); the command's decoder checks the rest.
+type cmdScanner struct {
+	n       int64  // bytes seen
+	end     int64  // the command's bytes, once done
+	stack   []byte // open brackets
+	started bool
+	done    bool
+	inStr   bool
+	esc     bool
+	hex     int // hex digits still due in a \u escape
+}
+
+// maxDepth bounds a command's nesting.
+const maxDepth = 1000
+
+func (s *cmdScanner) feed(p []byte) (complete bool, err error) {
+	for _, c := range p {
+		at := s.n
+		s.n++
+		switch {
+		case s.done:
+			if !isSpace(c) {
+				return false, badf("one command per write: %q follows the end of the command's JSON object (byte %d)", c, at)
+			}
+		case s.inStr:
+			switch {
+			case s.hex > 0:
+				if !isHex(c) {
+					return false, badf("byte %d: %q in a \\u escape", at, c)
+				}
+				s.hex--
+			case s.esc:
+				s.esc = false
+				switch c {
+				case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				case 'u':
+					s.hex = 4
+				default:
+					return false, badf("byte %d: invalid escape \\%c", at, c)
+				}
+			case c == '\\':
+				s.esc = true
+			case c == '"':
+				s.inStr = false
+			case c == '\n':
+				return false, badf("byte %d: the line ended inside a string (a command is one JSON object on one line)", at)
+			case c < 0x20:
+				return false, badf("byte %d: control byte %q inside a string", at, c)
+			}
+		case !s.started:
+			switch {
+			case c == '\n':
+				return false, badf("empty command (a command is one JSON object on one line)")
+			case isSpace(c):
+			case c != '{':
+				return false, badf("a command is a JSON object, beginning with '{', not %q", c)
+			default:
+				s.started = true
+				s.stack = append(s.stack, c)
+			}
+		default:
+			switch c {
+			case '{', '[':
+				if len(s.stack) >= maxDepth {
+					return false, badf("byte %d: nested deeper than %d", at, maxDepth)
+				}
+				s.stack = append(s.stack, c)
+			case '}', ']':
+				open := byte('{')
+				if c == ']' {
+					open = '['
+				}
+				if s.stack[len(s.stack)-1] != open {
+					return false, badf("byte %d: %q closes %q", at, c, s.stack[len(s.stack)-1])
+				}
+				s.stack = s.stack[:len(s.stack)-1]
+				if len(s.stack) == 0 {
+					s.done, s.end = true, s.n
+				}
+			case '"':
+				s.inStr = true
+			case '\n':
+				return false, badf("byte %d: the line ended before the command's JSON object did (a command is one JSON object on one line)", at)
+			case ' ', '\t', '\r', ',', ':':
+			default:
+				if !isLiteral(c) {
+					return false, badf("byte %d: %q cannot appear in JSON outside a string", at, c)
+				}
+			}
+		}
+	}
+	return s.done, nil
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+// isLiteral: a byte of a number, true, false or null.
+func isLiteral(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || c == '-' || c == '+' || c == '.' || c == 'E'
 }
 
 func errnoName(e syscall.Errno) string {

@@ -25,7 +25,8 @@ var ErrNoWriter = errors.New("this mount holds no writer for the world")
 //
 //	EINVAL  a malformed or unfitting command (ErrBadCommand, ErrNoWriter, a refused entry,
 //	        a fact or evaluation engine.ErrInvalid refuses)
-//	EACCES  the mount's role may not write facts (engine.ErrForbidden)
+//	EACCES  the mount's role may not write facts (engine.ErrForbidden); the
+//	        command names a file its writer may not read (ErrCallerAccess)
 //	ESTALE  a stale writer (index.StaleWriterError)
 //	EEXIST  a conflict: the tick or fact is taken, the world exists
 //	EAGAIN  a claim is pending under another holder
@@ -47,7 +48,7 @@ func Errno(err error) syscall.Errno {
 	case errors.Is(err, ErrBadCommand), errors.Is(err, ErrNoWriter), errors.Is(err, index.ErrRefused),
 		errors.Is(err, engine.ErrInvalid):
 		return syscall.EINVAL
-	case errors.Is(err, engine.ErrForbidden):
+	case errors.Is(err, engine.ErrForbidden), errors.Is(err, ErrCallerAccess):
 		return syscall.EACCES
 	case errors.As(err, &stale):
 		return syscall.ESTALE

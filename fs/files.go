@@ -166,6 +166,8 @@ var (
 	_ = (gofs.NodeOpener)((*snapFile)(nil))
 	_ = (gofs.NodeGetxattrer)((*snapFile)(nil))
 	_ = (gofs.NodeListxattrer)((*snapFile)(nil))
+	_ = (gofs.NodeSetxattrer)((*snapFile)(nil))
+	_ = (gofs.NodeRemovexattrer)((*snapFile)(nil))
 )
 
 func (f *snapFile) immutable() bool { return true }
@@ -242,6 +244,7 @@ func (f *snapFile) fill(ctx context.Context, a *fuse.Attr) syscall.Errno {
 		return f.m.errno(fmt.Sprintf("%s of tick %d", f.table, f.t.Tick.Tick), err)
 	}
 	a.Mode = syscall.S_IFREG | 0o444
+	a.Nlink = 1
 	a.Size = uint64(size)
 	a.Blocks = (a.Size + 511) / 512
 	a.Ino = f.ino
@@ -256,6 +259,12 @@ func (f *snapFile) Getattr(ctx context.Context, _ gofs.FileHandle, out *fuse.Att
 func (f *snapFile) Setattr(context.Context, gofs.FileHandle, *fuse.SetAttrIn, *fuse.AttrOut) syscall.Errno {
 	return syscall.EROFS
 }
+
+// A snapshot is immutable: its extended attributes too.
+func (f *snapFile) Setxattr(context.Context, string, []byte, uint32) syscall.Errno {
+	return syscall.EROFS
+}
+func (f *snapFile) Removexattr(context.Context, string) syscall.Errno { return syscall.EROFS }
 
 func (f *snapFile) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
 	return identity{f.t}.Getxattr(ctx, attr, dest)
@@ -334,6 +343,8 @@ var (
 	_ = (gofs.NodeOpener)((*bytesFile)(nil))
 	_ = (gofs.NodeGetxattrer)((*bytesFile)(nil))
 	_ = (gofs.NodeListxattrer)((*bytesFile)(nil))
+	_ = (gofs.NodeSetxattrer)((*bytesFile)(nil))
+	_ = (gofs.NodeRemovexattrer)((*bytesFile)(nil))
 )
 
 func (f *bytesFile) immutable() bool { return f.imm }
@@ -345,6 +356,7 @@ func (f *bytesFile) fill(ctx context.Context, a *fuse.Attr) syscall.Errno {
 		return f.m.errno("generating a file", err)
 	}
 	a.Mode = syscall.S_IFREG | 0o444
+	a.Nlink = 1
 	a.Size = uint64(len(data))
 	a.Ino = f.ino
 	return 0
@@ -358,6 +370,11 @@ func (f *bytesFile) Getattr(ctx context.Context, _ gofs.FileHandle, out *fuse.At
 func (f *bytesFile) Setattr(context.Context, gofs.FileHandle, *fuse.SetAttrIn, *fuse.AttrOut) syscall.Errno {
 	return syscall.EROFS
 }
+
+func (f *bytesFile) Setxattr(context.Context, string, []byte, uint32) syscall.Errno {
+	return syscall.EROFS
+}
+func (f *bytesFile) Removexattr(context.Context, string) syscall.Errno { return syscall.EROFS }
 
 func (f *bytesFile) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
 	if f.identity == nil {

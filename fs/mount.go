@@ -9,7 +9,9 @@ import (
 	"hash/fnv"
 	"math"
 	"os"
+	"os/user"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -52,6 +54,12 @@ type Options struct {
 	// ctl write that finds another holder's live claim answers EAGAIN
 	// rather than block for a lease).
 	Ingest engine.IngestOptions
+	// CtlGroup names a group (by name or number) whose members may write
+	// the ctl files too (mode 0660, that group). Empty: only the mount's
+	// owner may (mode 0600).
+	CtlGroup string
+
+	ctlGID int64 // CtlGroup resolved; -1: none
 }
 
 // Validate fills in defaults and checks the options.
@@ -82,6 +90,21 @@ func (o *Options) Validate(b bucket.Bucket) error {
 	}
 	if o.Ingest.Holder == "" {
 		o.Ingest.Holder = o.Holder + "-ingest"
+	}
+	o.ctlGID = -1
+	if o.CtlGroup != "" {
+		g, err := user.LookupGroup(o.CtlGroup)
+		if err != nil {
+			g, err = user.LookupGroupId(o.CtlGroup)
+		}
+		if err != nil {
+			return fmt.Errorf("mount options: ctl group %q: no such group", o.CtlGroup)
+		}
+		gid, err := strconv.ParseUint(g.Gid, 10, 32)
+		if err != nil || gid == 0 {
+			return fmt.Errorf("mount options: ctl group %q (gid %s): name a group other than root's", o.CtlGroup, g.Gid)
+		}
+		o.ctlGID = int64(gid)
 	}
 	return nil
 }
@@ -152,7 +175,10 @@ var ErrNoFUSE = errors.New("FUSE is not available: /dev/fuse is missing (load th
 // MountOptions are how Serve mounts.
 type MountOptions struct {
 	// AllowOther lets other users see the mount (needs user_allow_other
-	// in /etc/fuse.conf when not root).
+	// in /etc/fuse.conf when not root). The kernel then checks every
+	// access against the files' owners and modes (default_permissions):
+	// snapshots are readable by all, ctl files writable only by the
+	// owner (and Options.CtlGroup).
 	AllowOther bool
 	// UID and GID own every file (default: the mounting process's).
 	UID, GID uint32
@@ -176,8 +202,16 @@ func Serve(dir string, m *Mount, mo MountOptions) (*fuse.Server, error) {
 	if uid == 0 && gid == 0 {
 		uid, gid = uint32(os.Getuid()), uint32(os.Getgid())
 	}
+	var kernel []string
+	if mo.AllowOther {
+		// Without it the kernel lets anyone who can enter the mount do
+		// anything the file system does not refuse itself: the modes
+		// would be decoration.
+		kernel = append(kernel, "default_permissions")
+	}
 	opts := &gofs.Options{
 		MountOptions: fuse.MountOptions{
+			Options:      kernel,
 			AllowOther:   mo.AllowOther,
 			FsName:       "worldfs",
 			Name:         "worldfs",

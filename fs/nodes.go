@@ -550,6 +550,7 @@ func (h *headLink) fill(ctx context.Context, a *fuse.Attr) syscall.Errno {
 		return errno
 	}
 	a.Mode = syscall.S_IFLNK | 0o777
+	a.Nlink = 1
 	a.Size = uint64(len(target))
 	a.Ino = h.ino
 	return 0

@@ -61,17 +61,25 @@ type mounted struct {
 // the test ends (lazily if something still holds it).
 func testMount(t testing.TB, b bucket.Bucket) *mounted {
 	t.Helper()
+	return testMountWith(t, b, wfs.Options{}, wfs.MountOptions{})
+}
+
+// testMountWith is testMount with options (its cache, bucket id and
+// writer options are the test's).
+func testMountWith(t testing.TB, b bucket.Bucket, opts wfs.Options, mo wfs.MountOptions) *mounted {
+	t.Helper()
 	requireFUSE(t)
 	c, err := cache.Open(t.TempDir(), cache.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := wfs.New(b, wfs.Options{Cache: c, BucketID: "test", Writer: quiet})
+	opts.Cache, opts.BucketID, opts.Writer = c, "test", quiet
+	m, err := wfs.New(b, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	srv, err := wfs.Serve(dir, m, wfs.MountOptions{})
+	srv, err := wfs.Serve(dir, m, mo)
 	if err != nil {
 		t.Fatal(err)
 	}

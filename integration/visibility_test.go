@@ -193,6 +193,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv("WORLDFS_TEST_MOUNT") != "" {
 		mountChild()
 	}
+	if os.Getenv(ctlWriterEnv) != "" {
+		ctlWriter()
+	}
 	os.Exit(m.Run())
 }
 

@@ -43,6 +43,7 @@ func TestBadCommandLinesExit2(t *testing.T) {
 		{}, {"nonsense"}, {"bucket"}, {"bucket", "frob"}, {"bucket", "cat"},
 		{"bucket", "ls", "--no-such-flag"}, {"bucket", "rm", "x"}, {"demo", "--ticks", "3"},
 		{"bench", "commit", "--writers", "0"}, {"bench", "coldstart", "--ticks", "0"},
+		{"mount", "--ctl-group", "nogroup", "bucket", "mnt"}, // a ctl group needs --allow-other
 	} {
 		if code, _, stderr := cli(t, args...); code != 2 || !strings.Contains(stderr, "worldfs:") {
 			t.Errorf("%q: exit %d, stderr %q; want 2 with a message", args, code, stderr)

@@ -20,6 +20,7 @@ type mountFlags struct {
 	allowOther, debug bool
 	xattrs            bool
 	role              string
+	ctlGroup          string
 	uid, gid          int
 	cacheDir          string
 	cacheSize         int64
@@ -27,7 +28,8 @@ type mountFlags struct {
 
 func addMountFlags(fs *flag.FlagSet) *mountFlags {
 	f := &mountFlags{}
-	fs.BoolVar(&f.allowOther, "allow-other", false, "let other users see the mount (non-root: needs user_allow_other in /etc/fuse.conf)")
+	fs.BoolVar(&f.allowOther, "allow-other", false, "let other users see the mount (non-root: needs user_allow_other in /etc/fuse.conf); the kernel then enforces every file's mode, so only the owner writes ctl files")
+	fs.StringVar(&f.ctlGroup, "ctl-group", "", "with --allow-other, let this group's members write ctl files too (mode 0660)")
 	fs.IntVar(&f.uid, "uid", -1, "owner of every file (default: yours)")
 	fs.IntVar(&f.gid, "gid", -1, "group of every file (default: yours)")
 	fs.StringVar(&f.cacheDir, "cache-dir", defaultCacheDir(), "where remote fragments and materialized snapshot files are kept")
@@ -55,7 +57,7 @@ func openMount(ctx context.Context, url string, f *mountFlags) (*wfs.Mount, buck
 		return nil, nil, usageError{err.Error()}
 	}
 	host, _ := os.Hostname()
-	m, err := wfs.New(b, wfs.Options{Cache: c, BucketID: id, Holder: fmt.Sprintf("mount@%s:%d", host, os.Getpid()), Role: role})
+	m, err := wfs.New(b, wfs.Options{Cache: c, BucketID: id, Holder: fmt.Sprintf("mount@%s:%d", host, os.Getpid()), Role: role, CtlGroup: f.ctlGroup})
 	if err != nil {
 		b.Close()
 		return nil, nil, err
@@ -67,6 +69,9 @@ func (f *mountFlags) options() (wfs.MountOptions, error) {
 	mo := wfs.MountOptions{AllowOther: f.allowOther, Debug: f.debug, NoXattrs: !f.xattrs}
 	if (f.uid < 0) != (f.gid < 0) {
 		return mo, usagef("give --uid and --gid together")
+	}
+	if f.ctlGroup != "" && !f.allowOther {
+		return mo, usagef("--ctl-group lets a group write ctl files, which only --allow-other lets others reach; give both")
 	}
 	if f.uid >= 0 {
 		mo.UID, mo.GID = uint32(f.uid), uint32(f.gid)
@@ -80,8 +85,9 @@ func init() {
 		name:    "mount",
 		summary: "mount a bucket with FUSE: worlds as read-only snapshot directories per tick and token; writes through ctl files (foreground; Ctrl-C unmounts)",
 		usage:   "BUCKET MOUNTPOINT",
-		example: "worldfs mount ./worldfs-data /mnt/worlds   # then: ls /mnt/worlds/w1/runs/main/ticks; duckdb -c \"FROM '/mnt/worlds/w1/runs/main/head/particle.parquet'\"",
-		flags:   func(fs *flag.FlagSet) { mf = addMountFlags(fs) },
+		example: "worldfs mount ./worldfs-data /mnt/worlds   # then: ls /mnt/worlds/w1/runs/main/ticks; duckdb -c \"FROM '/mnt/worlds/w1/runs/main/head/particle.parquet'\"\n" +
+			"  worldfs mount --allow-other --ctl-group sim ./worldfs-data /mnt/worlds   # everyone reads; you and group sim write ctl",
+		flags: func(fs *flag.FlagSet) { mf = addMountFlags(fs) },
 		run: func(ctx context.Context, fs *flag.FlagSet, args []string, out io.Writer) error {
 			if len(args) != 2 {
 				return usagef("mount takes BUCKET and MOUNTPOINT")
