@@ -521,7 +521,7 @@ func (s *IngestionService) await(ctx context.Context, key index.ClaimKey, digest
 			return nil, false, err
 		}
 		c, ok := st.Claim(key)
-		if !ok {
+		if !ok || c.State == index.ClaimReleased {
 			return nil, false, errReleased
 		}
 		if c.Digest != digest {

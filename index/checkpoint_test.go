@@ -277,9 +277,8 @@ func TestFormat1CheckpointStillLoads(t *testing.T) {
 	}
 }
 
-// A released claim is gone from checkpoints as from the live state, the
-// shard it left (empty or not) loads back, and the feed carries the
-// release.
+// A released claim is released in checkpoints as in the live state, its
+// shard loads back, and the feed carries the release.
 func TestReleaseInCheckpointAndFeed(t *testing.T) {
 	b := memBucket()
 	c, _ := newWorld(t, b, "w", Options{NoCompactor: true})
@@ -304,8 +303,8 @@ func TestReleaseInCheckpointAndFeed(t *testing.T) {
 	if d := diff(c.Tip(), loaded); d != "" {
 		t.Fatalf("the checkpoint differs from the live state: %s", d)
 	}
-	if _, ok := loaded.Claim(ClaimKey{Run: "r", Producer: "p", ExternalID: "gone"}); ok {
-		t.Fatal("the released claim is in the checkpoint")
+	if c, ok := loaded.Claim(ClaimKey{Run: "r", Producer: "p", ExternalID: "gone"}); !ok || c.State != ClaimReleased || c.Digest != "d" {
+		t.Fatalf("the released claim in the checkpoint: %+v, %v", c, ok)
 	}
 	if _, ok := loaded.Claim(ClaimKey{Run: "r", Producer: "p", ExternalID: "kept"}); !ok {
 		t.Fatal("the other claim is not")

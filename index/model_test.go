@@ -102,7 +102,7 @@ func (m *model) predict(e Entry) (string, func()) {
 			switch {
 			case old != nil && old.state == ClaimComplete:
 				return existingClass, nothing
-			case old != nil:
+			case old != nil && old.state != ClaimReleased:
 				return pendingClass, nothing
 			}
 			return okClass, func() {
@@ -111,7 +111,7 @@ func (m *model) predict(e Entry) (string, func()) {
 			}
 		case KindClaimTakeover:
 			switch {
-			case old == nil:
+			case old == nil || old.state == ClaimReleased:
 				return refusedClass, nothing
 			case old.state == ClaimComplete:
 				return existingClass, nothing
@@ -121,7 +121,7 @@ func (m *model) predict(e Entry) (string, func()) {
 			return okClass, func() { old.holder, old.lease = c.Holder, c.LeaseUntilMs }
 		case KindClaimComplete:
 			switch {
-			case old == nil || old.token != c.CommitToken:
+			case old == nil || old.token != c.CommitToken || old.state == ClaimReleased:
 				return refusedClass, nothing
 			case old.state == ClaimComplete:
 				return existingClass, nothing
@@ -129,10 +129,12 @@ func (m *model) predict(e Entry) (string, func()) {
 			return okClass, func() { old.state = ClaimComplete }
 		case KindClaimRelease:
 			switch {
+			case old != nil && old.state == ClaimReleased && old.token == c.CommitToken:
+				return okClass, nothing // the same release again
 			case old == nil || old.state == ClaimComplete || old.token != c.CommitToken || old.holder != c.Holder:
 				return refusedClass, nothing
 			}
-			return okClass, func() { delete(m.claims, c.Key) }
+			return okClass, func() { old.state, old.holder, old.lease = ClaimReleased, "", 0 }
 		}
 	}
 	panic("unmodeled entry " + e.Kind)
@@ -153,11 +155,11 @@ func (m *model) applied(e Entry, s *State) bool {
 		old := m.claims[e.Claim.Key]
 		switch e.Kind {
 		case KindClaimAcquire:
-			return ok && old == nil
+			return ok && (old == nil || old.state == ClaimReleased && c.State == ClaimPending)
 		case KindClaimTakeover:
 			return ok && old != nil && c.Holder == e.Claim.Holder && c.LeaseUntilMs == e.Claim.LeaseUntilMs && old.lease != c.LeaseUntilMs
 		case KindClaimRelease:
-			return !ok && old != nil
+			return ok && old != nil && old.state == ClaimPending && c.State == ClaimReleased
 		default:
 			return ok && old != nil && old.state == ClaimPending && c.State == ClaimComplete
 		}

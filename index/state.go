@@ -31,6 +31,11 @@ type Tick struct {
 const (
 	ClaimPending  = "pending"
 	ClaimComplete = "complete"
+	// ClaimReleased: its holder gave it up before appending anything. The
+	// claim keeps its digest (the same id with another digest is a
+	// conflict forever after, seed 003 §3); an acquire of the same digest
+	// claims it afresh, under a new token.
+	ClaimReleased = "released"
 )
 
 // Claim is a fact's claim (seed 003 §3).
@@ -244,7 +249,7 @@ type Result struct {
 	// Republished: tick.publish found the identical attempt already
 	// published (an idempotent no-op).
 	Republished bool
-	// Claim: the claim after a claim entry (nil after a release).
+	// Claim: the claim after a claim entry.
 	// Existing reports an acquire that found the same fact complete (the
 	// original receipt).
 	Claim    *Claim
@@ -428,7 +433,7 @@ func (n *State) applyClaim(e *Entry, seq uint64) (Result, error) {
 		case exists && old.State == ClaimComplete:
 			r.Claim, r.Existing = old, true
 			return r, nil
-		case exists:
+		case exists && old.State != ClaimReleased:
 			return r, &ClaimPendingError{World: w.ID, Key: c.Key, Holder: old.Holder, LeaseUntilMs: old.LeaseUntilMs}
 		}
 		w.Claims++
@@ -440,6 +445,8 @@ func (n *State) applyClaim(e *Entry, seq uint64) (Result, error) {
 		switch {
 		case !exists:
 			return r, refused("takeover of fact %s: no claim", c.Key)
+		case old.State == ClaimReleased:
+			return r, refused("takeover of fact %s: the claim was released", c.Key)
 		case old.State == ClaimComplete:
 			r.Claim, r.Existing = old, true
 			return r, nil
@@ -452,6 +459,8 @@ func (n *State) applyClaim(e *Entry, seq uint64) (Result, error) {
 		switch {
 		case !exists:
 			return r, refused("completion of fact %s: no claim", c.Key)
+		case old.State == ClaimReleased:
+			return r, refused("completion of fact %s under token %s: the claim was released", c.Key, c.CommitToken)
 		case old.CommitToken != c.CommitToken:
 			return r, refused("completion of fact %s under token %s: the claim's token is %s", c.Key, c.CommitToken, old.CommitToken)
 		case old.State == ClaimComplete:
@@ -467,12 +476,14 @@ func (n *State) applyClaim(e *Entry, seq uint64) (Result, error) {
 			return r, refused("release of fact %s: no claim", c.Key)
 		case old.State == ClaimComplete:
 			return r, refused("release of fact %s: the claim is complete, and a complete claim is never released", c.Key)
+		case old.State == ClaimReleased && old.CommitToken == c.CommitToken:
+			r.Claim = old
+			return r, nil // released already: the same release again is a no-op
 		case old.CommitToken != c.CommitToken || old.Holder != c.Holder:
 			return r, refused("release of fact %s by %s under token %s: the claim is %s's under token %s", c.Key, c.Holder, c.CommitToken, old.Holder, old.CommitToken)
 		}
-		n.claims.Delete(old)
-		n.mark(claimShard(c.Key), seq)
-		return r, nil
+		nc = *old
+		nc.State, nc.Holder, nc.LeaseUntilMs = ClaimReleased, "", 0
 	}
 	nc.Seq = seq
 	n.claims.ReplaceOrInsert(&nc)

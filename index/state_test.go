@@ -155,17 +155,33 @@ func TestApplyTable(t *testing.T) {
 					t.Fatalf("err = %v", err)
 				}
 			}},
-		{"release frees the key for a fresh acquire", append(base, claimEntry(KindClaimAcquire, "r", "p", "e1", "d", "ct", "h", 100, 200),
+		{"release lets the same digest claim afresh", append(base, claimEntry(KindClaimAcquire, "r", "p", "e1", "d", "ct", "h", 100, 200),
 			claimEntry(KindClaimRelease, "r", "p", "e1", "d", "ct", "h", 150, 0)),
-			claimEntry(KindClaimAcquire, "r", "p", "e1", "other", "ct2", "h2", 160, 300), func(t *testing.T, r Result, err error, s *State) {
-				if err != nil || r.Existing || r.Claim.CommitToken != "ct2" || r.Claim.FactID != FactIDBase-2 || r.Claim.Holder != "h2" {
+			claimEntry(KindClaimAcquire, "r", "p", "e1", "d", "ct2", "h2", 160, 300), func(t *testing.T, r Result, err error, s *State) {
+				if err != nil || r.Existing || r.Claim.State != ClaimPending || r.Claim.CommitToken != "ct2" || r.Claim.FactID != FactIDBase-2 || r.Claim.Holder != "h2" {
 					t.Fatalf("r %+v err %v", r.Claim, err)
 				}
 			}},
-		{"release removes the claim", append(base, claimEntry(KindClaimAcquire, "r", "p", "e1", "d", "ct", "h", 100, 200)),
+		{"a released claim keeps its digest: another is a conflict forever", append(base, claimEntry(KindClaimAcquire, "r", "p", "e1", "d", "ct", "h", 100, 200),
+			claimEntry(KindClaimRelease, "r", "p", "e1", "d", "ct", "h", 150, 0)),
+			claimEntry(KindClaimAcquire, "r", "p", "e1", "other", "ct2", "h2", 160, 300), func(t *testing.T, _ Result, err error, _ *State) {
+				var conflict *ClaimConflictError
+				if !errors.As(err, &conflict) {
+					t.Fatalf("err = %v, want ClaimConflictError", err)
+				}
+			}},
+		{"release marks the claim released", append(base, claimEntry(KindClaimAcquire, "r", "p", "e1", "d", "ct", "h", 100, 200)),
 			claimEntry(KindClaimRelease, "r", "p", "e1", "d", "ct", "h", 150, 0), func(t *testing.T, r Result, err error, s *State) {
-				if _, ok := s.Claim(ClaimKey{Run: "r", Producer: "p", ExternalID: "e1"}); err != nil || ok || s.Allowlist("r").Admits(0, "ct", 1) {
-					t.Fatalf("err %v, claim still there: %v", err, ok)
+				c, ok := s.Claim(ClaimKey{Run: "r", Producer: "p", ExternalID: "e1"})
+				if err != nil || !ok || c.State != ClaimReleased || c.Digest != "d" || s.Allowlist("r").Admits(0, "ct", 1) {
+					t.Fatalf("err %v, claim %+v", err, c)
+				}
+			}},
+		{"a released token never completes", append(base, claimEntry(KindClaimAcquire, "r", "p", "e1", "d", "ct", "h", 100, 200),
+			claimEntry(KindClaimRelease, "r", "p", "e1", "d", "ct", "h", 150, 0)),
+			claimEntry(KindClaimComplete, "r", "p", "e1", "d", "ct", "", 160, 0), func(t *testing.T, _ Result, err error, _ *State) {
+				if !errors.Is(err, ErrRefused) {
+					t.Fatalf("err = %v", err)
 				}
 			}},
 		{"release by another holder", append(base, claimEntry(KindClaimAcquire, "r", "p", "e1", "d", "ct", "h", 100, 200)),
