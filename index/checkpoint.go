@@ -229,7 +229,7 @@ func LoadCheckpoint(ctx context.Context, b bucket.Bucket, world, name string) (*
 			r := runs[t.Run]
 			r.Head, r.Published = max(r.Head, t.Tick), r.Published+1
 			runs[t.Run] = r
-			s.ticks.ReplaceOrInsert(t)
+			s.putTick(t)
 		}
 		for _, c := range d.claims {
 			s.claims.ReplaceOrInsert(c)

@@ -3,6 +3,7 @@ package index
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 
@@ -123,7 +124,10 @@ type State struct {
 	Hash  string
 	Slots uint64
 
-	ticks    *btree.BTreeG[*Tick]
+	ticks *btree.BTreeG[*Tick]
+	// byToken indexes ticks by (run, commit token).
+	// INVARIANT: holds exactly the ticks of ticks (see putTick).
+	byToken  *btree.BTreeG[*Tick]
 	runs     *btree.BTreeG[*Run]
 	claims   *btree.BTreeG[*Claim]
 	commands *btree.BTreeG[*CommandState]
@@ -144,6 +148,10 @@ func tickLess(a, b *Tick) bool {
 	return a.Tick < b.Tick
 }
 
+func tokenLess(a, b *Tick) bool {
+	return cmp.Or(cmp.Compare(a.Run, b.Run), cmp.Compare(a.CommitToken, b.CommitToken), cmp.Compare(a.Tick, b.Tick)) < 0
+}
+
 func runLess(a, b *Run) bool { return a.Name < b.Name }
 
 // Claims sort by run, then checkpoint shard, then key, so that each shard is
@@ -160,6 +168,7 @@ func Empty(world string) *State {
 	return &State{
 		World:    World{ID: world},
 		ticks:    btree.NewG(btreeDegree, tickLess),
+		byToken:  btree.NewG(btreeDegree, tokenLess),
 		runs:     btree.NewG(btreeDegree, runLess),
 		claims:   btree.NewG(btreeDegree, claimLess),
 		commands: btree.NewG(btreeDegree, commandLess),
@@ -175,6 +184,7 @@ func (s *State) clone() *State {
 	c := *s
 	c.cloneMu = new(sync.Mutex)
 	c.ticks = s.ticks.Clone()
+	c.byToken = s.byToken.Clone()
 	c.runs = s.runs.Clone()
 	c.claims = s.claims.Clone()
 	c.commands = s.commands.Clone()
@@ -185,6 +195,38 @@ func (s *State) clone() *State {
 // Tick returns the manifest of (run, tick).
 func (s *State) Tick(run string, tick int64) (*Tick, bool) {
 	return s.ticks.Get(&Tick{Run: run, Tick: tick})
+}
+
+// putTick inserts or replaces a tick, keeping the token index in step.
+func (s *State) putTick(t *Tick) {
+	if old, ok := s.ticks.ReplaceOrInsert(t); ok {
+		s.byToken.Delete(old)
+	}
+	s.byToken.ReplaceOrInsert(t)
+}
+
+// Last returns run's newest published tick at or below upTo.
+func (s *State) Last(run string, upTo int64) (*Tick, bool) {
+	var out *Tick
+	s.ticks.DescendLessOrEqual(&Tick{Run: run, Tick: upTo}, func(t *Tick) bool {
+		if t.Run == run {
+			out = t
+		}
+		return false
+	})
+	return out, out != nil
+}
+
+// TickByToken returns the tick of run that commit token published.
+func (s *State) TickByToken(run, token string) (*Tick, bool) {
+	var out *Tick
+	s.byToken.AscendGreaterOrEqual(&Tick{Run: run, CommitToken: token, Tick: math.MinInt64}, func(t *Tick) bool {
+		if t.Run == run && t.CommitToken == token {
+			out = t
+		}
+		return false
+	})
+	return out, out != nil
 }
 
 // Ticks calls fn for each published tick of run in tick order from `from`,
@@ -346,7 +388,7 @@ func (n *State) apply(e *Entry, seq uint64) (Result, error) {
 		}
 		t := &Tick{Run: p.Run, Tick: p.Tick, CommitToken: p.CommitToken, WriterEpoch: p.WriterEpoch,
 			Tables: cloneTables(p.Tables), NextEntity: p.NextEntity, Seq: seq}
-		n.ticks.ReplaceOrInsert(t)
+		n.putTick(t)
 		run, _ := n.Run(p.Run)
 		run.Head = max(run.Head, p.Tick)
 		run.Published++
@@ -403,7 +445,7 @@ func (n *State) apply(e *Entry, seq uint64) (Result, error) {
 		nt.Seq = seq
 		nt.Tables = cloneTables(t.Tables)
 		nt.Tables[i] = TableFragments{Table: rw.Table, Fragments: slices.Clone(rw.New)}
-		n.ticks.ReplaceOrInsert(&nt)
+		n.putTick(&nt)
 		n.mark(tickShard(rw.Run, rw.Tick), seq)
 
 	default:

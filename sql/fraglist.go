@@ -26,7 +26,8 @@ type listRow struct {
 	CommitToken string `parquet:"commit_token"`
 	WriterEpoch int64  `parquet:"writer_epoch"`
 	Filtered    bool   `parquet:"filtered"`
-	Fact        bool   `parquet:"fact"` // a completed claim's rows, not a tick's
+	Fact        bool   `parquet:"fact"`   // a completed claim's rows, not a tick's
+	Proven      bool   `parquet:"proven"` // filtered, and the catalog proves every row is (tick, commit_token)
 	Object      string `parquet:"object"`
 	Path        string `parquet:"path"`
 	Rows        int64  `parquet:"rows"`
