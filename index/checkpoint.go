@@ -17,10 +17,11 @@ import (
 	"github.com/worldfs/worldfs/bucket"
 )
 
-// CheckpointFormat is the checkpoint format version written. Format 1
-// (claims without fragment lists) is still read: a checkpoint only ever
-// shortens a replay, and an upgrade must not lock a world out.
-const CheckpointFormat = 2
+// CheckpointFormat is the checkpoint format version written. Formats 1
+// (claims without fragment lists) and 2 (fragments without compaction
+// spans) are still read: a checkpoint only ever shortens a replay, and an
+// upgrade must not lock a world out.
+const CheckpointFormat = 3
 
 // CheckpointPrefix is the prefix of world's checkpoints.
 func CheckpointPrefix(world string) string { return WorldPrefix(world) + "checkpoints/" }

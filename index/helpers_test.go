@@ -36,8 +36,14 @@ func diff(a, b *State) string {
 	}
 	// The token index holds exactly the ticks, in step with them.
 	var ak, bk []string
-	a.byToken.Ascend(func(t *Tick) bool { ak = append(ak, fmt.Sprintf("%s/%s/%d", t.Run, t.CommitToken, t.Tick)); return true })
-	b.byToken.Ascend(func(t *Tick) bool { bk = append(bk, fmt.Sprintf("%s/%s/%d", t.Run, t.CommitToken, t.Tick)); return true })
+	a.byToken.Ascend(func(t *Tick) bool {
+		ak = append(ak, fmt.Sprintf("%s/%s/%d", t.Run, t.CommitToken, t.Tick))
+		return true
+	})
+	b.byToken.Ascend(func(t *Tick) bool {
+		bk = append(bk, fmt.Sprintf("%s/%s/%d", t.Run, t.CommitToken, t.Tick))
+		return true
+	})
 	if !reflect.DeepEqual(ak, bk) || len(ak) != len(at) {
 		return fmt.Sprintf("token indexes differ: %d vs %d entries for %d ticks", len(ak), len(bk), len(at))
 	}

@@ -43,6 +43,13 @@ func FragmentPath(world, run, tableID, token string, part int) string {
 	return fmt.Sprintf("data/%s/%s/%s/%s/%d.parquet", world, run, tableID, token, part)
 }
 
+// CompactedPath is where a compacted file lives: named by its content's
+// digest (hex), in the place of a commit token, so that two compactors of
+// the same rows write the same object.
+func CompactedPath(world, run, tableID, digest string) string {
+	return FragmentPath(world, run, tableID, "compacted-"+digest, 0)
+}
+
 // WorldPrefix is the bucket prefix of everything of world's catalog.
 func WorldPrefix(world string) string { return "worlds/" + world + "/" }
 

@@ -162,10 +162,16 @@ type File struct {
 	World, Run, Table string
 	Fragment
 	// The publication that names the file: its tick, commit token and
-	// writer epoch.
+	// writer epoch. A compacted file (Span set) is named by every tick of
+	// its span: it is listed once, with the first tick that names it.
 	Tick  int64
 	Token string
 	Epoch int64
+	// Keep, on a compacted file, is the ticks whose rows the reader keeps:
+	// those of the file's span that the view asked for and shows (a fork
+	// sees its parent's compacted history up to the fork point, a pinned
+	// view up to its pin).
+	Keep *Span
 	// Fact: a completed claim's rows (seed 003), visible by its token.
 	Fact bool
 	// Check: the catalog does not prove that every row of the file is
@@ -178,16 +184,32 @@ type File struct {
 
 // Files calls fn with each file holding visible rows of ticks from..to,
 // segment by segment (oldest first), each segment's ticks in order and
-// then its facts, until fn returns false. Unfiltered segments and legacy
-// history are not in the catalog: their readers list them.
+// then its facts, until fn returns false. A compacted file holds rows of
+// other ticks too: its reader keeps those of ticks from..UpTo. Unfiltered
+// segments and legacy history are not in the catalog: their readers list
+// them.
 func (v *View) Files(from, to int64, fn func(File) bool) {
 	stop := false
+	listed := map[string]bool{} // compacted files, named by every tick of their span
+	upTo := map[string]int64{}  // by segment world
+	for _, seg := range v.Segments {
+		upTo[seg.World] = min(to, seg.UpTo)
+	}
 	emit := func(stamp File, tables []TableFragments) bool {
 		for _, tf := range tables {
 			for _, fr := range tf.Fragments {
+				if fr.Span != nil {
+					if listed[fr.Path] {
+						continue
+					}
+					listed[fr.Path] = true
+				}
 				f := stamp
 				f.Table, f.Fragment = tf.Table, fr
-				f.Check = !Proven(f.World, f.Run, tf.Table, f.Token, fr)
+				f.Check = fr.Span == nil && !Proven(f.World, f.Run, tf.Table, f.Token, fr)
+				if fr.Span != nil {
+					f.Keep = &Span{From: max(from, fr.Span.From), To: min(upTo[f.World], fr.Span.To)}
+				}
 				if !fn(f) {
 					stop = true
 					return false

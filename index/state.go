@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/google/btree"
@@ -417,6 +418,9 @@ func (n *State) apply(e *Entry, seq uint64) (Result, error) {
 		n.mark(commandShard(c.ID), seq)
 
 	case KindFragmentsRewrite:
+		if e.Rewrite.Span != nil {
+			return r, n.applyCompaction(e.Rewrite, seq)
+		}
 		rw := e.Rewrite
 		t, ok := n.Tick(rw.Run, rw.Tick)
 		if !ok {
@@ -508,4 +512,101 @@ func (n *State) applyClaim(e *Entry, seq uint64) (Result, error) {
 	n.mark(claimShard(c.Key), seq)
 	r.Claim = &nc
 	return r, nil
+}
+
+// applyCompaction applies the span form of fragments.rewrite: see
+// FragmentsRewrite. Its cost is that of the ticks it rewrites.
+func (n *State) applyCompaction(rw *FragmentsRewrite, seq uint64) error {
+	at := func(format string, args ...any) error {
+		return refused("compaction of run %s ticks %d..%d: %s", rw.Run, rw.Span.From, rw.Span.To, fmt.Sprintf(format, args...))
+	}
+	into := map[string]*TableFragments{}
+	newRows := map[string]int64{}
+	compacted := cloneTables(rw.Tables)
+	for i := range compacted {
+		tf := &compacted[i]
+		if into[tf.Table] != nil {
+			return at("table %s listed twice", tf.Table)
+		}
+		into[tf.Table] = tf
+		for _, f := range tf.Fragments {
+			newRows[tf.Table] += f.Rows
+		}
+	}
+	var ticks []*Tick
+	n.Ticks(rw.Run, rw.Span.From, func(t *Tick) bool {
+		if t.Tick > rw.Span.To {
+			return false
+		}
+		ticks = append(ticks, t)
+		return true
+	})
+	if len(ticks) == 0 {
+		return at("no tick is published there")
+	}
+	// Each old file counts once: a compacted file is named by every tick
+	// of its span.
+	oldRows := map[string]int64{}
+	seen := map[string]bool{}
+	for _, t := range ticks {
+		if t.Seq > rw.ReadSeq {
+			return at("tick %d changed at sequence %d, after the compactor read sequence %d", t.Tick, t.Seq, rw.ReadSeq)
+		}
+		for _, tf := range t.Tables {
+			if into[tf.Table] == nil {
+				continue
+			}
+			for _, f := range tf.Fragments {
+				if f.Span != nil {
+					if f.Span.From < rw.Span.From || f.Span.To > rw.Span.To {
+						return at("file %s spans ticks %d..%d, beyond the compaction", f.Path, f.Span.From, f.Span.To)
+					}
+					if seen[f.Path] {
+						continue
+					}
+					seen[f.Path] = true
+				}
+				oldRows[tf.Table] += f.Rows
+			}
+		}
+	}
+	for table, rows := range newRows {
+		if oldRows[table] != rows {
+			return at("table %s: %d rows become %d; a rewrite keeps every row", table, oldRows[table], rows)
+		}
+	}
+	// Ticks whose other tables are alike share one fragment list, so a
+	// compacted history costs a tick record per tick and little more.
+	shared := map[string][]TableFragments{}
+	var key strings.Builder
+	for _, t := range ticks {
+		key.Reset()
+		for _, tf := range t.Tables {
+			key.WriteString(tf.Table)
+			key.WriteByte(0)
+			if into[tf.Table] == nil {
+				for _, f := range tf.Fragments {
+					key.WriteString(f.Path)
+					key.WriteByte(0)
+				}
+			}
+		}
+		tables, ok := shared[key.String()]
+		if !ok {
+			tables = make([]TableFragments, len(t.Tables))
+			for i, tf := range t.Tables {
+				if c := into[tf.Table]; c != nil {
+					tables[i] = *c
+				} else {
+					tables[i] = tf
+				}
+			}
+			shared[key.String()] = tables
+		}
+		nt := *t
+		nt.Tables, nt.Seq = tables, seq
+		n.putTick(&nt)
+		n.mark(tickShard(rw.Run, t.Tick), seq)
+	}
+	return nil
 }

@@ -70,6 +70,12 @@ type fragment struct {
 	filtered          bool // rows must match (tick, token); false: every row (unfiltered or legacy history)
 	fact              bool // a completed claim's rows (seed 003), visible by its token
 	proven            bool // filtered, and the catalog proves every row is (tick, token): no row check
+	// keep, on a compacted file (proven, rows of many ticks), is the ticks
+	// whose rows the views keep.
+	keep *index.Span
+	// manifest: not a file to read but a compacted tick's manifest entry
+	// (object is the compacted file holding its rows), for worldfs_manifests.
+	manifest bool
 }
 
 // Script is the SQL that defines a world's views.
@@ -166,12 +172,26 @@ func BuildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 				return false
 			}
 			frags = append(frags, fragment{world: f.World, run: f.Run, table: f.Table, object: f.Path, path: p,
-				tick: f.Tick, token: f.Token, epoch: f.Epoch, rows: f.Rows, filtered: true, fact: f.Fact, proven: !f.Check})
+				tick: f.Tick, token: f.Token, epoch: f.Epoch, rows: f.Rows, filtered: true, fact: f.Fact, proven: !f.Check, keep: f.Keep})
 			return true
 		})
 		return ferr
 	}
-	if err := appendFiles(&index.View{World: world, Run: opts.Run, Segments: segs}, from, upTo); err != nil {
+	// A compacted tick's manifest names a file it shares with its span:
+	// worldfs_manifests still lists it, tick by tick.
+	view := &index.View{World: world, Run: opts.Run, Segments: segs}
+	view.Ticks(from, upTo, func(t index.TickRef) bool {
+		for _, tf := range t.Tables {
+			for _, f := range tf.Fragments {
+				if f.Span != nil {
+					frags = append(frags, fragment{world: t.World, run: t.Run, table: tf.Table, object: f.Path, tick: t.Tick.Tick,
+						token: t.CommitToken, epoch: t.WriterEpoch, rows: -1, filtered: true, manifest: true})
+				}
+			}
+		}
+		return true
+	})
+	if err := appendFiles(view, from, upTo); err != nil {
 		return nil, err
 	}
 	infos := map[string]engine.TableInfo{} // by world/table id
@@ -329,6 +349,13 @@ func ident(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"
 // tokens) goes to a Parquet file in dir that the script reads, so the
 // script stays small whatever the size of the catalog.
 func render(world, run string, upTo int64, frags []fragment, infos map[string]engine.TableInfo, lineage []string, dir string) (*Script, error) {
+	var manifests []fragment
+	frags = slices.DeleteFunc(frags, func(f fragment) bool {
+		if f.manifest {
+			manifests = append(manifests, f)
+		}
+		return f.manifest
+	})
 	// Group by readable name, then by (world, table id) within a name (one
 	// read_parquet each), keeping catalog order within a group: by index,
 	// without copying the fragments.
@@ -381,6 +408,9 @@ func render(world, run string, upTo int64, frags []fragment, infos map[string]en
 		ti       engine.TableInfo
 		filtered bool
 		lo, hi   string // the least and greatest published token
+		// keep: the ticks whose rows the part's compacted files show
+		// (nil: it has none).
+		keep *index.Span
 	}
 	parts := map[string][]part{}
 	list := make([]listRow, 0, len(frags))
@@ -402,10 +432,20 @@ func render(world, run string, upTo int64, frags []fragment, infos map[string]en
 			}
 			p.filtered = true
 		}
+		if f.keep != nil {
+			if p.keep == nil {
+				p.keep = &index.Span{From: f.keep.From, To: f.keep.To}
+			}
+			p.keep.From, p.keep.To = min(p.keep.From, f.keep.From), max(p.keep.To, f.keep.To)
+		}
 		parts[name] = ps
 		list = append(list, listRow{View: name, Part: int32(pn), Ord: int64(len(list)), World: f.world, Run: f.run,
 			TableID: f.table, Tick: f.tick, CommitToken: f.token, WriterEpoch: f.epoch, Filtered: f.filtered, Fact: f.fact, Proven: f.proven,
-			Object: f.object, Path: f.path, Rows: f.rows})
+			Object: f.object, Path: f.path, Rows: f.rows, Compacted: f.keep != nil})
+	}
+	for _, f := range manifests {
+		list = append(list, listRow{Part: -1, Ord: int64(len(list)), World: f.world, Run: f.run, TableID: f.table, Tick: f.tick,
+			CommitToken: f.token, WriterEpoch: f.epoch, Filtered: true, Object: f.object, Rows: -1, Manifest: true})
 	}
 	listPath, err := writeList(dir, list)
 	if err != nil {
@@ -467,7 +507,12 @@ func render(world, run string, upTo int64, frags []fragment, infos map[string]en
 				}
 				proven, checked := fmt.Sprintf("worldfs_proven_%s_%d", name, i), fmt.Sprintf("worldfs_checked_%s_%d", name, i)
 				w("%s", provenFiles(name, i, proven, checked, witness))
-				q = fmt.Sprintf("SELECT %s FROM read_parquet(getvariable(%s))\n  UNION ALL BY NAME ", sel, lit(proven)) +
+				provenQ := fmt.Sprintf("SELECT %s FROM read_parquet(getvariable(%s))", sel, lit(proven))
+				if p.keep != nil {
+					// Compacted files hold other ticks' rows too.
+					provenQ += fmt.Sprintf(" WHERE tick BETWEEN %d AND %d", p.keep.From, p.keep.To)
+				}
+				q = provenQ + "\n  UNION ALL BY NAME " +
 					tokenCheck(fmt.Sprintf("SELECT %s FROM read_parquet(getvariable(%s))", sel, lit(checked)), visible, p.lo, p.hi)
 			}
 			qs = append(qs, q)
@@ -477,7 +522,7 @@ func render(world, run string, upTo int64, frags []fragment, infos map[string]en
 		w("CREATE OR REPLACE TEMP MACRO %s(t) AS TABLE SELECT * FROM %s WHERE tick = t;\n\n", ident(name+"_at"), ident(name))
 		script.Views = append(script.Views, name)
 	}
-	w("CREATE OR REPLACE TEMP VIEW worldfs_manifests AS SELECT world, run, tick, commit_token, writer_epoch, table_id, object AS path, rows\n  FROM worldfs_fragments WHERE filtered AND NOT fact;\n")
+	w("CREATE OR REPLACE TEMP VIEW worldfs_manifests AS SELECT world, run, tick, commit_token, writer_epoch, table_id, object AS path, nullif(rows, -1) AS rows\n  FROM worldfs_fragments WHERE filtered AND NOT fact AND NOT compacted;\n")
 	var factNames []string
 	for _, name := range names {
 		if engine.IsFactColumns(parts[name][0].ti.Columns) {
