@@ -102,6 +102,9 @@ type TickPublish struct {
 	// NextEntity is the writer's next unused entity id after this tick, so
 	// a resumed writer never reuses an id.
 	NextEntity int64 `json:"next_entity,omitempty"`
+	// PublishedUnixMs is when the writer published the tick (its clock,
+	// recorded as data; 0 before the field existed).
+	PublishedUnixMs int64 `json:"published_unix_ms,omitempty"`
 	// Settle names the durable commands this tick materialized; they are
 	// settled atomically with the publish.
 	Settle []string `json:"settle,omitempty"`

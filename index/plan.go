@@ -168,9 +168,9 @@ type File struct {
 	Token string
 	Epoch int64
 	// Keep, on a compacted file, is the ticks whose rows the reader keeps:
-	// those of the file's span that the view asked for and shows (a fork
-	// sees its parent's compacted history up to the fork point, a pinned
-	// view up to its pin).
+	// those the view asked for and shows of the file's segment (a fork sees
+	// its parent's compacted history up to the fork point, a pinned view up
+	// to its pin). Every file of the segment is within these bounds.
 	Keep *Span
 	// Fact: a completed claim's rows (seed 003), visible by its token.
 	Fact bool
@@ -185,7 +185,7 @@ type File struct {
 // Files calls fn with each file holding visible rows of ticks from..to,
 // segment by segment (oldest first), each segment's ticks in order and
 // then its facts, until fn returns false. A compacted file holds rows of
-// other ticks too: its reader keeps those of ticks from..UpTo. Unfiltered
+// other ticks too: its reader keeps those of File.Keep. Unfiltered
 // segments and legacy history are not in the catalog: their readers list
 // them.
 func (v *View) Files(from, to int64, fn func(File) bool) {
@@ -208,7 +208,7 @@ func (v *View) Files(from, to int64, fn func(File) bool) {
 				f.Table, f.Fragment = tf.Table, fr
 				f.Check = fr.Span == nil && !Proven(f.World, f.Run, tf.Table, f.Token, fr)
 				if fr.Span != nil {
-					f.Keep = &Span{From: max(from, fr.Span.From), To: min(upTo[f.World], fr.Span.To)}
+					f.Keep = &Span{From: from, To: upTo[f.World]}
 				}
 				if !fn(f) {
 					stop = true

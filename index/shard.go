@@ -89,6 +89,7 @@ func (s *State) encodeShard(k shardKey) []byte {
 			e.varint(t.WriterEpoch)
 			e.varint(t.NextEntity)
 			e.uvarint(t.Seq)
+			e.varint(t.PublishedUnixMs)
 			// Ticks of a compacted span name the same files: say so once.
 			if i > 0 && tablesEqual(t.Tables, ticks[i-1].Tables) {
 				e.uvarint(0)
@@ -166,6 +167,9 @@ func decodeShard(format int, data []byte, addTick func(*Tick), addClaim func(*Cl
 		case 't':
 			t := &ticks[i]
 			*t = Tick{Run: k.Run, Tick: d.varint(), CommitToken: d.str(), WriterEpoch: d.varint(), NextEntity: d.varint(), Seq: d.uvarint()}
+			if format >= 3 {
+				t.PublishedUnixMs = d.varint()
+			}
 			if d.err == nil && tickShard(t.Run, t.Tick) != k {
 				d.err = fmt.Errorf("tick %d in shard %v", t.Tick, k)
 			}

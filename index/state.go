@@ -24,6 +24,8 @@ type Tick struct {
 	WriterEpoch int64
 	Tables      []TableFragments
 	NextEntity  int64
+	// PublishedUnixMs is when the writer published it (0: not recorded).
+	PublishedUnixMs int64
 	// Seq is the sequence of the entry that last changed it (its
 	// publication, or a later rewrite of its fragments).
 	Seq uint64
@@ -388,7 +390,7 @@ func (n *State) apply(e *Entry, seq uint64) (Result, error) {
 			n.mark(commandShard(id), seq)
 		}
 		t := &Tick{Run: p.Run, Tick: p.Tick, CommitToken: p.CommitToken, WriterEpoch: p.WriterEpoch,
-			Tables: cloneTables(p.Tables), NextEntity: p.NextEntity, Seq: seq}
+			Tables: cloneTables(p.Tables), NextEntity: p.NextEntity, PublishedUnixMs: p.PublishedUnixMs, Seq: seq}
 		n.putTick(t)
 		run, _ := n.Run(p.Run)
 		run.Head = max(run.Head, p.Tick)

@@ -408,8 +408,8 @@ func render(world, run string, upTo int64, frags []fragment, infos map[string]en
 		ti       engine.TableInfo
 		filtered bool
 		lo, hi   string // the least and greatest published token
-		// keep: the ticks whose rows the part's compacted files show
-		// (nil: it has none).
+		// keep: the ticks whose rows the part shows, when it has compacted
+		// files (nil: it has none).
 		keep *index.Span
 	}
 	parts := map[string][]part{}
@@ -433,10 +433,7 @@ func render(world, run string, upTo int64, frags []fragment, infos map[string]en
 			p.filtered = true
 		}
 		if f.keep != nil {
-			if p.keep == nil {
-				p.keep = &index.Span{From: f.keep.From, To: f.keep.To}
-			}
-			p.keep.From, p.keep.To = min(p.keep.From, f.keep.From), max(p.keep.To, f.keep.To)
+			p.keep = f.keep // the same bounds for every file of a part's segment
 		}
 		parts[name] = ps
 		list = append(list, listRow{View: name, Part: int32(pn), Ord: int64(len(list)), World: f.world, Run: f.run,
