@@ -10,6 +10,8 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress/zstd"
+
+	"github.com/worldfs/worldfs/index"
 )
 
 // RowGroupRows is the most rows per Parquet row group, DuckDB's own row
@@ -19,10 +21,9 @@ const RowGroupRows = 122880
 // zstdCodec is shared so its encoders are pooled across fragments.
 var zstdCodec = &zstd.Codec{}
 
-// FragmentPath is where a fragment lives: under its commit token, so that
-// claim recovery finds orphan rows by token with one prefix listing.
+// FragmentPath is where a fragment lives (index.FragmentPath).
 func FragmentPath(world, run, tableID, token string, part int) string {
-	return fmt.Sprintf("data/%s/%s/%s/%s/%d.parquet", world, run, tableID, token, part)
+	return index.FragmentPath(world, run, tableID, token, part)
 }
 
 // AppendReceipt describes one appended fragment.

@@ -130,32 +130,20 @@ func resume(ctx context.Context, b bucket.Bucket, cat *index.Catalog, id string,
 // loadVisible sets the world's state to the visible rows of run's head
 // tick (or, for a fork with no tick of its own yet, its fork point).
 func (w *World) loadVisible(ctx context.Context, s *index.State, run string) error {
-	segs, err := index.Lineage(ctx, index.LoadFrom(w.b), s.World.ID, run)
+	v, err := index.OpenView(ctx, index.LoadFrom(w.b), s.World.ID, run)
 	if err != nil {
 		return err
 	}
-	// The newest segment with a visible tick holds the state.
-	for i := len(segs) - 1; i >= 0; i-- {
-		seg := segs[i]
-		var head *index.Tick
-		seg.State.Ticks(seg.Run, 0, func(t *index.Tick) bool {
-			if t.Tick > seg.UpTo {
-				return false
-			}
-			head = t
-			return true
-		})
-		if head == nil {
-			continue
-		}
-		frames, err := readTick(ctx, w.b, w.tables, head)
-		if err != nil {
-			return err
-		}
-		w.frames, w.tick, w.nextEntity = frames, head.Tick, head.NextEntity
-		return nil
+	head, ok := v.Head()
+	if !ok {
+		return nil // nothing visible yet: an empty world at tick -1
 	}
-	return nil // nothing visible yet: an empty world at tick -1
+	frames, err := readTick(ctx, w.b, w.tables, head.Tick)
+	if err != nil {
+		return err
+	}
+	w.frames, w.tick, w.nextEntity = frames, head.Tick.Tick, head.NextEntity
+	return nil
 }
 
 // readTick reads the visible rows of one published tick: exactly the rows
@@ -245,20 +233,15 @@ func ForkWorld(ctx context.Context, b bucket.Bucket, parent, child, forkRun stri
 	opts.defaults()
 	// The fork point may be a tick the parent inherited: resolve it
 	// through the parent's lineage.
-	segs, err := index.Lineage(ctx, index.LoadFrom(b), parent, forkRun)
+	v, err := index.OpenView(ctx, index.LoadFrom(b), parent, forkRun)
 	if err != nil {
 		return nil, fmt.Errorf("fork %s of %s: %w", child, parent, err)
 	}
-	var t *index.Tick
-	for i := len(segs) - 1; i >= 0 && t == nil; i-- {
-		if tk, ok := segs[i].State.Tick(segs[i].Run, forkTick); ok && forkTick <= segs[i].UpTo {
-			t = tk
-		}
-	}
-	if t == nil {
+	t, ok := v.Tick(forkTick)
+	if !ok {
 		return nil, fmt.Errorf("fork %s of %s: tick %d of run %s is not visible", child, parent, forkTick, forkRun)
 	}
-	frames, err := readTick(ctx, b, tables, t)
+	frames, err := readTick(ctx, b, tables, t.Tick)
 	if err != nil {
 		return nil, fmt.Errorf("fork %s of %s: %w", child, parent, err)
 	}

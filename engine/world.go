@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/index"
@@ -362,7 +363,7 @@ func (w *World) Step(ctx context.Context) (CommittedTickReceipt, error) {
 	// 6. Publish the manifest: fence check, put-if-absent, head advance.
 	e := index.Entry{Kind: index.KindTickPublish, TickPublish: &index.TickPublish{
 		Run: w.opts.Run, Tick: tick, CommitToken: token, WriterEpoch: epoch, Tables: manifestTables(appends),
-		NextEntity: w.nextEntity, Settle: settled}}
+		NextEntity: w.nextEntity, PublishedUnixMs: time.Now().UnixMilli(), Settle: settled}}
 	// The publish is not cancelled with the caller's context: an abandoned
 	// wait would leave the slot create in flight, and a read that misses
 	// it would look like proof of absence. The catalog bounds the wait

@@ -31,6 +31,9 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv(factChildEnv); spec != "" {
 		os.Exit(factChild(spec))
 	}
+	if dir := os.Getenv(compactChildEnv); dir != "" {
+		os.Exit(compactChild(dir))
+	}
 	os.Exit(m.Run())
 }
 

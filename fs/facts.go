@@ -167,43 +167,38 @@ func (m *Mount) factRuns(ctx context.Context, world string) ([]string, error) {
 // to its fork point). Run engine.EvaluationRun gives the receipts, which
 // are the world's own.
 func (m *Mount) factTables(ctx context.Context, world, run string) (map[string][]string, error) {
-	var segs []index.Segment
+	var v *index.View
 	if run == engine.EvaluationRun {
 		s, err := m.state(ctx, world, false)
 		if err != nil {
 			return nil, err
 		}
-		segs = []index.Segment{{Allowlist: &index.Allowlist{World: world, Run: run, UpTo: math.MaxInt64}, State: s}}
+		v = index.OwnView(s, run)
 	} else {
 		var err error
-		if segs, err = m.lineage(ctx, world, run, false); err != nil {
+		if v, err = m.view(ctx, world, run, false); err != nil {
 			return nil, err
 		}
 	}
 	out := map[string][]string{}
 	var ferr error
-	for _, seg := range segs {
-		seg.State.Claims(seg.Run, func(c *index.Claim) bool {
-			if c.State != index.ClaimComplete || c.Tick > seg.UpTo {
-				return true
+	v.Facts(math.MaxInt64, func(c index.FactRef) bool {
+		for _, tf := range c.Tables {
+			ti, err := m.tableInfo(ctx, c.World, tf.Table)
+			if err != nil {
+				ferr = err
+				return false
 			}
-			for _, tf := range c.Tables {
-				ti, err := m.tableInfo(ctx, seg.World, tf.Table)
-				if err != nil {
-					ferr = err
-					return false
-				}
-				name := ti.Name
-				if run == engine.EvaluationRun {
-					name = wsql.ReceiptsView
-				}
-				out[name] = append(out[name], c.CommitToken)
+			name := ti.Name
+			if run == engine.EvaluationRun {
+				name = wsql.ReceiptsView
 			}
-			return true
-		})
-		if ferr != nil {
-			return nil, ferr
+			out[name] = append(out[name], c.CommitToken)
 		}
+		return true
+	})
+	if ferr != nil {
+		return nil, ferr
 	}
 	for _, tokens := range out {
 		slices.Sort(tokens)

@@ -497,11 +497,11 @@ func (m *Mount) worldJSON(ctx context.Context, world string) ([]byte, error) {
 			doc.Head = rr.Head
 		}
 	}
-	segs, err := m.lineage(ctx, world, "main", false)
+	v, err := m.view(ctx, world, "main", false)
 	if err != nil {
 		return nil, err
 	}
-	for _, seg := range segs {
+	for _, seg := range v.Segments {
 		sg := segment{World: seg.World, Run: seg.Run, Mode: seg.Mode.String()}
 		if seg.World != world {
 			sg.UpTo = &seg.UpTo

@@ -7,12 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"math"
 	"os"
 	"os/user"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -124,7 +122,6 @@ type Mount struct {
 		infos    map[string]engine.TableInfo         // by world/table id; immutable objects
 		worlds   []string                            // the world directory, sorted
 		worldsAt time.Time                           // when worlds was read
-		tokens   map[string]*tokenIndex              // by world/run
 		writers  map[string]*writer                  // by world
 		ingest   map[string]*engine.IngestionService // by world
 		closed   bool
@@ -140,7 +137,6 @@ func New(b bucket.Bucket, opts Options) (*Mount, error) {
 	m.local, _ = b.(*local.Bucket)
 	m.mu.cats = map[string]*index.Catalog{}
 	m.mu.infos = map[string]engine.TableInfo{}
-	m.mu.tokens = map[string]*tokenIndex{}
 	m.mu.writers = map[string]*writer{}
 	m.mu.ingest = map[string]*engine.IngestionService{}
 	return m, nil
@@ -338,10 +334,11 @@ func (m *Mount) worldExists(ctx context.Context, world string) (bool, error) {
 	return s.World.Created, nil
 }
 
-// lineage returns the segments of (world, run), oldest first, each
-// resolved against its world's catalog snapshot.
-func (m *Mount) lineage(ctx context.Context, world, run string, exact bool) ([]index.Segment, error) {
-	return index.Lineage(ctx, func(ctx context.Context, w string) (*index.State, error) {
+// view returns the visibility plan of (world, run): its lineage, each
+// segment resolved against its world's catalog snapshot (exact: confirmed
+// at the tip now; otherwise within the freshness bound).
+func (m *Mount) view(ctx context.Context, world, run string, exact bool) (*index.View, error) {
+	return index.OpenView(ctx, func(ctx context.Context, w string) (*index.State, error) {
 		return m.state(ctx, w, exact)
 	}, world, run)
 }
@@ -366,146 +363,42 @@ func (m *Mount) runs(ctx context.Context, world string) ([]string, error) {
 
 // tickRef is one visible tick as the mount serves it: the manifest and the
 // segment (world, run) whose catalog published it.
-type tickRef struct {
-	World, Run string
-	*index.Tick
-}
+type tickRef = index.TickRef
 
-// visibleTicks calls fn for each visible tick of (world, run), through its
-// lineage, in tick order, until fn returns false. Only published ticks are
-// visible: an unfiltered (uncoordinated) segment lists none.
-func visibleTicks(segs []index.Segment, fn func(tickRef) bool) {
-	last := int64(math.MinInt64)
-	for _, seg := range segs {
-		if seg.Mode != index.Filtered {
-			continue
-		}
-		stop := false
-		seg.State.Ticks(seg.Run, last+1, func(t *index.Tick) bool {
-			if t.Tick > seg.UpTo {
-				return false
-			}
-			last = t.Tick
-			if !fn(tickRef{seg.World, seg.Run, t}) {
-				stop = true
-				return false
-			}
-			return true
-		})
-		if stop {
-			return
-		}
-	}
-}
-
-// findTick returns visible tick n of (world, run): the newest segment that
-// published it wins.
-func findTick(segs []index.Segment, n int64) (tickRef, bool) {
-	for i := len(segs) - 1; i >= 0; i-- {
-		seg := segs[i]
-		if seg.Mode != index.Filtered || n > seg.UpTo {
-			continue
-		}
-		if t, ok := seg.State.Tick(seg.Run, n); ok {
-			return tickRef{seg.World, seg.Run, t}, true
-		}
-	}
-	return tickRef{}, false
-}
-
-// tick resolves tick n of (world, run): from a fresh snapshot, then, if it
-// is not there, from an exact one (a tick published a moment ago exists).
-func (m *Mount) tick(ctx context.Context, world, run string, n int64) (tickRef, bool, error) {
+// resolve finds what find looks for in (world, run)'s view: in a fresh
+// snapshot, then, if it is not there, in an exact one (a tick published a
+// moment ago exists).
+func (m *Mount) resolve(ctx context.Context, world, run string, find func(*index.View) (tickRef, bool)) (tickRef, bool, error) {
 	for _, exact := range []bool{false, true} {
-		segs, err := m.lineage(ctx, world, run, exact)
+		v, err := m.view(ctx, world, run, exact)
 		if err != nil {
 			return tickRef{}, false, err
 		}
-		if t, ok := findTick(segs, n); ok {
+		if t, ok := find(v); ok {
 			return t, true, nil
 		}
 	}
 	return tickRef{}, false, nil
 }
 
+// tick resolves visible tick n of (world, run).
+func (m *Mount) tick(ctx context.Context, world, run string, n int64) (tickRef, bool, error) {
+	return m.resolve(ctx, world, run, func(v *index.View) (tickRef, bool) { return v.Tick(n) })
+}
+
+// token resolves a commit token of (world, run) to its visible tick.
+func (m *Mount) token(ctx context.Context, world, run, token string) (tickRef, bool, error) {
+	return m.resolve(ctx, world, run, func(v *index.View) (tickRef, bool) { return v.Token(token) })
+}
+
 // head returns the newest visible tick of (world, run).
 func (m *Mount) head(ctx context.Context, world, run string) (tickRef, bool, error) {
-	segs, err := m.lineage(ctx, world, run, false)
+	v, err := m.view(ctx, world, run, false)
 	if err != nil {
 		return tickRef{}, false, err
 	}
-	for i := len(segs) - 1; i >= 0; i-- {
-		seg := segs[i]
-		if seg.Mode != index.Filtered {
-			continue
-		}
-		var head *index.Tick
-		seg.State.Ticks(seg.Run, math.MinInt64, func(t *index.Tick) bool {
-			if t.Tick > seg.UpTo {
-				return false
-			}
-			head = t
-			return true
-		})
-		if head != nil {
-			return tickRef{seg.World, seg.Run, head}, true, nil
-		}
-	}
-	return tickRef{}, false, nil
-}
-
-// tokenIndex maps the commit tokens of a lineage to their ticks, for the
-// snapshot states it was built from.
-type tokenIndex struct {
-	seqs   []uint64 // each segment's state sequence
-	tokens []string // sorted
-	ticks  map[string]int64
-}
-
-// tokens returns the token index of (world, run), rebuilt when a segment's
-// catalog moved.
-func (m *Mount) tokens(ctx context.Context, world, run string, exact bool) (*tokenIndex, []index.Segment, error) {
-	segs, err := m.lineage(ctx, world, run, exact)
-	if err != nil {
-		return nil, nil, err
-	}
-	seqs := make([]uint64, len(segs))
-	for i, s := range segs {
-		seqs[i] = s.State.Seq
-	}
-	key := world + "/" + run
-	m.mu.Lock()
-	ti := m.mu.tokens[key]
-	m.mu.Unlock()
-	if ti != nil && slices.Equal(ti.seqs, seqs) {
-		return ti, segs, nil
-	}
-	ti = &tokenIndex{seqs: seqs, ticks: map[string]int64{}}
-	visibleTicks(segs, func(t tickRef) bool {
-		ti.ticks[t.CommitToken] = t.Tick.Tick
-		ti.tokens = append(ti.tokens, t.CommitToken)
-		return true
-	})
-	slices.Sort(ti.tokens)
-	m.mu.Lock()
-	m.mu.tokens[key] = ti
-	m.mu.Unlock()
-	return ti, segs, nil
-}
-
-// token resolves a commit token of (world, run) to its tick.
-func (m *Mount) token(ctx context.Context, world, run, token string) (tickRef, bool, error) {
-	for _, exact := range []bool{false, true} {
-		ti, segs, err := m.tokens(ctx, world, run, exact)
-		if err != nil {
-			return tickRef{}, false, err
-		}
-		if n, ok := ti.ticks[token]; ok {
-			t, ok := findTick(segs, n)
-			return t, ok, nil
-		}
-	}
-	return tickRef{}, false, nil
+	t, ok := v.Head()
+	return t, ok, nil
 }
 
 // tableInfo returns world's description of table id (immutable, kept).
@@ -542,14 +435,10 @@ func (m *Mount) tickTables(ctx context.Context, t tickRef) (map[string]index.Tab
 }
 
 // isExact reports whether tf's fragment is exactly the tick's visible rows
-// of the table: one fragment, written under the tick's own commit token
-// (so by the attempt that published it, every row stamped with it).
+// of the table: one fragment, which the catalog proves holds only rows
+// stamped with the tick's token.
 func isExact(t tickRef, tf index.TableFragments) bool {
-	if len(tf.Fragments) != 1 {
-		return false
-	}
-	dir := strings.TrimSuffix(engine.FragmentPath(t.World, t.Run, tf.Table, t.CommitToken, 0), "0.parquet")
-	return strings.HasPrefix(tf.Fragments[0].Path, dir) && !strings.Contains(tf.Fragments[0].Path[len(dir):], "/")
+	return len(tf.Fragments) == 1 && index.Proven(t.World, t.Run, tf.Table, t.CommitToken, tf.Fragments[0])
 }
 
 // objectPath returns a local file holding the bucket object name.

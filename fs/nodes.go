@@ -3,6 +3,7 @@ package fs
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -311,12 +312,12 @@ var (
 func (d *ticksDir) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
 	start := time.Now()
 	defer d.m.stats.op("readdir", start)
-	segs, err := d.m.lineage(ctx, d.world, d.run, false)
+	v, err := d.m.view(ctx, d.world, d.run, false)
 	if err != nil {
 		return nil, d.m.errno("ticks of "+d.world, err)
 	}
 	var out []fuse.DirEntry
-	visibleTicks(segs, func(t tickRef) bool {
+	v.Ticks(math.MinInt64, math.MaxInt64, func(t tickRef) bool {
 		name := strconv.FormatInt(t.Tick.Tick, 10)
 		out = append(out, dirEntry(name, syscall.S_IFDIR, ino(d.world, "runs", d.run, "ticks", name)))
 		return true
@@ -359,11 +360,17 @@ func (d *tokensDir) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno)
 	}
 	var out []fuse.DirEntry
 	for _, run := range runs {
-		ti, _, err := d.m.tokens(ctx, d.world, run, false)
+		v, err := d.m.view(ctx, d.world, run, false)
 		if err != nil {
 			return nil, d.m.errno("tokens of "+d.world, err)
 		}
-		for _, tok := range ti.tokens {
+		var tokens []string
+		v.Ticks(math.MinInt64, math.MaxInt64, func(t tickRef) bool {
+			tokens = append(tokens, t.CommitToken)
+			return true
+		})
+		slices.Sort(tokens)
+		for _, tok := range tokens {
 			out = append(out, dirEntry(tok, syscall.S_IFDIR, ino(d.world, "tokens", tok)))
 		}
 	}
@@ -404,12 +411,12 @@ var (
 // tableNames returns the readable names of the tables visible ticks of
 // (world, run) published.
 func (m *Mount) tableNames(ctx context.Context, world, run string, exact bool) ([]string, error) {
-	segs, err := m.lineage(ctx, world, run, exact)
+	v, err := m.view(ctx, world, run, exact)
 	if err != nil {
 		return nil, err
 	}
 	ids := map[[2]string]bool{}
-	visibleTicks(segs, func(t tickRef) bool {
+	v.Ticks(math.MinInt64, math.MaxInt64, func(t tickRef) bool {
 		for _, tf := range t.Tables {
 			ids[[2]string{t.World, tf.Table}] = true
 		}
@@ -469,13 +476,13 @@ var (
 func tickFileName(tick int64) string { return fmt.Sprintf("%012d.parquet", tick) }
 
 func (d *tableDir) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
-	segs, err := d.m.lineage(ctx, d.world, d.run, false)
+	v, err := d.m.view(ctx, d.world, d.run, false)
 	if err != nil {
 		return nil, d.m.errno("table "+d.name, err)
 	}
 	var out []fuse.DirEntry
 	var ferr error
-	visibleTicks(segs, func(t tickRef) bool {
+	v.Ticks(math.MinInt64, math.MaxInt64, func(t tickRef) bool {
 		tables, err := d.m.tickTables(ctx, t)
 		if err != nil {
 			ferr = err

@@ -17,10 +17,11 @@ import (
 	"github.com/worldfs/worldfs/bucket"
 )
 
-// CheckpointFormat is the checkpoint format version written. Format 1
-// (claims without fragment lists) is still read: a checkpoint only ever
-// shortens a replay, and an upgrade must not lock a world out.
-const CheckpointFormat = 2
+// CheckpointFormat is the checkpoint format version written. Formats 1
+// (claims without fragment lists) and 2 (fragments without compaction
+// spans) are still read: a checkpoint only ever shortens a replay, and an
+// upgrade must not lock a world out.
+const CheckpointFormat = 3
 
 // CheckpointPrefix is the prefix of world's checkpoints.
 func CheckpointPrefix(world string) string { return WorldPrefix(world) + "checkpoints/" }
@@ -232,7 +233,7 @@ func LoadCheckpoint(ctx context.Context, b bucket.Bucket, world, name string) (*
 			r := runs[t.Run]
 			r.Head, r.Published = max(r.Head, t.Tick), r.Published+1
 			runs[t.Run] = r
-			s.ticks.ReplaceOrInsert(t)
+			s.putTick(t)
 		}
 		for _, c := range d.claims {
 			s.claims.ReplaceOrInsert(c)

@@ -70,7 +70,20 @@ type Fragment struct {
 	Rows   int64  `json:"rows"`
 	Bytes  int64  `json:"bytes"`
 	Digest string `json:"digest"`
+	// Span is set on a compacted file: it holds the visible rows of every
+	// published tick of its run from Span.From to Span.To (the ticks that
+	// name it), and only those. Nil: the rows of one publication.
+	Span *Span `json:"span,omitempty"`
 }
+
+// Span is an inclusive range of ticks.
+type Span struct {
+	From int64 `json:"from"`
+	To   int64 `json:"to"`
+}
+
+// Contains reports whether tick is in the span.
+func (s Span) Contains(tick int64) bool { return s.From <= tick && tick <= s.To }
 
 // TableFragments lists a table's fragments in a publication.
 type TableFragments struct {
@@ -90,6 +103,9 @@ type TickPublish struct {
 	// NextEntity is the writer's next unused entity id after this tick, so
 	// a resumed writer never reuses an id.
 	NextEntity int64 `json:"next_entity,omitempty"`
+	// PublishedUnixMs is when the writer published the tick (its clock,
+	// recorded as data; 0 before the field existed).
+	PublishedUnixMs int64 `json:"published_unix_ms,omitempty"`
 	// Settle names the durable commands this tick materialized; they are
 	// settled atomically with the publish.
 	Settle []string `json:"settle,omitempty"`
@@ -160,15 +176,27 @@ type ClaimOp struct {
 	NowMs int64 `json:"now_ms"`
 }
 
-// FragmentsRewrite replaces a published table's fragments with new ones
-// holding the same rows (optimize). The rows keep their commit columns, so
-// visibility is unchanged.
+// FragmentsRewrite replaces published fragments with new files holding the
+// same rows (optimize). The rows keep their commit columns, so visibility is
+// unchanged (seed 000 §7). Two forms:
+//   - one tick's table: Tick, Table, Old (the paths replaced, as read) and
+//     New;
+//   - compaction of a range of ticks: Span, ReadSeq and Tables. Every
+//     published tick of Run in Span, each unchanged since sequence ReadSeq
+//     (the state the compactor read), has its fragments of each table in
+//     Tables replaced by that table's compacted files, whose rows are
+//     exactly the visible rows those fragments held; a file already
+//     compacted is replaced only whole (its span inside Span).
 type FragmentsRewrite struct {
 	Run   string     `json:"run"`
-	Tick  int64      `json:"tick"`
-	Table string     `json:"table"`
-	Old   []string   `json:"old"`
-	New   []Fragment `json:"new"`
+	Tick  int64      `json:"tick,omitempty"`
+	Table string     `json:"table,omitempty"`
+	Old   []string   `json:"old,omitempty"`
+	New   []Fragment `json:"new,omitempty"`
+
+	Span    *Span            `json:"span,omitempty"`
+	ReadSeq uint64           `json:"read_seq,omitempty"`
+	Tables  []TableFragments `json:"tables,omitempty"`
 }
 
 func (e *Entry) validate() error {
@@ -265,8 +293,27 @@ func (e *Entry) validatePayload() error {
 		}
 	case KindFragmentsRewrite:
 		r := e.Rewrite
-		if r == nil || r.Run == "" || r.Table == "" || len(r.Old) == 0 || len(r.New) == 0 {
-			return errors.New("fragments.rewrite needs a run, a table, old paths and new fragments")
+		switch {
+		case r == nil || r.Run == "":
+			return errors.New("fragments.rewrite needs a run")
+		case r.Span == nil:
+			if r.Table == "" || len(r.Old) == 0 || len(r.New) == 0 || len(r.Tables) != 0 {
+				return errors.New("fragments.rewrite of one tick needs a table, old paths and new fragments")
+			}
+		default:
+			if r.Span.From > r.Span.To || len(r.Tables) == 0 || r.Table != "" || len(r.Old) != 0 || len(r.New) != 0 {
+				return errors.New("fragments.rewrite of a span needs from ≤ to and compacted files per table, and nothing of the one-tick form")
+			}
+			for _, tf := range r.Tables {
+				if tf.Table == "" || len(tf.Fragments) == 0 {
+					return errors.New("fragments.rewrite of a span: each table needs a name and compacted files")
+				}
+				for _, f := range tf.Fragments {
+					if f.Span == nil || f.Span.From < r.Span.From || f.Span.To > r.Span.To || f.Span.From > f.Span.To {
+						return fmt.Errorf("fragments.rewrite of span %d..%d: file %s must carry a span inside it", r.Span.From, r.Span.To, f.Path)
+					}
+				}
+			}
 		}
 	default:
 		return fmt.Errorf("unknown entry kind %q", e.Kind)
@@ -309,6 +356,7 @@ func (e Entry) clone() Entry {
 		v := *e.Rewrite
 		v.Old = slices.Clone(v.Old)
 		v.New = slices.Clone(v.New)
+		v.Tables = cloneTables(v.Tables)
 		e.Rewrite = &v
 	}
 	return e

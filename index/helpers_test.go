@@ -34,6 +34,19 @@ func diff(a, b *State) string {
 	if !reflect.DeepEqual(a.Runs(), b.Runs()) {
 		return fmt.Sprintf("runs %+v vs %+v", a.Runs(), b.Runs())
 	}
+	// The token index holds exactly the ticks, in step with them.
+	var ak, bk []string
+	a.byToken.Ascend(func(t *Tick) bool {
+		ak = append(ak, fmt.Sprintf("%s/%s/%d", t.Run, t.CommitToken, t.Tick))
+		return true
+	})
+	b.byToken.Ascend(func(t *Tick) bool {
+		bk = append(bk, fmt.Sprintf("%s/%s/%d", t.Run, t.CommitToken, t.Tick))
+		return true
+	})
+	if !reflect.DeepEqual(ak, bk) || len(ak) != len(at) {
+		return fmt.Sprintf("token indexes differ: %d vs %d entries for %d ticks", len(ak), len(bk), len(at))
+	}
 	var ac, bc []Claim
 	a.claims.Ascend(func(c *Claim) bool { ac = append(ac, *c); return true })
 	b.claims.Ascend(func(c *Claim) bool { bc = append(bc, *c); return true })

@@ -33,6 +33,23 @@ func validateName(what, id string) error {
 	return nil
 }
 
+// FragmentPath is where a fragment lives:
+// data/<world>/<run>/<table id>/<commit token>/<part>.parquet. Under its
+// commit token, so that claim recovery finds orphan rows by token with one
+// prefix listing, and so that a reader knows a fragment stored under its
+// publication's own token was written by the attempt holding that token,
+// which stamps every row with it.
+func FragmentPath(world, run, tableID, token string, part int) string {
+	return fmt.Sprintf("data/%s/%s/%s/%s/%d.parquet", world, run, tableID, token, part)
+}
+
+// CompactedPath is where a compacted file lives: named by its content's
+// digest (hex), in the place of a commit token, so that two compactors of
+// the same rows write the same object.
+func CompactedPath(world, run, tableID, digest string) string {
+	return FragmentPath(world, run, tableID, "compacted-"+digest, 0)
+}
+
 // WorldPrefix is the bucket prefix of everything of world's catalog.
 func WorldPrefix(world string) string { return "worlds/" + world + "/" }
 

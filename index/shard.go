@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
+	"slices"
 	"unsafe"
 )
 
@@ -82,12 +83,19 @@ func (s *State) encodeShard(k shardKey) []byte {
 			return true
 		})
 		e.uvarint(uint64(len(ticks)))
-		for _, t := range ticks {
+		for i, t := range ticks {
 			e.varint(t.Tick)
 			e.str(t.CommitToken)
 			e.varint(t.WriterEpoch)
 			e.varint(t.NextEntity)
 			e.uvarint(t.Seq)
+			e.varint(t.PublishedUnixMs)
+			// Ticks of a compacted span name the same files: say so once.
+			if i > 0 && tablesEqual(t.Tables, ticks[i-1].Tables) {
+				e.uvarint(0)
+				continue
+			}
+			e.uvarint(1)
 			e.tables(t.Tables)
 		}
 	case 'm':
@@ -159,10 +167,21 @@ func decodeShard(format int, data []byte, addTick func(*Tick), addClaim func(*Cl
 		case 't':
 			t := &ticks[i]
 			*t = Tick{Run: k.Run, Tick: d.varint(), CommitToken: d.str(), WriterEpoch: d.varint(), NextEntity: d.varint(), Seq: d.uvarint()}
+			if format >= 3 {
+				t.PublishedUnixMs = d.varint()
+			}
 			if d.err == nil && tickShard(t.Run, t.Tick) != k {
 				d.err = fmt.Errorf("tick %d in shard %v", t.Tick, k)
 			}
-			t.Tables = d.tables(&tables, &frags)
+			if format >= 3 && d.uvarint() == 0 {
+				if i == 0 {
+					d.fail(errors.New("the first tick of a shard repeats its predecessor's fragments"))
+				} else {
+					t.Tables = ticks[i-1].Tables
+				}
+			} else {
+				t.Tables = d.tables(format, &tables, &frags)
+			}
 			if d.err == nil {
 				last = max(last, t.Seq)
 				addTick(t)
@@ -172,7 +191,7 @@ func decodeShard(format int, data []byte, addTick func(*Tick), addClaim func(*Cl
 				CommitToken: d.str(), State: d.str(), Holder: d.str(), LeaseUntilMs: d.varint(),
 				Epoch: d.varint(), Tick: d.varint(), FactID: d.varint()}
 			if format >= 2 {
-				c.Tables = d.tables(&tables, &frags)
+				c.Tables = d.tables(format, &tables, &frags)
 			}
 			c.Seq = d.uvarint()
 			c.shard = claimBucket(c.Key)
@@ -307,18 +326,45 @@ func (e *enc) tables(ts []TableFragments) {
 			e.varint(f.Rows)
 			e.varint(f.Bytes)
 			e.str(f.Digest)
+			if f.Span == nil {
+				e.byte(0)
+			} else {
+				e.byte(1)
+				e.varint(f.Span.From)
+				e.varint(f.Span.To)
+			}
 		}
 	}
 }
 
+// tablesEqual reports whether two fragment lists are the same.
+func tablesEqual(a, b []TableFragments) bool {
+	return slices.EqualFunc(a, b, func(x, y TableFragments) bool {
+		return x.Table == y.Table && slices.EqualFunc(x.Fragments, y.Fragments, func(f, g Fragment) bool {
+			return f.Path == g.Path && f.Rows == g.Rows && f.Bytes == g.Bytes && f.Digest == g.Digest &&
+				(f.Span == nil) == (g.Span == nil) && (f.Span == nil || *f.Span == *g.Span)
+		})
+	})
+}
+
 // tables decodes what enc.tables wrote, carving from the shard's slabs.
-func (d *dec) tables(tables *slab[TableFragments], frags *slab[Fragment]) []TableFragments {
+func (d *dec) tables(format int, tables *slab[TableFragments], frags *slab[Fragment]) []TableFragments {
 	ts := tables.take(d.count())
 	for j := range ts {
 		ts[j].Table = d.str()
 		ts[j].Fragments = frags.take(d.count())
 		for f := range ts[j].Fragments {
-			ts[j].Fragments[f] = Fragment{Path: d.str(), Rows: d.varint(), Bytes: d.varint(), Digest: d.str()}
+			fr := Fragment{Path: d.str(), Rows: d.varint(), Bytes: d.varint(), Digest: d.str()}
+			if format >= 3 {
+				switch d.byte() {
+				case 0:
+				case 1:
+					fr.Span = &Span{From: d.varint(), To: d.varint()}
+				default:
+					d.fail(errors.New("bad fragment flags"))
+				}
+			}
+			ts[j].Fragments[f] = fr
 		}
 	}
 	return ts

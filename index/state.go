@@ -3,7 +3,9 @@ package index
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/google/btree"
@@ -22,6 +24,8 @@ type Tick struct {
 	WriterEpoch int64
 	Tables      []TableFragments
 	NextEntity  int64
+	// PublishedUnixMs is when the writer published it (0: not recorded).
+	PublishedUnixMs int64
 	// Seq is the sequence of the entry that last changed it (its
 	// publication, or a later rewrite of its fragments).
 	Seq uint64
@@ -128,7 +132,10 @@ type State struct {
 	Hash  string
 	Slots uint64
 
-	ticks    *btree.BTreeG[*Tick]
+	ticks *btree.BTreeG[*Tick]
+	// byToken indexes ticks by (run, commit token).
+	// INVARIANT: holds exactly the ticks of ticks (see putTick).
+	byToken  *btree.BTreeG[*Tick]
 	runs     *btree.BTreeG[*Run]
 	claims   *btree.BTreeG[*Claim]
 	commands *btree.BTreeG[*CommandState]
@@ -149,6 +156,10 @@ func tickLess(a, b *Tick) bool {
 	return a.Tick < b.Tick
 }
 
+func tokenLess(a, b *Tick) bool {
+	return cmp.Or(cmp.Compare(a.Run, b.Run), cmp.Compare(a.CommitToken, b.CommitToken), cmp.Compare(a.Tick, b.Tick)) < 0
+}
+
 func runLess(a, b *Run) bool { return a.Name < b.Name }
 
 // Claims sort by run, then checkpoint shard, then key, so that each shard is
@@ -165,6 +176,7 @@ func Empty(world string) *State {
 	return &State{
 		World:    World{ID: world},
 		ticks:    btree.NewG(btreeDegree, tickLess),
+		byToken:  btree.NewG(btreeDegree, tokenLess),
 		runs:     btree.NewG(btreeDegree, runLess),
 		claims:   btree.NewG(btreeDegree, claimLess),
 		commands: btree.NewG(btreeDegree, commandLess),
@@ -180,6 +192,7 @@ func (s *State) clone() *State {
 	c := *s
 	c.cloneMu = new(sync.Mutex)
 	c.ticks = s.ticks.Clone()
+	c.byToken = s.byToken.Clone()
 	c.runs = s.runs.Clone()
 	c.claims = s.claims.Clone()
 	c.commands = s.commands.Clone()
@@ -190,6 +203,38 @@ func (s *State) clone() *State {
 // Tick returns the manifest of (run, tick).
 func (s *State) Tick(run string, tick int64) (*Tick, bool) {
 	return s.ticks.Get(&Tick{Run: run, Tick: tick})
+}
+
+// putTick inserts or replaces a tick, keeping the token index in step.
+func (s *State) putTick(t *Tick) {
+	if old, ok := s.ticks.ReplaceOrInsert(t); ok {
+		s.byToken.Delete(old)
+	}
+	s.byToken.ReplaceOrInsert(t)
+}
+
+// Last returns run's newest published tick at or below upTo.
+func (s *State) Last(run string, upTo int64) (*Tick, bool) {
+	var out *Tick
+	s.ticks.DescendLessOrEqual(&Tick{Run: run, Tick: upTo}, func(t *Tick) bool {
+		if t.Run == run {
+			out = t
+		}
+		return false
+	})
+	return out, out != nil
+}
+
+// TickByToken returns the tick of run that commit token published.
+func (s *State) TickByToken(run, token string) (*Tick, bool) {
+	var out *Tick
+	s.byToken.AscendGreaterOrEqual(&Tick{Run: run, CommitToken: token, Tick: math.MinInt64}, func(t *Tick) bool {
+		if t.Run == run && t.CommitToken == token {
+			out = t
+		}
+		return false
+	})
+	return out, out != nil
 }
 
 // Ticks calls fn for each published tick of run in tick order from `from`,
@@ -351,8 +396,8 @@ func (n *State) apply(e *Entry, seq uint64) (Result, error) {
 			n.mark(commandShard(id), seq)
 		}
 		t := &Tick{Run: p.Run, Tick: p.Tick, CommitToken: p.CommitToken, WriterEpoch: p.WriterEpoch,
-			Tables: cloneTables(p.Tables), NextEntity: p.NextEntity, Seq: seq}
-		n.ticks.ReplaceOrInsert(t)
+			Tables: cloneTables(p.Tables), NextEntity: p.NextEntity, PublishedUnixMs: p.PublishedUnixMs, Seq: seq}
+		n.putTick(t)
 		run, _ := n.Run(p.Run)
 		run.Head = max(run.Head, p.Tick)
 		run.Published++
@@ -381,6 +426,9 @@ func (n *State) apply(e *Entry, seq uint64) (Result, error) {
 		n.mark(commandShard(c.ID), seq)
 
 	case KindFragmentsRewrite:
+		if e.Rewrite.Span != nil {
+			return r, n.applyCompaction(e.Rewrite, seq)
+		}
 		rw := e.Rewrite
 		t, ok := n.Tick(rw.Run, rw.Tick)
 		if !ok {
@@ -409,7 +457,7 @@ func (n *State) apply(e *Entry, seq uint64) (Result, error) {
 		nt.Seq = seq
 		nt.Tables = cloneTables(t.Tables)
 		nt.Tables[i] = TableFragments{Table: rw.Table, Fragments: slices.Clone(rw.New)}
-		n.ticks.ReplaceOrInsert(&nt)
+		n.putTick(&nt)
 		n.mark(tickShard(rw.Run, rw.Tick), seq)
 
 	default:
@@ -490,4 +538,101 @@ func (n *State) applyClaim(e *Entry, seq uint64) (Result, error) {
 	n.mark(claimShard(c.Key), seq)
 	r.Claim = &nc
 	return r, nil
+}
+
+// applyCompaction applies the span form of fragments.rewrite: see
+// FragmentsRewrite. Its cost is that of the ticks it rewrites.
+func (n *State) applyCompaction(rw *FragmentsRewrite, seq uint64) error {
+	at := func(format string, args ...any) error {
+		return refused("compaction of run %s ticks %d..%d: %s", rw.Run, rw.Span.From, rw.Span.To, fmt.Sprintf(format, args...))
+	}
+	into := map[string]*TableFragments{}
+	newRows := map[string]int64{}
+	compacted := cloneTables(rw.Tables)
+	for i := range compacted {
+		tf := &compacted[i]
+		if into[tf.Table] != nil {
+			return at("table %s listed twice", tf.Table)
+		}
+		into[tf.Table] = tf
+		for _, f := range tf.Fragments {
+			newRows[tf.Table] += f.Rows
+		}
+	}
+	var ticks []*Tick
+	n.Ticks(rw.Run, rw.Span.From, func(t *Tick) bool {
+		if t.Tick > rw.Span.To {
+			return false
+		}
+		ticks = append(ticks, t)
+		return true
+	})
+	if len(ticks) == 0 {
+		return at("no tick is published there")
+	}
+	// Each old file counts once: a compacted file is named by every tick
+	// of its span.
+	oldRows := map[string]int64{}
+	seen := map[string]bool{}
+	for _, t := range ticks {
+		if t.Seq > rw.ReadSeq {
+			return at("tick %d changed at sequence %d, after the compactor read sequence %d", t.Tick, t.Seq, rw.ReadSeq)
+		}
+		for _, tf := range t.Tables {
+			if into[tf.Table] == nil {
+				continue
+			}
+			for _, f := range tf.Fragments {
+				if f.Span != nil {
+					if f.Span.From < rw.Span.From || f.Span.To > rw.Span.To {
+						return at("file %s spans ticks %d..%d, beyond the compaction", f.Path, f.Span.From, f.Span.To)
+					}
+					if seen[f.Path] {
+						continue
+					}
+					seen[f.Path] = true
+				}
+				oldRows[tf.Table] += f.Rows
+			}
+		}
+	}
+	for table, rows := range newRows {
+		if oldRows[table] != rows {
+			return at("table %s: %d rows become %d; a rewrite keeps every row", table, oldRows[table], rows)
+		}
+	}
+	// Ticks whose other tables are alike share one fragment list, so a
+	// compacted history costs a tick record per tick and little more.
+	shared := map[string][]TableFragments{}
+	var key strings.Builder
+	for _, t := range ticks {
+		key.Reset()
+		for _, tf := range t.Tables {
+			key.WriteString(tf.Table)
+			key.WriteByte(0)
+			if into[tf.Table] == nil {
+				for _, f := range tf.Fragments {
+					key.WriteString(f.Path)
+					key.WriteByte(0)
+				}
+			}
+		}
+		tables, ok := shared[key.String()]
+		if !ok {
+			tables = make([]TableFragments, len(t.Tables))
+			for i, tf := range t.Tables {
+				if c := into[tf.Table]; c != nil {
+					tables[i] = *c
+				} else {
+					tables[i] = tf
+				}
+			}
+			shared[key.String()] = tables
+		}
+		nt := *t
+		nt.Tables, nt.Seq = tables, seq
+		n.putTick(&nt)
+		n.mark(tickShard(rw.Run, t.Tick), seq)
+	}
+	return nil
 }

@@ -104,3 +104,82 @@ func TestTokenCheckKeepsForeignRowsOut(t *testing.T) {
 		t.Fatalf("the views carry no token check the Parquet scan can prune with:\n%s", plan)
 	}
 }
+
+// Opening the views reads no footer of a file the catalog proves: every
+// fragment the engine wrote under its tick's own token (empty ones too) is
+// read as is; a file a manifest names under another token is the only one
+// whose footer is read, and the row check keeps its foreign rows out.
+func TestCatalogProvenFilesSkipTheFooterCheck(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b, _ := local.Open(t.TempDir())
+	opts := engine.Options{Catalog: index.Options{NoCompactor: true}}
+	w, err := engine.CreateWorld(ctx, b, "w", particles.Tables(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	particles.Install(w)
+	particles.Setup(w, 3)
+	if err := particles.Run(ctx, w, 5, nil); err != nil {
+		t.Fatal(err)
+	}
+	particle := particles.Tables()[0]
+	// A publication (tick 6) whose manifest names, besides its own
+	// fragment, a crashed attempt's file stamped with another token.
+	cat, err := index.Open(ctx, b, "w", index.Options{NoCompactor: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	tip, err := cat.Exact(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame := w.Frame("particle")
+	var tables []index.TableFragments
+	for _, token := range []string{"own-6", "crashed-6"} {
+		data, err := engine.EncodeFragment(frame, engine.Stamp{Tick: 6, CommitToken: token, WriterEpoch: tip.World.Epoch})
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := engine.FragmentPath("w", "main", particle.ID, token, 0)
+		if _, err := b.Create(ctx, path, data); err != nil {
+			t.Fatal(err)
+		}
+		if len(tables) == 0 {
+			tables = append(tables, index.TableFragments{Table: particle.ID})
+		}
+		tables[0].Fragments = append(tables[0].Fragments, index.Fragment{Path: path, Rows: int64(frame.Len()), Bytes: int64(len(data)), Digest: engine.Digest(data)})
+	}
+	last, _ := tip.Tick("main", 5)
+	if _, err := cat.Commit(ctx, index.Entry{Kind: index.KindTickPublish, TickPublish: &index.TickPublish{Run: "main", Tick: 6,
+		CommitToken: "own-6", WriterEpoch: tip.World.Epoch, Tables: tables, NextEntity: last.NextEntity}}); err != nil {
+		t.Fatal(err)
+	}
+	script, err := Build(ctx, b, "w", Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := Open(ctx, script)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, script.SQL)
+	}
+	defer db.Close()
+	var unproven, proven, checked int
+	if err := db.QueryRow("SELECT len(getvariable('worldfs_proven_particle_0_unproven')), len(getvariable('worldfs_proven_particle_0')), len(getvariable('worldfs_checked_particle_0'))").Scan(&unproven, &proven, &checked); err != nil {
+		t.Fatal(err)
+	}
+	// Ticks 0..6 each have one fragment under their own token (7 files),
+	// plus the crashed file; each list holds the witness too.
+	if unproven != 2 || proven != 8 || checked != 2 {
+		t.Fatalf("%d footers read, %d files read as they are, %d checked row by row; want 2, 8, 2 (witness included)", unproven, proven, checked)
+	}
+	var n, foreign int64
+	if err := db.QueryRow("SELECT count(*), count(*) FILTER (WHERE commit_token = 'crashed-6') FROM particle_raw WHERE tick = 6").Scan(&n, &foreign); err != nil {
+		t.Fatal(err)
+	}
+	if foreign != 0 || n != int64(frame.Len()) {
+		t.Fatalf("tick 6 shows %d rows, %d of them the crashed attempt's", n, foreign)
+	}
+}

@@ -26,10 +26,16 @@ type listRow struct {
 	CommitToken string `parquet:"commit_token"`
 	WriterEpoch int64  `parquet:"writer_epoch"`
 	Filtered    bool   `parquet:"filtered"`
-	Fact        bool   `parquet:"fact"` // a completed claim's rows, not a tick's
-	Object      string `parquet:"object"`
-	Path        string `parquet:"path"`
-	Rows        int64  `parquet:"rows"`
+	Fact        bool   `parquet:"fact"`   // a completed claim's rows, not a tick's
+	Proven      bool   `parquet:"proven"` // filtered, and the catalog proves every row is (tick, commit_token)
+	// Compacted: a compacted file, holding the visible rows of many ticks.
+	Compacted bool `parquet:"compacted"`
+	// Manifest: not a file to read but a compacted tick's manifest entry
+	// naming the compacted file that holds its rows (rows -1: unknown).
+	Manifest bool   `parquet:"manifest"`
+	Object   string `parquet:"object"`
+	Path     string `parquet:"path"`
+	Rows     int64  `parquet:"rows"`
 }
 
 // writeList writes rows as a Parquet file in dir named by the hash of its

@@ -69,6 +69,13 @@ type fragment struct {
 	epoch, rows       int64
 	filtered          bool // rows must match (tick, token); false: every row (unfiltered or legacy history)
 	fact              bool // a completed claim's rows (seed 003), visible by its token
+	proven            bool // filtered, and the catalog proves every row is (tick, token): no row check
+	// keep, on a compacted file (proven, rows of many ticks), is the ticks
+	// whose rows the views keep.
+	keep *index.Span
+	// manifest: not a file to read but a compacted tick's manifest entry
+	// (object is the compacted file holding its rows), for worldfs_manifests.
+	manifest bool
 }
 
 // Script is the SQL that defines a world's views.
@@ -149,6 +156,44 @@ func BuildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 		}
 	}
 	frags := make([]fragment, 0, n)
+	// The catalog's files: every filtered segment's ticks, then facts (each
+	// completed claim's rows, at the tick the fact landed on, visible by the
+	// claim's token).
+	from := int64(math.MinInt64)
+	if opts.Only {
+		from = upTo
+	}
+	appendFiles := func(v *index.View, from, to int64) error {
+		var ferr error
+		v.Files(from, to, func(f index.File) bool {
+			p, err := path(ctx, f.Path)
+			if err != nil {
+				ferr = err
+				return false
+			}
+			frags = append(frags, fragment{world: f.World, run: f.Run, table: f.Table, object: f.Path, path: p,
+				tick: f.Tick, token: f.Token, epoch: f.Epoch, rows: f.Rows, filtered: true, fact: f.Fact, proven: !f.Check, keep: f.Keep})
+			return true
+		})
+		return ferr
+	}
+	// A compacted tick's manifest names a file it shares with its span:
+	// worldfs_manifests still lists it, tick by tick.
+	view := &index.View{World: world, Run: opts.Run, Segments: segs}
+	view.Ticks(from, upTo, func(t index.TickRef) bool {
+		for _, tf := range t.Tables {
+			for _, f := range tf.Fragments {
+				if f.Span != nil {
+					frags = append(frags, fragment{world: t.World, run: t.Run, table: tf.Table, object: f.Path, tick: t.Tick.Tick,
+						token: t.CommitToken, epoch: t.WriterEpoch, rows: -1, filtered: true, manifest: true})
+				}
+			}
+		}
+		return true
+	})
+	if err := appendFiles(view, from, upTo); err != nil {
+		return nil, err
+	}
 	infos := map[string]engine.TableInfo{} // by world/table id
 	var lineage []string
 	for i, seg := range segs {
@@ -159,31 +204,6 @@ func BuildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 				return nil, err
 			}
 			frags = append(frags, fs...)
-		} else {
-			var ferr error
-			seg.State.Ticks(seg.Run, math.MinInt64, func(t *index.Tick) bool {
-				if t.Tick > limit {
-					return false
-				}
-				if opts.Only && t.Tick != upTo {
-					return true
-				}
-				frags, ferr = appendPublished(ctx, path, frags, fragment{world: seg.World, run: seg.Run,
-					tick: t.Tick, token: t.CommitToken, epoch: t.WriterEpoch, filtered: true}, t.Tables)
-				return ferr == nil
-			})
-			if ferr != nil {
-				return nil, ferr
-			}
-			// Facts: each completed claim's rows, at the tick the fact
-			// landed on, visible by the claim's token.
-			if !opts.Only || upTo <= seg.UpTo { // with Only, limit is then the tick itself
-				fs, err := claimFragments(ctx, path, seg.State, seg.Run, limit, opts.Only)
-				if err != nil {
-					return nil, err
-				}
-				frags = append(frags, fs...)
-			}
 		}
 		legacy, err := listLegacy(ctx, b, path, seg.World, seg.Run, limit)
 		if err != nil {
@@ -197,11 +217,9 @@ func BuildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 		}
 	}
 	// Evaluation receipts are the world's, whatever run they judged.
-	receipts, err := claimFragments(ctx, path, own, engine.EvaluationRun, math.MaxInt64, false)
-	if err != nil {
+	if err := appendFiles(index.OwnView(own, engine.EvaluationRun), math.MinInt64, math.MaxInt64); err != nil {
 		return nil, err
 	}
-	frags = append(frags, receipts...)
 	// Each table's description, once per table (not once per fragment:
 	// a long history has millions).
 	type tableKey struct{ world, table string }
@@ -215,39 +233,6 @@ func BuildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 		}
 	}
 	return render(world, opts.Run, upTo, frags, infos, lineage, dir)
-}
-
-// claimFragments returns the fragments of run's completed claims that
-// landed at or before tick limit (only: at tick limit).
-func claimFragments(ctx context.Context, path pathFunc, s *index.State, run string, limit int64, only bool) ([]fragment, error) {
-	var out []fragment
-	var ferr error
-	s.Claims(run, func(c *index.Claim) bool {
-		if c.State != index.ClaimComplete || c.Tick > limit || (only && c.Tick != limit) {
-			return true
-		}
-		out, ferr = appendPublished(ctx, path, out, fragment{world: s.World.ID, run: run,
-			tick: c.Tick, token: c.CommitToken, epoch: c.Epoch, filtered: true, fact: true}, c.Tables)
-		return ferr == nil
-	})
-	return out, ferr
-}
-
-// appendPublished appends a fragment for each file of a publication (a
-// tick's manifest or a completed claim), stamped like stamp.
-func appendPublished(ctx context.Context, path pathFunc, out []fragment, stamp fragment, tables []index.TableFragments) ([]fragment, error) {
-	for _, tf := range tables {
-		for _, f := range tf.Fragments {
-			p, err := path(ctx, f.Path)
-			if err != nil {
-				return out, err
-			}
-			fr := stamp
-			fr.table, fr.object, fr.path, fr.rows = tf.Table, f.Path, p, f.Rows
-			out = append(out, fr)
-		}
-	}
-	return out, nil
 }
 
 // describe reads the description of a world's table into infos, once.
@@ -364,6 +349,13 @@ func ident(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"
 // tokens) goes to a Parquet file in dir that the script reads, so the
 // script stays small whatever the size of the catalog.
 func render(world, run string, upTo int64, frags []fragment, infos map[string]engine.TableInfo, lineage []string, dir string) (*Script, error) {
+	var manifests []fragment
+	frags = slices.DeleteFunc(frags, func(f fragment) bool {
+		if f.manifest {
+			manifests = append(manifests, f)
+		}
+		return f.manifest
+	})
 	// Group by readable name, then by (world, table id) within a name (one
 	// read_parquet each), keeping catalog order within a group: by index,
 	// without copying the fragments.
@@ -416,6 +408,9 @@ func render(world, run string, upTo int64, frags []fragment, infos map[string]en
 		ti       engine.TableInfo
 		filtered bool
 		lo, hi   string // the least and greatest published token
+		// keep: the ticks whose rows the part shows, when it has compacted
+		// files (nil: it has none).
+		keep *index.Span
 	}
 	parts := map[string][]part{}
 	list := make([]listRow, 0, len(frags))
@@ -437,10 +432,17 @@ func render(world, run string, upTo int64, frags []fragment, infos map[string]en
 			}
 			p.filtered = true
 		}
+		if f.keep != nil {
+			p.keep = f.keep // the same bounds for every file of a part's segment
+		}
 		parts[name] = ps
 		list = append(list, listRow{View: name, Part: int32(pn), Ord: int64(len(list)), World: f.world, Run: f.run,
-			TableID: f.table, Tick: f.tick, CommitToken: f.token, WriterEpoch: f.epoch, Filtered: f.filtered, Fact: f.fact,
-			Object: f.object, Path: f.path, Rows: f.rows})
+			TableID: f.table, Tick: f.tick, CommitToken: f.token, WriterEpoch: f.epoch, Filtered: f.filtered, Fact: f.fact, Proven: f.proven,
+			Object: f.object, Path: f.path, Rows: f.rows, Compacted: f.keep != nil})
+	}
+	for _, f := range manifests {
+		list = append(list, listRow{Part: -1, Ord: int64(len(list)), World: f.world, Run: f.run, TableID: f.table, Tick: f.tick,
+			CommitToken: f.token, WriterEpoch: f.epoch, Filtered: true, Object: f.object, Rows: -1, Manifest: true})
 	}
 	listPath, err := writeList(dir, list)
 	if err != nil {
@@ -501,8 +503,13 @@ func render(world, run string, upTo int64, frags []fragment, infos map[string]en
 					return nil, err
 				}
 				proven, checked := fmt.Sprintf("worldfs_proven_%s_%d", name, i), fmt.Sprintf("worldfs_checked_%s_%d", name, i)
-				w("%s", provenFiles(name, i, files, proven, checked, witness))
-				q = fmt.Sprintf("SELECT %s FROM read_parquet(getvariable(%s))\n  UNION ALL BY NAME ", sel, lit(proven)) +
+				w("%s", provenFiles(name, i, proven, checked, witness))
+				provenQ := fmt.Sprintf("SELECT %s FROM read_parquet(getvariable(%s))", sel, lit(proven))
+				if p.keep != nil {
+					// Compacted files hold other ticks' rows too.
+					provenQ += fmt.Sprintf(" WHERE tick BETWEEN %d AND %d", p.keep.From, p.keep.To)
+				}
+				q = provenQ + "\n  UNION ALL BY NAME " +
 					tokenCheck(fmt.Sprintf("SELECT %s FROM read_parquet(getvariable(%s))", sel, lit(checked)), visible, p.lo, p.hi)
 			}
 			qs = append(qs, q)
@@ -512,7 +519,7 @@ func render(world, run string, upTo int64, frags []fragment, infos map[string]en
 		w("CREATE OR REPLACE TEMP MACRO %s(t) AS TABLE SELECT * FROM %s WHERE tick = t;\n\n", ident(name+"_at"), ident(name))
 		script.Views = append(script.Views, name)
 	}
-	w("CREATE OR REPLACE TEMP VIEW worldfs_manifests AS SELECT world, run, tick, commit_token, writer_epoch, table_id, object AS path, rows\n  FROM worldfs_fragments WHERE filtered AND NOT fact;\n")
+	w("CREATE OR REPLACE TEMP VIEW worldfs_manifests AS SELECT world, run, tick, commit_token, writer_epoch, table_id, object AS path, nullif(rows, -1) AS rows\n  FROM worldfs_fragments WHERE filtered AND NOT fact AND NOT compacted;\n")
 	var factNames []string
 	for _, name := range names {
 		if engine.IsFactColumns(parts[name][0].ti.Columns) {
@@ -526,28 +533,33 @@ func render(world, run string, upTo int64, frags []fragment, infos map[string]en
 }
 
 // provenFiles splits the files of a filtered part, when the views are
-// opened, by what their Parquet statistics prove: a file whose every row
-// group has tick and commit_token each of one value, the very (tick, token)
-// its manifest published, holds only visible rows and is read as is
-// (variable proven); every other file (no statistics, a mixed or foreign
-// stamp: a crashed attempt's rows handed in by mistake) is read through the
-// row check (variable checked). Only footers are read to decide. Each list
-// starts with witness, an empty file of the table's schema, so that
-// neither is ever empty.
-func provenFiles(view string, part int, files, proven, checked, witness string) string {
-	where := fmt.Sprintf("view = %s AND part = %d", lit(view), part)
-	set := ident(proven + "_set")
-	return fmt.Sprintf(`CREATE OR REPLACE TEMP TABLE %[1]s AS
+// opened, into those read as they are (variable proven) and those read
+// through the row check (variable checked). A file is read as is when
+// every row is its publication's (tick, token): the catalog proves it for
+// fragments stored under their own token, and for any other file its
+// Parquet statistics may (every row group with tick and commit_token each
+// of one value, the very pair its manifest published). Only the footers of
+// files the catalog does not prove are read. Every other file (no
+// statistics, a mixed or foreign stamp: a crashed attempt's rows handed in
+// by mistake) keeps the row check. Each list starts with witness, an empty
+// file of the table's schema, so that none is ever empty.
+func provenFiles(view string, part int, proven, checked, witness string) string {
+	where := fmt.Sprintf("view = %s AND part = %d AND filtered", lit(view), part)
+	set, unproven := ident(proven+"_set"), proven+"_unproven"
+	return fmt.Sprintf(`SET VARIABLE %[2]s = (SELECT list_prepend(%[6]s, coalesce(list(path), []::VARCHAR[])) FROM worldfs_fragments WHERE %[3]s AND NOT proven);
+CREATE OR REPLACE TEMP TABLE %[1]s AS
+  SELECT path FROM worldfs_fragments WHERE %[3]s AND proven
+  UNION ALL
   SELECT f.path FROM worldfs_fragments f
   JOIN (SELECT file_name, path_in_schema AS col, stats_min_value AS lo, stats_max_value AS hi
-        FROM parquet_metadata(getvariable(%[2]s)) WHERE path_in_schema IN ('tick', 'commit_token')) m ON m.file_name = f.path
-  WHERE f.%[3]s AND f.filtered
+        FROM parquet_metadata(getvariable(%[7]s)) WHERE path_in_schema IN ('tick', 'commit_token')) m ON m.file_name = f.path
+  WHERE f.%[3]s AND NOT f.proven
   GROUP BY f.path, f.tick, f.commit_token
   HAVING bool_and(m.lo IS NOT NULL AND m.lo = m.hi AND m.lo = CASE m.col WHEN 'tick' THEN f.tick::VARCHAR ELSE f.commit_token END)
      AND count(*) FILTER (WHERE m.col = 'tick') = count(*) FILTER (WHERE m.col = 'commit_token');
 SET VARIABLE %[4]s = (SELECT list_prepend(%[6]s, coalesce(list(path ORDER BY ord), []::VARCHAR[])) FROM worldfs_fragments WHERE %[3]s AND path IN (SELECT path FROM %[1]s));
 SET VARIABLE %[5]s = (SELECT list_prepend(%[6]s, coalesce(list(path ORDER BY ord), []::VARCHAR[])) FROM worldfs_fragments WHERE %[3]s AND path NOT IN (SELECT path FROM %[1]s));
-`, set, lit(files), where, ident(proven), ident(checked), lit(witness))
+`, set, ident(unproven), where, ident(proven), ident(checked), lit(witness), lit(unproven))
 }
 
 // writeWitness writes (once) an empty Parquet file of ti's schema in dir

@@ -1,0 +1,341 @@
+package engine_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/parquet-go/parquet-go"
+
+	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/bucket/local"
+	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/engine/particles"
+	"github.com/worldfs/worldfs/index"
+	"github.com/worldfs/worldfs/internal/failpoint"
+)
+
+// visibleRows returns, per published tick of run, every visible row of
+// every table as the text of its Parquet values, commit columns included:
+// what compaction must keep byte for byte.
+func visibleRows(t *testing.T, b bucket.Bucket, world, run string) map[int64]string {
+	t.Helper()
+	ctx := ctxT(t)
+	s, _, err := index.Load(ctx, b, world)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type stamp struct {
+		tick  int64
+		token string
+	}
+	byStamp := map[string]map[stamp][]string{} // by file
+	rowsOf := func(path string) map[stamp][]string {
+		if rows, ok := byStamp[path]; ok {
+			return rows
+		}
+		data, _, err := b.Get(ctx, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cols := f.Schema().Columns()
+		rows := map[stamp][]string{}
+		for _, rg := range f.RowGroups() {
+			rr := rg.Rows()
+			buf := make([]parquet.Row, 64)
+			for {
+				n, err := rr.ReadRows(buf)
+				for _, r := range buf[:n] {
+					var st stamp
+					text := make([]string, len(r))
+					for i, v := range r {
+						text[i] = cols[i][0] + "=" + v.String()
+						switch cols[i][0] {
+						case engine.ColTick:
+							st.tick = v.Int64()
+						case engine.ColCommitToken:
+							st.token = string(v.ByteArray())
+						}
+					}
+					rows[st] = append(rows[st], strings.Join(text, " "))
+				}
+				if err != nil {
+					break
+				}
+			}
+			rr.Close()
+		}
+		byStamp[path] = rows
+		return rows
+	}
+	out := map[int64]string{}
+	s.Ticks(run, 0, func(tk *index.Tick) bool {
+		var rows []string
+		for _, tf := range tk.Tables {
+			for _, f := range tf.Fragments {
+				for _, r := range rowsOf(f.Path)[stamp{tk.Tick, tk.CommitToken}] {
+					rows = append(rows, tf.Table+" "+r)
+				}
+			}
+		}
+		slices.Sort(rows)
+		out[tk.Tick] = strings.Join(rows, "\n")
+		return true
+	})
+	return out
+}
+
+// files counts the distinct files the ticks from..to of run name per table,
+// and how many of them are compacted.
+func files(t *testing.T, b bucket.Bucket, world string, from, to int64) (all, compacted int) {
+	t.Helper()
+	s, _, err := index.Load(ctxT(t), b, world)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	s.Ticks("main", from, func(tk *index.Tick) bool {
+		if tk.Tick > to {
+			return false
+		}
+		for _, tf := range tk.Tables {
+			for _, f := range tf.Fragments {
+				if !seen[f.Path] {
+					seen[f.Path] = true
+					all++
+					if f.Span != nil {
+						compacted++
+					}
+				}
+			}
+		}
+		return true
+	})
+	return all, compacted
+}
+
+func TestCompactKeepsEveryVisibleRow(t *testing.T) {
+	ctx := ctxT(t)
+	b, _ := local.Open(t.TempDir())
+	w, err := engine.CreateWorld(ctx, b, "w", particles.Tables(), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := drive(ctx, w, 299); err != nil {
+		t.Fatal(err)
+	}
+	before := visibleRows(t, b, "w", "main")
+	opts := engine.CompactOptions{Recent: 10}
+	res, err := engine.Compact(ctx, b, w.Catalog(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Ticks 0..255 are four windows of 64; 256..299 stay as written.
+	if res.Windows != 4 || res.Refused != 0 {
+		t.Fatalf("compaction %+v: want 4 windows", res)
+	}
+	if all, compacted := files(t, b, "w", 0, 255); all != 4*3 || compacted != all {
+		t.Fatalf("ticks 0..255 name %d files (%d compacted), want 4 per table", all, compacted)
+	}
+	if all, compacted := files(t, b, "w", 256, 299); all != 44*3 || compacted != 0 {
+		t.Fatalf("the recent ticks name %d files (%d compacted), want their own", all, compacted)
+	}
+	if after := visibleRows(t, b, "w", "main"); !mapsEqual(before, after) {
+		t.Fatal("compaction changed the visible rows")
+	}
+	// Idempotent: nothing more to do.
+	if res, err := engine.Compact(ctx, b, w.Catalog(), opts); err != nil || res.Windows != 0 || res.Files != 0 {
+		t.Fatalf("a second compaction: %+v, %v; want nothing done", res, err)
+	}
+	// More history: the eight 64-tick files of 0..511 merge into one.
+	if err := drive(ctx, w, 599); err != nil {
+		t.Fatal(err)
+	}
+	before = visibleRows(t, b, "w", "main")
+	if _, err := engine.Compact(ctx, b, w.Catalog(), opts); err != nil {
+		t.Fatal(err)
+	}
+	if all, compacted := files(t, b, "w", 0, 575); all != 2*3 || compacted != all {
+		t.Fatalf("ticks 0..575 name %d files (%d compacted), want a 512-tick and a 64-tick file per table", all, compacted)
+	}
+	if after := visibleRows(t, b, "w", "main"); !mapsEqual(before, after) {
+		t.Fatal("the second level changed the visible rows")
+	}
+	// A resumed writer reads its head from the compacted history.
+	live := particles.Fingerprint(w)
+	w.Close()
+	r, err := engine.ResumeWorld(ctx, b, "w", particles.Tables(), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if got := particles.Fingerprint(r); got != live {
+		t.Fatalf("resumed from compacted history: %s\nlive: %s", got, live)
+	}
+}
+
+// Compaction beside a live writer, and two compactors racing: the writer
+// never stops, no window is rewritten twice, and the world ends where an
+// uninterrupted one does.
+func TestCompactBesideALiveWriter(t *testing.T) {
+	ctx := ctxT(t)
+	b, _ := local.Open(t.TempDir())
+	w, err := engine.CreateWorld(ctx, b, "w", particles.Tables(), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := drive(ctx, w, 200); err != nil {
+		t.Fatal(err)
+	}
+	other, err := index.Open(ctx, b, "w", index.Options{NoCompactor: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	var wg sync.WaitGroup
+	results := make([]engine.CompactResult, 2)
+	errs := make([]error, 3)
+	for i, cat := range []*index.Catalog{w.Catalog(), other} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], errs[i] = engine.Compact(ctx, b, cat, engine.CompactOptions{Recent: 10})
+		}()
+	}
+	errs[2] = drive(ctx, w, 400)
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if won := results[0].Windows + results[1].Windows; won != 2 {
+		t.Fatalf("compactors %+v: the two windows of 0..127 are rewritten once each", results)
+	}
+	if got, want := particles.Fingerprint(w), reference(t, 400); got != want {
+		t.Fatalf("with compaction alongside: %s\nuninterrupted: %s", got, want)
+	}
+	checkAll(t, b, 400)
+}
+
+// checkAll asserts ticks 0..last are published once each and their visible
+// rows are exactly those of an uninterrupted run's.
+func checkAll(t *testing.T, b bucket.Bucket, last int64) {
+	t.Helper()
+	ref, _ := local.Open(t.TempDir())
+	w, err := engine.CreateWorld(ctxT(t), ref, "w", particles.Tables(), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := drive(ctxT(t), w, last); err != nil {
+		t.Fatal(err)
+	}
+	want, got := visibleRows(t, ref, "w", "main"), visibleRows(t, b, "w", "main")
+	if len(got) != int(last+1) {
+		t.Fatalf("%d ticks visible, want %d", len(got), last+1)
+	}
+	for tick, rows := range want {
+		if stripTokens(got[tick]) != stripTokens(rows) {
+			t.Fatalf("tick %d differs from an uninterrupted run:\n%s\nwant\n%s", tick, got[tick], rows)
+		}
+	}
+}
+
+// stripTokens drops commit tokens (random per attempt) from visibleRows'
+// text, keeping everything else.
+func stripTokens(s string) string {
+	return tokenRE.ReplaceAllString(s, "commit_token=T")
+}
+
+var tokenRE = regexp.MustCompile(`commit_token=\S*`)
+
+func mapsEqual(a, b map[int64]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// compactChild compacts the world in DIR (see TestCompactCrash).
+func compactChild(dir string) int {
+	ctx := context.Background()
+	b, err := local.Open(dir)
+	if err != nil {
+		return 3
+	}
+	cat, err := index.Open(ctx, b, "w", index.Options{NoCompactor: true})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
+	}
+	defer cat.Close()
+	if _, err := engine.Compact(ctx, b, cat, engine.CompactOptions{Recent: 10}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 4
+	}
+	return 0
+}
+
+const compactChildEnv = "WORLDFS_COMPACT_CHILD"
+
+// A compactor killed at each of its failpoints (the second window's) loses
+// no visible row, and a compactor run afterwards finishes the job.
+func TestCompactCrash(t *testing.T) {
+	for _, fp := range []string{engine.FailpointCompactWritten, engine.FailpointCompactCommitted} {
+		t.Run(fp, func(t *testing.T) {
+			dir := t.TempDir()
+			b, _ := local.Open(dir)
+			w, err := engine.CreateWorld(ctxT(t), b, "w", particles.Tables(), quiet)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := drive(ctxT(t), w, 150); err != nil {
+				t.Fatal(err)
+			}
+			w.Close()
+			before := visibleRows(t, b, "w", "main")
+			hit := "@2"
+			if fp == engine.FailpointCompactWritten {
+				hit = "@5" // the second window's second table
+			}
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), compactChildEnv+"="+dir, failpoint.Env+"="+fp+hit)
+			out, _ := cmd.CombinedOutput()
+			if ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus); !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+				t.Fatalf("the compactor did not die at %s: %v %s", fp, cmd.ProcessState, out)
+			}
+			if after := visibleRows(t, b, "w", "main"); !mapsEqual(before, after) {
+				t.Fatalf("a compactor killed at %s changed the visible rows", fp)
+			}
+			if code := compactChild(dir); code != 0 {
+				t.Fatalf("compaction after the crash exited %d", code)
+			}
+			if after := visibleRows(t, b, "w", "main"); !mapsEqual(before, after) {
+				t.Fatal("compaction after the crash changed the visible rows")
+			}
+			if all, compacted := files(t, b, "w", 0, 127); all != 2*3 || compacted != all {
+				t.Fatalf("ticks 0..127 name %d files (%d compacted) after recovery, want 2 per table", all, compacted)
+			}
+		})
+	}
+}

@@ -1,0 +1,248 @@
+package index
+
+import (
+	"context"
+	"math"
+)
+
+// A View is what a reader of one (world, run) sees: the run's lineage, each
+// segment pinned to one catalog state. It is the one planner of visibility
+// (seed 000 §4): the SQL views, the mount's ticks/, tokens/, tables/,
+// facts/ and head, and the engine's resume and fork all read through it, so
+// the rules live here once and the invariant tests test what runs.
+//
+// A View is immutable; every method costs what it returns (a lookup is
+// O(log n) per segment), never the length of the history.
+type View struct {
+	World, Run string
+	// Segments, oldest ancestor first; the last is the world's own run.
+	Segments []Segment
+}
+
+// OpenView resolves the lineage of (world, run) through load.
+func OpenView(ctx context.Context, load Loader, world, run string) (*View, error) {
+	segs, err := Lineage(ctx, load, world, run)
+	if err != nil {
+		return nil, err
+	}
+	return &View{World: world, Run: run, Segments: segs}, nil
+}
+
+// OwnView is the view of one run of s alone, without ancestors: what a
+// world holds itself, such as its evaluation receipts.
+func OwnView(s *State, run string) *View {
+	a := s.Allowlist(run)
+	a.Mode = Filtered // such a run's rows are visible by claim only
+	return &View{World: s.World.ID, Run: run, Segments: []Segment{{Allowlist: a, State: s}}}
+}
+
+// TickRef is a visible tick: its manifest and the segment (world, run)
+// whose catalog published it (an ancestor's, for an inherited tick).
+type TickRef struct {
+	World, Run string
+	*Tick
+}
+
+// Ticks calls fn with each visible tick numbered from..to (inclusive), in
+// tick order, until fn returns false. Only published ticks are visible: an
+// unfiltered (uncoordinated) segment has none to list.
+func (v *View) Ticks(from, to int64, fn func(TickRef) bool) {
+	last := from - 1
+	if from == math.MinInt64 {
+		last = math.MinInt64
+	}
+	for _, seg := range v.Segments {
+		if seg.Mode != Filtered {
+			continue
+		}
+		start := from
+		if last != math.MinInt64 {
+			start = max(from, last+1) // a fork's own ticks follow its fork point
+		}
+		limit := min(to, seg.UpTo)
+		stop := false
+		seg.State.Ticks(seg.Run, start, func(t *Tick) bool {
+			if t.Tick > limit {
+				return false
+			}
+			last = t.Tick
+			if !fn(TickRef{seg.World, seg.Run, t}) {
+				stop = true
+				return false
+			}
+			return true
+		})
+		if stop {
+			return
+		}
+	}
+}
+
+// Tick returns visible tick n: the newest segment that published it wins.
+func (v *View) Tick(n int64) (TickRef, bool) {
+	for i := len(v.Segments) - 1; i >= 0; i-- {
+		seg := v.Segments[i]
+		if seg.Mode != Filtered || n > seg.UpTo {
+			continue
+		}
+		if t, ok := seg.State.Tick(seg.Run, n); ok {
+			return TickRef{seg.World, seg.Run, t}, true
+		}
+	}
+	return TickRef{}, false
+}
+
+// Head returns the newest visible tick.
+func (v *View) Head() (TickRef, bool) {
+	for i := len(v.Segments) - 1; i >= 0; i-- {
+		seg := v.Segments[i]
+		if seg.Mode != Filtered {
+			continue
+		}
+		if t, ok := seg.State.Last(seg.Run, seg.UpTo); ok {
+			return TickRef{seg.World, seg.Run, t}, true
+		}
+	}
+	return TickRef{}, false
+}
+
+// Token returns the visible tick that commit token published.
+func (v *View) Token(token string) (TickRef, bool) {
+	for i := len(v.Segments) - 1; i >= 0; i-- {
+		seg := v.Segments[i]
+		if seg.Mode != Filtered {
+			continue
+		}
+		if t, ok := seg.State.TickByToken(seg.Run, token); ok && t.Tick <= seg.UpTo {
+			// A tick the fork re-published hides its ancestor's.
+			if vis, ok := v.Tick(t.Tick); ok && vis.Tick == t {
+				return TickRef{seg.World, seg.Run, t}, true
+			}
+			return TickRef{}, false
+		}
+	}
+	return TickRef{}, false
+}
+
+// FactRef is a visible fact or receipt: a completed claim and the segment
+// (world, run) whose catalog holds it.
+type FactRef struct {
+	World, Run string
+	*Claim
+}
+
+// Facts calls fn with each completed claim visible in the view whose fact
+// landed at a tick up to `to` (a fork sees its ancestors' facts up to its
+// fork point), segment by segment, until fn returns false.
+func (v *View) Facts(to int64, fn func(FactRef) bool) { facts(v.Segments, to, fn) }
+
+func facts(segs []Segment, to int64, fn func(FactRef) bool) {
+	for _, seg := range segs {
+		limit := min(to, seg.UpTo)
+		stop := false
+		seg.State.Claims(seg.Run, func(c *Claim) bool {
+			if c.State != ClaimComplete || c.Tick > limit {
+				return true
+			}
+			if !fn(FactRef{seg.World, seg.Run, c}) {
+				stop = true
+				return false
+			}
+			return true
+		})
+		if stop {
+			return
+		}
+	}
+}
+
+// File is one file a reader reads to see visible rows: a fragment a
+// manifest or a completed claim names.
+type File struct {
+	World, Run, Table string
+	Fragment
+	// The publication that names the file: its tick, commit token and
+	// writer epoch. A compacted file (Span set) is named by every tick of
+	// its span: it is listed once, with the first tick that names it.
+	Tick  int64
+	Token string
+	Epoch int64
+	// Keep, on a compacted file, is the ticks whose rows the reader keeps:
+	// those the view asked for and shows of the file's segment (a fork sees
+	// its parent's compacted history up to the fork point, a pinned view up
+	// to its pin). Every file of the segment is within these bounds.
+	Keep *Span
+	// Fact: a completed claim's rows (seed 003), visible by its token.
+	Fact bool
+	// Check: the catalog does not prove that every row of the file is
+	// stamped with its publication's (tick, token), so a reader keeps only
+	// rows a manifest or claim published (seed 000 §4). A fragment stored
+	// under its publication's own token was written by the attempt that
+	// holds the token, which stamps every row with it: no check.
+	Check bool
+}
+
+// Files calls fn with each file holding visible rows of ticks from..to,
+// segment by segment (oldest first), each segment's ticks in order and
+// then its facts, until fn returns false. A compacted file holds rows of
+// other ticks too: its reader keeps those of File.Keep. Unfiltered
+// segments and legacy history are not in the catalog: their readers list
+// them.
+func (v *View) Files(from, to int64, fn func(File) bool) {
+	stop := false
+	listed := map[string]bool{} // compacted files, named by every tick of their span
+	upTo := map[string]int64{}  // by segment world
+	for _, seg := range v.Segments {
+		upTo[seg.World] = min(to, seg.UpTo)
+	}
+	emit := func(stamp File, tables []TableFragments) bool {
+		for _, tf := range tables {
+			for _, fr := range tf.Fragments {
+				if fr.Span != nil {
+					if listed[fr.Path] {
+						continue
+					}
+					listed[fr.Path] = true
+				}
+				f := stamp
+				f.Table, f.Fragment = tf.Table, fr
+				f.Check = fr.Span == nil && !Proven(f.World, f.Run, tf.Table, f.Token, fr)
+				if fr.Span != nil {
+					f.Keep = &Span{From: from, To: upTo[f.World]}
+				}
+				if !fn(f) {
+					stop = true
+					return false
+				}
+			}
+		}
+		return true
+	}
+	v.Ticks(from, to, func(t TickRef) bool {
+		return emit(File{World: t.World, Run: t.Run, Tick: t.Tick.Tick, Token: t.CommitToken, Epoch: t.WriterEpoch}, t.Tables)
+	})
+	if stop {
+		return
+	}
+	// An unfiltered segment's reader lists its files, facts included.
+	var filtered []Segment
+	for _, seg := range v.Segments {
+		if seg.Mode == Filtered {
+			filtered = append(filtered, seg)
+		}
+	}
+	facts(filtered, to, func(c FactRef) bool {
+		if c.Claim.Tick < from {
+			return true
+		}
+		return emit(File{World: c.World, Run: c.Run, Tick: c.Claim.Tick, Token: c.CommitToken, Epoch: c.Epoch, Fact: true}, c.Tables)
+	})
+}
+
+// Proven reports whether the catalog proves that every row of fragment f
+// of table, named by a publication of (world, run) under token, is
+// stamped with that publication's tick and token: the fragment is stored
+// under the token, where only the attempt holding it writes.
+func Proven(world, run, table, token string, f Fragment) bool {
+	return token != "" && f.Path == FragmentPath(world, run, table, token, 0)
+}

@@ -1,0 +1,171 @@
+package sql_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/bucket/local"
+	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/engine/particles"
+	"github.com/worldfs/worldfs/index"
+	wsql "github.com/worldfs/worldfs/sql"
+)
+
+// dump runs each query and returns every row as text.
+func dump(t *testing.T, db *sql.DB, queries ...string) string {
+	t.Helper()
+	var sb strings.Builder
+	for _, q := range queries {
+		rows, err := db.Query(q)
+		if err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		cols, _ := rows.Columns()
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		n := 0
+		for rows.Next() {
+			if err := rows.Scan(ptrs...); err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintln(&sb, vals...)
+			n++
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		rows.Close()
+		fmt.Fprintf(&sb, "-- %d rows of %s\n", n, q)
+	}
+	return sb.String()
+}
+
+// answers are what the views say of a world: every visible row with its
+// commit columns, one tick alone, the manifests, the facts and receipts,
+// and the same pinned to a tick.
+func answers(t *testing.T, b bucket.Bucket, world string) string {
+	t.Helper()
+	all := views(t, b, world, wsql.Options{Dir: t.TempDir()})
+	at := int64(90)
+	pinned := views(t, b, world, wsql.Options{AtTick: &at, Dir: t.TempDir()})
+	one := views(t, b, world, wsql.Options{AtTick: &at, Only: true, Dir: t.TempDir()})
+	return dump(t, all,
+		"SELECT * FROM particle_raw ORDER BY tick, entity_id",
+		"SELECT * FROM emitter_raw ORDER BY tick, entity_id",
+		"SELECT * FROM particle_at(70) ORDER BY entity_id",
+		"SELECT tick, commit_token, table_id FROM worldfs_manifests ORDER BY tick, table_id",
+		"SELECT fact_id, tick, external_id, digest FROM worldfs_facts ORDER BY fact_id",
+		"SELECT receipt_id, evaluation_id FROM worldfs_receipts ORDER BY receipt_id",
+		"SELECT count(*), max(tick) FROM particle",
+	) + dump(t, pinned,
+		"SELECT * FROM particle_raw ORDER BY tick, entity_id",
+		"SELECT count(*) FROM worldfs_facts",
+	) + dump(t, one, "SELECT * FROM particle_raw ORDER BY tick, entity_id")
+}
+
+// The views say the same before and after compaction, on a world with a
+// stale writer's late rows, a crashed attempt's orphan, facts (one an
+// orphan under a pending claim), a receipt, and a fork whose parent is
+// compacted past the fork point; each answer is also checked against the
+// independent reading of the fragments.
+func TestViewsAgreeBeforeAndAfterCompaction(t *testing.T) {
+	ctx := ctxT(t)
+	b, _ := local.Open(t.TempDir())
+	a, err := engine.CreateWorld(ctx, b, "p", particles.Tables(), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	particles.Install(a)
+	run(t, a, 40)
+	if _, err := a.Ingest(ctx, readingFact("a", 1.5)); err != nil {
+		t.Fatal(err)
+	}
+	run(t, a, 150)
+	orphan(t, b, a.Catalog(), readingFact("c", 9))
+	// A crashed attempt of tick 100: its rows are in the bucket, under a
+	// token no manifest names.
+	data, err := engine.EncodeFragment(a.Frame("particle"), engine.Stamp{Tick: 100, CommitToken: "crashed", WriterEpoch: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Create(ctx, engine.FragmentPath("p", "main", particles.Tables()[0].ID, "crashed", 0), data); err != nil {
+		t.Fatal(err)
+	}
+	// A second writer takes over at 151; the first appends late and stops.
+	bw, err := engine.ResumeWorld(ctx, b, "p", particles.Tables(), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bw.Close()
+	particles.Install(bw)
+	run(t, bw, 151)
+	particles.Schedule(a)
+	if _, err := a.Step(ctx); err == nil {
+		t.Fatal("the stale writer published")
+	}
+	s, _ := bw.Catalog().Exact(ctx)
+	sub, _ := engine.PinSubject(s, "main", 151, engine.Selector{})
+	if _, err := bw.Evaluate(ctx, engine.Evaluation{ID: "ev", Subject: sub, Contract: engine.GraderContract{GraderID: "g", Implementation: "1"}},
+		func(context.Context, engine.Subject) ([]engine.Outcome, error) {
+			return []engine.Outcome{{Criterion: "c", Verdict: engine.Pass}}, nil
+		}); err != nil {
+		t.Fatal(err)
+	}
+	// A fork at tick 100, inside the parent's window 64..127.
+	f, err := engine.ForkWorld(ctx, b, "p", "f", "main", 100, particles.Tables(), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	particles.Install(f)
+	run(t, f, 140)
+	f.Close()
+
+	before := map[string]string{"p": answers(t, b, "p"), "f": answers(t, b, "f")}
+	particle := particles.Tables()[0]
+	for _, w := range []string{"p", "f"} {
+		want, _ := expected(t, b, w, particle, math.MaxInt64)
+		if w == "f" {
+			inherited, _ := expected(t, b, "p", particle, 100)
+			want += inherited
+		}
+		if !strings.Contains(before[w], fmt.Sprintf("-- %d rows of SELECT * FROM particle_raw", want)) {
+			t.Fatalf("world %s: the views do not show the %d visible particle rows", w, want)
+		}
+	}
+	for _, w := range []string{"p", "f"} {
+		cat, err := index.Open(ctx, b, w, index.Options{NoCompactor: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := engine.Compact(ctx, b, cat, engine.CompactOptions{Recent: 10})
+		cat.Close()
+		if err != nil || res.Windows == 0 {
+			t.Fatalf("compaction of %s: %+v, %v", w, res, err)
+		}
+	}
+	for _, w := range []string{"p", "f"} {
+		if after := answers(t, b, w); after != before[w] {
+			t.Fatalf("world %s: the views changed with compaction:\n%s", w, firstDiff(before[w], after))
+		}
+	}
+}
+
+func firstDiff(a, b string) string {
+	al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
+	for i := range min(len(al), len(bl)) {
+		if al[i] != bl[i] {
+			return fmt.Sprintf("line %d:\n  before: %s\n  after:  %s", i, al[i], bl[i])
+		}
+	}
+	return fmt.Sprintf("%d lines before, %d after", len(al), len(bl))
+}
+
