@@ -9,6 +9,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/parquet-go/parquet-go"
 
@@ -44,6 +45,8 @@ type CompactOptions struct {
 	// what DuckDB scans well in one file); a window holding more is cut
 	// into several files at tick boundaries.
 	TargetRows int64
+	// Tables, if set, limits compaction to these tables (by name or id).
+	Tables []string
 	// Progress, if set, hears of each window as it is done.
 	Progress func(CompactProgress)
 }
@@ -150,6 +153,9 @@ func (c *compactor) window(ctx context.Context, span index.Span, res *CompactRes
 			return false
 		}
 		for _, tf := range t.Tables {
+			if !c.wanted(ctx, tf.Table) {
+				continue
+			}
 			if _, ok := sources[tf.Table]; !ok {
 				order = append(order, tf.Table)
 			}
@@ -202,6 +208,15 @@ func (c *compactor) window(ctx context.Context, span index.Span, res *CompactRes
 	failpoint.Hit(FailpointCompactCommitted)
 	res.Windows++
 	return true, nil
+}
+
+// wanted reports whether table id is one CompactOptions.Tables names.
+func (c *compactor) wanted(ctx context.Context, id string) bool {
+	if len(c.opts.Tables) == 0 || slices.Contains(c.opts.Tables, id) {
+		return true
+	}
+	t, err := c.table(ctx, id)
+	return err == nil && slices.Contains(c.opts.Tables, t.Name)
 }
 
 // table returns the schema of table id, read once.
@@ -341,4 +356,75 @@ func readRows(t *Table, data []byte, fn func(parquet.Row)) error {
 		}
 	}
 	return nil
+}
+
+// maintainer runs a world's background compaction.
+type maintainer struct {
+	mu struct {
+		sync.Mutex
+		running bool
+		next    int64 // the tick that triggers the next run
+		stopped bool
+		err     error // the last run's failure
+		result  CompactResult
+	}
+	wg     sync.WaitGroup
+	cancel context.CancelFunc
+	ctx    context.Context
+}
+
+// maintain starts a background compaction of the world's run when tick is
+// a window past the last one's trigger and none is running.
+func (w *World) maintain(tick int64) {
+	if w.cat == nil || w.opts.NoMaintenance {
+		return
+	}
+	m := &w.maint
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	opts := w.opts.Compaction
+	opts.Run = w.opts.Run
+	opts.ensureDefaults()
+	if m.mu.stopped || m.mu.running || tick < max(m.mu.next, opts.Recent+compactWindows[len(compactWindows)-1]-1) {
+		return
+	}
+	if m.ctx == nil {
+		m.ctx, m.cancel = context.WithCancel(context.Background())
+	}
+	m.mu.running, m.mu.next = true, tick+compactWindows[len(compactWindows)-1]
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		res, err := Compact(m.ctx, w.b, w.cat, opts)
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		m.mu.running, m.mu.err = false, err
+		m.mu.result.Windows += res.Windows
+		m.mu.result.Files += res.Files
+		m.mu.result.FilesIn += res.FilesIn
+		m.mu.result.Rows += res.Rows
+		m.mu.result.Refused += res.Refused
+		m.mu.result.BytesIn += res.BytesIn
+		m.mu.result.BytesOut += res.BytesOut
+	}()
+}
+
+// stop cancels a running compaction and waits for it.
+func (m *maintainer) stop() {
+	m.mu.Lock()
+	m.mu.stopped = true
+	cancel := m.cancel
+	m.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+	m.wg.Wait()
+}
+
+// Maintenance reports what the world's background compaction has done so
+// far, and its last failure (nil if it succeeded or never ran).
+func (w *World) Maintenance() (CompactResult, error) {
+	w.maint.mu.Lock()
+	defer w.maint.mu.Unlock()
+	return w.maint.mu.result, w.maint.mu.err
 }

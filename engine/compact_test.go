@@ -339,3 +339,41 @@ func TestCompactCrash(t *testing.T) {
 		})
 	}
 }
+
+// An open world compacts its own history as it goes: nobody runs
+// optimize, and the small fragments per table stay bounded.
+func TestWorldCompactsByItself(t *testing.T) {
+	ctx := ctxT(t)
+	b, _ := local.Open(t.TempDir())
+	opts := quiet
+	opts.NoMaintenance = false
+	opts.Compaction = engine.CompactOptions{Recent: 16}
+	w, err := engine.CreateWorld(ctx, b, "w", particles.Tables(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := drive(ctx, w, 300); err != nil {
+		t.Fatal(err)
+	}
+	want := particles.Fingerprint(w)
+	if err := w.Close(); err != nil { // waits for a compaction under way
+		t.Fatal(err)
+	}
+	res, err := w.Maintenance()
+	if err != nil || res.Windows == 0 {
+		t.Fatalf("background compaction: %+v, %v", res, err)
+	}
+	// By tick 300 at least the windows below tick 255 were due.
+	if all, compacted := files(t, b, "w", 0, 191); compacted != all || all > 3*3 {
+		t.Fatalf("ticks 0..191 name %d files (%d compacted): the world did not keep its history compact", all, compacted)
+	}
+	r, err := engine.ResumeWorld(ctx, b, "w", particles.Tables(), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if got := particles.Fingerprint(r); got != want {
+		t.Fatalf("resumed %s, live %s", got, want)
+	}
+	checkAll(t, b, 300)
+}

@@ -56,6 +56,7 @@ func Uncoordinated(ctx context.Context, id string, b bucket.Bucket, tables []*Ta
 
 // Close releases the world's catalog.
 func (w *World) Close() error {
+	w.maint.stop()
 	if w.cat != nil {
 		return w.cat.Close()
 	}

@@ -91,6 +91,15 @@ type Options struct {
 	Catalog index.Options
 	// Ingest configures World.Ingest and World.Evaluate.
 	Ingest IngestOptions
+	// Compaction tunes the compaction a coordinated world runs by itself
+	// while it is open: once a window's worth of ticks (64) has been
+	// published past the recent ones, a background Compact of the run
+	// rewrites what is due (one at a time), so the small fragments of a
+	// table stay bounded without anyone running optimize. Its Run is the
+	// world's.
+	Compaction CompactOptions
+	// NoMaintenance turns that background compaction off.
+	NoMaintenance bool
 }
 
 func (o *Options) defaults() {
@@ -147,6 +156,8 @@ type World struct {
 
 	ingestOnce sync.Once
 	ingest     *IngestionService
+
+	maint maintainer
 }
 
 // ID returns the world id.
@@ -509,5 +520,6 @@ func (w *World) finish(ctx context.Context) CommittedTickReceipt {
 	for _, h := range w.post {
 		_ = h(ctx, p.tick)
 	}
+	w.maintain(p.tick)
 	return r
 }

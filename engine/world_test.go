@@ -43,7 +43,7 @@ func ctxT(t testing.TB) context.Context {
 	return ctx
 }
 
-var quiet = engine.Options{Catalog: index.Options{NoCompactor: true}}
+var quiet = engine.Options{Catalog: index.Options{NoCompactor: true}, NoMaintenance: true}
 
 // drive brings w to tick last: the simulation's processors on first use,
 // the initial emitters if nothing is visible yet, then the ticks.

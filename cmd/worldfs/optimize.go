@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/index"
+)
+
+func init() {
+	var url, world, run, tables *string
+	var recent, targetRows *int64
+	var asJSON *bool
+	register("", command{
+		name:    "optimize",
+		summary: "compact a world's small fragments into large files (readers switch at once; safe beside a live writer)",
+		example: "worldfs optimize --bucket ./worldfs-data --world w1 --run main",
+		flags: func(fs *flag.FlagSet) {
+			url = bucketFlag(fs)
+			world = fs.String("world", "", "world to compact (required)")
+			run = fs.String("run", "main", "run to compact")
+			tables = fs.String("table", "", "compact only these tables (comma-separated names); default all")
+			recent = fs.Int64("recent", 256, "the newest ticks stay as written")
+			targetRows = fs.Int64("target-rows", 1<<20, "most rows in one compacted file")
+			asJSON = fs.Bool("json", false, "print the result as JSON")
+		},
+		run: func(ctx context.Context, _ *flag.FlagSet, _ []string, out io.Writer) error {
+			if *world == "" {
+				return usagef("--world is required")
+			}
+			b, err := openBucket(ctx, *url)
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			cat, err := index.Open(ctx, b, *world, index.Options{NoCompactor: true})
+			if err != nil {
+				return err
+			}
+			defer cat.Close()
+			if !cat.Tip().World.Created {
+				return fmt.Errorf("world %s: %w", *world, index.ErrNoWorld)
+			}
+			opts := engine.CompactOptions{Run: *run, Recent: *recent, TargetRows: *targetRows}
+			if *tables != "" {
+				opts.Tables = strings.Split(*tables, ",")
+			}
+			if terminal(os.Stderr) {
+				opts.Progress = func(p engine.CompactProgress) {
+					state := "already compact"
+					if p.Compacted {
+						state = "compacted"
+					}
+					fmt.Fprintf(os.Stderr, "\r\033[Kticks %d..%d %s (%d/%d windows)", p.Span.From, p.Span.To, state, p.Done, p.Total)
+					if p.Done == p.Total {
+						fmt.Fprintln(os.Stderr)
+					}
+				}
+			}
+			res, err := engine.Compact(ctx, b, cat, opts)
+			if err != nil {
+				return err
+			}
+			if *asJSON {
+				return json.NewEncoder(out).Encode(map[string]any{"world": *world, "run": *run, "windows": res.Windows,
+					"refused": res.Refused, "files": res.Files, "files_replaced": res.FilesIn, "rows": res.Rows,
+					"bytes_read": res.BytesIn, "bytes_written": res.BytesOut})
+			}
+			fmt.Fprintf(out, "world %s run %s: %d windows compacted: %d files replace %d (%d rows, %s read, %s written)",
+				*world, *run, res.Windows, res.Files, res.FilesIn, res.Rows, mib(res.BytesIn), mib(res.BytesOut))
+			if res.Refused > 0 {
+				fmt.Fprintf(out, "; %d windows changed meanwhile (a publish or another compactor) and were left", res.Refused)
+			}
+			fmt.Fprintln(out)
+			return nil
+		},
+	})
+}
+
+// terminal reports whether f is a terminal (progress is shown there, not in
+// pipes or logs).
+func terminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
