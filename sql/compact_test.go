@@ -168,4 +168,3 @@ func firstDiff(a, b string) string {
 	}
 	return fmt.Sprintf("%d lines before, %d after", len(al), len(bl))
 }
-
