@@ -374,24 +374,25 @@ func (s *IngestionService) settle(ctx context.Context, key index.ClaimKey, diges
 	path := FragmentPath(s.world, key.Run, t.ID, c.CommitToken, 0)
 	out := settled{path: path}
 	var data []byte
+	var attrs bucket.Attrs // of the object at path: its generation goes into the record
 	if takenOver {
 		// The claim's token may already hold the rows (a holder appended
 		// and then died or stalled): then complete without appending.
-		data, _, err = s.b.Get(ctx, path)
+		data, attrs, err = s.b.Get(ctx, path)
 		switch {
 		case err == nil:
 			out.recovered = "orphan"
 			out.row, err = s.verify(t, c, path, data)
 		case errors.Is(err, bucket.ErrNotExist):
 			out.recovered = "append"
-			data, out.row, err = s.append(ctx, c, t, row)
+			data, attrs, out.row, err = s.append(ctx, c, t, row)
 		default:
 			err = fmt.Errorf("world %s: fact %s: probing for its rows: %w", s.world, key, err)
 		}
 	} else {
 		// This holder's own fresh token: nobody appends under it unless
 		// this holder's lease ends first, which append handles.
-		data, out.row, err = s.append(ctx, c, t, row)
+		data, attrs, out.row, err = s.append(ctx, c, t, row)
 	}
 	if err != nil {
 		return settled{}, err
@@ -401,7 +402,7 @@ func (s *IngestionService) settle(ctx context.Context, key index.ClaimKey, diges
 	r, err = s.cat.Commit(ctx, index.Entry{Kind: index.KindClaimComplete, Claim: &index.ClaimOp{
 		Key: key, Digest: digest, CommitToken: c.CommitToken, NowMs: s.opts.Now().UnixMilli(),
 		Fragments: []index.TableFragments{{Table: t.ID, Fragments: []index.Fragment{{
-			Path: path, Rows: 1, Bytes: int64(len(data)), Digest: Digest(data)}}}}}})
+			Path: path, Rows: 1, Bytes: int64(len(data)), Digest: Digest(data), Generation: attrs.Generation}}}}}})
 	if err != nil {
 		return settled{}, fmt.Errorf("world %s: completing fact %s: %w", s.world, key, err)
 	}
@@ -414,34 +415,34 @@ func (s *IngestionService) settle(ctx context.Context, key index.ClaimKey, diges
 // at its path and their row: this holder's, or those of a holder presumed
 // dead whose late append won the create (read back and verified).
 func (s *IngestionService) append(ctx context.Context, c *index.Claim, t *Table,
-	row func(context.Context, *index.Claim) (Values, error)) ([]byte, Values, error) {
+	row func(context.Context, *index.Claim) (Values, error)) ([]byte, bucket.Attrs, Values, error) {
 	v, err := row(ctx, c)
 	if err != nil {
-		return nil, nil, err
+		return nil, bucket.Attrs{}, nil, err
 	}
 	v = cloneValues(v)
 	v[ColFactProducer], v[ColFactExternalID] = c.Key.Producer, c.Key.ExternalID
 	v[ColFactDigest], v[ColFactCommit] = c.Digest, c.CommitToken
 	f := NewFrame(t)
 	if err := f.Append(c.FactID, v); err != nil {
-		return nil, nil, fmt.Errorf("world %s: fact %s: %w", s.world, c.Key, err)
+		return nil, bucket.Attrs{}, nil, fmt.Errorf("world %s: fact %s: %w", s.world, c.Key, err)
 	}
 	data, err := EncodeFragment(f, Stamp{Tick: c.Tick, CommitToken: c.CommitToken, WriterEpoch: c.Epoch})
 	if err != nil {
-		return nil, nil, err
+		return nil, bucket.Attrs{}, nil, err
 	}
 	path := FragmentPath(s.world, c.Key.Run, t.ID, c.CommitToken, 0)
 	out := f.Row(c.FactID)
-	_, err = bucket.CreateOnce(ctx, s.b, path, data)
+	attrs, err := bucket.CreateOnce(ctx, s.b, path, data)
 	if errors.Is(err, bucket.ErrExist) {
-		if data, _, err = s.b.Get(ctx, path); err == nil {
+		if data, attrs, err = s.b.Get(ctx, path); err == nil {
 			out, err = s.verify(t, c, path, data)
 		}
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("world %s: appending fact %s: %w", s.world, c.Key, err)
+		return nil, bucket.Attrs{}, nil, fmt.Errorf("world %s: appending fact %s: %w", s.world, c.Key, err)
 	}
-	return data, out, nil
+	return data, attrs, out, nil
 }
 
 // verify checks that data, found at the claim's path, is the claim's one

@@ -18,9 +18,10 @@ import (
 )
 
 // CheckpointFormat is the checkpoint format version written. Format 1
-// (claims without fragment lists) is still read: a checkpoint only ever
-// shortens a replay, and an upgrade must not lock a world out.
-const CheckpointFormat = 2
+// (claims without fragment lists) and format 2 (fragments without their
+// generation) are still read: a checkpoint only ever shortens a replay,
+// and an upgrade must not lock a world out.
+const CheckpointFormat = 3
 
 // CheckpointPrefix is the prefix of world's checkpoints.
 func CheckpointPrefix(world string) string { return WorldPrefix(world) + "checkpoints/" }

@@ -162,7 +162,7 @@ func decodeShard(format int, data []byte, addTick func(*Tick), addClaim func(*Cl
 			if d.err == nil && tickShard(t.Run, t.Tick) != k {
 				d.err = fmt.Errorf("tick %d in shard %v", t.Tick, k)
 			}
-			t.Tables = d.tables(&tables, &frags)
+			t.Tables = d.tables(format, &tables, &frags)
 			if d.err == nil {
 				last = max(last, t.Seq)
 				addTick(t)
@@ -172,7 +172,7 @@ func decodeShard(format int, data []byte, addTick func(*Tick), addClaim func(*Cl
 				CommitToken: d.str(), State: d.str(), Holder: d.str(), LeaseUntilMs: d.varint(),
 				Epoch: d.varint(), Tick: d.varint(), FactID: d.varint()}
 			if format >= 2 {
-				c.Tables = d.tables(&tables, &frags)
+				c.Tables = d.tables(format, &tables, &frags)
 			}
 			c.Seq = d.uvarint()
 			c.shard = claimBucket(c.Key)
@@ -307,18 +307,23 @@ func (e *enc) tables(ts []TableFragments) {
 			e.varint(f.Rows)
 			e.varint(f.Bytes)
 			e.str(f.Digest)
+			e.varint(f.Generation)
 		}
 	}
 }
 
 // tables decodes what enc.tables wrote, carving from the shard's slabs.
-func (d *dec) tables(tables *slab[TableFragments], frags *slab[Fragment]) []TableFragments {
+// Before format 3 a fragment carried no generation.
+func (d *dec) tables(format int, tables *slab[TableFragments], frags *slab[Fragment]) []TableFragments {
 	ts := tables.take(d.count())
 	for j := range ts {
 		ts[j].Table = d.str()
 		ts[j].Fragments = frags.take(d.count())
 		for f := range ts[j].Fragments {
 			ts[j].Fragments[f] = Fragment{Path: d.str(), Rows: d.varint(), Bytes: d.varint(), Digest: d.str()}
+			if format >= 3 {
+				ts[j].Fragments[f].Generation = d.varint()
+			}
 		}
 	}
 	return ts
