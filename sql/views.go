@@ -39,6 +39,9 @@ type Options struct {
 	// Parquet files the script reads; default: worldfs/views in the user's
 	// cache directory).
 	Dir string
+	// Verified remembers the bucket files read in place that were found to
+	// match their catalog records (default: one kept in Dir/verified).
+	Verified *cache.Verified
 }
 
 func (o Options) dir() (string, error) {
@@ -127,6 +130,7 @@ func BuildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 			return nil, fmt.Errorf("world %s run %s: tick %d is past the head %d: %w", world, opts.Run, upTo, run.Head, ErrNotFound)
 		}
 	}
+	fpath, verified := verifier(b, path, opts, dir)
 	load := index.LoadFrom(b)
 	segs, err := index.Lineage(ctx, func(ctx context.Context, w string) (*index.State, error) {
 		if w == world {
@@ -168,7 +172,7 @@ func BuildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 				if opts.Only && t.Tick != upTo {
 					return true
 				}
-				frags, ferr = appendPublished(ctx, path, frags, fragment{world: seg.World, run: seg.Run,
+				frags, ferr = appendPublished(ctx, fpath, frags, fragment{world: seg.World, run: seg.Run,
 					tick: t.Tick, token: t.CommitToken, epoch: t.WriterEpoch, filtered: true}, t.Tables)
 				return ferr == nil
 			})
@@ -178,7 +182,7 @@ func BuildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 			// Facts: each completed claim's rows, at the tick the fact
 			// landed on, visible by the claim's token.
 			if !opts.Only || upTo <= seg.UpTo { // with Only, limit is then the tick itself
-				fs, err := claimFragments(ctx, path, seg.State, seg.Run, limit, opts.Only)
+				fs, err := claimFragments(ctx, fpath, seg.State, seg.Run, limit, opts.Only)
 				if err != nil {
 					return nil, err
 				}
@@ -197,11 +201,14 @@ func BuildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 		}
 	}
 	// Evaluation receipts are the world's, whatever run they judged.
-	receipts, err := claimFragments(ctx, path, own, engine.EvaluationRun, math.MaxInt64, false)
+	receipts, err := claimFragments(ctx, fpath, own, engine.EvaluationRun, math.MaxInt64, false)
 	if err != nil {
 		return nil, err
 	}
 	frags = append(frags, receipts...)
+	if err := verified(ctx); err != nil {
+		return nil, err
+	}
 	// Each table's description, once per table (not once per fragment:
 	// a long history has millions).
 	type tableKey struct{ world, table string }
@@ -219,7 +226,7 @@ func BuildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 
 // claimFragments returns the fragments of run's completed claims that
 // landed at or before tick limit (only: at tick limit).
-func claimFragments(ctx context.Context, path pathFunc, s *index.State, run string, limit int64, only bool) ([]fragment, error) {
+func claimFragments(ctx context.Context, path recordPath, s *index.State, run string, limit int64, only bool) ([]fragment, error) {
 	var out []fragment
 	var ferr error
 	s.Claims(run, func(c *index.Claim) bool {
@@ -235,10 +242,10 @@ func claimFragments(ctx context.Context, path pathFunc, s *index.State, run stri
 
 // appendPublished appends a fragment for each file of a publication (a
 // tick's manifest or a completed claim), stamped like stamp.
-func appendPublished(ctx context.Context, path pathFunc, out []fragment, stamp fragment, tables []index.TableFragments) ([]fragment, error) {
+func appendPublished(ctx context.Context, path recordPath, out []fragment, stamp fragment, tables []index.TableFragments) ([]fragment, error) {
 	for _, tf := range tables {
 		for _, f := range tf.Fragments {
-			p, err := path(ctx, f.Path)
+			p, err := path(ctx, f)
 			if err != nil {
 				return out, err
 			}
