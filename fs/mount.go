@@ -9,6 +9,7 @@ import (
 	"hash/fnv"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -94,6 +95,9 @@ type Mount struct {
 	local *local.Bucket // nil: a remote bucket, read through the cache
 	opts  Options
 	stats *Stats
+	// verified remembers the bucket files found to match their catalog
+	// records (kept in the cache directory).
+	verified *cache.Verified
 
 	mu struct {
 		sync.Mutex
@@ -115,6 +119,7 @@ func New(b bucket.Bucket, opts Options) (*Mount, error) {
 	}
 	m := &Mount{b: b, opts: opts, stats: newStats()}
 	m.local, _ = b.(*local.Bucket)
+	m.verified = cache.OpenVerified(filepath.Join(opts.Cache.Dir(), "verified"))
 	m.mu.cats = map[string]*index.Catalog{}
 	m.mu.infos = map[string]engine.TableInfo{}
 	m.mu.tokens = map[string]*tokenIndex{}
@@ -516,15 +521,6 @@ func isExact(t tickRef, tf index.TableFragments) bool {
 	}
 	dir := strings.TrimSuffix(engine.FragmentPath(t.World, t.Run, tf.Table, t.CommitToken, 0), "0.parquet")
 	return strings.HasPrefix(tf.Fragments[0].Path, dir) && !strings.Contains(tf.Fragments[0].Path[len(dir):], "/")
-}
-
-// objectPath returns a local file holding the bucket object name.
-func (m *Mount) objectPath(ctx context.Context, name string) (string, error) {
-	ctx = finish(ctx)
-	if m.local != nil {
-		return m.local.Path(name)
-	}
-	return m.opts.Cache.Path(ctx, m.b, m.opts.BucketID, name)
 }
 
 // ingestion returns the world's fact ingestion service, which commits
