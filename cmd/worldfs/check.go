@@ -214,7 +214,7 @@ func printCheck(out io.Writer, res *checkResult) {
 	fmt.Fprintf(out, " folded; %d checkpoints compared with the log\n", len(res.Checkpoints))
 	what := "presence, size and generation"
 	if res.ReadData {
-		what += ", and every byte read (sha256)"
+		what = "presence, size, generation and the sha256 of every byte"
 	}
 	fmt.Fprintf(out, "%d fragments checked (%s)", res.Fragments, what)
 	if res.ReadData {

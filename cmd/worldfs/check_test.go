@@ -88,7 +88,7 @@ func TestCheckAndSQLFindDamagedFragments(t *testing.T) {
 		t.Fatalf("check --json: exit %d, %v\n%s", code, err, out)
 	}
 	code, out, stderr = cli(t, "sql", "--bucket", dir, "--world", "w", "--cache-dir", t.TempDir(), "SELECT count(*) FROM particle")
-	if code != 1 || !strings.Contains(stderr, frag.Path) || !strings.Contains(stderr, "does not match the catalog") {
+	if code != 1 || !strings.Contains(stderr, frag.Path) || !strings.Contains(stderr, "does not match the catalog") || !strings.Contains(stderr, "worldfs check --world W --read-data") {
 		t.Fatalf("sql over a flipped fragment: exit %d\n%s%s", code, out, stderr)
 	}
 
