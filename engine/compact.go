@@ -314,11 +314,13 @@ func (c *compactor) write(ctx context.Context, t *Table, rows []parquet.Row, sou
 		span = index.Span{From: rows[0][tickCol].Int64(), To: rows[len(rows)-1][tickCol].Int64()}
 	}
 	path := index.CompactedPath(c.world, c.opts.Run, t.ID, strings.TrimPrefix(digest, "sha256:")[:32])
-	if _, err := bucket.CreateOnce(ctx, c.b, path, data); err != nil {
+	attrs, err := bucket.CreateOnce(ctx, c.b, path, data)
+	if err != nil {
 		return index.Fragment{}, fmt.Errorf("world %s: writing %s: %w", c.world, path, err)
 	}
 	failpoint.Hit(FailpointCompactWritten)
-	return index.Fragment{Path: path, Rows: int64(len(rows)), Bytes: int64(len(data)), Digest: digest, Span: &span}, nil
+	return index.Fragment{Path: path, Rows: int64(len(rows)), Bytes: int64(len(data)), Digest: digest,
+		Generation: attrs.Generation, Span: &span}, nil
 }
 
 // readRows calls fn with each row of a fragment of t, in the table's column

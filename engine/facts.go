@@ -382,11 +382,12 @@ func (s *IngestionService) settle(ctx context.Context, key index.ClaimKey, diges
 	out := settled{path: path}
 	var data []byte
 	var err error
+	var attrs bucket.Attrs // of the object at path: its generation goes into the record
 	orphan := false
 	if takenOver {
 		// The claim's token may already hold the rows (a holder appended
 		// and then died or stalled): then complete without appending.
-		data, _, err = s.b.Get(ctx, path)
+		data, attrs, err = s.b.Get(ctx, path)
 		switch {
 		case err == nil:
 			orphan = true
@@ -414,7 +415,7 @@ func (s *IngestionService) settle(ctx context.Context, key index.ClaimKey, diges
 			stop()
 			return settled{}, s.release(ctx, c, err)
 		}
-		if data, out.row, err = s.append(ctx, c, t, data, v); err != nil {
+		if data, attrs, out.row, err = s.append(ctx, c, t, data, v); err != nil {
 			return settled{}, err
 		}
 	}
@@ -423,7 +424,7 @@ func (s *IngestionService) settle(ctx context.Context, key index.ClaimKey, diges
 	r, err = s.cat.Commit(ctx, index.Entry{Kind: index.KindClaimComplete, Claim: &index.ClaimOp{
 		Key: key, Digest: digest, CommitToken: c.CommitToken, NowMs: s.opts.Now().UnixMilli(),
 		Fragments: []index.TableFragments{{Table: t.ID, Fragments: []index.Fragment{{
-			Path: path, Rows: 1, Bytes: int64(len(data)), Digest: Digest(data)}}}}}})
+			Path: path, Rows: 1, Bytes: int64(len(data)), Digest: Digest(data), Generation: attrs.Generation}}}}}})
 	if err != nil {
 		return settled{}, fmt.Errorf("world %s: completing fact %s: %w", s.world, key, err)
 	}
@@ -471,21 +472,21 @@ func (s *IngestionService) build(ctx context.Context, c *index.Claim, t *Table,
 }
 
 // append writes the claim's fragment (data, holding row) under its token
-// and returns the bytes now at its path and their row: this holder's, or
-// those of a holder presumed dead whose late append won the create (read
-// back and verified).
-func (s *IngestionService) append(ctx context.Context, c *index.Claim, t *Table, data []byte, row Values) ([]byte, Values, error) {
+// and returns the bytes now at its path, their attributes and their row:
+// this holder's, or those of a holder presumed dead whose late append won
+// the create (read back and verified).
+func (s *IngestionService) append(ctx context.Context, c *index.Claim, t *Table, data []byte, row Values) ([]byte, bucket.Attrs, Values, error) {
 	path := FragmentPath(s.world, c.Key.Run, t.ID, c.CommitToken, 0)
-	_, err := bucket.CreateOnce(ctx, s.b, path, data)
+	attrs, err := bucket.CreateOnce(ctx, s.b, path, data)
 	if errors.Is(err, bucket.ErrExist) {
-		if data, _, err = s.b.Get(ctx, path); err == nil {
+		if data, attrs, err = s.b.Get(ctx, path); err == nil {
 			row, err = s.verify(t, c, path, data)
 		}
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("world %s: appending fact %s: %w", s.world, c.Key, err)
+		return nil, bucket.Attrs{}, nil, fmt.Errorf("world %s: appending fact %s: %w", s.world, c.Key, err)
 	}
-	return data, row, nil
+	return data, attrs, row, nil
 }
 
 // verify checks that data, found at the claim's path, is the claim's one

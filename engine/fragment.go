@@ -33,6 +33,9 @@ type AppendReceipt struct {
 	Rows   int64  `json:"rows"`
 	Bytes  int64  `json:"bytes"`
 	Digest string `json:"digest"` // "sha256:<hex>" of the file's bytes
+	// Generation is the bucket's generation of the created object, which
+	// the manifest records so readers catch a replaced file at open.
+	Generation int64 `json:"generation,omitempty"`
 	// Durable: the bucket confirmed the create (staged fragments are not
 	// durable and must never be published).
 	Durable bool `json:"durable"`

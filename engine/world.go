@@ -456,12 +456,13 @@ func (w *World) appendFrames(ctx context.Context, tick int64, token string, epoc
 				return
 			}
 			path := FragmentPath(w.id, w.opts.Run, t.ID, dirToken, 0)
-			if _, err := bucket.CreateOnce(ctx, w.b, path, data); err != nil {
+			attrs, err := bucket.CreateOnce(ctx, w.b, path, data)
+			if err != nil {
 				errs[i] = fmt.Errorf("world %s tick %d: appending %s: %w", w.id, tick, t.Name, err)
 				return
 			}
 			out[i] = AppendReceipt{Table: t.ID, Path: path, Rows: int64(frames[t.Name].Len()),
-				Bytes: int64(len(data)), Digest: Digest(data), Durable: true}
+				Bytes: int64(len(data)), Digest: Digest(data), Generation: attrs.Generation, Durable: true}
 			failpoint.Hit(FailpointAppended)
 		}()
 	}
@@ -476,7 +477,7 @@ func manifestTables(appends []AppendReceipt) []index.TableFragments {
 	var out []index.TableFragments
 	for _, a := range appends {
 		out = append(out, index.TableFragments{Table: a.Table, Fragments: []index.Fragment{{
-			Path: a.Path, Rows: a.Rows, Bytes: a.Bytes, Digest: a.Digest}}})
+			Path: a.Path, Rows: a.Rows, Bytes: a.Bytes, Digest: a.Digest, Generation: a.Generation}}})
 	}
 	return out
 }

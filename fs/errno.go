@@ -7,6 +7,7 @@ import (
 	"syscall"
 
 	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/cache"
 	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/index"
 )
@@ -32,7 +33,8 @@ var ErrNoWriter = errors.New("this mount holds no writer for the world")
 //	EAGAIN  a claim is pending under another holder
 //	ENOENT  the world does not exist
 //	EINTR   the request was interrupted (its context canceled)
-//	EIO     storage, corruption, anything else
+//	EIO     storage, corruption (a fragment that differs from its catalog record:
+//	        cache.ErrCorruptFragment, even when it is missing), anything else
 func Errno(err error) syscall.Errno {
 	var stale *index.StaleWriterError
 	var conflict *index.CatalogConflictError
@@ -41,6 +43,8 @@ func Errno(err error) syscall.Errno {
 	switch {
 	case err == nil:
 		return 0
+	case errors.Is(err, cache.ErrCorruptFragment):
+		return syscall.EIO
 	case errors.Is(err, context.Canceled):
 		// The kernel interrupted the request (a signal reached the
 		// caller): EINTR, which Go's runtime retries and a C caller may.

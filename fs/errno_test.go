@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/cache"
 	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/index"
 )
@@ -28,6 +29,9 @@ func TestErrno(t *testing.T) {
 		{fmt.Errorf("w: %w", index.ErrNoWorld), syscall.ENOENT},
 		{fmt.Errorf("x: %w", bucket.ErrUnavailable), syscall.EIO},
 		{fmt.Errorf("x: %w", index.ErrCorrupt), syscall.EIO},
+		// A fragment that differs from its record is EIO, even when the
+		// read that found it also says the object is gone.
+		{fmt.Errorf("open: %w: %w", &cache.CorruptFragmentError{Name: "data/w/f.parquet", What: "presence"}, bucket.ErrNotExist), syscall.EIO},
 	} {
 		if got := Errno(c.err); got != c.want {
 			t.Errorf("Errno(%v) = %v, want %v", c.err, got, c.want)

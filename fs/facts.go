@@ -221,7 +221,7 @@ func (m *Mount) factFile(id uint64, world, run, table, format string) *bytesFile
 			if run == engine.EvaluationRun {
 				viewRun = "main" // receipts are the world's: any run's views show them
 			}
-			return wsql.CopyFacts(ctx, m.b, world, wsql.Options{Run: viewRun, Cache: m.opts.Cache, BucketID: m.opts.BucketID}, table, format, tmp)
+			return wsql.CopyFacts(ctx, m.b, world, wsql.Options{Run: viewRun, Cache: m.opts.Cache, BucketID: m.opts.BucketID, Verified: m.verified}, table, format, tmp)
 		})
 		if err != nil {
 			return nil, err

@@ -199,7 +199,7 @@ func (f *snapFile) local(ctx context.Context) (string, int64, error) {
 	var p string
 	var err error
 	if f.passthrough() {
-		p, err = f.m.objectPath(ctx, f.tf.Fragments[0].Path)
+		p, err = f.m.fragmentPath(ctx, f.tf.Fragments[0])
 	} else {
 		p, err = f.m.materialize(ctx, f.t, f.table, f.format)
 	}
@@ -220,7 +220,7 @@ func (f *snapFile) local(ctx context.Context) (string, int64, error) {
 func (m *Mount) materialize(ctx context.Context, t tickRef, table, format string) (string, error) {
 	key := fmt.Sprintf("snapshots/%s/%s/%d-%s/%s.%s", t.World, t.Run, t.Tick.Tick, t.CommitToken, table, format)
 	return m.derive(ctx, key, func(ctx context.Context, tmp string) error {
-		return wsql.CopyTick(ctx, m.b, t.World, wsql.Options{Run: t.Run, Cache: m.opts.Cache, BucketID: m.opts.BucketID},
+		return wsql.CopyTick(ctx, m.b, t.World, wsql.Options{Run: t.Run, Cache: m.opts.Cache, BucketID: m.opts.BucketID, Verified: m.verified},
 			table, t.Tick.Tick, format, tmp)
 	})
 }
@@ -285,6 +285,11 @@ func (f *snapFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 		return nil, 0, f.m.errno("opening "+f.table, err)
 	}
 	file, err := os.Open(p)
+	if err == nil && f.passthrough() {
+		if err = f.m.checkOpen(file, f.tf.Fragments[0]); err != nil {
+			file.Close()
+		}
+	}
 	if err != nil {
 		return nil, 0, f.m.errno("opening "+f.table, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"hash/fnv"
 	"os"
 	"os/user"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
@@ -115,6 +116,9 @@ type Mount struct {
 	local *local.Bucket // nil: a remote bucket, read through the cache
 	opts  Options
 	stats *Stats
+	// verified remembers the bucket files found to match their catalog
+	// records (kept in the cache directory).
+	verified *cache.Verified
 
 	mu struct {
 		sync.Mutex
@@ -135,6 +139,7 @@ func New(b bucket.Bucket, opts Options) (*Mount, error) {
 	}
 	m := &Mount{b: b, opts: opts, stats: newStats()}
 	m.local, _ = b.(*local.Bucket)
+	m.verified = cache.OpenVerified(filepath.Join(opts.Cache.Dir(), "verified"))
 	m.mu.cats = map[string]*index.Catalog{}
 	m.mu.infos = map[string]engine.TableInfo{}
 	m.mu.writers = map[string]*writer{}
@@ -439,15 +444,6 @@ func (m *Mount) tickTables(ctx context.Context, t tickRef) (map[string]index.Tab
 // stamped with the tick's token.
 func isExact(t tickRef, tf index.TableFragments) bool {
 	return len(tf.Fragments) == 1 && index.Proven(t.World, t.Run, tf.Table, t.CommitToken, tf.Fragments[0])
-}
-
-// objectPath returns a local file holding the bucket object name.
-func (m *Mount) objectPath(ctx context.Context, name string) (string, error) {
-	ctx = finish(ctx)
-	if m.local != nil {
-		return m.local.Path(name)
-	}
-	return m.opts.Cache.Path(ctx, m.b, m.opts.BucketID, name)
 }
 
 // ingestion returns the world's fact ingestion service, which commits

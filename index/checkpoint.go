@@ -18,9 +18,10 @@ import (
 )
 
 // CheckpointFormat is the checkpoint format version written. Formats 1
-// (claims without fragment lists) and 2 (fragments without compaction
-// spans) are still read: a checkpoint only ever shortens a replay, and an
-// upgrade must not lock a world out.
+// (claims without fragment lists) and 2 (fragments without their
+// generation or compaction span, ticks without their publish time) are
+// still read: a checkpoint only ever shortens a replay, and an upgrade
+// must not lock a world out.
 const CheckpointFormat = 3
 
 // CheckpointPrefix is the prefix of world's checkpoints.

@@ -64,12 +64,18 @@ type FenceAcquire struct {
 	Resume bool   `json:"resume,omitempty"`
 }
 
-// Fragment is one Parquet fragment of a table in a publication.
+// Fragment is one Parquet fragment of a table in a publication: what a
+// reader checks the file it opens against (size and generation at every
+// open, the digest once per generation).
 type Fragment struct {
 	Path   string `json:"path"`
 	Rows   int64  `json:"rows"`
 	Bytes  int64  `json:"bytes"`
-	Digest string `json:"digest"`
+	Digest string `json:"digest"` // "sha256:<hex>" of the file's bytes
+	// Generation is the bucket's generation of the object the writer
+	// created (bucket.Attrs.Generation); 0 in records written before it
+	// was kept, which are checked by size and digest only.
+	Generation int64 `json:"generation,omitempty"`
 	// Span is set on a compacted file: it holds the visible rows of every
 	// published tick of its run from Span.From to Span.To (the ticks that
 	// name it), and only those. Nil: the rows of one publication.

@@ -71,7 +71,8 @@ func diff(a, b *State) string {
 func publish(run string, tick int64, token string, epoch int64) Entry {
 	return Entry{Kind: KindTickPublish, TickPublish: &TickPublish{Run: run, Tick: tick, CommitToken: token, WriterEpoch: epoch,
 		Tables: []TableFragments{{Table: "Position", Fragments: []Fragment{{
-			Path: fmt.Sprintf("data/w/%s/position/%s/0.parquet", run, token), Rows: 10 + tick, Bytes: 1000 + tick, Digest: "d-" + token}}}}}}
+			Path: fmt.Sprintf("data/w/%s/position/%s/0.parquet", run, token), Rows: 10 + tick, Bytes: 1000 + tick, Digest: "d-" + token,
+			Generation: 1_700_000_000_000_000_000 + tick}}}}}}
 }
 
 func fence(holder string) Entry {

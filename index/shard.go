@@ -326,6 +326,7 @@ func (e *enc) tables(ts []TableFragments) {
 			e.varint(f.Rows)
 			e.varint(f.Bytes)
 			e.str(f.Digest)
+			e.varint(f.Generation)
 			if f.Span == nil {
 				e.byte(0)
 			} else {
@@ -341,13 +342,14 @@ func (e *enc) tables(ts []TableFragments) {
 func tablesEqual(a, b []TableFragments) bool {
 	return slices.EqualFunc(a, b, func(x, y TableFragments) bool {
 		return x.Table == y.Table && slices.EqualFunc(x.Fragments, y.Fragments, func(f, g Fragment) bool {
-			return f.Path == g.Path && f.Rows == g.Rows && f.Bytes == g.Bytes && f.Digest == g.Digest &&
+			return f.Path == g.Path && f.Rows == g.Rows && f.Bytes == g.Bytes && f.Digest == g.Digest && f.Generation == g.Generation &&
 				(f.Span == nil) == (g.Span == nil) && (f.Span == nil || *f.Span == *g.Span)
 		})
 	})
 }
 
 // tables decodes what enc.tables wrote, carving from the shard's slabs.
+// Before format 3 a fragment carried no generation or span.
 func (d *dec) tables(format int, tables *slab[TableFragments], frags *slab[Fragment]) []TableFragments {
 	ts := tables.take(d.count())
 	for j := range ts {
@@ -356,6 +358,7 @@ func (d *dec) tables(format int, tables *slab[TableFragments], frags *slab[Fragm
 		for f := range ts[j].Fragments {
 			fr := Fragment{Path: d.str(), Rows: d.varint(), Bytes: d.varint(), Digest: d.str()}
 			if format >= 3 {
+				fr.Generation = d.varint()
 				switch d.byte() {
 				case 0:
 				case 1:

@@ -39,6 +39,9 @@ type Options struct {
 	// Parquet files the script reads; default: worldfs/views in the user's
 	// cache directory).
 	Dir string
+	// Verified remembers the bucket files read in place that were found to
+	// match their catalog records (default: one kept in Dir/verified).
+	Verified *cache.Verified
 }
 
 func (o Options) dir() (string, error) {
@@ -134,6 +137,7 @@ func BuildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 			return nil, fmt.Errorf("world %s run %s: tick %d is past the head %d: %w", world, opts.Run, upTo, run.Head, ErrNotFound)
 		}
 	}
+	fpath, verified := verifier(b, path, opts, dir)
 	load := index.LoadFrom(b)
 	segs, err := index.Lineage(ctx, func(ctx context.Context, w string) (*index.State, error) {
 		if w == world {
@@ -166,7 +170,7 @@ func BuildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 	appendFiles := func(v *index.View, from, to int64) error {
 		var ferr error
 		v.Files(from, to, func(f index.File) bool {
-			p, err := path(ctx, f.Path)
+			p, err := fpath(ctx, f.Fragment)
 			if err != nil {
 				ferr = err
 				return false
@@ -218,6 +222,9 @@ func BuildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 	}
 	// Evaluation receipts are the world's, whatever run they judged.
 	if err := appendFiles(index.OwnView(own, engine.EvaluationRun), math.MinInt64, math.MaxInt64); err != nil {
+		return nil, err
+	}
+	if err := verified(ctx); err != nil {
 		return nil, err
 	}
 	// Each table's description, once per table (not once per fragment:

@@ -283,7 +283,7 @@ func syncDir(dir string) error {
 }
 
 func attrsOf(name string, info fs.FileInfo) bucket.Attrs {
-	return bucket.Attrs{Name: name, Size: info.Size(), Generation: info.ModTime().UnixNano(), Created: info.ModTime()}
+	return bucket.Attrs{Name: name, Size: info.Size(), Generation: Generation(info), Created: info.ModTime()}
 }
 
 // open opens name's file for reading and stats it through the same handle.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/bucket/bucketurl"
+	"github.com/worldfs/worldfs/cache"
 )
 
 // command is one CLI command: its flags are parsed by run's FlagSet.
@@ -82,6 +83,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "worldfs:", err)
 		fmt.Fprintln(stderr, "Run 'worldfs --help' for usage.")
 		return 2
+	case errors.Is(err, cache.ErrCorruptFragment):
+		fmt.Fprintln(stderr, "worldfs:", err)
+		fmt.Fprintln(stderr, "worldfs: the bucket's data differs from the catalog; 'worldfs check --world W --read-data' lists every damaged fragment.")
+		return 1
 	default:
 		fmt.Fprintln(stderr, "worldfs:", err)
 		return 1

@@ -1,0 +1,131 @@
+package cache
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/worldfs/worldfs/bucket/local"
+	"github.com/worldfs/worldfs/bucket/mem"
+)
+
+func digestOf(data []byte) string {
+	sum := sha256.Sum256(data)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+func wantCorrupt(t *testing.T, err error, what string) {
+	t.Helper()
+	var ce *CorruptFragmentError
+	if !errors.Is(err, ErrCorruptFragment) || !errors.As(err, &ce) || ce.What != what {
+		t.Fatalf("got %v; want a corrupt fragment error (%s)", err, what)
+	}
+}
+
+// A copy is verified as it is fetched: size, generation and sha256 must be
+// the record's, or no copy is made; a verified copy is served again
+// without a fetch or a hash.
+func TestVerifiedPathChecksWhatItFetches(t *testing.T) {
+	ctx := context.Background()
+	b := &counting{Bucket: mem.New(mem.Options{})}
+	data := []byte("PAR1 fragment bytes PAR1")
+	attrs, err := b.Bucket.Create(ctx, "data/w/r/t/tok/0.parquet", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := Open(t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := Record{Name: attrs.Name, Size: attrs.Size, Generation: attrs.Generation, Digest: digestOf(data)}
+	for _, c := range []struct {
+		what string
+		r    Record
+	}{
+		{"sha256", Record{Name: good.Name, Size: good.Size, Generation: good.Generation, Digest: digestOf([]byte("other bytes"))}},
+		{"size", Record{Name: good.Name, Size: good.Size + 1, Generation: good.Generation, Digest: good.Digest}},
+		{"generation", Record{Name: good.Name, Size: good.Size, Generation: good.Generation + 1, Digest: good.Digest}},
+		{"presence", Record{Name: "data/w/r/t/tok/1.parquet", Size: good.Size, Digest: good.Digest}},
+	} {
+		_, err := d.VerifiedPath(ctx, b, "b", c.r)
+		wantCorrupt(t, err, c.what)
+	}
+	if ms, _ := filepath.Glob(filepath.Join(d.Dir(), "objects", "~sha256", "*", "*")); len(ms) != 0 {
+		t.Fatalf("refused fetches left copies: %v", ms)
+	}
+	p, err := d.VerifiedPath(ctx, b, "b", good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(p); string(got) != string(data) {
+		t.Fatalf("copy holds %q", got)
+	}
+	gets, hashed := b.gets.Load(), HashCount()
+	if _, err := d.VerifiedPath(ctx, b, "b", good); err != nil || b.gets.Load() != gets || HashCount() != hashed {
+		t.Fatalf("second use: %v, %d fetches, %d hashes", err, b.gets.Load()-gets, HashCount()-hashed)
+	}
+}
+
+// A bucket file read in place is hashed the first time it is opened and
+// remembered across processes (a new Verified on the same directory); any
+// change to it in place, even one that restores its modification time,
+// makes it hashed again, and a flipped byte is then found.
+func TestCheckOpenRemembersWholeFiles(t *testing.T) {
+	lb, err := local.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := []byte("PAR1 some fragment bytes PAR1")
+	attrs, err := lb.Create(context.Background(), "data/w/r/t/tok/0.parquet", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := Record{Name: attrs.Name, Size: attrs.Size, Generation: attrs.Generation, Digest: digestOf(data)}
+	p, _ := lb.Path(r.Name)
+	memo := t.TempDir()
+	check := func() error {
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		return OpenVerified(memo).CheckOpen(f, r)
+	}
+	before := HashCount()
+	if err := check(); err != nil || HashCount()-before != 1 {
+		t.Fatalf("first open: %v, %d hashes", err, HashCount()-before)
+	}
+	if err := check(); err != nil || HashCount()-before != 1 {
+		t.Fatalf("second open: %v, %d hashes in all; want the file remembered", err, HashCount()-before)
+	}
+	// Touch it in place, restoring its times: hashed again (still whole).
+	mtime := time.Unix(0, attrs.Generation)
+	if err := os.Chtimes(p, mtime, mtime); err != nil {
+		t.Fatal(err)
+	}
+	if err := check(); err != nil || HashCount()-before != 2 {
+		t.Fatalf("after a touch: %v, %d hashes in all; want it hashed again", err, HashCount()-before)
+	}
+	// Flip a byte in place, restoring the modification time.
+	f, err := os.OpenFile(p, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteAt([]byte{'Q'}, 7)
+	f.Close()
+	if err := os.Chtimes(p, mtime, mtime); err != nil {
+		t.Fatal(err)
+	}
+	wantCorrupt(t, check(), "sha256")
+	// A damaged memory only costs hashing again.
+	ms, _ := filepath.Glob(filepath.Join(memo, "*"))
+	for _, m := range ms {
+		os.WriteFile(m, []byte("garbage"), 0o600)
+	}
+	wantCorrupt(t, check(), "sha256")
+}

@@ -1,0 +1,297 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/cache"
+	"github.com/worldfs/worldfs/index"
+	wsql "github.com/worldfs/worldfs/sql"
+)
+
+// checkResult is the summary of worldfs check (printed, or as JSON).
+type checkResult struct {
+	World       string       `json:"world"`
+	Run         string       `json:"run,omitempty"`
+	Slots       uint64       `json:"slots"`
+	FirstSlot   uint64       `json:"first_slot"`
+	Checkpoints []uint64     `json:"checkpoints"`
+	Fragments   int64        `json:"fragments"`
+	Unrecorded  int64        `json:"unrecorded"` // fragments with no size, generation or digest to check
+	Bytes       int64        `json:"bytes"`
+	ReadData    bool         `json:"read_data"`
+	Errors      []checkError `json:"errors"`
+}
+
+type checkError struct {
+	Fragment string `json:"fragment,omitempty"` // the bucket object ("": the catalog)
+	Run      string `json:"run,omitempty"`
+	Tick     int64  `json:"tick,omitempty"`
+	What     string `json:"what"` // size, generation, sha256, presence, catalog, read
+	Want     string `json:"want,omitempty"`
+	Got      string `json:"got,omitempty"`
+	Message  string `json:"message"`
+}
+
+// errCheckFailed: check found errors (they are in the summary).
+var errCheckFailed = errors.New("check found errors")
+
+func init() {
+	var url, world, runName *string
+	var readData, asJSON *bool
+	register("", command{
+		name: "check",
+		summary: "verify a world's catalog (log, checkpoints) and every fragment it references (presence, size, generation; " +
+			"with --read-data the sha256 of every byte); exits 1 on any error",
+		example: "worldfs check --bucket ./worldfs-data --world w1 --read-data",
+		flags: func(fs *flag.FlagSet) {
+			url = bucketFlag(fs)
+			world = fs.String("world", "", "world to check (required)")
+			runName = fs.String("run", "", "check only this run's fragments (default: every run)")
+			readData = fs.Bool("read-data", false, "read every fragment and check its sha256 (otherwise size and generation only)")
+			asJSON = fs.Bool("json", false, "print the summary as one JSON object")
+		},
+		run: func(ctx context.Context, fs *flag.FlagSet, args []string, out io.Writer) error {
+			if len(args) != 0 {
+				return usagef("check takes no arguments")
+			}
+			if *world == "" {
+				return usagef("--world is required")
+			}
+			b, err := openBucket(ctx, *url)
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			res := &checkResult{World: *world, Run: *runName, ReadData: *readData, Checkpoints: []uint64{}, Errors: []checkError{}}
+			p := newStatusLine(os.Stderr)
+			if err := check(ctx, b, res, p); err != nil {
+				p.done()
+				return err
+			}
+			p.done()
+			if *asJSON {
+				if err := writeJSON(out, res); err != nil {
+					return err
+				}
+			} else {
+				printCheck(out, res)
+			}
+			if len(res.Errors) > 0 {
+				return fmt.Errorf("world %s: %d error(s) in %d fragments: %w", res.World, len(res.Errors), res.Fragments, errCheckFailed)
+			}
+			return nil
+		},
+	})
+}
+
+// check fills res: the catalog first (a catalog that cannot be folded ends
+// the check), then every fragment it references, several at a time.
+func check(ctx context.Context, b bucket.Bucket, res *checkResult, p *statusLine) error {
+	var folded atomic.Int64
+	p.set(func() string { return fmt.Sprintf("catalog: %d slots folded", folded.Load()) })
+	cc, err := index.VerifyCatalog(ctx, b, res.World, func(uint64) { folded.Add(1) })
+	if errors.Is(err, index.ErrCorrupt) {
+		res.Errors = append(res.Errors, checkError{What: "catalog", Message: err.Error()})
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !cc.State.World.Created && cc.Slots == 0 {
+		if _, merr := index.ReadMarker(ctx, b, res.World); errors.Is(merr, bucket.ErrNotExist) {
+			return fmt.Errorf("world %s: no such world in %v", res.World, b)
+		}
+	}
+	res.Slots, res.FirstSlot, res.Checkpoints = cc.Slots, cc.FirstSlot, append(res.Checkpoints, cc.Checkpoints...)
+	for _, msg := range cc.Problems {
+		res.Errors = append(res.Errors, checkError{What: "catalog", Message: msg})
+	}
+	var refs []index.FragmentRef
+	cc.State.Fragments(res.Run, func(f index.FragmentRef) bool { refs = append(refs, f); return true })
+	if res.Run != "" && len(refs) == 0 {
+		if _, ok := cc.State.Run(res.Run); !ok {
+			return usagef("world %s has no run %q", res.World, res.Run)
+		}
+	}
+	var done, bytes atomic.Int64
+	total := len(refs)
+	p.set(func() string {
+		verb := "checked"
+		if res.ReadData {
+			verb = "read"
+		}
+		return fmt.Sprintf("fragments: %d/%d %s (%d MiB)", done.Load(), total, verb, bytes.Load()>>20)
+	})
+	errs := make([]*checkError, len(refs))
+	var unrecorded atomic.Int64
+	sem := make(chan struct{}, max(4, 2*runtime.GOMAXPROCS(0)))
+	var wg sync.WaitGroup
+	for i, f := range refs {
+		if ctx.Err() != nil {
+			break
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done(); done.Add(1) }()
+			r := wsql.Record(f.Fragment)
+			if !r.Recorded() {
+				unrecorded.Add(1)
+			}
+			n, err := checkFragment(ctx, b, r, res.ReadData)
+			bytes.Add(n)
+			if err != nil {
+				ce := checkError{Fragment: f.Path, Run: f.Run, Tick: f.Tick, What: "read", Message: err.Error()}
+				var cf *cache.CorruptFragmentError
+				if errors.As(err, &cf) {
+					ce.What, ce.Want, ce.Got = cf.What, cf.Want, cf.Got
+				}
+				errs[i] = &ce
+			}
+		}()
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	res.Fragments, res.Bytes, res.Unrecorded = int64(len(refs)), bytes.Load(), unrecorded.Load()
+	for _, e := range errs {
+		if e != nil {
+			res.Errors = append(res.Errors, *e)
+		}
+	}
+	return nil
+}
+
+// checkFragment checks one fragment against its record: presence, size
+// and generation from the bucket's attributes, and with readData the
+// sha256 of its bytes. It returns the bytes it read.
+func checkFragment(ctx context.Context, b bucket.Bucket, r cache.Record, readData bool) (int64, error) {
+	missing := func() error {
+		return &cache.CorruptFragmentError{Name: r.Name, What: "presence", Want: "present", Got: "absent"}
+	}
+	attrs, err := b.Stat(ctx, r.Name)
+	if errors.Is(err, bucket.ErrNotExist) {
+		return 0, missing()
+	}
+	if err != nil {
+		return 0, err
+	}
+	if err := r.CheckAttrs(attrs); err != nil || !readData {
+		return 0, err
+	}
+	data, attrs, err := b.Get(ctx, r.Name)
+	if errors.Is(err, bucket.ErrNotExist) {
+		return 0, missing()
+	}
+	if err != nil {
+		return 0, err
+	}
+	attrs.Size = int64(len(data))
+	if err := r.CheckAttrs(attrs); err != nil {
+		return int64(len(data)), err
+	}
+	sum := sha256.Sum256(data)
+	return int64(len(data)), r.CheckDigest("", sum[:])
+}
+
+func printCheck(out io.Writer, res *checkResult) {
+	fmt.Fprintf(out, "world %s: catalog of %d slots", res.World, res.Slots)
+	if res.FirstSlot > 1 {
+		fmt.Fprintf(out, " (from slot %d; older ones collected)", res.FirstSlot)
+	}
+	fmt.Fprintf(out, " folded; %d checkpoints compared with the log\n", len(res.Checkpoints))
+	what := "presence, size and generation"
+	if res.ReadData {
+		what = "presence, size, generation and the sha256 of every byte"
+	}
+	fmt.Fprintf(out, "%d fragments checked (%s)", res.Fragments, what)
+	if res.ReadData {
+		fmt.Fprintf(out, ", %.1f MiB read", float64(res.Bytes)/(1<<20))
+	}
+	if res.Unrecorded > 0 {
+		fmt.Fprintf(out, "; %d have no record to check", res.Unrecorded)
+	}
+	fmt.Fprintln(out)
+	for _, e := range res.Errors {
+		switch {
+		case e.Fragment == "":
+			fmt.Fprintf(out, "error: catalog: %s\n", e.Message)
+		default:
+			fmt.Fprintf(out, "error: %s\n", e.Message)
+		}
+	}
+	if len(res.Errors) == 0 {
+		fmt.Fprintln(out, "no errors were found")
+	} else {
+		fmt.Fprintf(out, "%d errors\n", len(res.Errors))
+	}
+}
+
+// statusLine shows a status line on a terminal (and nothing in a pipe),
+// redrawn every 200 ms.
+type statusLine struct {
+	w    io.Writer
+	mu   sync.Mutex
+	line func() string
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+func newStatusLine(f *os.File) *statusLine {
+	p := &statusLine{}
+	if info, err := f.Stat(); err != nil || info.Mode()&os.ModeCharDevice == 0 {
+		return p // not a terminal
+	}
+	p.w, p.stop = f, make(chan struct{})
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		t := time.NewTicker(200 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-p.stop:
+				return
+			case <-t.C:
+				p.draw()
+			}
+		}
+	}()
+	return p
+}
+
+func (p *statusLine) set(line func() string) {
+	p.mu.Lock()
+	p.line = line
+	p.mu.Unlock()
+}
+
+func (p *statusLine) draw() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.line != nil {
+		fmt.Fprintf(p.w, "\r\033[K%s", p.line())
+	}
+}
+
+// done clears the status line.
+func (p *statusLine) done() {
+	if p.w == nil {
+		return
+	}
+	close(p.stop)
+	p.wg.Wait()
+	fmt.Fprint(p.w, "\r\033[K")
+}

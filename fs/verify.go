@@ -1,0 +1,38 @@
+package fs
+
+import (
+	"context"
+	"os"
+
+	"github.com/worldfs/worldfs/index"
+	wsql "github.com/worldfs/worldfs/sql"
+)
+
+// fragmentPath returns a local file holding the fragment f records: the
+// bucket file itself on a local bucket, else a copy in the cache, verified
+// (size, generation, sha256) as it is fetched.
+func (m *Mount) fragmentPath(ctx context.Context, f index.Fragment) (string, error) {
+	ctx = finish(ctx)
+	if m.local != nil {
+		return m.local.Path(f.Path)
+	}
+	return m.opts.Cache.VerifiedPath(ctx, m.b, m.opts.BucketID, wsql.Record(f))
+}
+
+// checkOpen checks a fragment file the mount is about to serve as is
+// against the catalog's record, through the open file itself (what is
+// checked is what is served): size and generation on every open, and on a
+// local bucket the sha256 the first time the file is served (remembered
+// per file, so it is hashed once). A cached copy was hashed as it was
+// fetched.
+func (m *Mount) checkOpen(file *os.File, f index.Fragment) error {
+	r := wsql.Record(f)
+	if m.local != nil {
+		return m.verified.CheckOpen(file, r)
+	}
+	info, err := file.Stat()
+	if err != nil {
+		return err
+	}
+	return r.CheckSize(file.Name(), info.Size())
+}

@@ -1,0 +1,187 @@
+package index
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/worldfs/worldfs/bucket"
+)
+
+// CatalogCheck is what VerifyCatalog found.
+type CatalogCheck struct {
+	// State is the world's state at the tip, folded from the log.
+	State *State
+	// FirstSlot is the first slot of the log still in the bucket (1 unless
+	// old slots were collected; the fold then starts from the checkpoint
+	// at FirstSlot-1).
+	FirstSlot uint64
+	// Slots is how many slots were folded.
+	Slots uint64
+	// Checkpoints are the sequences of the checkpoints compared with the
+	// fold; Problems describes each that does not match, and anything
+	// else wrong with the catalog.
+	Checkpoints []uint64
+	Problems    []string
+}
+
+// VerifyCatalog checks world's catalog as a reader would never need to:
+// it folds the whole log (every slot must decode, continue its
+// predecessor and apply), and compares every checkpoint with the fold at
+// its sequence, record by record. slot is called after each slot folded
+// (for progress). An error means the catalog could not be read at all
+// (ErrCorrupt if the log itself is damaged); a checkpoint that differs is
+// a Problem, since readers would fold the log past it anyway only if it
+// were missing.
+func VerifyCatalog(ctx context.Context, b bucket.Bucket, world string, slot func(seq uint64)) (*CatalogCheck, error) {
+	cps, err := bucket.Collect(b.List(ctx, CheckpointPrefix(world), ""))
+	if err != nil {
+		return nil, fmt.Errorf("world %s: listing checkpoints: %w", world, err)
+	}
+	bySeq := map[uint64]string{}
+	var seqs []uint64
+	out := &CatalogCheck{}
+	for _, a := range cps {
+		seq, err := strconv.ParseUint(strings.TrimPrefix(a.Name, CheckpointPrefix(world)), 16, 64)
+		if err != nil {
+			out.Problems = append(out.Problems, fmt.Sprintf("checkpoint %s: not named by a sequence", a.Name))
+			continue
+		}
+		bySeq[seq] = a.Name
+		seqs = append(seqs, seq)
+	}
+	slices.Sort(seqs)
+	state := Empty(world)
+	first := true
+	for a, err := range b.List(ctx, LogPrefix(world), "") {
+		if err != nil {
+			return nil, fmt.Errorf("world %s: listing the log: %w", world, err)
+		}
+		if first {
+			first = false
+			seq, perr := strconv.ParseUint(strings.TrimPrefix(a.Name, LogPrefix(world)), 16, 64)
+			if perr != nil {
+				return nil, fmt.Errorf("world %s: log slot %s: not named by a sequence: %w", world, a.Name, ErrCorrupt)
+			}
+			out.FirstSlot = seq
+			if seq > 1 { // older slots were collected: start from the checkpoint before them
+				name, ok := bySeq[seq-1]
+				if !ok {
+					return nil, fmt.Errorf("world %s: the log starts at slot %d and no checkpoint covers the slots before it: %w", world, seq, ErrCorrupt)
+				}
+				if state, _, err = LoadCheckpoint(ctx, b, world, name); err != nil {
+					return nil, err
+				}
+			}
+		}
+		if state, _, err = readSlot(ctx, b, state, a.Name); err != nil {
+			return nil, err
+		}
+		out.Slots++
+		if slot != nil {
+			slot(state.Seq)
+		}
+		if name, ok := bySeq[state.Seq]; ok {
+			out.Checkpoints = append(out.Checkpoints, state.Seq)
+			cp, _, err := LoadCheckpoint(ctx, b, world, name)
+			if err != nil {
+				out.Problems = append(out.Problems, err.Error())
+			} else if d := stateDiff(state, cp); d != "" {
+				out.Problems = append(out.Problems, fmt.Sprintf("checkpoint %s differs from the log at sequence %d: %s", name, state.Seq, d))
+			}
+		}
+	}
+	for _, seq := range seqs {
+		if seq > state.Seq {
+			out.Problems = append(out.Problems, fmt.Sprintf("checkpoint %s is past the end of the log (sequence %d)", bySeq[seq], state.Seq))
+		}
+	}
+	out.State = state
+	return out, nil
+}
+
+// stateDiff describes how two states differ, shard by shard ("": equal).
+func stateDiff(a, b *State) string {
+	if a.World != b.World {
+		return fmt.Sprintf("world %+v, the log says %+v", b.World, a.World)
+	}
+	if a.Seq != b.Seq || a.Hash != b.Hash || a.Slots != b.Slots {
+		return fmt.Sprintf("position %d/%.12s/%d, the log says %d/%.12s/%d", b.Seq, b.Hash, b.Slots, a.Seq, a.Hash, a.Slots)
+	}
+	if !slices.Equal(a.Runs(), b.Runs()) {
+		return "runs differ"
+	}
+	var keys []shardKey
+	seen := map[shardKey]bool{}
+	for _, s := range []*State{a, b} {
+		s.shardSeq.Ascend(func(m shardMark) bool {
+			if !seen[m.key] {
+				seen[m.key] = true
+				keys = append(keys, m.key)
+			}
+			return true
+		})
+	}
+	for _, k := range keys {
+		if !bytes.Equal(a.encodeShard(k), b.encodeShard(k)) {
+			return fmt.Sprintf("shard %c/%s/%d differs", k.Kind, k.Run, k.N)
+		}
+	}
+	return ""
+}
+
+// FragmentRef is one fragment the catalog references, with where.
+type FragmentRef struct {
+	Run   string
+	Tick  int64
+	Table string
+	Token string
+	Fragment
+}
+
+// Fragments calls fn with every fragment s references (run "": every
+// run): each published tick's and each completed claim's, in order.
+func (s *State) Fragments(run string, fn func(FragmentRef) bool) {
+	var runs []string
+	for _, r := range s.Runs() {
+		runs = append(runs, r.Name)
+	}
+	for _, r := range s.ClaimRuns() {
+		if !slices.Contains(runs, r) {
+			runs = append(runs, r)
+		}
+	}
+	slices.Sort(runs)
+	for _, r := range runs {
+		if run != "" && r != run {
+			continue
+		}
+		more := true
+		emit := func(tick int64, token string, tables []TableFragments) {
+			for _, tf := range tables {
+				for _, f := range tf.Fragments {
+					if more {
+						more = fn(FragmentRef{Run: r, Tick: tick, Table: tf.Table, Token: token, Fragment: f})
+					}
+				}
+			}
+		}
+		s.Ticks(r, math.MinInt64, func(t *Tick) bool {
+			emit(t.Tick, t.CommitToken, t.Tables)
+			return more
+		})
+		s.Claims(r, func(c *Claim) bool {
+			if c.State == ClaimComplete {
+				emit(c.Tick, c.CommitToken, c.Tables)
+			}
+			return more
+		})
+		if !more {
+			return
+		}
+	}
+}

@@ -1,0 +1,224 @@
+package sql_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/bucket/bucketurl"
+	"github.com/worldfs/worldfs/bucket/gcs/gcstest"
+	"github.com/worldfs/worldfs/bucket/local"
+	"github.com/worldfs/worldfs/cache"
+	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/engine/particles"
+	"github.com/worldfs/worldfs/index"
+	wsql "github.com/worldfs/worldfs/sql"
+)
+
+// verifyWorld commits ticks 0..9 of the particle world "w" on a local
+// bucket and returns the bucket and tick 5's particle fragment record.
+func verifyWorld(t *testing.T) (*local.Bucket, index.Fragment) {
+	t.Helper()
+	b, err := local.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := engine.CreateWorld(ctxT(t), b, "w", particles.Tables(), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	particles.Install(w)
+	run(t, w, 9)
+	w.Close()
+	return b, fragmentAt(t, b, 5)
+}
+
+func fragmentAt(t *testing.T, b bucket.Bucket, tick int64) index.Fragment {
+	t.Helper()
+	s, _, err := index.Load(ctxT(t), b, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk, ok := s.Tick("main", tick)
+	if !ok {
+		t.Fatalf("no tick %d", tick)
+	}
+	for _, tf := range tk.Tables {
+		if tf.Table == particles.Tables()[0].ID {
+			return tf.Fragments[0]
+		}
+	}
+	t.Fatalf("tick %d has no particle fragment", tick)
+	return index.Fragment{}
+}
+
+// flipInPlace flips one byte of the file in place and restores its
+// modification time (the local bucket's generation), so that size and
+// generation still match and only the bytes tell.
+func flipInPlace(t *testing.T, path string, at int64) {
+	t.Helper()
+	info, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c [1]byte
+	if _, err := f.ReadAt(c[:], at); err != nil {
+		t.Fatal(err)
+	}
+	c[0] ^= 0x01
+	if _, err := f.WriteAt(c[:], at); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if err := os.Chtimes(path, info.ModTime(), info.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	if after, _ := os.Stat(path); after.Size() != info.Size() || !after.ModTime().Equal(info.ModTime()) {
+		t.Fatal("the flip changed size or modification time")
+	}
+}
+
+// wantCorrupt fails unless err is a CorruptFragmentError naming frag and
+// what differs.
+func wantCorrupt(t *testing.T, err error, frag string, what string) {
+	t.Helper()
+	var ce *cache.CorruptFragmentError
+	if !errors.Is(err, cache.ErrCorruptFragment) || !errors.As(err, &ce) || ce.Name != frag || ce.What != what {
+		t.Fatalf("got %v; want a corrupt fragment error naming %s (%s)", err, frag, what)
+	}
+}
+
+// A byte flipped in a fragment in place, its modification time restored,
+// fails the views with an error naming the file: on the first query (the
+// file was never verified), and after the file was verified and
+// remembered (the change moved its change time, so it is hashed again).
+func TestViewsRefuseAFlippedFragment(t *testing.T) {
+	for _, warm := range []bool{false, true} {
+		t.Run(map[bool]string{false: "cold", true: "remembered"}[warm], func(t *testing.T) {
+			b, frag := verifyWorld(t)
+			opts := wsql.Options{Dir: t.TempDir()}
+			if warm {
+				if _, err := wsql.Build(ctxT(t), b, "w", opts); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p, _ := b.Path(frag.Path)
+			flipInPlace(t, p, frag.Bytes/2)
+			_, err := wsql.Build(ctxT(t), b, "w", opts)
+			wantCorrupt(t, err, frag.Path, "sha256")
+			// Pinned to a tick before it, the views do not read it.
+			at := int64(4)
+			if _, err := wsql.Build(ctxT(t), b, "w", wsql.Options{Dir: opts.Dir, AtTick: &at}); err != nil {
+				t.Fatalf("views before the damaged tick: %v", err)
+			}
+			// CopyTick (what the mount materializes) refuses it too.
+			err = wsql.CopyTick(ctxT(t), b, "w", wsql.Options{Dir: opts.Dir}, "particle", 5, wsql.FormatParquet, filepath.Join(t.TempDir(), "out.parquet"))
+			wantCorrupt(t, err, frag.Path, "sha256")
+		})
+	}
+}
+
+// A fragment replaced by another file is caught by size or generation
+// alone, before any byte is read: a longer file, and the very same bytes
+// written again (a new generation).
+func TestViewsRefuseAReplacedFragment(t *testing.T) {
+	b, frag := verifyWorld(t)
+	opts := wsql.Options{Dir: t.TempDir()}
+	if _, err := wsql.Build(ctxT(t), b, "w", opts); err != nil { // every file verified and remembered
+		t.Fatal(err)
+	}
+	p, _ := b.Path(frag.Path)
+	orig, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replace := func(data []byte) {
+		tmp := p + ".new"
+		if err := os.WriteFile(tmp, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	replace(append(orig[:len(orig):len(orig)], 0))
+	hashed := cache.HashCount()
+	_, err = wsql.Build(ctxT(t), b, "w", opts)
+	wantCorrupt(t, err, frag.Path, "size")
+	replace(orig)
+	_, err = wsql.Build(ctxT(t), b, "w", opts)
+	wantCorrupt(t, err, frag.Path, "generation")
+	if n := cache.HashCount() - hashed; n != 0 {
+		t.Fatalf("%d files hashed to catch a replaced file; size and generation suffice", n)
+	}
+	os.Remove(p)
+	_, err = wsql.Build(ctxT(t), b, "w", opts)
+	wantCorrupt(t, err, frag.Path, "presence")
+}
+
+// A verified file is hashed once, not per query: a second build (a new
+// process would open the same memory, so it is opened anew here) hashes
+// nothing, and still checks size and generation.
+func TestVerifiedFilesAreHashedOnce(t *testing.T) {
+	b, _ := verifyWorld(t)
+	dir := t.TempDir()
+	before := cache.HashCount()
+	if _, err := wsql.Build(ctxT(t), b, "w", wsql.Options{Dir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	first := cache.HashCount() - before
+	if first < 10 {
+		t.Fatalf("the first build hashed %d files; want every fragment (at least 10)", first)
+	}
+	before = cache.HashCount()
+	if _, err := wsql.Build(ctxT(t), b, "w", wsql.Options{Dir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	if again := cache.HashCount() - before; again != 0 {
+		t.Fatalf("the second build hashed %d files again", again)
+	}
+}
+
+// A fragment in GCS whose object was replaced (deleted and created again
+// with one byte flipped: a new generation) is refused as it is fetched
+// into the cache, and nothing is left in the cache.
+func TestViewsOfGCSRefuseAReplacedFragment(t *testing.T) {
+	gcstest.Start(t, "worlds")
+	b, err := bucketurl.Open(context.Background(), "gs://worlds/v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	w, err := engine.CreateWorld(ctxT(t), b, "w", particles.Tables(), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	particles.Install(w)
+	run(t, w, 6)
+	w.Close()
+	frag := fragmentAt(t, b, 5)
+	data, attrs, err := b.Get(ctxT(t), frag.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)/2] ^= 1
+	if err := b.Delete(ctxT(t), frag.Path, attrs.Generation); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Create(ctxT(t), frag.Path, data); err != nil {
+		t.Fatal(err)
+	}
+	c, err := cache.Open(t.TempDir(), cache.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = wsql.Build(ctxT(t), b, "w", wsql.Options{Cache: c, BucketID: "gs-v", Dir: t.TempDir()})
+	wantCorrupt(t, err, frag.Path, "generation")
+}
