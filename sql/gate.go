@@ -34,7 +34,15 @@ import (
 // is run either: the whole query is checked first.
 
 // ErrRefused: a statement that does not only read, refused by the gate.
-var ErrRefused = errors.New("refused")
+var ErrRefused = errors.New("refused: worldfs sql only reads")
+
+// refused is an error that is ErrRefused, with its own message.
+type refused string
+
+func (e refused) Error() string        { return string(e) }
+func (e refused) Is(target error) bool { return target == ErrRefused }
+
+func refusedf(format string, args ...any) error { return refused(fmt.Sprintf(format, args...)) }
 
 // readKeywords begin a statement that, prepared as a SELECT, only reads.
 var readKeywords = map[string]bool{
@@ -93,7 +101,7 @@ func gate(ctx context.Context, conn *sql.Conn, query string) ([]statement, error
 		}
 		total += n
 		if n != 1 {
-			return nil, fmt.Errorf("statement %d (%s): its statements could not be told apart; give them one by one: %w", i+1, abbrev(p), ErrRefused)
+			return nil, refusedf("statement %d (%s) is refused: its statements could not be told apart; give them one by one", i+1, abbrev(p))
 		}
 		st, err := check(ctx, conn, p, i+1)
 		if err != nil {
@@ -105,13 +113,13 @@ func gate(ctx context.Context, conn *sql.Conn, query string) ([]statement, error
 		return nil, errors.New("no statement to run")
 	}
 	if all, err := countStatements(query); err != nil || all != total {
-		return nil, fmt.Errorf("the query's statements could not be told apart (%d pieces, DuckDB counts %d); give them one by one: %w", total, all, ErrRefused)
+		return nil, refusedf("the query is refused: its statements could not be told apart (%d pieces, DuckDB counts %d); give them one by one", total, all)
 	}
 	return out, nil
 }
 
 func refusal(text string, n int, what string) error {
-	return fmt.Errorf("statement %d (%s) is refused: %s. %s: %w", n, abbrev(text), what, Allowed, ErrRefused)
+	return refusedf("statement %d (%s) is refused: %s. %s", n, abbrev(text), what, Allowed)
 }
 
 // checkKeyword applies rule 2 to text, the n-th statement of its query.
