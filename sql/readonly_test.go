@@ -90,6 +90,7 @@ func TestSQLRefusesStatementsThatDoNotOnlyRead(t *testing.T) {
 	_, db := rw.open(t)
 	elsewhere := t.TempDir()
 	frag := fragmentPath(t, rw)
+	listed := count(t, db, "SELECT count(*) FROM worldfs_fragments")
 	for _, q := range []string{
 		"COPY (SELECT 1) TO '" + elsewhere + "/out.csv'",
 		"COPY particle TO '" + elsewhere + "/out.parquet' (FORMAT parquet)",
@@ -112,6 +113,7 @@ func TestSQLRefusesStatementsThatDoNotOnlyRead(t *testing.T) {
 		"EXPLAIN ANALYZE WITH x AS (SELECT 1) DELETE FROM worldfs_fragments",
 		"CALL pragma_version()", "CHECKPOINT", "BEGIN", "USE memory", "DETACH memory", "VACUUM", "ANALYZE",
 		"SELECT 1; COPY (SELECT 2) TO '" + elsewhere + "/second.csv'",
+		"SELECT 1; WITH x AS (SELECT 1) INSERT INTO worldfs_fragments SELECT * FROM worldfs_fragments",
 		"SELECT ';' AS s; COPY (SELECT 2) TO '" + elsewhere + "/third.csv'",
 		"-- SELECT\nCOPY (SELECT 3) TO '" + elsewhere + "/commented.csv'",
 		"/* SELECT */ COPY (SELECT 3) TO '" + elsewhere + "/commented.csv'",
@@ -134,6 +136,9 @@ func TestSQLRefusesStatementsThatDoNotOnlyRead(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(rw.viewsDir, "export")); err == nil {
 			t.Fatalf("%s: EXPORT made its directory", q)
 		}
+	}
+	if n := count(t, db, "SELECT count(*) FROM worldfs_fragments"); n != listed {
+		t.Fatalf("the fragment list went from %d to %d rows", listed, n)
 	}
 	// The views are intact, and the locked settings are as worldfs set them.
 	if out, err := query(t, db, "SELECT count(*) AS n, current_setting('enable_external_access') AS ext, current_setting('lock_configuration') AS locked FROM particle"); err != nil ||
@@ -313,5 +318,24 @@ func TestCopyTickAndFactsUnderTheRestrictions(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(dir); len(ents) != 3 {
 		t.Fatalf("%d files in the output directory, want the 3 written", len(ents))
+	}
+}
+
+// ReadRows reads the one file it is given and nothing else: a glob that
+// would read others (or any other file) is refused.
+func TestReadRowsReadsOneFile(t *testing.T) {
+	rw := newROWorld(t)
+	dir := t.TempDir()
+	for _, n := range []string{"a.parquet", "b.parquet"} {
+		if err := wsql.CopyTick(ctxT(t), rw.b, "w", wsql.Options{Dir: rw.viewsDir}, "particle", 4, wsql.FormatParquet, filepath.Join(dir, n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	one, err := wsql.ReadRows(ctxT(t), filepath.Join(dir, "a.parquet"))
+	if err != nil || len(one) == 0 {
+		t.Fatalf("%d rows, %v", len(one), err)
+	}
+	if rows, err := wsql.ReadRows(ctxT(t), filepath.Join(dir, "*.parquet")); err == nil {
+		t.Fatalf("a glob read %d rows of two files", len(rows))
 	}
 }
