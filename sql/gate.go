@@ -100,6 +100,9 @@ func gate(ctx context.Context, conn *sql.Conn, query string) ([]statement, error
 			return nil, err
 		}
 		total += n
+		if kw, _ := firstWord(p); n != 1 && (kw == "PIVOT" || kw == "PIVOT_WIDER") {
+			return nil, refusedf("statement %d (%s) is refused: without an IN list DuckDB runs a PIVOT as two statements, the first creating a type; name the values: PIVOT … ON column IN (value, …) USING …", i+1, abbrev(p))
+		}
 		if n != 1 {
 			return nil, refusedf("statement %d (%s) is refused: its statements could not be told apart; give them one by one", i+1, abbrev(p))
 		}

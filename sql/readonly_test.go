@@ -280,6 +280,9 @@ func TestSQLReadsTheViews(t *testing.T) {
 			t.Errorf("%s: %q %v", q, out, err)
 		}
 	}
+	if _, err := query(t, db, "PIVOT (SELECT tick, entity_id FROM particle) ON tick USING count(*)"); !errors.Is(err, wsql.ErrRefused) || !strings.Contains(err.Error(), "IN list") {
+		t.Fatalf("a PIVOT without IN list: %v", err)
+	}
 	if _, err := query(t, db, "SELEC nonsense"); err == nil || !strings.Contains(err.Error(), "syntax error") {
 		t.Fatalf("a syntax error: %v", err)
 	}
