@@ -16,22 +16,23 @@ import (
 // The statement gate: user SQL runs only if every statement of it reads.
 // DuckDB's allowed directories (readonly.go) also admit writes, so a COPY
 // over a fragment, or into the catalog, must never start; and DuckDB does
-// work when it merely prepares some statements (EXPORT DATABASE creates
-// its directory), so the gate decides before anything is prepared:
+// work when it merely parses or prepares some statements (EXPORT DATABASE
+// creates its directory when prepared, PRAGMA import_database reads files
+// when parsed), so the gate decides on the text before DuckDB sees it:
 //
-//  1. The query is split into statements, and DuckDB's parser (in a
-//     database of its own with no file access) must count exactly one
-//     statement in each piece: a piece is never two statements, whose
-//     first would run while the second is prepared.
-//  2. The statement's first keyword must be one that begins only reading
-//     statements (readKeywords); a PRAGMA must be one that only reads
-//     (readPragmas); EXPLAIN must explain such a statement.
-//  3. Prepared, DuckDB must type it SELECT (EXPLAIN: the explained
-//     statement, prepared by itself, must be a SELECT): WITH … INSERT,
-//     say, passes 2 and fails here.
+//  1. The query is split into statements (split), and each statement's
+//     first keyword must be one that begins only reading statements
+//     (readKeywords); a PRAGMA must be one that only reads (readPragmas);
+//     EXPLAIN must explain such a statement. Only the text is read.
+//  2. DuckDB's parser (in a database of its own with no file access)
+//     must count exactly one statement in each: a piece is never two
+//     statements, whose first would run while the second is prepared.
+//  3. Prepared (which, for one statement, runs nothing), DuckDB must type
+//     it SELECT (EXPLAIN: the explained statement, prepared by itself,
+//     must be a SELECT): WITH … INSERT, say, passes 1 and fails here.
 //
-// A refused statement is never run, and nothing before it in the query
-// is run either: the whole query is checked first.
+// The whole query is checked before any statement of it runs, and the
+// parser's count of the whole must match the pieces'.
 
 // ErrRefused: a statement that does not only read, refused by the gate.
 var ErrRefused = errors.New("refused: worldfs sql only reads")
@@ -80,11 +81,9 @@ func gate(ctx context.Context, conn *sql.Conn, query string) ([]statement, error
 	total := 0
 	var texts []string
 	for _, p := range pieces {
-		if kw, _ := firstWord(p); kw == "" && skipSpace(p, 0) == len(p) {
+		if skipSpace(p, 0) == len(p) {
 			continue // blank or only comments
 		}
-		// Rule 2 first: it reads only the text, while DuckDB's parser
-		// already runs what some PRAGMAs do.
 		if err := checkKeyword(p, len(texts)+1); err != nil {
 			// Not SQL at all: say so. (The parser has no file access.)
 			if _, perr := countStatements(p); perr != nil && strings.HasPrefix(perr.Error(), "Parser Error") {
@@ -125,7 +124,7 @@ func refusal(text string, n int, what string) error {
 	return refusedf("statement %d (%s) is refused: %s. %s", n, abbrev(text), what, Allowed)
 }
 
-// checkKeyword applies rule 2 to text, the n-th statement of its query.
+// checkKeyword applies rule 1 to text, the n-th statement of its query.
 func checkKeyword(text string, n int) error {
 	kw, rest := firstWord(text)
 	switch {
@@ -150,8 +149,8 @@ func checkKeyword(text string, n int) error {
 	return nil
 }
 
-// check applies rule 3 to the single statement text, the n-th of its
-// query, which passed rule 2.
+// check applies rule 3 to the single statement text (rule 2), the n-th
+// of its query, which passed rule 1.
 func check(ctx context.Context, conn *sql.Conn, text string, n int) (statement, error) {
 	kw, rest := firstWord(text)
 	want := duckdb.STATEMENT_TYPE_SELECT
