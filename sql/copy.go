@@ -60,7 +60,10 @@ func copyView(ctx context.Context, b bucket.Bucket, world string, opts Options, 
 	if view != "" && !slices.Contains(s.Views, view) {
 		return fmt.Errorf("world %s run %s: table %q: %w", world, s.Run, view, ErrNotFound)
 	}
-	db, err := Open(ctx, s)
+	// The output file is the only one the confined database may write
+	// besides the views' own directories, and the only statement it runs
+	// is this COPY: no user SQL reaches it.
+	db, _, err := open(ctx, s, []string{dst})
 	if err != nil {
 		return err
 	}
@@ -72,10 +75,11 @@ func copyView(ctx context.Context, b bucket.Bucket, world string, opts Options, 
 }
 
 // ReadRows reads a Parquet (.parquet) or newline-delimited JSON (.jsonl,
-// .ndjson) file into rows, by column name: Parquet as DuckDB types it,
-// JSONL one object per non-empty line, decoded strictly with numbers kept
-// as written (json.Number: no column type is inferred, no digit lost, a
-// key absent from a line stays absent).
+// .ndjson) file into rows, by column name: Parquet as DuckDB types it (a
+// DuckDB that can open that one file and nothing else), JSONL one object
+// per non-empty line, decoded strictly with numbers kept as written
+// (json.Number: no column type is inferred, no digit lost, a key absent
+// from a line stays absent).
 func ReadRows(ctx context.Context, path string) ([]map[string]any, error) {
 	var from string
 	switch {
@@ -91,6 +95,10 @@ func ReadRows(ctx context.Context, path string) ([]map[string]any, error) {
 		return nil, err
 	}
 	defer db.Close()
+	db.SetMaxOpenConns(1)
+	if err := lockDown(ctx, db, nil, []string{path}, ""); err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
 	rows, err := db.QueryContext(ctx, "SELECT * FROM "+from)
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", path, err)

@@ -10,4 +10,9 @@
 // the script stays small at any catalog size. Local buckets are read in
 // place; any other bucket through the disk cache (package cache). Facts
 // and receipts views are still to come (issue 5).
+//
+// The DuckDB that runs user SQL is confined to reading the files the
+// views read, with its configuration locked (readonly.go), and runs only
+// statements that read (gate.go); results go to files only through
+// Export, which worldfs writes.
 package sql

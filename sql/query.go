@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -14,18 +15,39 @@ import (
 	_ "github.com/duckdb/duckdb-go/v2" // the "duckdb" database/sql driver
 )
 
-// Open returns an in-memory DuckDB with the script's views defined.
+// Open returns an in-memory DuckDB with the script's views defined,
+// confined to reading what the views read (lockDown): it can read no
+// other file, install or load no extension, and its settings are locked.
+// It can still write inside the directories the views read, so user SQL
+// goes through Run or Export, which admit only statements that read.
 func Open(ctx context.Context, s *Script) (*sql.DB, error) {
+	db, _, err := open(ctx, s, nil)
+	return db, err
+}
+
+// open is Open, with the files in writable (an internal COPY's output)
+// also allowed; it returns the directories the database may read.
+func open(ctx context.Context, s *Script, writable []string) (*sql.DB, []string, error) {
 	db, err := sql.Open("duckdb", "")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	db.SetMaxOpenConns(1) // the views' temp tables live in one connection
+	// The script is worldfs's own SQL: it runs first, then the database is
+	// confined to the files the views it defined read.
 	if _, err := db.ExecContext(ctx, s.SQL); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("defining the views of world %s: %w", s.World, err)
+		return nil, nil, fmt.Errorf("defining the views of world %s: %w", s.World, err)
 	}
-	return db, nil
+	dirs, paths, err := readDirs(ctx, db, s)
+	if err == nil {
+		err = lockDown(ctx, db, dirs, append(paths, writable...), filepath.Dir(s.FragmentList))
+	}
+	if err != nil {
+		db.Close()
+		return nil, nil, fmt.Errorf("views of world %s: %w", s.World, err)
+	}
+	return db, dirs, nil
 }
 
 // Formats of Run's output.
@@ -35,9 +57,28 @@ const (
 	FormatJSON  = "json"
 )
 
-// Run executes query and writes its result to out in format.
+// Run executes query, which may hold several statements, each of which
+// must only read (gate: nothing runs unless all do), and writes the
+// result of the last to out in format.
 func Run(ctx context.Context, db *sql.DB, query, format string, out io.Writer) error {
-	rows, err := db.QueryContext(ctx, query)
+	if format != FormatTable && format != FormatCSV && format != FormatJSON {
+		return fmt.Errorf("unknown format %q (table, csv or json)", format)
+	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	stmts, err := gate(ctx, conn, query)
+	if err != nil {
+		return err
+	}
+	for _, st := range stmts[:len(stmts)-1] {
+		if _, err := conn.ExecContext(ctx, st.text); err != nil {
+			return err
+		}
+	}
+	rows, err := conn.QueryContext(ctx, stmts[len(stmts)-1].text)
 	if err != nil {
 		return err
 	}

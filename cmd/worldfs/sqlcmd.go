@@ -52,13 +52,16 @@ func addViewFlags(fs *flag.FlagSet) *viewFlags {
 	}
 }
 
-func (v *viewFlags) build(ctx context.Context) (*wsql.Script, error) {
+// build returns the views, and the directories no output may go into: the
+// cache, and a local bucket's root.
+func (v *viewFlags) build(ctx context.Context) (*wsql.Script, []string, error) {
 	if *v.world == "" {
-		return nil, usagef("--world is required")
+		return nil, nil, usagef("--world is required")
 	}
 	if *v.at != math.MinInt64 && *v.token != "" {
-		return nil, usagef("--at and --token pin the views two ways; give one")
+		return nil, nil, usagef("--at and --token pin the views two ways; give one")
 	}
+	refuse := []string{*v.cacheDir}
 	// The views' fragment lists live beside the fragment cache; a script
 	// printed by worldfs views names its list there.
 	opts := wsql.Options{Run: *v.run, Token: *v.token, Dir: filepath.Join(*v.cacheDir, "views")}
@@ -67,38 +70,46 @@ func (v *viewFlags) build(ctx context.Context) (*wsql.Script, error) {
 	}
 	b, err := openBucket(ctx, *v.url)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer b.Close()
-	if _, isLocal := b.(*local.Bucket); !isLocal {
+	if lb, isLocal := b.(*local.Bucket); isLocal {
+		refuse = append(refuse, lb.Root())
+	} else {
 		c, id, err := openCache(*v.url, *v.cacheDir, *v.cacheSize)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		opts.Cache, opts.BucketID = c, id
 		// Catalog objects (slots, shards, table descriptions) are small,
 		// immutable and read often: keep them in memory too.
 		m, err := cache.NewMemory(256 << 20)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		defer m.Close()
-		return wsql.Build(ctx, m.Wrap(b), *v.world, opts)
+		s, err := wsql.Build(ctx, m.Wrap(b), *v.world, opts)
+		return s, refuse, err
 	}
-	return wsql.Build(ctx, b, *v.world, opts)
+	s, err := wsql.Build(ctx, b, *v.world, opts)
+	return s, refuse, err
 }
 
 func init() {
 	var vf *viewFlags
-	var format *string
+	var format, outFile *string
 	register("", command{
-		name:    "sql",
-		summary: "run a SQL query over a world's visible rows (DuckDB); views per table, _raw, _at(tick), worldfs_manifests, worldfs_lineage",
-		usage:   "QUERY",
-		example: `worldfs sql --bucket ./worldfs-data --world w1 "SELECT tick, count(*) FROM particle GROUP BY tick ORDER BY tick"`,
+		name: "sql",
+		summary: "run a read-only SQL query over a world's visible rows (DuckDB); views per table, _raw, _at(tick), worldfs_manifests, worldfs_lineage, " +
+			"worldfs_facts, worldfs_receipts; --out FILE writes the result to a file",
+		usage: "QUERY",
+		example: `worldfs sql --bucket ./worldfs-data --world w1 "SELECT tick, count(*) FROM particle GROUP BY tick ORDER BY tick"` + "\n" +
+			`  worldfs sql --bucket ./worldfs-data --world w1 --out /tmp/tick7.parquet "FROM particle_at(7)"`,
 		flags: func(fs *flag.FlagSet) {
 			vf = addViewFlags(fs)
 			format = fs.String("format", "table", "output format: table, csv or json")
+			outFile = fs.String("out", "", "write the result to this file instead, in the format its extension names: .csv, .json, .jsonl (.ndjson) or .parquet "+
+				"(replaced if it exists; never inside the bucket or the cache)")
 		},
 		run: func(ctx context.Context, fs *flag.FlagSet, args []string, out io.Writer) error {
 			if len(args) != 1 {
@@ -107,9 +118,22 @@ func init() {
 			if *format != wsql.FormatTable && *format != wsql.FormatCSV && *format != wsql.FormatJSON {
 				return usagef("--format is table, csv or json, not %q", *format)
 			}
-			s, err := vf.build(ctx)
+			formatSet := false
+			fs.Visit(func(f *flag.Flag) { formatSet = formatSet || f.Name == "format" })
+			if *outFile != "" {
+				if formatSet {
+					return usagef("--out takes its format from the file's extension; drop --format")
+				}
+				if _, ok := wsql.ExportFormats[strings.ToLower(filepath.Ext(*outFile))]; !ok {
+					return usagef("--out %s: the format comes from the extension: .csv, .json, .jsonl (.ndjson) or .parquet", *outFile)
+				}
+			}
+			s, refuse, err := vf.build(ctx)
 			if err != nil {
 				return err
+			}
+			if *outFile != "" {
+				return wsql.Export(ctx, s, args[0], *outFile, refuse)
 			}
 			db, err := wsql.Open(ctx, s)
 			if err != nil {
@@ -130,7 +154,7 @@ func init() {
 			if len(args) != 0 {
 				return usagef("views takes no arguments")
 			}
-			s, err := vf2.build(ctx)
+			s, _, err := vf2.build(ctx)
 			if err != nil {
 				return err
 			}
