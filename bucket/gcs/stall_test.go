@@ -18,6 +18,7 @@ import (
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/bucket/gcs"
 	"github.com/worldfs/worldfs/bucket/gcs/gcstest"
+	"github.com/worldfs/worldfs/index"
 )
 
 // within runs f and fails the test if it has not returned after bound: a
@@ -159,11 +160,11 @@ func TestNewLeavesTheClientsRetryPolicy(t *testing.T) {
 	}
 }
 
-// proxy forwards TCP connections to a server. Held, it withholds on the next
-// connection either what the client sends (its requests never reach the
-// server) or what the server answers (the server applies a request and its
-// answer never arrives), until the client hangs up; connections after it are
-// served normally: the stall clears.
+// proxy forwards TCP connections to a server. Held, it withholds, on the
+// first connection that carries bytes after the hold, either what the client
+// sends (the request never reaches the server) or what the server answers
+// (the server applies the request and its answer never arrives), until the
+// client hangs up; everything else is served normally: the stall clears.
 type proxy struct {
 	target string
 	l      net.Listener
@@ -205,30 +206,48 @@ func (p *proxy) held() int {
 	return p.mu.held
 }
 
+// take reports whether a hold of kind starts now, and consumes it.
+func (p *proxy) take(kind string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mu.hold != kind {
+		return false
+	}
+	p.mu.hold = ""
+	p.mu.held++
+	return true
+}
+
 func (p *proxy) serve(c net.Conn) {
 	defer c.Close()
-	p.mu.Lock()
-	hold := p.mu.hold
-	if hold != "" {
-		p.mu.held++
-		p.mu.hold = ""
-	}
-	p.mu.Unlock()
-	if hold == "requests" {
-		io.Copy(io.Discard, c) // until the client hangs up
-		return
-	}
 	s, err := net.Dial("tcp", p.target)
 	if err != nil {
 		return
 	}
 	defer s.Close()
-	back := io.Writer(c)
-	if hold == "answers" {
-		back = io.Discard
+	go p.pipe(c, s, "answers")
+	p.pipe(s, c, "requests") // until the client hangs up
+}
+
+// pipe copies src to dst until either fails; once a hold of kind starts on
+// it, everything after is withheld.
+func (p *proxy) pipe(dst io.Writer, src io.Reader, kind string) {
+	buf := make([]byte, 32<<10)
+	held := false
+	for {
+		n, err := src.Read(buf)
+		if n > 0 && !held {
+			held = p.take(kind)
+		}
+		if n > 0 && !held {
+			if _, err := dst.Write(buf[:n]); err != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
 	}
-	go io.Copy(back, s)
-	io.Copy(s, c) // until the client hangs up
 }
 
 // A stall that clears loses nothing: a create whose request or answer was
@@ -257,6 +276,46 @@ func TestStallThatClears(t *testing.T) {
 		all, lerr := bucket.Collect(b.List(ctx, "", ""))
 		if err != nil || string(got) != "slot 1" || lerr != nil || len(all) != 1 {
 			t.Fatalf("held %s: after CreateOnce: %q (%v), listing %+v (%v)", hold, got, err, all, lerr)
+		}
+	}
+}
+
+// A slot create of the catalog that stalls and clears: the commit is
+// resolved by reading the slot back, and the log holds it exactly once.
+func TestStalledSlotCreateIsResolved(t *testing.T) {
+	for _, hold := range []string{"requests", "answers"} {
+		srv := gcstest.Start(t, "b")
+		p := startProxy(t, strings.TrimPrefix(srv.URL(), "http://"))
+		t.Setenv("STORAGE_EMULATOR_HOST", "http://"+p.l.Addr().String())
+		ctx := context.Background()
+		b, err := gcs.Open(ctx, "b", hold, gcs.Options{Timeout: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		cat, epoch, err := index.CreateWorld(ctx, b, "w", index.WorldCreate{CreatedUnixMs: 1}, "creator", index.Options{NoCompactor: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cat.Close()
+		before, err := bucket.Collect(b.List(ctx, index.LogPrefix("w"), ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.hold(hold)
+		e := index.Entry{Kind: index.KindTickPublish, TickPublish: &index.TickPublish{Run: "main", Tick: 0, CommitToken: "t0", WriterEpoch: epoch,
+			Tables: []index.TableFragments{{Table: "Position", Fragments: []index.Fragment{{Path: "data/w/main/position/t0/0.parquet", Rows: 1, Bytes: 100, Digest: "d"}}}}}}
+		err = within(t, bound, "Commit", func() error { _, err := cat.Commit(ctx, e); return err })
+		if err != nil || p.held() != 1 {
+			t.Fatalf("held %s: Commit = %v with %d connections held, want the stalled slot create resolved", hold, err, p.held())
+		}
+		after, err := bucket.Collect(b.List(ctx, index.LogPrefix("w"), ""))
+		st, _, lerr := index.Load(ctx, b, "w")
+		if err != nil || lerr != nil || len(after) != len(before)+1 {
+			t.Fatalf("held %s: the log went from %d to %d slots (%v, %v), want one more", hold, len(before), len(after), err, lerr)
+		}
+		if tk, ok := st.Tick("main", 0); !ok || tk.CommitToken != "t0" {
+			t.Fatalf("held %s: tick 0 after the stall: %+v, %v", hold, tk, ok)
 		}
 	}
 }
