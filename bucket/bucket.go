@@ -28,9 +28,58 @@ var (
 	// decide; CreateOnce does that for creates.
 	ErrAmbiguous = errors.New("outcome unknown")
 	// ErrUnavailable: a read failed for a transient reason after the
-	// backend's own bounded retries; the same read may succeed later.
+	// backend's own bounded retries; the same read may succeed later. A
+	// mutation known to have changed nothing may fail with it too.
 	ErrUnavailable = errors.New("bucket unavailable")
 )
+
+// DefaultTimeout is how long a bucket call waits for the bucket to answer
+// unless the backend is told otherwise.
+const DefaultTimeout = 30 * time.Second
+
+// NotAnsweringError: the bucket sent nothing for a call's whole deadline, so
+// the call was abandoned. A mutation (create, delete) may still take effect,
+// so it matches ErrAmbiguous, unless Unapplied; everything else matches
+// ErrUnavailable. Backends return it in place of waiting on: callers that
+// resolve ambiguous outcomes (CreateOnce, DeleteOnce) do not ask a bucket
+// that did not answer over and over, since every try waits the whole
+// deadline again.
+type NotAnsweringError struct {
+	Bucket string // the bucket, as its URL or directory
+	Op     string // create, delete, get, stat, list or open
+	Name   string // the object name, or the listing's prefix
+	// After is how long the call waited for an answer.
+	After time.Duration
+	// Unapplied: the backend knows the abandoned call changed nothing (a
+	// local create abandoned before its commit point).
+	Unapplied bool
+}
+
+func (e *NotAnsweringError) Error() string {
+	name := e.Name
+	if name == "" {
+		name = "(the whole bucket)"
+	}
+	return fmt.Sprintf("bucket %s is not answering (no reply within %v to %s %s)", e.Bucket, e.After, e.Op, name)
+}
+
+// Mutation reports whether the abandoned call was a create or a delete.
+func (e *NotAnsweringError) Mutation() bool { return e.Op == "create" || e.Op == "delete" }
+
+// Is makes the error match ErrAmbiguous (a mutation that may have applied)
+// or ErrUnavailable (anything else).
+func (e *NotAnsweringError) Is(target error) bool {
+	if e.Mutation() && !e.Unapplied {
+		return target == ErrAmbiguous
+	}
+	return target == ErrUnavailable
+}
+
+// notAnswering reports whether err says the bucket did not answer in time.
+func notAnswering(err error) bool {
+	var na *NotAnsweringError
+	return errors.As(err, &na)
+}
 
 // Attrs describes one object.
 type Attrs struct {
@@ -44,7 +93,9 @@ type Attrs struct {
 }
 
 // Bucket is the object-store contract. Implementations MUST be safe for
-// concurrent use by many goroutines, and every method MUST honour ctx.
+// concurrent use by many goroutines, every method MUST honour ctx, and every
+// method MUST return within a bounded time (the backend's timeout) even if
+// the store never answers: with a *NotAnsweringError.
 type Bucket interface {
 	// Create stores data under name if and only if the name holds no object.
 	// On nil return the object is complete and durable, and every later read

@@ -16,4 +16,10 @@
 // A mutation whose outcome is unknown (a timeout, a lost response, a 429 or
 // 5xx) fails with ErrAmbiguous. Callers resolve it by reading the name back;
 // CreateOnce does exactly that and is the helper every committing caller uses.
+//
+// Every call has a deadline: a backend gives up on a store that sends
+// nothing for its timeout (DefaultTimeout unless configured) and fails the
+// call with *NotAnsweringError, which matches ErrAmbiguous for a create or
+// delete and ErrUnavailable otherwise. So a stalled store costs a bounded
+// wait, and the unknown-outcome handling above takes over.
 package bucket

@@ -23,8 +23,9 @@ const MaxAttempts = 12
 //   - ErrExist: the name holds other bytes: another writer won the name;
 //     (a name already holding exactly data is success, so CreateOnce may be
 //     called again for an object whose earlier outcome was unknown);
-//   - ErrAmbiguous: ctx ended or the attempts ran out before the outcome
-//     could be decided; the name may or may not hold data;
+//   - ErrAmbiguous: ctx ended, the attempts ran out, or the bucket did not
+//     answer (a *NotAnsweringError) before the outcome could be decided;
+//     the name may or may not hold data;
 //   - any other error from the backend, unchanged (e.g. ErrInvalidName).
 //
 // Identical bytes count as this caller's object. That is exact for what
@@ -32,10 +33,16 @@ const MaxAttempts = 12
 // and every other object is content-addressed or deterministic, so two
 // writers producing identical bytes are producing the same object.
 //
+// A bucket that does not answer is asked at most twice: a create that got
+// no reply is read back once (a read back that gets no reply ends the call),
+// and a second create without a reply ends it, so a stalled bucket costs a
+// few of the backend's deadlines, not dozens.
+//
 // Every caller that creates through a bucket with ambiguous outcomes MUST use
 // CreateOnce (or read back the same way) before acting on the outcome.
 func CreateOnce(ctx context.Context, b Bucket, name string, data []byte) (Attrs, error) {
 	var last error
+	unanswered := 0
 	for attempt := 0; attempt < MaxAttempts; attempt++ {
 		if attempt > 0 {
 			if err := Backoff(ctx, attempt); err != nil {
@@ -48,6 +55,10 @@ func CreateOnce(ctx context.Context, b Bucket, name string, data []byte) (Attrs,
 			return attrs, nil
 		case !errors.Is(err, ErrAmbiguous) && !errors.Is(err, ErrExist):
 			return Attrs{}, err
+		case notAnswering(err):
+			if unanswered++; unanswered == 2 {
+				return Attrs{}, ambiguous(name, last, err)
+			}
 		}
 		// Taken or unknown: the bytes under the name decide. A name taken
 		// by identical bytes is this call's object, landed by an earlier
@@ -72,8 +83,12 @@ func CreateOnce(ctx context.Context, b Bucket, name string, data []byte) (Attrs,
 // unknown outcome, finding the generation gone (ErrNotExist or a newer
 // generation) counts as deleted by this call: Delete is conditioned on the
 // generation, and generations never repeat.
+//
+// Like CreateOnce it sends no third delete to a bucket that did not answer
+// two: the outcome then stays ErrAmbiguous.
 func DeleteOnce(ctx context.Context, b Bucket, name string, generation int64) error {
 	var last error
+	unanswered := 0
 	for attempt := 0; attempt < MaxAttempts; attempt++ {
 		if attempt > 0 {
 			if err := Backoff(ctx, attempt); err != nil {
@@ -91,6 +106,10 @@ func DeleteOnce(ctx context.Context, b Bucket, name string, generation int64) er
 			return nil
 		case !errors.Is(err, ErrAmbiguous):
 			return err
+		case notAnswering(err):
+			if unanswered++; unanswered == 2 {
+				return fmt.Errorf("delete %s: %w (last: %v)", name, err, last)
+			}
 		}
 		last = err
 	}
@@ -99,7 +118,8 @@ func DeleteOnce(ctx context.Context, b Bucket, name string, generation int64) er
 
 // readBack reads name until it can say whether it holds data. found is
 // false only when the name is proven absent. A name holding other bytes is
-// ErrExist.
+// ErrExist. A read the bucket did not answer ends it: the backend already
+// waited its deadline (and retried within it).
 func readBack(ctx context.Context, b Bucket, name string, data []byte) (Attrs, bool, error) {
 	var last error
 	for attempt := 0; attempt < MaxAttempts; attempt++ {
@@ -118,6 +138,8 @@ func readBack(ctx context.Context, b Bucket, name string, data []byte) (Attrs, b
 			return Attrs{}, false, nil
 		case ctx.Err() != nil:
 			return Attrs{}, false, ctx.Err()
+		case notAnswering(err):
+			return Attrs{}, false, err
 		case !errors.Is(err, ErrUnavailable):
 			return Attrs{}, false, err // a permanent failure proves nothing either way
 		}

@@ -600,8 +600,14 @@ func (c *Catalog) commitLoop() {
 				s, err := c.advance(ctx)
 				cancel()
 				if err != nil {
-					c.requeue(reqs)
-					time.Sleep(100 * time.Millisecond)
+					// Nothing of theirs was sent: they fail, definitely
+					// uncommitted, rather than wait on a bucket that may
+					// not answer for long.
+					err = fmt.Errorf("world %s: reloading the log before a commit: %w", c.world, err)
+					if !errors.Is(err, bucket.ErrUnavailable) {
+						err = fmt.Errorf("%w: %w", bucket.ErrUnavailable, err)
+					}
+					c.abandon(&batch{reqs: reqs, results: make([][]Result, len(reqs)), errs: make([]error, len(reqs))}, err)
 					break
 				}
 				base = s

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/bucket/faulty"
 )
 
 // collectChanges reads the feed from `from` until it has n changes.
@@ -111,5 +114,37 @@ func TestStaleCatalogReloadsBeforeCommitting(t *testing.T) {
 	}
 	if tk, ok := final.Tick("r", 500); !ok || tk.CommitToken != "from-stale" {
 		t.Fatal("an acknowledged commit of a stale catalog is not in the log")
+	}
+}
+
+// A stale catalog that cannot reload its log fails the commits waiting on
+// it, as uncommitted (ErrUnavailable, not ErrAmbiguous), instead of retrying
+// the reload for as long as the bucket fails: a publish waits without a
+// deadline of its own.
+func TestStaleCatalogThatCannotReloadFailsTheCommit(t *testing.T) {
+	script := faulty.NewScript()
+	b := faulty.Wrap(memBucket(), script)
+	c, epoch := newWorld(t, b, "w", Options{NoCompactor: true, ReloadAfter: time.Nanosecond})
+	defer c.Close()
+	script.SetRules(faulty.Rule{Op: faulty.OpGet, Fault: faulty.Fault{Kind: faulty.FailBefore}},
+		faulty.Rule{Op: faulty.OpList, Fault: faulty.Fault{Kind: faulty.FailBefore}})
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Commit(context.Background(), publish("r", 1, "t1", epoch))
+		done <- err
+	}()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("a commit on a stale catalog whose reload fails is still waiting after 30s")
+	}
+	if !errors.Is(err, bucket.ErrUnavailable) || errors.Is(err, bucket.ErrAmbiguous) {
+		t.Fatalf("commit whose reload failed = %v, want ErrUnavailable (nothing sent)", err)
+	}
+	script.SetRules()
+	final, _, lerr := Load(ctxT(t), b, "w")
+	if _, ok := final.Tick("r", 1); lerr != nil || ok {
+		t.Fatalf("a commit answered ErrUnavailable is in the log (%v)", lerr)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/bucket/gcs"
@@ -23,14 +24,32 @@ const Help = `Bucket URLs:
   mem://NAME[?profile=gcs&seed=N]    process memory (tests, simulation); profile "gcs"
                                      models GCS latency and per-name throttling`
 
-// Open builds the bucket that rawURL names.
+// Options apply to whichever backend a URL names. They are not part of the
+// URL, which names the bucket (and keys its cache) whatever the options.
+type Options struct {
+	// Timeout is how long a bucket call waits for the bucket to answer
+	// before it fails with *bucket.NotAnsweringError (default
+	// bucket.DefaultTimeout). Every backend honours it; a memory bucket
+	// fails a call whose modeled latency exceeds it.
+	Timeout time.Duration
+}
+
+// Open builds the bucket that rawURL names, with default options.
 func Open(ctx context.Context, rawURL string) (bucket.Bucket, error) {
+	return OpenWith(ctx, rawURL, Options{})
+}
+
+// OpenWith builds the bucket that rawURL names.
+func OpenWith(ctx context.Context, rawURL string, opts Options) (bucket.Bucket, error) {
+	if opts.Timeout < 0 {
+		return nil, fmt.Errorf("bucket timeout %v: must be positive", opts.Timeout)
+	}
 	if rawURL == "" {
 		return nil, fmt.Errorf("empty bucket URL\n%s", Help)
 	}
 	scheme, rest, ok := strings.Cut(rawURL, "://")
 	if !ok {
-		return local.Open(rawURL)
+		return local.OpenWith(rawURL, local.Options{Timeout: opts.Timeout})
 	}
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -41,24 +60,27 @@ func Open(ctx context.Context, rawURL string) (bucket.Bucket, error) {
 		if u.Host != "" && u.Host != "localhost" {
 			return nil, fmt.Errorf("bucket URL %q: a file URL names a local path (file:///path)", rawURL)
 		}
-		return local.Open(u.Path)
+		return local.OpenWith(u.Path, local.Options{Timeout: opts.Timeout})
 	case "gs":
 		if u.Host == "" {
 			return nil, fmt.Errorf("bucket URL %q: no bucket name (gs://BUCKET/PREFIX)", rawURL)
 		}
-		return gcs.Open(ctx, u.Host, u.Path, gcs.Options{})
+		return gcs.Open(ctx, u.Host, u.Path, gcs.Options{Timeout: opts.Timeout})
 	case "mem":
-		return openMem(rawURL, u)
+		return openMem(rawURL, u, opts.Timeout)
 	}
 	return nil, fmt.Errorf("bucket URL %q: unknown scheme %q in %q\n%s", rawURL, scheme, scheme+"://"+rest, Help)
 }
 
-func openMem(rawURL string, u *url.URL) (bucket.Bucket, error) {
+func openMem(rawURL string, u *url.URL, timeout time.Duration) (bucket.Bucket, error) {
 	name := u.Host + u.Path
 	if name == "" {
 		return nil, fmt.Errorf("bucket URL %q: no name (mem://NAME)", rawURL)
 	}
-	var opts mem.Options
+	opts := mem.Options{Timeout: timeout}
+	if timeout == 0 {
+		opts.Timeout = bucket.DefaultTimeout
+	}
 	q := u.Query()
 	if p := q.Get("profile"); p != "" {
 		prof, ok := mem.Profiles[p]

@@ -13,6 +13,20 @@
 // One limit of a file system shows through: a name cannot be both an object
 // and the directory of other objects ("a" and "a/b"). Such a Create fails
 // with an error saying so.
+//
+// A file system can hang (a dead NFS server, a failing disk), and a system
+// call cannot be cancelled. So every call runs on a goroutine of its own and
+// the caller waits at most Options.Timeout without progress for it; then
+// the call fails with *bucket.NotAnsweringError and is abandoned. An
+// abandoned call keeps its goroutine, and any file it holds open, until the
+// file system answers; then it finishes on its own and its result is
+// dropped. It never passes its commit point after being abandoned: a create
+// or delete checks, just before link(2) or unlink(2), whether its caller is
+// still waiting, and stops if not (a create then removes its temporary
+// file). So an abandoned create or delete that had not reached that point is
+// known to have changed nothing (NotAnsweringError.Unapplied); one already
+// in link(2) or unlink(2), or in the fsync after it, may still land, and is
+// reported as bucket.ErrAmbiguous.
 package local
 
 import (
@@ -49,11 +63,19 @@ const (
 // even if the process that wrote it looks alive (its pid may be reused).
 const staleTempAge = 24 * time.Hour
 
+// Options tune a local bucket.
+type Options struct {
+	// Timeout is how long a call waits on a file system that makes no
+	// progress before giving the call up (default bucket.DefaultTimeout).
+	Timeout time.Duration
+}
+
 // Bucket is a local directory bucket.
 type Bucket struct {
-	root string // absolute, clean
-	tmp  string // root/.worldfs/tmp
-	lock string // root/.worldfs/delete.lock
+	timeout time.Duration
+	root    string // absolute, clean
+	tmp     string // root/.worldfs/tmp
+	lock    string // root/.worldfs/delete.lock
 	// synced holds directories whose own entry this process has fsynced
 	// into their parent; a directory made by another process (perhaps one
 	// that crashed before syncing) is synced again before it is trusted.
@@ -62,28 +84,46 @@ type Bucket struct {
 
 var _ bucket.Bucket = (*Bucket)(nil)
 
-// Open opens (creating it if needed) the bucket rooted at dir and removes
-// temporary files left by crashed writers.
-func Open(dir string) (*Bucket, error) {
+// Open opens (creating it if needed) the bucket rooted at dir with default
+// options and removes temporary files left by crashed writers.
+func Open(dir string) (*Bucket, error) { return OpenWith(dir, Options{}) }
+
+// OpenWith is Open with options. Opening is bounded by the timeout too.
+func OpenWith(dir string, opts Options) (*Bucket, error) {
+	if opts.Timeout <= 0 {
+		opts.Timeout = bucket.DefaultTimeout
+	}
 	root, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, fmt.Errorf("local bucket %s: %w", dir, err)
 	}
 	b := &Bucket{
-		root: root,
-		tmp:  filepath.Join(root, bucket.ReservedPrefix, "tmp"),
-		lock: filepath.Join(root, bucket.ReservedPrefix, "delete.lock"),
+		timeout: opts.Timeout,
+		root:    root,
+		tmp:     filepath.Join(root, bucket.ReservedPrefix, "tmp"),
+		lock:    filepath.Join(root, bucket.ReservedPrefix, "delete.lock"),
 	}
-	if err := os.MkdirAll(b.tmp, 0o755); err != nil {
-		return nil, fmt.Errorf("local bucket %s: %w", dir, err)
-	}
-	if err := b.cleanTemp(); err != nil {
-		return nil, fmt.Errorf("local bucket %s: cleaning temporary files: %w", dir, err)
-	}
-	if err := b.checkTimestamps(); err != nil {
-		return nil, fmt.Errorf("local bucket %s: %w", dir, err)
+	_, err = bounded(context.Background(), b, "open", "", func(context.Context, *call) (struct{}, error) {
+		return struct{}{}, b.prepare(dir)
+	})
+	if err != nil {
+		return nil, err
 	}
 	return b, nil
+}
+
+// prepare makes the bucket's directories and checks the file system.
+func (b *Bucket) prepare(dir string) error {
+	if err := os.MkdirAll(b.tmp, 0o755); err != nil {
+		return fmt.Errorf("local bucket %s: %w", dir, err)
+	}
+	if err := b.cleanTemp(); err != nil {
+		return fmt.Errorf("local bucket %s: cleaning temporary files: %w", dir, err)
+	}
+	if err := b.checkTimestamps(); err != nil {
+		return fmt.Errorf("local bucket %s: %w", dir, err)
+	}
+	return nil
 }
 
 // checkTimestamps refuses file systems that do not keep modification times
@@ -157,9 +197,12 @@ func (b *Bucket) Create(ctx context.Context, name string, data []byte) (bucket.A
 	if err != nil {
 		return bucket.Attrs{}, err
 	}
-	if err := ctx.Err(); err != nil {
-		return bucket.Attrs{}, err
-	}
+	return bounded(ctx, b, "create", name, func(_ context.Context, c *call) (bucket.Attrs, error) {
+		return b.create(c, name, path, data)
+	})
+}
+
+func (b *Bucket) create(c *call, name, path string, data []byte) (bucket.Attrs, error) {
 	if err := b.mkdirDurable(filepath.Dir(path)); err != nil {
 		return bucket.Attrs{}, fmt.Errorf("local: create %s: %w", name, err)
 	}
@@ -171,6 +214,9 @@ func (b *Bucket) Create(ctx context.Context, name string, data []byte) (bucket.A
 		return bucket.Attrs{}, fmt.Errorf("local: create %s: %w", name, err)
 	}
 	failpoint.Hit(FailpointSynced)
+	if !c.commit() {
+		return bucket.Attrs{}, errAbandoned
+	}
 	if err := os.Link(tmp, path); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			if info, serr := os.Lstat(path); serr == nil && info.IsDir() {
@@ -317,34 +363,72 @@ func (b *Bucket) readErr(op, name string, err error) error {
 	return fmt.Errorf("local: %s %s: %w", op, name, err)
 }
 
+// readPiece is how much one read(2) of an object asks for; each piece is
+// progress for the call's deadline.
+const readPiece = 1 << 20
+
+// readAt fills data from f at off, piece by piece.
+func readAt(c *call, f *os.File, data []byte, off int64) error {
+	for len(data) > 0 {
+		n, err := f.ReadAt(data[:min(len(data), readPiece)], off)
+		data, off = data[n:], off+int64(n)
+		if err != nil {
+			if errors.Is(err, io.EOF) && len(data) > 0 {
+				err = io.ErrUnexpectedEOF
+			}
+			if len(data) > 0 {
+				return err
+			}
+		}
+		c.progress()
+	}
+	return nil
+}
+
+type getResult struct {
+	data  []byte
+	attrs bucket.Attrs
+}
+
 func (b *Bucket) Get(ctx context.Context, name string) ([]byte, bucket.Attrs, error) {
-	f, attrs, err := b.open(ctx, "get", name)
-	if err != nil {
+	if _, err := b.Path(name); err != nil {
 		return nil, bucket.Attrs{}, err
 	}
-	defer f.Close()
-	data := make([]byte, attrs.Size)
-	if _, err := io.ReadFull(f, data); err != nil {
-		return nil, bucket.Attrs{}, fmt.Errorf("local: get %s: %w", name, err)
-	}
-	return data, attrs, nil
+	r, err := bounded(ctx, b, "get", name, func(ctx context.Context, c *call) (getResult, error) {
+		f, attrs, err := b.open(ctx, "get", name)
+		if err != nil {
+			return getResult{}, err
+		}
+		defer f.Close()
+		data := make([]byte, attrs.Size)
+		if err := readAt(c, f, data, 0); err != nil {
+			return getResult{}, fmt.Errorf("local: get %s: %w", name, err)
+		}
+		return getResult{data, attrs}, nil
+	})
+	return r.data, r.attrs, err
 }
 
 func (b *Bucket) GetRange(ctx context.Context, name string, offset, length int64) ([]byte, error) {
-	f, attrs, err := b.open(ctx, "get", name)
-	if err != nil {
+	if _, err := b.Path(name); err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	lo, hi, err := bucket.ClampRange(name, attrs.Size, offset, length)
-	if err != nil {
-		return nil, err
-	}
-	data := make([]byte, hi-lo)
-	if _, err := f.ReadAt(data, lo); err != nil && !(errors.Is(err, io.EOF) && len(data) == 0) {
-		return nil, fmt.Errorf("local: get %s: %w", name, err)
-	}
-	return data, nil
+	return bounded(ctx, b, "get", name, func(ctx context.Context, c *call) ([]byte, error) {
+		f, attrs, err := b.open(ctx, "get", name)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		lo, hi, err := bucket.ClampRange(name, attrs.Size, offset, length)
+		if err != nil {
+			return nil, err
+		}
+		data := make([]byte, hi-lo)
+		if err := readAt(c, f, data, lo); err != nil {
+			return nil, fmt.Errorf("local: get %s: %w", name, err)
+		}
+		return data, nil
+	})
 }
 
 func (b *Bucket) Stat(ctx context.Context, name string) (bucket.Attrs, error) {
@@ -352,9 +436,12 @@ func (b *Bucket) Stat(ctx context.Context, name string) (bucket.Attrs, error) {
 	if err != nil {
 		return bucket.Attrs{}, err
 	}
-	if err := ctx.Err(); err != nil {
-		return bucket.Attrs{}, err
-	}
+	return bounded(ctx, b, "stat", name, func(context.Context, *call) (bucket.Attrs, error) {
+		return b.stat(name, path)
+	})
+}
+
+func (b *Bucket) stat(name, path string) (bucket.Attrs, error) {
 	info, err := os.Stat(path)
 	if err == nil && !info.Mode().IsRegular() {
 		err = fs.ErrNotExist
@@ -368,16 +455,17 @@ func (b *Bucket) Stat(ctx context.Context, name string) (bucket.Attrs, error) {
 // List walks the directory tree in name order. Each directory is read once
 // per listing; entries sort as their names would, a directory "d" as "d/".
 func (b *Bucket) List(ctx context.Context, prefix, startAfter string) iter.Seq2[bucket.Attrs, error] {
-	return func(yield func(bucket.Attrs, error) bool) {
-		if err := bucket.ValidatePrefix(prefix); err != nil {
-			yield(bucket.Attrs{}, err)
-			return
-		}
-		dir := prefix[:strings.LastIndexByte(prefix, '/')+1]
-		if err := b.walk(ctx, dir, prefix, startAfter, yield); err != nil && err != errStop {
-			yield(bucket.Attrs{}, err)
-		}
+	if err := bucket.ValidatePrefix(prefix); err != nil {
+		return func(yield func(bucket.Attrs, error) bool) { yield(bucket.Attrs{}, err) }
 	}
+	return boundedList(ctx, b, prefix, func(ctx context.Context) iter.Seq2[bucket.Attrs, error] {
+		return func(yield func(bucket.Attrs, error) bool) {
+			dir := prefix[:strings.LastIndexByte(prefix, '/')+1]
+			if err := b.walk(ctx, dir, prefix, startAfter, yield); err != nil && err != errStop {
+				yield(bucket.Attrs{}, err)
+			}
+		}
+	})
 }
 
 type entry struct {
@@ -456,9 +544,13 @@ func (b *Bucket) Delete(ctx context.Context, name string, generation int64) erro
 	if err != nil {
 		return err
 	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
+	_, err = bounded(ctx, b, "delete", name, func(_ context.Context, c *call) (struct{}, error) {
+		return struct{}{}, b.delete(c, name, path, generation)
+	})
+	return err
+}
+
+func (b *Bucket) delete(c *call, name, path string, generation int64) error {
 	unlock, err := b.lockDeletes()
 	if err != nil {
 		return fmt.Errorf("local: delete %s: %w", name, err)
@@ -473,6 +565,9 @@ func (b *Bucket) Delete(ctx context.Context, name string, generation int64) erro
 	}
 	if gen := info.ModTime().UnixNano(); gen != generation {
 		return fmt.Errorf("local: delete %s at generation %d (now %d): %w", name, generation, gen, bucket.ErrGenerationMismatch)
+	}
+	if !c.commit() {
+		return errAbandoned
 	}
 	if err := os.Remove(path); err != nil {
 		return fmt.Errorf("local: delete %s: %w", name, err)

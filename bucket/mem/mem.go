@@ -79,6 +79,12 @@ type Options struct {
 	Profile Profile
 	// Seed seeds the latency model, so a run can be replayed.
 	Seed uint64
+	// Timeout is the deadline a real backend would give a call (0: none).
+	// A call whose sampled latency exceeds it waits Timeout and fails with
+	// *bucket.NotAnsweringError; a mutation whose first half of latency
+	// fits in Timeout still takes effect, as a request that reached the
+	// server and lost its answer would.
+	Timeout time.Duration
 }
 
 // ThrottledError is the memory model's HTTP 429: a mutation of one name
@@ -125,6 +131,7 @@ func newStore() *store {
 type Bucket struct {
 	store   *store
 	profile Profile
+	timeout time.Duration
 	rngMu   sync.Mutex
 	rng     *rand.Rand
 }
@@ -133,7 +140,7 @@ var _ bucket.Bucket = (*Bucket)(nil)
 
 // New returns an empty bucket of its own.
 func New(opts Options) *Bucket {
-	return &Bucket{store: newStore(), profile: opts.Profile, rng: rand.New(rand.NewPCG(opts.Seed, 0x776f726c64667321))}
+	return &Bucket{store: newStore(), profile: opts.Profile, timeout: opts.Timeout, rng: rand.New(rand.NewPCG(opts.Seed, 0x776f726c64667321))}
 }
 
 var registry struct {
@@ -181,9 +188,31 @@ func (b *Bucket) latency(d Dist) time.Duration {
 
 // around runs apply in the middle of one sampled latency of d. A context
 // that ends before apply leaves the store untouched; one that ends after
-// reports the error as an unknown outcome for mutations.
-func (b *Bucket) around(ctx context.Context, d Dist, mutation bool, apply func() error) error {
+// reports the error as an unknown outcome for mutations. A latency past the
+// bucket's timeout is a call that got no answer (op and name name it).
+func (b *Bucket) around(ctx context.Context, d Dist, op, name string, apply func() error) error {
+	mutation := op == "create" || op == "delete"
 	lat := b.latency(d)
+	if b.timeout > 0 && lat > b.timeout {
+		noReply := &bucket.NotAnsweringError{Bucket: b.String(), Op: op, Name: name, After: b.timeout}
+		if lat/2 >= b.timeout {
+			noReply.Unapplied = true
+			if err := bucket.Sleep(ctx, b.timeout); err != nil {
+				return err
+			}
+			return noReply
+		}
+		if err := bucket.Sleep(ctx, lat/2); err != nil {
+			return err
+		}
+		_ = apply() // its answer never arrives
+		if err := bucket.Sleep(ctx, b.timeout-lat/2); err != nil && mutation {
+			return fmt.Errorf("%w: response lost: %w", bucket.ErrAmbiguous, err)
+		} else if err != nil {
+			return err
+		}
+		return noReply
+	}
 	if err := bucket.Sleep(ctx, lat/2); err != nil {
 		return err
 	}
@@ -218,7 +247,7 @@ func (b *Bucket) Create(ctx context.Context, name string, data []byte) (bucket.A
 		return bucket.Attrs{}, err
 	}
 	var attrs bucket.Attrs
-	err := b.around(ctx, b.profile.Create, true, func() error {
+	err := b.around(ctx, b.profile.Create, "create", name, func() error {
 		s := b.store
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -249,7 +278,7 @@ func (b *Bucket) lookup(ctx context.Context, op, name string) (*object, error) {
 		return nil, err
 	}
 	var o *object
-	err := b.around(ctx, b.profile.Read, false, func() error {
+	err := b.around(ctx, b.profile.Read, op, name, func() error {
 		b.store.mu.Lock()
 		defer b.store.mu.Unlock()
 		var ok bool
@@ -300,7 +329,7 @@ func (b *Bucket) List(ctx context.Context, prefix, startAfter string) iter.Seq2[
 		inclusive := startAfter < prefix // prefix itself may be an object
 		for {
 			var page []bucket.Attrs
-			err := b.around(ctx, b.profile.List, false, func() error {
+			err := b.around(ctx, b.profile.List, "list", prefix, func() error {
 				b.store.mu.Lock()
 				defer b.store.mu.Unlock()
 				b.store.mu.objects.AscendGreaterOrEqual(&object{name: after}, func(o *object) bool {
@@ -336,7 +365,7 @@ func (b *Bucket) Delete(ctx context.Context, name string, generation int64) erro
 	if err := bucket.ValidateName(name); err != nil {
 		return err
 	}
-	return b.around(ctx, b.profile.Delete, true, func() error {
+	return b.around(ctx, b.profile.Delete, "delete", name, func() error {
 		s := b.store
 		s.mu.Lock()
 		defer s.mu.Unlock()

@@ -97,3 +97,29 @@ func TestOpenSharesStoreByName(t *testing.T) {
 		t.Fatalf("a bucket of its own sees another's object: %v", err)
 	}
 }
+
+// A modeled latency past the bucket's timeout is a call without a reply:
+// NotAnsweringError after the timeout. A create whose request half fits in
+// the timeout lands (ambiguous); one whose request half does not, does not
+// (unapplied). Reads are unavailable.
+func TestLatencyPastTheTimeout(t *testing.T) {
+	ctx := context.Background()
+	var noReply *bucket.NotAnsweringError
+	for _, tc := range []struct {
+		create time.Duration
+		lands  bool
+	}{{80 * time.Millisecond, true}, {time.Hour, false}} {
+		b := New(Options{Timeout: 50 * time.Millisecond, Profile: Profile{Name: "slow", Create: Dist{P50: tc.create}}})
+		_, err := b.Create(ctx, "x", []byte("x"))
+		if !errors.As(err, &noReply) || errors.Is(err, bucket.ErrAmbiguous) != tc.lands {
+			t.Fatalf("create of latency %v: %v, want NotAnsweringError, ambiguous %v", tc.create, err, tc.lands)
+		}
+		if _, err := b.Stat(ctx, "x"); (err == nil) != tc.lands {
+			t.Fatalf("create of latency %v: Stat after = %v, landed should be %v", tc.create, err, tc.lands)
+		}
+	}
+	b := New(Options{Timeout: 50 * time.Millisecond, Profile: Profile{Name: "slow", Read: Dist{P50: time.Hour}}})
+	if _, _, err := b.Get(ctx, "x"); !errors.As(err, &noReply) || !errors.Is(err, bucket.ErrUnavailable) {
+		t.Fatalf("Get of latency 1h = %v, want an unavailable NotAnsweringError", err)
+	}
+}

@@ -14,10 +14,12 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/bucket/bucketurl"
 	"github.com/worldfs/worldfs/cache"
+	"github.com/worldfs/worldfs/engine"
 )
 
 // command is one CLI command: its flags are parsed by run's FlagSet.
@@ -43,17 +45,56 @@ func register(group string, c command) { commands[group] = append(commands[group
 
 const defaultBucket = "./worldfs-data"
 
-// bucketFlag adds --bucket, defaulting to $WORLDFS_BUCKET or ./worldfs-data.
+// bucketFlag adds --bucket, defaulting to $WORLDFS_BUCKET or ./worldfs-data,
+// and --bucket-timeout.
 func bucketFlag(fs *flag.FlagSet) *string {
 	def := os.Getenv("WORLDFS_BUCKET")
 	if def == "" {
 		def = defaultBucket
 	}
+	timeoutFlag(fs)
 	return fs.String("bucket", def, "bucket URL (env WORLDFS_BUCKET)")
 }
 
+// bucketTimeout is how long a bucket call waits for an answer: the
+// --bucket-timeout of the command being run (every command that opens a
+// bucket has it), else $WORLDFS_BUCKET_TIMEOUT, else 30s. timeoutErr is a
+// bad $WORLDFS_BUCKET_TIMEOUT that no flag overrode.
+var (
+	bucketTimeout time.Duration
+	timeoutErr    error
+)
+
+// timeoutFlag adds --bucket-timeout.
+func timeoutFlag(fs *flag.FlagSet) {
+	bucketTimeout, timeoutErr = bucket.DefaultTimeout, nil
+	if env := os.Getenv("WORLDFS_BUCKET_TIMEOUT"); env != "" {
+		if err := (timeoutValue{}).Set(env); err != nil {
+			timeoutErr = usagef("WORLDFS_BUCKET_TIMEOUT: %v", err)
+		}
+	}
+	fs.Var(timeoutValue{}, "bucket-timeout", "a bucket call waits this long for the bucket to answer, then the command fails with exit status 3 (`duration`, default 30s; env WORLDFS_BUCKET_TIMEOUT)")
+}
+
+// timeoutValue is --bucket-timeout: a positive duration.
+type timeoutValue struct{}
+
+func (timeoutValue) String() string { return bucket.DefaultTimeout.String() }
+
+func (timeoutValue) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return fmt.Errorf("%q is not a positive duration (e.g. 30s, 2m)", s)
+	}
+	bucketTimeout, timeoutErr = d, nil
+	return nil
+}
+
 func openBucket(ctx context.Context, url string) (bucket.Bucket, error) {
-	return bucketurl.Open(ctx, url)
+	if timeoutErr != nil {
+		return nil, timeoutErr
+	}
+	return bucketurl.OpenWith(ctx, url, bucketurl.Options{Timeout: bucketTimeout})
 }
 
 func main() {
@@ -73,9 +114,11 @@ func main() {
 }
 
 // run executes one command line and returns the exit code: 0 success, 1 a
-// failed command, 2 a bad command line. Errors map to exit codes only here.
+// failed command, 2 a bad command line, 3 the bucket did not answer. Errors
+// map to exit codes only here.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	err := dispatch(ctx, args, stdout, stderr)
+	var noReply *bucket.NotAnsweringError
 	switch {
 	case err == nil || errors.Is(err, flag.ErrHelp):
 		return 0
@@ -83,6 +126,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "worldfs:", err)
 		fmt.Fprintln(stderr, "Run 'worldfs --help' for usage.")
 		return 2
+	case errors.As(err, &noReply):
+		fmt.Fprintln(stderr, "worldfs:", notAnsweringLine(err, noReply))
+		return 3
 	case errors.Is(err, cache.ErrCorruptFragment):
 		fmt.Fprintln(stderr, "worldfs:", err)
 		fmt.Fprintln(stderr, "worldfs: the bucket's data differs from the catalog; 'worldfs check --world W --read-data' lists every damaged fragment.")
@@ -91,6 +137,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "worldfs:", err)
 		return 1
 	}
+}
+
+// notAnsweringLine is the one line a user sees when the bucket stopped
+// answering: which bucket, how long a call waited on what, and whether a
+// write of this command is left in doubt (an unresolved create, or a tick
+// whose publish could not be reconciled).
+func notAnsweringLine(err error, noReply *bucket.NotAnsweringError) string {
+	if errors.Is(err, bucket.ErrAmbiguous) || errors.Is(err, engine.ErrFrozen) {
+		return noReply.Error() + "; whether this command's last write was committed is unknown until the bucket answers: look before repeating it"
+	}
+	return noReply.Error() + "; nothing was committed by the call that got no reply, and no write is in doubt"
 }
 
 func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -164,6 +221,9 @@ func topUsage(w io.Writer) {
 	fmt.Fprintln(w, `worldfs keeps simulation worlds as Parquet fragments in an object-store bucket.
 
 Usage: worldfs COMMAND [flags]    (every command takes --help)
+
+Exit status: 0 done, 1 failed, 2 bad command line, 3 the bucket did not
+answer within --bucket-timeout (the message says whether a write is in doubt).
 
 Commands:`)
 	groups := make([]string, 0, len(commands))

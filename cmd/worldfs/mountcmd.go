@@ -36,6 +36,7 @@ func addMountFlags(fs *flag.FlagSet) *mountFlags {
 	fs.Int64Var(&f.cacheSize, "cache-size", 10<<30, "bytes the cache may hold")
 	fs.BoolVar(&f.debug, "debug", false, "log every FUSE request")
 	fs.StringVar(&f.role, "role", "operator", "the role ctl commands act with: writing facts and receipts needs operator or admin")
+	timeoutFlag(fs)
 	fs.BoolVar(&f.xattrs, "xattrs", true, "serve the commit-identity extended attributes (user.worldfs.*); --xattrs=false makes ls -l of big directories many times faster, since ls asks for three attributes per entry")
 	return f
 }

@@ -4,6 +4,8 @@
 package gcstest
 
 import (
+	"net"
+	"sync"
 	"testing"
 
 	"github.com/fsouza/fake-gcs-server/fakestorage"
@@ -29,4 +31,39 @@ func Start(t testing.TB, buckets ...string) *Server {
 	}
 	t.Setenv("STORAGE_EMULATOR_HOST", srv.URL())
 	return &Server{srv}
+}
+
+// Unresponsive starts a TCP listener on loopback that accepts connections
+// and never answers (a server stopped with SIGSTOP looks the same to a
+// client), sets STORAGE_EMULATOR_HOST to it for the test, and closes it and
+// its connections when the test ends. It returns its address.
+func Unresponsive(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listening: %v", err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	t.Setenv("STORAGE_EMULATOR_HOST", "http://"+l.Addr().String())
+	return l.Addr().String()
 }
