@@ -61,23 +61,14 @@ func Export(ctx context.Context, s *Script, query, path string, refuse []string)
 			return fmt.Errorf("%s is inside %s: worldfs sql never writes into the bucket or its cache; name a file elsewhere: %w", path, d, ErrOutputPath)
 		}
 	}
-	conn, err := db.Conn(ctx)
+	conn, stmts, err := gated(ctx, db, query)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	stmts, err := gate(ctx, conn, query)
-	if err != nil {
-		return err
-	}
 	last := stmts[len(stmts)-1]
 	if last.keyword == "EXPLAIN" || last.keyword == "PRAGMA" {
 		return refusedf("statement %d (%s) is refused: --out writes the rows of a query (SELECT, WITH, FROM, VALUES, TABLE, DESCRIBE, SHOW, SUMMARIZE, PIVOT), not %s", len(stmts), abbrev(last.text), last.keyword)
-	}
-	for _, st := range stmts[:len(stmts)-1] {
-		if _, err := conn.ExecContext(ctx, st.text); err != nil {
-			return err
-		}
 	}
 	// The checked statement is one complete query, so it closes every
 	// parenthesis, string and quoted name it opens; the line breaks end a

@@ -72,6 +72,29 @@ type statement struct {
 	keyword string // its first keyword, upper case
 }
 
+// gated checks query on a connection of db (gate) and runs every
+// statement but the last; it returns the connection (the caller closes it)
+// and the last statement, for the caller to run its own way.
+func gated(ctx context.Context, db *sql.DB, query string) (*sql.Conn, []statement, error) {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	stmts, err := gate(ctx, conn, query)
+	if err == nil {
+		for _, st := range stmts[:len(stmts)-1] {
+			if _, err = conn.ExecContext(ctx, st.text); err != nil {
+				break
+			}
+		}
+	}
+	if err != nil {
+		conn.Close()
+		return nil, nil, err
+	}
+	return conn, stmts, nil
+}
+
 // gate splits query into its statements and checks each (see above) on
 // conn, which holds the views. It returns them in order, or an error
 // that names the first statement refused.

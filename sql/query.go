@@ -64,20 +64,11 @@ func Run(ctx context.Context, db *sql.DB, query, format string, out io.Writer) e
 	if format != FormatTable && format != FormatCSV && format != FormatJSON {
 		return fmt.Errorf("unknown format %q (table, csv or json)", format)
 	}
-	conn, err := db.Conn(ctx)
+	conn, stmts, err := gated(ctx, db, query)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	stmts, err := gate(ctx, conn, query)
-	if err != nil {
-		return err
-	}
-	for _, st := range stmts[:len(stmts)-1] {
-		if _, err := conn.ExecContext(ctx, st.text); err != nil {
-			return err
-		}
-	}
 	rows, err := conn.QueryContext(ctx, stmts[len(stmts)-1].text)
 	if err != nil {
 		return err

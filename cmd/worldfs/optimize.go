@@ -51,19 +51,14 @@ func init() {
 			if *tables != "" {
 				opts.Tables = strings.Split(*tables, ",")
 			}
-			if terminal(os.Stderr) {
-				opts.Progress = func(p engine.CompactProgress) {
-					state := "already compact"
-					if p.Compacted {
-						state = "compacted"
-					}
-					fmt.Fprintf(os.Stderr, "\r\033[Kticks %d..%d %s (%d/%d windows)", p.Span.From, p.Span.To, state, p.Done, p.Total)
-					if p.Done == p.Total {
-						fmt.Fprintln(os.Stderr)
-					}
-				}
+			status := newStatusLine(os.Stderr)
+			opts.Progress = func(p engine.CompactProgress) {
+				status.set(func() string {
+					return fmt.Sprintf("compacting: window %d/%d (ticks %d..%d)", p.Done, p.Total, p.Span.From, p.Span.To)
+				})
 			}
 			res, err := engine.Compact(ctx, b, cat, opts)
+			status.done()
 			if err != nil {
 				return err
 			}
@@ -81,13 +76,6 @@ func init() {
 			return nil
 		},
 	})
-}
-
-// terminal reports whether f is a terminal (progress is shown there, not in
-// pipes or logs).
-func terminal(f *os.File) bool {
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
