@@ -689,13 +689,15 @@ func TestEvaluationLiveHolderKeepsItsLease(t *testing.T) {
 	var runs atomic.Int32
 	slow := func(ctx context.Context, s engine.Subject) ([]engine.Outcome, error) {
 		runs.Add(1)
-		time.Sleep(350 * time.Millisecond)
+		time.Sleep(1200 * time.Millisecond) // four leases: renewed three times or more
 		return passing(ctx, s)
 	}
 	var wg sync.WaitGroup
 	receipts := make([]engine.EvaluationReceipt, 3)
 	for i := range receipts {
-		svc, err := engine.OpenIngestionService(ctx, b, "w", engine.IngestOptions{Lease: 100 * time.Millisecond, MaxWait: 5 * time.Second, Catalog: quiet.Catalog})
+		// A lease long enough that a loaded machine's scheduling delays do
+		// not stall a renewal past it (renewals come every third of it).
+		svc, err := engine.OpenIngestionService(ctx, b, "w", engine.IngestOptions{Lease: 300 * time.Millisecond, MaxWait: 10 * time.Second, Catalog: quiet.Catalog})
 		if err != nil {
 			t.Fatal(err)
 		}
