@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"math"
+	"os"
 	"strings"
 	"testing"
 
@@ -167,4 +168,62 @@ func firstDiff(a, b string) string {
 		}
 	}
 	return fmt.Sprintf("%d lines before, %d after", len(al), len(bl))
+}
+
+// A world continued from legacy history compacts its own published ticks
+// and keeps its legacy rows as they are; an uncoordinated world has nothing
+// the catalog can compact. The views say the same before and after.
+func TestLegacyAndUncoordinatedHistoryAfterCompaction(t *testing.T) {
+	ctx := ctxT(t)
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS("../testdata/legacy")); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := local.Open(dir)
+	var legacy []*engine.Table
+	for _, nt := range particles.Tables() {
+		lt, _ := engine.NewLegacyTable(nt.Name, nt.Components...)
+		legacy = append(legacy, lt)
+	}
+	w, err := engine.ContinueLegacyWorld(ctx, b, "legacyworld", particles.Tables(), legacy, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	particles.Install(w)
+	run(t, w, 100)
+	bare, err := engine.Uncoordinated(ctx, "bare", b, particles.Tables(), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	particles.Install(bare)
+	run(t, bare, 20)
+	queries := []string{
+		"SELECT * FROM particle_raw ORDER BY tick, entity_id",
+		"SELECT * FROM emitter_raw ORDER BY tick, entity_id",
+		"SELECT * FROM particle_at(4) ORDER BY entity_id",
+		"SELECT * FROM particle_at(30) ORDER BY entity_id",
+	}
+	before := map[string]string{}
+	for _, world := range []string{"legacyworld", "bare"} {
+		before[world] = dump(t, views(t, b, world, wsql.Options{Dir: t.TempDir()}), queries...)
+	}
+	res, err := engine.Compact(ctx, b, w.Catalog(), engine.CompactOptions{Recent: 10})
+	if err != nil || res.Windows != 1 {
+		t.Fatalf("compaction of the continued world: %+v, %v; want its window 0..63", res, err)
+	}
+	w.Close()
+	cat, err := index.Open(ctx, b, "bare", index.Options{NoCompactor: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err = engine.Compact(ctx, b, cat, engine.CompactOptions{Recent: 1})
+	cat.Close()
+	if err != nil || res.Windows != 0 {
+		t.Fatalf("compaction of an uncoordinated world: %+v, %v; want nothing", res, err)
+	}
+	for _, world := range []string{"legacyworld", "bare"} {
+		if after := dump(t, views(t, b, world, wsql.Options{Dir: t.TempDir()}), queries...); after != before[world] {
+			t.Fatalf("world %s: the views changed with compaction:\n%s", world, firstDiff(before[world], after))
+		}
+	}
 }
