@@ -45,6 +45,10 @@ type CompactOptions struct {
 	// what DuckDB scans well in one file); a window holding more is cut
 	// into several files at tick boundaries.
 	TargetRows int64
+	// MinFacts is how many facts of one claim shard (a fixed 1/256 of a
+	// run's claims) wait in fragments of their own before they are
+	// compacted together (default 16).
+	MinFacts int
 	// Tables, if set, limits compaction to these tables (by name or id).
 	Tables []string
 	// Progress, if set, hears of each window as it is done.
@@ -61,6 +65,9 @@ func (o *CompactOptions) ensureDefaults() {
 	if o.TargetRows <= 0 {
 		o.TargetRows = 1 << 20
 	}
+	if o.MinFacts <= 0 {
+		o.MinFacts = 16
+	}
 }
 
 // CompactProgress reports one window.
@@ -74,6 +81,7 @@ type CompactProgress struct {
 // CompactResult sums up a Compact call.
 type CompactResult struct {
 	Windows  int   // windows rewritten
+	Facts    int   // claim shards whose facts were compacted
 	Refused  int   // windows another compactor or a publish changed first
 	Files    int   // compacted files written
 	FilesIn  int   // files they replace
@@ -98,15 +106,13 @@ func Compact(ctx context.Context, b bucket.Bucket, cat *index.Catalog, opts Comp
 	if err != nil {
 		return res, err
 	}
-	run, ok := s.Run(opts.Run)
-	if !ok {
-		return res, nil
-	}
 	var windows []index.Span
-	bound, start := run.Head-opts.Recent, int64(0)
-	for _, w := range compactWindows {
-		for ; start+w-1 <= bound; start += w {
-			windows = append(windows, index.Span{From: start, To: start + w - 1})
+	if run, ok := s.Run(opts.Run); ok { // a run of facts alone has no ticks
+		bound, start := run.Head-opts.Recent, int64(0)
+		for _, w := range compactWindows {
+			for ; start+w-1 <= bound; start += w {
+				windows = append(windows, index.Span{From: start, To: start + w - 1})
+			}
 		}
 	}
 	c := &compactor{b: b, cat: cat, world: s.World.ID, opts: opts, tables: map[string]*Table{}}
@@ -119,7 +125,86 @@ func Compact(ctx context.Context, b bucket.Bucket, cat *index.Catalog, opts Comp
 			opts.Progress(CompactProgress{Span: span, Done: i + 1, Total: len(windows), Compacted: done})
 		}
 	}
-	return res, nil
+	return res, c.facts(ctx, &res)
+}
+
+// facts compacts the completed facts of the run, claim shard by claim
+// shard: a shard whose facts wait in MinFacts fragments of their own, or
+// in more compacted files than their rows need, is rewritten into
+// compacted files of its facts, named by one fragments.rewrite entry.
+func (c *compactor) facts(ctx context.Context, res *CompactResult) error {
+	s, err := c.cat.Exact(ctx)
+	if err != nil {
+		return err
+	}
+	type shard struct {
+		sources map[string][]source // by table id
+		order   []string
+		own     int // facts in fragments of their own
+		files   map[string]bool
+		rows    int64
+	}
+	shards := map[int64]*shard{}
+	var keys []int64
+	s.Claims(c.opts.Run, func(cl *index.Claim) bool {
+		if cl.State != index.ClaimComplete || len(cl.Tables) != 1 || !c.wanted(ctx, cl.Tables[0].Table) {
+			return true
+		}
+		k := index.ClaimShardOf(cl.Key)
+		sh := shards[k]
+		if sh == nil {
+			sh = &shard{sources: map[string][]source{}, files: map[string]bool{}}
+			shards[k] = sh
+			keys = append(keys, k)
+		}
+		id := cl.Tables[0].Table
+		if _, ok := sh.sources[id]; !ok {
+			sh.order = append(sh.order, id)
+		}
+		for _, f := range cl.Tables[0].Fragments {
+			if sh.files[f.Path] {
+				continue
+			}
+			sh.files[f.Path] = true
+			sh.rows += f.Rows
+			if f.Span == nil {
+				sh.own++
+			}
+			sh.sources[id] = append(sh.sources[id], source{f, cl.Tick, cl.CommitToken})
+		}
+		return true
+	})
+	allow := s.Allowlist(c.opts.Run)
+	for _, k := range keys {
+		sh := shards[k]
+		if sh.own < c.opts.MinFacts && int64(len(sh.files)) <= max(1, (sh.rows+c.opts.TargetRows-1)/c.opts.TargetRows)+int64(sh.own) {
+			continue
+		}
+		rw := &index.FragmentsRewrite{Run: c.opts.Run, Facts: true, ClaimShard: k, ReadSeq: s.Seq}
+		for _, id := range sh.order {
+			t, err := c.table(ctx, id)
+			if err != nil {
+				return err
+			}
+			// The facts' rows sort by tick then fact id, like ticks'.
+			files, err := c.rewrite(ctx, t, sh.sources[id], allow, res)
+			if err != nil {
+				return err
+			}
+			rw.Tables = append(rw.Tables, index.TableFragments{Table: id, Fragments: files})
+		}
+		_, err := c.cat.Commit(ctx, index.Entry{Kind: index.KindFragmentsRewrite, Rewrite: rw})
+		switch {
+		case errors.Is(err, index.ErrRefused):
+			res.Refused++ // completed or compacted meanwhile
+		case err != nil:
+			return fmt.Errorf("world %s: compaction of the facts of claim shard %d: %w", c.world, k, err)
+		default:
+			failpoint.Hit(FailpointCompactCommitted)
+			res.Facts++
+		}
+	}
+	return nil
 }
 
 type compactor struct {

@@ -377,3 +377,104 @@ func TestWorldCompactsByItself(t *testing.T) {
 	}
 	checkAll(t, b, 300)
 }
+
+// Facts and receipts compact claim shard by claim shard: fewer files, the
+// same visible rows, and a repeat of an ingested fact or of an evaluation
+// still gets its original receipt (read back from the compacted file).
+func TestCompactFacts(t *testing.T) {
+	ctx := ctxT(t)
+	b, _ := local.Open(t.TempDir())
+	w := simWorld(t, b, "w", 5)
+	var first engine.FactReceipt
+	for i := range 300 {
+		r, err := w.Ingest(ctx, reading("p", fmt.Sprint(i), float64(i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 7 {
+			first = r
+		}
+	}
+	s, _ := w.Catalog().Exact(ctx)
+	sub, _ := engine.PinSubject(s, "main", 5, engine.Selector{})
+	ev := engine.Evaluation{ID: "ev", Subject: sub, Contract: contract("v1")}
+	graded, err := w.Evaluate(ctx, ev, passing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two more receipts in ev's claim shard, so that its compacted file
+	// holds several.
+	shardOf := func(id string) int64 {
+		return index.ClaimShardOf(index.ClaimKey{Run: engine.EvaluationRun, Producer: engine.EvaluationProducer, ExternalID: id})
+	}
+	for i, n := 0, 0; n < 2; i++ {
+		if id := fmt.Sprint("other-", i); shardOf(id) == shardOf("ev") {
+			if _, err := w.Evaluate(ctx, engine.Evaluation{ID: id, Subject: sub, Contract: contract("v1")}, passing); err != nil {
+				t.Fatal(err)
+			}
+			n++
+		}
+	}
+	before := visibleFactRows(t, b, "w", "main")
+	for _, run := range []string{"main", engine.EvaluationRun} {
+		res, err := engine.Compact(ctx, b, w.Catalog(), engine.CompactOptions{Run: run, MinFacts: 1})
+		if err != nil || res.Facts == 0 {
+			t.Fatalf("compaction of run %s: %+v, %v", run, res, err)
+		}
+	}
+	if after := visibleFactRows(t, b, "w", "main"); !mapsEqual(before, after) || len(after) != 300 {
+		t.Fatalf("compaction changed the visible facts (%d before, %d after)", len(before), len(after))
+	}
+	s, _ = w.Catalog().Exact(ctx)
+	files := map[string]bool{}
+	s.Claims("main", func(c *index.Claim) bool {
+		if c.Tables[0].Fragments[0].Span == nil {
+			t.Fatalf("fact %s is not compacted", c.Key)
+		}
+		files[c.Tables[0].Fragments[0].Path] = true
+		return true
+	})
+	if len(files) > 256 {
+		t.Fatalf("300 facts in %d files after compaction", len(files))
+	}
+	again, err := w.Ingest(ctx, reading("p", "7", 7))
+	if err != nil || again.CommitToken != first.CommitToken || !again.Deduplicated {
+		t.Fatalf("a resend after compaction: %+v, %v; want the original receipt %+v", again, err, first)
+	}
+	repeat, err := w.Evaluate(ctx, ev, func(context.Context, engine.Subject) ([]engine.Outcome, error) {
+		t.Fatal("a repeat graded again")
+		return nil, nil
+	})
+	if err != nil || repeat.CommitToken != graded.CommitToken || repeat.Outcomes[0].Verdict != engine.Pass {
+		t.Fatalf("a repeat of the evaluation after compaction: %+v, %v", repeat, err)
+	}
+}
+
+// visibleFactRows returns the visible fact rows of run, by fact id, read
+// through the catalog's claims.
+func visibleFactRows(t *testing.T, b bucket.Bucket, world, run string) map[int64]string {
+	t.Helper()
+	s, _, err := index.Load(ctxT(t), b, world)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int64]string{}
+	s.Claims(run, func(c *index.Claim) bool {
+		if c.State != index.ClaimComplete {
+			return true
+		}
+		data, _, err := b.Get(ctxT(t), c.Tables[0].Fragments[0].Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := engine.DecodeFragment(readingTable(), data, func(r engine.StampedRow) bool {
+			return r.Entity == c.FactID && r.CommitToken == c.CommitToken && r.Tick == c.Tick
+		})
+		if err != nil || f.Len() != 1 {
+			t.Fatalf("fact %s: %d rows, %v", c.Key, f.Len(), err)
+		}
+		out[c.FactID] = fmt.Sprint(f.Row(c.FactID))
+		return true
+	})
+	return out
+}

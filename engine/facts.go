@@ -493,7 +493,18 @@ func (s *IngestionService) append(ctx context.Context, c *index.Claim, t *Table,
 // row, and returns it. Anything else is corruption: the claim is not
 // completed over it.
 func (s *IngestionService) verify(t *Table, c *index.Claim, path string, data []byte) (Values, error) {
-	f, err := DecodeFragment(t, data, nil)
+	return s.verifyIn(t, c, path, data, false)
+}
+
+// verifyIn is verify; with compacted set, data is a compacted file holding
+// the facts of many claims, of which the claim's row is the one with its
+// fact id and token.
+func (s *IngestionService) verifyIn(t *Table, c *index.Claim, path string, data []byte, compacted bool) (Values, error) {
+	var keep func(StampedRow) bool
+	if compacted {
+		keep = func(r StampedRow) bool { return r.Entity == c.FactID && r.CommitToken == c.CommitToken }
+	}
+	f, err := DecodeFragment(t, data, keep)
 	if err == nil && (f.Len() != 1 || f.Entities[0] != c.FactID) {
 		err = fmt.Errorf("%d rows, want fact %d alone", f.Len(), c.FactID)
 	}
@@ -576,7 +587,7 @@ func (s *IngestionService) complete(ctx context.Context, c *index.Claim, t *Tabl
 	if Digest(data) != fr.Digest {
 		return settled{}, fmt.Errorf("world %s: receipt %s does not match its digest: %w", s.world, fr.Path, index.ErrCorrupt)
 	}
-	out.row, err = s.verify(t, c, fr.Path, data)
+	out.row, err = s.verifyIn(t, c, fr.Path, data, fr.Span != nil)
 	return out, err
 }
 

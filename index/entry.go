@@ -192,7 +192,11 @@ type ClaimOp struct {
 //     (the state the compactor read), has its fragments of each table in
 //     Tables replaced by that table's compacted files, whose rows are
 //     exactly the visible rows those fragments held; a file already
-//     compacted is replaced only whole (its span inside Span).
+//     compacted is replaced only whole (its span inside Span);
+//   - compaction of facts (Facts): every claim of Run in claim shard
+//     ClaimShard that is complete and unchanged since ReadSeq, and names a
+//     table of Tables, has that table's fragments replaced by its compacted
+//     files, whose rows are exactly the facts those fragments held.
 type FragmentsRewrite struct {
 	Run   string     `json:"run"`
 	Tick  int64      `json:"tick,omitempty"`
@@ -203,6 +207,9 @@ type FragmentsRewrite struct {
 	Span    *Span            `json:"span,omitempty"`
 	ReadSeq uint64           `json:"read_seq,omitempty"`
 	Tables  []TableFragments `json:"tables,omitempty"`
+
+	Facts      bool  `json:"facts,omitempty"`
+	ClaimShard int64 `json:"claim_shard,omitempty"`
 }
 
 func (e *Entry) validate() error {
@@ -302,6 +309,20 @@ func (e *Entry) validatePayload() error {
 		switch {
 		case r == nil || r.Run == "":
 			return errors.New("fragments.rewrite needs a run")
+		case r.Facts:
+			if r.Span != nil || len(r.Tables) == 0 || r.Table != "" || len(r.Old) != 0 || len(r.New) != 0 || r.ClaimShard < 0 || r.ClaimShard >= claimBuckets {
+				return errors.New("fragments.rewrite of facts needs a claim shard and compacted files per table, and nothing of the other forms")
+			}
+			for _, tf := range r.Tables {
+				if tf.Table == "" || len(tf.Fragments) == 0 {
+					return errors.New("fragments.rewrite of facts: each table needs a name and compacted files")
+				}
+				for _, f := range tf.Fragments {
+					if f.Span == nil || f.Span.From > f.Span.To {
+						return fmt.Errorf("fragments.rewrite of facts: file %s must carry the span of its facts' ticks", f.Path)
+					}
+				}
+			}
 		case r.Span == nil:
 			if r.Table == "" || len(r.Old) == 0 || len(r.New) == 0 || len(r.Tables) != 0 {
 				return errors.New("fragments.rewrite of one tick needs a table, old paths and new fragments")

@@ -44,6 +44,10 @@ func claimBucket(k ClaimKey) int64 {
 
 func claimShard(k ClaimKey) shardKey { return shardKey{'c', k.Run, claimBucket(k)} }
 
+// ClaimShardOf is the claim shard of key: the unit fact compaction
+// rewrites (FragmentsRewrite.ClaimShard).
+func ClaimShardOf(key ClaimKey) int64 { return claimBucket(key) }
+
 const commandBuckets = 64
 
 func commandBucket(id string) int64 {
@@ -127,7 +131,7 @@ func (s *State) encodeShard(k shardKey) []byte {
 			return true
 		})
 		e.uvarint(uint64(len(claims)))
-		for _, c := range claims {
+		for i, c := range claims {
 			e.str(c.Key.Producer)
 			e.str(c.Key.ExternalID)
 			e.str(c.Digest)
@@ -138,7 +142,14 @@ func (s *State) encodeShard(k shardKey) []byte {
 			e.varint(c.Epoch)
 			e.varint(c.Tick)
 			e.varint(c.FactID)
-			e.tables(c.Tables)
+			// Claims whose facts were compacted together name the same
+			// files: say so once.
+			if i > 0 && tablesEqual(c.Tables, claims[i-1].Tables) {
+				e.uvarint(0)
+			} else {
+				e.uvarint(1)
+				e.tables(c.Tables)
+			}
 			e.uvarint(c.Seq)
 		}
 	}
@@ -157,6 +168,7 @@ func decodeShard(format int, data []byte, addTick func(*Tick), addClaim func(*Cl
 	k.N = d.varint()
 	n := d.count()
 	var ticks []Tick
+	var prevClaim *Claim
 	var tables slab[TableFragments]
 	var frags slab[Fragment]
 	if k.Kind == 't' {
@@ -190,9 +202,17 @@ func decodeShard(format int, data []byte, addTick func(*Tick), addClaim func(*Cl
 			c := &Claim{Key: ClaimKey{Run: k.Run, Producer: d.str(), ExternalID: d.str()}, Digest: d.str(),
 				CommitToken: d.str(), State: d.str(), Holder: d.str(), LeaseUntilMs: d.varint(),
 				Epoch: d.varint(), Tick: d.varint(), FactID: d.varint()}
-			if format >= 2 {
+			switch {
+			case format >= 3 && d.uvarint() == 0:
+				if prevClaim == nil {
+					d.fail(errors.New("the first claim of a shard repeats its predecessor's fragments"))
+				} else {
+					c.Tables = prevClaim.Tables
+				}
+			case format >= 2:
 				c.Tables = d.tables(format, &tables, &frags)
 			}
+			prevClaim = c
 			c.Seq = d.uvarint()
 			c.shard = claimBucket(c.Key)
 			if d.err == nil && c.shard != k.N {

@@ -426,6 +426,9 @@ func (n *State) apply(e *Entry, seq uint64) (Result, error) {
 		n.mark(commandShard(c.ID), seq)
 
 	case KindFragmentsRewrite:
+		if e.Rewrite.Facts {
+			return r, n.applyFactCompaction(e.Rewrite, seq)
+		}
 		if e.Rewrite.Span != nil {
 			return r, n.applyCompaction(e.Rewrite, seq)
 		}
@@ -634,5 +637,60 @@ func (n *State) applyCompaction(rw *FragmentsRewrite, seq uint64) error {
 		n.putTick(&nt)
 		n.mark(tickShard(rw.Run, t.Tick), seq)
 	}
+	return nil
+}
+
+// applyFactCompaction applies the facts form of fragments.rewrite: see
+// FragmentsRewrite. Its cost is that of the claims it rewrites.
+func (n *State) applyFactCompaction(rw *FragmentsRewrite, seq uint64) error {
+	at := func(format string, args ...any) error {
+		return refused("compaction of the facts of run %s, claim shard %d: %s", rw.Run, rw.ClaimShard, fmt.Sprintf(format, args...))
+	}
+	compacted := cloneTables(rw.Tables)
+	into := map[string][]TableFragments{}
+	newRows := map[string]int64{}
+	for i := range compacted {
+		tf := compacted[i]
+		if into[tf.Table] != nil {
+			return at("table %s listed twice", tf.Table)
+		}
+		into[tf.Table] = []TableFragments{tf} // shared by every claim it holds
+		for _, f := range tf.Fragments {
+			newRows[tf.Table] += f.Rows
+		}
+	}
+	var claims []*Claim
+	oldRows := map[string]int64{}
+	seen := map[string]bool{}
+	n.claims.AscendGreaterOrEqual(&Claim{Key: ClaimKey{Run: rw.Run}, shard: rw.ClaimShard}, func(c *Claim) bool {
+		if c.Key.Run != rw.Run || c.shard != rw.ClaimShard {
+			return false
+		}
+		if c.State != ClaimComplete || c.Seq > rw.ReadSeq || len(c.Tables) != 1 || into[c.Tables[0].Table] == nil {
+			return true
+		}
+		claims = append(claims, c)
+		for _, f := range c.Tables[0].Fragments {
+			if !seen[f.Path] {
+				seen[f.Path] = true
+				oldRows[c.Tables[0].Table] += f.Rows
+			}
+		}
+		return true
+	})
+	if len(claims) == 0 {
+		return at("no complete claim is there")
+	}
+	for table, rows := range newRows {
+		if oldRows[table] != rows {
+			return at("table %s: %d rows become %d; a rewrite keeps every row", table, oldRows[table], rows)
+		}
+	}
+	for _, c := range claims {
+		nc := *c
+		nc.Tables, nc.Seq = into[c.Tables[0].Table], seq
+		n.claims.ReplaceOrInsert(&nc)
+	}
+	n.mark(shardKey{'c', rw.Run, rw.ClaimShard}, seq)
 	return nil
 }
