@@ -179,7 +179,7 @@ func TestSnapshotsMatchSQL(t *testing.T) {
 	}
 	compared := 0
 	for _, world := range []string{"w", "f"} {
-		s, err := wsql.Build(ctxT(t), b, world, wsql.Options{})
+		s, err := wsql.Build(ctxT(t), b, world, wsql.Options{Dir: t.TempDir()})
 		if err != nil {
 			t.Fatal(err)
 		}
