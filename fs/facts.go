@@ -284,8 +284,8 @@ func (f *factFile) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.At
 	if errno := f.fill(ctx, &out.Attr); errno != 0 {
 		return errno
 	}
-	if h, ok := fh.(*roFile); ok { // an open file: its own content's size
-		out.Size = uint64(h.size)
+	if h, ok := fh.(factHandle); ok { // an open file: its own content's size
+		out.Size = uint64(h.r.size)
 		out.Blocks = (out.Size + 511) / 512
 	}
 	return 0
@@ -322,5 +322,21 @@ func (f *factFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 		return nil, 0, f.m.errno(what, err)
 	}
 	// No FOPEN_KEEP_CACHE: the facts may have changed since the last open.
-	return h, 0, 0
+	return factHandle{h}, 0, 0
 }
+
+// factHandle is an open facts file, read through Read and never by
+// passthrough: the kernel's passthrough shares one backing file among the
+// opens of a node, and a facts file's content changes between opens.
+type factHandle struct{ r *roFile }
+
+var (
+	_ = (gofs.FileReader)(factHandle{})
+	_ = (gofs.FileReleaser)(factHandle{})
+)
+
+func (h factHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	return h.r.Read(ctx, dest, off)
+}
+
+func (h factHandle) Release(ctx context.Context) syscall.Errno { return h.r.Release(ctx) }

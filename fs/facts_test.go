@@ -185,7 +185,7 @@ func factContent(ctx context.Context, f *factFile) ([]byte, error) {
 	if errno != 0 {
 		return nil, errno
 	}
-	h := fh.(*roFile)
-	defer h.f.Close()
-	return os.ReadFile(h.f.Name())
+	h := fh.(factHandle)
+	defer h.r.f.Close()
+	return os.ReadFile(h.r.f.Name())
 }
