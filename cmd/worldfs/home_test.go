@@ -33,7 +33,7 @@ func keepHome(t *testing.T) string {
 func TestDefaultsWriteOnlyUnderTheHome(t *testing.T) {
 	home := keepHome(t)
 	dir := t.TempDir()
-	if code, _, stderr := cli(t, "demo", "--bucket", dir, "--ticks", "5", "--world", "d"); code != 0 {
+	if code, _, stderr := cli(t, "demo", "--bucket", dir, "--ticks", "10", "--world", "d"); code != 0 {
 		t.Fatalf("demo: %s", stderr)
 	}
 	if code, _, stderr := cli(t, "sql", "--bucket", dir, "--world", "d", "SELECT count(*) FROM particle"); code != 0 {
