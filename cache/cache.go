@@ -141,6 +141,20 @@ func (d *Disk) Derived(ctx context.Context, key string, make func(tmp string) er
 	return d.produce(ctx, filepath.Join(d.dir, "objects", DerivedPrefix, filepath.FromSlash(key)), make)
 }
 
+// DerivedSize reports the size of the derived file called key if it is
+// already in the cache (made by this or another process), without making
+// it or counting a lookup: what a stat may learn for free.
+func (d *Disk) DerivedSize(key string) (int64, bool) {
+	if bucket.ValidateName(key) != nil {
+		return 0, false
+	}
+	info, err := os.Stat(filepath.Join(d.dir, "objects", DerivedPrefix, filepath.FromSlash(key)))
+	if err != nil || !info.Mode().IsRegular() {
+		return 0, false
+	}
+	return info.Size(), true
+}
+
 // produce returns p, filling it with fill (through a temporary file and a
 // rename) unless this or another process already did.
 func (d *Disk) produce(ctx context.Context, p string, fill func(tmp string) error) (string, error) {

@@ -470,6 +470,7 @@ func (c *ctlFile) fill(_ context.Context, a *fuse.Attr) syscall.Errno {
 	}
 	a.Nlink = 1
 	a.Ino = c.ino
+	setTimes(a, c.m.startedMs)
 	return 0
 }
 

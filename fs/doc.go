@@ -21,4 +21,13 @@
 // so the kernel keeps them long; ticks/, tokens/, tables/ and head are
 // revalidated within a second of a publish. Inode numbers are a hash of
 // the path, so they are stable across lookups and mounts.
+//
+// Semantics of sizes and times. A stat never derives a file: a fragment
+// served as is has the size its catalog record gives; a derived file (a
+// compacted tick's slice, a split tick, every .csv, facts/) has its size
+// once it is in the cache, and 0 with an attribute timeout of 0 before;
+// open derives it, after which fstat, lseek(SEEK_END) and reads see its
+// true size (Parquet readers find the footer). mtime is the commit time:
+// a tick's entries carry Tick.PublishedUnixMs. Every read of the mount's
+// own paths is bounded by Options.ReadTimeout (EIO past it).
 package fs

@@ -33,7 +33,7 @@ var ErrNoWriter = errors.New("this mount holds no writer for the world")
 //	EAGAIN  a claim is pending under another holder
 //	ENOENT  the world does not exist
 //	EINTR   the request was interrupted (its context canceled)
-//	EIO     storage, corruption (a fragment that differs from its catalog record:
+//	EIO     storage, a read past Options.ReadTimeout (ReadTimeoutError), corruption (a fragment that differs from its catalog record:
 //	        cache.ErrCorruptFragment, even when it is missing), anything else
 func Errno(err error) syscall.Errno {
 	var stale *index.StaleWriterError

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -180,6 +181,11 @@ func (m *Mount) factTables(ctx context.Context, world, run string) (map[string][
 			return nil, err
 		}
 	}
+	return m.factTablesOf(ctx, v, run)
+}
+
+// factTablesOf is factTables of the facts v shows.
+func (m *Mount) factTablesOf(ctx context.Context, v *index.View, run string) (map[string][]string, error) {
 	out := map[string][]string{}
 	var ferr error
 	v.Facts(math.MaxInt64, func(c index.FactRef) bool {
@@ -207,25 +213,130 @@ func (m *Mount) factTables(ctx context.Context, world, run string) (map[string][
 }
 
 // factFile is a facts file: the visible facts of table (or the receipts),
-// materialized once per set of visible facts.
-func (m *Mount) factFile(id uint64, world, run, table, format string) *bytesFile {
-	return &bytesFile{m: m, ino: id, content: func(ctx context.Context) ([]byte, error) {
-		tables, err := m.factTables(ctx, world, run)
+// derived once per set of visible facts. Like a derived snapshot file, a
+// stat never derives it: it reports the size of the version last derived
+// for the current facts (0 if none is in the cache yet) with an attribute
+// timeout of 0, and open derives the current version, whose size an open
+// file then reports.
+type factFile struct {
+	gofs.Inode
+	m                         *Mount
+	ino                       uint64
+	world, run, table, format string
+}
+
+var (
+	_ = (gofs.NodeGetattrer)((*factFile)(nil))
+	_ = (gofs.NodeSetattrer)((*factFile)(nil))
+	_ = (gofs.NodeOpener)((*factFile)(nil))
+)
+
+func (m *Mount) factFile(id uint64, world, run, table, format string) *factFile {
+	return &factFile{m: m, ino: id, world: world, run: run, table: table, format: format}
+}
+
+func (f *factFile) immutable() bool            { return false }
+func (f *factFile) inode() uint64              { return f.ino }
+func (f *factFile) attrTimeout() time.Duration { return 0 }
+func (f *factFile) viewRun() string {
+	if f.run == engine.EvaluationRun {
+		return "main" // receipts are the world's: any run's views show them
+	}
+	return f.run
+}
+
+// current returns the view the facts are read from and the cache key of
+// the file they make (named by the facts' claim tokens): catalog only.
+func (f *factFile) current(ctx context.Context) (*index.View, string, error) {
+	v, err := f.m.view(ctx, f.world, f.viewRun(), false)
+	if err != nil {
+		return nil, "", err
+	}
+	fv := v
+	if f.run == engine.EvaluationRun {
+		fv = index.OwnView(v.Segments[len(v.Segments)-1].State, f.run)
+	}
+	tables, err := f.m.factTablesOf(ctx, fv, f.run)
+	if err != nil {
+		return nil, "", err
+	}
+	sum := sha256.Sum256([]byte(strings.Join(tables[f.table], "\n")))
+	return v, fmt.Sprintf("facts/%s/%s/%s-%s.%s", f.world, f.run, f.table, hex.EncodeToString(sum[:12]), f.format), nil
+}
+
+func (f *factFile) fill(ctx context.Context, a *fuse.Attr) syscall.Errno {
+	_, key, err := f.current(ctx)
+	if err != nil {
+		return f.m.errno("facts of "+f.world, err)
+	}
+	size, _ := f.m.opts.Cache.DerivedSize(key) // 0 until derived
+	a.Mode = syscall.S_IFREG | 0o444
+	a.Nlink = 1
+	a.Size = uint64(size)
+	a.Blocks = (a.Size + 511) / 512
+	a.Ino = f.ino
+	setTimes(a, f.m.worldTime(f.world)(ctx))
+	return 0
+}
+
+func (f *factFile) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	out.SetTimeout(0)
+	if errno := f.fill(ctx, &out.Attr); errno != 0 {
+		return errno
+	}
+	if h, ok := fh.(factHandle); ok { // an open file: its own content's size
+		out.Size = uint64(h.r.size)
+		out.Blocks = (out.Size + 511) / 512
+	}
+	return 0
+}
+
+func (f *factFile) Setattr(context.Context, gofs.FileHandle, *fuse.SetAttrIn, *fuse.AttrOut) syscall.Errno {
+	return syscall.EROFS
+}
+
+func (f *factFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	if flags&(syscall.O_WRONLY|syscall.O_RDWR|syscall.O_TRUNC|syscall.O_APPEND) != 0 {
+		return nil, 0, syscall.EROFS
+	}
+	what := fmt.Sprintf("facts %s of %s", f.table, f.world)
+	file, err := bounded(ctx, f.m, what, closeFile, func(ctx context.Context) (*os.File, error) {
+		v, key, err := f.current(ctx)
 		if err != nil {
 			return nil, err
 		}
-		sum := sha256.Sum256([]byte(strings.Join(tables[table], "\n")))
-		key := fmt.Sprintf("facts/%s/%s/%s-%s.%s", world, run, table, hex.EncodeToString(sum[:12]), format)
-		p, err := m.derive(ctx, key, func(ctx context.Context, tmp string) error {
-			viewRun := run
-			if run == engine.EvaluationRun {
-				viewRun = "main" // receipts are the world's: any run's views show them
-			}
-			return wsql.CopyFacts(ctx, m.b, world, wsql.Options{Run: viewRun, Cache: m.opts.Cache, BucketID: m.opts.BucketID, Verified: m.verified}, table, format, tmp)
+		p, err := f.m.derive(ctx, key, func(ctx context.Context, tmp string) error {
+			return wsql.CopyFacts(ctx, f.m.b, f.world, wsql.Options{Run: f.viewRun(), View: v, Cache: f.m.opts.Cache, BucketID: f.m.opts.BucketID, Verified: f.m.verified},
+				f.table, f.format, tmp)
 		})
 		if err != nil {
 			return nil, err
 		}
-		return os.ReadFile(p)
-	}}
+		return os.Open(p)
+	})
+	if err != nil {
+		return nil, 0, f.m.errno(what, err)
+	}
+	h, err := f.m.handle(file)
+	if err != nil {
+		return nil, 0, f.m.errno(what, err)
+	}
+	// No FOPEN_KEEP_CACHE: the facts may have changed since the last open.
+	return factHandle{h}, 0, 0
 }
+
+// factHandle is an open facts file, read through Read and never by
+// passthrough: the kernel's passthrough shares one backing file among the
+// opens of a node, and a facts file's content changes between opens.
+type factHandle struct{ r *roFile }
+
+var (
+	_ = (gofs.FileReader)(factHandle{})
+	_ = (gofs.FileReleaser)(factHandle{})
+)
+
+func (h factHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	return h.r.Read(ctx, dest, off)
+}
+
+func (h factHandle) Release(ctx context.Context) syscall.Errno { return h.r.Release(ctx) }

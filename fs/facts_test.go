@@ -112,7 +112,7 @@ func TestForkFactsInTheMount(t *testing.T) {
 	}
 	time.Sleep(600 * time.Millisecond) // past Freshness
 	file := m.factFile(1, "c", "main", "reading", "parquet")
-	data, err := file.content(ctx)
+	data, err := factContent(ctx, file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func TestForkFactsInTheMount(t *testing.T) {
 	}
 	time.Sleep(600 * time.Millisecond)
 	sqlN := rSQLFacts(t, b, "c")
-	data, err = file.content(ctx)
+	data, err = factContent(ctx, file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,4 +177,15 @@ func TestFactsOfARunWithoutTicks(t *testing.T) {
 	if n == 1 && !slices.Contains(runs, "sensors") {
 		t.Errorf("facts/ lists %v; the fact in run sensors is visible in SQL", runs)
 	}
+}
+
+// factContent opens a facts file as the kernel would and returns its bytes.
+func factContent(ctx context.Context, f *factFile) ([]byte, error) {
+	fh, _, errno := f.Open(ctx, 0)
+	if errno != 0 {
+		return nil, errno
+	}
+	h := fh.(factHandle)
+	defer h.r.f.Close()
+	return os.ReadFile(h.r.f.Name())
 }

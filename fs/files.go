@@ -90,7 +90,8 @@ var formats = []string{wsql.FormatParquet, wsql.FormatCSV}
 
 // snapshot makes the node of a tick's snapshot directory.
 func (m *Mount) snapshot(ctx context.Context, parent *gofs.Inode, t tickRef, ino uint64, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	d := &snapshotDir{dirBase: dirBase{m: m, ino: ino, imm: true}, identity: identity{t}}
+	ms := t.PublishedUnixMs
+	d := &snapshotDir{dirBase: dirBase{m: m, ino: ino, imm: true, when: func(context.Context) int64 { return ms }}, identity: identity{t}}
 	return m.child(ctx, parent, d, out)
 }
 
@@ -134,7 +135,7 @@ func (d *snapshotDir) Lookup(ctx context.Context, name string, out *fuse.EntryOu
 	}
 	if table, format, ok := splitFormat(name); ok {
 		if tf, found := d.tables[table]; found {
-			f := &snapFile{m: d.m, ino: id, t: d.t, tf: tf, table: table, format: format}
+			f := newSnapFile(d.m, id, d.t, tf, table, format)
 			return d.m.child(ctx, d.EmbeddedInode(), f, out)
 		}
 	}
@@ -142,8 +143,16 @@ func (d *snapshotDir) Lookup(ctx context.Context, name string, out *fuse.EntryOu
 }
 
 // snapFile is one table of one tick as a file: the fragment itself when it
-// is exactly the tick's visible rows, else a file materialized once into
-// the cache.
+// is exactly the tick's visible rows, else a file derived once into the
+// cache.
+//
+// A stat never derives anything: the size is the fragment's as the
+// catalog records it, or a derived file's once it exists (made by an open,
+// now or by an earlier mount sharing the cache). Until then the file
+// reports size 0 with an attribute timeout of 0, and open derives it, so
+// the kernel asks again as soon as a reader looks at the size of the open
+// file (fstat, lseek to the end, a read past the size it knew): Parquet
+// readers, which seek to the footer, find it.
 type snapFile struct {
 	gofs.Inode
 	m      *Mount
@@ -155,9 +164,17 @@ type snapFile struct {
 
 	mu struct {
 		sync.Mutex
-		path string // the local file that holds the content ("" until known)
-		size int64  // INVARIANT: the size of path, once path is set
+		size int64 // the content's size; -1 until known (see newSnapFile)
 	}
+}
+
+func newSnapFile(m *Mount, ino uint64, t tickRef, tf index.TableFragments, table, format string) *snapFile {
+	f := &snapFile{m: m, ino: ino, t: t, tf: tf, table: table, format: format}
+	f.mu.size = -1
+	if f.passthrough() && f.tf.Fragments[0].Bytes > 0 {
+		f.mu.size = f.tf.Fragments[0].Bytes
+	}
+	return f
 }
 
 var (
@@ -173,62 +190,80 @@ var (
 func (f *snapFile) immutable() bool { return true }
 func (f *snapFile) inode() uint64   { return f.ino }
 
+// attrTimeout: long once the size is known, 0 before (see snapFile).
+func (f *snapFile) attrTimeout() time.Duration {
+	if _, ok := f.knownSize(); ok {
+		return f.m.timeout(true)
+	}
+	return 0
+}
+
 // passthrough reports whether the file is the fragment's own bytes.
 func (f *snapFile) passthrough() bool {
 	return f.format == wsql.FormatParquet && isExact(f.t, f.tf)
 }
 
-// size returns the file's size: a fragment's from the manifest, without
-// I/O; a materialized file's once it is made.
-func (f *snapFile) size(ctx context.Context) (int64, error) {
-	if f.passthrough() {
-		return f.tf.Fragments[0].Bytes, nil
-	}
-	_, size, err := f.local(ctx)
-	return size, err
+// key names the derived file in the cache.
+func (f *snapFile) key() string {
+	t := f.t
+	return fmt.Sprintf("snapshots/%s/%s/%d-%s/%s.%s", t.World, t.Run, t.Tick.Tick, t.CommitToken, f.table, f.format)
 }
 
-// local returns the local file holding the content, fetching or
-// materializing it on first use.
-func (f *snapFile) local(ctx context.Context) (string, int64, error) {
+// knownSize returns the content's size if it is known without deriving
+// anything: the catalog's record of a passthrough fragment, or a derived
+// file already in the cache.
+func (f *snapFile) knownSize() (int64, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.mu.path != "" {
-		return f.mu.path, f.mu.size, nil
+	if f.mu.size >= 0 {
+		return f.mu.size, true
 	}
-	var p string
-	var err error
 	if f.passthrough() {
-		p, err = f.m.fragmentPath(ctx, f.tf.Fragments[0])
-	} else {
-		p, err = f.m.materialize(ctx, f.t, f.table, f.format)
+		return 0, false // the catalog did not record its size: learned at open
 	}
-	if err != nil {
-		return "", 0, err
+	if size, ok := f.m.opts.Cache.DerivedSize(f.key()); ok {
+		f.mu.size = size
+		return size, true
 	}
-	info, err := os.Stat(p)
-	if err != nil {
-		return "", 0, err
-	}
-	f.mu.path, f.mu.size = p, info.Size()
-	return p, info.Size(), nil
+	return 0, false
 }
 
-// materialize writes the visible rows of table at tick t as a file in the
-// cache, once: sql.CopyTick, so the rows are exactly what the SQL views
-// show for that tick.
-func (m *Mount) materialize(ctx context.Context, t tickRef, table, format string) (string, error) {
-	key := fmt.Sprintf("snapshots/%s/%s/%d-%s/%s.%s", t.World, t.Run, t.Tick.Tick, t.CommitToken, table, format)
+// local returns the local file holding the content, fetching or deriving
+// it if the cache does not hold it (any more: it may have been evicted).
+func (f *snapFile) local(ctx context.Context) (string, error) {
+	if f.passthrough() {
+		return f.m.fragmentPath(ctx, f.tf.Fragments[0])
+	}
+	return f.m.materialize(ctx, f.t, f.table, f.format, f.key())
+}
+
+// materialize writes the visible rows of table at tick t as the cache file
+// called key, once: sql.CopyTick, so the rows are exactly what the SQL
+// views show for that tick, planned from the catalog the mount holds.
+func (m *Mount) materialize(ctx context.Context, t tickRef, table, format, key string) (string, error) {
 	return m.derive(ctx, key, func(ctx context.Context, tmp string) error {
-		return wsql.CopyTick(ctx, m.b, t.World, wsql.Options{Run: t.Run, Cache: m.opts.Cache, BucketID: m.opts.BucketID, Verified: m.verified},
+		v, err := m.viewWith(ctx, t.World, t.Run, func(v *index.View) bool { _, ok := v.Tick(t.Tick.Tick); return ok })
+		if err != nil {
+			return err
+		}
+		return wsql.CopyTick(ctx, m.b, t.World, wsql.Options{Run: t.Run, View: v, Cache: m.opts.Cache, BucketID: m.opts.BucketID, Verified: m.verified},
 			table, t.Tick.Tick, format, tmp)
 	})
+}
+
+// viewWith returns the view of (world, run) from the catalogs the mount
+// holds: a fresh one, or an exact one if has finds nothing in it.
+func (m *Mount) viewWith(ctx context.Context, world, run string, has func(*index.View) bool) (*index.View, error) {
+	v, err := m.view(ctx, world, run, false)
+	if err == nil && !has(v) {
+		v, err = m.view(ctx, world, run, true)
+	}
+	return v, err
 }
 
 // derive returns the cache file called key, made once by fill, and
 // counts the materialization and its latency in the mount's stats.
 func (m *Mount) derive(ctx context.Context, key string, fill func(ctx context.Context, tmp string) error) (string, error) {
-	ctx = finish(ctx)
 	start := time.Now()
 	p, err := m.opts.Cache.Derived(ctx, key, func(tmp string) error {
 		m.stats.materialized.Add(1)
@@ -238,21 +273,28 @@ func (m *Mount) derive(ctx context.Context, key string, fill func(ctx context.Co
 	return p, err
 }
 
-func (f *snapFile) fill(ctx context.Context, a *fuse.Attr) syscall.Errno {
-	size, err := f.size(ctx)
-	if err != nil {
-		return f.m.errno(fmt.Sprintf("%s of tick %d", f.table, f.t.Tick.Tick), err)
-	}
+// fillSnapshotFile fills a snapshot file's attributes.
+func fillSnapshotFile(a *fuse.Attr, ino uint64, size int64, publishedMs int64) {
 	a.Mode = syscall.S_IFREG | 0o444
 	a.Nlink = 1
 	a.Size = uint64(size)
 	a.Blocks = (a.Size + 511) / 512
-	a.Ino = f.ino
+	a.Ino = ino
+	setTimes(a, publishedMs)
+}
+
+func (f *snapFile) fill(_ context.Context, a *fuse.Attr) syscall.Errno {
+	size, _ := f.knownSize() // 0 until known
+	fillSnapshotFile(a, f.ino, size, f.t.PublishedUnixMs)
 	return 0
 }
 
-func (f *snapFile) Getattr(ctx context.Context, _ gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	f.m.setAttrTimeout(out, true)
+func (f *snapFile) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	out.SetTimeout(f.attrTimeout())
+	if h, ok := fh.(*roFile); ok { // an open file: its own content's size
+		fillSnapshotFile(&out.Attr, f.ino, h.size, f.t.PublishedUnixMs)
+		return 0
+	}
 	return f.fill(ctx, &out.Attr)
 }
 
@@ -280,30 +322,55 @@ func (f *snapFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 	if flags&(syscall.O_WRONLY|syscall.O_RDWR|syscall.O_TRUNC|syscall.O_APPEND) != 0 {
 		return nil, 0, syscall.EROFS
 	}
-	p, size, err := f.local(ctx)
-	if err != nil {
-		return nil, 0, f.m.errno("opening "+f.table, err)
-	}
-	file, err := os.Open(p)
-	if err == nil && f.passthrough() {
-		if err = f.m.checkOpen(file, f.tf.Fragments[0]); err != nil {
-			file.Close()
+	what := fmt.Sprintf("opening %s of tick %d of %s", f.table, f.t.Tick.Tick, f.t.World)
+	file, err := bounded(ctx, f.m, what, closeFile, func(ctx context.Context) (*os.File, error) {
+		p, err := f.local(ctx)
+		if err != nil {
+			return nil, err
 		}
-	}
+		file, err := os.Open(p)
+		if err == nil && f.passthrough() {
+			if err = f.m.checkOpen(file, f.tf.Fragments[0]); err != nil {
+				file.Close()
+			}
+		}
+		return file, err
+	})
 	if err != nil {
-		return nil, 0, f.m.errno("opening "+f.table, err)
+		return nil, 0, f.m.errno(what, err)
 	}
-	f.m.stats.opens.Add(1)
-	f.m.stats.bytesOpened.Add(size)
-	return &roFile{f: file, stats: f.m.stats}, fuse.FOPEN_KEEP_CACHE, 0
+	h, err := f.m.handle(file)
+	if err != nil {
+		return nil, 0, f.m.errno(what, err)
+	}
+	f.mu.Lock()
+	f.mu.size = h.size
+	f.mu.Unlock()
+	return h, fuse.FOPEN_KEEP_CACHE, 0
 }
 
-// roFile is an open snapshot file: the kernel reads it directly through
-// passthrough where it can, and through Read otherwise. It offers nothing
-// that could change the file (no write, no setattr).
+func closeFile(f *os.File) { f.Close() }
+
+// handle makes the open file of a local file the mount serves.
+func (m *Mount) handle(file *os.File) (*roFile, error) {
+	info, err := file.Stat()
+	if err != nil {
+		file.Close()
+		return nil, err
+	}
+	m.stats.opens.Add(1)
+	m.stats.bytesOpened.Add(info.Size())
+	return &roFile{m: m, f: file, size: info.Size()}, nil
+}
+
+// roFile is an open snapshot or facts file: the kernel reads it directly
+// through passthrough where it can, and through Read otherwise (each read
+// bounded by the read timeout). It offers nothing that could change the
+// file (no write, no setattr).
 type roFile struct {
-	f     *os.File
-	stats *Stats
+	m    *Mount
+	f    *os.File
+	size int64 // the file's size when it was opened (its content never changes)
 }
 
 var (
@@ -313,17 +380,25 @@ var (
 )
 
 func (r *roFile) PassthroughFd() (int, bool) {
-	r.stats.passthrough.Add(1)
+	r.m.stats.passthrough.Add(1)
 	return int(r.f.Fd()), true
 }
 
-func (r *roFile) Read(_ context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	n, err := r.f.ReadAt(dest, off)
-	if err != nil && err != io.EOF {
-		return nil, gofs.ToErrno(err)
+func (r *roFile) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	// A buffer of its own: a read given up on may still write into it.
+	buf, err := bounded(ctx, r.m, "reading "+r.f.Name(), nil, func(context.Context) ([]byte, error) {
+		buf := make([]byte, len(dest))
+		n, err := r.f.ReadAt(buf, off)
+		if err == io.EOF {
+			err = nil
+		}
+		return buf[:n], err
+	})
+	if err != nil {
+		return nil, r.m.errno("reading a file", err)
 	}
-	r.stats.bytesRead.Add(int64(n))
-	return fuse.ReadResultData(dest[:n]), 0
+	r.m.stats.bytesRead.Add(int64(len(buf)))
+	return fuse.ReadResultData(buf), 0
 }
 
 func (r *roFile) Release(context.Context) syscall.Errno {
@@ -339,7 +414,10 @@ type bytesFile struct {
 	ino      uint64
 	imm      bool
 	identity *identity // commit identity xattrs (nil: none)
-	content  func(ctx context.Context) ([]byte, error)
+	// when returns the modification time (Unix ms); nil: the commit time
+	// of identity's tick, or without one the mount's start.
+	when    func(context.Context) int64
+	content func(ctx context.Context) ([]byte, error)
 }
 
 var (
@@ -364,6 +442,14 @@ func (f *bytesFile) fill(ctx context.Context, a *fuse.Attr) syscall.Errno {
 	a.Nlink = 1
 	a.Size = uint64(len(data))
 	a.Ino = f.ino
+	switch {
+	case f.when != nil:
+		setTimes(a, f.when(ctx))
+	case f.identity != nil:
+		setTimes(a, f.identity.t.PublishedUnixMs)
+	default:
+		setTimes(a, f.m.startedMs)
+	}
 	return 0
 }
 

@@ -53,6 +53,12 @@ type Options struct {
 	// ctl write that finds another holder's live claim answers EAGAIN
 	// rather than block for a lease).
 	Ingest engine.IngestOptions
+	// ReadTimeout bounds each read the mount serves from its own paths
+	// (deriving a file, fetching a fragment into the cache, opening or
+	// reading a local file): past it the read fails with EIO instead of
+	// waiting on a stalled bucket or file system (2 min; bucket calls
+	// have their own, shorter deadlines).
+	ReadTimeout time.Duration
 	// CtlGroup names a group (by name or number) whose members may write
 	// the ctl files too (mode 0660, that group). Empty: only the mount's
 	// owner may (mode 0600).
@@ -71,6 +77,9 @@ func (o *Options) Validate(b bucket.Bucket) error {
 	}
 	if o.Freshness <= 0 {
 		o.Freshness = 500 * time.Millisecond
+	}
+	if o.ReadTimeout <= 0 {
+		o.ReadTimeout = 2 * time.Minute
 	}
 	if o.Immutable <= 0 {
 		o.Immutable = time.Hour
@@ -116,6 +125,9 @@ type Mount struct {
 	local *local.Bucket // nil: a remote bucket, read through the cache
 	opts  Options
 	stats *Stats
+	// startedMs is when the mount began (Unix ms): the modification time
+	// of what has no commit time of its own (the root, ctl files, stats).
+	startedMs int64
 	// verified remembers the bucket files found to match their catalog
 	// records (kept in the cache directory).
 	verified *cache.Verified
@@ -137,7 +149,7 @@ func New(b bucket.Bucket, opts Options) (*Mount, error) {
 	if err := opts.Validate(b); err != nil {
 		return nil, err
 	}
-	m := &Mount{b: b, opts: opts, stats: newStats()}
+	m := &Mount{b: b, opts: opts, stats: newStats(), startedMs: time.Now().UnixMilli()}
 	m.local, _ = b.(*local.Bucket)
 	m.verified = cache.OpenVerified(filepath.Join(opts.Cache.Dir(), "verified"))
 	m.mu.cats = map[string]*index.Catalog{}

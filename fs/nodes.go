@@ -12,6 +12,8 @@ import (
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+
+	wsql "github.com/worldfs/worldfs/sql"
 )
 
 // node is every node of the tree: it knows its attributes and whether
@@ -31,16 +33,69 @@ type dirBase struct {
 	m   *Mount
 	ino uint64
 	imm bool
+	// when returns the directory's modification time (Unix ms; nil: the
+	// mount's start).
+	when func(context.Context) int64
 }
 
 func (d *dirBase) immutable() bool { return d.imm }
 func (d *dirBase) inode() uint64   { return d.ino }
 
-func (d *dirBase) fill(_ context.Context, a *fuse.Attr) syscall.Errno {
+func (d *dirBase) fill(ctx context.Context, a *fuse.Attr) syscall.Errno {
 	a.Mode = syscall.S_IFDIR | 0o555
 	a.Nlink = 2
 	a.Ino = d.ino
+	ms := d.m.startedMs
+	if d.when != nil {
+		ms = d.when(ctx)
+	}
+	setTimes(a, ms)
 	return 0
+}
+
+// setTimes sets a node's modification, change and access times to ms
+// (Unix milliseconds): what was committed when, not when it was read.
+func setTimes(a *fuse.Attr, ms int64) {
+	if ms < 0 {
+		ms = 0
+	}
+	sec, nsec := uint64(ms/1000), uint32(ms%1000)*1e6
+	a.Mtime, a.Mtimensec = sec, nsec
+	a.Ctime, a.Ctimensec = sec, nsec
+	a.Atime, a.Atimensec = sec, nsec
+}
+
+// headTime is when the newest visible tick of (world, run) was published
+// (the mount's start if that is unknown): the time of a directory that
+// changes when a tick is published.
+func (m *Mount) headTime(world, run string) func(context.Context) int64 {
+	return func(ctx context.Context) int64 {
+		if t, ok, err := m.head(ctx, world, run); err == nil && ok && t.PublishedUnixMs > 0 {
+			return t.PublishedUnixMs
+		}
+		return m.startedMs
+	}
+}
+
+// worldTime is when world last changed as far as its catalog records: its
+// newest published tick of any run, or its creation.
+func (m *Mount) worldTime(world string) func(context.Context) int64 {
+	return func(ctx context.Context) int64 {
+		s, err := m.state(ctx, world, false)
+		if err != nil {
+			return m.startedMs
+		}
+		ms := s.World.CreatedUnixMs
+		for _, r := range s.Runs() {
+			if t, ok := s.Tick(r.Name, r.Head); ok {
+				ms = max(ms, t.PublishedUnixMs)
+			}
+		}
+		if ms <= 0 {
+			return m.startedMs
+		}
+		return ms
+	}
 }
 
 func (d *dirBase) Getattr(ctx context.Context, _ gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
@@ -113,6 +168,9 @@ func (m *Mount) child(ctx context.Context, parent *gofs.Inode, n node, out *fuse
 	}
 	t := m.timeout(n.immutable())
 	out.SetEntryTimeout(t)
+	if a, ok := n.(interface{ attrTimeout() time.Duration }); ok {
+		t = a.attrTimeout()
+	}
 	out.SetAttrTimeout(t)
 	return parent.NewInode(ctx, n, gofs.StableAttr{Mode: out.Attr.Mode & syscall.S_IFMT, Ino: n.inode()}), 0
 }
@@ -169,7 +227,7 @@ func (r *rootDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 	if !ok {
 		return nil, syscall.ENOENT
 	}
-	return r.m.child(ctx, r.EmbeddedInode(), &worldDir{dirBase{m: r.m, ino: ino(name)}, name}, out)
+	return r.m.child(ctx, r.EmbeddedInode(), &worldDir{dirBase{m: r.m, ino: ino(name), when: r.m.worldTime(name)}, name}, out)
 }
 
 // worldDir is one world: world.json, ctl, runs/, tokens/.
@@ -197,15 +255,15 @@ func (w *worldDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 	var n node
 	switch name {
 	case "world.json":
-		n = &bytesFile{m: w.m, ino: ino(w.world, name), content: func(ctx context.Context) ([]byte, error) {
+		n = &bytesFile{m: w.m, ino: ino(w.world, name), when: w.m.worldTime(w.world), content: func(ctx context.Context) ([]byte, error) {
 			return w.m.worldJSON(ctx, w.world)
 		}}
 	case "ctl":
 		n = &ctlFile{m: w.m, ino: ino(w.world, name), world: w.world}
 	case "runs":
-		n = &runsDir{dirBase{m: w.m, ino: ino(w.world, name)}, w.world}
+		n = &runsDir{dirBase{m: w.m, ino: ino(w.world, name), when: w.m.worldTime(w.world)}, w.world}
 	case "tokens":
-		n = &tokensDir{dirBase{m: w.m, ino: ino(w.world, name)}, w.world}
+		n = &tokensDir{dirBase{m: w.m, ino: ino(w.world, name), when: w.m.worldTime(w.world)}, w.world}
 	case "facts":
 		n = &factsDir{dirBase{m: w.m, ino: ino(w.world, name)}, w.world}
 	default:
@@ -250,7 +308,7 @@ func (r *runsDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 	if !slices.Contains(runs, name) {
 		return nil, syscall.ENOENT
 	}
-	return r.m.child(ctx, r.EmbeddedInode(), &runDir{dirBase{m: r.m, ino: ino(r.world, "runs", name)}, r.world, name}, out)
+	return r.m.child(ctx, r.EmbeddedInode(), &runDir{dirBase{m: r.m, ino: ino(r.world, "runs", name), when: r.m.headTime(r.world, name)}, r.world, name}, out)
 }
 
 // runDir is one run: head, ticks/, tables/.
@@ -282,9 +340,9 @@ func (r *runDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*
 	var n node
 	switch name {
 	case "ticks":
-		n = &ticksDir{dirBase{m: r.m, ino: id}, r.world, r.run}
+		n = &ticksDir{dirBase{m: r.m, ino: id, when: r.m.headTime(r.world, r.run)}, r.world, r.run}
 	case "tables":
-		n = &tablesDir{dirBase{m: r.m, ino: id}, r.world, r.run}
+		n = &tablesDir{dirBase{m: r.m, ino: id, when: r.m.headTime(r.world, r.run)}, r.world, r.run}
 	case "head":
 		if _, ok, err := r.m.head(ctx, r.world, r.run); err != nil {
 			return nil, r.m.errno("head of "+r.world, err)
@@ -455,7 +513,7 @@ func (d *tablesDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut)
 			return nil, d.m.errno("tables of "+d.world, err)
 		}
 		if slices.Contains(names, name) {
-			return d.m.child(ctx, d.EmbeddedInode(), &tableDir{dirBase{m: d.m, ino: ino(d.world, "runs", d.run, "tables", name)}, d.world, d.run, name}, out)
+			return d.m.child(ctx, d.EmbeddedInode(), &tableDir{dirBase{m: d.m, ino: ino(d.world, "runs", d.run, "tables", name), when: d.m.headTime(d.world, d.run)}, d.world, d.run, name}, out)
 		}
 	}
 	return nil, syscall.ENOENT
@@ -520,7 +578,7 @@ func (d *tableDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 	if !ok {
 		return nil, syscall.ENOENT
 	}
-	f := &snapFile{m: d.m, ino: ino(d.world, "runs", d.run, "tables", d.name, name), t: t, tf: tf, table: d.name, format: "parquet"}
+	f := newSnapFile(d.m, ino(d.world, "runs", d.run, "tables", d.name, name), t, tf, d.name, wsql.FormatParquet)
 	return d.m.child(ctx, d.EmbeddedInode(), f, out)
 }
 
@@ -541,18 +599,24 @@ func (h *headLink) immutable() bool { return false }
 func (h *headLink) inode() uint64   { return h.ino }
 
 func (h *headLink) target(ctx context.Context) ([]byte, syscall.Errno) {
+	target, _, errno := h.resolve(ctx)
+	return target, errno
+}
+
+// resolve returns the link's target and when its tick was published.
+func (h *headLink) resolve(ctx context.Context) ([]byte, int64, syscall.Errno) {
 	t, ok, err := h.m.head(ctx, h.world, h.run)
 	if err != nil {
-		return nil, h.m.errno("head of "+h.world, err)
+		return nil, 0, h.m.errno("head of "+h.world, err)
 	}
 	if !ok {
-		return nil, syscall.ENOENT
+		return nil, 0, syscall.ENOENT
 	}
-	return []byte("ticks/" + strconv.FormatInt(t.Tick.Tick, 10)), 0
+	return []byte("ticks/" + strconv.FormatInt(t.Tick.Tick, 10)), t.PublishedUnixMs, 0
 }
 
 func (h *headLink) fill(ctx context.Context, a *fuse.Attr) syscall.Errno {
-	target, errno := h.target(ctx)
+	target, ms, errno := h.resolve(ctx)
 	if errno != 0 {
 		return errno
 	}
@@ -560,6 +624,7 @@ func (h *headLink) fill(ctx context.Context, a *fuse.Attr) syscall.Errno {
 	a.Nlink = 1
 	a.Size = uint64(len(target))
 	a.Ino = h.ino
+	setTimes(a, ms)
 	return 0
 }
 

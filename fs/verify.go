@@ -10,9 +10,9 @@ import (
 
 // fragmentPath returns a local file holding the fragment f records: the
 // bucket file itself on a local bucket, else a copy in the cache, verified
-// (size, generation, sha256) as it is fetched.
+// (size, generation, sha256) as it is fetched. ctx is a bounded read's
+// (see bounded): its deadline reaches the fetch.
 func (m *Mount) fragmentPath(ctx context.Context, f index.Fragment) (string, error) {
-	ctx = finish(ctx)
 	if m.local != nil {
 		return m.local.Path(f.Path)
 	}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -52,6 +53,16 @@ func copyView(ctx context.Context, b bucket.Bucket, world string, opts Options, 
 		with = "FORMAT csv, HEADER"
 	default:
 		return fmt.Errorf("copy of %s: unknown format %q (parquet or csv)", view, format)
+	}
+	if opts.Dir == "" {
+		// The list is needed only by this copy: beside the output (in a
+		// cache, that is the cache's directory), gone when it ends.
+		lists, err := os.MkdirTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".lists-")
+		if err != nil {
+			return fmt.Errorf("copy of %s: %w", view, err)
+		}
+		defer os.RemoveAll(lists)
+		opts.Dir = lists
 	}
 	s, err := Build(ctx, b, world, opts)
 	if err != nil {

@@ -29,14 +29,14 @@ func TestViewsOfAGCSWorldThroughTheCache(t *testing.T) {
 	particles.Install(w)
 	run(t, w, 8)
 	w.Close()
-	if _, err := wsql.Build(ctxT(t), b, "w", wsql.Options{}); err == nil {
+	if _, err := wsql.Build(ctxT(t), b, "w", wsql.Options{Dir: t.TempDir()}); err == nil {
 		t.Fatal("views of a remote bucket without a cache")
 	}
 	c, err := cache.Open(t.TempDir(), cache.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := wsql.Build(ctxT(t), b, "w", wsql.Options{Cache: c, BucketID: "gs-worlds-prod"})
+	s, err := wsql.Build(ctxT(t), b, "w", wsql.Options{Cache: c, BucketID: "gs-worlds-prod", Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func TestViewsOfAGCSWorldThroughTheCache(t *testing.T) {
 		t.Fatalf("GCS world through the cache: %d rows, want %d", got, want)
 	}
 	misses := c.Stats().Misses
-	if _, err := wsql.Build(ctxT(t), b, "w", wsql.Options{Cache: c, BucketID: "gs-worlds-prod"}); err != nil {
+	if _, err := wsql.Build(ctxT(t), b, "w", wsql.Options{Cache: c, BucketID: "gs-worlds-prod", Dir: t.TempDir()}); err != nil {
 		t.Fatal(err)
 	}
 	if st := c.Stats(); st.Misses != misses || st.Hits == 0 {

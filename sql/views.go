@@ -36,22 +36,27 @@ type Options struct {
 	Cache    *cache.Disk
 	BucketID string
 	// Dir is where the views' fragment lists are written (content-addressed
-	// Parquet files the script reads; default: worldfs/views in the user's
-	// cache directory).
+	// Parquet files the script reads). Build requires it: worldfs passes
+	// <cache-dir>/views, tests a temporary directory; nothing defaults to
+	// the user's home. CopyTick and CopyFacts without it write their list
+	// beside their output and remove it when the copy ends.
 	Dir string
+	// View, if set, is the lineage of (world, Run) already resolved from
+	// open catalogs (a mount's): Build and BuildFrom read no catalog then,
+	// only the table descriptions and the files.
+	View *index.View
 	// Verified remembers the bucket files read in place that were found to
 	// match their catalog records (default: one kept in Dir/verified).
 	Verified *cache.Verified
 }
 
+// ErrNoDir: Build was given no Options.Dir for the views' fragment lists.
+var ErrNoDir = errors.New("sql options: Dir is required (the directory for the views' fragment lists, e.g. <cache-dir>/views)")
+
 func (o Options) dir() (string, error) {
 	d := o.Dir
 	if d == "" {
-		base, err := os.UserCacheDir()
-		if err != nil {
-			base = os.TempDir()
-		}
-		d = filepath.Join(base, "worldfs", "views")
+		return "", ErrNoDir
 	}
 	if err := os.MkdirAll(d, 0o755); err != nil {
 		return "", fmt.Errorf("views directory: %w", err)
@@ -96,6 +101,12 @@ type Script struct {
 // Build reads the catalog (and, for forks, every ancestor's) and returns the
 // view definitions. A corrupt catalog fails closed: no views.
 func Build(ctx context.Context, b bucket.Bucket, world string, opts Options) (*Script, error) {
+	if v := opts.View; v != nil {
+		if v.World != world || len(v.Segments) == 0 {
+			return nil, fmt.Errorf("views of world %s: the view given is of world %s", world, v.World)
+		}
+		return BuildFrom(ctx, b, v.Segments[len(v.Segments)-1].State, opts)
+	}
 	own, _, err := index.Load(ctx, b, world)
 	if err != nil {
 		return nil, err
@@ -107,7 +118,8 @@ func Build(ctx context.Context, b bucket.Bucket, world string, opts Options) (*S
 }
 
 // BuildFrom returns the view definitions of the world whose catalog state
-// own is (ancestors are read from the bucket).
+// own is (ancestors are read from the bucket, unless opts.View, of this
+// world and run, resolves them).
 func BuildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Options) (*Script, error) {
 	world := own.World.ID
 	path, err := pather(b, opts)
@@ -138,15 +150,20 @@ func BuildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 		}
 	}
 	fpath, verified := verifier(b, path, opts, dir)
-	load := index.LoadFrom(b)
-	segs, err := index.Lineage(ctx, func(ctx context.Context, w string) (*index.State, error) {
-		if w == world {
-			return own, nil
+	var segs []index.Segment
+	if v := opts.View; v != nil && v.World == world && v.Run == opts.Run {
+		segs = v.Segments
+	} else {
+		load := index.LoadFrom(b)
+		segs, err = index.Lineage(ctx, func(ctx context.Context, w string) (*index.State, error) {
+			if w == world {
+				return own, nil
+			}
+			return load(ctx, w)
+		}, world, opts.Run)
+		if err != nil {
+			return nil, err
 		}
-		return load(ctx, w)
-	}, world, opts.Run)
-	if err != nil {
-		return nil, err
 	}
 	// One fragment per table per published tick, usually: allocate once.
 	n := 0

@@ -40,6 +40,9 @@ func run(t *testing.T, w *engine.World, last int64) {
 
 func views(t *testing.T, b bucket.Bucket, world string, opts wsql.Options) *sql.DB {
 	t.Helper()
+	if opts.Dir == "" {
+		opts.Dir = t.TempDir()
+	}
 	s, err := wsql.Build(ctxT(t), b, world, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -250,10 +253,10 @@ func TestViewsFailClosed(t *testing.T) {
 	particles.Install(w)
 	run(t, w, 3)
 	w.Close()
-	if _, err := wsql.Build(ctxT(t), b, "nope", wsql.Options{}); !errors.Is(err, wsql.ErrNotFound) {
+	if _, err := wsql.Build(ctxT(t), b, "nope", wsql.Options{Dir: t.TempDir()}); !errors.Is(err, wsql.ErrNotFound) {
 		t.Fatalf("unknown world = %v", err)
 	}
-	if _, err := wsql.Build(ctxT(t), b, "w", wsql.Options{Token: "no-such-token"}); !errors.Is(err, wsql.ErrNotFound) {
+	if _, err := wsql.Build(ctxT(t), b, "w", wsql.Options{Token: "no-such-token", Dir: t.TempDir()}); !errors.Is(err, wsql.ErrNotFound) {
 		t.Fatalf("unknown token = %v", err)
 	}
 	// A corrupt slot: no views at all.
@@ -263,7 +266,7 @@ func TestViewsFailClosed(t *testing.T) {
 	data[len(data)/2] ^= 0xff
 	b.Delete(ctxT(t), name, a.Generation)
 	b.Create(ctxT(t), name, data)
-	if _, err := wsql.Build(ctxT(t), b, "w", wsql.Options{}); !errors.Is(err, index.ErrCorrupt) {
+	if _, err := wsql.Build(ctxT(t), b, "w", wsql.Options{Dir: t.TempDir()}); !errors.Is(err, index.ErrCorrupt) {
 		t.Fatalf("views of a corrupt catalog = %v, want ErrCorrupt", err)
 	}
 }

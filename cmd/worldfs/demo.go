@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/worldfs/worldfs/bucket"
@@ -169,7 +170,8 @@ func demo(ctx context.Context, b bucket.Bucket, url, id string, ticks int64, emi
 // SQL views.
 func demoSQL(ctx context.Context, b bucket.Bucket, id string, out io.Writer) error {
 	start := time.Now()
-	script, err := wsql.Build(ctx, b, id, wsql.Options{})
+	// The views' fragment list goes where worldfs sql keeps its lists.
+	script, err := wsql.Build(ctx, b, id, wsql.Options{Dir: filepath.Join(defaultCacheDir(), "views")})
 	if err != nil {
 		return err
 	}

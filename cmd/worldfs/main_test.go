@@ -16,6 +16,7 @@ import (
 
 func cli(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
+	keepHome(t)
 	var out, errb bytes.Buffer
 	code := run(context.Background(), args, &out, &errb)
 	return code, out.String(), errb.String()

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"syscall"
+	"time"
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/engine"
@@ -24,6 +25,7 @@ type mountFlags struct {
 	uid, gid          int
 	cacheDir          string
 	cacheSize         int64
+	readTimeout       time.Duration
 }
 
 func addMountFlags(fs *flag.FlagSet) *mountFlags {
@@ -34,6 +36,7 @@ func addMountFlags(fs *flag.FlagSet) *mountFlags {
 	fs.IntVar(&f.gid, "gid", -1, "group of every file (default: yours)")
 	fs.StringVar(&f.cacheDir, "cache-dir", defaultCacheDir(), "where remote fragments and materialized snapshot files are kept")
 	fs.Int64Var(&f.cacheSize, "cache-size", 10<<30, "bytes the cache may hold")
+	fs.DurationVar(&f.readTimeout, "read-timeout", 2*time.Minute, "longest a read of the mount may wait (deriving a file, fetching a fragment, a local file that hangs) before it fails with EIO")
 	fs.BoolVar(&f.debug, "debug", false, "log every FUSE request")
 	fs.StringVar(&f.role, "role", "operator", "the role ctl commands act with: writing facts and receipts needs operator or admin")
 	timeoutFlag(fs)
@@ -58,7 +61,7 @@ func openMount(ctx context.Context, url string, f *mountFlags) (*wfs.Mount, buck
 		return nil, nil, usageError{err.Error()}
 	}
 	host, _ := os.Hostname()
-	m, err := wfs.New(b, wfs.Options{Cache: c, BucketID: id, Holder: fmt.Sprintf("mount@%s:%d", host, os.Getpid()), Role: role, CtlGroup: f.ctlGroup})
+	m, err := wfs.New(b, wfs.Options{Cache: c, BucketID: id, Holder: fmt.Sprintf("mount@%s:%d", host, os.Getpid()), Role: role, CtlGroup: f.ctlGroup, ReadTimeout: f.readTimeout})
 	if err != nil {
 		b.Close()
 		return nil, nil, err

@@ -1,0 +1,208 @@
+package fs
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/worldfs/worldfs/bucket/faulty"
+	"github.com/worldfs/worldfs/bucket/local"
+	"github.com/worldfs/worldfs/cache"
+	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/engine/particles"
+	wsql "github.com/worldfs/worldfs/sql"
+)
+
+// catalogReads counts the bucket calls that read a world's catalog (its
+// marker, slots, checkpoints and shards: everything under worlds/).
+type catalogReads struct{ n atomic.Int64 }
+
+func (c *catalogReads) Fault(_ faulty.Op, name string) faulty.Fault {
+	if strings.HasPrefix(name, "worlds/") {
+		c.n.Add(1)
+	}
+	return faulty.Fault{}
+}
+
+// cheapWorld makes a particle world "w" run to tick 4, and a mount of its
+// bucket (read through the cache, as a remote bucket would be) whose
+// catalog reads are counted.
+func cheapWorld(t *testing.T, opts Options) (*Mount, *catalogReads, *local.Bucket) {
+	t.Helper()
+	ctx := context.Background()
+	b, err := local.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := engine.CreateWorld(ctx, b, "w", particles.Tables(), rquiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	particles.Install(w)
+	particles.Setup(w, 3)
+	if err := particles.Run(ctx, w, 4, nil); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	c, err := cache.Open(t.TempDir(), cache.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reads := &catalogReads{}
+	opts.Cache, opts.BucketID, opts.Writer = c, "test", rquiet
+	opts.Freshness = time.Hour // the test decides when the catalog is read
+	m, err := New(faulty.Wrap(b, reads), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m, reads, b
+}
+
+// snapOf returns the snapshot file of table at tick n of w, in format.
+func snapOf(t *testing.T, m *Mount, n int64, table, format string) *snapFile {
+	t.Helper()
+	ctx := context.Background()
+	tr, ok, err := m.tick(ctx, "w", "main", n)
+	if err != nil || !ok {
+		t.Fatalf("tick %d: %v %v", n, ok, err)
+	}
+	tables, err := m.tickTables(ctx, tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newSnapFile(m, 1, tr, tables[table], table, format)
+}
+
+// A stat of a derived file derives nothing: size 0 and an attribute
+// timeout of 0 until an open derives it, then its true size, kept.
+func TestStatDerivesNothing(t *testing.T) {
+	m, _, _ := cheapWorld(t, Options{})
+	ctx := context.Background()
+	f := snapOf(t, m, 2, "particle", wsql.FormatCSV)
+	var out fuse.AttrOut
+	if errno := f.Getattr(ctx, nil, &out); errno != 0 {
+		t.Fatal(errno)
+	}
+	if n := m.stats.materialized.Load(); n != 0 || out.Size != 0 || out.Timeout() != 0 {
+		t.Fatalf("stat of an underived file: %d materializations, size %d, attribute timeout %v; want 0, 0, 0", n, out.Size, out.Timeout())
+	}
+	if out.Mtime == 0 || int64(out.Mtime) != f.t.PublishedUnixMs/1000 {
+		t.Errorf("mtime %d, the tick was published at %d ms", out.Mtime, f.t.PublishedUnixMs)
+	}
+	fh, _, errno := f.Open(ctx, 0)
+	if errno != 0 {
+		t.Fatal(errno)
+	}
+	h := fh.(*roFile)
+	defer h.f.Close()
+	data, err := os.ReadFile(h.f.Name())
+	if err != nil || !strings.HasPrefix(string(data), "entity_id,") {
+		t.Fatalf("derived CSV %q: %v", data, err)
+	}
+	if errno := f.Getattr(ctx, nil, &out); errno != 0 || out.Size != uint64(len(data)) || out.Timeout() == 0 {
+		t.Errorf("stat after open: size %d (file %d), timeout %v", out.Size, len(data), out.Timeout())
+	}
+	// A new node of the same file (the kernel forgot it; a new mount on
+	// the same cache) knows the size from the cache, still deriving nothing.
+	before := m.stats.materialized.Load()
+	g := snapOf(t, m, 2, "particle", wsql.FormatCSV)
+	if errno := g.Getattr(ctx, nil, &out); errno != 0 || out.Size != uint64(len(data)) || m.stats.materialized.Load() != before {
+		t.Errorf("stat of a derived file in the cache: size %d (want %d), %d new materializations", out.Size, len(data), m.stats.materialized.Load()-before)
+	}
+	// Facts files likewise.
+	ff := m.factFile(2, "w", engine.EvaluationRun, wsql.ReceiptsView, wsql.FormatCSV)
+	if errno := ff.Getattr(ctx, nil, &out); errno != 0 || m.stats.materialized.Load() != before {
+		t.Errorf("stat of a facts file: errno %v, %d materializations", errno, m.stats.materialized.Load()-before)
+	}
+}
+
+// A materialization plans from the catalog the mount holds: it reads no
+// catalog object.
+func TestMaterializeReusesTheMountsCatalog(t *testing.T) {
+	m, reads, _ := cheapWorld(t, Options{})
+	ctx := context.Background()
+	csv := snapOf(t, m, 3, "particle", wsql.FormatCSV)
+	reads.n.Store(0)
+	fh, _, errno := csv.Open(ctx, 0)
+	if errno != 0 {
+		t.Fatal(errno)
+	}
+	fh.(*roFile).f.Close()
+	if m.stats.materialized.Load() != 1 {
+		t.Fatalf("%d materializations, want 1", m.stats.materialized.Load())
+	}
+	if n := reads.n.Load(); n != 0 {
+		t.Errorf("materializing tick 3's CSV read %d catalog objects; the mount holds the catalog", n)
+	}
+}
+
+// A read the mount's own paths cannot finish (a local fragment that is a
+// FIFO no one writes: open(2) blocks) fails with EIO after the read
+// timeout instead of hanging.
+func TestStalledReadGivesUp(t *testing.T) {
+	ctx := context.Background()
+	b, err := local.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := engine.CreateWorld(ctx, b, "w", particles.Tables(), rquiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	particles.Install(w)
+	particles.Setup(w, 3)
+	if err := particles.Run(ctx, w, 2, nil); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	c, _ := cache.Open(t.TempDir(), cache.Options{})
+	m, err := New(b, Options{Cache: c, Writer: rquiet, ReadTimeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	f := snapOf(t, m, 1, "particle", wsql.FormatParquet)
+	if !f.passthrough() {
+		t.Fatal("tick 1's particle fragment should be served as is")
+	}
+	p, _ := b.Path(f.tf.Fragments[0].Path)
+	if err := os.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(p, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { // let the abandoned open finish
+		if w, err := os.OpenFile(p, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			w.Close()
+		}
+	})
+	done := make(chan syscall.Errno, 1)
+	go func() {
+		_, _, errno := f.Open(ctx, 0)
+		done <- errno
+	}()
+	select {
+	case errno := <-done:
+		if errno != syscall.EIO {
+			t.Errorf("open of a stalled fragment: %v, want EIO", errno)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("open of a stalled fragment still waiting after 30s: the mount's reads must give up on their own")
+	}
+	var rte *ReadTimeoutError
+	stuck := make(chan int)
+	defer close(stuck)
+	_, err = bounded(ctx, m, "x", nil, func(ctx context.Context) (int, error) { return <-stuck, nil })
+	if !errors.As(err, &rte) || Errno(err) != syscall.EIO {
+		t.Errorf("bounded = %v (errno %v)", err, Errno(err))
+	}
+}

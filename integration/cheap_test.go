@@ -1,0 +1,145 @@
+package integration
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/worldfs/worldfs/engine"
+	wfs "github.com/worldfs/worldfs/fs"
+	wsql "github.com/worldfs/worldfs/sql"
+)
+
+func mountStats(t *testing.T, mt *mounted) wfs.StatsSnapshot {
+	t.Helper()
+	var st wfs.StatsSnapshot
+	data, err := os.ReadFile(mt.path(".worldfs", "stats"))
+	if err == nil {
+		err = json.Unmarshal(data, &st)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// On a compacted world (every tick of 0..63 a slice of a compacted file,
+// so each of its files is derived), ls -l of ticks/, of every tick and of
+// tables/ derives nothing; then Parquet and CSV readers through the mount
+// (DuckDB's read_parquet, which seeks to the footer; Go's os.ReadFile,
+// which sizes its buffer by fstat as Python's read() does; cat) read each
+// derived file whole and right, and its size, once opened, is the file's.
+// Every snapshot entry's mtime is its tick's publish time.
+func TestStatIsCheapAndDerivedFilesRead(t *testing.T) {
+	b := localBucket(t)
+	w := particleWorld(t, b, "w", 79)
+	res, err := engine.Compact(ctxT(t), b, w.Catalog(), engine.CompactOptions{Recent: 8})
+	if err != nil || res.Windows == 0 {
+		t.Fatalf("compaction: %+v %v", res, err)
+	}
+	mt := testMount(t, b)
+
+	ticks := mt.path("w", "runs", "main", "ticks")
+	var stats int
+	for _, tick := range ls(t, ticks) {
+		for _, name := range ls(t, filepath.Join(ticks, tick)) {
+			if _, err := os.Lstat(filepath.Join(ticks, tick, name)); err != nil {
+				t.Fatal(err)
+			}
+			stats++
+		}
+	}
+	for _, name := range ls(t, mt.path("w", "runs", "main", "tables", "particle")) {
+		if _, err := os.Lstat(mt.path("w", "runs", "main", "tables", "particle", name)); err != nil {
+			t.Fatal(err)
+		}
+		stats++
+	}
+	for _, name := range ls(t, mt.path("w", "facts")) {
+		if _, err := os.Lstat(mt.path("w", "facts", name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := mountStats(t, mt); st.Materialized != 0 || stats < 80*7 {
+		t.Fatalf("ls -l of %d entries derived %d files; a stat must derive nothing", stats, st.Materialized)
+	}
+
+	s, err := wsql.Build(ctxT(t), b, "w", wsql.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	views, err := wsql.Open(ctxT(t), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer views.Close()
+	db := duck(t)
+	cols := "entity_id, tick, position_x, position_y, velocity_x, velocity_y"
+	for _, tick := range []int64{10, 40} {
+		want := rows(t, views, fmt.Sprintf("SELECT %s FROM particle_at(%d) ORDER BY entity_id", cols, tick))
+		p := filepath.Join(ticks, strconv.FormatInt(tick, 10), "particle.parquet")
+		got := rows(t, db, fmt.Sprintf("SELECT %s FROM read_parquet(%s) ORDER BY entity_id", cols, lit(p)))
+		if len(want) == 0 || !slices.Equal(got, want) {
+			t.Errorf("tick %d: DuckDB through the mount read %d rows, the views show %d", tick, len(got), len(want))
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info, err := os.Stat(p); err != nil || info.Size() != int64(len(data)) || len(data) < 12 || string(data[len(data)-4:]) != "PAR1" {
+			t.Errorf("tick %d: stat after reading says %d bytes; read %d (ending %q)", tick, info.Size(), len(data), data[max(0, len(data)-4):])
+		}
+	}
+	csv := filepath.Join(ticks, "20", "particle.csv")
+	out, err := exec.Command("cat", csv).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := rows(t, views, "SELECT count(*) FROM particle_at(20)")
+	if lines := strings.Count(string(out), "\n"); want[0] != strconv.Itoa(lines-1) {
+		t.Errorf("cat of tick 20's CSV: %d lines, the views show %s rows", lines, want[0])
+	}
+	if st := mountStats(t, mt); st.Materialized != 3 {
+		t.Errorf("three derived files read, %d materializations", st.Materialized)
+	}
+
+	// mtime: the commit time.
+	state, err := w.Catalog().Exact(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tick := range []int64{5, 70, 79} {
+		tk, _ := state.Tick("main", tick)
+		if tk.PublishedUnixMs == 0 {
+			t.Fatalf("tick %d has no publish time", tick)
+		}
+		want := time.UnixMilli(tk.PublishedUnixMs)
+		for _, p := range []string{
+			filepath.Join(ticks, strconv.FormatInt(tick, 10)),
+			filepath.Join(ticks, strconv.FormatInt(tick, 10), "particle.parquet"),
+			filepath.Join(ticks, strconv.FormatInt(tick, 10), "manifest.json"),
+			mt.path("w", "runs", "main", "tables", "particle", fmt.Sprintf("%012d.parquet", tick)),
+		} {
+			info, err := os.Lstat(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !info.ModTime().Equal(want) {
+				t.Errorf("%s: mtime %v, published %v", p, info.ModTime(), want)
+			}
+		}
+	}
+	head, _ := state.Tick("main", 79)
+	var st syscall.Stat_t
+	if err := syscall.Lstat(mt.path("w", "runs", "main", "head"), &st); err != nil || st.Mtim.Sec != head.PublishedUnixMs/1000 {
+		t.Errorf("head: mtime %d, head published at %d ms (%v)", st.Mtim.Sec, head.PublishedUnixMs, err)
+	}
+}
