@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/worldfs/worldfs/bucket"
@@ -139,7 +138,7 @@ type historyPhase struct {
 	AtRows          int64   `json:"at_rows"`
 	// SQL: <table>_at(MidTick) end to end by a fresh worldfs sql process;
 	// first with an empty cache directory, then again (its fragment list
-	// already written).
+	// already written). Its peak RSS is its VmHWM, sampled every 2 ms.
 	SQLFirst historyProcess `json:"sql_first"`
 	SQLAgain historyProcess `json:"sql_again"`
 	// The mount (fresh, in process): ls of ticks/, open + read of the
@@ -340,21 +339,41 @@ func historyMeasure(ctx context.Context, b bucket.Bucket, h *historyBench, table
 		q := fmt.Sprintf("SELECT count(*) AS n FROM %s(%d)", ident(h.Table+"_at"), h.MidTick)
 		say("a fresh worldfs sql: %s", q)
 		cmd := exec.CommandContext(ctx, self, "sql", "--bucket", h.Bucket, "--world", h.World, "--cache-dir", cacheDir, "--format", "csv", q)
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		t0 := time.Now()
-		out, err := cmd.Output()
-		p.Seconds = time.Since(t0).Seconds()
-		if err != nil {
-			var ee *exec.ExitError
-			if errors.As(err, &ee) {
-				return nil, fmt.Errorf("worldfs sql: %w: %s", err, ee.Stderr)
-			}
+		if err := cmd.Start(); err != nil {
 			return nil, fmt.Errorf("worldfs sql: %w", err)
 		}
-		if want := fmt.Sprintf("n\n%d\n", ph.AtRows); string(out) != want {
-			return nil, fmt.Errorf("worldfs sql answered %q, the views in process %q", out, want)
+		// The child's rusage is no use: it was started sharing this
+		// process's memory, whose peak its exec inherits. Its own high
+		// water mark is sampled instead (it only grows).
+		sampled := make(chan int64)
+		stopSampling := make(chan struct{})
+		go func() {
+			var hwm int64
+			tk := time.NewTicker(2 * time.Millisecond)
+			defer tk.Stop()
+			for {
+				hwm = max(hwm, vmHWM(cmd.Process.Pid))
+				select {
+				case <-stopSampling:
+					sampled <- hwm
+					return
+				case <-tk.C:
+				}
+			}
+		}()
+		err := cmd.Wait()
+		p.Seconds = time.Since(t0).Seconds()
+		close(stopSampling)
+		p.PeakRSSBytes = <-sampled
+		out := stdout.String()
+		if err != nil {
+			return nil, fmt.Errorf("worldfs sql: %w: %s", err, stderr.String())
 		}
-		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-			p.PeakRSSBytes = ru.Maxrss * 1024
+		if want := fmt.Sprintf("n\n%d\n", ph.AtRows); out != want {
+			return nil, fmt.Errorf("worldfs sql answered %q, the views in process %q", out, want)
 		}
 	}
 
@@ -441,6 +460,23 @@ func historyMount(ctx context.Context, b bucket.Bucket, h *historyBench, ph *his
 	ph.TickReadSeconds = time.Since(start).Seconds()
 	ph.TickReadBytes = int64(len(data))
 	return nil
+}
+
+// vmHWM is the peak resident set of process pid so far (0 once it is
+// gone).
+func vmHWM(pid int) int64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			var kb int64
+			fmt.Sscanf(strings.TrimSpace(v), "%d", &kb)
+			return kb * 1024
+		}
+	}
+	return 0
 }
 
 // ident quotes a SQL identifier.
