@@ -36,6 +36,12 @@ type listRow struct {
 	Object   string `parquet:"object"`
 	Path     string `parquet:"path"`
 	Rows     int64  `parquet:"rows"`
+	// FirstTick and LastTick bound the ticks of the rows a file read as it
+	// is (proven) may show: its tick, or a compacted file's span within the
+	// ticks the views keep. <table>_at(t) reads only the files whose bounds
+	// hold t.
+	FirstTick int64 `parquet:"first_tick"`
+	LastTick  int64 `parquet:"last_tick"`
 }
 
 // writeList writes rows as a Parquet file in dir named by the hash of its

@@ -81,6 +81,9 @@ type fragment struct {
 	// keep, on a compacted file (proven, rows of many ticks), is the ticks
 	// whose rows the views keep.
 	keep *index.Span
+	// first and last bound the ticks of the rows the file may show when it
+	// is read as it is: its tick, or a compacted file's span within keep.
+	first, last int64
 	// manifest: not a file to read but a compacted tick's manifest entry
 	// (object is the compacted file holding its rows), for worldfs_manifests.
 	manifest bool
@@ -192,8 +195,13 @@ func BuildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 				ferr = err
 				return false
 			}
+			first, last := f.Tick, f.Tick
+			if f.Span != nil {
+				first, last = max(f.Span.From, f.Keep.From), min(f.Span.To, f.Keep.To)
+			}
 			frags = append(frags, fragment{world: f.World, run: f.Run, table: f.Table, object: f.Path, path: p,
-				tick: f.Tick, token: f.Token, epoch: f.Epoch, rows: f.Rows, filtered: true, fact: f.Fact, proven: !f.Check, keep: f.Keep})
+				tick: f.Tick, token: f.Token, epoch: f.Epoch, rows: f.Rows, filtered: true, fact: f.Fact, proven: !f.Check, keep: f.Keep,
+				first: first, last: last})
 			return true
 		})
 		return ferr
@@ -462,7 +470,7 @@ func render(world, run string, upTo int64, frags []fragment, infos map[string]en
 		parts[name] = ps
 		list = append(list, listRow{View: name, Part: int32(pn), Ord: int64(len(list)), World: f.world, Run: f.run,
 			TableID: f.table, Tick: f.tick, CommitToken: f.token, WriterEpoch: f.epoch, Filtered: f.filtered, Fact: f.fact, Proven: f.proven,
-			Object: f.object, Path: f.path, Rows: f.rows, Compacted: f.keep != nil})
+			Object: f.object, Path: f.path, Rows: f.rows, Compacted: f.keep != nil, FirstTick: f.first, LastTick: f.last})
 	}
 	for _, f := range manifests {
 		list = append(list, listRow{Part: -1, Ord: int64(len(list)), World: f.world, Run: f.run, TableID: f.table, Tick: f.tick,
@@ -496,7 +504,7 @@ func render(world, run string, upTo int64, frags []fragment, infos map[string]en
 			}
 		}
 		slices.Sort(cols)
-		var qs []string
+		var qs, ats []string
 		for i, p := range parts[name] {
 			files := fmt.Sprintf("worldfs_files_%s_%d", name, i)
 			w("SET VARIABLE %s = (SELECT list(path ORDER BY ord) FROM worldfs_fragments WHERE view = %s AND part = %d);\n", ident(files), lit(name), i)
@@ -518,9 +526,12 @@ func render(world, run string, upTo int64, frags []fragment, infos map[string]en
 				}
 			}
 			q := fmt.Sprintf("SELECT %s FROM read_parquet(getvariable(%s))", sel, lit(files))
+			// at is the part's rows of tick t, for <table>_at(t).
+			at := q + " WHERE tick = t"
 			switch {
 			case legacy:
 				q += fmt.Sprintf(" WHERE tick <= %d", upTo)
+				at = q + " AND tick = t"
 			case p.filtered:
 				witness, err := writeWitness(dir, p.ti)
 				if err != nil {
@@ -533,14 +544,25 @@ func render(world, run string, upTo int64, frags []fragment, infos map[string]en
 					// Compacted files hold other ticks' rows too.
 					provenQ += fmt.Sprintf(" WHERE tick BETWEEN %d AND %d", p.keep.From, p.keep.To)
 				}
-				q = provenQ + "\n  UNION ALL BY NAME " +
-					tokenCheck(fmt.Sprintf("SELECT %s FROM read_parquet(getvariable(%s))", sel, lit(checked)), visible, p.lo, p.hi)
+				checkedQ := tokenCheck(fmt.Sprintf("SELECT %s FROM read_parquet(getvariable(%s))", sel, lit(checked)), visible, p.lo, p.hi)
+				q = provenQ + "\n  UNION ALL BY NAME " + checkedQ
+				// Of the files read as they are, only those whose tick
+				// bounds hold t (the witness holds every tick): the others'
+				// footers are never opened. (Fields by subscript: a macro
+				// parameter reads f.lo as a string.)
+				provenAt := fmt.Sprintf("SELECT %s FROM read_parquet([f['path'] FOR f IN getvariable(%s) IF f['lo'] <= t AND t <= f['hi']]) WHERE tick = t", sel, lit(proven+"_bounds"))
+				if p.keep != nil {
+					provenAt += fmt.Sprintf(" AND tick BETWEEN %d AND %d", p.keep.From, p.keep.To)
+				}
+				at = provenAt + "\n    UNION ALL BY NAME " + checkedQ + " AND tick = t"
 			}
 			qs = append(qs, q)
+			ats = append(ats, at)
 		}
 		w("CREATE OR REPLACE TEMP VIEW %s AS\n  %s;\n", ident(name+"_raw"), strings.Join(qs, "\n  UNION ALL BY NAME "))
 		w("CREATE OR REPLACE TEMP VIEW %s AS SELECT entity_id, tick, %s FROM %s;\n", ident(name), strings.Join(cols, ", "), ident(name+"_raw"))
-		w("CREATE OR REPLACE TEMP MACRO %s(t) AS TABLE SELECT * FROM %s WHERE tick = t;\n\n", ident(name+"_at"), ident(name))
+		w("CREATE OR REPLACE TEMP MACRO %s(t) AS TABLE SELECT entity_id, tick, %s FROM (\n    %s);\n\n",
+			ident(name+"_at"), strings.Join(cols, ", "), strings.Join(ats, "\n    UNION ALL BY NAME "))
 		script.Views = append(script.Views, name)
 	}
 	w("CREATE OR REPLACE TEMP VIEW worldfs_manifests AS SELECT world, run, tick, commit_token, writer_epoch, table_id, object AS path, nullif(rows, -1) AS rows\n  FROM worldfs_fragments WHERE filtered AND NOT fact AND NOT compacted;\n")
@@ -566,7 +588,10 @@ func render(world, run string, upTo int64, frags []fragment, infos map[string]en
 // files the catalog does not prove are read. Every other file (no
 // statistics, a mixed or foreign stamp: a crashed attempt's rows handed in
 // by mistake) keeps the row check. Each list starts with witness, an empty
-// file of the table's schema, so that none is ever empty.
+// file of the table's schema, so that none is ever empty. Variable
+// proven_bounds lists the files read as they are with the ticks their
+// rows may hold (the witness first, holding every tick), for
+// <table>_at(t).
 func provenFiles(view string, part int, proven, checked, witness string) string {
 	where := fmt.Sprintf("view = %s AND part = %d AND filtered", lit(view), part)
 	set, unproven := ident(proven+"_set"), proven+"_unproven"
@@ -583,7 +608,10 @@ CREATE OR REPLACE TEMP TABLE %[1]s AS
      AND count(*) FILTER (WHERE m.col = 'tick') = count(*) FILTER (WHERE m.col = 'commit_token');
 SET VARIABLE %[4]s = (SELECT list_prepend(%[6]s, coalesce(list(path ORDER BY ord), []::VARCHAR[])) FROM worldfs_fragments WHERE %[3]s AND path IN (SELECT path FROM %[1]s));
 SET VARIABLE %[5]s = (SELECT list_prepend(%[6]s, coalesce(list(path ORDER BY ord), []::VARCHAR[])) FROM worldfs_fragments WHERE %[3]s AND path NOT IN (SELECT path FROM %[1]s));
-`, set, ident(unproven), where, ident(proven), ident(checked), lit(witness), lit(unproven))
+SET VARIABLE %[8]s = (SELECT list({'path': path, 'lo': first_tick, 'hi': last_tick} ORDER BY ord) FROM (
+  SELECT %[6]s AS path, '%[9]d'::BIGINT AS first_tick, '%[10]d'::BIGINT AS last_tick, -1::BIGINT AS ord
+  UNION ALL SELECT path, first_tick, last_tick, ord FROM worldfs_fragments WHERE %[3]s AND path IN (SELECT path FROM %[1]s)));
+`, set, ident(unproven), where, ident(proven), ident(checked), lit(witness), lit(unproven), ident(proven+"_bounds"), int64(math.MinInt64), int64(math.MaxInt64))
 }
 
 // writeWitness writes (once) an empty Parquet file of ti's schema in dir

@@ -251,8 +251,8 @@ type statusLine struct {
 
 func newStatusLine(f *os.File) *statusLine {
 	p := &statusLine{}
-	if info, err := f.Stat(); err != nil || info.Mode()&os.ModeCharDevice == 0 {
-		return p // not a terminal
+	if !terminal(f) {
+		return p
 	}
 	p.w, p.stop = f, make(chan struct{})
 	p.wg.Add(1)
@@ -294,4 +294,11 @@ func (p *statusLine) done() {
 	close(p.stop)
 	p.wg.Wait()
 	fmt.Fprint(p.w, "\r\033[K")
+}
+
+// terminal reports whether f is a terminal: progress is shown there, never
+// in pipes or logs.
+func terminal(f *os.File) bool {
+	info, err := f.Stat()
+	return err == nil && info.Mode()&os.ModeCharDevice != 0
 }

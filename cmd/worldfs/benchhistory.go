@@ -1,0 +1,507 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/cache"
+	"github.com/worldfs/worldfs/engine"
+	wfs "github.com/worldfs/worldfs/fs"
+	"github.com/worldfs/worldfs/index"
+	wsql "github.com/worldfs/worldfs/sql"
+)
+
+func init() {
+	var url, world, self, work *string
+	var ticks, archetypes, entities, runs *int
+	var asJSON *bool
+	register("bench", command{
+		name: "history",
+		summary: "measure reads of a long world before and after compaction: views open, a whole-table aggregate and <table>_at(t) " +
+			"(through the views, raw read_parquet, and a fresh worldfs sql process), the mount's ticks/, peak RSS, object counts",
+		example: "worldfs bench history --bucket ./long --ticks 10000 --archetypes 4 --entities 50 --json",
+		flags: func(fs *flag.FlagSet) {
+			url = bucketFlag(fs)
+			ticks = fs.Int("ticks", 10000, "ticks of the world")
+			archetypes = fs.Int("archetypes", 4, "archetypes (one table and one fragment per tick each)")
+			entities = fs.Int("entities", 50, "entities per archetype (small frames: the file count is the cost)")
+			world = fs.String("world", "", "world to measure (default: bench-history-<ticks>x<archetypes>x<entities>); reused if the bucket holds it")
+			runs = fs.Int("runs", 3, "timed runs of each in-process query (the median is reported)")
+			self = fs.String("worldfs", "", "the worldfs binary run as the fresh sql process (default: this one)")
+			work = fs.String("dir", "", "work directory for the views' fragment lists, caches and mount points (default: a temporary one, removed after)")
+			asJSON = fs.Bool("json", false, "print one JSON object")
+		},
+		run: func(ctx context.Context, fs *flag.FlagSet, args []string, out io.Writer) error {
+			if len(args) != 0 || *ticks < 1 || *archetypes < 1 || *entities < 1 || *runs < 1 {
+				return usagef("bench history takes no arguments and positive --ticks, --archetypes, --entities and --runs")
+			}
+			if !strings.Contains(*url, "://") {
+				// The fresh sql process opens the bucket by the same URL.
+				if abs, err := filepath.Abs(*url); err == nil {
+					*url = abs
+				}
+			}
+			b, err := openBucket(ctx, *url)
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			if *world == "" {
+				*world = fmt.Sprintf("bench-history-%dx%dx%d", *ticks, *archetypes, *entities)
+			}
+			if *self == "" {
+				if *self, err = os.Executable(); err != nil {
+					return err
+				}
+			}
+			dir := *work
+			if dir == "" {
+				d, err := os.MkdirTemp("", "worldfs-bench-history-")
+				if err != nil {
+					return err
+				}
+				defer os.RemoveAll(d)
+				dir = d
+			}
+			h := &historyBench{Bucket: *url, World: *world, Ticks: *ticks, Archetypes: *archetypes, Entities: *entities, Runs: *runs}
+			if err := benchHistory(ctx, b, h, *self, dir); err != nil {
+				return err
+			}
+			if *asJSON {
+				return writeJSON(out, h)
+			}
+			printHistoryBench(out, h)
+			return nil
+		},
+	})
+}
+
+// historyBench is the result of bench history.
+type historyBench struct {
+	Bucket     string `json:"bucket"`
+	World      string `json:"world"`
+	Ticks      int    `json:"ticks"`
+	Archetypes int    `json:"archetypes"`
+	Entities   int    `json:"entities_per_archetype"`
+	Runs       int    `json:"runs"`
+	// Generated: the world was built by this run (false: reused).
+	Generated    bool    `json:"generated"`
+	BuildSeconds float64 `json:"build_seconds,omitempty"`
+	// MidTick is the tick <table>_at(t) reads; Table the table measured.
+	MidTick int64  `json:"mid_tick"`
+	Table   string `json:"table"`
+
+	Before *historyPhase `json:"before"`
+	// CompactSeconds: engine.Compact over the whole run (default options).
+	CompactSeconds float64 `json:"compact_seconds"`
+	Compaction     struct {
+		Windows  int   `json:"windows"`
+		Files    int   `json:"files"`
+		FilesIn  int   `json:"files_replaced"`
+		Rows     int64 `json:"rows"`
+		BytesOut int64 `json:"bytes_written"`
+	} `json:"compaction"`
+	After *historyPhase `json:"after"`
+	// PeakRSSBytes: this process's peak resident set (building, compacting,
+	// the in-process views and the mount).
+	PeakRSSBytes uint64 `json:"peak_rss_bytes"`
+}
+
+// historyPhase is what one state of the world (before or after
+// compaction) costs to read.
+type historyPhase struct {
+	// ViewsOpenSeconds: wsql.Build (catalog load, plan, fragment list,
+	// script) plus wsql.Open (DuckDB runs the script), in process.
+	ViewsOpenSeconds  float64 `json:"views_open_seconds"`
+	ViewsBuildSeconds float64 `json:"views_build_seconds"`
+	// FilesRead: the files the views read for the table (its part 0).
+	FilesRead int64 `json:"files_read"`
+	// Medians of Runs: count(*) over the whole table and <table>_at(MidTick)
+	// through the views, then the same over read_parquet of the files the
+	// views list.
+	CountSeconds    float64 `json:"count_seconds"`
+	AtSeconds       float64 `json:"at_seconds"`
+	RawCountSeconds float64 `json:"raw_count_seconds"`
+	RawAtSeconds    float64 `json:"raw_at_seconds"`
+	CountRatio      float64 `json:"count_to_raw_ratio"`
+	AtRatio         float64 `json:"at_to_raw_ratio"`
+	Rows            int64   `json:"rows"`
+	AtRows          int64   `json:"at_rows"`
+	// SQL: <table>_at(MidTick) end to end by a fresh worldfs sql process;
+	// first with an empty cache directory, then again (its fragment list
+	// already written). Its peak RSS is its VmHWM, sampled every 2 ms.
+	SQLFirst historyProcess `json:"sql_first"`
+	SQLAgain historyProcess `json:"sql_again"`
+	// The mount (fresh, in process): ls of ticks/, open + read of the
+	// table's file of MidTick (MountError: why it was not measured).
+	MountError       string  `json:"mount_error,omitempty"`
+	LsSeconds        float64 `json:"ls_ticks_seconds"`
+	LsEntries        int     `json:"ls_ticks_entries"`
+	TickReadSeconds  float64 `json:"tick_open_read_seconds"`
+	TickReadBytes    int64   `json:"tick_read_bytes"`
+	PeakRSSBytes     uint64  `json:"peak_rss_bytes"`
+	BucketObjects    int64   `json:"bucket_objects"`
+	DataObjectsTable []int64 `json:"data_objects_per_table"`
+	// FilesNamed: the distinct files the catalog names per table (what a
+	// reader of the whole history reads).
+	FilesNamed []int64 `json:"files_named_per_table"`
+}
+
+type historyProcess struct {
+	Seconds      float64 `json:"seconds"`
+	PeakRSSBytes int64   `json:"peak_rss_bytes"`
+}
+
+func benchHistory(ctx context.Context, b bucket.Bucket, h *historyBench, self, dir string) error {
+	tables := benchTables(h.Archetypes)
+	if err := historyWorld(ctx, b, h, tables); err != nil {
+		return err
+	}
+	h.MidTick, h.Table = int64(h.Ticks/2), tables[0].Name
+	var err error
+	if h.Before, err = historyMeasure(ctx, b, h, tables, self, filepath.Join(dir, "before")); err != nil {
+		return err
+	}
+	cat, err := index.Open(ctx, b, h.World, index.Options{NoCompactor: true})
+	if err != nil {
+		return err
+	}
+	opts := engine.CompactOptions{}
+	if terminal(os.Stderr) {
+		opts.Progress = func(p engine.CompactProgress) {
+			fmt.Fprintf(os.Stderr, "\r\033[Kbench: compacting ticks %d..%d (%d/%d windows)", p.Span.From, p.Span.To, p.Done, p.Total)
+			if p.Done == p.Total {
+				fmt.Fprintln(os.Stderr)
+			}
+		}
+	}
+	say("compacting")
+	start := time.Now()
+	res, err := engine.Compact(ctx, b, cat, opts)
+	h.CompactSeconds = time.Since(start).Seconds()
+	cat.Close()
+	if err != nil {
+		return err
+	}
+	c := &h.Compaction
+	c.Windows, c.Files, c.FilesIn, c.Rows, c.BytesOut = res.Windows, res.Files, res.FilesIn, res.Rows, res.BytesOut
+	if h.After, err = historyMeasure(ctx, b, h, tables, self, filepath.Join(dir, "after")); err != nil {
+		return err
+	}
+	if h.Before.Rows != h.After.Rows || h.Before.AtRows != h.After.AtRows {
+		return fmt.Errorf("compaction changed the answers: %d rows (%d at tick %d) before, %d (%d) after",
+			h.Before.Rows, h.Before.AtRows, h.MidTick, h.After.Rows, h.After.AtRows)
+	}
+	h.PeakRSSBytes = peakRSS()
+	return nil
+}
+
+// historyWorld builds the world (uncompacted: no background maintenance)
+// or reuses it.
+func historyWorld(ctx context.Context, b bucket.Bucket, h *historyBench, tables []*engine.Table) error {
+	if _, err := index.ReadMarker(ctx, b, h.World); err == nil {
+		s, _, err := index.Load(ctx, b, h.World)
+		if err != nil {
+			return err
+		}
+		if r, ok := s.Run("main"); ok && r.Published >= int64(h.Ticks) {
+			say("reusing world %s (%d ticks)", h.World, r.Published)
+			return nil
+		}
+		return fmt.Errorf("world %s exists with fewer than %d ticks; name another with --world", h.World, h.Ticks)
+	} else if !errors.Is(err, bucket.ErrNotExist) {
+		return err
+	}
+	h.Generated = true
+	w, err := engine.CreateWorld(ctx, b, h.World, tables, engine.Options{NoMaintenance: true})
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	for k, t := range tables {
+		for i := range h.Entities {
+			if _, err := w.Spawn(t.Name, engine.Values{"position_x": float64(i), "velocity_y": 1.0, fmt.Sprintf("kind%d_id", k): int64(i)}); err != nil {
+				return err
+			}
+		}
+	}
+	if err := w.AddProcessor(func(tc *engine.TickContext) error {
+		for _, t := range tables {
+			f := tc.Frame(t.Name)
+			x, y := f.Float64("position_x"), f.Float64("position_y")
+			vx, vy := f.Float64("velocity_x"), f.Float64("velocity_y")
+			for i := range x {
+				x[i] += vx[i] * 0.01
+				y[i] += vy[i] * 0.01
+			}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	// Progress: redrawn every second on a terminal, a line every ten
+	// seconds elsewhere.
+	tty, every := terminal(os.Stderr), 10*time.Second
+	if tty {
+		every = time.Second
+	}
+	start, last := time.Now(), time.Now()
+	for i := range h.Ticks {
+		if _, err := w.Step(ctx); err != nil {
+			return err
+		}
+		if end := i == h.Ticks-1; time.Since(last) >= every || end {
+			last = time.Now()
+			line := fmt.Sprintf("bench: world %s: tick %d/%d (%.0f ticks/s)", h.World, i+1, h.Ticks, float64(i+1)/time.Since(start).Seconds())
+			switch {
+			case tty && end:
+				fmt.Fprintf(os.Stderr, "\r\033[K%s\n", line)
+			case tty:
+				fmt.Fprintf(os.Stderr, "\r\033[K%s", line)
+			default:
+				fmt.Fprintln(os.Stderr, line)
+			}
+		}
+	}
+	h.BuildSeconds = time.Since(start).Seconds()
+	return nil
+}
+
+// historyMeasure measures one state of the world.
+func historyMeasure(ctx context.Context, b bucket.Bucket, h *historyBench, tables []*engine.Table, self, dir string) (*historyPhase, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	ph := &historyPhase{}
+	name := ident(h.Table)
+	filesVar := "'worldfs_files_" + h.Table + "_0'"
+	say("opening the views")
+	start := time.Now()
+	s, err := wsql.Build(ctx, b, h.World, wsql.Options{Dir: filepath.Join(dir, "views")})
+	if err != nil {
+		return nil, err
+	}
+	ph.ViewsBuildSeconds = time.Since(start).Seconds()
+	db, err := wsql.Open(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	ph.ViewsOpenSeconds = time.Since(start).Seconds()
+	defer db.Close()
+	if err := db.QueryRowContext(ctx, "SELECT len(getvariable("+filesVar+"))").Scan(&ph.FilesRead); err != nil {
+		return nil, err
+	}
+	queries := []struct {
+		what, q string
+		secs    *float64
+		rows    *int64
+	}{
+		{"count(*)", "SELECT count(*) FROM " + name, &ph.CountSeconds, &ph.Rows},
+		{"_at", fmt.Sprintf("SELECT count(*) FROM %s(%d)", ident(h.Table+"_at"), h.MidTick), &ph.AtSeconds, &ph.AtRows},
+		{"raw count(*)", "SELECT count(*) FROM read_parquet(getvariable(" + filesVar + "))", &ph.RawCountSeconds, nil},
+		{"raw _at", fmt.Sprintf("SELECT count(*) FROM read_parquet(getvariable(%s)) WHERE tick = %d", filesVar, h.MidTick), &ph.RawAtSeconds, nil},
+	}
+	for _, q := range queries {
+		say("timing %s", q.q)
+		var ds []time.Duration
+		for i := range h.Runs + 1 { // the first run warms the page cache
+			var n int64
+			t0 := time.Now()
+			if err := db.QueryRowContext(ctx, q.q).Scan(&n); err != nil {
+				return nil, fmt.Errorf("%s: %w", q.q, err)
+			}
+			if i > 0 {
+				ds = append(ds, time.Since(t0))
+			}
+			if q.rows != nil {
+				*q.rows = n
+			}
+		}
+		*q.secs = median(ds).Seconds()
+	}
+	// The raw reads read every file the views list, compacted or not;
+	// they equal the views only where no file holds rows the views hide.
+	ph.CountRatio = ph.CountSeconds / ph.RawCountSeconds
+	ph.AtRatio = ph.AtSeconds / ph.RawAtSeconds
+
+	// A fresh worldfs sql process, twice on one cache directory.
+	cacheDir := filepath.Join(dir, "sql-cache")
+	for _, p := range []*historyProcess{&ph.SQLFirst, &ph.SQLAgain} {
+		q := fmt.Sprintf("SELECT count(*) AS n FROM %s(%d)", ident(h.Table+"_at"), h.MidTick)
+		say("a fresh worldfs sql: %s", q)
+		cmd := exec.CommandContext(ctx, self, "sql", "--bucket", h.Bucket, "--world", h.World, "--cache-dir", cacheDir, "--format", "csv", q)
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		t0 := time.Now()
+		if err := cmd.Start(); err != nil {
+			return nil, fmt.Errorf("worldfs sql: %w", err)
+		}
+		// The child's rusage is no use: it was started sharing this
+		// process's memory, whose peak its exec inherits. Its own high
+		// water mark is sampled instead (it only grows).
+		sampled := make(chan int64)
+		stopSampling := make(chan struct{})
+		go func() {
+			var hwm int64
+			tk := time.NewTicker(2 * time.Millisecond)
+			defer tk.Stop()
+			for {
+				hwm = max(hwm, vmHWM(cmd.Process.Pid))
+				select {
+				case <-stopSampling:
+					sampled <- hwm
+					return
+				case <-tk.C:
+				}
+			}
+		}()
+		err := cmd.Wait()
+		p.Seconds = time.Since(t0).Seconds()
+		close(stopSampling)
+		p.PeakRSSBytes = <-sampled
+		out := stdout.String()
+		if err != nil {
+			return nil, fmt.Errorf("worldfs sql: %w: %s", err, stderr.String())
+		}
+		if want := fmt.Sprintf("n\n%d\n", ph.AtRows); out != want {
+			return nil, fmt.Errorf("worldfs sql answered %q, the views in process %q", out, want)
+		}
+	}
+
+	if err := historyMount(ctx, b, h, ph, dir); err != nil {
+		ph.MountError = err.Error()
+		say("the mount was not measured: %v", err)
+	}
+
+	say("counting objects")
+	for _, err := range b.List(ctx, "", "") {
+		if err != nil {
+			return nil, err
+		}
+		ph.BucketObjects++
+	}
+	st, _, err := index.Load(ctx, b, h.World)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range tables {
+		var n int64
+		for a, err := range b.List(ctx, "data/"+h.World+"/main/"+t.ID+"/", "") {
+			if err != nil {
+				return nil, err
+			}
+			if strings.HasSuffix(a.Name, ".parquet") {
+				n++
+			}
+		}
+		ph.DataObjectsTable = append(ph.DataObjectsTable, n)
+		named := map[string]bool{}
+		st.Ticks("main", 0, func(tk *index.Tick) bool {
+			for _, tf := range tk.Tables {
+				if tf.Table == t.ID {
+					for _, f := range tf.Fragments {
+						named[f.Path] = true
+					}
+				}
+			}
+			return true
+		})
+		ph.FilesNamed = append(ph.FilesNamed, int64(len(named)))
+	}
+	ph.PeakRSSBytes = peakRSS()
+	return ph, nil
+}
+
+// historyMount mounts the bucket (fresh, in process) and times ls of the
+// run's ticks/ and open + read of the table's file of the middle tick.
+func historyMount(ctx context.Context, b bucket.Bucket, h *historyBench, ph *historyPhase, dir string) error {
+	c, err := cache.Open(filepath.Join(dir, "mount-cache"), cache.Options{})
+	if err != nil {
+		return err
+	}
+	m, err := wfs.New(b, wfs.Options{Cache: c})
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	mnt := filepath.Join(dir, "mnt")
+	if err := os.MkdirAll(mnt, 0o755); err != nil {
+		return err
+	}
+	srv, err := wfs.Serve(mnt, m, wfs.MountOptions{})
+	if err != nil {
+		return err
+	}
+	defer srv.Unmount()
+	ticks := filepath.Join(mnt, h.World, "runs", "main", "ticks")
+	say("ls %s", ticks)
+	start := time.Now()
+	out, err := exec.CommandContext(ctx, "ls", ticks).Output()
+	if err != nil {
+		return fmt.Errorf("ls %s: %w", ticks, err)
+	}
+	ph.LsSeconds = time.Since(start).Seconds()
+	ph.LsEntries = strings.Count(string(out), "\n")
+	p := filepath.Join(ticks, fmt.Sprint(h.MidTick), h.Table+".parquet")
+	start = time.Now()
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return err
+	}
+	ph.TickReadSeconds = time.Since(start).Seconds()
+	ph.TickReadBytes = int64(len(data))
+	return nil
+}
+
+// vmHWM is the peak resident set of process pid so far (0 once it is
+// gone).
+func vmHWM(pid int) int64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			var kb int64
+			fmt.Sscanf(strings.TrimSpace(v), "%d", &kb)
+			return kb * 1024
+		}
+	}
+	return 0
+}
+
+// ident quotes a SQL identifier.
+func ident(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
+
+func printHistoryBench(out io.Writer, h *historyBench) {
+	fmt.Fprintf(out, "world %s: %d ticks × %d archetypes × %d entities; %s measured at tick %d\n", h.World, h.Ticks, h.Archetypes, h.Entities, h.Table, h.MidTick)
+	for _, p := range []struct {
+		name string
+		ph   *historyPhase
+	}{{"before compaction", h.Before}, {"after compaction", h.After}} {
+		ph := p.ph
+		fmt.Fprintf(out, "%s: views open %.3f s (build %.3f s), %d files read by the table\n", p.name, ph.ViewsOpenSeconds, ph.ViewsBuildSeconds, ph.FilesRead)
+		fmt.Fprintf(out, "  count(*) %.3f s (raw %.3f s, ratio %.2f); _at(t) %.3f s (raw %.3f s, ratio %.2f)\n",
+			ph.CountSeconds, ph.RawCountSeconds, ph.CountRatio, ph.AtSeconds, ph.RawAtSeconds, ph.AtRatio)
+		fmt.Fprintf(out, "  worldfs sql _at(t): %.3f s, peak RSS %.0f MiB (again %.3f s, %.0f MiB)\n",
+			ph.SQLFirst.Seconds, float64(ph.SQLFirst.PeakRSSBytes)/(1<<20), ph.SQLAgain.Seconds, float64(ph.SQLAgain.PeakRSSBytes)/(1<<20))
+		if ph.MountError != "" {
+			fmt.Fprintf(out, "  mount: not measured (%s)\n", ph.MountError)
+		} else {
+			fmt.Fprintf(out, "  mount: ls ticks/ %.3f s (%d entries), open + read of a tick's file %.3f s (%d bytes)\n",
+				ph.LsSeconds, ph.LsEntries, ph.TickReadSeconds, ph.TickReadBytes)
+		}
+		fmt.Fprintf(out, "  bucket objects %d; data objects per table %v; files the catalog names per table %v; peak RSS %.0f MiB\n",
+			ph.BucketObjects, ph.DataObjectsTable, ph.FilesNamed, float64(ph.PeakRSSBytes)/(1<<20))
+	}
+	fmt.Fprintf(out, "compaction: %.3f s, %d windows, %d files replace %d\n", h.CompactSeconds, h.Compaction.Windows, h.Compaction.Files, h.Compaction.FilesIn)
+}

@@ -1,0 +1,44 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"testing"
+)
+
+// WORLDFS_TEST_AS_CLI makes the test binary act as worldfs: bench history
+// runs it as its fresh worldfs sql process.
+func init() {
+	if os.Getenv("WORLDFS_TEST_AS_CLI") == "1" {
+		os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	}
+}
+
+// bench history keeps working at a tiny size: it builds the world,
+// measures it before and after compaction and finds the same answers.
+func TestBenchHistory(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("WORLDFS_TEST_AS_CLI", "1")
+	code, out, stderr := cli(t, "bench", "history", "--bucket", t.TempDir(), "--ticks", "600", "--archetypes", "2",
+		"--entities", "3", "--runs", "1", "--worldfs", self, "--dir", t.TempDir(), "--json")
+	var res historyBench
+	if code != 0 || json.Unmarshal([]byte(out), &res) != nil {
+		t.Fatalf("bench history: %d\n%s\n%s", code, out, stderr)
+	}
+	for _, ph := range []*historyPhase{res.Before, res.After} {
+		if ph == nil || ph.Rows != 600*3 || ph.AtRows != 3 || ph.ViewsOpenSeconds <= 0 || ph.SQLFirst.Seconds <= 0 ||
+			ph.SQLAgain.PeakRSSBytes <= 0 || ph.BucketObjects == 0 || len(ph.DataObjectsTable) != 2 || len(ph.FilesNamed) != 2 {
+			t.Fatalf("bench history phase %+v", ph)
+		}
+		if ph.MountError == "" && (ph.LsEntries < 600 || ph.TickReadBytes == 0) {
+			t.Fatalf("bench history mount %+v", ph)
+		}
+	}
+	if !res.Generated || res.Compaction.Windows == 0 || res.Before.FilesNamed[0] != 600 || res.After.FilesNamed[0] >= 600 {
+		t.Fatalf("bench history %+v\nbefore %+v\nafter %+v", res, res.Before, res.After)
+	}
+}
