@@ -20,7 +20,8 @@ import (
 	"github.com/worldfs/worldfs/internal/failpoint"
 )
 
-// FailpointGCDeleted: collection just deleted one object.
+// FailpointGCDeleted: collection just deleted one object; it is followed
+// by FailpointGCDeleted + "." + the object's kind ("engine.gc.deleted.slot").
 const FailpointGCDeleted = "engine.gc.deleted"
 
 // DefaultRetention is how long a replaced file, an old slot, checkpoint or
@@ -197,6 +198,7 @@ func (c *collector) drop(ctx context.Context, a bucket.Attrs, kind, reason strin
 			return fmt.Errorf("world %s: deleting %s: %w", c.world, a.Name, err)
 		}
 		failpoint.Hit(FailpointGCDeleted)
+		failpoint.Hit(FailpointGCDeleted + "." + kind)
 	}
 	c.res.Deleted++
 	c.res.Bytes += a.Size
