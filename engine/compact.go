@@ -410,9 +410,9 @@ func (w *World) maintain(tick int64) {
 			copts.Run, copts.DryRun, copts.Report, copts.Progress = w.opts.Run, false, nil, nil
 			copts.MaxDeletes = cmp.Or(copts.MaxDeletes, 1000)
 			gc, err = Collect(m.ctx, w.b, w.cat, copts)
-			if m.ctx.Err() != nil {
-				err = nil // stopped by Close: the next pass goes on
-			}
+		}
+		if m.ctx.Err() != nil {
+			err = nil // stopped by Close: no failure, the next open goes on
 		}
 		m.mu.Lock()
 		defer m.mu.Unlock()
