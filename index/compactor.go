@@ -91,14 +91,6 @@ func (c *Catalog) Checkpoint(ctx context.Context) (uint64, error) {
 	c.ckpt.Lock()
 	prev := c.ckpt.last
 	c.ckpt.Unlock()
-	if newest != "" && (prev == nil || CheckpointName(c.world, prev.Seq) != newest) {
-		// Reuse the shards of the bucket's newest checkpoint, never of one
-		// this process remembers: collection keeps the newest checkpoints
-		// and their shards, while an older one may be gone with its shards.
-		if prev, err = readCheckpoint(ctx, c.b, c.world, newest); err != nil {
-			prev = nil // every shard is written afresh
-		}
-	}
 	_, cp, err := WriteCheckpoint(ctx, c.b, tip, prev)
 	if err != nil {
 		return 0, err
