@@ -449,11 +449,13 @@ func readRows(t *Table, data []byte, fn func(parquet.Row)) error {
 type maintainer struct {
 	mu struct {
 		sync.Mutex
-		running bool
-		next    int64 // the tick that triggers the next run
-		stopped bool
-		err     error // the last run's failure
-		result  CompactResult
+		running   bool
+		next      int64 // the tick that triggers the next run
+		stopped   bool
+		err       error // the last run's failure
+		result    CompactResult
+		runs      int // compaction runs so far
+		collected int // objects collection deleted
 	}
 	wg     sync.WaitGroup
 	cancel context.CancelFunc
@@ -484,8 +486,23 @@ func (w *World) maintain(tick int64) {
 		defer m.wg.Done()
 		res, err := Compact(m.ctx, w.b, w.cat, opts)
 		m.mu.Lock()
+		m.mu.runs++
+		collect := err == nil && w.opts.Collection.Every >= 0 && m.mu.runs%max(1, cmp.Or(w.opts.Collection.Every, 8)) == 0
+		m.mu.Unlock()
+		var gc CollectResult
+		if collect {
+			copts := w.opts.Collection
+			copts.Run, copts.DryRun, copts.Report, copts.Progress = w.opts.Run, false, nil, nil
+			copts.MaxDeletes = cmp.Or(copts.MaxDeletes, 1000)
+			gc, err = Collect(m.ctx, w.b, w.cat, copts)
+		}
+		if m.ctx.Err() != nil {
+			err = nil // stopped by Close: no failure, the next open goes on
+		}
+		m.mu.Lock()
 		defer m.mu.Unlock()
 		m.mu.running, m.mu.err = false, err
+		m.mu.collected += gc.Deleted
 		m.mu.result.Windows += res.Windows
 		m.mu.result.Files += res.Files
 		m.mu.result.FilesIn += res.FilesIn
@@ -509,9 +526,18 @@ func (m *maintainer) stop() {
 }
 
 // Maintenance reports what the world's background compaction has done so
-// far, and its last failure (nil if it succeeded or never ran).
+// far, and its last failure (nil if it succeeded or never ran). Collected
+// says how many objects its collection deleted.
 func (w *World) Maintenance() (CompactResult, error) {
 	w.maint.mu.Lock()
 	defer w.maint.mu.Unlock()
 	return w.maint.mu.result, w.maint.mu.err
+}
+
+// Collected reports how many objects the world's background collection
+// has deleted so far.
+func (w *World) Collected() int {
+	w.maint.mu.Lock()
+	defer w.maint.mu.Unlock()
+	return w.maint.mu.collected
 }

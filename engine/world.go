@@ -98,6 +98,10 @@ type Options struct {
 	// table stay bounded without anyone running optimize. Its Run is the
 	// world's.
 	Compaction CompactOptions
+	// Collection tunes the collection that background maintenance runs
+	// after every Collection.Every-th compaction (see Collect); its Run
+	// is the world's.
+	Collection CollectOptions
 	// NoMaintenance turns that background compaction off.
 	NoMaintenance bool
 }

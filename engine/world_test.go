@@ -34,6 +34,9 @@ func TestMain(m *testing.M) {
 	if dir := os.Getenv(compactChildEnv); dir != "" {
 		os.Exit(compactChild(dir))
 	}
+	if spec := os.Getenv(gcChildEnv); spec != "" {
+		os.Exit(gcChild(spec))
+	}
 	os.Exit(m.Run())
 }
 

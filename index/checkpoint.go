@@ -301,18 +301,16 @@ func newestCheckpoint(ctx context.Context, b bucket.Bucket, world string) (strin
 }
 
 // CollectCheckpoints deletes old checkpoint objects of world: the newest
-// keep stay, and so does any younger than minAge. Each delete is
+// keep stay, and so does any younger than minAge and the one the log
+// starts from (its older slots were collected). Each delete is
 // conditioned on the generation listed. It returns how many it deleted.
 func CollectCheckpoints(ctx context.Context, b bucket.Bucket, world string, keep int, minAge time.Duration, now time.Time) (int, error) {
-	_, all, err := newestCheckpoint(ctx, b, world)
+	_, dead, err := KeptCheckpoints(ctx, b, world, keep, minAge, now)
 	if err != nil {
 		return 0, err
 	}
 	deleted := 0
-	for _, a := range all[:max(0, len(all)-keep)] {
-		if now.Sub(a.Created) < minAge {
-			continue
-		}
+	for _, a := range dead {
 		err := bucket.DeleteOnce(ctx, b, a.Name, a.Generation)
 		if err != nil && !errors.Is(err, bucket.ErrNotExist) && !errors.Is(err, bucket.ErrGenerationMismatch) {
 			return deleted, err

@@ -18,7 +18,8 @@ type CatalogCheck struct {
 	State *State
 	// FirstSlot is the first slot of the log still in the bucket (1 unless
 	// old slots were collected; the fold then starts from the checkpoint
-	// at FirstSlot-1).
+	// at FirstSlot-1, or, while a collection is under way, from the oldest
+	// checkpoint after it).
 	FirstSlot uint64
 	// Slots is how many slots were folded.
 	Slots uint64
@@ -57,19 +58,31 @@ func VerifyCatalog(ctx context.Context, b bucket.Bucket, world string, slot func
 	slices.Sort(seqs)
 	state := Empty(world)
 	first := true
+	var skip uint64 // slots a collection under way left before its checkpoint
 	for a, err := range b.List(ctx, LogPrefix(world), "") {
 		if err != nil {
 			return nil, fmt.Errorf("world %s: listing the log: %w", world, err)
 		}
+		seq, perr := strconv.ParseUint(strings.TrimPrefix(a.Name, LogPrefix(world)), 16, 64)
+		if perr != nil {
+			return nil, fmt.Errorf("world %s: log slot %s: not named by a sequence: %w", world, a.Name, ErrCorrupt)
+		}
 		if first {
 			first = false
-			seq, perr := strconv.ParseUint(strings.TrimPrefix(a.Name, LogPrefix(world)), 16, 64)
-			if perr != nil {
-				return nil, fmt.Errorf("world %s: log slot %s: not named by a sequence: %w", world, a.Name, ErrCorrupt)
-			}
 			out.FirstSlot = seq
 			if seq > 1 { // older slots were collected: start from the checkpoint before them
 				name, ok := bySeq[seq-1]
+				if !ok {
+					// A collection stopped midway deletes the slots a
+					// checkpoint inside the log covers, oldest first:
+					// start from the oldest such checkpoint.
+					for _, cs := range seqs {
+						if cs >= seq {
+							name, ok, skip = bySeq[cs], true, cs
+							break
+						}
+					}
+				}
 				if !ok {
 					return nil, fmt.Errorf("world %s: the log starts at slot %d and no checkpoint covers the slots before it: %w", world, seq, ErrCorrupt)
 				}
@@ -77,6 +90,9 @@ func VerifyCatalog(ctx context.Context, b bucket.Bucket, world string, slot func
 					return nil, err
 				}
 			}
+		}
+		if seq <= skip {
+			continue // covered by the checkpoint folded from
 		}
 		if state, _, err = readSlot(ctx, b, state, a.Name); err != nil {
 			return nil, err

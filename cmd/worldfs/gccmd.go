@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/index"
+)
+
+func init() {
+	var url, world, run, cacheDir *string
+	var retention *time.Duration
+	var dryRun, asJSON *bool
+	register("", command{
+		name: "gc",
+		summary: "delete what the catalog proves dead: replaced fragments after the retention, dead attempts " +
+			"(by token absence), old slots, checkpoints and shards, stale view lists",
+		example: "worldfs gc --bucket ./worldfs-data --world w1 --dry-run",
+		flags: func(fs *flag.FlagSet) {
+			url = bucketFlag(fs)
+			world = fs.String("world", "", "world to collect (required)")
+			run = fs.String("run", "", "examine only this run's fragments (default: every run)")
+			retention = fs.Duration("retention", engine.DefaultRetention,
+				"replaced files, slots, checkpoints and shards stay this long after nothing names them (a reader pinned before keeps working)")
+			dryRun = fs.Bool("dry-run", false, "print what would be deleted and why; delete nothing")
+			cacheDir = fs.String("cache-dir", defaultCacheDir(), "the cache whose views/ fragment lists unused for a day are removed")
+			asJSON = fs.Bool("json", false, "print each object and the summary as JSON lines")
+		},
+		run: func(ctx context.Context, _ *flag.FlagSet, _ []string, out io.Writer) error {
+			if *world == "" {
+				return usagef("--world is required")
+			}
+			if *retention <= 0 {
+				return usagef("--retention %v: must be positive (e.g. 168h)", *retention)
+			}
+			if *run != "" {
+				if err := index.ValidateRunName(*run); err != nil {
+					return usagef("--run: %v", err)
+				}
+			}
+			b, err := openBucket(ctx, *url)
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			cat, err := index.Open(ctx, b, *world, index.Options{NoCompactor: true})
+			if err != nil {
+				return err
+			}
+			defer cat.Close()
+			if !cat.Tip().World.Created {
+				return fmt.Errorf("world %s: %w", *world, index.ErrNoWorld)
+			}
+			enc := json.NewEncoder(out)
+			verb := "deleted"
+			if *dryRun {
+				verb = "would delete"
+			}
+			opts := engine.CollectOptions{Run: *run, Retention: *retention, DryRun: *dryRun}
+			if *cacheDir != "" {
+				opts.ViewsDir = filepath.Join(*cacheDir, "views")
+			}
+			progress := terminal(os.Stderr)
+			opts.Report = func(c engine.Collected) {
+				if progress {
+					fmt.Fprint(os.Stderr, "\r\033[K")
+				}
+				if *asJSON {
+					_ = enc.Encode(map[string]any{"object": c.Name, "kind": c.Kind, "bytes": c.Bytes, "reason": c.Reason,
+						"kept": c.Kept, "deleted": !c.Kept && !*dryRun})
+					return
+				}
+				v := verb
+				if c.Kept {
+					v = "kept"
+				}
+				fmt.Fprintf(out, "%s %s (%s): %s\n", v, c.Name, c.Kind, c.Reason)
+			}
+			if progress {
+				opts.Progress = func(p engine.CollectProgress) {
+					fmt.Fprintf(os.Stderr, "\r\033[K%s: %d examined, %d %s", p.Phase, p.Examined, p.Deleted, verb)
+				}
+			}
+			res, err := engine.Collect(ctx, b, cat, opts)
+			if progress {
+				fmt.Fprint(os.Stderr, "\r\033[K")
+			}
+			if err != nil {
+				return err
+			}
+			if *asJSON {
+				return enc.Encode(map[string]any{"world": *world, "dry_run": *dryRun, "examined": res.Examined,
+					"deleted": res.Deleted, "bytes": res.Bytes, "kept": res.Kept, "by_kind": res.ByKind})
+			}
+			fmt.Fprintf(out, "world %s: %d objects %s (%s)", *world, res.Deleted, verb, mib(res.Bytes))
+			for _, k := range []string{engine.KindReplaced, engine.KindCompacted, engine.KindAttempt, engine.KindSlot,
+				engine.KindCheckpoint, engine.KindShard, engine.KindViewList} {
+				if n := res.ByKind[k]; n > 0 {
+					fmt.Fprintf(out, ", %d %s", n, k)
+				}
+			}
+			fmt.Fprintf(out, "; %d data objects examined", res.Examined)
+			if res.Kept > 0 {
+				fmt.Fprintf(out, "; %d kept for lack of usable statistics", res.Kept)
+			}
+			fmt.Fprintln(out)
+			return nil
+		},
+	})
+}

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/worldfs/worldfs/bucket/local"
+	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/engine/particles"
+	"github.com/worldfs/worldfs/index"
+)
+
+// worldfs gc --dry-run prints what it would delete and why and deletes
+// nothing; gc deletes it (a dead attempt, a stale view list), and the
+// world still checks clean.
+func TestGCCommand(t *testing.T) {
+	dir := t.TempDir()
+	checkWorld(t, dir)
+	b, _ := local.Open(dir)
+	t.Cleanup(func() { b.Close() })
+	w, err := engine.ResumeWorld(context.Background(), b, "w", particles.Tables(), engine.Options{Catalog: index.Options{NoCompactor: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := engine.EncodeFragment(w.Frame("particle"), engine.Stamp{Tick: 3, CommitToken: "crashed", WriterEpoch: 1})
+	w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	crashed := engine.FragmentPath("w", "main", particles.Tables()[0].ID, "crashed", 0)
+	if _, err := b.Create(context.Background(), crashed, data); err != nil {
+		t.Fatal(err)
+	}
+	cache := t.TempDir()
+	views := filepath.Join(cache, "views")
+	os.MkdirAll(views, 0o755)
+	stale, fresh := filepath.Join(views, "fragments-0a.parquet"), filepath.Join(views, "fragments-0b.parquet")
+	os.WriteFile(stale, []byte("x"), 0o644)
+	os.WriteFile(fresh, []byte("x"), 0o644)
+	old := time.Now().Add(-48 * time.Hour)
+	os.Chtimes(stale, old, old)
+
+	code, out, stderr := cli(t, "gc", "--bucket", dir, "--world", "w", "--cache-dir", cache, "--dry-run")
+	if code != 0 || !strings.Contains(out, "would delete "+crashed+" (attempt): dead attempt: tick 3 is published under another token") ||
+		!strings.Contains(out, "would delete "+stale) || strings.Contains(out, fresh) {
+		t.Fatalf("gc --dry-run exited %d:\n%s%s", code, out, stderr)
+	}
+	if _, err := b.Stat(context.Background(), crashed); err != nil {
+		t.Fatalf("the dry run deleted %s: %v", crashed, err)
+	}
+	if _, err := os.Stat(stale); err != nil {
+		t.Fatalf("the dry run deleted %s: %v", stale, err)
+	}
+
+	code, out, stderr = cli(t, "gc", "--bucket", dir, "--world", "w", "--cache-dir", cache, "--json")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	var sum struct {
+		Deleted int            `json:"deleted"`
+		ByKind  map[string]int `json:"by_kind"`
+	}
+	if code != 0 || json.Unmarshal([]byte(lines[len(lines)-1]), &sum) != nil || sum.Deleted != 2 || sum.ByKind["attempt"] != 1 {
+		t.Fatalf("gc --json exited %d:\n%s%s", code, out, stderr)
+	}
+	if _, err := b.Stat(context.Background(), crashed); err == nil {
+		t.Fatal("gc left the dead attempt")
+	}
+	if _, err := os.Stat(stale); err == nil {
+		t.Fatal("gc left the stale view list")
+	}
+	if _, err := os.Stat(fresh); err != nil {
+		t.Fatal("gc removed a view list in use")
+	}
+	if code, out, _ := cli(t, "check", "--bucket", dir, "--world", "w", "--read-data"); code != 0 {
+		t.Fatalf("check after gc exited %d:\n%s", code, out)
+	}
+	if code, _, stderr := cli(t, "gc", "--bucket", dir, "--world", "w", "--retention", "0s"); code != 2 || !strings.Contains(stderr, "--retention") {
+		t.Fatalf("gc --retention 0s exited %d: %s", code, stderr)
+	}
+}

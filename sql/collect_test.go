@@ -1,0 +1,98 @@
+package sql_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/bucket/local"
+	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/engine/particles"
+	"github.com/worldfs/worldfs/index"
+	wsql "github.com/worldfs/worldfs/sql"
+)
+
+// Collection changes no answer of the views: dead attempts (a crashed
+// attempt, a stale writer's late rows) go at once, replaced fragments
+// after the retention, and views built before the compaction read the
+// same rows after a collection within the retention.
+func TestViewsAgreeBeforeAndAfterCollection(t *testing.T) {
+	ctx := ctxT(t)
+	b, _ := local.Open(t.TempDir())
+	a, err := engine.CreateWorld(ctx, b, "p", particles.Tables(), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	particles.Install(a)
+	run(t, a, 150)
+	data, err := engine.EncodeFragment(a.Frame("particle"), engine.Stamp{Tick: 100, CommitToken: "crashed", WriterEpoch: a.Epoch()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	crashed := engine.FragmentPath("p", "main", particles.Tables()[0].ID, "crashed", 0)
+	if _, err := b.Create(ctx, crashed, data); err != nil {
+		t.Fatal(err)
+	}
+	bw, err := engine.ResumeWorld(ctx, b, "p", particles.Tables(), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bw.Close()
+	particles.Install(bw)
+	run(t, bw, 160)
+	particles.Schedule(a)
+	if _, err := a.Step(ctx); err == nil {
+		t.Fatal("the stale writer published")
+	}
+	const pinnedQuery = "SELECT * FROM particle_raw ORDER BY tick, entity_id"
+	pinned := views(t, b, "p", wsql.Options{Dir: t.TempDir()}) // built before the compaction
+	pinnedBefore := dump(t, pinned, pinnedQuery)
+	before := answers(t, b, "p")
+
+	gc := func(now time.Time) engine.CollectResult {
+		t.Helper()
+		cat, err := index.Open(ctx, b, "p", index.Options{NoCompactor: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cat.Close()
+		res, err := engine.Collect(ctx, b, cat, engine.CollectOptions{Now: func() time.Time { return now }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if res := gc(time.Now()); res.ByKind[engine.KindAttempt] < 2 {
+		t.Fatalf("vacuum deleted %+v; want the crashed attempt and the stale writer's late rows", res.ByKind)
+	}
+	if _, err := b.Stat(ctx, crashed); !errors.Is(err, bucket.ErrNotExist) {
+		t.Fatalf("the crashed attempt: %v", err)
+	}
+	if after := answers(t, b, "p"); after != before {
+		t.Fatalf("the views changed with vacuum:\n%s", firstDiff(before, after))
+	}
+	cat, err := index.Open(ctx, b, "p", index.Options{NoCompactor: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := engine.Compact(ctx, b, cat, engine.CompactOptions{Recent: 10})
+	cat.Close()
+	if err != nil || res.Windows == 0 {
+		t.Fatalf("compaction: %+v, %v", res, err)
+	}
+	within := gc(time.Now())
+	if got := dump(t, pinned, pinnedQuery); got != pinnedBefore {
+		t.Fatalf("views built before the compaction read otherwise after a collection within the retention:\n%s", firstDiff(pinnedBefore, got))
+	}
+	if within.ByKind[engine.KindReplaced] != 0 {
+		t.Fatalf("within the retention collection deleted %+v", within.ByKind)
+	}
+	if res := gc(time.Now().Add(engine.DefaultRetention + time.Hour)); res.ByKind[engine.KindReplaced] == 0 {
+		t.Fatalf("past the retention collection deleted %+v; want the replaced fragments", res.ByKind)
+	}
+	if after := answers(t, b, "p"); after != before {
+		t.Fatalf("the views changed with collection:\n%s", firstDiff(before, after))
+	}
+}
