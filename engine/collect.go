@@ -321,6 +321,14 @@ func (c *collector) fragment(ctx context.Context, s *index.State, f fragment, he
 			last = max(last, t.Seq)
 			return true
 		})
+		// A compacted file of facts is named by claims, not ticks: it may
+		// have been replaced by any later compaction of the run's facts.
+		s.Claims(f.run, func(cl *index.Claim) bool {
+			if cl.State == index.ClaimComplete && len(cl.Tables) > 0 && cl.Tables[0].Table == f.table {
+				last = max(last, cl.Seq)
+			}
+			return true
+		})
 		if last > 0 {
 			at, err := c.slotTime(ctx, last)
 			if err != nil {
