@@ -3,10 +3,14 @@ GO       ?= go
 BUCKET   ?= ./worldfs-data
 PKGS     := ./...
 
-.PHONY: build test race lint bench demo clean
+.PHONY: build install test race lint bench demo clean
 
 build:
 	$(GO) build -o bin/worldfs ./cmd/worldfs
+
+# worldfs on PATH (in $(go env GOBIN), or $(go env GOPATH)/bin).
+install:
+	$(GO) install ./cmd/worldfs
 
 # The whole test suite; then the bucket conformance suite again, verbosely,
 # so the log names every backend it ran (a skipped backend fails).
@@ -35,5 +39,6 @@ bench:
 demo:
 	$(GO) run ./cmd/worldfs demo --bucket $(BUCKET)
 
+# Build outputs and the local buckets the demo and benchmarks make.
 clean:
-	rm -rf bin
+	rm -rf bin worldfs-data bench-data
