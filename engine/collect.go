@@ -64,7 +64,8 @@ type CollectOptions struct {
 	Now func() time.Time
 	// ViewsDir, if set, is the views' directory of fragment lists and
 	// witnesses (<cache dir>/views); those not used for ViewsAge (default
-	// a day) go.
+	// the retention: a printed views script keeps working that long after
+	// its last use) go.
 	ViewsDir string
 	ViewsAge time.Duration
 	// MaxDeletes bounds the objects one call deletes (0: no bound); the
@@ -91,7 +92,7 @@ func (o *CollectOptions) ensureDefaults() {
 		o.Now = time.Now
 	}
 	if o.ViewsAge <= 0 {
-		o.ViewsAge = 24 * time.Hour
+		o.ViewsAge = o.Retention
 	}
 }
 

@@ -3,6 +3,7 @@ package sql
 import (
 	"context"
 	"math"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -181,5 +182,40 @@ func TestCatalogProvenFilesSkipTheFooterCheck(t *testing.T) {
 	}
 	if foreign != 0 || n != int64(frame.Len()) {
 		t.Fatalf("tick 6 shows %d rows, %d of them the crashed attempt's", n, foreign)
+	}
+}
+
+// A views build that reuses a fragment list marks it used, so collection,
+// which removes lists unused for its retention, counts from the last use.
+func TestReusedFragmentListIsMarkedUsed(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b, _ := local.Open(t.TempDir())
+	w, err := engine.CreateWorld(ctx, b, "w", particles.Tables(), engine.Options{Catalog: index.Options{NoCompactor: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	particles.Install(w)
+	particles.Setup(w, 3)
+	if err := particles.Run(ctx, w, 3, nil); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	first, err := Build(ctx, b, "w", Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-30 * 24 * time.Hour)
+	if err := os.Chtimes(first.FragmentList, old, old); err != nil {
+		t.Fatal(err)
+	}
+	again, err := Build(ctx, b, "w", Options{Dir: dir})
+	if err != nil || again.FragmentList != first.FragmentList {
+		t.Fatalf("the same views build %v (%v), want the list %s reused", again, err, first.FragmentList)
+	}
+	st, err := os.Stat(first.FragmentList)
+	if err != nil || time.Since(st.ModTime()) > time.Hour {
+		t.Fatalf("the reused list's last use is %v (%v), want now", st.ModTime(), err)
 	}
 }

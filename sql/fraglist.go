@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress/zstd"
@@ -61,6 +62,7 @@ func writeList(dir string, rows []listRow) (string, error) {
 	sum := sha256.Sum256(buf.Bytes())
 	path := filepath.Join(dir, "fragments-"+hex.EncodeToString(sum[:16])+".parquet")
 	if _, err := os.Stat(path); err == nil {
+		touch(path) // in use again: collection counts from its last use
 		return path, nil
 	}
 	return path, writeAtomic(dir, path, buf.Bytes())
@@ -83,4 +85,12 @@ func writeAtomic(dir, path string, data []byte) error {
 		return err
 	}
 	return os.Rename(tmp.Name(), path)
+}
+
+// touch marks a views file (fragment list, witness) as used now: worldfs
+// gc removes those unused for its retention, and a printed views script
+// must keep working that long after it was last built.
+func touch(path string) {
+	now := time.Now()
+	_ = os.Chtimes(path, now, now)
 }

@@ -619,6 +619,7 @@ SET VARIABLE %[8]s = (SELECT list({'path': path, 'lo': first_tick, 'hi': last_ti
 func writeWitness(dir string, ti engine.TableInfo) (string, error) {
 	path := filepath.Join(dir, "empty-"+ti.ID+".parquet")
 	if _, err := os.Stat(path); err == nil {
+		touch(path) // in use again: collection counts from its last use
 		return path, nil
 	}
 	t, err := engine.TableFromInfo(ti)

@@ -30,7 +30,7 @@ func init() {
 			retention = fs.Duration("retention", engine.DefaultRetention,
 				"replaced files, slots, checkpoints and shards stay this long after nothing names them (a reader pinned before keeps working)")
 			dryRun = fs.Bool("dry-run", false, "print what would be deleted and why; delete nothing")
-			cacheDir = fs.String("cache-dir", defaultCacheDir(), "the cache whose views/ fragment lists unused for a day are removed")
+			cacheDir = fs.String("cache-dir", defaultCacheDir(), "the cache whose views/ fragment lists unused for the retention are removed")
 			asJSON = fs.Bool("json", false, "print each object and the summary as JSON lines")
 		},
 		run: func(ctx context.Context, _ *flag.FlagSet, _ []string, out io.Writer) error {

@@ -42,7 +42,7 @@ func TestGCCommand(t *testing.T) {
 	stale, fresh := filepath.Join(views, "fragments-0a.parquet"), filepath.Join(views, "fragments-0b.parquet")
 	os.WriteFile(stale, []byte("x"), 0o644)
 	os.WriteFile(fresh, []byte("x"), 0o644)
-	old := time.Now().Add(-48 * time.Hour)
+	old := time.Now().Add(-engine.DefaultRetention - 24*time.Hour) // unused for longer than the retention
 	os.Chtimes(stale, old, old)
 
 	code, out, stderr := cli(t, "gc", "--bucket", dir, "--world", "w", "--cache-dir", cache, "--dry-run")
