@@ -485,6 +485,20 @@ func (w *World) maintain(tick int64) {
 	go func() {
 		defer m.wg.Done()
 		res, err := Compact(m.ctx, w.b, w.cat, opts)
+		if err == nil {
+			// The world's receipts (their own run, facts alone).
+			ropts := opts
+			ropts.Run = EvaluationRun
+			var rres CompactResult
+			rres, err = Compact(m.ctx, w.b, w.cat, ropts)
+			res.Facts += rres.Facts
+			res.Files += rres.Files
+			res.FilesIn += rres.FilesIn
+			res.Rows += rres.Rows
+			res.Refused += rres.Refused
+			res.BytesIn += rres.BytesIn
+			res.BytesOut += rres.BytesOut
+		}
 		m.mu.Lock()
 		m.mu.runs++
 		collect := err == nil && w.opts.Collection.Every >= 0 && m.mu.runs%max(1, cmp.Or(w.opts.Collection.Every, 8)) == 0
@@ -510,6 +524,7 @@ func (w *World) maintain(tick int64) {
 		m.mu.result.Refused += res.Refused
 		m.mu.result.BytesIn += res.BytesIn
 		m.mu.result.BytesOut += res.BytesOut
+		m.mu.result.Facts += res.Facts
 	}()
 }
 

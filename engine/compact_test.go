@@ -347,9 +347,21 @@ func TestWorldCompactsByItself(t *testing.T) {
 	b, _ := local.Open(t.TempDir())
 	opts := quiet
 	opts.NoMaintenance = false
-	opts.Compaction = engine.CompactOptions{Recent: 16}
+	opts.Compaction = engine.CompactOptions{Recent: 16, MinFacts: 1}
 	w, err := engine.CreateWorld(ctx, b, "w", particles.Tables(), opts)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := drive(ctx, w, 20); err != nil {
+		t.Fatal(err)
+	}
+	// A fact and a receipt, which the world compacts by itself too.
+	if _, err := w.Ingest(ctx, reading("p", "1", 1)); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := w.Catalog().Exact(ctx)
+	sub, _ := engine.PinSubject(s, "main", 20, engine.Selector{})
+	if _, err := w.Evaluate(ctx, engine.Evaluation{ID: "ev", Subject: sub, Contract: contract("v1")}, passing); err != nil {
 		t.Fatal(err)
 	}
 	if err := drive(ctx, w, 300); err != nil {
@@ -360,8 +372,17 @@ func TestWorldCompactsByItself(t *testing.T) {
 		t.Fatal(err)
 	}
 	res, err := w.Maintenance()
-	if err != nil || res.Windows == 0 {
-		t.Fatalf("background compaction: %+v, %v", res, err)
+	if err != nil || res.Windows == 0 || res.Facts != 2 {
+		t.Fatalf("background compaction: %+v, %v; want windows, the fact and the receipt", res, err)
+	}
+	s, _, _ = index.Load(ctx, b, "w")
+	for _, run := range []string{"main", engine.EvaluationRun} {
+		s.Claims(run, func(c *index.Claim) bool {
+			if c.Tables[0].Fragments[0].Span == nil {
+				t.Errorf("run %s: claim %s is not compacted", run, c.Key)
+			}
+			return true
+		})
 	}
 	// By tick 300 at least the windows below tick 255 were due.
 	if all, compacted := files(t, b, "w", 0, 191); compacted != all || all > 3*3 {
