@@ -207,6 +207,18 @@ func (c *compactor) facts(ctx context.Context, res *CompactResult) error {
 	return nil
 }
 
+// add sums o into r.
+func (r *CompactResult) add(o CompactResult) {
+	r.Windows += o.Windows
+	r.Facts += o.Facts
+	r.Refused += o.Refused
+	r.Files += o.Files
+	r.FilesIn += o.FilesIn
+	r.Rows += o.Rows
+	r.BytesIn += o.BytesIn
+	r.BytesOut += o.BytesOut
+}
+
 type compactor struct {
 	b      bucket.Bucket
 	cat    *index.Catalog
@@ -491,13 +503,7 @@ func (w *World) maintain(tick int64) {
 			ropts.Run = EvaluationRun
 			var rres CompactResult
 			rres, err = Compact(m.ctx, w.b, w.cat, ropts)
-			res.Facts += rres.Facts
-			res.Files += rres.Files
-			res.FilesIn += rres.FilesIn
-			res.Rows += rres.Rows
-			res.Refused += rres.Refused
-			res.BytesIn += rres.BytesIn
-			res.BytesOut += rres.BytesOut
+			res.add(rres)
 		}
 		m.mu.Lock()
 		m.mu.runs++
@@ -517,14 +523,7 @@ func (w *World) maintain(tick int64) {
 		defer m.mu.Unlock()
 		m.mu.running, m.mu.err = false, err
 		m.mu.collected += gc.Deleted
-		m.mu.result.Windows += res.Windows
-		m.mu.result.Files += res.Files
-		m.mu.result.FilesIn += res.FilesIn
-		m.mu.result.Rows += res.Rows
-		m.mu.result.Refused += res.Refused
-		m.mu.result.BytesIn += res.BytesIn
-		m.mu.result.BytesOut += res.BytesOut
-		m.mu.result.Facts += res.Facts
+		m.mu.result.add(res)
 	}()
 }
 

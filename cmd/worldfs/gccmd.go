@@ -45,19 +45,12 @@ func init() {
 					return usagef("--run: %v", err)
 				}
 			}
-			b, err := openBucket(ctx, *url)
+			b, cat, err := openWorld(ctx, *url, *world)
 			if err != nil {
 				return err
 			}
 			defer b.Close()
-			cat, err := index.Open(ctx, b, *world, index.Options{NoCompactor: true})
-			if err != nil {
-				return err
-			}
 			defer cat.Close()
-			if !cat.Tip().World.Created {
-				return fmt.Errorf("world %s: %w", *world, index.ErrNoWorld)
-			}
 			enc := json.NewEncoder(out)
 			verb := "deleted"
 			if *dryRun {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/index"
 )
@@ -34,19 +35,12 @@ func init() {
 			if *world == "" {
 				return usagef("--world is required")
 			}
-			b, err := openBucket(ctx, *url)
+			b, cat, err := openWorld(ctx, *url, *world)
 			if err != nil {
 				return err
 			}
 			defer b.Close()
-			cat, err := index.Open(ctx, b, *world, index.Options{NoCompactor: true})
-			if err != nil {
-				return err
-			}
 			defer cat.Close()
-			if !cat.Tip().World.Created {
-				return fmt.Errorf("world %s: %w", *world, index.ErrNoWorld)
-			}
 			opts := engine.CompactOptions{Run: *run, Recent: *recent, TargetRows: *targetRows}
 			if *tables != "" {
 				opts.Tables = strings.Split(*tables, ",")
@@ -79,3 +73,23 @@ func init() {
 }
 
 func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
+
+// openWorld opens the bucket at url and the catalog of an existing world in
+// it, for the maintenance commands (optimize, gc); the caller closes both.
+func openWorld(ctx context.Context, url, world string) (bucket.Bucket, *index.Catalog, error) {
+	b, err := openBucket(ctx, url)
+	if err != nil {
+		return nil, nil, err
+	}
+	cat, err := index.Open(ctx, b, world, index.Options{NoCompactor: true})
+	if err != nil {
+		b.Close()
+		return nil, nil, err
+	}
+	if !cat.Tip().World.Created {
+		cat.Close()
+		b.Close()
+		return nil, nil, fmt.Errorf("world %s: %w", world, index.ErrNoWorld)
+	}
+	return b, cat, nil
+}
