@@ -1,0 +1,76 @@
+package fs
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// ErrNoFUSE: the kernel offers no FUSE device here.
+var ErrNoFUSE = errors.New("FUSE is not available: /dev/fuse is missing (load the fuse module; in a container, run with --device /dev/fuse --cap-add SYS_ADMIN)")
+
+// MountOptions are how Serve mounts.
+type MountOptions struct {
+	// AllowOther lets other users see the mount (needs user_allow_other
+	// in /etc/fuse.conf when not root). The kernel then checks every
+	// access against the files' owners and modes (default_permissions):
+	// snapshots are readable by all, ctl files writable only by the
+	// owner (and Options.CtlGroup).
+	AllowOther bool
+	// UID and GID own every file (default: the mounting process's).
+	UID, GID uint32
+	// Debug logs every FUSE request.
+	Debug bool
+	// NoXattrs turns extended attributes off: the kernel then stops asking
+	// (ls -l asks for three per entry: an SELinux label and two ACLs, each
+	// a round trip to this process), at the price of the commit-identity
+	// attributes. A listing of 100,000 ticks goes from tens of seconds to
+	// about one.
+	NoXattrs bool
+}
+
+// Serve mounts m at dir and serves it until the returned server is
+// unmounted. As root it mounts directly; otherwise through fusermount3.
+func Serve(dir string, m *Mount, mo MountOptions) (*fuse.Server, error) {
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		return nil, ErrNoFUSE
+	}
+	uid, gid := mo.UID, mo.GID
+	if uid == 0 && gid == 0 {
+		uid, gid = uint32(os.Getuid()), uint32(os.Getgid())
+	}
+	var kernel []string
+	if mo.AllowOther {
+		// Without it the kernel lets anyone who can enter the mount do
+		// anything the file system does not refuse itself: the modes
+		// would be decoration.
+		kernel = append(kernel, "default_permissions")
+	}
+	opts := &gofs.Options{
+		MountOptions: fuse.MountOptions{
+			Options:      kernel,
+			AllowOther:   mo.AllowOther,
+			FsName:       "worldfs",
+			Name:         "worldfs",
+			DirectMount:  os.Geteuid() == 0,
+			Debug:        mo.Debug,
+			MaxReadAhead: 1 << 20,
+			MaxWrite:     1 << 20, // a command up to 1 MiB arrives in one write
+			// ENOSYS for xattrs, which the kernel remembers for the mount.
+			DisableXAttrs: mo.NoXattrs,
+		},
+		UID: uid,
+		GID: gid,
+		// Timeouts are set per entry (see timeouts in nodes.go); failed
+		// lookups are not cached, so a tick appears as soon as it is
+		// published.
+	}
+	srv, err := gofs.Mount(dir, m.Root(), opts)
+	if err != nil {
+		return nil, fmt.Errorf("mounting %s: %w", dir, err)
+	}
+	return srv, nil
+}
