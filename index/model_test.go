@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -237,27 +239,38 @@ func TestModel(t *testing.T) {
 	if testing.Short() {
 		runs = 100
 	}
+	most := 0
 	for seed := range uint64(runs) {
-		if err := modelRun(seed); err != nil {
+		n, err := modelRun(seed)
+		if err != nil {
 			t.Fatalf("seed %d: %v", seed, err)
 		}
+		most = max(most, n)
 	}
+	// The burst must have reached slots of hundreds of entries, or the
+	// test did not exercise large batches.
+	if most < burst/4 {
+		t.Fatalf("the largest slot held %d entries; the burst of %d should have made slots of hundreds", most, burst)
+	}
+	t.Logf("largest slot: %d entries", most)
 }
 
-func modelRun(seed uint64) error {
+// modelRun runs one seed and returns the most entries a slot held.
+func modelRun(seed uint64) (int, error) {
 	r := rand.New(rand.NewPCG(seed, 42))
 	ctx := ctxT(&testing.T{})
 	inner := mem.New(mem.Options{})
-	c0, epoch, err := CreateWorld(ctx, inner, "w", WorldCreate{CreatedUnixMs: 1}, "w0", Options{NoCompactor: true, YieldJitter: time.Nanosecond})
+	gate := &gateBucket{Bucket: inner}
+	c0, epoch, err := CreateWorld(ctx, gate, "w", WorldCreate{CreatedUnixMs: 1}, "w0", Options{NoCompactor: true, YieldJitter: time.Nanosecond})
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer c0.Close()
-	fb := faulty.Wrap(inner, faulty.NewRandom(seed, 0.1, []faulty.Kind{faulty.FailBefore, faulty.FailAfter}, 0, faulty.OpCreate, faulty.OpGet))
+	fb := faulty.Wrap(gate, faulty.NewRandom(seed, 0.1, []faulty.Kind{faulty.FailBefore, faulty.FailAfter}, 0, faulty.OpCreate, faulty.OpGet))
 	var c1 *Catalog
 	for c1 == nil {
 		if c1, err = Open(ctx, fb, "w", Options{NoCompactor: true, SlotTimeout: time.Second, YieldJitter: time.Nanosecond}); err != nil && !faulty.IsInjected(err) {
-			return err
+			return 0, err
 		}
 	}
 	defer c1.Close()
@@ -274,7 +287,7 @@ func modelRun(seed uint64) error {
 		if errors.Is(err, bucket.ErrAmbiguous) {
 			s, rerr := c0.Exact(ctx)
 			if rerr != nil {
-				return rerr
+				return 0, rerr
 			}
 			_, effect := m.predict(e)
 			if m.applied(e, s) {
@@ -287,7 +300,7 @@ func modelRun(seed uint64) error {
 		}
 		want, effect := m.predict(e)
 		if got := classOf(err, res); got != want {
-			return fmt.Errorf("step %d: %s %+v: got %s (%v), model says %s (model epoch %d)", step, e.Kind, e.TickPublish, got, err, want, m.epoch)
+			return 0, fmt.Errorf("step %d: %s %+v: got %s (%v), model says %s (model epoch %d)", step, e.Kind, e.TickPublish, got, err, want, m.epoch)
 		}
 		effect()
 		if e.Kind == KindFenceAcquire && err == nil {
@@ -295,26 +308,39 @@ func modelRun(seed uint64) error {
 		}
 		if r.IntN(15) == 0 {
 			if _, err := c0.Checkpoint(ctx); err != nil {
-				return err
+				return 0, err
 			}
 		}
 	}
 	live, err := c0.Exact(ctx)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if err := m.check(live); err != nil {
-		return fmt.Errorf("live state: %w", err)
+		return 0, fmt.Errorf("live state: %w", err)
 	}
 	// A concurrent burst from both committers exercises batching,
-	// pipelining and rebase; then the whole log, replayed through a fresh
-	// model, must hold only entries that apply, and end where the catalog
-	// does.
+	// pipelining and rebase: slot creates are held until every request of
+	// the burst is queued (or in a held slot), so that the next slots
+	// take hundreds of entries. Then the whole log, replayed through a
+	// fresh model, must hold only entries that apply, each operation once,
+	// and end where the catalog does.
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var acked []Entry
-	for i := range 12 {
+	n := 12
+	if seed%10 == 0 {
+		n = burst
+	}
+	gate.hold()
+	ops0 := c0.ops.Load() + c1.ops.Load()
+	for i := range n {
 		e := randomEntry(r, epochs, int64(100+i))
+		if n == burst && i%4 != 0 {
+			// Most random entries conflict; fresh claims fill the slots.
+			e = Entry{Kind: KindClaimAcquire, Claim: &ClaimOp{Key: ClaimKey{Run: "r1", Producer: "burst", ExternalID: fmt.Sprint(i)},
+				Digest: "d0", CommitToken: fmt.Sprint("c-burst-", i), Holder: "h0", NowMs: 100, LeaseUntilMs: 101}}
+		}
 		c := cats[r.IntN(2)]
 		wg.Add(1)
 		go func() {
@@ -326,21 +352,32 @@ func modelRun(seed uint64) error {
 			}
 		}()
 	}
+	// Every request of the burst takes its operation id just before it is
+	// queued.
+	for c0.ops.Load()+c1.ops.Load()-ops0 < uint64(n) {
+		runtime.Gosched()
+	}
+	gate.release()
 	wg.Wait()
 	if live, err = c0.Exact(ctx); err != nil {
-		return err
+		return 0, err
 	}
 	replay := &model{ticks: map[string]string{}, heads: map[string]int64{}, claims: map[ClaimKey]*mclaim{}}
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	ops := map[string]bool{}
 	for ch, err := range Changes(cctx, inner, "w", 1, time.Millisecond) {
 		if err != nil {
-			return err
+			return 0, err
 		}
+		if ops[ch.Entry.Op] {
+			return 0, fmt.Errorf("operation %s is in the log twice (again at %d)", ch.Entry.Op, ch.Seq)
+		}
+		ops[ch.Entry.Op] = true
 		if ch.Entry.Kind != KindWorldCreate {
 			class, effect := replay.predict(ch.Entry)
 			if class != okClass && class != republishClass && class != existingClass {
-				return fmt.Errorf("the log holds a %s entry at %d that does not apply (%s)", ch.Entry.Kind, ch.Seq, class)
+				return 0, fmt.Errorf("the log holds a %s entry at %d that does not apply (%s)", ch.Entry.Kind, ch.Seq, class)
 			}
 			effect()
 		}
@@ -349,21 +386,75 @@ func modelRun(seed uint64) error {
 		}
 	}
 	if err := replay.check(live); err != nil {
-		return fmt.Errorf("after the burst: %w", err)
+		return 0, fmt.Errorf("after the burst: %w", err)
 	}
 	for _, e := range acked {
 		if e.Kind == KindTickPublish {
 			if t, ok := live.Tick(e.TickPublish.Run, e.TickPublish.Tick); !ok || t.CommitToken != e.TickPublish.CommitToken {
-				return fmt.Errorf("an acknowledged publish of %s/%d is not in the log", e.TickPublish.Run, e.TickPublish.Tick)
+				return 0, fmt.Errorf("an acknowledged publish of %s/%d is not in the log", e.TickPublish.Run, e.TickPublish.Tick)
 			}
 		}
 	}
 	cold, _, err := Load(ctx, inner, "w")
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if d := diff(live, cold); d != "" {
-		return fmt.Errorf("cold start differs from the live state: %s", d)
+		return 0, fmt.Errorf("cold start differs from the live state: %s", d)
 	}
-	return nil
+	return largestSlot(ctx, inner)
+}
+
+// burst is how many entries the model test offers at once on every tenth
+// seed (12 on the others).
+const burst = 600
+
+// largestSlot returns the most entries any slot of world "w" holds.
+func largestSlot(ctx context.Context, b bucket.Bucket) (int, error) {
+	most := 0
+	for a, err := range b.List(ctx, LogPrefix("w"), "") {
+		if err != nil {
+			return 0, err
+		}
+		data, _, err := b.Get(ctx, a.Name)
+		if err != nil {
+			return 0, err
+		}
+		slot, _, err := DecodeSlot("w", a.Name, data)
+		if err != nil {
+			return 0, err
+		}
+		most = max(most, len(slot.Entries))
+	}
+	return most, nil
+}
+
+// gateBucket holds creates of log slots, while held, until released.
+type gateBucket struct {
+	bucket.Bucket
+	mu   sync.Mutex
+	gate chan struct{} // nil: not holding
+}
+
+func (g *gateBucket) hold() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.gate = make(chan struct{})
+}
+
+func (g *gateBucket) release() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	close(g.gate)
+	g.gate = nil
+}
+
+func (g *gateBucket) Create(ctx context.Context, name string, data []byte) (bucket.Attrs, error) {
+	g.mu.Lock()
+	gate := g.gate
+	g.mu.Unlock()
+	if gate != nil && strings.HasPrefix(name, LogPrefix("w")) {
+		<-gate
+	}
+	return g.Bucket.Create(ctx, name, data)
 }

@@ -160,9 +160,10 @@ func TestRegressionLargeShardStillLoads(t *testing.T) {
 		tables = append(tables, TableFragments{Table: fmt.Sprintf("Archetype%03d", i), Fragments: []Fragment{{
 			Path: fmt.Sprintf("data/w/main/archetype%03d/0123456789abcdef0123456789abcdef/part-%d.parquet", i, i), Rows: 1, Bytes: 1, Digest: fmt.Sprintf("%064x", i)}}})
 	}
-	for s := 0; s < tickShardSpan; s += MaxSlotEntries {
+	const perCommit = 32
+	for s := 0; s < tickShardSpan; s += perCommit {
 		var es []Entry
-		for i := s; i < s+MaxSlotEntries; i++ {
+		for i := s; i < s+perCommit; i++ {
 			es = append(es, Entry{Kind: KindTickPublish, TickPublish: &TickPublish{Run: "main", Tick: int64(i), CommitToken: fmt.Sprintf("tok-%08d", i), WriterEpoch: epoch, Tables: tables}})
 		}
 		if _, err := c.CommitAll(ctxT(t), es...); err != nil {
@@ -267,7 +268,7 @@ func TestRegressionFeedAtTipAfterFullSlot(t *testing.T) {
 	if err != nil || len(got) != 1 || got[0].Seq != tip.Seq+1 {
 		t.Fatalf("feed from the tip: %v, %v", got, err)
 	}
-	if err := (&Options{DeepBatch: 64, MaxBatch: 16}).Validate(); err == nil {
+	if err := (&Options{DeepBatch: MaxSlotEntries + 1, MaxBatch: 16}).Validate(); err == nil {
 		t.Fatal("a deep batch over MaxSlotEntries was accepted")
 	}
 }

@@ -19,8 +19,9 @@ const SlotFormat = 1
 const MaxSlotBytes = 64 << 20
 
 // MaxSlotEntries is the most entries one slot may hold; a change feed finds
-// the slot holding a sequence within this many names before it.
-const MaxSlotEntries = 32
+// the slot holding a sequence within this many names before it. Slots
+// written before batches grew with the queue hold at most 32.
+const MaxSlotEntries = 4096
 
 // ErrCorrupt marks catalog data that cannot be trusted: an undecodable or
 // unknown-format slot, a broken hash chain, a gap in sequences, an entry
@@ -59,8 +60,15 @@ func EncodeSlot(s *Slot) (data []byte, hash string, err error) {
 	if err != nil {
 		return nil, "", err
 	}
+	if len(canonical) > MaxSlotBytes {
+		return nil, "", fmt.Errorf("%w: %d bytes of %d entries, readers take at most %d", errSlotTooLarge, len(canonical), len(s.Entries), MaxSlotBytes)
+	}
 	return encoder.EncodeAll(canonical, nil), hashOf(canonical), nil
 }
+
+// errSlotTooLarge: a slot would decode to more than MaxSlotBytes, so no
+// reader could read it back; it is never created.
+var errSlotTooLarge = errors.New("slot too large")
 
 func hashOf(canonical []byte) string {
 	sum := sha256.Sum256(canonical)

@@ -5,7 +5,10 @@
 // Create writes a temporary file under <root>/.worldfs/tmp, fsyncs it,
 // link(2)s it to the final name (EEXIST means the name is taken, since link
 // never replaces) and fsyncs the directory, so a crash at any moment leaves
-// either the whole object or nothing under its name. Deletes are serialized
+// either the whole object or nothing under its name. A directory it makes
+// on the way has its entry fsynced into its parent while the temporary
+// file is written and fsynced, so a create into a new directory waits for
+// two rounds of fsync, not three. Deletes are serialized
 // across processes by a lock file, which makes "check the generation, then
 // unlink" atomic with respect to other deletes; a create cannot interleave
 // since it needs the name absent.
@@ -203,12 +206,22 @@ func (b *Bucket) Create(ctx context.Context, name string, data []byte) (bucket.A
 }
 
 func (b *Bucket) create(c *call, name, path string, data []byte) (bucket.Attrs, error) {
-	if err := b.mkdirDurable(filepath.Dir(path)); err != nil {
+	// The directories' entries are synced while the data is written and
+	// synced: both must be durable before the link is, not one before the
+	// other, so a create into a new directory waits for two rounds of
+	// fsync (these, then the directory after the link) rather than three.
+	made, err := b.mkdirs(filepath.Dir(path))
+	if err != nil {
 		return bucket.Attrs{}, fmt.Errorf("local: create %s: %w", name, err)
 	}
+	dirsDone := make(chan error, 1)
+	go func() { dirsDone <- b.syncMade(made) }()
 	tmp, attrs, err := b.writeTemp(data)
 	if tmp != "" {
 		defer os.Remove(tmp)
+	}
+	if derr := <-dirsDone; err == nil {
+		err = derr
 	}
 	if err != nil {
 		return bucket.Attrs{}, fmt.Errorf("local: create %s: %w", name, err)
@@ -259,7 +272,7 @@ func (b *Bucket) writeTemp(data []byte) (string, bucket.Attrs, error) {
 		err = os.Chtimes(tmp, created, created)
 	}
 	if err == nil {
-		err = f.Sync()
+		err = fsync(f)
 	}
 	var info fs.FileInfo
 	if err == nil {
@@ -274,37 +287,45 @@ func (b *Bucket) writeTemp(data []byte) (string, bucket.Attrs, error) {
 	return tmp, attrsOf("", info), nil
 }
 
-// mkdirDurable makes sure dir and its parents exist and that every
-// directory entry on the way from the root is durable: it syncs each parent
-// whose entries it changed, and each existing directory this process has
-// not synced yet (another process may have made it and crashed before
-// syncing), so a durable object is never left behind an entry a crash can
-// lose.
-func (b *Bucket) mkdirDurable(dir string) error {
-	if dir == b.root {
-		return nil
+// mkdirs makes sure dir and its parents exist, and returns the
+// directories on the way from the root whose entries must still be synced
+// into their parents: those it made, and existing ones this process has not
+// synced yet (another process may have made them and crashed before
+// syncing). syncMade syncs them, so that a durable object is never left
+// behind an entry a crash can lose.
+func (b *Bucket) mkdirs(dir string) ([]string, error) {
+	if dir == b.root || b.synced.has(dir) {
+		return nil, nil
 	}
-	if b.synced.has(dir) {
-		return nil
-	}
-	if err := b.mkdirDurable(filepath.Dir(dir)); err != nil {
-		return err
+	made, err := b.mkdirs(filepath.Dir(dir))
+	if err != nil {
+		return nil, err
 	}
 	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 		if errors.Is(err, syscall.ENOTDIR) {
-			return fmt.Errorf("%s is an object, so it cannot hold other objects", b.rel(filepath.Dir(dir)))
+			return nil, fmt.Errorf("%s is an object, so it cannot hold other objects", b.rel(filepath.Dir(dir)))
 		}
-		return err
+		return nil, err
 	}
 	if info, err := os.Stat(dir); err != nil {
-		return err
+		return nil, err
 	} else if !info.IsDir() {
-		return fmt.Errorf("%s is an object, so it cannot hold other objects", b.rel(dir))
+		return nil, fmt.Errorf("%s is an object, so it cannot hold other objects", b.rel(dir))
 	}
-	if err := syncDir(filepath.Dir(dir)); err != nil {
-		return err
+	return append(made, dir), nil
+}
+
+// syncMade syncs the parent of each directory mkdirs returned (a chain,
+// so each parent once), then remembers the directories as synced.
+func (b *Bucket) syncMade(made []string) error {
+	for _, dir := range made {
+		if err := syncDir(filepath.Dir(dir)); err != nil {
+			return err
+		}
 	}
-	b.synced.add(dir)
+	for _, dir := range made {
+		b.synced.add(dir)
+	}
 	return nil
 }
 
@@ -316,12 +337,15 @@ func (b *Bucket) rel(path string) string {
 	return filepath.ToSlash(r)
 }
 
+// fsync is (*os.File).Sync; the durability tests watch it.
+var fsync = (*os.File).Sync
+
 func syncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err
 	}
-	err = d.Sync()
+	err = fsync(d)
 	if cerr := d.Close(); err == nil {
 		err = cerr
 	}

@@ -48,7 +48,17 @@ func content(i int) []byte {
 	return buf.Bytes()
 }
 
-func objName(i int) string { return fmt.Sprintf("crash/%06d", i) }
+// objName is object i's name: in a directory shared by all, or with
+// WORLDFS_CRASH_NEWDIRS set, in a new directory of its own (as a tick's
+// fragments are).
+func objName(i int) string {
+	if os.Getenv(newDirsEnv) != "" {
+		return fmt.Sprintf("crash/%06d/0.parquet", i)
+	}
+	return fmt.Sprintf("crash/%06d", i)
+}
+
+const newDirsEnv = "WORLDFS_CRASH_NEWDIRS"
 
 // crashChild creates objects from WORLDFS_CRASH_START on, printing each
 // name once its Create returned, until it is killed.
@@ -146,7 +156,7 @@ func checkBucket(t *testing.T, dir string, acks []int) int {
 		t.Fatal(err)
 	}
 	for _, a := range all {
-		i, err := strconv.Atoi(strings.TrimPrefix(a.Name, "crash/"))
+		i, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(a.Name, "crash/"), "/0.parquet"))
 		if err != nil {
 			t.Fatalf("unexpected object %s", a.Name)
 		}
@@ -210,7 +220,9 @@ func TestCrashAtRandomMoments(t *testing.T) {
 }
 
 // TestCrashAtFailpoints kills the writer at each named point of Create, on
-// its third object, and checks what that object must look like.
+// its third object, and checks what that object must look like; with
+// objects in one directory, and each in a new directory of its own (whose
+// entry is synced while the data is).
 func TestCrashAtFailpoints(t *testing.T) {
 	for _, tc := range []struct {
 		point  string
@@ -221,30 +233,43 @@ func TestCrashAtFailpoints(t *testing.T) {
 		{local.FailpointLinked, true},
 		{local.FailpointDone, true},
 	} {
-		t.Run(tc.point, func(t *testing.T) {
-			dir := t.TempDir()
-			c := startChild(t, dir, 0, failpoint.Env+"="+tc.point+"@3")
-			acks := c.wait()
-			ws, _ := c.cmd.ProcessState.Sys().(syscall.WaitStatus)
-			if !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
-				t.Fatalf("writer did not die at %s: %v", tc.point, c.cmd.ProcessState)
+		for _, newDirs := range []string{"", "1"} {
+			name := tc.point
+			if newDirs != "" {
+				name += "/new-directories"
 			}
-			if len(acks) != 2 {
-				t.Fatalf("writer acknowledged %v before the crash, want objects 0 and 1", acks)
-			}
-			tmp, _ := os.ReadDir(filepath.Join(dir, bucket.ReservedPrefix, "tmp"))
-			if len(tmp) != 1 {
-				t.Fatalf("%d temporary files after the crash, want the one in flight", len(tmp))
-			}
-			n := checkBucket(t, dir, []int{0, 1})
-			want := 2
-			if tc.landed {
-				want = 3
-			}
-			if n != want {
-				t.Fatalf("%d objects after a crash at %s, want %d", n, tc.point, want)
-			}
-		})
+			t.Run(name, func(t *testing.T) {
+				t.Setenv(newDirsEnv, newDirs)
+				crashAtFailpoint(t, tc.point, tc.landed)
+			})
+		}
+	}
+}
+
+// crashAtFailpoint kills the writer at point on its third object and
+// checks the bucket: the third object landed whole, or not at all.
+func crashAtFailpoint(t *testing.T, point string, landed bool) {
+	dir := t.TempDir()
+	c := startChild(t, dir, 0, failpoint.Env+"="+point+"@3")
+	acks := c.wait()
+	ws, _ := c.cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("writer did not die at %s: %v", point, c.cmd.ProcessState)
+	}
+	if len(acks) != 2 {
+		t.Fatalf("writer acknowledged %v before the crash, want objects 0 and 1", acks)
+	}
+	tmp, _ := os.ReadDir(filepath.Join(dir, bucket.ReservedPrefix, "tmp"))
+	if len(tmp) != 1 {
+		t.Fatalf("%d temporary files after the crash, want the one in flight", len(tmp))
+	}
+	n := checkBucket(t, dir, []int{0, 1})
+	want := 2
+	if landed {
+		want = 3
+	}
+	if n != want {
+		t.Fatalf("%d objects after a crash at %s, want %d", n, point, want)
 	}
 }
 

@@ -55,6 +55,19 @@ type Profile struct {
 	// object name; an earlier mutation that would take effect is refused
 	// as throttled (HTTP 429), which callers see as ErrAmbiguous.
 	MutationInterval time.Duration
+	// UploadBytesPerSec is the throughput of one upload: a create of N
+	// bytes takes N/UploadBytesPerSec on top of its Create latency (0: size
+	// costs nothing).
+	UploadBytesPerSec int64
+}
+
+// createLatency samples the latency of a create of n bytes.
+func (p Profile) createLatency(r *rand.Rand, n int) time.Duration {
+	lat := p.Create.sample(r)
+	if p.UploadBytesPerSec > 0 {
+		lat += time.Duration(float64(n) / float64(p.UploadBytesPerSec) * float64(time.Second))
+	}
+	return lat
 }
 
 // Profiles by name, for mem:// URLs.
@@ -63,14 +76,22 @@ var Profiles = map[string]Profile{
 	"none": {Name: "none"},
 	// "gcs": what worldfs's design measured on real GCS: a small-object
 	// create about 40 ms at p50 and 50 ms at p99, metadata reads 11–14 ms,
-	// at most one mutation per object name per second.
+	// at most one mutation per object name per second. A create also pays
+	// for its size at 25 MiB/s, the throughput of one upload stream: a
+	// single request of a few hundred KiB is spent mostly in TCP slow
+	// start, well below the 100+ MB/s a long parallel transfer reaches, so
+	// the figure is deliberately low. A 1 KiB slot then costs 0.04 ms more,
+	// a 256 KiB one 10 ms (a quarter of the base latency), 1 MiB 40 ms and
+	// an 8 MiB fragment 320 ms: growing a slot is cheap up to a few hundred
+	// KiB and then stops paying, as it does on GCS.
 	"gcs": {
-		Name:             "gcs",
-		Create:           Dist{40 * time.Millisecond, 50 * time.Millisecond},
-		Delete:           Dist{40 * time.Millisecond, 50 * time.Millisecond},
-		Read:             Dist{12 * time.Millisecond, 14 * time.Millisecond},
-		List:             Dist{13 * time.Millisecond, 20 * time.Millisecond},
-		MutationInterval: time.Second,
+		Name:              "gcs",
+		Create:            Dist{40 * time.Millisecond, 50 * time.Millisecond},
+		Delete:            Dist{40 * time.Millisecond, 50 * time.Millisecond},
+		Read:              Dist{12 * time.Millisecond, 14 * time.Millisecond},
+		List:              Dist{13 * time.Millisecond, 20 * time.Millisecond},
+		MutationInterval:  time.Second,
+		UploadBytesPerSec: 25 << 20,
 	},
 }
 
@@ -186,13 +207,19 @@ func (b *Bucket) latency(d Dist) time.Duration {
 	return d.sample(b.rng)
 }
 
-// around runs apply in the middle of one sampled latency of d. A context
+// createLatency samples the latency of a create of n bytes.
+func (b *Bucket) createLatency(n int) time.Duration {
+	b.rngMu.Lock()
+	defer b.rngMu.Unlock()
+	return b.profile.createLatency(b.rng, n)
+}
+
+// around runs apply in the middle of a latency lat. A context
 // that ends before apply leaves the store untouched; one that ends after
 // reports the error as an unknown outcome for mutations. A latency past the
 // bucket's timeout is a call that got no answer (op and name name it).
-func (b *Bucket) around(ctx context.Context, d Dist, op, name string, apply func() error) error {
+func (b *Bucket) around(ctx context.Context, lat time.Duration, op, name string, apply func() error) error {
 	mutation := op == "create" || op == "delete"
-	lat := b.latency(d)
 	if b.timeout > 0 && lat > b.timeout {
 		noReply := &bucket.NotAnsweringError{Bucket: b.String(), Op: op, Name: name, After: b.timeout}
 		if lat/2 >= b.timeout {
@@ -247,7 +274,7 @@ func (b *Bucket) Create(ctx context.Context, name string, data []byte) (bucket.A
 		return bucket.Attrs{}, err
 	}
 	var attrs bucket.Attrs
-	err := b.around(ctx, b.profile.Create, "create", name, func() error {
+	err := b.around(ctx, b.createLatency(len(data)), "create", name, func() error {
 		s := b.store
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -278,7 +305,7 @@ func (b *Bucket) lookup(ctx context.Context, op, name string) (*object, error) {
 		return nil, err
 	}
 	var o *object
-	err := b.around(ctx, b.profile.Read, op, name, func() error {
+	err := b.around(ctx, b.latency(b.profile.Read), op, name, func() error {
 		b.store.mu.Lock()
 		defer b.store.mu.Unlock()
 		var ok bool
@@ -329,7 +356,7 @@ func (b *Bucket) List(ctx context.Context, prefix, startAfter string) iter.Seq2[
 		inclusive := startAfter < prefix // prefix itself may be an object
 		for {
 			var page []bucket.Attrs
-			err := b.around(ctx, b.profile.List, "list", prefix, func() error {
+			err := b.around(ctx, b.latency(b.profile.List), "list", prefix, func() error {
 				b.store.mu.Lock()
 				defer b.store.mu.Unlock()
 				b.store.mu.objects.AscendGreaterOrEqual(&object{name: after}, func(o *object) bool {
@@ -365,7 +392,7 @@ func (b *Bucket) Delete(ctx context.Context, name string, generation int64) erro
 	if err := bucket.ValidateName(name); err != nil {
 		return err
 	}
-	return b.around(ctx, b.profile.Delete, "delete", name, func() error {
+	return b.around(ctx, b.latency(b.profile.Delete), "delete", name, func() error {
 		s := b.store
 		s.mu.Lock()
 		defer s.mu.Unlock()

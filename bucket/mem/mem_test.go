@@ -42,6 +42,21 @@ func TestSeedReplaysLatencies(t *testing.T) {
 	}
 }
 
+// The gcs profile charges a create for its size: with the same sampled
+// base latency, 256 KiB costs 10 ms more than nothing at 25 MiB/s, and a
+// larger object more still.
+func TestCreateLatencyGrowsWithSize(t *testing.T) {
+	p := Profiles["gcs"]
+	at := func(n int) time.Duration { return p.createLatency(rand.New(rand.NewPCG(5, 5)), n) }
+	base := at(0)
+	if got, want := at(256<<10)-base, 10*time.Millisecond; got < want*99/100 || got > want*101/100 {
+		t.Errorf("a 256 KiB create costs %v more than an empty one, want %v", got, want)
+	}
+	if small, big := at(1<<10), at(8<<20); small-base > time.Millisecond || big-base < 300*time.Millisecond {
+		t.Errorf("size term: 1 KiB +%v, 8 MiB +%v", small-base, big-base)
+	}
+}
+
 func TestCreateTakesModeledTime(t *testing.T) {
 	b := New(Options{Profile: Profiles["gcs"], Seed: 1})
 	start := time.Now()

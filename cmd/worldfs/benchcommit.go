@@ -33,7 +33,7 @@ func init() {
 			url = bucketFlag(fs)
 			world = fs.String("world", "", "world to commit to (default: a new bench-<time> world)")
 			writers = fs.Int("writers", 1, "committers, each with its own store id (as separate processes would be)")
-			callers = fs.Int("callers", 64, "concurrent callers per writer when --rate is 0 (saturation)")
+			callers = fs.Int("callers", 1024, "concurrent callers per writer when --rate is 0 (saturation: enough to fill slots of hundreds of entries)")
 			rate = fs.Float64("rate", 0, "offered writes per second in all (open loop); 0 saturates")
 			duration = fs.Duration("duration", 10*time.Second, "how long to offer writes")
 			asJSON = fs.Bool("json", false, "print one JSON object")
