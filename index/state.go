@@ -340,133 +340,158 @@ func (s *State) Check(e *Entry, seq uint64) (*State, Result, error) {
 	return n, r, nil
 }
 
-// apply mutates n (a fresh clone) with e at sequence seq.
+// apply mutates n (a fresh clone) with e at sequence seq: one method per
+// kind of entry.
 func (n *State) apply(e *Entry, seq uint64) (Result, error) {
-	w := &n.World
 	r := Result{Seq: seq}
-	if e.Kind != KindWorldCreate && !w.Created {
-		return r, fmt.Errorf("%s on world %s: %w", e.Kind, w.ID, ErrNoWorld)
+	if e.Kind != KindWorldCreate && !n.World.Created {
+		return r, fmt.Errorf("%s on world %s: %w", e.Kind, n.World.ID, ErrNoWorld)
 	}
 	switch e.Kind {
 	case KindWorldCreate:
-		if w.Created {
-			return r, fmt.Errorf("world %s: %w", w.ID, ErrWorldExists)
-		}
-		c := e.WorldCreate
-		*w = World{ID: w.ID, Created: true, Parent: c.Parent, ForkRun: c.ForkRun, ForkTick: c.ForkTick,
-			WriterMode: c.WriterMode, Status: StatusActive, CreatedUnixMs: c.CreatedUnixMs}
-
+		return r, n.applyWorldCreate(e.WorldCreate)
 	case KindFenceAcquire:
-		f := e.FenceAcquire
-		if f.Resume && w.WriterMode == ModeCleanupOnly {
-			return r, refused("world %s is %s: it can never be resumed mutably", w.ID, ModeCleanupOnly)
-		}
-		w.Epoch++
-		w.FenceHolder = f.Holder
-		r.Epoch = w.Epoch
-
+		return n.applyFenceAcquire(e.FenceAcquire, seq)
 	case KindTickPublish:
-		p := e.TickPublish
-		if p.WriterEpoch != w.Epoch {
-			return r, &StaleWriterError{World: w.ID, Held: p.WriterEpoch, Current: w.Epoch}
-		}
-		if old, ok := n.Tick(p.Run, p.Tick); ok {
-			if old.CommitToken != p.CommitToken {
-				return r, &CatalogConflictError{World: w.ID, Run: p.Run, Tick: p.Tick, Published: old.CommitToken, Attempted: p.CommitToken}
-			}
-			r.Republished = true
-			return r, nil
-		}
-		if w.Status != StatusActive {
-			return r, refused("world %s is %s", w.ID, w.Status)
-		}
-		for _, id := range p.Settle {
-			c, ok := n.Command(id)
-			switch {
-			case !ok:
-				return r, refused("tick %d settles command %s, which was never enqueued", p.Tick, id)
-			case c.Settled >= 0:
-				return r, refused("tick %d settles command %s, already settled by tick %d", p.Tick, id, c.Settled)
-			case c.Run != p.Run || c.Due > p.Tick:
-				return r, refused("tick %d of run %s cannot settle command %s (run %s, due %d)", p.Tick, p.Run, id, c.Run, c.Due)
-			}
-			nc := *c
-			nc.Settled, nc.Seq = p.Tick, seq
-			n.commands.ReplaceOrInsert(&nc)
-			n.mark(commandShard(id), seq)
-		}
-		t := &Tick{Run: p.Run, Tick: p.Tick, CommitToken: p.CommitToken, WriterEpoch: p.WriterEpoch,
-			Tables: cloneTables(p.Tables), NextEntity: p.NextEntity, PublishedUnixMs: p.PublishedUnixMs, Seq: seq}
-		n.putTick(t)
-		run, _ := n.Run(p.Run)
-		run.Head = max(run.Head, p.Tick)
-		run.Published++
-		n.runs.ReplaceOrInsert(&run)
-		n.mark(tickShard(p.Run, p.Tick), seq)
-
+		return n.applyPublish(e.TickPublish, seq)
 	case KindWorldStatus:
-		st := e.WorldStatus
-		w.Status = st.Status
-		if st.WriterMode != "" {
-			w.WriterMode = st.WriterMode
-		}
-
+		n.applyWorldStatus(e.WorldStatus)
+		return r, nil
 	case KindClaimAcquire, KindClaimTakeover, KindClaimComplete, KindClaimRelease:
 		return n.applyClaim(e, seq)
-
 	case KindCommandEnqueue:
-		c := e.Command
-		if old, ok := n.Command(c.ID); ok {
-			if old.Command != *c {
-				return r, refused("command %s was enqueued with other contents", c.ID)
-			}
-			return r, nil // the identical enqueue: a no-op
-		}
-		n.commands.ReplaceOrInsert(&CommandState{Command: *c, Settled: -1, Seq: seq, shard: commandBucket(c.ID)})
-		n.mark(commandShard(c.ID), seq)
-
+		return r, n.applyCommand(e.Command, seq)
 	case KindFragmentsRewrite:
-		if e.Rewrite.Facts {
+		switch {
+		case e.Rewrite.Facts:
 			return r, n.applyFactCompaction(e.Rewrite, seq)
-		}
-		if e.Rewrite.Span != nil {
+		case e.Rewrite.Span != nil:
 			return r, n.applyCompaction(e.Rewrite, seq)
+		default:
+			return r, n.applyRewrite(e.Rewrite, seq)
 		}
-		rw := e.Rewrite
-		t, ok := n.Tick(rw.Run, rw.Tick)
-		if !ok {
-			return r, refused("rewrite of run %s tick %d: not published", rw.Run, rw.Tick)
-		}
-		i := slices.IndexFunc(t.Tables, func(tf TableFragments) bool { return tf.Table == rw.Table })
-		if i < 0 {
-			return r, refused("rewrite of run %s tick %d: no table %s", rw.Run, rw.Tick, rw.Table)
-		}
-		var oldPaths []string
-		var oldRows, newRows int64
-		for _, f := range t.Tables[i].Fragments {
-			oldPaths = append(oldPaths, f.Path)
-			oldRows += f.Rows
-		}
-		for _, f := range rw.New {
-			newRows += f.Rows
-		}
-		if !slices.Equal(oldPaths, rw.Old) {
-			return r, refused("rewrite of run %s tick %d table %s: the fragments moved since they were read", rw.Run, rw.Tick, rw.Table)
-		}
-		if oldRows != newRows {
-			return r, refused("rewrite of run %s tick %d table %s: %d rows become %d; a rewrite keeps every row", rw.Run, rw.Tick, rw.Table, oldRows, newRows)
-		}
-		nt := *t
-		nt.Seq = seq
-		nt.Tables = cloneTables(t.Tables)
-		nt.Tables[i] = TableFragments{Table: rw.Table, Fragments: slices.Clone(rw.New)}
-		n.putTick(&nt)
-		n.mark(tickShard(rw.Run, rw.Tick), seq)
-
 	default:
 		return r, refused("unknown entry kind %q", e.Kind)
 	}
+}
+
+func (n *State) applyWorldCreate(c *WorldCreate) error {
+	w := &n.World
+	if w.Created {
+		return fmt.Errorf("world %s: %w", w.ID, ErrWorldExists)
+	}
+	*w = World{ID: w.ID, Created: true, Parent: c.Parent, ForkRun: c.ForkRun, ForkTick: c.ForkTick,
+		WriterMode: c.WriterMode, Status: StatusActive, CreatedUnixMs: c.CreatedUnixMs}
+	return nil
+}
+
+func (n *State) applyFenceAcquire(f *FenceAcquire, seq uint64) (Result, error) {
+	w := &n.World
+	if f.Resume && w.WriterMode == ModeCleanupOnly {
+		return Result{Seq: seq}, refused("world %s is %s: it can never be resumed mutably", w.ID, ModeCleanupOnly)
+	}
+	w.Epoch++
+	w.FenceHolder = f.Holder
+	return Result{Seq: seq, Epoch: w.Epoch}, nil
+}
+
+func (n *State) applyWorldStatus(st *WorldStatus) {
+	n.World.Status = st.Status
+	if st.WriterMode != "" {
+		n.World.WriterMode = st.WriterMode
+	}
+}
+
+// applyPublish publishes a tick, settling the commands it names.
+func (n *State) applyPublish(p *TickPublish, seq uint64) (Result, error) {
+	w := &n.World
+	r := Result{Seq: seq}
+	if p.WriterEpoch != w.Epoch {
+		return r, &StaleWriterError{World: w.ID, Held: p.WriterEpoch, Current: w.Epoch}
+	}
+	if old, ok := n.Tick(p.Run, p.Tick); ok {
+		if old.CommitToken != p.CommitToken {
+			return r, &CatalogConflictError{World: w.ID, Run: p.Run, Tick: p.Tick, Published: old.CommitToken, Attempted: p.CommitToken}
+		}
+		r.Republished = true
+		return r, nil
+	}
+	if w.Status != StatusActive {
+		return r, refused("world %s is %s", w.ID, w.Status)
+	}
+	for _, id := range p.Settle {
+		c, ok := n.Command(id)
+		switch {
+		case !ok:
+			return r, refused("tick %d settles command %s, which was never enqueued", p.Tick, id)
+		case c.Settled >= 0:
+			return r, refused("tick %d settles command %s, already settled by tick %d", p.Tick, id, c.Settled)
+		case c.Run != p.Run || c.Due > p.Tick:
+			return r, refused("tick %d of run %s cannot settle command %s (run %s, due %d)", p.Tick, p.Run, id, c.Run, c.Due)
+		}
+		nc := *c
+		nc.Settled, nc.Seq = p.Tick, seq
+		n.commands.ReplaceOrInsert(&nc)
+		n.mark(commandShard(id), seq)
+	}
+	t := &Tick{Run: p.Run, Tick: p.Tick, CommitToken: p.CommitToken, WriterEpoch: p.WriterEpoch,
+		Tables: cloneTables(p.Tables), NextEntity: p.NextEntity, PublishedUnixMs: p.PublishedUnixMs, Seq: seq}
+	n.putTick(t)
+	run, _ := n.Run(p.Run)
+	run.Head = max(run.Head, p.Tick)
+	run.Published++
+	n.runs.ReplaceOrInsert(&run)
+	n.mark(tickShard(p.Run, p.Tick), seq)
 	return r, nil
+}
+
+// applyCommand enqueues a durable command; the identical enqueue again is
+// a no-op.
+func (n *State) applyCommand(c *Command, seq uint64) error {
+	if old, ok := n.Command(c.ID); ok {
+		if old.Command != *c {
+			return refused("command %s was enqueued with other contents", c.ID)
+		}
+		return nil
+	}
+	n.commands.ReplaceOrInsert(&CommandState{Command: *c, Settled: -1, Seq: seq, shard: commandBucket(c.ID)})
+	n.mark(commandShard(c.ID), seq)
+	return nil
+}
+
+// applyRewrite applies the one-tick form of fragments.rewrite: see
+// FragmentsRewrite.
+func (n *State) applyRewrite(rw *FragmentsRewrite, seq uint64) error {
+	t, ok := n.Tick(rw.Run, rw.Tick)
+	if !ok {
+		return refused("rewrite of run %s tick %d: not published", rw.Run, rw.Tick)
+	}
+	i := slices.IndexFunc(t.Tables, func(tf TableFragments) bool { return tf.Table == rw.Table })
+	if i < 0 {
+		return refused("rewrite of run %s tick %d: no table %s", rw.Run, rw.Tick, rw.Table)
+	}
+	var oldPaths []string
+	var oldRows, newRows int64
+	for _, f := range t.Tables[i].Fragments {
+		oldPaths = append(oldPaths, f.Path)
+		oldRows += f.Rows
+	}
+	for _, f := range rw.New {
+		newRows += f.Rows
+	}
+	if !slices.Equal(oldPaths, rw.Old) {
+		return refused("rewrite of run %s tick %d table %s: the fragments moved since they were read", rw.Run, rw.Tick, rw.Table)
+	}
+	if oldRows != newRows {
+		return refused("rewrite of run %s tick %d table %s: %d rows become %d; a rewrite keeps every row", rw.Run, rw.Tick, rw.Table, oldRows, newRows)
+	}
+	nt := *t
+	nt.Seq = seq
+	nt.Tables = cloneTables(t.Tables)
+	nt.Tables[i] = TableFragments{Table: rw.Table, Fragments: slices.Clone(rw.New)}
+	n.putTick(&nt)
+	n.mark(tickShard(rw.Run, rw.Tick), seq)
+	return nil
 }
 
 func (n *State) applyClaim(e *Entry, seq uint64) (Result, error) {
