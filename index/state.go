@@ -3,6 +3,7 @@ package index
 import (
 	"cmp"
 	"fmt"
+	"hash/fnv"
 	"math"
 	"slices"
 	"strings"
@@ -133,9 +134,13 @@ type State struct {
 	Slots uint64
 
 	ticks *btree.BTreeG[*Tick]
-	// byToken indexes ticks by (run, commit token).
-	// INVARIANT: holds exactly the ticks of ticks (see putTick).
-	byToken  *btree.BTreeG[*Tick]
+	// The token index: tokens (the ticks a checkpoint loaded, sorted,
+	// shared by every state derived from it and never modified) and
+	// byToken (the ticks published since).
+	// INVARIANT: every tick of ticks has an entry in one of them (see
+	// putTick).
+	tokens   []tokenEntry
+	byToken  *btree.BTreeG[tokenEntry]
 	runs     *btree.BTreeG[*Run]
 	claims   *btree.BTreeG[*Claim]
 	commands *btree.BTreeG[*CommandState]
@@ -156,9 +161,30 @@ func tickLess(a, b *Tick) bool {
 	return a.Tick < b.Tick
 }
 
-func tokenLess(a, b *Tick) bool {
-	return cmp.Or(cmp.Compare(a.Run, b.Run), cmp.Compare(a.CommitToken, b.CommitToken), cmp.Compare(a.Tick, b.Tick)) < 0
+// tokenEntry indexes a published tick by a hash of its run and commit
+// token. A tick's token never changes once published (a rewrite keeps it,
+// nothing unpublishes a tick), so the index only grows, and an entry names
+// its tick by number: a lookup compares the tick's token, which also
+// settles hash collisions. Sixteen bytes a tick, kept inline, compared as
+// integers: a cold start sorts them instead of building a tree of strings.
+type tokenEntry struct {
+	key  uint64
+	tick int64
 }
+
+func tokenKey(run, token string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(run))
+	h.Write([]byte{0})
+	h.Write([]byte(token))
+	return h.Sum64()
+}
+
+func tokenCompare(a, b tokenEntry) int {
+	return cmp.Or(cmp.Compare(a.key, b.key), cmp.Compare(a.tick, b.tick))
+}
+
+func tokenLess(a, b tokenEntry) bool { return tokenCompare(a, b) < 0 }
 
 func runLess(a, b *Run) bool { return a.Name < b.Name }
 
@@ -205,12 +231,12 @@ func (s *State) Tick(run string, tick int64) (*Tick, bool) {
 	return s.ticks.Get(&Tick{Run: run, Tick: tick})
 }
 
-// putTick inserts or replaces a tick, keeping the token index in step.
+// putTick inserts or replaces a tick, keeping the token index in step (a
+// replacement keeps its token, so its entry stays).
 func (s *State) putTick(t *Tick) {
-	if old, ok := s.ticks.ReplaceOrInsert(t); ok {
-		s.byToken.Delete(old)
+	if old, ok := s.ticks.ReplaceOrInsert(t); !ok || old.CommitToken != t.CommitToken {
+		s.byToken.ReplaceOrInsert(tokenEntry{tokenKey(t.Run, t.CommitToken), t.Tick})
 	}
-	s.byToken.ReplaceOrInsert(t)
 }
 
 // Last returns run's newest published tick at or below upTo.
@@ -227,13 +253,24 @@ func (s *State) Last(run string, upTo int64) (*Tick, bool) {
 
 // TickByToken returns the tick of run that commit token published.
 func (s *State) TickByToken(run, token string) (*Tick, bool) {
+	// The first tick of the token in each part, in tick order; the lower
+	// of the two wins.
+	key := tokenKey(run, token)
 	var out *Tick
-	s.byToken.AscendGreaterOrEqual(&Tick{Run: run, CommitToken: token, Tick: math.MinInt64}, func(t *Tick) bool {
-		if t.Run == run && t.CommitToken == token {
-			out = t
+	check := func(e tokenEntry) bool {
+		if e.key != key || out != nil && out.Tick <= e.tick {
+			return false
 		}
-		return false
-	})
+		if t, ok := s.Tick(run, e.tick); ok && t.CommitToken == token {
+			out = t
+			return false
+		}
+		return true // another run's, or a collision
+	}
+	i, _ := slices.BinarySearchFunc(s.tokens, tokenEntry{key, math.MinInt64}, tokenCompare)
+	for ; i < len(s.tokens) && check(s.tokens[i]); i++ {
+	}
+	s.byToken.AscendGreaterOrEqual(tokenEntry{key, math.MinInt64}, check)
 	return out, out != nil
 }
 
