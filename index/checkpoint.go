@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -182,6 +183,7 @@ func LoadCheckpoint(ctx context.Context, b bucket.Bucket, world, name string) (*
 	}
 	type decoded struct {
 		ticks    []*Tick
+		tokens   []tokenEntry
 		claims   []*Claim
 		commands []*CommandState
 		last     uint64
@@ -205,7 +207,10 @@ func LoadCheckpoint(ctx context.Context, b bucket.Bucket, world, name string) (*
 		}
 		d := &out[i]
 		// plain is never written again: decoded strings share it.
-		k, last, err := decodeShard(cp.Format, plain, func(t *Tick) { d.ticks = append(d.ticks, t) },
+		k, last, err := decodeShard(cp.Format, plain, func(t *Tick) {
+			d.ticks = append(d.ticks, t)
+			d.tokens = append(d.tokens, tokenEntry{tokenKey(t.Run, t.CommitToken), t.Tick})
+		},
 			func(c *Claim) { d.claims = append(d.claims, c) }, func(c *CommandState) { d.commands = append(d.commands, c) })
 		// The shard's records changed at most at its recorded sequence;
 		// a release (claim.release) changes a shard by removing a record,
@@ -226,7 +231,13 @@ func LoadCheckpoint(ctx context.Context, b bucket.Bucket, world, name string) (*
 		runs[cp.Runs[i].Name] = Run{Name: cp.Runs[i].Name, Head: -1}
 		s.runs.ReplaceOrInsert(&cp.Runs[i])
 	}
+	ntokens := 0
+	for _, d := range out {
+		ntokens += len(d.tokens)
+	}
+	s.tokens = make([]tokenEntry, 0, ntokens)
 	for i, d := range out {
+		s.tokens = append(s.tokens, d.tokens...)
 		for _, t := range d.ticks {
 			if t.Seq > cp.Seq {
 				return nil, nil, corrupt("tick %s/%d changed at sequence %d, after the checkpoint", t.Run, t.Tick, t.Seq)
@@ -234,7 +245,7 @@ func LoadCheckpoint(ctx context.Context, b bucket.Bucket, world, name string) (*
 			r := runs[t.Run]
 			r.Head, r.Published = max(r.Head, t.Tick), r.Published+1
 			runs[t.Run] = r
-			s.putTick(t)
+			s.ticks.ReplaceOrInsert(t)
 		}
 		for _, c := range d.claims {
 			s.claims.ReplaceOrInsert(c)
@@ -244,6 +255,7 @@ func LoadCheckpoint(ctx context.Context, b bucket.Bucket, world, name string) (*
 		}
 		s.shardSeq.ReplaceOrInsert(shardMark{cp.Shards[i].key(), d.last})
 	}
+	slices.SortFunc(s.tokens, tokenCompare)
 	for _, r := range cp.Runs {
 		if got := runs[r.Name]; got != r {
 			return nil, nil, corrupt("run %s records %+v, its ticks say %+v", r.Name, r, got)

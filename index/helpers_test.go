@@ -34,18 +34,18 @@ func diff(a, b *State) string {
 	if !reflect.DeepEqual(a.Runs(), b.Runs()) {
 		return fmt.Sprintf("runs %+v vs %+v", a.Runs(), b.Runs())
 	}
-	// The token index holds exactly the ticks, in step with them.
-	var ak, bk []string
-	a.byToken.Ascend(func(t *Tick) bool {
-		ak = append(ak, fmt.Sprintf("%s/%s/%d", t.Run, t.CommitToken, t.Tick))
-		return true
-	})
-	b.byToken.Ascend(func(t *Tick) bool {
-		bk = append(bk, fmt.Sprintf("%s/%s/%d", t.Run, t.CommitToken, t.Tick))
-		return true
-	})
-	if !reflect.DeepEqual(ak, bk) || len(ak) != len(at) {
-		return fmt.Sprintf("token indexes differ: %d vs %d entries for %d ticks", len(ak), len(bk), len(at))
+	// The token index finds every tick, and holds nothing else.
+	for _, st := range []*State{a, b} {
+		if n := len(st.tokens) + st.byToken.Len(); n != len(at) {
+			return fmt.Sprintf("the token index has %d entries for %d ticks", n, len(at))
+		}
+	}
+	for _, t := range at {
+		ga, oka := a.TickByToken(t.Run, t.CommitToken)
+		gb, okb := b.TickByToken(t.Run, t.CommitToken)
+		if !oka || !okb || ga.CommitToken != t.CommitToken || !reflect.DeepEqual(*ga, *gb) || ga.Tick > t.Tick {
+			return fmt.Sprintf("token %s of %s/%d finds %v and %v", t.CommitToken, t.Run, t.Tick, ga, gb)
+		}
 	}
 	var ac, bc []Claim
 	a.claims.Ascend(func(c *Claim) bool { ac = append(ac, *c); return true })

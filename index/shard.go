@@ -243,15 +243,21 @@ func decodeShard(format int, data []byte, addTick func(*Tick), addClaim func(*Cl
 	return k, last, d.err
 }
 
-// slab hands out short slices of one larger allocation.
-type slab[T any] struct{ free []T }
+// slab hands out short slices of larger allocations, which grow from 16
+// to 1024 records: a shard of a few records (most claim shards) costs a
+// few records.
+type slab[T any] struct {
+	free []T
+	next int
+}
 
 func (s *slab[T]) take(n int) []T {
 	if n == 0 {
 		return nil
 	}
 	if len(s.free) < n {
-		s.free = make([]T, max(n, 1024))
+		s.next = min(max(2*s.next, 16), 1024)
+		s.free = make([]T, max(n, s.next))
 	}
 	out := s.free[:n:n]
 	s.free = s.free[n:]

@@ -3,6 +3,7 @@ package index
 import (
 	"cmp"
 	"fmt"
+	"hash/fnv"
 	"math"
 	"slices"
 	"strings"
@@ -133,9 +134,13 @@ type State struct {
 	Slots uint64
 
 	ticks *btree.BTreeG[*Tick]
-	// byToken indexes ticks by (run, commit token).
-	// INVARIANT: holds exactly the ticks of ticks (see putTick).
-	byToken  *btree.BTreeG[*Tick]
+	// The token index: tokens (the ticks a checkpoint loaded, sorted,
+	// shared by every state derived from it and never modified) and
+	// byToken (the ticks published since).
+	// INVARIANT: every tick of ticks has an entry in one of them (see
+	// putTick).
+	tokens   []tokenEntry
+	byToken  *btree.BTreeG[tokenEntry]
 	runs     *btree.BTreeG[*Run]
 	claims   *btree.BTreeG[*Claim]
 	commands *btree.BTreeG[*CommandState]
@@ -156,9 +161,30 @@ func tickLess(a, b *Tick) bool {
 	return a.Tick < b.Tick
 }
 
-func tokenLess(a, b *Tick) bool {
-	return cmp.Or(cmp.Compare(a.Run, b.Run), cmp.Compare(a.CommitToken, b.CommitToken), cmp.Compare(a.Tick, b.Tick)) < 0
+// tokenEntry indexes a published tick by a hash of its run and commit
+// token. A tick's token never changes once published (a rewrite keeps it,
+// nothing unpublishes a tick), so the index only grows, and an entry names
+// its tick by number: a lookup compares the tick's token, which also
+// settles hash collisions. Sixteen bytes a tick, kept inline, compared as
+// integers: a cold start sorts them instead of building a tree of strings.
+type tokenEntry struct {
+	key  uint64
+	tick int64
 }
+
+func tokenKey(run, token string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(run))
+	h.Write([]byte{0})
+	h.Write([]byte(token))
+	return h.Sum64()
+}
+
+func tokenCompare(a, b tokenEntry) int {
+	return cmp.Or(cmp.Compare(a.key, b.key), cmp.Compare(a.tick, b.tick))
+}
+
+func tokenLess(a, b tokenEntry) bool { return tokenCompare(a, b) < 0 }
 
 func runLess(a, b *Run) bool { return a.Name < b.Name }
 
@@ -205,12 +231,12 @@ func (s *State) Tick(run string, tick int64) (*Tick, bool) {
 	return s.ticks.Get(&Tick{Run: run, Tick: tick})
 }
 
-// putTick inserts or replaces a tick, keeping the token index in step.
+// putTick inserts or replaces a tick, keeping the token index in step (a
+// replacement keeps its token, so its entry stays).
 func (s *State) putTick(t *Tick) {
-	if old, ok := s.ticks.ReplaceOrInsert(t); ok {
-		s.byToken.Delete(old)
+	if old, ok := s.ticks.ReplaceOrInsert(t); !ok || old.CommitToken != t.CommitToken {
+		s.byToken.ReplaceOrInsert(tokenEntry{tokenKey(t.Run, t.CommitToken), t.Tick})
 	}
-	s.byToken.ReplaceOrInsert(t)
 }
 
 // Last returns run's newest published tick at or below upTo.
@@ -227,13 +253,24 @@ func (s *State) Last(run string, upTo int64) (*Tick, bool) {
 
 // TickByToken returns the tick of run that commit token published.
 func (s *State) TickByToken(run, token string) (*Tick, bool) {
+	// The first tick of the token in each part, in tick order; the lower
+	// of the two wins.
+	key := tokenKey(run, token)
 	var out *Tick
-	s.byToken.AscendGreaterOrEqual(&Tick{Run: run, CommitToken: token, Tick: math.MinInt64}, func(t *Tick) bool {
-		if t.Run == run && t.CommitToken == token {
-			out = t
+	check := func(e tokenEntry) bool {
+		if e.key != key || out != nil && out.Tick <= e.tick {
+			return false
 		}
-		return false
-	})
+		if t, ok := s.Tick(run, e.tick); ok && t.CommitToken == token {
+			out = t
+			return false
+		}
+		return true // another run's, or a collision
+	}
+	i, _ := slices.BinarySearchFunc(s.tokens, tokenEntry{key, math.MinInt64}, tokenCompare)
+	for ; i < len(s.tokens) && check(s.tokens[i]); i++ {
+	}
+	s.byToken.AscendGreaterOrEqual(tokenEntry{key, math.MinInt64}, check)
 	return out, out != nil
 }
 
@@ -340,133 +377,158 @@ func (s *State) Check(e *Entry, seq uint64) (*State, Result, error) {
 	return n, r, nil
 }
 
-// apply mutates n (a fresh clone) with e at sequence seq.
+// apply mutates n (a fresh clone) with e at sequence seq: one method per
+// kind of entry.
 func (n *State) apply(e *Entry, seq uint64) (Result, error) {
-	w := &n.World
 	r := Result{Seq: seq}
-	if e.Kind != KindWorldCreate && !w.Created {
-		return r, fmt.Errorf("%s on world %s: %w", e.Kind, w.ID, ErrNoWorld)
+	if e.Kind != KindWorldCreate && !n.World.Created {
+		return r, fmt.Errorf("%s on world %s: %w", e.Kind, n.World.ID, ErrNoWorld)
 	}
 	switch e.Kind {
 	case KindWorldCreate:
-		if w.Created {
-			return r, fmt.Errorf("world %s: %w", w.ID, ErrWorldExists)
-		}
-		c := e.WorldCreate
-		*w = World{ID: w.ID, Created: true, Parent: c.Parent, ForkRun: c.ForkRun, ForkTick: c.ForkTick,
-			WriterMode: c.WriterMode, Status: StatusActive, CreatedUnixMs: c.CreatedUnixMs}
-
+		return r, n.applyWorldCreate(e.WorldCreate)
 	case KindFenceAcquire:
-		f := e.FenceAcquire
-		if f.Resume && w.WriterMode == ModeCleanupOnly {
-			return r, refused("world %s is %s: it can never be resumed mutably", w.ID, ModeCleanupOnly)
-		}
-		w.Epoch++
-		w.FenceHolder = f.Holder
-		r.Epoch = w.Epoch
-
+		return n.applyFenceAcquire(e.FenceAcquire, seq)
 	case KindTickPublish:
-		p := e.TickPublish
-		if p.WriterEpoch != w.Epoch {
-			return r, &StaleWriterError{World: w.ID, Held: p.WriterEpoch, Current: w.Epoch}
-		}
-		if old, ok := n.Tick(p.Run, p.Tick); ok {
-			if old.CommitToken != p.CommitToken {
-				return r, &CatalogConflictError{World: w.ID, Run: p.Run, Tick: p.Tick, Published: old.CommitToken, Attempted: p.CommitToken}
-			}
-			r.Republished = true
-			return r, nil
-		}
-		if w.Status != StatusActive {
-			return r, refused("world %s is %s", w.ID, w.Status)
-		}
-		for _, id := range p.Settle {
-			c, ok := n.Command(id)
-			switch {
-			case !ok:
-				return r, refused("tick %d settles command %s, which was never enqueued", p.Tick, id)
-			case c.Settled >= 0:
-				return r, refused("tick %d settles command %s, already settled by tick %d", p.Tick, id, c.Settled)
-			case c.Run != p.Run || c.Due > p.Tick:
-				return r, refused("tick %d of run %s cannot settle command %s (run %s, due %d)", p.Tick, p.Run, id, c.Run, c.Due)
-			}
-			nc := *c
-			nc.Settled, nc.Seq = p.Tick, seq
-			n.commands.ReplaceOrInsert(&nc)
-			n.mark(commandShard(id), seq)
-		}
-		t := &Tick{Run: p.Run, Tick: p.Tick, CommitToken: p.CommitToken, WriterEpoch: p.WriterEpoch,
-			Tables: cloneTables(p.Tables), NextEntity: p.NextEntity, PublishedUnixMs: p.PublishedUnixMs, Seq: seq}
-		n.putTick(t)
-		run, _ := n.Run(p.Run)
-		run.Head = max(run.Head, p.Tick)
-		run.Published++
-		n.runs.ReplaceOrInsert(&run)
-		n.mark(tickShard(p.Run, p.Tick), seq)
-
+		return n.applyPublish(e.TickPublish, seq)
 	case KindWorldStatus:
-		st := e.WorldStatus
-		w.Status = st.Status
-		if st.WriterMode != "" {
-			w.WriterMode = st.WriterMode
-		}
-
+		n.applyWorldStatus(e.WorldStatus)
+		return r, nil
 	case KindClaimAcquire, KindClaimTakeover, KindClaimComplete, KindClaimRelease:
 		return n.applyClaim(e, seq)
-
 	case KindCommandEnqueue:
-		c := e.Command
-		if old, ok := n.Command(c.ID); ok {
-			if old.Command != *c {
-				return r, refused("command %s was enqueued with other contents", c.ID)
-			}
-			return r, nil // the identical enqueue: a no-op
-		}
-		n.commands.ReplaceOrInsert(&CommandState{Command: *c, Settled: -1, Seq: seq, shard: commandBucket(c.ID)})
-		n.mark(commandShard(c.ID), seq)
-
+		return r, n.applyCommand(e.Command, seq)
 	case KindFragmentsRewrite:
-		if e.Rewrite.Facts {
+		switch {
+		case e.Rewrite.Facts:
 			return r, n.applyFactCompaction(e.Rewrite, seq)
-		}
-		if e.Rewrite.Span != nil {
+		case e.Rewrite.Span != nil:
 			return r, n.applyCompaction(e.Rewrite, seq)
+		default:
+			return r, n.applyRewrite(e.Rewrite, seq)
 		}
-		rw := e.Rewrite
-		t, ok := n.Tick(rw.Run, rw.Tick)
-		if !ok {
-			return r, refused("rewrite of run %s tick %d: not published", rw.Run, rw.Tick)
-		}
-		i := slices.IndexFunc(t.Tables, func(tf TableFragments) bool { return tf.Table == rw.Table })
-		if i < 0 {
-			return r, refused("rewrite of run %s tick %d: no table %s", rw.Run, rw.Tick, rw.Table)
-		}
-		var oldPaths []string
-		var oldRows, newRows int64
-		for _, f := range t.Tables[i].Fragments {
-			oldPaths = append(oldPaths, f.Path)
-			oldRows += f.Rows
-		}
-		for _, f := range rw.New {
-			newRows += f.Rows
-		}
-		if !slices.Equal(oldPaths, rw.Old) {
-			return r, refused("rewrite of run %s tick %d table %s: the fragments moved since they were read", rw.Run, rw.Tick, rw.Table)
-		}
-		if oldRows != newRows {
-			return r, refused("rewrite of run %s tick %d table %s: %d rows become %d; a rewrite keeps every row", rw.Run, rw.Tick, rw.Table, oldRows, newRows)
-		}
-		nt := *t
-		nt.Seq = seq
-		nt.Tables = cloneTables(t.Tables)
-		nt.Tables[i] = TableFragments{Table: rw.Table, Fragments: slices.Clone(rw.New)}
-		n.putTick(&nt)
-		n.mark(tickShard(rw.Run, rw.Tick), seq)
-
 	default:
 		return r, refused("unknown entry kind %q", e.Kind)
 	}
+}
+
+func (n *State) applyWorldCreate(c *WorldCreate) error {
+	w := &n.World
+	if w.Created {
+		return fmt.Errorf("world %s: %w", w.ID, ErrWorldExists)
+	}
+	*w = World{ID: w.ID, Created: true, Parent: c.Parent, ForkRun: c.ForkRun, ForkTick: c.ForkTick,
+		WriterMode: c.WriterMode, Status: StatusActive, CreatedUnixMs: c.CreatedUnixMs}
+	return nil
+}
+
+func (n *State) applyFenceAcquire(f *FenceAcquire, seq uint64) (Result, error) {
+	w := &n.World
+	if f.Resume && w.WriterMode == ModeCleanupOnly {
+		return Result{Seq: seq}, refused("world %s is %s: it can never be resumed mutably", w.ID, ModeCleanupOnly)
+	}
+	w.Epoch++
+	w.FenceHolder = f.Holder
+	return Result{Seq: seq, Epoch: w.Epoch}, nil
+}
+
+func (n *State) applyWorldStatus(st *WorldStatus) {
+	n.World.Status = st.Status
+	if st.WriterMode != "" {
+		n.World.WriterMode = st.WriterMode
+	}
+}
+
+// applyPublish publishes a tick, settling the commands it names.
+func (n *State) applyPublish(p *TickPublish, seq uint64) (Result, error) {
+	w := &n.World
+	r := Result{Seq: seq}
+	if p.WriterEpoch != w.Epoch {
+		return r, &StaleWriterError{World: w.ID, Held: p.WriterEpoch, Current: w.Epoch}
+	}
+	if old, ok := n.Tick(p.Run, p.Tick); ok {
+		if old.CommitToken != p.CommitToken {
+			return r, &CatalogConflictError{World: w.ID, Run: p.Run, Tick: p.Tick, Published: old.CommitToken, Attempted: p.CommitToken}
+		}
+		r.Republished = true
+		return r, nil
+	}
+	if w.Status != StatusActive {
+		return r, refused("world %s is %s", w.ID, w.Status)
+	}
+	for _, id := range p.Settle {
+		c, ok := n.Command(id)
+		switch {
+		case !ok:
+			return r, refused("tick %d settles command %s, which was never enqueued", p.Tick, id)
+		case c.Settled >= 0:
+			return r, refused("tick %d settles command %s, already settled by tick %d", p.Tick, id, c.Settled)
+		case c.Run != p.Run || c.Due > p.Tick:
+			return r, refused("tick %d of run %s cannot settle command %s (run %s, due %d)", p.Tick, p.Run, id, c.Run, c.Due)
+		}
+		nc := *c
+		nc.Settled, nc.Seq = p.Tick, seq
+		n.commands.ReplaceOrInsert(&nc)
+		n.mark(commandShard(id), seq)
+	}
+	t := &Tick{Run: p.Run, Tick: p.Tick, CommitToken: p.CommitToken, WriterEpoch: p.WriterEpoch,
+		Tables: cloneTables(p.Tables), NextEntity: p.NextEntity, PublishedUnixMs: p.PublishedUnixMs, Seq: seq}
+	n.putTick(t)
+	run, _ := n.Run(p.Run)
+	run.Head = max(run.Head, p.Tick)
+	run.Published++
+	n.runs.ReplaceOrInsert(&run)
+	n.mark(tickShard(p.Run, p.Tick), seq)
 	return r, nil
+}
+
+// applyCommand enqueues a durable command; the identical enqueue again is
+// a no-op.
+func (n *State) applyCommand(c *Command, seq uint64) error {
+	if old, ok := n.Command(c.ID); ok {
+		if old.Command != *c {
+			return refused("command %s was enqueued with other contents", c.ID)
+		}
+		return nil
+	}
+	n.commands.ReplaceOrInsert(&CommandState{Command: *c, Settled: -1, Seq: seq, shard: commandBucket(c.ID)})
+	n.mark(commandShard(c.ID), seq)
+	return nil
+}
+
+// applyRewrite applies the one-tick form of fragments.rewrite: see
+// FragmentsRewrite.
+func (n *State) applyRewrite(rw *FragmentsRewrite, seq uint64) error {
+	t, ok := n.Tick(rw.Run, rw.Tick)
+	if !ok {
+		return refused("rewrite of run %s tick %d: not published", rw.Run, rw.Tick)
+	}
+	i := slices.IndexFunc(t.Tables, func(tf TableFragments) bool { return tf.Table == rw.Table })
+	if i < 0 {
+		return refused("rewrite of run %s tick %d: no table %s", rw.Run, rw.Tick, rw.Table)
+	}
+	var oldPaths []string
+	var oldRows, newRows int64
+	for _, f := range t.Tables[i].Fragments {
+		oldPaths = append(oldPaths, f.Path)
+		oldRows += f.Rows
+	}
+	for _, f := range rw.New {
+		newRows += f.Rows
+	}
+	if !slices.Equal(oldPaths, rw.Old) {
+		return refused("rewrite of run %s tick %d table %s: the fragments moved since they were read", rw.Run, rw.Tick, rw.Table)
+	}
+	if oldRows != newRows {
+		return refused("rewrite of run %s tick %d table %s: %d rows become %d; a rewrite keeps every row", rw.Run, rw.Tick, rw.Table, oldRows, newRows)
+	}
+	nt := *t
+	nt.Seq = seq
+	nt.Tables = cloneTables(t.Tables)
+	nt.Tables[i] = TableFragments{Table: rw.Table, Fragments: slices.Clone(rw.New)}
+	n.putTick(&nt)
+	n.mark(tickShard(rw.Run, rw.Tick), seq)
+	return nil
 }
 
 func (n *State) applyClaim(e *Entry, seq uint64) (Result, error) {
