@@ -218,7 +218,16 @@ func (v *View) Files(from, to int64, fn func(File) bool) {
 		}
 		return true
 	}
+	// The ticks of a compacted span share one fragment list: a tick naming
+	// the very list of compacted files its predecessor named adds no file,
+	// so a compacted history costs a step per tick, not a lookup per file.
+	var prev []TableFragments
+	prevCompacted := false
 	v.Ticks(from, to, func(t TickRef) bool {
+		if prevCompacted && sameList(t.Tables, prev) {
+			return true
+		}
+		prev, prevCompacted = t.Tables, allCompacted(t.Tables)
 		return emit(File{World: t.World, Run: t.Run, Tick: t.Tick.Tick, Token: t.CommitToken, Epoch: t.WriterEpoch}, t.Tables)
 	})
 	if stop {
@@ -245,4 +254,25 @@ func (v *View) Files(from, to int64, fn func(File) bool) {
 // under the token, where only the attempt holding it writes.
 func Proven(world, run, table, token string, f Fragment) bool {
 	return token != "" && f.Path == FragmentPath(world, run, table, token, 0)
+}
+
+// sameList reports whether a and b are one fragment list (the same slice,
+// as the ticks of a compacted span share it), not merely equal ones.
+func sameList(a, b []TableFragments) bool {
+	return len(a) > 0 && len(a) == len(b) && &a[0] == &b[0]
+}
+
+// allCompacted reports whether every fragment of tables is a compacted
+// file (and there is one).
+func allCompacted(tables []TableFragments) bool {
+	n := 0
+	for _, tf := range tables {
+		for _, f := range tf.Fragments {
+			if f.Span == nil {
+				return false
+			}
+			n++
+		}
+	}
+	return n > 0
 }

@@ -31,9 +31,10 @@ type listRow struct {
 	Proven      bool   `parquet:"proven"` // filtered, and the catalog proves every row is (tick, commit_token)
 	// Compacted: a compacted file, holding the visible rows of many ticks.
 	Compacted bool `parquet:"compacted"`
-	// Manifest: not a file to read but a compacted tick's manifest entry
-	// naming the compacted file that holds its rows (rows -1: unknown).
+	// Manifest: not a file to read but a member of a set of compacted
+	// files that ticks name (Group; rows -1: unknown), for worldfs_manifests.
 	Manifest bool   `parquet:"manifest"`
+	Group    int32  `parquet:"grp"`
 	Object   string `parquet:"object"`
 	Path     string `parquet:"path"`
 	Rows     int64  `parquet:"rows"`
@@ -45,12 +46,25 @@ type listRow struct {
 	LastTick  int64 `parquet:"last_tick"`
 }
 
-// writeList writes rows as a Parquet file in dir named by the hash of its
-// bytes, so that a script naming it always reads what it was built with;
-// an identical list already there is reused. It returns the file's path.
-func writeList(dir string, rows []listRow) (string, error) {
+// tickRow is one row of a list of ticks whose manifests name compacted
+// files: the tick's commit identity and the set of compacted files it
+// names (the fragment list's manifest rows of that group).
+type tickRow struct {
+	World       string `parquet:"world,dict"`
+	Run         string `parquet:"run,dict"`
+	Tick        int64  `parquet:"tick"`
+	CommitToken string `parquet:"commit_token"`
+	WriterEpoch int64  `parquet:"writer_epoch"`
+	Group       int32  `parquet:"grp"`
+}
+
+// writeList writes rows as a Parquet file in dir named by prefix and the
+// hash of its bytes, so that a script naming it always reads what it was
+// built with; an identical list already there is reused. It returns the
+// file's path. (worldfs gc collects the views' files named fragments-*.)
+func writeList[R listRow | tickRow](dir, prefix string, rows []R) (string, error) {
 	var buf bytes.Buffer
-	w := parquet.NewGenericWriter[listRow](&buf, parquet.Compression(&zstd.Codec{Level: zstd.SpeedFastest}))
+	w := parquet.NewGenericWriter[R](&buf, parquet.Compression(&zstd.Codec{Level: zstd.SpeedFastest}))
 	for lo := 0; lo < len(rows); lo += 1 << 16 {
 		if _, err := w.Write(rows[lo:min(len(rows), lo+1<<16)]); err != nil {
 			return "", fmt.Errorf("fragment list: %w", err)
@@ -60,7 +74,7 @@ func writeList(dir string, rows []listRow) (string, error) {
 		return "", fmt.Errorf("fragment list: %w", err)
 	}
 	sum := sha256.Sum256(buf.Bytes())
-	path := filepath.Join(dir, "fragments-"+hex.EncodeToString(sum[:16])+".parquet")
+	path := filepath.Join(dir, prefix+hex.EncodeToString(sum[:16])+".parquet")
 	if _, err := os.Stat(path); err == nil {
 		touch(path) // in use again: collection counts from its last use
 		return path, nil

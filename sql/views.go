@@ -84,9 +84,6 @@ type fragment struct {
 	// first and last bound the ticks of the rows the file may show when it
 	// is read as it is: its tick, or a compacted file's span within keep.
 	first, last int64
-	// manifest: not a file to read but a compacted tick's manifest entry
-	// (object is the compacted file holding its rows), for worldfs_manifests.
-	manifest bool
 }
 
 // Script is the SQL that defines a world's views.
@@ -136,135 +133,205 @@ func BuildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 	if err != nil {
 		return nil, err
 	}
+	upTo, err := pinned(own, opts)
+	if err != nil {
+		return nil, err
+	}
+	segs, err := lineageOf(ctx, b, own, opts)
+	if err != nil {
+		return nil, err
+	}
+	fpath, verified := verifier(b, path, opts, dir)
+	h := &history{fpath: fpath}
+	// The catalog's files: every filtered segment's ticks, then facts (each
+	// completed claim's rows, at the tick the fact landed on, visible by the
+	// claim's token); and the ticks whose manifests name compacted files.
+	from := int64(math.MinInt64)
+	if opts.Only {
+		from = upTo
+	}
+	view := &index.View{World: world, Run: opts.Run, Segments: segs}
+	if err := h.catalogFiles(ctx, view, from, upTo); err != nil {
+		return nil, err
+	}
+	h.compactedTicks(view, from, upTo)
+	lineage, err := h.listedFiles(ctx, b, path, segs, upTo)
+	if err != nil {
+		return nil, err
+	}
+	// Evaluation receipts are the world's, whatever run they judged.
+	if err := h.catalogFiles(ctx, index.OwnView(own, engine.EvaluationRun), math.MinInt64, math.MaxInt64); err != nil {
+		return nil, err
+	}
+	if err := verified(ctx); err != nil {
+		return nil, err
+	}
+	infos, err := describeAll(ctx, b, h.frags)
+	if err != nil {
+		return nil, err
+	}
+	return render(world, opts.Run, upTo, h, infos, lineage, dir)
+}
+
+// pinned returns the last tick the views show (math.MaxInt64: the head),
+// from opts.AtTick and opts.Token.
+func pinned(own *index.State, opts Options) (int64, error) {
+	world := own.World.ID
 	upTo := int64(math.MaxInt64)
 	if opts.AtTick != nil {
 		upTo = *opts.AtTick
 	}
 	if opts.Token != "" {
-		tick, ok := tokenTick(own, opts.Run, opts.Token)
+		t, ok := own.TickByToken(opts.Run, opts.Token)
 		if !ok {
-			return nil, fmt.Errorf("world %s run %s: commit token %q: %w", world, opts.Run, opts.Token, ErrNotFound)
+			return 0, fmt.Errorf("world %s run %s: commit token %q: %w", world, opts.Run, opts.Token, ErrNotFound)
 		}
-		upTo = min(upTo, tick)
+		upTo = min(upTo, t.Tick)
 	}
-	if opts.AtTick != nil || opts.Token != "" {
-		if run, ok := own.Run(opts.Run); ok && upTo > run.Head && opts.AtTick != nil {
-			return nil, fmt.Errorf("world %s run %s: tick %d is past the head %d: %w", world, opts.Run, upTo, run.Head, ErrNotFound)
+	if opts.AtTick != nil {
+		if run, ok := own.Run(opts.Run); ok && upTo > run.Head {
+			return 0, fmt.Errorf("world %s run %s: tick %d is past the head %d: %w", world, opts.Run, upTo, run.Head, ErrNotFound)
 		}
 	}
-	fpath, verified := verifier(b, path, opts, dir)
-	var segs []index.Segment
+	return upTo, nil
+}
+
+// lineageOf returns the segments of (own's world, opts.Run): opts.View's
+// if it is of them, else resolved from own and the ancestors' catalogs.
+func lineageOf(ctx context.Context, b bucket.Bucket, own *index.State, opts Options) ([]index.Segment, error) {
+	world := own.World.ID
 	if v := opts.View; v != nil && v.World == world && v.Run == opts.Run {
-		segs = v.Segments
-	} else {
-		load := index.LoadFrom(b)
-		segs, err = index.Lineage(ctx, func(ctx context.Context, w string) (*index.State, error) {
-			if w == world {
-				return own, nil
-			}
-			return load(ctx, w)
-		}, world, opts.Run)
+		return v.Segments, nil
+	}
+	load := index.LoadFrom(b)
+	return index.Lineage(ctx, func(ctx context.Context, w string) (*index.State, error) {
+		if w == world {
+			return own, nil
+		}
+		return load(ctx, w)
+	}, world, opts.Run)
+}
+
+// history is what the views read, as BuildFrom collects it: the files,
+// and the manifests of the ticks that name compacted files, told apart
+// from the files because a compacted file is named by thousands of ticks.
+type history struct {
+	fpath recordPath
+	frags []fragment
+	// groups are the distinct sets of compacted files a tick names (the
+	// ticks of a span share one); ticks are the ticks naming one, each
+	// with the index of its set in groups.
+	groups [][]fragment
+	ticks  []tickRow
+}
+
+// catalogFiles appends the files v reads for ticks from..to (see
+// index.View.Files).
+func (h *history) catalogFiles(ctx context.Context, v *index.View, from, to int64) error {
+	var ferr error
+	v.Files(from, to, func(f index.File) bool {
+		p, err := h.fpath(ctx, f.Fragment)
 		if err != nil {
-			return nil, err
+			ferr = err
+			return false
 		}
-	}
-	// One fragment per table per published tick, usually: allocate once.
-	n := 0
-	for _, seg := range segs {
-		if r, ok := seg.State.Run(seg.Run); ok {
-			per := 1
-			if t, ok := seg.State.Tick(seg.Run, r.Head); ok {
-				per = max(1, len(t.Tables))
-			}
-			n += int(r.Published) * per
+		first, last := f.Tick, f.Tick
+		if f.Span != nil {
+			first, last = max(f.Span.From, f.Keep.From), min(f.Span.To, f.Keep.To)
 		}
-	}
-	frags := make([]fragment, 0, n)
-	// The catalog's files: every filtered segment's ticks, then facts (each
-	// completed claim's rows, at the tick the fact landed on, visible by the
-	// claim's token).
-	from := int64(math.MinInt64)
-	if opts.Only {
-		from = upTo
-	}
-	appendFiles := func(v *index.View, from, to int64) error {
-		var ferr error
-		v.Files(from, to, func(f index.File) bool {
-			p, err := fpath(ctx, f.Fragment)
-			if err != nil {
-				ferr = err
-				return false
-			}
-			first, last := f.Tick, f.Tick
-			if f.Span != nil {
-				first, last = max(f.Span.From, f.Keep.From), min(f.Span.To, f.Keep.To)
-			}
-			frags = append(frags, fragment{world: f.World, run: f.Run, table: f.Table, object: f.Path, path: p,
-				tick: f.Tick, token: f.Token, epoch: f.Epoch, rows: f.Rows, filtered: true, fact: f.Fact, proven: !f.Check, keep: f.Keep,
-				first: first, last: last})
-			return true
-		})
-		return ferr
-	}
-	// A compacted tick's manifest names a file it shares with its span:
-	// worldfs_manifests still lists it, tick by tick.
-	view := &index.View{World: world, Run: opts.Run, Segments: segs}
-	view.Ticks(from, upTo, func(t index.TickRef) bool {
-		for _, tf := range t.Tables {
-			for _, f := range tf.Fragments {
-				if f.Span != nil {
-					frags = append(frags, fragment{world: t.World, run: t.Run, table: tf.Table, object: f.Path, tick: t.Tick.Tick,
-						token: t.CommitToken, epoch: t.WriterEpoch, rows: -1, filtered: true, manifest: true})
+		h.frags = append(h.frags, fragment{world: f.World, run: f.Run, table: f.Table, object: f.Path, path: p,
+			tick: f.Tick, token: f.Token, epoch: f.Epoch, rows: f.Rows, filtered: true, fact: f.Fact, proven: !f.Check, keep: f.Keep,
+			first: first, last: last})
+		return true
+	})
+	return ferr
+}
+
+// compactedTicks records each visible tick from..to whose manifest names
+// compacted files: its commit identity and which set of compacted files
+// it names. worldfs_manifests lists them tick by tick from there, without
+// a row per tick and table in the fragment list. The ticks of one span
+// share their fragment list, which is recognised without comparing paths.
+func (h *history) compactedTicks(v *index.View, from, to int64) {
+	byKey := map[string]int32{}
+	var prev []index.TableFragments
+	prevGroup := int32(-1)
+	var key strings.Builder
+	v.Ticks(from, to, func(t index.TickRef) bool {
+		g := prevGroup
+		if !sameList(t.Tables, prev) {
+			key.Reset()
+			var set []fragment
+			for _, tf := range t.Tables {
+				for _, f := range tf.Fragments {
+					if f.Span != nil {
+						fmt.Fprintf(&key, "%s\x00%s\x00", tf.Table, f.Path)
+						set = append(set, fragment{world: t.World, run: t.Run, table: tf.Table, object: f.Path, rows: -1, filtered: true})
+					}
 				}
 			}
+			g = -1
+			if len(set) > 0 {
+				var ok bool
+				if g, ok = byKey[key.String()]; !ok {
+					g = int32(len(h.groups))
+					byKey[key.String()] = g
+					h.groups = append(h.groups, set)
+				}
+			}
+			prev, prevGroup = t.Tables, g
+		}
+		if g >= 0 {
+			h.ticks = append(h.ticks, tickRow{World: t.World, Run: t.Run, Tick: t.Tick.Tick, CommitToken: t.CommitToken, WriterEpoch: t.WriterEpoch, Group: g})
 		}
 		return true
 	})
-	if err := appendFiles(view, from, upTo); err != nil {
-		return nil, err
-	}
-	infos := map[string]engine.TableInfo{} // by world/table id
+}
+
+// sameList reports whether a and b are one fragment list (the same slice,
+// as the ticks of a compacted span share it), not merely equal ones.
+func sameList(a, b []index.TableFragments) bool {
+	return len(a) > 0 && len(a) == len(b) && &a[0] == &b[0]
+}
+
+// listedFiles appends the files the catalog does not name: each
+// unfiltered segment's and each segment's legacy history, listed from the
+// bucket. It returns the rows of worldfs_lineage.
+func (h *history) listedFiles(ctx context.Context, b bucket.Bucket, path pathFunc, segs []index.Segment, upTo int64) ([]string, error) {
 	var lineage []string
 	for i, seg := range segs {
-		limit := min(seg.UpTo, upTo)
 		if seg.Mode == index.Unfiltered {
 			fs, err := listData(ctx, b, path, seg.World, seg.Run)
 			if err != nil {
 				return nil, err
 			}
-			frags = append(frags, fs...)
+			h.frags = append(h.frags, fs...)
 		}
-		legacy, err := listLegacy(ctx, b, path, seg.World, seg.Run, limit)
+		legacy, err := listLegacy(ctx, b, path, seg.World, seg.Run, min(seg.UpTo, upTo))
 		if err != nil {
 			return nil, err
 		}
-		frags = append(frags, legacy...)
+		h.frags = append(h.frags, legacy...)
 		if i < len(segs)-1 {
 			lineage = append(lineage, fmt.Sprintf("(%d, %s, %s, %d)", i, lit(seg.World), lit(seg.Run), seg.UpTo))
 		} else {
 			lineage = append(lineage, fmt.Sprintf("(%d, %s, %s, NULL)", i, lit(seg.World), lit(seg.Run)))
 		}
 	}
-	// Evaluation receipts are the world's, whatever run they judged.
-	if err := appendFiles(index.OwnView(own, engine.EvaluationRun), math.MinInt64, math.MaxInt64); err != nil {
-		return nil, err
-	}
-	if err := verified(ctx); err != nil {
-		return nil, err
-	}
-	// Each table's description, once per table (not once per fragment:
-	// a long history has millions).
-	type tableKey struct{ world, table string }
-	seen := map[tableKey]bool{}
+	return lineage, nil
+}
+
+// describeAll reads the description of each table of frags, once per
+// table (not once per fragment: a long history has millions), by
+// world/table id.
+func describeAll(ctx context.Context, b bucket.Bucket, frags []fragment) (map[string]engine.TableInfo, error) {
+	infos := map[string]engine.TableInfo{}
 	for _, f := range frags {
-		if k := (tableKey{f.world, f.table}); !seen[k] {
-			seen[k] = true
-			if err := describe(ctx, b, infos, f.world, f.table); err != nil {
-				return nil, err
-			}
+		if err := describe(ctx, b, infos, f.world, f.table); err != nil {
+			return nil, err
 		}
 	}
-	return render(world, opts.Run, upTo, frags, infos, lineage, dir)
+	return infos, nil
 }
 
 // describe reads the description of a world's table into infos, once.
@@ -286,19 +353,6 @@ func hasData(ctx context.Context, b bucket.Bucket, world string) bool {
 		return true
 	}
 	return false
-}
-
-func tokenTick(s *index.State, run, token string) (int64, bool) {
-	var tick int64
-	found := false
-	s.Ticks(run, math.MinInt64, func(t *index.Tick) bool {
-		if t.CommitToken == token {
-			tick, found = t.Tick, true
-			return false
-		}
-		return true
-	})
-	return tick, found
 }
 
 // listData lists an unfiltered segment's fragments (uncoordinated or
@@ -379,26 +433,80 @@ func ident(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"
 // token) a manifest published, and epoch-0 rows; the component view
 // projects away the commit columns. The fragment list (files, ticks and
 // tokens) goes to a Parquet file in dir that the script reads, so the
-// script stays small whatever the size of the catalog.
-func render(world, run string, upTo int64, frags []fragment, infos map[string]engine.TableInfo, lineage []string, dir string) (*Script, error) {
-	var manifests []fragment
-	frags = slices.DeleteFunc(frags, func(f fragment) bool {
-		if f.manifest {
-			manifests = append(manifests, f)
+// script stays small whatever the size of the catalog; the commit
+// identities of the ticks that name compacted files go to a second one,
+// which only worldfs_manifests reads.
+func render(world, run string, upTo int64, h *history, infos map[string]engine.TableInfo, lineage []string, dir string) (*Script, error) {
+	names, parts, list := partition(h.frags, infos)
+	for g, set := range h.groups {
+		for _, f := range set {
+			list = append(list, listRow{Part: -1, Ord: int64(len(list)), World: f.world, Run: f.run, TableID: f.table,
+				Filtered: true, Object: f.object, Rows: -1, Manifest: true, Group: int32(g)})
 		}
-		return f.manifest
-	})
-	// Group by readable name, then by (world, table id) within a name (one
-	// read_parquet each), keeping catalog order within a group: by index,
-	// without copying the fragments.
+	}
+	listPath, err := writeList(dir, "fragments-", list)
+	if err != nil {
+		return nil, err
+	}
+	ticksPath := ""
+	if len(h.ticks) > 0 {
+		if ticksPath, err = writeList(dir, "fragments-ticks-", h.ticks); err != nil {
+			return nil, err
+		}
+	}
+
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "-- worldfs views of world %s, run %s", world, run)
+	if upTo != math.MaxInt64 {
+		fmt.Fprintf(&sb, ", as of tick %d", upTo)
+	}
+	sb.WriteString(".\n-- Generated from the catalog; visible rows only (seed 000 §4).\n")
+	fmt.Fprintf(&sb, "-- The fragment list (each file, and the tick and commit token its manifest published) is read from\n-- %s.\n\n", listPath)
+	fmt.Fprintf(&sb, "CREATE OR REPLACE TEMP TABLE worldfs_fragments AS SELECT * FROM read_parquet(%s);\n", lit(listPath))
+	script := &Script{World: world, Run: run, AtTick: upTo, FragmentList: listPath}
+	for _, name := range names {
+		if err := tableViews(&sb, name, parts[name], upTo, dir); err != nil {
+			return nil, err
+		}
+		script.Views = append(script.Views, name)
+	}
+	sb.WriteString(manifestsView(ticksPath))
+	var factNames []string
+	for _, name := range names {
+		if engine.IsFactColumns(parts[name][0].ti.Columns) {
+			factNames = append(factNames, name)
+		}
+	}
+	sb.WriteString(factViews(factNames))
+	fmt.Fprintf(&sb, "CREATE OR REPLACE TEMP VIEW worldfs_lineage AS SELECT * FROM (VALUES %s) l(segment, world, run, up_to_tick);\n", strings.Join(lineage, ", "))
+	script.SQL = sb.String()
+	return script, nil
+}
+
+// part is one read_parquet of a view: the files of one (world, table id)
+// with the view's name.
+type part struct {
+	ti       engine.TableInfo
+	filtered bool
+	lo, hi   string // the least and greatest published token
+	// keep: the ticks whose rows the part shows, when it has compacted
+	// files (nil: it has none).
+	keep *index.Span
+}
+
+// partition groups frags by readable name (sorted), then by (world, table
+// id) within a name, one part each, keeping catalog order within a part;
+// it returns the names, their parts and the fragment list's rows, in
+// that order.
+func partition(frags []fragment, infos map[string]engine.TableInfo) ([]string, map[string][]part, []listRow) {
+	type tableKey struct{ world, table string }
 	type group struct {
 		name string
 		ti   engine.TableInfo
 	}
-	type tableKey struct{ world, table string }
 	groups := map[tableKey]int{}
 	var gs []group
-	gi := make([]int32, len(frags))
+	gi := make([]int32, len(frags)) // each fragment's group, by index: the fragments are not copied
 	for i := range frags {
 		k := tableKey{frags[i].world, frags[i].table}
 		g, ok := groups[k]
@@ -436,14 +544,6 @@ func render(world, run string, upTo int64, frags []fragment, infos map[string]en
 		}
 		return int(partOf[gi[a]]) - int(partOf[gi[b]])
 	})
-	type part struct {
-		ti       engine.TableInfo
-		filtered bool
-		lo, hi   string // the least and greatest published token
-		// keep: the ticks whose rows the part shows, when it has compacted
-		// files (nil: it has none).
-		keep *index.Span
-	}
 	parts := map[string][]part{}
 	list := make([]listRow, 0, len(frags))
 	for _, i := range order {
@@ -472,110 +572,116 @@ func render(world, run string, upTo int64, frags []fragment, infos map[string]en
 			TableID: f.table, Tick: f.tick, CommitToken: f.token, WriterEpoch: f.epoch, Filtered: f.filtered, Fact: f.fact, Proven: f.proven,
 			Object: f.object, Path: f.path, Rows: f.rows, Compacted: f.keep != nil, FirstTick: f.first, LastTick: f.last})
 	}
-	for _, f := range manifests {
-		list = append(list, listRow{Part: -1, Ord: int64(len(list)), World: f.world, Run: f.run, TableID: f.table, Tick: f.tick,
-			CommitToken: f.token, WriterEpoch: f.epoch, Filtered: true, Object: f.object, Rows: -1, Manifest: true})
-	}
-	listPath, err := writeList(dir, list)
-	if err != nil {
-		return nil, err
-	}
+	return names, parts, list
+}
 
-	var sb strings.Builder
-	w := func(format string, args ...any) { fmt.Fprintf(&sb, format, args...) }
-	w("-- worldfs views of world %s, run %s", world, run)
-	if upTo != math.MaxInt64 {
-		w(", as of tick %d", upTo)
-	}
-	w(".\n-- Generated from the catalog; visible rows only (seed 000 §4).\n")
-	w("-- The fragment list (each file, and the tick and commit token its manifest published) is read from\n-- %s.\n\n", listPath)
-	w("CREATE OR REPLACE TEMP TABLE worldfs_fragments AS SELECT * FROM read_parquet(%s);\n", lit(listPath))
-	script := &Script{World: world, Run: run, AtTick: upTo, FragmentList: listPath}
-	for _, name := range names {
-		// The component columns of the table's newest schema.
-		var cols []string
-		seen := map[string]bool{}
-		for _, p := range parts[name] {
-			for _, c := range p.ti.Columns {
-				if c.Component != "" && !seen[c.Name] {
-					seen[c.Name] = true
-					cols = append(cols, ident(c.Name))
-				}
+// tableViews writes the views of the table called name: name_raw (every
+// visible row, commit columns included), name (its components) and the
+// macro name_at(t) (the rows of tick t, reading only the files that may
+// hold it).
+func tableViews(sb *strings.Builder, name string, parts []part, upTo int64, dir string) error {
+	// The component columns of the table's newest schema.
+	var cols []string
+	seen := map[string]bool{}
+	for _, p := range parts {
+		for _, c := range p.ti.Columns {
+			if c.Component != "" && !seen[c.Name] {
+				seen[c.Name] = true
+				cols = append(cols, ident(c.Name))
 			}
 		}
-		slices.Sort(cols)
-		var qs, ats []string
-		for i, p := range parts[name] {
-			files := fmt.Sprintf("worldfs_files_%s_%d", name, i)
-			w("SET VARIABLE %s = (SELECT list(path ORDER BY ord) FROM worldfs_fragments WHERE view = %s AND part = %d);\n", ident(files), lit(name), i)
-			visible := ident(fmt.Sprintf("worldfs_visible_%s_%d", name, i))
-			if p.filtered {
-				w("CREATE OR REPLACE TEMP TABLE %s AS SELECT DISTINCT tick AS v_tick, commit_token AS v_token FROM worldfs_fragments WHERE view = %s AND part = %d AND filtered;\n",
-					visible, lit(name), i)
-			}
-			legacy := !hasColumn(p.ti, engine.ColCommitToken)
-			sel := "entity_id, tick, commit_token, writer_epoch"
-			if legacy {
-				sel = "entity_id, tick, '' AS commit_token, 0::BIGINT AS writer_epoch"
-			}
-			for _, c := range cols {
-				if hasColumn(p.ti, strings.Trim(c, `"`)) {
-					sel += ", " + c
-				} else {
-					sel += ", NULL AS " + c
-				}
-			}
-			q := fmt.Sprintf("SELECT %s FROM read_parquet(getvariable(%s))", sel, lit(files))
-			// at is the part's rows of tick t, for <table>_at(t).
-			at := q + " WHERE tick = t"
-			switch {
-			case legacy:
-				q += fmt.Sprintf(" WHERE tick <= %d", upTo)
-				at = q + " AND tick = t"
-			case p.filtered:
-				witness, err := writeWitness(dir, p.ti)
-				if err != nil {
-					return nil, err
-				}
-				proven, checked := fmt.Sprintf("worldfs_proven_%s_%d", name, i), fmt.Sprintf("worldfs_checked_%s_%d", name, i)
-				w("%s", provenFiles(name, i, proven, checked, witness))
-				provenQ := fmt.Sprintf("SELECT %s FROM read_parquet(getvariable(%s))", sel, lit(proven))
-				if p.keep != nil {
-					// Compacted files hold other ticks' rows too.
-					provenQ += fmt.Sprintf(" WHERE tick BETWEEN %d AND %d", p.keep.From, p.keep.To)
-				}
-				checkedQ := tokenCheck(fmt.Sprintf("SELECT %s FROM read_parquet(getvariable(%s))", sel, lit(checked)), visible, p.lo, p.hi)
-				q = provenQ + "\n  UNION ALL BY NAME " + checkedQ
-				// Of the files read as they are, only those whose tick
-				// bounds hold t (the witness holds every tick): the others'
-				// footers are never opened. (Fields by subscript: a macro
-				// parameter reads f.lo as a string.)
-				provenAt := fmt.Sprintf("SELECT %s FROM read_parquet([f['path'] FOR f IN getvariable(%s) IF f['lo'] <= t AND t <= f['hi']]) WHERE tick = t", sel, lit(proven+"_bounds"))
-				if p.keep != nil {
-					provenAt += fmt.Sprintf(" AND tick BETWEEN %d AND %d", p.keep.From, p.keep.To)
-				}
-				at = provenAt + "\n    UNION ALL BY NAME " + checkedQ + " AND tick = t"
-			}
-			qs = append(qs, q)
-			ats = append(ats, at)
-		}
-		w("CREATE OR REPLACE TEMP VIEW %s AS\n  %s;\n", ident(name+"_raw"), strings.Join(qs, "\n  UNION ALL BY NAME "))
-		w("CREATE OR REPLACE TEMP VIEW %s AS SELECT entity_id, tick, %s FROM %s;\n", ident(name), strings.Join(cols, ", "), ident(name+"_raw"))
-		w("CREATE OR REPLACE TEMP MACRO %s(t) AS TABLE SELECT entity_id, tick, %s FROM (\n    %s);\n\n",
-			ident(name+"_at"), strings.Join(cols, ", "), strings.Join(ats, "\n    UNION ALL BY NAME "))
-		script.Views = append(script.Views, name)
 	}
-	w("CREATE OR REPLACE TEMP VIEW worldfs_manifests AS SELECT world, run, tick, commit_token, writer_epoch, table_id, object AS path, nullif(rows, -1) AS rows\n  FROM worldfs_fragments WHERE filtered AND NOT fact AND NOT compacted;\n")
-	var factNames []string
-	for _, name := range names {
-		if engine.IsFactColumns(parts[name][0].ti.Columns) {
-			factNames = append(factNames, name)
+	slices.Sort(cols)
+	var qs, ats []string
+	for i, p := range parts {
+		q, at, err := partQueries(sb, name, i, p, cols, upTo, dir)
+		if err != nil {
+			return err
+		}
+		qs = append(qs, q)
+		ats = append(ats, at)
+	}
+	fmt.Fprintf(sb, "CREATE OR REPLACE TEMP VIEW %s AS\n  %s;\n", ident(name+"_raw"), strings.Join(qs, "\n  UNION ALL BY NAME "))
+	fmt.Fprintf(sb, "CREATE OR REPLACE TEMP VIEW %s AS SELECT entity_id, tick, %s FROM %s;\n", ident(name), strings.Join(cols, ", "), ident(name+"_raw"))
+	fmt.Fprintf(sb, "CREATE OR REPLACE TEMP MACRO %s(t) AS TABLE SELECT entity_id, tick, %s FROM (\n    %s);\n\n",
+		ident(name+"_at"), strings.Join(cols, ", "), strings.Join(ats, "\n    UNION ALL BY NAME "))
+	return nil
+}
+
+// partQueries writes the statements that list part i of the view called
+// name (its files, and for a filtered part the published (tick, token)
+// pairs and which files need the row check), and returns the part's
+// query of every visible row and its query of tick t's rows (for the
+// _at macro), each selecting the commit columns and cols.
+func partQueries(sb *strings.Builder, name string, i int, p part, cols []string, upTo int64, dir string) (q, at string, err error) {
+	files := fmt.Sprintf("worldfs_files_%s_%d", name, i)
+	fmt.Fprintf(sb, "SET VARIABLE %s = (SELECT list(path ORDER BY ord) FROM worldfs_fragments WHERE view = %s AND part = %d);\n", ident(files), lit(name), i)
+	visible := ident(fmt.Sprintf("worldfs_visible_%s_%d", name, i))
+	if p.filtered {
+		fmt.Fprintf(sb, "CREATE OR REPLACE TEMP TABLE %s AS SELECT DISTINCT tick AS v_tick, commit_token AS v_token FROM worldfs_fragments WHERE view = %s AND part = %d AND filtered;\n",
+			visible, lit(name), i)
+	}
+	legacy := !hasColumn(p.ti, engine.ColCommitToken)
+	sel := "entity_id, tick, commit_token, writer_epoch"
+	if legacy {
+		sel = "entity_id, tick, '' AS commit_token, 0::BIGINT AS writer_epoch"
+	}
+	for _, c := range cols {
+		if hasColumn(p.ti, strings.Trim(c, `"`)) {
+			sel += ", " + c
+		} else {
+			sel += ", NULL AS " + c
 		}
 	}
-	w("%s", factViews(factNames))
-	w("CREATE OR REPLACE TEMP VIEW worldfs_lineage AS SELECT * FROM (VALUES %s) l(segment, world, run, up_to_tick);\n", strings.Join(lineage, ", "))
-	script.SQL = sb.String()
-	return script, nil
+	read := func(list string) string {
+		return fmt.Sprintf("SELECT %s FROM read_parquet(getvariable(%s))", sel, lit(list))
+	}
+	q = read(files)
+	at = q + " WHERE tick = t"
+	switch {
+	case legacy:
+		q += fmt.Sprintf(" WHERE tick <= %d", upTo)
+		at = q + " AND tick = t"
+	case p.filtered:
+		witness, err := writeWitness(dir, p.ti)
+		if err != nil {
+			return "", "", err
+		}
+		proven, checked := fmt.Sprintf("worldfs_proven_%s_%d", name, i), fmt.Sprintf("worldfs_checked_%s_%d", name, i)
+		sb.WriteString(provenFiles(name, i, proven, checked, witness))
+		checkedQ := tokenCheck(read(checked), visible, p.lo, p.hi)
+		q = read(proven)
+		// Of the files read as they are, only those whose tick bounds hold
+		// t (the witness holds every tick): the others' footers are never
+		// opened. (Fields by subscript: a macro parameter reads f.lo as a
+		// string.)
+		provenAt := fmt.Sprintf("SELECT %s FROM read_parquet([f['path'] FOR f IN getvariable(%s) IF f['lo'] <= t AND t <= f['hi']]) WHERE tick = t",
+			sel, lit(proven+"_bounds"))
+		if p.keep != nil {
+			// Compacted files hold other ticks' rows too.
+			keep := fmt.Sprintf("tick BETWEEN %d AND %d", p.keep.From, p.keep.To)
+			q += " WHERE " + keep
+			provenAt += " AND " + keep
+		}
+		q += "\n  UNION ALL BY NAME " + checkedQ
+		at = provenAt + "\n    UNION ALL BY NAME " + checkedQ + " AND tick = t"
+	}
+	return q, at, nil
+}
+
+// manifestsView defines worldfs_manifests: a row per published tick and
+// file its manifest names. The files of one tick are in the fragment list
+// with their tick; the ticks that name compacted files are in the list
+// ticks (none: ""), each with its set of compacted files (the fragment
+// list's manifest rows of its group), read only when the view is.
+func manifestsView(ticks string) string {
+	out := "CREATE OR REPLACE TEMP VIEW worldfs_manifests AS SELECT world, run, tick, commit_token, writer_epoch, table_id, object AS path, nullif(rows, -1) AS rows\n" +
+		"  FROM worldfs_fragments WHERE filtered AND NOT fact AND NOT compacted AND NOT manifest"
+	if ticks != "" {
+		out += "\n  UNION ALL SELECT t.world, t.run, t.tick, t.commit_token, t.writer_epoch, g.table_id, g.object AS path, NULL::BIGINT AS rows\n" +
+			"  FROM read_parquet(" + lit(ticks) + ") t JOIN worldfs_fragments g ON g.manifest AND g.grp = t.grp"
+	}
+	return out + ";\n"
 }
 
 // provenFiles splits the files of a filtered part, when the views are
