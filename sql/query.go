@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -136,6 +137,14 @@ func cell(v any) string {
 		return string(x)
 	case time.Time:
 		return x.Format(time.RFC3339Nano)
+	case fmt.Stringer:
+		return x.String()
+	}
+	// JSON, STRUCT, LIST and MAP values print as JSON in every format.
+	if k := reflect.ValueOf(v).Kind(); k == reflect.Map || k == reflect.Slice || k == reflect.Array || k == reflect.Struct {
+		if b, err := json.Marshal(v); err == nil {
+			return string(b)
+		}
 	}
 	return fmt.Sprint(v)
 }
