@@ -137,12 +137,12 @@ func cell(v any) string {
 		return string(x)
 	case time.Time:
 		return x.Format(time.RFC3339Nano)
-	case fmt.Stringer:
-		return x.String()
 	}
 	// JSON, STRUCT, LIST and MAP values print as JSON in every format.
-	if k := reflect.ValueOf(v).Kind(); k == reflect.Map || k == reflect.Slice || k == reflect.Array || k == reflect.Struct {
-		if b, err := json.Marshal(v); err == nil {
+	k := reflect.ValueOf(v).Kind()
+	_, marshals := v.(json.Marshaler)
+	if k == reflect.Map || k == reflect.Slice || marshals || k == reflect.Struct {
+		if b, err := json.Marshal(v); err == nil && len(b) > 0 && (b[0] == '{' || b[0] == '[') {
 			return string(b)
 		}
 	}

@@ -174,7 +174,12 @@ func init() {
 					if status == statusConflict {
 						conflicts.Add(1)
 					}
-					line, _ := json.Marshal(map[string]any{"status": status, "producer": d.Producer, "external_id": d.ExternalID, "error": err.Error()})
+					line, _ := json.Marshal(struct {
+						Status     string `json:"status"`
+						Producer   string `json:"producer"`
+						ExternalID string `json:"external_id"`
+						Error      string `json:"error"`
+					}{status, d.Producer, d.ExternalID, err.Error()})
 					return string(line), false
 				}
 				line, _ := json.Marshal(struct {

@@ -40,7 +40,7 @@ func TestIngestAndEvaluateCommands(t *testing.T) {
 		{[]string{"--world", "demo", `{"producer":"p","external_id":"e","table":"reading","components":{"reading":{"value":[1]}}}`}, "is not a double"},
 		{[]string{"--world", "demo", `{"producer":"p","external_id":"e","table":"other","components":{"c":{"v":[1]}}}`}, "not a number, string or boolean"},
 		{[]string{"--world", "demo", "--role", "viewer", fact}, "needs the operator role"},
-		{[]string{"--world", "nope", fact}, "world does not exist"},
+		{[]string{"--world", "nope", fact}, "world nope does not exist"},
 	} {
 		code, out, stderr := cli(t, append([]string{"ingest", "--bucket", dir}, c.args...)...)
 		if code == 0 || !strings.Contains(out+stderr, c.want) {

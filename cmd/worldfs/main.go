@@ -310,7 +310,7 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return runCommand(ctx, c.name, c, args[1:], stdout, stderr)
 		}
 	}
-	return usagef("unknown command %q", args[0])
+	return usageError{msg: fmt.Sprintf("unknown command %q", args[0]), usage: topUsage()}
 }
 
 func isHelp(a string) bool { return a == "-h" || a == "-help" || a == "--help" || a == "help" }
