@@ -6,11 +6,11 @@ PKGS     := ./...
 .PHONY: build install test race lint bench demo clean
 
 build:
-	$(GO) build -o bin/worldfs ./cmd/worldfs
+	$(GO) build -buildvcs=auto -o bin/worldfs ./cmd/worldfs
 
 # worldfs on PATH (in $(go env GOBIN), or $(go env GOPATH)/bin).
 install:
-	$(GO) install ./cmd/worldfs
+	$(GO) install -buildvcs=auto ./cmd/worldfs
 
 # The whole test suite; then the bucket conformance suite again, verbosely,
 # so the log names every backend it ran (a skipped backend fails).

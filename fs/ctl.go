@@ -29,6 +29,7 @@ var rootOps = map[string]ctlOp{
 	"create": opCreate, // {"op":"create","world":W,"tables":[{"name":A,"components":[{"name":C,"fields":[{"name":F,"type":T}]}]}]}
 	"fork":   opFork,   // {"op":"fork","world":CHILD,"parent":P,"run":"main","tick":N}
 	"resume": opResume, // {"op":"resume","world":W}
+	"status": opStatus, // {"op":"status","world":W,"status":"active"|"archived"?,"writer_mode":"cleanup_only"?}
 }
 
 // worldOps are the commands of <mount>/<world>/ctl.

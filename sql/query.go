@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -136,6 +137,14 @@ func cell(v any) string {
 		return string(x)
 	case time.Time:
 		return x.Format(time.RFC3339Nano)
+	}
+	// JSON, STRUCT, LIST and MAP values print as JSON in every format.
+	k := reflect.ValueOf(v).Kind()
+	_, marshals := v.(json.Marshaler)
+	if k == reflect.Map || k == reflect.Slice || marshals || k == reflect.Struct {
+		if b, err := json.Marshal(v); err == nil && len(b) > 0 && (b[0] == '{' || b[0] == '[') {
+			return string(b)
+		}
 	}
 	return fmt.Sprint(v)
 }

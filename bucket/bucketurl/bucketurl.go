@@ -18,7 +18,7 @@ import (
 
 // Help describes the accepted URLs, for command-line help.
 const Help = `Bucket URLs:
-  ./dir, /abs/dir, file:///abs/dir   a local directory (created if missing)
+  ./dir, /abs/dir, file:///abs/dir   a local directory (made by the first write, or worldfs init)
   gs://BUCKET[/PREFIX]               Google Cloud Storage; credentials from the environment,
                                      STORAGE_EMULATOR_HOST selects an emulator
   mem://NAME[?profile=gcs&seed=N]    process memory (tests, simulation); profile "gcs"

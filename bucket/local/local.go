@@ -83,12 +83,18 @@ type Bucket struct {
 	// into their parent; a directory made by another process (perhaps one
 	// that crashed before syncing) is synced again before it is trusted.
 	synced dirSet
+	// made is set once the first write has made the bucket's directories
+	// (reading never makes them: see OpenWith).
+	madeMu sync.Mutex
+	made   bool
 }
 
 var _ bucket.Bucket = (*Bucket)(nil)
 
-// Open opens (creating it if needed) the bucket rooted at dir with default
-// options and removes temporary files left by crashed writers.
+// Open opens the bucket rooted at dir with default options and removes
+// temporary files left by crashed writers. Opening and reading change
+// nothing else: a missing directory reads as an empty bucket, and the first
+// Create or Delete makes it (Exists tells the two apart).
 func Open(dir string) (*Bucket, error) { return OpenWith(dir, Options{}) }
 
 // OpenWith is Open with options. Opening is bounded by the timeout too.
@@ -115,17 +121,49 @@ func OpenWith(dir string, opts Options) (*Bucket, error) {
 	return b, nil
 }
 
-// prepare makes the bucket's directories and checks the file system.
+// prepare checks an existing bucket's root and removes crashed writers'
+// temporary files; it makes nothing.
 func (b *Bucket) prepare(dir string) error {
-	if err := os.MkdirAll(b.tmp, 0o755); err != nil {
+	info, err := os.Stat(b.root)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
 		return fmt.Errorf("local bucket %s: %w", dir, err)
+	}
+	if !info.IsDir() {
+		return fmt.Errorf("local bucket %s: not a directory", dir)
 	}
 	if err := b.cleanTemp(); err != nil {
 		return fmt.Errorf("local bucket %s: cleaning temporary files: %w", dir, err)
 	}
-	if err := b.checkTimestamps(); err != nil {
-		return fmt.Errorf("local bucket %s: %w", dir, err)
+	return nil
+}
+
+// Exists reports whether the bucket's directory exists.
+func (b *Bucket) Exists() (bool, error) {
+	_, err := os.Stat(b.root)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
 	}
+	return err == nil, err
+}
+
+// Make makes the bucket's directories, if this process has not yet, and
+// checks the file system: the first write calls it.
+func (b *Bucket) Make() error {
+	b.madeMu.Lock()
+	defer b.madeMu.Unlock()
+	if b.made {
+		return nil
+	}
+	if err := os.MkdirAll(b.tmp, 0o755); err != nil {
+		return fmt.Errorf("local bucket %s: %w", b.root, err)
+	}
+	if err := b.checkTimestamps(); err != nil {
+		return fmt.Errorf("local bucket %s: %w", b.root, err)
+	}
+	b.made = true
 	return nil
 }
 
@@ -170,6 +208,9 @@ func (b *Bucket) String() string { return b.root }
 // running, or the file is older than staleTempAge.
 func (b *Bucket) cleanTemp() error {
 	entries, err := os.ReadDir(b.tmp)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -206,6 +247,9 @@ func (b *Bucket) Create(ctx context.Context, name string, data []byte) (bucket.A
 }
 
 func (b *Bucket) create(c *call, name, path string, data []byte) (bucket.Attrs, error) {
+	if err := b.Make(); err != nil {
+		return bucket.Attrs{}, err
+	}
 	// The directories' entries are synced while the data is written and
 	// synced: both must be durable before the link is, not one before the
 	// other, so a create into a new directory waits for two rounds of
@@ -575,6 +619,9 @@ func (b *Bucket) Delete(ctx context.Context, name string, generation int64) erro
 }
 
 func (b *Bucket) delete(c *call, name, path string, generation int64) error {
+	if err := b.Make(); err != nil {
+		return err
+	}
 	unlock, err := b.lockDeletes()
 	if err != nil {
 		return fmt.Errorf("local: delete %s: %w", name, err)

@@ -33,11 +33,18 @@ func init() {
 			if len(args) != 0 || *ticks < 1 || *tail < 0 {
 				return usagef("bench coldstart takes no arguments and a positive --ticks")
 			}
-			b, err := openBucket(ctx, *url)
+			open, need := openBucket, func(context.Context, bucket.Bucket, string) error { return nil }
+			if *world != "" { // an existing world is only loaded
+				open, need = openExisting, requireWorld
+			}
+			b, err := open(ctx, *url)
 			if err != nil {
 				return err
 			}
 			defer b.Close()
+			if err := need(ctx, b, *world); err != nil {
+				return err
+			}
 			res, err := benchColdStart(ctx, b, *url, *world, *ticks, *tail)
 			if err != nil {
 				return err
@@ -45,8 +52,12 @@ func init() {
 			if *asJSON {
 				return writeJSON(out, res)
 			}
-			fmt.Fprintf(out, "world %s: %d ticks in %d slots, built in %.1f s (%.0f ticks/s); checkpoint at %d written in %.2f s\n",
-				res.World, res.Ticks, res.Slots, res.BuildSeconds, float64(res.Ticks)/res.BuildSeconds, res.CheckpointSeq, res.CheckpointSeconds)
+			if res.BuildSeconds > 0 {
+				fmt.Fprintf(out, "world %s: %d ticks in %d slots, built in %.1f s (%.0f ticks/s); checkpoint at %d written in %.2f s\n",
+					res.World, res.Ticks, res.Slots, res.BuildSeconds, float64(res.Ticks)/res.BuildSeconds, res.CheckpointSeq, res.CheckpointSeconds)
+			} else {
+				fmt.Fprintf(out, "world %s: %d ticks in %d slots, newest checkpoint at %d\n", res.World, res.Ticks, res.Slots, res.CheckpointSeq)
+			}
 			fmt.Fprintf(out, "cold start: %.3f s (checkpoint + %d slots replayed), peak heap %.0f MiB\n",
 				res.ColdStartSeconds, res.SlotsReplayed, float64(res.PeakHeapBytes)/(1<<20))
 			return nil

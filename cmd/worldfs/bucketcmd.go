@@ -30,21 +30,18 @@ func init() {
 			if len(args) == 1 {
 				prefix = args[0]
 			}
-			b, err := openBucket(ctx, *url)
-			if err != nil {
-				return err
-			}
-			defer b.Close()
-			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-			fmt.Fprintln(tw, "SIZE\tGENERATION\tCREATED\t NAME")
-			for a, err := range b.List(ctx, prefix, *after) {
-				if err != nil {
-					tw.Flush()
-					return err
+			return withBucket(ctx, *url, func(b bucket.Bucket) error {
+				tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+				fmt.Fprintln(tw, "SIZE\tGENERATION\tCREATED\t NAME")
+				for a, err := range b.List(ctx, prefix, *after) {
+					if err != nil {
+						tw.Flush()
+						return err
+					}
+					fmt.Fprintf(tw, "%d\t%d\t%s\t %s\n", a.Size, a.Generation, a.Created.UTC().Format(time.RFC3339), a.Name)
 				}
-				fmt.Fprintf(tw, "%d\t%d\t%s\t %s\n", a.Size, a.Generation, a.Created.UTC().Format(time.RFC3339), a.Name)
-			}
-			return tw.Flush()
+				return tw.Flush()
+			})
 		},
 	})
 
@@ -62,17 +59,14 @@ func init() {
 			if len(args) != 1 {
 				return usagef("bucket cat takes exactly one NAME")
 			}
-			b, err := openBucket(ctx, *catURL)
-			if err != nil {
+			return withBucket(ctx, *catURL, func(b bucket.Bucket) error {
+				data, err := b.GetRange(ctx, args[0], *offset, *length)
+				if err != nil {
+					return err
+				}
+				_, err = out.Write(data)
 				return err
-			}
-			defer b.Close()
-			data, err := b.GetRange(ctx, args[0], *offset, *length)
-			if err != nil {
-				return err
-			}
-			_, err = out.Write(data)
-			return err
+			})
 		},
 	})
 
@@ -85,18 +79,15 @@ func init() {
 			if len(args) != 1 {
 				return usagef("bucket stat takes exactly one NAME")
 			}
-			b, err := openBucket(ctx, *statURL)
-			if err != nil {
+			return withBucket(ctx, *statURL, func(b bucket.Bucket) error {
+				a, err := b.Stat(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				_, err = fmt.Fprintf(out, "name:       %s\nsize:       %d\ngeneration: %d\ncreated:    %s\n",
+					a.Name, a.Size, a.Generation, a.Created.UTC().Format(time.RFC3339Nano))
 				return err
-			}
-			defer b.Close()
-			a, err := b.Stat(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(out, "name:       %s\nsize:       %d\ngeneration: %d\ncreated:    %s\n",
-				a.Name, a.Size, a.Generation, a.Created.UTC().Format(time.RFC3339Nano))
-			return nil
+			})
 		},
 	})
 
@@ -149,16 +140,13 @@ func init() {
 			if *gen <= 0 {
 				return usagef("bucket rm needs --generation (see 'worldfs bucket stat NAME')")
 			}
-			b, err := openBucket(ctx, *rmURL)
-			if err != nil {
+			return withBucket(ctx, *rmURL, func(b bucket.Bucket) error {
+				if err := bucket.DeleteOnce(ctx, b, args[0], *gen); err != nil {
+					return err
+				}
+				_, err := fmt.Fprintf(out, "deleted %s at generation %d\n", args[0], *gen)
 				return err
-			}
-			defer b.Close()
-			if err := bucket.DeleteOnce(ctx, b, args[0], *gen); err != nil {
-				return err
-			}
-			fmt.Fprintf(out, "deleted %s at generation %d\n", args[0], *gen)
-			return nil
+			})
 		},
 	})
 }

@@ -68,11 +68,14 @@ func init() {
 			if *world == "" {
 				return usagef("--world is required")
 			}
-			b, err := openBucket(ctx, *url)
+			b, err := openExisting(ctx, *url)
 			if err != nil {
 				return err
 			}
 			defer b.Close()
+			if err := requireWorld(ctx, b, *world); err != nil {
+				return err
+			}
 			res := &checkResult{World: *world, Run: *runName, ReadData: *readData, Checkpoints: []uint64{}, Errors: []checkError{}}
 			p := newStatusLine(os.Stderr)
 			if err := check(ctx, b, res, p); err != nil {

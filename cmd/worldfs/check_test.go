@@ -100,7 +100,7 @@ func TestCheckAndSQLFindDamagedFragments(t *testing.T) {
 	if code != 1 || !strings.Contains(out, "size is "+itoa(frag.Bytes+1)+" bytes, the catalog records "+itoa(frag.Bytes)+" bytes") {
 		t.Fatalf("check of a replaced fragment: exit %d\n%s", code, out)
 	}
-	if code, _, _ := cli(t, "check", "--bucket", dir, "--world", "nope"); code != 1 {
+	if code, _, _ := cli(t, "check", "--bucket", dir, "--world", "nope"); code != exitNotFound {
 		t.Fatalf("check of no world: exit %d", code)
 	}
 }

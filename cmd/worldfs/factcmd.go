@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/worldfs/worldfs/bucket"
@@ -28,10 +30,7 @@ type factFlags struct {
 }
 
 func addFactFlags(fs *flag.FlagSet) *factFlags {
-	role := os.Getenv("WORLDFS_ROLE")
-	if role == "" {
-		role = "operator"
-	}
+	role := envOr("WORLDFS_ROLE", "operator")
 	return &factFlags{
 		url:   bucketFlag(fs),
 		world: fs.String("world", "", "world to write to (required)"),
@@ -50,11 +49,15 @@ func (f *factFlags) open(ctx context.Context) (*engine.Gate, *engine.IngestionSe
 	}
 	role, err := engine.ParseRole(*f.role)
 	if err != nil {
-		return nil, nil, nil, p, nil, usageError{err.Error()}
+		return nil, nil, nil, p, nil, usageError{msg: err.Error()}
 	}
 	p = engine.Principal{Name: os.Getenv("USER"), Role: role}
-	b, err := openBucket(ctx, *f.url)
+	b, err := openExisting(ctx, *f.url)
 	if err != nil {
+		return nil, nil, nil, p, nil, err
+	}
+	if err := requireWorld(ctx, b, *f.world); err != nil {
+		b.Close()
 		return nil, nil, nil, p, nil, err
 	}
 	wait := *f.wait
@@ -147,7 +150,9 @@ func init() {
 			}
 			defer closeAll()
 			// Facts are ingested in parallel, their claims sharing catalog
-			// slots (group commit); receipts print in input order.
+			// slots (group commit); receipts print in input order, each
+			// with its status.
+			var conflicts atomic.Int64
 			n, failed, err := eachDocument(args, stdin, max(*parallel, 1), out, func(doc []byte) (string, bool) {
 				var d engine.FactDocument
 				r, err := func() (engine.FactReceipt, error) {
@@ -164,16 +169,30 @@ func init() {
 					}
 					return gate.IngestFact(ctx, p, f)
 				}()
+				status := factStatus(r, err)
 				if err != nil {
-					line, _ := json.Marshal(map[string]any{"producer": d.Producer, "external_id": d.ExternalID, "error": err.Error()})
+					if status == statusConflict {
+						conflicts.Add(1)
+					}
+					line, _ := json.Marshal(struct {
+						Status     string `json:"status"`
+						Producer   string `json:"producer"`
+						ExternalID string `json:"external_id"`
+						Error      string `json:"error"`
+					}{status, d.Producer, d.ExternalID, err.Error()})
 					return string(line), false
 				}
-				line, _ := json.Marshal(r)
+				line, _ := json.Marshal(struct {
+					Status string `json:"status"`
+					engine.FactReceipt
+				}{status, r})
 				return string(line), true
 			})
 			switch {
 			case err != nil:
 				return err
+			case failed > 0 && int64(failed) == conflicts.Load():
+				return fmt.Errorf("%d of %d facts refused: %w", failed, n, errFactConflict)
 			case failed > 0:
 				return fmt.Errorf("%d of %d facts failed (see their lines)", failed, n)
 			}
@@ -233,7 +252,7 @@ func init() {
 			for _, o := range outcomes {
 				oc, err := parseOutcome(o)
 				if err != nil {
-					return usageError{err.Error()}
+					return usageError{msg: err.Error()}
 				}
 				d.Outcomes = append(d.Outcomes, oc)
 			}
@@ -271,6 +290,30 @@ func init() {
 			return writeJSON(out, r)
 		},
 	})
+}
+
+// The status of each fact on ingest's output line.
+const (
+	statusOriginal     = "original"     // this call made the fact visible
+	statusDeduplicated = "deduplicated" // it was already visible, with the same contents; nothing changed
+	statusConflict     = "conflict"     // its external id is taken with other contents; permanent
+	statusError        = "error"        // not ingested (bad input, storage, a claim still pending); may be retried
+)
+
+// errFactConflict: every failed fact was a conflict (exit status 5).
+var errFactConflict = errors.New("their external ids were claimed with other contents (status conflict)")
+
+func factStatus(r engine.FactReceipt, err error) string {
+	var conflict *index.ClaimConflictError
+	switch {
+	case errors.As(err, &conflict):
+		return statusConflict
+	case err != nil:
+		return statusError
+	case r.Deduplicated:
+		return statusDeduplicated
+	}
+	return statusOriginal
 }
 
 func fillDefault(field *string, value string) {

@@ -19,15 +19,16 @@ func TestIngestAndEvaluateCommands(t *testing.T) {
 	fact := `{"producer":"sensor-1","external_id":"evt-9","table":"reading","components":{"reading":{"value":21.5,"unit":"C"}}}`
 	code, out, stderr := cli(t, "ingest", "--bucket", dir, "--world", "demo", fact)
 	var first engine.FactReceipt
-	if code != 0 || json.Unmarshal([]byte(out), &first) != nil || first.Deduplicated || first.TableName != "reading" {
+	if code != 0 || json.Unmarshal([]byte(out), &first) != nil || first.Deduplicated || first.TableName != "reading" || !strings.HasPrefix(out, `{"status":"original",`) {
 		t.Fatalf("ingest: %d %q %q", code, out, stderr)
 	}
-	// Again: the original receipt. Another value: a conflict, exit 1.
+	// Again: the original receipt. Another value: a conflict, exit 5;
+	// each line says which.
 	var again engine.FactReceipt
-	if code, out, _ := cli(t, "ingest", "--bucket", dir, "--world", "demo", fact); code != 0 || json.Unmarshal([]byte(out), &again) != nil || !again.Deduplicated || again.CommitToken != first.CommitToken {
+	if code, out, _ := cli(t, "ingest", "--bucket", dir, "--world", "demo", fact); code != 0 || json.Unmarshal([]byte(out), &again) != nil || !again.Deduplicated || again.CommitToken != first.CommitToken || !strings.HasPrefix(out, `{"status":"deduplicated",`) {
 		t.Fatalf("second ingest: %d %q", code, out)
 	}
-	if code, out, _ := cli(t, "ingest", "--bucket", dir, "--world", "demo", strings.Replace(fact, "21.5", "22", 1)); code != 1 || !strings.Contains(out, "was claimed with digest") {
+	if code, out, _ := cli(t, "ingest", "--bucket", dir, "--world", "demo", strings.Replace(fact, "21.5", "22", 1)); code != exitConflict || !strings.Contains(out, "was claimed with digest") || !strings.HasPrefix(out, `{"status":"conflict",`) {
 		t.Fatalf("conflicting ingest: %d %q", code, out)
 	}
 	// Bad documents, a viewer, a missing world: refused with a message.
@@ -39,7 +40,7 @@ func TestIngestAndEvaluateCommands(t *testing.T) {
 		{[]string{"--world", "demo", `{"producer":"p","external_id":"e","table":"reading","components":{"reading":{"value":[1]}}}`}, "is not a double"},
 		{[]string{"--world", "demo", `{"producer":"p","external_id":"e","table":"other","components":{"c":{"v":[1]}}}`}, "not a number, string or boolean"},
 		{[]string{"--world", "demo", "--role", "viewer", fact}, "needs the operator role"},
-		{[]string{"--world", "nope", fact}, "world does not exist"},
+		{[]string{"--world", "nope", fact}, "world nope does not exist"},
 	} {
 		code, out, stderr := cli(t, append([]string{"ingest", "--bucket", dir}, c.args...)...)
 		if code == 0 || !strings.Contains(out+stderr, c.want) {
@@ -76,7 +77,7 @@ func TestIngestAndEvaluateCommands(t *testing.T) {
 	if code, out, _ := cli(t, append(eval, "--outcome", "lands=fail")...); code != 0 || !strings.Contains(out, `"deduplicated": true`) || !strings.Contains(out, `"verdict": "pass"`) {
 		t.Fatalf("evaluate again: %d %q", code, out)
 	}
-	if code, _, stderr := cli(t, "evaluate", "--bucket", dir, "--world", "demo", "--id", "eval-1", "--grader", "g", "--implementation", "v2", "--at", "3", "--outcome", "x=pass"); code != 1 || !strings.Contains(stderr, "was claimed with digest") {
+	if code, _, stderr := cli(t, "evaluate", "--bucket", dir, "--world", "demo", "--id", "eval-1", "--grader", "g", "--implementation", "v2", "--at", "3", "--outcome", "x=pass"); code != exitConflict || !strings.Contains(stderr, "was claimed with digest") {
 		t.Fatalf("another contract: %d %q", code, stderr)
 	}
 	code, out, stderr = cli(t, "evaluate", "--bucket", dir, "--world", "demo", "--id", "eval-2", "--grader", "g", "--implementation", "v1",

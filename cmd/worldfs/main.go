@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -18,8 +19,10 @@ import (
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/bucket/bucketurl"
+	"github.com/worldfs/worldfs/bucket/local"
 	"github.com/worldfs/worldfs/cache"
 	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/index"
 )
 
 // command is one CLI command: its flags are parsed by run's FlagSet.
@@ -32,14 +35,44 @@ type command struct {
 	flags   func(fs *flag.FlagSet)
 }
 
-// usageError is a mistake in the command line; it exits 2.
-type usageError struct{ msg string }
+// usageError is a mistake in the command line; it exits 2. usage is the
+// command's help, which goes to stderr after the message.
+type usageError struct {
+	msg   string
+	usage string
+}
 
 func (e usageError) Error() string { return e.msg }
 
-func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
+func usagef(format string, args ...any) error { return usageError{msg: fmt.Sprintf(format, args...)} }
+
+// notFoundError: the bucket, world or object the command reads does not
+// exist; it exits 4.
+type notFoundError struct{ msg string }
+
+func (e notFoundError) Error() string { return e.msg }
+
+// Exit statuses: the one list, documented in README "Exit status" and in
+// the top-level help.
+const (
+	exitFailed      = 1   // anything else
+	exitUsage       = 2   // a bad command line
+	exitNoReply     = 3   // the bucket did not answer within --bucket-timeout
+	exitNotFound    = 4   // the bucket, world or object does not exist
+	exitConflict    = 5   // a stale writer, or a conflict: the name, tick or fact is taken
+	exitResync      = 6   // watch: the cursor is past the change feed's retention
+	exitInterrupted = 130 // interrupted (SIGINT, SIGTERM)
+)
 
 var commands = map[string][]command{}
+
+// groupSummaries describe the command groups on the top-level help's one
+// line per group.
+var groupSummaries = map[string]string{
+	"bench":  "benchmarks, each printing its numbers (--json for one object)",
+	"bucket": "read and write a bucket's objects directly",
+	"world":  "create, fork, resume a world and set its status or writer mode, without a mount",
+}
 
 func register(group string, c command) { commands[group] = append(commands[group], c) }
 
@@ -48,12 +81,25 @@ const defaultBucket = "./worldfs-data"
 // bucketFlag adds --bucket, defaulting to $WORLDFS_BUCKET or ./worldfs-data,
 // and --bucket-timeout.
 func bucketFlag(fs *flag.FlagSet) *string {
-	def := os.Getenv("WORLDFS_BUCKET")
-	if def == "" {
-		def = defaultBucket
-	}
+	def := envOr("WORLDFS_BUCKET", defaultBucket)
 	timeoutFlag(fs)
-	return fs.String("bucket", def, "bucket URL (env WORLDFS_BUCKET)")
+	return fs.String("bucket", def, "bucket `URL` (env WORLDFS_BUCKET)")
+}
+
+// envOr returns the environment variable name, or def if it is unset or
+// empty.
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// isSet reports whether the command line set flag name.
+func isSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // bucketTimeout is how long a bucket call waits for an answer: the
@@ -90,11 +136,58 @@ func (timeoutValue) Set(s string) error {
 	return nil
 }
 
+// openBucket opens the bucket at url for a command that may write to it.
+// Opening makes nothing: a local bucket's directory is made by its first
+// write.
 func openBucket(ctx context.Context, url string) (bucket.Bucket, error) {
 	if timeoutErr != nil {
 		return nil, timeoutErr
 	}
 	return bucketurl.OpenWith(ctx, url, bucketurl.Options{Timeout: bucketTimeout})
+}
+
+// openExisting opens the bucket at url for a command that reads it: a
+// local bucket whose directory is missing is a notFoundError, and nothing
+// is made.
+func openExisting(ctx context.Context, url string) (bucket.Bucket, error) {
+	b, err := openBucket(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	if lb, ok := b.(*local.Bucket); ok {
+		if ok, err := lb.Exists(); err != nil || !ok {
+			b.Close()
+			if err != nil {
+				return nil, err
+			}
+			return nil, notFoundError{fmt.Sprintf("bucket %s does not exist ('worldfs init --bucket %s' makes it; the first write does too)", url, url)}
+		}
+	}
+	return b, nil
+}
+
+// requireWorld fails with a notFoundError unless world exists in b.
+func requireWorld(ctx context.Context, b bucket.Bucket, world string) error {
+	if err := index.ValidateWorldID(world); err != nil {
+		return usagef("--world: %v", err)
+	}
+	if _, err := index.ReadMarker(ctx, b, world); err != nil {
+		if errors.Is(err, bucket.ErrNotExist) {
+			return notFoundError{fmt.Sprintf("world %s does not exist in bucket %s ('worldfs worlds' lists them)", world, b)}
+		}
+		return err
+	}
+	return nil
+}
+
+// withBucket runs fn on the existing bucket at url, closing it after.
+func withBucket(ctx context.Context, url string, fn func(bucket.Bucket) error) error {
+	b, err := openExisting(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	return fn(b)
 }
 
 func main() {
@@ -113,30 +206,65 @@ func main() {
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// run executes one command line and returns the exit code: 0 success, 1 a
-// failed command, 2 a bad command line, 3 the bucket did not answer. Errors
-// map to exit codes only here.
+// run executes one command line and returns its exit status: errors map
+// to exit statuses only here (see the exit* constants).
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	err := dispatch(ctx, args, stdout, stderr)
 	var noReply *bucket.NotAnsweringError
+	var usage usageError
+	code := exitCode(ctx, err)
+	switch {
+	case code == 0:
+	case errors.As(err, &usage):
+		fmt.Fprintln(stderr, "worldfs:", err)
+		if usage.usage != "" {
+			fmt.Fprint(stderr, "\n", usage.usage)
+		} else {
+			fmt.Fprintln(stderr, "Run 'worldfs --help' for usage.")
+		}
+	case code == exitInterrupted:
+		fmt.Fprintln(stderr, "worldfs: interrupted")
+	case errors.As(err, &noReply):
+		fmt.Fprintln(stderr, "worldfs:", notAnsweringLine(err, noReply))
+	case errors.Is(err, cache.ErrCorruptFragment):
+		fmt.Fprintln(stderr, "worldfs:", err)
+		fmt.Fprintln(stderr, "worldfs: the bucket's data differs from the catalog; 'worldfs check --world W --read-data' lists every damaged fragment.")
+	default:
+		fmt.Fprintln(stderr, "worldfs:", err)
+	}
+	return code
+}
+
+// exitCode is the exit status of a command that returned err; ctx is the
+// command's context, which a signal cancels.
+func exitCode(ctx context.Context, err error) int {
+	var (
+		stale         *index.StaleWriterError
+		conflict      *index.CatalogConflictError
+		claimConflict *index.ClaimConflictError
+	)
 	switch {
 	case err == nil || errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.As(err, new(usageError)):
-		fmt.Fprintln(stderr, "worldfs:", err)
-		fmt.Fprintln(stderr, "Run 'worldfs --help' for usage.")
-		return 2
-	case errors.As(err, &noReply):
-		fmt.Fprintln(stderr, "worldfs:", notAnsweringLine(err, noReply))
-		return 3
+		return exitUsage
+	case ctx.Err() != nil && errors.Is(err, context.Canceled):
+		return exitInterrupted
+	case errors.As(err, new(*bucket.NotAnsweringError)):
+		return exitNoReply
 	case errors.Is(err, cache.ErrCorruptFragment):
-		fmt.Fprintln(stderr, "worldfs:", err)
-		fmt.Fprintln(stderr, "worldfs: the bucket's data differs from the catalog; 'worldfs check --world W --read-data' lists every damaged fragment.")
-		return 1
-	default:
-		fmt.Fprintln(stderr, "worldfs:", err)
-		return 1
+		return exitFailed
+	case errors.As(err, new(notFoundError)), errors.Is(err, index.ErrNoWorld):
+		return exitNotFound
+	case errors.As(err, &stale), errors.As(err, &conflict), errors.As(err, &claimConflict),
+		errors.Is(err, index.ErrWorldExists), errors.Is(err, bucket.ErrExist), errors.Is(err, errFactConflict):
+		return exitConflict
+	case errors.Is(err, index.ErrResync):
+		return exitResync
+	case errors.Is(err, bucket.ErrNotExist):
+		return exitNotFound
 	}
+	return exitFailed
 }
 
 // notAnsweringLine is the one line a user sees when the bucket stopped
@@ -151,97 +279,153 @@ func notAnsweringLine(err error, noReply *bucket.NotAnsweringError) string {
 }
 
 func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || isHelp(args[0]) {
-		topUsage(stdout)
-		if len(args) == 0 {
-			return usagef("no command given")
-		}
-		return nil
+	if len(args) == 0 {
+		return usageError{msg: "no command given", usage: topUsage()}
+	}
+	if isHelp(args[0]) {
+		_, err := io.WriteString(stdout, topUsage())
+		return err
+	}
+	if args[0] == "--version" {
+		args = []string{"version"}
 	}
 	// A command is either "name" (group "") or "group name".
 	if cs, ok := commands[args[0]]; ok && args[0] != "" {
-		if len(args) < 2 || isHelp(args[1]) {
-			groupUsage(stdout, args[0], cs)
-			if len(args) < 2 {
-				return usagef("%s: no subcommand given", args[0])
-			}
-			return nil
+		if len(args) < 2 {
+			return usageError{msg: args[0] + ": no subcommand given", usage: groupUsage(args[0], cs)}
+		}
+		if isHelp(args[1]) {
+			_, err := io.WriteString(stdout, groupUsage(args[0], cs))
+			return err
 		}
 		for _, c := range cs {
 			if c.name == args[1] {
 				return runCommand(ctx, args[0]+" "+c.name, c, args[2:], stdout, stderr)
 			}
 		}
-		return usagef("%s: unknown subcommand %q", args[0], args[1])
+		return usageError{msg: fmt.Sprintf("%s: unknown subcommand %q", args[0], args[1]), usage: groupUsage(args[0], cs)}
 	}
 	for _, c := range commands[""] {
 		if c.name == args[0] {
 			return runCommand(ctx, c.name, c, args[1:], stdout, stderr)
 		}
 	}
-	return usagef("unknown command %q", args[0])
+	return usageError{msg: fmt.Sprintf("unknown command %q", args[0]), usage: topUsage()}
 }
 
 func isHelp(a string) bool { return a == "-h" || a == "-help" || a == "--help" || a == "help" }
 
 func runCommand(ctx context.Context, full string, c command, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet(full, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard) // help and errors are printed by run, to stdout and stderr
 	if c.flags != nil {
 		c.flags(fs)
 	}
-	fs.Usage = func() {
-		w := fs.Output()
-		fmt.Fprintf(w, "Usage: worldfs %s [flags] %s\n\n%s\n\nFlags:\n", full, c.usage, c.summary)
-		fs.PrintDefaults()
-		fmt.Fprintf(w, "\nExample:\n  %s\n", c.example)
-		if strings.Contains(full, "bucket") || fs.Lookup("bucket") != nil {
-			fmt.Fprintf(w, "\n%s\n", bucketurl.Help)
-		}
-	}
-	// Accept flags after positional arguments too ("ls PREFIX --bucket X").
+	help := commandUsage(full, c, fs)
+	// Accept flags after positional arguments too ("ls PREFIX --bucket X");
+	// everything after "--" is positional.
 	var positional []string
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
-				return err
+				_, err := io.WriteString(stdout, help)
+				if err != nil {
+					return err
+				}
+				return flag.ErrHelp
 			}
-			return usageError{err.Error()}
+			return usageError{msg: full + ": " + err.Error(), usage: help}
 		}
 		if fs.NArg() == 0 {
+			break
+		}
+		if n := len(args) - fs.NArg(); n > 0 && args[n-1] == "--" {
+			positional = append(positional, fs.Args()...)
 			break
 		}
 		positional = append(positional, fs.Arg(0))
 		args = fs.Args()[1:]
 	}
-	return c.run(ctx, fs, positional, stdout)
+	err := c.run(ctx, fs, positional, stdout)
+	if u, ok := err.(usageError); ok && u.usage == "" {
+		u.usage = help
+		return u
+	}
+	return err
 }
 
-func topUsage(w io.Writer) {
-	fmt.Fprintln(w, `worldfs keeps simulation worlds as Parquet fragments in an object-store bucket.
+// commandUsage is a command's help: usage line, summary, flags spelled
+// --name, example, and the bucket URLs if it takes a bucket.
+func commandUsage(full string, c command, fs *flag.FlagSet) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Usage: worldfs %s [flags] %s\n\n%s\n\nFlags:\n", full, c.usage, c.summary)
+	fs.VisitAll(func(f *flag.Flag) {
+		name, usage := flag.UnquoteUsage(f)
+		fmt.Fprintf(&b, "  --%s", f.Name)
+		if name != "" {
+			fmt.Fprintf(&b, " %s", name)
+		}
+		fmt.Fprintf(&b, "\n    \t%s", strings.ReplaceAll(usage, "\n", "\n    \t"))
+		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" && !strings.Contains(usage, "default") {
+			if g, ok := f.Value.(flag.Getter); ok && isString(g.Get()) {
+				fmt.Fprintf(&b, " (default %q)", f.DefValue)
+			} else {
+				fmt.Fprintf(&b, " (default %s)", f.DefValue)
+			}
+		}
+		b.WriteByte('\n')
+	})
+	fmt.Fprintf(&b, "\nExample:\n  %s\n", c.example)
+	if strings.Contains(full, "bucket") || fs.Lookup("bucket") != nil {
+		fmt.Fprintf(&b, "\n%s\n", bucketurl.Help)
+	}
+	return b.String()
+}
+
+func isString(v any) bool { _, ok := v.(string); return ok }
+
+func topUsage() string {
+	var b strings.Builder
+	b.WriteString(`worldfs keeps simulation worlds as Parquet fragments in an object-store bucket.
 
 Usage: worldfs COMMAND [flags]    (every command takes --help)
 
 Exit status: 0 done, 1 failed, 2 bad command line, 3 the bucket did not
-answer within --bucket-timeout (the message says whether a write is in doubt).
+answer within --bucket-timeout (the message says whether a write is in doubt),
+4 the bucket, world or object does not exist, 5 a stale writer or a conflict
+(the name, tick or fact is taken), 6 watch's cursor is past the retention,
+130 interrupted.
 
-Commands:`)
+Commands:
+`)
 	groups := make([]string, 0, len(commands))
 	for g := range commands {
 		groups = append(groups, g)
 	}
 	sort.Strings(groups)
 	for _, g := range groups {
-		for _, c := range commands[g] {
-			name := strings.TrimSpace(g + " " + c.name)
-			fmt.Fprintf(w, "  %-16s %s\n", name, c.summary)
+		if g == "" {
+			cs := slices.Clone(commands[g])
+			slices.SortFunc(cs, func(x, y command) int { return strings.Compare(x.name, y.name) })
+			for _, c := range cs {
+				fmt.Fprintf(&b, "  %-18s %s\n", c.name, c.summary)
+			}
+			continue
 		}
+		names := make([]string, 0, len(commands[g]))
+		for _, c := range commands[g] {
+			names = append(names, c.name)
+		}
+		fmt.Fprintf(&b, "  %-18s %s: %s\n", g+" SUBCOMMAND", groupSummaries[g], strings.Join(names, ", "))
 	}
+	return b.String()
 }
 
-func groupUsage(w io.Writer, group string, cs []command) {
-	fmt.Fprintf(w, "Usage: worldfs %s SUBCOMMAND [flags]\n\nSubcommands:\n", group)
+func groupUsage(group string, cs []command) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Usage: worldfs %s SUBCOMMAND [flags]    (every subcommand takes --help)\n\n%s.\n\nSubcommands:\n", group, groupSummaries[group])
 	for _, c := range cs {
-		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+		fmt.Fprintf(&b, "  %-10s %s\n", c.name, c.summary)
 	}
+	return b.String()
 }

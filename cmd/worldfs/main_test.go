@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -27,14 +28,17 @@ func TestEveryCommandHasHelpWithExample(t *testing.T) {
 	for group, cs := range commands {
 		for _, c := range cs {
 			args := strings.Fields(group + " " + c.name + " --help")
-			code, _, stderr := cli(t, args...)
-			_, example, _ := strings.Cut(stderr, "Example:\n")
-			if code != 0 || !strings.Contains(example, "worldfs "+strings.TrimSpace(group+" "+c.name)) || !strings.Contains(stderr, "Usage: worldfs") {
-				t.Errorf("%v: exit %d, help:\n%s", args, code, stderr)
+			code, stdout, stderr := cli(t, args...)
+			_, example, _ := strings.Cut(stdout, "Example:\n")
+			if code != 0 || !strings.Contains(example, "worldfs "+strings.TrimSpace(group+" "+c.name)) || !strings.Contains(stdout, "Usage: worldfs") || stderr != "" {
+				t.Errorf("%v: exit %d, help on stdout:\n%s\nstderr:\n%s", args, code, stdout, stderr)
+			}
+			if regexp.MustCompile(`\n  -[^-]`).MatchString(stdout) {
+				t.Errorf("%v: a flag spelled with one dash in the help:\n%s", args, stdout)
 			}
 		}
 	}
-	if code, out, _ := cli(t, "--help"); code != 0 || !strings.Contains(out, "bench bucket") {
+	if code, out, _ := cli(t, "--help"); code != 0 || !strings.Contains(out, "bench SUBCOMMAND") || strings.Count(out, "\n  bench") != 1 {
 		t.Errorf("top-level --help: exit %d\n%s", code, out)
 	}
 }
@@ -46,8 +50,8 @@ func TestBadCommandLinesExit2(t *testing.T) {
 		{"bench", "commit", "--writers", "0"}, {"bench", "coldstart", "--ticks", "0"},
 		{"mount", "--ctl-group", "nogroup", "bucket", "mnt"}, // a ctl group needs --allow-other
 	} {
-		if code, _, stderr := cli(t, args...); code != 2 || !strings.Contains(stderr, "worldfs:") {
-			t.Errorf("%q: exit %d, stderr %q; want 2 with a message", args, code, stderr)
+		if code, stdout, stderr := cli(t, args...); code != 2 || !strings.Contains(stderr, "worldfs:") || !strings.Contains(stderr, "Usage:") || stdout != "" {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want 2 with a message and the usage on stderr", args, code, stdout, stderr)
 		}
 	}
 }
@@ -60,7 +64,7 @@ func TestBucketCommands(t *testing.T) {
 		t.Fatalf("put: %d %q %q", code, out, stderr)
 	}
 	// The name is taken: refused, and the object is unchanged.
-	if code, _, stderr := cli(t, "bucket", "put", "--bucket", dir, "notes/a.txt", "/etc/hostname"); code != 1 || !strings.Contains(stderr, "already exists") {
+	if code, _, stderr := cli(t, "bucket", "put", "--bucket", dir, "notes/a.txt", "/etc/hostname"); code != exitConflict || !strings.Contains(stderr, "already exists") {
 		t.Fatalf("second put: %d %q", code, stderr)
 	}
 	if code, out, _ := cli(t, "bucket", "cat", "--bucket", dir, "--offset", "2", "--length", "3", "notes/a.txt"); code != 0 || out != "234" {
@@ -134,7 +138,7 @@ func TestSQLAndViews(t *testing.T) {
 	if code, _, stderr := cli(t, "sql", "--bucket", dir, "--world", world, "SELEC nonsense"); code != 1 || !strings.Contains(stderr, "syntax error") {
 		t.Fatalf("bad SQL: %d %s", code, stderr)
 	}
-	if code, _, stderr := cli(t, "sql", "--bucket", dir, "--world", "nope", "SELECT 1"); code != 1 || !strings.Contains(stderr, "not found") {
+	if code, _, stderr := cli(t, "sql", "--bucket", dir, "--world", "nope", "SELECT 1"); code != exitNotFound || !strings.Contains(stderr, "world nope does not exist") {
 		t.Fatalf("unknown world: %d %s", code, stderr)
 	}
 	if code, _, _ := cli(t, "sql", "--bucket", dir, "SELECT 1"); code != 2 {

@@ -18,13 +18,14 @@ import (
 
 // mountFlags are the flags of worldfs mount.
 type mountFlags struct {
+	url               *string
 	allowOther, debug bool
 	xattrs            bool
 	role              string
 	ctlGroup          string
 	uid, gid          int
 	cacheDir          string
-	cacheSize         int64
+	cacheSize         *int64
 	readTimeout       time.Duration
 }
 
@@ -35,22 +36,22 @@ func addMountFlags(fs *flag.FlagSet) *mountFlags {
 	fs.IntVar(&f.uid, "uid", -1, "owner of every file (default: yours)")
 	fs.IntVar(&f.gid, "gid", -1, "group of every file (default: yours)")
 	fs.StringVar(&f.cacheDir, "cache-dir", defaultCacheDir(), "where remote fragments and materialized snapshot files are kept")
-	fs.Int64Var(&f.cacheSize, "cache-size", 10<<30, "bytes the cache may hold")
+	f.cacheSize = sizeFlag(fs, "cache-size", 10<<30, "how much the cache may hold")
 	fs.DurationVar(&f.readTimeout, "read-timeout", 2*time.Minute, "longest a read of the mount may wait (deriving a file, fetching a fragment, a local file that hangs) before it fails with EIO")
 	fs.BoolVar(&f.debug, "debug", false, "log every FUSE request")
-	fs.StringVar(&f.role, "role", "operator", "the role ctl commands act with: writing facts and receipts needs operator or admin")
-	timeoutFlag(fs)
+	fs.StringVar(&f.role, "role", envOr("WORLDFS_ROLE", "operator"), "the role ctl commands act with: viewer, operator or admin; writing facts and receipts needs operator or admin (env WORLDFS_ROLE)")
+	f.url = bucketFlag(fs)
 	fs.BoolVar(&f.xattrs, "xattrs", true, "serve the commit-identity extended attributes (user.worldfs.*); --xattrs=false makes ls -l of big directories many times faster, since ls asks for three attributes per entry")
 	return f
 }
 
 // openMount builds the file system of the bucket at url.
 func openMount(ctx context.Context, url string, f *mountFlags) (*wfs.Mount, bucket.Bucket, error) {
-	b, err := openBucket(ctx, url)
+	b, err := openExisting(ctx, url)
 	if err != nil {
 		return nil, nil, err
 	}
-	c, id, err := openCache(url, f.cacheDir, f.cacheSize)
+	c, id, err := openCache(url, f.cacheDir, *f.cacheSize)
 	if err != nil {
 		b.Close()
 		return nil, nil, err
@@ -58,7 +59,7 @@ func openMount(ctx context.Context, url string, f *mountFlags) (*wfs.Mount, buck
 	role, err := engine.ParseRole(f.role)
 	if err != nil {
 		b.Close()
-		return nil, nil, usageError{err.Error()}
+		return nil, nil, usageError{msg: err.Error()}
 	}
 	host, _ := os.Hostname()
 	m, err := wfs.New(b, wfs.Options{Cache: c, BucketID: id, Holder: fmt.Sprintf("mount@%s:%d", host, os.Getpid()), Role: role, CtlGroup: f.ctlGroup, ReadTimeout: f.readTimeout})
@@ -88,21 +89,28 @@ func init() {
 	register("", command{
 		name:    "mount",
 		summary: "mount a bucket with FUSE: worlds as read-only snapshot directories per tick and token; writes through ctl files (foreground; Ctrl-C unmounts)",
-		usage:   "BUCKET MOUNTPOINT",
-		example: "worldfs mount ./worldfs-data /mnt/worlds   # then: ls /mnt/worlds/w1/runs/main/ticks; duckdb -c \"FROM '/mnt/worlds/w1/runs/main/head/particle.parquet'\"\n" +
-			"  worldfs mount --allow-other --ctl-group sim ./worldfs-data /mnt/worlds   # everyone reads; you and group sim write ctl",
+		usage:   "[--bucket URL] MOUNTPOINT   (or: BUCKET MOUNTPOINT)",
+		example: "worldfs mount --bucket ./worldfs-data /mnt/worlds   # then: ls /mnt/worlds/w1/runs/main/ticks; duckdb -c \"FROM '/mnt/worlds/w1/runs/main/head/particle.parquet'\"\n" +
+			"  worldfs mount --allow-other --ctl-group sim --cache-size 20GiB ./worldfs-data /mnt/worlds   # everyone reads; you and group sim write ctl",
 		flags: func(fs *flag.FlagSet) { mf = addMountFlags(fs) },
 		run: func(ctx context.Context, fs *flag.FlagSet, args []string, out io.Writer) error {
-			if len(args) != 2 {
-				return usagef("mount takes BUCKET and MOUNTPOINT")
+			url := *mf.url
+			switch {
+			case len(args) == 2 && isSet(fs, "bucket"):
+				return usagef("mount takes its bucket once: --bucket URL or a BUCKET argument, not both")
+			case len(args) == 2:
+				url, args = args[0], args[1:]
+			case len(args) != 1:
+				return usagef("mount takes MOUNTPOINT (and the bucket from --bucket, $WORLDFS_BUCKET, or a BUCKET argument before it)")
 			}
 			mo, err := mf.options()
 			if err != nil {
 				return err
 			}
-			if info, err := os.Stat(args[1]); err != nil || !info.IsDir() {
-				return fmt.Errorf("mount point %s: not a directory (%v)", args[1], err)
+			if err := checkMountpoint(args[0]); err != nil {
+				return err
 			}
+			args = []string{url, args[0]}
 			m, b, err := openMount(ctx, args[0], mf)
 			if err != nil {
 				return err

@@ -77,7 +77,7 @@ func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 // openWorld opens the bucket at url and the catalog of an existing world in
 // it, for the maintenance commands (optimize, gc); the caller closes both.
 func openWorld(ctx context.Context, url, world string) (bucket.Bucket, *index.Catalog, error) {
-	b, err := openBucket(ctx, url)
+	b, err := openExisting(ctx, url)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -48,7 +48,7 @@ func addViewFlags(fs *flag.FlagSet) *viewFlags {
 		at:        fs.Int64("at", math.MinInt64, "pin the views to the state up to this tick"),
 		token:     fs.String("token", "", "pin the views to the tick this commit token published"),
 		cacheDir:  fs.String("cache-dir", defaultCacheDir(), "where copies of a remote bucket's fragments, and the views' fragment lists, are kept"),
-		cacheSize: fs.Int64("cache-size", 10<<30, "bytes the fragment cache may hold"),
+		cacheSize: sizeFlag(fs, "cache-size", 10<<30, "how much the fragment cache may hold"),
 	}
 }
 
@@ -68,11 +68,14 @@ func (v *viewFlags) build(ctx context.Context) (*wsql.Script, []string, error) {
 	if *v.at != math.MinInt64 {
 		opts.AtTick = v.at
 	}
-	b, err := openBucket(ctx, *v.url)
+	b, err := openExisting(ctx, *v.url)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer b.Close()
+	if err := requireWorld(ctx, b, *v.world); err != nil {
+		return nil, nil, err
+	}
 	if lb, isLocal := b.(*local.Bucket); isLocal {
 		refuse = append(refuse, lb.Root())
 	} else {
@@ -118,10 +121,8 @@ func init() {
 			if *format != wsql.FormatTable && *format != wsql.FormatCSV && *format != wsql.FormatJSON {
 				return usagef("--format is table, csv or json, not %q", *format)
 			}
-			formatSet := false
-			fs.Visit(func(f *flag.Flag) { formatSet = formatSet || f.Name == "format" })
 			if *outFile != "" {
-				if formatSet {
+				if isSet(fs, "format") {
 					return usagef("--out takes its format from the file's extension; drop --format")
 				}
 				if _, ok := wsql.ExportFormats[strings.ToLower(filepath.Ext(*outFile))]; !ok {

@@ -1,0 +1,544 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/bucket/local"
+	wfs "github.com/worldfs/worldfs/fs"
+	"github.com/worldfs/worldfs/index"
+)
+
+// worldInfo is one world as `worldfs worlds` and `worldfs world status`
+// show it: its marker's lineage and its catalog state.
+type worldInfo struct {
+	ID          string    `json:"id"`
+	Parent      string    `json:"parent,omitempty"`
+	ForkRun     string    `json:"fork_run,omitempty"`
+	ForkTick    *int64    `json:"fork_tick,omitempty"`
+	Status      string    `json:"status"`
+	WriterMode  string    `json:"writer_mode"`
+	Epoch       int64     `json:"fence_epoch"`
+	FenceHolder string    `json:"fence_holder,omitempty"`
+	Seq         uint64    `json:"seq"`
+	Created     string    `json:"created,omitempty"`
+	Runs        []runInfo `json:"runs"`
+}
+
+type runInfo struct {
+	Name      string `json:"name"`
+	Head      int64  `json:"head_tick"`
+	Published int64  `json:"published"`
+}
+
+// loadWorldInfo reads world's catalog state.
+func loadWorldInfo(ctx context.Context, b bucket.Bucket, world string) (worldInfo, error) {
+	s, _, err := index.Load(ctx, b, world)
+	if err != nil {
+		return worldInfo{}, err
+	}
+	if !s.World.Created {
+		return worldInfo{}, fmt.Errorf("world %s: %w (its marker exists, its log does not: a creation that crashed; create it again with the same arguments)", world, index.ErrNoWorld)
+	}
+	w := s.World
+	info := worldInfo{ID: w.ID, Parent: w.Parent, ForkRun: w.ForkRun, Status: w.Status, WriterMode: w.WriterMode,
+		Epoch: w.Epoch, FenceHolder: w.FenceHolder, Seq: s.Seq, Runs: []runInfo{}}
+	if w.Parent != "" {
+		info.ForkTick = &w.ForkTick
+	}
+	if w.CreatedUnixMs != 0 {
+		info.Created = time.UnixMilli(w.CreatedUnixMs).UTC().Format(time.RFC3339)
+	}
+	for _, r := range s.Runs() {
+		info.Runs = append(info.Runs, runInfo{Name: r.Name, Head: r.Head, Published: r.Published})
+	}
+	return info, nil
+}
+
+func printWorlds(out io.Writer, ws []worldInfo) error {
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "WORLD\tFORKED FROM\tRUNS (head tick)\tEPOCH\tSTATUS\tWRITER MODE")
+	for _, w := range ws {
+		fork := "-"
+		if w.Parent != "" {
+			fork = fmt.Sprintf("%s %s@%d", w.Parent, w.ForkRun, *w.ForkTick)
+		}
+		runs := make([]string, 0, len(w.Runs))
+		for _, r := range w.Runs {
+			runs = append(runs, fmt.Sprintf("%s@%d", r.Name, r.Head))
+		}
+		if len(runs) == 0 {
+			runs = append(runs, "-")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", w.ID, fork, strings.Join(runs, " "), w.Epoch, w.Status, w.WriterMode)
+	}
+	return tw.Flush()
+}
+
+// logRecord is one committed catalog entry as `worldfs log` and `worldfs
+// watch` print it.
+type logRecord struct {
+	Seq   uint64 `json:"seq"`
+	Time  string `json:"time,omitempty"` // the committer's clock, where the entry records it
+	Kind  string `json:"kind"`
+	Run   string `json:"run,omitempty"`
+	Tick  *int64 `json:"tick,omitempty"`
+	Claim string `json:"claim,omitempty"` // run/producer/external id
+	Token string `json:"token,omitempty"`
+	Epoch int64  `json:"epoch,omitempty"`
+	Store string `json:"store"`
+	// Entry is the entry itself, as the change feed delivers it.
+	Entry *index.Entry `json:"entry,omitempty"`
+}
+
+func newLogRecord(c index.Change, withEntry bool) logRecord {
+	e := c.Entry
+	r := logRecord{Seq: c.Seq, Kind: string(e.Kind), Store: c.Store}
+	ms := int64(0)
+	switch {
+	case e.WorldCreate != nil:
+		ms = e.WorldCreate.CreatedUnixMs
+	case e.TickPublish != nil:
+		p := e.TickPublish
+		r.Run, r.Tick, r.Token, r.Epoch, ms = p.Run, &p.Tick, p.CommitToken, p.WriterEpoch, p.PublishedUnixMs
+	case e.Claim != nil:
+		r.Run, r.Claim, r.Token, ms = e.Claim.Key.Run, e.Claim.Key.String(), e.Claim.CommitToken, e.Claim.NowMs
+	case e.Rewrite != nil:
+		r.Run = e.Rewrite.Run
+		if e.Rewrite.Tick != 0 {
+			r.Tick = &e.Rewrite.Tick
+		}
+	case e.Command != nil:
+		r.Run, r.Tick = e.Command.Run, &e.Command.Due
+	}
+	if ms != 0 {
+		r.Time = time.UnixMilli(ms).UTC().Format(time.RFC3339Nano)
+	}
+	if withEntry {
+		r.Entry = &e
+	}
+	return r
+}
+
+// logBounds returns the first sequence the world's log still holds and the
+// last committed one (0, 0: an empty log).
+func logBounds(ctx context.Context, b bucket.Bucket, world string) (oldest, tip uint64, err error) {
+	var first, last string
+	for a, err := range b.List(ctx, index.LogPrefix(world), "") {
+		if err != nil {
+			return 0, 0, err
+		}
+		if first == "" {
+			first = a.Name
+		}
+		last = a.Name
+	}
+	if last == "" {
+		return 0, 0, nil
+	}
+	if oldest, err = index.ParseSlotName(world, first); err != nil {
+		return 0, 0, err
+	}
+	data, _, err := b.Get(ctx, last)
+	if err != nil {
+		return 0, 0, err
+	}
+	slot, _, err := index.DecodeSlot(world, last, data)
+	if err != nil {
+		return 0, 0, err
+	}
+	return oldest, slot.LastSeq(), nil
+}
+
+// resyncError explains a cursor past the retention (exit status 6).
+func resyncError(err error, world string, from uint64) error {
+	return fmt.Errorf("%w\nsequence %d of world %s was collected (gc keeps the log for its retention); read the current state "+
+		"(worldfs worlds, worldfs sql) and follow on with 'worldfs watch --world %s' from the tip", err, from, world, world)
+}
+
+func init() {
+	var initURL *string
+	register("", command{
+		name:    "init",
+		summary: "make a local bucket's directory (the first write makes it too), or check that a bucket answers",
+		usage:   "[BUCKET]",
+		example: "worldfs init --bucket ./worldfs-data",
+		flags:   func(fs *flag.FlagSet) { initURL = bucketFlag(fs) },
+		run: func(ctx context.Context, fs *flag.FlagSet, args []string, out io.Writer) error {
+			url := *initURL
+			if len(args) == 1 && !isSet(fs, "bucket") {
+				url = args[0]
+			} else if len(args) != 0 {
+				return usagef("init takes one bucket: --bucket URL or a BUCKET argument")
+			}
+			b, err := openBucket(ctx, url)
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			if lb, ok := b.(*local.Bucket); ok {
+				if err := lb.Make(); err != nil {
+					return err
+				}
+			}
+			worlds, err := index.ListWorlds(ctx, b)
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(out, "bucket %s is ready (%d worlds)\n", b, len(worlds))
+			return err
+		},
+	})
+
+	var worldsURL *string
+	var worldsJSON *bool
+	register("", command{
+		name:    "worlds",
+		summary: "list the bucket's worlds: lineage, runs with their head tick, fence epoch, status, writer mode",
+		example: "worldfs worlds --bucket ./worldfs-data --json",
+		flags: func(fs *flag.FlagSet) {
+			worldsURL = bucketFlag(fs)
+			worldsJSON = fs.Bool("json", false, "print a JSON array")
+		},
+		run: func(ctx context.Context, fs *flag.FlagSet, args []string, out io.Writer) error {
+			if len(args) != 0 {
+				return usagef("worlds takes no arguments")
+			}
+			return withBucket(ctx, *worldsURL, func(b bucket.Bucket) error {
+				markers, err := index.ListWorlds(ctx, b)
+				if err != nil {
+					return err
+				}
+				ws := []worldInfo{}
+				for _, m := range markers {
+					w, err := loadWorldInfo(ctx, b, m.ID)
+					if err != nil {
+						return err
+					}
+					ws = append(ws, w)
+				}
+				if *worldsJSON {
+					return writeJSON(out, ws)
+				}
+				return printWorlds(out, ws)
+			})
+		},
+	})
+
+	registerWorldCommands()
+
+	var logURL, logWorld *string
+	var since, limit *int64
+	var logJSON *bool
+	register("", command{
+		name:    "log",
+		summary: "a world's commit history: sequence, time, kind, run, tick or claim, token, epoch (oldest first)",
+		example: "worldfs log --bucket ./worldfs-data --world w1 --limit 20   # the newest 20\n  worldfs log --world w1 --since 100 --json",
+		flags: func(fs *flag.FlagSet) {
+			logURL = bucketFlag(fs)
+			logWorld = fs.String("world", "", "world (required)")
+			since = fs.Int64("since", 0, "first sequence to show (default: the oldest the log holds; with --limit alone, the newest N)")
+			limit = fs.Int64("limit", 0, "show at most this many commits (0: all)")
+			logJSON = fs.Bool("json", false, "print one JSON object per line, with the entry itself")
+		},
+		run: func(ctx context.Context, fs *flag.FlagSet, args []string, out io.Writer) error {
+			if len(args) != 0 || *since < 0 || *limit < 0 {
+				return usagef("log takes no arguments, and --since and --limit are not negative")
+			}
+			return withWorld(ctx, *logURL, *logWorld, func(b bucket.Bucket) error {
+				oldest, tip, err := logBounds(ctx, b, *logWorld)
+				if err != nil || tip == 0 {
+					return err
+				}
+				from := uint64(*since)
+				switch {
+				case from == 0 && *limit > 0 && tip >= uint64(*limit):
+					from = max(oldest, tip-uint64(*limit)+1)
+				case from == 0:
+					from = oldest
+				}
+				if from > tip {
+					return nil
+				}
+				var tw *tabwriter.Writer
+				if !*logJSON {
+					tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+					fmt.Fprintln(tw, "SEQ\tTIME\tKIND\tRUN\tTICK/CLAIM\tTOKEN\tEPOCH")
+				}
+				ctx, stop := context.WithCancel(ctx)
+				defer stop()
+				n := int64(0)
+				for c, err := range index.Changes(ctx, b, *logWorld, from, time.Second) {
+					if err != nil {
+						if errors.Is(err, index.ErrResync) {
+							return resyncError(err, *logWorld, from)
+						}
+						return err
+					}
+					r := newLogRecord(c, *logJSON)
+					if tw == nil {
+						if err := json.NewEncoder(out).Encode(r); err != nil {
+							return err
+						}
+					} else {
+						what := r.Claim
+						if r.Tick != nil {
+							what = fmt.Sprint(*r.Tick)
+						}
+						fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Seq, dash(r.Time), r.Kind, dash(r.Run), dash(what), dash(r.Token), dash(epochText(r.Epoch)))
+					}
+					if n++; c.Seq >= tip || (*limit > 0 && n >= *limit) {
+						break
+					}
+				}
+				if tw != nil {
+					return tw.Flush()
+				}
+				return nil
+			})
+		},
+	})
+
+	var watchURL, watchWorld *string
+	var watchFrom *int64
+	var poll *time.Duration
+	register("", command{
+		name: "watch",
+		summary: "follow a world's change feed: one JSON line per commit, in order, until interrupted; " +
+			"--from resumes after a restart (exit status 6: the cursor is past the retention)",
+		example: "worldfs watch --bucket ./worldfs-data --world w1 --from 1 | jq -c '{seq, kind, tick}'",
+		flags: func(fs *flag.FlagSet) {
+			watchURL = bucketFlag(fs)
+			watchWorld = fs.String("world", "", "world (required)")
+			watchFrom = fs.Int64("from", 0, "first sequence to print: the last one handled plus one (default: the next commit)")
+			poll = fs.Duration("poll", 200*time.Millisecond, "how often to look for the next commit")
+		},
+		run: func(ctx context.Context, fs *flag.FlagSet, args []string, out io.Writer) error {
+			if len(args) != 0 || *watchFrom < 0 || *poll <= 0 {
+				return usagef("watch takes no arguments, a --from that is not negative and a positive --poll")
+			}
+			return withWorld(ctx, *watchURL, *watchWorld, func(b bucket.Bucket) error {
+				from := uint64(*watchFrom)
+				if from == 0 {
+					_, tip, err := logBounds(ctx, b, *watchWorld)
+					if err != nil {
+						return err
+					}
+					from = tip + 1
+				}
+				enc := json.NewEncoder(out)
+				for c, err := range index.Changes(ctx, b, *watchWorld, from, *poll) {
+					if err != nil {
+						if errors.Is(err, index.ErrResync) {
+							return resyncError(err, *watchWorld, from)
+						}
+						return err
+					}
+					if err := enc.Encode(newLogRecord(c, true)); err != nil {
+						return err
+					}
+				}
+				return ctx.Err() // the feed ends only when interrupted
+			})
+		},
+	})
+}
+
+// withWorld runs fn on the existing bucket at url, in which world exists.
+func withWorld(ctx context.Context, url, world string, fn func(bucket.Bucket) error) error {
+	if world == "" {
+		return usagef("--world is required")
+	}
+	return withBucket(ctx, url, func(b bucket.Bucket) error {
+		if err := requireWorld(ctx, b, world); err != nil {
+			return err
+		}
+		return fn(b)
+	})
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func epochText(e int64) string {
+	if e == 0 {
+		return ""
+	}
+	return fmt.Sprint(e)
+}
+
+// registerWorldCommands adds `worldfs world …`: each runs the root ctl
+// command a mount would (fs.Mount.Command), so the two always agree.
+func registerWorldCommands() {
+	type worldCmd struct {
+		name, summary, usage, example string
+		flags                         func(fs *flag.FlagSet)
+		// line builds the ctl command from the arguments; nil: status
+		// without --set only reads.
+		line func(fs *flag.FlagSet, args []string) (map[string]any, error)
+	}
+	var tables, writerMode, parent, forkRun, setStatus *string
+	var forkTick *int64
+	cmds := []worldCmd{
+		{
+			name: "create", summary: "create a world with its tables (a writer then resumes it: world resume, the mount's ctl, engine.ResumeWorld)",
+			usage:   "WORLD",
+			example: `worldfs world create w1 --tables '[{"name":"particle","components":[{"name":"pos","fields":[{"name":"x","type":"float64"}]}]}]'`,
+			flags: func(fs *flag.FlagSet) {
+				tables = fs.String("tables", "", "the tables, as the root ctl's create takes them: a JSON array, or @FILE holding one (required)")
+				writerMode = fs.String("writer-mode", index.ModeResumable, "resumable, or cleanup_only (a writer that dies is never resumed)")
+			},
+			line: func(fs *flag.FlagSet, args []string) (map[string]any, error) {
+				if *tables == "" {
+					return nil, usagef("--tables is required")
+				}
+				spec := []byte(*tables)
+				if name, ok := strings.CutPrefix(*tables, "@"); ok {
+					data, err := os.ReadFile(name)
+					if err != nil {
+						return nil, usagef("--tables: %v", err)
+					}
+					spec = data
+				}
+				if !json.Valid(spec) {
+					return nil, usagef("--tables is not JSON")
+				}
+				return map[string]any{"op": "create", "world": args[0], "tables": json.RawMessage(spec), "writer_mode": *writerMode}, nil
+			},
+		},
+		{
+			name: "fork", summary: "fork a world from a visible tick of a parent's run", usage: "WORLD",
+			example: "worldfs world fork w1-b --parent w1 --tick 20",
+			flags: func(fs *flag.FlagSet) {
+				parent = fs.String("parent", "", "the world to fork from (required)")
+				forkRun = fs.String("run", "main", "the parent's run")
+				forkTick = fs.Int64("tick", -1, "the parent's tick to fork from (required)")
+			},
+			line: func(fs *flag.FlagSet, args []string) (map[string]any, error) {
+				if *parent == "" || !isSet(fs, "tick") {
+					return nil, usagef("fork needs --parent and --tick")
+				}
+				return map[string]any{"op": "fork", "world": args[0], "parent": *parent, "run": *forkRun, "tick": *forkTick}, nil
+			},
+		},
+		{
+			name: "resume", summary: "take a world's fence (a new writer epoch), staling its previous writer, e.g. a dead one's", usage: "WORLD",
+			example: "worldfs world resume w1",
+			line: func(fs *flag.FlagSet, args []string) (map[string]any, error) {
+				return map[string]any{"op": "resume", "world": args[0]}, nil
+			},
+		},
+		{
+			name: "status", summary: "show a world (as worlds does); --set archives or reactivates it", usage: "WORLD",
+			example: "worldfs world status w1 --json\n  worldfs world status w1 --set archived",
+			flags: func(fs *flag.FlagSet) {
+				setStatus = fs.String("set", "", "set the status: active, or archived (which refuses further publishes)")
+			},
+			line: func(fs *flag.FlagSet, args []string) (map[string]any, error) {
+				if *setStatus == "" {
+					return nil, nil
+				}
+				return map[string]any{"op": "status", "world": args[0], "status": *setStatus}, nil
+			},
+		},
+		{
+			name: "mode", summary: "move a world's writer mode to cleanup_only (final: no writer ever resumes it mutably)", usage: "WORLD cleanup_only",
+			example: "worldfs world mode w1 cleanup_only",
+			line: func(fs *flag.FlagSet, args []string) (map[string]any, error) {
+				if len(args) != 2 {
+					return nil, usagef("mode takes WORLD and the mode (%s)", index.ModeCleanupOnly)
+				}
+				return map[string]any{"op": "status", "world": args[0], "writer_mode": args[1]}, nil
+			},
+		},
+	}
+	for _, wc := range cmds {
+		var url *string
+		var asJSON *bool
+		register("world", command{
+			name: wc.name, summary: wc.summary, usage: wc.usage, example: wc.example,
+			flags: func(fs *flag.FlagSet) {
+				url = bucketFlag(fs)
+				asJSON = fs.Bool("json", false, "print the answer as one JSON object")
+				if wc.flags != nil {
+					wc.flags(fs)
+				}
+			},
+			run: func(ctx context.Context, fs *flag.FlagSet, args []string, out io.Writer) error {
+				if len(args) < 1 || (wc.name != "mode" && len(args) != 1) {
+					return usagef("world %s takes %s", wc.name, wc.usage)
+				}
+				line, err := wc.line(fs, args)
+				if err != nil {
+					return err
+				}
+				open := openBucket // create and fork make a missing local bucket
+				if wc.name != "create" && wc.name != "fork" {
+					open = openExisting
+				}
+				b, err := open(ctx, *url)
+				if err != nil {
+					return err
+				}
+				defer b.Close()
+				if wc.name != "create" && wc.name != "fork" {
+					if err := requireWorld(ctx, b, args[0]); err != nil {
+						return err
+					}
+				}
+				if line != nil {
+					if err := worldCommand(ctx, b, *url, line); err != nil {
+						return err
+					}
+				}
+				info, err := loadWorldInfo(ctx, b, args[0])
+				if err != nil {
+					return err
+				}
+				if *asJSON {
+					return writeJSON(out, info)
+				}
+				if line != nil {
+					fmt.Fprintf(out, "world %s: %s done\n", args[0], line["op"])
+				}
+				return printWorlds(out, []worldInfo{info})
+			},
+		})
+	}
+}
+
+// worldCommand runs one root ctl command on b through a mount that is not
+// served: the same code a write to <mount>/ctl runs.
+func worldCommand(ctx context.Context, b bucket.Bucket, url string, line map[string]any) error {
+	data, err := json.Marshal(line)
+	if err != nil {
+		return err
+	}
+	c, id, err := openCache(url, defaultCacheDir(), 1<<30)
+	if err != nil {
+		return err
+	}
+	host, _ := os.Hostname()
+	m, err := wfs.New(b, wfs.Options{Cache: c, BucketID: id, Holder: fmt.Sprintf("cli@%s:%d", host, os.Getpid())})
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	if _, err := m.Command(ctx, "", data); err != nil {
+		return fmt.Errorf("world %s %s: %w", line["op"], line["world"], err)
+	}
+	return nil
+}

@@ -1,0 +1,467 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/worldfs/worldfs/bucket/local"
+	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/index"
+)
+
+const tablesSpec = `[{"name":"particle","components":[{"name":"pos","fields":[{"name":"x","type":"double"}]}]}]`
+
+func specTables(t *testing.T) []*engine.Table {
+	t.Helper()
+	c, err := engine.NewComponent("pos", engine.Field{Name: "x", Type: engine.Float64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb, err := engine.NewTable("particle", c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []*engine.Table{tb}
+}
+
+// publish resumes world with a writer of its own and publishes n ticks.
+func publish(t *testing.T, dir, world string, n int) {
+	t.Helper()
+	ctx := context.Background()
+	b, err := local.Open(dir)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	w, err := engine.ResumeWorld(ctx, b, world, specTables(t), engine.Options{Holder: "test", Catalog: index.Options{NoCompactor: true}})
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	defer w.Close()
+	for i := range n {
+		if _, err := w.Spawn("particle", engine.Values{"pos_x": float64(i)}); err != nil {
+			t.Error(err)
+			return
+		}
+		if _, err := w.Step(ctx); err != nil {
+			t.Error(err)
+			return
+		}
+	}
+}
+
+// tree is every path under root with its size and modification time.
+func tree(t *testing.T, root string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		size := info.Size()
+		if d.IsDir() {
+			size = 0
+		}
+		out = append(out, fmt.Sprintf("%s %v %d %d", p, info.Mode(), size, info.ModTime().UnixNano()))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// Every command that only reads, run on a missing bucket or a missing
+// world, exits 4 with a message naming what is missing and leaves the file
+// system as it was: no bucket, no directory, no cache.
+func TestReadOnlyCommandsOnWhatIsMissingChangeNothing(t *testing.T) {
+	root := t.TempDir()
+	home := keepHome(t)
+	t.Chdir(root) // the default bucket, ./worldfs-data, is relative
+	mnt := filepath.Join(root, "mnt")
+	os.Mkdir(mnt, 0o755)
+	existing := filepath.Join(root, "bucket")
+	if code, out, stderr := cli(t, "world", "create", "--bucket", existing, "w1", "--tables", tablesSpec); code != 0 {
+		t.Fatalf("world create: %d %s %s", code, out, stderr)
+	}
+	os.RemoveAll(filepath.Join(home, ".cache")) // made by create; nothing below may make it again
+	readers := func(bucket, world string) [][]string {
+		return [][]string{
+			{"sql", "--bucket", bucket, "--world", world, "SELECT 1"},
+			{"views", "--bucket", bucket, "--world", world},
+			{"check", "--bucket", bucket, "--world", world},
+			{"gc", "--dry-run", "--bucket", bucket, "--world", world},
+			{"optimize", "--bucket", bucket, "--world", world},
+			{"bench", "coldstart", "--bucket", bucket, "--world", world},
+			{"log", "--bucket", bucket, "--world", world},
+			{"watch", "--bucket", bucket, "--world", world},
+			{"world", "status", "--bucket", bucket, world},
+			{"world", "resume", "--bucket", bucket, world},
+			{"world", "mode", "--bucket", bucket, world, "cleanup_only"},
+			{"ingest", "--bucket", bucket, "--world", world, `{"producer":"p","external_id":"x","table":"t","components":{}}`},
+		}
+	}
+	var cases [][]string
+	for _, bucket := range []string{filepath.Join(root, "nonexist"), "./worldfs-data"} {
+		cases = append(cases, readers(bucket, "w1")...)
+		cases = append(cases,
+			[]string{"worlds", "--bucket", bucket},
+			[]string{"bucket", "stat", "--bucket", bucket, "x"},
+			[]string{"bucket", "ls", "--bucket", bucket},
+			[]string{"bucket", "cat", "--bucket", bucket, "x"},
+			[]string{"bucket", "rm", "--bucket", bucket, "--generation", "1", "x"},
+			[]string{"mount", "--bucket", bucket, mnt},
+		)
+	}
+	cases = append(cases, readers(existing, "nope")...)
+	cases = append(cases, []string{"bucket", "stat", "--bucket", existing, "no/such/object"})
+	cases = append(cases, []string{"mount", existing, filepath.Join(root, "no-mountpoint")})
+	before := tree(t, root)
+	for _, args := range cases {
+		code, _, stderr := cli(t, args...)
+		if code != exitNotFound || !strings.Contains(stderr, "does not exist") {
+			t.Errorf("%q: exit %d, stderr %q; want %d and what does not exist", args, code, stderr, exitNotFound)
+		}
+		if after := tree(t, root); !slices.Equal(before, after) {
+			t.Fatalf("%q changed the file system:\nbefore %q\nafter  %q", args, before, after)
+		}
+	}
+}
+
+// The world commands round-trip: create, fork, resume, status --set and
+// mode, each answer (--json) is the library's view of the world, and
+// worlds lists the same.
+func TestWorldCommandsRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	world := func(args ...string) worldInfo {
+		t.Helper()
+		code, out, stderr := cli(t, append(args, "--bucket", dir, "--json")...)
+		var w worldInfo
+		if code != 0 || json.Unmarshal([]byte(out), &w) != nil {
+			t.Fatalf("%q: exit %d\n%s\n%s", args, code, out, stderr)
+		}
+		lib, err := loadWorldInfo(context.Background(), mustOpen(t, dir), w.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !sameJSON(w, lib) {
+			t.Fatalf("%q answered %+v; the library reads %+v", args, w, lib)
+		}
+		return w
+	}
+	w := world("world", "create", "w1", "--tables", tablesSpec)
+	if w.Epoch != 1 || w.Status != index.StatusActive || w.WriterMode != index.ModeResumable || len(w.Runs) != 0 {
+		t.Fatalf("created %+v", w)
+	}
+	publish(t, dir, "w1", 3) // epoch 2
+	if code, _, stderr := cli(t, "world", "create", "w1", "--bucket", dir, "--tables", tablesSpec); code != exitConflict || !strings.Contains(stderr, "already exists") {
+		t.Fatalf("second create: exit %d %s", code, stderr)
+	}
+	f := world("world", "fork", "w2", "--parent", "w1", "--tick", "1")
+	if f.Parent != "w1" || f.ForkRun != "main" || *f.ForkTick != 1 || f.Epoch != 1 {
+		t.Fatalf("forked %+v", f)
+	}
+	if r := world("world", "resume", "w1"); r.Epoch != 3 || len(r.Runs) != 1 || r.Runs[0].Head != 2 || r.Runs[0].Published != 3 {
+		t.Fatalf("resumed %+v", r)
+	}
+	if s := world("world", "status", "w1", "--set", "archived"); s.Status != index.StatusArchived {
+		t.Fatalf("archived %+v", s)
+	}
+	if s := world("world", "status", "w1", "--set", "active"); s.Status != index.StatusActive {
+		t.Fatalf("reactivated %+v", s)
+	}
+	if m := world("world", "mode", "w1", "cleanup_only"); m.WriterMode != index.ModeCleanupOnly || m.Status != index.StatusActive {
+		t.Fatalf("mode %+v", m)
+	}
+	if code, _, stderr := cli(t, "world", "resume", "w1", "--bucket", dir); code == 0 || !strings.Contains(stderr, index.ModeCleanupOnly) {
+		t.Fatalf("resume of a cleanup_only world: exit %d %s", code, stderr)
+	}
+	code, out, _ := cli(t, "worlds", "--bucket", dir, "--json")
+	var ws []worldInfo
+	if code != 0 || json.Unmarshal([]byte(out), &ws) != nil || len(ws) != 2 {
+		t.Fatalf("worlds: %d %s", code, out)
+	}
+	for _, w := range ws {
+		if lib, _ := loadWorldInfo(context.Background(), mustOpen(t, dir), w.ID); !sameJSON(w, lib) {
+			t.Errorf("worlds lists %+v; the library reads %+v", w, lib)
+		}
+	}
+	if code, out, _ := cli(t, "worlds", "--bucket", dir); code != 0 || !regexp.MustCompile(`\nw2 +w1 main@1 +- +1 +active +resumable\n`).MatchString(out) {
+		t.Errorf("worlds table: %d\n%s", code, out)
+	}
+}
+
+func sameJSON(a, b any) bool {
+	x, errA := json.Marshal(a)
+	y, errB := json.Marshal(b)
+	return errA == nil && errB == nil && string(x) == string(y)
+}
+
+func mustOpen(t *testing.T, dir string) *local.Bucket {
+	t.Helper()
+	b, err := local.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// feedSeqs is every change of world, as the library's feed reads it.
+func feedSeqs(t *testing.T, dir, world string) []logRecord {
+	t.Helper()
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	_, tip, err := logBounds(ctx, mustOpen(t, dir), world)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []logRecord
+	for c, err := range index.Changes(ctx, mustOpen(t, dir), world, 1, 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, newLogRecord(c, true))
+		if c.Seq == tip {
+			break
+		}
+	}
+	return out
+}
+
+// watch prints every commit of a concurrent writer once, in order; killed
+// and restarted with --from, it goes on with no gap and no repeat. A
+// cursor whose slots were collected exits 6.
+func TestWatchFollowsAndResumes(t *testing.T) {
+	dir := t.TempDir()
+	if code, _, stderr := cli(t, "world", "create", "w", "--bucket", dir, "--tables", tablesSpec); code != 0 {
+		t.Fatal(stderr)
+	}
+	const ticks = 40
+	written := make(chan struct{})
+	go func() { defer close(written); publish(t, dir, "w", ticks) }()
+
+	// watch runs until it has printed a line with seq >= until, then is
+	// interrupted; it returns the lines and the exit status.
+	watch := func(from, until uint64) ([]logRecord, int) {
+		ctx, interrupt := context.WithCancel(context.Background())
+		defer interrupt()
+		pr, pw := io.Pipe()
+		done := make(chan int)
+		go func() {
+			code := run(ctx, []string{"watch", "--bucket", dir, "--world", "w", "--from", fmt.Sprint(from), "--poll", "1ms"}, pw, io.Discard)
+			pw.Close()
+			done <- code
+		}()
+		var got []logRecord
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			var r logRecord
+			if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+				t.Fatalf("watch printed %q: %v", sc.Text(), err)
+			}
+			got = append(got, r)
+			if r.Seq >= until {
+				interrupt()
+				break
+			}
+		}
+		go io.Copy(io.Discard, pr) // what it prints while stopping
+		return got, <-done
+	}
+	first, code := watch(1, 12) // killed while the writer is publishing
+	if code != exitInterrupted {
+		t.Fatalf("interrupted watch exited %d, want %d", code, exitInterrupted)
+	}
+	<-written
+	lib := feedSeqs(t, dir, "w")
+	rest, _ := watch(first[len(first)-1].Seq+1, lib[len(lib)-1].Seq)
+	got := append(first, rest...)
+	if len(got) != len(lib) {
+		t.Fatalf("watch printed %d commits across the restart, the log holds %d", len(got), len(lib))
+	}
+	ticksSeen := 0
+	for i := range lib {
+		if !sameJSON(got[i], lib[i]) {
+			t.Fatalf("commit %d: watch printed %+v, the feed holds %+v", i, got[i], lib[i])
+		}
+		if got[i].Kind == string(index.KindTickPublish) {
+			if *got[i].Tick != int64(ticksSeen) {
+				t.Fatalf("tick %d printed where tick %d comes next", *got[i].Tick, ticksSeen)
+			}
+			ticksSeen++
+		}
+	}
+	if ticksSeen != ticks {
+		t.Fatalf("watch printed %d tick publishes, want %d", ticksSeen, ticks)
+	}
+
+	// log --json is the same history, and --limit N the newest N.
+	code, out, _ := cli(t, "log", "--bucket", dir, "--world", "w", "--json")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 0 || len(lines) != len(lib) {
+		t.Fatalf("log: exit %d, %d lines, want %d", code, len(lines), len(lib))
+	}
+	for i, l := range lines {
+		var r logRecord
+		if json.Unmarshal([]byte(l), &r) != nil || !sameJSON(r, lib[i]) {
+			t.Fatalf("log line %d: %s, the feed holds %+v", i, l, lib[i])
+		}
+	}
+	code, out, _ = cli(t, "log", "--bucket", dir, "--world", "w", "--limit", "3")
+	if rows := strings.Split(strings.TrimSpace(out), "\n"); code != 0 || len(rows) != 4 || !strings.HasPrefix(rows[3], fmt.Sprint(lib[len(lib)-1].Seq)+" ") {
+		t.Fatalf("log --limit 3: exit %d\n%s", code, out)
+	}
+
+	// The first slot collected: a cursor at 1 is past the retention.
+	if err := os.Remove(filepath.Join(dir, filepath.FromSlash(index.SlotName("w", 1)))); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := cli(t, "watch", "--bucket", dir, "--world", "w", "--from", "1"); code != exitResync || !strings.Contains(stderr, "past slot retention") {
+		t.Fatalf("watch past the retention: exit %d %s", code, stderr)
+	}
+}
+
+func TestVersionJSON(t *testing.T) {
+	code, out, _ := cli(t, "version", "--json")
+	var v versionInfo
+	if code != 0 || json.Unmarshal([]byte(out), &v) != nil || v.Go != runtime.Version() || !strings.HasPrefix(v.DuckDB, "v1.") {
+		t.Fatalf("version: %d %s", code, out)
+	}
+}
+
+func TestSizes(t *testing.T) {
+	for in, want := range map[string]int64{"10GiB": 10 << 30, "512MiB": 512 << 20, "2GB": 2e9, "4096": 4096, "1.5KiB": 1536} {
+		if got, err := parseSize(in); err != nil || got != want {
+			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "ten", "-1GiB", "10XB"} {
+		if _, err := parseSize(in); err == nil {
+			t.Errorf("parseSize(%q) took it", in)
+		}
+	}
+	if code, _, stderr := cli(t, "views", "--cache-size", "lots", "--world", "w"); code != exitUsage || !strings.Contains(stderr, `"lots" is not a size`) {
+		t.Errorf("--cache-size lots: exit %d %s", code, stderr)
+	}
+}
+
+// The mount command takes --bucket, refuses a regular file, a missing
+// directory and a live worldfs mount as its mountpoint; what the world
+// commands did, the mount shows, and a status set through the mount's ctl
+// is what world status reads.
+func TestMountAgreesWithWorldCommands(t *testing.T) {
+	if _, err := os.Stat("/dev/fuse"); err != nil || os.Geteuid() != 0 {
+		t.Skip("needs root and /dev/fuse")
+	}
+	dir, mnt := t.TempDir(), t.TempDir()
+	for _, args := range [][]string{
+		{"world", "create", "w1", "--tables", tablesSpec},
+		{"world", "fork", "w2", "--parent", "w1", "--tick", "0"},
+	} {
+		if args[1] == "fork" {
+			publish(t, dir, "w1", 1)
+		}
+		if code, _, stderr := cli(t, append(args, "--bucket", dir)...); code != 0 {
+			t.Fatalf("%q: %s", args, stderr)
+		}
+	}
+	file := filepath.Join(t.TempDir(), "file")
+	os.WriteFile(file, nil, 0o644)
+	if code, _, stderr := cli(t, "mount", "--bucket", dir, file); code != exitFailed || !strings.Contains(stderr, "is a regular file, not a directory") {
+		t.Fatalf("mount on a file: exit %d %s", code, stderr)
+	}
+
+	ctx, unmount := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	done := make(chan int)
+	go func() {
+		code := run(ctx, []string{"mount", "--bucket", dir, mnt}, pw, io.Discard)
+		pw.Close()
+		done <- code
+	}()
+	sc := bufio.NewScanner(pr)
+	if !sc.Scan() || !strings.Contains(sc.Text(), "mounted at "+mnt) {
+		t.Fatalf("mount printed %q", sc.Text())
+	}
+	go io.Copy(io.Discard, pr)
+	defer func() {
+		unmount()
+		if code := <-done; code != 0 {
+			t.Errorf("mount exited %d after Ctrl-C", code)
+		}
+	}()
+
+	if code, _, stderr := cli(t, "mount", dir, mnt); code != exitFailed || !strings.Contains(stderr, "a worldfs mount is already live there") {
+		t.Fatalf("second mount onto a live one: exit %d %s", code, stderr)
+	}
+	entries, err := os.ReadDir(mnt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if !slices.Contains(names, "w1") || !slices.Contains(names, "w2") {
+		t.Fatalf("the mount lists %v", names)
+	}
+	fd, err := os.OpenFile(filepath.Join(mnt, "ctl"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fd.Close()
+	if _, err := fd.Write([]byte(`{"op":"status","world":"w1","writer_mode":"cleanup_only"}` + "\n")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4096)
+	n, err := fd.Read(buf)
+	if err != nil || !strings.Contains(string(buf[:n]), `"ok":true`) {
+		t.Fatalf("ctl status: %q %v", buf[:n], err)
+	}
+	code, out, _ := cli(t, "world", "status", "w1", "--bucket", dir, "--json")
+	var w worldInfo
+	if code != 0 || json.Unmarshal([]byte(out), &w) != nil || w.WriterMode != index.ModeCleanupOnly {
+		t.Fatalf("world status after the mount's ctl: %d %s", code, out)
+	}
+}
+
+// JSON, STRUCT, LIST and MAP columns print as JSON in every format.
+func TestSQLPrintsJSONColumnsAsJSON(t *testing.T) {
+	dir := t.TempDir()
+	if code, _, stderr := cli(t, "world", "create", "w", "--bucket", dir, "--tables", tablesSpec); code != 0 {
+		t.Fatal(stderr)
+	}
+	publish(t, dir, "w", 1)
+	q := `SELECT {'grader_id': 'g', 'seed': 1} AS s, [1, 2] AS l, MAP {'k': 2} AS m, '{"a":[1]}'::JSON AS j`
+	for _, format := range []string{"table", "csv"} {
+		code, out, stderr := cli(t, "sql", "--bucket", dir, "--world", "w", "--format", format, q)
+		if format == "csv" {
+			rows, err := csv.NewReader(strings.NewReader(out)).ReadAll()
+			if err != nil || len(rows) != 2 {
+				t.Fatalf("csv: %q %v", out, err)
+			}
+			out = strings.Join(rows[1], " ")
+		}
+		if code != 0 || !strings.Contains(out, `{"grader_id":"g","seed":1}`) || !strings.Contains(out, `[1,2]`) || !strings.Contains(out, `{"k":2}`) || !strings.Contains(out, `{"a":[1]}`) {
+			t.Errorf("--format %s: exit %d\n%s\n%s", format, code, out, stderr)
+		}
+	}
+}
