@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/worldfs/worldfs/bucket"
 
 	"github.com/worldfs/worldfs/engine/enginetest"
 
@@ -51,7 +52,10 @@ func cheapWorld(t *testing.T, opts Options) (*Mount, *catalogReads, *local.Bucke
 	reads := &catalogReads{}
 	opts.Cache, opts.BucketID, opts.Writer = c, "test", enginetest.Quiet
 	opts.Freshness = time.Hour // the test decides when the catalog is read
-	m, err := New(faulty.Wrap(b, reads), opts)
+	// Only the bucket interface: no capability shows through, so the
+	// mount takes it for a remote one.
+	remote := struct{ bucket.Bucket }{faulty.Wrap(b, reads)}
+	m, err := New(remote, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/worldfs/worldfs/bucket"
-	"github.com/worldfs/worldfs/bucket/local"
 	"github.com/worldfs/worldfs/cache"
 	"github.com/worldfs/worldfs/engine"
 )
@@ -62,7 +61,7 @@ func (o *Options) Validate(b bucket.Bucket) error {
 	if o.Cache == nil {
 		return errors.New("mount options: a cache is required (materialized snapshots live there)")
 	}
-	if _, isLocal := b.(*local.Bucket); !isLocal && o.BucketID == "" {
+	if _, isLocal := bucket.As[bucket.Local](b); !isLocal && o.BucketID == "" {
 		return fmt.Errorf("mount options: %v is remote; its fragments are read through the cache, which needs a BucketID", b)
 	}
 	if o.Freshness <= 0 {

@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/worldfs/worldfs/bucket"
-	"github.com/worldfs/worldfs/bucket/local"
 	"github.com/worldfs/worldfs/cache"
 	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/index"
@@ -356,7 +355,7 @@ type pathFunc func(ctx context.Context, name string) (string, error)
 // pather reads local buckets in place and any other bucket through the
 // disk cache.
 func pather(b bucket.Bucket, opts Options) (pathFunc, error) {
-	if lb, ok := b.(*local.Bucket); ok {
+	if lb, ok := bucket.As[bucket.Local](b); ok {
 		return func(_ context.Context, name string) (string, error) { return lb.Path(name) }, nil
 	}
 	if opts.Cache == nil || opts.BucketID == "" {

@@ -553,3 +553,6 @@ func (c *Counting) Get(ctx context.Context, name string) ([]byte, bucket.Attrs, 
 	c.Gets.Add(1)
 	return c.Bucket.Get(ctx, name)
 }
+
+// Unwrap returns the counted bucket.
+func (c *Counting) Unwrap() bucket.Bucket { return c.Bucket }

@@ -82,7 +82,10 @@ type Bucket struct {
 	synced dirSet
 }
 
-var _ bucket.Bucket = (*Bucket)(nil)
+var (
+	_ bucket.Bucket = (*Bucket)(nil)
+	_ bucket.Local  = (*Bucket)(nil)
+)
 
 // Open opens (creating it if needed) the bucket rooted at dir with default
 // options and removes temporary files left by crashed writers.

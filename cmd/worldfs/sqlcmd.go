@@ -12,7 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/worldfs/worldfs/bucket/local"
+	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/cache"
 	wsql "github.com/worldfs/worldfs/sql"
 )
@@ -73,7 +73,7 @@ func (v *viewFlags) build(ctx context.Context) (*wsql.Script, []string, error) {
 		return nil, nil, err
 	}
 	defer b.Close()
-	if lb, isLocal := b.(*local.Bucket); isLocal {
+	if lb, isLocal := bucket.As[bucket.Local](b); isLocal {
 		refuse = append(refuse, lb.Root())
 	} else {
 		c, id, err := openCache(*v.url, *v.cacheDir, *v.cacheSize)
