@@ -45,7 +45,7 @@ type Mount struct {
 
 // New returns the file system of b.
 func New(b bucket.Bucket, opts Options) (*Mount, error) {
-	if err := opts.Validate(b); err != nil {
+	if err := opts.EnsureDefaults().Validate(b); err != nil {
 		return nil, err
 	}
 	m := &Mount{b: b, opts: opts, stats: newStats(), startedMs: time.Now().UnixMilli()}

@@ -49,6 +49,29 @@ type Options struct {
 	Verified *cache.Verified
 }
 
+// DefaultRun is the run views show unless Options.Run names another.
+const DefaultRun = "main"
+
+// EnsureDefaults fills in what is unset with its default and returns o.
+func (o *Options) EnsureDefaults() *Options {
+	if o.Run == "" {
+		o.Run = DefaultRun
+	}
+	return o
+}
+
+// Validate checks the options once their defaults are in: the run is a
+// run name, and Only has a tick to narrow to (AtTick or Token).
+func (o *Options) Validate() error {
+	if err := index.ValidateRunName(o.Run); err != nil {
+		return fmt.Errorf("sql options: %w", err)
+	}
+	if o.Only && o.AtTick == nil && o.Token == "" {
+		return errors.New("sql options: Only narrows the views to one tick; name it with AtTick or Token")
+	}
+	return nil
+}
+
 // ErrNoDir: Build was given no Options.Dir for the views' fragment lists.
 var ErrNoDir = errors.New("sql options: Dir is required (the directory for the views' fragment lists, e.g. <cache-dir>/views)")
 
@@ -128,8 +151,8 @@ func BuildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 	if err != nil {
 		return nil, err
 	}
-	if opts.Run == "" {
-		opts.Run = "main"
+	if err := opts.EnsureDefaults().Validate(); err != nil {
+		return nil, err
 	}
 	dir, err := opts.dir()
 	if err != nil {

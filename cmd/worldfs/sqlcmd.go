@@ -48,7 +48,7 @@ func addViewFlags(fs *flag.FlagSet) *viewFlags {
 		at:        fs.Int64("at", math.MinInt64, "pin the views to the state up to this tick"),
 		token:     fs.String("token", "", "pin the views to the tick this commit token published"),
 		cacheDir:  fs.String("cache-dir", defaultCacheDir(), "where copies of a remote bucket's fragments, and the views' fragment lists, are kept"),
-		cacheSize: fs.Int64("cache-size", 10<<30, "bytes the fragment cache may hold"),
+		cacheSize: fs.Int64("cache-size", cache.DefaultMaxBytes, "bytes the fragment cache may hold"),
 	}
 }
 
