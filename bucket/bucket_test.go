@@ -11,7 +11,9 @@ import (
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/bucket/buckettest"
 	"github.com/worldfs/worldfs/bucket/faulty"
+	"github.com/worldfs/worldfs/bucket/local"
 	"github.com/worldfs/worldfs/bucket/mem"
+	"github.com/worldfs/worldfs/cache"
 )
 
 func TestValidateName(t *testing.T) {
@@ -120,5 +122,30 @@ func TestCreateOnceStopsOnPermanentReadFailure(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("CreateOnce kept retrying a permanent read failure")
+	}
+}
+
+// As finds a capability through any stack of wrappers, and only where the
+// bucket underneath has it.
+func TestAsSeesThroughWrappers(t *testing.T) {
+	lb, err := local.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc, err := cache.NewMemory(1 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mc.Close()
+	wrapped := faulty.Wrap(&buckettest.Counting{Bucket: mc.Wrap(lb)}, faulty.NewScript())
+	got, ok := bucket.As[bucket.Local](wrapped)
+	if !ok || got.Root() != lb.Root() {
+		t.Fatalf("As[Local] of a wrapped local bucket = %v, %v", got, ok)
+	}
+	if _, ok := bucket.As[bucket.Local](faulty.Wrap(mem.New(mem.Options{}), faulty.NewScript())); ok {
+		t.Fatal("As[Local] found a local bucket under a memory bucket")
+	}
+	if _, ok := bucket.As[bucket.Local](struct{ bucket.Bucket }{lb}); ok {
+		t.Fatal("As[Local] saw through a wrapper that does not unwrap")
 	}
 }

@@ -23,9 +23,13 @@ import (
 	"github.com/worldfs/worldfs/bucket"
 )
 
+// DefaultMaxBytes is the size a disk cache is held to unless told
+// otherwise (Options.MaxBytes, the CLI's --cache-size): 10 GiB.
+const DefaultMaxBytes = 10 << 30
+
 // Options configure a disk cache.
 type Options struct {
-	// MaxBytes bounds the cache's size (default 10 GiB).
+	// MaxBytes bounds the cache's size (DefaultMaxBytes).
 	MaxBytes int64
 	// Grace: a file used this recently is never evicted, so a path handed
 	// to a reader (another process, perhaps) stays readable while it is
@@ -74,7 +78,7 @@ type load struct {
 // Open opens (creating it if needed) the cache in dir.
 func Open(dir string, opts Options) (*Disk, error) {
 	if opts.MaxBytes <= 0 {
-		opts.MaxBytes = 10 << 30
+		opts.MaxBytes = DefaultMaxBytes
 	}
 	if opts.Grace <= 0 {
 		opts.Grace = 10 * time.Minute

@@ -11,23 +11,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/bucket/buckettest"
+
 	"github.com/worldfs/worldfs/bucket/mem"
 )
 
-type counting struct {
-	bucket.Bucket
-	gets atomic.Int64
-}
-
-func (c *counting) Get(ctx context.Context, name string) ([]byte, bucket.Attrs, error) {
-	c.gets.Add(1)
-	return c.Bucket.Get(ctx, name)
-}
-
 func TestSharedFetchAndHits(t *testing.T) {
 	ctx := context.Background()
-	b := &counting{Bucket: mem.New(mem.Options{Profile: mem.Profile{Read: mem.Dist{P50: 20 * time.Millisecond}}})}
+	b := &buckettest.Counting{Bucket: mem.New(mem.Options{Profile: mem.Profile{Read: mem.Dist{P50: 20 * time.Millisecond}}})}
 	b.Bucket.Create(ctx, "data/w/f.parquet", []byte("PAR1 bytes"))
 	d, err := Open(t.TempDir(), Options{})
 	if err != nil {
@@ -47,7 +38,7 @@ func TestSharedFetchAndHits(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if n := b.gets.Load(); n != 1 {
+	if n := b.Gets.Load(); n != 1 {
 		t.Fatalf("16 concurrent readers fetched %d times", n)
 	}
 	got, _ := os.ReadFile(paths[0])
@@ -56,8 +47,8 @@ func TestSharedFetchAndHits(t *testing.T) {
 	}
 	// Another process (another Disk on the same directory) reuses the copy.
 	d2, _ := Open(d.dir, Options{})
-	if _, err := d2.Path(ctx, b, "bkt", "data/w/f.parquet"); err != nil || b.gets.Load() != 1 {
-		t.Fatalf("a second process refetched: %v, %d gets", err, b.gets.Load())
+	if _, err := d2.Path(ctx, b, "bkt", "data/w/f.parquet"); err != nil || b.Gets.Load() != 1 {
+		t.Fatalf("a second process refetched: %v, %d gets", err, b.Gets.Load())
 	}
 	if st := d.Stats(); st.Misses != 1 || st.Hits != 15 || st.Bytes != 10 {
 		t.Fatalf("stats %+v", st)

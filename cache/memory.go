@@ -73,4 +73,9 @@ func (mb *memBucket) GetRange(ctx context.Context, name string, offset, length i
 	return mb.Bucket.GetRange(ctx, name, offset, length)
 }
 
+var _ bucket.Wrapper = (*memBucket)(nil)
+
+// Unwrap returns the bucket the cache reads through.
+func (mb *memBucket) Unwrap() bucket.Bucket { return mb.Bucket }
+
 func (mb *memBucket) String() string { return fmt.Sprintf("%v", mb.Bucket) }

@@ -5,13 +5,15 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/worldfs/worldfs/bucket/buckettest"
+
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/bucket/mem"
 )
 
 func TestMemoryServesRepeatedReads(t *testing.T) {
 	ctx := context.Background()
-	inner := &counting{Bucket: mem.New(mem.Options{})}
+	inner := &buckettest.Counting{Bucket: mem.New(mem.Options{})}
 	inner.Bucket.Create(ctx, "worlds/w/log/0000000000000001", []byte("slot one"))
 	m, err := NewMemory(1 << 20)
 	if err != nil {
@@ -27,7 +29,7 @@ func TestMemoryServesRepeatedReads(t *testing.T) {
 		got[0] = 'X' // a caller's copy is its own
 		m.c.Wait()
 	}
-	if n := inner.gets.Load(); n != 1 {
+	if n := inner.Gets.Load(); n != 1 {
 		t.Fatalf("5 reads went to the bucket %d times", n)
 	}
 	if got, err := b.GetRange(ctx, "worlds/w/log/0000000000000001", 5, 3); err != nil || string(got) != "one" {

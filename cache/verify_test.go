@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/worldfs/worldfs/bucket/buckettest"
+
 	"github.com/worldfs/worldfs/bucket/local"
 	"github.com/worldfs/worldfs/bucket/mem"
 )
@@ -32,7 +34,7 @@ func wantCorrupt(t *testing.T, err error, what string) {
 // without a fetch or a hash.
 func TestVerifiedPathChecksWhatItFetches(t *testing.T) {
 	ctx := context.Background()
-	b := &counting{Bucket: mem.New(mem.Options{})}
+	b := &buckettest.Counting{Bucket: mem.New(mem.Options{})}
 	data := []byte("PAR1 fragment bytes PAR1")
 	attrs, err := b.Bucket.Create(ctx, "data/w/r/t/tok/0.parquet", data)
 	if err != nil {
@@ -65,9 +67,9 @@ func TestVerifiedPathChecksWhatItFetches(t *testing.T) {
 	if got, _ := os.ReadFile(p); string(got) != string(data) {
 		t.Fatalf("copy holds %q", got)
 	}
-	gets, hashed := b.gets.Load(), HashCount()
-	if _, err := d.VerifiedPath(ctx, b, "b", good); err != nil || b.gets.Load() != gets || HashCount() != hashed {
-		t.Fatalf("second use: %v, %d fetches, %d hashes", err, b.gets.Load()-gets, HashCount()-hashed)
+	gets, hashed := b.Gets.Load(), HashCount()
+	if _, err := d.VerifiedPath(ctx, b, "b", good); err != nil || b.Gets.Load() != gets || HashCount() != hashed {
+		t.Fatalf("second use: %v, %d fetches, %d hashes", err, b.Gets.Load()-gets, HashCount()-hashed)
 	}
 }
 

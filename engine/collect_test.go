@@ -5,10 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -17,7 +14,7 @@ import (
 	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/engine/particles"
 	"github.com/worldfs/worldfs/index"
-	"github.com/worldfs/worldfs/internal/failpoint"
+	"github.com/worldfs/worldfs/internal/crashtest"
 )
 
 // objectSet lists every object of the bucket under prefix.
@@ -273,9 +270,10 @@ func TestCollectReplacedAndCatalog(t *testing.T) {
 	}
 }
 
-// gcChild runs optimize or gc on the world in dir (TestCollectKillLoop).
-func gcChild(spec string) int {
-	op, dir, _ := strings.Cut(spec, ":")
+// gcChild runs optimize (p[0] "optimize") or gc as of p[0] days from now
+// on world w in the bucket at p[1] (TestCollectKillLoop).
+func gcChild(p []string) int {
+	op, dir := p[0], p[1]
 	ctx := context.Background()
 	b, err := local.Open(dir)
 	if err != nil {
@@ -302,8 +300,6 @@ func gcChild(spec string) int {
 	return 0
 }
 
-const gcChildEnv = "WORLDFS_GC_CHILD"
-
 // Optimize and gc, alternating and each killed (SIGKILL) at its
 // failpoints, lose no visible row and leave no duplicate; the writer
 // resumes between rounds, and the catalog check passes throughout.
@@ -322,14 +318,12 @@ func TestCollectKillLoop(t *testing.T) {
 	w.Close()
 	days := 0
 	child := func(op, fp string) {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), gcChildEnv+"="+op+":"+dir)
+		cmd := crashtest.Command("gc", op, dir)
 		if fp != "" {
-			cmd.Env = append(cmd.Env, failpoint.Env+"="+fp)
+			cmd.Env = append(cmd.Env, crashtest.Failpoint(fp))
 		}
 		out, _ := cmd.CombinedOutput()
-		ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
-		killed := ws.Signaled() && ws.Signal() == syscall.SIGKILL
+		killed := crashtest.Killed(cmd)
 		if fp == "" && !cmd.ProcessState.Success() || fp != "" && !killed && !cmd.ProcessState.Success() {
 			t.Fatalf("%s (%s): %v %s", op, fp, cmd.ProcessState, out)
 		}

@@ -5,12 +5,10 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"regexp"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 
 	"github.com/parquet-go/parquet-go"
@@ -20,7 +18,7 @@ import (
 	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/engine/particles"
 	"github.com/worldfs/worldfs/index"
-	"github.com/worldfs/worldfs/internal/failpoint"
+	"github.com/worldfs/worldfs/internal/crashtest"
 )
 
 // visibleRows returns, per published tick of run, every visible row of
@@ -276,10 +274,11 @@ func mapsEqual(a, b map[int64]string) bool {
 	return true
 }
 
-// compactChild compacts the world in DIR (see TestCompactCrash).
-func compactChild(dir string) int {
+// compactChild compacts world w in the bucket at p[0] (see
+// TestCompactCrash).
+func compactChild(p []string) int {
 	ctx := context.Background()
-	b, err := local.Open(dir)
+	b, err := local.Open(p[0])
 	if err != nil {
 		return 3
 	}
@@ -295,8 +294,6 @@ func compactChild(dir string) int {
 	}
 	return 0
 }
-
-const compactChildEnv = "WORLDFS_COMPACT_CHILD"
 
 // A compactor killed at each of its failpoints (the second window's) loses
 // no visible row, and a compactor run afterwards finishes the job.
@@ -318,16 +315,11 @@ func TestCompactCrash(t *testing.T) {
 			if fp == engine.FailpointCompactWritten {
 				hit = "@5" // the second window's second table
 			}
-			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), compactChildEnv+"="+dir, failpoint.Env+"="+fp+hit)
-			out, _ := cmd.CombinedOutput()
-			if ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus); !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
-				t.Fatalf("the compactor did not die at %s: %v %s", fp, cmd.ProcessState, out)
-			}
+			crashtest.KilledAt(t, fp+hit, "compact", dir)
 			if after := visibleRows(t, b, "w", "main"); !mapsEqual(before, after) {
 				t.Fatalf("a compactor killed at %s changed the visible rows", fp)
 			}
-			if code := compactChild(dir); code != 0 {
+			if code := compactChild([]string{dir}); code != 0 {
 				t.Fatalf("compaction after the crash exited %d", code)
 			}
 			if after := visibleRows(t, b, "w", "main"); !mapsEqual(before, after) {

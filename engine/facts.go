@@ -145,7 +145,8 @@ type IngestOptions struct {
 	Catalog index.Options
 }
 
-func (o *IngestOptions) defaults() {
+// EnsureDefaults fills in what is unset with its default and returns o.
+func (o *IngestOptions) EnsureDefaults() *IngestOptions {
 	if o.Holder == "" {
 		o.Holder = "ingest-" + newToken()[:12]
 	}
@@ -158,6 +159,16 @@ func (o *IngestOptions) defaults() {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	return o
+}
+
+// Validate checks the options once their defaults are in: a lease is at
+// least a millisecond (leases are kept in milliseconds).
+func (o *IngestOptions) Validate() error {
+	if o.Lease < time.Millisecond {
+		return fmt.Errorf("ingest options: lease %v is under a millisecond", o.Lease)
+	}
+	return nil
 }
 
 // IngestionService owns the fact lifecycle of one world (seed 003 §3):
@@ -177,8 +188,11 @@ type IngestionService struct {
 
 // NewIngestionService returns a service that commits through cat, an open
 // catalog of a created world.
+//
+// opts are taken with their defaults; their Validate is the caller's (a
+// World's and a mount's options validate their Ingest).
 func NewIngestionService(b bucket.Bucket, cat *index.Catalog, opts IngestOptions) *IngestionService {
-	opts.defaults()
+	opts.EnsureDefaults()
 	return &IngestionService{b: b, cat: cat, world: cat.World(), opts: opts}
 }
 

@@ -25,7 +25,7 @@ import (
 	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/engine/particles"
 	"github.com/worldfs/worldfs/index"
-	"github.com/worldfs/worldfs/internal/failpoint"
+	"github.com/worldfs/worldfs/internal/crashtest"
 )
 
 // readingTable is the fact table the tests ingest into.
@@ -38,21 +38,6 @@ func readingTable() *engine.Table {
 func reading(producer, id string, value float64) engine.Fact {
 	return engine.Fact{Producer: producer, ExternalID: id, Table: readingTable(),
 		Values: engine.Values{"reading_sensor": producer, "reading_value": value}}
-}
-
-// simWorld creates world id on b and runs the particle simulation to tick
-// last.
-func simWorld(t *testing.T, b bucket.Bucket, id string, last int64) *engine.World {
-	t.Helper()
-	w, err := engine.CreateWorld(ctxT(t), b, id, particles.Tables(), quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { w.Close() })
-	if err := drive(ctxT(t), w, last); err != nil {
-		t.Fatal(err)
-	}
-	return w
 }
 
 // visibleFacts returns, per claim key, the fact rows of table that the
@@ -276,13 +261,11 @@ func TestIngestConcurrentConverge(t *testing.T) {
 	}
 }
 
-const factChildEnv = "WORLDFS_FACT_CHILD" // "DIR|WORLD|MODE"
-
-// factChild is a subprocess that ingests; crash tests kill it at a
-// failpoint. MODE "one" ingests one fact (or an evaluation: "eval");
-// "load:N:SEED:OUT" runs the 64-producer workload and records receipts.
-func factChild(spec string) int {
-	p := strings.SplitN(spec, "|", 3)
+// factChild is a subprocess that ingests into world p[1] of the bucket at
+// p[0]; crash tests kill it at a failpoint. Mode p[2] "one" ingests one
+// fact (or an evaluation: "eval"); "load:SEED:OUT" runs the 64-producer
+// workload and records receipts.
+func factChild(p []string) int {
 	ctx := context.Background()
 	b, err := local.Open(p[0])
 	if err != nil {
@@ -387,14 +370,7 @@ func TestFactCrashRecovery(t *testing.T) {
 // crash runs a fact child in mode and requires it to die at failpoint fp.
 func crash(t *testing.T, dir, mode, fp string) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), factChildEnv+"="+dir+"|w|"+mode, failpoint.Env+"="+fp)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	_ = cmd.Run()
-	if ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus); !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
-		t.Fatalf("the ingester did not die at %s: %v %s", fp, cmd.ProcessState, stderr.String())
-	}
+	crashtest.KilledAt(t, fp, "fact", dir, "w", mode)
 }
 
 // The load test's workload: 64 producers, each with facts they send three
@@ -479,10 +455,9 @@ func TestIngestProducersWithCrash(t *testing.T) {
 	simWorld(t, b, "w", 2).Close()
 	out := dir + "/results.jsonl"
 	start := func(seed uint64, fp string) *exec.Cmd {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s|w|load:%d:%s", factChildEnv, dir, seed, out))
+		cmd := crashtest.Command("fact", dir, "w", fmt.Sprintf("load:%d:%s", seed, out))
 		if fp != "" {
-			cmd.Env = append(cmd.Env, failpoint.Env+"="+fp)
+			cmd.Env = append(cmd.Env, crashtest.Failpoint(fp))
 		}
 		cmd.Stderr = os.Stderr
 		if err := cmd.Start(); err != nil {

@@ -403,6 +403,11 @@ func describe(v any) string {
 	return fmt.Sprintf("%v (%T)", v, v)
 }
 
+// MaxInputDocument bounds one JSON document of input: a ctl command with
+// its inline frames, a line of a JSONL rows file, a line of facts given to
+// the CLI. Larger inputs go in a file (Parquet, or JSONL a row a line).
+const MaxInputDocument = 64 << 20
+
 // InputRow checks and converts one row given as input (a ctl command's
 // inline row, a line of a JSONL file, a row read from a Parquet file) for
 // a frame of t: entity_id, a non-negative integer, and every component

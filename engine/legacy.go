@@ -124,7 +124,9 @@ func legacyState(ctx context.Context, b bucket.Bucket, world, run string, tables
 // world publishes a tick of its own, ResumeWorld falls back the same way
 // when given the legacy tables (Options.Legacy).
 func ContinueLegacyWorld(ctx context.Context, b bucket.Bucket, id string, tables, legacy []*Table, opts Options) (*World, error) {
-	opts.defaults()
+	if err := opts.EnsureDefaults().Validate(); err != nil {
+		return nil, invalid(err)
+	}
 	frames, tick, next, err := legacyState(ctx, b, id, opts.Run, tables, legacy)
 	if err != nil {
 		return nil, err

@@ -18,7 +18,9 @@ var ErrLineageMissing = errors.New("fork lineage rows are missing")
 // CreateWorld creates a coordinated world (its catalog, with this writer
 // holding the fence) with the given archetype tables.
 func CreateWorld(ctx context.Context, b bucket.Bucket, id string, tables []*Table, opts Options) (*World, error) {
-	opts.defaults()
+	if err := opts.EnsureDefaults().Validate(); err != nil {
+		return nil, invalid(err)
+	}
 	// Everything the arguments can get wrong is refused before the marker
 	// makes the name taken.
 	if _, err := newWorld(id, b, nil, 0, tables, opts); err != nil {
@@ -43,7 +45,9 @@ func CreateWorld(ctx context.Context, b bucket.Bucket, id string, tables []*Tabl
 // implicit epoch-0 identity (""/0), no manifests are written and nothing is
 // filtered (the pre-commit-identity semantics).
 func Uncoordinated(ctx context.Context, id string, b bucket.Bucket, tables []*Table, opts Options) (*World, error) {
-	opts.defaults()
+	if err := opts.EnsureDefaults().Validate(); err != nil {
+		return nil, invalid(err)
+	}
 	if err := index.ValidateWorldID(id); err != nil {
 		return nil, err
 	}
@@ -67,7 +71,9 @@ func (w *World) Close() error {
 // acquires the fence, staling the previous writer. A cleanup_only world is
 // refused, and so is a fork whose lineage rows are missing.
 func ResumeWorld(ctx context.Context, b bucket.Bucket, id string, tables []*Table, opts Options) (*World, error) {
-	opts.defaults()
+	if err := opts.EnsureDefaults().Validate(); err != nil {
+		return nil, invalid(err)
+	}
 	cat, err := index.Open(ctx, b, id, opts.Catalog)
 	if err != nil {
 		return nil, err
@@ -231,7 +237,9 @@ func LineageTable() *Table {
 // its fence; its whole ancestor chain is persisted as one append; and the
 // returned world starts from the parent's visible state at the fork point.
 func ForkWorld(ctx context.Context, b bucket.Bucket, parent, child, forkRun string, forkTick int64, tables []*Table, opts Options) (*World, error) {
-	opts.defaults()
+	if err := opts.EnsureDefaults().Validate(); err != nil {
+		return nil, invalid(err)
+	}
 	// The fork point may be a tick the parent inherited: resolve it
 	// through the parent's lineage.
 	v, err := index.OpenView(ctx, index.LoadFrom(b), parent, forkRun)

@@ -106,13 +106,38 @@ type Options struct {
 	NoMaintenance bool
 }
 
-func (o *Options) defaults() {
+// EnsureDefaults fills in what is unset with its default and returns o.
+func (o *Options) EnsureDefaults() *Options {
 	if o.Run == "" {
 		o.Run = "main"
 	}
 	if o.Holder == "" {
 		o.Holder = "engine"
 	}
+	return o
+}
+
+// Validate checks the options once their defaults are in: the run is a
+// user's (names starting with _ are worldfs's own, see ValidateUserRun),
+// the writer mode is known, the catalog's and the ingestion's options are
+// valid. Every constructor of a World calls EnsureDefaults, then Validate,
+// and refuses invalid options with ErrInvalid before it touches the
+// bucket.
+func (o *Options) Validate() error {
+	if err := ValidateUserRun(o.Run); err != nil {
+		return fmt.Errorf("world options: %w", err)
+	}
+	if o.WriterMode != "" && o.WriterMode != index.ModeResumable && o.WriterMode != index.ModeCleanupOnly {
+		return fmt.Errorf("world options: writer mode %q (want %q or %q)", o.WriterMode, index.ModeResumable, index.ModeCleanupOnly)
+	}
+	// The catalog's and the ingestion's defaults are filled in where the
+	// catalog opens and the service starts: check copies.
+	cat := o.Catalog
+	if err := cat.EnsureDefaults().Validate(); err != nil {
+		return err
+	}
+	in := o.Ingest
+	return in.EnsureDefaults().Validate()
 }
 
 type spawn struct {

@@ -1,15 +1,12 @@
 package engine_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -17,69 +14,45 @@ import (
 	"github.com/worldfs/worldfs/bucket/faulty"
 	"github.com/worldfs/worldfs/bucket/local"
 	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/engine/enginetest"
 	"github.com/worldfs/worldfs/engine/particles"
 	"github.com/worldfs/worldfs/index"
-	"github.com/worldfs/worldfs/internal/failpoint"
+	"github.com/worldfs/worldfs/internal/crashtest"
 )
 
-const childEnv = "WORLDFS_ENGINE_CHILD" // "DIR|WORLD|LAST"
-
 func TestMain(m *testing.M) {
-	if spec := os.Getenv(childEnv); spec != "" {
-		os.Exit(simChild(spec))
-	}
-	if spec := os.Getenv(factChildEnv); spec != "" {
-		os.Exit(factChild(spec))
-	}
-	if dir := os.Getenv(compactChildEnv); dir != "" {
-		os.Exit(compactChild(dir))
-	}
-	if spec := os.Getenv(gcChildEnv); spec != "" {
-		os.Exit(gcChild(spec))
-	}
-	os.Exit(m.Run())
+	crashtest.Main(m, map[string]crashtest.Func{
+		"sim":     simChild,
+		"fact":    factChild,
+		"compact": compactChild,
+		"gc":      gcChild,
+	})
 }
 
-func ctxT(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
+// The kit (engine/enginetest) under the names this package's tests use.
+var (
+	ctxT  = enginetest.Context
+	quiet = enginetest.Quiet
+	// simWorld creates a particle world run to a tick, closed with the test.
+	simWorld = enginetest.World
+)
 
-var quiet = engine.Options{Catalog: index.Options{NoCompactor: true}, NoMaintenance: true}
+// nudge12 is a durable command due at tick 12, enqueued by every driver:
+// the identical enqueue is a no-op, and the command must take effect
+// exactly once whatever crashes around it.
+var nudge12 = particles.Nudge("nudge-12", 12, 5, -1)
 
-// drive brings w to tick last: the simulation's processors on first use,
-// the initial emitters if nothing is visible yet, then the ticks.
+// drive brings w to tick last (enginetest.Drive, with nudge12).
 func drive(ctx context.Context, w *engine.World, last int64) error {
-	if !installed[w] {
-		if err := particles.Install(w); err != nil {
-			return err
-		}
-		installed[w] = true
-	}
-	if w.Tick() < 0 {
-		if err := particles.Setup(w, 3); err != nil {
-			return err
-		}
-	}
-	if w.Catalog() != nil {
-		// A durable command due at tick 12, enqueued by every driver: the
-		// identical enqueue is a no-op, and the command must take effect
-		// exactly once whatever crashes around it.
-		if err := w.Enqueue(ctx, particles.Nudge("nudge-12", 12, 5, -1)); err != nil {
-			return err
-		}
-	}
-	return particles.Run(ctx, w, last, nil)
+	return enginetest.Drive(ctx, w, last, nudge12)
 }
 
-// installed records the worlds drive has installed the simulation on.
-var installed = map[*engine.World]bool{}
+// reference is the fingerprint of an uninterrupted run to last.
+func reference(t *testing.T, last int64) string { return enginetest.Reference(t, last, nudge12) }
 
-// simChild creates (or resumes) a world and runs it to LAST; crash tests
-// kill it at a failpoint.
-func simChild(spec string) int {
-	p := strings.Split(spec, "|")
+// simChild creates (or resumes) world p[1] in the bucket at p[0] and runs
+// it to tick p[2]; crash tests kill it at a failpoint.
+func simChild(p []string) int {
 	last, _ := strconv.ParseInt(p[2], 10, 64)
 	ctx := context.Background()
 	b, err := local.Open(p[0])
@@ -101,22 +74,6 @@ func simChild(spec string) int {
 		return 4
 	}
 	return 0
-}
-
-// reference runs an uninterrupted world to last and returns its
-// fingerprint.
-func reference(t *testing.T, last int64) string {
-	t.Helper()
-	b, _ := local.Open(t.TempDir())
-	w, err := engine.CreateWorld(ctxT(t), b, "ref", particles.Tables(), quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	if err := drive(ctxT(t), w, last); err != nil {
-		t.Fatal(err)
-	}
-	return particles.Fingerprint(w)
 }
 
 // checkPublished asserts every tick 0..last is published once, with all
@@ -192,14 +149,7 @@ func TestCrashAtEveryFailpoint(t *testing.T) {
 			if fp == engine.FailpointAppended {
 				hit = 3*12 + 2 // mid-tick: after two of tick 12's three appends
 			}
-			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s|w|%d", childEnv, dir, last), failpoint.Env+"="+fp+"@"+strconv.Itoa(hit))
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
-			_ = cmd.Run()
-			if ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus); !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
-				t.Fatalf("the writer did not die at %s: %v %s", fp, cmd.ProcessState, stderr.String())
-			}
+			crashtest.KilledAt(t, fp+"@"+strconv.Itoa(hit), "sim", dir, "w", strconv.Itoa(last))
 			b, _ := local.Open(dir)
 			s, _, err := index.Load(ctxT(t), b, "w")
 			if err != nil {

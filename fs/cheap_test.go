@@ -10,13 +10,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/worldfs/worldfs/bucket"
+
+	"github.com/worldfs/worldfs/engine/enginetest"
+
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/worldfs/worldfs/bucket/faulty"
 	"github.com/worldfs/worldfs/bucket/local"
 	"github.com/worldfs/worldfs/cache"
 	"github.com/worldfs/worldfs/engine"
-	"github.com/worldfs/worldfs/engine/particles"
 	wsql "github.com/worldfs/worldfs/sql"
 )
 
@@ -36,29 +39,23 @@ func (c *catalogReads) Fault(_ faulty.Op, name string) faulty.Fault {
 // catalog reads are counted.
 func cheapWorld(t *testing.T, opts Options) (*Mount, *catalogReads, *local.Bucket) {
 	t.Helper()
-	ctx := context.Background()
 	b, err := local.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := engine.CreateWorld(ctx, b, "w", particles.Tables(), rquiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	particles.Install(w)
-	particles.Setup(w, 3)
-	if err := particles.Run(ctx, w, 4, nil); err != nil {
-		t.Fatal(err)
-	}
+	w := enginetest.World(t, b, "w", 4)
 	w.Close()
 	c, err := cache.Open(t.TempDir(), cache.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	reads := &catalogReads{}
-	opts.Cache, opts.BucketID, opts.Writer = c, "test", rquiet
+	opts.Cache, opts.BucketID, opts.Writer = c, "test", enginetest.Quiet
 	opts.Freshness = time.Hour // the test decides when the catalog is read
-	m, err := New(faulty.Wrap(b, reads), opts)
+	// Only the bucket interface: no capability shows through, so the
+	// mount takes it for a remote one.
+	remote := struct{ bucket.Bucket }{faulty.Wrap(b, reads)}
+	m, err := New(remote, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,18 +150,10 @@ func TestStalledReadGivesUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := engine.CreateWorld(ctx, b, "w", particles.Tables(), rquiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	particles.Install(w)
-	particles.Setup(w, 3)
-	if err := particles.Run(ctx, w, 2, nil); err != nil {
-		t.Fatal(err)
-	}
+	w := enginetest.World(t, b, "w", 2)
 	w.Close()
 	c, _ := cache.Open(t.TempDir(), cache.Options{})
-	m, err := New(b, Options{Cache: c, Writer: rquiet, ReadTimeout: 300 * time.Millisecond})
+	m, err := New(b, Options{Cache: c, Writer: enginetest.Quiet, ReadTimeout: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

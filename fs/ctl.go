@@ -198,7 +198,7 @@ var (
 
 // maxCommand bounds a command's bytes up to the end of its JSON object
 // (frames larger than this go in a file).
-const maxCommand = 64 << 20
+const maxCommand = engine.MaxInputDocument
 
 // Answer is what a ctl read returns: one JSON line.
 type Answer struct {

@@ -9,17 +9,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/worldfs/worldfs/engine/enginetest"
+
 	_ "github.com/duckdb/duckdb-go/v2"
 
 	"github.com/worldfs/worldfs/bucket/local"
 	"github.com/worldfs/worldfs/cache"
 	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/engine/particles"
-	"github.com/worldfs/worldfs/index"
 	wsql "github.com/worldfs/worldfs/sql"
 )
-
-var rquiet = engine.Options{Catalog: index.Options{NoCompactor: true}}
 
 func rFact(id string, v float64) engine.Fact {
 	c, _ := engine.NewComponent("reading", engine.Field{Name: "value", Type: engine.Float64})
@@ -69,20 +68,11 @@ func rParquetRows(t *testing.T, data []byte) int {
 func TestForkFactsInTheMount(t *testing.T) {
 	ctx := context.Background()
 	b, _ := local.Open(t.TempDir())
-	w, err := engine.CreateWorld(ctx, b, "p", particles.Tables(), rquiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	particles.Install(w)
-	particles.Setup(w, 3)
-	if err := particles.Run(ctx, w, 4, nil); err != nil {
-		t.Fatal(err)
-	}
+	w := enginetest.World(t, b, "p", 4)
 	if _, err := w.Ingest(ctx, rFact("a", 1)); err != nil { // lands at tick 4
 		t.Fatal(err)
 	}
-	f, err := engine.ForkWorld(ctx, b, "p", "c", "main", 4, particles.Tables(), rquiet)
+	f, err := engine.ForkWorld(ctx, b, "p", "c", "main", 4, particles.Tables(), enginetest.Quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +81,7 @@ func TestForkFactsInTheMount(t *testing.T) {
 		t.Fatalf("SQL of the fork shows %d facts, want 1 (the parent's, tick 4)", n)
 	}
 	c, _ := cache.Open(t.TempDir(), cache.Options{})
-	m, err := New(b, Options{Cache: c, BucketID: "test", Writer: rquiet})
+	m, err := New(b, Options{Cache: c, BucketID: "test", Writer: enginetest.Quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,16 +126,7 @@ func TestForkFactsInTheMount(t *testing.T) {
 func TestFactsOfARunWithoutTicks(t *testing.T) {
 	ctx := context.Background()
 	b, _ := local.Open(t.TempDir())
-	w, err := engine.CreateWorld(ctx, b, "p", particles.Tables(), rquiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	particles.Install(w)
-	particles.Setup(w, 3)
-	if err := particles.Run(ctx, w, 2, nil); err != nil {
-		t.Fatal(err)
-	}
+	w := enginetest.World(t, b, "p", 2)
 	fct := rFact("a", 1)
 	fct.Run = "sensors"
 	r, err := w.Ingest(ctx, fct)
@@ -164,7 +145,7 @@ func TestFactsOfARunWithoutTicks(t *testing.T) {
 	db.QueryRow("SELECT count(*) FROM worldfs_facts").Scan(&n)
 	db.Close()
 	c, _ := cache.Open(t.TempDir(), cache.Options{})
-	m, err := New(b, Options{Cache: c, BucketID: "test", Writer: rquiet})
+	m, err := New(b, Options{Cache: c, BucketID: "test", Writer: enginetest.Quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,6 @@ import (
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 
 	"github.com/worldfs/worldfs/bucket"
-	"github.com/worldfs/worldfs/bucket/local"
 	"github.com/worldfs/worldfs/cache"
 	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/index"
@@ -22,7 +21,7 @@ import (
 type Mount struct {
 	// Immutable.
 	b     bucket.Bucket
-	local *local.Bucket // nil: a remote bucket, read through the cache
+	local bucket.Local // nil: a remote bucket, read through the cache
 	opts  Options
 	stats *Stats
 	// startedMs is when the mount began (Unix ms): the modification time
@@ -46,11 +45,11 @@ type Mount struct {
 
 // New returns the file system of b.
 func New(b bucket.Bucket, opts Options) (*Mount, error) {
-	if err := opts.Validate(b); err != nil {
+	if err := opts.EnsureDefaults().Validate(b); err != nil {
 		return nil, err
 	}
 	m := &Mount{b: b, opts: opts, stats: newStats(), startedMs: time.Now().UnixMilli()}
-	m.local, _ = b.(*local.Bucket)
+	m.local, _ = bucket.As[bucket.Local](b)
 	m.verified = cache.OpenVerified(filepath.Join(opts.Cache.Dir(), "verified"))
 	m.mu.cats = map[string]*index.Catalog{}
 	m.mu.infos = map[string]engine.TableInfo{}

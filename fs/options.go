@@ -10,13 +10,12 @@ import (
 	"time"
 
 	"github.com/worldfs/worldfs/bucket"
-	"github.com/worldfs/worldfs/bucket/local"
 	"github.com/worldfs/worldfs/cache"
 	"github.com/worldfs/worldfs/engine"
 )
 
 // Options configure a mount. The zero value is usable except for Cache,
-// which Validate requires.
+// which Validate requires (and BucketID, for a remote bucket).
 type Options struct {
 	// Cache holds copies of a remote bucket's fragments and the snapshot
 	// files the mount materializes (required).
@@ -24,8 +23,8 @@ type Options struct {
 	// BucketID names the bucket in the cache (required for remote
 	// buckets; local buckets are read in place).
 	BucketID string
-	// Freshness bounds how stale a listing or head may be (500 ms, so
-	// that ticks/ and head move within a second of a publish).
+	// Freshness bounds how stale a listing or head may be
+	// (DefaultFreshness).
 	Freshness time.Duration
 	// Immutable is the kernel entry and attribute timeout of snapshot
 	// entries, which never change (1 h).
@@ -57,22 +56,29 @@ type Options struct {
 	ctlGID int64 // CtlGroup resolved; -1: none
 }
 
-// Validate fills in defaults and checks the options.
-func (o *Options) Validate(b bucket.Bucket) error {
-	if o.Cache == nil {
-		return errors.New("mount options: a cache is required (materialized snapshots live there)")
-	}
-	if _, isLocal := b.(*local.Bucket); !isLocal && o.BucketID == "" {
-		return fmt.Errorf("mount options: %v is remote; its fragments are read through the cache, which needs a BucketID", b)
-	}
+// Defaults of the mount's options.
+const (
+	// DefaultFreshness is half the catalog's own (index.DefaultFreshness),
+	// so that ticks/ and head move within a second of a publish.
+	DefaultFreshness   = 500 * time.Millisecond
+	DefaultReadTimeout = 2 * time.Minute
+	DefaultImmutable   = time.Hour
+	// DefaultIngestWait is the ingestion's MaxWait: a ctl write that finds
+	// another holder's live claim answers EAGAIN rather than block for a
+	// lease.
+	DefaultIngestWait = 2 * time.Second
+)
+
+// EnsureDefaults fills in what is unset with its default and returns o.
+func (o *Options) EnsureDefaults() *Options {
 	if o.Freshness <= 0 {
-		o.Freshness = 500 * time.Millisecond
+		o.Freshness = DefaultFreshness
 	}
 	if o.ReadTimeout <= 0 {
-		o.ReadTimeout = 2 * time.Minute
+		o.ReadTimeout = DefaultReadTimeout
 	}
 	if o.Immutable <= 0 {
-		o.Immutable = time.Hour
+		o.Immutable = DefaultImmutable
 	}
 	if o.Holder == "" {
 		var b [4]byte
@@ -84,10 +90,30 @@ func (o *Options) Validate(b bucket.Bucket) error {
 		o.Role = engine.RoleOperator
 	}
 	if o.Ingest.MaxWait == 0 {
-		o.Ingest.MaxWait = 2 * time.Second
+		o.Ingest.MaxWait = DefaultIngestWait
 	}
 	if o.Ingest.Holder == "" {
 		o.Ingest.Holder = o.Holder + "-ingest"
+	}
+	return o
+}
+
+// Validate checks the options once their defaults are in, for a mount of
+// b (New calls EnsureDefaults, then Validate). It resolves CtlGroup.
+func (o *Options) Validate(b bucket.Bucket) error {
+	if o.Cache == nil {
+		return errors.New("mount options: a cache is required (materialized snapshots live there)")
+	}
+	if _, isLocal := bucket.As[bucket.Local](b); !isLocal && o.BucketID == "" {
+		return fmt.Errorf("mount options: %v is remote; its fragments are read through the cache, which needs a BucketID", b)
+	}
+	writer := o.Writer
+	if err := writer.EnsureDefaults().Validate(); err != nil {
+		return fmt.Errorf("mount options: %w", err)
+	}
+	in := o.Ingest
+	if err := in.EnsureDefaults().Validate(); err != nil {
+		return fmt.Errorf("mount options: %w", err)
 	}
 	o.ctlGID = -1
 	if o.CtlGroup != "" {

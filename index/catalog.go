@@ -32,7 +32,7 @@ type Options struct {
 	// flight (2).
 	Ahead int
 	// Freshness bounds how old a snapshot a listing-type read may be
-	// served (1 s).
+	// served (DefaultFreshness).
 	Freshness time.Duration
 	// SlotTimeout bounds a slot create whose members set no deadline (10 s).
 	SlotTimeout time.Duration
@@ -49,8 +49,11 @@ type Options struct {
 	CheckpointSlots    uint64
 	CheckpointInterval time.Duration
 	CheckpointDelay    time.Duration
-	KeepCheckpoints    int
-	KeepCheckpointAge  time.Duration
+	// CheckpointTimeout bounds one automatic checkpoint, its writes and
+	// the collection of old checkpoints after it (5 min).
+	CheckpointTimeout time.Duration
+	KeepCheckpoints   int
+	KeepCheckpointAge time.Duration
 	// NoCompactor turns off automatic checkpoints (tests, read-only tools).
 	NoCompactor bool
 	// ReloadAfter: a catalog whose tip went unconfirmed this long reloads
@@ -60,8 +63,11 @@ type Options struct {
 	ReloadAfter time.Duration
 }
 
-// Validate fills in defaults and checks the options.
-func (o *Options) Validate() error {
+// DefaultFreshness is Options.Freshness' default.
+const DefaultFreshness = time.Second
+
+// EnsureDefaults fills in what is unset with its default and returns o.
+func (o *Options) EnsureDefaults() *Options {
 	def := func(v *int, d int) {
 		if *v == 0 {
 			*v = d
@@ -82,17 +88,24 @@ func (o *Options) Validate() error {
 	def(&o.SlotBytes, DefaultSlotBytes)
 	def(&o.Ahead, 2)
 	def(&o.KeepCheckpoints, 3)
-	defd(&o.Freshness, time.Second)
+	defd(&o.Freshness, DefaultFreshness)
 	defd(&o.SlotTimeout, 10*time.Second)
 	defd(&o.YieldRecency, 3*time.Second)
 	defd(&o.YieldJitter, 10*time.Millisecond)
 	defd(&o.CheckpointInterval, 60*time.Second)
 	defd(&o.CheckpointDelay, 5*time.Second)
+	defd(&o.CheckpointTimeout, 5*time.Minute)
 	defd(&o.KeepCheckpointAge, time.Hour)
 	defd(&o.ReloadAfter, 12*time.Hour)
 	if o.CheckpointSlots == 0 {
 		o.CheckpointSlots = 1024
 	}
+	return o
+}
+
+// Validate checks the options once their defaults are in (Open calls
+// EnsureDefaults, then Validate).
+func (o *Options) Validate() error {
 	if o.MaxBatch < 1 || o.DeepBatch < o.MaxBatch || o.DeepBatch > MaxSlotEntries || o.Ahead < 0 || o.SlotBytes < 0 {
 		return fmt.Errorf("catalog options: batch %d/%d (at most %d), slot bytes %d, ahead %d", o.MaxBatch, o.DeepBatch, MaxSlotEntries, o.SlotBytes, o.Ahead)
 	}
@@ -185,7 +198,7 @@ func Open(ctx context.Context, b bucket.Bucket, world string, opts Options) (*Ca
 	if err := ValidateWorldID(world); err != nil {
 		return nil, err
 	}
-	if err := opts.Validate(); err != nil {
+	if err := opts.EnsureDefaults().Validate(); err != nil {
 		return nil, err
 	}
 	state, cp, err := load(ctx, b, world)

@@ -50,7 +50,7 @@ func (c *Catalog) maybeCheckpoint() {
 				return
 			}
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), c.opts.CheckpointTimeout)
 		defer cancel()
 		go func() {
 			select {

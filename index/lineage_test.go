@@ -1,13 +1,11 @@
 package index
 
 import (
-	"context"
 	"errors"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/bucket/buckettest"
 )
 
 func TestLineageSegments(t *testing.T) {
@@ -56,24 +54,13 @@ func TestLineageSegments(t *testing.T) {
 	}
 }
 
-// counting counts Get calls.
-type counting struct {
-	bucket.Bucket
-	gets atomic.Int64
-}
-
-func (c *counting) Get(ctx context.Context, name string) ([]byte, bucket.Attrs, error) {
-	c.gets.Add(1)
-	return c.Bucket.Get(ctx, name)
-}
-
 // Path-exact reads probe the next slot; listing reads serve a snapshot
 // confirmed within the freshness bound, and see another writer's commit
 // once it has passed.
 func TestExactAndFreshSnapshots(t *testing.T) {
 	inner := memBucket()
 	writer, epoch := newWorld(t, inner, "w", Options{NoCompactor: true})
-	cb := &counting{Bucket: inner}
+	cb := &buckettest.Counting{Bucket: inner}
 	reader, err := Open(ctxT(t), cb, "w", Options{NoCompactor: true, Freshness: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -86,13 +73,13 @@ func TestExactAndFreshSnapshots(t *testing.T) {
 	if _, err := writer.Commit(ctx, publish("r", 0, "t0", epoch)); err != nil {
 		t.Fatal(err)
 	}
-	before := cb.gets.Load()
+	before := cb.Gets.Load()
 	s, _ := reader.Fresh(ctx)
-	if _, ok := s.Tick("r", 0); ok || cb.gets.Load() != before {
+	if _, ok := s.Tick("r", 0); ok || cb.Gets.Load() != before {
 		t.Fatal("a fresh read within the bound went to the bucket")
 	}
 	s, _ = reader.Exact(ctx)
-	if _, ok := s.Tick("r", 0); !ok || cb.gets.Load() == before {
+	if _, ok := s.Tick("r", 0); !ok || cb.Gets.Load() == before {
 		t.Fatal("an exact read missed a committed slot")
 	}
 	if _, err := writer.Commit(ctx, publish("r", 1, "t1", epoch)); err != nil {

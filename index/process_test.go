@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,24 +17,18 @@ import (
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/bucket/bucketurl"
 	"github.com/worldfs/worldfs/bucket/gcs/gcstest"
-	"github.com/worldfs/worldfs/internal/failpoint"
+	"github.com/worldfs/worldfs/internal/crashtest"
 )
 
-// The multi-process tests run this test binary as committer processes;
-// TestMain turns it into one when childEnv is set to "URL|WORLD|WRITER|N".
-const childEnv = "WORLDFS_INDEX_CHILD"
-
+// The multi-process tests run this test binary as committer processes.
 func TestMain(m *testing.M) {
-	if spec := os.Getenv(childEnv); spec != "" {
-		os.Exit(committerChild(spec))
-	}
-	os.Exit(m.Run())
+	crashtest.Main(m, map[string]crashtest.Func{"committer": committerChild})
 }
 
-// committerChild publishes n ticks as writer w (every fourth one contested
-// by all writers) and prints "ack TICK TOKEN" or "conflict TICK" for each.
-func committerChild(spec string) int {
-	parts := strings.Split(spec, "|")
+// committerChild publishes parts[3] ticks into world parts[1] of the bucket
+// at URL parts[0] as writer parts[2] (every fourth one contested by all
+// writers) and prints "ack TICK TOKEN" or "conflict TICK" for each.
+func committerChild(parts []string) int {
 	w, _ := strconv.Atoi(parts[2])
 	n, _ := strconv.Atoi(parts[3])
 	ctx := context.Background()
@@ -102,8 +95,7 @@ func runChildren(t *testing.T, url string, writers, n int, env ...string) []chil
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s|w|%d|%d", childEnv, url, w, n))
+			cmd := crashtest.Command("committer", url, "w", strconv.Itoa(w), strconv.Itoa(n))
 			cmd.Env = append(cmd.Env, env...)
 			var stdout, stderr bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -217,7 +209,7 @@ func TestCommitterCrashAtFailpoints(t *testing.T) {
 			b, _ := bucketurl.Open(ctxT(t), url)
 			c, _ := newWorld(t, b, "w", Options{NoCompactor: true})
 			c.Close()
-			results := runChildren(t, url, 1, 200, failpoint.Env+"="+point+"@5")
+			results := runChildren(t, url, 1, 200, crashtest.Failpoint(point+"@5"))
 			if !results[0].killed {
 				t.Fatalf("the committer did not die at %s", point)
 			}

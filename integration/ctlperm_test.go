@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,13 +15,10 @@ import (
 	"github.com/worldfs/worldfs/bucket"
 	wfs "github.com/worldfs/worldfs/fs"
 	"github.com/worldfs/worldfs/index"
+	"github.com/worldfs/worldfs/internal/crashtest"
 )
 
 const nobody = 65534 // uid and gid (group nogroup)
-
-// ctlWriterEnv puts the test binary in ctl-writer mode: it writes one
-// command to a ctl file, as whoever it runs as, and prints what happened.
-const ctlWriterEnv = "WORLDFS_CTL_WRITER"
 
 // writerResult is what the ctl writer subprocess saw.
 type writerResult struct {
@@ -31,15 +27,15 @@ type writerResult struct {
 	Answer     string `json:"answer"`
 }
 
-// ctlWriter is the subprocess: WORLDFS_CTL_WRITER=<ctl path>, the command
-// in WORLDFS_CTL_CMD.
-func ctlWriter() {
+// ctlWriter is the subprocess: it writes one command (p[1]) to the ctl
+// file at p[0], as whoever it runs as, and prints what happened.
+func ctlWriter(p []string) int {
 	var r writerResult
-	fd, err := syscall.Open(os.Getenv(ctlWriterEnv), syscall.O_RDWR, 0)
+	fd, err := syscall.Open(p[0], syscall.O_RDWR, 0)
 	if err != nil {
 		r.OpenErrno = int(err.(syscall.Errno))
 	} else {
-		if _, err := syscall.Write(fd, []byte(os.Getenv("WORLDFS_CTL_CMD")+"\n")); err != nil {
+		if _, err := syscall.Write(fd, []byte(p[1]+"\n")); err != nil {
 			r.WriteErrno = int(err.(syscall.Errno))
 		}
 		buf := make([]byte, 1<<16)
@@ -48,7 +44,7 @@ func ctlWriter() {
 	}
 	out, _ := json.Marshal(r)
 	fmt.Printf("CTLWRITER %s\n", out)
-	os.Exit(0)
+	return 0
 }
 
 // writerBinary copies this test binary where other users may run it (the
@@ -87,8 +83,7 @@ func writerBinary(t *testing.T) string {
 // supplementary groups (none if nil), through a subprocess.
 func writeAs(t *testing.T, bin string, uid, gid uint32, groups []uint32, path, cmd string) writerResult {
 	t.Helper()
-	c := exec.Command(bin, "-test.run=^$")
-	c.Env = append(os.Environ(), ctlWriterEnv+"="+path, "WORLDFS_CTL_CMD="+cmd)
+	c := crashtest.CommandOf(bin, "ctlwriter", path, cmd)
 	c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid, Groups: groups}}
 	out, err := c.CombinedOutput()
 	if err != nil {

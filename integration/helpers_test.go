@@ -2,7 +2,6 @@
 package integration
 
 import (
-	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
@@ -12,24 +11,24 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/bucket/local"
 	"github.com/worldfs/worldfs/cache"
-	"github.com/worldfs/worldfs/engine"
-	"github.com/worldfs/worldfs/engine/particles"
+	"github.com/worldfs/worldfs/engine/enginetest"
 	wfs "github.com/worldfs/worldfs/fs"
-	"github.com/worldfs/worldfs/index"
 )
 
-var quiet = engine.Options{Catalog: index.Options{NoCompactor: true}}
-
-func ctxT(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
+// The kit (engine/enginetest) under the names these tests use.
+var (
+	ctxT  = enginetest.Context
+	quiet = enginetest.Quiet
+	// particleWorld creates a particle world run to a tick, closed with
+	// the test.
+	particleWorld = enginetest.World
+	// forkWorld forks a world's main run at a tick and runs the fork on.
+	forkWorld = enginetest.Fork
+)
 
 // requireFUSE skips, saying why, where no FUSE device exists; everywhere
 // else the mount tests run.
@@ -97,43 +96,6 @@ func testMountWith(t testing.TB, b bucket.Bucket, opts wfs.Options, mo wfs.Mount
 
 func (mt *mounted) path(parts ...string) string {
 	return filepath.Join(append([]string{mt.dir}, parts...)...)
-}
-
-// particleWorld creates a particle world and runs it to tick last.
-func particleWorld(t testing.TB, b bucket.Bucket, id string, last int64) *engine.World {
-	t.Helper()
-	w, err := engine.CreateWorld(ctxT(t), b, id, particles.Tables(), quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { w.Close() })
-	if err := particles.Install(w); err != nil {
-		t.Fatal(err)
-	}
-	if err := particles.Setup(w, 3); err != nil {
-		t.Fatal(err)
-	}
-	if err := particles.Run(ctxT(t), w, last, nil); err != nil {
-		t.Fatal(err)
-	}
-	return w
-}
-
-// forkWorld forks parent at tick and runs the fork to tick last.
-func forkWorld(t testing.TB, b bucket.Bucket, parent, child string, tick, last int64) *engine.World {
-	t.Helper()
-	w, err := engine.ForkWorld(ctxT(t), b, parent, child, "main", tick, particles.Tables(), quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { w.Close() })
-	if err := particles.Install(w); err != nil {
-		t.Fatal(err)
-	}
-	if err := particles.Run(ctxT(t), w, last, nil); err != nil {
-		t.Fatal(err)
-	}
-	return w
 }
 
 // ls returns a directory's names in the order the mount lists them.

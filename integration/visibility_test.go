@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strconv"
@@ -23,6 +22,7 @@ import (
 	"github.com/worldfs/worldfs/engine"
 	wfs "github.com/worldfs/worldfs/fs"
 	"github.com/worldfs/worldfs/index"
+	"github.com/worldfs/worldfs/internal/crashtest"
 )
 
 // checkTick reads a tick directory whole and checks it against its own
@@ -159,11 +159,10 @@ func TestHeadMovesWithinOneSecond(t *testing.T) {
 	t.Logf("head moved at most %v after a publish", worst)
 }
 
-// mountChild is the mount process the crash test kills: the test binary
-// run again with WORLDFS_TEST_MOUNT=bucket:dir.
-func mountChild() {
-	spec := os.Getenv("WORLDFS_TEST_MOUNT")
-	bdir, dir, _ := strings.Cut(spec, ":")
+// mountChild is the mount process the crash test kills: it mounts the
+// bucket at p[0] on p[1].
+func mountChild(p []string) int {
+	bdir, dir := p[0], p[1]
 	fail := func(err error) { fmt.Fprintln(os.Stderr, "mount child:", err); os.Exit(3) }
 	b, err := local.Open(bdir)
 	if err != nil {
@@ -186,17 +185,11 @@ func mountChild() {
 	signal.Notify(sig, syscall.SIGTERM)
 	<-sig
 	srv.Unmount()
-	os.Exit(0)
+	return 0
 }
 
 func TestMain(m *testing.M) {
-	if os.Getenv("WORLDFS_TEST_MOUNT") != "" {
-		mountChild()
-	}
-	if os.Getenv(ctlWriterEnv) != "" {
-		ctlWriter()
-	}
-	os.Exit(m.Run())
+	crashtest.Main(m, map[string]crashtest.Func{"mount": mountChild, "ctlwriter": ctlWriter})
 }
 
 // Killing the mount process (SIGKILL) while ctl commits are in flight
@@ -206,8 +199,7 @@ func TestMain(m *testing.M) {
 func TestCrashOfTheMountLeavesTheBucketIntact(t *testing.T) {
 	requireFUSE(t)
 	bdir, dir := t.TempDir(), t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "WORLDFS_TEST_MOUNT="+bdir+":"+dir)
+	cmd := crashtest.Command("mount", bdir, dir)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

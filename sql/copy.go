@@ -164,4 +164,4 @@ func readJSONL(path string) ([]map[string]any, error) {
 }
 
 // maxJSONLLine bounds one line of a JSONL file.
-const maxJSONLLine = 64 << 20
+const maxJSONLLine = engine.MaxInputDocument

@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 
 	"github.com/worldfs/worldfs/bucket"
-	"github.com/worldfs/worldfs/bucket/local"
 	"github.com/worldfs/worldfs/cache"
 	"github.com/worldfs/worldfs/index"
 )
@@ -27,7 +26,7 @@ func Record(f index.Fragment) cache.Record {
 // computes for the files not yet remembered; a remote bucket's fragments
 // are verified as they are fetched into the cache.
 func verifier(b bucket.Bucket, path pathFunc, opts Options, dir string) (recordPath, func(context.Context) error) {
-	if _, ok := b.(*local.Bucket); ok {
+	if _, ok := bucket.As[bucket.Local](b); ok {
 		v := opts.Verified
 		if v == nil {
 			v = cache.OpenVerified(filepath.Join(dir, "verified"))

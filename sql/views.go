@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/worldfs/worldfs/bucket"
-	"github.com/worldfs/worldfs/bucket/local"
 	"github.com/worldfs/worldfs/cache"
 	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/index"
@@ -48,6 +47,29 @@ type Options struct {
 	// Verified remembers the bucket files read in place that were found to
 	// match their catalog records (default: one kept in Dir/verified).
 	Verified *cache.Verified
+}
+
+// DefaultRun is the run views show unless Options.Run names another.
+const DefaultRun = "main"
+
+// EnsureDefaults fills in what is unset with its default and returns o.
+func (o *Options) EnsureDefaults() *Options {
+	if o.Run == "" {
+		o.Run = DefaultRun
+	}
+	return o
+}
+
+// Validate checks the options once their defaults are in: the run is a
+// run name, and Only has a tick to narrow to (AtTick or Token).
+func (o *Options) Validate() error {
+	if err := index.ValidateRunName(o.Run); err != nil {
+		return fmt.Errorf("sql options: %w", err)
+	}
+	if o.Only && o.AtTick == nil && o.Token == "" {
+		return errors.New("sql options: Only narrows the views to one tick; name it with AtTick or Token")
+	}
+	return nil
 }
 
 // ErrNoDir: Build was given no Options.Dir for the views' fragment lists.
@@ -126,8 +148,8 @@ func BuildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 	if err != nil {
 		return nil, err
 	}
-	if opts.Run == "" {
-		opts.Run = "main"
+	if err := opts.EnsureDefaults().Validate(); err != nil {
+		return nil, err
 	}
 	dir, err := opts.dir()
 	if err != nil {
@@ -410,7 +432,7 @@ type pathFunc func(ctx context.Context, name string) (string, error)
 // pather reads local buckets in place and any other bucket through the
 // disk cache.
 func pather(b bucket.Bucket, opts Options) (pathFunc, error) {
-	if lb, ok := b.(*local.Bucket); ok {
+	if lb, ok := bucket.As[bucket.Local](b); ok {
 		return func(_ context.Context, name string) (string, error) { return lb.Path(name) }, nil
 	}
 	if opts.Cache == nil || opts.BucketID == "" {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -539,3 +540,19 @@ func testCreateOnce(t *testing.T, inner bucket.Bucket) {
 		t.Fatalf("CreateOnce with every create failing = %v, want ErrAmbiguous", err)
 	}
 }
+
+// Counting is a bucket that counts the whole-object reads (Get) made
+// through it, for tests that check what a cache or a snapshot saves.
+type Counting struct {
+	bucket.Bucket
+	Gets atomic.Int64
+}
+
+// Get counts the read and passes it on.
+func (c *Counting) Get(ctx context.Context, name string) ([]byte, bucket.Attrs, error) {
+	c.Gets.Add(1)
+	return c.Bucket.Get(ctx, name)
+}
+
+// Unwrap returns the counted bucket.
+func (c *Counting) Unwrap() bucket.Bucket { return c.Bucket }

@@ -173,6 +173,11 @@ func (b *Bucket) Delete(ctx context.Context, name string, gen int64) error {
 
 func (b *Bucket) Close() error { return b.inner.Close() }
 
+var _ bucket.Wrapper = (*Bucket)(nil)
+
+// Unwrap returns the bucket the faults are injected in front of.
+func (b *Bucket) Unwrap() bucket.Bucket { return b.inner }
+
 func (b *Bucket) String() string { return fmt.Sprintf("faulty(%v)", b.inner) }
 
 // Rule injects Fault into calls of Op on names starting with Prefix: it

@@ -64,7 +64,8 @@ type Options struct {
 // NoReplyTries is how many tries of an idempotent call may go unanswered.
 const NoReplyTries = 3
 
-func (o *Options) withDefaults() {
+// EnsureDefaults fills in what is unset with its default and returns o.
+func (o *Options) EnsureDefaults() *Options {
 	if o.Timeout <= 0 {
 		o.Timeout = bucket.DefaultTimeout
 	}
@@ -74,6 +75,20 @@ func (o *Options) withDefaults() {
 	if o.Backoff.Initial <= 0 {
 		o.Backoff = gax.Backoff{Initial: 50 * time.Millisecond, Max: 2 * time.Second, Multiplier: 2}
 	}
+	return o
+}
+
+// Validate checks the options once their defaults are in (New calls
+// EnsureDefaults, then Validate): every one of the NoReplyTries silent
+// tries gets at least a millisecond, and the backoff does not shrink.
+func (o *Options) Validate() error {
+	if o.Timeout < NoReplyTries*time.Millisecond {
+		return fmt.Errorf("gcs options: timeout %v leaves its %d tries under a millisecond each", o.Timeout, NoReplyTries)
+	}
+	if o.Backoff.Multiplier != 0 && o.Backoff.Multiplier < 1 {
+		return fmt.Errorf("gcs options: backoff multiplier %v shrinks the pauses", o.Backoff.Multiplier)
+	}
+	return nil
 }
 
 // Bucket is a GCS bucket, optionally confined to a name prefix.
@@ -123,7 +138,9 @@ func New(client *storage.Client, name, prefix string, opts Options) (*Bucket, er
 		}
 		prefix += "/"
 	}
-	opts.withDefaults()
+	if err := opts.EnsureDefaults().Validate(); err != nil {
+		return nil, err
+	}
 	// Every attempt is this backend's own, under its own deadline: a
 	// retry inside the client would share one deadline across attempts.
 	bkt := client.Bucket(name).Retryer(storage.WithPolicy(storage.RetryNever))

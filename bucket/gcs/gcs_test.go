@@ -8,10 +8,12 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"cloud.google.com/go/storage"
 	"google.golang.org/api/option"
 
+	"github.com/googleapis/gax-go/v2"
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/bucket/gcs"
 	"github.com/worldfs/worldfs/bucket/gcs/gcstest"
@@ -120,5 +122,27 @@ func TestPrefixIsolation(t *testing.T) {
 	}
 	if _, err := gcs.Open(ctx, "shared", "a/../b", gcs.Options{}); !errors.Is(err, bucket.ErrInvalidName) {
 		t.Fatalf("Open with prefix a/../b = %v, want ErrInvalidName", err)
+	}
+}
+
+// Options are checked once their defaults are in: New refuses a timeout
+// too short to split into its silent tries and a backoff that shrinks.
+func TestNewRefusesBadOptions(t *testing.T) {
+	gcstest.Start(t, "b")
+	client, err := storage.NewClient(context.Background(), storage.WithJSONReads())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	if _, err := gcs.New(client, "b", "", gcs.Options{}); err != nil {
+		t.Fatalf("the defaults: %v", err)
+	}
+	for _, o := range []gcs.Options{
+		{Timeout: time.Millisecond},
+		{Backoff: gax.Backoff{Initial: time.Millisecond, Multiplier: 0.5}},
+	} {
+		if _, err := gcs.New(client, "b", "", o); err == nil {
+			t.Errorf("gcs.New took %+v", o)
+		}
 	}
 }

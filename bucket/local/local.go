@@ -89,7 +89,10 @@ type Bucket struct {
 	made   bool
 }
 
-var _ bucket.Bucket = (*Bucket)(nil)
+var (
+	_ bucket.Bucket = (*Bucket)(nil)
+	_ bucket.Local  = (*Bucket)(nil)
+)
 
 // Open opens the bucket rooted at dir with default options and removes
 // temporary files left by crashed writers. Opening and reading change

@@ -8,31 +8,20 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/bucket/buckettest"
 	"github.com/worldfs/worldfs/bucket/local"
-	"github.com/worldfs/worldfs/internal/failpoint"
+	"github.com/worldfs/worldfs/internal/crashtest"
 )
 
-// The crash tests re-run this test binary as a writer process; TestMain
-// turns it into one when crashChildEnv is set.
-const crashChildEnv = "WORLDFS_LOCAL_CRASH_CHILD"
-
 func TestMain(m *testing.M) {
-	if dir := os.Getenv(crashChildEnv); dir != "" {
-		crashChild(dir)
-		return
-	}
-	os.Exit(m.Run())
+	crashtest.Main(m, map[string]crashtest.Func{"writer": crashChild})
 }
 
 // content is what object number i holds: self-describing, sized from 0 to
@@ -60,78 +49,40 @@ func objName(i int) string {
 
 const newDirsEnv = "WORLDFS_CRASH_NEWDIRS"
 
-// crashChild creates objects from WORLDFS_CRASH_START on, printing each
-// name once its Create returned, until it is killed.
-func crashChild(dir string) {
-	b, err := local.Open(dir)
+// crashChild creates objects in the bucket at args[0] from number args[1]
+// on, printing each name once its Create returned, until it is killed.
+func crashChild(args []string) int {
+	b, err := local.Open(args[0])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		os.Exit(3)
+		return 3
 	}
-	start, _ := strconv.Atoi(os.Getenv("WORLDFS_CRASH_START"))
+	start, _ := strconv.Atoi(args[1])
 	out := bufio.NewWriter(os.Stdout)
 	for i := start; ; i++ {
 		// CreateOnce: an object whose create landed just before the last
 		// crash is found whole and taken as done.
 		if _, err := bucket.CreateOnce(context.Background(), b, objName(i), content(i)); err != nil {
 			fmt.Fprintln(os.Stderr, err)
-			os.Exit(4)
+			return 4
 		}
 		fmt.Fprintf(out, "ok %d\n", i)
 		out.Flush()
 	}
 }
 
-// child is a running writer process and what it acknowledged so far.
-type child struct {
-	cmd   *exec.Cmd
-	mu    sync.Mutex
-	out   bytes.Buffer
-	first chan struct{} // closed at the first acknowledgement
-	done  chan struct{} // closed when stdout ends
-}
-
-func startChild(t *testing.T, dir string, start int, env ...string) *child {
+// startChild starts a writer process on dir creating from object start on.
+func startChild(t *testing.T, dir string, start int, env ...string) *crashtest.Proc {
 	t.Helper()
-	c := &child{first: make(chan struct{}), done: make(chan struct{})}
-	c.cmd = exec.Command(os.Args[0], "-test.run=^$")
-	c.cmd.Env = append(os.Environ(), crashChildEnv+"="+dir, "WORLDFS_CRASH_START="+strconv.Itoa(start))
-	c.cmd.Env = append(c.cmd.Env, env...)
-	c.cmd.Stderr = os.Stderr
-	stdout, err := c.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		defer close(c.done)
-		sc := bufio.NewScanner(stdout)
-		var once sync.Once
-		for sc.Scan() {
-			c.mu.Lock()
-			c.out.WriteString(sc.Text() + "\n")
-			c.mu.Unlock()
-			once.Do(func() { close(c.first) })
-		}
-	}()
-	return c
-}
-
-// wait waits for the process to end and returns its acknowledgements.
-func (c *child) wait() []int {
-	<-c.done
-	_ = c.cmd.Wait()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return acknowledged(&c.out)
+	cmd := crashtest.Command("writer", dir, strconv.Itoa(start))
+	cmd.Env = append(cmd.Env, env...)
+	return crashtest.Start(t, cmd)
 }
 
 // acknowledged parses the child's "ok N" lines.
-func acknowledged(out *bytes.Buffer) []int {
+func acknowledged(out []byte) []int {
 	var acks []int
-	for _, line := range strings.Split(out.String(), "\n") {
+	for _, line := range strings.Split(string(out), "\n") {
 		if n, ok := strings.CutPrefix(line, "ok "); ok {
 			i, err := strconv.Atoi(n)
 			if err == nil {
@@ -190,19 +141,20 @@ func TestCrashAtRandomMoments(t *testing.T) {
 		c := startChild(t, dir, next)
 		// Kill at a random moment once the writer is up and creating.
 		select {
-		case <-c.first:
+		case <-c.FirstLine():
 		case <-time.After(time.Minute):
 			t.Fatal("writer acknowledged nothing in a minute")
 		}
 		time.Sleep(time.Duration(r.IntN(30_000)) * time.Microsecond)
-		if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		if err := c.Kill(); err != nil {
 			t.Fatal(err)
 		}
-		acks := c.wait()
-		if ws, ok := c.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		out, killed := c.Wait()
+		acks := acknowledged(out)
+		if killed {
 			kills++
 		} else {
-			t.Fatalf("round %d: writer exited on its own: %v", round, c.cmd.ProcessState)
+			t.Fatalf("round %d: writer exited on its own: %v", round, c.Cmd.ProcessState)
 		}
 		n := checkBucket(t, dir, acks)
 		if n < have {
@@ -250,12 +202,8 @@ func TestCrashAtFailpoints(t *testing.T) {
 // checks the bucket: the third object landed whole, or not at all.
 func crashAtFailpoint(t *testing.T, point string, landed bool) {
 	dir := t.TempDir()
-	c := startChild(t, dir, 0, failpoint.Env+"="+point+"@3")
-	acks := c.wait()
-	ws, _ := c.cmd.ProcessState.Sys().(syscall.WaitStatus)
-	if !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
-		t.Fatalf("writer did not die at %s: %v", point, c.cmd.ProcessState)
-	}
+	out := crashtest.KilledAt(t, point+"@3", "writer", dir, "0")
+	acks := acknowledged(out)
 	if len(acks) != 2 {
 		t.Fatalf("writer acknowledged %v before the crash, want objects 0 and 1", acks)
 	}

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/worldfs/worldfs/bucket"
-	"github.com/worldfs/worldfs/bucket/local"
 	"github.com/worldfs/worldfs/internal/stats"
 )
 
@@ -102,7 +101,7 @@ func benchBucket(ctx context.Context, b bucket.Bucket, url string, ops, callers,
 	}); err != nil {
 		return nil, err
 	}
-	if lb, ok := b.(*local.Bucket); ok {
+	if lb, ok := bucket.As[bucket.Local](b); ok {
 		direct, err := phase(ctx, "direct read", ops, callers, func(i int) error {
 			p, err := lb.Path(name(i))
 			if err == nil {

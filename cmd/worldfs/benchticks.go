@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/worldfs/worldfs/bucket"
-	"github.com/worldfs/worldfs/bucket/local"
 	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/internal/stats"
 )
@@ -142,7 +141,7 @@ func benchTicks(ctx context.Context, b bucket.Bucket, url string, entities, arch
 	res.TicksPerSec, res.P50ms, res.P99ms = sum.OpsPerSec, sum.P50ms, sum.P99ms
 	res.MeanMs = 1000 / sum.OpsPerSec
 	res.BytesPerTick = res.BytesTotal / int64(ticks)
-	if lb, ok := b.(*local.Bucket); ok {
+	if lb, ok := bucket.As[bucket.Local](b); ok {
 		if err := benchFloor(lb.Root(), w, res, min(ticks, 50)); err != nil {
 			return nil, err
 		}

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/worldfs/worldfs/bucket"
-	"github.com/worldfs/worldfs/bucket/local"
 	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/engine/particles"
 	"github.com/worldfs/worldfs/index"
@@ -156,7 +155,7 @@ func demo(ctx context.Context, b bucket.Bucket, url, id string, ticks int64, emi
 		id, time.Since(start).Round(time.Microsecond), info.SlotsReplayed, run.Head, run.Published, s.World.Epoch)
 
 	// The same world through the SQL views: visible rows only.
-	if _, isLocal := b.(*local.Bucket); isLocal {
+	if _, isLocal := bucket.As[bucket.Local](b); isLocal {
 		if err := demoSQL(ctx, b, id, out); err != nil {
 			return err
 		}

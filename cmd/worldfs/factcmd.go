@@ -111,7 +111,7 @@ func eachDocument(args []string, in io.Reader, parallel int, out io.Writer, fn f
 		run([]byte(args[0]))
 	} else {
 		sc := bufio.NewScanner(in)
-		sc.Buffer(make([]byte, 1<<20), 64<<20)
+		sc.Buffer(make([]byte, 1<<20), engine.MaxInputDocument)
 		for sc.Scan() {
 			if line := bytes.TrimSpace(sc.Bytes()); len(line) > 0 {
 				run(bytes.Clone(line))

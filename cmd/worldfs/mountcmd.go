@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/cache"
 	"github.com/worldfs/worldfs/engine"
 	wfs "github.com/worldfs/worldfs/fs"
 )
@@ -36,7 +37,7 @@ func addMountFlags(fs *flag.FlagSet) *mountFlags {
 	fs.IntVar(&f.uid, "uid", -1, "owner of every file (default: yours)")
 	fs.IntVar(&f.gid, "gid", -1, "group of every file (default: yours)")
 	fs.StringVar(&f.cacheDir, "cache-dir", defaultCacheDir(), "where remote fragments and materialized snapshot files are kept")
-	f.cacheSize = sizeFlag(fs, "cache-size", 10<<30, "how much the cache may hold")
+	f.cacheSize = sizeFlag(fs, "cache-size", cache.DefaultMaxBytes, "how much the cache may hold")
 	fs.DurationVar(&f.readTimeout, "read-timeout", 2*time.Minute, "longest a read of the mount may wait (deriving a file, fetching a fragment, a local file that hangs) before it fails with EIO")
 	fs.BoolVar(&f.debug, "debug", false, "log every FUSE request")
 	fs.StringVar(&f.role, "role", envOr("WORLDFS_ROLE", "operator"), "the role ctl commands act with: viewer, operator or admin; writing facts and receipts needs operator or admin (env WORLDFS_ROLE)")

@@ -12,7 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/worldfs/worldfs/bucket/local"
+	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/cache"
 	wsql "github.com/worldfs/worldfs/sql"
 )
@@ -48,7 +48,7 @@ func addViewFlags(fs *flag.FlagSet) *viewFlags {
 		at:        fs.Int64("at", math.MinInt64, "pin the views to the state up to this tick"),
 		token:     fs.String("token", "", "pin the views to the tick this commit token published"),
 		cacheDir:  fs.String("cache-dir", defaultCacheDir(), "where copies of a remote bucket's fragments, and the views' fragment lists, are kept"),
-		cacheSize: sizeFlag(fs, "cache-size", 10<<30, "how much the fragment cache may hold"),
+		cacheSize: sizeFlag(fs, "cache-size", cache.DefaultMaxBytes, "how much the fragment cache may hold"),
 	}
 }
 
@@ -76,7 +76,7 @@ func (v *viewFlags) build(ctx context.Context) (*wsql.Script, []string, error) {
 	if err := requireWorld(ctx, b, *v.world); err != nil {
 		return nil, nil, err
 	}
-	if lb, isLocal := b.(*local.Bucket); isLocal {
+	if lb, isLocal := bucket.As[bucket.Local](b); isLocal {
 		refuse = append(refuse, lb.Root())
 	} else {
 		c, id, err := openCache(*v.url, *v.cacheDir, *v.cacheSize)

@@ -1,0 +1,39 @@
+package bucket
+
+// Wrapper is a bucket built on another one (a cache, a fault injector, a
+// counter): Unwrap returns the bucket it passes calls to. Every wrapper
+// implements it, so that a capability of the bucket underneath (Local)
+// stays visible through any stack of wrappers.
+type Wrapper interface {
+	Bucket
+	Unwrap() Bucket
+}
+
+// As returns the first bucket of type T in b's stack: b itself, then what
+// each Wrapper wraps. T is usually a capability interface such as Local.
+func As[T any](b Bucket) (T, bool) {
+	for b != nil {
+		if t, ok := b.(T); ok {
+			return t, true
+		}
+		w, ok := b.(Wrapper)
+		if !ok {
+			break
+		}
+		b = w.Unwrap()
+	}
+	var zero T
+	return zero, false
+}
+
+// Local is the capability of a bucket whose objects are files on this
+// machine (bucket/local): readers open them in place rather than copy them
+// through a cache. Find it with As[Local], never by the concrete type, so
+// that a wrapped local bucket is still read in place.
+type Local interface {
+	Bucket
+	// Root is the directory the bucket lives in.
+	Root() string
+	// Path returns the file that holds object name.
+	Path(name string) (string, error)
+}

@@ -1,0 +1,133 @@
+// Package enginetest is the test kit of worlds: a context for a test's
+// calls, writer options without background work, particle worlds run to a
+// tick, and the fingerprint of an uninterrupted run to compare a crashed
+// and resumed one against. Every package that tests through engine worlds
+// (engine, fs, sql, integration) uses it instead of its own copy.
+package enginetest
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/bucket/local"
+	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/engine/particles"
+	"github.com/worldfs/worldfs/index"
+)
+
+// Timeout bounds one test's calls (Context).
+const Timeout = 2 * time.Minute
+
+// Context returns a context for one test's calls: cancelled when the test
+// ends, and after Timeout.
+func Context(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// Quiet are writer options without background work (no catalog
+// compactor, no maintenance), so that a test sees only what it does.
+var Quiet = engine.Options{Catalog: index.Options{NoCompactor: true}, NoMaintenance: true}
+
+// Emitters is how many particle emitters Drive seeds a world with.
+const Emitters = 3
+
+var installed struct {
+	sync.Mutex
+	worlds map[*engine.World]bool
+}
+
+// Drive brings w to tick last with the particle simulation: its
+// processors on first use, the initial emitters if nothing is visible
+// yet, then the ticks. cmds are durable commands enqueued first (an
+// identical enqueue is a no-op, so every driver of a world may pass the
+// same ones; a world without a catalog takes none).
+func Drive(ctx context.Context, w *engine.World, last int64, cmds ...index.Command) error {
+	installed.Lock()
+	if installed.worlds == nil {
+		installed.worlds = map[*engine.World]bool{}
+	}
+	first := !installed.worlds[w]
+	installed.worlds[w] = true
+	installed.Unlock()
+	if first {
+		if err := particles.Install(w); err != nil {
+			return err
+		}
+	}
+	if w.Tick() < 0 {
+		if err := particles.Setup(w, Emitters); err != nil {
+			return err
+		}
+	}
+	if w.Catalog() != nil {
+		for _, c := range cmds {
+			if err := w.Enqueue(ctx, c); err != nil {
+				return err
+			}
+		}
+	}
+	return particles.Run(ctx, w, last, nil)
+}
+
+// World creates world id in b with the particle tables and opts (Quiet
+// unless given), closes it when the test ends, and drives it to tick last
+// (last < 0: nothing is published).
+func World(t testing.TB, b bucket.Bucket, id string, last int64, opts ...engine.Options) *engine.World {
+	t.Helper()
+	o := Quiet
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	w, err := engine.CreateWorld(Context(t), b, id, particles.Tables(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	if last >= 0 {
+		if err := Drive(Context(t), w, last); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return w
+}
+
+// Fork forks (parent, run main) at tick into child with the particle
+// tables and Quiet options, closes it when the test ends, and drives it to
+// tick last.
+func Fork(t testing.TB, b bucket.Bucket, parent, child string, tick, last int64) *engine.World {
+	t.Helper()
+	w, err := engine.ForkWorld(Context(t), b, parent, child, "main", tick, particles.Tables(), Quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	if err := Drive(Context(t), w, last); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// Reference runs a particle world without interruption to tick last, in a
+// bucket of its own, with the durable commands cmds, and returns its
+// fingerprint (particles.Fingerprint).
+func Reference(t testing.TB, last int64, cmds ...index.Command) string {
+	t.Helper()
+	b, err := local.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := engine.CreateWorld(Context(t), b, "ref", particles.Tables(), Quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := Drive(Context(t), w, last, cmds...); err != nil {
+		t.Fatal(err)
+	}
+	return particles.Fingerprint(w)
+}
