@@ -1,6 +1,7 @@
 package index
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -41,6 +42,11 @@ type Options struct {
 	// 10 ms), which keeps several writers fair. The design allows up to
 	// 30 ms; on the GCS model 10 ms kept three writers at 96% of one
 	// writer's throughput with none under 30%, where 30 ms gave 85%.
+	// Batches of hundreds of entries take a loser longer to rebase than
+	// that, so the wait is up to the longer of YieldJitter and this
+	// committer's own recent rebase time (from a lost create's answer to
+	// its next create, at most 250 ms), the head start a winner would
+	// otherwise keep.
 	YieldRecency, YieldJitter time.Duration
 	// Checkpoints: written once the tip is CheckpointSlots slots or
 	// CheckpointInterval past the last one (1024, 60 s), after a random wait
@@ -166,6 +172,11 @@ type Catalog struct {
 	// SlotBytes into a count of entries to take.
 	deep     bool
 	perEntry int
+	// lostAt and rebase are the committer's own too: when the last lost
+	// create was answered (zero once the next create started), and the
+	// moving average of the time between the two.
+	lostAt time.Time
+	rebase time.Duration
 
 	stats struct {
 		slots, lost, entries, refused, ambiguous, checkpoints atomic.Int64
@@ -557,11 +568,82 @@ func (c *Catalog) buildBounded(base *State, reqs []*request) *batch {
 // slot is replayed on its base before it can be created.
 func (c *Catalog) build(base *State, reqs []*request) *batch {
 	b := &batch{base: base, reqs: reqs, results: make([][]Result, len(reqs)), errs: make([]error, len(reqs))}
-	st := base
-	var entries []Entry
 	for i, r := range reqs {
-		if err := r.ctx.Err(); err != nil {
-			b.errs[i] = err
+		b.errs[i] = r.ctx.Err()
+	}
+	// Usually every member applies: then one copy of base takes them all,
+	// in order, exactly as replaying the slot does, so that state is the
+	// slot's. Otherwise each member is checked on a copy of its own, so
+	// that a refused one leaves no trace, and the slot is replayed.
+	fast, entries := b.applyAll()
+	if fast == nil {
+		entries = b.checkEach()
+	}
+	b.entries = len(entries)
+	if b.entries == 0 {
+		return b
+	}
+	b.slot = &Slot{Format: SlotFormat, World: c.world, FirstSeq: base.Seq + 1, Prev: base.Hash, Store: c.opts.Store, Entries: entries}
+	data, hash, err := EncodeSlot(b.slot)
+	switch {
+	case err == nil && fast != nil:
+		fast.Seq, fast.Hash, fast.Slots = b.slot.LastSeq(), hash, base.Slots+1
+		b.state = fast
+	case err == nil:
+		b.state, err = base.ApplySlot(b.slot, hash)
+	}
+	if err != nil {
+		b.tooLarge = errors.Is(err, errSlotTooLarge)
+		for i := range b.errs {
+			switch {
+			case b.errs[i] != nil:
+			case b.tooLarge:
+				b.errs[i] = refused("world %s: commit of %d entries: %v", c.world, len(reqs[i].entries), err)
+			default: // a bug: nothing that does not replay is ever created
+				b.errs[i] = fmt.Errorf("world %s: slot does not replay on its base: %w", c.world, err)
+			}
+		}
+		b.entries, b.slot = 0, nil
+		return b
+	}
+	b.data = data
+	return b
+}
+
+// applyAll applies the entries of every member whose context is live, in
+// order, on one copy of the base, filling in their results. It returns
+// that state and the entries, or nil if any entry does not apply.
+func (b *batch) applyAll() (*State, []Entry) {
+	n, seq := b.base.clone(), b.base.Seq
+	var entries []Entry
+	for i, r := range b.reqs {
+		if b.errs[i] != nil {
+			continue
+		}
+		results := make([]Result, len(r.entries))
+		for j := range r.entries {
+			seq++
+			res, err := n.apply(&r.entries[j], seq)
+			if err != nil {
+				return nil, nil
+			}
+			results[j] = res
+		}
+		b.results[i] = results
+		entries = append(entries, r.entries...)
+	}
+	return n, entries
+}
+
+// checkEach checks each member whose context is live against the base
+// plus the members accepted before it, on copies, and returns the
+// accepted entries.
+func (b *batch) checkEach() []Entry {
+	st := b.base
+	var entries []Entry
+	for i, r := range b.reqs {
+		b.results[i] = nil
+		if b.errs[i] != nil {
 			continue
 		}
 		n, seq := st, st.Seq
@@ -582,31 +664,7 @@ func (c *Catalog) build(base *State, reqs []*request) *batch {
 		st, b.results[i] = n, results
 		entries = append(entries, r.entries...)
 	}
-	b.entries = len(entries)
-	if b.entries == 0 {
-		return b
-	}
-	b.slot = &Slot{Format: SlotFormat, World: c.world, FirstSeq: base.Seq + 1, Prev: base.Hash, Store: c.opts.Store, Entries: entries}
-	data, hash, err := EncodeSlot(b.slot)
-	if err == nil {
-		b.state, err = base.ApplySlot(b.slot, hash)
-	}
-	if err != nil {
-		b.tooLarge = errors.Is(err, errSlotTooLarge)
-		for i := range b.errs {
-			switch {
-			case b.errs[i] != nil:
-			case b.tooLarge:
-				b.errs[i] = refused("world %s: commit of %d entries: %v", c.world, len(reqs[i].entries), err)
-			default: // a bug: nothing that does not replay is ever created
-				b.errs[i] = fmt.Errorf("world %s: slot does not replay on its base: %w", c.world, err)
-			}
-		}
-		b.entries, b.slot = 0, nil
-		return b
-	}
-	b.data = data
-	return b
+	return entries
 }
 
 // abandon answers every member of a batch that will never be created with
@@ -684,6 +742,11 @@ func (c *Catalog) commitLoop() {
 		}
 		if inflight == nil && len(pipeline) > 0 {
 			inflight = make(chan created, 1)
+			if !c.lostAt.IsZero() {
+				d := time.Since(c.lostAt)
+				c.rebase = cmp.Or((3*c.rebase+d)/4, d)
+				c.lostAt = time.Time{}
+			}
 			go c.create(pipeline[0], inflight)
 		}
 		if inflight == nil {
@@ -780,7 +843,15 @@ func (c *Catalog) create(b *batch, out chan<- created) {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	failpoint.Hit(FailpointBeforeSlot)
-	_, err := bucket.CreateOnce(ctx, c.b, SlotName(c.world, b.slot.FirstSeq), b.data)
+	// A first create that finds the name taken lost the race: no earlier
+	// attempt of these bytes exists, so it goes straight to reading the
+	// winners (decided) without reading the slot back first. An unknown
+	// outcome is resolved by CreateOnce, which reads back.
+	name := SlotName(c.world, b.slot.FirstSeq)
+	_, err := c.b.Create(ctx, name, b.data)
+	if err != nil && !errors.Is(err, bucket.ErrExist) && errors.Is(err, bucket.ErrAmbiguous) {
+		_, err = bucket.CreateOnce(ctx, c.b, name, b.data)
+	}
 	if err == nil {
 		failpoint.Hit(FailpointSlotCreated)
 	}
@@ -804,6 +875,7 @@ func (c *Catalog) decided(res created, pipeline []*batch) []*batch {
 		// Lost the slot: read the winners and rebuild every batch, in
 		// queue order, on the new tip.
 		c.stats.lost.Add(1)
+		c.lostAt = time.Now()
 	default:
 		// Unknown outcome (or a failing bucket): the members in the slot
 		// get it. Members it refused were judged on a base never confirmed
@@ -842,12 +914,16 @@ func (c *Catalog) decided(res created, pipeline []*batch) []*batch {
 	return nil
 }
 
+// maxRebaseYield bounds the wait after a win that a slow rebase asks for,
+// so that a committer starved of CPU does not hold the others back long.
+const maxRebaseYield = 250 * time.Millisecond
+
 func (c *Catalog) yieldAfterWin() {
 	c.mu.Lock()
 	other := c.mu.otherSeen
 	c.mu.Unlock()
 	if !other.IsZero() && time.Since(other) < c.opts.YieldRecency {
-		time.Sleep(time.Duration(mrand.Int64N(int64(c.opts.YieldJitter)) + 1))
+		time.Sleep(time.Duration(mrand.Int64N(int64(max(c.opts.YieldJitter, min(c.rebase, maxRebaseYield)))) + 1))
 	}
 }
 

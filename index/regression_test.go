@@ -262,7 +262,7 @@ func TestRegressionFeedAtTipAfterFullSlot(t *testing.T) {
 	tip := c.Tip()
 	go func() {
 		time.Sleep(50 * time.Millisecond)
-		c.Commit(context.Background(), publish("r", 999, "after", epoch))
+		c.Commit(context.Background(), publish("r", 1_000_000, "after", epoch)) // past the full slot's ticks
 	}()
 	got, err := collectChanges(t, c, tip.Seq+1, 1)
 	if err != nil || len(got) != 1 || got[0].Seq != tip.Seq+1 {
