@@ -162,6 +162,13 @@ func TestViewsAgreeBeforeAndAfterCompaction(t *testing.T) {
 			t.Fatalf("world %s: the views changed with compaction:\n%s", w, firstDiff(before[w], after))
 		}
 	}
+	// The fragment list names a compacted file once, not once per tick
+	// and table: opening the views costs the files, not the history.
+	db := views(t, b, "p", wsql.Options{Dir: t.TempDir()})
+	ticks := count(t, db, "SELECT count(DISTINCT tick) FROM worldfs_manifests")
+	if n := count(t, db, "SELECT count(*) FROM worldfs_fragments"); n >= ticks {
+		t.Fatalf("the fragment list of the compacted world has %d rows for %d ticks", n, ticks)
+	}
 }
 
 func firstDiff(a, b string) string {

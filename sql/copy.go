@@ -25,7 +25,7 @@ const FormatParquet = "parquet"
 // commit columns included, in entity order. It is what the views show for
 // that tick, written as a file; the mount materializes snapshots with it.
 func CopyTick(ctx context.Context, b bucket.Bucket, world string, opts Options, name string, tick int64, format, dst string) error {
-	opts.AtTick, opts.Token, opts.Only = &tick, "", true
+	opts.AtTick, opts.Token, opts.Only, opts.Table = &tick, "", true, name
 	return copyView(ctx, b, world, opts, name, fmt.Sprintf("SELECT * FROM %s WHERE tick = %d ORDER BY entity_id", ident(name+"_raw"), tick), format, dst)
 }
 
@@ -34,8 +34,10 @@ func CopyTick(ctx context.Context, b bucket.Bucket, world string, opts Options, 
 // receipts, to dst in format: what worldfs sql shows, as a file.
 func CopyFacts(ctx context.Context, b bucket.Bucket, world string, opts Options, name, format, dst string) error {
 	if name == ReceiptsView {
+		opts.Table = engine.ReceiptTableName
 		return copyView(ctx, b, world, opts, "", "SELECT * FROM worldfs_receipts ORDER BY receipt_id DESC", format, dst)
 	}
+	opts.Table = name
 	return copyView(ctx, b, world, opts, name, fmt.Sprintf("SELECT * FROM %s ORDER BY entity_id DESC", ident(name+"_raw")), format, dst)
 }
 

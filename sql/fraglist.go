@@ -3,6 +3,7 @@ package sql
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"os"
@@ -10,7 +11,7 @@ import (
 	"time"
 
 	"github.com/parquet-go/parquet-go"
-	"github.com/parquet-go/parquet-go/compress/zstd"
+	"github.com/parquet-go/parquet-go/compress/snappy"
 )
 
 // listRow is one row of a fragment list: a file a view reads, and the
@@ -58,28 +59,74 @@ type tickRow struct {
 	Group       int32  `parquet:"grp"`
 }
 
-// writeList writes rows as a Parquet file in dir named by prefix and the
-// hash of its bytes, so that a script naming it always reads what it was
-// built with; an identical list already there is reused. It returns the
-// file's path. (worldfs gc collects the views' files named fragments-*.)
-func writeList[R listRow | tickRow](dir, prefix string, rows []R) (string, error) {
+// writeList writes the fragment list rows as a Parquet file in dir named
+// by the hash of its bytes, so that a script naming it always reads what
+// it was built with; an identical list already there is reused. It
+// returns the file's path. (worldfs gc collects the views' files named
+// fragments-*.)
+func writeList(dir string, rows []listRow) (string, error) {
+	data, err := encodeList(rows)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(data)
+	return reuseOrWrite(dir, "fragments-"+hex.EncodeToString(sum[:16])+".parquet", func() ([]byte, error) { return data, nil })
+}
+
+// writeTicks writes a list of compacted ticks like writeList, but named by
+// the hash of the rows themselves: a build whose compacted ticks did not
+// change (most builds: they change when compaction runs) only hashes
+// them, and encodes them only when no such list is there.
+func writeTicks(dir string, rows []tickRow) (string, error) {
+	h := sha256.New()
+	buf := []byte("worldfs compacted ticks list 1\x00")
+	for _, r := range rows {
+		for _, s := range []string{r.World, r.Run, r.CommitToken} {
+			buf = binary.AppendUvarint(buf, uint64(len(s)))
+			buf = append(buf, s...)
+		}
+		buf = binary.AppendVarint(buf, r.Tick)
+		buf = binary.AppendVarint(buf, r.WriterEpoch)
+		buf = binary.AppendVarint(buf, int64(r.Group))
+		if len(buf) >= 32<<10 {
+			h.Write(buf)
+			buf = buf[:0]
+		}
+	}
+	h.Write(buf)
+	name := "fragments-ticks-" + hex.EncodeToString(h.Sum(nil)[:16]) + ".parquet"
+	return reuseOrWrite(dir, name, func() ([]byte, error) { return encodeList(rows) })
+}
+
+// encodeList encodes rows as Parquet (snappy: cheap to start, and the
+// lists are small or mostly random tokens).
+func encodeList[R listRow | tickRow](rows []R) ([]byte, error) {
 	var buf bytes.Buffer
-	w := parquet.NewGenericWriter[R](&buf, parquet.Compression(&zstd.Codec{Level: zstd.SpeedFastest}))
+	w := parquet.NewGenericWriter[R](&buf, parquet.Compression(&snappy.Codec{}))
 	for lo := 0; lo < len(rows); lo += 1 << 16 {
 		if _, err := w.Write(rows[lo:min(len(rows), lo+1<<16)]); err != nil {
-			return "", fmt.Errorf("fragment list: %w", err)
+			return nil, fmt.Errorf("fragment list: %w", err)
 		}
 	}
 	if err := w.Close(); err != nil {
-		return "", fmt.Errorf("fragment list: %w", err)
+		return nil, fmt.Errorf("fragment list: %w", err)
 	}
-	sum := sha256.Sum256(buf.Bytes())
-	path := filepath.Join(dir, prefix+hex.EncodeToString(sum[:16])+".parquet")
+	return buf.Bytes(), nil
+}
+
+// reuseOrWrite returns the path of the file called name in dir: marked
+// used if it is there, else written with data's bytes.
+func reuseOrWrite(dir, name string, data func() ([]byte, error)) (string, error) {
+	path := filepath.Join(dir, name)
 	if _, err := os.Stat(path); err == nil {
 		touch(path) // in use again: collection counts from its last use
 		return path, nil
 	}
-	return path, writeAtomic(dir, path, buf.Bytes())
+	b, err := data()
+	if err != nil {
+		return "", err
+	}
+	return path, writeAtomic(dir, path, b)
 }
 
 // writeAtomic writes data to path in dir through a temporary file and a

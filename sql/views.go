@@ -29,6 +29,11 @@ type Options struct {
 	Only bool
 	// Token pins the views to the tick that commit token published.
 	Token string
+	// Table, if set, narrows the views to the table of that readable name:
+	// the script defines its views alone, and worldfs_manifests,
+	// worldfs_facts and worldfs_receipts show only what that table holds
+	// of them (CopyTick, which reads one table, need not plan the others).
+	Table string
 	// Cache holds local copies of a remote bucket's fragments (required
 	// for buckets that cannot be read in place); BucketID names the bucket
 	// in it.
@@ -176,7 +181,9 @@ func BuildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 	if err := h.catalogFiles(ctx, view, from, upTo); err != nil {
 		return nil, err
 	}
-	h.compactedTicks(view, from, upTo)
+	if opts.Table == "" {
+		h.compactedTicks(view, from, upTo)
+	}
 	lineage, err := h.listedFiles(ctx, b, path, segs, upTo)
 	if err != nil {
 		return nil, err
@@ -191,6 +198,9 @@ func BuildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 	infos, err := describeAll(ctx, b, h.frags)
 	if err != nil {
 		return nil, err
+	}
+	if opts.Table != "" {
+		h.frags = slices.DeleteFunc(h.frags, func(f fragment) bool { return infos[f.world+"/"+f.table].Name != opts.Table })
 	}
 	return render(world, opts.Run, upTo, h, infos, lineage, dir)
 }
@@ -466,13 +476,13 @@ func render(world, run string, upTo int64, h *history, infos map[string]engine.T
 				Filtered: true, Object: f.object, Rows: -1, Manifest: true, Group: int32(g)})
 		}
 	}
-	listPath, err := writeList(dir, "fragments-", list)
+	listPath, err := writeList(dir, list)
 	if err != nil {
 		return nil, err
 	}
 	ticksPath := ""
 	if len(h.ticks) > 0 {
-		if ticksPath, err = writeList(dir, "fragments-ticks-", h.ticks); err != nil {
+		if ticksPath, err = writeTicks(dir, h.ticks); err != nil {
 			return nil, err
 		}
 	}
@@ -510,7 +520,11 @@ func render(world, run string, upTo int64, h *history, infos map[string]engine.T
 type part struct {
 	ti       engine.TableInfo
 	filtered bool
-	lo, hi   string // the least and greatest published token
+	// mixed: some files need the row check (filtered and not proven), or
+	// are not filtered beside filtered ones.
+	mixed          bool
+	proven, others int    // filtered files the catalog proves, and all other files
+	lo, hi         string // the least and greatest published token
 	// keep: the ticks whose rows the part shows, when it has compacted
 	// files (nil: it has none).
 	keep *index.Span
@@ -586,6 +600,12 @@ func partition(frags []fragment, infos map[string]engine.TableInfo) ([]string, m
 			}
 			p.filtered = true
 		}
+		if f.filtered && f.proven {
+			p.proven++
+		} else {
+			p.others++
+		}
+		p.mixed = p.filtered && p.others > 0
 		if f.keep != nil {
 			p.keep = f.keep // the same bounds for every file of a part's segment
 		}
@@ -639,7 +659,7 @@ func partQueries(sb *strings.Builder, name string, i int, p part, cols []string,
 	files := fmt.Sprintf("worldfs_files_%s_%d", name, i)
 	fmt.Fprintf(sb, "SET VARIABLE %s = (SELECT list(path ORDER BY ord) FROM worldfs_fragments WHERE view = %s AND part = %d);\n", ident(files), lit(name), i)
 	visible := ident(fmt.Sprintf("worldfs_visible_%s_%d", name, i))
-	if p.filtered {
+	if p.mixed {
 		fmt.Fprintf(sb, "CREATE OR REPLACE TEMP TABLE %s AS SELECT DISTINCT tick AS v_tick, commit_token AS v_token FROM worldfs_fragments WHERE view = %s AND part = %d AND filtered;\n",
 			visible, lit(name), i)
 	}
@@ -670,23 +690,32 @@ func partQueries(sb *strings.Builder, name string, i int, p part, cols []string,
 			return "", "", err
 		}
 		proven, checked := fmt.Sprintf("worldfs_proven_%s_%d", name, i), fmt.Sprintf("worldfs_checked_%s_%d", name, i)
-		sb.WriteString(provenFiles(name, i, proven, checked, witness))
-		checkedQ := tokenCheck(read(checked), visible, p.lo, p.hi)
+		if p.mixed {
+			sb.WriteString(provenFiles(name, i, proven, checked, witness))
+		} else {
+			// Every file is proven by the catalog: all are read as they
+			// are, no footer is read and no row is checked.
+			proven = files
+			sb.WriteString(provenBounds(name, i, proven+"_bounds", witness, "TRUE"))
+		}
 		q = read(proven)
 		// Of the files read as they are, only those whose tick bounds hold
 		// t (the witness holds every tick): the others' footers are never
 		// opened. (Fields by subscript: a macro parameter reads f.lo as a
 		// string.)
-		provenAt := fmt.Sprintf("SELECT %s FROM read_parquet([f['path'] FOR f IN getvariable(%s) IF f['lo'] <= t AND t <= f['hi']]) WHERE tick = t",
+		at = fmt.Sprintf("SELECT %s FROM read_parquet([f['path'] FOR f IN getvariable(%s) IF f['lo'] <= t AND t <= f['hi']]) WHERE tick = t",
 			sel, lit(proven+"_bounds"))
 		if p.keep != nil {
 			// Compacted files hold other ticks' rows too.
 			keep := fmt.Sprintf("tick BETWEEN %d AND %d", p.keep.From, p.keep.To)
 			q += " WHERE " + keep
-			provenAt += " AND " + keep
+			at += " AND " + keep
 		}
-		q += "\n  UNION ALL BY NAME " + checkedQ
-		at = provenAt + "\n    UNION ALL BY NAME " + checkedQ + " AND tick = t"
+		if p.mixed {
+			checkedQ := tokenCheck(read(checked), visible, p.lo, p.hi)
+			q += "\n  UNION ALL BY NAME " + checkedQ
+			at += "\n    UNION ALL BY NAME " + checkedQ + " AND tick = t"
+		}
 	}
 	return q, at, nil
 }
@@ -736,10 +765,19 @@ CREATE OR REPLACE TEMP TABLE %[1]s AS
      AND count(*) FILTER (WHERE m.col = 'tick') = count(*) FILTER (WHERE m.col = 'commit_token');
 SET VARIABLE %[4]s = (SELECT list_prepend(%[6]s, coalesce(list(path ORDER BY ord), []::VARCHAR[])) FROM worldfs_fragments WHERE %[3]s AND path IN (SELECT path FROM %[1]s));
 SET VARIABLE %[5]s = (SELECT list_prepend(%[6]s, coalesce(list(path ORDER BY ord), []::VARCHAR[])) FROM worldfs_fragments WHERE %[3]s AND path NOT IN (SELECT path FROM %[1]s));
-SET VARIABLE %[8]s = (SELECT list({'path': path, 'lo': first_tick, 'hi': last_tick} ORDER BY ord) FROM (
-  SELECT %[6]s AS path, '%[9]d'::BIGINT AS first_tick, '%[10]d'::BIGINT AS last_tick, -1::BIGINT AS ord
-  UNION ALL SELECT path, first_tick, last_tick, ord FROM worldfs_fragments WHERE %[3]s AND path IN (SELECT path FROM %[1]s)));
-`, set, ident(unproven), where, ident(proven), ident(checked), lit(witness), lit(unproven), ident(proven+"_bounds"), int64(math.MinInt64), int64(math.MaxInt64))
+`, set, ident(unproven), where, ident(proven), ident(checked), lit(witness), lit(unproven)) +
+		provenBounds(view, part, proven+"_bounds", witness, "path IN (SELECT path FROM "+set+")")
+}
+
+// provenBounds sets variable bounds to the files of a filtered part read
+// as they are (those of its fragment list rows that match where) with the
+// ticks their rows may hold, the witness first (holding every tick), for
+// <table>_at(t).
+func provenBounds(view string, part int, bounds, witness, where string) string {
+	return fmt.Sprintf(`SET VARIABLE %s = (SELECT list({'path': path, 'lo': first_tick, 'hi': last_tick} ORDER BY ord) FROM (
+  SELECT %s AS path, '%d'::BIGINT AS first_tick, '%d'::BIGINT AS last_tick, -1::BIGINT AS ord
+  UNION ALL SELECT path, first_tick, last_tick, ord FROM worldfs_fragments WHERE view = %s AND part = %d AND filtered AND %s));
+`, ident(bounds), lit(witness), int64(math.MinInt64), int64(math.MaxInt64), lit(view), part, where)
 }
 
 // writeWitness writes (once) an empty Parquet file of ti's schema in dir
