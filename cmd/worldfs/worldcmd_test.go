@@ -438,6 +438,21 @@ func TestMountAgreesWithWorldCommands(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &w) != nil || w.WriterMode != index.ModeCleanupOnly {
 		t.Fatalf("world status after the mount's ctl: %d %s", code, out)
 	}
+	// world.json says what world status says.
+	data, err := os.ReadFile(filepath.Join(mnt, "w1", "world.json"))
+	var raw map[string]json.RawMessage
+	if err != nil || json.Unmarshal(data, &raw) != nil {
+		t.Fatalf("world.json: %v %s", err, data)
+	}
+	delete(raw, "runs") // world.json keys runs by name, with inherited heads
+	var doc worldInfo
+	if b, _ := json.Marshal(raw); json.Unmarshal(b, &doc) != nil {
+		t.Fatalf("world.json: %s", data)
+	}
+	doc.Runs = w.Runs
+	if !sameJSON(doc, w) {
+		t.Fatalf("world.json reads %s; world status %s", data, out)
+	}
 }
 
 // startMount runs worldfs mount in the background and returns the first
