@@ -19,19 +19,20 @@ import (
 )
 
 // worldInfo is one world as `worldfs worlds` and `worldfs world status`
-// show it: its marker's lineage and its catalog state.
+// show it: its catalog state, with the field names of the mount's
+// world.json (its runs are the world's own, as a list).
 type worldInfo struct {
-	ID          string    `json:"id"`
-	Parent      string    `json:"parent,omitempty"`
-	ForkRun     string    `json:"fork_run,omitempty"`
-	ForkTick    *int64    `json:"fork_tick,omitempty"`
-	Status      string    `json:"status"`
-	WriterMode  string    `json:"writer_mode"`
-	Epoch       int64     `json:"fence_epoch"`
-	FenceHolder string    `json:"fence_holder,omitempty"`
-	Seq         uint64    `json:"seq"`
-	Created     string    `json:"created,omitempty"`
-	Runs        []runInfo `json:"runs"`
+	ID            string    `json:"id"`
+	Parent        string    `json:"parent,omitempty"`
+	ForkRun       string    `json:"fork_run,omitempty"`
+	ForkTick      *int64    `json:"fork_tick,omitempty"`
+	Status        string    `json:"status"`
+	WriterMode    string    `json:"writer_mode"`
+	CreatedUnixMs int64     `json:"created_unix_ms"`
+	Epoch         int64     `json:"fence_epoch"`
+	FenceHolder   string    `json:"fence_holder"`
+	Seq           uint64    `json:"catalog_seq"`
+	Runs          []runInfo `json:"runs"`
 }
 
 type runInfo struct {
@@ -51,12 +52,9 @@ func loadWorldInfo(ctx context.Context, b bucket.Bucket, world string) (worldInf
 	}
 	w := s.World
 	info := worldInfo{ID: w.ID, Parent: w.Parent, ForkRun: w.ForkRun, Status: w.Status, WriterMode: w.WriterMode,
-		Epoch: w.Epoch, FenceHolder: w.FenceHolder, Seq: s.Seq, Runs: []runInfo{}}
+		CreatedUnixMs: w.CreatedUnixMs, Epoch: w.Epoch, FenceHolder: w.FenceHolder, Seq: s.Seq, Runs: []runInfo{}}
 	if w.Parent != "" {
 		info.ForkTick = &w.ForkTick
-	}
-	if w.CreatedUnixMs != 0 {
-		info.Created = time.UnixMilli(w.CreatedUnixMs).UTC().Format(time.RFC3339)
 	}
 	for _, r := range s.Runs() {
 		info.Runs = append(info.Runs, runInfo{Name: r.Name, Head: r.Head, Published: r.Published})

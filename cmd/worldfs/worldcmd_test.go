@@ -389,26 +389,23 @@ func TestMountAgreesWithWorldCommands(t *testing.T) {
 		t.Fatalf("mount on a file: exit %d %s", code, stderr)
 	}
 
-	ctx, unmount := context.WithCancel(context.Background())
-	pr, pw := io.Pipe()
-	done := make(chan int)
-	go func() {
-		code := run(ctx, []string{"mount", "--bucket", dir, mnt}, pw, io.Discard)
-		pw.Close()
-		done <- code
-	}()
-	sc := bufio.NewScanner(pr)
-	if !sc.Scan() || !strings.Contains(sc.Text(), "mounted at "+mnt) {
-		t.Fatalf("mount printed %q", sc.Text())
+	first, unmount, done := startMount(t, dir, mnt)
+	if !strings.Contains(first, "mounted at "+mnt) {
+		t.Fatalf("mount printed %q", first)
 	}
-	go io.Copy(io.Discard, pr)
 	defer func() {
 		unmount()
 		if code := <-done; code != 0 {
 			t.Errorf("mount exited %d after Ctrl-C", code)
 		}
 	}()
-
+	// A second mount onto the live one is refused; were it not, it would
+	// serve until stopped: stop it and fail.
+	second, stop, secondDone := startMount(t, dir, mnt)
+	stop()
+	if code := <-secondDone; code != exitFailed || second != "" {
+		t.Fatalf("second mount onto a live one: exit %d, printed %q", code, second)
+	}
 	if code, _, stderr := cli(t, "mount", dir, mnt); code != exitFailed || !strings.Contains(stderr, "a worldfs mount is already live there") {
 		t.Fatalf("second mount onto a live one: exit %d %s", code, stderr)
 	}
@@ -441,6 +438,43 @@ func TestMountAgreesWithWorldCommands(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &w) != nil || w.WriterMode != index.ModeCleanupOnly {
 		t.Fatalf("world status after the mount's ctl: %d %s", code, out)
 	}
+	// world.json says what world status says.
+	data, err := os.ReadFile(filepath.Join(mnt, "w1", "world.json"))
+	var raw map[string]json.RawMessage
+	if err != nil || json.Unmarshal(data, &raw) != nil {
+		t.Fatalf("world.json: %v %s", err, data)
+	}
+	delete(raw, "runs") // world.json keys runs by name, with inherited heads
+	var doc worldInfo
+	if b, _ := json.Marshal(raw); json.Unmarshal(b, &doc) != nil {
+		t.Fatalf("world.json: %s", data)
+	}
+	doc.Runs = w.Runs
+	if !sameJSON(doc, w) {
+		t.Fatalf("world.json reads %s; world status %s", data, out)
+	}
+}
+
+// startMount runs worldfs mount in the background and returns the first
+// line it printed ("" if it printed none before exiting), a function that
+// interrupts it, and its exit status.
+func startMount(t *testing.T, bucket, mnt string) (string, func(), chan int) {
+	t.Helper()
+	ctx, interrupt := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	done := make(chan int, 1)
+	go func() {
+		code := run(ctx, []string{"mount", "--bucket", bucket, mnt}, pw, io.Discard)
+		pw.Close()
+		done <- code
+	}()
+	sc := bufio.NewScanner(pr)
+	first := ""
+	if sc.Scan() {
+		first = sc.Text()
+	}
+	go io.Copy(io.Discard, pr)
+	return first, interrupt, done
 }
 
 // JSON, STRUCT, LIST and MAP columns print as JSON in every format.
