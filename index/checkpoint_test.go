@@ -244,14 +244,7 @@ func TestCorruptCatalogFailsClosed(t *testing.T) {
 // 1, a completed claim, a checkpoint at sequence 6, then tick 2) still
 // opens; its next checkpoint is the current format and loads the same.
 func TestFormat1CheckpointStillLoads(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.CopyFS(dir, os.DirFS("testdata/format1")); err != nil {
-		t.Fatal(err)
-	}
-	b, err := local.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := fixtureBucket(t, "testdata/format1")
 	ctx := ctxT(t)
 	s, info, err := Load(ctx, b, "w")
 	if err != nil || info.CheckpointSeq != 6 || info.SlotsReplayed != 1 {
@@ -261,21 +254,7 @@ func TestFormat1CheckpointStillLoads(t *testing.T) {
 	if run, _ := s.Run("main"); !ok || c.State != ClaimComplete || run.Head != 2 {
 		t.Fatalf("claim %+v, run %+v", c, run)
 	}
-	cat, err := Open(ctx, b, "w", Options{NoCompactor: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cat.Close()
-	if _, err := cat.Checkpoint(ctx); err != nil {
-		t.Fatal(err)
-	}
-	again, info, err := Load(ctx, b, "w")
-	if err != nil || info.CheckpointSeq != 7 {
-		t.Fatalf("after a new checkpoint: %v (%+v)", err, info)
-	}
-	if d := diff(s, again); d != "" {
-		t.Fatalf("the format-2 checkpoint differs: %s", d)
-	}
+	checkpointsAlike(t, b, s, 7)
 }
 
 // A released claim is released in checkpoints as in the live state, its
@@ -325,14 +304,7 @@ func TestReleaseInCheckpointAndFeed(t *testing.T) {
 // 0 (checked by size and digest only), and its next checkpoint is the
 // current format and loads the same.
 func TestFormat2CheckpointStillLoads(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.CopyFS(dir, os.DirFS("testdata/format2")); err != nil {
-		t.Fatal(err)
-	}
-	b, err := local.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := fixtureBucket(t, "testdata/format2")
 	ctx := ctxT(t)
 	s, info, err := Load(ctx, b, "w")
 	if err != nil || info.CheckpointSeq != 6 || info.SlotsReplayed != 1 {
@@ -342,21 +314,7 @@ func TestFormat2CheckpointStillLoads(t *testing.T) {
 	if !ok || len(tk.Tables) != 1 || tk.Tables[0].Fragments[0] != (Fragment{Path: "data/w/main/position/t1/0.parquet", Rows: 11, Bytes: 1001, Digest: "d-t1"}) {
 		t.Fatalf("tick 1 from the format-2 checkpoint: %+v", tk)
 	}
-	cat, err := Open(ctx, b, "w", Options{NoCompactor: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cat.Close()
-	if _, err := cat.Checkpoint(ctx); err != nil {
-		t.Fatal(err)
-	}
-	again, info, err := Load(ctx, b, "w")
-	if err != nil || info.CheckpointSeq != 7 {
-		t.Fatalf("after a new checkpoint: %v (%+v)", err, info)
-	}
-	if d := diff(s, again); d != "" {
-		t.Fatalf("the format-3 checkpoint differs: %s", d)
-	}
+	checkpointsAlike(t, b, s, 7)
 }
 
 // writeFormat3 writes the world of testdata/format3 with the format-3
@@ -402,14 +360,7 @@ func TestFormat3CheckpointStillLoads(t *testing.T) {
 		}
 		writeFormat3(t, b)
 	}
-	dir := t.TempDir()
-	if err := os.CopyFS(dir, os.DirFS("testdata/format3")); err != nil {
-		t.Fatal(err)
-	}
-	b, err := local.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := fixtureBucket(t, "testdata/format3")
 	ctx := ctxT(t)
 	s, info, err := Load(ctx, b, "w")
 	if err != nil || info.CheckpointSeq != 9 || info.SlotsReplayed != 1 {
@@ -430,6 +381,27 @@ func TestFormat3CheckpointStillLoads(t *testing.T) {
 	if run, _ := s.Run("main"); !ok || c.State != ClaimComplete || len(c.Tables) != 1 || run.Head != 4 {
 		t.Fatalf("claim %+v, run %+v", c, run)
 	}
+	checkpointsAlike(t, b, s, 10)
+}
+
+// fixtureBucket is a copy of a bucket directory under testdata.
+func fixtureBucket(t *testing.T, fixture string) bucket.Bucket {
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(fixture)); err != nil {
+		t.Fatal(err)
+	}
+	b, err := local.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// checkpointsAlike writes a checkpoint of world w (of the current format)
+// at sequence seq and checks that it loads as s.
+func checkpointsAlike(t *testing.T, b bucket.Bucket, s *State, seq uint64) {
+	t.Helper()
+	ctx := ctxT(t)
 	cat, err := Open(ctx, b, "w", Options{NoCompactor: true})
 	if err != nil {
 		t.Fatal(err)
@@ -439,7 +411,7 @@ func TestFormat3CheckpointStillLoads(t *testing.T) {
 		t.Fatal(err)
 	}
 	again, info, err := Load(ctx, b, "w")
-	if err != nil || info.CheckpointSeq != 10 {
+	if err != nil || info.CheckpointSeq != seq {
 		t.Fatalf("after a new checkpoint: %v (%+v)", err, info)
 	}
 	if d := diff(s, again); d != "" {
