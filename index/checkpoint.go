@@ -219,6 +219,7 @@ func LoadCheckpoint(ctx context.Context, b bucket.Bucket, world, name string) (*
 			return corrupt("shard %s: %v (key %v, last record sequence %d, shard sequence %d)", r.Hash, err, k, last, r.Seq)
 		}
 		d.last = r.Seq
+		slices.SortFunc(d.tokens, tokenCompare)
 		return nil
 	})
 	if err != nil {
@@ -231,13 +232,10 @@ func LoadCheckpoint(ctx context.Context, b bucket.Bucket, world, name string) (*
 		runs[cp.Runs[i].Name] = Run{Name: cp.Runs[i].Name, Head: -1}
 		s.runs.ReplaceOrInsert(&cp.Runs[i])
 	}
-	ntokens := 0
-	for _, d := range out {
-		ntokens += len(d.tokens)
-	}
-	s.tokens = make([]tokenEntry, 0, ntokens)
 	for i, d := range out {
-		s.tokens = append(s.tokens, d.tokens...)
+		if len(d.tokens) > 0 {
+			s.tokens = append(s.tokens, d.tokens)
+		}
 		for _, t := range d.ticks {
 			if t.Seq > cp.Seq {
 				return nil, nil, corrupt("tick %s/%d changed at sequence %d, after the checkpoint", t.Run, t.Tick, t.Seq)
@@ -255,7 +253,6 @@ func LoadCheckpoint(ctx context.Context, b bucket.Bucket, world, name string) (*
 		}
 		s.shardSeq.ReplaceOrInsert(shardMark{cp.Shards[i].key(), d.last})
 	}
-	slices.SortFunc(s.tokens, tokenCompare)
 	for _, r := range cp.Runs {
 		if got := runs[r.Name]; got != r {
 			return nil, nil, corrupt("run %s records %+v, its ticks say %+v", r.Name, r, got)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -243,14 +244,7 @@ func TestCorruptCatalogFailsClosed(t *testing.T) {
 // 1, a completed claim, a checkpoint at sequence 6, then tick 2) still
 // opens; its next checkpoint is the current format and loads the same.
 func TestFormat1CheckpointStillLoads(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.CopyFS(dir, os.DirFS("testdata/format1")); err != nil {
-		t.Fatal(err)
-	}
-	b, err := local.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := fixtureBucket(t, "testdata/format1")
 	ctx := ctxT(t)
 	s, info, err := Load(ctx, b, "w")
 	if err != nil || info.CheckpointSeq != 6 || info.SlotsReplayed != 1 {
@@ -260,21 +254,7 @@ func TestFormat1CheckpointStillLoads(t *testing.T) {
 	if run, _ := s.Run("main"); !ok || c.State != ClaimComplete || run.Head != 2 {
 		t.Fatalf("claim %+v, run %+v", c, run)
 	}
-	cat, err := Open(ctx, b, "w", Options{NoCompactor: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cat.Close()
-	if _, err := cat.Checkpoint(ctx); err != nil {
-		t.Fatal(err)
-	}
-	again, info, err := Load(ctx, b, "w")
-	if err != nil || info.CheckpointSeq != 7 {
-		t.Fatalf("after a new checkpoint: %v (%+v)", err, info)
-	}
-	if d := diff(s, again); d != "" {
-		t.Fatalf("the format-2 checkpoint differs: %s", d)
-	}
+	checkpointsAlike(t, b, s, 7)
 }
 
 // A released claim is released in checkpoints as in the live state, its
@@ -324,14 +304,7 @@ func TestReleaseInCheckpointAndFeed(t *testing.T) {
 // 0 (checked by size and digest only), and its next checkpoint is the
 // current format and loads the same.
 func TestFormat2CheckpointStillLoads(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.CopyFS(dir, os.DirFS("testdata/format2")); err != nil {
-		t.Fatal(err)
-	}
-	b, err := local.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := fixtureBucket(t, "testdata/format2")
 	ctx := ctxT(t)
 	s, info, err := Load(ctx, b, "w")
 	if err != nil || info.CheckpointSeq != 6 || info.SlotsReplayed != 1 {
@@ -341,6 +314,94 @@ func TestFormat2CheckpointStillLoads(t *testing.T) {
 	if !ok || len(tk.Tables) != 1 || tk.Tables[0].Fragments[0] != (Fragment{Path: "data/w/main/position/t1/0.parquet", Rows: 11, Bytes: 1001, Digest: "d-t1"}) {
 		t.Fatalf("tick 1 from the format-2 checkpoint: %+v", tk)
 	}
+	checkpointsAlike(t, b, s, 7)
+}
+
+// writeFormat3 writes the world of testdata/format3 with the format-3
+// writer: ticks 0 to 3 (published times, generations), ticks 0 and 1
+// compacted into one file, a completed claim, a checkpoint at sequence 9,
+// then tick 4. Regenerate (only ever with a format-3 writer) by running
+// TestFormat3CheckpointStillLoads with WORLDFS_WRITE_FORMAT3=<dir>.
+func writeFormat3(t *testing.T, b bucket.Bucket) {
+	ctx := ctxT(t)
+	c, epoch := newWorld(t, b, "w", Options{NoCompactor: true})
+	commit := func(e Entry) {
+		t.Helper()
+		if _, err := c.Commit(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for tick := range int64(4) {
+		e := publish("main", tick, fmt.Sprintf("t%d", tick), epoch)
+		e.TickPublish.PublishedUnixMs = 1_700_000_000_000 + tick
+		commit(e)
+	}
+	span := Span{From: 0, To: 1}
+	commit(Entry{Kind: KindFragmentsRewrite, Rewrite: &FragmentsRewrite{Run: "main", Span: &span, ReadSeq: c.Tip().Seq,
+		Tables: []TableFragments{{Table: "Position", Fragments: []Fragment{{Path: "data/w/main/position/compacted-ab/0.parquet",
+			Rows: 21, Bytes: 2001, Digest: "d-c", Generation: 7, Span: &span}}}}}})
+	commit(claimEntry(KindClaimAcquire, "main", "p", "e", "d", "c1", "h", 1, 2))
+	commit(claimEntry(KindClaimComplete, "main", "p", "e", "d", "c1", "h", 1, 0))
+	if seq, err := c.Checkpoint(ctx); err != nil || seq != 9 {
+		t.Fatalf("checkpoint at %d: %v", seq, err)
+	}
+	commit(publish("main", 4, "t4", epoch))
+}
+
+// A world checkpointed by a format-3 writer (testdata/format3, see
+// writeFormat3) still opens: its compacted ticks share one file with its
+// span and generation, its publish times and claims load, and its next
+// checkpoint loads the same.
+func TestFormat3CheckpointStillLoads(t *testing.T) {
+	if dir := os.Getenv("WORLDFS_WRITE_FORMAT3"); dir != "" {
+		b, err := local.Open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeFormat3(t, b)
+	}
+	b := fixtureBucket(t, "testdata/format3")
+	ctx := ctxT(t)
+	s, info, err := Load(ctx, b, "w")
+	if err != nil || info.CheckpointSeq != 9 || info.SlotsReplayed != 1 {
+		t.Fatalf("Load = %v (%+v)", err, info)
+	}
+	t0, _ := s.Tick("main", 0)
+	t1, _ := s.Tick("main", 1)
+	t2, _ := s.Tick("main", 2)
+	compacted := Fragment{Path: "data/w/main/position/compacted-ab/0.parquet", Rows: 21, Bytes: 2001, Digest: "d-c", Generation: 7, Span: &Span{From: 0, To: 1}}
+	if t0 == nil || t1 == nil || t2 == nil || !reflect.DeepEqual(t0.Tables[0].Fragments, []Fragment{compacted}) || !reflect.DeepEqual(t1.Tables, t0.Tables) ||
+		t2.PublishedUnixMs != 1_700_000_000_002 || t2.Tables[0].Fragments[0].Generation != 1_700_000_000_000_000_002 {
+		t.Fatalf("ticks from the format-3 checkpoint: %+v %+v %+v", t0, t1, t2)
+	}
+	if tk, ok := s.TickByToken("main", "t1"); !ok || tk.Tick != 1 {
+		t.Fatalf("TickByToken(t1) = %+v", tk)
+	}
+	c, ok := s.Claim(ClaimKey{Run: "main", Producer: "p", ExternalID: "e"})
+	if run, _ := s.Run("main"); !ok || c.State != ClaimComplete || len(c.Tables) != 1 || run.Head != 4 {
+		t.Fatalf("claim %+v, run %+v", c, run)
+	}
+	checkpointsAlike(t, b, s, 10)
+}
+
+// fixtureBucket is a copy of a bucket directory under testdata.
+func fixtureBucket(t *testing.T, fixture string) bucket.Bucket {
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(fixture)); err != nil {
+		t.Fatal(err)
+	}
+	b, err := local.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// checkpointsAlike writes a checkpoint of world w (of the current format)
+// at sequence seq and checks that it loads as s.
+func checkpointsAlike(t *testing.T, b bucket.Bucket, s *State, seq uint64) {
+	t.Helper()
+	ctx := ctxT(t)
 	cat, err := Open(ctx, b, "w", Options{NoCompactor: true})
 	if err != nil {
 		t.Fatal(err)
@@ -350,10 +411,10 @@ func TestFormat2CheckpointStillLoads(t *testing.T) {
 		t.Fatal(err)
 	}
 	again, info, err := Load(ctx, b, "w")
-	if err != nil || info.CheckpointSeq != 7 {
+	if err != nil || info.CheckpointSeq != seq {
 		t.Fatalf("after a new checkpoint: %v (%+v)", err, info)
 	}
 	if d := diff(s, again); d != "" {
-		t.Fatalf("the format-3 checkpoint differs: %s", d)
+		t.Fatalf("the new checkpoint differs: %s", d)
 	}
 }

@@ -36,7 +36,11 @@ func diff(a, b *State) string {
 	}
 	// The token index finds every tick, and holds nothing else.
 	for _, st := range []*State{a, b} {
-		if n := len(st.tokens) + st.byToken.Len(); n != len(at) {
+		n := st.byToken.Len()
+		for _, part := range st.tokens {
+			n += len(part)
+		}
+		if n != len(at) {
 			return fmt.Sprintf("the token index has %d entries for %d ticks", n, len(at))
 		}
 	}

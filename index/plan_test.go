@@ -180,6 +180,13 @@ func TestTickByTokenAfterCheckpointAndRewrite(t *testing.T) {
 		if _, ok := st.TickByToken("main", "t9"); ok {
 			t.Fatal("an unpublished token resolves")
 		}
+		// Index entries are hashes: an entry whose hash collides with t9's
+		// names tick 2, whose token is t2, so t9 still resolves to nothing.
+		collided := st.clone()
+		collided.byToken.ReplaceOrInsert(tokenEntry{tokenKey("main", "t9"), 2})
+		if tk, ok := collided.TickByToken("main", "t9"); ok {
+			t.Fatalf("a colliding index entry resolves t9 to %+v", tk)
+		}
 		if last, ok := st.Last("main", 3); !ok || last.Tick != 3 {
 			t.Fatalf("Last(3) = %+v", last)
 		}

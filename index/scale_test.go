@@ -7,12 +7,55 @@ import (
 	"fmt"
 	"runtime"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/bucket/local"
 )
+
+// A cold start allocates in proportion to the records it loads: a shard of
+// a few records (most claim shards of a world with facts) costs a few
+// records, not a fixed slab.
+func TestColdLoadAllocatesByRecords(t *testing.T) {
+	w := newScaleWorld(t, 4)
+	w.factEvery = 20
+	w.build(t, 10_000)
+	bk, err := local.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t)
+	name, cp, err := WriteCheckpoint(ctx, bk, w.s, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimShards := 0
+	for _, r := range cp.Shards {
+		if r.Kind == "c" {
+			claimShards++
+		}
+	}
+	records := w.s.ticks.Len() + w.s.claims.Len()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	s, _, err := LoadCheckpoint(ctx, bk, "long", name)
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := diff(w.s, s); d != "" {
+		t.Fatalf("the loaded state differs: %s", d)
+	}
+	// A tick costs its record, its tree and token entries and its share
+	// of the decoded shard (about 200 bytes); 1 KiB each is generous.
+	perRecord := float64(after.TotalAlloc-before.TotalAlloc) / float64(records)
+	t.Logf("%d records (%d claim shards): %.0f bytes allocated each", records, claimShards, perRecord)
+	if claimShards < 100 || perRecord > 1024 {
+		t.Fatalf("%d records in %d claim shards allocated %.0f bytes each, want at most 1024", records, claimShards, perRecord)
+	}
+}
 
 // The catalog at scale: what a long world costs in memory and at a cold
 // start. Run with
@@ -30,12 +73,13 @@ import (
 type scaleWorld struct {
 	s      *State
 	tables []string
-	seq    uint64
 	hashes int
+	// factEvery: a fact lands every this many ticks (100).
+	factEvery int64
 }
 
 func newScaleWorld(tb testing.TB, tables int) *scaleWorld {
-	w := &scaleWorld{s: Empty("long")}
+	w := &scaleWorld{s: Empty("long"), factEvery: 100}
 	for i := range tables {
 		sum := sha256.Sum256([]byte(strconv.Itoa(i)))
 		w.tables = append(w.tables, fmt.Sprintf("archetype%d-%s", i, hex.EncodeToString(sum[:8])))
@@ -117,8 +161,8 @@ func (w *scaleWorld) build(tb testing.TB, ticks int64) {
 			w.apply(tb, batch...)
 			batch = batch[:0]
 		}
-		if tick%100 == 99 {
-			w.fact(tb, tick/100)
+		if tick%w.factEvery == w.factEvery-1 {
+			w.fact(tb, tick/w.factEvery)
 		}
 		if tick-scaleRecent >= nextWindow+4095 && tick%16 == 15 {
 			w.compact(tb, Span{From: nextWindow, To: nextWindow + 4095})
@@ -154,6 +198,15 @@ func (w *scaleWorld) build(tb testing.TB, ticks int64) {
 	}
 }
 
+// cpuTime is the process's user and system time.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 func heapInuse() uint64 {
 	runtime.GC()
 	runtime.GC()
@@ -165,7 +218,9 @@ func heapInuse() uint64 {
 var scaleSizes = []int64{10_000, 100_000, 1_000_000}
 
 // BenchmarkCatalogMemory reports the resident size of a long world's
-// catalog state: heap in use after a collection, in all and per tick.
+// catalog state: heap in use after a collection, in all and per tick, as
+// built by replaying its log and as loaded from a checkpoint of it (and
+// that load's time).
 func BenchmarkCatalogMemory(b *testing.B) {
 	for _, n := range scaleSizes {
 		b.Run(fmt.Sprintf("ticks=%d", n), func(b *testing.B) {
@@ -189,10 +244,13 @@ func BenchmarkCatalogMemory(b *testing.B) {
 				}
 				w = nil
 				before = heapInuse()
+				start, cpu := time.Now(), cpuTime()
 				s, _, err := Load(ctx, bk, "long")
 				if err != nil {
 					b.Fatal(err)
 				}
+				b.ReportMetric(float64(time.Since(start).Milliseconds()), "load-ms")
+				b.ReportMetric(float64((cpuTime() - cpu).Milliseconds()), "load-cpu-ms")
 				after = heapInuse()
 				runtime.KeepAlive(s)
 				b.ReportMetric(float64(after-before)/(1<<20), "loaded-MiB")
@@ -238,6 +296,7 @@ func BenchmarkCatalogLoad(b *testing.B) {
 			w = nil
 			runtime.GC()
 			b.ResetTimer()
+			cpu := cpuTime()
 			for range b.N {
 				s, info, err := Load(ctx, bk, "long")
 				if err != nil || info.SlotsReplayed != 200 || s.Seq != want.Seq {
@@ -251,6 +310,9 @@ func BenchmarkCatalogLoad(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "load-ms")
+			// CPU time (all goroutines) says more than wall time on a
+			// shared machine.
+			b.ReportMetric(float64((cpuTime()-cpu).Milliseconds())/float64(b.N), "load-cpu-ms")
 		})
 	}
 }

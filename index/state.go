@@ -134,12 +134,12 @@ type State struct {
 	Slots uint64
 
 	ticks *btree.BTreeG[*Tick]
-	// The token index: tokens (the ticks a checkpoint loaded, sorted,
-	// shared by every state derived from it and never modified) and
-	// byToken (the ticks published since).
+	// The token index: tokens (the ticks a checkpoint loaded, one sorted
+	// slice per shard, shared by every state derived from it and never
+	// modified) and byToken (the ticks published since).
 	// INVARIANT: every tick of ticks has an entry in one of them (see
 	// putTick).
-	tokens   []tokenEntry
+	tokens   [][]tokenEntry
 	byToken  *btree.BTreeG[tokenEntry]
 	runs     *btree.BTreeG[*Run]
 	claims   *btree.BTreeG[*Claim]
@@ -253,8 +253,8 @@ func (s *State) Last(run string, upTo int64) (*Tick, bool) {
 
 // TickByToken returns the tick of run that commit token published.
 func (s *State) TickByToken(run, token string) (*Tick, bool) {
-	// The first tick of the token in each part, in tick order; the lower
-	// of the two wins.
+	// The first tick of the token in each part, in tick order; the lowest
+	// wins.
 	key := tokenKey(run, token)
 	var out *Tick
 	check := func(e tokenEntry) bool {
@@ -267,8 +267,10 @@ func (s *State) TickByToken(run, token string) (*Tick, bool) {
 		}
 		return true // another run's, or a collision
 	}
-	i, _ := slices.BinarySearchFunc(s.tokens, tokenEntry{key, math.MinInt64}, tokenCompare)
-	for ; i < len(s.tokens) && check(s.tokens[i]); i++ {
+	for _, part := range s.tokens {
+		i, _ := slices.BinarySearchFunc(part, tokenEntry{key, math.MinInt64}, tokenCompare)
+		for ; i < len(part) && check(part[i]); i++ {
+		}
 	}
 	s.byToken.AscendGreaterOrEqual(tokenEntry{key, math.MinInt64}, check)
 	return out, out != nil
