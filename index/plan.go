@@ -224,7 +224,7 @@ func (v *View) Files(from, to int64, fn func(File) bool) {
 	var prev []TableFragments
 	prevCompacted := false
 	v.Ticks(from, to, func(t TickRef) bool {
-		if prevCompacted && sameList(t.Tables, prev) {
+		if prevCompacted && SameList(t.Tables, prev) {
 			return true
 		}
 		prev, prevCompacted = t.Tables, allCompacted(t.Tables)
@@ -256,9 +256,10 @@ func Proven(world, run, table, token string, f Fragment) bool {
 	return token != "" && f.Path == FragmentPath(world, run, table, token, 0)
 }
 
-// sameList reports whether a and b are one fragment list (the same slice,
-// as the ticks of a compacted span share it), not merely equal ones.
-func sameList(a, b []TableFragments) bool {
+// SameList reports whether a and b are one fragment list (the same slice,
+// as the ticks of a compacted span share it), not merely equal ones: a
+// step, not a comparison of paths.
+func SameList(a, b []TableFragments) bool {
 	return len(a) > 0 && len(a) == len(b) && &a[0] == &b[0]
 }
 

@@ -291,7 +291,7 @@ func (h *history) compactedTicks(v *index.View, from, to int64) {
 	var key strings.Builder
 	v.Ticks(from, to, func(t index.TickRef) bool {
 		g := prevGroup
-		if !sameList(t.Tables, prev) {
+		if !index.SameList(t.Tables, prev) {
 			key.Reset()
 			var set []fragment
 			for _, tf := range t.Tables {
@@ -318,12 +318,6 @@ func (h *history) compactedTicks(v *index.View, from, to int64) {
 		}
 		return true
 	})
-}
-
-// sameList reports whether a and b are one fragment list (the same slice,
-// as the ticks of a compacted span share it), not merely equal ones.
-func sameList(a, b []index.TableFragments) bool {
-	return len(a) > 0 && len(a) == len(b) && &a[0] == &b[0]
 }
 
 // listedFiles appends the files the catalog does not name: each
