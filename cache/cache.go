@@ -178,15 +178,18 @@ func (d *Disk) produce(ctx context.Context, p string, fill func(tmp string) erro
 		}
 		if l, ok := d.mu.loads[p]; ok {
 			d.mu.Unlock()
+			if testWaiting != nil {
+				testWaiting()
+			}
 			select {
 			case <-l.done:
 			case <-ctx.Done():
 				return "", ctx.Err()
 			}
-			if l.err != nil {
+			if l.err != nil && !loaderGaveUp(l.err) {
 				return "", l.err
 			}
-			continue
+			continue // made, or its caller gave up: look again (and make it)
 		}
 		if info, err := os.Stat(p); err == nil { // another process made it
 			d.mu.entries[p] = &entry{size: info.Size(), used: time.Now()}
@@ -216,6 +219,17 @@ func (d *Disk) produce(ctx context.Context, p string, fill func(tmp string) erro
 		return p, nil
 	}
 }
+
+// loaderGaveUp reports whether a load failed because its own caller's
+// context ended: that is no answer for the callers waiting on it, who
+// have contexts of their own and try again.
+func loaderGaveUp(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// testWaiting, if set (by tests), is called when a caller starts waiting
+// for another's load.
+var testWaiting func()
 
 // fill makes p through a temporary file and a rename, so readers never
 // see a partial file.

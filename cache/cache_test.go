@@ -3,6 +3,7 @@ package cache
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/bucket/buckettest"
 
 	"github.com/worldfs/worldfs/bucket/mem"
@@ -157,5 +159,65 @@ func TestDerived(t *testing.T) {
 	}
 	if _, err := d.Derived(ctx, "../escape", mk); err == nil {
 		t.Error("a key outside the cache was accepted")
+	}
+}
+
+// blockFirst is a bucket whose first Get waits for its caller's context to
+// end and fails with it; later Gets pass through.
+type blockFirst struct {
+	bucket.Bucket
+	entered chan struct{}
+	once    sync.Once
+}
+
+func (b *blockFirst) Get(ctx context.Context, name string) ([]byte, bucket.Attrs, error) {
+	first := false
+	b.once.Do(func() { first = true })
+	if first {
+		close(b.entered)
+		<-ctx.Done()
+		return nil, bucket.Attrs{}, ctx.Err()
+	}
+	return b.Bucket.Get(ctx, name)
+}
+
+// Callers waiting on a fetch another caller started do not inherit that
+// caller's cancellation: the first caller gives up, the second still gets
+// the file.
+func TestWaiterOutlivesTheFirstCallersCancellation(t *testing.T) {
+	inner := mem.New(mem.Options{})
+	inner.Create(context.Background(), "data/w/f.parquet", []byte("PAR1 bytes"))
+	b := &blockFirst{Bucket: inner, entered: make(chan struct{})}
+	d, err := Open(t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiting := make(chan struct{}, 1)
+	testWaiting = func() { waiting <- struct{}{} }
+	defer func() { testWaiting = nil }()
+	first, cancel := context.WithCancel(context.Background())
+	firstErr := make(chan error, 1)
+	go func() {
+		_, err := d.Path(first, b, "bkt", "data/w/f.parquet")
+		firstErr <- err
+	}()
+	<-b.entered
+	second := make(chan error, 1)
+	var got string
+	go func() {
+		p, err := d.Path(context.Background(), b, "bkt", "data/w/f.parquet")
+		got = p
+		second <- err
+	}()
+	<-waiting // the second caller waits on the first one's fetch
+	cancel()
+	if err := <-firstErr; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the cancelled caller: %v", err)
+	}
+	if err := <-second; err != nil {
+		t.Fatalf("the waiting caller inherited the first one's cancellation: %v", err)
+	}
+	if data, err := os.ReadFile(got); err != nil || string(data) != "PAR1 bytes" {
+		t.Fatalf("the waiting caller's file: %q %v", data, err)
 	}
 }

@@ -1,11 +1,26 @@
-// Package engine is the world runtime: components and archetypes whose
-// tables are identified by their full schema, Parquet fragments in the
-// bucket, and the tick commit protocol of seed 000 §3 on top of the control
-// catalog (package index).
+// Package engine is the world runtime, on top of the control catalog
+// (package index). It holds six jobs, each in its own files:
 //
-// A World holds its last visible state as columnar frames and commits one
-// tick per Step, in the protocol's order, with a named failpoint after each
-// step. CreateWorld, ForkWorld, ResumeWorld, Uncoordinated and
-// ContinueLegacyWorld are the lifecycle; package particles is the reference
-// simulation.
+//   - Schema and format (schema.go, frame.go, fragment.go, documents.go):
+//     components and archetypes whose tables are identified by their full
+//     schema, columnar frames, and the Parquet fragments written to the
+//     bucket; input rows and JSON documents checked exactly.
+//   - Ticks (world.go, lifecycle.go, legacy.go): a World holds its last
+//     visible state as frames and commits one tick per Step by the
+//     protocol of seed 000 §3, with a named failpoint after each step.
+//     CreateWorld, ForkWorld, ResumeWorld, Uncoordinated and
+//     ContinueLegacyWorld are the lifecycle; Options are checked at each
+//     (EnsureDefaults, then Validate).
+//   - Facts (facts.go): the IngestionService claims, appends and completes
+//     each fact exactly once (seed 003).
+//   - Receipts (evaluate.go): evaluations graded once, their receipts kept
+//     in the reserved run _evaluations.
+//   - Assets (assets.go): immutable content-addressed blobs that facts
+//     and receipts refer to.
+//   - The gate (gate.go): who may write facts and receipts (roles).
+//
+// Maintenance sits beside them: Compact rewrites a run's small fragments
+// and Collect removes what no catalog names any more (compact.go,
+// collect.go); an open world runs both by itself. Package particles is the
+// reference simulation, and package enginetest the test kit of worlds.
 package engine

@@ -5,11 +5,13 @@
 //
 //	<mount>/ctl                              create, fork, resume worlds
 //	<mount>/<world>/world.json               identity, lineage, fence, heads
-//	<mount>/<world>/ctl                      commit_tick (one JSON command a write)
+//	<mount>/<world>/ctl                      commit_tick, ingest, evaluate (one JSON command a write)
 //	<mount>/<world>/runs/<run>/head          -> ticks/<newest visible tick>
 //	<mount>/<world>/runs/<run>/ticks/<N>/    <table>.parquet, <table>.csv, manifest.json
-//	<mount>/<world>/runs/<run>/tables/<t>/   <N>.parquet for every visible tick
+//	<mount>/<world>/runs/<run>/tables/<t>/   000000000042.parquet (the tick, 12 digits) for every visible tick
 //	<mount>/<world>/tokens/<token>/          what that commit published
+//	<mount>/<world>/facts/                   receipts.parquet, receipts.csv: the evaluation receipts
+//	<mount>/<world>/facts/<run>/             <table>.parquet, <table>.csv: the run's visible facts
 //	<mount>/.worldfs/stats                   cache hits, bytes, op latencies
 //
 // Every listing and lookup comes from catalog snapshots (index), never from
@@ -17,7 +19,8 @@
 // and lineage exactly as package sql does (a snapshot that has to be
 // materialized is written by sql.CopyTick). A fragment that already is
 // exactly a tick's visible rows is served as it is: on a local bucket by
-// kernel passthrough of the fragment file. Snapshot entries never change,
+// kernel passthrough of the fragment file (a bucket is local when
+// bucket.As finds bucket.Local in it, through any wrappers). Snapshot entries never change,
 // so the kernel keeps them long; ticks/, tokens/, tables/ and head are
 // revalidated within a second of a publish. Inode numbers are a hash of
 // the path, so they are stable across lookups and mounts.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/worldfs/worldfs/cache"
+	"github.com/worldfs/worldfs/internal/stats"
 )
 
 // Stats counts what the mount served: snapshot opens, the bytes they
@@ -88,10 +89,8 @@ func (s *Stats) Snapshot(c *cache.Disk) StatsSnapshot {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for name, w := range s.mu.ops {
-		ds := slices.Clone(w.ds)
-		slices.Sort(ds)
-		ms := func(q float64) float64 { return float64(ds[min(len(ds)-1, int(q*float64(len(ds))))]) / 1e6 }
-		out.Ops[name] = OpStats{Count: w.count, P50ms: ms(0.5), P99ms: ms(0.99), MaxMs: float64(ds[len(ds)-1]) / 1e6}
+		l := stats.Distribution(slices.Clone(w.ds))
+		out.Ops[name] = OpStats{Count: w.count, P50ms: l.P50ms, P99ms: l.P99ms, MaxMs: l.MaxMs}
 	}
 	return out
 }

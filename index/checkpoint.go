@@ -10,8 +10,9 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
-	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/klauspost/compress/zstd"
 
@@ -133,41 +134,21 @@ func (cp *checkpoint) seal() ([]byte, error) {
 	return json.Marshal(cp)
 }
 
-// parallel runs fn(0..n-1) on a few goroutines and returns the first error.
+// parallel runs fn(0..n-1) on a few goroutines and returns the first
+// error; after one, nothing more is started.
 func parallel(ctx context.Context, n int, fn func(i int) error) error {
-	workers := min(n, 4*runtime.GOMAXPROCS(0))
-	var next int
-	var mu sync.Mutex
-	var first error
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				mu.Lock()
-				i := next
-				next++
-				stop := first != nil || i >= n || ctx.Err() != nil
-				mu.Unlock()
-				if stop {
-					return
-				}
-				if err := fn(i); err != nil {
-					mu.Lock()
-					if first == nil {
-						first = err
-					}
-					mu.Unlock()
-				}
-			}
-		}()
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(1, min(n, 4*runtime.GOMAXPROCS(0))))
+	for i := range n {
+		if gctx.Err() != nil {
+			break
+		}
+		g.Go(func() error { return fn(i) })
 	}
-	wg.Wait()
-	if first == nil {
-		first = ctx.Err()
+	if err := g.Wait(); err != nil {
+		return err
 	}
-	return first
+	return ctx.Err()
 }
 
 // LoadCheckpoint reads and verifies the checkpoint called name and rebuilds

@@ -9,7 +9,9 @@
 // content-addressed Parquet file (Options.Dir) that the script reads, so
 // the script stays small at any catalog size. Local buckets are read in
 // place; any other bucket through the disk cache (package cache). Facts
-// and receipts views are still to come (issue 5).
+// and evaluation receipts have views too (worldfs_facts, worldfs_receipts
+// and one view per fact table): the facts a run's lineage makes visible,
+// each at the tick it landed on.
 //
 // The DuckDB that runs user SQL is confined to reading the files the
 // views read, with its configuration locked (readonly.go), and runs only

@@ -48,12 +48,27 @@ func (r *Recorder) Summarize(elapsed time.Duration) Summary {
 	if len(ds) == 0 {
 		return s
 	}
-	slices.Sort(ds)
-	ms := func(q float64) float64 { return float64(ds[min(len(ds)-1, int(q*float64(len(ds))))]) / 1e6 }
-	s.P50ms, s.P90ms, s.P99ms = ms(0.50), ms(0.90), ms(0.99)
-	s.MaxMs = float64(ds[len(ds)-1]) / 1e6
+	l := Distribution(ds)
+	s.P50ms, s.P90ms, s.P99ms, s.MaxMs = l.P50ms, l.P90ms, l.P99ms, l.MaxMs
 	if elapsed > 0 {
 		s.OpsPerSec = float64(len(ds)) / elapsed.Seconds()
 	}
 	return s
+}
+
+// Latencies are the percentiles of a latency distribution, in
+// milliseconds.
+type Latencies struct {
+	P50ms, P90ms, P99ms, MaxMs float64
+}
+
+// Distribution sorts ds in place and returns its percentiles (zero for
+// no latencies). The q-th percentile is the latency at rank q·n.
+func Distribution(ds []time.Duration) Latencies {
+	if len(ds) == 0 {
+		return Latencies{}
+	}
+	slices.Sort(ds)
+	ms := func(q float64) float64 { return float64(ds[min(len(ds)-1, int(q*float64(len(ds))))]) / 1e6 }
+	return Latencies{P50ms: ms(0.50), P90ms: ms(0.90), P99ms: ms(0.99), MaxMs: float64(ds[len(ds)-1]) / 1e6}
 }
