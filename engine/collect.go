@@ -9,11 +9,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/format"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/index"
@@ -131,7 +133,10 @@ type CollectResult struct {
 //
 //   - a fragment of a published tick stored under the tick's own token
 //     that the tick no longer names (a rewrite replaced it), once the slot
-//     of that rewrite is older than the retention; a compacted file that
+//     of that rewrite is older than the retention; likewise a fragment
+//     under a complete claim's token that the claim no longer names (a
+//     rewrite of its facts replaced it), dated by the claim's last change;
+//     a compacted file that
 //     no tick names, once it and the last change of the ticks it holds are
 //     older than the retention (a larger merge replaced it, or its
 //     compactor died before its entry);
@@ -175,29 +180,49 @@ var (
 )
 
 type collector struct {
-	b         bucket.Bucket
-	cat       *index.Catalog
-	world     string
-	opts      CollectOptions
-	now       time.Time
+	b     bucket.Bucket
+	cat   *index.Catalog
+	world string
+	opts  CollectOptions
+	now   time.Time
+
+	// mu guards what the deleters running side by side share; Report
+	// and Progress are called under it, one at a time.
+	mu        sync.Mutex
 	res       CollectResult
+	deleting  int // deletes under way
+	enough    bool
 	slotTimes map[uint64]time.Time
-	oldest    time.Time // the oldest slot still in the bucket (zero: unknown)
 }
 
-// drop deletes one object (unless a dry run) and reports it.
+// deleters bounds the objects collection decides and deletes at once (a
+// delete waits on the bucket, not the CPU).
+const deleters = 16
+
+// drop deletes one object (unless a dry run) and reports it. It is safe
+// to call from several goroutines.
 func (c *collector) drop(ctx context.Context, a bucket.Attrs, kind, reason string) error {
-	if c.opts.MaxDeletes > 0 && c.res.Deleted >= c.opts.MaxDeletes {
+	c.mu.Lock()
+	if c.opts.MaxDeletes > 0 && c.res.Deleted+c.deleting >= c.opts.MaxDeletes {
+		c.enough = true
+		c.mu.Unlock()
 		return errEnough
 	}
+	c.deleting++
+	c.mu.Unlock()
+	var err error
 	if !c.opts.DryRun {
-		err := bucket.DeleteOnce(ctx, c.b, a.Name, a.Generation)
-		if errors.Is(err, bucket.ErrNotExist) || errors.Is(err, bucket.ErrGenerationMismatch) {
-			return nil // another collector was first, or the name holds a new object
-		}
-		if err != nil {
-			return fmt.Errorf("world %s: deleting %s: %w", c.world, a.Name, err)
-		}
+		err = bucket.DeleteOnce(ctx, c.b, a.Name, a.Generation)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.deleting--
+	switch {
+	case errors.Is(err, bucket.ErrNotExist) || errors.Is(err, bucket.ErrGenerationMismatch):
+		return nil // another collector was first, or the name holds a new object
+	case err != nil:
+		return fmt.Errorf("world %s: deleting %s: %w", c.world, a.Name, err)
+	case !c.opts.DryRun:
 		failpoint.Hit(FailpointGCDeleted)
 		failpoint.Hit(FailpointGCDeleted + "." + kind)
 	}
@@ -211,6 +236,8 @@ func (c *collector) drop(ctx context.Context, a bucket.Attrs, kind, reason strin
 }
 
 func (c *collector) keep(a bucket.Attrs, kind, reason string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.res.Kept++
 	if c.opts.Report != nil {
 		c.opts.Report(Collected{Name: a.Name, Kind: kind, Bytes: a.Size, Reason: reason, Kept: true})
@@ -218,9 +245,45 @@ func (c *collector) keep(a bucket.Attrs, kind, reason string) {
 }
 
 func (c *collector) progress(phase string, examined int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.opts.Progress != nil {
 		c.opts.Progress(CollectProgress{Phase: phase, Examined: examined, Deleted: c.res.Deleted})
 	}
+}
+
+// each runs fn(i) for i in [0, n), deleters at once, and returns the first
+// failure, or errEnough once a pass has deleted MaxDeletes; progress hears
+// of every 256th item started.
+func (c *collector) each(ctx context.Context, phase string, n int, fn func(ctx context.Context, i int) error) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(deleters)
+	for i := range n {
+		c.mu.Lock()
+		enough := c.enough
+		c.mu.Unlock()
+		if enough || gctx.Err() != nil {
+			break
+		}
+		if i%256 == 0 {
+			c.progress(phase, i)
+		}
+		g.Go(func() error {
+			err := fn(gctx, i)
+			if errors.Is(err, errEnough) || errors.Is(err, errGone) {
+				return nil
+			}
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	c.progress(phase, n)
+	if c.enough {
+		return errEnough
+	}
+	return nil
 }
 
 func (c *collector) old(since time.Time, retention time.Duration) bool {
@@ -270,13 +333,10 @@ func (c *collector) fragments(ctx context.Context) error {
 		named[r.Path] = true
 		return true
 	})
-	claims := map[string]map[string]bool{} // run → tokens held by a claim in any state
+	claims := map[string]map[string]*index.Claim{} // run → claims (any state) by token
 	allows := map[string]*index.Allowlist{}
-	for i, f := range listed {
-		c.res.Examined++
-		if i%256 == 0 {
-			c.progress("fragments", i)
-		}
+	var todo []fragment
+	for _, f := range listed {
 		if named[f.Name] {
 			continue
 		}
@@ -284,9 +344,9 @@ func (c *collector) fragments(ctx context.Context) error {
 		if !ok {
 			allow = s.Allowlist(f.run)
 			allows[f.run] = allow
-			held := map[string]bool{}
+			held := map[string]*index.Claim{}
 			s.Claims(f.run, func(cl *index.Claim) bool {
-				held[cl.CommitToken] = true
+				held[cl.CommitToken] = cl
 				return true
 			})
 			claims[f.run] = held
@@ -294,16 +354,18 @@ func (c *collector) fragments(ctx context.Context) error {
 		if allow.Mode == index.Unfiltered {
 			continue // no manifests: every row is visible
 		}
-		if err := c.fragment(ctx, s, f, claims[f.run]); err != nil && !errors.Is(err, errGone) {
-			return err
-		}
+		todo = append(todo, f)
 	}
-	c.progress("fragments", len(listed))
-	return nil
+	c.mu.Lock()
+	c.res.Examined += len(listed)
+	c.mu.Unlock()
+	return c.each(ctx, "fragments", len(todo), func(ctx context.Context, i int) error {
+		return c.fragment(ctx, s, todo[i], claims[todo[i].run])
+	})
 }
 
 // fragment decides one fragment no publication names.
-func (c *collector) fragment(ctx context.Context, s *index.State, f fragment, held map[string]bool) error {
+func (c *collector) fragment(ctx context.Context, s *index.State, f fragment, held map[string]*index.Claim) error {
 	if strings.HasPrefix(f.token, "compacted-") {
 		st, err := c.stats(ctx, f.Attrs)
 		if err != nil {
@@ -356,8 +418,21 @@ func (c *collector) fragment(ctx context.Context, s *index.State, f fragment, he
 		}
 		return c.drop(ctx, f.Attrs, KindReplaced, fmt.Sprintf("tick %d's fragment, replaced by a rewrite at sequence %d (%s)", t.Tick, t.Seq, stamp(since)))
 	}
-	if held[f.token] {
-		return nil // a claim's (pending, complete or released): never vacuumed
+	if cl, ok := held[f.token]; ok {
+		if cl.State != index.ClaimComplete {
+			return nil // a pending or released claim's: never vacuumed
+		}
+		// A complete claim's rows are visible only through the files it
+		// names, which change only by a rewrite of its facts: this one was
+		// replaced, at the claim's last change or before.
+		since, err := c.slotTime(ctx, cl.Seq)
+		if err != nil {
+			return err
+		}
+		if !c.old(since, c.opts.Retention) {
+			return nil
+		}
+		return c.drop(ctx, f.Attrs, KindReplaced, fmt.Sprintf("fact %s's fragment, replaced by a rewrite of its facts at sequence %d or before (%s)", cl.Key, cl.Seq, stamp(since)))
 	}
 	st, err := c.stats(ctx, f.Attrs)
 	if err != nil {
@@ -383,18 +458,23 @@ func (c *collector) fragment(ctx context.Context, s *index.State, f fragment, he
 // slotTime returns when the slot holding seq was created; a collected
 // slot counts as old as the oldest slot kept (later than the truth).
 func (c *collector) slotTime(ctx context.Context, seq uint64) (time.Time, error) {
-	if t, ok := c.slotTimes[seq]; ok {
+	c.mu.Lock()
+	t, ok := c.slotTimes[seq]
+	c.mu.Unlock()
+	if ok {
 		return t, nil
 	}
 	a, _, ok, err := index.SlotHolding(ctx, c.b, c.world, seq)
 	if err != nil {
 		return time.Time{}, err
 	}
-	t := a.Created
+	t = a.Created
 	if !ok {
 		t = c.now // nothing to date it by: as if just now
 	}
+	c.mu.Lock()
 	c.slotTimes[seq] = t
+	c.mu.Unlock()
 	return t, nil
 }
 
@@ -551,14 +631,11 @@ func (c *collector) checkpoints(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("world %s: listing checkpoints: %w", c.world, err)
 	}
-	c.progress("checkpoints", len(dead))
-	for _, a := range dead {
+	return c.each(ctx, "checkpoints", len(dead), func(ctx context.Context, i int) error {
+		a := dead[i]
 		reason := fmt.Sprintf("checkpoint created %s, older than the retention and not among the newest %d", stamp(a.Created), c.opts.KeepCheckpoints)
-		if err := c.drop(ctx, a, KindCheckpoint, reason); err != nil {
-			return err
-		}
-	}
-	return nil
+		return c.drop(ctx, a, KindCheckpoint, reason)
+	})
 }
 
 func (c *collector) shards(ctx context.Context) error {
@@ -586,16 +663,15 @@ func (c *collector) shards(ctx context.Context) error {
 		}
 	}
 	retention := max(c.opts.Retention, minShardRetention)
-	c.progress("shards", len(shards))
+	var dead []bucket.Attrs
 	for _, a := range shards {
-		if named[a.Name] || !c.old(a.Created, retention) {
-			continue
-		}
-		if err := c.drop(ctx, a, KindShard, fmt.Sprintf("checkpoint shard created %s that no checkpoint names", stamp(a.Created))); err != nil {
-			return err
+		if !named[a.Name] && c.old(a.Created, retention) {
+			dead = append(dead, a)
 		}
 	}
-	return nil
+	return c.each(ctx, "shards", len(dead), func(ctx context.Context, i int) error {
+		return c.drop(ctx, dead[i], KindShard, fmt.Sprintf("checkpoint shard created %s that no checkpoint names", stamp(dead[i].Created)))
+	})
 }
 
 // views removes the views' fragment lists and witnesses not written or

@@ -7,11 +7,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
 
 	"github.com/parquet-go/parquet-go"
+	"golang.org/x/sync/errgroup"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/index"
@@ -49,8 +53,14 @@ type CompactOptions struct {
 	// run's claims) wait in fragments of their own before they are
 	// compacted together (default 16).
 	MinFacts int
+	// MaxFactFragments bounds the fragments of their own a table's facts
+	// wait in across all claim shards (default 256): a run that finds that
+	// many compacts every shard holding one.
+	MaxFactFragments int
 	// Tables, if set, limits compaction to these tables (by name or id).
 	Tables []string
+	// Workers bounds the files rewritten at once (default GOMAXPROCS).
+	Workers int
 	// Progress, if set, hears of each window as it is done.
 	Progress func(CompactProgress)
 }
@@ -67,6 +77,12 @@ func (o *CompactOptions) ensureDefaults() {
 	}
 	if o.MinFacts <= 0 {
 		o.MinFacts = 16
+	}
+	if o.MaxFactFragments <= 0 {
+		o.MaxFactFragments = 256
+	}
+	if o.Workers <= 0 {
+		o.Workers = runtime.GOMAXPROCS(0)
 	}
 }
 
@@ -88,6 +104,8 @@ type CompactResult struct {
 	Rows     int64 // rows rewritten
 	BytesIn  int64
 	BytesOut int64
+
+	progress int // windows done (for CompactProgress)
 }
 
 // Compact rewrites the small fragments of a world's run into compacted
@@ -115,23 +133,45 @@ func Compact(ctx context.Context, b bucket.Bucket, cat *index.Catalog, opts Comp
 			}
 		}
 	}
-	c := &compactor{b: b, cat: cat, world: s.World.ID, opts: opts, tables: map[string]*Table{}}
-	for i, span := range windows {
-		done, err := c.window(ctx, span, &res)
-		if err != nil {
-			return res, err
-		}
-		if opts.Progress != nil {
-			opts.Progress(CompactProgress{Span: span, Done: i + 1, Total: len(windows), Compacted: done})
-		}
+	c := &compactor{b: b, cat: cat, world: s.World.ID, opts: opts, tables: map[string]*Table{},
+		work: semaphore.NewWeighted(int64(opts.Workers))}
+	// The windows are disjoint: they are compacted side by side, each
+	// committed on its own.
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(opts.Workers)
+	for _, span := range windows {
+		g.Go(func() error {
+			var r CompactResult
+			done, err := c.window(gctx, span, &r)
+			mu.Lock()
+			defer mu.Unlock()
+			res.add(r)
+			if err != nil {
+				return err
+			}
+			res.progress++
+			if opts.Progress != nil {
+				opts.Progress(CompactProgress{Span: span, Done: res.progress, Total: len(windows), Compacted: done})
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return res, err
 	}
 	return res, c.facts(ctx, &res)
 }
 
 // facts compacts the completed facts of the run, claim shard by claim
-// shard: a shard whose facts wait in MinFacts fragments of their own, or
-// in more compacted files than their rows need, is rewritten into
-// compacted files of its facts, named by one fragments.rewrite entry.
+// shard, several shards at once: a shard is rewritten into compacted files
+// of its facts, named by one fragments.rewrite entry, when its facts wait
+// in MinFacts fragments of their own, when one of its tables has
+// MaxFactFragments such fragments across all shards (then every shard
+// holding one is rewritten, so no table keeps more waiting than that after
+// a run), or when it holds more compacted files than its rows need. Which
+// rows go in is decided by the claims alone: each compacted claim's row
+// (its fact id, tick and token), whatever else its fragments hold.
 func (c *compactor) facts(ctx context.Context, res *CompactResult) error {
 	s, err := c.cat.Exact(ctx)
 	if err != nil {
@@ -140,11 +180,15 @@ func (c *compactor) facts(ctx context.Context, res *CompactResult) error {
 	type shard struct {
 		sources map[string][]source // by table id
 		order   []string
-		own     int // facts in fragments of their own
+		own     int             // fragments of their own (not compacted)
+		owned   map[string]bool // the tables they hold
 		files   map[string]bool
 		rows    int64
 	}
+	type factRow struct{ tick, id int64 }
 	shards := map[int64]*shard{}
+	facts := map[string]factRow{} // the rows to keep, by claim token
+	waiting := map[string]int{}   // fragments of their own, by table
 	var keys []int64
 	s.Claims(c.opts.Run, func(cl *index.Claim) bool {
 		if cl.State != index.ClaimComplete || len(cl.Tables) != 1 || !c.wanted(ctx, cl.Tables[0].Table) {
@@ -153,10 +197,11 @@ func (c *compactor) facts(ctx context.Context, res *CompactResult) error {
 		k := index.ClaimShardOf(cl.Key)
 		sh := shards[k]
 		if sh == nil {
-			sh = &shard{sources: map[string][]source{}, files: map[string]bool{}}
+			sh = &shard{sources: map[string][]source{}, files: map[string]bool{}, owned: map[string]bool{}}
 			shards[k] = sh
 			keys = append(keys, k)
 		}
+		facts[cl.CommitToken] = factRow{cl.Tick, cl.FactID}
 		id := cl.Tables[0].Table
 		if _, ok := sh.sources[id]; !ok {
 			sh.order = append(sh.order, id)
@@ -169,42 +214,63 @@ func (c *compactor) facts(ctx context.Context, res *CompactResult) error {
 			sh.rows += f.Rows
 			if f.Span == nil {
 				sh.own++
+				sh.owned[id] = true
+				waiting[id]++
 			}
-			sh.sources[id] = append(sh.sources[id], source{f, cl.Tick, cl.CommitToken})
+			// A fragment of its own is read through the claims: its path
+			// does not say whose rows it holds.
+			sh.sources[id] = append(sh.sources[id], source{f, cl.Tick, cl.CommitToken, false})
 		}
 		return true
 	})
-	allow := s.Allowlist(c.opts.Run)
+	admit := func(tick int64, token string, _, entity int64) bool {
+		r, ok := facts[token]
+		return ok && r == factRow{tick, entity}
+	}
+	var due []int64
 	for _, k := range keys {
 		sh := shards[k]
-		if sh.own < c.opts.MinFacts && int64(len(sh.files)) <= max(1, (sh.rows+c.opts.TargetRows-1)/c.opts.TargetRows)+int64(sh.own) {
-			continue
+		crowded := false
+		for id := range sh.owned {
+			crowded = crowded || waiting[id] >= c.opts.MaxFactFragments
 		}
-		rw := &index.FragmentsRewrite{Run: c.opts.Run, Facts: true, ClaimShard: k, ReadSeq: s.Seq}
-		for _, id := range sh.order {
-			t, err := c.table(ctx, id)
-			if err != nil {
-				return err
-			}
-			// The facts' rows sort by tick then fact id, like ticks'.
-			files, err := c.rewrite(ctx, t, sh.sources[id], allow, res)
-			if err != nil {
-				return err
-			}
-			rw.Tables = append(rw.Tables, index.TableFragments{Table: id, Fragments: files})
-		}
-		_, err := c.cat.Commit(ctx, index.Entry{Kind: index.KindFragmentsRewrite, Rewrite: rw})
-		switch {
-		case errors.Is(err, index.ErrRefused):
-			res.Refused++ // completed or compacted meanwhile
-		case err != nil:
-			return fmt.Errorf("world %s: compaction of the facts of claim shard %d: %w", c.world, k, err)
-		default:
-			failpoint.Hit(FailpointCompactCommitted)
-			res.Facts++
+		if sh.own >= c.opts.MinFacts || crowded ||
+			int64(len(sh.files)) > max(1, (sh.rows+c.opts.TargetRows-1)/c.opts.TargetRows)+int64(sh.own) {
+			due = append(due, k)
 		}
 	}
-	return nil
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(c.opts.Workers)
+	for _, k := range due {
+		sh := shards[k]
+		g.Go(func() error {
+			var r CompactResult
+			defer func() {
+				mu.Lock()
+				res.add(r)
+				mu.Unlock()
+			}()
+			// The facts' rows sort by tick then fact id, like ticks'.
+			tables, err := c.rewriteAll(gctx, sh.order, sh.sources, admit, &r)
+			if err != nil {
+				return err
+			}
+			rw := &index.FragmentsRewrite{Run: c.opts.Run, Facts: true, ClaimShard: k, ReadSeq: s.Seq, Tables: tables}
+			_, err = c.cat.Commit(gctx, index.Entry{Kind: index.KindFragmentsRewrite, Rewrite: rw})
+			switch {
+			case errors.Is(err, index.ErrRefused):
+				r.Refused++ // completed or compacted meanwhile
+			case err != nil:
+				return fmt.Errorf("world %s: compaction of the facts of claim shard %d: %w", c.world, k, err)
+			default:
+				failpoint.Hit(FailpointCompactCommitted)
+				r.Facts++
+			}
+			return nil
+		})
+	}
+	return g.Wait()
 }
 
 // add sums o into r.
@@ -220,11 +286,42 @@ func (r *CompactResult) add(o CompactResult) {
 }
 
 type compactor struct {
-	b      bucket.Bucket
-	cat    *index.Catalog
-	world  string
-	opts   CompactOptions
-	tables map[string]*Table // by id
+	b     bucket.Bucket
+	cat   *index.Catalog
+	world string
+	opts  CompactOptions
+	work  *semaphore.Weighted // held by each table's rewrite: Workers at once
+	mu    sync.Mutex
+	// tables are the schemas read so far, by id.
+	tables map[string]*Table
+}
+
+// rewriteAll rewrites each table of order (side by side, as work allows)
+// and returns their compacted files in that order.
+func (c *compactor) rewriteAll(ctx context.Context, order []string, sources map[string][]source, admit admitFunc, res *CompactResult) ([]index.TableFragments, error) {
+	out := make([]index.TableFragments, len(order))
+	results := make([]CompactResult, len(order))
+	g, gctx := errgroup.WithContext(ctx)
+	for i, id := range order {
+		g.Go(func() error {
+			t, err := c.table(gctx, id)
+			if err != nil {
+				return err
+			}
+			if err := c.work.Acquire(gctx, 1); err != nil {
+				return err
+			}
+			defer c.work.Release(1)
+			files, err := c.rewrite(gctx, t, sources[id], admit, &results[i])
+			out[i] = index.TableFragments{Table: id, Fragments: files}
+			return err
+		})
+	}
+	err := g.Wait()
+	for _, r := range results {
+		res.add(r)
+	}
+	return out, err
 }
 
 // source is one file a window's table reads, and how to keep its rows.
@@ -232,6 +329,9 @@ type source struct {
 	index.Fragment
 	tick  int64
 	token string
+	// proven: every row of the file is visible (a compacted file, or a
+	// tick's own fragment under its token).
+	proven bool
 }
 
 // window compacts the ticks of span if some table there has more files than
@@ -263,7 +363,8 @@ func (c *compactor) window(ctx context.Context, span index.Span, res *CompactRes
 					}
 					listed[f.Path] = true
 				}
-				sources[tf.Table] = append(sources[tf.Table], source{f, t.Tick, t.CommitToken})
+				sources[tf.Table] = append(sources[tf.Table], source{f, t.Tick, t.CommitToken,
+					index.Proven(c.world, c.opts.Run, tf.Table, t.CommitToken, f)})
 			}
 		}
 		return true
@@ -282,18 +383,12 @@ func (c *compactor) window(ctx context.Context, span index.Span, res *CompactRes
 	if !needed {
 		return false, nil
 	}
-	rw := &index.FragmentsRewrite{Run: c.opts.Run, Span: &span, ReadSeq: s.Seq}
-	for _, id := range order {
-		t, err := c.table(ctx, id)
-		if err != nil {
-			return false, err
-		}
-		files, err := c.rewrite(ctx, t, sources[id], allow, res)
-		if err != nil {
-			return false, err
-		}
-		rw.Tables = append(rw.Tables, index.TableFragments{Table: id, Fragments: files})
+	admit := func(tick int64, token string, epoch, _ int64) bool { return allow.Admits(tick, token, epoch) }
+	tables, err := c.rewriteAll(ctx, order, sources, admit, res)
+	if err != nil {
+		return false, err
 	}
+	rw := &index.FragmentsRewrite{Run: c.opts.Run, Span: &span, ReadSeq: s.Seq, Tables: tables}
 	_, err = c.cat.Commit(ctx, index.Entry{Kind: index.KindFragmentsRewrite, Rewrite: rw})
 	if errors.Is(err, index.ErrRefused) {
 		res.Refused++ // a publish or another compactor moved the window first
@@ -318,6 +413,8 @@ func (c *compactor) wanted(ctx context.Context, id string) bool {
 
 // table returns the schema of table id, read once.
 func (c *compactor) table(ctx context.Context, id string) (*Table, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if t, ok := c.tables[id]; ok {
 		return t, nil
 	}
@@ -335,41 +432,45 @@ func (c *compactor) table(ctx context.Context, id string) (*Table, error) {
 
 // rewrite reads the visible rows of a table's sources and writes them as
 // compacted files of at most TargetRows rows each (cut at tick
-// boundaries), returning their catalog records.
-func (c *compactor) rewrite(ctx context.Context, t *Table, sources []source, allow *index.Allowlist, res *CompactResult) ([]index.Fragment, error) {
-	tickCol, tokenCol, epochCol, entityCol := t.Column(ColTick), t.Column(ColCommitToken), t.Column(ColWriterEpoch), t.Column(ColEntity)
-	var rows []parquet.Row
-	for _, src := range sources {
-		data, _, err := c.b.Get(ctx, src.Path)
-		if err != nil {
-			return nil, fmt.Errorf("world %s: reading %s: %w", c.world, src.Path, err)
-		}
-		if Digest(data) != src.Digest {
-			return nil, fmt.Errorf("world %s: fragment %s does not match its catalog digest", c.world, src.Path)
-		}
-		res.BytesIn += int64(len(data))
-		res.FilesIn++
-		proven := src.Span != nil || index.Proven(c.world, c.opts.Run, t.ID, src.token, src.Fragment)
-		err = readRows(t, data, func(r parquet.Row) {
-			if !proven && !allow.Admits(r[tickCol].Int64(), string(r[tokenCol].ByteArray()), r[epochCol].Int64()) {
-				return
-			}
-			rows = append(rows, r.Clone())
-		})
-		if err != nil {
-			return nil, fmt.Errorf("world %s: reading %s: %w", c.world, src.Path, err)
-		}
+// boundaries), returning their catalog records. It works column by column:
+// the sources' commit columns decide which rows are visible and their
+// order (by tick, then entity), and then each column's values are decoded
+// once and re-encoded into the output's row groups, never assembled into
+// rows; a source whose rows are already in order is not sorted again.
+func (c *compactor) rewrite(ctx context.Context, t *Table, sources []source, admit admitFunc, res *CompactResult) ([]index.Fragment, error) {
+	in, err := c.open(ctx, t, sources)
+	if err != nil {
+		return nil, err
 	}
-	slices.SortStableFunc(rows, func(a, b parquet.Row) int {
-		return cmp.Or(cmp.Compare(a[tickCol].Int64(), b[tickCol].Int64()), cmp.Compare(a[entityCol].Int64(), b[entityCol].Int64()))
-	})
+	for _, f := range in.files {
+		res.BytesIn += f.size
+	}
+	res.FilesIn += len(in.files)
+	keys, err := in.visible(t, admit)
+	if err != nil {
+		return nil, err
+	}
 	var out []index.Fragment
-	for lo := 0; lo < len(rows) || (lo == 0 && len(out) == 0); {
-		hi := min(len(rows), lo+int(c.opts.TargetRows))
-		for hi < len(rows) && hi > lo && rows[hi][tickCol].Int64() == rows[hi-1][tickCol].Int64() {
+	for lo := 0; lo < len(keys) || (lo == 0 && len(out) == 0); {
+		hi := min(len(keys), lo+int(c.opts.TargetRows))
+		for hi < len(keys) && hi > lo && keys[hi].tick == keys[hi-1].tick {
 			hi++ // a tick's rows stay in one file
 		}
-		f, err := c.write(ctx, t, rows[lo:hi], sources)
+		data, err := in.encode(t, keys[lo:hi])
+		if err != nil {
+			return nil, fmt.Errorf("table %s: compacting: %w", t.Name, err)
+		}
+		span := index.Span{From: sources[0].tick, To: sources[len(sources)-1].tick}
+		if sources[0].Span != nil {
+			span.From = sources[0].Span.From
+		}
+		if last := sources[len(sources)-1]; last.Span != nil {
+			span.To = last.Span.To
+		}
+		if hi > lo {
+			span = index.Span{From: keys[lo].tick, To: keys[hi-1].tick}
+		}
+		f, err := c.write(ctx, t, data, int64(hi-lo), span)
 		if err != nil {
 			return nil, err
 		}
@@ -385,76 +486,242 @@ func (c *compactor) rewrite(ctx context.Context, t *Table, sources []source, all
 	return out, nil
 }
 
-// write stores rows as one compacted file, durably, named by its digest.
-// Its span is the ticks of its rows (for an empty file, of its sources).
-func (c *compactor) write(ctx context.Context, t *Table, rows []parquet.Row, sources []source) (index.Fragment, error) {
-	var buf bytes.Buffer
-	w := parquet.NewWriter(&buf, t.schema, parquet.Compression(zstdCodec), parquet.PageBufferSize(64<<10),
+// fetchers bounds the reads one rewrite has in flight (a remote bucket's
+// latency, not the CPU, is their cost).
+const fetchers = 16
+
+// sourceFile is one source opened for a rewrite.
+type sourceFile struct {
+	source
+	size   int64
+	groups []parquet.RowGroup
+}
+
+// sourceFiles are a rewrite's sources, opened, and the row groups of all
+// of them in order (a row key's group indexes it).
+type sourceFiles struct {
+	files  []sourceFile
+	groups []parquet.RowGroup
+}
+
+// rowKey is one visible row: where it sorts and where it is.
+type rowKey struct {
+	tick, entity int64
+	group, row   int32
+}
+
+// open reads and checks the sources (several at once): each must match its
+// catalog digest and have the table's columns, in its order, of its types,
+// one value per row.
+func (c *compactor) open(ctx context.Context, t *Table, sources []source) (*sourceFiles, error) {
+	in := &sourceFiles{files: make([]sourceFile, len(sources))}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(fetchers)
+	for i, src := range sources {
+		g.Go(func() error {
+			data, _, err := c.b.Get(gctx, src.Path)
+			if err != nil {
+				return fmt.Errorf("world %s: reading %s: %w", c.world, src.Path, err)
+			}
+			if Digest(data) != src.Digest {
+				return fmt.Errorf("world %s: fragment %s does not match its catalog digest", c.world, src.Path)
+			}
+			groups, err := openRowGroups(t, data)
+			if err != nil {
+				return fmt.Errorf("world %s: reading %s: %w", c.world, src.Path, err)
+			}
+			src.proven = src.proven || src.Span != nil
+			in.files[i] = sourceFile{source: src, size: int64(len(data)), groups: groups}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	for _, f := range in.files {
+		in.groups = append(in.groups, f.groups...)
+	}
+	if len(in.groups) > math.MaxInt32 {
+		return nil, fmt.Errorf("world %s: table %s: %d row groups in one compaction", c.world, t.Name, len(in.groups))
+	}
+	return in, nil
+}
+
+// openRowGroups opens a fragment of t and returns its row groups, refusing
+// one of another schema (a changed schema is a new table).
+func openRowGroups(t *Table, data []byte) ([]parquet.RowGroup, error) {
+	file, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)),
+		parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
+	if err != nil {
+		return nil, err
+	}
+	leaves := file.Schema().Columns()
+	if len(leaves) != len(t.Columns) {
+		return nil, fmt.Errorf("%d columns, table %s has %d", len(leaves), t.Name, len(t.Columns))
+	}
+	want := t.schema.Columns()
+	for i, path := range leaves {
+		if path[len(path)-1] != t.Columns[i].Name {
+			return nil, fmt.Errorf("column %d is %s, table %s has %s", i, path[len(path)-1], t.Name, t.Columns[i].Name)
+		}
+		got, _ := file.Schema().Lookup(path...)
+		leaf, _ := t.schema.Lookup(want[i]...)
+		if got.Node.Type().Kind() != leaf.Node.Type().Kind() || got.MaxRepetitionLevel != leaf.MaxRepetitionLevel ||
+			got.MaxDefinitionLevel != leaf.MaxDefinitionLevel {
+			return nil, fmt.Errorf("column %s is %s, table %s has %s", t.Columns[i].Name, got.Node.Type(), t.Name, leaf.Node.Type())
+		}
+	}
+	groups := file.RowGroups()
+	for _, rg := range groups {
+		for i, cc := range rg.ColumnChunks() {
+			if n := cc.NumValues(); n != rg.NumRows() {
+				return nil, fmt.Errorf("column %s holds %d values in %d rows", t.Columns[i].Name, n, rg.NumRows())
+			}
+		}
+	}
+	return groups, nil
+}
+
+// admitFunc decides whether a row of a source that is not proven is
+// visible, by its commit columns and entity.
+type admitFunc func(tick int64, token string, epoch, entity int64) bool
+
+// visible returns the keys of the sources' visible rows (a proven source's
+// all, another's as admit says), sorted by tick then entity, stably.
+func (in *sourceFiles) visible(t *Table, admit admitFunc) ([]rowKey, error) {
+	tickCol, tokenCol, epochCol, entityCol := t.Column(ColTick), t.Column(ColCommitToken), t.Column(ColWriterEpoch), t.Column(ColEntity)
+	var keys []rowKey
+	sorted := true
+	g := 0
+	for _, f := range in.files {
+		for _, rg := range f.groups {
+			ticks, err := columnValues(rg, tickCol, nil)
+			if err != nil {
+				return nil, err
+			}
+			entities, err := columnValues(rg, entityCol, nil)
+			if err != nil {
+				return nil, err
+			}
+			var tokens, epochs []parquet.Value
+			if !f.proven {
+				if tokens, err = columnValues(rg, tokenCol, nil); err != nil {
+					return nil, err
+				}
+				if epochs, err = columnValues(rg, epochCol, nil); err != nil {
+					return nil, err
+				}
+			}
+			for i := range ticks {
+				if !f.proven && !admit(ticks[i].Int64(), string(tokens[i].ByteArray()), epochs[i].Int64(), entities[i].Int64()) {
+					continue
+				}
+				k := rowKey{tick: ticks[i].Int64(), entity: entities[i].Int64(), group: int32(g), row: int32(i)}
+				if n := len(keys); n > 0 && compareKeys(keys[n-1], k) > 0 {
+					sorted = false
+				}
+				keys = append(keys, k)
+			}
+			g++
+		}
+	}
+	if !sorted {
+		slices.SortStableFunc(keys, compareKeys)
+	}
+	return keys, nil
+}
+
+func compareKeys(a, b rowKey) int {
+	return cmp.Or(cmp.Compare(a.tick, b.tick), cmp.Compare(a.entity, b.entity))
+}
+
+// columnValues appends the values of column col of rg to buf (byte arrays
+// copied: they outlive the page they were read from).
+func columnValues(rg parquet.RowGroup, col int, buf []parquet.Value) ([]parquet.Value, error) {
+	pages := rg.ColumnChunks()[col].Pages()
+	defer pages.Close()
+	for {
+		p, err := pages.ReadPage()
+		if errors.Is(err, io.EOF) {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		n := int(p.NumValues())
+		buf = slices.Grow(buf, n)
+		vals := buf[len(buf) : len(buf)+n]
+		got, err := p.Values().ReadValues(vals)
+		for i := range vals[:got] {
+			vals[i] = vals[i].Clone()
+		}
+		parquet.Release(p)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, err
+		}
+		if got != n {
+			return nil, fmt.Errorf("a page of %d values gave %d", n, got)
+		}
+		buf = buf[:len(buf)+n]
+	}
+}
+
+// encode writes the rows keys name, in that order, as one Parquet file of
+// t: column by column, each source row group's values decoded once.
+func (in *sourceFiles) encode(t *Table, keys []rowKey) ([]byte, error) {
+	groups := make([]*parquet.Buffer, (len(keys)+RowGroupRows-1)/RowGroupRows)
+	for i := range groups {
+		groups[i] = parquet.NewBuffer(t.schema)
+	}
+	used := map[int32]bool{}
+	for _, k := range keys {
+		used[k.group] = true
+	}
+	decoded := make([][]parquet.Value, len(in.groups))
+	batch := make([]parquet.Value, 0, min(len(keys), RowGroupRows))
+	for col := range t.Columns {
+		for g := range used {
+			var err error
+			if decoded[g], err = columnValues(in.groups[g], col, decoded[g][:0]); err != nil {
+				return nil, err
+			}
+		}
+		for i, rg := range groups {
+			batch = batch[:0]
+			for _, k := range keys[i*RowGroupRows : min(len(keys), (i+1)*RowGroupRows)] {
+				batch = append(batch, decoded[k.group][k.row])
+			}
+			if _, err := rg.ColumnBuffers()[col].WriteValues(batch); err != nil {
+				return nil, err
+			}
+		}
+	}
+	var out bytes.Buffer
+	w := parquet.NewWriter(&out, t.schema, parquet.Compression(zstdCodec), parquet.PageBufferSize(64<<10),
 		parquet.MaxRowsPerRowGroup(RowGroupRows))
-	if _, err := w.WriteRows(rows); err != nil {
-		return index.Fragment{}, fmt.Errorf("table %s: compacting: %w", t.Name, err)
+	for _, rg := range groups {
+		if _, err := w.WriteRowGroup(rg); err != nil {
+			return nil, err
+		}
 	}
 	if err := w.Close(); err != nil {
-		return index.Fragment{}, fmt.Errorf("table %s: compacting: %w", t.Name, err)
+		return nil, err
 	}
-	data := buf.Bytes()
+	return out.Bytes(), nil
+}
+
+// write stores data, a compacted file of rows rows of ticks span, durably,
+// named by its digest.
+func (c *compactor) write(ctx context.Context, t *Table, data []byte, rows int64, span index.Span) (index.Fragment, error) {
 	digest := Digest(data)
-	span := index.Span{From: sources[0].tick, To: sources[len(sources)-1].tick}
-	if sources[0].Span != nil {
-		span.From = sources[0].Span.From
-	}
-	if last := sources[len(sources)-1]; last.Span != nil {
-		span.To = last.Span.To
-	}
-	if len(rows) > 0 {
-		tickCol := t.Column(ColTick)
-		span = index.Span{From: rows[0][tickCol].Int64(), To: rows[len(rows)-1][tickCol].Int64()}
-	}
 	path := index.CompactedPath(c.world, c.opts.Run, t.ID, strings.TrimPrefix(digest, "sha256:")[:32])
 	attrs, err := bucket.CreateOnce(ctx, c.b, path, data)
 	if err != nil {
 		return index.Fragment{}, fmt.Errorf("world %s: writing %s: %w", c.world, path, err)
 	}
 	failpoint.Hit(FailpointCompactWritten)
-	return index.Fragment{Path: path, Rows: int64(len(rows)), Bytes: int64(len(data)), Digest: digest,
+	return index.Fragment{Path: path, Rows: rows, Bytes: int64(len(data)), Digest: digest,
 		Generation: attrs.Generation, Span: &span}, nil
-}
-
-// readRows calls fn with each row of a fragment of t, in the table's column
-// order (a fragment of another schema is refused: a changed schema is a
-// new table).
-func readRows(t *Table, data []byte, fn func(parquet.Row)) error {
-	file, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
-	if err != nil {
-		return err
-	}
-	leaves := file.Schema().Columns()
-	if len(leaves) != len(t.Columns) {
-		return fmt.Errorf("%d columns, table %s has %d", len(leaves), t.Name, len(t.Columns))
-	}
-	for i, path := range leaves {
-		if path[len(path)-1] != t.Columns[i].Name {
-			return fmt.Errorf("column %d is %s, table %s has %s", i, path[len(path)-1], t.Name, t.Columns[i].Name)
-		}
-	}
-	buf := make([]parquet.Row, 256)
-	for _, rg := range file.RowGroups() {
-		rr := rg.Rows()
-		for {
-			n, err := rr.ReadRows(buf)
-			for _, r := range buf[:n] {
-				fn(r)
-			}
-			if err != nil {
-				rr.Close()
-				if errors.Is(err, io.EOF) {
-					break
-				}
-				return err
-			}
-		}
-	}
-	return nil
 }
 
 // maintainer runs a world's background compaction.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/engine"
@@ -17,6 +18,7 @@ import (
 func init() {
 	var url, world, run, tables *string
 	var recent, targetRows *int64
+	var workers *int
 	var asJSON *bool
 	register("", command{
 		name:    "optimize",
@@ -28,6 +30,7 @@ func init() {
 			run = fs.String("run", "main", "run to compact")
 			tables = fs.String("table", "", "compact only these tables (comma-separated names); default all")
 			recent = fs.Int64("recent", 256, "the newest ticks stay as written")
+			workers = fs.Int("workers", 0, "files rewritten at once (default: the number of CPUs)")
 			targetRows = fs.Int64("target-rows", 1<<20, "most rows in one compacted file")
 			asJSON = fs.Bool("json", false, "print the result as JSON")
 		},
@@ -41,7 +44,7 @@ func init() {
 			}
 			defer b.Close()
 			defer cat.Close()
-			opts := engine.CompactOptions{Run: *run, Recent: *recent, TargetRows: *targetRows}
+			opts := engine.CompactOptions{Run: *run, Recent: *recent, TargetRows: *targetRows, Workers: *workers}
 			if *tables != "" {
 				opts.Tables = strings.Split(*tables, ",")
 			}
@@ -51,18 +54,22 @@ func init() {
 					return fmt.Sprintf("compacting: window %d/%d (ticks %d..%d)", p.Done, p.Total, p.Span.From, p.Span.To)
 				})
 			}
+			start := time.Now()
 			res, err := engine.Compact(ctx, b, cat, opts)
+			secs := time.Since(start).Seconds()
 			status.done()
 			if err != nil {
 				return err
 			}
 			if *asJSON {
 				return json.NewEncoder(out).Encode(map[string]any{"world": *world, "run": *run, "windows": res.Windows,
-					"refused": res.Refused, "files": res.Files, "files_replaced": res.FilesIn, "rows": res.Rows,
-					"bytes_read": res.BytesIn, "bytes_written": res.BytesOut})
+					"fact_shards": res.Facts, "refused": res.Refused, "files": res.Files, "files_replaced": res.FilesIn,
+					"rows": res.Rows, "bytes_read": res.BytesIn, "bytes_written": res.BytesOut, "seconds": secs,
+					"files_per_second": float64(res.FilesIn) / secs, "mb_per_second": float64(res.BytesIn) / 1e6 / secs})
 			}
-			fmt.Fprintf(out, "world %s run %s: %d windows compacted: %d files replace %d (%d rows, %s read, %s written)",
-				*world, *run, res.Windows, res.Files, res.FilesIn, res.Rows, mib(res.BytesIn), mib(res.BytesOut))
+			fmt.Fprintf(out, "world %s run %s: %d windows and %d claim shards of facts compacted: %d files replace %d (%d rows, %s read, %s written) in %.1f s (%.0f files/s, %.1f MB/s)",
+				*world, *run, res.Windows, res.Facts, res.Files, res.FilesIn, res.Rows, mib(res.BytesIn), mib(res.BytesOut),
+				secs, float64(res.FilesIn)/secs, float64(res.BytesIn)/1e6/secs)
 			if res.Refused > 0 {
 				fmt.Fprintf(out, "; %d windows changed meanwhile (a publish or another compactor) and were left", res.Refused)
 			}
