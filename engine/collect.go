@@ -287,6 +287,7 @@ func (c *collector) fragments(ctx context.Context) error {
 			held := map[string]bool{}
 			s.Claims(f.run, func(cl *index.Claim) bool {
 				held[cl.CommitToken] = true
+				held[batchOf(cl.CommitToken)] = true // its batch's fragments
 				return true
 			})
 			claims[f.run] = held

@@ -140,8 +140,8 @@ func (c *compactor) facts(ctx context.Context, res *CompactResult) error {
 	type shard struct {
 		sources map[string][]source // by table id
 		order   []string
-		own     int // facts in fragments of their own
-		files   map[string]bool
+		own     int            // facts in fragments of their own
+		files   map[string]int // path → its source in sources
 		rows    int64
 	}
 	shards := map[int64]*shard{}
@@ -153,7 +153,7 @@ func (c *compactor) facts(ctx context.Context, res *CompactResult) error {
 		k := index.ClaimShardOf(cl.Key)
 		sh := shards[k]
 		if sh == nil {
-			sh = &shard{sources: map[string][]source{}, files: map[string]bool{}}
+			sh = &shard{sources: map[string][]source{}, files: map[string]int{}}
 			shards[k] = sh
 			keys = append(keys, k)
 		}
@@ -162,15 +162,24 @@ func (c *compactor) facts(ctx context.Context, res *CompactResult) error {
 			sh.order = append(sh.order, id)
 		}
 		for _, f := range cl.Tables[0].Fragments {
-			if sh.files[f.Path] {
+			if i, ok := sh.files[f.Path]; ok {
+				// A batch's fragment, shared with other claims: this
+				// shard's rewrite keeps the rows of its own claims alone.
+				if src := &sh.sources[id][i]; src.tokens != nil {
+					src.tokens[cl.CommitToken] = true
+					sh.rows += f.Rows
+					sh.own++
+				}
 				continue
 			}
-			sh.files[f.Path] = true
+			sh.files[f.Path] = len(sh.sources[id])
 			sh.rows += f.Rows
+			src := source{Fragment: f, tick: cl.Tick, token: cl.CommitToken}
 			if f.Span == nil {
 				sh.own++
+				src.tokens = map[string]bool{cl.CommitToken: true}
 			}
-			sh.sources[id] = append(sh.sources[id], source{f, cl.Tick, cl.CommitToken})
+			sh.sources[id] = append(sh.sources[id], src)
 		}
 		return true
 	})
@@ -232,6 +241,9 @@ type source struct {
 	index.Fragment
 	tick  int64
 	token string
+	// tokens, for a fact fragment, are the claims whose rows the rewrite
+	// keeps: a batch's fragment holds other shards' facts too.
+	tokens map[string]bool
 }
 
 // window compacts the ticks of span if some table there has more files than
@@ -263,7 +275,7 @@ func (c *compactor) window(ctx context.Context, span index.Span, res *CompactRes
 					}
 					listed[f.Path] = true
 				}
-				sources[tf.Table] = append(sources[tf.Table], source{f, t.Tick, t.CommitToken})
+				sources[tf.Table] = append(sources[tf.Table], source{Fragment: f, tick: t.Tick, token: t.CommitToken})
 			}
 		}
 		return true
@@ -351,7 +363,11 @@ func (c *compactor) rewrite(ctx context.Context, t *Table, sources []source, all
 		res.FilesIn++
 		proven := src.Span != nil || index.Proven(c.world, c.opts.Run, t.ID, src.token, src.Fragment)
 		err = readRows(t, data, func(r parquet.Row) {
-			if !proven && !allow.Admits(r[tickCol].Int64(), string(r[tokenCol].ByteArray()), r[epochCol].Int64()) {
+			token := string(r[tokenCol].ByteArray())
+			if !proven && !allow.Admits(r[tickCol].Int64(), token, r[epochCol].Int64()) {
+				return
+			}
+			if src.tokens != nil && !src.tokens[token] {
 				return
 			}
 			rows = append(rows, r.Clone())

@@ -591,7 +591,8 @@ func render(world, run string, upTo int64, frags []fragment, infos map[string]en
 // file of the table's schema, so that none is ever empty. Variable
 // proven_bounds lists the files read as they are with the ticks their
 // rows may hold (the witness first, holding every tick), for
-// <table>_at(t).
+// <table>_at(t). A file several claims name (a batch of facts shares one)
+// is read once: each of its rows is kept under its own claim's token.
 func provenFiles(view string, part int, proven, checked, witness string) string {
 	where := fmt.Sprintf("view = %s AND part = %d AND filtered", lit(view), part)
 	set, unproven := ident(proven+"_set"), proven+"_unproven"
@@ -606,8 +607,8 @@ CREATE OR REPLACE TEMP TABLE %[1]s AS
   GROUP BY f.path, f.tick, f.commit_token
   HAVING bool_and(m.lo IS NOT NULL AND m.lo = m.hi AND m.lo = CASE m.col WHEN 'tick' THEN f.tick::VARCHAR ELSE f.commit_token END)
      AND count(*) FILTER (WHERE m.col = 'tick') = count(*) FILTER (WHERE m.col = 'commit_token');
-SET VARIABLE %[4]s = (SELECT list_prepend(%[6]s, coalesce(list(path ORDER BY ord), []::VARCHAR[])) FROM worldfs_fragments WHERE %[3]s AND path IN (SELECT path FROM %[1]s));
-SET VARIABLE %[5]s = (SELECT list_prepend(%[6]s, coalesce(list(path ORDER BY ord), []::VARCHAR[])) FROM worldfs_fragments WHERE %[3]s AND path NOT IN (SELECT path FROM %[1]s));
+SET VARIABLE %[4]s = (SELECT list_prepend(%[6]s, coalesce(list(path ORDER BY ord), []::VARCHAR[])) FROM (SELECT path, min(ord) AS ord FROM worldfs_fragments WHERE %[3]s AND path IN (SELECT path FROM %[1]s) GROUP BY path));
+SET VARIABLE %[5]s = (SELECT list_prepend(%[6]s, coalesce(list(path ORDER BY ord), []::VARCHAR[])) FROM (SELECT path, min(ord) AS ord FROM worldfs_fragments WHERE %[3]s AND path NOT IN (SELECT path FROM %[1]s) GROUP BY path));
 SET VARIABLE %[8]s = (SELECT list({'path': path, 'lo': first_tick, 'hi': last_tick} ORDER BY ord) FROM (
   SELECT %[6]s AS path, '%[9]d'::BIGINT AS first_tick, '%[10]d'::BIGINT AS last_tick, -1::BIGINT AS ord
   UNION ALL SELECT path, first_tick, last_tick, ord FROM worldfs_fragments WHERE %[3]s AND path IN (SELECT path FROM %[1]s)));
