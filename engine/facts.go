@@ -180,7 +180,7 @@ func (o *IngestOptions) defaults() {
 		o.MaxBatch = 512
 	}
 	if o.Batches <= 0 {
-		o.Batches = 16
+		o.Batches = 4
 	}
 }
 

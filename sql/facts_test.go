@@ -208,8 +208,17 @@ func TestViewsOfBatchedFacts(t *testing.T) {
 		t.Fatalf("%d facts in %d fragments: not batched", n, len(shared))
 	}
 	res, err := engine.Compact(ctx, b, w.Catalog(), engine.CompactOptions{MinFacts: 1})
-	if err != nil || res.Facts == 0 {
+	if err != nil || res.Facts == 0 || res.Refused != 0 {
 		t.Fatalf("compaction: %+v, %v", res, err)
 	}
+	// Every claim shard compacted: each complete claim names a compacted
+	// file, which holds its shard's facts alone.
+	s, _ = w.Catalog().Exact(ctx)
+	s.Claims("main", func(c *index.Claim) bool {
+		if c.State == index.ClaimComplete && c.Tables[0].Fragments[0].Span == nil {
+			t.Fatalf("fact %s still in %s after compaction", c.Key, c.Tables[0].Fragments[0].Path)
+		}
+		return true
+	})
 	check("compacted")
 }
