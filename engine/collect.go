@@ -333,7 +333,7 @@ func (c *collector) fragments(ctx context.Context) error {
 		named[r.Path] = true
 		return true
 	})
-	claims := map[string]map[string]*index.Claim{} // run → claims (any state) by token
+	claims := map[string]map[string][]*index.Claim{} // run → claims (any state) by token
 	allows := map[string]*index.Allowlist{}
 	var todo []fragment
 	for _, f := range listed {
@@ -344,9 +344,12 @@ func (c *collector) fragments(ctx context.Context) error {
 		if !ok {
 			allow = s.Allowlist(f.run)
 			allows[f.run] = allow
-			held := map[string]*index.Claim{}
+			held := map[string][]*index.Claim{}
 			s.Claims(f.run, func(cl *index.Claim) bool {
-				held[cl.CommitToken] = cl
+				held[cl.CommitToken] = append(held[cl.CommitToken], cl)
+				if b := batchOf(cl.CommitToken); b != cl.CommitToken {
+					held[b] = append(held[b], cl) // its batch's fragments
+				}
 				return true
 			})
 			claims[f.run] = held
@@ -365,7 +368,7 @@ func (c *collector) fragments(ctx context.Context) error {
 }
 
 // fragment decides one fragment no publication names.
-func (c *collector) fragment(ctx context.Context, s *index.State, f fragment, held map[string]*index.Claim) error {
+func (c *collector) fragment(ctx context.Context, s *index.State, f fragment, held map[string][]*index.Claim) error {
 	if strings.HasPrefix(f.token, "compacted-") {
 		st, err := c.stats(ctx, f.Attrs)
 		if err != nil {
@@ -418,21 +421,31 @@ func (c *collector) fragment(ctx context.Context, s *index.State, f fragment, he
 		}
 		return c.drop(ctx, f.Attrs, KindReplaced, fmt.Sprintf("tick %d's fragment, replaced by a rewrite at sequence %d (%s)", t.Tick, t.Seq, stamp(since)))
 	}
-	if cl, ok := held[f.token]; ok {
-		if cl.State != index.ClaimComplete {
-			return nil // a pending or released claim's: never vacuumed
+	if cls, ok := held[f.token]; ok {
+		// The fragment of a fact, or of a batch of facts. A complete
+		// claim's rows are visible only through the files it names, which
+		// change only by a rewrite of its facts: once every claim whose
+		// rows it may hold is complete and names it no more, it was
+		// replaced, at their last change or before.
+		var last uint64
+		for _, cl := range cls {
+			if cl.State != index.ClaimComplete {
+				return nil // a pending or released claim's: never vacuumed
+			}
+			last = max(last, cl.Seq)
 		}
-		// A complete claim's rows are visible only through the files it
-		// names, which change only by a rewrite of its facts: this one was
-		// replaced, at the claim's last change or before.
-		since, err := c.slotTime(ctx, cl.Seq)
+		since, err := c.slotTime(ctx, last)
 		if err != nil {
 			return err
 		}
 		if !c.old(since, c.opts.Retention) {
 			return nil
 		}
-		return c.drop(ctx, f.Attrs, KindReplaced, fmt.Sprintf("fact %s's fragment, replaced by a rewrite of its facts at sequence %d or before (%s)", cl.Key, cl.Seq, stamp(since)))
+		what := fmt.Sprintf("fact %s's fragment", cls[0].Key)
+		if len(cls) > 1 || cls[0].CommitToken != f.token {
+			what = fmt.Sprintf("fragment of a batch of %d facts", len(cls))
+		}
+		return c.drop(ctx, f.Attrs, KindReplaced, fmt.Sprintf("%s, replaced by a rewrite of its facts at sequence %d or before (%s)", what, last, stamp(since)))
 	}
 	st, err := c.stats(ctx, f.Attrs)
 	if err != nil {

@@ -185,7 +185,9 @@ func (c *compactor) facts(ctx context.Context, res *CompactResult) error {
 		files   map[string]bool
 		rows    int64
 	}
-	type factRow struct{ tick, id int64 }
+	// A fact's row is kept by the rewrite of its claim's shard alone: a
+	// batch's fragment holds the facts of several shards.
+	type factRow struct{ tick, id, shard int64 }
 	shards := map[int64]*shard{}
 	facts := map[string]factRow{} // the rows to keep, by claim token
 	waiting := map[string]int{}   // fragments of their own, by table
@@ -201,13 +203,16 @@ func (c *compactor) facts(ctx context.Context, res *CompactResult) error {
 			shards[k] = sh
 			keys = append(keys, k)
 		}
-		facts[cl.CommitToken] = factRow{cl.Tick, cl.FactID}
+		facts[cl.CommitToken] = factRow{cl.Tick, cl.FactID, k}
 		id := cl.Tables[0].Table
 		if _, ok := sh.sources[id]; !ok {
 			sh.order = append(sh.order, id)
 		}
 		for _, f := range cl.Tables[0].Fragments {
 			if sh.files[f.Path] {
+				if f.Span == nil {
+					sh.rows += f.Rows // a batch's fragment: each claim records its own rows
+				}
 				continue
 			}
 			sh.files[f.Path] = true
@@ -223,9 +228,11 @@ func (c *compactor) facts(ctx context.Context, res *CompactResult) error {
 		}
 		return true
 	})
-	admit := func(tick int64, token string, _, entity int64) bool {
-		r, ok := facts[token]
-		return ok && r == factRow{tick, entity}
+	admitOf := func(k int64) admitFunc {
+		return func(tick int64, token string, _, entity int64) bool {
+			r, ok := facts[token]
+			return ok && r == factRow{tick, entity, k}
+		}
 	}
 	var due []int64
 	for _, k := range keys {
@@ -252,7 +259,7 @@ func (c *compactor) facts(ctx context.Context, res *CompactResult) error {
 				mu.Unlock()
 			}()
 			// The facts' rows sort by tick then fact id, like ticks'.
-			tables, err := c.rewriteAll(gctx, sh.order, sh.sources, admit, &r)
+			tables, err := c.rewriteAll(gctx, sh.order, sh.sources, admitOf(k), &r)
 			if err != nil {
 				return err
 			}

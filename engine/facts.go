@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,6 +28,17 @@ const (
 
 // FactFailpoints lists the fact lifecycle's failpoints in order.
 var FactFailpoints = []string{FailpointFactClaimed, FailpointFactAppended, FailpointFactCompleted}
+
+// Failpoints of a batch of facts sharing one fragment, in order. The
+// per-fact points above are hit too, once per fact of the batch.
+const (
+	FailpointBatchClaimed  = "engine.facts.batch.claimed"  // every claim of the batch is pending
+	FailpointBatchAppended = "engine.facts.batch.appended" // the batch's fragment is durable, no claim complete
+	FailpointBatchPartial  = "engine.facts.batch.partial"  // one claim of the batch is complete, others may not be
+)
+
+// BatchFailpoints lists the batch failpoints in order.
+var BatchFailpoints = []string{FailpointBatchClaimed, FailpointBatchAppended, FailpointBatchPartial}
 
 // FactMeta columns ride on every fact row, so that recovery can identify an
 // appended orphan by its embedded key.
@@ -141,6 +153,12 @@ type IngestOptions struct {
 	MaxWait time.Duration
 	// Now is the clock leases are measured with (default time.Now).
 	Now func() time.Time
+	// MaxBatch bounds how many concurrent facts share one fragment and
+	// one batch of claim slots (default 512; 1 turns batching off).
+	MaxBatch int
+	// Batches is how many batches may be in flight at once (default 4):
+	// facts arriving meanwhile queue and form the next batch.
+	Batches int
 	// Catalog options, used when the service opens the catalog itself.
 	Catalog index.Options
 }
@@ -158,6 +176,12 @@ func (o *IngestOptions) EnsureDefaults() *IngestOptions {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.MaxBatch <= 0 {
+		o.MaxBatch = 512
+	}
+	if o.Batches <= 0 {
+		o.Batches = 4
 	}
 	return o
 }
@@ -184,6 +208,13 @@ type IngestionService struct {
 	owned bool // Close closes cat
 
 	described sync.Map // table id → struct{}: its description is in the bucket
+
+	// The group-commit queue of Ingest (see batch.go).
+	mu struct {
+		sync.Mutex
+		queue   []*factReq
+		running int // batches in flight
+	}
 }
 
 // NewIngestionService returns a service that commits through cat, an open
@@ -244,7 +275,7 @@ func (s *IngestionService) Ingest(ctx context.Context, f Fact) (FactReceipt, err
 		return FactReceipt{}, invalid(fmt.Errorf("world %s: fact %s/%s: %w", s.world, f.Producer, f.ExternalID, err))
 	}
 	key := index.ClaimKey{Run: f.Run, Producer: f.Producer, ExternalID: f.ExternalID}
-	out, err := s.settle(ctx, key, digest, f.Table, func(context.Context, *index.Claim) (Values, error) { return row, nil })
+	out, err := s.enqueue(ctx, &factReq{key: key, digest: digest, table: f.Table, row: row})
 	if err != nil {
 		return FactReceipt{}, err
 	}
@@ -389,62 +420,61 @@ func (s *IngestionService) settle(ctx context.Context, key index.ClaimKey, diges
 	failpoint.Hit(FailpointFactClaimed)
 	// Keep the lease while this holder works (a grader may outlast it):
 	// a live holder is never taken for dead.
-	stop := s.renew(ctx, key, digest)
+	stop := s.renew(ctx, []*index.Claim{c})
 	defer stop()
 
-	path := FragmentPath(s.world, key.Run, t.ID, c.CommitToken, 0)
-	out := settled{path: path}
-	var data []byte
-	var err error
-	var attrs bucket.Attrs // of the object at path: its generation goes into the record
-	orphan := false
-	if takenOver {
-		// The claim's token may already hold the rows (a holder appended
-		// and then died or stalled): then complete without appending.
-		data, attrs, err = s.b.Get(ctx, path)
-		switch {
-		case err == nil:
-			orphan = true
-		case errors.Is(err, bucket.ErrNotExist):
-			out.recovered = "append"
-		default:
-			return settled{}, fmt.Errorf("world %s: fact %s: probing for its rows: %w", s.world, key, err)
+	p := &pendingRow{claim: c}
+	built := false
+	build := func(missing []*pendingRow) ([]byte, error) {
+		if !built { // the grader runs at most once, and only if no row exists
+			v, err := row(ctx, c)
+			if err != nil {
+				return nil, err
+			}
+			p.values, built = factValues(v, c), true
 		}
+		if err := s.describe(ctx, t); err != nil {
+			return nil, err
+		}
+		return s.encode(t, missing)
 	}
-	if orphan {
-		out.recovered = "orphan"
-		if out.row, err = s.verify(t, c, path, data); err != nil {
-			return settled{}, err
-		}
-	} else {
-		// This holder's own token (fresh, or probed empty): nobody
-		// appends under it unless this holder's lease ends first, which
-		// append handles.
-		var v Values
-		data, v, err = s.build(ctx, c, t, row)
-		if err == nil {
-			err = s.describe(ctx, t)
-		}
-		if err != nil {
+	// A claim taken over may already hold its row (a holder appended and
+	// then died or stalled): then it completes without appending. This
+	// holder's own fresh token holds nothing unless its lease ended first,
+	// which place handles too.
+	if err := s.place(ctx, t, batchOf(c.CommitToken), []*pendingRow{p}, takenOver, build); err != nil {
+		var be *buildError
+		if errors.As(err, &be) {
 			stop()
-			return settled{}, s.release(ctx, c, err)
+			return settled{}, s.release(ctx, c, be.err)
 		}
-		if data, attrs, out.row, err = s.append(ctx, c, t, data, v); err != nil {
-			return settled{}, err
-		}
+		return settled{}, err
+	}
+	out := settled{path: p.frag.Path, row: p.row}
+	switch {
+	case p.found && takenOver:
+		out.recovered = "orphan"
+	case takenOver:
+		out.recovered = "append"
 	}
 	failpoint.Hit(FailpointFactAppended)
 
-	r, err = s.cat.Commit(ctx, index.Entry{Kind: index.KindClaimComplete, Claim: &index.ClaimOp{
-		Key: key, Digest: digest, CommitToken: c.CommitToken, NowMs: s.opts.Now().UnixMilli(),
-		Fragments: []index.TableFragments{{Table: t.ID, Fragments: []index.Fragment{{
-			Path: path, Rows: 1, Bytes: int64(len(data)), Digest: Digest(data), Generation: attrs.Generation}}}}}})
+	r, err := s.cat.Commit(ctx, s.completion(p))
 	if err != nil {
 		return settled{}, fmt.Errorf("world %s: completing fact %s: %w", s.world, key, err)
 	}
 	failpoint.Hit(FailpointFactCompleted)
 	out.claim = r.Claim
 	return out, nil
+}
+
+// completion is the entry completing p's claim over the fragment holding
+// its row.
+func (s *IngestionService) completion(p *pendingRow) index.Entry {
+	c := p.claim
+	return index.Entry{Kind: index.KindClaimComplete, Claim: &index.ClaimOp{
+		Key: c.Key, Digest: c.Digest, CommitToken: c.CommitToken, NowMs: s.opts.Now().UnixMilli(),
+		Fragments: []index.TableFragments{{Table: p.table, Fragments: []index.Fragment{p.frag}}}}}
 }
 
 // errReleased: the pending claim awaited was released by its holder.
@@ -463,56 +493,170 @@ func (s *IngestionService) release(ctx context.Context, c *index.Claim, cause er
 	return cause
 }
 
-// build computes the claim's row (running row) and encodes its fragment;
-// it writes nothing.
-func (s *IngestionService) build(ctx context.Context, c *index.Claim, t *Table,
-	row func(context.Context, *index.Claim) (Values, error)) ([]byte, Values, error) {
-	v, err := row(ctx, c)
-	if err != nil {
-		return nil, nil, err
-	}
+// factValues is a claim's full row: v with its FactMeta filled in.
+func factValues(v Values, c *index.Claim) Values {
 	v = cloneValues(v)
 	v[ColFactProducer], v[ColFactExternalID] = c.Key.Producer, c.Key.ExternalID
 	v[ColFactDigest], v[ColFactCommit] = c.Digest, c.CommitToken
-	f := NewFrame(t)
-	if err := f.Append(c.FactID, v); err != nil {
-		return nil, nil, fmt.Errorf("world %s: fact %s: %w", s.world, c.Key, err)
-	}
-	data, err := EncodeFragment(f, Stamp{Tick: c.Tick, CommitToken: c.CommitToken, WriterEpoch: c.Epoch})
-	if err != nil {
-		return nil, nil, err
-	}
-	return data, f.Row(c.FactID), nil
+	return v
 }
 
-// append writes the claim's fragment (data, holding row) under its token
-// and returns the bytes now at its path, their attributes and their row:
-// this holder's, or those of a holder presumed dead whose late append won
-// the create (read back and verified).
-func (s *IngestionService) append(ctx context.Context, c *index.Claim, t *Table, data []byte, row Values) ([]byte, bucket.Attrs, Values, error) {
-	path := FragmentPath(s.world, c.Key.Run, t.ID, c.CommitToken, 0)
-	attrs, err := bucket.CreateOnce(ctx, s.b, path, data)
-	if errors.Is(err, bucket.ErrExist) {
-		if data, attrs, err = s.b.Get(ctx, path); err == nil {
-			row, err = s.verify(t, c, path, data)
+// pendingRow is one claim's row on its way into a fragment.
+type pendingRow struct {
+	claim  *index.Claim
+	values Values // the row to append (FactMeta filled in)
+	// Where the row is, once placed: the fragment (its part of the
+	// batch), the row as stored, and whether another attempt wrote it.
+	table string
+	frag  index.Fragment
+	row   Values
+	found bool
+}
+
+// buildError: computing or encoding the rows failed before any create was
+// sent, so nothing was appended under the claims' tokens.
+type buildError struct{ err error }
+
+func (e *buildError) Error() string { return e.err.Error() }
+func (e *buildError) Unwrap() error { return e.err }
+
+// batchOf names the batch a claim's token belongs to: the part before its
+// last ".", or the token itself (a claim alone, as every claim before
+// batching was).
+func batchOf(token string) string {
+	if i := strings.LastIndexByte(token, '.'); i > 0 {
+		return token[:i]
+	}
+	return token
+}
+
+// place makes each row durable exactly once in its batch's chain of
+// fragments: FragmentPath(world, run, table, batch, n) for n = 0, 1, …
+// Every writer (the batch's holder, or a holder taking a claim over) walks
+// the chain in order, reading each part that exists: a row found there
+// under its claim's fact id and token is placed (an orphan, completed
+// without appending); the rows still missing at the first absent part are
+// created there, together (build encodes them), and if another writer
+// created that part first, it is read like the others and the walk goes
+// on. A part is written only by a writer that read every earlier part and
+// found its rows absent there, so a claim's row is in at most one part:
+// however many writers race, exactly one row per claim exists, and its
+// completion names that part. probe reads a part before trying to create
+// it (a takeover); a fresh batch creates part 0 at once.
+func (s *IngestionService) place(ctx context.Context, t *Table, batch string, rows []*pendingRow, probe bool,
+	build func([]*pendingRow) ([]byte, error)) error {
+	missing := rows
+	run := rows[0].claim.Key.Run
+	for part := 0; len(missing) > 0; part++ {
+		path := FragmentPath(s.world, run, t.ID, batch, part)
+		var data []byte
+		var attrs bucket.Attrs
+		err := bucket.ErrNotExist
+		if probe {
+			data, attrs, err = s.b.Get(ctx, path)
+		}
+		if errors.Is(err, bucket.ErrNotExist) {
+			enc, berr := build(missing)
+			if berr != nil {
+				return &buildError{berr}
+			}
+			attrs, err = bucket.CreateOnce(ctx, s.b, path, enc)
+			if err == nil {
+				for _, p := range missing {
+					p.placed(t, path, enc, attrs, p.values, false)
+				}
+				return nil
+			}
+			if errors.Is(err, bucket.ErrExist) {
+				data, attrs, err = s.b.Get(ctx, path)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("world %s: appending %d facts to %s: %w", s.world, len(missing), path, err)
+		}
+		probe = true
+		if missing, err = s.found(t, path, data, attrs, missing); err != nil {
+			return err
 		}
 	}
-	if err != nil {
-		return nil, bucket.Attrs{}, nil, fmt.Errorf("world %s: appending fact %s: %w", s.world, c.Key, err)
-	}
-	return data, attrs, row, nil
+	return nil
 }
 
-// verify checks that data, found at the claim's path, is the claim's one
-// row, and returns it. Anything else is corruption: the claim is not
+func (p *pendingRow) placed(t *Table, path string, data []byte, attrs bucket.Attrs, row Values, found bool) {
+	p.table, p.row, p.found = t.ID, row, found
+	p.frag = index.Fragment{Path: path, Rows: 1, Bytes: int64(len(data)), Digest: Digest(data), Generation: attrs.Generation}
+}
+
+// found places the rows of missing that the part at path (data) holds,
+// checked against their claims, and returns those it does not hold. A row
+// stamped otherwise than its claim, or twice, is corruption: no claim is
 // completed over it.
-func (s *IngestionService) verify(t *Table, c *index.Claim, path string, data []byte) (Values, error) {
-	return s.verifyIn(t, c, path, data, false)
+func (s *IngestionService) found(t *Table, path string, data []byte, attrs bucket.Attrs, missing []*pendingRow) ([]*pendingRow, error) {
+	want := make(map[int64]*pendingRow, len(missing))
+	for _, p := range missing {
+		want[p.claim.FactID] = p
+	}
+	seen := map[int64]StampedRow{}
+	var dup error
+	f, err := DecodeFragment(t, data, func(r StampedRow) bool {
+		p := want[r.Entity]
+		if p == nil || r.CommitToken != p.claim.CommitToken {
+			return false
+		}
+		if _, ok := seen[r.Entity]; ok {
+			dup = fmt.Errorf("fact %s has two rows", p.claim.Key)
+			return false
+		}
+		seen[r.Entity] = r
+		return true
+	})
+	if err == nil {
+		err = dup
+	}
+	var rest []*pendingRow
+	for _, p := range missing {
+		if err != nil {
+			break
+		}
+		c := p.claim
+		r, ok := seen[c.FactID]
+		if !ok {
+			rest = append(rest, p)
+			continue
+		}
+		row := f.Row(c.FactID)
+		if r.Tick != c.Tick || r.WriterEpoch != c.Epoch || row[ColFactDigest] != c.Digest || row[ColFactCommit] != c.CommitToken {
+			err = fmt.Errorf("fact %s: its row is stamped tick %d epoch %d %v/%v, not the claim's %d %d %s/%s",
+				c.Key, r.Tick, r.WriterEpoch, row[ColFactDigest], row[ColFactCommit], c.Tick, c.Epoch, c.Digest, c.CommitToken)
+			break
+		}
+		p.placed(t, path, data, attrs, row, true)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("world %s: %s: %v: %w", s.world, path, err, index.ErrCorrupt)
+	}
+	return rest, nil
 }
 
-// verifyIn is verify; with compacted set, data is a compacted file holding
-// the facts of many claims, of which the claim's row is the one with its
-// fact id and token.
+// encode writes rows as one fragment, each row under its own claim's
+// (tick, token, epoch).
+func (s *IngestionService) encode(t *Table, rows []*pendingRow) ([]byte, error) {
+	f := NewFrame(t)
+	stamps := make(map[int64]Stamp, len(rows))
+	for _, p := range rows {
+		c := p.claim
+		if err := f.Append(c.FactID, p.values); err != nil {
+			return nil, fmt.Errorf("world %s: fact %s: %w", s.world, c.Key, err)
+		}
+		stamps[c.FactID] = Stamp{Tick: c.Tick, CommitToken: c.CommitToken, WriterEpoch: c.Epoch}
+	}
+	return EncodeStamped(f, func(i int) Stamp { return stamps[f.Entities[i]] })
+}
+
+// verifyIn checks that data, found at path, holds the claim's one row and
+// returns it; with compacted set, data is a compacted file holding the
+// facts of many claims, of which the claim's row is the one with its fact
+// id and token.
 func (s *IngestionService) verifyIn(t *Table, c *index.Claim, path string, data []byte, compacted bool) (Values, error) {
 	var keep func(StampedRow) bool
 	if compacted {
@@ -672,28 +816,45 @@ func (s *IngestionService) lease(key index.ClaimKey, digest string, now time.Tim
 		NowMs: now.UnixMilli(), LeaseUntilMs: now.Add(s.opts.Lease).UnixMilli()}
 }
 
-// renew extends this holder's lease on key every third of a lease until
-// the returned stop is called.
-func (s *IngestionService) renew(ctx context.Context, key index.ClaimKey, digest string) (stop func()) {
+// renew extends this holder's leases on claims every third of a lease
+// until the returned stop is called.
+func (s *IngestionService) renew(ctx context.Context, claims []*index.Claim) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		t := time.NewTicker(max(s.opts.Lease/3, time.Millisecond))
 		defer t.Stop()
-		for {
+		held := slices.Clone(claims)
+		for len(held) > 0 {
 			select {
 			case <-ctx.Done():
 				return
 			case <-t.C:
 			}
-			r, err := s.cat.Commit(ctx, index.Entry{Kind: index.KindClaimTakeover, Claim: s.lease(key, digest, s.opts.Now())})
-			var pending *index.ClaimPendingError
-			if errors.As(err, &pending) || (err == nil && r.Existing) {
-				return // taken over, or complete: nothing left to keep
+			keep := make([]bool, len(held))
+			var wg sync.WaitGroup
+			for i, c := range held {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					r, err := s.cat.Commit(ctx, index.Entry{Kind: index.KindClaimTakeover, Claim: s.lease(c.Key, c.Digest, s.opts.Now())})
+					var pending *index.ClaimPendingError
+					// Taken over, or complete: nothing left to keep. Any
+					// other failure (storage) is retried at the next tick:
+					// a live holder must not lose its lease to a passing
+					// error.
+					keep[i] = !errors.As(err, &pending) && !(err == nil && r.Existing)
+				}()
 			}
-			// Any other failure (storage) is retried at the next tick: a
-			// live holder must not lose its lease to a passing error.
+			wg.Wait()
+			var next []*index.Claim
+			for i, c := range held {
+				if keep[i] {
+					next = append(next, c)
+				}
+			}
+			held = next
 		}
 	}()
 	return func() { cancel(); <-done }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -485,8 +486,15 @@ func TestIngestProducersWithCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Every receipt of a key names one token; conflicts only ever refuse
-	// the version that lost.
+	checkLoad(t, b, out)
+}
+
+// checkLoad checks the outcomes runLoad recorded in out against the
+// bucket: every receipt of a key names one token, conflicts only ever
+// refuse the version that lost, and exactly one fact per key is visible,
+// the acknowledged one.
+func checkLoad(t *testing.T, b bucket.Bucket, out string) {
+	t.Helper()
 	data, err := os.ReadFile(out)
 	if err != nil {
 		t.Fatal(err)
@@ -525,6 +533,51 @@ func TestIngestProducersWithCrash(t *testing.T) {
 		}
 	}
 	t.Logf("%d outcomes, %d conflicts refused, %d facts visible", lines, conflicts, len(rows))
+}
+
+// A batch of facts killed at every failpoint of its lifecycle: 64
+// producers send every fact three times, with changed resends, through a
+// batching service that dies there; a second service then sends the whole
+// workload again, taking the dead batch's claims over once their leases
+// end. Exactly one fact per key is visible, every receipt of a key names
+// the same token, and the facts did share fragments.
+func TestBatchedIngestKilledAtEveryFailpoint(t *testing.T) {
+	points := append(slices.Clone(engine.BatchFailpoints),
+		engine.FailpointFactClaimed+"@30", engine.FailpointFactAppended+"@30", engine.FailpointFactCompleted+"@30")
+	for _, fp := range points {
+		t.Run(fp, func(t *testing.T) {
+			ctx := ctxT(t)
+			dir := t.TempDir()
+			b, _ := local.Open(dir)
+			simWorld(t, b, "w", 2).Close()
+			out := dir + "/results.jsonl"
+			crash(t, dir, fmt.Sprintf("load:1:%s", out), fp)
+			svc, err := engine.OpenIngestionService(ctx, b, "w", engine.IngestOptions{Lease: time.Second, Catalog: quiet.Catalog})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer svc.Close()
+			if err := runLoad(ctx, svc, 2, out); err != nil {
+				t.Fatal(err)
+			}
+			checkLoad(t, b, out)
+			s, _, err := index.Load(ctx, b, "w")
+			if err != nil {
+				t.Fatal(err)
+			}
+			files, claims := map[string]bool{}, 0
+			s.Claims("main", func(c *index.Claim) bool {
+				claims++
+				if c.State == index.ClaimComplete {
+					files[c.Tables[0].Fragments[0].Path] = true
+				}
+				return true
+			})
+			if len(files) >= claims {
+				t.Fatalf("%d claims in %d fragments: the facts were not batched", claims, len(files))
+			}
+		})
+	}
 }
 
 func contract(version string) engine.GraderContract {

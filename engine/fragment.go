@@ -53,6 +53,13 @@ type Stamp struct {
 // through parquet-go's typed column buffers, one row group per
 // RowGroupRows rows.
 func EncodeFragment(f *Frame, s Stamp) ([]byte, error) {
+	return EncodeStamped(f, func(int) Stamp { return s })
+}
+
+// EncodeStamped is EncodeFragment with a stamp per row: stamp(i) is the
+// commit identity of the frame's i-th row (in entity order). A batch of
+// facts shares one fragment this way, each row under its own claim.
+func EncodeStamped(f *Frame, stamp func(i int) Stamp) ([]byte, error) {
 	t := f.Table
 	enc, _ := t.encoders.Get().(*encoder)
 	if enc == nil {
@@ -66,7 +73,7 @@ func EncodeFragment(f *Frame, s Stamp) ([]byte, error) {
 	for lo := 0; lo < f.Len() || lo == 0; lo += RowGroupRows {
 		hi := min(f.Len(), lo+RowGroupRows)
 		enc.buf.Reset()
-		if err := fillColumns(enc.buf.ColumnBuffers(), f, s, lo, hi); err != nil {
+		if err := fillColumns(enc.buf.ColumnBuffers(), f, stamp, lo, hi); err != nil {
 			return nil, fmt.Errorf("table %s: %w", t.Name, err)
 		}
 		if _, err := enc.w.WriteRowGroup(enc.buf); err != nil {
@@ -92,12 +99,12 @@ type encoder struct {
 
 // fillColumns writes rows [lo, hi) of f into the column buffers, which are
 // in the table's column order.
-func fillColumns(cols []parquet.ColumnBuffer, f *Frame, s Stamp, lo, hi int) error {
+func fillColumns(cols []parquet.ColumnBuffer, f *Frame, stamp func(int) Stamp, lo, hi int) error {
 	n := hi - lo
-	repeat := func(v int64) []int64 {
+	repeat := func(v func(Stamp) int64) []int64 {
 		xs := make([]int64, n)
 		for i := range xs {
-			xs[i] = v
+			xs[i] = v(stamp(lo + i))
 		}
 		return xs
 	}
@@ -108,11 +115,11 @@ func fillColumns(cols []parquet.ColumnBuffer, f *Frame, s Stamp, lo, hi int) err
 		case ColEntity:
 			_, err = col.(parquet.Int64Writer).WriteInt64s(f.Entities[lo:hi])
 		case ColTick:
-			_, err = col.(parquet.Int64Writer).WriteInt64s(repeat(s.Tick))
+			_, err = col.(parquet.Int64Writer).WriteInt64s(repeat(func(s Stamp) int64 { return s.Tick }))
 		case ColWriterEpoch:
-			_, err = col.(parquet.Int64Writer).WriteInt64s(repeat(s.WriterEpoch))
+			_, err = col.(parquet.Int64Writer).WriteInt64s(repeat(func(s Stamp) int64 { return s.WriterEpoch }))
 		case ColCommitToken:
-			_, err = col.(parquet.ByteArrayWriter).WriteByteArrays(plainStrings(n, func(int) string { return s.CommitToken }))
+			_, err = col.(parquet.ByteArrayWriter).WriteByteArrays(plainStrings(n, func(j int) string { return stamp(lo + j).CommitToken }))
 		default:
 			switch v := f.cols[i].(type) {
 			case []float64:

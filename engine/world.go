@@ -14,6 +14,7 @@ import (
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/index"
 	"github.com/worldfs/worldfs/internal/failpoint"
+	"golang.org/x/sync/errgroup"
 )
 
 // Failpoints of the tick commit protocol, in the order a tick passes them.
@@ -334,6 +335,23 @@ func (w *World) Step(ctx context.Context) (CommittedTickReceipt, error) {
 			return CommittedTickReceipt{}, err
 		}
 	}
+	p, err := w.compute(ctx)
+	if err != nil {
+		return CommittedTickReceipt{}, err
+	}
+	if err := w.appendTick(ctx, p); err != nil {
+		return CommittedTickReceipt{}, err
+	}
+	w.prepared = p
+	if w.cat == nil {
+		return w.finish(ctx), nil // uncoordinated: no manifests
+	}
+	return w.publish(ctx)
+}
+
+// compute runs steps 1 and 2 of the next tick on working copies of the
+// frames: nothing is written and no cache is consumed.
+func (w *World) compute(ctx context.Context) (*prepared, error) {
 	tick := w.tick + 1
 
 	// 1. Materialize due durable commands against the locked world (the
@@ -345,11 +363,11 @@ func (w *World) Step(ctx context.Context) (CommittedTickReceipt, error) {
 	tc := &TickContext{Tick: tick, frames: frames}
 	settled, err := w.materialize(ctx, tc)
 	if err != nil {
-		return CommittedTickReceipt{}, err
+		return nil, err
 	}
 	for _, h := range w.pre {
 		if err := h(ctx, tick); err != nil {
-			return CommittedTickReceipt{}, fmt.Errorf("world %s tick %d: pre-tick hook: %w", w.id, tick, err)
+			return nil, fmt.Errorf("world %s tick %d: pre-tick hook: %w", w.id, tick, err)
 		}
 	}
 	failpoint.Hit(FailpointMaterialized)
@@ -358,7 +376,7 @@ func (w *World) Step(ctx context.Context) (CommittedTickReceipt, error) {
 	// processors. No writes, no cache consumption.
 	for _, s := range w.spawns {
 		if err := frames[s.archetype].Insert(s.entity, s.values); err != nil {
-			return CommittedTickReceipt{}, fmt.Errorf("world %s tick %d: spawn: %w", w.id, tick, err)
+			return nil, fmt.Errorf("world %s tick %d: spawn: %w", w.id, tick, err)
 		}
 	}
 	for _, e := range w.despawns {
@@ -368,48 +386,55 @@ func (w *World) Step(ctx context.Context) (CommittedTickReceipt, error) {
 	}
 	for _, p := range w.processors {
 		if err := p(tc); err != nil {
-			return CommittedTickReceipt{}, fmt.Errorf("world %s tick %d: processor: %w", w.id, tick, err)
+			return nil, fmt.Errorf("world %s tick %d: processor: %w", w.id, tick, err)
 		}
 	}
 	failpoint.Hit(FailpointComputed)
+	return &prepared{tick: tick, frames: frames, settled: settled, spawns: len(w.spawns), despawns: len(w.despawns)}, nil
+}
 
+// appendTick runs steps 3 to 5 for p: one commit context for the whole
+// tick, every frame appended under it, and every append durable.
+func (w *World) appendTick(ctx context.Context, p *prepared) error {
 	// 3. One commit context for the whole tick.
-	token, epoch := newToken(), w.epoch
+	p.token = newToken()
+	epoch := w.epoch
 	if w.cat == nil {
-		token, epoch = "", 0 // uncoordinated: the implicit epoch-0 identity
+		p.token, epoch = "", 0 // uncoordinated: the implicit epoch-0 identity
 	}
 
 	// 4. Append every frame, stamped with the tick's commit identity.
-	appends, err := w.appendFrames(ctx, tick, token, epoch, frames)
+	appends, err := w.appendFrames(ctx, p.tick, p.token, epoch, p.frames)
 	if err != nil {
-		return CommittedTickReceipt{}, err
+		return err
 	}
 
 	// 5. Flush: bucket creates are durable when they return, so nothing
 	// is staged; every receipt says so.
 	for _, a := range appends {
 		if !a.Durable {
-			return CommittedTickReceipt{}, fmt.Errorf("world %s tick %d: fragment %s is not durable", w.id, tick, a.Path)
+			return fmt.Errorf("world %s tick %d: fragment %s is not durable", w.id, p.tick, a.Path)
 		}
 	}
 	failpoint.Hit(FailpointFlushed)
+	p.appends = appends
+	return nil
+}
 
-	w.prepared = &prepared{tick: tick, token: token, frames: frames, appends: appends, settled: settled,
-		spawns: len(w.spawns), despawns: len(w.despawns)}
-	if w.cat == nil {
-		return w.finish(ctx), nil // uncoordinated: no manifests
-	}
-
+// publish runs step 6 for the prepared tick, and step 7 if its outcome is
+// unknown.
+func (w *World) publish(ctx context.Context) (CommittedTickReceipt, error) {
+	p := w.prepared
 	// 6. Publish the manifest: fence check, put-if-absent, head advance.
 	e := index.Entry{Kind: index.KindTickPublish, TickPublish: &index.TickPublish{
-		Run: w.opts.Run, Tick: tick, CommitToken: token, WriterEpoch: epoch, Tables: manifestTables(appends),
-		NextEntity: w.nextEntity, PublishedUnixMs: time.Now().UnixMilli(), Settle: settled}}
+		Run: w.opts.Run, Tick: p.tick, CommitToken: p.token, WriterEpoch: w.epoch, Tables: manifestTables(p.appends),
+		NextEntity: w.nextEntity, PublishedUnixMs: time.Now().UnixMilli(), Settle: p.settled}}
 	// The publish is not cancelled with the caller's context: an abandoned
 	// wait would leave the slot create in flight, and a read that misses
 	// it would look like proof of absence. The catalog bounds the wait
 	// (its slot timeout) and answers for certain, or ErrAmbiguous once
 	// its create has given up.
-	_, err = w.cat.Commit(context.WithoutCancel(ctx), e)
+	_, err := w.cat.Commit(context.WithoutCancel(ctx), e)
 	var stale *index.StaleWriterError
 	var conflict *index.CatalogConflictError
 	switch {
@@ -431,13 +456,13 @@ func (w *World) Step(ctx context.Context) (CommittedTickReceipt, error) {
 		// Another attempt holds this tick: this writer's state is not the
 		// visible one. It stops; resume rebuilds from visible rows.
 		w.prepared = nil
-		w.stopped = fmt.Errorf("world %s: tick %d was published by another attempt; this writer stops (resume to continue): %w", w.id, tick, err)
+		w.stopped = fmt.Errorf("world %s: tick %d was published by another attempt; this writer stops (resume to continue): %w", w.id, p.tick, err)
 		return CommittedTickReceipt{}, w.stopped
 	default:
 		// A definite refusal or an unconfirmable tip: nothing was
 		// published.
 		w.prepared = nil
-		return CommittedTickReceipt{}, fmt.Errorf("world %s tick %d: %w", w.id, tick, err)
+		return CommittedTickReceipt{}, fmt.Errorf("world %s tick %d: %w", w.id, p.tick, err)
 	}
 }
 
@@ -473,30 +498,27 @@ func (w *World) appendFrames(ctx context.Context, tick int64, token string, epoc
 		dirToken = "uncoordinated-" + newToken() // rows say ""/0; the path stays unique
 	}
 	out := make([]AppendReceipt, len(w.tables))
-	errs := make([]error, len(w.tables))
-	var wg sync.WaitGroup
+	// The first failure cancels the other appends: the tick will not be
+	// published, and nothing waits for creates whose rows nobody will name.
+	g, gctx := errgroup.WithContext(ctx)
 	for i, t := range w.tables {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		g.Go(func() error {
 			data, err := EncodeFragment(frames[t.Name], Stamp{Tick: tick, CommitToken: token, WriterEpoch: epoch})
 			if err != nil {
-				errs[i] = err
-				return
+				return err
 			}
 			path := FragmentPath(w.id, w.opts.Run, t.ID, dirToken, 0)
-			attrs, err := bucket.CreateOnce(ctx, w.b, path, data)
+			attrs, err := bucket.CreateOnce(gctx, w.b, path, data)
 			if err != nil {
-				errs[i] = fmt.Errorf("world %s tick %d: appending %s: %w", w.id, tick, t.Name, err)
-				return
+				return fmt.Errorf("world %s tick %d: appending %s: %w", w.id, tick, t.Name, err)
 			}
 			out[i] = AppendReceipt{Table: t.ID, Path: path, Rows: int64(frames[t.Name].Len()),
 				Bytes: int64(len(data)), Digest: Digest(data), Generation: attrs.Generation, Durable: true}
 			failpoint.Hit(FailpointAppended)
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := g.Wait(); err != nil {
 		return nil, err
 	}
 	return out, nil

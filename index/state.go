@@ -735,8 +735,14 @@ func (n *State) applyFactCompaction(rw *FragmentsRewrite, seq uint64) error {
 		}
 		claims = append(claims, c)
 		for _, f := range c.Tables[0].Fragments {
-			if !seen[f.Path] {
-				seen[f.Path] = true
+			// A compacted file is shared by its claims; a batch's
+			// fragment too, but each claim counts its own rows there.
+			k := f.Path
+			if f.Span == nil {
+				k += "\x00" + c.CommitToken
+			}
+			if !seen[k] {
+				seen[k] = true
 				oldRows[c.Tables[0].Table] += f.Rows
 			}
 		}

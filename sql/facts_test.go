@@ -2,6 +2,9 @@ package sql_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/worldfs/worldfs/bucket"
@@ -111,3 +114,111 @@ func orphan(t *testing.T, b bucket.Bucket, cat *index.Catalog, f engine.Fact) {
 	}
 }
 func ptr[T any](v T) *T { return &v }
+
+// Facts ingested concurrently share fragments (one per batch), each row
+// under its own claim's token: the views show each fact once, before and
+// after compaction, and a row of the batch's fragment whose claim never
+// completed stays out.
+func TestViewsOfBatchedFacts(t *testing.T) {
+	ctx := ctxT(t)
+	b, _ := local.Open(t.TempDir())
+	w, err := engine.CreateWorld(ctx, b, "w", particles.Tables(), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	particles.Install(w)
+	run(t, w, 2)
+	const n = 200
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = w.Ingest(ctx, readingFact(fmt.Sprint("e", i), float64(i)))
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	// A batch of two claims whose fragment holds both rows, of which only
+	// the first claim completes.
+	pending := readingFact("p", 99)
+	done := readingFact("d", 98)
+	var frags []index.Fragment
+	fr := engine.NewFrame(done.Table)
+	stamps := map[int64]engine.Stamp{}
+	var claims []*index.Claim
+	for i, f := range []engine.Fact{done, pending} {
+		digest, _ := f.Digest()
+		token := fmt.Sprintf("hand.%d", i)
+		r, err := w.Catalog().Commit(ctx, index.Entry{Kind: index.KindClaimAcquire, Claim: &index.ClaimOp{
+			Key: index.ClaimKey{Run: "main", Producer: f.Producer, ExternalID: f.ExternalID}, Digest: digest,
+			CommitToken: token, Holder: "hand", NowMs: 1, LeaseUntilMs: 2}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := engine.Values{"reading_value": f.Values["reading_value"], engine.ColFactProducer: f.Producer, engine.ColFactExternalID: f.ExternalID,
+			engine.ColFactDigest: digest, engine.ColFactCommit: token}
+		if err := fr.Append(r.Claim.FactID, v); err != nil {
+			t.Fatal(err)
+		}
+		stamps[r.Claim.FactID] = engine.Stamp{Tick: r.Claim.Tick, CommitToken: token, WriterEpoch: r.Claim.Epoch}
+		claims = append(claims, r.Claim)
+	}
+	data, err := engine.EncodeStamped(fr, func(i int) engine.Stamp { return stamps[fr.Entities[i]] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := engine.FragmentPath("w", "main", done.Table.ID, "hand", 0)
+	if _, err := b.Create(ctx, path, data); err != nil {
+		t.Fatal(err)
+	}
+	frags = append(frags, index.Fragment{Path: path, Rows: 1, Bytes: int64(len(data)), Digest: engine.Digest(data)})
+	c := claims[0]
+	if _, err := w.Catalog().Commit(ctx, index.Entry{Kind: index.KindClaimComplete, Claim: &index.ClaimOp{Key: c.Key, Digest: c.Digest,
+		CommitToken: c.CommitToken, NowMs: 3, Fragments: []index.TableFragments{{Table: done.Table.ID, Fragments: frags}}}}); err != nil {
+		t.Fatal(err)
+	}
+
+	check := func(when string) {
+		db := views(t, b, "w", wsql.Options{})
+		if got := count(t, db, "SELECT count(*) FROM reading"); got != n+1 {
+			t.Fatalf("%s: reading shows %d facts, want %d", when, got, n+1)
+		}
+		if got := count(t, db, "SELECT count(*) FROM (SELECT external_id FROM worldfs_facts GROUP BY external_id HAVING count(*) > 1)"); got != 0 {
+			t.Fatalf("%s: %d facts show more than once", when, got)
+		}
+		if got := count(t, db, "SELECT count(*) FROM worldfs_facts WHERE external_id = 'p'"); got != 0 {
+			t.Fatalf("%s: the pending claim's row shows", when)
+		}
+	}
+	check("batched")
+	s, _ := w.Catalog().Exact(ctx)
+	shared := map[string]int{}
+	s.Claims("main", func(c *index.Claim) bool {
+		if c.State == index.ClaimComplete {
+			shared[c.Tables[0].Fragments[0].Path]++
+		}
+		return true
+	})
+	if len(shared) > n/4 {
+		t.Fatalf("%d facts in %d fragments: not batched", n, len(shared))
+	}
+	res, err := engine.Compact(ctx, b, w.Catalog(), engine.CompactOptions{MinFacts: 1})
+	if err != nil || res.Facts == 0 || res.Refused != 0 {
+		t.Fatalf("compaction: %+v, %v", res, err)
+	}
+	// Every claim shard compacted: each complete claim names a compacted
+	// file, which holds its shard's facts alone.
+	s, _ = w.Catalog().Exact(ctx)
+	s.Claims("main", func(c *index.Claim) bool {
+		if c.State == index.ClaimComplete && c.Tables[0].Fragments[0].Span == nil {
+			t.Fatalf("fact %s still in %s after compaction", c.Key, c.Tables[0].Fragments[0].Path)
+		}
+		return true
+	})
+	check("compacted")
+}

@@ -742,7 +742,8 @@ func manifestsView(ticks string) string {
 // file of the table's schema, so that none is ever empty. Variable
 // proven_bounds lists the files read as they are with the ticks their
 // rows may hold (the witness first, holding every tick), for
-// <table>_at(t).
+// <table>_at(t). A file several claims name (a batch of facts shares one)
+// is read once: each of its rows is kept under its own claim's token.
 func provenFiles(view string, part int, proven, checked, witness string) string {
 	where := fmt.Sprintf("view = %s AND part = %d AND filtered", lit(view), part)
 	set, unproven := ident(proven+"_set"), proven+"_unproven"
@@ -757,8 +758,8 @@ CREATE OR REPLACE TEMP TABLE %[1]s AS
   GROUP BY f.path, f.tick, f.commit_token
   HAVING bool_and(m.lo IS NOT NULL AND m.lo = m.hi AND m.lo = CASE m.col WHEN 'tick' THEN f.tick::VARCHAR ELSE f.commit_token END)
      AND count(*) FILTER (WHERE m.col = 'tick') = count(*) FILTER (WHERE m.col = 'commit_token');
-SET VARIABLE %[4]s = (SELECT list_prepend(%[6]s, coalesce(list(path ORDER BY ord), []::VARCHAR[])) FROM worldfs_fragments WHERE %[3]s AND path IN (SELECT path FROM %[1]s));
-SET VARIABLE %[5]s = (SELECT list_prepend(%[6]s, coalesce(list(path ORDER BY ord), []::VARCHAR[])) FROM worldfs_fragments WHERE %[3]s AND path NOT IN (SELECT path FROM %[1]s));
+SET VARIABLE %[4]s = (SELECT list_prepend(%[6]s, coalesce(list(path ORDER BY ord), []::VARCHAR[])) FROM (SELECT path, min(ord) AS ord FROM worldfs_fragments WHERE %[3]s AND path IN (SELECT path FROM %[1]s) GROUP BY path));
+SET VARIABLE %[5]s = (SELECT list_prepend(%[6]s, coalesce(list(path ORDER BY ord), []::VARCHAR[])) FROM (SELECT path, min(ord) AS ord FROM worldfs_fragments WHERE %[3]s AND path NOT IN (SELECT path FROM %[1]s) GROUP BY path));
 `, set, ident(unproven), where, ident(proven), ident(checked), lit(witness), lit(unproven)) +
 		provenBounds(view, part, proven+"_bounds", witness, "path IN (SELECT path FROM "+set+")")
 }
@@ -770,7 +771,8 @@ SET VARIABLE %[5]s = (SELECT list_prepend(%[6]s, coalesce(list(path ORDER BY ord
 func provenBounds(view string, part int, bounds, witness, where string) string {
 	return fmt.Sprintf(`SET VARIABLE %s = (SELECT list({'path': path, 'lo': first_tick, 'hi': last_tick} ORDER BY ord) FROM (
   SELECT %s AS path, '%d'::BIGINT AS first_tick, '%d'::BIGINT AS last_tick, -1::BIGINT AS ord
-  UNION ALL SELECT path, first_tick, last_tick, ord FROM worldfs_fragments WHERE view = %s AND part = %d AND filtered AND %s));
+  UNION ALL SELECT path, first_tick, last_tick, min(ord) FROM worldfs_fragments WHERE view = %s AND part = %d AND filtered AND %s
+  GROUP BY path, first_tick, last_tick));
 `, ident(bounds), lit(witness), int64(math.MinInt64), int64(math.MaxInt64), lit(view), part, where)
 }
 

@@ -20,18 +20,20 @@ import (
 func init() {
 	var url, world *string
 	var producers *int
-	var dupRate float64
+	var dupRate, rate float64
 	var duration *time.Duration
 	var asJSON *bool
 	register("bench", command{
 		name:    "ingest",
 		summary: "measure fact ingestion: facts/s, latency percentiles, duplicates suppressed, against one writer's commit rate",
-		example: "worldfs bench ingest --bucket 'mem://b?profile=gcs' --producers 64 --duration 10s --json",
+		example: "worldfs bench ingest --bucket 'mem://b?profile=gcs' --producers 64 --duration 10s --json\n" +
+			"  worldfs bench ingest --bucket 'mem://b?profile=gcs' --rate 1000 --duration 10s",
 		flags: func(fs *flag.FlagSet) {
 			url = bucketFlag(fs)
 			world = fs.String("world", "", "world to ingest into (default: a new bench-ingest-<time> world)")
 			producers = fs.Int("producers", 64, "concurrent producers, each sending facts back to back")
 			fs.Float64Var(&dupRate, "dup-rate", 0.2, "fraction of sends that resend a fact already acknowledged")
+			fs.Float64Var(&rate, "rate", 0, "offer this many sends per second on a fixed schedule, each on its own (open loop; latency counts from its scheduled time); 0: producers send back to back")
 			duration = fs.Duration("duration", 10*time.Second, "how long to send facts")
 			asJSON = fs.Bool("json", false, "print one JSON object")
 		},
@@ -39,22 +41,26 @@ func init() {
 			if len(args) != 0 {
 				return usagef("bench ingest takes no arguments")
 			}
-			if *producers < 1 || dupRate < 0 || dupRate >= 1 || *duration <= 0 {
-				return usagef("--producers must be positive, --dup-rate in [0, 1), --duration positive")
+			if *producers < 1 || dupRate < 0 || dupRate >= 1 || *duration <= 0 || rate < 0 {
+				return usagef("--producers must be positive, --dup-rate in [0, 1), --duration positive, --rate not negative")
 			}
 			b, err := openBucket(ctx, *url)
 			if err != nil {
 				return err
 			}
 			defer b.Close()
-			res, err := benchIngest(ctx, b, *url, *world, *producers, dupRate, *duration)
+			res, err := benchIngest(ctx, b, *url, *world, *producers, dupRate, rate, *duration)
 			if err != nil {
 				return err
 			}
 			if *asJSON {
 				return writeJSON(out, res)
 			}
-			fmt.Fprintf(out, "bucket %s, world %s, %d producers, %.0f s\n", res.Bucket, res.World, res.Producers, res.Seconds)
+			fmt.Fprintf(out, "bucket %s, world %s, %d producers, %.0f s", res.Bucket, res.World, res.Producers, res.Seconds)
+			if res.Rate > 0 {
+				fmt.Fprintf(out, ", %.0f sends/s offered", res.Rate)
+			}
+			fmt.Fprintln(out)
 			fmt.Fprintf(out, "  %.0f facts/s (new)  p50 %.1f ms  p99 %.1f ms  max %.1f ms\n", res.FactsPerSec, res.P50ms, res.P99ms, res.MaxMs)
 			fmt.Fprintf(out, "  %d facts, %d duplicates suppressed (p50 %.1f ms), %d errors; %d slots, %.1f entries/slot\n",
 				res.Facts, res.Duplicates, res.DupP50ms, res.Errors, res.Slots, res.EntriesPerSlot)
@@ -68,6 +74,7 @@ type ingestBench struct {
 	World       string  `json:"world"`
 	Producers   int     `json:"producers"`
 	DupRate     float64 `json:"dup_rate"`
+	Rate        float64 `json:"rate,omitempty"`
 	Seconds     float64 `json:"seconds"`
 	Facts       int     `json:"facts"`
 	FactsPerSec float64 `json:"facts_per_sec"`
@@ -88,8 +95,10 @@ type ingestBench struct {
 
 // benchIngest runs producers that each send new facts back to back, and
 // resend an acknowledged one at dupRate; every resend must come back
-// deduplicated under the original token.
-func benchIngest(ctx context.Context, b bucket.Bucket, url, world string, producers int, dupRate float64, d time.Duration) (*ingestBench, error) {
+// deduplicated under the original token. With rate > 0 the sends are
+// offered on a fixed schedule instead, each in its own goroutine, from
+// producers in turn.
+func benchIngest(ctx context.Context, b bucket.Bucket, url, world string, producers int, dupRate, rate float64, d time.Duration) (*ingestBench, error) {
 	if world == "" {
 		world = fmt.Sprintf("bench-ingest-%d", time.Now().UnixNano())
 	}
@@ -111,42 +120,88 @@ func benchIngest(ctx context.Context, b bucket.Bucket, url, world string, produc
 	var fresh, dups stats.Recorder
 	var errs atomic.Int64
 	var firstErr atomic.Value
-	res := &ingestBench{Bucket: url, World: world, Producers: producers, DupRate: dupRate}
+	res := &ingestBench{Bucket: url, World: world, Producers: producers, DupRate: dupRate, Rate: rate}
 	runCtx, stop := context.WithTimeout(ctx, d)
 	defer stop()
 	go progress(runCtx, "facts", func() int { return fresh.Count() })
+	// send ingests fact i of producer p (a resend if dup) and records its
+	// latency from t0; it reports whether the fact was acknowledged.
+	var mu sync.Mutex
+	tokens := map[[2]int]string{}
+	send := func(p, i int, dup bool, t0 time.Time) bool {
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		rec, err := svc.Ingest(cctx, fact(p, i))
+		cancel()
+		mu.Lock()
+		want := tokens[[2]int{p, i}]
+		mu.Unlock()
+		switch {
+		case err != nil:
+			errs.Add(1)
+			firstErr.CompareAndSwap(nil, err)
+			return false
+		case dup && (!rec.Deduplicated || rec.CommitToken != want):
+			errs.Add(1)
+			firstErr.CompareAndSwap(nil, fmt.Errorf("resend of %s/%s: receipt %+v, want the original under %s", rec.Producer, rec.ExternalID, rec, want))
+			return false
+		case dup:
+			dups.Add(time.Since(t0))
+		default:
+			fresh.Add(time.Since(t0))
+			mu.Lock()
+			tokens[[2]int{p, i}] = rec.CommitToken
+			mu.Unlock()
+		}
+		return true
+	}
 	start := time.Now()
 	var wg sync.WaitGroup
 	res.PeakHeapMiB = float64(peakHeap(func() {
+		if rate > 0 {
+			// Open loop: send n is due at start + n/rate, whatever the
+			// earlier ones are doing.
+			r := rand.New(rand.NewPCG(1, 1))
+			sent := make([]int, producers)    // new facts each producer sent
+			acked := make([][]int, producers) // of which acknowledged
+			var ackMu sync.Mutex
+			for n := 0; ; n++ {
+				at := start.Add(time.Duration(float64(n) / rate * float64(time.Second)))
+				if bucket.Sleep(runCtx, time.Until(at)) != nil {
+					break
+				}
+				p := n % producers
+				ackMu.Lock()
+				i, dup := sent[p], len(acked[p]) > 0 && r.Float64() < dupRate
+				if dup {
+					i = acked[p][r.IntN(len(acked[p]))]
+				} else {
+					sent[p]++
+				}
+				ackMu.Unlock()
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if send(p, i, dup, at) && !dup {
+						ackMu.Lock()
+						acked[p] = append(acked[p], i)
+						ackMu.Unlock()
+					}
+				}()
+			}
+			wg.Wait()
+			return
+		}
 		for p := range producers {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				r := rand.New(rand.NewPCG(uint64(p), 1))
-				tokens := map[int]string{}
 				for n := 0; runCtx.Err() == nil; {
 					i, dup := n, n > 0 && r.Float64() < dupRate
 					if dup {
 						i = r.IntN(n)
 					}
-					t0 := time.Now()
-					cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-					rec, err := svc.Ingest(cctx, fact(p, i))
-					cancel()
-					switch {
-					case err != nil:
-						errs.Add(1)
-						firstErr.CompareAndSwap(nil, err)
-						continue
-					case dup && (!rec.Deduplicated || rec.CommitToken != tokens[i]):
-						errs.Add(1)
-						firstErr.CompareAndSwap(nil, fmt.Errorf("resend of %s/%s: receipt %+v, want the original under %s", rec.Producer, rec.ExternalID, rec, tokens[i]))
-						continue
-					case dup:
-						dups.Add(time.Since(t0))
-					default:
-						fresh.Add(time.Since(t0))
-						tokens[i] = rec.CommitToken
+					if send(p, i, dup, time.Now()) && !dup {
 						n++
 					}
 				}
