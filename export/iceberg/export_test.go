@@ -20,6 +20,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	icebergio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
+	"github.com/parquet-go/parquet-go"
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/bucket/bucketurl"
@@ -682,5 +683,71 @@ func TestFollowExportsNewTicks(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A file a manifest names that the catalog does not prove (not stored
+// under the tick's own token) is row-checked: the rows published under
+// the tick's token are exported, a crashed attempt's rows in the same
+// file are not; a file of foreign rows only is left out.
+func TestUnprovenFilesAreFiltered(t *testing.T) {
+	b, _ := local.Open(t.TempDir())
+	small(t, b, 5)
+	ctx := ctxT(t)
+	cat, err := index.Open(ctx, b, "w", index.Options{NoCompactor: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	s, _ := cat.Exact(ctx)
+	var particle *engine.Table
+	for _, tb := range particles.Tables() {
+		if tb.Name == "particle" {
+			particle = tb
+		}
+	}
+	tk, _ := s.Tick("main", 5)
+	var frame *engine.Frame
+	for _, tf := range tk.Tables {
+		if tf.Table == particle.ID {
+			data, _, _ := b.Get(ctx, tf.Fragments[0].Path)
+			if frame, err = engine.DecodeFragment(particle, data, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	epoch := s.World.Epoch
+	published, _ := engine.EncodeFragment(frame, engine.Stamp{Tick: 6, CommitToken: "tok6", WriterEpoch: epoch})
+	crashed, _ := engine.EncodeFragment(frame, engine.Stamp{Tick: 6, CommitToken: "crashed6", WriterEpoch: epoch})
+	var mixed bytes.Buffer
+	pf, _ := parquet.OpenFile(bytes.NewReader(published), int64(len(published)))
+	cf, _ := parquet.OpenFile(bytes.NewReader(crashed), int64(len(crashed)))
+	pw := parquet.NewWriter(&mixed, pf.Schema())
+	for _, rg := range append(pf.RowGroups(), cf.RowGroups()...) {
+		if _, err := pw.WriteRowGroup(rg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := pw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var frags []index.Fragment
+	for token, data := range map[string][]byte{"mixed": mixed.Bytes(), "foreign": crashed} {
+		name := engine.FragmentPath("w", "main", particle.ID, token, 0)
+		a, err := b.Create(ctx, name, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		frags = append(frags, index.Fragment{Path: name, Rows: int64(frame.Len()), Bytes: a.Size, Digest: engine.Digest(data), Generation: a.Generation})
+	}
+	slices.SortFunc(frags, func(a, b index.Fragment) int { return strings.Compare(a.Path, b.Path) })
+	if _, err := cat.Commit(ctx, index.Entry{Kind: index.KindTickPublish, TickPublish: &index.TickPublish{Run: "main", Tick: 6,
+		CommitToken: "tok6", WriterEpoch: epoch, Tables: []index.TableFragments{{Table: particle.ID, Fragments: frags}}}}); err != nil {
+		t.Fatal(err)
+	}
+	res := export(t, b, iceberg.Options{World: "w"})
+	same(t, b, icebergio.LocalFS{}, res, nil, nil)
+	if p := table_(res, "particle"); p.Rewritten != 1 {
+		t.Fatalf("particle: %+v; want the mixed file rewritten with its visible rows", p)
 	}
 }
