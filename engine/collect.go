@@ -51,6 +51,26 @@ const (
 	KindViewList   = "view-list" // the views' fragment lists and witnesses
 )
 
+// A RefSource names objects that something outside the catalog still
+// references (an export's live snapshots), which collection keeps
+// whatever the catalog says of them. An error fails the collection
+// before it deletes a fragment.
+type RefSource func(ctx context.Context, b bucket.Bucket, world string) (map[string]bool, error)
+
+var refSources struct {
+	sync.Mutex
+	list []RefSource
+}
+
+// RegisterRefSource adds a source every Collect asks; a package that
+// references fragments from outside the catalog registers one when it is
+// linked in (export/iceberg does).
+func RegisterRefSource(s RefSource) {
+	refSources.Lock()
+	defer refSources.Unlock()
+	refSources.list = append(refSources.list, s)
+}
+
 // CollectOptions tune Collect.
 type CollectOptions struct {
 	// Run limits the fragments examined to one run ("": every run). The
@@ -333,6 +353,18 @@ func (c *collector) fragments(ctx context.Context) error {
 		named[r.Path] = true
 		return true
 	})
+	refSources.Lock()
+	sources := slices.Clone(refSources.list)
+	refSources.Unlock()
+	for _, src := range sources {
+		refs, err := src(ctx, c.b, c.world)
+		if err != nil {
+			return fmt.Errorf("world %s: what exports reference: %w", c.world, err)
+		}
+		for name := range refs {
+			named[name] = true
+		}
+	}
 	claims := map[string]map[string][]*index.Claim{} // run → claims (any state) by token
 	allows := map[string]*index.Allowlist{}
 	var todo []fragment

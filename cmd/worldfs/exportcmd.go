@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/worldfs/worldfs/export/iceberg"
+)
+
+func init() {
+	var url, world, run, at, token, to, base, expire *string
+	var asJSON *bool
+	var follow *time.Duration
+	register("export", command{
+		name: "iceberg",
+		summary: "write a pinned snapshot of a run as Apache Iceberg tables (format v2) over the visible files in place, " +
+			"incrementally; or expire old export snapshots",
+		example: "worldfs export iceberg --bucket ./worldfs-data --world w1 --run main   # then: duckdb -c \"SELECT count(*) FROM iceberg_scan('<printed metadata>')\"",
+		flags: func(fs *flag.FlagSet) {
+			url = bucketFlag(fs)
+			world = fs.String("world", "", "world to export (required)")
+			run = fs.String("run", "main", "run to export")
+			at = fs.String("at", "", "pin the export to this visible tick (default: the head)")
+			token = fs.String("token", "", "pin the export to the tick this commit token published")
+			to = fs.String("to", "", "object prefix of the tables (default export/iceberg/<world>/<run>)")
+			base = fs.String("base", "", "URI of the bucket's root in the metadata (default: file://<dir>/ or gs://<bucket>/<prefix>)")
+			expire = fs.String("expire-before", "", "instead of exporting, drop the export snapshots older than this "+
+				"(an RFC 3339 time, or a duration before now such as 168h); collection then stops keeping their files")
+			follow = fs.Duration("follow", 0, "keep exporting the head, within this long of each change the world's change feed shows (e.g. 10s), until interrupted")
+			asJSON = fs.Bool("json", false, "print the result as JSON (with --follow, one line per export)")
+		},
+		run: func(ctx context.Context, _ *flag.FlagSet, _ []string, out io.Writer) error {
+			if *world == "" {
+				return usagef("--world is required")
+			}
+			opts := iceberg.Options{World: *world, Run: *run, Token: *token, Prefix: *to, Base: *base}
+			if *at != "" {
+				n, err := strconv.ParseInt(*at, 10, 64)
+				if err != nil {
+					return usagef("--at %q: not a tick number", *at)
+				}
+				opts.AtTick = &n
+			}
+			if opts.AtTick != nil && *token != "" {
+				return usagef("--at and --token both pin the export: give one")
+			}
+			var before time.Time
+			if *expire != "" {
+				if opts.AtTick != nil || *token != "" {
+					return usagef("--expire-before expires snapshots; it takes no --at or --token")
+				}
+				if d, err := time.ParseDuration(*expire); err == nil && d > 0 {
+					before = time.Now().Add(-d)
+				} else if t, err := time.Parse(time.RFC3339, *expire); err == nil {
+					before = t
+				} else {
+					return usagef("--expire-before %q: neither an RFC 3339 time (2026-11-30T12:00:00Z) nor a positive duration (168h)", *expire)
+				}
+			}
+			b, err := openBucket(ctx, *url)
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			enc := json.NewEncoder(out)
+			if *expire != "" {
+				res, err := iceberg.Expire(ctx, b, opts, before)
+				if err != nil {
+					return err
+				}
+				if *asJSON {
+					return enc.Encode(res)
+				}
+				for _, e := range res {
+					fmt.Fprintf(out, "%s: %d snapshots expired, %d kept", e.Table, e.Removed, e.Kept)
+					if e.Metadata != "" {
+						fmt.Fprintf(out, " (%s)", e.Metadata)
+					}
+					fmt.Fprintln(out)
+				}
+				return nil
+			}
+			if *follow != 0 {
+				if *follow < 0 || opts.AtTick != nil || *token != "" {
+					return usagef("--follow %v: give a positive interval and no --at or --token", *follow)
+				}
+				return iceberg.Follow(ctx, b, opts, *follow, func(res *iceberg.Result) {
+					if *asJSON {
+						_ = enc.Encode(res)
+						return
+					}
+					printExport(out, res)
+				})
+			}
+			res, err := iceberg.Export(ctx, b, opts)
+			if err != nil {
+				return err
+			}
+			if *asJSON {
+				return enc.Encode(res)
+			}
+			printExport(out, res)
+			return nil
+		},
+	})
+}
+
+func printExport(out io.Writer, res *iceberg.Result) {
+	fmt.Fprintf(out, "world %s run %s at tick %d (token %s):\n", res.World, res.Run, res.Tick, res.Token)
+	for _, t := range res.Tables {
+		what := t.Operation
+		if what == "" {
+			what = "unchanged"
+		}
+		fmt.Fprintf(out, "  %s: %s, %d files (+%d -%d, %d rewritten filtered), %d rows\n    %s\n",
+			t.Table, what, t.Files, t.Added, t.Removed, t.Rewritten, t.Rows, t.Metadata)
+	}
+}

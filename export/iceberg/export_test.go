@@ -1,0 +1,753 @@
+package iceberg_test
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	iofs "io/fs"
+	"maps"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	icebergio "github.com/apache/iceberg-go/io"
+	"github.com/apache/iceberg-go/table"
+	"github.com/parquet-go/parquet-go"
+
+	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/bucket/bucketurl"
+	"github.com/worldfs/worldfs/bucket/gcs/gcstest"
+	"github.com/worldfs/worldfs/bucket/local"
+	"github.com/worldfs/worldfs/cache"
+	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/engine/particles"
+	"github.com/worldfs/worldfs/export/iceberg"
+	"github.com/worldfs/worldfs/index"
+	wsql "github.com/worldfs/worldfs/sql"
+)
+
+var quiet = engine.Options{Catalog: index.Options{NoCompactor: true}}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func run(t *testing.T, w *engine.World, last int64) {
+	t.Helper()
+	if w.Tick() < 0 {
+		if err := particles.Setup(w, 3); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := particles.Run(ctxT(t), w, last, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func readingFact(id string, v float64) engine.Fact {
+	c, _ := engine.NewComponent("reading", engine.Field{Name: "value", Type: engine.Float64})
+	t, _ := engine.NewFactTable("reading", c)
+	return engine.Fact{Producer: "sensor-1", ExternalID: id, Table: t, Values: engine.Values{"reading_value": v}}
+}
+
+// orphan leaves f as a crashed ingester would after appending: a pending
+// claim and its row on disk, not completed.
+func orphan(t *testing.T, b bucket.Bucket, world string, cat *index.Catalog, f engine.Fact) {
+	t.Helper()
+	r, err := cat.Commit(ctxT(t), index.Entry{Kind: index.KindClaimAcquire, Claim: &index.ClaimOp{
+		Key: index.ClaimKey{Run: "main", Producer: f.Producer, ExternalID: f.ExternalID}, Digest: "sha256:x",
+		CommitToken: "orphan-token", Holder: "dead", NowMs: 1, LeaseUntilMs: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr := engine.NewFrame(f.Table)
+	f.Values[engine.ColFactProducer], f.Values[engine.ColFactExternalID] = f.Producer, f.ExternalID
+	if err := fr.Append(r.Claim.FactID, f.Values); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := engine.EncodeFragment(fr, engine.Stamp{Tick: r.Claim.Tick, CommitToken: "orphan-token", WriterEpoch: r.Claim.Epoch})
+	if _, err := b.Create(ctxT(t), engine.FragmentPath(world, "main", f.Table.ID, "orphan-token", 0), data); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// history builds world p and its fork f: facts (one an orphan under a
+// pending claim), a crashed attempt's fragment, a stale writer's late
+// rows, a receipt, and a fork at tick 100.
+func history(t *testing.T, b bucket.Bucket) {
+	ctx := ctxT(t)
+	a, err := engine.CreateWorld(ctx, b, "p", particles.Tables(), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	particles.Install(a)
+	run(t, a, 40)
+	if _, err := a.Ingest(ctx, readingFact("a", 1.5)); err != nil {
+		t.Fatal(err)
+	}
+	run(t, a, 150)
+	orphan(t, b, "p", a.Catalog(), readingFact("c", 9))
+	data, err := engine.EncodeFragment(a.Frame("particle"), engine.Stamp{Tick: 100, CommitToken: "crashed", WriterEpoch: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Create(ctx, engine.FragmentPath("p", "main", particles.Tables()[0].ID, "crashed", 0), data); err != nil {
+		t.Fatal(err)
+	}
+	bw, err := engine.ResumeWorld(ctx, b, "p", particles.Tables(), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bw.Close()
+	particles.Install(bw)
+	run(t, bw, 151)
+	particles.Schedule(a)
+	if _, err := a.Step(ctx); err == nil {
+		t.Fatal("the stale writer published")
+	}
+	s, _ := bw.Catalog().Exact(ctx)
+	sub, _ := engine.PinSubject(s, "main", 151, engine.Selector{})
+	if _, err := bw.Evaluate(ctx, engine.Evaluation{ID: "ev", Subject: sub, Contract: engine.GraderContract{GraderID: "g", Implementation: "1"}},
+		func(context.Context, engine.Subject) ([]engine.Outcome, error) {
+			return []engine.Outcome{{Criterion: "c", Verdict: engine.Pass}}, nil
+		}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := engine.ForkWorld(ctx, b, "p", "f", "main", 100, particles.Tables(), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	particles.Install(f)
+	run(t, f, 140)
+	f.Close()
+}
+
+func compact(t *testing.T, b bucket.Bucket, world string) {
+	t.Helper()
+	ctx := ctxT(t)
+	cat, err := index.Open(ctx, b, world, index.Options{NoCompactor: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	res, err := engine.Compact(ctx, b, cat, engine.CompactOptions{Recent: 10, MinFacts: 1})
+	if err != nil || res.Windows == 0 {
+		t.Fatalf("compaction of %s: %+v, %v", world, res, err)
+	}
+	if _, err = engine.Compact(ctx, b, cat, engine.CompactOptions{Run: engine.EvaluationRun, MinFacts: 1}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// viewRows is every visible row of each table the views of world show
+// (pinned to at, if set), one line per row, sorted.
+func viewRows(t *testing.T, b bucket.Bucket, world string, at *int64, c *cache.Disk) map[string][]string {
+	t.Helper()
+	opts := wsql.Options{AtTick: at, Dir: t.TempDir()}
+	if c != nil {
+		opts.Cache, opts.BucketID = c, "test-bucket"
+	}
+	s, err := wsql.Build(ctxT(t), b, world, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := wsql.Open(ctxT(t), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	out := map[string][]string{}
+	for _, name := range s.Views {
+		out[name] = query(t, db, fmt.Sprintf("SELECT * FROM %q", name+"_raw"))
+	}
+	return out
+}
+
+func query(t *testing.T, db *sql.DB, q string) []string {
+	t.Helper()
+	rows, err := db.Query(q)
+	if err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	var out []string
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]any{}
+		for i, c := range cols {
+			m[c] = vals[i]
+		}
+		out = append(out, line(m))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// line prints a row's columns by name, so two readers' rows compare.
+func line(m map[string]any) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var sb strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&sb, "%s=%v ", k, m[k])
+	}
+	return sb.String()
+}
+
+// bucketIO lets iceberg-go read a bucket it has no client for (GCS
+// through the fake server): URIs under base are the bucket's objects.
+type bucketIO struct {
+	b    bucket.Bucket
+	base string
+}
+
+type memFile struct {
+	*bytes.Reader
+	name string
+	size int64
+}
+
+func (f memFile) Stat() (iofs.FileInfo, error) { return f, nil }
+func (f memFile) Close() error                 { return nil }
+func (f memFile) Name() string                 { return f.name }
+func (f memFile) Size() int64                  { return f.size }
+func (f memFile) Mode() iofs.FileMode          { return 0o444 }
+func (f memFile) ModTime() time.Time           { return time.Time{} }
+func (f memFile) IsDir() bool                  { return false }
+func (f memFile) Sys() any                     { return nil }
+
+func (o bucketIO) Open(name string) (icebergio.File, error) {
+	obj, ok := strings.CutPrefix(name, o.base)
+	if !ok {
+		return nil, &iofs.PathError{Op: "open", Path: name, Err: iofs.ErrNotExist}
+	}
+	data, _, err := o.b.Get(context.Background(), obj)
+	if err != nil {
+		return nil, &iofs.PathError{Op: "open", Path: name, Err: err}
+	}
+	return memFile{bytes.NewReader(data), name, int64(len(data))}, nil
+}
+
+func (o bucketIO) Remove(name string) error { return iofs.ErrPermission }
+
+// scanRows reads an exported table with iceberg-go's own scan (of
+// snapshot id, or the current one if 0), one line per row, sorted.
+func scanRows(t *testing.T, fsys icebergio.IO, metadata string, id int64) []string {
+	t.Helper()
+	ctx := ctxT(t)
+	tbl, err := table.NewFromLocation(ctx, table.Identifier{"worldfs", "t"}, metadata,
+		func(context.Context) (icebergio.IO, error) { return fsys, nil }, nil)
+	if err != nil {
+		t.Fatalf("iceberg-go cannot open %s: %v", metadata, err)
+	}
+	var opts []table.ScanOption
+	if id != 0 {
+		opts = append(opts, table.WithSnapshotID(id))
+	}
+	at, err := tbl.Scan(opts...).ToArrowTable(ctx)
+	if err != nil {
+		t.Fatalf("iceberg-go cannot scan %s: %v", metadata, err)
+	}
+	defer at.Release()
+	var out []string
+	tr := array.NewTableReader(at, 1024)
+	defer tr.Release()
+	for tr.Next() {
+		rec := tr.RecordBatch()
+		for r := 0; r < int(rec.NumRows()); r++ {
+			m := map[string]any{}
+			for c, col := range rec.Columns() {
+				m[rec.ColumnName(c)] = value(t, col, r)
+			}
+			out = append(out, line(m))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func value(t *testing.T, col arrow.Array, i int) any {
+	if col.IsNull(i) {
+		return nil
+	}
+	switch a := col.(type) {
+	case *array.Int64:
+		return a.Value(i)
+	case *array.Int32:
+		return a.Value(i)
+	case *array.Float64:
+		return a.Value(i)
+	case *array.Float32:
+		return a.Value(i)
+	case *array.Boolean:
+		return a.Value(i)
+	case *array.String:
+		return a.Value(i)
+	case *array.LargeString:
+		return a.Value(i)
+	}
+	t.Fatalf("unexpected Arrow column %T", col)
+	return nil
+}
+
+// same checks that the export res of world (pinned to at) holds exactly
+// the rows its views show, table by table, read with iceberg-go.
+func same(t *testing.T, b bucket.Bucket, fsys icebergio.IO, res *iceberg.Result, at *int64, c *cache.Disk) {
+	t.Helper()
+	want := viewRows(t, b, res.World, at, c)
+	got := map[string]bool{}
+	for _, tr := range res.Tables {
+		got[tr.Table] = true
+		rows := scanRows(t, fsys, tr.Metadata, 0)
+		if !slices.Equal(rows, want[tr.Table]) {
+			t.Fatalf("world %s table %s: the export reads %d rows, the views show %d:\n%s", res.World, tr.Table, len(rows), len(want[tr.Table]), diff(want[tr.Table], rows))
+		}
+	}
+	for name, rows := range want {
+		if !got[name] && len(rows) > 0 {
+			t.Fatalf("world %s: table %s (%d rows) was not exported", res.World, name, len(rows))
+		}
+	}
+}
+
+func diff(want, got []string) string {
+	var sb strings.Builder
+	n := 0
+	for _, r := range got {
+		if !slices.Contains(want, r) && n < 5 {
+			fmt.Fprintf(&sb, "  extra:   %s\n", r)
+			n++
+		}
+	}
+	for _, r := range want {
+		if !slices.Contains(got, r) && n < 10 {
+			fmt.Fprintf(&sb, "  missing: %s\n", r)
+			n++
+		}
+	}
+	return sb.String()
+}
+
+func export(t *testing.T, b bucket.Bucket, opts iceberg.Options) *iceberg.Result {
+	t.Helper()
+	res, err := iceberg.Export(ctxT(t), b, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func table_(res *iceberg.Result, name string) iceberg.TableResult {
+	for _, tr := range res.Tables {
+		if tr.Table == name {
+			return tr
+		}
+	}
+	return iceberg.TableResult{}
+}
+
+// The export of each world, pinned or at the head, before and after
+// compaction, and after more ticks, reads (with iceberg-go) exactly as the
+// views: crashed attempts, a stale writer's rows and an orphan fact stay
+// out, the fork sees its parent up to the fork point, compaction becomes
+// a replace, more ticks an append.
+func TestExportReadsAsTheViews(t *testing.T) {
+	b, _ := local.Open(t.TempDir())
+	history(t, b)
+	fsys := icebergio.LocalFS{}
+	at := int64(90)
+	first := map[string]*iceberg.Result{}
+	for _, w := range []string{"p", "f"} {
+		first[w] = export(t, b, iceberg.Options{World: w})
+		same(t, b, fsys, first[w], nil, nil)
+		pinned := export(t, b, iceberg.Options{World: w, AtTick: &at, Prefix: "pinned/" + w})
+		same(t, b, fsys, pinned, &at, nil)
+		if again := export(t, b, iceberg.Options{World: w}); table_(again, "particle").Operation != "" || table_(again, "particle").Version != 1 {
+			t.Fatalf("world %s: a second export of the same head wrote %+v", w, table_(again, "particle"))
+		}
+	}
+	for _, w := range []string{"p", "f"} {
+		compact(t, b, w)
+	}
+	for _, w := range []string{"p", "f"} {
+		res := export(t, b, iceberg.Options{World: w})
+		same(t, b, fsys, res, nil, nil)
+		if p := table_(res, "particle"); p.Operation != "replace" || p.Removed == 0 || p.Version != 2 {
+			t.Fatalf("world %s: the export after compaction: %+v; want a replace", w, p)
+		}
+		// The first snapshot still reads as it did.
+		if rows := scanRows(t, fsys, table_(res, "particle").Metadata, table_(first[w], "particle").SnapshotID); len(rows) != int(table_(first[w], "particle").Rows) {
+			t.Fatalf("world %s: the first snapshot reads %d rows after compaction, held %d", w, len(rows), table_(first[w], "particle").Rows)
+		}
+	}
+	// The fork's parent is compacted past the fork point: its kept rows
+	// are a filtered copy under the export prefix.
+	if res := export(t, b, iceberg.Options{World: "f", AtTick: &at, Prefix: "pinned/f"}); table_(res, "particle").Rewritten == 0 {
+		t.Fatalf("the fork's export rewrote nothing: %+v", table_(res, "particle"))
+	} else {
+		same(t, b, fsys, res, &at, nil)
+	}
+	w, err := engine.ResumeWorld(ctxT(t), b, "p", particles.Tables(), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	particles.Install(w)
+	run(t, w, 200)
+	w.Close()
+	res := export(t, b, iceberg.Options{World: "p"})
+	same(t, b, fsys, res, nil, nil)
+	if p := table_(res, "particle"); p.Operation != "append" || p.Removed != 0 || p.Added != 49 {
+		t.Fatalf("the export of 49 more ticks: %+v; want an append of their 49 files", p)
+	}
+}
+
+// childEnv names the bucket directory a child process exports from.
+const childEnv = "WORLDFS_TEST_EXPORT_CHILD"
+
+// TestMain lets a test run an export in a child process, to kill it at a
+// failpoint.
+func TestMain(m *testing.M) {
+	if dir := os.Getenv(childEnv); dir != "" {
+		b, err := local.Open(dir)
+		if err == nil {
+			_, err = iceberg.Export(context.Background(), b, iceberg.Options{World: "w"})
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func small(t *testing.T, b bucket.Bucket, last int64) {
+	t.Helper()
+	w, err := engine.CreateWorld(ctxT(t), b, "w", particles.Tables(), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	particles.Install(w)
+	run(t, w, last)
+	if _, err := w.Ingest(ctxT(t), readingFact("a", 2.5)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func more(t *testing.T, b bucket.Bucket, last int64) {
+	t.Helper()
+	w, err := engine.ResumeWorld(ctxT(t), b, "w", particles.Tables(), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	particles.Install(w)
+	run(t, w, last)
+}
+
+// versions is each exported table's newest metadata version.
+func versions(t *testing.T, b bucket.Bucket) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	for a, err := range b.List(ctxT(t), "export/iceberg/w/main/", "") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		rest := strings.TrimPrefix(a.Name, "export/iceberg/w/main/")
+		tbl, file, _ := strings.Cut(rest, "/metadata/v")
+		if n, ok := strings.CutSuffix(file, ".metadata.json"); ok {
+			var v int
+			fmt.Sscan(n, &v)
+			out[tbl] = max(out[tbl], v)
+		}
+	}
+	return out
+}
+
+// An export killed before or after a table's commit leaves every table's
+// newest metadata valid, holding the previous export or the new one,
+// never a part; the next export completes it.
+func TestExportKilledAtFailpoints(t *testing.T) {
+	dir := t.TempDir()
+	b, _ := local.Open(dir)
+	small(t, b, 20)
+	fsys := icebergio.LocalFS{}
+	prev := export(t, b, iceberg.Options{World: "w"})
+	at := prev.Tick
+	more(t, b, 30)
+	// Tables export in name order: debris and reading do not change, so
+	// the first kill comes after emitter's commit, before particle's; the
+	// second right after particle's, whose retry finds the manifests the
+	// first child wrote.
+	wantVersions := []map[string]int{{"debris": 1, "emitter": 2, "particle": 1, "reading": 1}, {"debris": 1, "emitter": 2, "particle": 2, "reading": 1}}
+	for i, point := range []string{iceberg.FailpointWritten + "@2", iceberg.FailpointCommitted + "@1"} {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), childEnv+"="+dir, "WORLDFS_FAILPOINT="+point)
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+			t.Fatalf("the export was not killed at %s: %v\n%s", point, err, out)
+		}
+		vs := versions(t, b)
+		if !maps.Equal(vs, wantVersions[i]) {
+			t.Fatalf("versions after a kill at %s: %v, want %v", point, vs, wantVersions[i])
+		}
+		// Every table reads as one of the two states, through its newest
+		// metadata version.
+		for name, v := range vs {
+			m := fmt.Sprintf("file://%s/export/iceberg/w/main/%s/metadata/v%d.metadata.json", dir, name, v)
+			pin := &at
+			if v == 2 {
+				pin = nil
+			}
+			if got, want := scanRows(t, fsys, m, 0), viewRows(t, b, "w", pin, nil)[name]; !slices.Equal(got, want) {
+				t.Fatalf("after a kill at %s, table %s v%d reads %d rows, want %d", point, name, v, len(got), len(want))
+			}
+		}
+	}
+	res := export(t, b, iceberg.Options{World: "w"})
+	same(t, b, fsys, res, nil, nil)
+	if vs := versions(t, b); !maps.Equal(vs, wantVersions[1]) {
+		t.Fatalf("versions after the export completed: %v, want %v", vs, wantVersions[1])
+	}
+}
+
+// An export of a pinned tick is deterministic: the same history gives
+// the same metadata bytes, and exporting it again writes nothing.
+func TestExportIsDeterministic(t *testing.T) {
+	dir := t.TempDir()
+	b, _ := local.Open(dir)
+	small(t, b, 12)
+	copyDir := t.TempDir()
+	if err := os.CopyFS(copyDir, os.DirFS(dir)); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := local.Open(copyDir)
+	at := int64(10)
+	opts := iceberg.Options{World: "w", AtTick: &at, Base: "file:///worlds/"}
+	r1, r2 := export(t, b, opts), export(t, c, opts)
+	for i, tr := range r1.Tables {
+		name := strings.TrimPrefix(tr.Metadata, "file:///worlds/")
+		d1, _, err1 := b.Get(ctxT(t), name)
+		d2, _, err2 := c.Get(ctxT(t), name)
+		if err1 != nil || err2 != nil || !bytes.Equal(d1, d2) || tr.SnapshotID != r2.Tables[i].SnapshotID {
+			t.Fatalf("table %s: two exports of tick %d differ (%v, %v)", tr.Table, at, err1, err2)
+		}
+	}
+	if again := export(t, b, opts); again.Tables[0].Operation != "" || again.Tables[0].Version != 1 {
+		t.Fatalf("exporting tick %d again wrote %+v", at, again.Tables[0])
+	}
+}
+
+// Collection keeps every file a live export snapshot names, even replaced
+// by compaction past the retention; once the snapshot expires, it goes.
+// Export metadata collection cannot read fails collection closed.
+func TestCollectionKeepsExportedFiles(t *testing.T) {
+	b, _ := local.Open(t.TempDir())
+	small(t, b, 100)
+	fsys := icebergio.LocalFS{}
+	first := export(t, b, iceberg.Options{World: "w"})
+	firstRows := scanRows(t, fsys, table_(first, "particle").Metadata, 0)
+	compact(t, b, "w")
+	second := export(t, b, iceberg.Options{World: "w"})
+	if table_(second, "particle").Operation != "replace" {
+		t.Fatalf("after compaction: %+v", table_(second, "particle"))
+	}
+	later := func() time.Time { return time.Now().Add(30 * 24 * time.Hour) }
+	gc := func() engine.CollectResult {
+		t.Helper()
+		cat, err := index.Open(ctxT(t), b, "w", index.Options{NoCompactor: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cat.Close()
+		res, err := engine.Collect(ctxT(t), b, cat, engine.CollectOptions{Now: later})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	gc()
+	if got := scanRows(t, fsys, table_(second, "particle").Metadata, table_(first, "particle").SnapshotID); !slices.Equal(got, firstRows) {
+		t.Fatalf("after gc the first export snapshot reads %d rows, held %d", len(got), len(firstRows))
+	}
+	refs, err := iceberg.Refs(ctxT(t), b, "w")
+	if err != nil || len(refs) == 0 {
+		t.Fatalf("refs: %d, %v", len(refs), err)
+	}
+	for name := range refs {
+		if _, err := b.Stat(ctxT(t), name); err != nil {
+			t.Fatalf("gc deleted %s, which an export snapshot names: %v", name, err)
+		}
+	}
+	// Expiring the first snapshot lets collection take what only it named.
+	ex, err := iceberg.Expire(ctxT(t), b, iceberg.Options{World: "w"}, later())
+	if err != nil || len(ex) == 0 || ex[0].Removed != 1 {
+		t.Fatalf("expire: %+v, %v", ex, err)
+	}
+	if res := gc(); res.ByKind[engine.KindReplaced] == 0 {
+		t.Fatalf("after the snapshot expired, gc collected no replaced fragment: %+v", res)
+	}
+	same(t, b, fsys, second, nil, nil)
+	// A registered export whose metadata is corrupt stops collection.
+	if _, err := b.Create(ctxT(t), "export/iceberg/w/main/particle/metadata/v9.metadata.json", []byte("{")); err != nil {
+		t.Fatal(err)
+	}
+	cat, _ := index.Open(ctxT(t), b, "w", index.Options{NoCompactor: true})
+	defer cat.Close()
+	if _, err := engine.Collect(ctxT(t), b, cat, engine.CollectOptions{Now: later}); !errors.Is(err, index.ErrCorrupt) {
+		t.Fatalf("collection with unreadable export metadata: %v; want it to fail closed", err)
+	}
+}
+
+// The same on GCS (the real client against the fake server): gs:// URIs
+// in the metadata, read back with iceberg-go through the bucket.
+func TestExportOnGCS(t *testing.T) {
+	gcstest.Start(t, "worlds")
+	b, err := bucketurl.Open(context.Background(), "gs://worlds/prod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	small(t, b, 15)
+	res := export(t, b, iceberg.Options{World: "w"})
+	c, err := cache.Open(t.TempDir(), cache.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tr := range res.Tables {
+		if !strings.HasPrefix(tr.Metadata, "gs://worlds/prod/export/iceberg/w/main/") {
+			t.Fatalf("metadata at %s", tr.Metadata)
+		}
+	}
+	fsys := bucketIO{b: b, base: "gs://worlds/prod/"}
+	same(t, b, fsys, res, nil, c)
+	data, _, err := b.Get(ctxT(t), strings.TrimPrefix(table_(res, "particle").Metadata, "gs://worlds/prod/"))
+	if err != nil || !bytes.Contains(data, []byte(`"gs://worlds/prod/export/iceberg/w/main/particle/metadata/snap-`)) {
+		t.Fatalf("the metadata does not name its manifest list by gs:// URI: %v", err)
+	}
+	more(t, b, 25)
+	res = export(t, b, iceberg.Options{World: "w"})
+	same(t, b, fsys, res, nil, c)
+}
+
+// Following keeps the export at the head: after more ticks, an export of
+// the new head follows from the change feed.
+func TestFollowExportsNewTicks(t *testing.T) {
+	b, _ := local.Open(t.TempDir())
+	small(t, b, 5)
+	ctx, cancel := context.WithCancel(ctxT(t))
+	defer cancel()
+	exports := make(chan *iceberg.Result, 16)
+	done := make(chan error, 1)
+	go func() {
+		done <- iceberg.Follow(ctx, b, iceberg.Options{World: "w"}, time.Millisecond, func(r *iceberg.Result) { exports <- r })
+	}()
+	if r := <-exports; r.Tick != 5 {
+		t.Fatalf("the first export is of tick %d, want 5", r.Tick)
+	}
+	more(t, b, 9)
+	for followed := false; !followed; {
+		select {
+		case r := <-exports:
+			if followed = r.Tick == 9; followed {
+				same(t, b, icebergio.LocalFS{}, r, nil, nil)
+			}
+		case err := <-done:
+			t.Fatalf("following ended before tick 9 was exported: %v", err)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A file a manifest names that the catalog does not prove (not stored
+// under the tick's own token) is row-checked: the rows published under
+// the tick's token are exported, a crashed attempt's rows in the same
+// file are not; a file of foreign rows only is left out.
+func TestUnprovenFilesAreFiltered(t *testing.T) {
+	b, _ := local.Open(t.TempDir())
+	small(t, b, 5)
+	ctx := ctxT(t)
+	cat, err := index.Open(ctx, b, "w", index.Options{NoCompactor: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	s, _ := cat.Exact(ctx)
+	var particle *engine.Table
+	for _, tb := range particles.Tables() {
+		if tb.Name == "particle" {
+			particle = tb
+		}
+	}
+	tk, _ := s.Tick("main", 5)
+	var frame *engine.Frame
+	for _, tf := range tk.Tables {
+		if tf.Table == particle.ID {
+			data, _, _ := b.Get(ctx, tf.Fragments[0].Path)
+			if frame, err = engine.DecodeFragment(particle, data, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	epoch := s.World.Epoch
+	published, _ := engine.EncodeFragment(frame, engine.Stamp{Tick: 6, CommitToken: "tok6", WriterEpoch: epoch})
+	crashed, _ := engine.EncodeFragment(frame, engine.Stamp{Tick: 6, CommitToken: "crashed6", WriterEpoch: epoch})
+	var mixed bytes.Buffer
+	pf, _ := parquet.OpenFile(bytes.NewReader(published), int64(len(published)))
+	cf, _ := parquet.OpenFile(bytes.NewReader(crashed), int64(len(crashed)))
+	pw := parquet.NewWriter(&mixed, pf.Schema())
+	for _, rg := range append(pf.RowGroups(), cf.RowGroups()...) {
+		if _, err := pw.WriteRowGroup(rg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := pw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var frags []index.Fragment
+	for token, data := range map[string][]byte{"mixed": mixed.Bytes(), "foreign": crashed} {
+		name := engine.FragmentPath("w", "main", particle.ID, token, 0)
+		a, err := b.Create(ctx, name, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		frags = append(frags, index.Fragment{Path: name, Rows: int64(frame.Len()), Bytes: a.Size, Digest: engine.Digest(data), Generation: a.Generation})
+	}
+	slices.SortFunc(frags, func(a, b index.Fragment) int { return strings.Compare(a.Path, b.Path) })
+	if _, err := cat.Commit(ctx, index.Entry{Kind: index.KindTickPublish, TickPublish: &index.TickPublish{Run: "main", Tick: 6,
+		CommitToken: "tok6", WriterEpoch: epoch, Tables: []index.TableFragments{{Table: particle.ID, Fragments: frags}}}}); err != nil {
+		t.Fatal(err)
+	}
+	res := export(t, b, iceberg.Options{World: "w"})
+	same(t, b, icebergio.LocalFS{}, res, nil, nil)
+	if p := table_(res, "particle"); p.Rewritten != 1 {
+		t.Fatalf("particle: %+v; want the mixed file rewritten with its visible rows", p)
+	}
+}
