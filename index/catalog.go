@@ -1,7 +1,6 @@
 package index
 
 import (
-	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -42,11 +41,6 @@ type Options struct {
 	// 10 ms), which keeps several writers fair. The design allows up to
 	// 30 ms; on the GCS model 10 ms kept three writers at 96% of one
 	// writer's throughput with none under 30%, where 30 ms gave 85%.
-	// Batches of hundreds of entries take a loser longer to rebase than
-	// that, so the wait is up to the longer of YieldJitter and this
-	// committer's own recent rebase time (from a lost create's answer to
-	// its next create, at most 250 ms), the head start a winner would
-	// otherwise keep.
 	YieldRecency, YieldJitter time.Duration
 	// Checkpoints: written once the tip is CheckpointSlots slots or
 	// CheckpointInterval past the last one (1024, 60 s), after a random wait
@@ -172,11 +166,6 @@ type Catalog struct {
 	// SlotBytes into a count of entries to take.
 	deep     bool
 	perEntry int
-	// lostAt and rebase are the committer's own too: when the last lost
-	// create was answered (zero once the next create started), and the
-	// moving average of the time between the two.
-	lostAt time.Time
-	rebase time.Duration
 
 	stats struct {
 		slots, lost, entries, refused, ambiguous, checkpoints atomic.Int64
@@ -742,11 +731,6 @@ func (c *Catalog) commitLoop() {
 		}
 		if inflight == nil && len(pipeline) > 0 {
 			inflight = make(chan created, 1)
-			if !c.lostAt.IsZero() {
-				d := time.Since(c.lostAt)
-				c.rebase = cmp.Or((3*c.rebase+d)/4, d)
-				c.lostAt = time.Time{}
-			}
 			go c.create(pipeline[0], inflight)
 		}
 		if inflight == nil {
@@ -875,7 +859,6 @@ func (c *Catalog) decided(res created, pipeline []*batch) []*batch {
 		// Lost the slot: read the winners and rebuild every batch, in
 		// queue order, on the new tip.
 		c.stats.lost.Add(1)
-		c.lostAt = time.Now()
 	default:
 		// Unknown outcome (or a failing bucket): the members in the slot
 		// get it. Members it refused were judged on a base never confirmed
@@ -914,16 +897,12 @@ func (c *Catalog) decided(res created, pipeline []*batch) []*batch {
 	return nil
 }
 
-// maxRebaseYield bounds the wait after a win that a slow rebase asks for,
-// so that a committer starved of CPU does not hold the others back long.
-const maxRebaseYield = 250 * time.Millisecond
-
 func (c *Catalog) yieldAfterWin() {
 	c.mu.Lock()
 	other := c.mu.otherSeen
 	c.mu.Unlock()
 	if !other.IsZero() && time.Since(other) < c.opts.YieldRecency {
-		time.Sleep(time.Duration(mrand.Int64N(int64(max(c.opts.YieldJitter, min(c.rebase, maxRebaseYield)))) + 1))
+		time.Sleep(time.Duration(mrand.Int64N(int64(c.opts.YieldJitter)) + 1))
 	}
 }
 
