@@ -11,9 +11,8 @@ import (
 	"runtime"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/klauspost/compress/zstd"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/worldfs/worldfs/bucket"
 )
