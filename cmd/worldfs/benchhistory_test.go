@@ -30,7 +30,7 @@ func TestBenchHistory(t *testing.T) {
 		t.Fatalf("bench history: %d\n%s\n%s", code, out, stderr)
 	}
 	for _, ph := range []*historyPhase{res.Before, res.After} {
-		if ph == nil || ph.Rows != 600*3 || ph.AtRows != 3 || ph.ViewsOpenSeconds <= 0 || ph.SQLFirst.Seconds <= 0 ||
+		if ph == nil || ph.Rows != 600*3 || ph.AtRows != 3 || ph.ViewsOpenSeconds <= 0 || ph.ViewsLoadSeconds <= 0 || ph.ViewsBuildSeconds < ph.ViewsLoadSeconds || ph.SQLFirst.Seconds <= 0 ||
 			ph.SQLAgain.PeakRSSBytes <= 0 || ph.BucketObjects == 0 || len(ph.DataObjectsTable) != 2 || len(ph.FilesNamed) != 2 {
 			t.Fatalf("bench history phase %+v", ph)
 		}
