@@ -248,7 +248,7 @@ func exitCode(ctx context.Context, err error) int {
 		return 0
 	case errors.As(err, new(usageError)):
 		return exitUsage
-	case ctx.Err() != nil && errors.Is(err, context.Canceled):
+	case ctx.Err() != nil: // a signal stopped the command, whatever it failed with
 		return exitInterrupted
 	case errors.As(err, new(*bucket.NotAnsweringError)):
 		return exitNoReply

@@ -394,7 +394,7 @@ func registerWorldCommands() {
 		{
 			name: "create", summary: "create a world with its tables (a writer then resumes it: world resume, the mount's ctl, engine.ResumeWorld)",
 			usage:   "WORLD",
-			example: `worldfs world create w1 --tables '[{"name":"particle","components":[{"name":"pos","fields":[{"name":"x","type":"float64"}]}]}]'`,
+			example: `worldfs world create w1 --tables '[{"name":"particle","components":[{"name":"pos","fields":[{"name":"x","type":"double"}]}]}]'`,
 			flags: func(fs *flag.FlagSet) {
 				tables = fs.String("tables", "", "the tables, as the root ctl's create takes them: a JSON array, or @FILE holding one (required)")
 				writerMode = fs.String("writer-mode", index.ModeResumable, "resumable, or cleanup_only (a writer that dies is never resumed)")
