@@ -17,7 +17,7 @@ install:
 SHELL := /bin/bash
 
 test:
-	$(GO) test -count=1 $(PKGS)
+	$(GO) test -count=1 -timeout 30m $(PKGS)
 	@set -o pipefail; $(GO) test -count=1 -run '^TestConformance$$' -v ./bucket/ \
 		| grep -E '^    --- (PASS|FAIL|SKIP): TestConformance/[^/ ]+ ' \
 		| sed 's/^    --- /conformance: /'
