@@ -249,15 +249,17 @@ func TestUncertainPublish(t *testing.T) {
 			if err := drive(ctxT(t), w, 3); err != nil {
 				t.Fatal(err)
 			}
-			kind := faulty.FailAfter
+			kind, times := faulty.FailAfter, 1
 			if !landed {
-				kind = faulty.FailBefore
+				// The catalog answers an unknown create by creating once
+				// more (CreateOnce): that one fails too.
+				kind, times = faulty.FailBefore, 2
 			}
 			// The slot create fails (after or before applying) and every
 			// read of the log after the tick's first (its due-command
 			// probe) fails: the outcome stays unknown.
 			script.SetRules(
-				faulty.Rule{Op: faulty.OpCreate, Prefix: index.LogPrefix("w"), Times: 1, Fault: faulty.Fault{Kind: kind}},
+				faulty.Rule{Op: faulty.OpCreate, Prefix: index.LogPrefix("w"), Times: times, Fault: faulty.Fault{Kind: kind}},
 				faulty.Rule{Op: faulty.OpGet, Prefix: index.LogPrefix("w"), Skip: 1, Fault: faulty.Fault{Kind: faulty.FailBefore}},
 			)
 			particles.Schedule(w)
