@@ -8,11 +8,11 @@ import (
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/bucket/local"
 	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/engine/enginetest"
 	"github.com/worldfs/worldfs/engine/particles"
 	"github.com/worldfs/worldfs/index"
 	wsql "github.com/worldfs/worldfs/sql"
@@ -20,11 +20,7 @@ import (
 
 var quiet = engine.Options{Catalog: index.Options{NoCompactor: true}}
 
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
+func ctxT(t *testing.T) context.Context { return enginetest.Context(t) }
 
 func run(t *testing.T, w *engine.World, last int64) {
 	t.Helper()

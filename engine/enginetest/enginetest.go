@@ -18,13 +18,27 @@ import (
 	"github.com/worldfs/worldfs/index"
 )
 
-// Timeout bounds one test's calls (Context).
+// Timeout bounds one test's calls (Context) when the test binary has no
+// deadline of its own.
 const Timeout = 2 * time.Minute
 
+// grace is what Context leaves of the binary's deadline for the test to
+// report what hung.
+const grace = 30 * time.Second
+
 // Context returns a context for one test's calls: cancelled when the test
-// ends, and after Timeout.
+// ends, and shortly before the test binary's deadline (go test -timeout),
+// or after Timeout without one. A call that hangs fails its test with the
+// context's error rather than killing the binary, and a slow machine gets
+// the whole -timeout.
 func Context(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+	if d, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
+		if end, ok := d.Deadline(); ok && time.Until(end) > 2*grace {
+			cancel()
+			ctx, cancel = context.WithDeadline(context.Background(), end.Add(-grace))
+		}
+	}
 	t.Cleanup(cancel)
 	return ctx
 }

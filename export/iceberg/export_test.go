@@ -28,6 +28,7 @@ import (
 	"github.com/worldfs/worldfs/bucket/local"
 	"github.com/worldfs/worldfs/cache"
 	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/engine/enginetest"
 	"github.com/worldfs/worldfs/engine/particles"
 	"github.com/worldfs/worldfs/export/iceberg"
 	"github.com/worldfs/worldfs/index"
@@ -36,11 +37,7 @@ import (
 
 var quiet = engine.Options{Catalog: index.Options{NoCompactor: true}}
 
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
+func ctxT(t *testing.T) context.Context { return enginetest.Context(t) }
 
 func run(t *testing.T, w *engine.World, last int64) {
 	t.Helper()
