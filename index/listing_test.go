@@ -205,3 +205,31 @@ func TestChangesFillListingGap(t *testing.T) {
 		want++
 	}
 }
+
+// VerifyCatalog, too, folds the slots its listing skipped.
+func TestVerifyCatalogFillsListingGap(t *testing.T) {
+	b := memBucket()
+	c, epoch := newWorld(t, b, "w", Options{NoCompactor: true})
+	ctx := ctxT(t)
+	for i := range 5 {
+		if _, err := c.Commit(ctx, publish("r", int64(i), fmt.Sprint("t", i), epoch)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cp, err := c.Checkpoint(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Commit(ctx, publish("r", 5, "t5", epoch)); err != nil {
+		t.Fatal(err)
+	}
+	want := c.Tip()
+	// The hidden slot ends at the checkpoint, which is still compared.
+	got, err := VerifyCatalog(ctx, gapListing{b, SlotName("w", cp)}, "w", nil)
+	if err != nil || len(got.Problems) != 0 || len(got.Checkpoints) != 1 || got.Slots != want.Slots {
+		t.Fatalf("VerifyCatalog = %+v, %v", got, err)
+	}
+	if d := diff(got.State, want); d != "" {
+		t.Fatal(d)
+	}
+}
