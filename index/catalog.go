@@ -260,11 +260,43 @@ func load(ctx context.Context, b bucket.Bucket, world string) (*State, *checkpoi
 		if err != nil {
 			return nil, nil, fmt.Errorf("world %s: listing the log: %w", world, err)
 		}
+		err := readSkipped(world, a.Name, state.Seq+1, func(name string) (uint64, error) {
+			n, _, err := readSlot(ctx, b, state, name)
+			if err == nil {
+				state = n
+			}
+			return state.Seq + 1, err
+		})
+		if err != nil {
+			return nil, nil, err
+		}
 		if state, _, err = readSlot(ctx, b, state, a.Name); err != nil {
 			return nil, nil, err
 		}
 	}
 	return state, cp, nil
+}
+
+// readSkipped reads, in order, the slots a listing skipped before the one
+// it listed, the slot expected next starting at next: bucket.List promises
+// only the objects created before it was called, so a listing that runs
+// while slots are created (a local bucket reads its directory in hash
+// order) may show one and miss the one before it. read reads and applies
+// the slot called name and returns the sequence that comes next. A name
+// not in the bucket ends the reading: the log has a true gap, and the
+// listed slot fails closed when it does not continue the log.
+func readSkipped(world, listed string, next uint64, read func(name string) (uint64, error)) error {
+	for name := SlotName(world, next); name < listed; name = SlotName(world, next) {
+		n, err := read(name)
+		if errors.Is(err, bucket.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		next = n
+	}
+	return nil
 }
 
 // readSlot reads the slot called name and applies it to s. A missing slot

@@ -65,10 +65,29 @@ func Changes(ctx context.Context, b bucket.Bucket, world string, from uint64, po
 			prevHash = hash
 			return slot, nil
 		}
+		stopped := errors.New("the caller stopped")
 		for a, err := range b.List(ctx, LogPrefix(world), startAfter) {
 			if err != nil {
 				yield(Change{}, err)
 				return
+			}
+			if next != 0 {
+				err := readSkipped(world, a.Name, next, func(name string) (uint64, error) {
+					slot, err := read(name)
+					if err != nil {
+						return 0, err
+					}
+					if !emit(slot) {
+						return 0, stopped
+					}
+					return next, nil
+				})
+				if err != nil {
+					if !errors.Is(err, stopped) {
+						yield(Change{}, err)
+					}
+					return
+				}
 			}
 			slot, err := read(a.Name)
 			if err != nil {

@@ -57,6 +57,29 @@ func VerifyCatalog(ctx context.Context, b bucket.Bucket, world string, slot func
 	}
 	slices.Sort(seqs)
 	state := Empty(world)
+	// fold applies the slot called name and compares the checkpoint at
+	// its end, if any.
+	fold := func(name string) error {
+		n, _, err := readSlot(ctx, b, state, name)
+		if err != nil {
+			return err
+		}
+		state = n
+		out.Slots++
+		if slot != nil {
+			slot(state.Seq)
+		}
+		if name, ok := bySeq[state.Seq]; ok {
+			out.Checkpoints = append(out.Checkpoints, state.Seq)
+			cp, _, err := LoadCheckpoint(ctx, b, world, name)
+			if err != nil {
+				out.Problems = append(out.Problems, err.Error())
+			} else if d := stateDiff(state, cp); d != "" {
+				out.Problems = append(out.Problems, fmt.Sprintf("checkpoint %s differs from the log at sequence %d: %s", name, state.Seq, d))
+			}
+		}
+		return nil
+	}
 	first := true
 	var skip uint64 // slots a collection under way left before its checkpoint
 	for a, err := range b.List(ctx, LogPrefix(world), "") {
@@ -94,21 +117,15 @@ func VerifyCatalog(ctx context.Context, b bucket.Bucket, world string, slot func
 		if seq <= skip {
 			continue // covered by the checkpoint folded from
 		}
-		if state, _, err = readSlot(ctx, b, state, a.Name); err != nil {
+		err := readSkipped(world, a.Name, state.Seq+1, func(name string) (uint64, error) {
+			err := fold(name)
+			return state.Seq + 1, err
+		})
+		if err != nil {
 			return nil, err
 		}
-		out.Slots++
-		if slot != nil {
-			slot(state.Seq)
-		}
-		if name, ok := bySeq[state.Seq]; ok {
-			out.Checkpoints = append(out.Checkpoints, state.Seq)
-			cp, _, err := LoadCheckpoint(ctx, b, world, name)
-			if err != nil {
-				out.Problems = append(out.Problems, err.Error())
-			} else if d := stateDiff(state, cp); d != "" {
-				out.Problems = append(out.Problems, fmt.Sprintf("checkpoint %s differs from the log at sequence %d: %s", name, state.Seq, d))
-			}
+		if err := fold(a.Name); err != nil {
+			return nil, err
 		}
 	}
 	for _, seq := range seqs {
