@@ -15,6 +15,9 @@ var (
 	ErrExist = errors.New("object already exists")
 	// ErrNotExist: the name holds no object.
 	ErrNotExist = errors.New("object does not exist")
+	// ErrNoBucket: the bucket itself does not exist (a remote backend's
+	// listing found no such bucket). Nothing was touched.
+	ErrNoBucket = errors.New("bucket does not exist")
 	// ErrGenerationMismatch: Delete was refused because the object under the
 	// name is no longer the generation the caller read.
 	ErrGenerationMismatch = errors.New("object generation moved")

@@ -292,6 +292,8 @@ func isNetwork(err error) bool {
 func (b *Bucket) readErr(op, name string, err error) error {
 	code := httpCode(err)
 	switch {
+	case errors.Is(err, storage.ErrBucketNotExist):
+		return fmt.Errorf("gcs: %s %s: %w", op, name, bucket.ErrNoBucket)
 	case errors.Is(err, storage.ErrObjectNotExist) || code == http.StatusNotFound:
 		return fmt.Errorf("gcs: %s %s: %w", op, name, bucket.ErrNotExist)
 	case code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || code >= 500 || isNetwork(err):

@@ -217,8 +217,11 @@ func benchCommit(ctx context.Context, b bucket.Bucket, url, world string, writer
 	return res, nil
 }
 
-// progress prints a count to stderr every second until ctx ends.
+// progress shows a count on a terminal, redrawn every second until ctx
+// ends (nothing in a pipe).
 func progress(ctx context.Context, what string, count func() int) {
+	p := newProgress(os.Stderr)
+	defer p.done()
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
@@ -226,7 +229,7 @@ func progress(ctx context.Context, what string, count func() int) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			fmt.Fprintf(os.Stderr, "bench: %s %d\n", what, count())
+			p.step("bench: "+what, int64(count()), -1)
 		}
 	}
 }

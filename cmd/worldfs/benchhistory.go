@@ -178,18 +178,14 @@ func benchHistory(ctx context.Context, b bucket.Bucket, h *historyBench, self, d
 	if err != nil {
 		return err
 	}
-	opts := engine.CompactOptions{}
-	if terminal(os.Stderr) {
-		opts.Progress = func(p engine.CompactProgress) {
-			fmt.Fprintf(os.Stderr, "\r\033[Kbench: compacting ticks %d..%d (%d/%d windows)", p.Span.From, p.Span.To, p.Done, p.Total)
-			if p.Done == p.Total {
-				fmt.Fprintln(os.Stderr)
-			}
-		}
-	}
+	status := newProgress(os.Stderr)
+	opts := engine.CompactOptions{Progress: func(p engine.CompactProgress) {
+		status.step("bench: compacting windows", int64(p.Done), int64(p.Total))
+	}}
 	say("compacting")
 	start := time.Now()
 	res, err := engine.Compact(ctx, b, cat, opts)
+	status.done()
 	h.CompactSeconds = time.Since(start).Seconds()
 	cat.Close()
 	if err != nil {
@@ -251,30 +247,19 @@ func historyWorld(ctx context.Context, b bucket.Bucket, h *historyBench, tables 
 	}); err != nil {
 		return err
 	}
-	// Progress: redrawn every second on a terminal, a line every ten
-	// seconds elsewhere.
-	tty, every := terminal(os.Stderr), 10*time.Second
-	if tty {
-		every = time.Second
-	}
-	start, last := time.Now(), time.Now()
+	// Progress on a terminal; the rate once built, wherever stderr goes.
+	status := newProgress(os.Stderr)
+	desc := fmt.Sprintf("bench: world %s: ticks", h.World)
+	start := time.Now()
 	for i := range h.Ticks {
 		if _, err := w.Step(ctx); err != nil {
+			status.done()
 			return err
 		}
-		if end := i == h.Ticks-1; time.Since(last) >= every || end {
-			last = time.Now()
-			line := fmt.Sprintf("bench: world %s: tick %d/%d (%.0f ticks/s)", h.World, i+1, h.Ticks, float64(i+1)/time.Since(start).Seconds())
-			switch {
-			case tty && end:
-				fmt.Fprintf(os.Stderr, "\r\033[K%s\n", line)
-			case tty:
-				fmt.Fprintf(os.Stderr, "\r\033[K%s", line)
-			default:
-				fmt.Fprintln(os.Stderr, line)
-			}
-		}
+		status.step(desc, int64(i+1), int64(h.Ticks))
 	}
+	status.done()
+	fmt.Fprintf(os.Stderr, "bench: world %s: %d ticks (%.0f ticks/s)\n", h.World, h.Ticks, float64(h.Ticks)/time.Since(start).Seconds())
 	h.BuildSeconds = time.Since(start).Seconds()
 	return nil
 }

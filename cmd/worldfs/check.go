@@ -11,7 +11,6 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/cache"
@@ -77,7 +76,7 @@ func init() {
 				return err
 			}
 			res := &checkResult{World: *world, Run: *runName, ReadData: *readData, Checkpoints: []uint64{}, Errors: []checkError{}}
-			p := newStatusLine(os.Stderr)
+			p := newProgress(os.Stderr)
 			if err := check(ctx, b, res, p); err != nil {
 				p.done()
 				return err
@@ -100,10 +99,9 @@ func init() {
 
 // check fills res: the catalog first (a catalog that cannot be folded ends
 // the check), then every fragment it references, several at a time.
-func check(ctx context.Context, b bucket.Bucket, res *checkResult, p *statusLine) error {
+func check(ctx context.Context, b bucket.Bucket, res *checkResult, p *progressLine) error {
 	var folded atomic.Int64
-	p.set(func() string { return fmt.Sprintf("catalog: %d slots folded", folded.Load()) })
-	cc, err := index.VerifyCatalog(ctx, b, res.World, func(uint64) { folded.Add(1) })
+	cc, err := index.VerifyCatalog(ctx, b, res.World, func(uint64) { p.step("catalog: slots folded", folded.Add(1), -1) })
 	if errors.Is(err, index.ErrCorrupt) {
 		res.Errors = append(res.Errors, checkError{What: "catalog", Message: err.Error()})
 		return nil
@@ -128,14 +126,12 @@ func check(ctx context.Context, b bucket.Bucket, res *checkResult, p *statusLine
 		}
 	}
 	var done, bytes atomic.Int64
-	total := len(refs)
-	p.set(func() string {
-		verb := "checked"
-		if res.ReadData {
-			verb = "read"
-		}
-		return fmt.Sprintf("fragments: %d/%d %s (%d MiB)", done.Load(), total, verb, bytes.Load()>>20)
-	})
+	total := int64(len(refs))
+	desc := "fragments checked"
+	if res.ReadData {
+		desc = "fragments read"
+	}
+	p.step(desc, 0, total)
 	errs := make([]*checkError, len(refs))
 	var unrecorded atomic.Int64
 	sem := make(chan struct{}, max(4, 2*runtime.GOMAXPROCS(0)))
@@ -147,7 +143,7 @@ func check(ctx context.Context, b bucket.Bucket, res *checkResult, p *statusLine
 		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
-			defer func() { <-sem; wg.Done(); done.Add(1) }()
+			defer func() { p.step(desc, done.Add(1), total); <-sem; wg.Done() }()
 			r := wsql.Record(f.Fragment)
 			if !r.Recorded() {
 				unrecorded.Add(1)
@@ -240,68 +236,4 @@ func printCheck(out io.Writer, res *checkResult) {
 	} else {
 		fmt.Fprintf(out, "%d errors\n", len(res.Errors))
 	}
-}
-
-// statusLine shows a status line on a terminal (and nothing in a pipe),
-// redrawn every 200 ms.
-type statusLine struct {
-	w    io.Writer
-	mu   sync.Mutex
-	line func() string
-	stop chan struct{}
-	wg   sync.WaitGroup
-}
-
-func newStatusLine(f *os.File) *statusLine {
-	p := &statusLine{}
-	if !terminal(f) {
-		return p
-	}
-	p.w, p.stop = f, make(chan struct{})
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		t := time.NewTicker(200 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-p.stop:
-				return
-			case <-t.C:
-				p.draw()
-			}
-		}
-	}()
-	return p
-}
-
-func (p *statusLine) set(line func() string) {
-	p.mu.Lock()
-	p.line = line
-	p.mu.Unlock()
-}
-
-func (p *statusLine) draw() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.line != nil {
-		fmt.Fprintf(p.w, "\r\033[K%s", p.line())
-	}
-}
-
-// done clears the status line.
-func (p *statusLine) done() {
-	if p.w == nil {
-		return
-	}
-	close(p.stop)
-	p.wg.Wait()
-	fmt.Fprint(p.w, "\r\033[K")
-}
-
-// terminal reports whether f is a terminal: progress is shown there, never
-// in pipes or logs.
-func terminal(f *os.File) bool {
-	info, err := f.Stat()
-	return err == nil && info.Mode()&os.ModeCharDevice != 0
 }

@@ -60,11 +60,9 @@ func init() {
 			if *cacheDir != "" {
 				opts.ViewsDir = filepath.Join(*cacheDir, "views")
 			}
-			progress := terminal(os.Stderr)
+			status := newProgress(os.Stderr)
 			opts.Report = func(c engine.Collected) {
-				if progress {
-					fmt.Fprint(os.Stderr, "\r\033[K")
-				}
+				status.clear()
 				if *asJSON {
 					_ = enc.Encode(map[string]any{"object": c.Name, "kind": c.Kind, "bytes": c.Bytes, "reason": c.Reason,
 						"kept": c.Kept, "deleted": !c.Kept && !*dryRun})
@@ -76,15 +74,11 @@ func init() {
 				}
 				fmt.Fprintf(out, "%s %s (%s): %s\n", v, c.Name, c.Kind, c.Reason)
 			}
-			if progress {
-				opts.Progress = func(p engine.CollectProgress) {
-					fmt.Fprintf(os.Stderr, "\r\033[K%s: %d examined, %d %s", p.Phase, p.Examined, p.Deleted, verb)
-				}
+			opts.Progress = func(p engine.CollectProgress) {
+				status.step(fmt.Sprintf("%s: %d %s, examined", p.Phase, p.Deleted, verb), int64(p.Examined), -1)
 			}
 			res, err := engine.Collect(ctx, b, cat, opts)
-			if progress {
-				fmt.Fprint(os.Stderr, "\r\033[K")
-			}
+			status.done()
 			if err != nil {
 				return err
 			}

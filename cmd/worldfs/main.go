@@ -173,9 +173,26 @@ func requireWorld(ctx context.Context, b bucket.Bucket, world string) error {
 	}
 	if _, err := index.ReadMarker(ctx, b, world); err != nil {
 		if errors.Is(err, bucket.ErrNotExist) {
+			if err := bucketMissing(ctx, b, world); err != nil {
+				return err
+			}
 			return notFoundError{fmt.Sprintf("world %s does not exist in bucket %s ('worldfs worlds' lists them)", world, b)}
 		}
 		return err
+	}
+	return nil
+}
+
+// bucketMissing tells a missing remote bucket from a missing world: a read
+// of one object cannot (a remote store answers both with "not found"), a
+// listing can. It is asked only once something was not found, so a command
+// on a bucket that exists pays nothing for it.
+func bucketMissing(ctx context.Context, b bucket.Bucket, world string) error {
+	for _, err := range b.List(ctx, index.WorldPrefix(world), "") {
+		if errors.Is(err, bucket.ErrNoBucket) {
+			return notFoundError{fmt.Sprintf("bucket %s does not exist (%v)", b, err)}
+		}
+		break
 	}
 	return nil
 }
@@ -261,7 +278,7 @@ func exitCode(ctx context.Context, err error) int {
 		return exitConflict
 	case errors.Is(err, index.ErrResync):
 		return exitResync
-	case errors.Is(err, bucket.ErrNotExist):
+	case errors.Is(err, bucket.ErrNotExist), errors.Is(err, bucket.ErrNoBucket):
 		return exitNotFound
 	}
 	return exitFailed

@@ -48,11 +48,9 @@ func init() {
 			if *tables != "" {
 				opts.Tables = strings.Split(*tables, ",")
 			}
-			status := newStatusLine(os.Stderr)
+			status := newProgress(os.Stderr)
 			opts.Progress = func(p engine.CompactProgress) {
-				status.set(func() string {
-					return fmt.Sprintf("compacting: window %d/%d (ticks %d..%d)", p.Done, p.Total, p.Span.From, p.Span.To)
-				})
+				status.step("compacting windows", int64(p.Done), int64(p.Total))
 			}
 			start := time.Now()
 			res, err := engine.Compact(ctx, b, cat, opts)
