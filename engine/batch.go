@@ -114,46 +114,98 @@ func (s *IngestionService) batch(reqs []*factReq) {
 // key earlier in the batch with another digest, settle alone.
 func (s *IngestionService) group(reqs []*factReq) {
 	ctx := context.WithoutCancel(reqs[0].ctx)
-	// One claim per key: a later request for a key the batch holds
-	// follows the first.
+	b := s.newFactBatch(ctx, reqs)
+	if len(b.leaders) == 0 {
+		return
+	}
+	b.token = newToken()
+	b.acquire()
+	held := b.fresh()
+	if len(b.rows) == 0 {
+		return
+	}
+	failpoint.Hit(FailpointBatchClaimed)
+	stop := s.renew(ctx, held)
+	defer stop()
+	t := b.leaders[b.idx[0]].table
+	err := s.place(ctx, t, b.token, b.rows, false, func(missing []*pendingRow) ([]byte, error) {
+		if err := s.describe(ctx, t); err != nil {
+			return nil, err
+		}
+		return s.encode(t, missing)
+	})
+	if err != nil {
+		b.fail(err, stop)
+		return
+	}
+	for range b.rows {
+		failpoint.Hit(FailpointFactAppended)
+	}
+	failpoint.Hit(FailpointBatchAppended)
+	b.complete()
+}
+
+// factBatch is one batch of group: its leaders (one request per key),
+// the requests that follow each, and the claims and rows it settles.
+type factBatch struct {
+	s         *IngestionService
+	ctx       context.Context
+	token     string // the batch's token; its claims' are <token>.<i>
+	leaders   []*factReq
+	followers map[int][]*factReq // by leader
+	claims    []*index.Claim     // by leader: the claims acquired fresh
+	rows      []*pendingRow      // of the claims acquired fresh
+	idx       []int              // rows[j] is leaders[idx[j]]'s
+}
+
+// newFactBatch groups reqs by key: one claim per key, a later request for
+// a key the batch holds follows the first. A request already cancelled
+// is answered at once (nothing was claimed for it).
+func (s *IngestionService) newFactBatch(ctx context.Context, reqs []*factReq) *factBatch {
+	b := &factBatch{s: s, ctx: ctx, followers: map[int][]*factReq{}}
 	lead := map[index.ClaimKey]int{}
-	var leaders []*factReq
-	followers := map[int][]*factReq{}
 	for _, r := range reqs {
 		if err := r.ctx.Err(); err != nil {
 			r.answer(settled{}, err) // nothing was claimed for it
 			continue
 		}
 		if i, ok := lead[r.key]; ok {
-			followers[i] = append(followers[i], r)
+			b.followers[i] = append(b.followers[i], r)
 			continue
 		}
-		lead[r.key] = len(leaders)
-		leaders = append(leaders, r)
+		lead[r.key] = len(b.leaders)
+		b.leaders = append(b.leaders, r)
 	}
-	if len(leaders) == 0 {
-		return
-	}
-	answer := func(i int, out settled, err error) {
-		leaders[i].answer(out, err)
-		for _, f := range followers[i] {
-			if err == nil && f.digest == leaders[i].digest {
-				dup := out
-				dup.dedup, dup.recovered = true, ""
-				f.answer(dup, nil)
-			} else {
-				go s.alone(ctx, f)
-			}
+	return b
+}
+
+// answer answers leader i and its followers: a follower with the
+// leader's digest shares a successful answer (as a duplicate); any other
+// settles alone.
+func (b *factBatch) answer(i int, out settled, err error) {
+	b.leaders[i].answer(out, err)
+	for _, f := range b.followers[i] {
+		if err == nil && f.digest == b.leaders[i].digest {
+			dup := out
+			dup.dedup, dup.recovered = true, ""
+			f.answer(dup, nil)
+		} else {
+			go b.s.alone(b.ctx, f)
 		}
 	}
+}
 
-	batch := newToken()
-	claims := make([]*index.Claim, len(leaders))
+// acquire acquires every leader's claim at once. A key already complete
+// is answered with its receipt, a key another holder holds settles
+// alone, and the claims acquired fresh go into b.claims.
+func (b *factBatch) acquire() {
+	s, ctx := b.s, b.ctx
+	b.claims = make([]*index.Claim, len(b.leaders))
 	var wg sync.WaitGroup
-	for i, r := range leaders {
-		token := batch
-		if len(leaders) > 1 {
-			token = batch + "." + strconv.Itoa(i)
+	for i, r := range b.leaders {
+		token := b.token
+		if len(b.leaders) > 1 {
+			token = b.token + "." + strconv.Itoa(i)
 		}
 		wg.Add(1)
 		go func() {
@@ -165,7 +217,7 @@ func (s *IngestionService) group(reqs []*factReq) {
 			switch {
 			case err == nil && res.Existing:
 				out, err := s.complete(ctx, res.Claim, r.table, true)
-				answer(i, out, err)
+				b.answer(i, out, err)
 			case errors.As(err, &pending):
 				// Another holder's: await it or take it over, alone,
 				// without holding up the batch.
@@ -173,82 +225,79 @@ func (s *IngestionService) group(reqs []*factReq) {
 					done := make(chan factDone, 1)
 					s.alone(ctx, &factReq{key: r.key, digest: r.digest, table: r.table, row: r.row, done: done})
 					d := <-done
-					answer(i, d.out, d.err)
+					b.answer(i, d.out, d.err)
 				}()
 			case err != nil:
-				answer(i, settled{}, err)
+				b.answer(i, settled{}, err)
 			default:
-				claims[i] = res.Claim
+				b.claims[i] = res.Claim
 			}
 		}()
 	}
 	wg.Wait()
+}
 
-	var rows []*pendingRow
-	var idx []int // rows[j] is leaders[idx[j]]'s
+// fresh sets the rows of the claims acquired fresh, and returns those
+// claims.
+func (b *factBatch) fresh() []*index.Claim {
 	var held []*index.Claim
-	for i, c := range claims {
+	for i, c := range b.claims {
 		if c == nil {
 			continue
 		}
 		failpoint.Hit(FailpointFactClaimed)
-		rows = append(rows, &pendingRow{claim: c, values: factValues(leaders[i].row, c)})
-		idx = append(idx, i)
+		b.rows = append(b.rows, &pendingRow{claim: c, values: factValues(b.leaders[i].row, c)})
+		b.idx = append(b.idx, i)
 		held = append(held, c)
 	}
-	if len(rows) == 0 {
-		return
+	return held
+}
+
+// fail answers every fresh claim's leader with err, the batch's failure
+// to place its rows. A build error releases the claims (after stopping
+// their renewal); any other leaves them pending.
+func (b *factBatch) fail(err error, stop func()) {
+	var be *buildError
+	release := errors.As(err, &be)
+	if release {
+		stop()
 	}
-	failpoint.Hit(FailpointBatchClaimed)
-	stop := s.renew(ctx, held)
-	defer stop()
-	t := leaders[idx[0]].table
-	err := s.place(ctx, t, batch, rows, false, func(missing []*pendingRow) ([]byte, error) {
-		if err := s.describe(ctx, t); err != nil {
-			return nil, err
-		}
-		return s.encode(t, missing)
-	})
-	if err != nil {
-		var be *buildError
-		release := errors.As(err, &be)
-		if release {
-			stop()
-		}
-		for j, p := range rows {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if release {
-					answer(idx[j], settled{}, s.release(ctx, p.claim, be.err))
-				} else {
-					// The claims stay pending: a retry takes them over
-					// once their leases end, and finds their rows or
-					// appends them (place).
-					answer(idx[j], settled{}, err)
-				}
-			}()
-		}
-		wg.Wait()
-		return
+	var wg sync.WaitGroup
+	for j, p := range b.rows {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if release {
+				b.answer(b.idx[j], settled{}, b.s.release(b.ctx, p.claim, be.err))
+			} else {
+				// The claims stay pending: a retry takes them over
+				// once their leases end, and finds their rows or
+				// appends them (place).
+				b.answer(b.idx[j], settled{}, err)
+			}
+		}()
 	}
-	for range rows {
-		failpoint.Hit(FailpointFactAppended)
-	}
-	failpoint.Hit(FailpointBatchAppended)
+	wg.Wait()
+}
+
+// complete completes every fresh claim at once, naming the fragment its
+// row was placed in, and answers its leader.
+func (b *factBatch) complete() {
+	s, ctx := b.s, b.ctx
 	var first sync.Once
-	for j, p := range rows {
+	var wg sync.WaitGroup
+	for j, p := range b.rows {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			r, err := s.cat.Commit(ctx, s.completion(p))
 			if err != nil {
-				answer(idx[j], settled{}, fmt.Errorf("world %s: completing fact %s: %w", s.world, p.claim.Key, err))
+				b.answer(b.idx[j], settled{}, fmt.Errorf("world %s: completing fact %s: %w", s.world, p.claim.Key, err))
 				return
 			}
 			failpoint.Hit(FailpointFactCompleted)
 			first.Do(func() { failpoint.Hit(FailpointBatchPartial) })
-			answer(idx[j], settled{claim: r.Claim, path: p.frag.Path, row: p.row}, nil)
+			b.answer(b.idx[j], settled{claim: r.Claim, path: p.frag.Path, row: p.row}, nil)
 		}()
 	}
 	wg.Wait()

@@ -318,119 +318,191 @@ func (e *exporter) table(ctx context.Context, t *table) (TableResult, error) {
 	}
 }
 
+// tableOnce exports one table once: it reads the table's latest version,
+// writes the new snapshot's manifests and commits the next version, or
+// reports the table already exported as it is.
 func (e *exporter) tableOnce(ctx context.Context, t *table, loc string) (TableResult, error) {
 	tr := TableResult{Table: t.name}
-	ver, prev, err := latest(ctx, e.b, loc)
+	x, rewritten, err := e.readTable(ctx, t, loc)
+	tr.Rewritten = rewritten
 	if err != nil {
 		return tr, err
 	}
-	var prevSnap *snapshot
-	var prevManifests []ice.ManifestFile
-	prevFiles := map[string]entry{}
-	if prev != nil {
-		if prevSnap = prev.current(); prevSnap != nil {
-			if prevManifests, prevFiles, err = liveFiles(ctx, e.b, prevSnap, e.objectOf); err != nil {
-				return tr, err
+	x.diff()
+	for _, u := range x.uris {
+		tr.Rows += x.want[u].rows
+	}
+	tr.Files = len(x.uris)
+	tr.Added, tr.Removed = len(x.added), len(x.removed)
+	if x.prevSnap != nil && len(x.added) == 0 && len(x.removed) == 0 && x.prevSnap.SchemaID == x.sc.ID {
+		tr.Metadata, tr.Version, tr.SnapshotID = e.uri(metadataName(loc, x.ver)), x.ver, x.prevSnap.SnapshotID
+		return tr, nil // already exported as it is
+	}
+	e.identify(x)
+	tr.SnapshotID = x.snapID
+	listName, err := e.writeManifests(ctx, x)
+	if err != nil {
+		return tr, err
+	}
+	op, summary := e.summary(x, tr.Rows)
+	tr.Operation = op
+	next := e.nextMetadata(x, listName, summary)
+	failpoint.Hit(FailpointWritten)
+	if x.ver == 0 {
+		if err := register(ctx, e.b, e.opts.World, loc, e.opts.Base); err != nil {
+			return tr, err
+		}
+	}
+	if err := e.commit(ctx, loc, x.ver+1, &next); err != nil {
+		return tr, err
+	}
+	failpoint.Hit(FailpointCommitted)
+	tr.Metadata, tr.Version = e.uri(metadataName(loc, x.ver+1)), x.ver+1
+	return tr, nil
+}
+
+// tableExport is one attempt at exporting a table: the version it builds
+// on, the files of the new snapshot against the previous one's, and the
+// new snapshot's identity.
+type tableExport struct {
+	t   *table
+	loc string
+
+	// The latest version and its current snapshot (nil when none).
+	ver           int
+	prev          *metadata
+	prevSnap      *snapshot
+	prevManifests []ice.ManifestFile
+	prevFiles     map[string]entry
+	sc            *ice.Schema
+	lastCol       int
+
+	// The files of the snapshot, by URI; their sorted URIs, and those
+	// added and removed against the previous snapshot (see diff).
+	want    map[string]dataFile
+	uris    []string
+	added   []string
+	removed []entry
+
+	// The new snapshot's identity (see identify).
+	parent *int64
+	seq    int64
+	snapID int64
+}
+
+// readTable reads the table's latest version, its live files and schema,
+// and the files the new snapshot holds; it reports how many of those it
+// rewrote.
+func (e *exporter) readTable(ctx context.Context, t *table, loc string) (*tableExport, int, error) {
+	x := &tableExport{t: t, loc: loc, prevFiles: map[string]entry{}}
+	var err error
+	if x.ver, x.prev, err = latest(ctx, e.b, loc); err != nil {
+		return nil, 0, err
+	}
+	if x.prev != nil {
+		if x.prevSnap = x.prev.current(); x.prevSnap != nil {
+			if x.prevManifests, x.prevFiles, err = liveFiles(ctx, e.b, x.prevSnap, e.objectOf); err != nil {
+				return nil, 0, err
 			}
 		}
 	}
-	sc, lastCol, err := schemaOf(prev, t)
-	if err != nil {
-		return tr, err
+	if x.sc, x.lastCol, err = schemaOf(x.prev, t); err != nil {
+		return nil, 0, err
 	}
-	// The files of the snapshot, by URI.
-	want := map[string]dataFile{}
+	x.want = map[string]dataFile{}
+	rewrote := 0
 	for _, f := range t.files {
-		df, ok, rewritten, err := e.file(ctx, t, loc, f, prevFiles)
+		df, ok, rewritten, err := e.file(ctx, t, loc, f, x.prevFiles)
 		if err != nil {
-			return tr, err
+			return nil, rewrote, err
 		}
 		if ok {
-			want[df.uri] = df
+			x.want[df.uri] = df
 		}
 		if rewritten {
-			tr.Rewritten++
+			rewrote++
 		}
 	}
-	uris := slices.Sorted(maps.Keys(want))
-	var added []string
-	var removed []entry
-	for _, u := range uris {
-		if _, ok := prevFiles[u]; !ok {
-			added = append(added, u)
-		}
-	}
-	for u, pe := range prevFiles {
-		if _, ok := want[u]; !ok {
-			removed = append(removed, pe)
-		}
-	}
-	slices.SortFunc(removed, func(a, b entry) int { return strings.Compare(a.uri, b.uri) })
-	for _, u := range uris {
-		tr.Rows += want[u].rows
-	}
-	tr.Files = len(uris)
-	tr.Added, tr.Removed = len(added), len(removed)
-	if prevSnap != nil && len(added) == 0 && len(removed) == 0 && prevSnap.SchemaID == sc.ID {
-		tr.Metadata, tr.Version, tr.SnapshotID = e.uri(metadataName(loc, ver)), ver, prevSnap.SnapshotID
-		return tr, nil // already exported as it is
-	}
+	return x, rewrote, nil
+}
 
-	// The snapshot's identity is a function of what it holds and what it
-	// follows: an export of the same pin over the same history is the
-	// same snapshot.
-	var parent *int64
-	seq := int64(1)
-	if prev != nil {
-		seq = prev.LastSequenceNumber + 1
+// diff sorts the snapshot's files and sets those added and removed
+// against the previous snapshot.
+func (x *tableExport) diff() {
+	x.uris = slices.Sorted(maps.Keys(x.want))
+	for _, u := range x.uris {
+		if _, ok := x.prevFiles[u]; !ok {
+			x.added = append(x.added, u)
+		}
 	}
-	if prevSnap != nil {
-		parent = &prevSnap.SnapshotID
+	for u, pe := range x.prevFiles {
+		if _, ok := x.want[u]; !ok {
+			x.removed = append(x.removed, pe)
+		}
+	}
+	slices.SortFunc(x.removed, func(a, b entry) int { return strings.Compare(a.uri, b.uri) })
+}
+
+// identify sets the new snapshot's parent, sequence number and ID. The
+// snapshot's identity is a function of what it holds and what it
+// follows: an export of the same pin over the same history is the same
+// snapshot.
+func (e *exporter) identify(x *tableExport) {
+	x.seq = 1
+	if x.prev != nil {
+		x.seq = x.prev.LastSequenceNumber + 1
+	}
+	if x.prevSnap != nil {
+		x.parent = &x.prevSnap.SnapshotID
 	}
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\n%d\n%d\n%s\n%d\n", e.uri(loc), seq, e.pin.Tick.Tick, e.pin.CommitToken, sc.ID)
-	if parent != nil {
-		fmt.Fprintf(h, "%d\n", *parent)
+	fmt.Fprintf(h, "%s\n%d\n%d\n%s\n%d\n", e.uri(x.loc), x.seq, e.pin.Tick.Tick, e.pin.CommitToken, x.sc.ID)
+	if x.parent != nil {
+		fmt.Fprintf(h, "%d\n", *x.parent)
 	}
-	for _, u := range uris {
+	for _, u := range x.uris {
 		fmt.Fprintln(h, u)
 	}
 	sum := h.Sum(nil)
-	snapID := int64(binary.BigEndian.Uint64(sum[:8]) & math.MaxInt64)
-	if snapID == 0 {
-		snapID = 1
+	x.snapID = int64(binary.BigEndian.Uint64(sum[:8]) & math.MaxInt64)
+	if x.snapID == 0 {
+		x.snapID = 1
 	}
-	tr.SnapshotID = snapID
+}
 
-	// One new manifest: the added files, the removed ones as deleted, and
-	// the live files of every previous manifest that lost one (as
-	// existing); the other previous manifests carry over unchanged.
+// writeManifests writes the new snapshot's manifests and its manifest
+// list, and returns the list's name. One new manifest: the added files,
+// the removed ones as deleted, and the live files of every previous
+// manifest that lost one (as existing); the other previous manifests
+// carry over unchanged.
+func (e *exporter) writeManifests(ctx context.Context, x *tableExport) (string, error) {
+	loc, sc, snapID := x.loc, x.sc, x.snapID
 	spec := ice.NewPartitionSpec()
 	tickID := fieldID(sc, engine.ColTick)
 	var entries []ice.ManifestEntry
-	for _, u := range added {
-		df, err := buildDataFile(spec, want[u], tickID)
+	for _, u := range x.added {
+		df, err := buildDataFile(spec, x.want[u], tickID)
 		if err != nil {
-			return tr, err
+			return "", err
 		}
 		entries = append(entries, ice.NewManifestEntry(ice.EntryStatusADDED, &snapID, nil, nil, df))
 	}
 	touched := map[int]bool{}
-	for _, r := range removed {
+	for _, r := range x.removed {
 		touched[r.manifest] = true
 		seqN, fseq := r.seq, r.fseq
 		entries = append(entries, ice.NewManifestEntry(ice.EntryStatusDELETED, &snapID, &seqN, &fseq, r.file))
 	}
 	var keptManifests []ice.ManifestFile
-	for i, mf := range prevManifests {
+	for i, mf := range x.prevManifests {
 		if !touched[i] {
 			keptManifests = append(keptManifests, mf)
 		}
 	}
 	if len(touched) > 0 {
-		for _, u := range slices.Sorted(maps.Keys(prevFiles)) {
-			pe := prevFiles[u]
-			if _, live := want[u]; live && touched[pe.manifest] {
+		for _, u := range slices.Sorted(maps.Keys(x.prevFiles)) {
+			pe := x.prevFiles[u]
+			if _, live := x.want[u]; live && touched[pe.manifest] {
 				orig, seqN, fseq := pe.snapshot, pe.seq, pe.fseq
 				entries = append(entries, ice.NewManifestEntry(ice.EntryStatusEXISTING, &orig, &seqN, &fseq, pe.file))
 			}
@@ -442,16 +514,16 @@ func (e *exporter) tableOnce(ctx context.Context, t *table, loc string) (TableRe
 		var buf bytes.Buffer
 		mf, err := ice.WriteManifest(e.uri(name), &buf, 2, spec, sc, snapID, entries)
 		if err != nil {
-			return tr, fmt.Errorf("writing manifest: %w", err)
+			return "", fmt.Errorf("writing manifest: %w", err)
 		}
 		size, err := put(ctx, e.b, name, buf.Bytes())
 		if err != nil {
-			return tr, err
+			return "", err
 		}
 		if size != int64(buf.Len()) {
 			// An earlier attempt's manifest holds the same entries.
 			if mf, err = ice.WriteManifest(e.uri(name), &bytes.Buffer{}, 2, spec, sc, snapID, entries); err != nil {
-				return tr, err
+				return "", err
 			}
 			mf = withLength(mf, size)
 		}
@@ -459,46 +531,49 @@ func (e *exporter) tableOnce(ctx context.Context, t *table, loc string) (TableRe
 	}
 	listName := fmt.Sprintf("%s/metadata/snap-%016x.avro", loc, uint64(snapID))
 	var lbuf bytes.Buffer
-	if err := ice.WriteManifestList(2, &lbuf, snapID, parent, &seq, 0, manifests); err != nil {
-		return tr, fmt.Errorf("writing manifest list: %w", err)
+	if err := ice.WriteManifestList(2, &lbuf, snapID, x.parent, &x.seq, 0, manifests); err != nil {
+		return "", fmt.Errorf("writing manifest list: %w", err)
 	}
 	if _, err := put(ctx, e.b, listName, lbuf.Bytes()); err != nil {
-		return tr, err
+		return "", err
 	}
+	return listName, nil
+}
 
-	// The summary, and the operation: an append adds files only; a
-	// replace swaps files for others holding the same rows (compaction
-	// between two exports of one pin); anything else overwrites.
+// summary is the new snapshot's operation and summary; rows is the total
+// of its files. An append adds files only; a replace swaps files for
+// others holding the same rows (compaction between two exports of one
+// pin); anything else overwrites.
+func (e *exporter) summary(x *tableExport, rows int64) (string, map[string]string) {
 	op := "append"
 	var addedRows, removedRows, addedSize, removedSize, totalSize int64
-	for _, u := range added {
-		addedRows += want[u].rows
-		addedSize += want[u].size
+	for _, u := range x.added {
+		addedRows += x.want[u].rows
+		addedSize += x.want[u].size
 	}
-	for _, r := range removed {
+	for _, r := range x.removed {
 		removedRows += r.rows
 		removedSize += r.size
 	}
-	for _, u := range uris {
-		totalSize += want[u].size
+	for _, u := range x.uris {
+		totalSize += x.want[u].size
 	}
-	if len(removed) > 0 {
+	if len(x.removed) > 0 {
 		op = "overwrite"
-		if prevSnap != nil && prevSnap.Summary["worldfs.tick"] == strconv.FormatInt(e.pin.Tick.Tick, 10) && addedRows == removedRows {
+		if x.prevSnap != nil && x.prevSnap.Summary["worldfs.tick"] == strconv.FormatInt(e.pin.Tick.Tick, 10) && addedRows == removedRows {
 			op = "replace"
 		}
 	}
-	tr.Operation = op
-	summary := map[string]string{
+	return op, map[string]string{
 		"operation":              op,
-		"added-data-files":       strconv.Itoa(len(added)),
-		"deleted-data-files":     strconv.Itoa(len(removed)),
+		"added-data-files":       strconv.Itoa(len(x.added)),
+		"deleted-data-files":     strconv.Itoa(len(x.removed)),
 		"added-records":          strconv.FormatInt(addedRows, 10),
 		"deleted-records":        strconv.FormatInt(removedRows, 10),
 		"added-files-size":       strconv.FormatInt(addedSize, 10),
 		"removed-files-size":     strconv.FormatInt(removedSize, 10),
-		"total-data-files":       strconv.Itoa(len(uris)),
-		"total-records":          strconv.FormatInt(tr.Rows, 10),
+		"total-data-files":       strconv.Itoa(len(x.uris)),
+		"total-records":          strconv.FormatInt(rows, 10),
 		"total-files-size":       strconv.FormatInt(totalSize, 10),
 		"total-delete-files":     "0",
 		"total-position-deletes": "0",
@@ -508,6 +583,12 @@ func (e *exporter) tableOnce(ctx context.Context, t *table, loc string) (TableRe
 		"worldfs.tick":           strconv.FormatInt(e.pin.Tick.Tick, 10),
 		"worldfs.commit-token":   e.pin.CommitToken,
 	}
+}
+
+// nextMetadata is the table's next version: the previous one (if any)
+// with the new snapshot, whose manifest list is listName, made current.
+func (e *exporter) nextMetadata(x *tableExport, listName string, summary map[string]string) metadata {
+	prev, loc, sc, snapID := x.prev, x.loc, x.sc, x.snapID
 	// The snapshot's time is its tick's publication (never before the
 	// previous version's).
 	ts := max(e.pin.PublishedUnixMs, 1)
@@ -517,7 +598,7 @@ func (e *exporter) tableOnce(ctx context.Context, t *table, loc string) (TableRe
 	next := newMetadata(e.uri(loc))
 	if prev != nil {
 		next = *prev
-		next.MetadataLog = append(slices.Clone(prev.MetadataLog), metadataLog{TimestampMs: prev.LastUpdatedMs, MetadataFile: e.uri(metadataName(loc, ver))})
+		next.MetadataLog = append(slices.Clone(prev.MetadataLog), metadataLog{TimestampMs: prev.LastUpdatedMs, MetadataFile: e.uri(metadataName(loc, x.ver))})
 		next.Snapshots = slices.Clone(prev.Snapshots)
 		next.SnapshotLog = slices.Clone(prev.SnapshotLog)
 		next.Schemas = slices.Clone(prev.Schemas)
@@ -527,10 +608,10 @@ func (e *exporter) tableOnce(ctx context.Context, t *table, loc string) (TableRe
 		next.Schemas = append(next.Schemas, sc)
 	}
 	next.CurrentSchemaID = sc.ID
-	next.LastColumnID = lastCol
-	next.LastSequenceNumber = seq
+	next.LastColumnID = x.lastCol
+	next.LastSequenceNumber = x.seq
 	next.LastUpdatedMs = ts
-	next.Snapshots = append(next.Snapshots, snapshot{SnapshotID: snapID, ParentSnapshotID: parent, SequenceNumber: seq,
+	next.Snapshots = append(next.Snapshots, snapshot{SnapshotID: snapID, ParentSnapshotID: x.parent, SequenceNumber: x.seq,
 		TimestampMs: ts, ManifestList: e.uri(listName), Summary: summary, SchemaID: sc.ID})
 	next.SnapshotLog = append(next.SnapshotLog, snapshotLog{TimestampMs: ts, SnapshotID: snapID})
 	next.CurrentSnapshotID = &snapID
@@ -538,19 +619,8 @@ func (e *exporter) tableOnce(ctx context.Context, t *table, loc string) (TableRe
 	next.Properties["schema.name-mapping.default"] = nameMapping(next.Schemas)
 	next.Properties["worldfs.world"] = e.opts.World
 	next.Properties["worldfs.run"] = e.opts.Run
-	next.Properties["worldfs.table"] = t.name
-	failpoint.Hit(FailpointWritten)
-	if ver == 0 {
-		if err := register(ctx, e.b, e.opts.World, loc, e.opts.Base); err != nil {
-			return tr, err
-		}
-	}
-	if err := e.commit(ctx, loc, ver+1, &next); err != nil {
-		return tr, err
-	}
-	failpoint.Hit(FailpointCommitted)
-	tr.Metadata, tr.Version = e.uri(metadataName(loc, ver+1)), ver+1
-	return tr, nil
+	next.Properties["worldfs.table"] = x.t.name
+	return next
 }
 
 // commit creates version v of the table's metadata: the export's one
