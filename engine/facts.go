@@ -153,6 +153,10 @@ type IngestOptions struct {
 	MaxWait time.Duration
 	// Now is the clock leases are measured with (default time.Now).
 	Now func() time.Time
+	// NewTicker starts the ticker leases are renewed on, every d: its
+	// channel and the function that stops it (default: time.NewTicker).
+	// With Now it lets a test drive lease time by hand.
+	NewTicker func(d time.Duration) (<-chan time.Time, func())
 	// MaxBatch bounds how many concurrent facts share one fragment and
 	// one batch of claim slots (default 512; 1 turns batching off).
 	MaxBatch int
@@ -176,6 +180,12 @@ func (o *IngestOptions) EnsureDefaults() *IngestOptions {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.NewTicker == nil {
+		o.NewTicker = func(d time.Duration) (<-chan time.Time, func()) {
+			t := time.NewTicker(d)
+			return t.C, t.Stop
+		}
 	}
 	if o.MaxBatch <= 0 {
 		o.MaxBatch = 512
@@ -821,16 +831,16 @@ func (s *IngestionService) lease(key index.ClaimKey, digest string, now time.Tim
 func (s *IngestionService) renew(ctx context.Context, claims []*index.Claim) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
+	tick, stopTicker := s.opts.NewTicker(max(s.opts.Lease/3, time.Millisecond))
 	go func() {
 		defer close(done)
-		t := time.NewTicker(max(s.opts.Lease/3, time.Millisecond))
-		defer t.Stop()
+		defer stopTicker()
 		held := slices.Clone(claims)
 		for len(held) > 0 {
 			select {
 			case <-ctx.Done():
 				return
-			case <-t.C:
+			case <-tick:
 			}
 			keep := make([]bool, len(held))
 			var wg sync.WaitGroup

@@ -704,9 +704,45 @@ func TestEvaluationTakeoverDoesNotRegrade(t *testing.T) {
 	}
 }
 
+// handClock is a clock a test moves by hand: Now reads it, and every
+// renewal ticker it starts fires only when the test advances it.
+type handClock struct {
+	mu      sync.Mutex
+	now     time.Time
+	tickers []chan time.Time
+}
+
+func (c *handClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *handClock) NewTicker(time.Duration) (<-chan time.Time, func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := make(chan time.Time) // unbuffered: advance returns once a tick is taken
+	c.tickers = append(c.tickers, ch)
+	return ch, func() {}
+}
+
+// advance moves the clock by d and ticks every ticker started so far,
+// returning once each has taken its tick (so each renewal before it has
+// completed).
+func (c *handClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	now, tickers := c.now, slices.Clone(c.tickers)
+	c.mu.Unlock()
+	for _, ch := range tickers {
+		ch <- now
+	}
+}
+
 // A holder that is alive keeps its lease however long its grader runs: the
 // others wait (or, not waiting, get ClaimPendingError) and the grader runs
-// once.
+// once. Lease time is driven by hand: the grader holds until three leases
+// have passed on the services' clock, renewed every third of a lease.
 func TestEvaluationLiveHolderKeepsItsLease(t *testing.T) {
 	ctx := ctxT(t)
 	b, _ := local.Open(t.TempDir())
@@ -714,39 +750,52 @@ func TestEvaluationLiveHolderKeepsItsLease(t *testing.T) {
 	s, _, _ := index.Load(ctx, b, "w")
 	sub, _ := engine.PinSubject(s, "main", -1, engine.Selector{})
 	ev := engine.Evaluation{ID: "eval-1", Subject: sub, Contract: contract("v1")}
+	const lease = 30 * time.Second
+	clock := &handClock{now: time.Now()}
+	open := func(maxWait time.Duration) *engine.IngestionService {
+		svc, err := engine.OpenIngestionService(ctx, b, "w", engine.IngestOptions{Lease: lease, MaxWait: maxWait,
+			Now: clock.Now, NewTicker: clock.NewTicker, Catalog: quiet.Catalog})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { svc.Close() })
+		return svc
+	}
 	var runs atomic.Int32
+	grading := make(chan struct{}, 3)
+	release := make(chan struct{})
 	slow := func(ctx context.Context, s engine.Subject) ([]engine.Outcome, error) {
 		runs.Add(1)
-		time.Sleep(1200 * time.Millisecond) // four leases: renewed three times or more
+		grading <- struct{}{}
+		<-release
 		return passing(ctx, s)
 	}
 	var wg sync.WaitGroup
 	receipts := make([]engine.EvaluationReceipt, 3)
 	for i := range receipts {
-		// A lease long enough that a loaded machine's scheduling delays do
-		// not stall a renewal past it (renewals come every third of it).
-		svc, err := engine.OpenIngestionService(ctx, b, "w", engine.IngestOptions{Lease: 300 * time.Millisecond, MaxWait: 10 * time.Second, Catalog: quiet.Catalog})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer svc.Close()
+		svc := open(time.Hour)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			time.Sleep(time.Duration(i) * 20 * time.Millisecond)
 			var err error
 			if receipts[i], err = svc.Evaluate(ctx, ev, slow); err != nil {
 				t.Error(err)
 			}
 		}()
 	}
-	time.Sleep(150 * time.Millisecond)
-	impatient, _ := engine.OpenIngestionService(ctx, b, "w", engine.IngestOptions{MaxWait: -1, Catalog: quiet.Catalog})
-	defer impatient.Close()
-	var pending *index.ClaimPendingError
-	if _, err := impatient.Evaluate(ctx, ev, slow); !errors.As(err, &pending) {
-		t.Errorf("during a live lease: %v, want ClaimPendingError", err)
+	<-grading // one holder has the claim and its renewal ticker
+	for range 9 {
+		clock.advance(lease / 3)
 	}
+	impatient := open(-1)
+	var pending *index.ClaimPendingError
+	if _, err := impatient.Evaluate(ctx, ev, func(ctx context.Context, s engine.Subject) ([]engine.Outcome, error) {
+		runs.Add(1)
+		return passing(ctx, s)
+	}); !errors.As(err, &pending) {
+		t.Errorf("three leases into a live holder's grading: %v, want ClaimPendingError", err)
+	}
+	close(release)
 	wg.Wait()
 	if n := runs.Load(); n != 1 {
 		t.Fatalf("the grader ran %d times for one evaluation, with no holder dead", n)

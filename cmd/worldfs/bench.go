@@ -17,8 +17,7 @@ import (
 func init() {
 	var url *string
 	var ops, callers, size *int
-	var asJSON *bool
-	register("bench", command{
+	registerBench(benchSpec[*bucketBench]{
 		name:    "bucket",
 		summary: "measure Create and Get on a bucket: throughput, latency percentiles, ratio to direct file reads",
 		example: "worldfs bench bucket --bucket 'mem://b?profile=gcs' --ops 2000 --callers 16 --json",
@@ -27,27 +26,21 @@ func init() {
 			ops = fs.Int("ops", 2000, "objects to create, then read")
 			callers = fs.Int("callers", 16, "concurrent callers")
 			size = fs.Int("size", 1024, "object size in bytes")
-			asJSON = fs.Bool("json", false, "print one JSON object instead of a table")
 		},
-		run: func(ctx context.Context, fs *flag.FlagSet, args []string, out io.Writer) error {
+		check: func(args []string) error {
 			if len(args) != 0 {
 				return usagef("bench bucket takes no arguments")
 			}
 			if *ops <= 0 || *callers <= 0 || *size < 0 {
 				return usagef("--ops and --callers must be positive, --size not negative")
 			}
-			b, err := openBucket(ctx, *url)
-			if err != nil {
-				return err
-			}
-			defer b.Close()
-			res, err := benchBucket(ctx, b, *url, *ops, *callers, *size)
-			if err != nil {
-				return err
-			}
-			if *asJSON {
-				return writeJSON(out, res)
-			}
+			return nil
+		},
+		open: func(ctx context.Context) (bucket.Bucket, error) { return openBucket(ctx, *url) },
+		run: func(ctx context.Context, b bucket.Bucket) (*bucketBench, error) {
+			return benchBucket(ctx, b, *url, *ops, *callers, *size)
+		},
+		table: func(out io.Writer, res *bucketBench) error {
 			fmt.Fprintf(out, "bucket %s, %d objects of %d bytes, %d callers\n", res.Bucket, res.Ops, res.Size, res.Callers)
 			for _, p := range []struct {
 				name string
@@ -61,6 +54,74 @@ func init() {
 					res.DirectRead.OpsPerSec, res.DirectRead.P50ms, res.GetVsDirect)
 			}
 			return nil
+		},
+	})
+}
+
+// benchSpec is one bench command. Every bench shares one scaffold
+// (registerBench): check the command line, open the bucket (closed
+// after), run, and print the result as one JSON object (--json) or as a
+// table.
+type benchSpec[R any] struct {
+	name, summary, example string
+	// flags adds the bench's own flags; the scaffold adds --json.
+	flags func(fs *flag.FlagSet)
+	// check refuses arguments and flag values with a usage error.
+	check func(args []string) error
+	// open opens the bucket the bench runs on (nil: it opens none and
+	// run gets a nil bucket).
+	open func(ctx context.Context) (bucket.Bucket, error)
+	// run measures and returns the result.
+	run func(ctx context.Context, b bucket.Bucket) (R, error)
+	// table prints the result for a reader (without --json).
+	table func(out io.Writer, res R) error
+}
+
+// benchDir returns dir, or when it is empty a new temporary directory
+// named after pattern, and a remove that deletes the directory it made.
+func benchDir(dir, pattern string) (string, func(), error) {
+	if dir != "" {
+		return dir, func() {}, nil
+	}
+	d, err := os.MkdirTemp("", pattern)
+	if err != nil {
+		return "", nil, err
+	}
+	return d, func() { os.RemoveAll(d) }, nil
+}
+
+// registerBench registers s as "worldfs bench <name>" on the scaffold
+// benchSpec describes.
+func registerBench[R any](s benchSpec[R]) {
+	var asJSON *bool
+	register("bench", command{
+		name:    s.name,
+		summary: s.summary,
+		example: s.example,
+		flags: func(fs *flag.FlagSet) {
+			s.flags(fs)
+			asJSON = fs.Bool("json", false, "print one JSON object")
+		},
+		run: func(ctx context.Context, _ *flag.FlagSet, args []string, out io.Writer) error {
+			if err := s.check(args); err != nil {
+				return err
+			}
+			var b bucket.Bucket
+			if s.open != nil {
+				var err error
+				if b, err = s.open(ctx); err != nil {
+					return err
+				}
+				defer b.Close()
+			}
+			res, err := s.run(ctx, b)
+			if err != nil {
+				return err
+			}
+			if *asJSON {
+				return writeJSON(out, res)
+			}
+			return s.table(out, res)
 		},
 	})
 }

@@ -17,8 +17,7 @@ import (
 func init() {
 	var url, world *string
 	var ticks, tail *int
-	var asJSON *bool
-	register("bench", command{
+	registerBench(benchSpec[*coldStartBench]{
 		name:    "coldstart",
 		summary: "build a world of N published ticks, checkpoint it, then time a cold start and its peak memory",
 		example: "worldfs bench coldstart --bucket ./bench-data --ticks 1000000 --json",
@@ -27,31 +26,28 @@ func init() {
 			world = fs.String("world", "", "world to build (default: a new cold-<time> world); an existing one is only loaded")
 			ticks = fs.Int("ticks", 100000, "published ticks to build the world with")
 			tail = fs.Int("tail", 1000, "ticks published one slot each after the checkpoint, which a cold start replays")
-			asJSON = fs.Bool("json", false, "print one JSON object")
 		},
-		run: func(ctx context.Context, fs *flag.FlagSet, args []string, out io.Writer) error {
+		check: func(args []string) error {
 			if len(args) != 0 || *ticks < 1 || *tail < 0 {
 				return usagef("bench coldstart takes no arguments and a positive --ticks")
 			}
-			open, need := openBucket, func(context.Context, bucket.Bucket, string) error { return nil }
+			return nil
+		},
+		open: func(ctx context.Context) (bucket.Bucket, error) {
 			if *world != "" { // an existing world is only loaded
-				open, need = openExisting, requireWorld
+				return openExisting(ctx, *url)
 			}
-			b, err := open(ctx, *url)
-			if err != nil {
-				return err
+			return openBucket(ctx, *url)
+		},
+		run: func(ctx context.Context, b bucket.Bucket) (*coldStartBench, error) {
+			if *world != "" {
+				if err := requireWorld(ctx, b, *world); err != nil {
+					return nil, err
+				}
 			}
-			defer b.Close()
-			if err := need(ctx, b, *world); err != nil {
-				return err
-			}
-			res, err := benchColdStart(ctx, b, *url, *world, *ticks, *tail)
-			if err != nil {
-				return err
-			}
-			if *asJSON {
-				return writeJSON(out, res)
-			}
+			return benchColdStart(ctx, b, *url, *world, *ticks, *tail)
+		},
+		table: func(out io.Writer, res *coldStartBench) error {
 			if res.BuildSeconds > 0 {
 				fmt.Fprintf(out, "world %s: %d ticks in %d slots, built in %.1f s (%.0f ticks/s); checkpoint at %d written in %.2f s\n",
 					res.World, res.Ticks, res.Slots, res.BuildSeconds, float64(res.Ticks)/res.BuildSeconds, res.CheckpointSeq, res.CheckpointSeconds)

@@ -24,8 +24,7 @@ func init() {
 	var writers, callers *int
 	var rate *float64
 	var duration *time.Duration
-	var asJSON *bool
-	register("bench", command{
+	registerBench(benchSpec[*commitBench]{
 		name:    "commit",
 		summary: "measure catalog commits: throughput, latency percentiles, slots, lost slots, per writer",
 		example: "worldfs bench commit --bucket 'mem://b?profile=gcs' --writers 3 --duration 10s --json",
@@ -36,27 +35,21 @@ func init() {
 			callers = fs.Int("callers", 1024, "concurrent callers per writer when --rate is 0 (saturation: enough to fill slots of hundreds of entries)")
 			rate = fs.Float64("rate", 0, "offered writes per second in all (open loop); 0 saturates")
 			duration = fs.Duration("duration", 10*time.Second, "how long to offer writes")
-			asJSON = fs.Bool("json", false, "print one JSON object")
 		},
-		run: func(ctx context.Context, fs *flag.FlagSet, args []string, out io.Writer) error {
+		check: func(args []string) error {
 			if len(args) != 0 {
 				return usagef("bench commit takes no arguments")
 			}
 			if *writers < 1 || *callers < 1 || *rate < 0 || *duration <= 0 {
 				return usagef("--writers and --callers must be positive, --rate not negative, --duration positive")
 			}
-			b, err := openBucket(ctx, *url)
-			if err != nil {
-				return err
-			}
-			defer b.Close()
-			res, err := benchCommit(ctx, b, *url, *world, *writers, *callers, *rate, *duration)
-			if err != nil {
-				return err
-			}
-			if *asJSON {
-				return writeJSON(out, res)
-			}
+			return nil
+		},
+		open: func(ctx context.Context) (bucket.Bucket, error) { return openBucket(ctx, *url) },
+		run: func(ctx context.Context, b bucket.Bucket) (*commitBench, error) {
+			return benchCommit(ctx, b, *url, *world, *writers, *callers, *rate, *duration)
+		},
+		table: func(out io.Writer, res *commitBench) error {
 			fmt.Fprintf(out, "bucket %s, world %s, %d writer(s), %s\n", res.Bucket, res.World, res.Writers, res.Mode)
 			fmt.Fprintf(out, "  %.0f writes/s  p50 %.1f ms  p99 %.1f ms  slots %d  lost slots %d  errors %d  entries/slot %.1f\n",
 				res.WritesPerSec, res.P50ms, res.P99ms, res.Slots, res.LostSlots, res.Errors, res.EntriesPerSlot)

@@ -13,6 +13,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 	_ "github.com/duckdb/duckdb-go/v2" // the "duckdb" database/sql driver
 
+	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/bucket/local"
 	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/export/iceberg"
@@ -22,8 +23,7 @@ import (
 func init() {
 	var url, world *string
 	var ticks, more, archetypes, entities *int
-	var asJSON *bool
-	register("bench", command{
+	registerBench(benchSpec[*exportBench]{
 		name: "export",
 		summary: "measure Iceberg exports: a whole compacted world, then an incremental export of more ticks, " +
 			"then iceberg-go's scan of the export against DuckDB's read_parquet of the same files",
@@ -35,20 +35,18 @@ func init() {
 			archetypes = fs.Int("archetypes", 2, "archetypes (one table each)")
 			entities = fs.Int("entities", 20, "entities per archetype")
 			world = fs.String("world", "", "world name (default bench-export-<ticks>x<archetypes>x<entities>); reused if the bucket holds it")
-			asJSON = fs.Bool("json", false, "print one JSON object")
 		},
-		run: func(ctx context.Context, _ *flag.FlagSet, args []string, out io.Writer) error {
+		check: func(args []string) error {
 			if len(args) != 0 || *ticks < 1 || *more < 1 || *archetypes < 1 || *entities < 1 {
 				return usagef("bench export takes no arguments and positive --ticks, --more, --archetypes and --entities")
 			}
-			b, err := openBucket(ctx, *url)
-			if err != nil {
-				return err
-			}
-			defer b.Close()
+			return nil
+		},
+		open: func(ctx context.Context) (bucket.Bucket, error) { return openBucket(ctx, *url) },
+		run: func(ctx context.Context, b bucket.Bucket) (*exportBench, error) {
 			lb, ok := b.(*local.Bucket)
 			if !ok {
-				return usagef("bench export needs a local bucket (DuckDB reads the files in place)")
+				return nil, usagef("bench export needs a local bucket (DuckDB reads the files in place)")
 			}
 			if *world == "" {
 				*world = fmt.Sprintf("bench-export-%dx%dx%d", *ticks, *archetypes, *entities)
@@ -58,21 +56,21 @@ func init() {
 			tables := benchTables(*archetypes)
 			start := time.Now()
 			if err := historyWorld(ctx, b, h, tables); err != nil {
-				return err
+				return nil, err
 			}
 			r.BuildSeconds = time.Since(start).Seconds()
 			prefix := fmt.Sprintf("bench-export/%d", time.Now().UnixNano())
 			if h.Generated {
 				cat, err := index.Open(ctx, b, *world, index.Options{NoCompactor: true})
 				if err != nil {
-					return err
+					return nil, err
 				}
 				say("compacting")
 				start = time.Now()
 				_, err = engine.Compact(ctx, b, cat, engine.CompactOptions{})
 				cat.Close()
 				if err != nil {
-					return err
+					return nil, err
 				}
 				r.CompactSeconds = time.Since(start).Seconds()
 			}
@@ -80,36 +78,36 @@ func init() {
 			start = time.Now()
 			full, err := iceberg.Export(ctx, b, iceberg.Options{World: *world, Prefix: prefix})
 			if err != nil {
-				return err
+				return nil, err
 			}
 			r.FullSeconds = time.Since(start).Seconds()
 			r.FullFiles = full.Tables[0].Files
 			say("adding %d ticks", *more)
 			w, err := engine.ResumeWorld(ctx, b, *world, tables, engine.Options{NoMaintenance: true})
 			if err != nil {
-				return err
+				return nil, err
 			}
 			for range *more {
 				if _, err := w.Step(ctx); err != nil {
 					w.Close()
-					return err
+					return nil, err
 				}
 			}
 			w.Close()
 			start = time.Now()
 			inc, err := iceberg.Export(ctx, b, iceberg.Options{World: *world, Prefix: prefix})
 			if err != nil {
-				return err
+				return nil, err
 			}
 			r.IncrementalSeconds = time.Since(start).Seconds()
 			r.IncrementalAdded = inc.Tables[0].Added
 			r.IncrementalFiles = inc.Tables[0].Files
 			if err := scanBench(ctx, lb, inc.Tables[0].Metadata, r); err != nil {
-				return err
+				return nil, err
 			}
-			if *asJSON {
-				return writeJSON(out, r)
-			}
+			return r, nil
+		},
+		table: func(out io.Writer, r *exportBench) error {
 			fmt.Fprintf(out, "world %s: %d ticks (built in %.1fs, compacted in %.1fs)\n", r.World, r.Ticks, r.BuildSeconds, r.CompactSeconds)
 			fmt.Fprintf(out, "full export: %.3fs (%d files in table 0)\n", r.FullSeconds, r.FullFiles)
 			fmt.Fprintf(out, "incremental export of %d ticks: %.3fs (+%d files, %d in all)\n", r.More, r.IncrementalSeconds, r.IncrementalAdded, r.IncrementalFiles)

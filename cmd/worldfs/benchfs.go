@@ -14,6 +14,7 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/bucket/local"
 	"github.com/worldfs/worldfs/cache"
 	"github.com/worldfs/worldfs/engine"
@@ -25,8 +26,7 @@ import (
 func init() {
 	var dir *string
 	var mb, ticks, files *int
-	var asJSON *bool
-	register("bench", command{
+	registerBench(benchSpec[*fsBench]{
 		name:    "fs",
 		summary: "measure the mount on a local bucket: sequential read vs a direct read, cold and warm ls -l of a big ticks/, open + first byte",
 		example: "worldfs bench fs --mb 1024 --ticks 100000 --json",
@@ -35,28 +35,22 @@ func init() {
 			mb = fs.Int("mb", 512, "size of the large snapshot file, MiB")
 			ticks = fs.Int("ticks", 100000, "ticks in the world whose ticks/ directory is listed")
 			files = fs.Int("files", 200, "snapshot files for the open + first byte latency")
-			asJSON = fs.Bool("json", false, "print one JSON object")
 		},
-		run: func(ctx context.Context, fs *flag.FlagSet, args []string, out io.Writer) error {
+		check: func(args []string) error {
 			if len(args) != 0 || *mb < 1 || *ticks < 1 || *files < 1 {
 				return usagef("bench fs takes no arguments and positive --mb, --ticks and --files")
 			}
-			work := *dir
-			if work == "" {
-				d, err := os.MkdirTemp("", "worldfs-bench-fs-")
-				if err != nil {
-					return err
-				}
-				defer os.RemoveAll(d)
-				work = d
-			}
-			res, err := benchFS(ctx, work, *mb, *ticks, *files)
+			return nil
+		},
+		run: func(ctx context.Context, _ bucket.Bucket) (*fsBench, error) {
+			work, remove, err := benchDir(*dir, "worldfs-bench-fs-")
 			if err != nil {
-				return err
+				return nil, err
 			}
-			if *asJSON {
-				return writeJSON(out, res)
-			}
+			defer remove()
+			return benchFS(ctx, work, *mb, *ticks, *files)
+		},
+		table: func(out io.Writer, res *fsBench) error {
 			fmt.Fprintf(out, "sequential read of %d MiB (warm page cache): direct %.0f MiB/s, through the mount %.0f MiB/s (%.2fx)\n",
 				*mb, res.DirectMiBps, res.MountMiBps, res.ReadRatio)
 			fmt.Fprintf(out, "ls -l of ticks/ with %d ticks: cold %.3f s, warm %.3f s; without xattrs (--xattrs=false): cold %.3f s, warm %.3f s\n",

@@ -23,8 +23,7 @@ import (
 func init() {
 	var url, world, self, work *string
 	var ticks, archetypes, entities, runs *int
-	var asJSON *bool
-	register("bench", command{
+	registerBench(benchSpec[*historyBench]{
 		name: "history",
 		summary: "measure reads of a long world before and after compaction: views open, a whole-table aggregate and <table>_at(t) " +
 			"(through the views, raw read_parquet, and a fresh worldfs sql process), the mount's ticks/, peak RSS, object counts",
@@ -38,47 +37,44 @@ func init() {
 			runs = fs.Int("runs", 3, "timed runs of each in-process query (the median is reported)")
 			self = fs.String("worldfs", "", "the worldfs binary run as the fresh sql process (default: this one)")
 			work = fs.String("dir", "", "work directory for the views' fragment lists, caches and mount points (default: a temporary one, removed after)")
-			asJSON = fs.Bool("json", false, "print one JSON object")
 		},
-		run: func(ctx context.Context, fs *flag.FlagSet, args []string, out io.Writer) error {
+		check: func(args []string) error {
 			if len(args) != 0 || *ticks < 1 || *archetypes < 1 || *entities < 1 || *runs < 1 {
 				return usagef("bench history takes no arguments and positive --ticks, --archetypes, --entities and --runs")
 			}
+			return nil
+		},
+		open: func(ctx context.Context) (bucket.Bucket, error) {
 			if !strings.Contains(*url, "://") {
 				// The fresh sql process opens the bucket by the same URL.
 				if abs, err := filepath.Abs(*url); err == nil {
 					*url = abs
 				}
 			}
-			b, err := openBucket(ctx, *url)
-			if err != nil {
-				return err
-			}
-			defer b.Close()
+			return openBucket(ctx, *url)
+		},
+		run: func(ctx context.Context, b bucket.Bucket) (*historyBench, error) {
 			if *world == "" {
 				*world = fmt.Sprintf("bench-history-%dx%dx%d", *ticks, *archetypes, *entities)
 			}
 			if *self == "" {
+				var err error
 				if *self, err = os.Executable(); err != nil {
-					return err
+					return nil, err
 				}
 			}
-			dir := *work
-			if dir == "" {
-				d, err := os.MkdirTemp("", "worldfs-bench-history-")
-				if err != nil {
-					return err
-				}
-				defer os.RemoveAll(d)
-				dir = d
+			dir, remove, err := benchDir(*work, "worldfs-bench-history-")
+			if err != nil {
+				return nil, err
 			}
+			defer remove()
 			h := &historyBench{Bucket: *url, World: *world, Ticks: *ticks, Archetypes: *archetypes, Entities: *entities, Runs: *runs}
 			if err := benchHistory(ctx, b, h, *self, dir); err != nil {
-				return err
+				return nil, err
 			}
-			if *asJSON {
-				return writeJSON(out, h)
-			}
+			return h, nil
+		},
+		table: func(out io.Writer, h *historyBench) error {
 			printHistoryBench(out, h)
 			return nil
 		},

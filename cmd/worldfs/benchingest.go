@@ -22,8 +22,7 @@ func init() {
 	var producers *int
 	var dupRate, rate float64
 	var duration *time.Duration
-	var asJSON *bool
-	register("bench", command{
+	registerBench(benchSpec[*ingestBench]{
 		name:    "ingest",
 		summary: "measure fact ingestion: facts/s, latency percentiles, duplicates suppressed, against one writer's commit rate",
 		example: "worldfs bench ingest --bucket 'mem://b?profile=gcs' --producers 64 --duration 10s --json\n" +
@@ -35,27 +34,21 @@ func init() {
 			fs.Float64Var(&dupRate, "dup-rate", 0.2, "fraction of sends that resend a fact already acknowledged")
 			fs.Float64Var(&rate, "rate", 0, "offer this many sends per second on a fixed schedule, each on its own (open loop; latency counts from its scheduled time); 0: producers send back to back")
 			duration = fs.Duration("duration", 10*time.Second, "how long to send facts")
-			asJSON = fs.Bool("json", false, "print one JSON object")
 		},
-		run: func(ctx context.Context, fs *flag.FlagSet, args []string, out io.Writer) error {
+		check: func(args []string) error {
 			if len(args) != 0 {
 				return usagef("bench ingest takes no arguments")
 			}
 			if *producers < 1 || dupRate < 0 || dupRate >= 1 || *duration <= 0 || rate < 0 {
 				return usagef("--producers must be positive, --dup-rate in [0, 1), --duration positive, --rate not negative")
 			}
-			b, err := openBucket(ctx, *url)
-			if err != nil {
-				return err
-			}
-			defer b.Close()
-			res, err := benchIngest(ctx, b, *url, *world, *producers, dupRate, rate, *duration)
-			if err != nil {
-				return err
-			}
-			if *asJSON {
-				return writeJSON(out, res)
-			}
+			return nil
+		},
+		open: func(ctx context.Context) (bucket.Bucket, error) { return openBucket(ctx, *url) },
+		run: func(ctx context.Context, b bucket.Bucket) (*ingestBench, error) {
+			return benchIngest(ctx, b, *url, *world, *producers, dupRate, rate, *duration)
+		},
+		table: func(out io.Writer, res *ingestBench) error {
 			fmt.Fprintf(out, "bucket %s, world %s, %d producers, %.0f s", res.Bucket, res.World, res.Producers, res.Seconds)
 			if res.Rate > 0 {
 				fmt.Fprintf(out, ", %.0f sends/s offered", res.Rate)

@@ -25,8 +25,8 @@ import (
 func init() {
 	var url, world, catWorld, dir *string
 	var fragments, rows, catTicks, runs *int
-	var generateOnly, asJSON *bool
-	register("bench", command{
+	var generateOnly *bool
+	registerBench(benchSpec[*queryBench]{
 		name:    "query",
 		summary: "time a visible-rows aggregate through the SQL views against DuckDB's raw read_parquet of the same files, and the view build from a large catalog",
 		example: "worldfs bench query --bucket ./bench-data --fragments 10000 --rows 1000 --catalog-ticks 1000000 --json",
@@ -40,17 +40,15 @@ func init() {
 			runs = fs.Int("runs", 5, "timed runs of each query (the median is reported)")
 			dir = fs.String("views-dir", "", "where the views' fragment lists are written (default: a temporary directory)")
 			generateOnly = fs.Bool("generate-only", false, "build (or check) the worlds and measure nothing")
-			asJSON = fs.Bool("json", false, "print one JSON object")
 		},
-		run: func(ctx context.Context, fs *flag.FlagSet, args []string, out io.Writer) error {
+		check: func(args []string) error {
 			if len(args) != 0 || *fragments < 1 || *rows < 1 || *catTicks < 0 || *runs < 1 {
 				return usagef("bench query takes no arguments, positive --fragments, --rows and --runs, and --catalog-ticks ≥ 0")
 			}
-			b, err := openBucket(ctx, *url)
-			if err != nil {
-				return err
-			}
-			defer b.Close()
+			return nil
+		},
+		open: func(ctx context.Context) (bucket.Bucket, error) { return openBucket(ctx, *url) },
+		run: func(ctx context.Context, b bucket.Bucket) (*queryBench, error) {
 			if *world == "" {
 				*world = fmt.Sprintf("bench-query-%dx%d", *fragments, *rows)
 			}
@@ -58,30 +56,31 @@ func init() {
 				*catWorld = fmt.Sprintf("bench-catalog-%d", *catTicks)
 			}
 			res := &queryBench{Bucket: *url, World: *world, Fragments: *fragments, RowsPerFragment: *rows, Runs: *runs}
+			var err error
 			if res.Generated, err = genQueryWorld(ctx, b, *world, *fragments, *rows, true); err != nil {
-				return err
+				return nil, err
 			}
 			if *catTicks > 0 {
 				res.Catalog = &catalogBench{World: *catWorld, Ticks: *catTicks}
 				if res.Catalog.Generated, err = genQueryWorld(ctx, b, *catWorld, *catTicks, *rows, false); err != nil {
-					return err
+					return nil, err
 				}
 			}
 			if *generateOnly {
-				return writeJSON(out, res)
+				return res, nil
 			}
-			if *dir == "" {
-				d, err := os.MkdirTemp("", "worldfs-bench-views-")
-				if err != nil {
-					return err
-				}
-				defer os.RemoveAll(d)
-				*dir = d
+			views, remove, err := benchDir(*dir, "worldfs-bench-views-")
+			if err != nil {
+				return nil, err
 			}
-			if err := benchQuery(ctx, b, res, *dir); err != nil {
-				return err
+			defer remove()
+			if err := benchQuery(ctx, b, res, views); err != nil {
+				return nil, err
 			}
-			if *asJSON {
+			return res, nil
+		},
+		table: func(out io.Writer, res *queryBench) error {
+			if *generateOnly { // nothing measured: the worlds, as JSON
 				return writeJSON(out, res)
 			}
 			printQueryBench(out, res)

@@ -17,8 +17,7 @@ import (
 func init() {
 	var url *string
 	var entities, archetypes, ticks *int
-	var asJSON *bool
-	register("bench", command{
+	registerBench(benchSpec[*ticksBench]{
 		name:    "ticks",
 		summary: "measure tick commits: ticks/s, per-tick latency, bytes, and the ratio to writing the same Parquet bytes with fsync",
 		example: "worldfs bench ticks --bucket ./bench-data --entities 10000 --archetypes 4 --ticks 200 --json",
@@ -27,24 +26,18 @@ func init() {
 			entities = fs.Int("entities", 10000, "entities per archetype")
 			archetypes = fs.Int("archetypes", 4, "archetypes (one table and one fragment per tick each)")
 			ticks = fs.Int("ticks", 200, "ticks to commit")
-			asJSON = fs.Bool("json", false, "print one JSON object")
 		},
-		run: func(ctx context.Context, fs *flag.FlagSet, args []string, out io.Writer) error {
+		check: func(args []string) error {
 			if len(args) != 0 || *entities < 1 || *archetypes < 1 || *ticks < 1 {
 				return usagef("bench ticks takes no arguments and positive --entities, --archetypes and --ticks")
 			}
-			b, err := openBucket(ctx, *url)
-			if err != nil {
-				return err
-			}
-			defer b.Close()
-			res, err := benchTicks(ctx, b, *url, *entities, *archetypes, *ticks)
-			if err != nil {
-				return err
-			}
-			if *asJSON {
-				return writeJSON(out, res)
-			}
+			return nil
+		},
+		open: func(ctx context.Context) (bucket.Bucket, error) { return openBucket(ctx, *url) },
+		run: func(ctx context.Context, b bucket.Bucket) (*ticksBench, error) {
+			return benchTicks(ctx, b, *url, *entities, *archetypes, *ticks)
+		},
+		table: func(out io.Writer, res *ticksBench) error {
 			fmt.Fprintf(out, "%d ticks of %d archetypes × %d entities: %.1f ticks/s, p50 %.2f ms, p99 %.2f ms, %.1f MiB/tick\n",
 				res.Ticks, res.Archetypes, res.Entities, res.TicksPerSec, res.P50ms, res.P99ms, float64(res.BytesPerTick)/(1<<20))
 			if res.FloorMs > 0 {
