@@ -44,7 +44,7 @@ func init() {
 		},
 		open: func(ctx context.Context) (bucket.Bucket, error) { return openBucket(ctx, *url) },
 		run: func(ctx context.Context, b bucket.Bucket) (*exportBench, error) {
-			lb, ok := b.(*local.Bucket)
+			lb, ok := bucket.As[*local.Bucket](b)
 			if !ok {
 				return nil, usagef("bench export needs a local bucket (DuckDB reads the files in place)")
 			}

@@ -154,7 +154,7 @@ func openExisting(ctx context.Context, url string) (bucket.Bucket, error) {
 	if err != nil {
 		return nil, err
 	}
-	if lb, ok := b.(*local.Bucket); ok {
+	if lb, ok := bucket.As[*local.Bucket](b); ok {
 		if ok, err := lb.Exists(); err != nil || !ok {
 			b.Close()
 			if err != nil {

@@ -183,7 +183,7 @@ func init() {
 				return err
 			}
 			defer b.Close()
-			if lb, ok := b.(*local.Bucket); ok {
+			if lb, ok := bucket.As[*local.Bucket](b); ok {
 				if err := lb.Make(); err != nil {
 					return err
 				}
