@@ -10,6 +10,7 @@ import (
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/bucket/local"
 	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/engine/enginetest"
 	"github.com/worldfs/worldfs/engine/particles"
 	"github.com/worldfs/worldfs/index"
 	wsql "github.com/worldfs/worldfs/sql"
@@ -27,17 +28,11 @@ func readingFact(id string, v float64) engine.Fact {
 func TestViewsOfFactsAndReceipts(t *testing.T) {
 	ctx := ctxT(t)
 	b, _ := local.Open(t.TempDir())
-	w, err := engine.CreateWorld(ctx, b, "w", particles.Tables(), quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	particles.Install(w)
-	run(t, w, 4)
+	w := enginetest.World(t, b, "w", 4)
 	if _, err := w.Ingest(ctx, readingFact("a", 1.5)); err != nil { // lands at tick 4
 		t.Fatal(err)
 	}
-	run(t, w, 8)
+	enginetest.Run(t, w, 8)
 	for _, f := range []engine.Fact{readingFact("b", 2.5), readingFact("b", 2.5)} { // tick 8, once
 		if _, err := w.Ingest(ctx, f); err != nil {
 			t.Fatal(err)
@@ -46,7 +41,7 @@ func TestViewsOfFactsAndReceipts(t *testing.T) {
 	orphan(t, b, w.Catalog(), readingFact("c", 9))
 	s, _ := w.Catalog().Exact(ctx)
 	sub, _ := engine.PinSubject(s, "main", 8, engine.Selector{})
-	_, err = w.Evaluate(ctx, engine.Evaluation{ID: "ev", Subject: sub, Contract: engine.GraderContract{GraderID: "g", Implementation: "1"}},
+	_, err := w.Evaluate(ctx, engine.Evaluation{ID: "ev", Subject: sub, Contract: engine.GraderContract{GraderID: "g", Implementation: "1"}},
 		func(context.Context, engine.Subject) ([]engine.Outcome, error) {
 			return []engine.Outcome{{Criterion: "c", Verdict: engine.Pass}}, nil
 		})
@@ -75,7 +70,7 @@ func TestViewsOfFactsAndReceipts(t *testing.T) {
 		t.Fatalf("as of tick 6: %d facts", n)
 	}
 	// A fork at tick 5 inherits the fact of tick 4, not that of tick 8.
-	fork, err := engine.ForkWorld(ctx, b, "w", "f", "main", 5, particles.Tables(), quiet)
+	fork, err := engine.ForkWorld(ctx, b, "w", "f", "main", 5, particles.Tables(), enginetest.Quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,8 +79,7 @@ func TestViewsOfFactsAndReceipts(t *testing.T) {
 		t.Fatalf("the fork sees %d facts, want 1", n)
 	}
 	// A world without facts still has both views, empty.
-	w2, _ := engine.CreateWorld(ctx, b, "w2", particles.Tables(), quiet)
-	run(t, w2, 1)
+	w2 := enginetest.World(t, b, "w2", 1)
 	w2.Close()
 	db2 := views(t, b, "w2", wsql.Options{})
 	if count(t, db2, "SELECT count(*) FROM worldfs_facts")+count(t, db2, "SELECT count(*) FROM worldfs_receipts") != 0 {
@@ -122,13 +116,7 @@ func ptr[T any](v T) *T { return &v }
 func TestViewsOfBatchedFacts(t *testing.T) {
 	ctx := ctxT(t)
 	b, _ := local.Open(t.TempDir())
-	w, err := engine.CreateWorld(ctx, b, "w", particles.Tables(), quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	particles.Install(w)
-	run(t, w, 2)
+	w := enginetest.World(t, b, "w", 2)
 	const n = 200
 	var wg sync.WaitGroup
 	errs := make([]error, n)
