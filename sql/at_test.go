@@ -23,7 +23,7 @@ func TestAtReadsOnlyTheFilesOfItsTick(t *testing.T) {
 	ctx := ctxT(t)
 	lb, _ := local.Open(t.TempDir())
 	a := enginetest.World(t, lb, "p", 30)
-	if _, err := a.Ingest(ctx, readingFact("a", 1.5)); err != nil {
+	if _, err := a.Ingest(ctx, enginetest.Reading("a", 1.5)); err != nil {
 		t.Fatal(err)
 	}
 	enginetest.Run(t, a, 199)

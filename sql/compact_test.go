@@ -82,11 +82,11 @@ func TestViewsAgreeBeforeAndAfterCompaction(t *testing.T) {
 	ctx := ctxT(t)
 	b, _ := local.Open(t.TempDir())
 	a := enginetest.World(t, b, "p", 40)
-	if _, err := a.Ingest(ctx, readingFact("a", 1.5)); err != nil {
+	if _, err := a.Ingest(ctx, enginetest.Reading("a", 1.5)); err != nil {
 		t.Fatal(err)
 	}
 	enginetest.Run(t, a, 150)
-	orphan(t, b, a.Catalog(), readingFact("c", 9))
+	enginetest.Orphan(t, b, "p", a.Catalog(), enginetest.Reading("c", 9))
 	// A crashed attempt of tick 100: its rows are in the bucket, under a
 	// token no manifest names.
 	data, err := engine.EncodeFragment(a.Frame("particle"), engine.Stamp{Tick: 100, CommitToken: "crashed", WriterEpoch: 1})

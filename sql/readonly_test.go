@@ -34,7 +34,7 @@ func newROWorld(t *testing.T) roWorld {
 	b, _ := local.Open(root)
 	w := enginetest.World(t, b, "w", 3)
 	defer w.Close()
-	if _, err := w.Ingest(ctx, readingFact("a", 1.5)); err != nil {
+	if _, err := w.Ingest(ctx, enginetest.Reading("a", 1.5)); err != nil {
 		t.Fatal(err)
 	}
 	enginetest.Run(t, w, 6)

@@ -165,3 +165,37 @@ func Reference(t testing.TB, last int64, cmds ...index.Command) string {
 	}
 	return particles.Fingerprint(w)
 }
+
+// Reading is fact id of the test fact table "reading" (one float64
+// field, reading_value = v) from producer sensor-1.
+func Reading(id string, v float64) engine.Fact {
+	c, _ := engine.NewComponent("reading", engine.Field{Name: "value", Type: engine.Float64})
+	t, _ := engine.NewFactTable("reading", c)
+	return engine.Fact{Producer: "sensor-1", ExternalID: id, Table: t, Values: engine.Values{"reading_value": v}}
+}
+
+// Orphan leaves fact f of world (run main, catalog cat) as a crashed
+// ingester would after appending: a pending claim and its row on disk
+// under the claim's token, never completed.
+func Orphan(t testing.TB, b bucket.Bucket, world string, cat *index.Catalog, f engine.Fact) {
+	t.Helper()
+	ctx := Context(t)
+	r, err := cat.Commit(ctx, index.Entry{Kind: index.KindClaimAcquire, Claim: &index.ClaimOp{
+		Key: index.ClaimKey{Run: "main", Producer: f.Producer, ExternalID: f.ExternalID}, Digest: "sha256:x",
+		CommitToken: "orphan-token", Holder: "dead", NowMs: 1, LeaseUntilMs: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr := engine.NewFrame(f.Table)
+	f.Values[engine.ColFactProducer], f.Values[engine.ColFactExternalID] = f.Producer, f.ExternalID
+	if err := fr.Append(r.Claim.FactID, f.Values); err != nil {
+		t.Fatal(err)
+	}
+	data, err := engine.EncodeFragment(fr, engine.Stamp{Tick: r.Claim.Tick, CommitToken: "orphan-token", WriterEpoch: r.Claim.Epoch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Create(ctx, engine.FragmentPath(world, "main", f.Table.ID, "orphan-token", 0), data); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -37,33 +37,6 @@ import (
 
 func ctxT(t *testing.T) context.Context { return enginetest.Context(t) }
 
-func readingFact(id string, v float64) engine.Fact {
-	c, _ := engine.NewComponent("reading", engine.Field{Name: "value", Type: engine.Float64})
-	t, _ := engine.NewFactTable("reading", c)
-	return engine.Fact{Producer: "sensor-1", ExternalID: id, Table: t, Values: engine.Values{"reading_value": v}}
-}
-
-// orphan leaves f as a crashed ingester would after appending: a pending
-// claim and its row on disk, not completed.
-func orphan(t *testing.T, b bucket.Bucket, world string, cat *index.Catalog, f engine.Fact) {
-	t.Helper()
-	r, err := cat.Commit(ctxT(t), index.Entry{Kind: index.KindClaimAcquire, Claim: &index.ClaimOp{
-		Key: index.ClaimKey{Run: "main", Producer: f.Producer, ExternalID: f.ExternalID}, Digest: "sha256:x",
-		CommitToken: "orphan-token", Holder: "dead", NowMs: 1, LeaseUntilMs: 2}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fr := engine.NewFrame(f.Table)
-	f.Values[engine.ColFactProducer], f.Values[engine.ColFactExternalID] = f.Producer, f.ExternalID
-	if err := fr.Append(r.Claim.FactID, f.Values); err != nil {
-		t.Fatal(err)
-	}
-	data, _ := engine.EncodeFragment(fr, engine.Stamp{Tick: r.Claim.Tick, CommitToken: "orphan-token", WriterEpoch: r.Claim.Epoch})
-	if _, err := b.Create(ctxT(t), engine.FragmentPath(world, "main", f.Table.ID, "orphan-token", 0), data); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // history builds world p and its fork f: facts (one an orphan under a
 // pending claim), a crashed attempt's fragment, a stale writer's late
 // rows, a receipt, and a fork at tick 100.
@@ -71,11 +44,11 @@ func history(t *testing.T, b bucket.Bucket) {
 	ctx := ctxT(t)
 	a := enginetest.World(t, b, "p", 40)
 	defer a.Close()
-	if _, err := a.Ingest(ctx, readingFact("a", 1.5)); err != nil {
+	if _, err := a.Ingest(ctx, enginetest.Reading("a", 1.5)); err != nil {
 		t.Fatal(err)
 	}
 	enginetest.Run(t, a, 150)
-	orphan(t, b, "p", a.Catalog(), readingFact("c", 9))
+	enginetest.Orphan(t, b, "p", a.Catalog(), enginetest.Reading("c", 9))
 	data, err := engine.EncodeFragment(a.Frame("particle"), engine.Stamp{Tick: 100, CommitToken: "crashed", WriterEpoch: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -410,7 +383,7 @@ func small(t *testing.T, b bucket.Bucket, last int64) {
 	t.Helper()
 	w := enginetest.World(t, b, "w", last)
 	defer w.Close()
-	if _, err := w.Ingest(ctxT(t), readingFact("a", 2.5)); err != nil {
+	if _, err := w.Ingest(ctxT(t), enginetest.Reading("a", 2.5)); err != nil {
 		t.Fatal(err)
 	}
 }
