@@ -7,6 +7,7 @@ import (
 
 	"github.com/worldfs/worldfs/bucket/local"
 	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/engine/enginetest"
 	"github.com/worldfs/worldfs/engine/particles"
 	"github.com/worldfs/worldfs/index"
 	wsql "github.com/worldfs/worldfs/sql"
@@ -21,17 +22,11 @@ import (
 func TestAtReadsOnlyTheFilesOfItsTick(t *testing.T) {
 	ctx := ctxT(t)
 	lb, _ := local.Open(t.TempDir())
-	a, err := engine.CreateWorld(ctx, lb, "p", particles.Tables(), quiet)
-	if err != nil {
+	a := enginetest.World(t, lb, "p", 30)
+	if _, err := a.Ingest(ctx, enginetest.Reading("a", 1.5)); err != nil {
 		t.Fatal(err)
 	}
-	defer a.Close()
-	particles.Install(a)
-	run(t, a, 30)
-	if _, err := a.Ingest(ctx, readingFact("a", 1.5)); err != nil {
-		t.Fatal(err)
-	}
-	run(t, a, 199)
+	enginetest.Run(t, a, 199)
 	particle := particles.Tables()[0]
 	data, err := engine.EncodeFragment(a.Frame("particle"), engine.Stamp{Tick: 100, CommitToken: "crashed", WriterEpoch: 1})
 	if err != nil {
@@ -40,12 +35,7 @@ func TestAtReadsOnlyTheFilesOfItsTick(t *testing.T) {
 	if _, err := lb.Create(ctx, engine.FragmentPath("p", "main", particle.ID, "crashed", 0), data); err != nil {
 		t.Fatal(err)
 	}
-	f, err := engine.ForkWorld(ctx, lb, "p", "f", "main", 100, particles.Tables(), quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	particles.Install(f)
-	run(t, f, 150)
+	f := enginetest.Fork(t, lb, "p", "f", 100, 150)
 	f.Close()
 
 	agree := func(world string, last int64) {

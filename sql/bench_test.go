@@ -4,8 +4,7 @@ import (
 	"testing"
 
 	"github.com/worldfs/worldfs/bucket/local"
-	"github.com/worldfs/worldfs/engine"
-	"github.com/worldfs/worldfs/engine/particles"
+	"github.com/worldfs/worldfs/engine/enginetest"
 	wsql "github.com/worldfs/worldfs/sql"
 )
 
@@ -13,18 +12,7 @@ import (
 // the reference simulation (worldfs bench query measures at scale).
 func BenchmarkViews(b *testing.B) {
 	bk, _ := local.Open(b.TempDir())
-	w, err := engine.CreateWorld(b.Context(), bk, "w", particles.Tables(), quiet)
-	if err != nil {
-		b.Fatal(err)
-	}
-	particles.Install(w)
-	if err := particles.Setup(w, 3); err != nil {
-		b.Fatal(err)
-	}
-	if err := particles.Run(b.Context(), w, 100, nil); err != nil {
-		b.Fatal(err)
-	}
-	w.Close()
+	enginetest.World(b, bk, "w", 100).Close()
 	opts := wsql.Options{Dir: b.TempDir()}
 	b.Run("build", func(b *testing.B) {
 		for b.Loop() {

@@ -8,6 +8,7 @@ import (
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/bucket/local"
 	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/engine/enginetest"
 	"github.com/worldfs/worldfs/engine/particles"
 	"github.com/worldfs/worldfs/index"
 	wsql "github.com/worldfs/worldfs/sql"
@@ -20,13 +21,7 @@ import (
 func TestViewsAgreeBeforeAndAfterCollection(t *testing.T) {
 	ctx := ctxT(t)
 	b, _ := local.Open(t.TempDir())
-	a, err := engine.CreateWorld(ctx, b, "p", particles.Tables(), quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	particles.Install(a)
-	run(t, a, 150)
+	a := enginetest.World(t, b, "p", 150)
 	data, err := engine.EncodeFragment(a.Frame("particle"), engine.Stamp{Tick: 100, CommitToken: "crashed", WriterEpoch: a.Epoch()})
 	if err != nil {
 		t.Fatal(err)
@@ -35,13 +30,7 @@ func TestViewsAgreeBeforeAndAfterCollection(t *testing.T) {
 	if _, err := b.Create(ctx, crashed, data); err != nil {
 		t.Fatal(err)
 	}
-	bw, err := engine.ResumeWorld(ctx, b, "p", particles.Tables(), quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bw.Close()
-	particles.Install(bw)
-	run(t, bw, 160)
+	enginetest.Resume(t, b, "p", 160)
 	particles.Schedule(a)
 	if _, err := a.Step(ctx); err == nil {
 		t.Fatal("the stale writer published")

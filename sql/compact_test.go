@@ -12,6 +12,7 @@ import (
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/bucket/local"
 	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/engine/enginetest"
 	"github.com/worldfs/worldfs/engine/particles"
 	"github.com/worldfs/worldfs/index"
 	wsql "github.com/worldfs/worldfs/sql"
@@ -80,18 +81,12 @@ func answers(t *testing.T, b bucket.Bucket, world string) string {
 func TestViewsAgreeBeforeAndAfterCompaction(t *testing.T) {
 	ctx := ctxT(t)
 	b, _ := local.Open(t.TempDir())
-	a, err := engine.CreateWorld(ctx, b, "p", particles.Tables(), quiet)
-	if err != nil {
+	a := enginetest.World(t, b, "p", 40)
+	if _, err := a.Ingest(ctx, enginetest.Reading("a", 1.5)); err != nil {
 		t.Fatal(err)
 	}
-	defer a.Close()
-	particles.Install(a)
-	run(t, a, 40)
-	if _, err := a.Ingest(ctx, readingFact("a", 1.5)); err != nil {
-		t.Fatal(err)
-	}
-	run(t, a, 150)
-	orphan(t, b, a.Catalog(), readingFact("c", 9))
+	enginetest.Run(t, a, 150)
+	enginetest.Orphan(t, b, "p", a.Catalog(), enginetest.Reading("c", 9))
 	// A crashed attempt of tick 100: its rows are in the bucket, under a
 	// token no manifest names.
 	data, err := engine.EncodeFragment(a.Frame("particle"), engine.Stamp{Tick: 100, CommitToken: "crashed", WriterEpoch: 1})
@@ -102,13 +97,7 @@ func TestViewsAgreeBeforeAndAfterCompaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A second writer takes over at 151; the first appends late and stops.
-	bw, err := engine.ResumeWorld(ctx, b, "p", particles.Tables(), quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bw.Close()
-	particles.Install(bw)
-	run(t, bw, 151)
+	bw := enginetest.Resume(t, b, "p", 151)
 	particles.Schedule(a)
 	if _, err := a.Step(ctx); err == nil {
 		t.Fatal("the stale writer published")
@@ -122,12 +111,7 @@ func TestViewsAgreeBeforeAndAfterCompaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A fork at tick 100, inside the parent's window 64..127.
-	f, err := engine.ForkWorld(ctx, b, "p", "f", "main", 100, particles.Tables(), quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	particles.Install(f)
-	run(t, f, 140)
+	f := enginetest.Fork(t, b, "p", "f", 100, 140)
 	f.Close()
 
 	before := map[string]string{"p": answers(t, b, "p"), "f": answers(t, b, "f")}
@@ -196,18 +180,16 @@ func TestLegacyAndUncoordinatedHistoryAfterCompaction(t *testing.T) {
 		lt, _ := engine.NewLegacyTable(nt.Name, nt.Components...)
 		legacy = append(legacy, lt)
 	}
-	w, err := engine.ContinueLegacyWorld(ctx, b, "legacyworld", particles.Tables(), legacy, quiet)
+	w, err := engine.ContinueLegacyWorld(ctx, b, "legacyworld", particles.Tables(), legacy, enginetest.Quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
-	particles.Install(w)
-	run(t, w, 100)
-	bare, err := engine.Uncoordinated(ctx, "bare", b, particles.Tables(), quiet)
+	enginetest.Run(t, w, 100)
+	bare, err := engine.Uncoordinated(ctx, "bare", b, particles.Tables(), enginetest.Quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
-	particles.Install(bare)
-	run(t, bare, 20)
+	enginetest.Run(t, bare, 20)
 	queries := []string{
 		"SELECT * FROM particle_raw ORDER BY tick, entity_id",
 		"SELECT * FROM emitter_raw ORDER BY tick, entity_id",

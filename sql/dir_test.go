@@ -7,8 +7,7 @@ import (
 	"testing"
 
 	"github.com/worldfs/worldfs/bucket/local"
-	"github.com/worldfs/worldfs/engine"
-	"github.com/worldfs/worldfs/engine/particles"
+	"github.com/worldfs/worldfs/engine/enginetest"
 	wsql "github.com/worldfs/worldfs/sql"
 )
 
@@ -22,12 +21,7 @@ func TestNoDefaultDirectory(t *testing.T) {
 	t.Setenv("HOME", home)
 	t.Setenv("XDG_CACHE_HOME", filepath.Join(home, ".cache"))
 	b, _ := local.Open(t.TempDir())
-	w, err := engine.CreateWorld(ctxT(t), b, "w", particles.Tables(), quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	particles.Install(w)
-	run(t, w, 3)
+	w := enginetest.World(t, b, "w", 3)
 	w.Close()
 
 	if _, err := wsql.Build(ctxT(t), b, "w", wsql.Options{}); !errors.Is(err, wsql.ErrNoDir) {

@@ -7,19 +7,13 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/bucket/local"
 	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/engine/enginetest"
 	"github.com/worldfs/worldfs/engine/particles"
 	"github.com/worldfs/worldfs/index"
 	wsql "github.com/worldfs/worldfs/sql"
 )
-
-func readingFact(id string, v float64) engine.Fact {
-	c, _ := engine.NewComponent("reading", engine.Field{Name: "value", Type: engine.Float64})
-	t, _ := engine.NewFactTable("reading", c)
-	return engine.Fact{Producer: "sensor-1", ExternalID: id, Table: t, Values: engine.Values{"reading_value": v}}
-}
 
 // Facts and receipts show exactly when their claims are complete: an
 // orphan row under a pending claim's token stays out, as do facts past a
@@ -27,26 +21,20 @@ func readingFact(id string, v float64) engine.Fact {
 func TestViewsOfFactsAndReceipts(t *testing.T) {
 	ctx := ctxT(t)
 	b, _ := local.Open(t.TempDir())
-	w, err := engine.CreateWorld(ctx, b, "w", particles.Tables(), quiet)
-	if err != nil {
+	w := enginetest.World(t, b, "w", 4)
+	if _, err := w.Ingest(ctx, enginetest.Reading("a", 1.5)); err != nil { // lands at tick 4
 		t.Fatal(err)
 	}
-	defer w.Close()
-	particles.Install(w)
-	run(t, w, 4)
-	if _, err := w.Ingest(ctx, readingFact("a", 1.5)); err != nil { // lands at tick 4
-		t.Fatal(err)
-	}
-	run(t, w, 8)
-	for _, f := range []engine.Fact{readingFact("b", 2.5), readingFact("b", 2.5)} { // tick 8, once
+	enginetest.Run(t, w, 8)
+	for _, f := range []engine.Fact{enginetest.Reading("b", 2.5), enginetest.Reading("b", 2.5)} { // tick 8, once
 		if _, err := w.Ingest(ctx, f); err != nil {
 			t.Fatal(err)
 		}
 	}
-	orphan(t, b, w.Catalog(), readingFact("c", 9))
+	enginetest.Orphan(t, b, "w", w.Catalog(), enginetest.Reading("c", 9))
 	s, _ := w.Catalog().Exact(ctx)
 	sub, _ := engine.PinSubject(s, "main", 8, engine.Selector{})
-	_, err = w.Evaluate(ctx, engine.Evaluation{ID: "ev", Subject: sub, Contract: engine.GraderContract{GraderID: "g", Implementation: "1"}},
+	_, err := w.Evaluate(ctx, engine.Evaluation{ID: "ev", Subject: sub, Contract: engine.GraderContract{GraderID: "g", Implementation: "1"}},
 		func(context.Context, engine.Subject) ([]engine.Outcome, error) {
 			return []engine.Outcome{{Criterion: "c", Verdict: engine.Pass}}, nil
 		})
@@ -75,7 +63,7 @@ func TestViewsOfFactsAndReceipts(t *testing.T) {
 		t.Fatalf("as of tick 6: %d facts", n)
 	}
 	// A fork at tick 5 inherits the fact of tick 4, not that of tick 8.
-	fork, err := engine.ForkWorld(ctx, b, "w", "f", "main", 5, particles.Tables(), quiet)
+	fork, err := engine.ForkWorld(ctx, b, "w", "f", "main", 5, particles.Tables(), enginetest.Quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,8 +72,7 @@ func TestViewsOfFactsAndReceipts(t *testing.T) {
 		t.Fatalf("the fork sees %d facts, want 1", n)
 	}
 	// A world without facts still has both views, empty.
-	w2, _ := engine.CreateWorld(ctx, b, "w2", particles.Tables(), quiet)
-	run(t, w2, 1)
+	w2 := enginetest.World(t, b, "w2", 1)
 	w2.Close()
 	db2 := views(t, b, "w2", wsql.Options{})
 	if count(t, db2, "SELECT count(*) FROM worldfs_facts")+count(t, db2, "SELECT count(*) FROM worldfs_receipts") != 0 {
@@ -93,26 +80,6 @@ func TestViewsOfFactsAndReceipts(t *testing.T) {
 	}
 }
 
-// orphan leaves f as a crashed ingester would after appending: a pending
-// claim and its row on disk, not completed.
-func orphan(t *testing.T, b bucket.Bucket, cat *index.Catalog, f engine.Fact) {
-	t.Helper()
-	r, err := cat.Commit(ctxT(t), index.Entry{Kind: index.KindClaimAcquire, Claim: &index.ClaimOp{
-		Key: index.ClaimKey{Run: "main", Producer: f.Producer, ExternalID: f.ExternalID}, Digest: "sha256:x",
-		CommitToken: "orphan-token", Holder: "dead", NowMs: 1, LeaseUntilMs: 2}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fr := engine.NewFrame(f.Table)
-	f.Values[engine.ColFactProducer], f.Values[engine.ColFactExternalID] = f.Producer, f.ExternalID
-	if err := fr.Append(r.Claim.FactID, f.Values); err != nil {
-		t.Fatal(err)
-	}
-	data, _ := engine.EncodeFragment(fr, engine.Stamp{Tick: r.Claim.Tick, CommitToken: "orphan-token", WriterEpoch: r.Claim.Epoch})
-	if _, err := b.Create(ctxT(t), engine.FragmentPath("w", "main", f.Table.ID, "orphan-token", 0), data); err != nil {
-		t.Fatal(err)
-	}
-}
 func ptr[T any](v T) *T { return &v }
 
 // Facts ingested concurrently share fragments (one per batch), each row
@@ -122,13 +89,7 @@ func ptr[T any](v T) *T { return &v }
 func TestViewsOfBatchedFacts(t *testing.T) {
 	ctx := ctxT(t)
 	b, _ := local.Open(t.TempDir())
-	w, err := engine.CreateWorld(ctx, b, "w", particles.Tables(), quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	particles.Install(w)
-	run(t, w, 2)
+	w := enginetest.World(t, b, "w", 2)
 	const n = 200
 	var wg sync.WaitGroup
 	errs := make([]error, n)
@@ -136,7 +97,7 @@ func TestViewsOfBatchedFacts(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, errs[i] = w.Ingest(ctx, readingFact(fmt.Sprint("e", i), float64(i)))
+			_, errs[i] = w.Ingest(ctx, enginetest.Reading(fmt.Sprint("e", i), float64(i)))
 		}()
 	}
 	wg.Wait()
@@ -145,8 +106,8 @@ func TestViewsOfBatchedFacts(t *testing.T) {
 	}
 	// A batch of two claims whose fragment holds both rows, of which only
 	// the first claim completes.
-	pending := readingFact("p", 99)
-	done := readingFact("d", 98)
+	pending := enginetest.Reading("p", 99)
+	done := enginetest.Reading("d", 98)
 	var frags []index.Fragment
 	fr := engine.NewFrame(done.Table)
 	stamps := map[int64]engine.Stamp{}

@@ -1,7 +1,6 @@
 package sql
 
 import (
-	"context"
 	"math"
 	"os"
 	"strings"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/worldfs/worldfs/bucket/local"
 	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/engine/enginetest"
 	"github.com/worldfs/worldfs/engine/particles"
 	"github.com/worldfs/worldfs/index"
 )
@@ -17,20 +17,9 @@ import (
 // Even when a fragment holding a crashed or stale attempt's rows is handed
 // to DuckDB under a published tick, the token check keeps its rows out.
 func TestTokenCheckKeepsForeignRowsOut(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx := enginetest.Context(t)
 	b, _ := local.Open(t.TempDir())
-	opts := engine.Options{Catalog: index.Options{NoCompactor: true}}
-	w, err := engine.CreateWorld(ctx, b, "w", particles.Tables(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	particles.Install(w)
-	particles.Setup(w, 3)
-	if err := particles.Run(ctx, w, 5, nil); err != nil {
-		t.Fatal(err)
-	}
+	w := enginetest.World(t, b, "w", 5)
 	particle := particles.Tables()[0]
 	s, _, _ := index.Load(ctx, b, "w")
 	tk, _ := s.Tick("main", 5)
@@ -111,20 +100,9 @@ func TestTokenCheckKeepsForeignRowsOut(t *testing.T) {
 // read as is; a file a manifest names under another token is the only one
 // whose footer is read, and the row check keeps its foreign rows out.
 func TestCatalogProvenFilesSkipTheFooterCheck(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx := enginetest.Context(t)
 	b, _ := local.Open(t.TempDir())
-	opts := engine.Options{Catalog: index.Options{NoCompactor: true}}
-	w, err := engine.CreateWorld(ctx, b, "w", particles.Tables(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	particles.Install(w)
-	particles.Setup(w, 3)
-	if err := particles.Run(ctx, w, 5, nil); err != nil {
-		t.Fatal(err)
-	}
+	w := enginetest.World(t, b, "w", 5)
 	particle := particles.Tables()[0]
 	// A publication (tick 6) whose manifest names, besides its own
 	// fragment, a crashed attempt's file stamped with another token.
@@ -188,19 +166,9 @@ func TestCatalogProvenFilesSkipTheFooterCheck(t *testing.T) {
 // A views build that reuses a fragment list marks it used, so collection,
 // which removes lists unused for its retention, counts from the last use.
 func TestReusedFragmentListIsMarkedUsed(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx := enginetest.Context(t)
 	b, _ := local.Open(t.TempDir())
-	w, err := engine.CreateWorld(ctx, b, "w", particles.Tables(), engine.Options{Catalog: index.Options{NoCompactor: true}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	particles.Install(w)
-	particles.Setup(w, 3)
-	if err := particles.Run(ctx, w, 3, nil); err != nil {
-		t.Fatal(err)
-	}
+	enginetest.World(t, b, "w", 3)
 	dir := t.TempDir()
 	first, err := Build(ctx, b, "w", Options{Dir: dir})
 	if err != nil {

@@ -8,7 +8,7 @@ import (
 	"github.com/worldfs/worldfs/bucket/bucketurl"
 	"github.com/worldfs/worldfs/bucket/gcs/gcstest"
 	"github.com/worldfs/worldfs/cache"
-	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/engine/enginetest"
 	"github.com/worldfs/worldfs/engine/particles"
 	wsql "github.com/worldfs/worldfs/sql"
 )
@@ -22,12 +22,7 @@ func TestViewsOfAGCSWorldThroughTheCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	w, err := engine.CreateWorld(ctxT(t), b, "w", particles.Tables(), quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	particles.Install(w)
-	run(t, w, 8)
+	w := enginetest.World(t, b, "w", 8)
 	w.Close()
 	if _, err := wsql.Build(ctxT(t), b, "w", wsql.Options{Dir: t.TempDir()}); err == nil {
 		t.Fatal("views of a remote bucket without a cache")

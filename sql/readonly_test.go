@@ -13,6 +13,7 @@ import (
 
 	"github.com/worldfs/worldfs/bucket/local"
 	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/engine/enginetest"
 	"github.com/worldfs/worldfs/engine/particles"
 	"github.com/worldfs/worldfs/index"
 	wsql "github.com/worldfs/worldfs/sql"
@@ -31,17 +32,12 @@ func newROWorld(t *testing.T) roWorld {
 	ctx := ctxT(t)
 	root := t.TempDir()
 	b, _ := local.Open(root)
-	w, err := engine.CreateWorld(ctx, b, "w", particles.Tables(), quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := enginetest.World(t, b, "w", 3)
 	defer w.Close()
-	particles.Install(w)
-	run(t, w, 3)
-	if _, err := w.Ingest(ctx, readingFact("a", 1.5)); err != nil {
+	if _, err := w.Ingest(ctx, enginetest.Reading("a", 1.5)); err != nil {
 		t.Fatal(err)
 	}
-	run(t, w, 6)
+	enginetest.Run(t, w, 6)
 	return roWorld{b: b, root: root, viewsDir: t.TempDir()}
 }
 
@@ -241,7 +237,7 @@ func TestSQLCannotWriteTheCatalog(t *testing.T) {
 	if out, err := query(t, db2, "SELECT max(tick) AS head FROM particle"); err != nil || out != "head\n6\n" {
 		t.Fatalf("a later open: %q %v", out, err)
 	}
-	w, err := engine.ResumeWorld(ctxT(t), rw.b, "w", particles.Tables(), quiet)
+	w, err := engine.ResumeWorld(ctxT(t), rw.b, "w", particles.Tables(), enginetest.Quiet)
 	if err != nil {
 		t.Fatalf("resuming after the refused COPY: %v", err)
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/worldfs/worldfs/bucket/gcs/gcstest"
 	"github.com/worldfs/worldfs/bucket/local"
 	"github.com/worldfs/worldfs/cache"
-	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/engine/enginetest"
 	"github.com/worldfs/worldfs/engine/particles"
 	"github.com/worldfs/worldfs/index"
 	wsql "github.com/worldfs/worldfs/sql"
@@ -26,12 +26,7 @@ func verifyWorld(t *testing.T) (*local.Bucket, index.Fragment) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := engine.CreateWorld(ctxT(t), b, "w", particles.Tables(), quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	particles.Install(w)
-	run(t, w, 9)
+	w := enginetest.World(t, b, "w", 9)
 	w.Close()
 	return b, fragmentAt(t, b, 5)
 }
@@ -196,12 +191,7 @@ func TestViewsOfGCSRefuseAReplacedFragment(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	w, err := engine.CreateWorld(ctxT(t), b, "w", particles.Tables(), quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	particles.Install(w)
-	run(t, w, 6)
+	w := enginetest.World(t, b, "w", 6)
 	w.Close()
 	frag := fragmentAt(t, b, 5)
 	data, attrs, err := b.Get(ctxT(t), frag.Path)

@@ -18,21 +18,7 @@ import (
 	wsql "github.com/worldfs/worldfs/sql"
 )
 
-var quiet = engine.Options{Catalog: index.Options{NoCompactor: true}}
-
 func ctxT(t *testing.T) context.Context { return enginetest.Context(t) }
-
-func run(t *testing.T, w *engine.World, last int64) {
-	t.Helper()
-	if w.Tick() < 0 {
-		if err := particles.Setup(w, 3); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := particles.Run(ctxT(t), w, last, nil); err != nil {
-		t.Fatal(err)
-	}
-}
 
 func views(t *testing.T, b bucket.Bucket, world string, opts wsql.Options) *sql.DB {
 	t.Helper()
@@ -100,22 +86,10 @@ func expected(t *testing.T, b bucket.Bucket, world string, table *engine.Table, 
 
 func TestViewsShowExactlyTheVisibleRows(t *testing.T) {
 	b, _ := local.Open(t.TempDir())
-	a, err := engine.CreateWorld(ctxT(t), b, "w", particles.Tables(), quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	particles.Install(a)
-	run(t, a, 20)
+	a := enginetest.World(t, b, "w", 20)
 	// A second writer takes over and publishes tick 21; the first then
 	// appends its own tick 21 late and is refused as stale.
-	bw, err := engine.ResumeWorld(ctxT(t), b, "w", particles.Tables(), quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bw.Close()
-	particles.Install(bw)
-	run(t, bw, 21)
+	enginetest.Resume(t, b, "w", 21)
 	particles.Schedule(a)
 	if _, err := a.Step(ctxT(t)); err == nil {
 		t.Fatal("the stale writer published")
@@ -164,19 +138,9 @@ func TestViewsShowExactlyTheVisibleRows(t *testing.T) {
 
 func TestViewsOfAFork(t *testing.T) {
 	b, _ := local.Open(t.TempDir())
-	p, err := engine.CreateWorld(ctxT(t), b, "p", particles.Tables(), quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	particles.Install(p)
-	run(t, p, 20)
+	p := enginetest.World(t, b, "p", 20)
 	p.Close()
-	f, err := engine.ForkWorld(ctxT(t), b, "p", "f", "main", 8, particles.Tables(), quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	particles.Install(f)
-	run(t, f, 12)
+	f := enginetest.Fork(t, b, "p", "f", 8, 12)
 	f.Close()
 	particle := particles.Tables()[0]
 	parentRows, _ := expected(t, b, "p", particle, 8)
@@ -195,12 +159,11 @@ func TestViewsOfAFork(t *testing.T) {
 
 func TestViewsOfUncoordinatedAndLegacyHistory(t *testing.T) {
 	b, _ := local.Open(t.TempDir())
-	w, err := engine.Uncoordinated(ctxT(t), "bare", b, particles.Tables(), quiet)
+	w, err := engine.Uncoordinated(ctxT(t), "bare", b, particles.Tables(), enginetest.Quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
-	particles.Install(w)
-	run(t, w, 5)
+	enginetest.Run(t, w, 5)
 	db := views(t, b, "bare", wsql.Options{})
 	if got := count(t, db, "SELECT count(DISTINCT tick) FROM emitter"); got != 6 {
 		t.Fatalf("uncoordinated emitter view covers %d ticks, want 6 (unfiltered)", got)
@@ -220,12 +183,11 @@ func TestViewsOfLegacyHistory(t *testing.T) {
 		lt, _ := engine.NewLegacyTable(nt.Name, nt.Components...)
 		legacy = append(legacy, lt)
 	}
-	w, err := engine.ContinueLegacyWorld(ctxT(t), b, "legacyworld", particles.Tables(), legacy, quiet)
+	w, err := engine.ContinueLegacyWorld(ctxT(t), b, "legacyworld", particles.Tables(), legacy, enginetest.Quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
-	particles.Install(w)
-	run(t, w, 7)
+	enginetest.Run(t, w, 7)
 	w.Close()
 	db := views(t, b, "legacyworld", wsql.Options{})
 	// Ticks 0-4 are legacy (epoch 0, no token), 5-7 published.
@@ -242,12 +204,7 @@ func TestViewsOfLegacyHistory(t *testing.T) {
 
 func TestViewsFailClosed(t *testing.T) {
 	b, _ := local.Open(t.TempDir())
-	w, err := engine.CreateWorld(ctxT(t), b, "w", particles.Tables(), quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	particles.Install(w)
-	run(t, w, 3)
+	w := enginetest.World(t, b, "w", 3)
 	w.Close()
 	if _, err := wsql.Build(ctxT(t), b, "nope", wsql.Options{Dir: t.TempDir()}); !errors.Is(err, wsql.ErrNotFound) {
 		t.Fatalf("unknown world = %v", err)

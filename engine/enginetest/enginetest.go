@@ -1,8 +1,9 @@
 // Package enginetest is the test kit of worlds: a context for a test's
-// calls, writer options without background work, particle worlds run to a
-// tick, and the fingerprint of an uninterrupted run to compare a crashed
-// and resumed one against. Every package that tests through engine worlds
-// (engine, fs, sql, integration) uses it instead of its own copy.
+// calls, writer options without background work, particle worlds
+// (created, resumed or forked) run to a tick, and the fingerprint of an
+// uninterrupted run to compare a crashed and resumed one against. Every
+// package that tests through engine worlds (engine, fs, sql, export,
+// integration) uses it instead of its own copy.
 package enginetest
 
 import (
@@ -88,6 +89,15 @@ func Drive(ctx context.Context, w *engine.World, last int64, cmds ...index.Comma
 	return particles.Run(ctx, w, last, nil)
 }
 
+// Run drives w to tick last (Drive, without commands) and fails the test
+// if that fails.
+func Run(t testing.TB, w *engine.World, last int64) {
+	t.Helper()
+	if err := Drive(Context(t), w, last); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // World creates world id in b with the particle tables and opts (Quiet
 // unless given), closes it when the test ends, and drives it to tick last
 // (last < 0: nothing is published).
@@ -103,10 +113,22 @@ func World(t testing.TB, b bucket.Bucket, id string, last int64, opts ...engine.
 	}
 	t.Cleanup(func() { w.Close() })
 	if last >= 0 {
-		if err := Drive(Context(t), w, last); err != nil {
-			t.Fatal(err)
-		}
+		Run(t, w, last)
 	}
+	return w
+}
+
+// Resume resumes world id in b (staling its previous writer) with the
+// particle tables and Quiet options, closes it when the test ends, and
+// drives it to tick last.
+func Resume(t testing.TB, b bucket.Bucket, id string, last int64) *engine.World {
+	t.Helper()
+	w, err := engine.ResumeWorld(Context(t), b, id, particles.Tables(), Quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	Run(t, w, last)
 	return w
 }
 
@@ -120,9 +142,7 @@ func Fork(t testing.TB, b bucket.Bucket, parent, child string, tick, last int64)
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { w.Close() })
-	if err := Drive(Context(t), w, last); err != nil {
-		t.Fatal(err)
-	}
+	Run(t, w, last)
 	return w
 }
 
@@ -144,4 +164,38 @@ func Reference(t testing.TB, last int64, cmds ...index.Command) string {
 		t.Fatal(err)
 	}
 	return particles.Fingerprint(w)
+}
+
+// Reading is fact id of the test fact table "reading" (one float64
+// field, reading_value = v) from producer sensor-1.
+func Reading(id string, v float64) engine.Fact {
+	c, _ := engine.NewComponent("reading", engine.Field{Name: "value", Type: engine.Float64})
+	t, _ := engine.NewFactTable("reading", c)
+	return engine.Fact{Producer: "sensor-1", ExternalID: id, Table: t, Values: engine.Values{"reading_value": v}}
+}
+
+// Orphan leaves fact f of world (run main, catalog cat) as a crashed
+// ingester would after appending: a pending claim and its row on disk
+// under the claim's token, never completed.
+func Orphan(t testing.TB, b bucket.Bucket, world string, cat *index.Catalog, f engine.Fact) {
+	t.Helper()
+	ctx := Context(t)
+	r, err := cat.Commit(ctx, index.Entry{Kind: index.KindClaimAcquire, Claim: &index.ClaimOp{
+		Key: index.ClaimKey{Run: "main", Producer: f.Producer, ExternalID: f.ExternalID}, Digest: "sha256:x",
+		CommitToken: "orphan-token", Holder: "dead", NowMs: 1, LeaseUntilMs: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr := engine.NewFrame(f.Table)
+	f.Values[engine.ColFactProducer], f.Values[engine.ColFactExternalID] = f.Producer, f.ExternalID
+	if err := fr.Append(r.Claim.FactID, f.Values); err != nil {
+		t.Fatal(err)
+	}
+	data, err := engine.EncodeFragment(fr, engine.Stamp{Tick: r.Claim.Tick, CommitToken: "orphan-token", WriterEpoch: r.Claim.Epoch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Create(ctx, engine.FragmentPath(world, "main", f.Table.ID, "orphan-token", 0), data); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -35,66 +35,20 @@ import (
 	wsql "github.com/worldfs/worldfs/sql"
 )
 
-var quiet = engine.Options{Catalog: index.Options{NoCompactor: true}}
-
 func ctxT(t *testing.T) context.Context { return enginetest.Context(t) }
-
-func run(t *testing.T, w *engine.World, last int64) {
-	t.Helper()
-	if w.Tick() < 0 {
-		if err := particles.Setup(w, 3); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := particles.Run(ctxT(t), w, last, nil); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func readingFact(id string, v float64) engine.Fact {
-	c, _ := engine.NewComponent("reading", engine.Field{Name: "value", Type: engine.Float64})
-	t, _ := engine.NewFactTable("reading", c)
-	return engine.Fact{Producer: "sensor-1", ExternalID: id, Table: t, Values: engine.Values{"reading_value": v}}
-}
-
-// orphan leaves f as a crashed ingester would after appending: a pending
-// claim and its row on disk, not completed.
-func orphan(t *testing.T, b bucket.Bucket, world string, cat *index.Catalog, f engine.Fact) {
-	t.Helper()
-	r, err := cat.Commit(ctxT(t), index.Entry{Kind: index.KindClaimAcquire, Claim: &index.ClaimOp{
-		Key: index.ClaimKey{Run: "main", Producer: f.Producer, ExternalID: f.ExternalID}, Digest: "sha256:x",
-		CommitToken: "orphan-token", Holder: "dead", NowMs: 1, LeaseUntilMs: 2}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fr := engine.NewFrame(f.Table)
-	f.Values[engine.ColFactProducer], f.Values[engine.ColFactExternalID] = f.Producer, f.ExternalID
-	if err := fr.Append(r.Claim.FactID, f.Values); err != nil {
-		t.Fatal(err)
-	}
-	data, _ := engine.EncodeFragment(fr, engine.Stamp{Tick: r.Claim.Tick, CommitToken: "orphan-token", WriterEpoch: r.Claim.Epoch})
-	if _, err := b.Create(ctxT(t), engine.FragmentPath(world, "main", f.Table.ID, "orphan-token", 0), data); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // history builds world p and its fork f: facts (one an orphan under a
 // pending claim), a crashed attempt's fragment, a stale writer's late
 // rows, a receipt, and a fork at tick 100.
 func history(t *testing.T, b bucket.Bucket) {
 	ctx := ctxT(t)
-	a, err := engine.CreateWorld(ctx, b, "p", particles.Tables(), quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := enginetest.World(t, b, "p", 40)
 	defer a.Close()
-	particles.Install(a)
-	run(t, a, 40)
-	if _, err := a.Ingest(ctx, readingFact("a", 1.5)); err != nil {
+	if _, err := a.Ingest(ctx, enginetest.Reading("a", 1.5)); err != nil {
 		t.Fatal(err)
 	}
-	run(t, a, 150)
-	orphan(t, b, "p", a.Catalog(), readingFact("c", 9))
+	enginetest.Run(t, a, 150)
+	enginetest.Orphan(t, b, "p", a.Catalog(), enginetest.Reading("c", 9))
 	data, err := engine.EncodeFragment(a.Frame("particle"), engine.Stamp{Tick: 100, CommitToken: "crashed", WriterEpoch: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -102,13 +56,8 @@ func history(t *testing.T, b bucket.Bucket) {
 	if _, err := b.Create(ctx, engine.FragmentPath("p", "main", particles.Tables()[0].ID, "crashed", 0), data); err != nil {
 		t.Fatal(err)
 	}
-	bw, err := engine.ResumeWorld(ctx, b, "p", particles.Tables(), quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bw := enginetest.Resume(t, b, "p", 151)
 	defer bw.Close()
-	particles.Install(bw)
-	run(t, bw, 151)
 	particles.Schedule(a)
 	if _, err := a.Step(ctx); err == nil {
 		t.Fatal("the stale writer published")
@@ -121,12 +70,7 @@ func history(t *testing.T, b bucket.Bucket) {
 		}); err != nil {
 		t.Fatal(err)
 	}
-	f, err := engine.ForkWorld(ctx, b, "p", "f", "main", 100, particles.Tables(), quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	particles.Install(f)
-	run(t, f, 140)
+	f := enginetest.Fork(t, b, "p", "f", 100, 140)
 	f.Close()
 }
 
@@ -406,12 +350,7 @@ func TestExportReadsAsTheViews(t *testing.T) {
 	} else {
 		same(t, b, fsys, res, &at, nil)
 	}
-	w, err := engine.ResumeWorld(ctxT(t), b, "p", particles.Tables(), quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	particles.Install(w)
-	run(t, w, 200)
+	w := enginetest.Resume(t, b, "p", 200)
 	w.Close()
 	res := export(t, b, iceberg.Options{World: "p"})
 	same(t, b, fsys, res, nil, nil)
@@ -442,27 +381,17 @@ func TestMain(m *testing.M) {
 
 func small(t *testing.T, b bucket.Bucket, last int64) {
 	t.Helper()
-	w, err := engine.CreateWorld(ctxT(t), b, "w", particles.Tables(), quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := enginetest.World(t, b, "w", last)
 	defer w.Close()
-	particles.Install(w)
-	run(t, w, last)
-	if _, err := w.Ingest(ctxT(t), readingFact("a", 2.5)); err != nil {
+	if _, err := w.Ingest(ctxT(t), enginetest.Reading("a", 2.5)); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func more(t *testing.T, b bucket.Bucket, last int64) {
 	t.Helper()
-	w, err := engine.ResumeWorld(ctxT(t), b, "w", particles.Tables(), quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := enginetest.Resume(t, b, "w", last)
 	defer w.Close()
-	particles.Install(w)
-	run(t, w, last)
 }
 
 // versions is each exported table's newest metadata version.
