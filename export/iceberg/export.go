@@ -707,7 +707,7 @@ func (e *exporter) summary(x *tableExport, rows int64) (string, map[string]strin
 	for _, u := range x.uris {
 		totalSize += x.want[u].size
 	}
-	if len(x.added) == 0 && len(x.removed) == 0 {
+	if x.prevSnap != nil && len(x.added) == 0 && len(x.removed) == 0 {
 		op = "replace" // the same files, planned afresh (see stale)
 	}
 	if len(x.removed) > 0 {
