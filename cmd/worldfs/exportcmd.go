@@ -14,7 +14,7 @@ import (
 
 func init() {
 	var url, world, run, at, token, to, base, expire *string
-	var asJSON *bool
+	var asJSON, full *bool
 	var follow *time.Duration
 	register("export", command{
 		name: "iceberg",
@@ -32,13 +32,15 @@ func init() {
 			expire = fs.String("expire-before", "", "instead of exporting, drop the export snapshots older than this "+
 				"(an RFC 3339 time, or a duration before now such as 168h); collection then stops keeping their files")
 			follow = fs.Duration("follow", 0, "keep exporting the head, within this long of each change the world's change feed shows (e.g. 10s), until interrupted")
+			full = fs.Bool("full", false, "plan every table in full (read its previous manifests, check every file against the catalog) "+
+				"instead of appending the files of the ticks since its previous snapshot")
 			asJSON = fs.Bool("json", false, "print the result as JSON (with --follow, one line per export)")
 		},
 		run: func(ctx context.Context, _ *flag.FlagSet, _ []string, out io.Writer) error {
 			if *world == "" {
 				return usagef("--world is required")
 			}
-			opts := iceberg.Options{World: *world, Run: *run, Token: *token, Prefix: *to, Base: *base}
+			opts := iceberg.Options{World: *world, Run: *run, Token: *token, Prefix: *to, Base: *base, Full: *full}
 			if *at != "" {
 				n, err := strconv.ParseInt(*at, 10, 64)
 				if err != nil {
@@ -117,7 +119,11 @@ func printExport(out io.Writer, res *iceberg.Result) {
 		if what == "" {
 			what = "unchanged"
 		}
-		fmt.Fprintf(out, "  %s: %s, %d files (+%d -%d, %d rewritten filtered), %d rows\n    %s\n",
-			t.Table, what, t.Files, t.Added, t.Removed, t.Rewritten, t.Rows, t.Metadata)
+		plan := "full"
+		if t.Incremental {
+			plan = "incremental"
+		}
+		fmt.Fprintf(out, "  %s: %s (%s), %d files (+%d -%d, %d rewritten filtered, %d reused), %d rows\n    %s\n",
+			t.Table, what, plan, t.Files, t.Added, t.Removed, t.Rewritten, t.Reused, t.Rows, t.Metadata)
 	}
 }

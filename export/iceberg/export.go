@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -53,6 +52,10 @@ type Options struct {
 	// Prefix is the object prefix the tables go under, one directory per
 	// table (default DefaultPrefix).
 	Prefix string
+	// Full plans every table in full: it reads each table's previous
+	// manifests and checks every file against the catalog, instead of
+	// appending the files of the ticks since the previous snapshot.
+	Full bool
 	// Base is the URI of the bucket's root as other engines address it
 	// (default: file://<dir>/ of a local bucket, gs://<bucket>/<prefix> of
 	// a GCS bucket); the metadata names every file by Base + object name.
@@ -104,11 +107,11 @@ func (o *Options) ensureDefaults(b bucket.Bucket) error {
 
 // BaseURI returns the URI other engines address bucket b's root by.
 func BaseURI(b bucket.Bucket) (string, error) {
-	switch b := b.(type) {
-	case *local.Bucket:
-		return "file://" + strings.TrimSuffix(b.Root(), "/") + "/", nil
-	case *gcs.Bucket:
-		return b.String(), nil
+	if lb, ok := bucket.As[*local.Bucket](b); ok {
+		return "file://" + strings.TrimSuffix(lb.Root(), "/") + "/", nil
+	}
+	if gb, ok := bucket.As[*gcs.Bucket](b); ok {
+		return gb.String(), nil
 	}
 	return "", fmt.Errorf("export: no URI is known for bucket %v; give the base URI (--base)", b)
 }
@@ -140,6 +143,12 @@ type TableResult struct {
 	// export prefix in this export.
 	Files, Added, Removed, Rewritten int
 	Rows                             int64
+	// Incremental: the export planned only the ticks after the previous
+	// snapshot's and did not read its manifests (see incremental.go).
+	Incremental bool
+	// Reused: files of rows checked by an earlier export whose filtered
+	// copy served again, unread.
+	Reused int
 }
 
 // Export writes, for every table of the pinned (world, run), one Iceberg
@@ -153,25 +162,81 @@ func Export(ctx context.Context, b bucket.Bucket, opts Options) (*Result, error)
 		return nil, err
 	}
 	e := &exporter{b: b, opts: opts}
+	for attempt := 0; ; attempt++ {
+		res, err := e.export(ctx)
+		switch {
+		case errors.Is(err, errReplan):
+			e.full = true
+		case errors.Is(err, ErrRace) && attempt < 3:
+			// Plan again on the winner's version.
+		default:
+			return res, err
+		}
+	}
+}
+
+// export plans and exports every table once.
+func (e *exporter) export(ctx context.Context) (*Result, error) {
+	opts := e.opts
 	if err := e.plan(ctx); err != nil {
 		return nil, err
 	}
 	res := &Result{World: opts.World, Run: opts.Run, Tick: e.pin.Tick.Tick, Token: e.pin.CommitToken, Seq: e.seq}
-	for _, name := range slices.Sorted(maps.Keys(e.tables)) {
-		tr, err := e.table(ctx, e.tables[name])
+	names := slices.Sorted(maps.Keys(e.tables))
+	// Every table is registered before any commits, so that a table whose
+	// first export a crash cut short is found (and planned in full) next
+	// time.
+	for _, name := range names {
+		if loc := e.loc(name); e.prevs[loc] == nil {
+			if err := register(ctx, e.b, opts.World, loc, opts.Base); err != nil {
+				return res, err
+			}
+		}
+	}
+	for _, name := range names {
+		tr, err := e.tableOnce(ctx, e.tables[name], e.loc(name))
 		if err != nil {
 			return res, fmt.Errorf("world %s run %s: table %s: %w", opts.World, opts.Run, name, err)
 		}
 		res.Tables = append(res.Tables, tr)
 	}
+	// Tables exported incrementally with no new file are as they were.
+	for loc := range e.inc {
+		name := strings.TrimPrefix(loc, opts.Prefix+"/")
+		if e.tables[name] != nil {
+			continue
+		}
+		p := e.prevs[loc]
+		s := p.m.current()
+		tot := totalsOf(s)
+		res.Tables = append(res.Tables, TableResult{Table: name, Metadata: e.uri(metadataName(loc, p.ver)), Version: p.ver,
+			SnapshotID: s.SnapshotID, Incremental: true, Files: int(tot.files), Rows: tot.rows})
+	}
+	slices.SortFunc(res.Tables, func(a, b TableResult) int { return strings.Compare(a.Table, b.Table) })
 	return res, nil
 }
 
+func (e *exporter) loc(table string) string { return e.opts.Prefix + "/" + table }
+
 type exporter struct {
-	b      bucket.Bucket
-	opts   Options
-	pin    index.TickRef
-	seq    uint64
+	b    bucket.Bucket
+	opts Options
+	// full: plan every table in full (an incremental plan met a file it
+	// cannot split).
+	full bool
+
+	// Set by plan.
+	own  *index.State
+	view *index.View
+	pin  index.TickRef
+	seq  uint64
+	// seqs: the sequence of each world's catalog read (the lineage's).
+	seqs map[string]uint64
+	// prevs: each table's newest version, by location.
+	prevs map[string]*previous
+	// inc: the tables exported incrementally, by location, with the tick
+	// their current snapshot holds files up to.
+	inc    map[string]int64
 	tables map[string]*table // by readable name
 }
 
@@ -184,6 +249,10 @@ type table struct {
 	// visible: the (tick, token) pairs published for each world/id, which
 	// a row of a file the catalog does not prove must carry.
 	visible map[string]map[stamp]bool
+	// inc: the table is exported incrementally: only its files of ticks
+	// after last are new.
+	inc  bool
+	last int64
 }
 
 type stamp struct {
@@ -200,7 +269,7 @@ func (e *exporter) plan(ctx context.Context) error {
 	if !own.World.Created {
 		return fmt.Errorf("world %s: %w", world, ErrNotFound)
 	}
-	e.seq = own.Seq
+	e.own, e.seq = own, own.Seq
 	load := index.LoadFrom(e.b)
 	view, err := index.OpenView(ctx, func(ctx context.Context, w string) (*index.State, error) {
 		if w == world {
@@ -211,7 +280,9 @@ func (e *exporter) plan(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	e.view, e.seqs = view, map[string]uint64{world: own.Seq}
 	for _, seg := range view.Segments {
+		e.seqs[seg.World] = seg.State.Seq
 		if seg.Mode != index.Filtered {
 			return fmt.Errorf("world %s run %s: history without manifests (uncoordinated) cannot be exported: every row of it is visible and no catalog names its files", seg.World, seg.Run)
 		}
@@ -237,6 +308,39 @@ func (e *exporter) plan(ctx context.Context) error {
 			return fmt.Errorf("world %s run %s: no published tick: %w", world, run, ErrNotFound)
 		}
 	}
+	if e.prevs, err = e.readPrevious(ctx); err != nil {
+		return err
+	}
+	from, err := e.frontier(ctx)
+	if err != nil {
+		return err
+	}
+	if err := e.planFiles(ctx, own, from); err != nil {
+		return err
+	}
+	if from != math.MinInt64 {
+		for name := range e.tables {
+			if _, ok := e.inc[e.loc(name)]; !ok && name != engine.ReceiptTableName {
+				// A table no previous snapshot covers (a new one): every
+				// tick is planned.
+				if err := e.planFiles(ctx, own, math.MinInt64); err != nil {
+					return err
+				}
+				break
+			}
+		}
+	}
+	for name, t := range e.tables {
+		if last, ok := e.inc[e.loc(name)]; ok {
+			t.inc, t.last = true, last
+		}
+	}
+	return nil
+}
+
+// planFiles collects the visible files of the ticks from..pin, and every
+// receipt, by table.
+func (e *exporter) planFiles(ctx context.Context, own *index.State, from int64) error {
 	e.tables = map[string]*table{}
 	var ferr error
 	add := func(f index.File) bool {
@@ -264,9 +368,10 @@ func (e *exporter) plan(ctx context.Context) error {
 		t.visible[key][stamp{f.Tick, f.Token}] = true
 		return true
 	}
-	view.Files(math.MinInt64, e.pin.Tick.Tick, add)
+	e.view.Files(from, e.pin.Tick.Tick, add)
 	// Evaluation receipts are the world's, whatever run they judged (as
-	// the views show them).
+	// the views show them); they land at no tick, so they are planned in
+	// full.
 	if ferr == nil {
 		index.OwnView(own, engine.EvaluationRun).Files(math.MinInt64, math.MaxInt64, add)
 	}
@@ -306,35 +411,25 @@ func objectOf(base, uri string) (string, error) {
 	return name, nil
 }
 
-// table exports one table.
-func (e *exporter) table(ctx context.Context, t *table) (TableResult, error) {
-	loc := e.opts.Prefix + "/" + t.name
-	for attempt := 0; ; attempt++ {
-		tr, err := e.tableOnce(ctx, t, loc)
-		if errors.Is(err, ErrRace) && attempt < 3 {
-			continue // read the winner's version and build on it
-		}
-		return tr, err
-	}
-}
-
 // tableOnce exports one table once: it reads the table's latest version,
 // writes the new snapshot's manifests and commits the next version, or
 // reports the table already exported as it is.
 func (e *exporter) tableOnce(ctx context.Context, t *table, loc string) (TableResult, error) {
 	tr := TableResult{Table: t.name}
-	x, rewritten, err := e.readTable(ctx, t, loc)
-	tr.Rewritten = rewritten
+	x, err := e.readTable(ctx, t, loc)
+	if x != nil {
+		tr.Rewritten, tr.Reused = x.rewritten, x.reused
+	}
 	if err != nil {
 		return tr, err
 	}
 	x.diff()
+	tr.Rows, tr.Files, tr.Incremental = x.base.rows, int(x.base.files)+len(x.uris), x.t.inc
 	for _, u := range x.uris {
 		tr.Rows += x.want[u].rows
 	}
-	tr.Files = len(x.uris)
 	tr.Added, tr.Removed = len(x.added), len(x.removed)
-	if x.prevSnap != nil && len(x.added) == 0 && len(x.removed) == 0 && x.prevSnap.SchemaID == x.sc.ID {
+	if x.prevSnap != nil && len(x.added) == 0 && len(x.removed) == 0 && x.prevSnap.SchemaID == x.sc.ID && (t.inc || !e.stale(x.prevSnap)) {
 		tr.Metadata, tr.Version, tr.SnapshotID = e.uri(metadataName(loc, x.ver)), x.ver, x.prevSnap.SnapshotID
 		return tr, nil // already exported as it is
 	}
@@ -348,11 +443,6 @@ func (e *exporter) tableOnce(ctx context.Context, t *table, loc string) (TableRe
 	tr.Operation = op
 	next := e.nextMetadata(x, listName, summary)
 	failpoint.Hit(FailpointWritten)
-	if x.ver == 0 {
-		if err := register(ctx, e.b, e.opts.World, loc, e.opts.Base); err != nil {
-			return tr, err
-		}
-	}
 	if err := e.commit(ctx, loc, x.ver+1, &next); err != nil {
 		return tr, err
 	}
@@ -376,6 +466,13 @@ type tableExport struct {
 	prevFiles     map[string]entry
 	sc            *ice.Schema
 	lastCol       int
+	// base: the totals of the previous snapshot's files, which an
+	// incremental export does not read (otherwise zero: uris holds them).
+	base totals
+
+	// Of the files planned: how many were written filtered, and how many
+	// filtered copies of an earlier export served again.
+	rewritten, reused int
 
 	// The files of the snapshot, by URI; their sorted URIs, and those
 	// added and removed against the previous snapshot (see diff).
@@ -390,40 +487,88 @@ type tableExport struct {
 	snapID int64
 }
 
-// readTable reads the table's latest version, its live files and schema,
-// and the files the new snapshot holds; it reports how many of those it
-// rewrote.
-func (e *exporter) readTable(ctx context.Context, t *table, loc string) (*tableExport, int, error) {
+// readTable takes the table's latest version (as planned), its schema and
+// its live files, and the files the new snapshot holds. Exported
+// incrementally, it reads only the previous manifest list (its manifests
+// carry over by reference) and takes only the files of ticks after the
+// previous snapshot's.
+func (e *exporter) readTable(ctx context.Context, t *table, loc string) (*tableExport, error) {
 	x := &tableExport{t: t, loc: loc, prevFiles: map[string]entry{}}
-	var err error
-	if x.ver, x.prev, err = latest(ctx, e.b, loc); err != nil {
-		return nil, 0, err
+	if p := e.prevs[loc]; p != nil {
+		x.ver, x.prev = p.ver, p.m
 	}
+	var err error
 	if x.prev != nil {
 		if x.prevSnap = x.prev.current(); x.prevSnap != nil {
-			if x.prevManifests, x.prevFiles, err = liveFiles(ctx, e.b, x.prevSnap, e.objectOf); err != nil {
-				return nil, 0, err
+			if t.inc {
+				x.prevManifests, err = manifestList(ctx, e.b, x.prevSnap, e.objectOf)
+				x.base = totalsOf(x.prevSnap)
+			} else {
+				x.prevManifests, x.prevFiles, err = liveFiles(ctx, e.b, x.prevSnap, e.objectOf)
+			}
+			if err != nil {
+				return nil, err
 			}
 		}
 	}
 	if x.sc, x.lastCol, err = schemaOf(x.prev, t); err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	x.want = map[string]dataFile{}
-	rewrote := 0
 	for _, f := range t.files {
-		df, ok, rewritten, err := e.file(ctx, t, loc, f, x.prevFiles)
+		if t.inc {
+			added, err := newSince(f, t.last)
+			if err != nil {
+				return nil, err
+			}
+			if !added {
+				continue
+			}
+		}
+		df, ok, how, err := e.file(ctx, t, loc, f, x.prevFiles)
 		if err != nil {
-			return nil, rewrote, err
+			return x, err
 		}
 		if ok {
 			x.want[df.uri] = df
 		}
-		if rewritten {
-			rewrote++
+		switch how {
+		case rewrote:
+			x.rewritten++
+		case reused:
+			x.reused++
 		}
 	}
-	return x, rewrote, nil
+	return x, nil
+}
+
+// newSince reports whether f holds rows of ticks after last only (it is
+// new since a snapshot of the ticks up to last), or of ticks up to last
+// only. A compacted file across last may be held by the snapshot in part:
+// errReplan.
+func newSince(f index.File, last int64) (bool, error) {
+	if f.Span == nil {
+		return f.Tick > last, nil
+	}
+	switch {
+	case f.Span.From > last:
+		return true, nil
+	case f.Span.To <= last:
+		return false, nil
+	}
+	return false, fmt.Errorf("%s holds ticks %d to %d across the exported tick %d: %w", f.Path, f.Span.From, f.Span.To, last, errReplan)
+}
+
+// totals are a snapshot's files, rows and bytes.
+type totals struct{ files, rows, size int64 }
+
+// totalsOf reads the totals of snapshot s from its summary.
+func totalsOf(s *snapshot) totals {
+	n := func(k string) int64 {
+		v, _ := strconv.ParseInt(s.Summary[k], 10, 64)
+		return v
+	}
+	return totals{files: n("total-data-files"), rows: n("total-records"), size: n("total-files-size")}
 }
 
 // diff sorts the snapshot's files and sets those added and removed
@@ -444,9 +589,9 @@ func (x *tableExport) diff() {
 }
 
 // identify sets the new snapshot's parent, sequence number and ID. The
-// snapshot's identity is a function of what it holds and what it
-// follows: an export of the same pin over the same history is the same
-// snapshot.
+// snapshot's identity is a function of what it adds and removes and what
+// it follows (the parent stands for what it holds): an export of the same
+// pin over the same history is the same snapshot.
 func (e *exporter) identify(x *tableExport) {
 	x.seq = 1
 	if x.prev != nil {
@@ -460,8 +605,11 @@ func (e *exporter) identify(x *tableExport) {
 	if x.parent != nil {
 		fmt.Fprintf(h, "%d\n", *x.parent)
 	}
-	for _, u := range x.uris {
-		fmt.Fprintln(h, u)
+	for _, u := range x.added {
+		fmt.Fprintln(h, "+"+u)
+	}
+	for _, r := range x.removed {
+		fmt.Fprintln(h, "-"+r.uri)
 	}
 	sum := h.Sum(nil)
 	x.snapID = int64(binary.BigEndian.Uint64(sum[:8]) & math.MaxInt64)
@@ -555,8 +703,12 @@ func (e *exporter) summary(x *tableExport, rows int64) (string, map[string]strin
 		removedRows += r.rows
 		removedSize += r.size
 	}
+	totalSize = x.base.size
 	for _, u := range x.uris {
 		totalSize += x.want[u].size
+	}
+	if x.prevSnap != nil && len(x.added) == 0 && len(x.removed) == 0 {
+		op = "replace" // the same files, planned afresh (see stale)
 	}
 	if len(x.removed) > 0 {
 		op = "overwrite"
@@ -564,7 +716,7 @@ func (e *exporter) summary(x *tableExport, rows int64) (string, map[string]strin
 			op = "replace"
 		}
 	}
-	return op, map[string]string{
+	sum := map[string]string{
 		"operation":              op,
 		"added-data-files":       strconv.Itoa(len(x.added)),
 		"deleted-data-files":     strconv.Itoa(len(x.removed)),
@@ -572,7 +724,7 @@ func (e *exporter) summary(x *tableExport, rows int64) (string, map[string]strin
 		"deleted-records":        strconv.FormatInt(removedRows, 10),
 		"added-files-size":       strconv.FormatInt(addedSize, 10),
 		"removed-files-size":     strconv.FormatInt(removedSize, 10),
-		"total-data-files":       strconv.Itoa(len(x.uris)),
+		"total-data-files":       strconv.FormatInt(x.base.files+int64(len(x.uris)), 10),
 		"total-records":          strconv.FormatInt(rows, 10),
 		"total-files-size":       strconv.FormatInt(totalSize, 10),
 		"total-delete-files":     "0",
@@ -583,6 +735,10 @@ func (e *exporter) summary(x *tableExport, rows int64) (string, map[string]strin
 		"worldfs.tick":           strconv.FormatInt(e.pin.Tick.Tick, 10),
 		"worldfs.commit-token":   e.pin.CommitToken,
 	}
+	for w, seq := range e.seqs {
+		sum[seqKey(w)] = strconv.FormatUint(seq, 10)
+	}
+	return op, sum
 }
 
 // nextMetadata is the table's next version: the previous one (if any)
@@ -678,89 +834,4 @@ func buildDataFile(spec ice.PartitionSpec, f dataFile, tickID int) (ice.DataFile
 		b.LowerBoundValues(map[int][]byte{tickID: lo}).UpperBoundValues(map[int][]byte{tickID: hi})
 	}
 	return b.Build(), nil
-}
-
-// file decides how file f of table t is exported: in place, or rewritten
-// with its visible rows only under the table's data/ (ok false: it holds
-// no visible row).
-func (e *exporter) file(ctx context.Context, t *table, loc string, f index.File, prev map[string]entry) (df dataFile, ok, rewritten bool, err error) {
-	key := f.World + "/" + f.Table
-	switch {
-	case f.Span != nil && f.Keep != nil && (f.Keep.From > f.Span.From || f.Keep.To < f.Span.To):
-		// A compacted file the view keeps only part of (a fork's parent
-		// compacted past the fork point): its kept rows, written once.
-		keep := *f.Keep
-		h := sha256.Sum256([]byte(fmt.Sprintf("%s\n%d\n%d", f.Path, keep.From, keep.To)))
-		name := fmt.Sprintf("%s/data/keep-%s.parquet", loc, hex.EncodeToString(h[:16]))
-		if pe, ok := prev[e.uri(name)]; ok {
-			return dataFile{uri: pe.uri, rows: pe.rows, size: pe.size, lo: max(f.Span.From, keep.From), hi: min(f.Span.To, keep.To)}, pe.rows > 0, false, nil
-		}
-		return e.filtered(ctx, f, name, func(tick int64, _ string, _ int64) bool { return keep.Contains(tick) })
-	case f.Span != nil:
-		return dataFile{uri: e.uri(f.Path), rows: f.Rows, size: f.Bytes, lo: f.Span.From, hi: f.Span.To}, f.Rows > 0, false, nil
-	case !f.Check:
-		return dataFile{uri: e.uri(f.Path), rows: f.Rows, size: f.Bytes, lo: f.Tick, hi: f.Tick}, f.Rows > 0, false, nil
-	}
-	// A file the catalog does not prove: the seed's row check, as the
-	// views apply it. Rows published under their (tick, token), and
-	// epoch-0 history, are visible.
-	visible := t.visible[key]
-	check := func(tick int64, token string, epoch int64) bool {
-		return (token == "" && epoch == 0) || visible[stamp{tick, token}]
-	}
-	return e.filtered(ctx, f, "", check)
-}
-
-// filtered exports the rows of f that keep accepts: f in place if it
-// accepts every row, a filtered copy if some, nothing if none.
-func (e *exporter) filtered(ctx context.Context, f index.File, name string, keep func(int64, string, int64) bool) (dataFile, bool, bool, error) {
-	df, kept, total, err := e.rewrite(ctx, f, name, keep)
-	if err != nil || kept == 0 {
-		return df, false, false, err
-	}
-	if kept == total {
-		df.uri, df.size = e.uri(f.Path), f.Bytes // every row visible: read in place
-		return df, true, false, nil
-	}
-	return df, true, true, nil
-}
-
-// rewrite reads f and writes the rows keep accepts as a new file under
-// name ("": <table>/data/checked-<digest>.parquet), unless it keeps every
-// row.
-func (e *exporter) rewrite(ctx context.Context, f index.File, name string, keep func(int64, string, int64) bool) (dataFile, int64, int64, error) {
-	data, _, err := e.b.Get(ctx, f.Path)
-	if err != nil {
-		return dataFile{}, 0, 0, err
-	}
-	if f.Digest != "" && engine.Digest(data) != f.Digest {
-		return dataFile{}, 0, 0, fmt.Errorf("%s does not match its catalog record (digest): %w", f.Path, index.ErrCorrupt)
-	}
-	out, kept, total, lo, hi, err := filterParquet(data, keep)
-	if err != nil {
-		return dataFile{}, 0, 0, fmt.Errorf("%s: %w", f.Path, err)
-	}
-	df := dataFile{rows: kept, lo: lo, hi: hi}
-	if kept == 0 || kept == total {
-		return df, kept, total, nil
-	}
-	if name == "" {
-		loc := e.opts.Prefix + "/" + e.tableName(f)
-		name = fmt.Sprintf("%s/data/checked-%s.parquet", loc, strings.TrimPrefix(engine.Digest(out), "sha256:")[:32])
-	}
-	size, err := put(ctx, e.b, name, out)
-	if err != nil {
-		return dataFile{}, 0, 0, err
-	}
-	df.uri, df.size = e.uri(name), size
-	return df, kept, total, nil
-}
-
-func (e *exporter) tableName(f index.File) string {
-	for name, t := range e.tables {
-		if _, ok := t.infos[f.World+"/"+f.Table]; ok {
-			return name
-		}
-	}
-	return f.Table
 }

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,6 +24,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/bucket/buckettest"
 	"github.com/worldfs/worldfs/bucket/bucketurl"
 	"github.com/worldfs/worldfs/bucket/gcs/gcstest"
 	"github.com/worldfs/worldfs/bucket/local"
@@ -619,6 +621,19 @@ func TestFollowExportsNewTicks(t *testing.T) {
 func TestUnprovenFilesAreFiltered(t *testing.T) {
 	b, _ := local.Open(t.TempDir())
 	small(t, b, 5)
+	mixedTick(t, b)
+	res := export(t, b, iceberg.Options{World: "w"})
+	same(t, b, icebergio.LocalFS{}, res, nil, nil)
+	if p := table_(res, "particle"); p.Rewritten != 1 {
+		t.Fatalf("particle: %+v; want the mixed file rewritten with its visible rows", p)
+	}
+}
+
+// mixedTick publishes tick 6 of world w (5 ticks) with two particle files
+// the catalog does not prove: one mixing the tick's rows with a crashed
+// attempt's, one of the crashed attempt's rows only. It returns the
+// mixed file's name.
+func mixedTick(t *testing.T, b bucket.Bucket) string {
 	ctx := ctxT(t)
 	cat, err := index.Open(ctx, b, "w", index.Options{NoCompactor: true})
 	if err != nil {
@@ -671,9 +686,114 @@ func TestUnprovenFilesAreFiltered(t *testing.T) {
 		CommitToken: "tok6", WriterEpoch: epoch, Tables: []index.TableFragments{{Table: particle.ID, Fragments: frags}}}}); err != nil {
 		t.Fatal(err)
 	}
-	res := export(t, b, iceberg.Options{World: "w"})
-	same(t, b, icebergio.LocalFS{}, res, nil, nil)
-	if p := table_(res, "particle"); p.Rewritten != 1 {
-		t.Fatalf("particle: %+v; want the mixed file rewritten with its visible rows", p)
+	return engine.FragmentPath("w", "main", particle.ID, "mixed", 0)
+}
+
+// reads is a bucket that records the names it is asked to read whole.
+type reads struct {
+	*buckettest.Counting
+	mu    sync.Mutex
+	names []string
+}
+
+func (r *reads) Get(ctx context.Context, name string) ([]byte, bucket.Attrs, error) {
+	r.mu.Lock()
+	r.names = append(r.names, name)
+	r.mu.Unlock()
+	return r.Counting.Get(ctx, name)
+}
+
+// read returns and forgets the names read so far that contain part.
+func (r *reads) read(part string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, n := range r.names {
+		if strings.Contains(n, part) {
+			out = append(out, n)
+		}
 	}
+	r.names = nil
+	r.Gets.Store(0)
+	return out
+}
+
+// An export after more ticks plans only the new ticks and appends their
+// files as one new manifest: it reads the previous manifest list, none of
+// the previous manifests, and reads back as the views. Compaction of
+// exported ticks makes the next export full (a replace), which reads back
+// the same; the one after it is incremental again.
+func TestIncrementalExportReadsOnlyNewFiles(t *testing.T) {
+	dir := t.TempDir()
+	lb, _ := local.Open(dir)
+	r := &reads{Counting: &buckettest.Counting{Bucket: lb}}
+	fsys := icebergio.LocalFS{}
+	small(t, lb, 100)
+	first := export(t, r, iceberg.Options{World: "w"})
+	more(t, lb, 120)
+	r.read("")
+	res := export(t, r, iceberg.Options{World: "w"})
+	p := table_(res, "particle")
+	if !p.Incremental || p.Operation != "append" || p.Added != 20 || p.Files != table_(first, "particle").Files+20 {
+		t.Fatalf("the export of 20 more ticks: %+v; want an incremental append of their 20 files", p)
+	}
+	if got := r.read("/metadata/"); len(got) == 0 || slices.ContainsFunc(got, func(n string) bool { return strings.HasSuffix(n, "-m0.avro") }) {
+		t.Fatalf("the incremental export read %v; want the manifest lists only, no manifest", got)
+	}
+	same(t, lb, fsys, res, nil, nil)
+	// The first snapshot still reads as it did.
+	if rows := scanRows(t, fsys, p.Metadata, table_(first, "particle").SnapshotID); len(rows) != int(table_(first, "particle").Rows) {
+		t.Fatalf("the first snapshot reads %d rows, held %d", len(rows), table_(first, "particle").Rows)
+	}
+	// Compaction of exported ticks: a full export, a replace.
+	compact(t, lb, "w")
+	res = export(t, r, iceberg.Options{World: "w"})
+	if p := table_(res, "particle"); p.Incremental || p.Operation != "replace" || p.Removed == 0 {
+		t.Fatalf("the export after compaction: %+v; want a full replace", p)
+	}
+	same(t, lb, fsys, res, nil, nil)
+	more(t, lb, 130)
+	r.read("")
+	res = export(t, r, iceberg.Options{World: "w"})
+	if p := table_(res, "particle"); !p.Incremental || p.Operation != "append" || p.Added != 10 {
+		t.Fatalf("the export of 10 more ticks after compaction: %+v; want an incremental append", p)
+	}
+	if got := r.read("-m0.avro"); len(got) != 0 {
+		t.Fatalf("the incremental export %+v read the manifests %v", res.Tables, got)
+	}
+	same(t, lb, fsys, res, nil, nil)
+}
+
+// A file the catalog does not prove is read and checked once: an export
+// planned in full later decides it from its stamps record and reuses the
+// filtered copy, unread; a fact landing at the exported tick makes its own
+// table's export full, not the others'.
+func TestCheckedFileIsReused(t *testing.T) {
+	lb, _ := local.Open(t.TempDir())
+	r := &reads{Counting: &buckettest.Counting{Bucket: lb}}
+	small(t, lb, 5)
+	mixed := mixedTick(t, lb)
+	first := export(t, r, iceberg.Options{World: "w"})
+	if p := table_(first, "particle"); p.Rewritten != 1 || len(r.read(mixed)) != 1 {
+		t.Fatalf("the first export: %+v; want the mixed file read once and rewritten", p)
+	}
+	w := enginetest.Resume(t, lb, "w", 6)
+	if _, err := w.Ingest(ctxT(t), enginetest.Reading("late", 3.5)); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	res := export(t, r, iceberg.Options{World: "w"})
+	if p, f := table_(res, "particle"), table_(res, "reading"); !p.Incremental || p.Operation != "" || f.Incremental || f.Added != 1 {
+		t.Fatalf("the export after a fact landed at tick 6: particle %+v, reading %+v; want particle unchanged, reading planned in full with the new fact", p, f)
+	}
+	same(t, lb, icebergio.LocalFS{}, res, nil, nil)
+	r.read("")
+	res = export(t, r, iceberg.Options{World: "w", Full: true})
+	if p := table_(res, "particle"); p.Incremental || p.Reused != 1 || p.Rewritten != 0 || p.Added != 0 || p.Removed != 0 {
+		t.Fatalf("a full export: %+v; want the filtered copy reused, the same files", p)
+	}
+	if got := r.read(mixed); len(got) != 0 {
+		t.Fatalf("the full export read the checked file again: %v", got)
+	}
+	same(t, lb, icebergio.LocalFS{}, res, nil, nil)
 }

@@ -160,17 +160,9 @@ type entry struct {
 // liveFiles reads the data files snapshot s holds (its manifests, minus
 // deleted entries), by URI. objectOf maps a URI to its bucket object.
 func liveFiles(ctx context.Context, b bucket.Bucket, s *snapshot, objectOf func(string) (string, error)) ([]ice.ManifestFile, map[string]entry, error) {
-	name, err := objectOf(s.ManifestList)
+	manifests, err := manifestList(ctx, b, s, objectOf)
 	if err != nil {
 		return nil, nil, err
-	}
-	data, _, err := b.Get(ctx, name)
-	if err != nil {
-		return nil, nil, fmt.Errorf("snapshot %d: manifest list: %w", s.SnapshotID, err)
-	}
-	manifests, err := ice.ReadManifestList(bytes.NewReader(data))
-	if err != nil {
-		return nil, nil, fmt.Errorf("snapshot %d: manifest list %s: %v: %w", s.SnapshotID, name, err, ErrCorrupt)
 	}
 	files := map[string]entry{}
 	for i, mf := range manifests {
@@ -184,6 +176,23 @@ func liveFiles(ctx context.Context, b bucket.Bucket, s *snapshot, objectOf func(
 		}
 	}
 	return manifests, files, nil
+}
+
+// manifestList reads the manifests snapshot s lists (not their entries).
+func manifestList(ctx context.Context, b bucket.Bucket, s *snapshot, objectOf func(string) (string, error)) ([]ice.ManifestFile, error) {
+	name, err := objectOf(s.ManifestList)
+	if err != nil {
+		return nil, err
+	}
+	data, _, err := b.Get(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot %d: manifest list: %w", s.SnapshotID, err)
+	}
+	manifests, err := ice.ReadManifestList(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("snapshot %d: manifest list %s: %v: %w", s.SnapshotID, name, err, ErrCorrupt)
+	}
+	return manifests, nil
 }
 
 func readManifest(ctx context.Context, b bucket.Bucket, mf ice.ManifestFile, objectOf func(string) (string, error)) ([]entry, error) {
