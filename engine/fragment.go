@@ -112,9 +112,7 @@ func (enc *encoder) writeColumns(cols []*parquet.ColumnWriter, f *Frame, stamp f
 			vals := enc.vals[:min(valueBatch, hi-b)]
 			switch c.Name {
 			case ColEntity:
-				for k, x := range f.Entities[b : b+len(vals)] {
-					vals[k] = parquet.Int64Value(x)
-				}
+				box(vals, f.Entities[b:], parquet.Int64Value)
 			case ColTick:
 				for k := range vals {
 					vals[k] = parquet.Int64Value(stamp(b + k).Tick)
@@ -130,29 +128,17 @@ func (enc *encoder) writeColumns(cols []*parquet.ColumnWriter, f *Frame, stamp f
 			default:
 				switch v := f.cols[i].(type) {
 				case []float64:
-					for k, x := range v[b : b+len(vals)] {
-						vals[k] = parquet.DoubleValue(x)
-					}
+					box(vals, v[b:], parquet.DoubleValue)
 				case []float32:
-					for k, x := range v[b : b+len(vals)] {
-						vals[k] = parquet.FloatValue(x)
-					}
+					box(vals, v[b:], parquet.FloatValue)
 				case []int64:
-					for k, x := range v[b : b+len(vals)] {
-						vals[k] = parquet.Int64Value(x)
-					}
+					box(vals, v[b:], parquet.Int64Value)
 				case []int32:
-					for k, x := range v[b : b+len(vals)] {
-						vals[k] = parquet.Int32Value(x)
-					}
+					box(vals, v[b:], parquet.Int32Value)
 				case []bool:
-					for k, x := range v[b : b+len(vals)] {
-						vals[k] = parquet.BooleanValue(x)
-					}
+					box(vals, v[b:], parquet.BooleanValue)
 				case []string:
-					for k, x := range v[b : b+len(vals)] {
-						vals[k] = stringValue(x)
-					}
+					box(vals, v[b:], stringValue)
 				default:
 					return fmt.Errorf("column %s: no values", c.Name)
 				}
@@ -163,6 +149,13 @@ func (enc *encoder) writeColumns(cols []*parquet.ColumnWriter, f *Frame, stamp f
 		}
 	}
 	return nil
+}
+
+// box fills vals with the first len(vals) of xs as Parquet values.
+func box[T any](vals []parquet.Value, xs []T, value func(T) parquet.Value) {
+	for k, x := range xs[:len(vals)] {
+		vals[k] = value(x)
+	}
 }
 
 // valueBatch is how many values go to a column writer at a time.
