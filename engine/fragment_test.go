@@ -185,6 +185,38 @@ func TestFragmentRoundTrip(t *testing.T) {
 	}
 }
 
+// Each row of a fragment carries its own stamp when the stamps differ (a
+// batch of facts), across batches of values and row groups alike.
+func TestFragmentStampsPerRow(t *testing.T) {
+	tb := testTable(t)
+	n := RowGroupRows + 2500
+	f := sampleFrame(t, tb, n)
+	stamp := func(i int) Stamp {
+		return Stamp{Tick: int64(i), CommitToken: fmt.Sprint("claim-", i), WriterEpoch: int64(i % 3)}
+	}
+	data, err := EncodeStamped(f, stamp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := map[int64]int{} // entity → row
+	for i, e := range f.Entities {
+		row[e] = i
+	}
+	var bad []StampedRow
+	got, err := DecodeFragment(tb, data, func(s StampedRow) bool {
+		if s.Stamp != stamp(row[s.Entity]) && len(bad) < 5 {
+			bad = append(bad, s)
+		}
+		return true
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Len() != n || len(bad) > 0 {
+		t.Fatalf("%d of %d rows decoded; rows under the wrong stamp: %+v", got.Len(), n, bad)
+	}
+}
+
 // DuckDB reads every fragment worldfs writes: columns, types, values.
 func TestDuckDBReadsFragments(t *testing.T) {
 	tb := testTable(t)

@@ -2,11 +2,14 @@ package local
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/worldfs/worldfs/bucket"
 )
 
 // Create returning means durable: by then the temporary file was fsynced
@@ -20,13 +23,45 @@ func TestCreateSyncsBeforeReturning(t *testing.T) {
 	}
 	const name = "a/b/c/obj"
 	final := filepath.Join(b.Root(), "a", "b", "c", "obj")
+	synced := watchSyncs(t, b, final) // path → the object was linked when it was synced
+	if _, err := b.Create(context.Background(), name, []byte("data")); err != nil {
+		t.Fatal(err)
+	}
+	first := synced()
+	linked, ok := first["temp"]
+	if !ok || linked {
+		t.Errorf("the temporary file was not fsynced before its link (synced %v, after the link %v)", ok, linked)
+	}
+	if !first[filepath.Dir(final)] {
+		t.Errorf("the object's directory was not fsynced after the link: %v", first)
+	}
+	for _, dir := range []string{b.Root(), filepath.Join(b.Root(), "a"), filepath.Join(b.Root(), "a", "b")} {
+		if _, ok := first[dir]; !ok {
+			t.Errorf("%s, the parent of a directory the create made, was not fsynced: %v", dir, first)
+		}
+	}
+	// A second object in the same directories syncs only itself: its
+	// file and its directory.
+	if _, err := b.Create(context.Background(), "a/b/c/obj2", []byte("data")); err != nil {
+		t.Fatal(err)
+	}
+	if second := synced(); len(second) != 2 {
+		t.Errorf("a create into known directories synced %v, want the file and its directory", second)
+	}
+}
+
+// watchSyncs watches every fsync until the test ends; the function it
+// returns takes the syncs seen since it was last called: each path synced
+// ("temp" for a temporary file), with whether probe's path existed right
+// after the sync.
+func watchSyncs(t *testing.T, b *Bucket, probe string) func() map[string]bool {
 	var mu sync.Mutex
-	synced := map[string]bool{} // path → the object was linked when it was synced
+	synced := map[string]bool{}
 	orig := fsync
 	t.Cleanup(func() { fsync = orig })
 	fsync = func(f *os.File) error {
 		err := orig(f)
-		_, lerr := os.Lstat(final)
+		_, lerr := os.Lstat(probe)
 		mu.Lock()
 		defer mu.Unlock()
 		path := f.Name()
@@ -36,35 +71,84 @@ func TestCreateSyncsBeforeReturning(t *testing.T) {
 		synced[path] = synced[path] || lerr == nil
 		return err
 	}
-	if _, err := b.Create(context.Background(), name, []byte("data")); err != nil {
-		t.Fatal(err)
+	return func() map[string]bool {
+		mu.Lock()
+		defer mu.Unlock()
+		taken := synced
+		synced = map[string]bool{}
+		return taken
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	linked, ok := synced["temp"]
-	if !ok || linked {
-		t.Errorf("the temporary file was not fsynced before its link (synced %v, after the link %v)", ok, linked)
-	}
-	if !synced[filepath.Dir(final)] {
-		t.Errorf("the object's directory was not fsynced after the link: %v", synced)
-	}
-	for _, dir := range []string{b.Root(), filepath.Join(b.Root(), "a"), filepath.Join(b.Root(), "a", "b")} {
-		if _, ok := synced[dir]; !ok {
-			t.Errorf("%s, the parent of a directory the create made, was not fsynced: %v", dir, synced)
-		}
-	}
-	// A second object in the same directories syncs only itself: its
-	// file and its directory.
-	for k := range synced {
-		delete(synced, k)
-	}
-	mu.Unlock()
-	_, err = b.Create(context.Background(), "a/b/c/obj2", []byte("data"))
-	mu.Lock()
+}
+
+// A name found taken is made durable before Create says so: the winner
+// may have linked it and crashed (or not yet synced) before syncing its
+// directory, and ErrExist must never be reported for an object a power
+// loss can still take away.
+func TestTakenNameSyncedBeforeErrExist(t *testing.T) {
+	b, err := Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(synced) != 2 {
-		t.Errorf("a create into known directories synced %v, want the file and its directory", synced)
+	ctx := context.Background()
+	if _, err := b.Create(ctx, "d/first", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(b.Root(), "d")
+	// Another writer linked d/taken and has not synced its directory.
+	if err := os.WriteFile(filepath.Join(dir, "taken"), []byte("theirs"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	synced := watchSyncs(t, b, filepath.Join(dir, "taken"))
+	if _, err := b.Create(ctx, "d/taken", []byte("mine")); !errors.Is(err, bucket.ErrExist) {
+		t.Fatalf("create of a taken name = %v, want ErrExist", err)
+	}
+	if seen := synced(); !seen[dir] {
+		t.Errorf("ErrExist was reported before the taken name's directory was fsynced: %v", seen)
+	}
+}
+
+// Delete returning means the object is durably gone: its directory is
+// fsynced after the unlink.
+func TestDeleteSyncsDirectory(t *testing.T) {
+	b, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	a, err := b.Create(ctx, "d/obj", []byte("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(b.Root(), "d")
+	synced := watchSyncs(t, b, filepath.Join(dir, "obj"))
+	if err := b.Delete(ctx, "d/obj", a.Generation); err != nil {
+		t.Fatal(err)
+	}
+	if present, ok := synced()[dir]; !ok || present {
+		t.Errorf("the directory was not fsynced after the unlink (synced %v, object still there %v)", ok, present)
+	}
+}
+
+// A directory this process did not make (another process may have made
+// it and crashed before syncing its entry) is synced into its parent
+// before an object in it is called durable.
+func TestDirectoriesOfOthersSynced(t *testing.T) {
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "a", "b"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b, err := Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	synced := watchSyncs(t, b, filepath.Join(root, "a", "b", "obj"))
+	if _, err := b.Create(context.Background(), "a/b/obj", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	seen := synced()
+	for _, dir := range []string{b.Root(), filepath.Join(b.Root(), "a")} {
+		if _, ok := seen[dir]; !ok {
+			t.Errorf("%s, the parent of a directory another process made, was not fsynced: %v", dir, seen)
+		}
 	}
 }
