@@ -151,6 +151,10 @@ func (t logTip) current(ctx context.Context, b bucket.Bucket) (bool, error) {
 	return false, err
 }
 
+// probes is how many slot names before a state's last sequence tipOf
+// tries before it lists the log.
+const probes = 16
+
 // tipOf returns where the log of s's world ends for the state s: the slot
 // holding its last sequence, read to check that it is the very slot s
 // ends with. ok is false if that cannot be shown (no log, the slot
@@ -160,27 +164,43 @@ func tipOf(ctx context.Context, b bucket.Bucket, s *index.State) (logTip, bool, 
 	if s.Seq == 0 {
 		return logTip{}, false, nil
 	}
-	start := ""
-	if s.Seq > index.MaxSlotEntries {
-		start = index.SlotName(world, s.Seq-index.MaxSlotEntries) // a slot holds at most that many
-	}
+	// The slot holding s.Seq is named by its first sequence, at most
+	// MaxSlotEntries before: most slots hold a few entries, so the names
+	// just before are tried first, then the log is listed from there.
 	last := ""
-	for a, err := range b.List(ctx, index.LogPrefix(world), start) {
-		if err != nil {
+	var data []byte
+	var attrs bucket.Attrs
+	for seq := s.Seq; seq > 0 && seq+probes > s.Seq; seq-- {
+		var err error
+		if data, attrs, err = b.Get(ctx, index.SlotName(world, seq)); err == nil {
+			last = index.SlotName(world, seq)
+			break
+		} else if !errors.Is(err, bucket.ErrNotExist) {
 			return logTip{}, false, err
 		}
-		first, err := index.ParseSlotName(world, a.Name)
-		if err != nil || first > s.Seq {
-			break
-		}
-		last = a.Name
 	}
 	if last == "" {
-		return logTip{}, false, nil
-	}
-	data, attrs, err := b.Get(ctx, last)
-	if err != nil {
-		return logTip{}, false, nil
+		start := ""
+		if s.Seq > index.MaxSlotEntries {
+			start = index.SlotName(world, s.Seq-index.MaxSlotEntries)
+		}
+		for a, err := range b.List(ctx, index.LogPrefix(world), start) {
+			if err != nil {
+				return logTip{}, false, err
+			}
+			first, err := index.ParseSlotName(world, a.Name)
+			if err != nil || first > s.Seq {
+				break
+			}
+			last = a.Name
+		}
+		if last == "" {
+			return logTip{}, false, nil
+		}
+		var err error
+		if data, attrs, err = b.Get(ctx, last); err != nil {
+			return logTip{}, false, nil
+		}
 	}
 	slot, hash, err := index.DecodeSlot(world, last, data)
 	if err != nil || slot.LastSeq() != s.Seq || hash != s.Hash {
