@@ -745,8 +745,11 @@ func partQueries(sb *strings.Builder, name string, i int, p part, cols []string,
 		// string.)
 		at = fmt.Sprintf("SELECT %s FROM read_parquet([f['path'] FOR f IN getvariable(%s) IF f['lo'] <= t AND t <= f['hi']]) WHERE tick = t",
 			sel, lit(proven+"_bounds"))
-		if p.keep != nil {
-			// Compacted files hold other ticks' rows too.
+		if p.keep != nil && (p.keep.From != math.MinInt64 || p.keep.To != math.MaxInt64) {
+			// Compacted files hold other ticks' rows too (a fork's
+			// parent's, past the fork point; those past a pin). Bounds
+			// that hold every tick filter nothing, and a filter would
+			// keep count(*) from being answered from the footers.
 			keep := fmt.Sprintf("tick BETWEEN %d AND %d", p.keep.From, p.keep.To)
 			q += " WHERE " + keep
 			at += " AND " + keep
