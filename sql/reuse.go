@@ -44,6 +44,12 @@ import (
 // reads none of an older format.
 const reuseFormat = 1
 
+// maxKeptFiles bounds the files of a script that is kept: a kept script
+// lists its files, and views of that many files (a long history not yet
+// compacted) cost far more to read than to build, while their list would
+// cost memory in every build.
+const maxKeptFiles = 1 << 14
+
 // keptScript is what a build keeps for reuse.
 type keptScript struct {
 	Format int    `json:"format"`
@@ -213,7 +219,7 @@ func tipOf(ctx context.Context, b bucket.Bucket, s *index.State) (logTip, bool, 
 // for reuse, unless the views read files no catalog names. A failure to
 // keep it costs only a build next time.
 func keep(ctx context.Context, b bucket.Bucket, opts Options, dir string, own *index.State, segs []index.Segment, h *history, s *Script) {
-	if opts.Reuse == nil || opts.View != nil || h.listed {
+	if opts.Reuse == nil || opts.View != nil || h.listed || h.unkept {
 		return
 	}
 	states := []*index.State{own}

@@ -287,6 +287,8 @@ type history struct {
 	listed    bool
 	keepFiles bool
 	read      []keptFile
+	// unkept: too many files to keep the script (maxKeptFiles).
+	unkept bool
 }
 
 // catalogFiles appends the files v reads for ticks from..to (see
@@ -301,6 +303,9 @@ func (h *history) catalogFiles(ctx context.Context, v *index.View, from, to int6
 		}
 		if h.keepFiles {
 			h.read = append(h.read, keptFile{Path: p, Fragment: f.Fragment})
+			if len(h.read) > maxKeptFiles {
+				h.keepFiles, h.read, h.unkept = false, nil, true
+			}
 		}
 		first, last := f.Tick, f.Tick
 		if f.Span != nil {
