@@ -283,3 +283,59 @@ func (d *Disk) evictLocked() {
 		delete(d.mu.entries, c.path)
 	}
 }
+
+// KeptPrefix keys the files Keep stores, apart from object copies and
+// derived files (a bucket id never starts with it).
+const KeptPrefix = "~kept"
+
+// Keep stores data as the kept file called key (a relative, slash-separated
+// path), replacing any, counted against the cache's bound like any object
+// copy. Unlike Derived, key need not determine the content: a kept file
+// remembers something that may go stale (a built views script), and its
+// reader checks that it is still current before using it.
+func (d *Disk) Keep(key string, data []byte) error {
+	if err := bucket.ValidateName(key); err != nil {
+		return fmt.Errorf("kept key: %w", err)
+	}
+	p := filepath.Join(d.dir, "objects", KeptPrefix, filepath.FromSlash(key))
+	size, err := d.fill(p, func(tmp string) error { return os.WriteFile(tmp, data, 0o600) })
+	if err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if e, ok := d.mu.entries[p]; ok {
+		d.mu.size -= e.size
+	}
+	d.mu.entries[p] = &entry{size: size, used: time.Now()}
+	d.mu.size += size
+	d.evictLocked()
+	return nil
+}
+
+// Kept returns the content of the kept file called key and marks it used,
+// or an error wrapping fs.ErrNotExist if there is none (never kept, or
+// evicted).
+func (d *Disk) Kept(key string) ([]byte, error) {
+	if err := bucket.ValidateName(key); err != nil {
+		return nil, fmt.Errorf("kept key: %w", err)
+	}
+	p := filepath.Join(d.dir, "objects", KeptPrefix, filepath.FromSlash(key))
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	_ = os.Chtimes(p, now, now) // recency for other processes
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if e, ok := d.mu.entries[p]; ok {
+		d.mu.size += int64(len(data)) - e.size
+		e.size, e.used = int64(len(data)), now
+	} else {
+		d.mu.entries[p] = &entry{size: int64(len(data)), used: now}
+		d.mu.size += int64(len(data))
+	}
+	d.mu.hits++
+	return data, nil
+}

@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -219,5 +221,36 @@ func TestWaiterOutlivesTheFirstCallersCancellation(t *testing.T) {
 	}
 	if data, err := os.ReadFile(got); err != nil || string(data) != "PAR1 bytes" {
 		t.Fatalf("the waiting caller's file: %q %v", data, err)
+	}
+}
+
+// A kept file is replaced by the next Keep of its key, read back by
+// Kept, and counts against the cache's bound like any copy.
+func TestKeptFilesAreReplacedAndBounded(t *testing.T) {
+	d, _ := Open(t.TempDir(), Options{MaxBytes: 250, Grace: time.Nanosecond})
+	if _, err := d.Kept("k/a"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a key never kept: %v; want not exist", err)
+	}
+	for _, c := range []byte{'1', '2'} {
+		if err := d.Keep("k/a", bytes.Repeat([]byte{c}, 100)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := d.Kept("k/a"); err != nil || string(got) != strings.Repeat("2", 100) {
+		t.Fatalf("kept %q, %v; want the second content", got, err)
+	}
+	if st := d.Stats(); st.Bytes != 100 {
+		t.Fatalf("the cache counts %d bytes for one kept file of 100", st.Bytes)
+	}
+	d.Keep("k/b", make([]byte, 100))
+	d.Keep("k/c", make([]byte, 100))
+	left := 0
+	for _, k := range []string{"k/a", "k/b", "k/c"} {
+		if _, err := d.Kept(k); err == nil {
+			left++
+		}
+	}
+	if st := d.Stats(); st.Bytes > 250 || left != 2 {
+		t.Fatalf("%d bytes and %d of 3 kept files left under a bound of 250", st.Bytes, left)
 	}
 }

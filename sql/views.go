@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/cache"
@@ -52,6 +53,11 @@ type Options struct {
 	// Verified remembers the bucket files read in place that were found to
 	// match their catalog records (default: one kept in Dir/verified).
 	Verified *cache.Verified
+	// Reuse, if set, keeps each script Build builds in this size-bounded
+	// cache, and Build returns a kept one instead of building while every
+	// catalog it was built from is unchanged (reuse.go): a fresh process
+	// then reads no catalog. Ignored with View.
+	Reuse *cache.Disk
 }
 
 // DefaultRun is the run views show unless Options.Run names another.
@@ -123,6 +129,9 @@ type Script struct {
 	// views read, with the tick and token each was published under; SQL
 	// reads it.
 	FragmentList string
+	// local: the files of Options.Dir the script reads (the fragment
+	// lists and the empty witnesses).
+	local []string
 }
 
 // Build reads the catalog (and, for forks, every ancestor's) and returns the
@@ -133,6 +142,11 @@ func Build(ctx context.Context, b bucket.Bucket, world string, opts Options) (*S
 			return nil, fmt.Errorf("views of world %s: the view given is of world %s", world, v.World)
 		}
 		return BuildFrom(ctx, b, v.Segments[len(v.Segments)-1].State, opts)
+	}
+	if opts.Reuse != nil {
+		if s, err := reused(ctx, b, world, opts); s != nil || err != nil {
+			return s, err
+		}
 	}
 	own, _, err := index.Load(ctx, b, world)
 	if err != nil {
@@ -148,6 +162,7 @@ func Build(ctx context.Context, b bucket.Bucket, world string, opts Options) (*S
 // own is (ancestors are read from the bucket, unless opts.View, of this
 // world and run, resolves them).
 func BuildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Options) (*Script, error) {
+	builds.Add(1)
 	world := own.World.ID
 	path, err := pather(b, opts)
 	if err != nil {
@@ -169,7 +184,7 @@ func BuildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 		return nil, err
 	}
 	fpath, verified := verifier(b, path, opts, dir)
-	h := &history{fpath: fpath}
+	h := &history{fpath: fpath, keepFiles: opts.Reuse != nil && opts.View == nil}
 	// The catalog's files: every filtered segment's ticks, then facts (each
 	// completed claim's rows, at the tick the fact landed on, visible by the
 	// claim's token); and the ticks whose manifests name compacted files.
@@ -202,8 +217,19 @@ func BuildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 	if opts.Table != "" {
 		h.frags = slices.DeleteFunc(h.frags, func(f fragment) bool { return infos[f.world+"/"+f.table].Name != opts.Table })
 	}
-	return render(world, opts.Run, upTo, h, infos, lineage, dir)
+	s, err := render(world, opts.Run, upTo, h, infos, lineage, dir)
+	if err != nil {
+		return nil, err
+	}
+	keep(ctx, b, opts, dir, own, segs, h, s)
+	return s, nil
 }
+
+var builds atomic.Int64
+
+// Builds returns how many views this process has built from catalogs
+// (BuildFrom), not counting scripts Build reused (Options.Reuse).
+func Builds() int64 { return builds.Load() }
 
 // pinned returns the last tick the views show (math.MaxInt64: the head),
 // from opts.AtTick and opts.Token.
@@ -255,6 +281,14 @@ type history struct {
 	// with the index of its set in groups.
 	groups [][]fragment
 	ticks  []tickRow
+	// listed: some files were found by listing the bucket, not in a
+	// catalog. keepFiles: read collects the catalog's files with their
+	// paths (for Options.Reuse).
+	listed    bool
+	keepFiles bool
+	read      []keptFile
+	// unkept: too many files to keep the script (maxKeptFiles).
+	unkept bool
 }
 
 // catalogFiles appends the files v reads for ticks from..to (see
@@ -266,6 +300,12 @@ func (h *history) catalogFiles(ctx context.Context, v *index.View, from, to int6
 		if err != nil {
 			ferr = err
 			return false
+		}
+		if h.keepFiles {
+			h.read = append(h.read, keptFile{Path: p, Fragment: f.Fragment})
+			if len(h.read) > maxKeptFiles {
+				h.keepFiles, h.read, h.unkept = false, nil, true
+			}
 		}
 		first, last := f.Tick, f.Tick
 		if f.Span != nil {
@@ -338,6 +378,7 @@ func (h *history) listedFiles(ctx context.Context, b bucket.Bucket, path pathFun
 			return nil, err
 		}
 		h.frags = append(h.frags, legacy...)
+		h.listed = h.listed || len(legacy) > 0 || seg.Mode == index.Unfiltered
 		if i < len(segs)-1 {
 			lineage = append(lineage, fmt.Sprintf("(%d, %s, %s, %d)", i, lit(seg.World), lit(seg.Run), seg.UpTo))
 		} else {
@@ -489,7 +530,17 @@ func render(world, run string, upTo int64, h *history, infos map[string]engine.T
 	sb.WriteString(".\n-- Generated from the catalog; visible rows only (seed 000 §4).\n")
 	fmt.Fprintf(&sb, "-- The fragment list (each file, and the tick and commit token its manifest published) is read from\n-- %s.\n\n", listPath)
 	fmt.Fprintf(&sb, "CREATE OR REPLACE TEMP TABLE worldfs_fragments AS SELECT * FROM read_parquet(%s);\n", lit(listPath))
-	script := &Script{World: world, Run: run, AtTick: upTo, FragmentList: listPath}
+	script := &Script{World: world, Run: run, AtTick: upTo, FragmentList: listPath, local: []string{listPath}}
+	if ticksPath != "" {
+		script.local = append(script.local, ticksPath)
+	}
+	for _, name := range names {
+		for _, p := range parts[name] {
+			if p.filtered {
+				script.local = append(script.local, witnessPath(dir, p.ti.ID))
+			}
+		}
+	}
 	for _, name := range names {
 		if err := tableViews(&sb, name, parts[name], upTo, dir); err != nil {
 			return nil, err
@@ -699,8 +750,11 @@ func partQueries(sb *strings.Builder, name string, i int, p part, cols []string,
 		// string.)
 		at = fmt.Sprintf("SELECT %s FROM read_parquet([f['path'] FOR f IN getvariable(%s) IF f['lo'] <= t AND t <= f['hi']]) WHERE tick = t",
 			sel, lit(proven+"_bounds"))
-		if p.keep != nil {
-			// Compacted files hold other ticks' rows too.
+		if p.keep != nil && (p.keep.From != math.MinInt64 || p.keep.To != math.MaxInt64) {
+			// Compacted files hold other ticks' rows too (a fork's
+			// parent's, past the fork point; those past a pin). Bounds
+			// that hold every tick filter nothing, and a filter would
+			// keep count(*) from being answered from the footers.
 			keep := fmt.Sprintf("tick BETWEEN %d AND %d", p.keep.From, p.keep.To)
 			q += " WHERE " + keep
 			at += " AND " + keep
@@ -779,7 +833,7 @@ func provenBounds(view string, part int, bounds, witness, where string) string {
 // writeWitness writes (once) an empty Parquet file of ti's schema in dir
 // and returns its path.
 func writeWitness(dir string, ti engine.TableInfo) (string, error) {
-	path := filepath.Join(dir, "empty-"+ti.ID+".parquet")
+	path := witnessPath(dir, ti.ID)
 	if _, err := os.Stat(path); err == nil {
 		touch(path) // in use again: collection counts from its last use
 		return path, nil

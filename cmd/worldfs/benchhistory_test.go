@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -40,5 +42,42 @@ func TestBenchHistory(t *testing.T) {
 	}
 	if !res.Generated || res.Compaction.Windows == 0 || res.Before.FilesNamed[0] != 600 || res.After.FilesNamed[0] >= 600 {
 		t.Fatalf("bench history %+v\nbefore %+v\nafter %+v", res, res.Before, res.After)
+	}
+	if res.Before.ViewsReusedSeconds <= 0 || res.After.ViewsReusedSeconds <= 0 || len(res.Goals) != 7 {
+		t.Fatalf("bench history: reused views %v, %v s; goals %+v", res.Before.ViewsReusedSeconds, res.After.ViewsReusedSeconds, res.Goals)
+	}
+}
+
+// A world whose generation stopped short is continued, not refused; with
+// --after-only only the compacted world is measured; --compare adds the
+// ratio of the views open time to another run's.
+func TestBenchHistoryContinuesAndCompares(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("WORLDFS_TEST_AS_CLI", "1")
+	bkt, work := t.TempDir(), t.TempDir()
+	bench := func(ticks string, more ...string) historyBench {
+		t.Helper()
+		args := append([]string{"bench", "history", "--bucket", bkt, "--world", "h", "--ticks", ticks, "--archetypes", "1", "--entities", "2",
+			"--runs", "1", "--worldfs", self, "--dir", t.TempDir(), "--after-only", "--json"}, more...)
+		code, out, stderr := cli(t, args...)
+		var res historyBench
+		if code != 0 || json.Unmarshal([]byte(out), &res) != nil {
+			t.Fatalf("bench history: %d\n%s\n%s", code, out, stderr)
+		}
+		return res
+	}
+	first := bench("200")
+	base := filepath.Join(work, "base.json")
+	data, _ := json.Marshal(first)
+	if err := os.WriteFile(base, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res := bench("400", "--compare", base)
+	if !res.Generated || res.Before != nil || res.After == nil || res.After.Rows != 400*2 || len(res.Goals) != 9 ||
+		!strings.Contains(res.Goals[2].Goal, "ratio to N = 200") || res.Goals[2].Value <= 0 {
+		t.Fatalf("bench history continued to 400 ticks: %+v\nafter %+v", res, res.After)
 	}
 }

@@ -76,13 +76,16 @@ func (v *viewFlags) build(ctx context.Context) (*wsql.Script, []string, error) {
 	if err := requireWorld(ctx, b, *v.world); err != nil {
 		return nil, nil, err
 	}
+	// The cache also keeps the scripts built, which a later process
+	// reuses while the catalog is unchanged.
+	c, id, err := openCache(*v.url, *v.cacheDir, *v.cacheSize)
+	if err != nil {
+		return nil, nil, err
+	}
+	opts.Reuse = c
 	if lb, isLocal := bucket.As[bucket.Local](b); isLocal {
 		refuse = append(refuse, lb.Root())
 	} else {
-		c, id, err := openCache(*v.url, *v.cacheDir, *v.cacheSize)
-		if err != nil {
-			return nil, nil, err
-		}
 		opts.Cache, opts.BucketID = c, id
 		// Catalog objects (slots, shards, table descriptions) are small,
 		// immutable and read often: keep them in memory too.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/worldfs/worldfs/bucket/local"
 	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/engine/enginetest"
 	"github.com/worldfs/worldfs/engine/particles"
 	"github.com/worldfs/worldfs/index"
 	wsql "github.com/worldfs/worldfs/sql"
@@ -227,4 +228,30 @@ func snapshotNames(t *testing.T, dir string) []string {
 		return nil
 	})
 	return names
+}
+
+// A fresh worldfs sql reuses the views the previous one built while the
+// world's catalog is unchanged, and never once it changed: a tick
+// committed between two runs shows at once.
+func TestSQLReusesViewsOnlyWhileTheCatalogIsUnchanged(t *testing.T) {
+	dir := t.TempDir()
+	b, _ := local.Open(dir)
+	w := enginetest.World(t, b, "w", 5)
+	base := []string{"sql", "--bucket", dir, "--world", "w", "--cache-dir", t.TempDir(), "--format", "csv"}
+	head := func(want string, builds int64) {
+		t.Helper()
+		code, out, errs := cli(t, append(base, "SELECT max(tick) AS head FROM particle")...)
+		if code != 0 || out != "head\n"+want+"\n" {
+			t.Fatalf("worldfs sql: exit %d, %q (%s); want head %s", code, out, errs, want)
+		}
+		if got := wsql.Builds(); got != builds {
+			t.Fatalf("head %s: %d views built in all, want %d", want, got, builds)
+		}
+	}
+	n := wsql.Builds()
+	head("5", n+1)
+	head("5", n+1) // reused
+	enginetest.Run(t, w, 6)
+	head("6", n+2) // the catalog changed: built again
+	head("6", n+2)
 }
