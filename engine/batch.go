@@ -89,12 +89,62 @@ func (s *IngestionService) requeue(reqs ...*factReq) {
 // created: claim, append and complete overlap across batches, and the
 // claims of batch n+1 share a slot with the completions of batch n.
 func (s *IngestionService) pump() {
+	var last time.Duration
 	for {
+		s.late(last)
 		done, reqs := s.next()
 		if done == nil && reqs == nil {
 			return
 		}
+		start := time.Now()
 		s.round(done, reqs)
+		last = time.Since(start)
+	}
+}
+
+// late waits, at most d (the last round's time), for the batches claimed
+// before the last round that are still appending their rows. They had a
+// round's time, so they are about done: completing them in the coming
+// round rather than the one after saves their facts a whole slot.
+func (s *IngestionService) late(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for {
+		s.mu.Lock()
+		late := 0
+		for r, n := range s.mu.placing {
+			if r < s.mu.rounds {
+				late += n
+			}
+		}
+		if late == 0 {
+			s.mu.Unlock()
+			return
+		}
+		placed := make(chan struct{})
+		s.mu.placed = placed
+		s.mu.Unlock()
+		select {
+		case <-placed:
+		case <-timer.C:
+			return
+		}
+	}
+}
+
+// appended notes that b's rows are placed (or failed to be).
+func (s *IngestionService) appended(b *factBatch) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.placing[b.round]--; s.mu.placing[b.round] == 0 {
+		delete(s.mu.placing, b.round)
+	}
+	if s.mu.placed != nil {
+		close(s.mu.placed)
+		s.mu.placed = nil
 	}
 }
 
@@ -127,6 +177,10 @@ func (s *IngestionService) next() ([]*factBatch, []*factReq) {
 // in one slot, then answers the completed facts and starts the new
 // batches' appends.
 func (s *IngestionService) round(done []*factBatch, reqs []*factReq) {
+	s.mu.Lock()
+	s.mu.rounds++
+	n := s.mu.rounds
+	s.mu.Unlock()
 	batches := s.sort(reqs)
 	var entries []index.Entry
 	for _, b := range done {
@@ -136,6 +190,7 @@ func (s *IngestionService) round(done []*factBatch, reqs []*factReq) {
 	}
 	now := s.opts.Now()
 	for _, b := range batches {
+		b.round = n
 		b.held = make([]*index.Claim, len(b.leads))
 		for i := range b.leads {
 			entries = append(entries, b.claim(i, now))
@@ -351,6 +406,7 @@ type factBatch struct {
 	rows     []*pendingRow  // of the claims held
 	idx      []int          // rows[j] is leads[idx[j]]'s
 	stop     func()         // stops the leases' renewal
+	round    int            // the round that claimed it
 	first    sync.Once      // FailpointBatchPartial
 }
 
@@ -408,7 +464,11 @@ func (b *factBatch) start() {
 	}
 	failpoint.Hit(FailpointBatchClaimed)
 	b.stop = s.renew(b.ctx, held)
+	s.mu.Lock()
+	s.mu.placing[b.round]++
+	s.mu.Unlock()
 	go func() {
+		defer s.appended(b)
 		err := s.place(b.ctx, b.table, b.token, b.rows, b.takeover, func(missing []*pendingRow) ([]byte, error) {
 			if err := s.describe(b.ctx, b.table); err != nil {
 				return nil, err

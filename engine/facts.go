@@ -235,6 +235,9 @@ type IngestionService struct {
 		ready    []*factBatch // rows placed, to complete in the next round
 		pumping  bool
 		inflight map[index.ClaimKey]*lead
+		rounds   int           // rounds started
+		placing  map[int]int   // by the round that claimed them: batches appending their rows
+		placed   chan struct{} // closed when one of them is done, if the pump waits (late)
 	}
 }
 
@@ -246,7 +249,7 @@ type IngestionService struct {
 func NewIngestionService(b bucket.Bucket, cat *index.Catalog, opts IngestOptions) *IngestionService {
 	opts.EnsureDefaults()
 	s := &IngestionService{b: b, cat: cat, world: cat.World(), opts: opts}
-	s.mu.inflight = map[index.ClaimKey]*lead{}
+	s.mu.inflight, s.mu.placing = map[index.ClaimKey]*lead{}, map[int]int{}
 	return s
 }
 
