@@ -157,11 +157,11 @@ type IngestOptions struct {
 	// channel and the function that stops it (default: time.NewTicker).
 	// With Now it lets a test drive lease time by hand.
 	NewTicker func(d time.Duration) (<-chan time.Time, func())
-	// MaxBatch bounds how many concurrent facts share one fragment and
-	// one batch of claim slots (default 512; 1 turns batching off).
+	// MaxBatch bounds how many concurrent facts share one fragment
+	// (default 512, at most index.MaxSlotEntries/8; 1 turns batching off).
 	MaxBatch int
-	// Batches is how many batches may be in flight at once (default 4):
-	// facts arriving meanwhile queue and form the next batch.
+	// Batches bounds how many batches one round of claims starts (default
+	// 4): a round takes at most MaxBatch×Batches queued facts.
 	Batches int
 	// Catalog options, used when the service opens the catalog itself.
 	Catalog index.Options
@@ -202,8 +202,15 @@ func (o *IngestOptions) Validate() error {
 	if o.Lease < time.Millisecond {
 		return fmt.Errorf("ingest options: lease %v is under a millisecond", o.Lease)
 	}
+	if o.MaxBatch > maxBatch {
+		return fmt.Errorf("ingest options: a batch of %d facts is over the %d a round's slot can claim and complete", o.MaxBatch, maxBatch)
+	}
 	return nil
 }
+
+// maxBatch bounds IngestOptions.MaxBatch: a round's one slot holds the
+// claims and the completions of several batches.
+const maxBatch = index.MaxSlotEntries / 8
 
 // IngestionService owns the fact lifecycle of one world (seed 003 §3):
 // claim, append, flush, complete, behind one direct method. It works on
@@ -217,13 +224,20 @@ type IngestionService struct {
 	opts  IngestOptions
 	owned bool // Close closes cat
 
-	described sync.Map // table id → struct{}: its description is in the bucket
+	described sync.Map   // table id → struct{}: its description is in the bucket
+	parts     partCache  // parts of batch chains read or written while probing
+	chains    chainLocks // walks of one chain take turns
 
 	// The group-commit queue of Ingest (see batch.go).
 	mu struct {
 		sync.Mutex
-		queue   []*factReq
-		running int // batches in flight
+		queue    []*factReq
+		ready    []*factBatch // rows placed, to complete in the next round
+		pumping  bool
+		inflight map[index.ClaimKey]*lead
+		rounds   int           // rounds started
+		placing  map[int]int   // by the round that claimed them: batches appending their rows
+		placed   chan struct{} // closed when one of them is done, if the pump waits (late)
 	}
 }
 
@@ -234,7 +248,9 @@ type IngestionService struct {
 // World's and a mount's options validate their Ingest).
 func NewIngestionService(b bucket.Bucket, cat *index.Catalog, opts IngestOptions) *IngestionService {
 	opts.EnsureDefaults()
-	return &IngestionService{b: b, cat: cat, world: cat.World(), opts: opts}
+	s := &IngestionService{b: b, cat: cat, world: cat.World(), opts: opts}
+	s.mu.inflight, s.mu.placing = map[index.ClaimKey]*lead{}, map[int]int{}
+	return s
 }
 
 // OpenIngestionService opens world's catalog for ingestion into a cold
@@ -542,7 +558,7 @@ func batchOf(token string) string {
 
 // place makes each row durable exactly once in its batch's chain of
 // fragments: FragmentPath(world, run, table, batch, n) for n = 0, 1, …
-// Every writer (the batch's holder, or a holder taking a claim over) walks
+// Every writer (the batch's holder, or a holder taking claims over) walks
 // the chain in order, reading each part that exists: a row found there
 // under its claim's fact id and token is placed (an orphan, completed
 // without appending); the rows still missing at the first absent part are
@@ -552,69 +568,176 @@ func batchOf(token string) string {
 // found its rows absent there, so a claim's row is in at most one part:
 // however many writers race, exactly one row per claim exists, and its
 // completion names that part. probe reads a part before trying to create
-// it (a takeover); a fresh batch creates part 0 at once.
+// it (a takeover); a fresh batch creates part 0 at once. Parts are never
+// rewritten, so one this service read or wrote while probing is not read
+// again (parts): recovering a batch reads each of its parts once.
 func (s *IngestionService) place(ctx context.Context, t *Table, batch string, rows []*pendingRow, probe bool,
 	build func([]*pendingRow) ([]byte, error)) error {
 	missing := rows
 	run := rows[0].claim.Key.Run
+	if probe {
+		// Walks of one chain here take turns, so that each finds the
+		// parts the one before read or wrote in parts.
+		defer s.chains.lock(FragmentPath(s.world, run, t.ID, batch, 0))()
+	}
 	for part := 0; len(missing) > 0; part++ {
 		path := FragmentPath(s.world, run, t.ID, batch, part)
-		var data []byte
-		var attrs bucket.Attrs
-		err := bucket.ErrNotExist
+		p, err := (*storedPart)(nil), bucket.ErrNotExist
 		if probe {
-			data, attrs, err = s.b.Get(ctx, path)
+			p, err = s.readPart(ctx, path)
 		}
 		if errors.Is(err, bucket.ErrNotExist) {
 			enc, berr := build(missing)
 			if berr != nil {
 				return &buildError{berr}
 			}
+			var attrs bucket.Attrs
 			attrs, err = bucket.CreateOnce(ctx, s.b, path, enc)
 			if err == nil {
-				for _, p := range missing {
-					p.placed(t, path, enc, attrs, p.values, false)
+				p = &storedPart{path: path, data: enc, attrs: attrs}
+				if probe {
+					s.parts.put(p)
+				}
+				frag := p.fragment()
+				for _, r := range missing {
+					r.placed(t, frag, r.values, false)
 				}
 				return nil
 			}
 			if errors.Is(err, bucket.ErrExist) {
-				data, attrs, err = s.b.Get(ctx, path)
+				p, err = s.readPart(ctx, path)
 			}
 		}
 		if err != nil {
 			return fmt.Errorf("world %s: appending %d facts to %s: %w", s.world, len(missing), path, err)
 		}
 		probe = true
-		if missing, err = s.found(t, path, data, attrs, missing); err != nil {
+		if missing, err = s.found(t, p, missing); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (p *pendingRow) placed(t *Table, path string, data []byte, attrs bucket.Attrs, row Values, found bool) {
-	p.table, p.row, p.found = t.ID, row, found
-	p.frag = index.Fragment{Path: path, Rows: 1, Bytes: int64(len(data)), Digest: Digest(data), Generation: attrs.Generation}
+// storedPart is one part of a batch's chain as stored.
+type storedPart struct {
+	path  string
+	data  []byte
+	attrs bucket.Attrs
 }
 
-// found places the rows of missing that the part at path (data) holds,
-// checked against their claims, and returns those it does not hold. A row
-// stamped otherwise than its claim, or twice, is corruption: no claim is
+func (p *storedPart) fragment() index.Fragment {
+	return index.Fragment{Path: p.path, Rows: 1, Bytes: int64(len(p.data)), Digest: Digest(p.data), Generation: p.attrs.Generation}
+}
+
+// readPart reads the part at path, from the parts this service already
+// read or wrote if it is one of them.
+func (s *IngestionService) readPart(ctx context.Context, path string) (*storedPart, error) {
+	if p := s.parts.get(path); p != nil {
+		return p, nil
+	}
+	data, attrs, err := s.b.Get(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	p := &storedPart{path: path, data: data, attrs: attrs}
+	s.parts.put(p)
+	return p, nil
+}
+
+// partCache keeps the parts of batch chains a service read or wrote while
+// probing, the most recent partCacheSize of them. A part is never
+// rewritten, and never collected while a claim whose row it may hold is
+// pending, so a kept part is the stored one for as long as a walk needs
+// it; an absent part is never kept.
+type partCache struct {
+	mu    sync.Mutex
+	parts map[string]*storedPart
+	order []string
+}
+
+const partCacheSize = 64
+
+func (c *partCache) get(path string) *storedPart {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.parts[path]
+}
+
+func (c *partCache) put(p *storedPart) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.parts == nil {
+		c.parts = map[string]*storedPart{}
+	}
+	if _, ok := c.parts[p.path]; ok {
+		return
+	}
+	if len(c.order) == partCacheSize {
+		delete(c.parts, c.order[0])
+		c.order = c.order[1:]
+	}
+	c.parts[p.path] = p
+	c.order = append(c.order, p.path)
+}
+
+// chainLocks serialises the walks of one chain within a service.
+type chainLocks struct {
+	mu    sync.Mutex
+	locks map[string]*chainLock
+}
+
+type chainLock struct {
+	sync.Mutex
+	users int
+}
+
+// lock locks the chain named by its part 0 and returns the unlock.
+func (c *chainLocks) lock(name string) func() {
+	c.mu.Lock()
+	if c.locks == nil {
+		c.locks = map[string]*chainLock{}
+	}
+	l := c.locks[name]
+	if l == nil {
+		l = &chainLock{}
+		c.locks[name] = l
+	}
+	l.users++
+	c.mu.Unlock()
+	l.Lock()
+	return func() {
+		l.Unlock()
+		c.mu.Lock()
+		if l.users--; l.users == 0 {
+			delete(c.locks, name)
+		}
+		c.mu.Unlock()
+	}
+}
+
+func (p *pendingRow) placed(t *Table, frag index.Fragment, row Values, found bool) {
+	p.table, p.frag, p.row, p.found = t.ID, frag, row, found
+}
+
+// found places the rows of missing that part p holds, checked against
+// their claims, and returns those it does not hold. A row stamped
+// otherwise than its claim, or twice, is corruption: no claim is
 // completed over it.
-func (s *IngestionService) found(t *Table, path string, data []byte, attrs bucket.Attrs, missing []*pendingRow) ([]*pendingRow, error) {
+func (s *IngestionService) found(t *Table, p *storedPart, missing []*pendingRow) ([]*pendingRow, error) {
 	want := make(map[int64]*pendingRow, len(missing))
-	for _, p := range missing {
-		want[p.claim.FactID] = p
+	for _, r := range missing {
+		want[r.claim.FactID] = r
 	}
 	seen := map[int64]StampedRow{}
 	var dup error
-	f, err := DecodeFragment(t, data, func(r StampedRow) bool {
-		p := want[r.Entity]
-		if p == nil || r.CommitToken != p.claim.CommitToken {
+	f, err := DecodeFragment(t, p.data, func(r StampedRow) bool {
+		w := want[r.Entity]
+		if w == nil || r.CommitToken != w.claim.CommitToken {
 			return false
 		}
 		if _, ok := seen[r.Entity]; ok {
-			dup = fmt.Errorf("fact %s has two rows", p.claim.Key)
+			dup = fmt.Errorf("fact %s has two rows", w.claim.Key)
 			return false
 		}
 		seen[r.Entity] = r
@@ -624,14 +747,18 @@ func (s *IngestionService) found(t *Table, path string, data []byte, attrs bucke
 		err = dup
 	}
 	var rest []*pendingRow
-	for _, p := range missing {
+	var frag index.Fragment
+	if len(seen) > 0 {
+		frag = p.fragment()
+	}
+	for _, m := range missing {
 		if err != nil {
 			break
 		}
-		c := p.claim
+		c := m.claim
 		r, ok := seen[c.FactID]
 		if !ok {
-			rest = append(rest, p)
+			rest = append(rest, m)
 			continue
 		}
 		row := f.Row(c.FactID)
@@ -640,10 +767,10 @@ func (s *IngestionService) found(t *Table, path string, data []byte, attrs bucke
 				c.Key, r.Tick, r.WriterEpoch, row[ColFactDigest], row[ColFactCommit], c.Tick, c.Epoch, c.Digest, c.CommitToken)
 			break
 		}
-		p.placed(t, path, data, attrs, row, true)
+		m.placed(t, frag, row, true)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("world %s: %s: %v: %w", s.world, path, err, index.ErrCorrupt)
+		return nil, fmt.Errorf("world %s: %s: %v: %w", s.world, p.path, err, index.ErrCorrupt)
 	}
 	return rest, nil
 }
@@ -695,43 +822,62 @@ func (s *IngestionService) verifyIn(t *Table, c *index.Claim, path string, data 
 // MaxWait.
 func (s *IngestionService) await(ctx context.Context, key index.ClaimKey, digest string) (*index.Claim, bool, error) {
 	deadline := s.opts.Now().Add(max(s.opts.MaxWait, 0))
+	for {
+		c, err := s.watch(ctx, key, digest, deadline)
+		if err == nil {
+			return c, true, nil
+		}
+		if !errors.Is(err, errLeaseEnded) {
+			return nil, false, err
+		}
+		r, err := s.cat.Commit(ctx, index.Entry{Kind: index.KindClaimTakeover, Claim: s.lease(key, digest, s.opts.Now())})
+		var pending *index.ClaimPendingError
+		switch {
+		case err == nil:
+			return r.Claim, r.Existing, nil
+		case errors.Is(err, index.ErrRefused), errors.As(err, &pending):
+			// Released meanwhile (watch sees it), or another holder took
+			// it over first: look again.
+		default:
+			return nil, false, err
+		}
+	}
+}
+
+// errLeaseEnded: the pending claim awaited may be taken over.
+var errLeaseEnded = errors.New("the pending claim's lease ended")
+
+// watch waits for another holder's pending claim on key to end, polling
+// the catalog: it returns the claim once complete, errLeaseEnded once its
+// lease ended, errReleased if its holder released it, ClaimConflictError
+// if it holds another digest, or ClaimPendingError at deadline.
+func (s *IngestionService) watch(ctx context.Context, key index.ClaimKey, digest string, deadline time.Time) (*index.Claim, error) {
 	for attempt := 0; ; attempt++ {
 		st, err := s.cat.Exact(ctx)
 		if err != nil {
-			return nil, false, err
+			return nil, err
 		}
 		c, ok := st.Claim(key)
-		if !ok || c.State == index.ClaimReleased {
-			return nil, false, errReleased
-		}
-		if c.Digest != digest {
-			return nil, false, &index.ClaimConflictError{World: s.world, Key: key, Claimed: c.Digest, Attempted: digest}
-		}
-		if c.State == index.ClaimComplete {
-			return c, true, nil
+		switch {
+		case !ok || c.State == index.ClaimReleased:
+			return nil, errReleased
+		case c.Digest != digest:
+			return nil, &index.ClaimConflictError{World: s.world, Key: key, Claimed: c.Digest, Attempted: digest}
+		case c.State == index.ClaimComplete:
+			return c, nil
 		}
 		now := s.opts.Now()
 		if now.UnixMilli() >= c.LeaseUntilMs {
-			r, err := s.cat.Commit(ctx, index.Entry{Kind: index.KindClaimTakeover, Claim: s.lease(key, digest, now)})
-			var pending *index.ClaimPendingError
-			switch {
-			case err == nil:
-				return r.Claim, r.Existing, nil
-			case errors.Is(err, index.ErrRefused):
-				continue // released meanwhile (no claim to take over): look again
-			case !errors.As(err, &pending):
-				return nil, false, err
-			}
-			continue // another holder took it over first: wait for it
+			return nil, errLeaseEnded
 		}
 		if !now.Before(deadline) {
-			return nil, false, &index.ClaimPendingError{World: s.world, Key: key, Holder: c.Holder, LeaseUntilMs: c.LeaseUntilMs}
+			return nil, &index.ClaimPendingError{World: s.world, Key: key, Holder: c.Holder, LeaseUntilMs: c.LeaseUntilMs}
 		}
 		poll := min(5*time.Millisecond<<min(attempt, 5), 100*time.Millisecond)
 		leaseLeft := time.Duration(min(c.LeaseUntilMs-now.UnixMilli()+1, int64(time.Hour/time.Millisecond))) * time.Millisecond
 		wait := min(leaseLeft, poll, deadline.Sub(now))
 		if err := bucket.Sleep(ctx, wait); err != nil {
-			return nil, false, err
+			return nil, err
 		}
 	}
 }

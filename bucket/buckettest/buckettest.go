@@ -542,16 +542,33 @@ func testCreateOnce(t *testing.T, inner bucket.Bucket) {
 }
 
 // Counting is a bucket that counts the whole-object reads (Get) made
-// through it, for tests that check what a cache or a snapshot saves.
+// through it, in all and by name, for tests that check what a cache or a
+// snapshot saves.
 type Counting struct {
 	bucket.Bucket
 	Gets atomic.Int64
+
+	mu     sync.Mutex
+	byName map[string]int
 }
 
 // Get counts the read and passes it on.
 func (c *Counting) Get(ctx context.Context, name string) ([]byte, bucket.Attrs, error) {
 	c.Gets.Add(1)
+	c.mu.Lock()
+	if c.byName == nil {
+		c.byName = map[string]int{}
+	}
+	c.byName[name]++
+	c.mu.Unlock()
 	return c.Bucket.Get(ctx, name)
+}
+
+// GetsOf returns how many reads of name were made (found or not).
+func (c *Counting) GetsOf(name string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.byName[name]
 }
 
 // Unwrap returns the counted bucket.
