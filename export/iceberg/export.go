@@ -2,6 +2,7 @@ package iceberg
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -264,13 +265,13 @@ func (e *exporter) plan(ctx context.Context) error {
 		t.visible[key][stamp{f.Tick, f.Token}] = true
 		return true
 	}
-	view.Files(math.MinInt64, e.pin.Tick.Tick, add)
+	if err := view.Files(math.MinInt64, e.pin.Tick.Tick, add); err != nil || ferr != nil {
+		return cmp.Or(err, ferr)
+	}
 	// Evaluation receipts are the world's, whatever run they judged (as
 	// the views show them).
-	if ferr == nil {
-		index.OwnView(own, engine.EvaluationRun).Files(math.MinInt64, math.MaxInt64, add)
-	}
-	return ferr
+	err = index.OwnView(own, engine.EvaluationRun).Files(math.MinInt64, math.MaxInt64, add)
+	return cmp.Or(err, ferr)
 }
 
 // refuseLegacy refuses a world with legacy (pre-commit-identity) tables:
