@@ -13,7 +13,6 @@ import (
 	"unsafe"
 
 	"github.com/worldfs/worldfs/bucket"
-	"github.com/worldfs/worldfs/bucket/local"
 )
 
 // A cold start decodes no fragment list, and a reader of a slice of
@@ -23,15 +22,8 @@ import (
 func TestSliceReadDecodesOnlyItsShards(t *testing.T) {
 	w := newScaleWorld(t, 4)
 	w.build(t, 10_000) // tick shards 0..4095, 4096..8191, 8192..9999
-	bk, err := local.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	bk, name := checkpointOf(t, w.s)
 	ctx := ctxT(t)
-	name, _, err := WriteCheckpoint(ctx, bk, w.s, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	start := listDecodes.Load()
 	s, _, err := LoadCheckpoint(ctx, bk, "long", name)
 	if err != nil {

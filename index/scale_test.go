@@ -203,6 +203,20 @@ func (w *scaleWorld) build(tb testing.TB, ticks int64) {
 	}
 }
 
+// checkpointOf writes a checkpoint of s into a new local bucket under the
+// test's directory: the bucket and the checkpoint's name.
+func checkpointOf(tb testing.TB, s *State) (bucket.Bucket, string) {
+	bk, err := local.Open(tb.TempDir())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	name, _, err := WriteCheckpoint(context.Background(), bk, s, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return bk, name
+}
+
 // cpuTime is the process's user and system time.
 func cpuTime() time.Duration {
 	var ru syscall.Rusage
@@ -238,15 +252,8 @@ func BenchmarkCatalogMemory(b *testing.B) {
 				b.ReportMetric(float64(after-before)/(1<<20), "MiB")
 				b.ReportMetric(float64(after-before)/float64(n), "B/tick")
 				// The same state as a cold start loads it.
-				dir := b.TempDir()
-				bk, err := local.Open(dir)
-				if err != nil {
-					b.Fatal(err)
-				}
+				bk, _ := checkpointOf(b, w.s)
 				ctx := context.Background()
-				if _, _, err := WriteCheckpoint(ctx, bk, w.s, nil); err != nil {
-					b.Fatal(err)
-				}
 				w = nil
 				before = heapInuse()
 				start, cpu := time.Now(), cpuTime()
@@ -334,14 +341,8 @@ func BenchmarkCatalogSlice(b *testing.B) {
 		w := newScaleWorld(b, 4)
 		w.uncompacted = true
 		w.build(b, n)
-		bk, err := local.Open(b.TempDir())
-		if err != nil {
-			b.Fatal(err)
-		}
+		bk, _ := checkpointOf(b, w.s)
 		ctx := context.Background()
-		if _, _, err := WriteCheckpoint(ctx, bk, w.s, nil); err != nil {
-			b.Fatal(err)
-		}
 		w = nil
 		before := heapInuse()
 		s, _, err := Load(ctx, bk, "long")
