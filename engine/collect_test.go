@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/worldfs/worldfs/engine/enginetest"
 	"os"
 	"strconv"
 	"testing"
@@ -179,7 +180,7 @@ func TestCollectReplacedAndCatalog(t *testing.T) {
 	var replaced []string
 	pinned.Ticks("main", 0, func(tk *index.Tick) bool {
 		if tk.Tick < 128 { // two 64-tick windows below head - Recent
-			for _, tf := range tk.Tables {
+			for _, tf := range enginetest.Tables(t, tk) {
 				for _, f := range tf.Fragments {
 					replaced = append(replaced, f.Path)
 				}

@@ -356,7 +356,11 @@ func (c *compactor) window(ctx context.Context, span index.Span, res *CompactRes
 		if t.Tick > span.To {
 			return false
 		}
-		for _, tf := range t.Tables {
+		var tables []index.TableFragments
+		if tables, err = t.Tables(); err != nil {
+			return false
+		}
+		for _, tf := range tables {
 			if !c.wanted(ctx, tf.Table) {
 				continue
 			}
@@ -376,6 +380,9 @@ func (c *compactor) window(ctx context.Context, span index.Span, res *CompactRes
 		}
 		return true
 	})
+	if err != nil {
+		return false, err
+	}
 	// A window is done when each table there is compacted files only, no
 	// more of them than its rows need.
 	needed := false

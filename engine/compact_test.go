@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/worldfs/worldfs/engine/enginetest"
 	"os"
 	"regexp"
 	"slices"
@@ -81,7 +82,7 @@ func visibleRows(t *testing.T, b bucket.Bucket, world, run string) map[int64]str
 	out := map[int64]string{}
 	s.Ticks(run, 0, func(tk *index.Tick) bool {
 		var rows []string
-		for _, tf := range tk.Tables {
+		for _, tf := range enginetest.Tables(t, tk) {
 			for _, f := range tf.Fragments {
 				for _, r := range rowsOf(f.Path)[stamp{tk.Tick, tk.CommitToken}] {
 					rows = append(rows, tf.Table+" "+r)
@@ -108,7 +109,7 @@ func files(t *testing.T, b bucket.Bucket, world string, from, to int64) (all, co
 		if tk.Tick > to {
 			return false
 		}
-		for _, tf := range tk.Tables {
+		for _, tf := range enginetest.Tables(t, tk) {
 			for _, f := range tf.Fragments {
 				if !seen[f.Path] {
 					seen[f.Path] = true

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"database/sql"
 	"fmt"
+	"github.com/worldfs/worldfs/engine/enginetest"
 	"strings"
 	"testing"
 
@@ -39,7 +40,7 @@ func TestDuckDBReadsWorldFragments(t *testing.T) {
 	var paths, pairs []string
 	var want, wantTicks int64
 	s.Ticks("main", 0, func(tk *index.Tick) bool {
-		for _, tf := range tk.Tables {
+		for _, tf := range enginetest.Tables(t, tk) {
 			if tf.Table != particle.ID {
 				continue
 			}

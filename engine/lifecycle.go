@@ -162,7 +162,11 @@ func readTick(ctx context.Context, b bucket.Bucket, tables []*Table, t *index.Ti
 		byID[tb.ID] = tb
 		frames[tb.Name] = NewFrame(tb)
 	}
-	for _, tf := range t.Tables {
+	tickTables, err := t.Tables()
+	if err != nil {
+		return nil, err
+	}
+	for _, tf := range tickTables {
 		tb, ok := byID[tf.Table]
 		if !ok {
 			return nil, fmt.Errorf("tick %d publishes table %s, which this world does not declare (a changed schema is a new table)", t.Tick, tf.Table)

@@ -90,10 +90,10 @@ func checkPublished(t *testing.T, b bucket.Bucket, world string, last int64) *in
 	}
 	for tick := range last + 1 {
 		tk, ok := s.Tick("main", tick)
-		if !ok || len(tk.Tables) != 3 {
+		if !ok || len(enginetest.Tables(t, tk)) != 3 {
 			t.Fatalf("tick %d: manifest %+v", tick, tk)
 		}
-		for _, tf := range tk.Tables {
+		for _, tf := range enginetest.Tables(t, tk) {
 			if !strings.Contains(tf.Fragments[0].Path, tk.CommitToken) {
 				t.Fatalf("tick %d publishes %s under token %s", tick, tf.Fragments[0].Path, tk.CommitToken)
 			}

@@ -523,7 +523,11 @@ func (m *Mount) manifestJSON(ctx context.Context, t tickRef) ([]byte, error) {
 		WriterEpoch int64   `json:"writer_epoch"`
 		Tables      []table `json:"tables"`
 	}{World: t.World, Run: t.Run, Tick: t.Tick.Tick, CommitToken: t.CommitToken, WriterEpoch: t.WriterEpoch, Tables: []table{}}
-	for _, tf := range t.Tables {
+	tables, err := t.Tables()
+	if err != nil {
+		return nil, err
+	}
+	for _, tf := range tables {
 		info, err := m.tableInfo(ctx, t.World, tf.Table)
 		if err != nil {
 			return nil, err

@@ -41,7 +41,7 @@ func TestWrappedLocalBucketIsReadInPlace(t *testing.T) {
 		t.Fatalf("tick 2: %v %v", ok, err)
 	}
 	var served int
-	for _, tf := range tr.Tables {
+	for _, tf := range enginetest.Tables(t, tr.Tick) {
 		for _, f := range tf.Fragments {
 			p, err := m.fragmentPath(ctx, f)
 			if err != nil {

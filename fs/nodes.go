@@ -13,6 +13,7 @@ import (
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/worldfs/worldfs/index"
 	wsql "github.com/worldfs/worldfs/sql"
 )
 
@@ -475,11 +476,18 @@ func (m *Mount) tableNames(ctx context.Context, world, run string, exact bool) (
 	}
 	ids := map[[2]string]bool{}
 	v.Ticks(math.MinInt64, math.MaxInt64, func(t tickRef) bool {
-		for _, tf := range t.Tables {
+		var tables []index.TableFragments
+		if tables, err = t.Tables(); err != nil {
+			return false
+		}
+		for _, tf := range tables {
 			ids[[2]string{t.World, tf.Table}] = true
 		}
 		return true
 	})
+	if err != nil {
+		return nil, err
+	}
 	var names []string
 	for id := range ids {
 		info, err := m.tableInfo(ctx, id[0], id[1])

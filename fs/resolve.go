@@ -76,8 +76,12 @@ func (m *Mount) head(ctx context.Context, world, run string) (tickRef, bool, err
 
 // tickTables returns the tables a tick published, by readable name.
 func (m *Mount) tickTables(ctx context.Context, t tickRef) (map[string]index.TableFragments, error) {
-	out := make(map[string]index.TableFragments, len(t.Tables))
-	for _, tf := range t.Tables {
+	tables, err := t.Tables()
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]index.TableFragments, len(tables))
+	for _, tf := range tables {
 		info, err := m.tableInfo(ctx, t.World, tf.Table)
 		if err != nil {
 			return nil, err

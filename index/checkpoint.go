@@ -19,11 +19,13 @@ import (
 )
 
 // CheckpointFormat is the checkpoint format version written. Formats 1
-// (claims without fragment lists) and 2 (fragments without their
-// generation or compaction span, ticks without their publish time) are
-// still read: a checkpoint only ever shortens a replay, and an upgrade
-// must not lock a world out.
-const CheckpointFormat = 3
+// (claims without fragment lists), 2 (fragments without their generation
+// or compaction span, ticks without their publish time) and 3 (each tick's
+// fragment lists inline with its record, decoded at load) are still read:
+// a checkpoint only ever shortens a replay, and an upgrade must not lock a
+// world out. A reader refuses a format newer than its own (ErrCorrupt):
+// it cannot know what it would miss.
+const CheckpointFormat = 4
 
 // CheckpointPrefix is the prefix of world's checkpoints.
 func CheckpointPrefix(world string) string { return WorldPrefix(world) + "checkpoints/" }
@@ -90,7 +92,10 @@ func WriteCheckpoint(ctx context.Context, b bucket.Bucket, s *State, prev *check
 	})
 	err := parallel(ctx, len(dirty), func(i int) error {
 		r := &cp.Shards[dirty[i]]
-		plain := s.encodeShard(r.key())
+		plain, err := s.encodeShard(r.key())
+		if err != nil {
+			return err
+		}
 		if len(plain) > MaxShardBytes {
 			// No reader would load it: fail this checkpoint (the log
 			// stays the truth; cold starts replay further).
@@ -99,7 +104,7 @@ func WriteCheckpoint(ctx context.Context, b bucket.Bucket, s *State, prev *check
 		data := encoder.EncodeAll(plain, nil)
 		sum := sha256.Sum256(data)
 		r.Hash = hex.EncodeToString(sum[:])
-		_, err := bucket.CreateOnce(ctx, b, ShardName(s.World.ID, r.Hash), data)
+		_, err = bucket.CreateOnce(ctx, b, ShardName(s.World.ID, r.Hash), data)
 		return err
 	})
 	if err != nil {
@@ -187,7 +192,7 @@ func LoadCheckpoint(ctx context.Context, b bucket.Bucket, world, name string) (*
 		}
 		d := &out[i]
 		// plain is never written again: decoded strings share it.
-		k, last, err := decodeShard(cp.Format, plain, func(t *Tick) {
+		k, last, err := decodeShard(cp.Format, r.Hash, plain, func(t *Tick) {
 			d.ticks = append(d.ticks, t)
 			d.tokens = append(d.tokens, tokenEntry{tokenKey(t.Run, t.CommitToken), t.Tick})
 		},

@@ -311,18 +311,19 @@ func TestFormat2CheckpointStillLoads(t *testing.T) {
 		t.Fatalf("Load = %v (%+v)", err, info)
 	}
 	tk, ok := s.Tick("main", 1)
-	if !ok || len(tk.Tables) != 1 || tk.Tables[0].Fragments[0] != (Fragment{Path: "data/w/main/position/t1/0.parquet", Rows: 11, Bytes: 1001, Digest: "d-t1"}) {
+	if !ok || len(tablesOf(t, tk)) != 1 || tablesOf(t, tk)[0].Fragments[0] != (Fragment{Path: "data/w/main/position/t1/0.parquet", Rows: 11, Bytes: 1001, Digest: "d-t1"}) {
 		t.Fatalf("tick 1 from the format-2 checkpoint: %+v", tk)
 	}
 	checkpointsAlike(t, b, s, 7)
 }
 
-// writeFormat3 writes the world of testdata/format3 with the format-3
-// writer: ticks 0 to 3 (published times, generations), ticks 0 and 1
-// compacted into one file, a completed claim, a checkpoint at sequence 9,
-// then tick 4. Regenerate (only ever with a format-3 writer) by running
-// TestFormat3CheckpointStillLoads with WORLDFS_WRITE_FORMAT3=<dir>.
-func writeFormat3(t *testing.T, b bucket.Bucket) {
+// writeFixture writes the world of the checkpoint fixtures from format 3
+// on (testdata/format3, testdata/format4) with the current writer: ticks 0
+// to 3 (published times, generations), ticks 0 and 1 compacted into one
+// file, a completed claim, a checkpoint at sequence 9, then tick 4.
+// Regenerate a fixture only ever with a writer of its format, by running
+// its test with WORLDFS_WRITE_FORMAT<n>=<dir>.
+func writeFixture(t *testing.T, b bucket.Bucket) {
 	ctx := ctxT(t)
 	c, epoch := newWorld(t, b, "w", Options{NoCompactor: true})
 	commit := func(e Entry) {
@@ -349,19 +350,35 @@ func writeFormat3(t *testing.T, b bucket.Bucket) {
 }
 
 // A world checkpointed by a format-3 writer (testdata/format3, see
-// writeFormat3) still opens: its compacted ticks share one file with its
-// span and generation, its publish times and claims load, and its next
-// checkpoint loads the same.
-func TestFormat3CheckpointStillLoads(t *testing.T) {
-	if dir := os.Getenv("WORLDFS_WRITE_FORMAT3"); dir != "" {
+// writeFixture: each tick's fragment lists inline with its record) still
+// opens, and its next checkpoint (the current format) loads the same.
+func TestFormat3CheckpointStillLoads(t *testing.T) { fixtureStillLoads(t, 3) }
+
+// A world checkpointed by a format-4 writer (testdata/format4, see
+// writeFixture: fragment lists apart from the tick records, decoded when
+// read) opens, and its next checkpoint loads the same.
+func TestFormat4CheckpointStillLoads(t *testing.T) { fixtureStillLoads(t, 4) }
+
+// fixtureStillLoads checks the fixture of a format: its compacted ticks
+// share one file with its span and generation, its publish times and
+// claims load, and its next checkpoint loads the same.
+func fixtureStillLoads(t *testing.T, format int) {
+	if dir := os.Getenv(fmt.Sprintf("WORLDFS_WRITE_FORMAT%d", format)); dir != "" {
+		if format != CheckpointFormat {
+			t.Fatalf("the format-%d fixture is written only by a format-%d writer; this one writes format %d", format, format, CheckpointFormat)
+		}
 		b, err := local.Open(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
-		writeFormat3(t, b)
+		writeFixture(t, b)
 	}
-	b := fixtureBucket(t, "testdata/format3")
+	b := fixtureBucket(t, fmt.Sprintf("testdata/format%d", format))
 	ctx := ctxT(t)
+	cp, err := readCheckpoint(ctx, b, "w", CheckpointName("w", 9))
+	if err != nil || cp.Format != format {
+		t.Fatalf("the fixture's checkpoint: %v (%+v)", err, cp)
+	}
 	s, info, err := Load(ctx, b, "w")
 	if err != nil || info.CheckpointSeq != 9 || info.SlotsReplayed != 1 {
 		t.Fatalf("Load = %v (%+v)", err, info)
@@ -370,9 +387,9 @@ func TestFormat3CheckpointStillLoads(t *testing.T) {
 	t1, _ := s.Tick("main", 1)
 	t2, _ := s.Tick("main", 2)
 	compacted := Fragment{Path: "data/w/main/position/compacted-ab/0.parquet", Rows: 21, Bytes: 2001, Digest: "d-c", Generation: 7, Span: &Span{From: 0, To: 1}}
-	if t0 == nil || t1 == nil || t2 == nil || !reflect.DeepEqual(t0.Tables[0].Fragments, []Fragment{compacted}) || !reflect.DeepEqual(t1.Tables, t0.Tables) ||
-		t2.PublishedUnixMs != 1_700_000_000_002 || t2.Tables[0].Fragments[0].Generation != 1_700_000_000_000_000_002 {
-		t.Fatalf("ticks from the format-3 checkpoint: %+v %+v %+v", t0, t1, t2)
+	if t0 == nil || t1 == nil || t2 == nil || !reflect.DeepEqual(tablesOf(t, t0)[0].Fragments, []Fragment{compacted}) || !SameList(tablesOf(t, t1), tablesOf(t, t0)) ||
+		t2.PublishedUnixMs != 1_700_000_000_002 || tablesOf(t, t2)[0].Fragments[0].Generation != 1_700_000_000_000_000_002 {
+		t.Fatalf("ticks from the format-%d checkpoint: %+v %+v %+v", format, t0, t1, t2)
 	}
 	if tk, ok := s.TickByToken("main", "t1"); !ok || tk.Tick != 1 {
 		t.Fatalf("TickByToken(t1) = %+v", tk)

@@ -25,9 +25,22 @@ func diff(a, b *State) string {
 	if a.Seq != b.Seq || a.Hash != b.Hash || a.Slots != b.Slots {
 		return fmt.Sprintf("position %d/%.8s/%d vs %d/%.8s/%d", a.Seq, a.Hash, a.Slots, b.Seq, b.Hash, b.Slots)
 	}
-	var at, bt []Tick
-	a.ticks.Ascend(func(t *Tick) bool { at = append(at, *t); return true })
-	b.ticks.Ascend(func(t *Tick) bool { bt = append(bt, *t); return true })
+	var at, bt []tickValue
+	for _, p := range []struct {
+		s   *State
+		out *[]tickValue
+	}{{a, &at}, {b, &bt}} {
+		var err error
+		p.s.ticks.Ascend(func(t *Tick) bool {
+			var v tickValue
+			v, err = valueOf(t)
+			*p.out = append(*p.out, v)
+			return err == nil
+		})
+		if err != nil {
+			return err.Error()
+		}
+	}
 	if !reflect.DeepEqual(at, bt) {
 		return fmt.Sprintf("ticks differ: %d vs %d", len(at), len(bt))
 	}
@@ -44,10 +57,13 @@ func diff(a, b *State) string {
 			return fmt.Sprintf("the token index has %d entries for %d ticks", n, len(at))
 		}
 	}
-	for _, t := range at {
+	for _, v := range at {
+		t := v.Rec
 		ga, oka := a.TickByToken(t.Run, t.CommitToken)
 		gb, okb := b.TickByToken(t.Run, t.CommitToken)
-		if !oka || !okb || ga.CommitToken != t.CommitToken || !reflect.DeepEqual(*ga, *gb) || ga.Tick > t.Tick {
+		va, _ := valueOf(ga)
+		vb, _ := valueOf(gb)
+		if !oka || !okb || ga.CommitToken != t.CommitToken || !reflect.DeepEqual(va, vb) || ga.Tick > t.Tick {
 			return fmt.Sprintf("token %s of %s/%d finds %v and %v", t.CommitToken, t.Run, t.Tick, ga, gb)
 		}
 	}
@@ -70,6 +86,34 @@ func diff(a, b *State) string {
 		return fmt.Sprintf("shard marks %v vs %v", am, bm)
 	}
 	return ""
+}
+
+// tickValue is a tick's record with its fragment lists decoded, to
+// compare.
+type tickValue struct {
+	Rec    Tick
+	Tables []TableFragments
+}
+
+func valueOf(t *Tick) (tickValue, error) {
+	if t == nil {
+		return tickValue{}, nil
+	}
+	tables, err := t.Tables()
+	v := tickValue{Rec: *t, Tables: tables}
+	v.Rec.frags = nil
+	return v, err
+}
+
+// tablesOf is tk's fragment lists; it fails the test if they do not
+// decode.
+func tablesOf(t testing.TB, tk *Tick) []TableFragments {
+	t.Helper()
+	tables, err := tk.Tables()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tables
 }
 
 func publish(run string, tick int64, token string, epoch int64) Entry {

@@ -187,8 +187,9 @@ type File struct {
 // then its facts, until fn returns false. A compacted file holds rows of
 // other ticks too: its reader keeps those of File.Keep. Unfiltered
 // segments and legacy history are not in the catalog: their readers list
-// them.
-func (v *View) Files(from, to int64, fn func(File) bool) {
+// them. It decodes only the fragment lists of the ticks it visits, and
+// fails (ErrCorrupt) if one does not decode.
+func (v *View) Files(from, to int64, fn func(File) bool) error {
 	stop := false
 	listed := map[string]bool{} // compacted files, named by every tick of their span
 	upTo := map[string]int64{}  // by segment world
@@ -223,15 +224,20 @@ func (v *View) Files(from, to int64, fn func(File) bool) {
 	// so a compacted history costs a step per tick, not a lookup per file.
 	var prev []TableFragments
 	prevCompacted := false
+	var err error
 	v.Ticks(from, to, func(t TickRef) bool {
-		if prevCompacted && SameList(t.Tables, prev) {
+		var tables []TableFragments
+		if tables, err = t.Tables(); err != nil {
+			return false
+		}
+		if prevCompacted && SameList(tables, prev) {
 			return true
 		}
-		prev, prevCompacted = t.Tables, allCompacted(t.Tables)
-		return emit(File{World: t.World, Run: t.Run, Tick: t.Tick.Tick, Token: t.CommitToken, Epoch: t.WriterEpoch}, t.Tables)
+		prev, prevCompacted = tables, allCompacted(tables)
+		return emit(File{World: t.World, Run: t.Run, Tick: t.Tick.Tick, Token: t.CommitToken, Epoch: t.WriterEpoch}, tables)
 	})
-	if stop {
-		return
+	if err != nil || stop {
+		return err
 	}
 	// An unfiltered segment's reader lists its files, facts included.
 	var filtered []Segment
@@ -246,6 +252,7 @@ func (v *View) Files(from, to int64, fn func(File) bool) {
 		}
 		return emit(File{World: c.World, Run: c.Run, Tick: c.Claim.Tick, Token: c.CommitToken, Epoch: c.Epoch, Fact: true}, c.Tables)
 	})
+	return nil
 }
 
 // Proven reports whether the catalog proves that every row of fragment f

@@ -174,7 +174,7 @@ func TestTickByTokenAfterCheckpointAndRewrite(t *testing.T) {
 	}
 	for _, st := range []*State{c.Tip(), s} {
 		tk, ok := st.TickByToken("main", "t2")
-		if !ok || tk.Tick != 2 || tk.Tables[0].Fragments[0].Path != "data/w/main/pos/compacted/0.parquet" {
+		if !ok || tk.Tick != 2 || tablesOf(t, tk)[0].Fragments[0].Path != "data/w/main/pos/compacted/0.parquet" {
 			t.Fatalf("TickByToken(t2) = %+v, %v: want the rewritten tick 2", tk, ok)
 		}
 		if _, ok := st.TickByToken("main", "t9"); ok {

@@ -146,8 +146,8 @@ func TestRegressionStateOwnsItsEntries(t *testing.T) {
 	}
 	e.TickPublish.Tables[0].Fragments[0].Path = "caller-reused-buffer"
 	tk, _ := c.Tip().Tick("r", 0)
-	if tk.Tables[0].Fragments[0].Path != "data/w/r/position/tok/0.parquet" {
-		t.Fatalf("the live state follows the caller's buffer: %s", tk.Tables[0].Fragments[0].Path)
+	if tablesOf(t, tk)[0].Fragments[0].Path != "data/w/r/position/tok/0.parquet" {
+		t.Fatalf("the live state follows the caller's buffer: %s", tablesOf(t, tk)[0].Fragments[0].Path)
 	}
 }
 

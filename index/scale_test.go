@@ -60,7 +60,7 @@ func TestColdLoadAllocatesByRecords(t *testing.T) {
 // The catalog at scale: what a long world costs in memory and at a cold
 // start. Run with
 //
-//	go test ./index -run '^$' -bench 'CatalogMemory|CatalogLoad' -benchtime 1x
+//	go test ./index -run '^$' -bench 'CatalogMemory|CatalogLoad|CatalogSlice' -benchtime 1x -timeout 90m
 //
 // These are measurements, not assertions: they report numbers.
 
@@ -76,6 +76,8 @@ type scaleWorld struct {
 	hashes int
 	// factEvery: a fact lands every this many ticks (100).
 	factEvery int64
+	// uncompacted: no compaction runs (a history as published).
+	uncompacted bool
 }
 
 func newScaleWorld(tb testing.TB, tables int) *scaleWorld {
@@ -164,10 +166,13 @@ func (w *scaleWorld) build(tb testing.TB, ticks int64) {
 		if tick%w.factEvery == w.factEvery-1 {
 			w.fact(tb, tick/w.factEvery)
 		}
-		if tick-scaleRecent >= nextWindow+4095 && tick%16 == 15 {
+		if !w.uncompacted && tick-scaleRecent >= nextWindow+4095 && tick%16 == 15 {
 			w.compact(tb, Span{From: nextWindow, To: nextWindow + 4095})
 			nextWindow += 4096
 		}
+	}
+	if w.uncompacted {
+		return
 	}
 	for _, size := range []int64{4096, 512, 64} {
 		for ; nextWindow+size-1 <= ticks-1-scaleRecent; nextWindow += size {
@@ -196,6 +201,20 @@ func (w *scaleWorld) build(tb testing.TB, ticks int64) {
 		w.apply(tb, Entry{Kind: KindFragmentsRewrite, Rewrite: &FragmentsRewrite{Run: "main", Facts: true, ClaimShard: shard, ReadSeq: w.s.Seq,
 			Tables: []TableFragments{{Table: w.tables[0], Fragments: []Fragment{w.fragment(path, rows, &span)}}}}})
 	}
+}
+
+// checkpointOf writes a checkpoint of s into a new local bucket under the
+// test's directory: the bucket and the checkpoint's name.
+func checkpointOf(tb testing.TB, s *State) (bucket.Bucket, string) {
+	bk, err := local.Open(tb.TempDir())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	name, _, err := WriteCheckpoint(context.Background(), bk, s, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return bk, name
 }
 
 // cpuTime is the process's user and system time.
@@ -233,15 +252,8 @@ func BenchmarkCatalogMemory(b *testing.B) {
 				b.ReportMetric(float64(after-before)/(1<<20), "MiB")
 				b.ReportMetric(float64(after-before)/float64(n), "B/tick")
 				// The same state as a cold start loads it.
-				dir := b.TempDir()
-				bk, err := local.Open(dir)
-				if err != nil {
-					b.Fatal(err)
-				}
+				bk, _ := checkpointOf(b, w.s)
 				ctx := context.Background()
-				if _, _, err := WriteCheckpoint(ctx, bk, w.s, nil); err != nil {
-					b.Fatal(err)
-				}
 				w = nil
 				before = heapInuse()
 				start, cpu := time.Now(), cpuTime()
@@ -314,5 +326,40 @@ func BenchmarkCatalogLoad(b *testing.B) {
 			// shared machine.
 			b.ReportMetric(float64((cpuTime()-cpu).Milliseconds())/float64(b.N), "load-cpu-ms")
 		})
+	}
+}
+
+// BenchmarkCatalogSlice reports what a reader of a slice of a long
+// uncompacted history holds (every tick its own fragment lists, the worst
+// case for memory): the state as a cold start loads it, after reading the
+// files of 100 ticks (one checkpoint shard's lists decoded), and after
+// reading every tick's (every shard's, which a format-3 cold start held
+// from the start).
+func BenchmarkCatalogSlice(b *testing.B) {
+	const n = 100_000
+	for range b.N {
+		w := newScaleWorld(b, 4)
+		w.uncompacted = true
+		w.build(b, n)
+		bk, _ := checkpointOf(b, w.s)
+		ctx := context.Background()
+		w = nil
+		before := heapInuse()
+		s, _, err := Load(ctx, bk, "long")
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(heapInuse()-before)/(1<<20), "loaded-MiB")
+		v := &View{World: "long", Run: "main", Segments: []Segment{{Allowlist: s.Allowlist("main"), State: s}}}
+		files := 0
+		if err := v.Files(n/2, n/2+99, func(File) bool { files++; return true }); err != nil || files < 400 {
+			b.Fatalf("Files = %v (%d files)", err, files)
+		}
+		b.ReportMetric(float64(heapInuse()-before)/(1<<20), "slice-MiB")
+		if err := s.Fragments("", func(FragmentRef) bool { return true }); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(heapInuse()-before)/(1<<20), "all-MiB")
+		runtime.KeepAlive(s)
 	}
 }

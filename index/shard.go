@@ -8,6 +8,8 @@ import (
 	"hash/fnv"
 	"math"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -70,8 +72,12 @@ func (n *State) mark(k shardKey, seq uint64) { n.shardSeq.ReplaceOrInsert(shardM
 
 // encodeShard returns the canonical bytes of one shard of s: a compact
 // binary encoding (varints and length-prefixed strings), so that a cold
-// start decodes a million ticks in well under a second.
-func (s *State) encodeShard(k shardKey) []byte {
+// start decodes a million ticks in well under a second. A tick shard
+// (format 4) holds its tick records, then its distinct fragment lists,
+// compressed on their own: a cold start decodes the records and keeps the
+// lists compressed until a reader asks for one (shardLists). It fails only
+// if a fragment list of s does not decode (ErrCorrupt).
+func (s *State) encodeShard(k shardKey) ([]byte, error) {
 	var e enc
 	e.byte(k.Kind)
 	e.str(k.Run)
@@ -87,7 +93,14 @@ func (s *State) encodeShard(k shardKey) []byte {
 			return true
 		})
 		e.uvarint(uint64(len(ticks)))
+		var lists enc
+		var prev []TableFragments
+		n := 0
 		for i, t := range ticks {
+			tables, err := t.Tables()
+			if err != nil {
+				return nil, err
+			}
 			e.varint(t.Tick)
 			e.str(t.CommitToken)
 			e.varint(t.WriterEpoch)
@@ -95,13 +108,19 @@ func (s *State) encodeShard(k shardKey) []byte {
 			e.uvarint(t.Seq)
 			e.varint(t.PublishedUnixMs)
 			// Ticks of a compacted span name the same files: say so once.
-			if i > 0 && tablesEqual(t.Tables, ticks[i-1].Tables) {
+			if i > 0 && tablesEqual(tables, prev) {
 				e.uvarint(0)
 				continue
 			}
 			e.uvarint(1)
-			e.tables(t.Tables)
+			lists.tables(tables)
+			prev = tables
+			n++
 		}
+		var body enc
+		body.uvarint(uint64(n))
+		body.b = append(body.b, lists.b...)
+		e.bytes(encoder.EncodeAll(body.b, nil))
 	case 'm':
 		var cmds []*CommandState
 		s.commands.AscendGreaterOrEqual(&CommandState{shard: k.N}, func(c *CommandState) bool {
@@ -153,15 +172,62 @@ func (s *State) encodeShard(k shardKey) []byte {
 			e.uvarint(c.Seq)
 		}
 	}
-	return e.b
+	return e.b, nil
+}
+
+// shardLists is the fragment lists of a format-4 tick shard, compressed as
+// the shard stores them until a reader first asks for one; then all of
+// them are decoded, once, and kept (by then the reader uses them). A
+// shard's lists are shared by every state derived from the one that
+// loaded it.
+type shardLists struct {
+	key  shardKey
+	hash string // the shard's object, for errors
+	n    int    // lists its records name
+	raw  []byte // zstd of the lists
+
+	once  sync.Once
+	lists [][]TableFragments
+	err   error
+}
+
+// listDecodes counts decodes of shards' fragment lists (tests).
+var listDecodes atomic.Int64
+
+func (l *shardLists) decode() ([][]TableFragments, error) {
+	l.once.Do(func() {
+		listDecodes.Add(1)
+		plain, err := shardDecoder.DecodeAll(l.raw, nil)
+		if err == nil {
+			d := dec{b: plain}
+			if n := d.count(); d.err == nil && n != l.n {
+				d.fail(fmt.Errorf("%d lists, its ticks name %d", n, l.n))
+			}
+			var tables slab[TableFragments]
+			var frags slab[Fragment]
+			lists := make([][]TableFragments, l.n)
+			for i := 0; i < l.n && d.err == nil; i++ {
+				lists[i] = d.tables(4, &tables, &frags)
+			}
+			if d.err == nil && len(d.b) != 0 {
+				d.fail(errors.New("trailing bytes"))
+			}
+			l.lists, err = lists, d.err
+		}
+		if err != nil {
+			l.lists, l.err = nil, fmt.Errorf("checkpoint shard %s (%c/%s/%d): fragment lists: %v: %w", l.hash, l.key.Kind, l.key.Run, l.key.N, err, ErrCorrupt)
+		}
+	})
+	return l.lists, l.err
 }
 
 // decodeShard decodes a shard into the records it holds; it returns the
 // shard's key and its last changing sequence. Records are carved from a few
 // slabs and their strings share data's bytes (never modified afterwards),
 // so a cold start allocates per shard, not per record, and the collector
-// has little to trace.
-func decodeShard(format int, data []byte, addTick func(*Tick), addClaim func(*Claim), addCommand func(*CommandState)) (k shardKey, last uint64, err error) {
+// has little to trace. A format-4 tick shard's fragment lists are not
+// decoded here (see shardLists); hash names the shard in their errors.
+func decodeShard(format int, hash string, data []byte, addTick func(*Tick), addClaim func(*Claim), addCommand func(*CommandState)) (k shardKey, last uint64, err error) {
 	d := dec{b: data}
 	k.Kind = d.byte()
 	k.Run = d.str()
@@ -171,8 +237,13 @@ func decodeShard(format int, data []byte, addTick func(*Tick), addClaim func(*Cl
 	var prevClaim *Claim
 	var tables slab[TableFragments]
 	var frags slab[Fragment]
+	var held slab[fragList]
+	var lazy *shardLists
 	if k.Kind == 't' {
 		ticks = make([]Tick, n)
+		if format >= 4 {
+			lazy = &shardLists{key: k, hash: hash}
+		}
 	}
 	for i := 0; i < n && d.err == nil; i++ {
 		switch k.Kind {
@@ -185,14 +256,20 @@ func decodeShard(format int, data []byte, addTick func(*Tick), addClaim func(*Cl
 			if d.err == nil && tickShard(t.Run, t.Tick) != k {
 				d.err = fmt.Errorf("tick %d in shard %v", t.Tick, k)
 			}
-			if format >= 3 && d.uvarint() == 0 {
+			switch {
+			case format >= 3 && d.uvarint() == 0:
 				if i == 0 {
 					d.fail(errors.New("the first tick of a shard repeats its predecessor's fragments"))
 				} else {
-					t.Tables = ticks[i-1].Tables
+					t.frags = ticks[i-1].frags
 				}
-			} else {
-				t.Tables = d.tables(format, &tables, &frags)
+			case lazy != nil:
+				t.frags = &held.take(1)[0]
+				*t.frags = fragList{lazy: lazy, i: lazy.n}
+				lazy.n++
+			default:
+				t.frags = &held.take(1)[0]
+				t.frags.tables = d.tables(format, &tables, &frags)
 			}
 			if d.err == nil {
 				last = max(last, t.Seq)
@@ -237,6 +314,9 @@ func decodeShard(format int, data []byte, addTick func(*Tick), addClaim func(*Cl
 			d.err = fmt.Errorf("unknown shard kind %q", k.Kind)
 		}
 	}
+	if lazy != nil {
+		lazy.raw = d.bytes()
+	}
 	if d.err == nil && len(d.b) != 0 {
 		d.err = errors.New("trailing bytes")
 	}
@@ -270,6 +350,7 @@ func (e *enc) byte(c byte)      { e.b = append(e.b, c) }
 func (e *enc) uvarint(v uint64) { e.b = binary.AppendUvarint(e.b, v) }
 func (e *enc) varint(v int64)   { e.b = binary.AppendVarint(e.b, v) }
 func (e *enc) str(s string)     { e.uvarint(uint64(len(s))); e.b = append(e.b, s...) }
+func (e *enc) bytes(b []byte)   { e.uvarint(uint64(len(b))); e.b = append(e.b, b...) }
 
 type dec struct {
 	b   []byte
@@ -333,6 +414,17 @@ func (d *dec) str() string {
 	s := unsafe.String(&d.b[0], n)
 	d.b = d.b[n:]
 	return s
+}
+
+// bytes returns the next length-prefixed bytes, sharing the decoder's.
+func (d *dec) bytes() []byte {
+	n := d.count()
+	if d.err != nil {
+		return nil
+	}
+	b := d.b[:n:n]
+	d.b = d.b[n:]
+	return b
 }
 
 func (d *dec) fail(err error) {

@@ -23,13 +23,47 @@ type Tick struct {
 	Tick        int64
 	CommitToken string
 	WriterEpoch int64
-	Tables      []TableFragments
 	NextEntity  int64
 	// PublishedUnixMs is when the writer published it (0: not recorded).
 	PublishedUnixMs int64
 	// Seq is the sequence of the entry that last changed it (its
 	// publication, or a later rewrite of its fragments).
 	Seq uint64
+	// frags is its fragment lists (see Tables); ticks of a compacted span
+	// share one.
+	frags *fragList
+}
+
+// Tables returns the tick's fragment lists, one per table. A tick loaded
+// from a checkpoint has its lists decoded when they are first read, with
+// the rest of its checkpoint shard's (never at load): a list that does not
+// decode is ErrCorrupt, so a reader fails closed rather than seeing no
+// files. Ticks that name the very same lists (a compacted span) return the
+// same slice (see SameList).
+func (t *Tick) Tables() ([]TableFragments, error) { return t.frags.get() }
+
+// fragList is a publication's fragment lists: held, or a list of a
+// checkpoint shard, decoded on first use.
+type fragList struct {
+	tables []TableFragments
+	lazy   *shardLists // nil: tables is the list
+	i      int         // the list's index in lazy
+}
+
+func heldList(tables []TableFragments) *fragList { return &fragList{tables: tables} }
+
+func (l *fragList) get() ([]TableFragments, error) {
+	switch {
+	case l == nil:
+		return nil, nil
+	case l.lazy == nil:
+		return l.tables, nil
+	}
+	lists, err := l.lazy.decode()
+	if err != nil {
+		return nil, err
+	}
+	return lists[l.i], nil
 }
 
 // Claim states.
@@ -236,7 +270,26 @@ func (s *State) Tick(run string, tick int64) (*Tick, bool) {
 func (s *State) putTick(t *Tick) {
 	if old, ok := s.ticks.ReplaceOrInsert(t); !ok || old.CommitToken != t.CommitToken {
 		s.byToken.ReplaceOrInsert(tokenEntry{tokenKey(t.Run, t.CommitToken), t.Tick})
+		if s.byToken.Len() >= tokenPart {
+			s.foldTokens()
+		}
 	}
+}
+
+// tokenPart is how many publications the token index keeps in its tree
+// before it folds them into a sorted part: a replayed state then holds the
+// index as a loaded one does (sixteen bytes a tick), not as a tree of
+// half-filled nodes, at a cost per publication that does not grow.
+const tokenPart = tickShardSpan
+
+// foldTokens moves the tree of the token index into a new sorted part.
+// Parts are shared with the states this one was derived from: the list of
+// them is copied, never appended to in place.
+func (s *State) foldTokens() {
+	part := make([]tokenEntry, 0, s.byToken.Len())
+	s.byToken.Ascend(func(e tokenEntry) bool { part = append(part, e); return true })
+	s.tokens = append(slices.Clip(s.tokens), part)
+	s.byToken = btree.NewG(btreeDegree, tokenLess)
 }
 
 // Last returns run's newest published tick at or below upTo.
@@ -474,7 +527,7 @@ func (n *State) applyPublish(p *TickPublish, seq uint64) (Result, error) {
 		n.mark(commandShard(id), seq)
 	}
 	t := &Tick{Run: p.Run, Tick: p.Tick, CommitToken: p.CommitToken, WriterEpoch: p.WriterEpoch,
-		Tables: cloneTables(p.Tables), NextEntity: p.NextEntity, PublishedUnixMs: p.PublishedUnixMs, Seq: seq}
+		frags: heldList(cloneTables(p.Tables)), NextEntity: p.NextEntity, PublishedUnixMs: p.PublishedUnixMs, Seq: seq}
 	n.putTick(t)
 	run, _ := n.Run(p.Run)
 	run.Head = max(run.Head, p.Tick)
@@ -505,13 +558,17 @@ func (n *State) applyRewrite(rw *FragmentsRewrite, seq uint64) error {
 	if !ok {
 		return refused("rewrite of run %s tick %d: not published", rw.Run, rw.Tick)
 	}
-	i := slices.IndexFunc(t.Tables, func(tf TableFragments) bool { return tf.Table == rw.Table })
+	tables, err := t.Tables()
+	if err != nil {
+		return err
+	}
+	i := slices.IndexFunc(tables, func(tf TableFragments) bool { return tf.Table == rw.Table })
 	if i < 0 {
 		return refused("rewrite of run %s tick %d: no table %s", rw.Run, rw.Tick, rw.Table)
 	}
 	var oldPaths []string
 	var oldRows, newRows int64
-	for _, f := range t.Tables[i].Fragments {
+	for _, f := range tables[i].Fragments {
 		oldPaths = append(oldPaths, f.Path)
 		oldRows += f.Rows
 	}
@@ -526,8 +583,8 @@ func (n *State) applyRewrite(rw *FragmentsRewrite, seq uint64) error {
 	}
 	nt := *t
 	nt.Seq = seq
-	nt.Tables = cloneTables(t.Tables)
-	nt.Tables[i] = TableFragments{Table: rw.Table, Fragments: slices.Clone(rw.New)}
+	nt.frags = heldList(cloneTables(tables))
+	nt.frags.tables[i] = TableFragments{Table: rw.Table, Fragments: slices.Clone(rw.New)}
 	n.putTick(&nt)
 	n.mark(tickShard(rw.Run, rw.Tick), seq)
 	return nil
@@ -627,6 +684,7 @@ func (n *State) applyCompaction(rw *FragmentsRewrite, seq uint64) error {
 		}
 	}
 	var ticks []*Tick
+	var lists [][]TableFragments
 	n.Ticks(rw.Run, rw.Span.From, func(t *Tick) bool {
 		if t.Tick > rw.Span.To {
 			return false
@@ -637,15 +695,22 @@ func (n *State) applyCompaction(rw *FragmentsRewrite, seq uint64) error {
 	if len(ticks) == 0 {
 		return at("no tick is published there")
 	}
+	for _, t := range ticks {
+		tables, err := t.Tables()
+		if err != nil {
+			return err
+		}
+		lists = append(lists, tables)
+	}
 	// Each old file counts once: a compacted file is named by every tick
 	// of its span.
 	oldRows := map[string]int64{}
 	seen := map[string]bool{}
-	for _, t := range ticks {
+	for i, t := range ticks {
 		if t.Seq > rw.ReadSeq {
 			return at("tick %d changed at sequence %d, after the compactor read sequence %d", t.Tick, t.Seq, rw.ReadSeq)
 		}
-		for _, tf := range t.Tables {
+		for _, tf := range lists[i] {
 			if into[tf.Table] == nil {
 				continue
 			}
@@ -669,12 +734,26 @@ func (n *State) applyCompaction(rw *FragmentsRewrite, seq uint64) error {
 		}
 	}
 	// Ticks whose other tables are alike share one fragment list, so a
-	// compacted history costs a tick record per tick and little more.
-	shared := map[string][]TableFragments{}
+	// compacted history costs a tick record per tick and little more. The
+	// new records and their tokens are carved from one allocation each:
+	// a replayed history is as compact as a loaded one, and the records
+	// and strings each publication left behind are freed whole.
+	shared := map[string]*fragList{}
 	var key strings.Builder
+	recs := make([]Tick, len(ticks))
+	var tokens strings.Builder
+	size := 0
 	for _, t := range ticks {
+		size += len(t.CommitToken)
+	}
+	tokens.Grow(size)
+	for _, t := range ticks {
+		tokens.WriteString(t.CommitToken)
+	}
+	all, at0 := tokens.String(), 0
+	for i, t := range ticks {
 		key.Reset()
-		for _, tf := range t.Tables {
+		for _, tf := range lists[i] {
 			key.WriteString(tf.Table)
 			key.WriteByte(0)
 			if into[tf.Table] == nil {
@@ -684,21 +763,25 @@ func (n *State) applyCompaction(rw *FragmentsRewrite, seq uint64) error {
 				}
 			}
 		}
-		tables, ok := shared[key.String()]
+		fl, ok := shared[key.String()]
 		if !ok {
-			tables = make([]TableFragments, len(t.Tables))
-			for i, tf := range t.Tables {
+			tables := make([]TableFragments, len(lists[i]))
+			for j, tf := range lists[i] {
 				if c := into[tf.Table]; c != nil {
-					tables[i] = *c
+					tables[j] = *c
 				} else {
-					tables[i] = tf
+					tables[j] = tf
 				}
 			}
-			shared[key.String()] = tables
+			fl = heldList(tables)
+			shared[key.String()] = fl
 		}
-		nt := *t
-		nt.Tables, nt.Seq = tables, seq
-		n.putTick(&nt)
+		nt := &recs[i]
+		*nt = *t
+		nt.Run, nt.CommitToken = rw.Run, all[at0:at0+len(t.CommitToken)]
+		at0 += len(t.CommitToken)
+		nt.frags, nt.Seq = fl, seq
+		n.putTick(nt)
 		n.mark(tickShard(rw.Run, t.Tick), seq)
 	}
 	return nil

@@ -215,7 +215,7 @@ func TestApplyTable(t *testing.T) {
 			Old: []string{"data/w/r/position/t0/0.parquet"}, New: []Fragment{{Path: "data/w/r/position/t0/opt.parquet", Rows: 10, Bytes: 500, Digest: "x"}}}},
 			func(t *testing.T, _ Result, err error, s *State) {
 				tk, _ := s.Tick("r", 0)
-				if err != nil || tk.Tables[0].Fragments[0].Path != "data/w/r/position/t0/opt.parquet" || tk.CommitToken != "t0" {
+				if err != nil || tablesOf(t, tk)[0].Fragments[0].Path != "data/w/r/position/t0/opt.parquet" || tk.CommitToken != "t0" {
 					t.Fatalf("tick %+v err %v", tk, err)
 				}
 			}},

@@ -2,6 +2,7 @@ package index
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -160,7 +161,12 @@ func stateDiff(a, b *State) string {
 		})
 	}
 	for _, k := range keys {
-		if !bytes.Equal(a.encodeShard(k), b.encodeShard(k)) {
+		ea, erra := a.encodeShard(k)
+		eb, errb := b.encodeShard(k)
+		if err := cmp.Or(errb, erra); err != nil {
+			return fmt.Sprintf("shard %c/%s/%d: %v", k.Kind, k.Run, k.N, err)
+		}
+		if !bytes.Equal(ea, eb) {
 			return fmt.Sprintf("shard %c/%s/%d differs", k.Kind, k.Run, k.N)
 		}
 	}
@@ -177,8 +183,9 @@ type FragmentRef struct {
 }
 
 // Fragments calls fn with every fragment s references (run "": every
-// run): each published tick's and each completed claim's, in order.
-func (s *State) Fragments(run string, fn func(FragmentRef) bool) {
+// run): each published tick's and each completed claim's, in order. It
+// fails (ErrCorrupt) if a fragment list does not decode.
+func (s *State) Fragments(run string, fn func(FragmentRef) bool) error {
 	var runs []string
 	for _, r := range s.Runs() {
 		runs = append(runs, r.Name)
@@ -203,10 +210,18 @@ func (s *State) Fragments(run string, fn func(FragmentRef) bool) {
 				}
 			}
 		}
+		var err error
 		s.Ticks(r, math.MinInt64, func(t *Tick) bool {
-			emit(t.Tick, t.CommitToken, t.Tables)
+			var tables []TableFragments
+			if tables, err = t.Tables(); err != nil {
+				return false
+			}
+			emit(t.Tick, t.CommitToken, tables)
 			return more
 		})
+		if err != nil {
+			return err
+		}
 		s.Claims(r, func(c *Claim) bool {
 			if c.State == ClaimComplete {
 				emit(c.Tick, c.CommitToken, c.Tables)
@@ -214,7 +229,8 @@ func (s *State) Fragments(run string, fn func(FragmentRef) bool) {
 			return more
 		})
 		if !more {
-			return
+			return nil
 		}
 	}
+	return nil
 }

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"fmt"
+	"github.com/worldfs/worldfs/engine/enginetest"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -61,7 +62,7 @@ func TestMountServesCompactedHistory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tk, _ := s.Tick("main", 100); tk.Tables[0].Fragments[0].Span == nil {
+	if tk, _ := s.Tick("main", 100); enginetest.Tables(t, tk)[0].Fragments[0].Span == nil {
 		t.Fatal("tick 100 is not compacted; the test proves nothing")
 	}
 	after := testMount(t, b)

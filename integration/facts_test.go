@@ -2,6 +2,7 @@ package integration
 
 import (
 	"encoding/json"
+	"github.com/worldfs/worldfs/engine/enginetest"
 	"os"
 	"slices"
 	"strings"
@@ -157,8 +158,8 @@ func TestCtlResumeAfterFacts(t *testing.T) {
 		t.Fatal(err)
 	}
 	tk, ok := s.Tick("main", 3)
-	if !ok || len(tk.Tables) != 3 {
-		t.Fatalf("tick 3 publishes %d tables, want the 3 archetypes: %+v", len(tk.Tables), tk)
+	if !ok || len(enginetest.Tables(t, tk)) != 3 {
+		t.Fatalf("tick 3 publishes %d tables, want the 3 archetypes: %+v", len(enginetest.Tables(t, tk)), tk)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/worldfs/worldfs/engine/enginetest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -249,8 +250,8 @@ func splitFragment(t *testing.T, b bucket.Bucket, world string, tick int64, tabl
 			tb = x
 		}
 	}
-	i := slices.IndexFunc(tk.Tables, func(tf index.TableFragments) bool { return tf.Table == tb.ID })
-	old := tk.Tables[i].Fragments[0]
+	i := slices.IndexFunc(enginetest.Tables(t, tk), func(tf index.TableFragments) bool { return tf.Table == tb.ID })
+	old := enginetest.Tables(t, tk)[i].Fragments[0]
 	data, _, err := b.Get(ctx, old.Path)
 	if err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"errors"
+	"github.com/worldfs/worldfs/engine/enginetest"
 	"os"
 	"syscall"
 	"testing"
@@ -20,7 +21,7 @@ func particleFragment(t *testing.T, b *local.Bucket, world string, tick int64) s
 		t.Fatal(err)
 	}
 	tk, _ := s.Tick("main", tick)
-	for _, tf := range tk.Tables {
+	for _, tf := range enginetest.Tables(t, tk) {
 		if tf.Table == particles.Tables()[0].ID {
 			p, _ := b.Path(tf.Fragments[0].Path)
 			return p

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/worldfs/worldfs/engine/enginetest"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -283,7 +284,7 @@ func TestCrashOfTheMountLeavesTheBucketIntact(t *testing.T) {
 		t.Fatalf("after the crash: head %d, %d published; %d was acknowledged", run.Head, run.Published, acked)
 	}
 	s.Ticks("main", 0, func(tk *index.Tick) bool {
-		for _, tf := range tk.Tables {
+		for _, tf := range enginetest.Tables(t, tk) {
 			for _, f := range tf.Fragments {
 				data, _, err := b.Get(ctxT(t), f.Path)
 				if err != nil || engine.Digest(data) != f.Digest {

@@ -82,7 +82,7 @@ func TestAtReadsOnlyTheFilesOfItsTick(t *testing.T) {
 		if !ok {
 			t.Fatalf("world %s has no tick %d", world, other)
 		}
-		for _, tf := range tk.Tables {
+		for _, tf := range enginetest.Tables(t, tk) {
 			if tf.Table != particle.ID {
 				continue
 			}

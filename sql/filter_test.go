@@ -27,7 +27,7 @@ func TestTokenCheckKeepsForeignRowsOut(t *testing.T) {
 	infos := map[string]engine.TableInfo{}
 	nonEmpty := 0
 	s.Ticks("main", 0, func(x *index.Tick) bool {
-		for _, tf := range x.Tables {
+		for _, tf := range enginetest.Tables(t, x) {
 			if tf.Table == particle.ID {
 				if tf.Fragments[0].Rows > 0 {
 					nonEmpty++

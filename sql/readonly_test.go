@@ -180,7 +180,7 @@ func fragmentPath(t *testing.T, rw roWorld) string {
 		t.Fatal(err)
 	}
 	tk, _ := s.Tick("main", 2)
-	for _, tf := range tk.Tables {
+	for _, tf := range enginetest.Tables(t, tk) {
 		if tf.Table == particles.Tables()[0].ID && len(tf.Fragments) > 0 {
 			p, _ := rw.b.Path(tf.Fragments[0].Path)
 			return p

@@ -41,7 +41,7 @@ func fragmentAt(t *testing.T, b bucket.Bucket, tick int64) index.Fragment {
 	if !ok {
 		t.Fatalf("no tick %d", tick)
 	}
-	for _, tf := range tk.Tables {
+	for _, tf := range enginetest.Tables(t, tk) {
 		if tf.Table == particles.Tables()[0].ID {
 			return tf.Fragments[0]
 		}

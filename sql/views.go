@@ -1,6 +1,7 @@
 package sql
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -197,7 +198,9 @@ func BuildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 		return nil, err
 	}
 	if opts.Table == "" {
-		h.compactedTicks(view, from, upTo)
+		if err := h.compactedTicks(view, from, upTo); err != nil {
+			return nil, err
+		}
 	}
 	lineage, err := h.listedFiles(ctx, b, path, segs, upTo)
 	if err != nil {
@@ -295,7 +298,7 @@ type history struct {
 // index.View.Files).
 func (h *history) catalogFiles(ctx context.Context, v *index.View, from, to int64) error {
 	var ferr error
-	v.Files(from, to, func(f index.File) bool {
+	err := v.Files(from, to, func(f index.File) bool {
 		p, err := h.fpath(ctx, f.Fragment)
 		if err != nil {
 			ferr = err
@@ -316,7 +319,7 @@ func (h *history) catalogFiles(ctx context.Context, v *index.View, from, to int6
 			first: first, last: last})
 		return true
 	})
-	return ferr
+	return cmp.Or(err, ferr)
 }
 
 // compactedTicks records each visible tick from..to whose manifest names
@@ -324,17 +327,23 @@ func (h *history) catalogFiles(ctx context.Context, v *index.View, from, to int6
 // it names. worldfs_manifests lists them tick by tick from there, without
 // a row per tick and table in the fragment list. The ticks of one span
 // share their fragment list, which is recognised without comparing paths.
-func (h *history) compactedTicks(v *index.View, from, to int64) {
+// It fails (index.ErrCorrupt) if a fragment list does not decode.
+func (h *history) compactedTicks(v *index.View, from, to int64) error {
 	byKey := map[string]int32{}
 	var prev []index.TableFragments
 	prevGroup := int32(-1)
 	var key strings.Builder
+	var err error
 	v.Ticks(from, to, func(t index.TickRef) bool {
+		var tables []index.TableFragments
+		if tables, err = t.Tables(); err != nil {
+			return false
+		}
 		g := prevGroup
-		if !index.SameList(t.Tables, prev) {
+		if !index.SameList(tables, prev) {
 			key.Reset()
 			var set []fragment
-			for _, tf := range t.Tables {
+			for _, tf := range tables {
 				for _, f := range tf.Fragments {
 					if f.Span != nil {
 						fmt.Fprintf(&key, "%s\x00%s\x00", tf.Table, f.Path)
@@ -351,13 +360,14 @@ func (h *history) compactedTicks(v *index.View, from, to int64) {
 					h.groups = append(h.groups, set)
 				}
 			}
-			prev, prevGroup = t.Tables, g
+			prev, prevGroup = tables, g
 		}
 		if g >= 0 {
 			h.ticks = append(h.ticks, tickRow{World: t.World, Run: t.Run, Tick: t.Tick.Tick, CommitToken: t.CommitToken, WriterEpoch: t.WriterEpoch, Group: g})
 		}
 		return true
 	})
+	return err
 }
 
 // listedFiles appends the files the catalog does not name: each

@@ -60,7 +60,7 @@ func expected(t *testing.T, b bucket.Bucket, world string, table *engine.Table, 
 		if tk.Tick > upTo {
 			return false
 		}
-		for _, tf := range tk.Tables {
+		for _, tf := range enginetest.Tables(t, tk) {
 			if tf.Table != table.ID {
 				continue
 			}

@@ -464,8 +464,13 @@ func historyMeasure(ctx context.Context, b bucket.Bucket, h *historyBench, table
 		}
 		ph.DataObjectsTable = append(ph.DataObjectsTable, n)
 		named := map[string]bool{}
+		var err error
 		st.Ticks("main", 0, func(tk *index.Tick) bool {
-			for _, tf := range tk.Tables {
+			var tickTables []index.TableFragments
+			if tickTables, err = tk.Tables(); err != nil {
+				return false
+			}
+			for _, tf := range tickTables {
 				if tf.Table == t.ID {
 					for _, f := range tf.Fragments {
 						named[f.Path] = true
@@ -474,6 +479,9 @@ func historyMeasure(ctx context.Context, b bucket.Bucket, h *historyBench, table
 			}
 			return true
 		})
+		if err != nil {
+			return nil, err
+		}
 		ph.FilesNamed = append(ph.FilesNamed, int64(len(named)))
 	}
 	ph.PeakRSSBytes = peakRSS()

@@ -119,7 +119,12 @@ func check(ctx context.Context, b bucket.Bucket, res *checkResult, p *progressLi
 		res.Errors = append(res.Errors, checkError{What: "catalog", Message: msg})
 	}
 	var refs []index.FragmentRef
-	cc.State.Fragments(res.Run, func(f index.FragmentRef) bool { refs = append(refs, f); return true })
+	if err := cc.State.Fragments(res.Run, func(f index.FragmentRef) bool { refs = append(refs, f); return true }); errors.Is(err, index.ErrCorrupt) {
+		res.Errors = append(res.Errors, checkError{What: "catalog", Message: err.Error()})
+		return nil
+	} else if err != nil {
+		return err
+	}
 	if res.Run != "" && len(refs) == 0 {
 		if _, ok := cc.State.Run(res.Run); !ok {
 			return usagef("world %s has no run %q", res.World, res.Run)

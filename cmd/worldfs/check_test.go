@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"github.com/worldfs/worldfs/engine/enginetest"
 	"os"
 	"strconv"
 	"strings"
@@ -39,7 +40,7 @@ func checkWorld(t *testing.T, dir string) (string, index.Fragment) {
 		t.Fatal(err)
 	}
 	tk, _ := s.Tick("main", 3)
-	for _, tf := range tk.Tables {
+	for _, tf := range enginetest.Tables(t, tk) {
 		if tf.Table == particles.Tables()[0].ID {
 			p, _ := b.Path(tf.Fragments[0].Path)
 			return p, tf.Fragments[0]

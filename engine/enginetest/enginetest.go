@@ -199,3 +199,14 @@ func Orphan(t testing.TB, b bucket.Bucket, world string, cat *index.Catalog, f e
 		t.Fatal(err)
 	}
 }
+
+// Tables returns tk's fragment lists (index.Tick.Tables), failing the test
+// if they do not decode.
+func Tables(t testing.TB, tk *index.Tick) []index.TableFragments {
+	t.Helper()
+	tables, err := tk.Tables()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tables
+}

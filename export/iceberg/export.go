@@ -2,6 +2,7 @@ package iceberg
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -368,14 +369,14 @@ func (e *exporter) planFiles(ctx context.Context, own *index.State, from int64) 
 		t.visible[key][stamp{f.Tick, f.Token}] = true
 		return true
 	}
-	e.view.Files(from, e.pin.Tick.Tick, add)
+	if err := e.view.Files(from, e.pin.Tick.Tick, add); err != nil || ferr != nil {
+		return cmp.Or(err, ferr)
+	}
 	// Evaluation receipts are the world's, whatever run they judged (as
 	// the views show them); they land at no tick, so they are planned in
 	// full.
-	if ferr == nil {
-		index.OwnView(own, engine.EvaluationRun).Files(math.MinInt64, math.MaxInt64, add)
-	}
-	return ferr
+	err := index.OwnView(own, engine.EvaluationRun).Files(math.MinInt64, math.MaxInt64, add)
+	return cmp.Or(err, ferr)
 }
 
 // refuseLegacy refuses a world with legacy (pre-commit-identity) tables:

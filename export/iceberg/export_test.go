@@ -649,7 +649,7 @@ func mixedTick(t *testing.T, b bucket.Bucket) string {
 	}
 	tk, _ := s.Tick("main", 5)
 	var frame *engine.Frame
-	for _, tf := range tk.Tables {
+	for _, tf := range enginetest.Tables(t, tk) {
 		if tf.Table == particle.ID {
 			data, _, _ := b.Get(ctx, tf.Fragments[0].Path)
 			if frame, err = engine.DecodeFragment(particle, data, nil); err != nil {
