@@ -1,7 +1,6 @@
 package index
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -86,14 +85,9 @@ func DecodeSlot(world, name string, data []byte) (*Slot, string, error) {
 	if err != nil {
 		return nil, "", corrupt("not zstd: %v", err)
 	}
-	dec := json.NewDecoder(bytes.NewReader(canonical))
-	dec.DisallowUnknownFields()
-	var s Slot
-	if err := dec.Decode(&s); err != nil {
+	s, err := decodeSlotJSON(canonical)
+	if err != nil {
 		return nil, "", corrupt("undecodable: %v", err)
-	}
-	if dec.More() {
-		return nil, "", corrupt("trailing data")
 	}
 	if s.Format != SlotFormat {
 		return nil, "", corrupt("format %d, this worldfs reads format %d", s.Format, SlotFormat)
@@ -107,7 +101,7 @@ func DecodeSlot(world, name string, data []byte) (*Slot, string, error) {
 	if err := s.validate(); err != nil {
 		return nil, "", corrupt("%v", err)
 	}
-	return &s, hashOf(canonical), nil
+	return s, hashOf(canonical), nil
 }
 
 func (s *Slot) validate() error {
