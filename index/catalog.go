@@ -42,11 +42,13 @@ type Options struct {
 	// 30 ms; on the GCS model 10 ms kept three writers at 96% of one
 	// writer's throughput with none under 30%, where 30 ms gave 85%.
 	YieldRecency, YieldJitter time.Duration
-	// Checkpoints: written once the tip is CheckpointSlots slots or
-	// CheckpointInterval past the last one (1024, 60 s), after a random wait
-	// of up to CheckpointDelay (5 s). The newest KeepCheckpoints (3) and any
-	// younger than KeepCheckpointAge (1 h) are kept.
+	// Checkpoints: written once the tip is CheckpointSlots slots,
+	// CheckpointEntries entries or CheckpointInterval past the last one
+	// (1024, DefaultCheckpointEntries, 60 s), after a random wait of up to
+	// CheckpointDelay (5 s). The newest KeepCheckpoints (3) and any younger
+	// than KeepCheckpointAge (1 h) are kept.
 	CheckpointSlots    uint64
+	CheckpointEntries  uint64
 	CheckpointInterval time.Duration
 	CheckpointDelay    time.Duration
 	// CheckpointTimeout bounds one automatic checkpoint, its writes and
@@ -100,8 +102,16 @@ func (o *Options) EnsureDefaults() *Options {
 	if o.CheckpointSlots == 0 {
 		o.CheckpointSlots = 1024
 	}
+	if o.CheckpointEntries == 0 {
+		o.CheckpointEntries = DefaultCheckpointEntries
+	}
 	return o
 }
+
+// DefaultCheckpointEntries is Options.CheckpointEntries' default: 1024
+// slots of the 32 entries a slot held before batches grew with the queue,
+// so a cold start replays no more than it did then, however full slots are.
+const DefaultCheckpointEntries = 32 << 10
 
 // Validate checks the options once their defaults are in (Open calls
 // EnsureDefaults, then Validate).
