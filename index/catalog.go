@@ -720,23 +720,29 @@ func (b *batch) checkEach() {
 		if b.errs[i] != nil {
 			continue
 		}
-		n, seq := st, st.Seq
-		var results []Result
-		var err error
-		for j := range r.entries {
-			seq++
-			var res Result
-			if n, res, err = n.Check(&r.entries[j], seq); err != nil {
-				break
-			}
-			results = append(results, res)
-		}
+		n, _, results, err := checkAll(st, st.Seq, r.entries)
 		if err != nil {
 			b.errs[i] = err
 			continue
 		}
 		st, b.results[i] = n, results
 	}
+}
+
+// checkAll checks a request's entries, in order, from sequence seq+1 on
+// copies of st: the state after them, the last sequence, their results,
+// or the error of the first that does not apply (st is unchanged).
+func checkAll(st *State, seq uint64, entries []Entry) (*State, uint64, []Result, error) {
+	results := make([]Result, 0, len(entries))
+	for j := range entries {
+		seq++
+		n, res, err := st.Check(&entries[j], seq)
+		if err != nil {
+			return nil, 0, nil, err
+		}
+		st, results = n, append(results, res)
+	}
+	return st, seq, results, nil
 }
 
 // abandon answers every member of a batch that will never be created with

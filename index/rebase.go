@@ -161,17 +161,7 @@ func (c *Catalog) rebase(b *batch, base *State, t *touchSet) *batch {
 		}
 		c.stats.rebuilt.Add(1)
 		t.add(r.entries) // its outcome may differ now
-		m, mseq := n, seq
-		var results []Result
-		var err error
-		for j := range r.entries {
-			mseq++
-			var res Result
-			if m, res, err = m.Check(&r.entries[j], mseq); err != nil {
-				break
-			}
-			results = append(results, res)
-		}
+		m, mseq, results, err := checkAll(n, seq, r.entries)
 		if err != nil {
 			nb.errs[i] = err
 			continue

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/bucket/mem"
 )
 
 // sameBatch compares a rebased batch with one built afresh on the same
@@ -111,13 +112,7 @@ func TestRebaseEqualsFullRebuild(t *testing.T) {
 // refused); the other members are carried as built, and everyone gets
 // the answer a fresh build on the new tip gives.
 func TestLostSlotRebuildsOnlyTouchedMembers(t *testing.T) {
-	b := memBucket()
-	c0, epoch := newWorld(t, b, "w", Options{NoCompactor: true})
-	c1, err := Open(ctxT(t), b, "w", Options{NoCompactor: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c1.Close()
+	b, c0, c1, epoch := twoWriters(t)
 	base := c1.Tip()
 	mine := []Entry{
 		publish("r", 1, "mine-1", epoch),
@@ -186,13 +181,7 @@ func TestLostSlotRebuildsOnlyTouchedMembers(t *testing.T) {
 // members after it that relied on it are rebuilt, not carried: here a
 // completion of a claim whose acquisition was dropped is now refused.
 func TestRebaseRebuildsWhatADroppedMemberChanged(t *testing.T) {
-	b := memBucket()
-	c0, epoch := newWorld(t, b, "w", Options{NoCompactor: true})
-	c1, err := Open(ctxT(t), b, "w", Options{NoCompactor: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c1.Close()
+	_, c0, c1, epoch := twoWriters(t)
 	gone, cancel := context.WithCancel(ctxT(t))
 	var reqs []*request
 	for i, e := range []Entry{
@@ -229,4 +218,17 @@ func TestRebaseRebuildsWhatADroppedMemberChanged(t *testing.T) {
 	if d := sameBatch(got, c1.build(got.base, reqs)); d != "" {
 		t.Fatal(d)
 	}
+}
+
+// twoWriters creates world w on a memory bucket and opens it twice: the
+// creator's catalog and another's, and the creator's epoch.
+func twoWriters(t *testing.T) (*mem.Bucket, *Catalog, *Catalog, int64) {
+	b := memBucket()
+	c0, epoch := newWorld(t, b, "w", Options{NoCompactor: true})
+	c1, err := Open(ctxT(t), b, "w", Options{NoCompactor: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c1.Close() })
+	return b, c0, c1, epoch
 }
