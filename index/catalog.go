@@ -42,11 +42,13 @@ type Options struct {
 	// 30 ms; on the GCS model 10 ms kept three writers at 96% of one
 	// writer's throughput with none under 30%, where 30 ms gave 85%.
 	YieldRecency, YieldJitter time.Duration
-	// Checkpoints: written once the tip is CheckpointSlots slots or
-	// CheckpointInterval past the last one (1024, 60 s), after a random wait
-	// of up to CheckpointDelay (5 s). The newest KeepCheckpoints (3) and any
-	// younger than KeepCheckpointAge (1 h) are kept.
+	// Checkpoints: written once the tip is CheckpointSlots slots,
+	// CheckpointEntries entries or CheckpointInterval past the last one
+	// (1024, DefaultCheckpointEntries, 60 s), after a random wait of up to
+	// CheckpointDelay (5 s). The newest KeepCheckpoints (3) and any younger
+	// than KeepCheckpointAge (1 h) are kept.
 	CheckpointSlots    uint64
+	CheckpointEntries  uint64
 	CheckpointInterval time.Duration
 	CheckpointDelay    time.Duration
 	// CheckpointTimeout bounds one automatic checkpoint, its writes and
@@ -100,8 +102,16 @@ func (o *Options) EnsureDefaults() *Options {
 	if o.CheckpointSlots == 0 {
 		o.CheckpointSlots = 1024
 	}
+	if o.CheckpointEntries == 0 {
+		o.CheckpointEntries = DefaultCheckpointEntries
+	}
 	return o
 }
+
+// DefaultCheckpointEntries is Options.CheckpointEntries' default: 1024
+// slots of the 32 entries a slot held before batches grew with the queue,
+// so a cold start replays no more than it did then, however full slots are.
+const DefaultCheckpointEntries = 32 << 10
 
 // Validate checks the options once their defaults are in (Open calls
 // EnsureDefaults, then Validate).
@@ -135,6 +145,9 @@ type Stats struct {
 	Refused     int64 // entries refused (typed errors)
 	Ambiguous   int64 // slot creates whose outcome stayed unknown
 	Checkpoints int64 // checkpoints this catalog wrote
+	// After a lost slot, the members of the batch tried again on the new
+	// tip: carried as built (nothing they check changed) or rebuilt.
+	Carried, Rebuilt int64
 }
 
 // Catalog is one world's control catalog in one process: it reads the log
@@ -169,6 +182,7 @@ type Catalog struct {
 
 	stats struct {
 		slots, lost, entries, refused, ambiguous, checkpoints atomic.Int64
+		carried, rebuilt, rebaseMisses                        atomic.Int64
 	}
 	ckpt struct {
 		sync.Mutex
@@ -183,7 +197,10 @@ type Catalog struct {
 type request struct {
 	ctx     context.Context
 	entries []Entry
-	res     chan outcome // buffered 1
+	// json is the entries' canonical JSON (marshalEntries), made once by
+	// the caller: every slot the request is built into reuses it.
+	json []byte
+	res  chan outcome // buffered 1
 }
 
 type outcome struct {
@@ -433,14 +450,9 @@ func (c *Catalog) CommitAll(ctx context.Context, entries ...Entry) ([]Result, er
 	if len(entries) == 0 || len(entries) > c.opts.DeepBatch {
 		return nil, refused("a commit holds 1 to %d entries, not %d", c.opts.DeepBatch, len(entries))
 	}
-	r := &request{ctx: ctx, entries: make([]Entry, len(entries)), res: make(chan outcome, 1)}
-	for i, e := range entries {
-		if err := e.validate(); err != nil {
-			return nil, refused("%v", err)
-		}
-		e = e.clone() // the caller may reuse its entry; the log's is ours
-		e.Op = fmt.Sprintf("%s-%d", c.opts.Store, c.ops.Add(1))
-		r.entries[i] = e
+	r, err := c.newRequest(ctx, entries)
+	if err != nil {
+		return nil, err
 	}
 	c.mu.Lock()
 	if c.mu.closed {
@@ -461,11 +473,31 @@ func (c *Catalog) CommitAll(ctx context.Context, entries ...Entry) ([]Result, er
 	}
 }
 
+// newRequest validates entries and makes them a request: its own copies,
+// each with an operation id, and their JSON.
+func (c *Catalog) newRequest(ctx context.Context, entries []Entry) (*request, error) {
+	r := &request{ctx: ctx, entries: make([]Entry, len(entries)), res: make(chan outcome, 1)}
+	for i, e := range entries {
+		if err := e.validate(); err != nil {
+			return nil, refused("%v", err)
+		}
+		e = e.clone() // the caller may reuse its entry; the log's is ours
+		e.Op = fmt.Sprintf("%s-%d", c.opts.Store, c.ops.Add(1))
+		r.entries[i] = e
+	}
+	var err error
+	if r.json, err = marshalEntries(r.entries); err != nil {
+		return nil, refused("%v", err)
+	}
+	return r, nil
+}
+
 // Stats returns the committer's counters.
 func (c *Catalog) Stats() Stats {
 	return Stats{
 		Slots: c.stats.slots.Load(), LostSlots: c.stats.lost.Load(), Entries: c.stats.entries.Load(),
 		Refused: c.stats.refused.Load(), Ambiguous: c.stats.ambiguous.Load(), Checkpoints: c.stats.checkpoints.Load(),
+		Carried: c.stats.carried.Load(), Rebuilt: c.stats.rebuilt.Load(),
 	}
 }
 
@@ -596,47 +628,70 @@ func (c *Catalog) build(base *State, reqs []*request) *batch {
 	// in order, exactly as replaying the slot does, so that state is the
 	// slot's. Otherwise each member is checked on a copy of its own, so
 	// that a refused one leaves no trace, and the slot is replayed.
-	fast, entries := b.applyAll()
+	fast := b.applyAll()
 	if fast == nil {
-		entries = b.checkEach()
+		b.checkEach()
+	}
+	_ = c.seal(b, fast)
+	return b
+}
+
+// seal encodes b's accepted members (errs[i] == nil), in order, as the
+// next slot on b.base, from their requests' JSON, and sets the state after
+// it: after, if the caller has it (the fold of exactly those members on
+// the base), else the slot replayed on its base. A slot that cannot be
+// created (too large to read back, or, a bug, one that does not replay)
+// is dropped, its members refused with the error, which seal returns.
+func (c *Catalog) seal(b *batch, after *State) error {
+	var entries []Entry
+	var parts [][]byte
+	for i, r := range b.reqs {
+		if b.errs[i] == nil {
+			entries = append(entries, r.entries...)
+			parts = append(parts, r.json)
+		}
 	}
 	b.entries = len(entries)
 	if b.entries == 0 {
-		return b
+		return nil
 	}
-	b.slot = &Slot{Format: SlotFormat, World: c.world, FirstSeq: base.Seq + 1, Prev: base.Hash, Store: c.opts.Store, Entries: entries}
-	data, hash, err := EncodeSlot(b.slot)
+	b.slot = &Slot{Format: SlotFormat, World: c.world, FirstSeq: b.base.Seq + 1, Prev: b.base.Hash, Store: c.opts.Store, Entries: entries}
+	err := b.slot.validateHeader()
+	var data []byte
+	var hash string
+	if err == nil {
+		data, hash, err = encodeSlot(b.slot, parts)
+	}
 	switch {
-	case err == nil && fast != nil:
-		fast.Seq, fast.Hash, fast.Slots = b.slot.LastSeq(), hash, base.Slots+1
-		b.state = fast
+	case err == nil && after != nil:
+		after.Seq, after.Hash, after.Slots = b.slot.LastSeq(), hash, b.base.Slots+1
+		b.state = after
 	case err == nil:
-		b.state, err = base.ApplySlot(b.slot, hash)
+		b.state, err = b.base.ApplySlot(b.slot, hash)
 	}
 	if err != nil {
 		b.tooLarge = errors.Is(err, errSlotTooLarge)
-		for i := range b.errs {
+		for i, r := range b.reqs {
 			switch {
 			case b.errs[i] != nil:
 			case b.tooLarge:
-				b.errs[i] = refused("world %s: commit of %d entries: %v", c.world, len(reqs[i].entries), err)
+				b.errs[i] = refused("world %s: commit of %d entries: %v", c.world, len(r.entries), err)
 			default: // a bug: nothing that does not replay is ever created
 				b.errs[i] = fmt.Errorf("world %s: slot does not replay on its base: %w", c.world, err)
 			}
 		}
-		b.entries, b.slot = 0, nil
-		return b
+		b.entries, b.slot, b.state = 0, nil, nil
+		return err
 	}
 	b.data = data
-	return b
+	return nil
 }
 
 // applyAll applies the entries of every member whose context is live, in
 // order, on one copy of the base, filling in their results. It returns
-// that state and the entries, or nil if any entry does not apply.
-func (b *batch) applyAll() (*State, []Entry) {
+// that state, or nil if any entry does not apply.
+func (b *batch) applyAll() *State {
 	n, seq := b.base.clone(), b.base.Seq
-	var entries []Entry
 	for i, r := range b.reqs {
 		if b.errs[i] != nil {
 			continue
@@ -646,46 +701,48 @@ func (b *batch) applyAll() (*State, []Entry) {
 			seq++
 			res, err := n.apply(&r.entries[j], seq)
 			if err != nil {
-				return nil, nil
+				return nil
 			}
 			results[j] = res
 		}
 		b.results[i] = results
-		entries = append(entries, r.entries...)
 	}
-	return n, entries
+	return n
 }
 
 // checkEach checks each member whose context is live against the base
-// plus the members accepted before it, on copies, and returns the
-// accepted entries.
-func (b *batch) checkEach() []Entry {
+// plus the members accepted before it, on copies, refusing those that do
+// not apply.
+func (b *batch) checkEach() {
 	st := b.base
-	var entries []Entry
 	for i, r := range b.reqs {
 		b.results[i] = nil
 		if b.errs[i] != nil {
 			continue
 		}
-		n, seq := st, st.Seq
-		var results []Result
-		var err error
-		for j := range r.entries {
-			seq++
-			var res Result
-			if n, res, err = n.Check(&r.entries[j], seq); err != nil {
-				break
-			}
-			results = append(results, res)
-		}
+		n, _, results, err := checkAll(st, st.Seq, r.entries)
 		if err != nil {
 			b.errs[i] = err
 			continue
 		}
 		st, b.results[i] = n, results
-		entries = append(entries, r.entries...)
 	}
-	return entries
+}
+
+// checkAll checks a request's entries, in order, from sequence seq+1 on
+// copies of st: the state after them, the last sequence, their results,
+// or the error of the first that does not apply (st is unchanged).
+func checkAll(st *State, seq uint64, entries []Entry) (*State, uint64, []Result, error) {
+	results := make([]Result, 0, len(entries))
+	for j := range entries {
+		seq++
+		n, res, err := st.Check(&entries[j], seq)
+		if err != nil {
+			return nil, 0, nil, err
+		}
+		st, results = n, append(results, res)
+	}
+	return st, seq, results, nil
 }
 
 // abandon answers every member of a batch that will never be created with
@@ -724,9 +781,24 @@ func (c *Catalog) commitLoop() {
 	defer close(c.done)
 	var pipeline []*batch
 	var inflight chan created
+	// start creates the head batch's slot if none is in flight. A head
+	// batch with nothing to create is answered first: its refusals stand
+	// only if its base is still the log's tip, so the next slot is probed.
+	start := func() {
+		for inflight == nil && len(pipeline) > 0 && pipeline[0].entries == 0 {
+			pipeline = c.refuseAtTip(pipeline)
+		}
+		if inflight == nil && len(pipeline) > 0 {
+			inflight = make(chan created, 1)
+			go c.create(pipeline[0], inflight)
+		}
+	}
 	for {
-		// Build batches while there is room in the pipeline.
+		// Build batches while there is room in the pipeline, creating the
+		// head's slot as soon as it is built (after a lost slot, before
+		// the batches behind it are built again).
 		for len(pipeline) < 1+c.opts.Ahead {
+			start()
 			reqs := c.take(pipeline)
 			if len(reqs) == 0 {
 				break
@@ -756,15 +828,7 @@ func (c *Catalog) commitLoop() {
 			}
 			pipeline = append(pipeline, c.buildBounded(base, reqs))
 		}
-		// A head batch with nothing to create: its refusals stand only if
-		// its base is still the log's tip, so probe the next slot first.
-		for inflight == nil && len(pipeline) > 0 && pipeline[0].entries == 0 {
-			pipeline = c.refuseAtTip(pipeline)
-		}
-		if inflight == nil && len(pipeline) > 0 {
-			inflight = make(chan created, 1)
-			go c.create(pipeline[0], inflight)
-		}
+		start()
 		if inflight == nil {
 			c.mu.Lock()
 			closed, empty := c.mu.closed, len(c.mu.queue) == 0
@@ -888,9 +952,13 @@ func (c *Catalog) decided(res created, pipeline []*batch) []*batch {
 		c.yieldAfterWin()
 		return rest
 	case errors.Is(res.err, bucket.ErrExist):
-		// Lost the slot: read the winners and rebuild every batch, in
-		// queue order, on the new tip.
+		// Lost the slot: read the winners and move the head batch onto
+		// the new tip (see rebase.go); failing that, rebuild every batch,
+		// in queue order, on the new tip.
 		c.stats.lost.Add(1)
+		if p, ok := c.rebaseLost(pipeline); ok {
+			return p
+		}
 	default:
 		// Unknown outcome (or a failing bucket): the members in the slot
 		// get it. Members it refused were judged on a base never confirmed

@@ -435,3 +435,39 @@ func checkpointsAlike(t *testing.T, b bucket.Bucket, s *State, seq uint64) {
 		t.Fatalf("the new checkpoint differs: %s", d)
 	}
 }
+
+// A checkpoint falls due after CheckpointEntries entries even when few
+// slots hold them: slots of thousands of entries must not let the replay
+// a cold start pays grow with the slot size.
+func TestCheckpointDueAfterEntries(t *testing.T) {
+	c, epoch := newWorld(t, memBucket(), "w", Options{NoCompactor: true, CheckpointSlots: 1 << 20, CheckpointInterval: time.Hour, CheckpointEntries: 100})
+	due := func() bool {
+		c.ckpt.Lock()
+		defer c.ckpt.Unlock()
+		return c.checkpointDueLocked(c.Tip())
+	}
+	slot := func(from int64) {
+		var es []Entry
+		for i := range int64(60) {
+			es = append(es, publish("r", from+i, fmt.Sprint("t", from+i), epoch))
+		}
+		if _, err := c.CommitAll(ctxT(t), es...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	slot(0)
+	if due() {
+		t.Fatalf("a checkpoint is due at %d entries in %d slots, before the bound of 100", c.Tip().Seq, c.Tip().Slots)
+	}
+	slot(60)
+	if !due() {
+		t.Fatalf("no checkpoint is due at %d entries in %d slots, past the bound of 100", c.Tip().Seq, c.Tip().Slots)
+	}
+	if _, err := c.Checkpoint(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	slot(120)
+	if due() {
+		t.Fatalf("a checkpoint is due 60 entries after the last one")
+	}
+}

@@ -18,18 +18,7 @@ func (c *Catalog) maybeCheckpoint() {
 	tip := c.Tip()
 	c.ckpt.Lock()
 	defer c.ckpt.Unlock()
-	if c.ckpt.running {
-		return
-	}
-	var lastSlots uint64
-	if c.ckpt.last != nil {
-		lastSlots = c.ckpt.last.Slots
-	}
-	if tip.Slots <= lastSlots {
-		return // a checkpoint (perhaps a peer's, adopted) covers the tip
-	}
-	behind := tip.Slots - lastSlots
-	if behind < c.opts.CheckpointSlots && time.Since(c.ckpt.lastAt) < c.opts.CheckpointInterval {
+	if c.ckpt.running || !c.checkpointDueLocked(tip) {
 		return
 	}
 	c.ckpt.running = true
@@ -61,6 +50,23 @@ func (c *Catalog) maybeCheckpoint() {
 		}()
 		_, _ = c.Checkpoint(ctx)
 	}()
+}
+
+// checkpointDueLocked reports whether tip is far enough past the newest
+// checkpoint known: CheckpointSlots slots, CheckpointEntries entries or
+// CheckpointInterval. Entries count as well as slots because a slot holds
+// from one entry to thousands: counted in slots alone, the replay a cold
+// start pays would grow a hundredfold under load. c.ckpt is held.
+func (c *Catalog) checkpointDueLocked(tip *State) bool {
+	var lastSlots, lastSeq uint64
+	if last := c.ckpt.last; last != nil {
+		lastSlots, lastSeq = last.Slots, last.Seq
+	}
+	if tip.Slots <= lastSlots {
+		return false // a checkpoint (perhaps a peer's, adopted) covers the tip
+	}
+	return tip.Slots-lastSlots >= c.opts.CheckpointSlots || tip.Seq-lastSeq >= c.opts.CheckpointEntries ||
+		time.Since(c.ckpt.lastAt) >= c.opts.CheckpointInterval
 }
 
 // Checkpoint writes a checkpoint of the current tip unless the bucket's

@@ -56,13 +56,58 @@ func EncodeSlot(s *Slot) (data []byte, hash string, err error) {
 	if err := s.validate(); err != nil {
 		return nil, "", err
 	}
-	canonical, err := json.Marshal(s)
+	entries, err := marshalEntries(s.Entries)
 	if err != nil {
 		return nil, "", err
 	}
-	if len(canonical) > MaxSlotBytes {
-		return nil, "", fmt.Errorf("%w: %d bytes of %d entries, readers take at most %d", errSlotTooLarge, len(canonical), len(s.Entries), MaxSlotBytes)
+	return encodeSlot(s, [][]byte{entries})
+}
+
+// marshalEntries returns the canonical JSON of entries, comma-separated: a
+// part of a slot's entry list.
+func marshalEntries(entries []Entry) ([]byte, error) {
+	var out []byte
+	for i := range entries {
+		e, err := json.Marshal(&entries[i])
+		if err != nil {
+			return nil, err
+		}
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, e...)
 	}
+	return out, nil
+}
+
+// encodeSlot encodes s whose entries' JSON is known: parts, in order, are
+// marshalEntries of consecutive runs of s.Entries. The bytes are
+// json.Marshal(s)'s, so a committer that rebuilds a slot on a new base
+// reuses its entries' JSON instead of marshalling them again.
+func encodeSlot(s *Slot, parts [][]byte) (data []byte, hash string, err error) {
+	head := *s
+	head.Entries = nil
+	prefix, err := json.Marshal(&head) // …,"entries":null}
+	if err != nil {
+		return nil, "", err
+	}
+	prefix = bytes.TrimSuffix(prefix, []byte("null}"))
+	n := len(prefix) + len(parts) + 2
+	for _, p := range parts {
+		n += len(p)
+	}
+	if n > MaxSlotBytes {
+		return nil, "", fmt.Errorf("%w: %d bytes of %d entries, readers take at most %d", errSlotTooLarge, n, len(s.Entries), MaxSlotBytes)
+	}
+	canonical := make([]byte, 0, n)
+	canonical = append(append(canonical, prefix...), '[')
+	for i, p := range parts {
+		if i > 0 {
+			canonical = append(canonical, ',')
+		}
+		canonical = append(canonical, p...)
+	}
+	canonical = append(canonical, ']', '}')
 	return encoder.EncodeAll(canonical, nil), hashOf(canonical), nil
 }
 
@@ -86,14 +131,9 @@ func DecodeSlot(world, name string, data []byte) (*Slot, string, error) {
 	if err != nil {
 		return nil, "", corrupt("not zstd: %v", err)
 	}
-	dec := json.NewDecoder(bytes.NewReader(canonical))
-	dec.DisallowUnknownFields()
-	var s Slot
-	if err := dec.Decode(&s); err != nil {
+	s, err := decodeSlotJSON(canonical)
+	if err != nil {
 		return nil, "", corrupt("undecodable: %v", err)
-	}
-	if dec.More() {
-		return nil, "", corrupt("trailing data")
 	}
 	if s.Format != SlotFormat {
 		return nil, "", corrupt("format %d, this worldfs reads format %d", s.Format, SlotFormat)
@@ -107,10 +147,23 @@ func DecodeSlot(world, name string, data []byte) (*Slot, string, error) {
 	if err := s.validate(); err != nil {
 		return nil, "", corrupt("%v", err)
 	}
-	return &s, hashOf(canonical), nil
+	return s, hashOf(canonical), nil
 }
 
 func (s *Slot) validate() error {
+	if err := s.validateHeader(); err != nil {
+		return err
+	}
+	for i := range s.Entries {
+		if err := s.Entries[i].validate(); err != nil {
+			return fmt.Errorf("entry %d (sequence %d): %w", i, s.FirstSeq+uint64(i), err)
+		}
+	}
+	return nil
+}
+
+// validateHeader checks all of s but its entries' contents.
+func (s *Slot) validateHeader() error {
 	if s.Format != SlotFormat {
 		return fmt.Errorf("slot format %d, want %d", s.Format, SlotFormat)
 	}
@@ -125,11 +178,6 @@ func (s *Slot) validate() error {
 	}
 	if len(s.Entries) == 0 || len(s.Entries) > MaxSlotEntries {
 		return fmt.Errorf("slot has %d entries (1 to %d)", len(s.Entries), MaxSlotEntries)
-	}
-	for i := range s.Entries {
-		if err := s.Entries[i].validate(); err != nil {
-			return fmt.Errorf("entry %d (sequence %d): %w", i, s.FirstSeq+uint64(i), err)
-		}
 	}
 	return nil
 }
