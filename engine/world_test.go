@@ -26,6 +26,7 @@ func TestMain(m *testing.M) {
 		"fact":    factChild,
 		"compact": compactChild,
 		"gc":      gcChild,
+		"pipe":    pipeChild,
 	})
 }
 
