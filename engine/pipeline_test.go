@@ -397,3 +397,32 @@ func TestUnknownOutcomeInFullPipeline(t *testing.T) {
 		})
 	}
 }
+
+// Depth 1 is the serial writer: a tick is computed only once the tick
+// before it is published, whether the driver calls Step or Submit.
+func TestDepthOneIsSerial(t *testing.T) {
+	b, _ := local.Open(t.TempDir())
+	opts := quiet
+	opts.Depth = 1
+	w, err := engine.CreateWorld(ctxT(t), b, "w", particles.Tables(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	var overlapped []int64
+	w.OnPreTick(func(_ context.Context, tick int64) error {
+		if w.InFlight() != 0 || w.Published() != tick-1 {
+			overlapped = append(overlapped, tick)
+		}
+		return nil
+	})
+	if err := drive(ctxT(t), w, 10); err != nil {
+		t.Fatal(err)
+	}
+	if len(overlapped) > 0 {
+		t.Fatalf("at depth 1, ticks %v were computed while another was in flight", overlapped)
+	}
+	if got, want := particles.Fingerprint(w), reference(t, 10); got != want {
+		t.Fatalf("depth 1: %s\nuninterrupted: %s", got, want)
+	}
+}
