@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/bucket/faulty"
@@ -107,41 +106,7 @@ func (g *fullGate) Fault(op faulty.Op, name string) faulty.Fault {
 	return g.next.Fault(op, name)
 }
 
-// pipeChild creates (or resumes) world p[1] in the bucket at p[0] with
-// depth p[3] and runs it to tick p[2], every slot created with the
-// pipeline full (fullGate); before computing each tick it prints how many
-// ticks are in flight.
-func pipeChild(p []string) int {
-	last, _ := strconv.ParseInt(p[2], 10, 64)
-	depth, _ := strconv.Atoi(p[3])
-	ctx := context.Background()
-	inner, err := local.Open(p[0])
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 3
-	}
-	gate := newFullGate(p[1], int64(depth), last, nil)
-	b := faulty.Wrap(inner, gate)
-	opts := quiet
-	opts.Depth = depth
-	w, err := engine.CreateWorld(ctx, b, p[1], particles.Tables(), opts)
-	if errors.Is(err, index.ErrWorldExists) {
-		w, err = engine.ResumeWorld(ctx, b, p[1], particles.Tables(), opts)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 3
-	}
-	defer w.Close()
-	gate.watch(w, os.Stdout)
-	if err := drive(ctx, w, last); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 4
-	}
-	return 0
-}
-
-// maxInFlight is the most ticks in flight a pipeChild printed.
+// maxInFlight is the most ticks in flight a pipelined simChild printed.
 func maxInFlight(out []byte) int {
 	most := -1
 	sc := bufio.NewScanner(bytes.NewReader(out))
@@ -168,30 +133,13 @@ func TestPipelinedCrashAtEveryFailpoint(t *testing.T) {
 			if fp == engine.FailpointAppended {
 				hit = 3*12 + 2 // among tick 12's appends (the ticks in flight append in parallel)
 			}
-			out := crashtest.KilledAt(t, fp+"@"+strconv.Itoa(hit), "pipe", dir, "w", strconv.Itoa(last), strconv.Itoa(depth))
+			out := crashtest.KilledAt(t, fp+"@"+strconv.Itoa(hit), "sim", dir, "w", strconv.Itoa(last), strconv.Itoa(depth))
 			if n := maxInFlight(out); n != depth-1 {
 				t.Fatalf("before the kill, at most %d ticks were in flight while one computed; want the pipeline full (%d)", n, depth-1)
 			}
-			b, _ := local.Open(dir)
-			s, _, err := index.Load(ctxT(t), b, "w")
-			if err != nil {
-				t.Fatal(err)
-			}
-			crashedAt, _ := s.Run("main")
 			opts := quiet
 			opts.Depth = depth
-			w, err := engine.ResumeWorld(ctxT(t), b, "w", particles.Tables(), opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer w.Close()
-			if err := drive(ctxT(t), w, last); err != nil {
-				t.Fatal(err)
-			}
-			if got := particles.Fingerprint(w); got != want {
-				t.Fatalf("after a crash at %s (head %d): %s\nuninterrupted: %s", fp, crashedAt.Head, got, want)
-			}
-			checkPublished(t, b, "w", last)
+			resumeAfterCrash(t, dir, fp, opts, last, want)
 		})
 	}
 }
@@ -298,7 +246,6 @@ func TestUnknownOutcomeInFullPipeline(t *testing.T) {
 			b := faulty.Wrap(inner, gate)
 			opts := quiet
 			opts.Depth = depth
-			opts.Catalog.SlotTimeout = 200 * time.Millisecond
 			w, err := engine.CreateWorld(ctx, b, "w", particles.Tables(), opts)
 			if err != nil {
 				t.Fatal(err)
@@ -309,20 +256,9 @@ func TestUnknownOutcomeInFullPipeline(t *testing.T) {
 			}
 			gate.watch(w, nil)
 			gate.arm(true)
-			kind, times := faulty.FailAfter, 1
-			if !landed {
-				// The catalog answers an unknown create by creating once
-				// more (CreateOnce): that one fails too.
-				kind, times = faulty.FailBefore, 2
-			}
-			// The first slot after tick 5 fails (after or before applying);
-			// the slots after it would be taken. Every read of the log
-			// after the first tick's due-command probe fails: the outcome
-			// stays unknown.
-			script.SetRules(
-				faulty.Rule{Op: faulty.OpCreate, Prefix: index.LogPrefix("w"), Times: times, Fault: faulty.Fault{Kind: kind}},
-				faulty.Rule{Op: faulty.OpGet, Prefix: index.LogPrefix("w"), Skip: 1, Fault: faulty.Fault{Kind: faulty.FailBefore}},
-			)
+			// The first slot after tick 5 has an unknown outcome; the slots
+			// after it would be taken.
+			unknownOutcome(script, "w", landed)
 			for range 4 * depth {
 				particles.Schedule(w)
 				if _, err = w.Submit(ctx); err != nil {
