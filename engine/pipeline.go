@@ -124,7 +124,8 @@ func (w *World) collect(ctx context.Context, n int) ([]CommittedTickReceipt, err
 			select {
 			case res = <-w.pub.out:
 			case <-ctx.Done():
-				return out, w.abort(ctx)
+				rs, err := w.abort(ctx)
+				return append(out, rs...), err
 			}
 		}
 		n -= res.n
@@ -139,25 +140,34 @@ func (w *World) collect(ctx context.Context, n int) ([]CommittedTickReceipt, err
 
 // abort handles the caller's cancellation while ticks are in flight: the
 // ticks still appending are abandoned, a slot being created is waited for
-// (its outcome is acted on as usual), and the rest is discarded.
-func (w *World) abort(ctx context.Context) error {
+// and its outcome acted on as usual, and the rest is discarded. It returns
+// the receipts of the ticks that published, and the caller's error only if
+// a tick was discarded.
+func (w *World) abort(ctx context.Context) ([]CommittedTickReceipt, error) {
 	pub := w.pub
 	pub.cancel()
 	<-pub.done
+	var out []CommittedTickReceipt
 	for pending := true; pending && w.pub == pub; {
 		select {
 		case res := <-pub.out:
-			if _, err := w.settle(ctx, w.flight[:res.n], res.err); err != nil {
-				return errors.Join(fmt.Errorf("world %s: %w", w.id, ctx.Err()), err)
+			rs, err := w.settle(ctx, w.flight[:res.n], res.err)
+			out = append(out, rs...)
+			if err != nil {
+				return out, errors.Join(fmt.Errorf("world %s: %w", w.id, ctx.Err()), err)
 			}
 		default:
 			pending = false
 		}
 	}
-	if len(w.flight) > 0 {
-		w.discard()
+	if w.pub == pub {
+		w.pub = nil // its goroutine has returned
 	}
-	return fmt.Errorf("world %s: %w", w.id, ctx.Err())
+	if len(w.flight) == 0 {
+		return out, nil
+	}
+	w.discard()
+	return out, fmt.Errorf("world %s: %w", w.id, ctx.Err())
 }
 
 // discard drops the ticks in flight: their appends are abandoned and
