@@ -5,9 +5,11 @@
 //     components and archetypes whose tables are identified by their full
 //     schema, columnar frames, and the Parquet fragments written to the
 //     bucket; input rows and JSON documents checked exactly.
-//   - Ticks (world.go, lifecycle.go, legacy.go): a World holds its last
-//     visible state as frames and commits one tick per Step by the
-//     protocol of seed 000 §3, with a named failpoint after each step.
+//   - Ticks (world.go, pipeline.go, lifecycle.go, legacy.go): a World
+//     holds its state as frames and commits one tick per Step by the
+//     protocol of seed 000 §3, with a named failpoint after each step;
+//     Submit keeps up to Options.Depth ticks in flight, published in tick
+//     order (pipeline.go says what may overlap).
 //     CreateWorld, ForkWorld, ResumeWorld, Uncoordinated and
 //     ContinueLegacyWorld are the lifecycle; Options are checked at each
 //     (EnsureDefaults, then Validate).

@@ -59,7 +59,16 @@ func Uncoordinated(ctx context.Context, id string, b bucket.Bucket, tables []*Ta
 }
 
 // Close releases the world's catalog.
+// Ticks still in flight are abandoned (Flush first to keep them); a slot
+// already being created is decided first.
 func (w *World) Close() error {
+	if w.pub != nil {
+		w.pub.cancel()
+		<-w.pub.done
+		for _, p := range w.flight {
+			<-p.appended
+		}
+	}
 	w.maint.stop()
 	if w.cat != nil {
 		return w.cat.Close()

@@ -13,9 +13,9 @@ import (
 )
 
 // Options are refused at the door: a writer of a run worldfs reserves
-// (_evaluations holds evaluation receipts) or with an unknown writer mode
-// is ErrInvalid from every constructor, before anything is written; it
-// never publishes a tick.
+// (_evaluations holds evaluation receipts), with an unknown writer mode or
+// with a pipeline depth out of bounds is ErrInvalid from every
+// constructor, before anything is written; it never publishes a tick.
 func TestWorldOptionsRefusedAtTheDoor(t *testing.T) {
 	ctx := ctxT(t)
 	bad := map[string]engine.Options{
@@ -24,6 +24,8 @@ func TestWorldOptionsRefusedAtTheDoor(t *testing.T) {
 		"writer mode":   {WriterMode: "sometimes", Catalog: quiet.Catalog, NoMaintenance: true},
 		"tiny lease":    {Ingest: engine.IngestOptions{Lease: time.Microsecond}, Catalog: quiet.Catalog, NoMaintenance: true},
 		"catalog batch": {Catalog: index.Options{NoCompactor: true, MaxBatch: 8, DeepBatch: 4}, NoMaintenance: true},
+		"too deep":      {Depth: engine.MaxDepth + 1, Catalog: quiet.Catalog, NoMaintenance: true},
+		"depth -1":      {Depth: -1, Catalog: quiet.Catalog, NoMaintenance: true},
 	}
 	for name, opts := range bad {
 		t.Run(name, func(t *testing.T) {

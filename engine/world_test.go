@@ -51,24 +51,38 @@ func drive(ctx context.Context, w *engine.World, last int64) error {
 func reference(t *testing.T, last int64) string { return enginetest.Reference(t, last, nudge12) }
 
 // simChild creates (or resumes) world p[1] in the bucket at p[0] and runs
-// it to tick p[2]; crash tests kill it at a failpoint.
+// it to tick p[2]; crash tests kill it at a failpoint. With p[3], it runs
+// pipelined at that depth, every slot created with the pipeline full
+// (fullGate), and prints how many ticks are in flight before computing
+// each tick.
 func simChild(p []string) int {
 	last, _ := strconv.ParseInt(p[2], 10, 64)
 	ctx := context.Background()
-	b, err := local.Open(p[0])
+	inner, err := local.Open(p[0])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 3
 	}
-	w, err := engine.CreateWorld(ctx, b, p[1], particles.Tables(), quiet)
+	var b bucket.Bucket = inner
+	opts := quiet
+	var gate *fullGate
+	if len(p) > 3 {
+		opts.Depth, _ = strconv.Atoi(p[3])
+		gate = newFullGate(p[1], int64(opts.Depth), last, nil)
+		b = faulty.Wrap(inner, gate)
+	}
+	w, err := engine.CreateWorld(ctx, b, p[1], particles.Tables(), opts)
 	if errors.Is(err, index.ErrWorldExists) {
-		w, err = engine.ResumeWorld(ctx, b, p[1], particles.Tables(), quiet)
+		w, err = engine.ResumeWorld(ctx, b, p[1], particles.Tables(), opts)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 3
 	}
 	defer w.Close()
+	if gate != nil {
+		gate.watch(w, os.Stdout)
+	}
 	if err := drive(ctx, w, last); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 4
@@ -150,26 +164,35 @@ func TestCrashAtEveryFailpoint(t *testing.T) {
 				hit = 3*12 + 2 // mid-tick: after two of tick 12's three appends
 			}
 			crashtest.KilledAt(t, fp+"@"+strconv.Itoa(hit), "sim", dir, "w", strconv.Itoa(last))
-			b, _ := local.Open(dir)
-			s, _, err := index.Load(ctxT(t), b, "w")
-			if err != nil {
-				t.Fatal(err)
-			}
-			crashedAt, _ := s.Run("main")
-			w, err := engine.ResumeWorld(ctxT(t), b, "w", particles.Tables(), quiet)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer w.Close()
-			if err := drive(ctxT(t), w, last); err != nil {
-				t.Fatal(err)
-			}
-			if got := particles.Fingerprint(w); got != want {
-				t.Fatalf("after a crash at %s (head %d): %s\nuninterrupted: %s", fp, crashedAt.Head, got, want)
-			}
-			checkPublished(t, b, "w", last)
+			resumeAfterCrash(t, dir, fp, quiet, last, want)
 		})
 	}
+}
+
+// resumeAfterCrash resumes world w in the bucket at dir, after a writer
+// was killed at failpoint fp, with opts, drives it to tick last, and
+// checks it ends where an uninterrupted run does (want), every tick
+// published once.
+func resumeAfterCrash(t *testing.T, dir, fp string, opts engine.Options, last int64, want string) {
+	t.Helper()
+	b, _ := local.Open(dir)
+	s, _, err := index.Load(ctxT(t), b, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	crashedAt, _ := s.Run("main")
+	w, err := engine.ResumeWorld(ctxT(t), b, "w", particles.Tables(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := drive(ctxT(t), w, last); err != nil {
+		t.Fatal(err)
+	}
+	if got := particles.Fingerprint(w); got != want {
+		t.Fatalf("after a crash at %s (head %d): %s\nuninterrupted: %s", fp, crashedAt.Head, got, want)
+	}
+	checkPublished(t, b, "w", last)
 }
 
 // Writer A is fenced by B: A's publish fails and A stops; the rows A
@@ -249,19 +272,7 @@ func TestUncertainPublish(t *testing.T) {
 			if err := drive(ctxT(t), w, 3); err != nil {
 				t.Fatal(err)
 			}
-			kind, times := faulty.FailAfter, 1
-			if !landed {
-				// The catalog answers an unknown create by creating once
-				// more (CreateOnce): that one fails too.
-				kind, times = faulty.FailBefore, 2
-			}
-			// The slot create fails (after or before applying) and every
-			// read of the log after the tick's first (its due-command
-			// probe) fails: the outcome stays unknown.
-			script.SetRules(
-				faulty.Rule{Op: faulty.OpCreate, Prefix: index.LogPrefix("w"), Times: times, Fault: faulty.Fault{Kind: kind}},
-				faulty.Rule{Op: faulty.OpGet, Prefix: index.LogPrefix("w"), Skip: 1, Fault: faulty.Fault{Kind: faulty.FailBefore}},
-			)
+			unknownOutcome(script, "w", landed)
 			particles.Schedule(w)
 			_, err = w.Step(ctxT(t))
 			if !errors.Is(err, engine.ErrFrozen) {
@@ -298,6 +309,23 @@ func TestUncertainPublish(t *testing.T) {
 			}
 		})
 	}
+}
+
+// unknownOutcome makes the next slot create of world fail (after applying
+// if landed, else before) and every read of its log after the next one
+// (the next tick's due-command probe) fail, so that the outcome stays
+// unknown.
+func unknownOutcome(script *faulty.Script, world string, landed bool) {
+	kind, times := faulty.FailAfter, 1
+	if !landed {
+		// The catalog answers an unknown create by creating once more
+		// (CreateOnce): that one fails too.
+		kind, times = faulty.FailBefore, 2
+	}
+	script.SetRules(
+		faulty.Rule{Op: faulty.OpCreate, Prefix: index.LogPrefix(world), Times: times, Fault: faulty.Fault{Kind: kind}},
+		faulty.Rule{Op: faulty.OpGet, Prefix: index.LogPrefix(world), Skip: 1, Fault: faulty.Fault{Kind: faulty.FailBefore}},
+	)
 }
 
 func TestForkAndLineage(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	"github.com/worldfs/worldfs/bucket"
@@ -18,30 +19,34 @@ import (
 
 func init() {
 	var url *string
-	var entities, archetypes, ticks *int
+	var entities, archetypes, ticks, depth *int
 	registerBench(benchSpec[*ticksBench]{
 		name:    "ticks",
 		summary: "measure tick commits: ticks/s, per-tick latency, bytes, and the ratio to the least a crash-safe commit of the same rows costs",
-		example: "worldfs bench ticks --bucket ./bench-data --entities 10000 --archetypes 4 --ticks 200 --json",
+		example: "worldfs bench ticks --bucket ./bench-data --entities 10000 --archetypes 4 --ticks 200 --depth 4 --json",
 		flags: func(fs *flag.FlagSet) {
 			url = bucketFlag(fs)
 			entities = fs.Int("entities", 10000, "entities per archetype")
 			archetypes = fs.Int("archetypes", 4, "archetypes (one table and one fragment per tick each)")
 			ticks = fs.Int("ticks", 200, "ticks to commit")
+			depth = fs.Int("depth", engine.DefaultDepth, fmt.Sprintf("ticks in flight: tick k+1 computes and appends while tick k publishes (1 = serial, at most %d)", engine.MaxDepth))
 		},
 		check: func(args []string) error {
 			if len(args) != 0 || *entities < 1 || *archetypes < 1 || *ticks < 1 {
 				return usagef("bench ticks takes no arguments and positive --entities, --archetypes and --ticks")
 			}
+			if *depth < 1 || *depth > engine.MaxDepth {
+				return usagef("bench ticks: --depth %d (want 1 to %d)", *depth, engine.MaxDepth)
+			}
 			return nil
 		},
 		open: func(ctx context.Context) (bucket.Bucket, error) { return openBucket(ctx, *url) },
 		run: func(ctx context.Context, b bucket.Bucket) (*ticksBench, error) {
-			return benchTicks(ctx, b, *url, *entities, *archetypes, *ticks)
+			return benchTicks(ctx, b, *url, *entities, *archetypes, *ticks, *depth)
 		},
 		table: func(out io.Writer, res *ticksBench) error {
-			fmt.Fprintf(out, "%d ticks of %d archetypes × %d entities: %.1f ticks/s, p50 %.2f ms, p99 %.2f ms, %.1f MiB/tick\n",
-				res.Ticks, res.Archetypes, res.Entities, res.TicksPerSec, res.P50ms, res.P99ms, float64(res.BytesPerTick)/(1<<20))
+			fmt.Fprintf(out, "%d ticks of %d archetypes × %d entities, depth %d: %.1f ticks/s, p50 %.2f ms, p99 %.2f ms, %.1f MiB/tick, peak heap %.1f MiB\n",
+				res.Ticks, res.Archetypes, res.Entities, res.Depth, res.TicksPerSec, res.P50ms, res.P99ms, float64(res.BytesPerTick)/(1<<20), res.PeakHeapMiB)
 			if res.FloorMs > 0 {
 				fmt.Fprintf(out, "floor %.2f ms/tick (encoded durable files %.2f + commit record %.2f); tick / floor = %.2f\n",
 					res.FloorMs, res.FilesMs, res.CommitMs, res.RatioToFloor)
@@ -57,10 +62,12 @@ type ticksBench struct {
 	Entities     int     `json:"entities_per_archetype"`
 	Archetypes   int     `json:"archetypes"`
 	Ticks        int     `json:"ticks"`
+	Depth        int     `json:"depth"`
 	TicksPerSec  float64 `json:"ticks_per_sec"`
 	MeanMs       float64 `json:"mean_ms"`
 	P50ms        float64 `json:"p50_ms"`
 	P99ms        float64 `json:"p99_ms"`
+	PeakHeapMiB  float64 `json:"peak_heap_mib"`
 	BytesPerTick int64   `json:"bytes_per_tick"`
 	BytesTotal   int64   `json:"bytes_total"`
 	// The floor is the least any crash-safe commit of the same rows costs
@@ -90,10 +97,10 @@ func benchTables(k int) []*engine.Table {
 	return out
 }
 
-func benchTicks(ctx context.Context, b bucket.Bucket, url string, entities, archetypes, ticks int) (*ticksBench, error) {
+func benchTicks(ctx context.Context, b bucket.Bucket, url string, entities, archetypes, ticks, depth int) (*ticksBench, error) {
 	id := fmt.Sprintf("bench-ticks-%d", time.Now().UnixNano())
 	tables := benchTables(archetypes)
-	w, err := engine.CreateWorld(ctx, b, id, tables, engine.Options{})
+	w, err := engine.CreateWorld(ctx, b, id, tables, engine.Options{Depth: depth})
 	if err != nil {
 		return nil, err
 	}
@@ -121,23 +128,43 @@ func benchTicks(ctx context.Context, b bucket.Bucket, url string, entities, arch
 	if err != nil {
 		return nil, err
 	}
-	res := &ticksBench{Bucket: url, World: id, Entities: entities, Archetypes: archetypes, Ticks: ticks}
+	res := &ticksBench{Bucket: url, World: id, Entities: entities, Archetypes: archetypes, Ticks: ticks, Depth: depth}
+	// A tick's latency runs from the start of its compute (its PreTick
+	// hook) to its receipt (its PostTick hook), both in this goroutine.
 	var rec stats.Recorder
+	var ms runtime.MemStats
+	began := map[int64]time.Time{}
+	w.OnPreTick(func(_ context.Context, tick int64) error { began[tick] = time.Now(); return nil })
+	w.OnPostTick(func(_ context.Context, tick int64) error {
+		rec.Add(time.Since(began[tick]))
+		delete(began, tick)
+		return nil
+	})
+	receive := func(rs []engine.CommittedTickReceipt) {
+		for _, r := range rs {
+			for _, a := range r.Appends {
+				res.BytesTotal += a.Bytes
+			}
+			if r.Tick%50 == 0 {
+				fmt.Fprintf(os.Stderr, "bench: tick %d/%d\n", r.Tick, ticks)
+			}
+		}
+		runtime.ReadMemStats(&ms)
+		res.PeakHeapMiB = max(res.PeakHeapMiB, float64(ms.HeapInuse)/(1<<20))
+	}
 	start := time.Now()
-	for i := range ticks {
-		t0 := time.Now()
-		r, err := w.Step(ctx)
+	for range ticks {
+		rs, err := w.Submit(ctx)
 		if err != nil {
 			return nil, err
 		}
-		rec.Add(time.Since(t0))
-		for _, a := range r.Appends {
-			res.BytesTotal += a.Bytes
-		}
-		if i%50 == 0 {
-			fmt.Fprintf(os.Stderr, "bench: tick %d/%d\n", i, ticks)
-		}
+		receive(rs)
 	}
+	rs, err := w.Flush(ctx)
+	if err != nil {
+		return nil, err
+	}
+	receive(rs)
 	sum := rec.Summarize(time.Since(start))
 	res.TicksPerSec, res.P50ms, res.P99ms = sum.OpsPerSec, sum.P50ms, sum.P99ms
 	res.MeanMs = 1000 / sum.OpsPerSec

@@ -48,6 +48,7 @@ func TestBadCommandLinesExit2(t *testing.T) {
 		{}, {"nonsense"}, {"bucket"}, {"bucket", "frob"}, {"bucket", "cat"},
 		{"bucket", "ls", "--no-such-flag"}, {"bucket", "rm", "x"}, {"demo", "--ticks", "3"},
 		{"bench", "commit", "--writers", "0"}, {"bench", "coldstart", "--ticks", "0"},
+		{"bench", "ticks", "--depth", "0"}, {"bench", "ticks", "--depth", "65"},
 		{"mount", "--ctl-group", "nogroup", "bucket", "mnt"}, // a ctl group needs --allow-other
 	} {
 		if code, stdout, stderr := cli(t, args...); code != 2 || !strings.Contains(stderr, "worldfs:") || !strings.Contains(stderr, "Usage:") || stdout != "" {
@@ -95,6 +96,18 @@ func TestDemoAndBench(t *testing.T) {
 	}
 	if res.Create.Ops != 200 || res.Get.Ops != 200 || res.DirectRead == nil || res.Get.P50ms <= 0 {
 		t.Fatalf("bench result %+v", res)
+	}
+}
+
+// bench ticks with a pipeline: every tick is committed and measured.
+func TestBenchTicksPipelined(t *testing.T) {
+	code, out, stderr := cli(t, "bench", "ticks", "--bucket", "mem://cli-ticks", "--entities", "10", "--ticks", "30", "--depth", "4", "--json")
+	var res ticksBench
+	if code != 0 || json.Unmarshal([]byte(out), &res) != nil {
+		t.Fatalf("bench ticks: %d\n%s\n%s", code, out, stderr)
+	}
+	if res.Ticks != 30 || res.Depth != 4 || res.TicksPerSec <= 0 || res.P50ms <= 0 || res.P99ms < res.P50ms || res.PeakHeapMiB <= 0 || res.BytesPerTick <= 0 {
+		t.Fatalf("bench ticks result %+v", res)
 	}
 }
 

@@ -45,8 +45,10 @@ func Context(t testing.TB) context.Context {
 }
 
 // Quiet are writer options without background work (no catalog
-// compactor, no maintenance), so that a test sees only what it does.
-var Quiet = engine.Options{Catalog: index.Options{NoCompactor: true}, NoMaintenance: true}
+// compactor, no maintenance, one tick in flight at a time: each published
+// in a slot of its own before the next is computed), so that a test sees
+// only what it does. Tests of the pipeline set Depth.
+var Quiet = engine.Options{Catalog: index.Options{NoCompactor: true}, NoMaintenance: true, Depth: 1}
 
 // Emitters is how many particle emitters Drive seeds a world with.
 const Emitters = 3

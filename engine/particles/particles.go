@@ -154,21 +154,30 @@ func Schedule(w *engine.World) error {
 }
 
 // Run steps w until its last visible tick is last, scheduling each tick
-// first. progress, if set, is called after every committed tick.
+// first from the state the tick is computed from, with up to the world's
+// Options.Depth ticks in flight. progress, if set, is called after every
+// committed tick.
 func Run(ctx context.Context, w *engine.World, last int64, progress func(engine.CommittedTickReceipt)) error {
+	report := func(rs []engine.CommittedTickReceipt) {
+		for _, r := range rs {
+			if progress != nil {
+				progress(r)
+			}
+		}
+	}
 	for w.Tick() < last {
 		if err := Schedule(w); err != nil {
 			return err
 		}
-		r, err := w.Step(ctx)
+		rs, err := w.Submit(ctx)
+		report(rs)
 		if err != nil {
 			return err
 		}
-		if progress != nil {
-			progress(r)
-		}
 	}
-	return nil
+	rs, err := w.Flush(ctx)
+	report(rs)
+	return err
 }
 
 // Fingerprint summarizes a world's visible state, for comparing runs.
