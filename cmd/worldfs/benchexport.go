@@ -80,12 +80,16 @@ func init() {
 				return nil, err
 			}
 			for range *more {
-				if _, err := w.Step(ctx); err != nil {
+				if _, err := w.Submit(ctx); err != nil {
 					w.Close()
 					return nil, err
 				}
 			}
+			_, err = w.Flush(ctx)
 			w.Close()
+			if err != nil {
+				return nil, err
+			}
 			start, cpu = time.Now(), cpuTime()
 			inc, err := iceberg.Export(ctx, b, iceberg.Options{World: *world, Prefix: prefix})
 			if err != nil {
