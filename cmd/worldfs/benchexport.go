@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/worldfs/worldfs/bucket"
@@ -67,12 +66,12 @@ func init() {
 			}
 			r.CompactSeconds = time.Since(start).Seconds()
 			say("exporting")
-			start, cpu := time.Now(), cpuTime()
+			start, cpu := time.Now(), cpuSeconds()
 			full, err := iceberg.Export(ctx, b, iceberg.Options{World: *world, Prefix: prefix})
 			if err != nil {
 				return nil, err
 			}
-			r.FullSeconds, r.FullCPUSeconds = time.Since(start).Seconds(), (cpuTime() - cpu).Seconds()
+			r.FullSeconds, r.FullCPUSeconds = time.Since(start).Seconds(), cpuSeconds()-cpu
 			r.FullFiles = full.Tables[0].Files
 			say("adding %d ticks", *more)
 			w, err := engine.ResumeWorld(ctx, b, *world, tables, engine.Options{NoMaintenance: true})
@@ -90,12 +89,12 @@ func init() {
 			if err != nil {
 				return nil, err
 			}
-			start, cpu = time.Now(), cpuTime()
+			start, cpu = time.Now(), cpuSeconds()
 			inc, err := iceberg.Export(ctx, b, iceberg.Options{World: *world, Prefix: prefix})
 			if err != nil {
 				return nil, err
 			}
-			r.IncrementalSeconds, r.IncrementalCPUSeconds = time.Since(start).Seconds(), (cpuTime() - cpu).Seconds()
+			r.IncrementalSeconds, r.IncrementalCPUSeconds = time.Since(start).Seconds(), cpuSeconds()-cpu
 			r.IncrementalAdded = inc.Tables[0].Added
 			r.IncrementalFiles = inc.Tables[0].Files
 			r.IncrementalPlanned = true
@@ -140,13 +139,4 @@ type exportBench struct {
 	// Metadata: table 0's metadata file after the incremental export, the
 	// one export/iceberg's BenchmarkScanAgainstReadParquet scans.
 	Metadata string `json:"metadata"`
-}
-
-// cpuTime is the CPU time (user and system) the process has used.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
