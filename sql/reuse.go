@@ -186,24 +186,11 @@ func tipOf(ctx context.Context, b bucket.Bucket, s *index.State) (logTip, bool, 
 		}
 	}
 	if last == "" {
-		start := ""
-		if s.Seq > index.MaxSlotEntries {
-			start = index.SlotName(world, s.Seq-index.MaxSlotEntries)
+		a, found, _, err := index.SlotHolding(ctx, b, world, s.Seq)
+		if err != nil || !found {
+			return logTip{}, false, err
 		}
-		for a, err := range b.List(ctx, index.LogPrefix(world), start) {
-			if err != nil {
-				return logTip{}, false, err
-			}
-			first, err := index.ParseSlotName(world, a.Name)
-			if err != nil || first > s.Seq {
-				break
-			}
-			last = a.Name
-		}
-		if last == "" {
-			return logTip{}, false, nil
-		}
-		var err error
+		last = a.Name
 		if data, attrs, err = b.Get(ctx, last); err != nil {
 			return logTip{}, false, nil
 		}
