@@ -65,19 +65,19 @@ func EncodeSlot(s *Slot) (data []byte, hash string, err error) {
 
 // marshalEntries returns the canonical JSON of entries, comma-separated: a
 // part of a slot's entry list.
+// One encoder writes them all into one buffer (json.Marshal's bytes, each
+// followed by a newline that becomes the comma), rather than a copy per
+// entry.
 func marshalEntries(entries []Entry) ([]byte, error) {
-	var out []byte
+	var out bytes.Buffer
+	enc := json.NewEncoder(&out)
 	for i := range entries {
-		e, err := json.Marshal(&entries[i])
-		if err != nil {
+		if err := enc.Encode(&entries[i]); err != nil {
 			return nil, err
 		}
-		if i > 0 {
-			out = append(out, ',')
-		}
-		out = append(out, e...)
+		out.Bytes()[out.Len()-1] = ','
 	}
-	return out, nil
+	return bytes.TrimSuffix(out.Bytes(), []byte{','}), nil
 }
 
 // encodeSlot encodes s whose entries' JSON is known: parts, in order, are
