@@ -370,30 +370,38 @@ func factRow(t *Table, v Values) (Values, string, error) {
 		return nil, "", err
 	}
 	row := f.Row(0)
-	h := sha256.New()
-	fmt.Fprintf(h, "worldfs.fact.v1\x00%s\x00", t.ID)
+	// The canonical encoding, built in one buffer and hashed once:
+	// "worldfs.fact.v1\0<table id>\0", then per component column
+	// "<name>\0<type>\0<len>:<value>\0".
+	var buf [256]byte
+	enc := append(append(append(buf[:0], "worldfs.fact.v1\x00"...), t.ID...), 0)
 	for _, c := range t.Columns {
 		if c.Component == "" || c.Component == factComponent {
 			continue
 		}
-		var enc string
+		var val string
 		switch x := row[c.Name].(type) {
 		case float64:
 			if math.IsNaN(x) || math.IsInf(x, 0) {
 				return nil, "", fmt.Errorf("column %s: %v is not a finite number", c.Name, x)
 			}
-			enc = strconv.FormatUint(math.Float64bits(x), 16)
+			val = strconv.FormatUint(math.Float64bits(x), 16)
 		case float32:
 			if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
 				return nil, "", fmt.Errorf("column %s: %v is not a finite number", c.Name, x)
 			}
-			enc = strconv.FormatUint(uint64(math.Float32bits(x)), 16)
+			val = strconv.FormatUint(uint64(math.Float32bits(x)), 16)
+		case string:
+			val = x
 		default:
-			enc = fmt.Sprint(x)
+			val = fmt.Sprint(x)
 		}
-		fmt.Fprintf(h, "%s\x00%s\x00%d:%s\x00", c.Name, c.Type, len(enc), enc)
+		enc = append(append(append(enc, c.Name...), 0), c.Type...)
+		enc = append(strconv.AppendInt(append(enc, 0), int64(len(val)), 10), ':')
+		enc = append(append(enc, val...), 0)
 	}
-	return row, "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
+	sum := sha256.Sum256(enc)
+	return row, "sha256:" + hex.EncodeToString(sum[:]), nil
 }
 
 // settled is a claim's lifecycle finished: the complete claim and its row.
