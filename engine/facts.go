@@ -365,11 +365,25 @@ func factRow(t *Table, v Values) (Values, string, error) {
 			return nil, "", fmt.Errorf("column %s is FactMeta, which worldfs fills in", name)
 		}
 	}
-	f := NewFrame(t)
-	if err := f.Append(0, v); err != nil {
+	var conv [16]any
+	vals, err := convertRow(t, v, conv[:0])
+	if err != nil {
 		return nil, "", err
 	}
-	row := f.Row(0)
+	// The row as a frame holds it: a column without a value holds its
+	// type's zero.
+	row := make(Values, len(vals))
+	for i, c := range t.Columns {
+		if c.Component == "" {
+			continue
+		}
+		if vals[i] == nil {
+			vals[i] = zeroOf(c.Type)
+		}
+		if vals[i] != nil {
+			row[c.Name] = vals[i]
+		}
+	}
 	// The canonical encoding, built in one buffer and hashed once:
 	// "worldfs.fact.v1\0<table id>\0", then per component column
 	// "<name>\0<type>\0<len>:<value>\0".
@@ -402,6 +416,25 @@ func factRow(t *Table, v Values) (Values, string, error) {
 	}
 	sum := sha256.Sum256(enc)
 	return row, "sha256:" + hex.EncodeToString(sum[:]), nil
+}
+
+// zeroOf is the zero value of a column of type t (nil for no known type).
+func zeroOf(t Type) any {
+	switch t {
+	case Float64:
+		return float64(0)
+	case Float32:
+		return float32(0)
+	case Int64:
+		return int64(0)
+	case Int32:
+		return int32(0)
+	case Bool:
+		return false
+	case String:
+		return ""
+	}
+	return nil
 }
 
 // settled is a claim's lifecycle finished: the complete claim and its row.
