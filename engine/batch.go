@@ -45,7 +45,8 @@ type lead struct {
 // goes on, and the fact may become visible.
 func (s *IngestionService) enqueue(ctx context.Context, r *factReq) (settled, error) {
 	r.ctx, r.done = ctx, make(chan factDone, 1)
-	if out, ok, err := s.known(s.cat.Tip(), r); ok {
+	c, claimed := s.cat.Tip().Claim(r.key)
+	if out, ok, err := s.known(c, claimed, r); ok {
 		return out, err
 	}
 	if s.opts.MaxBatch == 1 {
@@ -292,11 +293,11 @@ func (s *IngestionService) sort(reqs []*factReq) []*factBatch {
 		if l.req != r {
 			continue
 		}
-		if out, ok, err := s.known(tip, r); ok {
+		c, ok := tip.Claim(r.key)
+		if out, known, err := s.known(c, ok, r); known {
 			s.settle1(l, out, err)
 			continue
 		}
-		c, ok := tip.Claim(r.key)
 		gk := groupKey{run: r.key.Run, table: r.table.ID}
 		switch {
 		case ok && c.State == index.ClaimPending && (nowMs >= c.LeaseUntilMs || c.Holder == s.opts.Holder):
@@ -319,12 +320,11 @@ func (s *IngestionService) sort(reqs []*factReq) []*factBatch {
 	return out
 }
 
-// known answers r from tip alone if its key's claim settles it for good:
-// complete with r's digest (the original receipt), or claimed with another
-// digest (ClaimConflictError). The tip holds only confirmed slots, so no
-// slot is needed.
-func (s *IngestionService) known(tip *index.State, r *factReq) (settled, bool, error) {
-	c, ok := tip.Claim(r.key)
+// known answers r from its key's claim c on the tip (ok: there is one)
+// alone if that settles it for good: complete with r's digest (the
+// original receipt), or claimed with another digest (ClaimConflictError).
+// The tip holds only confirmed slots, so no slot is needed.
+func (s *IngestionService) known(c *index.Claim, ok bool, r *factReq) (settled, bool, error) {
 	switch {
 	case !ok:
 		return settled{}, false, nil

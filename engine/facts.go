@@ -365,35 +365,76 @@ func factRow(t *Table, v Values) (Values, string, error) {
 			return nil, "", fmt.Errorf("column %s is FactMeta, which worldfs fills in", name)
 		}
 	}
-	f := NewFrame(t)
-	if err := f.Append(0, v); err != nil {
+	var conv [16]any
+	vals, err := convertRow(t, v, conv[:0])
+	if err != nil {
 		return nil, "", err
 	}
-	row := f.Row(0)
-	h := sha256.New()
-	fmt.Fprintf(h, "worldfs.fact.v1\x00%s\x00", t.ID)
+	// The row as a frame holds it: a column without a value holds its
+	// type's zero.
+	row := make(Values, len(vals))
+	for i, c := range t.Columns {
+		if c.Component == "" {
+			continue
+		}
+		if vals[i] == nil {
+			vals[i] = zeroOf(c.Type)
+		}
+		if vals[i] != nil {
+			row[c.Name] = vals[i]
+		}
+	}
+	// The canonical encoding, built in one buffer and hashed once:
+	// "worldfs.fact.v1\0<table id>\0", then per component column
+	// "<name>\0<type>\0<len>:<value>\0".
+	var buf [256]byte
+	enc := append(append(append(buf[:0], "worldfs.fact.v1\x00"...), t.ID...), 0)
 	for _, c := range t.Columns {
 		if c.Component == "" || c.Component == factComponent {
 			continue
 		}
-		var enc string
+		var val string
 		switch x := row[c.Name].(type) {
 		case float64:
 			if math.IsNaN(x) || math.IsInf(x, 0) {
 				return nil, "", fmt.Errorf("column %s: %v is not a finite number", c.Name, x)
 			}
-			enc = strconv.FormatUint(math.Float64bits(x), 16)
+			val = strconv.FormatUint(math.Float64bits(x), 16)
 		case float32:
 			if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
 				return nil, "", fmt.Errorf("column %s: %v is not a finite number", c.Name, x)
 			}
-			enc = strconv.FormatUint(uint64(math.Float32bits(x)), 16)
+			val = strconv.FormatUint(uint64(math.Float32bits(x)), 16)
+		case string:
+			val = x
 		default:
-			enc = fmt.Sprint(x)
+			val = fmt.Sprint(x)
 		}
-		fmt.Fprintf(h, "%s\x00%s\x00%d:%s\x00", c.Name, c.Type, len(enc), enc)
+		enc = append(append(append(enc, c.Name...), 0), c.Type...)
+		enc = append(strconv.AppendInt(append(enc, 0), int64(len(val)), 10), ':')
+		enc = append(append(enc, val...), 0)
 	}
-	return row, "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
+	sum := sha256.Sum256(enc)
+	return row, "sha256:" + hex.EncodeToString(sum[:]), nil
+}
+
+// zeroOf is the zero value of a column of type t (nil for no known type).
+func zeroOf(t Type) any {
+	switch t {
+	case Float64:
+		return float64(0)
+	case Float32:
+		return float32(0)
+	case Int64:
+		return int64(0)
+	case Int32:
+		return int32(0)
+	case Bool:
+		return false
+	case String:
+		return ""
+	}
+	return nil
 }
 
 // settled is a claim's lifecycle finished: the complete claim and its row.

@@ -116,31 +116,12 @@ func (f *Frame) Insert(entity int64, v Values) error {
 }
 
 func (f *Frame) insertAt(at int, entity int64, v Values) error {
-	for name := range v {
-		if i := f.Table.Column(name); i < 0 || f.Table.Columns[i].Component == "" {
-			return fmt.Errorf("table %s has no component column %s", f.Table.Name, name)
-		}
-	}
 	// Convert every value before inserting any: a refusal leaves the frame
 	// as it was.
 	var buf [16]any
-	vals := buf[:0]
-	if n := len(f.Table.Columns); n > len(buf) {
-		vals = make([]any, n)
-	} else {
-		vals = buf[:n]
-	}
-	for i, c := range f.Table.Columns {
-		if c.Component == "" {
-			continue
-		}
-		if val, ok := v[c.Name]; ok && val != nil {
-			x, err := Convert(c.Type, val)
-			if err != nil {
-				return fmt.Errorf("table %s column %s: %w", f.Table.Name, c.Name, err)
-			}
-			vals[i] = x
-		}
+	vals, err := convertRow(f.Table, v, buf[:0])
+	if err != nil {
+		return err
 	}
 	for i, col := range f.cols {
 		switch col := col.(type) {
@@ -166,6 +147,31 @@ func (f *Frame) insertAt(at int, entity int64, v Values) error {
 	}
 	f.Entities = slices.Insert(f.Entities, at, entity)
 	return nil
+}
+
+// convertRow checks that every name in v is a component column of t and
+// returns, appended to vals[:0], each column's value converted to its type
+// (Convert); nil where v has none or the column is no component.
+func convertRow(t *Table, v Values, vals []any) ([]any, error) {
+	for name := range v {
+		if i := t.Column(name); i < 0 || t.Columns[i].Component == "" {
+			return nil, fmt.Errorf("table %s has no component column %s", t.Name, name)
+		}
+	}
+	vals = append(vals[:0], make([]any, len(t.Columns))...)
+	for i, c := range t.Columns {
+		if c.Component == "" {
+			continue
+		}
+		if val, ok := v[c.Name]; ok && val != nil {
+			x, err := Convert(c.Type, val)
+			if err != nil {
+				return nil, fmt.Errorf("table %s column %s: %w", t.Name, c.Name, err)
+			}
+			vals[i] = x
+		}
+	}
+	return vals, nil
 }
 
 // Convert returns v as the value a column of type t holds (float64,

@@ -224,9 +224,18 @@ func runLess(a, b *Run) bool { return a.Name < b.Name }
 
 // Claims sort by run, then checkpoint shard, then key, so that each shard is
 // one contiguous range.
+// It stops at the first field that differs (a lookup of a fact's claim
+// runs it some twenty times).
 func claimLess(a, b *Claim) bool {
-	return cmp.Or(cmp.Compare(a.Key.Run, b.Key.Run), cmp.Compare(a.shard, b.shard),
-		cmp.Compare(a.Key.Producer, b.Key.Producer), cmp.Compare(a.Key.ExternalID, b.Key.ExternalID)) < 0
+	switch {
+	case a.Key.Run != b.Key.Run:
+		return a.Key.Run < b.Key.Run
+	case a.shard != b.shard:
+		return a.shard < b.shard
+	case a.Key.Producer != b.Key.Producer:
+		return a.Key.Producer < b.Key.Producer
+	}
+	return a.Key.ExternalID < b.Key.ExternalID
 }
 
 const btreeDegree = 32
