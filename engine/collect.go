@@ -312,8 +312,7 @@ func (c *collector) old(since time.Time, retention time.Duration) bool {
 
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
-// fragment is one listed data object of the layout
-// data/<world>/<run>/<table>/<token>/<part>.parquet.
+// fragment is one listed data object of a run (index.ParseFragmentPath).
 type fragment struct {
 	bucket.Attrs
 	run, table, token string
@@ -334,12 +333,11 @@ func (c *collector) fragments(ctx context.Context) error {
 		if n%1024 == 0 {
 			c.progress("listing", n)
 		}
-		parts := strings.Split(a.Name, "/")
-		if len(parts) != 6 || !strings.HasSuffix(parts[5], ".parquet") || strings.HasPrefix(parts[2], "_") ||
-			index.ValidateRunName(parts[2]) != nil || parts[4] == "" {
-			continue // not a fragment of a run (table descriptions, lineage, legacy tables)
+		n, ok := index.ParseFragmentPath(c.world, a.Name)
+		if !ok {
+			continue // not a fragment of a run (table descriptions, lineage)
 		}
-		listed = append(listed, fragment{Attrs: a, run: parts[2], table: parts[3], token: parts[4]})
+		listed = append(listed, fragment{Attrs: a, run: n.Run, table: n.Table, token: n.Token})
 	}
 	// The state that judges them is read after the listing: every object
 	// listed was written before it, so its claim or publication (if any)

@@ -11,6 +11,8 @@ import (
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/bucket/local"
 	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/engine/enginetest"
+	"github.com/worldfs/worldfs/engine/particles"
 )
 
 // TestWriteLegacyFixture rewrites ../testdata/legacy: a v0.2 world of five
@@ -56,4 +58,26 @@ func TestWriteLegacyFixture(t *testing.T) {
 		}
 	}
 	os.RemoveAll(filepath.Join(fixtureDir, bucket.ReservedPrefix))
+}
+
+// TestWriteTokenDirFixture rewrites ../testdata/tokendirs: a particle world
+// published to tick 4 with every tick fragment in a directory of its
+// token, data/<world>/<run>/<table>/<token>/0.parquet, the layout before
+// tick fragments were named <token>.parquet. Run it on a checkout of that
+// layout.
+func TestWriteTokenDirFixture(t *testing.T) {
+	os.RemoveAll(tokenDirFixture)
+	b, err := local.Open(tokenDirFixture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := engine.CreateWorld(ctxT(t), b, "tokendirs", particles.Tables(), enginetest.Quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := enginetest.Drive(ctxT(t), w, 4); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	os.RemoveAll(filepath.Join(tokenDirFixture, bucket.ReservedPrefix))
 }

@@ -24,7 +24,8 @@ const RowGroupRows = 122880
 // files too (BenchmarkEncode10k reports both).
 var zstdCodec = &zstd.Codec{Level: zstd.SpeedFastest}
 
-// FragmentPath is where a fragment lives (index.FragmentPath).
+// FragmentPath is where a fact batch's fragment part lives
+// (index.FragmentPath); a tick's fragment is at index.TickFragmentPath.
 func FragmentPath(world, run, tableID, token string, part int) string {
 	return index.FragmentPath(world, run, tableID, token, part)
 }

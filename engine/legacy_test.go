@@ -32,15 +32,18 @@ func legacyTables(t *testing.T) []*engine.Table {
 	return out
 }
 
-// copyFixture lays the fixture out as a bucket of its own.
-func copyFixture(t *testing.T) string {
+// copyFixture lays the legacy fixture out as a bucket of its own.
+func copyFixture(t *testing.T) string { return copyDir(t, fixtureDir) }
+
+// copyDir copies the fixture in dir to a bucket directory of its own.
+func copyDir(t *testing.T, dir string) string {
 	t.Helper()
 	dst := t.TempDir()
-	err := filepath.WalkDir(fixtureDir, func(p string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		rel, _ := filepath.Rel(fixtureDir, p)
+		rel, _ := filepath.Rel(dir, p)
 		if d.IsDir() {
 			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
 		}

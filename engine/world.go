@@ -614,7 +614,7 @@ func (w *World) appendFrames(ctx context.Context, tick int64, token string, epoc
 			if err != nil {
 				return err
 			}
-			path := FragmentPath(w.id, w.opts.Run, t.ID, dirToken, 0)
+			path := index.TickFragmentPath(w.id, w.opts.Run, t.ID, dirToken)
 			attrs, err := bucket.CreateOnce(gctx, w.b, path, data)
 			if err != nil {
 				return fmt.Errorf("world %s tick %d: appending %s: %w", w.id, tick, t.Name, err)

@@ -33,14 +33,51 @@ func validateName(what, id string) error {
 	return nil
 }
 
-// FragmentPath is where a fragment lives:
+// FragmentPath is where a fact batch's or a compaction's fragment lives:
 // data/<world>/<run>/<table id>/<commit token>/<part>.parquet. Under its
 // commit token, so that claim recovery finds orphan rows by token with one
 // prefix listing, and so that a reader knows a fragment stored under its
 // publication's own token was written by the attempt holding that token,
-// which stamps every row with it.
+// which stamps every row with it. Tick fragments were stored so too, as
+// part 0, and such names stay valid (ParseFragmentPath, Proven).
 func FragmentPath(world, run, tableID, token string, part int) string {
 	return fmt.Sprintf("data/%s/%s/%s/%s/%d.parquet", world, run, tableID, token, part)
+}
+
+// TickFragmentPath is where a tick's fragment of a table lives:
+// data/<world>/<run>/<table id>/<commit token>.parquet. Named by its
+// commit token for the same reasons as FragmentPath, but with no directory
+// of its own: a tick has one fragment per table, and a new directory per
+// fragment costs a local bucket an inode and two more fsyncs (the
+// directory's entry in its parent, and the fragment's entry in it).
+func TickFragmentPath(world, run, tableID, token string) string {
+	return fmt.Sprintf("data/%s/%s/%s/%s.parquet", world, run, tableID, token)
+}
+
+// FragmentName is what a fragment's object name says.
+type FragmentName struct {
+	Run, Table, Token string
+}
+
+// ParseFragmentPath parses the name of a fragment of world stored by
+// FragmentPath (data/<world>/<run>/<table>/<token>/<part>.parquet) or by
+// TickFragmentPath (data/<world>/<run>/<table>/<token>.parquet). Any other
+// object under data/<world>/ (table descriptions, lineage) is not one.
+// Legacy (v0.2) fragments parse with the token "v0.2".
+func ParseFragmentPath(world, name string) (FragmentName, bool) {
+	rest, ok := strings.CutPrefix(name, "data/"+world+"/")
+	if !ok || !strings.HasSuffix(rest, ".parquet") {
+		return FragmentName{}, false
+	}
+	parts := strings.Split(strings.TrimSuffix(rest, ".parquet"), "/")
+	if len(parts) < 3 || len(parts) > 4 || strings.HasPrefix(parts[0], "_") || ValidateRunName(parts[0]) != nil || parts[1] == "" {
+		return FragmentName{}, false
+	}
+	n := FragmentName{Run: parts[0], Table: parts[1], Token: parts[2]}
+	if n.Token == "" || len(parts) == 4 && parts[3] == "" {
+		return FragmentName{}, false
+	}
+	return n, true
 }
 
 // CompactedPath is where a compacted file lives: named by its content's

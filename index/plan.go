@@ -258,9 +258,10 @@ func (v *View) Files(from, to int64, fn func(File) bool) error {
 // Proven reports whether the catalog proves that every row of fragment f
 // of table, named by a publication of (world, run) under token, is
 // stamped with that publication's tick and token: the fragment is stored
-// under the token, where only the attempt holding it writes.
+// under the token, where only the attempt holding it writes (named by
+// TickFragmentPath, or by FragmentPath as tick fragments once were).
 func Proven(world, run, table, token string, f Fragment) bool {
-	return token != "" && f.Path == FragmentPath(world, run, table, token, 0)
+	return token != "" && (f.Path == TickFragmentPath(world, run, table, token) || f.Path == FragmentPath(world, run, table, token, 0))
 }
 
 // SameList reports whether a and b are one fragment list (the same slice,

@@ -150,6 +150,31 @@ func TestViewFilesCheckUnprovenFragments(t *testing.T) {
 	}
 }
 
+// Tick fragments are proven in both layouts: <token>.parquet, as the
+// engine names them, and <token>/0.parquet, as it once did; a fragment
+// under another token, or another part, is not.
+func TestProvenLayouts(t *testing.T) {
+	for path, want := range map[string]bool{
+		TickFragmentPath("w", "main", "pos", "t0"):      true,
+		FragmentPath("w", "main", "pos", "t0", 0):       true,
+		FragmentPath("w", "main", "pos", "t0", 1):       false,
+		TickFragmentPath("w", "main", "pos", "crashed"): false,
+		TickFragmentPath("w", "other", "pos", "t0"):     false,
+		TickFragmentPath("w", "main", "vel", "t0"):      false,
+		"data/w/main/pos/t0.parquet.parquet":            false,
+		"data/w/main/pos/t0/0.parquet/":                 false,
+		TickFragmentPath("v", "main", "pos", "t0"):      false,
+		FragmentPath("w", "main", "pos", "t0", 0) + "x": false,
+	} {
+		if got := Proven("w", "main", "pos", "t0", Fragment{Path: path}); got != want {
+			t.Errorf("Proven(%s) = %v, want %v", path, got, want)
+		}
+	}
+	if Proven("w", "main", "pos", "", Fragment{Path: TickFragmentPath("w", "main", "pos", "")}) {
+		t.Error("a fragment without a token is proven")
+	}
+}
+
 // The token index follows the ticks through a checkpoint and a rewrite.
 func TestTickByTokenAfterCheckpointAndRewrite(t *testing.T) {
 	b := memBucket()

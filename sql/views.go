@@ -440,15 +440,15 @@ func listData(ctx context.Context, b bucket.Bucket, path pathFunc, world, run st
 		if err != nil {
 			return nil, err
 		}
-		parts := strings.Split(a.Name, "/")
-		if len(parts) != 6 || parts[4] == "v0.2" || !strings.HasSuffix(a.Name, ".parquet") {
+		n, ok := index.ParseFragmentPath(world, a.Name)
+		if !ok || n.Token == "v0.2" { // legacy fragments: listLegacy
 			continue
 		}
 		p, err := path(ctx, a.Name)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, fragment{world: world, run: run, table: parts[3], object: a.Name, path: p})
+		out = append(out, fragment{world: world, run: run, table: n.Table, object: a.Name, path: p})
 	}
 	return out, nil
 }
