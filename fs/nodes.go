@@ -471,7 +471,12 @@ func (m *Mount) tableNames(ctx context.Context, world, run string, exact bool) (
 		return nil, err
 	}
 	ids := map[[2]string]bool{}
+	var prev *index.Tick
 	v.Ticks(math.MinInt64, math.MaxInt64, func(t tickRef) bool {
+		if t.SameTables(prev) {
+			return true // a compacted span's list again: no new table
+		}
+		prev = t.Tick
 		var tables []index.TableFragments
 		if tables, err = t.Tables(); err != nil {
 			return false
