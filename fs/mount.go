@@ -3,7 +3,6 @@ package fs
 import (
 	"context"
 	"errors"
-	"hash/fnv"
 	"path/filepath"
 	"sync"
 	"time"
@@ -81,14 +80,19 @@ func (m *Mount) Close() error {
 	return errors.Join(errs...)
 }
 
-// ino is the stable inode number of a path in the tree.
+// ino is the stable inode number of a path in the tree: FNV-1a of its
+// parts, each followed by a zero byte (computed in place: a listing calls
+// it for every entry).
 func ino(parts ...string) uint64 {
-	h := fnv.New64a()
+	const offset, prime = 14695981039346656037, 1099511628211
+	h := uint64(offset)
 	for _, p := range parts {
-		h.Write([]byte(p))
-		h.Write([]byte{0})
+		for i := 0; i < len(p); i++ {
+			h = (h ^ uint64(p[i])) * prime
+		}
+		h *= prime // the zero byte
 	}
-	return h.Sum64()&(1<<62-1) | 1<<61 // below go-fuse's automatic numbers, never 0 or 1
+	return h&(1<<62-1) | 1<<61 // below go-fuse's automatic numbers, never 0 or 1
 }
 
 // finish returns ctx without its cancellation, for the mount's reads: the

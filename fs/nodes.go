@@ -365,23 +365,19 @@ type ticksDir struct {
 
 var (
 	_ = (gofs.NodeLookuper)((*ticksDir)(nil))
-	_ = (gofs.NodeReaddirer)((*ticksDir)(nil))
+	_ = (gofs.NodeOpendirHandler)((*ticksDir)(nil))
 )
 
-func (d *ticksDir) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
+// OpendirHandle opens a listing of the run's visible ticks: a stream of
+// the view's tick records (see tickStream), not a list of them.
+func (d *ticksDir) OpendirHandle(ctx context.Context, _ uint32) (gofs.FileHandle, uint32, syscall.Errno) {
 	start := time.Now()
 	defer d.m.stats.op("readdir", start)
 	v, err := d.m.view(ctx, d.world, d.run, false)
 	if err != nil {
-		return nil, d.m.errno("ticks of "+d.world, err)
+		return nil, 0, d.m.errno("ticks of "+d.world, err)
 	}
-	var out []fuse.DirEntry
-	v.Ticks(math.MinInt64, math.MaxInt64, func(t tickRef) bool {
-		name := strconv.FormatInt(t.Tick.Tick, 10)
-		out = append(out, dirEntry(name, syscall.S_IFDIR, ino(d.world, "runs", d.run, "ticks", name)))
-		return true
-	})
-	return list(out)
+	return &tickStream{d: d, v: v, next: math.MinInt64}, 0, 0
 }
 
 func (d *ticksDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
@@ -475,7 +471,12 @@ func (m *Mount) tableNames(ctx context.Context, world, run string, exact bool) (
 		return nil, err
 	}
 	ids := map[[2]string]bool{}
+	var prev *index.Tick
 	v.Ticks(math.MinInt64, math.MaxInt64, func(t tickRef) bool {
+		if t.SameTables(prev) {
+			return true // a compacted span's list again: no new table
+		}
+		prev = t.Tick
 		var tables []index.TableFragments
 		if tables, err = t.Tables(); err != nil {
 			return false

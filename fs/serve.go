@@ -61,6 +61,11 @@ func Serve(dir string, m *Mount, mo MountOptions) (*fuse.Server, error) {
 			MaxWrite:     1 << 20, // a command up to 1 MiB arrives in one write
 			// ENOSYS for xattrs, which the kernel remembers for the mount.
 			DisableXAttrs: mo.NoXattrs,
+			// The kernel asks for entries with their attributes
+			// (READDIRPLUS, a lookup per entry) only for a listing's
+			// first reply and while the lister stats what it reads (ls
+			// -l): a plain ls of 100,000 ticks costs no lookup of each.
+			ExtraCapabilities: fuse.CAP_READDIRPLUS_AUTO,
 		},
 		UID: uid,
 		GID: gid,

@@ -387,7 +387,7 @@ func fixtureStillLoads(t *testing.T, format int) {
 	t1, _ := s.Tick("main", 1)
 	t2, _ := s.Tick("main", 2)
 	compacted := Fragment{Path: "data/w/main/position/compacted-ab/0.parquet", Rows: 21, Bytes: 2001, Digest: "d-c", Generation: 7, Span: &Span{From: 0, To: 1}}
-	if t0 == nil || t1 == nil || t2 == nil || !reflect.DeepEqual(tablesOf(t, t0)[0].Fragments, []Fragment{compacted}) || !SameList(tablesOf(t, t1), tablesOf(t, t0)) ||
+	if t0 == nil || t1 == nil || t2 == nil || !reflect.DeepEqual(tablesOf(t, t0)[0].Fragments, []Fragment{compacted}) || !t1.SameTables(t0) ||
 		t2.PublishedUnixMs != 1_700_000_000_002 || tablesOf(t, t2)[0].Fragments[0].Generation != 1_700_000_000_000_000_002 {
 		t.Fatalf("ticks from the format-%d checkpoint: %+v %+v %+v", format, t0, t1, t2)
 	}

@@ -264,3 +264,83 @@ func TestReplayedHistoryIsCompact(t *testing.T) {
 		}
 	}
 }
+
+// setListCacheLimit bounds the decoded-list cache at limit bytes until the
+// test ends, dropping what is over it now.
+func setListCacheLimit(t *testing.T, limit int64) {
+	c := &decodedLists
+	set := func(n int64) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.limit = n
+		c.trim(nil)
+	}
+	old := c.limit
+	set(limit)
+	t.Cleanup(func() { set(old) })
+}
+
+// residentShards is how many shards' decoded lists the cache holds.
+func residentShards() int {
+	c := &decodedLists
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for l := c.head; l != nil; l = l.next {
+		n++
+	}
+	return n
+}
+
+// Decoded fragment lists are a bounded cache: beyond its bound, the lists
+// of the shards read least recently are dropped (here the bound holds one
+// shard's), and decoded again when read. What a reader sees is unchanged,
+// and ticks that share a list still know it (SameTables) although its
+// shard was decoded again in between, into new slices.
+func TestDecodedListsAreBounded(t *testing.T) {
+	w := newScaleWorld(t, 4)
+	w.build(t, 10_000) // tick shards 0..4095 (compacted whole), 4096..8191, 8192..9999
+	bk, name := checkpointOf(t, w.s)
+	s, _, err := LoadCheckpoint(ctxT(t), bk, "long", name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	setListCacheLimit(t, 0)
+	tick := func(n int64) *Tick {
+		tk, ok := s.Tick("main", n)
+		if !ok {
+			t.Fatalf("no tick %d", n)
+		}
+		return tk
+	}
+	first := tablesOf(t, tick(0))
+	for _, n := range []int64{5000, 9990} {
+		tablesOf(t, tick(n))
+		if r := residentShards(); r != 1 {
+			t.Fatalf("after reading tick %d, %d shards' lists are resident; the bound holds one", n, r)
+		}
+	}
+	start := listDecodes.Load()
+	last := tablesOf(t, tick(4095))
+	if listDecodes.Load() != start+1 || &first[0] == &last[0] {
+		t.Fatal("shard 0's lists were not decoded again after they were dropped")
+	}
+	if !tick(4095).SameTables(tick(0)) || tick(4096).SameTables(tick(4095)) || tick(8704).SameTables(tick(8192)) {
+		t.Fatal("SameTables does not say which ticks of a compacted span share their list")
+	}
+	var got, want []File
+	for _, st := range []*State{s, w.s} {
+		v := &View{World: "long", Run: "main", Segments: []Segment{{Allowlist: st.Allowlist("main"), State: st}}}
+		var out []File
+		if err := v.Files(0, math.MaxInt64, func(f File) bool { out = append(out, f); return true }); err != nil {
+			t.Fatal(err)
+		}
+		got, want = want, out
+	}
+	if len(got) == 0 || !slicesEqualFiles(got, want) {
+		t.Fatalf("with lists dropped and decoded again, the checkpoint's files (%d) are not the log's (%d)", len(got), len(want))
+	}
+	if r := residentShards(); r != 1 {
+		t.Fatalf("after reading all of history, %d shards' lists are resident; the bound holds one", r)
+	}
+}

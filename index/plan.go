@@ -222,18 +222,18 @@ func (v *View) Files(from, to int64, fn func(File) bool) error {
 	// The ticks of a compacted span share one fragment list: a tick naming
 	// the very list of compacted files its predecessor named adds no file,
 	// so a compacted history costs a step per tick, not a lookup per file.
-	var prev []TableFragments
+	var prev *Tick
 	prevCompacted := false
 	var err error
 	v.Ticks(from, to, func(t TickRef) bool {
+		if prevCompacted && t.SameTables(prev) {
+			return true
+		}
 		var tables []TableFragments
 		if tables, err = t.Tables(); err != nil {
 			return false
 		}
-		if prevCompacted && SameList(tables, prev) {
-			return true
-		}
-		prev, prevCompacted = tables, allCompacted(tables)
+		prev, prevCompacted = t.Tick, allCompacted(tables)
 		return emit(File{World: t.World, Run: t.Run, Tick: t.Tick.Tick, Token: t.CommitToken, Epoch: t.WriterEpoch}, tables)
 	})
 	if err != nil || stop {
@@ -262,13 +262,6 @@ func (v *View) Files(from, to int64, fn func(File) bool) error {
 // TickFragmentPath, or by FragmentPath as tick fragments once were).
 func Proven(world, run, table, token string, f Fragment) bool {
 	return token != "" && (f.Path == TickFragmentPath(world, run, table, token) || f.Path == FragmentPath(world, run, table, token, 0))
-}
-
-// SameList reports whether a and b are one fragment list (the same slice,
-// as the ticks of a compacted span share it), not merely equal ones: a
-// step, not a comparison of paths.
-func SameList(a, b []TableFragments) bool {
-	return len(a) > 0 && len(a) == len(b) && &a[0] == &b[0]
 }
 
 // allCompacted reports whether every fragment of tables is a compacted

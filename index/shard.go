@@ -176,49 +176,166 @@ func (s *State) encodeShard(k shardKey) ([]byte, error) {
 }
 
 // shardLists is the fragment lists of a format-4 tick shard, compressed as
-// the shard stores them until a reader first asks for one; then all of
-// them are decoded, once, and kept (by then the reader uses them). A
-// shard's lists are shared by every state derived from the one that
-// loaded it.
+// the shard stores them until a reader asks for one; then all of them are
+// decoded and kept in the process's decoded-list cache (decodedLists), a
+// bounded LRU: a mount that browses all of history holds the lists of the
+// shards it read last, never all of them. Once evicted, a shard's lists
+// are decoded again when read. A shard's lists are shared by every state
+// derived from the one that loaded it. Code that needs to know whether two
+// ticks name the same list compares the ticks (Tick.SameTables), never the
+// slices: those of an evicted and decoded-again shard are new ones.
 type shardLists struct {
 	key  shardKey
 	hash string // the shard's object, for errors
 	n    int    // lists its records name
 	raw  []byte // zstd of the lists
 
-	once  sync.Once
-	lists [][]TableFragments
-	err   error
+	mu  sync.Mutex // serializes decodes of this shard
+	err error      // a decode failed: it fails for good (under mu)
+
+	// Under decodedLists.mu: the decoded lists (nil: not resident), their
+	// size, and the shard's place in the LRU.
+	lists      [][]TableFragments
+	size       int64
+	prev, next *shardLists
 }
 
 // listDecodes counts decodes of shards' fragment lists (tests).
 var listDecodes atomic.Int64
 
+// ListCacheBytes bounds the fragment lists decoded from checkpoint shards
+// that a process keeps (an estimate of their memory): the shards read
+// least recently are dropped beyond it.
+const ListCacheBytes = 64 << 20
+
+// decodedLists is the process's cache of decoded shard lists: an LRU of
+// shards (head: the most recently read), at most limit bytes in all but
+// the shard just read.
+var decodedLists = listCache{limit: ListCacheBytes}
+
+type listCache struct {
+	mu         sync.Mutex
+	head, tail *shardLists
+	bytes      int64
+	limit      int64
+}
+
+// cached returns l's lists if they are resident, marking them read.
+func (l *shardLists) cached() [][]TableFragments {
+	c := &decodedLists
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if l.lists != nil {
+		l.unlink()
+		l.pushFront()
+	}
+	return l.lists
+}
+
+// keep makes lists l's resident ones, dropping the least recently read
+// shards beyond the cache's bound.
+func (l *shardLists) keep(lists [][]TableFragments, size int64) {
+	c := &decodedLists
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if l.lists != nil {
+		l.drop()
+	}
+	l.lists, l.size = lists, size
+	l.pushFront()
+	c.trim(l)
+}
+
+// trim drops the least recently read shards' lists while the cache holds
+// more than its bound, but never keep's (under decodedLists.mu).
+func (c *listCache) trim(keep *shardLists) {
+	for c.bytes > c.limit && c.tail != nil && c.tail != keep {
+		c.tail.drop()
+	}
+}
+
+// pushFront and unlink keep the LRU and its byte count (under
+// decodedLists.mu).
+func (l *shardLists) pushFront() {
+	c := &decodedLists
+	l.prev, l.next = nil, c.head
+	if c.head != nil {
+		c.head.prev = l
+	}
+	c.head = l
+	if c.tail == nil {
+		c.tail = l
+	}
+	c.bytes += l.size
+}
+
+func (l *shardLists) unlink() {
+	c := &decodedLists
+	if l.prev != nil {
+		l.prev.next = l.next
+	} else {
+		c.head = l.next
+	}
+	if l.next != nil {
+		l.next.prev = l.prev
+	} else {
+		c.tail = l.prev
+	}
+	l.prev, l.next = nil, nil
+	c.bytes -= l.size
+}
+
+// drop unlinks l and lets its lists go (under decodedLists.mu).
+func (l *shardLists) drop() {
+	l.unlink()
+	l.lists, l.size = nil, 0
+}
+
 func (l *shardLists) decode() ([][]TableFragments, error) {
-	l.once.Do(func() {
-		listDecodes.Add(1)
-		plain, err := shardDecoder.DecodeAll(l.raw, nil)
-		if err == nil {
-			d := dec{b: plain}
-			if n := d.count(); d.err == nil && n != l.n {
-				d.fail(fmt.Errorf("%d lists, its ticks name %d", n, l.n))
-			}
-			var tables slab[TableFragments]
-			var frags slab[Fragment]
-			lists := make([][]TableFragments, l.n)
-			for i := 0; i < l.n && d.err == nil; i++ {
-				lists[i] = d.tables(4, &tables, &frags)
-			}
-			if d.err == nil && len(d.b) != 0 {
-				d.fail(errors.New("trailing bytes"))
-			}
-			l.lists, err = lists, d.err
+	if lists := l.cached(); lists != nil {
+		return lists, nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		return nil, l.err
+	}
+	if lists := l.cached(); lists != nil { // decoded while this one waited
+		return lists, nil
+	}
+	listDecodes.Add(1)
+	plain, err := shardDecoder.DecodeAll(l.raw, nil)
+	var lists [][]TableFragments
+	var size int64
+	if err == nil {
+		d := dec{b: plain}
+		if n := d.count(); d.err == nil && n != l.n {
+			d.fail(fmt.Errorf("%d lists, its ticks name %d", n, l.n))
 		}
-		if err != nil {
-			l.lists, l.err = nil, fmt.Errorf("checkpoint shard %s (%c/%s/%d): fragment lists: %v: %w", l.hash, l.key.Kind, l.key.Run, l.key.N, err, ErrCorrupt)
+		var tables slab[TableFragments]
+		var frags slab[Fragment]
+		lists = make([][]TableFragments, l.n)
+		for i := 0; i < l.n && d.err == nil; i++ {
+			lists[i] = d.tables(4, &tables, &frags)
 		}
-	})
-	return l.lists, l.err
+		if d.err == nil && len(d.b) != 0 {
+			d.fail(errors.New("trailing bytes"))
+		}
+		err = d.err
+		// What they hold: the plain bytes their strings share, and the
+		// records carved from the slabs.
+		size = int64(len(plain)) + int64(l.n)*int64(unsafe.Sizeof([]TableFragments(nil))) +
+			tables.allocated*int64(unsafe.Sizeof(TableFragments{})) + frags.allocated*int64(unsafe.Sizeof(Fragment{}))
+	}
+	if err != nil {
+		l.err = fmt.Errorf("checkpoint shard %s (%c/%s/%d): fragment lists: %v: %w", l.hash, l.key.Kind, l.key.Run, l.key.N, err, ErrCorrupt)
+		return nil, l.err
+	}
+	if lists == nil {
+		lists = [][]TableFragments{} // resident, though empty
+	}
+	l.keep(lists, size)
+	return lists, nil
 }
 
 // decodeShard decodes a shard into the records it holds; it returns the
@@ -327,8 +444,9 @@ func decodeShard(format int, hash string, data []byte, addTick func(*Tick), addC
 // to 1024 records: a shard of a few records (most claim shards) costs a
 // few records.
 type slab[T any] struct {
-	free []T
-	next int
+	free      []T
+	next      int
+	allocated int64 // records allocated in all
 }
 
 func (s *slab[T]) take(n int) []T {
@@ -338,6 +456,7 @@ func (s *slab[T]) take(n int) []T {
 	if len(s.free) < n {
 		s.next = min(max(2*s.next, 16), 1024)
 		s.free = make([]T, max(n, s.next))
+		s.allocated += int64(len(s.free))
 	}
 	out := s.free[:n:n]
 	s.free = s.free[n:]

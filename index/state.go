@@ -38,9 +38,18 @@ type Tick struct {
 // from a checkpoint has its lists decoded when they are first read, with
 // the rest of its checkpoint shard's (never at load): a list that does not
 // decode is ErrCorrupt, so a reader fails closed rather than seeing no
-// files. Ticks that name the very same lists (a compacted span) return the
-// same slice (see SameList).
+// files. Ticks that name the very same lists (a compacted span) share
+// them: see SameTables.
 func (t *Tick) Tables() ([]TableFragments, error) { return t.frags.get() }
+
+// SameTables reports whether t and o name one fragment list (as the ticks
+// of a compacted span share it), not merely equal ones: a step, not a
+// comparison of paths. It compares the ticks' shared record, never the
+// slices Tables returns: a checkpoint shard's lists are decoded again, as
+// new slices, once the decoded-list cache has dropped them.
+func (t *Tick) SameTables(o *Tick) bool {
+	return t != nil && o != nil && t.frags != nil && t.frags == o.frags
+}
 
 // fragList is a publication's fragment lists: held, or a list of a
 // checkpoint shard, decoded on first use.

@@ -330,17 +330,17 @@ func (h *history) catalogFiles(ctx context.Context, v *index.View, from, to int6
 // It fails (index.ErrCorrupt) if a fragment list does not decode.
 func (h *history) compactedTicks(v *index.View, from, to int64) error {
 	byKey := map[string]int32{}
-	var prev []index.TableFragments
+	var prev *index.Tick
 	prevGroup := int32(-1)
 	var key strings.Builder
 	var err error
 	v.Ticks(from, to, func(t index.TickRef) bool {
-		var tables []index.TableFragments
-		if tables, err = t.Tables(); err != nil {
-			return false
-		}
 		g := prevGroup
-		if !index.SameList(tables, prev) {
+		if !t.SameTables(prev) {
+			var tables []index.TableFragments
+			if tables, err = t.Tables(); err != nil {
+				return false
+			}
 			key.Reset()
 			var set []fragment
 			for _, tf := range tables {
@@ -360,7 +360,7 @@ func (h *history) compactedTicks(v *index.View, from, to int64) error {
 					h.groups = append(h.groups, set)
 				}
 			}
-			prev, prevGroup = tables, g
+			prev, prevGroup = t.Tick, g
 		}
 		if g >= 0 {
 			h.ticks = append(h.ticks, tickRow{World: t.World, Run: t.Run, Tick: t.Tick.Tick, CommitToken: t.CommitToken, WriterEpoch: t.WriterEpoch, Group: g})

@@ -1,0 +1,100 @@
+package fs
+
+import (
+	"context"
+	"math"
+	"strconv"
+	"syscall"
+	"time"
+	"unsafe"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/worldfs/worldfs/index"
+)
+
+// tickStream is an open listing of ticks/: it reads the view's tick
+// records a batch at a time as the kernel asks for entries, so a listing
+// costs what it returns (a step and no allocation per entry, one descent
+// of the catalog per batch), never a list of the whole history held at
+// once. A READDIRPLUS lookup of the entry it just returned uses that
+// entry's record instead of resolving the tick again.
+type tickStream struct {
+	d    *ticksDir
+	v    *index.View
+	next int64  // the first tick not yet read from the view
+	pos  uint64 // entries returned since the start
+
+	batch []tickRef // read, not yet returned
+	names []byte    // the batch's names; never modified once a name is cut
+	last  tickRef   // the entry returned last
+	de    fuse.DirEntry
+}
+
+var (
+	_ = (gofs.FileReaddirenter)((*tickStream)(nil))
+	_ = (gofs.FileSeekdirer)((*tickStream)(nil))
+	_ = (gofs.FileLookuper)((*tickStream)(nil))
+)
+
+// tickBatch is how many tick records a stream reads from the view at once.
+const tickBatch = 512
+
+// fill reads the next batch from the view, with a fresh buffer for its
+// names (go-fuse keeps the entries of its last reply, so a name outlives
+// the batch).
+func (s *tickStream) fill() {
+	s.batch = s.batch[:0]
+	if s.next == math.MaxInt64 {
+		return
+	}
+	s.v.Ticks(s.next, math.MaxInt64, func(t tickRef) bool {
+		s.batch = append(s.batch, t)
+		return len(s.batch) < tickBatch
+	})
+	if len(s.batch) < tickBatch {
+		s.next = math.MaxInt64 // the view has no more
+	} else {
+		s.next = s.batch[len(s.batch)-1].Tick.Tick + 1
+	}
+	s.names = make([]byte, 0, len(s.batch)*20) // 20: the longest int64
+}
+
+func (s *tickStream) Readdirent(context.Context) (*fuse.DirEntry, syscall.Errno) {
+	if len(s.batch) == 0 {
+		if s.fill(); len(s.batch) == 0 {
+			return nil, 0
+		}
+	}
+	s.last, s.batch = s.batch[0], s.batch[1:]
+	at := len(s.names)
+	s.names = strconv.AppendInt(s.names, s.last.Tick.Tick, 10)
+	name := unsafe.String(&s.names[at], len(s.names)-at)
+	s.pos++
+	s.de = fuse.DirEntry{Name: name, Mode: syscall.S_IFDIR, Ino: ino(s.d.world, "runs", s.d.run, "ticks", name), Off: s.pos}
+	return &s.de, 0
+}
+
+// Seekdir restarts the listing and skips off entries (offsets are
+// positions; the kernel seeks only to an offset it was given).
+func (s *tickStream) Seekdir(ctx context.Context, off uint64) syscall.Errno {
+	s.next, s.pos, s.batch = math.MinInt64, 0, s.batch[:0]
+	for s.pos < off {
+		if de, errno := s.Readdirent(ctx); errno != 0 || de == nil {
+			return errno
+		}
+	}
+	return 0
+}
+
+// Lookup answers a READDIRPLUS lookup of the entry just returned from its
+// record; any other name is looked up in the directory.
+func (s *tickStream) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	if s.pos == 0 || name != s.de.Name {
+		return s.d.Lookup(ctx, name, out)
+	}
+	start := time.Now()
+	defer s.d.m.stats.op("lookup", start)
+	return s.d.m.snapshot(ctx, s.d.EmbeddedInode(), s.last, s.de.Ino, out)
+}

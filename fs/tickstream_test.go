@@ -1,0 +1,86 @@
+package fs
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strconv"
+	"testing"
+
+	"github.com/worldfs/worldfs/index"
+)
+
+// longState is the catalog state of world w whose run main published
+// ticks 0..n-1 (fragment lists only; no data).
+func longState(t testing.TB, n int) *index.State {
+	t.Helper()
+	s := index.Empty("w")
+	entries := []index.Entry{
+		{Kind: index.KindWorldCreate, WorldCreate: &index.WorldCreate{WriterMode: index.ModeResumable, CreatedUnixMs: 1}},
+		{Kind: index.KindFenceAcquire, FenceAcquire: &index.FenceAcquire{Holder: "writer"}},
+	}
+	for tick := range int64(n) {
+		token := fmt.Sprintf("%032x", tick)
+		entries = append(entries, index.Entry{Kind: index.KindTickPublish, TickPublish: &index.TickPublish{
+			Run: "main", Tick: tick, CommitToken: token, WriterEpoch: 1,
+			Tables: []index.TableFragments{{Table: "t", Fragments: []index.Fragment{{Path: index.FragmentPath("w", "main", "t", token, 0), Rows: 1}}}}}})
+	}
+	s, err := s.ApplySlot(&index.Slot{Format: index.SlotFormat, World: "w", FirstSeq: 1, Entries: entries}, "h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// A listing of ticks/ returns every tick in order, a batch of the view at a
+// time, without an allocation per entry (names are carved from one buffer
+// per batch), and seeks by position.
+func TestTickListingStreams(t *testing.T) {
+	const n = 5000
+	v := index.OwnView(longState(t, n), "main")
+	d := &ticksDir{world: "w", run: "main"}
+	ctx := context.Background()
+	list := func() []string {
+		s := &tickStream{d: d, v: v, next: math.MinInt64}
+		var names []string
+		for {
+			de, errno := s.Readdirent(ctx)
+			if errno != 0 {
+				t.Fatal(errno)
+			}
+			if de == nil {
+				return names
+			}
+			if de.Ino != ino("w", "runs", "main", "ticks", de.Name) || de.Off != uint64(len(names)+1) {
+				t.Fatalf("entry %d: %+v", len(names), de)
+			}
+			names = append(names, de.Name)
+		}
+	}
+	names := list()
+	if len(names) != n {
+		t.Fatalf("%d entries, want %d", len(names), n)
+	}
+	for i, name := range names {
+		if name != strconv.Itoa(i) {
+			t.Fatalf("entry %d is %q", i, name)
+		}
+	}
+	s := &tickStream{d: d, v: v, next: math.MinInt64}
+	if errno := s.Seekdir(ctx, 1234); errno != 0 {
+		t.Fatal(errno)
+	}
+	if de, _ := s.Readdirent(ctx); de == nil || de.Name != "1234" {
+		t.Fatalf("after a seek to 1234: %+v", de)
+	}
+
+	s = &tickStream{d: d, v: v, next: math.MinInt64}
+	allocs := testing.AllocsPerRun(1, func() {
+		s.next, s.pos, s.batch = math.MinInt64, 0, s.batch[:0]
+		for de, _ := s.Readdirent(ctx); de != nil; de, _ = s.Readdirent(ctx) {
+		}
+	})
+	if allocs > n/64 {
+		t.Fatalf("listing %d ticks made %.0f allocations; want a few per batch of %d", n, allocs, tickBatch)
+	}
+}
