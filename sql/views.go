@@ -331,6 +331,17 @@ func (h *history) catalogFiles(ctx context.Context, v *index.View, from, to int6
 // share their fragment list, which is recognised without comparing paths.
 // It fails (index.ErrCorrupt) if a fragment list does not decode.
 func (h *history) compactedTicks(v *index.View, from, to int64) error {
+	// Room for the ticks the compacted files read span (of the table
+	// whose span most), so that a long list is not copied as it grows.
+	spans := map[string]int64{}
+	most := int64(0)
+	for _, f := range h.frags {
+		if f.keep != nil && f.last >= f.first {
+			spans[f.table] += f.last - f.first + 1
+			most = max(most, spans[f.table])
+		}
+	}
+	h.ticks = slices.Grow(h.ticks, int(min(most, 1<<24)))
 	byKey := map[string]int32{}
 	var prev []index.TableFragments
 	prevGroup := int32(-1)
@@ -516,6 +527,9 @@ func ident(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"
 // identities of the ticks that name compacted files go to a second one,
 // which only worldfs_manifests reads.
 func render(world, run string, upTo int64, h *history, infos map[string]engine.TableInfo, lineage []string, dir string) (*Script, error) {
+	if strings.ContainsAny(world+run+dir, markLazy+markEager+markEnd+markEndEager) {
+		return nil, fmt.Errorf("views of world %q run %q in %q: control characters in a name", world, run, dir)
+	}
 	names, parts, list := partition(h.frags, infos)
 	for g, set := range h.groups {
 		for _, f := range set {
