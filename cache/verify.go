@@ -201,13 +201,25 @@ func (d *Disk) Dir() string { return d.dir }
 // 0700), like the cache, and `worldfs check --read-data` hashes every file
 // whatever the memory says. A damaged memory file only costs hashing
 // again: unreadable entries are dropped.
+//
+// The memory is bounded: files that compaction replaced or collection
+// deleted are never looked up again, so once a world's memory holds more
+// than MaxVerifiedRecords entries it is rewritten with only those this
+// process found in use (looked up or verified), dropping the rest; a
+// dropped file still in use is only hashed again.
 type Verified struct {
 	dir string
+	max int
 	mu  struct {
 		sync.Mutex
 		worlds map[string]map[key]struct{} // loaded sets, by world
+		used   map[string]map[key]struct{} // the entries this process found in use, by world
 	}
 }
+
+// MaxVerifiedRecords bounds the entries of a world's memory of verified
+// files (16 bytes each).
+const MaxVerifiedRecords = 1 << 20
 
 type key [16]byte
 
@@ -217,8 +229,9 @@ const memoHeader = "worldfs-vset-v1\n"
 // OpenVerified returns the memory of verified files kept in dir (made on
 // first write).
 func OpenVerified(dir string) *Verified {
-	v := &Verified{dir: dir}
+	v := &Verified{dir: dir, max: MaxVerifiedRecords}
 	v.mu.worlds = map[string]map[key]struct{}{}
+	v.mu.used = map[string]map[key]struct{}{}
 	return v
 }
 
@@ -300,8 +313,22 @@ func (v *Verified) rewrite(world string, data []byte) error {
 func (v *Verified) has(r Record, info os.FileInfo) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	_, ok := v.set(worldOf(r.Name))[fileKey(r, info)]
+	w, k := worldOf(r.Name), fileKey(r, info)
+	_, ok := v.set(w)[k]
+	if ok {
+		v.use(w, k)
+	}
 	return ok
+}
+
+// use marks k an entry of world's in use. Called with v.mu held.
+func (v *Verified) use(world string, k key) {
+	u := v.mu.used[world]
+	if u == nil {
+		u = map[key]struct{}{}
+		v.mu.used[world] = u
+	}
+	u[k] = struct{}{}
 }
 
 // remember adds entries for files found whole and appends them to the
@@ -314,6 +341,7 @@ func (v *Verified) remember(entries []entryOf) {
 		w := worldOf(e.r.Name)
 		k := fileKey(e.r, e.info)
 		s := v.set(w)
+		v.use(w, k)
 		if _, ok := s[k]; ok {
 			continue
 		}
@@ -327,6 +355,20 @@ func (v *Verified) remember(entries []entryOf) {
 		return
 	}
 	for w, add := range byWorld {
+		if len(v.mu.worlds[w]) > v.max {
+			// Too many: keep only the entries in use (see Verified).
+			used := v.mu.used[w]
+			data := make([]byte, 0, len(memoHeader)+len(used)*len(key{}))
+			data = append(data, memoHeader...)
+			kept := make(map[key]struct{}, len(used))
+			for k := range used {
+				data = append(data, k[:]...)
+				kept[k] = struct{}{}
+			}
+			v.mu.worlds[w] = kept
+			_ = v.rewrite(w, data)
+			continue
+		}
 		p := v.memoPath(w)
 		f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -130,4 +131,79 @@ func TestCheckOpenRemembersWholeFiles(t *testing.T) {
 		os.WriteFile(m, []byte("garbage"), 0o600)
 	}
 	wantCorrupt(t, check(), "sha256")
+}
+
+// The memory of verified files stays bounded: once a world's holds more
+// than its bound, it is rewritten with only the entries in use, so the
+// records of files no longer read (replaced by compaction, deleted by
+// collection) are dropped, and those in use are still remembered.
+func TestVerifiedMemoryIsBounded(t *testing.T) {
+	lb, err := local.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	memo := t.TempDir()
+	var recs []Record
+	var paths []string
+	for i := range 5 {
+		data := []byte(fmt.Sprintf("PAR1 fragment %d PAR1", i))
+		attrs, err := lb.Create(context.Background(), fmt.Sprintf("data/w/r/t/tok/%d.parquet", i), data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, Record{Name: attrs.Name, Size: attrs.Size, Generation: attrs.Generation, Digest: digestOf(data)})
+		p, _ := lb.Path(attrs.Name)
+		paths = append(paths, p)
+	}
+	open := func() *Verified {
+		v := OpenVerified(memo)
+		v.max = 4
+		return v
+	}
+	check := func(v *Verified, i int) {
+		t.Helper()
+		f, err := os.Open(paths[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if err := v.CheckOpen(f, recs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A first process verifies files 0..3: the memory holds its bound.
+	v := open()
+	for i := range 4 {
+		check(v, i)
+	}
+	// A later one reads files 0 and 1 (remembered) and verifies file 4,
+	// one more than the bound: files 2 and 3 (no longer read) are dropped.
+	v = open()
+	before := HashCount()
+	check(v, 0)
+	check(v, 1)
+	check(v, 4)
+	if n := HashCount() - before; n != 1 {
+		t.Fatalf("%d files hashed; want only file 4", n)
+	}
+	ms, _ := filepath.Glob(filepath.Join(memo, "*"))
+	if len(ms) != 1 {
+		t.Fatalf("memory files %v", ms)
+	}
+	if info, err := os.Stat(ms[0]); err != nil || info.Size() != int64(len(memoHeader)+3*len(key{})) {
+		t.Fatalf("the memory holds %v bytes (%v); want the header and 3 entries", info.Size(), err)
+	}
+	// A third process still finds 0, 1 and 4 remembered, and hashes 2.
+	v = open()
+	before = HashCount()
+	for _, i := range []int{0, 1, 4} {
+		check(v, i)
+	}
+	if n := HashCount() - before; n != 0 {
+		t.Fatalf("%d files in use hashed again", n)
+	}
+	check(v, 2)
+	if n := HashCount() - before; n != 1 {
+		t.Fatalf("a dropped file: %d hashes; want 1", n)
+	}
 }

@@ -81,8 +81,9 @@ func copyView(ctx context.Context, b bucket.Bucket, world string, opts Options, 
 		return err
 	}
 	defer db.Close()
+	ctx, sink := withSink(ctx)
 	if _, err := db.ExecContext(ctx, fmt.Sprintf("COPY (%s) TO %s (%s)", query, lit(dst), with)); err != nil {
-		return fmt.Errorf("world %s: writing %s as %s: %w", world, query, format, err)
+		return fmt.Errorf("world %s: writing %s as %s: %w", world, query, format, sink.or(err))
 	}
 	return nil
 }

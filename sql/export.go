@@ -61,9 +61,10 @@ func Export(ctx context.Context, s *Script, query, path string, refuse []string)
 			return fmt.Errorf("%s is inside %s: worldfs sql never writes into the bucket or its cache; name a file elsewhere: %w", path, d, ErrOutputPath)
 		}
 	}
+	ctx, sink := withSink(ctx)
 	conn, stmts, err := gated(ctx, db, query)
 	if err != nil {
-		return err
+		return sink.or(err)
 	}
 	defer conn.Close()
 	last := stmts[len(stmts)-1]
@@ -84,13 +85,13 @@ func Export(ctx context.Context, s *Script, query, path string, refuse []string)
 	}
 	if t, err := stmtType(ctx, conn, cp); err != nil {
 		os.Remove(tmp)
-		return fmt.Errorf("writing the result of statement %d to %s: %w", len(stmts), path, err)
+		return fmt.Errorf("writing the result of statement %d to %s: %w", len(stmts), path, sink.or(err))
 	} else if t != duckdb.STATEMENT_TYPE_COPY {
 		return refusedf("statement %d (%s) cannot be written to a file", len(stmts), abbrev(last.text))
 	}
 	if _, err := conn.ExecContext(ctx, cp); err != nil {
 		os.Remove(tmp)
-		return fmt.Errorf("writing the result to %s: %w", path, err)
+		return fmt.Errorf("writing the result to %s: %w", path, sink.or(err))
 	}
 	if err := os.Rename(tmp, dst); err != nil {
 		os.Remove(tmp)

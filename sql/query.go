@@ -34,11 +34,25 @@ func open(ctx context.Context, s *Script, writable []string) (*sql.DB, []string,
 		return nil, nil, err
 	}
 	db.SetMaxOpenConns(1) // the views' temp tables live in one connection
+	// The files the views read are verified as queries read them.
+	r := &reader{c: s.checks, ok: map[string]bool{}}
+	if err := r.register(ctx, db); err != nil {
+		db.Close()
+		return nil, nil, fmt.Errorf("views of world %s: %w", s.World, err)
+	}
 	// The script is worldfs's own SQL: it runs first, then the database is
 	// confined to the files the views it defined read.
-	if _, err := db.ExecContext(ctx, s.SQL); err != nil {
+	script := s.run
+	if script == "" {
+		script = s.SQL
+	}
+	r.defining.Store(true)
+	sctx, sink := withSink(ctx)
+	_, err = db.ExecContext(sctx, script)
+	r.defining.Store(false)
+	if err != nil {
 		db.Close()
-		return nil, nil, fmt.Errorf("defining the views of world %s: %w", s.World, err)
+		return nil, nil, fmt.Errorf("defining the views of world %s: %w", s.World, sink.or(err))
 	}
 	dirs, paths, err := readDirs(ctx, db, s)
 	if err == nil {
@@ -65,14 +79,15 @@ func Run(ctx context.Context, db *sql.DB, query, format string, out io.Writer) e
 	if format != FormatTable && format != FormatCSV && format != FormatJSON {
 		return fmt.Errorf("unknown format %q (table, csv or json)", format)
 	}
+	ctx, sink := withSink(ctx)
 	conn, stmts, err := gated(ctx, db, query)
 	if err != nil {
-		return err
+		return sink.or(err)
 	}
 	defer conn.Close()
 	rows, err := conn.QueryContext(ctx, stmts[len(stmts)-1].text)
 	if err != nil {
-		return err
+		return sink.or(err)
 	}
 	defer rows.Close()
 	cols, err := rows.Columns()
@@ -115,7 +130,7 @@ func Run(ctx context.Context, db *sql.DB, query, format string, out io.Writer) e
 		}
 	})
 	if err != nil {
-		return err
+		return sink.or(err)
 	}
 	switch {
 	case tw != nil:

@@ -34,15 +34,15 @@ import (
 //
 // Two lookups per world, whatever the length of its history. Any change to
 // a catalog, a world deleted and created again, or a check that cannot be
-// made, builds afresh. The files the script reads are checked again as a
-// build checks them (size and generation, in place; fetched again into
-// the cache if evicted), and the views directory's files it names must
-// still be there. Views that read files no catalog names (an unfiltered
+// made, builds afresh. The files the script reads are checked as a
+// build's are (in place: as queries read them; fetched again into the
+// cache if evicted), and the views directory's files it names must still
+// be there. Views that read files no catalog names (an unfiltered
 // segment, legacy history) are never kept: only a listing finds those.
 
 // reuseFormat versions kept scripts: a worldfs that keeps them otherwise
 // reads none of an older format.
-const reuseFormat = 1
+const reuseFormat = 2
 
 // maxKeptFiles bounds the files of a script that is kept: a kept script
 // lists its files, and views of that many files (a long history not yet
@@ -61,6 +61,8 @@ type keptScript struct {
 	Files []keptFile `json:"files"`
 	// Local: the files of the views directory the script reads.
 	Local []string `json:"local"`
+	// Run: the SQL worldfs runs (Script.SQL verifying the files it reads).
+	Run string `json:"run"`
 }
 
 type logTip struct {
@@ -128,7 +130,7 @@ func reused(ctx context.Context, b bucket.Bucket, world string, opts Options) (*
 	if err != nil {
 		return nil, err
 	}
-	fpath, verified := verifier(b, path, opts, dir)
+	fpath, checks := verifier(b, path, opts, dir)
 	for _, f := range k.Files {
 		p, err := fpath(ctx, f.Fragment)
 		if err != nil {
@@ -138,9 +140,7 @@ func reused(ctx context.Context, b bucket.Bucket, world string, opts Options) (*
 			return nil, nil
 		}
 	}
-	if err := verified(ctx); err != nil {
-		return nil, err
-	}
+	k.Script.run, k.Script.checks = k.Run, checks
 	return &k.Script, nil
 }
 
@@ -218,7 +218,7 @@ func keep(ctx context.Context, b bucket.Bucket, opts Options, dir string, own *i
 			states = append(states, seg.State)
 		}
 	}
-	k := keptScript{Format: reuseFormat, Script: *s, Local: s.local}
+	k := keptScript{Format: reuseFormat, Script: *s, Local: s.local, Run: s.run}
 	k.Key, _ = reuseKey(b, own.World.ID, opts, dir)
 	for _, st := range states {
 		t, ok, err := tipOf(ctx, b, st)

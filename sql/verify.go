@@ -2,8 +2,15 @@ package sql
 
 import (
 	"context"
+	"database/sql"
+	"database/sql/driver"
 	"fmt"
 	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	duckdb "github.com/duckdb/duckdb-go/v2"
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/cache"
@@ -11,7 +18,8 @@ import (
 )
 
 // recordPath returns a local file DuckDB can read for a fragment the
-// catalog records, checked against its record (cache.Record).
+// catalog records, checked against its record (cache.Record) before
+// DuckDB reads it.
 type recordPath func(ctx context.Context, f index.Fragment) (string, error)
 
 // Record is the catalog's record of f, as the cache checks it.
@@ -19,29 +27,29 @@ func Record(f index.Fragment) cache.Record {
 	return cache.Record{Name: f.Path, Size: f.Bytes, Generation: f.Generation, Digest: f.Digest}
 }
 
-// verifier returns the fragment paths of the views, checked against the
-// catalog: a local bucket's files are read in place, so their size and
-// generation are checked as they are listed and their sha256 once per
-// file (remembered in opts.Verified, or in dir/verified), which wait
-// computes for the files not yet remembered; a remote bucket's fragments
-// are verified as they are fetched into the cache.
-func verifier(b bucket.Bucket, path pathFunc, opts Options, dir string) (recordPath, func(context.Context) error) {
+// verifier returns the fragment paths of the views and the checks of
+// those a local bucket holds: its files are read in place and checked
+// only when a query is about to read them (checks), so that the cost of
+// verifying follows what a query touches, not the length of history. A
+// remote bucket's fragments are verified as they are fetched into the
+// cache.
+func verifier(b bucket.Bucket, path pathFunc, opts Options, dir string) (recordPath, *checks) {
 	if _, ok := bucket.As[bucket.Local](b); ok {
 		v := opts.Verified
 		if v == nil {
 			v = cache.OpenVerified(filepath.Join(dir, "verified"))
 		}
-		batch := v.Batch()
+		c := &checks{v: v, files: map[string]cache.Record{}}
 		return func(ctx context.Context, f index.Fragment) (string, error) {
 			p, err := path(ctx, f.Path)
 			if err != nil {
 				return "", err
 			}
-			if err := batch.Add(p, Record(f)); err != nil {
-				return "", err
+			if r := Record(f); r.Recorded() {
+				c.files[p] = r
 			}
 			return p, nil
-		}, batch.Wait
+		}, c
 	}
 	return func(ctx context.Context, f index.Fragment) (string, error) {
 		if !Record(f).Recorded() {
@@ -51,5 +59,170 @@ func verifier(b bucket.Bucket, path pathFunc, opts Options, dir string) (recordP
 			return "", fmt.Errorf("fragment %s: a remote bucket is read through the fragment cache; none was given", f.Path)
 		}
 		return opts.Cache.VerifiedPath(ctx, b, opts.BucketID, Record(f))
-	}, func(context.Context) error { return nil }
+	}, nil
+}
+
+// checks are the files of a script that must be verified before DuckDB
+// reads them (local bucket files read in place), by path, with their
+// records. Built once, then only read.
+type checks struct {
+	v     *cache.Verified
+	files map[string]cache.Record
+}
+
+// The script names the lists of files DuckDB reads through the function
+// checkedFunc (see reader): the script a user prints reads them as they
+// are (Script.SQL), the one worldfs runs verifies them first.
+const (
+	checkedFunc = "worldfs_checked"
+	// markers in the rendered text, replaced by plainSQL and checkedSQL.
+	markLazy, markEager, markEnd, markEndEager = "\x01", "\x03", "\x02", "\x04"
+)
+
+// verifiedList wraps a list of files that a read_parquet of a view reads when
+// a query reads the view.
+func verifiedList(list string) string { return markLazy + list + markEnd }
+
+// verifiedListNow wraps a list of files read while the script runs.
+func verifiedListNow(list string) string { return markEager + list + markEndEager }
+
+var (
+	plainSQL   = strings.NewReplacer(markLazy, "", markEager, "", markEnd, "", markEndEager, "")
+	checkedSQL = strings.NewReplacer(markLazy, checkedFunc+"(", markEager, checkedFunc+"(", markEnd, ", false)", markEndEager, ", true)")
+)
+
+// reader verifies, for one database, the files its queries read: DuckDB
+// evaluates worldfs_checked(list, now) when it binds the read_parquet (or
+// parquet_metadata) around it, before it opens a file, so the files a
+// query's plan names are verified (size and generation, then the sha256
+// unless remembered) as the query starts, and a mismatch fails it. Files
+// not in checks (a remote bucket's cached copies, verified as fetched;
+// the views' own lists and witnesses) pass as they are.
+//
+// While the script itself runs (defining), DuckDB binds each view once to
+// learn its columns, reading only the first file of its list: only that
+// one is verified then, unless now (a list the script reads whole).
+type reader struct {
+	c        *checks
+	defining atomic.Bool
+	mu       sync.Mutex
+	ok       map[string]bool // verified for this database
+}
+
+// register makes worldfs_checked of r available on db.
+func (r *reader) register(ctx context.Context, db *sql.DB) error {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	str, err := duckdb.NewTypeInfo(duckdb.TYPE_VARCHAR)
+	if err != nil {
+		return err
+	}
+	list, err := duckdb.NewListInfo(str)
+	if err != nil {
+		return err
+	}
+	boolean, err := duckdb.NewTypeInfo(duckdb.TYPE_BOOLEAN)
+	if err != nil {
+		return err
+	}
+	return duckdb.RegisterScalarUDF(conn, checkedFunc, checkedUDF{r, []duckdb.TypeInfo{list, boolean}, list})
+}
+
+type checkedUDF struct {
+	r      *reader
+	in     []duckdb.TypeInfo
+	result duckdb.TypeInfo
+}
+
+func (u checkedUDF) Config() duckdb.ScalarFuncConfig {
+	return duckdb.ScalarFuncConfig{InputTypeInfos: u.in, ResultTypeInfo: u.result}
+}
+
+func (u checkedUDF) Executor() duckdb.ScalarFuncExecutor {
+	return duckdb.ScalarFuncExecutor{RowContextExecutor: func(ctx context.Context, vals []driver.Value) (any, error) {
+		list, _ := vals[0].([]any)
+		now, _ := vals[1].(bool)
+		if u.r.defining.Load() && !now && len(list) > 1 {
+			list = list[:1]
+		}
+		if err := u.r.verify(ctx, list); err != nil {
+			if s, ok := ctx.Value(sinkKey{}).(*sink); ok {
+				s.set(err)
+			}
+			return nil, err
+		}
+		return vals[0], nil
+	}}
+}
+
+// verify checks the files of list not yet verified for this database.
+func (r *reader) verify(ctx context.Context, list []any) error {
+	if r.c == nil {
+		return nil
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	batch := r.c.v.Batch()
+	var queued []string
+	for _, e := range list {
+		p, _ := e.(string)
+		rec, ok := r.c.files[p]
+		if !ok || r.ok[p] {
+			continue
+		}
+		if err := batch.Add(p, rec); err != nil {
+			return err
+		}
+		queued = append(queued, p)
+	}
+	if err := batch.Wait(ctx); err != nil {
+		return err
+	}
+	for _, p := range queued {
+		r.ok[p] = true
+	}
+	return nil
+}
+
+// sink receives the first verification error of the queries run with its
+// context (withSink), so that the caller gets it as it is
+// (cache.CorruptFragmentError), not only as DuckDB's text of it.
+type sink struct {
+	mu  sync.Mutex
+	err error
+}
+
+type sinkKey struct{}
+
+func (s *sink) set(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err == nil {
+		s.err = err
+	}
+}
+
+// withSink returns ctx carrying a sink for verification errors.
+func withSink(ctx context.Context) (context.Context, *sink) {
+	s := &sink{}
+	return context.WithValue(ctx, sinkKey{}, s), s
+}
+
+// or returns err, or the verification error behind it if there was one.
+func (s *sink) or(err error) error {
+	if err == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return s.err
+	}
+	return err
 }

@@ -3,6 +3,7 @@ package sql_test
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -90,27 +91,52 @@ func wantCorrupt(t *testing.T, err error, frag string, what string) {
 	}
 }
 
+// queryViews builds the views of world "w" with opts, opens them and runs
+// q (its output discarded), as worldfs sql does.
+func queryViews(t *testing.T, b bucket.Bucket, opts wsql.Options, q string) error {
+	t.Helper()
+	s, err := wsql.Build(ctxT(t), b, "w", opts)
+	if err != nil {
+		return err
+	}
+	db, err := wsql.Open(ctxT(t), s)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return wsql.Run(ctxT(t), db, q, wsql.FormatCSV, io.Discard)
+}
+
+const wholeTable = "SELECT count(*), sum(position_x) FROM particle"
+
 // A byte flipped in a fragment in place, its modification time restored,
-// fails the views with an error naming the file: on the first query (the
-// file was never verified), and after the file was verified and
-// remembered (the change moved its change time, so it is hashed again).
+// fails a query that reads it with an error naming the file: when the
+// file was never verified, and after it was verified and remembered (the
+// change moved its change time, so it is hashed again). Queries that do
+// not read it still answer.
 func TestViewsRefuseAFlippedFragment(t *testing.T) {
 	for _, warm := range []bool{false, true} {
 		t.Run(map[bool]string{false: "cold", true: "remembered"}[warm], func(t *testing.T) {
 			b, frag := verifyWorld(t)
 			opts := wsql.Options{Dir: t.TempDir()}
 			if warm {
-				if _, err := wsql.Build(ctxT(t), b, "w", opts); err != nil {
+				if err := queryViews(t, b, opts, wholeTable); err != nil {
 					t.Fatal(err)
 				}
 			}
 			p, _ := b.Path(frag.Path)
 			flipInPlace(t, p, frag.Bytes/2)
-			_, err := wsql.Build(ctxT(t), b, "w", opts)
+			err := queryViews(t, b, opts, wholeTable)
 			wantCorrupt(t, err, frag.Path, "sha256")
-			// Pinned to a tick before it, the views do not read it.
+			err = queryViews(t, b, opts, "SELECT count(*) FROM particle_at(5)")
+			wantCorrupt(t, err, frag.Path, "sha256")
+			// Another tick's rows, and views pinned to a tick before it, do
+			// not read it.
+			if err := queryViews(t, b, opts, "SELECT count(*) FROM particle_at(4)"); err != nil {
+				t.Fatalf("tick 4 of the views: %v", err)
+			}
 			at := int64(4)
-			if _, err := wsql.Build(ctxT(t), b, "w", wsql.Options{Dir: opts.Dir, AtTick: &at}); err != nil {
+			if err := queryViews(t, b, wsql.Options{Dir: opts.Dir, AtTick: &at}, wholeTable); err != nil {
 				t.Fatalf("views before the damaged tick: %v", err)
 			}
 			// CopyTick (what the mount materializes) refuses it too.
@@ -126,7 +152,7 @@ func TestViewsRefuseAFlippedFragment(t *testing.T) {
 func TestViewsRefuseAReplacedFragment(t *testing.T) {
 	b, frag := verifyWorld(t)
 	opts := wsql.Options{Dir: t.TempDir()}
-	if _, err := wsql.Build(ctxT(t), b, "w", opts); err != nil { // every file verified and remembered
+	if err := queryViews(t, b, opts, wholeTable); err != nil { // every file verified and remembered
 		t.Fatal(err)
 	}
 	p, _ := b.Path(frag.Path)
@@ -145,39 +171,54 @@ func TestViewsRefuseAReplacedFragment(t *testing.T) {
 	}
 	replace(append(orig[:len(orig):len(orig)], 0))
 	hashed := cache.HashCount()
-	_, err = wsql.Build(ctxT(t), b, "w", opts)
+	err = queryViews(t, b, opts, wholeTable)
 	wantCorrupt(t, err, frag.Path, "size")
 	replace(orig)
-	_, err = wsql.Build(ctxT(t), b, "w", opts)
+	err = queryViews(t, b, opts, wholeTable)
 	wantCorrupt(t, err, frag.Path, "generation")
 	if n := cache.HashCount() - hashed; n != 0 {
 		t.Fatalf("%d files hashed to catch a replaced file; size and generation suffice", n)
 	}
 	os.Remove(p)
-	_, err = wsql.Build(ctxT(t), b, "w", opts)
+	err = queryViews(t, b, opts, wholeTable)
 	wantCorrupt(t, err, frag.Path, "presence")
 }
 
-// A verified file is hashed once, not per query: a second build (a new
-// process would open the same memory, so it is opened anew here) hashes
-// nothing, and still checks size and generation.
+// A verified file is hashed once, not per query: a second process (it
+// opens the same memory, so it is opened anew here) hashes nothing, and
+// still checks size and generation.
 func TestVerifiedFilesAreHashedOnce(t *testing.T) {
 	b, _ := verifyWorld(t)
 	dir := t.TempDir()
 	before := cache.HashCount()
-	if _, err := wsql.Build(ctxT(t), b, "w", wsql.Options{Dir: dir}); err != nil {
+	if err := queryViews(t, b, wsql.Options{Dir: dir}, wholeTable); err != nil {
 		t.Fatal(err)
 	}
 	first := cache.HashCount() - before
 	if first < 10 {
-		t.Fatalf("the first build hashed %d files; want every fragment (at least 10)", first)
+		t.Fatalf("the first query hashed %d files; want every particle fragment (at least 10)", first)
 	}
 	before = cache.HashCount()
-	if _, err := wsql.Build(ctxT(t), b, "w", wsql.Options{Dir: dir}); err != nil {
+	if err := queryViews(t, b, wsql.Options{Dir: dir}, wholeTable); err != nil {
 		t.Fatal(err)
 	}
 	if again := cache.HashCount() - before; again != 0 {
-		t.Fatalf("the second build hashed %d files again", again)
+		t.Fatalf("the second query hashed %d files again", again)
+	}
+}
+
+// Verifying follows what a query reads, not the length of history:
+// opening the views and reading one tick hashes that tick's file and the
+// one file per view DuckDB reads for its columns, not the ten ticks'
+// fragments of every table.
+func TestVerificationFollowsTheQuery(t *testing.T) {
+	b, _ := verifyWorld(t)
+	before := cache.HashCount()
+	if err := queryViews(t, b, wsql.Options{Dir: t.TempDir()}, "SELECT count(*) FROM particle_at(3)"); err != nil {
+		t.Fatal(err)
+	}
+	if n := cache.HashCount() - before; n > int64(len(particles.Tables())+1) {
+		t.Fatalf("opening the views and reading tick 3 hashed %d files; want at most %d (a file per view, and tick 3's)", n, len(particles.Tables())+1)
 	}
 }
 

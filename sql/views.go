@@ -133,6 +133,10 @@ type Script struct {
 	// local: the files of Options.Dir the script reads (the fragment
 	// lists and the empty witnesses).
 	local []string
+	// run is the SQL worldfs runs: SQL with the lists of files verified
+	// as queries read them (checks: which files, against what).
+	run    string
+	checks *checks
 }
 
 // Build reads the catalog (and, for forks, every ancestor's) and returns the
@@ -184,7 +188,7 @@ func BuildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 	if err != nil {
 		return nil, err
 	}
-	fpath, verified := verifier(b, path, opts, dir)
+	fpath, checks := verifier(b, path, opts, dir)
 	h := &history{fpath: fpath, keepFiles: opts.Reuse != nil && opts.View == nil}
 	// The catalog's files: every filtered segment's ticks, then facts (each
 	// completed claim's rows, at the tick the fact landed on, visible by the
@@ -210,9 +214,6 @@ func BuildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 	if err := h.catalogFiles(ctx, index.OwnView(own, engine.EvaluationRun), math.MinInt64, math.MaxInt64); err != nil {
 		return nil, err
 	}
-	if err := verified(ctx); err != nil {
-		return nil, err
-	}
 	infos, err := describeAll(ctx, b, h.frags)
 	if err != nil {
 		return nil, err
@@ -224,6 +225,7 @@ func BuildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 	if err != nil {
 		return nil, err
 	}
+	s.checks = checks
 	keep(ctx, b, opts, dir, own, segs, h, s)
 	return s, nil
 }
@@ -329,6 +331,17 @@ func (h *history) catalogFiles(ctx context.Context, v *index.View, from, to int6
 // share their fragment list, which is recognised without comparing paths.
 // It fails (index.ErrCorrupt) if a fragment list does not decode.
 func (h *history) compactedTicks(v *index.View, from, to int64) error {
+	// Room for the ticks the compacted files read span (of the table
+	// whose span most), so that a long list is not copied as it grows.
+	spans := map[string]int64{}
+	most := int64(0)
+	for _, f := range h.frags {
+		if f.keep != nil && f.last >= f.first {
+			spans[f.table] += f.last - f.first + 1
+			most = max(most, spans[f.table])
+		}
+	}
+	h.ticks = slices.Grow(h.ticks, int(min(most, 1<<24)))
 	byKey := map[string]int32{}
 	var prev *index.Tick
 	prevGroup := int32(-1)
@@ -514,6 +527,9 @@ func ident(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"
 // identities of the ticks that name compacted files go to a second one,
 // which only worldfs_manifests reads.
 func render(world, run string, upTo int64, h *history, infos map[string]engine.TableInfo, lineage []string, dir string) (*Script, error) {
+	if strings.ContainsAny(world+run+dir, markLazy+markEager+markEnd+markEndEager) {
+		return nil, fmt.Errorf("views of world %q run %q in %q: control characters in a name", world, run, dir)
+	}
 	names, parts, list := partition(h.frags, infos)
 	for g, set := range h.groups {
 		for _, f := range set {
@@ -566,7 +582,7 @@ func render(world, run string, upTo int64, h *history, infos map[string]engine.T
 	}
 	sb.WriteString(factViews(factNames))
 	fmt.Fprintf(&sb, "CREATE OR REPLACE TEMP VIEW worldfs_lineage AS SELECT * FROM (VALUES %s) l(segment, world, run, up_to_tick);\n", strings.Join(lineage, ", "))
-	script.SQL = sb.String()
+	script.SQL, script.run = plainSQL.Replace(sb.String()), checkedSQL.Replace(sb.String())
 	return script, nil
 }
 
@@ -731,7 +747,7 @@ func partQueries(sb *strings.Builder, name string, i int, p part, cols []string,
 		}
 	}
 	read := func(list string) string {
-		return fmt.Sprintf("SELECT %s FROM read_parquet(getvariable(%s))", sel, lit(list))
+		return fmt.Sprintf("SELECT %s FROM read_parquet(%s)", sel, verifiedList("getvariable("+lit(list)+")"))
 	}
 	q = read(files)
 	at = q + " WHERE tick = t"
@@ -758,8 +774,8 @@ func partQueries(sb *strings.Builder, name string, i int, p part, cols []string,
 		// t (the witness holds every tick): the others' footers are never
 		// opened. (Fields by subscript: a macro parameter reads f.lo as a
 		// string.)
-		at = fmt.Sprintf("SELECT %s FROM read_parquet([f['path'] FOR f IN getvariable(%s) IF f['lo'] <= t AND t <= f['hi']]) WHERE tick = t",
-			sel, lit(proven+"_bounds"))
+		at = fmt.Sprintf("SELECT %s FROM read_parquet(%s) WHERE tick = t",
+			sel, verifiedList("[f['path'] FOR f IN getvariable("+lit(proven+"_bounds")+") IF f['lo'] <= t AND t <= f['hi']]"))
 		if p.keep != nil && (p.keep.From != math.MinInt64 || p.keep.To != math.MaxInt64) {
 			// Compacted files hold other ticks' rows too (a fork's
 			// parent's, past the fork point; those past a pin). Bounds
@@ -817,14 +833,14 @@ CREATE OR REPLACE TEMP TABLE %[1]s AS
   UNION ALL
   SELECT f.path FROM worldfs_fragments f
   JOIN (SELECT file_name, path_in_schema AS col, stats_min_value AS lo, stats_max_value AS hi
-        FROM parquet_metadata(getvariable(%[7]s)) WHERE path_in_schema IN ('tick', 'commit_token')) m ON m.file_name = f.path
+        FROM parquet_metadata(%[7]s) WHERE path_in_schema IN ('tick', 'commit_token')) m ON m.file_name = f.path
   WHERE f.%[3]s AND NOT f.proven
   GROUP BY f.path, f.tick, f.commit_token
   HAVING bool_and(m.lo IS NOT NULL AND m.lo = m.hi AND m.lo = CASE m.col WHEN 'tick' THEN f.tick::VARCHAR ELSE f.commit_token END)
      AND count(*) FILTER (WHERE m.col = 'tick') = count(*) FILTER (WHERE m.col = 'commit_token');
 SET VARIABLE %[4]s = (SELECT list_prepend(%[6]s, coalesce(list(path ORDER BY ord), []::VARCHAR[])) FROM (SELECT path, min(ord) AS ord FROM worldfs_fragments WHERE %[3]s AND path IN (SELECT path FROM %[1]s) GROUP BY path));
 SET VARIABLE %[5]s = (SELECT list_prepend(%[6]s, coalesce(list(path ORDER BY ord), []::VARCHAR[])) FROM (SELECT path, min(ord) AS ord FROM worldfs_fragments WHERE %[3]s AND path NOT IN (SELECT path FROM %[1]s) GROUP BY path));
-`, set, ident(unproven), where, ident(proven), ident(checked), lit(witness), lit(unproven)) +
+`, set, ident(unproven), where, ident(proven), ident(checked), lit(witness), verifiedListNow("getvariable("+lit(unproven)+")")) +
 		provenBounds(view, part, proven+"_bounds", witness, "path IN (SELECT path FROM "+set+")")
 }
 

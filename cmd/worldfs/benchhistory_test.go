@@ -32,7 +32,7 @@ func TestBenchHistory(t *testing.T) {
 		t.Fatalf("bench history: %d\n%s\n%s", code, out, stderr)
 	}
 	for _, ph := range []*historyPhase{res.Before, res.After} {
-		if ph == nil || ph.Rows != 600*3 || ph.AtRows != 3 || ph.ViewsOpenSeconds <= 0 || ph.ViewsLoadSeconds <= 0 || ph.ViewsBuildSeconds < ph.ViewsLoadSeconds || ph.SQLFirst.Seconds <= 0 ||
+		if ph == nil || ph.Rows != 600*3 || ph.AtRows != 3 || ph.ViewsOpenSeconds <= 0 || ph.ViewsLoadSeconds <= 0 || ph.ViewsBuildSeconds < ph.ViewsLoadSeconds || ph.SQLFirst.Seconds <= 0 || ph.SQLBuiltWarm.Seconds <= 0 ||
 			ph.SQLAgain.PeakRSSBytes <= 0 || ph.BucketObjects == 0 || len(ph.DataObjectsTable) != 2 || len(ph.FilesNamed) != 2 {
 			t.Fatalf("bench history phase %+v", ph)
 		}
@@ -43,7 +43,7 @@ func TestBenchHistory(t *testing.T) {
 	if !res.Generated || res.Compaction.Windows == 0 || res.Before.FilesNamed[0] != 600 || res.After.FilesNamed[0] >= 600 {
 		t.Fatalf("bench history %+v\nbefore %+v\nafter %+v", res, res.Before, res.After)
 	}
-	if res.Before.ViewsReusedSeconds <= 0 || res.After.ViewsReusedSeconds <= 0 || len(res.Goals) != 7 {
+	if res.Before.ViewsReusedSeconds <= 0 || res.After.ViewsReusedSeconds <= 0 || len(res.Goals) != 8 {
 		t.Fatalf("bench history: reused views %v, %v s; goals %+v", res.Before.ViewsReusedSeconds, res.After.ViewsReusedSeconds, res.Goals)
 	}
 }
@@ -76,7 +76,7 @@ func TestBenchHistoryContinuesAndCompares(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := bench("400", "--compare", base)
-	if !res.Generated || res.Before != nil || res.After == nil || res.After.Rows != 400*2 || len(res.Goals) != 9 ||
+	if !res.Generated || res.Before != nil || res.After == nil || res.After.Rows != 400*2 || len(res.Goals) != 10 ||
 		!strings.Contains(res.Goals[2].Goal, "ratio to N = 200") || res.Goals[2].Value <= 0 {
 		t.Fatalf("bench history continued to 400 ticks: %+v\nafter %+v", res, res.After)
 	}
