@@ -291,8 +291,9 @@ func load(ctx context.Context, b bucket.Bucket, world string) (*State, *checkpoi
 // a listing from a start name is cheap (GCS, memory) the log is listed
 // from s instead, which also shows every slot after a gap.
 
-// listLog applies to s, in order, the slots listed after it. A listed slot
-// that does not continue the log (a gap, a broken chain) is ErrCorrupt.
+// listLog applies to state, in order, the slots listed after it. A listed
+// slot that does not continue the log (a gap, a broken chain) is
+// ErrCorrupt. state is load's own: the slots are applied to it in place.
 func listLog(ctx context.Context, b bucket.Bucket, state *State) (*State, error) {
 	world := state.World.ID
 	startAfter := ""
@@ -304,7 +305,7 @@ func listLog(ctx context.Context, b bucket.Bucket, state *State) (*State, error)
 			return nil, fmt.Errorf("world %s: listing the log: %w", world, err)
 		}
 		err := readSkipped(world, a.Name, state.Seq+1, func(name string) (uint64, error) {
-			n, _, err := readSlot(ctx, b, state, name)
+			n, _, err := readSlotTo(ctx, b, state, name, true)
 			if err == nil {
 				state = n
 			}
@@ -313,7 +314,7 @@ func listLog(ctx context.Context, b bucket.Bucket, state *State) (*State, error)
 		if err != nil {
 			return nil, err
 		}
-		if state, _, err = readSlot(ctx, b, state, a.Name); err != nil {
+		if state, _, err = readSlotTo(ctx, b, state, a.Name, true); err != nil {
 			return nil, err
 		}
 	}
@@ -325,11 +326,12 @@ func listLog(ctx context.Context, b bucket.Bucket, state *State) (*State, error)
 // fails closed instead of ending the log early.
 const gapProbes = 32
 
-// probeLog applies to s the slots found by name after it (follow), then
-// checks the gapProbes names past the first absent one: a slot there while
-// that name is still absent means a slot in between is missing, which is
-// ErrCorrupt. A slot there that was created meanwhile (the absent name
-// exists once probed again) is followed on.
+// probeLog applies to state, in place (it is load's own), the slots found
+// by name after it (follow), then checks the gapProbes names past the
+// first absent one: a slot there while that name is still absent means a
+// slot in between is missing, which is ErrCorrupt. A slot there that was
+// created meanwhile (the absent name exists once probed again) is
+// followed on.
 func probeLog(ctx context.Context, b bucket.Bucket, state *State) (*State, error) {
 	world := state.World.ID
 	for {
@@ -364,11 +366,13 @@ func probeLog(ctx context.Context, b bucket.Bucket, state *State) (*State, error
 
 // follow applies to s, in order, the slots found by name after it, up to
 // the first name absent, and returns the state there. each, if not nil,
-// is told of every slot applied and returns the state to go on from: that
-// state, or a newer one read meanwhile.
+// is told of every slot applied, on a copy, and returns the state to go on
+// from: that state, or a newer one read meanwhile. Without each, s is the
+// caller's own and nobody sees the states in between: the slots are
+// applied to s in place.
 func follow(ctx context.Context, b bucket.Bucket, s *State, each func(n *State, slot *Slot) *State) (*State, error) {
 	for {
-		n, slot, err := readSlot(ctx, b, s, SlotName(s.World.ID, s.Seq+1))
+		n, slot, err := readSlotTo(ctx, b, s, SlotName(s.World.ID, s.Seq+1), each == nil)
 		if errors.Is(err, bucket.ErrNotExist) {
 			return s, nil
 		}
@@ -403,10 +407,16 @@ func readSkipped(world, listed string, next uint64, read func(name string) (uint
 	return nil
 }
 
-// readSlot reads the slot called name and applies it to s. A missing slot
-// is bucket.ErrNotExist; anything that does not decode or continue s is
-// ErrCorrupt.
+// readSlot reads the slot called name and applies it to a copy of s. A
+// missing slot is bucket.ErrNotExist; anything that does not decode or
+// continue s is ErrCorrupt.
 func readSlot(ctx context.Context, b bucket.Bucket, s *State, name string) (*State, *Slot, error) {
+	return readSlotTo(ctx, b, s, name, false)
+}
+
+// readSlotTo is readSlot, applying the slot to s itself if inPlace (s is
+// the caller's alone, see applySlot).
+func readSlotTo(ctx context.Context, b bucket.Bucket, s *State, name string, inPlace bool) (*State, *Slot, error) {
 	data, _, err := b.Get(ctx, name)
 	if err != nil {
 		return nil, nil, err
@@ -415,7 +425,10 @@ func readSlot(ctx context.Context, b bucket.Bucket, s *State, name string) (*Sta
 	if err != nil {
 		return nil, nil, err
 	}
-	n, err := s.ApplySlot(slot, hash)
+	if !inPlace {
+		s = s.clone()
+	}
+	n, err := s.applySlot(slot, hash)
 	if err != nil {
 		return nil, nil, fmt.Errorf("slot %s: %w", name, err)
 	}
