@@ -351,3 +351,34 @@ func TestLoadFollowsSlotsCreatedWhileProbing(t *testing.T) {
 		t.Fatal(d)
 	}
 }
+
+// A load applies the slots after its checkpoint to its own state in
+// place; a catalog that follows the log keeps every snapshot it handed
+// out as it was.
+func TestSnapshotsStayWhileTheCatalogFollows(t *testing.T) {
+	lb, err := local.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t)
+	c, epoch := newWorld(t, lb, "w", Options{NoCompactor: true})
+	fill(t, c, epoch, 0, 3)
+	o, err := Open(ctx, lb, "w", Options{NoCompactor: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	old := o.Tip()
+	oldSeq, oldTicks := old.Seq, old.ticks.Len()
+	want := fill(t, c, epoch, 3, 3)
+	got, err := o.Exact(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := diff(got, want); d != "" {
+		t.Fatal(d)
+	}
+	if old.Seq != oldSeq || old.ticks.Len() != oldTicks {
+		t.Fatalf("a snapshot at %d with %d ticks became %d with %d as the catalog followed the log", oldSeq, oldTicks, old.Seq, old.ticks.Len())
+	}
+}
