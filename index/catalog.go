@@ -328,38 +328,34 @@ const gapProbes = 32
 
 // probeLog applies to state, in place (it is load's own), the slots found
 // by name after it (follow), then checks the gapProbes names past the
-// first absent one: a slot there while that name is still absent means a
-// slot in between is missing, which is ErrCorrupt. A slot there that was
-// created meanwhile (the absent name exists once probed again) is
-// followed on.
+// first absent one. A slot there is followed on if the absent name now
+// reads (both were created meanwhile: a slot is created only after the one
+// before it); if it still does not, a slot in between was lost, which is
+// ErrCorrupt.
 func probeLog(ctx context.Context, b bucket.Bucket, state *State) (*State, error) {
 	world := state.World.ID
+	later := "" // a slot found past the end the last time round
 	for {
+		at := state.Seq
 		var err error
 		if state, err = follow(ctx, b, state, nil); err != nil {
 			return nil, err
 		}
-		later := ""
-		for seq := state.Seq + 2; seq <= state.Seq+1+gapProbes; seq++ {
+		if later != "" && state.Seq == at {
+			return nil, fmt.Errorf("world %s: slot %s is missing, yet slot %s after it exists: %w", world, SlotName(world, at+1), later, ErrCorrupt)
+		}
+		later = ""
+		for seq := state.Seq + 2; seq <= state.Seq+1+gapProbes && later == ""; seq++ {
 			_, err := b.Stat(ctx, SlotName(world, seq))
-			if err == nil {
+			switch {
+			case err == nil:
 				later = SlotName(world, seq)
-				break
-			}
-			if !errors.Is(err, bucket.ErrNotExist) {
+			case !errors.Is(err, bucket.ErrNotExist):
 				return nil, fmt.Errorf("world %s: reading the log: %w", world, err)
 			}
 		}
 		if later == "" {
 			return state, nil
-		}
-		// A slot is created only after the one before it, so if the
-		// absent name is still absent now, it was lost.
-		missing := SlotName(world, state.Seq+1)
-		if _, err := b.Stat(ctx, missing); errors.Is(err, bucket.ErrNotExist) {
-			return nil, fmt.Errorf("world %s: slot %s is missing, yet slot %s after it exists: %w", world, missing, later, ErrCorrupt)
-		} else if err != nil {
-			return nil, fmt.Errorf("world %s: reading the log: %w", world, err)
 		}
 	}
 }
