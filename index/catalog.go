@@ -208,9 +208,9 @@ type outcome struct {
 	err error
 }
 
-// Open loads world's catalog: the newest checkpoint, then every slot listed
-// after it. A world with no log opens empty (World.Created is false). A
-// corrupt log or checkpoint fails closed.
+// Open loads world's catalog: the newest checkpoint, then every slot after
+// it (see listLog and probeLog). A world with no log opens empty
+// (World.Created is false). A corrupt log or checkpoint fails closed.
 func Open(ctx context.Context, b bucket.Bucket, world string, opts Options) (*Catalog, error) {
 	if err := ValidateWorldID(world); err != nil {
 		return nil, err
@@ -239,8 +239,8 @@ type LoadInfo struct {
 }
 
 // Load reads world's state from the bucket: the newest checkpoint and the
-// slots listed after it. A world with no log loads empty; corrupt data is
-// ErrCorrupt.
+// slots after it (see listLog and probeLog). A world with no log loads
+// empty; corrupt data is ErrCorrupt.
 func Load(ctx context.Context, b bucket.Bucket, world string) (*State, LoadInfo, error) {
 	s, cp, err := load(ctx, b, world)
 	if err != nil {
@@ -269,29 +269,116 @@ func load(ctx context.Context, b bucket.Bucket, world string) (*State, *checkpoi
 			return nil, nil, err
 		}
 	}
+	if _, scans := bucket.As[bucket.Local](b); scans {
+		state, err = probeLog(ctx, b, state)
+	} else {
+		state, err = listLog(ctx, b, state)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return state, cp, nil
+}
+
+// The log after a state is found in one of two ways, chosen by the bucket.
+// Slots are contiguous (each starts right after its predecessor's last
+// sequence, ApplySlot) and every state, checkpoints included, ends at a
+// slot's end, so the slots after s are SlotName(s.Seq+1), then the name
+// after that slot, and so on up to the first name absent (follow). On a
+// bucket whose listing reads a whole directory whatever its start (a local
+// bucket, bucket.Local) that is what a cold start does: its cost follows
+// the slots after the checkpoint, not the slots the log still keeps. Where
+// a listing from a start name is cheap (GCS, memory) the log is listed
+// from s instead, which also shows every slot after a gap.
+
+// listLog applies to state, in order, the slots listed after it. A listed
+// slot that does not continue the log (a gap, a broken chain) is
+// ErrCorrupt. state is load's own: the slots are applied to it in place.
+func listLog(ctx context.Context, b bucket.Bucket, state *State) (*State, error) {
+	world := state.World.ID
 	startAfter := ""
 	if state.Seq > 0 {
 		startAfter = SlotName(world, state.Seq)
 	}
 	for a, err := range b.List(ctx, LogPrefix(world), startAfter) {
 		if err != nil {
-			return nil, nil, fmt.Errorf("world %s: listing the log: %w", world, err)
+			return nil, fmt.Errorf("world %s: listing the log: %w", world, err)
 		}
 		err := readSkipped(world, a.Name, state.Seq+1, func(name string) (uint64, error) {
-			n, _, err := readSlot(ctx, b, state, name)
+			n, _, err := readSlotTo(ctx, b, state, name, true)
 			if err == nil {
 				state = n
 			}
 			return state.Seq + 1, err
 		})
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		if state, _, err = readSlot(ctx, b, state, a.Name); err != nil {
-			return nil, nil, err
+		if state, _, err = readSlotTo(ctx, b, state, a.Name, true); err != nil {
+			return nil, err
 		}
 	}
-	return state, cp, nil
+	return state, nil
+}
+
+// gapProbes is how many names past the first absent one probeLog tries:
+// a lost slot of up to this many entries (a tick's publish is a few) then
+// fails closed instead of ending the log early.
+const gapProbes = 32
+
+// probeLog applies to state, in place (it is load's own), the slots found
+// by name after it (follow), then checks the gapProbes names past the
+// first absent one. A slot there is followed on if the absent name now
+// reads (both were created meanwhile: a slot is created only after the one
+// before it); if it still does not, a slot in between was lost, which is
+// ErrCorrupt.
+func probeLog(ctx context.Context, b bucket.Bucket, state *State) (*State, error) {
+	world := state.World.ID
+	later := "" // a slot found past the end the last time round
+	for {
+		at := state.Seq
+		var err error
+		if state, err = follow(ctx, b, state, nil); err != nil {
+			return nil, err
+		}
+		if later != "" && state.Seq == at {
+			return nil, fmt.Errorf("world %s: slot %s is missing, yet slot %s after it exists: %w", world, SlotName(world, at+1), later, ErrCorrupt)
+		}
+		later = ""
+		for seq := state.Seq + 2; seq <= state.Seq+1+gapProbes && later == ""; seq++ {
+			_, err := b.Stat(ctx, SlotName(world, seq))
+			switch {
+			case err == nil:
+				later = SlotName(world, seq)
+			case !errors.Is(err, bucket.ErrNotExist):
+				return nil, fmt.Errorf("world %s: reading the log: %w", world, err)
+			}
+		}
+		if later == "" {
+			return state, nil
+		}
+	}
+}
+
+// follow applies to s, in order, the slots found by name after it, up to
+// the first name absent, and returns the state there. each, if not nil,
+// is told of every slot applied, on a copy, and returns the state to go on
+// from: that state, or a newer one read meanwhile. Without each, s is the
+// caller's own and nobody sees the states in between: the slots are
+// applied to s in place.
+func follow(ctx context.Context, b bucket.Bucket, s *State, each func(n *State, slot *Slot) *State) (*State, error) {
+	for {
+		n, slot, err := readSlotTo(ctx, b, s, SlotName(s.World.ID, s.Seq+1), each == nil)
+		if errors.Is(err, bucket.ErrNotExist) {
+			return s, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("world %s: reading the log: %w", s.World.ID, err)
+		}
+		if s = n; each != nil {
+			s = each(n, slot)
+		}
+	}
 }
 
 // readSkipped reads, in order, the slots a listing skipped before the one
@@ -316,10 +403,16 @@ func readSkipped(world, listed string, next uint64, read func(name string) (uint
 	return nil
 }
 
-// readSlot reads the slot called name and applies it to s. A missing slot
-// is bucket.ErrNotExist; anything that does not decode or continue s is
-// ErrCorrupt.
+// readSlot reads the slot called name and applies it to a copy of s. A
+// missing slot is bucket.ErrNotExist; anything that does not decode or
+// continue s is ErrCorrupt.
 func readSlot(ctx context.Context, b bucket.Bucket, s *State, name string) (*State, *Slot, error) {
+	return readSlotTo(ctx, b, s, name, false)
+}
+
+// readSlotTo is readSlot, applying the slot to s itself if inPlace (s is
+// the caller's alone, see applySlot).
+func readSlotTo(ctx context.Context, b bucket.Bucket, s *State, name string, inPlace bool) (*State, *Slot, error) {
 	data, _, err := b.Get(ctx, name)
 	if err != nil {
 		return nil, nil, err
@@ -328,7 +421,10 @@ func readSlot(ctx context.Context, b bucket.Bucket, s *State, name string) (*Sta
 	if err != nil {
 		return nil, nil, err
 	}
-	n, err := s.ApplySlot(slot, hash)
+	if !inPlace {
+		s = s.clone()
+	}
+	n, err := s.applySlot(slot, hash)
 	if err != nil {
 		return nil, nil, fmt.Errorf("slot %s: %w", name, err)
 	}
@@ -386,19 +482,16 @@ func (c *Catalog) advance(ctx context.Context) (*State, error) {
 		}
 		tip = c.setTip(s, "", false)
 	}
-	for {
-		if cur := c.Tip(); cur.Seq > tip.Seq {
-			tip = cur // installed or read meanwhile
-		}
-		n, slot, err := readSlot(ctx, c.b, tip, SlotName(c.world, tip.Seq+1))
-		if errors.Is(err, bucket.ErrNotExist) {
-			return c.setTip(tip, "", true), nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("world %s: reading the log: %w", c.world, err)
-		}
-		tip = c.setTip(n, slot.Store, false)
+	if cur := c.Tip(); cur.Seq > tip.Seq {
+		tip = cur // installed or read meanwhile
 	}
+	tip, err := follow(ctx, c.b, tip, func(n *State, slot *Slot) *State {
+		return c.setTip(n, slot.Store, false) // or the tip installed meanwhile
+	})
+	if err != nil {
+		return nil, err
+	}
+	return c.setTip(tip, "", true), nil
 }
 
 // setTip makes s the tip if it is newer, notes a slot written by another

@@ -192,7 +192,10 @@ func LoadCheckpoint(ctx context.Context, b bucket.Bucket, world, name string) (*
 		}
 		d := &out[i]
 		// plain is never written again: decoded strings share it.
-		k, last, err := decodeShard(cp.Format, r.Hash, plain, func(t *Tick) {
+		k, last, err := decodeShard(cp.Format, r.Hash, plain, func(t *Tick, of int) {
+			if d.ticks == nil {
+				d.ticks, d.tokens = make([]*Tick, 0, of), make([]tokenEntry, 0, of)
+			}
 			d.ticks = append(d.ticks, t)
 			d.tokens = append(d.tokens, tokenEntry{tokenKey(t.Run, t.CommitToken), t.Tick})
 		},

@@ -180,16 +180,29 @@ func TestAutomaticCheckpoint(t *testing.T) {
 
 // Corrupt catalog data fails closed: the world does not open.
 func TestCorruptCatalogFailsClosed(t *testing.T) {
-	build := func(t *testing.T) (*mem.Bucket, *State) {
-		b := memBucket()
+	// The memory bucket's log is listed after the checkpoint, the local
+	// bucket's is followed by name (load): both fail closed.
+	backends := map[string]func(t *testing.T) bucket.Bucket{
+		"mem": func(*testing.T) bucket.Bucket { return memBucket() },
+		"local": func(t *testing.T) bucket.Bucket {
+			b, err := local.Open(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b
+		},
+	}
+	build := func(t *testing.T, backend string) (bucket.Bucket, *State, uint64) {
+		b := backends[backend](t)
 		c, epoch := newWorld(t, b, "w", Options{NoCompactor: true})
 		fill(t, c, epoch, 0, 20)
-		if _, err := c.Checkpoint(ctxT(t)); err != nil {
+		cp, err := c.Checkpoint(ctxT(t))
+		if err != nil {
 			t.Fatal(err)
 		}
-		return b, fill(t, c, epoch, 20, 5)
+		return b, fill(t, c, epoch, 20, 5), cp
 	}
-	replace := func(t *testing.T, b *mem.Bucket, name string, data []byte) {
+	replace := func(t *testing.T, b bucket.Bucket, name string, data []byte) {
 		a, err := b.Stat(ctxT(t), name)
 		if err != nil {
 			t.Fatal(err)
@@ -203,40 +216,50 @@ func TestCorruptCatalogFailsClosed(t *testing.T) {
 			}
 		}
 	}
-	for name, corrupt := range map[string]func(t *testing.T, b *mem.Bucket, s *State){
-		"flipped slot byte": func(t *testing.T, b *mem.Bucket, s *State) {
+	forge := func(t *testing.T, b bucket.Bucket, n string, change func(*Slot)) {
+		data, _, _ := b.Get(ctxT(t), n)
+		slot, _, _ := DecodeSlot("w", n, data)
+		change(slot)
+		forged, _, _ := EncodeSlot(slot)
+		replace(t, b, n, forged)
+	}
+	for name, corrupt := range map[string]func(t *testing.T, b bucket.Bucket, s *State, cp uint64){
+		"flipped slot byte": func(t *testing.T, b bucket.Bucket, s *State, _ uint64) {
 			n := SlotName("w", s.Seq)
 			data, _, _ := b.Get(ctxT(t), n)
 			data[len(data)/2] ^= 0x55
 			replace(t, b, n, data)
 		},
-		"broken hash chain": func(t *testing.T, b *mem.Bucket, s *State) {
-			n := SlotName("w", s.Seq)
-			data, _, _ := b.Get(ctxT(t), n)
-			slot, _, _ := DecodeSlot("w", n, data)
-			slot.Prev = strings.Repeat("0", 64)
-			forged, _, _ := EncodeSlot(slot)
-			replace(t, b, n, forged)
+		"broken hash chain": func(t *testing.T, b bucket.Bucket, s *State, _ uint64) {
+			forge(t, b, SlotName("w", s.Seq), func(slot *Slot) { slot.Prev = strings.Repeat("0", 64) })
 		},
-		"gap in the log": func(t *testing.T, b *mem.Bucket, s *State) {
+		"slot of another world": func(t *testing.T, b bucket.Bucket, _ *State, cp uint64) {
+			forge(t, b, SlotName("w", cp+2), func(slot *Slot) { slot.World = "v" })
+		},
+		"gap in the log": func(t *testing.T, b bucket.Bucket, s *State, _ uint64) {
 			replace(t, b, SlotName("w", s.Seq-1), nil)
 		},
-		"missing checkpoint shard": func(t *testing.T, b *mem.Bucket, s *State) {
+		"gap right after the checkpoint": func(t *testing.T, b bucket.Bucket, _ *State, cp uint64) {
+			replace(t, b, SlotName("w", cp+1), nil)
+		},
+		"missing checkpoint shard": func(t *testing.T, b bucket.Bucket, s *State, _ uint64) {
 			shards, _ := bucket.Collect(b.List(ctxT(t), WorldPrefix("w")+"state/", ""))
 			replace(t, b, shards[0].Name, nil)
 		},
-		"corrupt checkpoint": func(t *testing.T, b *mem.Bucket, s *State) {
+		"corrupt checkpoint": func(t *testing.T, b bucket.Bucket, s *State, _ uint64) {
 			cps, _ := bucket.Collect(b.List(ctxT(t), CheckpointPrefix("w"), ""))
 			replace(t, b, cps[0].Name, []byte(`{"format":1,"world":{"ID":"w"},"seq":3}`))
 		},
 	} {
-		t.Run(name, func(t *testing.T) {
-			b, s := build(t)
-			corrupt(t, b, s)
-			if _, err := Open(ctxT(t), b, "w", Options{NoCompactor: true}); !errors.Is(err, ErrCorrupt) {
-				t.Fatalf("Open of a corrupt catalog = %v, want ErrCorrupt", err)
-			}
-		})
+		for backend := range backends {
+			t.Run(backend+"/"+name, func(t *testing.T) {
+				b, s, cp := build(t, backend)
+				corrupt(t, b, s, cp)
+				if _, err := Open(ctxT(t), b, "w", Options{NoCompactor: true}); !errors.Is(err, ErrCorrupt) {
+					t.Fatalf("Open of a corrupt catalog = %v, want ErrCorrupt", err)
+				}
+			})
+		}
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/bucket/buckettest"
 	"github.com/worldfs/worldfs/bucket/local"
 )
 
@@ -231,5 +232,153 @@ func TestVerifyCatalogFillsListingGap(t *testing.T) {
 	}
 	if d := diff(got.State, want); d != "" {
 		t.Fatal(d)
+	}
+}
+
+// A cold start on a local bucket, whose listing reads the whole log
+// directory whatever its start, finds the slots after the checkpoint by
+// name: it lists no log however many slots the log keeps behind the
+// checkpoint, and reads each slot after it once and none before it; so
+// does a catalog following the log afterwards. A memory bucket, whose
+// listing starts where asked, lists the log from the checkpoint.
+func TestLoadFollowsTheLogByName(t *testing.T) {
+	lb, err := local.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		b     bucket.Bucket
+		lists bool
+	}{{"local", lb, false}, {"mem", memBucket(), true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := ctxT(t)
+			c, epoch := newWorld(t, tc.b, "w", Options{NoCompactor: true})
+			fill(t, c, epoch, 0, 60)
+			cp, err := c.Checkpoint(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := fill(t, c, epoch, 60, 5)
+			counted := &buckettest.Counting{Bucket: tc.b}
+			got, info, err := Load(ctx, counted, "w")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := diff(got, want); d != "" {
+				t.Fatal(d)
+			}
+			if info.CheckpointSeq != cp || info.SlotsReplayed < 5 {
+				t.Fatalf("loaded %+v, want the checkpoint at %d and the slots after it", info, cp)
+			}
+			if n := counted.ListsOf(LogPrefix("w")); (n > 0) != tc.lists {
+				t.Fatalf("the load listed the log %d times", n)
+			}
+			slots, err := bucket.Collect(tc.b.List(ctx, LogPrefix("w"), ""))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, a := range slots {
+				first, _ := ParseSlotName("w", a.Name)
+				if n, after := counted.GetsOf(a.Name), first > cp; n != 1 && after || n != 0 && !after {
+					t.Fatalf("slot %d read %d times by a load from the checkpoint at %d", first, n, cp)
+				}
+			}
+			if n := counted.GetsOf(SlotName("w", want.Seq+1)); n != 1 && !tc.lists {
+				t.Fatalf("the name after the log's end was read %d times, want once", n)
+			}
+			// A catalog opened there follows the log the same way.
+			o, err := Open(ctx, counted, "w", Options{NoCompactor: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer o.Close()
+			want = fill(t, c, epoch, 65, 3)
+			got, err = o.Exact(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := diff(got, want); d != "" {
+				t.Fatal(d)
+			}
+			if n := counted.ListsOf(LogPrefix("w")); (n > 0) != tc.lists {
+				t.Fatalf("the load and the catalog listed the log %d times", n)
+			}
+		})
+	}
+}
+
+// lateSlots hides the slots from hide on until a name past them is
+// probed, as if they were created while a load probed the log's end.
+type lateSlots struct {
+	bucket.Bucket
+	hide    uint64
+	created atomic.Bool
+}
+
+func (l *lateSlots) Get(ctx context.Context, name string) ([]byte, bucket.Attrs, error) {
+	if seq, err := ParseSlotName("w", name); err == nil && seq >= l.hide && !l.created.Load() {
+		return nil, bucket.Attrs{}, fmt.Errorf("hidden %s: %w", name, bucket.ErrNotExist)
+	}
+	return l.Bucket.Get(ctx, name)
+}
+
+func (l *lateSlots) Stat(ctx context.Context, name string) (bucket.Attrs, error) {
+	if seq, err := ParseSlotName("w", name); err == nil && seq > l.hide {
+		l.created.Store(true)
+	}
+	return l.Bucket.Stat(ctx, name)
+}
+
+func (l *lateSlots) Unwrap() bucket.Bucket { return l.Bucket }
+
+// Slots created while a load on a local bucket probes the names past the
+// log's end are no gap: the load follows them.
+func TestLoadFollowsSlotsCreatedWhileProbing(t *testing.T) {
+	lb, err := local.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t)
+	c, epoch := newWorld(t, lb, "w", Options{NoCompactor: true})
+	before := fill(t, c, epoch, 0, 3)
+	want := fill(t, c, epoch, 3, 3)
+	got, _, err := Load(ctx, &lateSlots{Bucket: lb, hide: before.Seq + 1}, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := diff(got, want); d != "" {
+		t.Fatal(d)
+	}
+}
+
+// A load applies the slots after its checkpoint to its own state in
+// place; a catalog that follows the log keeps every snapshot it handed
+// out as it was.
+func TestSnapshotsStayWhileTheCatalogFollows(t *testing.T) {
+	lb, err := local.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t)
+	c, epoch := newWorld(t, lb, "w", Options{NoCompactor: true})
+	fill(t, c, epoch, 0, 3)
+	o, err := Open(ctx, lb, "w", Options{NoCompactor: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	old := o.Tip()
+	oldSeq, oldTicks := old.Seq, old.ticks.Len()
+	want := fill(t, c, epoch, 3, 3)
+	got, err := o.Exact(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := diff(got, want); d != "" {
+		t.Fatal(d)
+	}
+	if old.Seq != oldSeq || old.ticks.Len() != oldTicks {
+		t.Fatalf("a snapshot at %d with %d ticks became %d with %d as the catalog followed the log", oldSeq, oldTicks, old.Seq, old.ticks.Len())
 	}
 }

@@ -344,7 +344,9 @@ func (l *shardLists) decode() ([][]TableFragments, error) {
 // so a cold start allocates per shard, not per record, and the collector
 // has little to trace. A format-4 tick shard's fragment lists are not
 // decoded here (see shardLists); hash names the shard in their errors.
-func decodeShard(format int, hash string, data []byte, addTick func(*Tick), addClaim func(*Claim), addCommand func(*CommandState)) (k shardKey, last uint64, err error) {
+// addTick is told the shard's number of records too, so that its caller
+// can size what it collects them in.
+func decodeShard(format int, hash string, data []byte, addTick func(t *Tick, of int), addClaim func(*Claim), addCommand func(*CommandState)) (k shardKey, last uint64, err error) {
 	d := dec{b: data}
 	k.Kind = d.byte()
 	k.Run = d.str()
@@ -390,7 +392,7 @@ func decodeShard(format int, hash string, data []byte, addTick func(*Tick), addC
 			}
 			if d.err == nil {
 				last = max(last, t.Seq)
-				addTick(t)
+				addTick(t, n)
 			}
 		case 'c':
 			c := &Claim{Key: ClaimKey{Run: k.Run, Producer: d.str(), ExternalID: d.str()}, Digest: d.str(),

@@ -416,22 +416,28 @@ type Result struct {
 // the log never holds a refused entry: each is checked before the slot is
 // created).
 func (s *State) ApplySlot(slot *Slot, hash string) (*State, error) {
-	if slot.World != s.World.ID {
-		return nil, fmt.Errorf("slot of world %q applied to world %q: %w", slot.World, s.World.ID, ErrCorrupt)
+	return s.clone().applySlot(slot, hash)
+}
+
+// applySlot is ApplySlot on n itself, a state nobody else holds (a fresh
+// clone, or one a load has not returned yet): replaying many slots then
+// copies no tree path per slot. After an error n is half applied: drop it.
+func (n *State) applySlot(slot *Slot, hash string) (*State, error) {
+	if slot.World != n.World.ID {
+		return nil, fmt.Errorf("slot of world %q applied to world %q: %w", slot.World, n.World.ID, ErrCorrupt)
 	}
-	if slot.FirstSeq != s.Seq+1 {
-		return nil, fmt.Errorf("world %s: slot starts at sequence %d after sequence %d: %w", s.World.ID, slot.FirstSeq, s.Seq, ErrCorrupt)
+	if slot.FirstSeq != n.Seq+1 {
+		return nil, fmt.Errorf("world %s: slot starts at sequence %d after sequence %d: %w", n.World.ID, slot.FirstSeq, n.Seq, ErrCorrupt)
 	}
-	if slot.Prev != s.Hash {
-		return nil, fmt.Errorf("world %s: slot %d names predecessor %.12s, the log has %.12s: %w", s.World.ID, slot.FirstSeq, slot.Prev, s.Hash, ErrCorrupt)
+	if slot.Prev != n.Hash {
+		return nil, fmt.Errorf("world %s: slot %d names predecessor %.12s, the log has %.12s: %w", n.World.ID, slot.FirstSeq, slot.Prev, n.Hash, ErrCorrupt)
 	}
-	n := s.clone()
 	for i := range slot.Entries {
 		if _, err := n.apply(&slot.Entries[i], slot.FirstSeq+uint64(i)); err != nil {
-			return nil, fmt.Errorf("world %s: entry at sequence %d: %w: %w", s.World.ID, slot.FirstSeq+uint64(i), ErrCorrupt, err)
+			return nil, fmt.Errorf("world %s: entry at sequence %d: %w: %w", n.World.ID, slot.FirstSeq+uint64(i), ErrCorrupt, err)
 		}
 	}
-	n.Seq, n.Hash, n.Slots = slot.LastSeq(), hash, s.Slots+1
+	n.Seq, n.Hash, n.Slots = slot.LastSeq(), hash, n.Slots+1
 	return n, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -542,14 +543,33 @@ func testCreateOnce(t *testing.T, inner bucket.Bucket) {
 }
 
 // Counting is a bucket that counts the whole-object reads (Get) made
-// through it, in all and by name, for tests that check what a cache or a
-// snapshot saves.
+// through it, in all and by name, and the listings, by prefix, for tests
+// that check what a cache, a snapshot or a load saves.
 type Counting struct {
 	bucket.Bucket
 	Gets atomic.Int64
 
-	mu     sync.Mutex
-	byName map[string]int
+	mu       sync.Mutex
+	byName   map[string]int
+	byPrefix map[string]int
+}
+
+// List counts the listing and passes it on.
+func (c *Counting) List(ctx context.Context, prefix, startAfter string) iter.Seq2[bucket.Attrs, error] {
+	c.mu.Lock()
+	if c.byPrefix == nil {
+		c.byPrefix = map[string]int{}
+	}
+	c.byPrefix[prefix]++
+	c.mu.Unlock()
+	return c.Bucket.List(ctx, prefix, startAfter)
+}
+
+// ListsOf returns how many listings of prefix were made.
+func (c *Counting) ListsOf(prefix string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.byPrefix[prefix]
 }
 
 // Get counts the read and passes it on.
