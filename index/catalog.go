@@ -37,10 +37,13 @@ type Options struct {
 	// SlotTimeout bounds a slot create whose members set no deadline (10 s).
 	SlotTimeout time.Duration
 	// After a win, a committer that saw another store's slot within
-	// YieldRecency waits up to YieldJitter before its next attempt (3 s,
-	// 10 ms), which keeps several writers fair. The design allows up to
-	// 30 ms; on the GCS model 10 ms kept three writers at 96% of one
-	// writer's throughput with none under 30%, where 30 ms gave 85%.
+	// YieldRecency waits before its next attempt (3 s), which keeps
+	// several writers fair: for as long as its lost round trips outlast
+	// its won ones, plus a jitter of up to YieldJitter (10 ms) doubled for
+	// each further slot it won in a row, up to 8 times (see fairness).
+	// The design allows up to 30 ms of jitter; on the GCS model 10 ms kept
+	// three writers at 96% of one writer's throughput with none under
+	// 30%, where 30 ms gave 85%.
 	YieldRecency, YieldJitter time.Duration
 	// Checkpoints: written once the tip is CheckpointSlots slots,
 	// CheckpointEntries entries or CheckpointInterval past the last one
@@ -179,6 +182,9 @@ type Catalog struct {
 	// SlotBytes into a count of entries to take.
 	deep     bool
 	perEntry int
+	// fair is the committer's own: the round trips the yield after a win
+	// is sized from.
+	fair fairness
 
 	stats struct {
 		slots, lost, entries, refused, ambiguous, checkpoints atomic.Int64
@@ -883,6 +889,7 @@ func (c *Catalog) commitLoop() {
 		}
 		if inflight == nil && len(pipeline) > 0 {
 			inflight = make(chan created, 1)
+			c.fair.sending(time.Now())
 			go c.create(pipeline[0], inflight)
 		}
 	}
@@ -1037,6 +1044,7 @@ func (c *Catalog) decided(res created, pipeline []*batch) []*batch {
 	head, rest := res.b, pipeline[1:]
 	switch {
 	case res.err == nil:
+		c.fair.decided(time.Now(), true)
 		c.install(head.state)
 		c.stats.slots.Add(1)
 		c.stats.entries.Add(int64(head.entries))
@@ -1049,6 +1057,7 @@ func (c *Catalog) decided(res created, pipeline []*batch) []*batch {
 		// the new tip (see rebase.go); failing that, rebuild every batch,
 		// in queue order, on the new tip.
 		c.stats.lost.Add(1)
+		c.fair.decided(time.Now(), false)
 		if p, ok := c.rebaseLost(pipeline); ok {
 			return p
 		}
@@ -1095,8 +1104,74 @@ func (c *Catalog) yieldAfterWin() {
 	other := c.mu.otherSeen
 	c.mu.Unlock()
 	if !other.IsZero() && time.Since(other) < c.opts.YieldRecency {
-		time.Sleep(time.Duration(mrand.Int64N(int64(c.opts.YieldJitter)) + 1))
+		time.Sleep(c.fair.yield(c.opts.YieldJitter, mrand.Int64N))
 	}
+}
+
+// fairness sizes a committer's yield after a win (seed 001, "Several
+// writers"). A pipelining winner sends its next create as soon as its
+// create returns, while a loser first reads the winning slots, decodes
+// and rebases its batch: when that takes longer than the winner's head
+// start, as on a starved CPU, a fixed jitter no longer covers it and a
+// loser can lose every race. So the winner waits out the difference it
+// measures itself, between its lost round trips (sent to the next create
+// sent) and its won ones (sent to answered), which brings its next
+// attempt level with the losers'; the jitter after it doubles for each
+// further slot won in a row, so a store that keeps winning gives way more
+// and more, and a loss resets it. Only the timing of creates changes:
+// every store still races for the same slot name, and a store alone in a
+// world never yields.
+type fairness struct {
+	sent     time.Time // when the create in flight was sent
+	lostSent time.Time // when the last create, which lost, was sent (zero: it did not lose)
+	// won and lost are moving averages (1/8 per sample) of the round
+	// trips, zero until sampled.
+	won, lost time.Duration
+	streak    int // slots won in a row
+}
+
+// maxYieldOffset bounds the waiting out of slow losers, so that a freak
+// round trip (a stalled bucket read after a loss) cannot pause a winner
+// for long.
+const maxYieldOffset = 500 * time.Millisecond
+
+// sending notes a create sent at now; the round trip of a lost create
+// ends here.
+func (f *fairness) sending(now time.Time) {
+	if !f.lostSent.IsZero() {
+		f.lost = movingAverage(f.lost, now.Sub(f.lostSent))
+		f.lostSent = time.Time{}
+	}
+	f.sent = now
+}
+
+// decided notes the create in flight won or lost its slot at now.
+func (f *fairness) decided(now time.Time, won bool) {
+	if won {
+		f.won = movingAverage(f.won, now.Sub(f.sent))
+		f.streak++
+		return
+	}
+	f.lostSent, f.streak = f.sent, 0
+}
+
+// yield is the wait after a win: the measured lead over the losers, plus
+// a jitter drawn by rand (as rand.Int64N) from jitter doubled per further
+// slot won in a row, at most 8 times.
+func (f *fairness) yield(jitter time.Duration, rand func(int64) int64) time.Duration {
+	var offset time.Duration
+	if f.won > 0 && f.lost > f.won {
+		offset = min(f.lost-f.won, maxYieldOffset)
+	}
+	spread := jitter << min(max(f.streak-1, 0), 3)
+	return offset + time.Duration(rand(int64(spread))) + 1
+}
+
+func movingAverage(avg, sample time.Duration) time.Duration {
+	if avg == 0 {
+		return sample
+	}
+	return avg + (sample-avg)/8
 }
 
 // failQueued refuses everything queued: the catalog is closing.

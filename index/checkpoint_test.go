@@ -168,13 +168,17 @@ func TestOldCheckpointsCollected(t *testing.T) {
 func TestAutomaticCheckpoint(t *testing.T) {
 	b := memBucket()
 	c, epoch := newWorld(t, b, "w", Options{CheckpointSlots: 50, CheckpointDelay: time.Millisecond})
-	fill(t, c, epoch, 0, 60)
-	deadline := time.Now().Add(10 * time.Second)
-	for c.Stats().Checkpoints == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no checkpoint after 50 slots")
-		}
-		time.Sleep(10 * time.Millisecond)
+	tip := fill(t, c, epoch, 0, 60)
+	// The committer starts the compactor (bg.Add) when it decides the 50th
+	// slot, before it takes the next commit, so once fill has returned the
+	// compactor has started: waiting for it is deterministic.
+	c.bg.Wait()
+	if n := c.Stats().Checkpoints; n != 1 {
+		t.Fatalf("%d checkpoints after %d slots, want 1", n, tip.Slots)
+	}
+	newest, _, err := newestCheckpoint(ctxT(t), b, "w")
+	if err != nil || checkpointSeq("w", newest) < 50 {
+		t.Fatalf("newest checkpoint %q (%v), want one at or past sequence 50", newest, err)
 	}
 }
 
