@@ -445,10 +445,14 @@ func runLoad(ctx context.Context, svc *engine.IngestionService, seed uint64, out
 	return errors.Join(errs...)
 }
 
-// 64 concurrent producers send every fact three times from two processes,
-// one of which is killed mid-run; a third pass after the crash sends
-// everything again. Exactly one fact per key is visible, every receipt of
-// a key names the same token, and every conflicting version was refused.
+// 64 concurrent producers send every fact from a process that is killed
+// mid-run, leaving claims stranded pending, with and without rows; then a
+// second process and this one send everything again side by side, racing
+// to take the stranded claims over. Exactly one fact per key is visible,
+// every receipt of a key names the same token, and every conflicting
+// version was refused. (The victim runs alone: beside a live process that
+// claims every key first, it might append too few rows to reach its
+// failpoint.)
 func TestIngestProducersWithCrash(t *testing.T) {
 	ctx := ctxT(t)
 	dir := t.TempDir()
@@ -469,14 +473,11 @@ func TestIngestProducersWithCrash(t *testing.T) {
 	// The victim dies after its 40th append, mid-lifecycle: some of its
 	// claims are stranded pending, with and without rows.
 	victim := start(1, engine.FailpointFactAppended+"@40")
-	survivor := start(2, "")
 	verr := victim.Wait()
 	if ws, _ := victim.ProcessState.Sys().(syscall.WaitStatus); !ws.Signaled() {
 		t.Fatalf("the victim was not killed: %v", verr)
 	}
-	if err := survivor.Wait(); err != nil {
-		t.Fatalf("the surviving process: %v", err)
-	}
+	survivor := start(2, "")
 	svc, err := engine.OpenIngestionService(ctx, b, "w", engine.IngestOptions{Lease: time.Second, Catalog: quiet.Catalog})
 	if err != nil {
 		t.Fatal(err)
@@ -484,6 +485,9 @@ func TestIngestProducersWithCrash(t *testing.T) {
 	defer svc.Close()
 	if err := runLoad(ctx, svc, 3, out); err != nil {
 		t.Fatal(err)
+	}
+	if err := survivor.Wait(); err != nil {
+		t.Fatalf("the surviving process: %v", err)
 	}
 
 	checkLoad(t, b, out)
