@@ -285,11 +285,7 @@ func residentShards() int {
 	c := &decodedLists
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	n := 0
-	for l := c.head; l != nil; l = l.next {
-		n++
-	}
-	return n
+	return c.lru.Len()
 }
 
 // Decoded fragment lists are a bounded cache: beyond its bound, the lists

@@ -2,6 +2,7 @@ package index
 
 import (
 	"cmp"
+	"container/list"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -194,10 +195,10 @@ type shardLists struct {
 	err error      // a decode failed: it fails for good (under mu)
 
 	// Under decodedLists.mu: the decoded lists (nil: not resident), their
-	// size, and the shard's place in the LRU.
-	lists      [][]TableFragments
-	size       int64
-	prev, next *shardLists
+	// size, and the shard's place in the LRU (nil: not in it).
+	lists [][]TableFragments
+	size  int64
+	elem  *list.Element
 }
 
 // listDecodes counts decodes of shards' fragment lists (tests).
@@ -209,15 +210,14 @@ var listDecodes atomic.Int64
 const ListCacheBytes = 64 << 20
 
 // decodedLists is the process's cache of decoded shard lists: an LRU of
-// shards (head: the most recently read), at most limit bytes in all but
-// the shard just read.
+// shards, at most limit bytes in all but the shard just read.
 var decodedLists = listCache{limit: ListCacheBytes}
 
 type listCache struct {
-	mu         sync.Mutex
-	head, tail *shardLists
-	bytes      int64
-	limit      int64
+	mu    sync.Mutex
+	lru   list.List // *shardLists, the most recently read first
+	bytes int64
+	limit int64
 }
 
 // cached returns l's lists if they are resident, marking them read.
@@ -225,9 +225,8 @@ func (l *shardLists) cached() [][]TableFragments {
 	c := &decodedLists
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if l.lists != nil {
-		l.unlink()
-		l.pushFront()
+	if l.elem != nil {
+		c.lru.MoveToFront(l.elem)
 	}
 	return l.lists
 }
@@ -238,57 +237,31 @@ func (l *shardLists) keep(lists [][]TableFragments, size int64) {
 	c := &decodedLists
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if l.lists != nil {
-		l.drop()
+	if l.elem != nil {
+		c.drop(l)
 	}
-	l.lists, l.size = lists, size
-	l.pushFront()
+	l.lists, l.size, l.elem = lists, size, c.lru.PushFront(l)
+	c.bytes += size
 	c.trim(l)
 }
 
 // trim drops the least recently read shards' lists while the cache holds
-// more than its bound, but never keep's (under decodedLists.mu).
+// more than its bound, but never keep's (under mu).
 func (c *listCache) trim(keep *shardLists) {
-	for c.bytes > c.limit && c.tail != nil && c.tail != keep {
-		c.tail.drop()
+	for c.bytes > c.limit {
+		e := c.lru.Back()
+		if e == nil || e.Value == keep {
+			return
+		}
+		c.drop(e.Value.(*shardLists))
 	}
 }
 
-// pushFront and unlink keep the LRU and its byte count (under
-// decodedLists.mu).
-func (l *shardLists) pushFront() {
-	c := &decodedLists
-	l.prev, l.next = nil, c.head
-	if c.head != nil {
-		c.head.prev = l
-	}
-	c.head = l
-	if c.tail == nil {
-		c.tail = l
-	}
-	c.bytes += l.size
-}
-
-func (l *shardLists) unlink() {
-	c := &decodedLists
-	if l.prev != nil {
-		l.prev.next = l.next
-	} else {
-		c.head = l.next
-	}
-	if l.next != nil {
-		l.next.prev = l.prev
-	} else {
-		c.tail = l.prev
-	}
-	l.prev, l.next = nil, nil
+// drop takes l out of the cache and lets its lists go (under mu).
+func (c *listCache) drop(l *shardLists) {
+	c.lru.Remove(l.elem)
 	c.bytes -= l.size
-}
-
-// drop unlinks l and lets its lists go (under decodedLists.mu).
-func (l *shardLists) drop() {
-	l.unlink()
-	l.lists, l.size = nil, 0
+	l.lists, l.size, l.elem = nil, 0, nil
 }
 
 func (l *shardLists) decode() ([][]TableFragments, error) {
