@@ -155,11 +155,11 @@ func (d FactDocument) Fact(ctx context.Context, b bucket.Bucket, world string) (
 // named name.
 func factColumnTypes(ctx context.Context, b bucket.Bucket, world, name string) (map[string]Type, error) {
 	out := map[string]Type{}
-	for a, err := range b.List(ctx, "data/"+world+"/_tables/", "") {
-		if err != nil {
-			return nil, err
-		}
-		id := strings.TrimSuffix(a.Name[strings.LastIndexByte(a.Name, '/')+1:], ".json")
+	ids, err := TableIDs(ctx, b, world)
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range ids {
 		ti, err := ReadTableInfo(ctx, b, world, id)
 		if err != nil {
 			return nil, err

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/index"
 )
 
@@ -256,8 +258,24 @@ type TableInfo struct {
 // Info describes t.
 func (t *Table) Info() TableInfo { return TableInfo{ID: t.ID, Name: t.Name, Columns: t.Columns} }
 
+// TableInfoPrefix is where a world's table descriptions live.
+func TableInfoPrefix(world string) string { return "data/" + world + "/_tables/" }
+
 // TableInfoPath is where a world's description of table id lives.
-func TableInfoPath(world, id string) string { return "data/" + world + "/_tables/" + id + ".json" }
+func TableInfoPath(world, id string) string { return TableInfoPrefix(world) + id + ".json" }
+
+// TableIDs returns the ids of the tables world describes, in the order of
+// their descriptions' names.
+func TableIDs(ctx context.Context, b bucket.Bucket, world string) ([]string, error) {
+	var ids []string
+	for a, err := range b.List(ctx, TableInfoPrefix(world), "") {
+		if err != nil {
+			return nil, err
+		}
+		ids = append(ids, strings.TrimSuffix(strings.TrimPrefix(a.Name, TableInfoPrefix(world)), ".json"))
+	}
+	return ids, nil
+}
 
 // TableFromInfo rebuilds a table from its description, checking that it
 // rebuilds to the same id (a description that does not is ErrCorrupt).

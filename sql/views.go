@@ -472,11 +472,11 @@ func listData(ctx context.Context, b bucket.Bucket, path pathFunc, world, run st
 // world's whole data.
 func listLegacy(ctx context.Context, b bucket.Bucket, path pathFunc, world, run string, upTo int64) ([]fragment, error) {
 	var out []fragment
-	for d, err := range b.List(ctx, "data/"+world+"/_tables/", "") {
-		if err != nil {
-			return nil, err
-		}
-		id := strings.TrimSuffix(strings.TrimPrefix(d.Name, "data/"+world+"/_tables/"), ".json")
+	ids, err := engine.TableIDs(ctx, b, world)
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range ids {
 		for a, err := range b.List(ctx, engine.LegacyPrefix(world, run, id), "") {
 			if err != nil {
 				return nil, err

@@ -383,7 +383,7 @@ func (e *exporter) planFiles(ctx context.Context, own *index.State, from int64) 
 // their rows carry no commit columns, and the catalog names none of their
 // files.
 func refuseLegacy(ctx context.Context, b bucket.Bucket, world string) error {
-	for a, err := range b.List(ctx, "data/"+world+"/_tables/l", "") {
+	for a, err := range b.List(ctx, engine.TableInfoPrefix(world)+"l", "") { // legacy table ids begin with l
 		if err != nil {
 			return err
 		}
