@@ -319,7 +319,7 @@ type fragment struct {
 }
 
 func (c *collector) fragments(ctx context.Context) error {
-	prefix := "data/" + c.world + "/"
+	prefix := index.DataPrefix(c.world)
 	if c.opts.Run != "" {
 		prefix += c.opts.Run + "/"
 	}

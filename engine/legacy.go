@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/index"
 )
 
 // LegacyPrefix is where a legacy (v0.2) table's fragments live. They carry
@@ -12,7 +13,7 @@ import (
 // listing this prefix: the one listing of data worldfs does, over history
 // that is never written again.
 func LegacyPrefix(world, run, tableID string) string {
-	return fmt.Sprintf("data/%s/%s/%s/v0.2/", world, run, tableID)
+	return index.RunDataPrefix(world, run) + tableID + "/v0.2/"
 }
 
 // legacyHistory is what a legacy table holds: its fragments, the last tick

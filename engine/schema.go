@@ -259,7 +259,7 @@ type TableInfo struct {
 func (t *Table) Info() TableInfo { return TableInfo{ID: t.ID, Name: t.Name, Columns: t.Columns} }
 
 // TableInfoPrefix is where a world's table descriptions live.
-func TableInfoPrefix(world string) string { return "data/" + world + "/_tables/" }
+func TableInfoPrefix(world string) string { return index.DataPrefix(world) + "_tables/" }
 
 // TableInfoPath is where a world's description of table id lives.
 func TableInfoPath(world, id string) string { return TableInfoPrefix(world) + id + ".json" }

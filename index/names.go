@@ -33,6 +33,13 @@ func validateName(what, id string) error {
 	return nil
 }
 
+// DataPrefix is the bucket prefix of everything of world's tables: their
+// fragments (data/<world>/<run>/…) and descriptions (data/<world>/_tables/).
+func DataPrefix(world string) string { return "data/" + world + "/" }
+
+// RunDataPrefix is the bucket prefix of the fragments of a world's run.
+func RunDataPrefix(world, run string) string { return DataPrefix(world) + run + "/" }
+
 // FragmentPath is where a fact batch's or a compaction's fragment lives:
 // data/<world>/<run>/<table id>/<commit token>/<part>.parquet. Under its
 // commit token, so that claim recovery finds orphan rows by token with one
@@ -41,7 +48,7 @@ func validateName(what, id string) error {
 // which stamps every row with it. Tick fragments were stored so too, as
 // part 0, and such names stay valid (ParseFragmentPath, Proven).
 func FragmentPath(world, run, tableID, token string, part int) string {
-	return fmt.Sprintf("data/%s/%s/%s/%s/%d.parquet", world, run, tableID, token, part)
+	return fmt.Sprintf("%s%s/%s/%d.parquet", RunDataPrefix(world, run), tableID, token, part)
 }
 
 // TickFragmentPath is where a tick's fragment of a table lives:
@@ -51,7 +58,7 @@ func FragmentPath(world, run, tableID, token string, part int) string {
 // fragment costs a local bucket an inode and two more fsyncs (the
 // directory's entry in its parent, and the fragment's entry in it).
 func TickFragmentPath(world, run, tableID, token string) string {
-	return fmt.Sprintf("data/%s/%s/%s/%s.parquet", world, run, tableID, token)
+	return fmt.Sprintf("%s%s/%s.parquet", RunDataPrefix(world, run), tableID, token)
 }
 
 // FragmentName is what a fragment's object name says.
@@ -65,7 +72,7 @@ type FragmentName struct {
 // object under data/<world>/ (table descriptions, lineage) is not one.
 // Legacy (v0.2) fragments parse with the token "v0.2".
 func ParseFragmentPath(world, name string) (FragmentName, bool) {
-	rest, ok := strings.CutPrefix(name, "data/"+world+"/")
+	rest, ok := strings.CutPrefix(name, DataPrefix(world))
 	if !ok || !strings.HasSuffix(rest, ".parquet") {
 		return FragmentName{}, false
 	}

@@ -268,6 +268,12 @@ func (e *exporter) plan(ctx context.Context) error {
 		return err
 	}
 	if !own.World.Created {
+		for _, err := range e.b.List(ctx, index.DataPrefix(world), "") {
+			if err != nil {
+				return err
+			}
+			return fmt.Errorf("world %s: %s", world, uncoordinated)
+		}
 		return fmt.Errorf("world %s: %w", world, ErrNotFound)
 	}
 	e.own, e.seq = own, own.Seq
@@ -285,7 +291,7 @@ func (e *exporter) plan(ctx context.Context) error {
 	for _, seg := range view.Segments {
 		e.seqs[seg.World] = seg.State.Seq
 		if seg.Mode != index.Filtered {
-			return fmt.Errorf("world %s run %s: history without manifests (uncoordinated) cannot be exported: every row of it is visible and no catalog names its files", seg.World, seg.Run)
+			return fmt.Errorf("world %s run %s: %s", seg.World, seg.Run, uncoordinated)
 		}
 		if err := refuseLegacy(ctx, e.b, seg.World); err != nil {
 			return err
@@ -378,6 +384,10 @@ func (e *exporter) planFiles(ctx context.Context, own *index.State, from int64) 
 	err := index.OwnView(own, engine.EvaluationRun).Files(math.MinInt64, math.MaxInt64, add)
 	return cmp.Or(err, ferr)
 }
+
+// uncoordinated says why a world without a catalog (or a fork of one)
+// cannot be exported.
+const uncoordinated = "history without manifests (uncoordinated) cannot be exported: every row of it is visible and no catalog names its files"
 
 // refuseLegacy refuses a world with legacy (pre-commit-identity) tables:
 // their rows carry no commit columns, and the catalog names none of their

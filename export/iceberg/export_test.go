@@ -797,3 +797,44 @@ func TestCheckedFileIsReused(t *testing.T) {
 	}
 	same(t, lb, icebergio.LocalFS{}, res, nil, nil)
 }
+
+// History the catalog does not name cannot be exported: a world continued
+// from legacy (pre-commit-identity) tables, whose rows carry no commit
+// columns, and an uncoordinated world, whose every row is visible. Each is
+// refused with an error naming why, and nothing is written.
+func TestExportRefusesHistoryTheCatalogDoesNotName(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS("../../testdata/legacy")); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := local.Open(dir)
+	var legacy []*engine.Table
+	for _, nt := range particles.Tables() {
+		lt, _ := engine.NewLegacyTable(nt.Name, nt.Components...)
+		legacy = append(legacy, lt)
+	}
+	w, err := engine.ContinueLegacyWorld(ctxT(t), b, "legacyworld", particles.Tables(), legacy, enginetest.Quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enginetest.Run(t, w, 7)
+	w.Close()
+	_, err = iceberg.Export(ctxT(t), b, iceberg.Options{World: "legacyworld"})
+	if err == nil || !strings.Contains(err.Error(), "legacy (pre-commit-identity) history") {
+		t.Fatalf("export of a world with legacy tables: %v", err)
+	}
+	if objs, _ := bucket.Collect(b.List(ctxT(t), "export/", "")); len(objs) != 0 {
+		t.Fatalf("a refused export wrote %d objects, e.g. %s", len(objs), objs[0].Name)
+	}
+
+	u, err := engine.Uncoordinated(ctxT(t), "bare", b, particles.Tables(), enginetest.Quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enginetest.Run(t, u, 3)
+	u.Close()
+	_, err = iceberg.Export(ctxT(t), b, iceberg.Options{World: "bare"})
+	if err == nil || !strings.Contains(err.Error(), "history without manifests (uncoordinated) cannot be exported") {
+		t.Fatalf("export of an uncoordinated world: %v", err)
+	}
+}
