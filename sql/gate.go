@@ -4,8 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 
@@ -27,7 +30,10 @@ import (
 //  2. DuckDB's parser (in a database of its own with no file access)
 //     must count exactly one statement in each: a piece is never two
 //     statements, whose first would run while the second is prepared.
-//  3. Prepared (which, for one statement, runs nothing), DuckDB must type
+//  3. It reads files only through the views (reads, below), decided on
+//     DuckDB's parse tree before it is prepared: binding a read_parquet
+//     or a file named as a table already opens the file.
+//  4. Prepared (which, for one statement, runs nothing), DuckDB must type
 //     it SELECT (EXPLAIN: the explained statement, prepared by itself,
 //     must be a SELECT): WITH … INSERT, say, passes 1 and fails here.
 //
@@ -172,16 +178,24 @@ func checkKeyword(text string, n int) error {
 	return nil
 }
 
-// check applies rule 3 to the single statement text (rule 2), the n-th
-// of its query, which passed rule 1.
+// check applies rules 3 and 4 to the single statement text (rule 2),
+// the n-th of its query, which passed rule 1.
 func check(ctx context.Context, conn *sql.Conn, text string, n int) (statement, error) {
 	kw, rest := firstWord(text)
 	want := duckdb.STATEMENT_TYPE_SELECT
+	if kw != "EXPLAIN" && kw != "PRAGMA" { // a read PRAGMA reads the catalog only
+		if err := reads(ctx, conn, text, text, n); err != nil {
+			return statement{}, err
+		}
+	}
 	if kw == "EXPLAIN" {
 		want = duckdb.STATEMENT_TYPE_EXPLAIN
 		inner, _ := explained(rest)
 		if m, err := countStatements(inner); err != nil || m != 1 {
 			return statement{}, refusal(text, n, "EXPLAIN must explain one query that only reads")
+		}
+		if err := reads(ctx, conn, inner, text, n); err != nil {
+			return statement{}, err
 		}
 		if t, err := stmtType(ctx, conn, inner); err != nil {
 			return statement{}, err
@@ -197,6 +211,172 @@ func check(ctx context.Context, conn *sql.Conn, text string, n int) (statement, 
 		return statement{}, refusal(text, n, "it is a "+typeName(t)+" statement")
 	}
 	return statement{text: text, keyword: kw}, nil
+}
+
+// Rule 3. Every fragment the views read is verified as a query reads it
+// (verify.go: worldfs_checked), and DuckDB may open any file in the
+// directories the views read (readonly.go), so a statement that named a
+// fragment itself, or the views' lists of them (the worldfs_files_*
+// variables, worldfs_fragments.path), would read it unverified. A
+// statement therefore reads files only through the views: the table
+// functions it calls are the views' own macros (<table>_at) and those in
+// tableFuncs, none of which opens a file; and a table it names that
+// could be a file's name (DuckDB reads 'x.parquet', "x.parquet" and
+// x.parquet as files when no table has that name) must be a table or view
+// of the database. Plain names cannot name a file, so a misspelt view
+// still gets DuckDB's own error. Reading the lists is harmless (no
+// function that takes them opens a file), and a statement cannot change
+// them (SET VARIABLE is refused by rule 1). Files outside those
+// directories DuckDB refuses to open at all, so no query that worked on
+// them is lost.
+
+// tableFuncs are DuckDB's table functions that statements may call: they
+// generate rows or read the catalog, and open no file.
+var tableFuncs = map[string]bool{
+	"range": true, "generate_series": true, "unnest": true, "repeat": true, "repeat_row": true,
+	"json_each": true, "json_tree": true,
+	"duckdb_columns": true, "duckdb_constraints": true, "duckdb_databases": true, "duckdb_dependencies": true,
+	"duckdb_functions": true, "duckdb_indexes": true, "duckdb_keywords": true, "duckdb_memory": true,
+	"duckdb_optimizers": true, "duckdb_schemas": true, "duckdb_sequences": true, "duckdb_settings": true,
+	"duckdb_tables": true, "duckdb_temporary_files": true, "duckdb_types": true, "duckdb_variables": true, "duckdb_views": true,
+	"pragma_table_info": true, "pragma_show": true, "pragma_storage_info": true, "pragma_metadata_info": true,
+	"pragma_database_size": true, "pragma_version": true, "pragma_platform": true, "pragma_user_agent": true,
+	"pragma_collations": true,
+}
+
+// ReadsAllowed says, for refusals of rule 3, how a statement reads.
+const ReadsAllowed = "worldfs sql reads files only through the views (<table>, <table>_raw, <table>_at(t), worldfs_facts, " +
+	"worldfs_receipts), which verify each fragment as a query reads it; a fragment read any other way would go unverified. " +
+	"Its statements call no table function but the views' <table>_at macros, range, generate_series, unnest, repeat, repeat_row, " +
+	"json_each, json_tree and the catalog's listings (duckdb_tables, duckdb_columns, duckdb_views, pragma_table_info, …), " +
+	"and name no file as a table"
+
+// reads applies rule 3 to body (text itself, or the statement text
+// explains), the n-th statement of its query: DuckDB's parser (json_serialize_sql,
+// which parses and runs nothing) gives its tree, whose table functions and
+// tables are checked.
+func reads(ctx context.Context, conn *sql.Conn, body, text string, n int) error {
+	var js string
+	if err := conn.QueryRowContext(ctx, "SELECT json_serialize_sql(?::VARCHAR)::VARCHAR", body).Scan(&js); err != nil {
+		return fmt.Errorf("statement %d (%s): reading its parse tree: %w", n, abbrev(text), err)
+	}
+	var tree struct {
+		Error      bool   `json:"error"`
+		Message    string `json:"error_message"`
+		Statements []any  `json:"statements"`
+	}
+	if err := json.Unmarshal([]byte(js), &tree); err != nil {
+		return fmt.Errorf("statement %d (%s): reading its parse tree: %w", n, abbrev(text), err)
+	}
+	if tree.Error || len(tree.Statements) != 1 {
+		// Only a SELECT has a tree (WITH … INSERT, say, has none).
+		return refusal(text, n, "it is not a query that only reads (DuckDB: "+tree.Message+")")
+	}
+	// The database's own table macros, and its tables and views (temporary,
+	// internal and system ones too) as database NUL schema NUL name, all
+	// lower case: read when needed.
+	var macros, relations []string
+	return walk(tree.Statements[0], func(node map[string]any) error {
+		switch node["type"] {
+		case "TABLE_FUNCTION":
+			fn, _ := node["function"].(map[string]any)
+			name, _ := fn["function_name"].(string)
+			name = strings.ToLower(name)
+			if tableFuncs[name] {
+				return nil
+			}
+			if macros == nil {
+				var err error
+				if macros, err = column(ctx, conn, "SELECT lower(function_name) FROM duckdb_functions() WHERE function_type = 'table_macro' AND NOT internal"); err != nil {
+					return err
+				}
+			}
+			if name != "" && slices.Contains(macros, name) {
+				return nil
+			}
+			return refusedf("statement %d (%s) is refused: it calls the table function %s. %s", n, abbrev(text), name, ReadsAllowed)
+		case "BASE_TABLE":
+			var parts, named []string
+			for _, k := range []string{"catalog_name", "schema_name", "table_name"} {
+				v, _ := node[k].(string)
+				parts = append(parts, strings.ToLower(v))
+				if v != "" {
+					named = append(named, v)
+				}
+			}
+			full := strings.Join(named, ".")
+			if !strings.ContainsAny(full, `./\:`) {
+				return nil
+			}
+			if relations == nil {
+				var err error
+				if relations, err = column(ctx, conn, "SELECT lower(database_name || chr(0) || schema_name || chr(0) || table_name) FROM duckdb_tables() "+
+					"UNION ALL SELECT lower(database_name || chr(0) || schema_name || chr(0) || view_name) FROM duckdb_views()"); err != nil {
+					return err
+				}
+			}
+			if !slices.ContainsFunc(relations, func(r string) bool { return refersTo(parts, strings.Split(r, "\x00")) }) {
+				return refusedf("statement %d (%s) is refused: no table or view is called %q, so DuckDB would read it as a file. %s", n, abbrev(text), full, ReadsAllowed)
+			}
+		}
+		return nil
+	})
+}
+
+// refersTo says whether a table reference (catalog, schema, table) names
+// relation r (database, schema, name): as table, schema.table,
+// database.table (its main schema) or database.schema.table.
+func refersTo(ref, r []string) bool {
+	cat, sch, tab := ref[0], ref[1], ref[2]
+	switch {
+	case len(r) != 3 || r[2] != tab:
+		return false
+	case cat != "":
+		return r[0] == cat && r[1] == sch
+	case sch != "":
+		return r[1] == sch || r[0] == sch && r[1] == "main"
+	}
+	return true
+}
+
+// walk calls visit with every object of a parse tree, in order.
+func walk(v any, visit func(map[string]any) error) error {
+	switch x := v.(type) {
+	case map[string]any:
+		if err := visit(x); err != nil {
+			return err
+		}
+		for _, k := range slices.Sorted(maps.Keys(x)) {
+			if err := walk(x[k], visit); err != nil {
+				return err
+			}
+		}
+	case []any:
+		for _, e := range x {
+			if err := walk(e, visit); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// column returns the values of the one column of q on conn.
+func column(ctx context.Context, conn *sql.Conn, q string) ([]string, error) {
+	rows, err := conn.QueryContext(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []string{}
+	for rows.Next() {
+		var v string
+		if err := rows.Scan(&v); err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
 }
 
 // stmtType prepares the single statement text on conn (which runs
