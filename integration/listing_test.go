@@ -99,3 +99,36 @@ func TestLongListingAsksNoXattrPerEntry(t *testing.T) {
 		t.Fatalf("ls -l of %d ticks sent the mount %d getxattr requests; it should ask a few for the whole listing", n, asked)
 	}
 }
+
+// ls -l of a long ticks/ or tokens/ searches the catalog for no entry: the
+// kernel's lookup of each entry with the listing (READDIRPLUS) is answered
+// from the tick record the listing just returned, and what it makes is the
+// right tick.
+func TestLongListingResolvesNoEntry(t *testing.T) {
+	const n = 2000
+	mt := testMount(t, ticksWorld(t, n))
+	for _, dir := range []string{mt.path("w", "runs", "main", "ticks"), mt.path("w", "tokens")} {
+		before := mountStats(t, mt).Ops["resolve"].Count
+		out, err := exec.Command("ls", "-l", dir).Output()
+		if err != nil {
+			t.Fatalf("ls -l %s: %v", dir, err)
+		}
+		if lines := strings.Count(string(out), "\n"); lines != n+1 { // and "total 0"
+			t.Fatalf("ls -l %s printed %d lines, want %d:\n%.300s", dir, lines, n+1, out)
+		}
+		if resolved := mountStats(t, mt).Ops["resolve"].Count - before; resolved >= n/10 {
+			t.Fatalf("ls -l %s of %d entries searched the catalog %d times; the listing's records answer the lookups", dir, n, resolved)
+		}
+	}
+	for _, tick := range []int{0, 7, n - 1} {
+		token := fmt.Sprintf("%032x", tick)
+		for _, p := range []string{mt.path("w", "runs", "main", "ticks", strconv.Itoa(tick)), mt.path("w", "tokens", token)} {
+			if got := xattr(t, p, wfs.XattrTick); got != strconv.Itoa(tick) {
+				t.Errorf("%s of %s = %q, want %d", wfs.XattrTick, p, got, tick)
+			}
+			if got := xattr(t, p, wfs.XattrToken); got != token {
+				t.Errorf("%s of %s = %q, want %s", wfs.XattrToken, p, got, token)
+			}
+		}
+	}
+}
