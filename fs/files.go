@@ -161,6 +161,8 @@ type snapFile struct {
 	tf     index.TableFragments
 	table  string // readable name
 	format string
+	exact  bool   // the content is the fragment's own bytes (see passthrough)
+	keyed  string // the derived file's name in the cache (see key)
 
 	mu struct {
 		sync.Mutex
@@ -170,6 +172,9 @@ type snapFile struct {
 
 func newSnapFile(m *Mount, ino uint64, t tickRef, tf index.TableFragments, table, format string) *snapFile {
 	f := &snapFile{m: m, ino: ino, t: t, tf: tf, table: table, format: format}
+	// Both fixed for the node's life, and asked on every stat.
+	f.exact = format == wsql.FormatParquet && isExact(t, tf)
+	f.keyed = fmt.Sprintf("snapshots/%s/%s/%d-%s/%s.%s", t.World, t.Run, t.Tick.Tick, t.CommitToken, table, format)
 	f.mu.size = -1
 	if f.passthrough() && f.tf.Fragments[0].Bytes > 0 {
 		f.mu.size = f.tf.Fragments[0].Bytes
@@ -199,15 +204,10 @@ func (f *snapFile) attrTimeout() time.Duration {
 }
 
 // passthrough reports whether the file is the fragment's own bytes.
-func (f *snapFile) passthrough() bool {
-	return f.format == wsql.FormatParquet && isExact(f.t, f.tf)
-}
+func (f *snapFile) passthrough() bool { return f.exact }
 
 // key names the derived file in the cache.
-func (f *snapFile) key() string {
-	t := f.t
-	return fmt.Sprintf("snapshots/%s/%s/%d-%s/%s.%s", t.World, t.Run, t.Tick.Tick, t.CommitToken, f.table, f.format)
-}
+func (f *snapFile) key() string { return f.keyed }
 
 // knownSize returns the content's size if it is known without deriving
 // anything: the catalog's record of a passthrough fragment, or a derived

@@ -405,31 +405,74 @@ type tokensDir struct {
 
 var (
 	_ = (gofs.NodeLookuper)((*tokensDir)(nil))
-	_ = (gofs.NodeReaddirer)((*tokensDir)(nil))
+	_ = (gofs.NodeOpendirHandler)((*tokensDir)(nil))
 )
 
-func (d *tokensDir) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
+// OpendirHandle opens a listing of the tokens of every run's visible
+// ticks (each run's in token order): a tokenList.
+func (d *tokensDir) OpendirHandle(ctx context.Context, _ uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	start := time.Now()
+	defer d.m.stats.op("readdir", start)
 	runs, err := d.m.runs(ctx, d.world)
 	if err != nil {
-		return nil, d.m.errno("tokens of "+d.world, err)
+		return nil, 0, d.m.errno("tokens of "+d.world, err)
 	}
-	var out []fuse.DirEntry
+	l := &tokenList{d: d}
 	for _, run := range runs {
 		v, err := d.m.view(ctx, d.world, run, false)
 		if err != nil {
-			return nil, d.m.errno("tokens of "+d.world, err)
+			return nil, 0, d.m.errno("tokens of "+d.world, err)
 		}
-		var tokens []string
+		from := len(l.ticks)
 		v.Ticks(math.MinInt64, math.MaxInt64, func(t tickRef) bool {
-			tokens = append(tokens, t.CommitToken)
+			l.ticks = append(l.ticks, t)
 			return true
 		})
-		slices.Sort(tokens)
-		for _, tok := range tokens {
-			out = append(out, dirEntry(tok, syscall.S_IFDIR, ino(d.world, "tokens", tok)))
-		}
+		slices.SortFunc(l.ticks[from:], func(a, b tickRef) int { return strings.Compare(a.CommitToken, b.CommitToken) })
 	}
-	return list(out)
+	return l, 0, 0
+}
+
+// tokenList is an open listing of tokens/ that keeps each entry's tick
+// record, so that a READDIRPLUS lookup of the entry it just returned uses
+// that record instead of searching the catalog for the token again (ls -l
+// of a long tokens/ costs no search per entry).
+type tokenList struct {
+	d     *tokensDir
+	ticks []tickRef // in listing order
+	pos   int       // entries returned since the start
+	de    fuse.DirEntry
+}
+
+var (
+	_ = (gofs.FileReaddirenter)((*tokenList)(nil))
+	_ = (gofs.FileSeekdirer)((*tokenList)(nil))
+	_ = (gofs.FileLookuper)((*tokenList)(nil))
+)
+
+func (l *tokenList) Readdirent(context.Context) (*fuse.DirEntry, syscall.Errno) {
+	if l.pos >= len(l.ticks) {
+		return nil, 0
+	}
+	tok := l.ticks[l.pos].CommitToken
+	l.pos++
+	l.de = fuse.DirEntry{Name: tok, Mode: syscall.S_IFDIR, Ino: ino(l.d.world, "tokens", tok), Off: uint64(l.pos)}
+	return &l.de, 0
+}
+
+// Seekdir goes to position off (offsets are positions).
+func (l *tokenList) Seekdir(_ context.Context, off uint64) syscall.Errno {
+	l.pos, l.de = int(min(off, uint64(len(l.ticks)))), fuse.DirEntry{}
+	return 0
+}
+
+// Lookup answers a READDIRPLUS lookup of the entry just returned from its
+// record; any other name is looked up in the directory.
+func (l *tokenList) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	if l.pos == 0 || name != l.de.Name {
+		return l.d.Lookup(ctx, name, out)
+	}
+	return l.d.m.snapshot(ctx, l.d.EmbeddedInode(), l.ticks[l.pos-1], l.de.Ino, out)
 }
 
 func (d *tokensDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {

@@ -3,6 +3,7 @@ package fs
 import (
 	"context"
 	"slices"
+	"time"
 
 	"github.com/worldfs/worldfs/index"
 )
@@ -40,8 +41,9 @@ type tickRef = index.TickRef
 
 // resolve finds what find looks for in (world, run)'s view: in a fresh
 // snapshot, then, if it is not there, in an exact one (a tick published a
-// moment ago exists).
+// moment ago exists). The stats count these searches ("resolve").
 func (m *Mount) resolve(ctx context.Context, world, run string, find func(*index.View) (tickRef, bool)) (tickRef, bool, error) {
+	defer m.stats.op("resolve", time.Now())
 	for _, exact := range []bool{false, true} {
 		v, err := m.view(ctx, world, run, exact)
 		if err != nil {

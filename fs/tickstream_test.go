@@ -84,3 +84,38 @@ func TestTickListingStreams(t *testing.T) {
 		t.Fatalf("listing %d ticks made %.0f allocations; want a few per batch of %d", n, allocs, tickBatch)
 	}
 }
+
+// A listing of tokens/ returns the tokens in the order it holds them, with
+// positions as offsets, and seeks by position.
+func TestTokenListingSeeks(t *testing.T) {
+	const n = 3000
+	v := index.OwnView(longState(t, n), "main")
+	l := &tokenList{d: &tokensDir{world: "w"}}
+	v.Ticks(math.MinInt64, math.MaxInt64, func(t tickRef) bool { l.ticks = append(l.ticks, t); return true })
+	ctx := context.Background()
+	for i := range n + 1 {
+		de, errno := l.Readdirent(ctx)
+		switch {
+		case errno != 0:
+			t.Fatal(errno)
+		case i == n && de != nil:
+			t.Fatalf("an entry past the end: %+v", de)
+		case i < n && (de == nil || de.Name != fmt.Sprintf("%032x", i) || de.Off != uint64(i+1) || de.Ino != ino("w", "tokens", de.Name)):
+			t.Fatalf("entry %d: %+v", i, de)
+		}
+	}
+	for _, off := range []uint64{1234, 0, n - 1} {
+		if errno := l.Seekdir(ctx, off); errno != 0 {
+			t.Fatal(errno)
+		}
+		if de, _ := l.Readdirent(ctx); de == nil || de.Name != fmt.Sprintf("%032x", off) {
+			t.Fatalf("after a seek to %d: %+v", off, de)
+		}
+	}
+	if errno := l.Seekdir(ctx, n+5); errno != 0 {
+		t.Fatal(errno)
+	}
+	if de, _ := l.Readdirent(ctx); de != nil {
+		t.Fatalf("after a seek past the end: %+v", de)
+	}
+}

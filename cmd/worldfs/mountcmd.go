@@ -42,7 +42,7 @@ func addMountFlags(fs *flag.FlagSet) *mountFlags {
 	fs.BoolVar(&f.debug, "debug", false, "log every FUSE request")
 	fs.StringVar(&f.role, "role", envOr("WORLDFS_ROLE", "operator"), "the role ctl commands act with: viewer, operator or admin; writing facts and receipts needs operator or admin (env WORLDFS_ROLE)")
 	f.url = bucketFlag(fs)
-	fs.BoolVar(&f.xattrs, "xattrs", true, "serve the commit-identity extended attributes (user.worldfs.*); --xattrs=false makes ls -l of big directories many times faster, since ls asks for three attributes per entry")
+	fs.BoolVar(&f.xattrs, "xattrs", true, "serve the commit-identity extended attributes (user.worldfs.*); --xattrs=false stops every xattr request, which helps only tools that list each entry's attributes (ls -l asks none per entry either way)")
 	return f
 }
 
