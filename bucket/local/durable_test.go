@@ -86,15 +86,8 @@ func watchSyncs(t *testing.T, b *Bucket, probe string) func() map[string]bool {
 // directory, and ErrExist must never be reported for an object a power
 // loss can still take away.
 func TestTakenNameSyncedBeforeErrExist(t *testing.T) {
-	b, err := Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	if _, err := b.Create(ctx, "d/first", []byte("x")); err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(b.Root(), "d")
+	b, dir := bucketWithDir(t)
 	// Another writer linked d/taken and has not synced its directory.
 	if err := os.WriteFile(filepath.Join(dir, "taken"), []byte("theirs"), 0o644); err != nil {
 		t.Fatal(err)
@@ -106,6 +99,20 @@ func TestTakenNameSyncedBeforeErrExist(t *testing.T) {
 	if seen := synced(); !seen[dir] {
 		t.Errorf("ErrExist was reported before the taken name's directory was fsynced: %v", seen)
 	}
+}
+
+// bucketWithDir opens a bucket in a new directory and creates d/first in
+// it; it returns the bucket and d's directory.
+func bucketWithDir(t *testing.T) (*Bucket, string) {
+	t.Helper()
+	b, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Create(context.Background(), "d/first", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	return b, filepath.Join(b.Root(), "d")
 }
 
 // Delete returning means the object is durably gone: its directory is
@@ -163,15 +170,8 @@ func TestDirectoriesOfOthersSynced(t *testing.T) {
 func TestConcurrentCreatesShareDirectorySyncs(t *testing.T) {
 	for _, fail := range []bool{false, true} {
 		t.Run(fmt.Sprintf("shared sync fails %v", fail), func(t *testing.T) {
-			b, err := Open(t.TempDir())
-			if err != nil {
-				t.Fatal(err)
-			}
 			ctx := context.Background()
-			if _, err := b.Create(ctx, "d/first", []byte("x")); err != nil {
-				t.Fatal(err)
-			}
-			dir := filepath.Join(b.Root(), "d")
+			b, dir := bucketWithDir(t)
 			var mu sync.Mutex
 			covered := map[string]bool{} // names a directory sync began after and has ended
 			syncs := 0
