@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -85,15 +86,8 @@ func watchSyncs(t *testing.T, b *Bucket, probe string) func() map[string]bool {
 // directory, and ErrExist must never be reported for an object a power
 // loss can still take away.
 func TestTakenNameSyncedBeforeErrExist(t *testing.T) {
-	b, err := Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	if _, err := b.Create(ctx, "d/first", []byte("x")); err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(b.Root(), "d")
+	b, dir := bucketWithDir(t)
 	// Another writer linked d/taken and has not synced its directory.
 	if err := os.WriteFile(filepath.Join(dir, "taken"), []byte("theirs"), 0o644); err != nil {
 		t.Fatal(err)
@@ -105,6 +99,20 @@ func TestTakenNameSyncedBeforeErrExist(t *testing.T) {
 	if seen := synced(); !seen[dir] {
 		t.Errorf("ErrExist was reported before the taken name's directory was fsynced: %v", seen)
 	}
+}
+
+// bucketWithDir opens a bucket in a new directory and creates d/first in
+// it; it returns the bucket and d's directory.
+func bucketWithDir(t *testing.T) (*Bucket, string) {
+	t.Helper()
+	b, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Create(context.Background(), "d/first", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	return b, filepath.Join(b.Root(), "d")
 }
 
 // Delete returning means the object is durably gone: its directory is
@@ -150,5 +158,104 @@ func TestDirectoriesOfOthersSynced(t *testing.T) {
 		if _, ok := seen[dir]; !ok {
 			t.Errorf("%s, the parent of a directory another process made, was not fsynced: %v", dir, seen)
 		}
+	}
+}
+
+// Creates in one directory at the same time share its fsyncs, and each
+// still returns only after an fsync of the directory that began after its
+// link: a sync already running when an object is linked may have missed
+// it. Staged: A's directory sync is held while B, C and D link and find it
+// running; they must wait for the next sync, which they share. When that
+// shared sync fails, each of them is told.
+func TestConcurrentCreatesShareDirectorySyncs(t *testing.T) {
+	for _, fail := range []bool{false, true} {
+		t.Run(fmt.Sprintf("shared sync fails %v", fail), func(t *testing.T) {
+			ctx := context.Background()
+			b, dir := bucketWithDir(t)
+			var mu sync.Mutex
+			covered := map[string]bool{} // names a directory sync began after and has ended
+			syncs := 0
+			entered, gate := make(chan struct{}), make(chan struct{})
+			orig := fsync
+			t.Cleanup(func() { fsync = orig })
+			fsync = func(f *os.File) error {
+				if f.Name() != dir {
+					return orig(f)
+				}
+				des, err := os.ReadDir(dir)
+				if err != nil {
+					return err
+				}
+				mu.Lock()
+				syncs++
+				n := syncs
+				mu.Unlock()
+				if n == 1 {
+					close(entered)
+					<-gate
+				}
+				err = orig(f)
+				mu.Lock()
+				defer mu.Unlock()
+				for _, de := range des {
+					covered[de.Name()] = true
+				}
+				if fail && n == 2 {
+					return errors.New("injected fsync failure")
+				}
+				return err
+			}
+			waiting := make(chan string, 8)
+			onWait = func(string) { waiting <- "" }
+			t.Cleanup(func() { onWait = nil })
+			type result struct {
+				name    string
+				covered bool
+				err     error
+			}
+			results := make(chan result, 4)
+			create := func(name string) {
+				_, err := b.Create(ctx, "d/"+name, []byte(name))
+				mu.Lock()
+				defer mu.Unlock()
+				results <- result{name, covered[name], err}
+			}
+			go create("a")
+			select {
+			case <-entered: // a's directory sync is running, before b, c and d exist
+			case r := <-results:
+				t.Fatalf("create of a returned (%v) without syncing its directory", r.err)
+			}
+			for _, name := range []string{"b", "c", "d"} {
+				go create(name)
+			}
+			for range 3 {
+				select {
+				case <-waiting:
+				case r := <-results:
+					t.Fatalf("create of %s returned (%v) while the directory sync begun before its link was held: it did not wait for the next", r.name, r.err)
+				}
+			}
+			close(gate)
+			for range 4 {
+				r := <-results
+				if !r.covered {
+					t.Errorf("create of %s returned before any directory sync that began after its link had ended", r.name)
+				}
+				switch {
+				case r.name == "a" && r.err != nil:
+					t.Errorf("create of a = %v, its own sync succeeded", r.err)
+				case r.name != "a" && fail && !errors.Is(r.err, bucket.ErrAmbiguous):
+					t.Errorf("create of %s = %v after the sync it shared failed, want ErrAmbiguous", r.name, r.err)
+				case r.name != "a" && !fail && r.err != nil:
+					t.Errorf("create of %s = %v", r.name, r.err)
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if syncs != 2 {
+				t.Errorf("%d directory syncs for 4 creates, want 2: a's, and one that b, c and d share", syncs)
+			}
+		})
 	}
 }

@@ -8,7 +8,9 @@
 // either the whole object or nothing under its name. A directory it makes
 // on the way has its entry fsynced into its parent while the temporary
 // file is written and fsynced, so a create into a new directory waits for
-// two rounds of fsync, not three. Deletes are serialized
+// two rounds of fsync, not three. Creates and deletes in one directory at
+// the same time share its fsyncs: each returns after one that began after
+// its own link or unlink (see dirSyncs). Deletes are serialized
 // across processes by a lock file, which makes "check the generation, then
 // unlink" atomic with respect to other deletes; a create cannot interleave
 // since it needs the name absent.
@@ -83,6 +85,9 @@ type Bucket struct {
 	// into their parent; a directory made by another process (perhaps one
 	// that crashed before syncing) is synced again before it is trusted.
 	synced dirSet
+	// syncs shares the fsyncs of a directory between concurrent creates
+	// and deletes in it.
+	syncs dirSyncs
 	// made is set once the first write has made the bucket's directories
 	// (reading never makes them: see OpenWith).
 	madeMu sync.Mutex
@@ -284,7 +289,7 @@ func (b *Bucket) create(c *call, name, path string, data []byte) (bucket.Attrs, 
 			}
 			// The winner may not have synced its entry yet (or crashed
 			// before it did): make it durable before calling it taken.
-			if err := syncDir(filepath.Dir(path)); err != nil {
+			if err := b.syncs.sync(filepath.Dir(path)); err != nil {
 				return bucket.Attrs{}, fmt.Errorf("local: create %s: %w: %w", name, bucket.ErrAmbiguous, err)
 			}
 			return bucket.Attrs{}, fmt.Errorf("local: create %s: %w", name, bucket.ErrExist)
@@ -292,7 +297,7 @@ func (b *Bucket) create(c *call, name, path string, data []byte) (bucket.Attrs, 
 		return bucket.Attrs{}, fmt.Errorf("local: create %s: %w", name, err)
 	}
 	failpoint.Hit(FailpointLinked)
-	if err := syncDir(filepath.Dir(path)); err != nil {
+	if err := b.syncs.sync(filepath.Dir(path)); err != nil {
 		// The object is linked, but its durability is unknown.
 		return bucket.Attrs{}, fmt.Errorf("local: create %s: %w: %w", name, bucket.ErrAmbiguous, err)
 	}
@@ -366,7 +371,7 @@ func (b *Bucket) mkdirs(dir string) ([]string, error) {
 // so each parent once), then remembers the directories as synced.
 func (b *Bucket) syncMade(made []string) error {
 	for _, dir := range made {
-		if err := syncDir(filepath.Dir(dir)); err != nil {
+		if err := b.syncs.sync(filepath.Dir(dir)); err != nil {
 			return err
 		}
 	}
@@ -386,18 +391,6 @@ func (b *Bucket) rel(path string) string {
 
 // fsync is (*os.File).Sync; the durability tests watch it.
 var fsync = (*os.File).Sync
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = fsync(d)
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
 
 func attrsOf(name string, info fs.FileInfo) bucket.Attrs {
 	return bucket.Attrs{Name: name, Size: info.Size(), Generation: Generation(info), Created: info.ModTime()}
@@ -646,7 +639,7 @@ func (b *Bucket) delete(c *call, name, path string, generation int64) error {
 	if err := os.Remove(path); err != nil {
 		return fmt.Errorf("local: delete %s: %w", name, err)
 	}
-	if err := syncDir(filepath.Dir(path)); err != nil {
+	if err := b.syncs.sync(filepath.Dir(path)); err != nil {
 		return fmt.Errorf("local: delete %s: %w: %w", name, bucket.ErrAmbiguous, err)
 	}
 	return nil
