@@ -8,17 +8,20 @@ import (
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/bucket/bucketurl"
+	"github.com/worldfs/worldfs/bucket/gcs"
+	"github.com/worldfs/worldfs/bucket/gcs/gcstest"
 	"github.com/worldfs/worldfs/bucket/mem"
 	"github.com/worldfs/worldfs/index"
 )
 
 // BenchmarkLoadWorld times a cold index.Load of an existing world:
 // WORLDFS_BENCH_BUCKET (a bucket URL) and WORLDFS_BENCH_WORLD name it; it
-// is skipped without them. With WORLDFS_BENCH_MODEL=gcs the world's
-// catalog from its newest checkpoint on (the marker, the checkpoints and
-// their shards, the slots after the newest) is first copied into a memory
-// bucket, which the loads then read with the latencies of the "gcs"
-// model (mem.Profiles).
+// is skipped without them. With WORLDFS_BENCH_MODEL the world's catalog
+// from its newest checkpoint on (the marker, the checkpoints and their
+// shards, the slots after the newest) is first copied into another bucket,
+// which the loads then read: "gcs" (or another mem.Profiles name) a memory
+// bucket with that latency model, "fake-gcs" the real GCS client against
+// an in-process fake GCS server (gcstest).
 //
 //	WORLDFS_BENCH_BUCKET=/dev/shm/copy WORLDFS_BENCH_WORLD=bench-history-100000x4x50 \
 //	  go test ./index -run '^$' -bench LoadWorld -count 10
@@ -33,12 +36,25 @@ func BenchmarkLoadWorld(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer bk.Close()
-	if model := os.Getenv("WORLDFS_BENCH_MODEL"); model != "" {
+	switch model := os.Getenv("WORLDFS_BENCH_MODEL"); model {
+	case "":
+	case "fake-gcs":
+		gcstest.Start(b, "bench")
+		to, err := gcs.Open(ctx, "bench", "", gcs.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer to.Close()
+		bk = copyCatalog(b, ctx, bk, world, to)
+	default:
 		profile, ok := mem.Profiles[model]
 		if !ok {
-			b.Fatalf("WORLDFS_BENCH_MODEL=%s: no such memory bucket profile", model)
+			b.Fatalf("WORLDFS_BENCH_MODEL=%s: neither fake-gcs nor a memory bucket profile", model)
 		}
-		bk = copyCatalog(b, ctx, bk, world, profile)
+		name := "bench-load-" + world
+		defer mem.Forget(name)
+		copyCatalog(b, ctx, bk, world, mem.Open(name, mem.Options{}))
+		bk = mem.Open(name, mem.Options{Profile: profile})
 	}
 	for b.Loop() {
 		if _, _, err := index.Load(ctx, bk, world); err != nil {
@@ -47,13 +63,9 @@ func BenchmarkLoadWorld(b *testing.B) {
 	}
 }
 
-// copyCatalog copies what a load of world reads into a memory bucket
-// read with profile.
-func copyCatalog(b *testing.B, ctx context.Context, from bucket.Bucket, world string, profile mem.Profile) bucket.Bucket {
+// copyCatalog copies what a load of world reads into to, and returns to.
+func copyCatalog(b *testing.B, ctx context.Context, from bucket.Bucket, world string, to bucket.Bucket) bucket.Bucket {
 	b.Helper()
-	name := "bench-load-" + world
-	defer mem.Forget(name)
-	to := mem.Open(name, mem.Options{})
 	cps, err := bucket.Collect(from.List(ctx, index.CheckpointPrefix(world), ""))
 	if err != nil || len(cps) == 0 {
 		b.Fatalf("world %s: %d checkpoints, %v", world, len(cps), err)
@@ -74,5 +86,5 @@ func copyCatalog(b *testing.B, ctx context.Context, from bucket.Bucket, world st
 			b.Fatal(err)
 		}
 	}
-	return mem.Open(name, mem.Options{Profile: profile})
+	return to
 }
