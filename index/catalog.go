@@ -263,22 +263,37 @@ func Load(ctx context.Context, b bucket.Bucket, world string) (*State, LoadInfo,
 }
 
 // load is Load, also returning the checkpoint it started from (nil if none).
+// The slots after the checkpoint are read ahead (logReader) from the
+// start, while the checkpoint itself is read: its name says where it ends.
 func load(ctx context.Context, b bucket.Bucket, world string) (*State, *checkpoint, error) {
 	state := Empty(world)
 	newest, _, err := newestCheckpoint(ctx, b, world)
 	if err != nil {
 		return nil, nil, fmt.Errorf("world %s: listing checkpoints: %w", world, err)
 	}
+	after := checkpointSeq(world, newest)
+	_, byName := bucket.As[bucket.Local](b)
+	var slots *logReader
+	if byName {
+		slots = readByName(ctx, b, world, after)
+	} else {
+		startAfter := ""
+		if after > 0 {
+			startAfter = SlotName(world, after)
+		}
+		slots = readListed(ctx, b, world, startAfter)
+	}
 	var cp *checkpoint
 	if newest != "" {
 		if state, cp, err = LoadCheckpoint(ctx, b, world, newest); err != nil {
+			slots.stop()
 			return nil, nil, err
 		}
 	}
-	if _, scans := bucket.As[bucket.Local](b); scans {
-		state, err = probeLog(ctx, b, state)
+	if byName {
+		state, err = probeLog(ctx, b, state, slots)
 	} else {
-		state, err = listLog(ctx, b, state)
+		state, err = listLog(ctx, b, state, slots)
 	}
 	if err != nil {
 		return nil, nil, err
@@ -297,20 +312,19 @@ func load(ctx context.Context, b bucket.Bucket, world string) (*State, *checkpoi
 // a listing from a start name is cheap (GCS, memory) the log is listed
 // from s instead, which also shows every slot after a gap.
 
-// listLog applies to state, in order, the slots listed after it. A listed
-// slot that does not continue the log (a gap, a broken chain) is
-// ErrCorrupt. state is load's own: the slots are applied to it in place.
-func listLog(ctx context.Context, b bucket.Bucket, state *State) (*State, error) {
+// listLog applies to state, in order, the slots that listed, a reader of
+// the log listed after state (readListed), finds, and stops it. A listed slot
+// that does not continue the log (a gap, a broken chain) is ErrCorrupt.
+// state is load's own: the slots are applied to it in place.
+func listLog(ctx context.Context, b bucket.Bucket, state *State, listed *logReader) (*State, error) {
+	defer listed.stop()
 	world := state.World.ID
-	startAfter := ""
-	if state.Seq > 0 {
-		startAfter = SlotName(world, state.Seq)
-	}
-	for a, err := range b.List(ctx, LogPrefix(world), startAfter) {
-		if err != nil {
-			return nil, fmt.Errorf("world %s: listing the log: %w", world, err)
+	for {
+		a, err := listed.next()
+		if err != nil || a == nil {
+			return state, err
 		}
-		err := readSkipped(world, a.Name, state.Seq+1, func(name string) (uint64, error) {
+		err = readSkipped(world, a.name, state.Seq+1, func(name string) (uint64, error) {
 			n, _, err := readSlotTo(ctx, b, state, name, true)
 			if err == nil {
 				state = n
@@ -320,11 +334,10 @@ func listLog(ctx context.Context, b bucket.Bucket, state *State) (*State, error)
 		if err != nil {
 			return nil, err
 		}
-		if state, _, err = readSlotTo(ctx, b, state, a.Name, true); err != nil {
+		if state, err = a.applyTo(state, true); err != nil {
 			return nil, err
 		}
 	}
-	return state, nil
 }
 
 // gapProbes is how many names past the first absent one probeLog tries:
@@ -332,25 +345,25 @@ func listLog(ctx context.Context, b bucket.Bucket, state *State) (*State, error)
 // fails closed instead of ending the log early.
 const gapProbes = 32
 
-// probeLog applies to state, in place (it is load's own), the slots found
-// by name after it (follow), then checks the gapProbes names past the
-// first absent one. A slot there is followed on if the absent name now
-// reads (both were created meanwhile: a slot is created only after the one
-// before it); if it still does not, a slot in between was lost, which is
-// ErrCorrupt.
-func probeLog(ctx context.Context, b bucket.Bucket, state *State) (*State, error) {
+// probeLog applies to state, in place (it is load's own), the slots that
+// slots, a reader of the log by name after state (readByName), finds
+// (follow), then checks the gapProbes names past the first absent one. A
+// slot there is followed on if the absent name now reads (both were
+// created meanwhile: a slot is created only after the one before it); if
+// it still does not, a slot in between was lost, which is ErrCorrupt.
+func probeLog(ctx context.Context, b bucket.Bucket, state *State, slots *logReader) (*State, error) {
 	world := state.World.ID
 	later := "" // a slot found past the end the last time round
 	for {
 		at := state.Seq
 		var err error
-		if state, err = follow(ctx, b, state, nil); err != nil {
+		if state, err = follow(ctx, b, state, slots, nil); err != nil {
 			return nil, err
 		}
 		if later != "" && state.Seq == at {
 			return nil, fmt.Errorf("world %s: slot %s is missing, yet slot %s after it exists: %w", world, SlotName(world, at+1), later, ErrCorrupt)
 		}
-		later = ""
+		later, slots = "", nil
 		for seq := state.Seq + 2; seq <= state.Seq+1+gapProbes && later == ""; seq++ {
 			_, err := b.Stat(ctx, SlotName(world, seq))
 			switch {
@@ -367,22 +380,37 @@ func probeLog(ctx context.Context, b bucket.Bucket, state *State) (*State, error
 }
 
 // follow applies to s, in order, the slots found by name after it, up to
-// the first name absent, and returns the state there. each, if not nil,
-// is told of every slot applied, on a copy, and returns the state to go on
-// from: that state, or a newer one read meanwhile. Without each, s is the
-// caller's own and nobody sees the states in between: the slots are
-// applied to s in place.
-func follow(ctx context.Context, b bucket.Bucket, s *State, each func(n *State, slot *Slot) *State) (*State, error) {
+// the first name absent, and returns the state there. slots, if not nil,
+// is a reader of those slots (readByName after s) already started; follow
+// stops it. each, if not nil, is told of every slot applied, on a copy,
+// and returns the state to go on from: that state, or a newer one read
+// meanwhile. Without each, s is the caller's own and nobody sees the
+// states in between: the slots are applied to s in place.
+func follow(ctx context.Context, b bucket.Bucket, s *State, slots *logReader, each func(n *State, slot *Slot) *State) (*State, error) {
+	world := s.World.ID
+	if slots == nil {
+		slots = readByName(ctx, b, world, s.Seq)
+	}
+	defer func() { slots.stop() }()
 	for {
-		n, slot, err := readSlotTo(ctx, b, s, SlotName(s.World.ID, s.Seq+1), each == nil)
-		if errors.Is(err, bucket.ErrNotExist) {
+		a, err := slots.next()
+		if err != nil {
+			return nil, fmt.Errorf("world %s: reading the log: %w", world, err)
+		}
+		if a.name != SlotName(world, s.Seq+1) { // each moved s past the slots read
+			slots.stop()
+			slots = readByName(ctx, b, world, s.Seq)
+			continue
+		}
+		if errors.Is(a.err, bucket.ErrNotExist) {
 			return s, nil
 		}
+		n, err := a.applyTo(s, each == nil)
 		if err != nil {
-			return nil, fmt.Errorf("world %s: reading the log: %w", s.World.ID, err)
+			return nil, fmt.Errorf("world %s: reading the log: %w", world, err)
 		}
 		if s = n; each != nil {
-			s = each(n, slot)
+			s = each(n, a.slot)
 		}
 	}
 }
@@ -419,22 +447,13 @@ func readSlot(ctx context.Context, b bucket.Bucket, s *State, name string) (*Sta
 // readSlotTo is readSlot, applying the slot to s itself if inPlace (s is
 // the caller's alone, see applySlot).
 func readSlotTo(ctx context.Context, b bucket.Bucket, s *State, name string, inPlace bool) (*State, *Slot, error) {
-	data, _, err := b.Get(ctx, name)
+	a := &aheadSlot{name: name}
+	a.slot, a.hash, a.err = fetchSlot(ctx, b, s.World.ID, name)
+	n, err := a.applyTo(s, inPlace)
 	if err != nil {
 		return nil, nil, err
 	}
-	slot, hash, err := DecodeSlot(s.World.ID, name, data)
-	if err != nil {
-		return nil, nil, err
-	}
-	if !inPlace {
-		s = s.clone()
-	}
-	n, err := s.applySlot(slot, hash)
-	if err != nil {
-		return nil, nil, fmt.Errorf("slot %s: %w", name, err)
-	}
-	return n, slot, nil
+	return n, a.slot, nil
 }
 
 // World returns the world id.
@@ -491,7 +510,7 @@ func (c *Catalog) advance(ctx context.Context) (*State, error) {
 	if cur := c.Tip(); cur.Seq > tip.Seq {
 		tip = cur // installed or read meanwhile
 	}
-	tip, err := follow(ctx, c.b, tip, func(n *State, slot *Slot) *State {
+	tip, err := follow(ctx, c.b, tip, nil, func(n *State, slot *Slot) *State {
 		return c.setTip(n, slot.Store, false) // or the tip installed meanwhile
 	})
 	if err != nil {

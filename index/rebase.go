@@ -1,12 +1,6 @@
 package index
 
-import (
-	"context"
-	"errors"
-	"fmt"
-
-	"github.com/worldfs/worldfs/bucket"
-)
+import "context"
 
 // Rebase after a lost slot (seed 001, "Lost slots and rebase"): the loser
 // reads the winning slots and moves its batches onto the new tip. A member
@@ -108,22 +102,19 @@ func (t *touchSet) touches(entries []Entry) bool {
 }
 
 // readWinners reads the slots after from up to the log's tip, applying
-// them, and returns the tip and what they changed.
+// them (follow), and returns the tip and what they changed.
 func (c *Catalog) readWinners(ctx context.Context, from *State) (*State, *touchSet, error) {
-	t, s := newTouchSet(), from
-	for {
-		n, slot, err := readSlot(ctx, c.b, s, SlotName(c.world, s.Seq+1))
-		if errors.Is(err, bucket.ErrNotExist) {
-			c.setTip(s, "", true)
-			return s, t, nil
-		}
-		if err != nil {
-			return nil, nil, fmt.Errorf("world %s: reading the log: %w", c.world, err)
-		}
+	t := newTouchSet()
+	s, err := follow(ctx, c.b, from, nil, func(n *State, slot *Slot) *State {
 		t.add(slot.Entries)
 		c.setTip(n, slot.Store, false)
-		s = n
+		return n
+	})
+	if err != nil {
+		return nil, nil, err
 	}
+	c.setTip(s, "", true)
+	return s, t, nil
 }
 
 // rebase returns b moved onto base, carrying the members t does not touch
