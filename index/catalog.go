@@ -151,6 +151,9 @@ type Stats struct {
 	// After a lost slot, the members of the batch tried again on the new
 	// tip: carried as built (nothing they check changed) or rebuilt.
 	Carried, Rebuilt int64
+	// Yielded is the time the committer waited after its wins (the yield
+	// rule for several writers; see Options.YieldRecency).
+	Yielded time.Duration
 }
 
 // Catalog is one world's control catalog in one process: it reads the log
@@ -188,7 +191,7 @@ type Catalog struct {
 
 	stats struct {
 		slots, lost, entries, refused, ambiguous, checkpoints atomic.Int64
-		carried, rebuilt, rebaseMisses                        atomic.Int64
+		carried, rebuilt, rebaseMisses, yielded               atomic.Int64
 	}
 	ckpt struct {
 		sync.Mutex
@@ -597,6 +600,7 @@ func (c *Catalog) Stats() Stats {
 		Slots: c.stats.slots.Load(), LostSlots: c.stats.lost.Load(), Entries: c.stats.entries.Load(),
 		Refused: c.stats.refused.Load(), Ambiguous: c.stats.ambiguous.Load(), Checkpoints: c.stats.checkpoints.Load(),
 		Carried: c.stats.carried.Load(), Rebuilt: c.stats.rebuilt.Load(),
+		Yielded: time.Duration(c.stats.yielded.Load()),
 	}
 }
 
@@ -1104,7 +1108,9 @@ func (c *Catalog) yieldAfterWin() {
 	other := c.mu.otherSeen
 	c.mu.Unlock()
 	if !other.IsZero() && time.Since(other) < c.opts.YieldRecency {
-		time.Sleep(c.fair.yield(c.opts.YieldJitter, mrand.Int64N))
+		d := c.fair.yield(c.opts.YieldJitter, mrand.Int64N)
+		c.stats.yielded.Add(int64(d))
+		time.Sleep(d)
 	}
 }
 

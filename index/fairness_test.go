@@ -87,4 +87,9 @@ func TestCommitterMeasuresItsRoundTrips(t *testing.T) {
 	if f := a.fair; f.lost <= 0 || f.won <= 0 || f.streak != 1 {
 		t.Fatalf("after a lost slot and a won one: lost round trip %v, won %v, streak %d; want both sampled and a streak of 1", f.lost, f.won, f.streak)
 	}
+	// Having seen the other store's slot, a yielded after its win, and
+	// counts the wait.
+	if y := a.Stats().Yielded; y <= 0 {
+		t.Fatalf("a yielded %v after its win beside another store, want the wait counted", y)
+	}
 }
