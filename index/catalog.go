@@ -38,9 +38,12 @@ type Options struct {
 	SlotTimeout time.Duration
 	// After a win, a committer that saw another store's slot within
 	// YieldRecency waits before its next attempt (3 s), which keeps
-	// several writers fair: for as long as its lost round trips outlast
-	// its won ones, plus a jitter of up to YieldJitter (10 ms) doubled for
-	// each further slot it won in a row, up to 8 times (see fairness).
+	// several writers fair: a jitter of up to YieldJitter (10 ms). In the
+	// first 4 wins after a slot it lost, and on every 8th win in a row
+	// past those, it waits as contended instead: for as long as its lost
+	// round trips outlast its won ones, plus the jitter doubled for each
+	// further slot it won in a row, up to 8 times; a writer beside a light
+	// store, which seldom makes it lose, pays little (see fairness).
 	// The design allows up to 30 ms of jitter; on the GCS model 10 ms kept
 	// three writers at 96% of one writer's throughput with none under
 	// 30%, where 30 ms gave 85%.
@@ -1124,17 +1127,40 @@ func (c *Catalog) yieldAfterWin() {
 // sent) and its won ones (sent to answered), which brings its next
 // attempt level with the losers'; the jitter after it doubles for each
 // further slot won in a row, so a store that keeps winning gives way more
-// and more, and a loss resets it. Only the timing of creates changes:
-// every store still races for the same slot name, and a store alone in a
-// world never yields.
+// and more. Only the timing of creates changes: every store still races
+// for the same slot name, and a store alone in a world never yields.
+//
+// That contended yield is owed only while the contention is real, which a
+// winner cannot see directly: a loser's failed create leaves no trace,
+// and a light neighbour (a store writing a slot a second) looks like a
+// starved contender, both showing a slot now and then. What the winner
+// does see is its own losses. So it yields the contended way for the
+// first contendedWins slots it wins after losing one, which takes the
+// doubling to its cap once and gives a contender that just took a slot
+// rising chances to take another; past that it yields as beside an
+// idle store (the base jitter, no offset), except on every probeEvery-th
+// win, a full contended yield, so that a contender whose chances all
+// failed is not locked out for as long as the winner keeps winning. A
+// writer beside a light store, which costs it one lost slot per slot of
+// the neighbour's, then pays contendedWins rising yields and a probe every
+// probeEvery wins, not the capped jitter and the offset after every win.
+// A store that never lost a slot yields the base jitter only.
 type fairness struct {
 	sent     time.Time // when the create in flight was sent
 	lostSent time.Time // when the last create, which lost, was sent (zero: it did not lose)
 	// won and lost are moving averages (1/8 per sample) of the round
 	// trips, zero until sampled.
 	won, lost time.Duration
-	streak    int // slots won in a row
+	streak    int  // slots won in a row
+	hasLost   bool // a slot was lost: streak counts from that loss
 }
+
+// contendedWins and probeEvery bound the contended yield to the wins
+// right after a loss and, past them, to one win in probeEvery.
+const (
+	contendedWins = 4
+	probeEvery    = 8
+)
 
 // maxYieldOffset bounds the waiting out of slow losers, so that a freak
 // round trip (a stalled bucket read after a loss) cannot pause a winner
@@ -1158,13 +1184,26 @@ func (f *fairness) decided(now time.Time, won bool) {
 		f.streak++
 		return
 	}
-	f.lostSent, f.streak = f.sent, 0
+	f.lostSent, f.streak, f.hasLost = f.sent, 0, true
 }
 
-// yield is the wait after a win: the measured lead over the losers, plus
-// a jitter drawn by rand (as rand.Int64N) from jitter doubled per further
-// slot won in a row, at most 8 times.
+// contended reports whether the win just noted owes the contended yield:
+// it is one of the first contendedWins since a loss, or a probe.
+func (f *fairness) contended() bool {
+	if !f.hasLost {
+		return false
+	}
+	return f.streak <= contendedWins || (f.streak-contendedWins)%probeEvery == 0
+}
+
+// yield is the wait after a win, with a jitter drawn by rand (as
+// rand.Int64N): when contended, the measured lead over the losers plus
+// the jitter doubled per further slot won in a row, at most 8 times;
+// otherwise the jitter alone.
 func (f *fairness) yield(jitter time.Duration, rand func(int64) int64) time.Duration {
+	if !f.contended() {
+		return time.Duration(rand(int64(jitter))) + 1
+	}
 	var offset time.Duration
 	if f.won > 0 && f.lost > f.won {
 		offset = min(f.lost-f.won, maxYieldOffset)

@@ -33,9 +33,10 @@ func TestYieldWaitsOutTheLosersRoundTrip(t *testing.T) {
 	if y := f.yield(jitter, none); y < 110*time.Millisecond {
 		t.Fatalf("after losers' round trips of 150 ms and wins of 40 ms the yield is %v, want at least 110 ms", y)
 	}
-	// Winning on, the jitter doubles per further slot won, up to 8 times.
+	// Winning on, the jitter doubles per further slot won, up to 8 times
+	// on the last of the contended wins after the loss.
 	var last time.Duration
-	for i := range 6 {
+	for i := range contendedWins - 1 {
 		base := f.yield(jitter, none)
 		spread := f.yield(jitter, most) - base
 		want := jitter << min(i, 3)
@@ -48,6 +49,9 @@ func TestYieldWaitsOutTheLosersRoundTrip(t *testing.T) {
 		last = spread
 		race(40*time.Millisecond, true, 0)
 	}
+	if spread := f.yield(jitter, most) - f.yield(jitter, none); spread != 8*jitter-1 {
+		t.Fatalf("after %d slots won in a row the jitter spans %v, want %v", contendedWins, spread+1, 8*jitter)
+	}
 	// A loss resets the streak.
 	race(20*time.Millisecond, false, 130*time.Millisecond)
 	race(40*time.Millisecond, true, 0)
@@ -59,6 +63,70 @@ func TestYieldWaitsOutTheLosersRoundTrip(t *testing.T) {
 	race(40*time.Millisecond, true, 0)
 	if y := f.yield(jitter, none); y > maxYieldOffset+1 {
 		t.Fatalf("after an hour-long lost round trip the yield is %v, want at most %v", y, maxYieldOffset)
+	}
+}
+
+// The contended yield (the losers' round trip waited out, the jitter
+// doubling per slot won in a row) is paid only while this store loses
+// slots: beside an idle store, or a light one that makes it lose a slot
+// now and then, a winner keeps the base jitter and no offset, but for a
+// full yield every probeEvery wins, which a contender kept out still
+// gets. Under real contention the streak still grows. Times come from a
+// controlled clock; nothing sleeps.
+func TestYieldIsContendedOnlyAfterALoss(t *testing.T) {
+	const jitter = 10 * time.Millisecond
+	none := func(int64) int64 { return 0 }
+	most := func(n int64) int64 { return n - 1 }
+	var f fairness
+	now := time.Unix(1000, 0)
+	race := func(rtt time.Duration, won bool, next time.Duration) {
+		f.sending(now)
+		now = now.Add(rtt)
+		f.decided(now, won)
+		now = now.Add(next)
+	}
+	// yields returns the least and the greatest wait after the last win.
+	yields := func() (time.Duration, time.Duration) { return f.yield(jitter, none), f.yield(jitter, most) }
+	base := func(what string, win int) {
+		t.Helper()
+		if lo, hi := yields(); lo != 1 || hi != jitter {
+			t.Fatalf("%s, win %d: the yield spans %v to %v, want the base jitter (up to %v) and no offset", what, win, lo, hi, jitter)
+		}
+	}
+	// A store that never lost a slot (beside an idle store) keeps the
+	// base jitter however long it wins.
+	for i := range 3 * probeEvery {
+		race(40*time.Millisecond, true, 0)
+		base("never lost", i+1)
+	}
+	// Beside a light store: one lost slot, whose round trip (150 ms)
+	// outlasts a won one (40 ms) by 110 ms, then a long run of wins.
+	race(20*time.Millisecond, false, 130*time.Millisecond)
+	for i := 1; i <= contendedWins+3*probeEvery; i++ {
+		race(40*time.Millisecond, true, 0)
+		lo, hi := yields()
+		switch {
+		case i <= contendedWins:
+			// Real contention: the loser is waited out and the jitter
+			// grows with the streak.
+			if want := jitter << (i - 1); lo < 100*time.Millisecond || hi-lo != want-1 {
+				t.Fatalf("win %d after a loss: the yield spans %v to %v, want the offset (about 110 ms) and a jitter of %v", i, lo, hi, want)
+			}
+		case (i-contendedWins)%probeEvery == 0:
+			// A probe: a full contended yield.
+			if lo < 100*time.Millisecond || hi-lo != 8*jitter-1 {
+				t.Fatalf("win %d after a loss (a probe): the yield spans %v to %v, want the offset (about 110 ms) and a jitter of %v", i, lo, hi, 8*jitter)
+			}
+		default:
+			base("past the contended wins", i)
+		}
+	}
+	// Losing again (the contender took a slot) starts the contended
+	// yields over.
+	race(20*time.Millisecond, false, 130*time.Millisecond)
+	race(40*time.Millisecond, true, 0)
+	if lo, hi := yields(); lo < 100*time.Millisecond || hi-lo != jitter-1 {
+		t.Fatalf("the first win after a second loss: the yield spans %v to %v, want the offset and a jitter of %v", lo, hi, jitter)
 	}
 }
 
