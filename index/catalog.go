@@ -38,12 +38,14 @@ type Options struct {
 	SlotTimeout time.Duration
 	// After a win, a committer that saw another store's slot within
 	// YieldRecency waits before its next attempt (3 s), which keeps
-	// several writers fair: a jitter of up to YieldJitter (10 ms). In the
-	// first 4 wins after a slot it lost, and on every 8th win in a row
-	// past those, it waits as contended instead: for as long as its lost
-	// round trips outlast its won ones, plus the jitter doubled for each
-	// further slot it won in a row, up to 8 times; a writer beside a light
-	// store, which seldom makes it lose, pays little (see fairness).
+	// several writers fair: a jitter of up to YieldJitter (10 ms). If it
+	// also lost a slot within YieldRecency, it first waits for as long as
+	// its lost round trips outlast its won ones, and the jitter doubles
+	// for each further slot won in a row, up to 8 times, in the first 4
+	// wins after the loss and on every 8th win past those; so a writer
+	// beside a light store, which makes it lose a slot now and then, pays
+	// the doubled jitter a few times per slot of the neighbour's rather
+	// than after every win (see fairness).
 	// The design allows up to 30 ms of jitter; on the GCS model 10 ms kept
 	// three writers at 96% of one writer's throughput with none under
 	// 30%, where 30 ms gave 85%.
@@ -1111,7 +1113,7 @@ func (c *Catalog) yieldAfterWin() {
 	other := c.mu.otherSeen
 	c.mu.Unlock()
 	if !other.IsZero() && time.Since(other) < c.opts.YieldRecency {
-		d := c.fair.yield(c.opts.YieldJitter, mrand.Int64N)
+		d := c.fair.yield(time.Now(), c.opts.YieldRecency, c.opts.YieldJitter, mrand.Int64N)
 		c.stats.yielded.Add(int64(d))
 		time.Sleep(d)
 	}
@@ -1130,33 +1132,35 @@ func (c *Catalog) yieldAfterWin() {
 // and more. Only the timing of creates changes: every store still races
 // for the same slot name, and a store alone in a world never yields.
 //
-// That contended yield is owed only while the contention is real, which a
-// winner cannot see directly: a loser's failed create leaves no trace,
-// and a light neighbour (a store writing a slot a second) looks like a
-// starved contender, both showing a slot now and then. What the winner
-// does see is its own losses. So it yields the contended way for the
-// first contendedWins slots it wins after losing one, which takes the
-// doubling to its cap once and gives a contender that just took a slot
-// rising chances to take another; past that it yields as beside an
-// idle store (the base jitter, no offset), except on every probeEvery-th
-// win, a full contended yield, so that a contender whose chances all
-// failed is not locked out for as long as the winner keeps winning. A
-// writer beside a light store, which costs it one lost slot per slot of
-// the neighbour's, then pays contendedWins rising yields and a probe every
-// probeEvery wins, not the capped jitter and the offset after every win.
-// A store that never lost a slot yields the base jitter only.
+// The winner owes that only while the contention is real, which it
+// cannot see directly: a loser's failed create leaves no trace, and a
+// light neighbour (a store writing a slot a second, which costs the
+// writer beside it a lost slot now and then) looks just like a starved
+// contender, both showing a slot now and then. What the winner does see
+// is its own losses. So it waits out the losers' round trip only while it
+// lost a slot within the recency; a store that did not (beside an idle
+// store) yields the base jitter alone. The offset then stays for every
+// win: it is what levels a starved loser, whose catch-up the winner
+// measured on itself, and a winner that dropped it after a few wins
+// outran such a loser for good. The doubling of the jitter, which is most
+// of what a writer beside a light store pays, is kept to the first
+// contendedWins wins after a loss, which takes it to its cap once and
+// gives a contender that just took a slot rising chances to take
+// another, and to every probeEvery-th win past those, so that a
+// contender whose chances all failed still gets a wide one while the
+// winner keeps winning; between, the jitter is the base one.
 type fairness struct {
 	sent     time.Time // when the create in flight was sent
 	lostSent time.Time // when the last create, which lost, was sent (zero: it did not lose)
 	// won and lost are moving averages (1/8 per sample) of the round
 	// trips, zero until sampled.
 	won, lost time.Duration
-	streak    int  // slots won in a row
-	hasLost   bool // a slot was lost: streak counts from that loss
+	streak    int       // slots won in a row
+	lostAt    time.Time // when a slot was last lost (zero: never)
 }
 
-// contendedWins and probeEvery bound the contended yield to the wins
-// right after a loss and, past them, to one win in probeEvery.
+// contendedWins and probeEvery bound the doubling of the jitter to the
+// wins right after a loss and, past them, to one win in probeEvery.
 const (
 	contendedWins = 4
 	probeEvery    = 8
@@ -1184,31 +1188,27 @@ func (f *fairness) decided(now time.Time, won bool) {
 		f.streak++
 		return
 	}
-	f.lostSent, f.streak, f.hasLost = f.sent, 0, true
+	f.lostSent, f.streak, f.lostAt = f.sent, 0, now
 }
 
-// contended reports whether the win just noted owes the contended yield:
-// it is one of the first contendedWins since a loss, or a probe.
-func (f *fairness) contended() bool {
-	if !f.hasLost {
-		return false
-	}
-	return f.streak <= contendedWins || (f.streak-contendedWins)%probeEvery == 0
-}
-
-// yield is the wait after a win, with a jitter drawn by rand (as
-// rand.Int64N): when contended, the measured lead over the losers plus
-// the jitter doubled per further slot won in a row, at most 8 times;
-// otherwise the jitter alone.
-func (f *fairness) yield(jitter time.Duration, rand func(int64) int64) time.Duration {
-	if !f.contended() {
+// yield is the wait at now after a win, with a jitter drawn by rand (as
+// rand.Int64N). If this store lost a slot within recency: the measured
+// lead over the losers, plus the jitter doubled per further slot won in
+// a row (at most 8 times) on the first contendedWins wins after the loss
+// and every probeEvery-th past them, the jitter alone on the others.
+// Otherwise the jitter alone.
+func (f *fairness) yield(now time.Time, recency, jitter time.Duration, rand func(int64) int64) time.Duration {
+	if now.Sub(f.lostAt) >= recency { // never lost: lostAt is long ago
 		return time.Duration(rand(int64(jitter))) + 1
 	}
 	var offset time.Duration
 	if f.won > 0 && f.lost > f.won {
 		offset = min(f.lost-f.won, maxYieldOffset)
 	}
-	spread := jitter << min(max(f.streak-1, 0), 3)
+	spread := jitter
+	if f.streak <= contendedWins || (f.streak-contendedWins)%probeEvery == 0 {
+		spread <<= min(max(f.streak-1, 0), 3)
+	}
 	return offset + time.Duration(rand(int64(spread))) + 1
 }
 
