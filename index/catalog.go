@@ -38,9 +38,14 @@ type Options struct {
 	SlotTimeout time.Duration
 	// After a win, a committer that saw another store's slot within
 	// YieldRecency waits before its next attempt (3 s), which keeps
-	// several writers fair: for as long as its lost round trips outlast
-	// its won ones, plus a jitter of up to YieldJitter (10 ms) doubled for
-	// each further slot it won in a row, up to 8 times (see fairness).
+	// several writers fair: a jitter of up to YieldJitter (10 ms). If it
+	// also lost a slot within YieldRecency, it first waits for as long as
+	// its lost round trips outlast its won ones, and the jitter doubles
+	// for each further slot won in a row, up to 8 times, in the first 4
+	// wins after the loss and on every 8th win past those; so a writer
+	// beside a light store, which makes it lose a slot now and then, pays
+	// the doubled jitter a few times per slot of the neighbour's rather
+	// than after every win (see fairness).
 	// The design allows up to 30 ms of jitter; on the GCS model 10 ms kept
 	// three writers at 96% of one writer's throughput with none under
 	// 30%, where 30 ms gave 85%.
@@ -151,6 +156,9 @@ type Stats struct {
 	// After a lost slot, the members of the batch tried again on the new
 	// tip: carried as built (nothing they check changed) or rebuilt.
 	Carried, Rebuilt int64
+	// Yielded is the time the committer waited after its wins (the yield
+	// rule for several writers; see Options.YieldRecency).
+	Yielded time.Duration
 }
 
 // Catalog is one world's control catalog in one process: it reads the log
@@ -188,7 +196,7 @@ type Catalog struct {
 
 	stats struct {
 		slots, lost, entries, refused, ambiguous, checkpoints atomic.Int64
-		carried, rebuilt, rebaseMisses                        atomic.Int64
+		carried, rebuilt, rebaseMisses, yielded               atomic.Int64
 	}
 	ckpt struct {
 		sync.Mutex
@@ -616,6 +624,7 @@ func (c *Catalog) Stats() Stats {
 		Slots: c.stats.slots.Load(), LostSlots: c.stats.lost.Load(), Entries: c.stats.entries.Load(),
 		Refused: c.stats.refused.Load(), Ambiguous: c.stats.ambiguous.Load(), Checkpoints: c.stats.checkpoints.Load(),
 		Carried: c.stats.carried.Load(), Rebuilt: c.stats.rebuilt.Load(),
+		Yielded: time.Duration(c.stats.yielded.Load()),
 	}
 }
 
@@ -1123,7 +1132,9 @@ func (c *Catalog) yieldAfterWin() {
 	other := c.mu.otherSeen
 	c.mu.Unlock()
 	if !other.IsZero() && time.Since(other) < c.opts.YieldRecency {
-		time.Sleep(c.fair.yield(c.opts.YieldJitter, mrand.Int64N))
+		d := c.fair.yield(time.Now(), c.opts.YieldRecency, c.opts.YieldJitter, mrand.Int64N)
+		c.stats.yielded.Add(int64(d))
+		time.Sleep(d)
 	}
 }
 
@@ -1137,17 +1148,42 @@ func (c *Catalog) yieldAfterWin() {
 // sent) and its won ones (sent to answered), which brings its next
 // attempt level with the losers'; the jitter after it doubles for each
 // further slot won in a row, so a store that keeps winning gives way more
-// and more, and a loss resets it. Only the timing of creates changes:
-// every store still races for the same slot name, and a store alone in a
-// world never yields.
+// and more. Only the timing of creates changes: every store still races
+// for the same slot name, and a store alone in a world never yields.
+//
+// The winner owes that only while the contention is real, which it
+// cannot see directly: a loser's failed create leaves no trace, and a
+// light neighbour (a store writing a slot a second, which costs the
+// writer beside it a lost slot now and then) looks just like a starved
+// contender, both showing a slot now and then. What the winner does see
+// is its own losses. So it waits out the losers' round trip only while it
+// lost a slot within the recency; a store that did not (beside an idle
+// store) yields the base jitter alone. The offset then stays for every
+// win: it is what levels a starved loser, whose catch-up the winner
+// measured on itself, and a winner that dropped it after a few wins
+// outran such a loser for good. The doubling of the jitter, which is most
+// of what a writer beside a light store pays, is kept to the first
+// contendedWins wins after a loss, which takes it to its cap once and
+// gives a contender that just took a slot rising chances to take
+// another, and to every probeEvery-th win past those, so that a
+// contender whose chances all failed still gets a wide one while the
+// winner keeps winning; between, the jitter is the base one.
 type fairness struct {
 	sent     time.Time // when the create in flight was sent
 	lostSent time.Time // when the last create, which lost, was sent (zero: it did not lose)
 	// won and lost are moving averages (1/8 per sample) of the round
 	// trips, zero until sampled.
 	won, lost time.Duration
-	streak    int // slots won in a row
+	streak    int       // slots won in a row
+	lostAt    time.Time // when a slot was last lost (zero: never)
 }
+
+// contendedWins and probeEvery bound the doubling of the jitter to the
+// wins right after a loss and, past them, to one win in probeEvery.
+const (
+	contendedWins = 4
+	probeEvery    = 8
+)
 
 // maxYieldOffset bounds the waiting out of slow losers, so that a freak
 // round trip (a stalled bucket read after a loss) cannot pause a winner
@@ -1171,18 +1207,27 @@ func (f *fairness) decided(now time.Time, won bool) {
 		f.streak++
 		return
 	}
-	f.lostSent, f.streak = f.sent, 0
+	f.lostSent, f.streak, f.lostAt = f.sent, 0, now
 }
 
-// yield is the wait after a win: the measured lead over the losers, plus
-// a jitter drawn by rand (as rand.Int64N) from jitter doubled per further
-// slot won in a row, at most 8 times.
-func (f *fairness) yield(jitter time.Duration, rand func(int64) int64) time.Duration {
+// yield is the wait at now after a win, with a jitter drawn by rand (as
+// rand.Int64N). If this store lost a slot within recency: the measured
+// lead over the losers, plus the jitter doubled per further slot won in
+// a row (at most 8 times) on the first contendedWins wins after the loss
+// and every probeEvery-th past them, the jitter alone on the others.
+// Otherwise the jitter alone.
+func (f *fairness) yield(now time.Time, recency, jitter time.Duration, rand func(int64) int64) time.Duration {
+	if now.Sub(f.lostAt) >= recency { // never lost: lostAt is long ago
+		return time.Duration(rand(int64(jitter))) + 1
+	}
 	var offset time.Duration
 	if f.won > 0 && f.lost > f.won {
 		offset = min(f.lost-f.won, maxYieldOffset)
 	}
-	spread := jitter << min(max(f.streak-1, 0), 3)
+	spread := jitter
+	if f.streak <= contendedWins || (f.streak-contendedWins)%probeEvery == 0 {
+		spread <<= min(max(f.streak-1, 0), 3)
+	}
 	return offset + time.Duration(rand(int64(spread))) + 1
 }
 

@@ -23,11 +23,12 @@ func init() {
 	var url, world *string
 	var writers, callers *int
 	var rate *float64
-	var duration *time.Duration
+	var duration, light *time.Duration
 	registerBench(benchSpec[*commitBench]{
 		name:    "commit",
 		summary: "measure catalog commits: throughput, latency percentiles, slots, lost slots, per writer",
-		example: "worldfs bench commit --bucket 'mem://b?profile=gcs' --writers 3 --duration 10s --json",
+		example: "worldfs bench commit --bucket 'mem://b?profile=gcs' --writers 3 --duration 10s --json\n" +
+			"  worldfs bench commit --bucket 'mem://b?profile=gcs' --rate 200 --light 1s   # a tick writer beside a fact ingester",
 		flags: func(fs *flag.FlagSet) {
 			url = bucketFlag(fs)
 			world = fs.String("world", "", "world to commit to (default: a new bench-<time> world)")
@@ -35,27 +36,32 @@ func init() {
 			callers = fs.Int("callers", 1024, "concurrent callers per writer when --rate is 0 (saturation: enough to fill slots of hundreds of entries)")
 			rate = fs.Float64("rate", 0, "offered writes per second in all (open loop); 0 saturates")
 			duration = fs.Duration("duration", 10*time.Second, "how long to offer writes")
+			light = fs.Duration("light", 0, "add a light neighbour: one more store committing one entry every this long (as a fact ingester beside a tick writer), reported apart from the writers (0: none)")
 		},
 		check: func(args []string) error {
 			if len(args) != 0 {
 				return usagef("bench commit takes no arguments")
 			}
-			if *writers < 1 || *callers < 1 || *rate < 0 || *duration <= 0 {
-				return usagef("--writers and --callers must be positive, --rate not negative, --duration positive")
+			if *writers < 1 || *callers < 1 || *rate < 0 || *duration <= 0 || *light < 0 {
+				return usagef("--writers and --callers must be positive, --rate and --light not negative, --duration positive")
 			}
 			return nil
 		},
 		open: func(ctx context.Context) (bucket.Bucket, error) { return openBucket(ctx, *url) },
 		run: func(ctx context.Context, b bucket.Bucket) (*commitBench, error) {
-			return benchCommit(ctx, b, *url, *world, *writers, *callers, *rate, *duration)
+			return benchCommit(ctx, b, *url, *world, *writers, *callers, *rate, *duration, *light)
 		},
 		table: func(out io.Writer, res *commitBench) error {
 			fmt.Fprintf(out, "bucket %s, world %s, %d writer(s), %s\n", res.Bucket, res.World, res.Writers, res.Mode)
 			fmt.Fprintf(out, "  %.0f writes/s  p50 %.1f ms  p99 %.1f ms  slots %d  lost slots %d  errors %d  entries/slot %.1f\n",
 				res.WritesPerSec, res.P50ms, res.P99ms, res.Slots, res.LostSlots, res.Errors, res.EntriesPerSlot)
 			for _, w := range res.PerWriter {
-				fmt.Fprintf(out, "  writer %d: %.0f writes/s (%.0f%%)  p50 %.1f ms  p99 %.1f ms  slots %d  lost %d\n",
-					w.Writer, w.WritesPerSec, 100*w.Share, w.P50ms, w.P99ms, w.Slots, w.LostSlots)
+				fmt.Fprintf(out, "  writer %d: %.0f writes/s (%.0f%%)  p50 %.1f ms  p99 %.1f ms  slots %d  lost %d  yielded %.0f ms\n",
+					w.Writer, w.WritesPerSec, 100*w.Share, w.P50ms, w.P99ms, w.Slots, w.LostSlots, w.YieldedMs)
+			}
+			if l := res.Light; l != nil {
+				fmt.Fprintf(out, "  light neighbour, one entry every %s: %d writes  p50 %.1f ms  p99 %.1f ms  slots %d  lost %d  errors %d\n",
+					time.Duration(l.EveryMs*float64(time.Millisecond)), l.Writes, l.P50ms, l.P99ms, l.Slots, l.LostSlots, l.Errors)
 			}
 			return nil
 		},
@@ -78,6 +84,20 @@ type writerResult struct {
 	Slots        int64   `json:"slots"`
 	LostSlots    int64   `json:"lost_slots"`
 	Errors       int64   `json:"errors"`
+	// YieldedMs is the time the writer waited after its wins (the yield
+	// rule for several writers).
+	YieldedMs float64 `json:"yielded_ms"`
+}
+
+// lightResult is the light neighbour's side of a run (--light).
+type lightResult struct {
+	EveryMs   float64 `json:"every_ms"`
+	Writes    int     `json:"writes"`
+	P50ms     float64 `json:"p50_ms"`
+	P99ms     float64 `json:"p99_ms"`
+	Slots     int64   `json:"slots"`
+	LostSlots int64   `json:"lost_slots"`
+	Errors    int64   `json:"errors"`
 }
 
 type commitBench struct {
@@ -98,12 +118,15 @@ type commitBench struct {
 	Errors         int64          `json:"errors"`
 	EntriesPerSlot float64        `json:"entries_per_slot"`
 	PerWriter      []writerResult `json:"per_writer"`
+	Light          *lightResult   `json:"light,omitempty"`
 }
 
 // benchCommit offers tick publications to writers catalogs on one world:
 // saturating (callers per writer, each committing back to back) or open
-// loop at rate writes per second in all.
-func benchCommit(ctx context.Context, b bucket.Bucket, url, world string, writers, callers int, rate float64, d time.Duration) (*commitBench, error) {
+// loop at rate writes per second in all. With light > 0 one more catalog,
+// the light neighbour, commits one entry of its own run every light; the
+// writers' figures leave it out.
+func benchCommit(ctx context.Context, b bucket.Bucket, url, world string, writers, callers int, rate float64, d, light time.Duration) (*commitBench, error) {
 	if world == "" {
 		world = fmt.Sprintf("bench-%d", time.Now().UnixNano())
 	}
@@ -118,7 +141,11 @@ func benchCommit(ctx context.Context, b bucket.Bucket, url, world string, writer
 		return nil, err
 	}
 	cats := []*index.Catalog{first}
-	for range writers - 1 {
+	stores := writers - 1
+	if light > 0 {
+		stores++ // the neighbour is the last catalog
+	}
+	for range stores {
 		c, err := index.Open(ctx, b, world, index.Options{})
 		if err != nil {
 			return nil, err
@@ -133,22 +160,26 @@ func benchCommit(ctx context.Context, b bucket.Bucket, url, world string, writer
 	recs := make([]stats.Recorder, writers)
 	var all stats.Recorder
 	errs := make([]atomic.Int64, writers)
-	var seq atomic.Int64
-	commit := func(w int) {
-		i := seq.Add(1)
+	var seq, lightSeq atomic.Int64
+	// publish commits tick i of run on c and returns its latency.
+	publish := func(c *index.Catalog, run string, i int64) (time.Duration, error) {
 		t0 := time.Now()
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		e := index.Entry{Kind: index.KindTickPublish, TickPublish: &index.TickPublish{
-			Run: "bench", Tick: i, CommitToken: fmt.Sprintf("tok-%d", i), WriterEpoch: epoch,
+			Run: run, Tick: i, CommitToken: fmt.Sprintf("%s-tok-%d", run, i), WriterEpoch: epoch,
 			Tables: []index.TableFragments{{Table: "Position", Fragments: []index.Fragment{{
-				Path: fmt.Sprintf("data/%s/bench/position/tok-%d/0.parquet", world, i), Rows: 1000, Bytes: 64 << 10, Digest: "sha256:bench"}}}},
+				Path: fmt.Sprintf("data/%s/%s/position/tok-%d/0.parquet", world, run, i), Rows: 1000, Bytes: 64 << 10, Digest: "sha256:bench"}}}},
 		}}
-		if _, err := cats[w].Commit(cctx, e); err != nil {
+		_, err := c.Commit(cctx, e)
+		return time.Since(t0), err
+	}
+	commit := func(w int) {
+		lat, err := publish(cats[w], "bench", seq.Add(1))
+		if err != nil {
 			errs[w].Add(1)
 			return
 		}
-		lat := time.Since(t0)
 		recs[w].Add(lat)
 		all.Add(lat)
 	}
@@ -158,6 +189,22 @@ func benchCommit(ctx context.Context, b bucket.Bucket, url, world string, writer
 	go progress(runCtx, "commit", func() int { return all.Count() })
 	start := time.Now()
 	var wg sync.WaitGroup
+	var lightRec stats.Recorder
+	var lightErrs atomic.Int64
+	if light > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next := time.Now().Add(light); bucket.Sleep(runCtx, time.Until(next)) == nil; next = next.Add(light) {
+				lat, err := publish(cats[writers], "light", lightSeq.Add(1))
+				if err != nil {
+					lightErrs.Add(1)
+					continue
+				}
+				lightRec.Add(lat)
+			}
+		}()
+	}
 	if rate == 0 {
 		res.Mode = fmt.Sprintf("saturated, %d callers per writer", callers)
 		for w := range writers {
@@ -190,11 +237,11 @@ func benchCommit(ctx context.Context, b bucket.Bucket, url, world string, writer
 	res.Seconds, res.Writes, res.WritesPerSec = sum.Seconds, sum.Ops, sum.OpsPerSec
 	res.P50ms, res.P90ms, res.P99ms, res.MaxMs = sum.P50ms, sum.P90ms, sum.P99ms, sum.MaxMs
 	var entries int64
-	for w, c := range cats {
+	for w, c := range cats[:writers] {
 		st := c.Stats()
 		ws := recs[w].Summarize(elapsed)
 		r := writerResult{Writer: w, Writes: ws.Ops, WritesPerSec: ws.OpsPerSec, P50ms: ws.P50ms, P99ms: ws.P99ms,
-			Slots: st.Slots, LostSlots: st.LostSlots, Errors: errs[w].Load()}
+			Slots: st.Slots, LostSlots: st.LostSlots, Errors: errs[w].Load(), YieldedMs: ms(st.Yielded)}
 		if sum.Ops > 0 {
 			r.Share = float64(ws.Ops) / float64(sum.Ops)
 		}
@@ -207,8 +254,15 @@ func benchCommit(ctx context.Context, b bucket.Bucket, url, world string, writer
 	if res.Slots > 0 {
 		res.EntriesPerSlot = float64(entries) / float64(res.Slots)
 	}
+	if light > 0 {
+		st, ls := cats[writers].Stats(), lightRec.Summarize(elapsed)
+		res.Light = &lightResult{EveryMs: ms(light), Writes: ls.Ops, P50ms: ls.P50ms, P99ms: ls.P99ms,
+			Slots: st.Slots, LostSlots: st.LostSlots, Errors: lightErrs.Load()}
+	}
 	return res, nil
 }
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // progress shows a count on a terminal, redrawn every second until ctx
 // ends (nothing in a pipe).

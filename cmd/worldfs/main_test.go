@@ -47,7 +47,7 @@ func TestBadCommandLinesExit2(t *testing.T) {
 	for _, args := range [][]string{
 		{}, {"nonsense"}, {"bucket"}, {"bucket", "frob"}, {"bucket", "cat"},
 		{"bucket", "ls", "--no-such-flag"}, {"bucket", "rm", "x"}, {"demo", "--ticks", "3"},
-		{"bench", "commit", "--writers", "0"}, {"bench", "coldstart", "--ticks", "0"},
+		{"bench", "commit", "--writers", "0"}, {"bench", "commit", "--light", "-1s"}, {"bench", "coldstart", "--ticks", "0"},
 		{"bench", "ticks", "--depth", "0"}, {"bench", "ticks", "--depth", "65"},
 		{"mount", "--ctl-group", "nogroup", "bucket", "mnt"}, // a ctl group needs --allow-other
 	} {
@@ -117,8 +117,17 @@ func TestBenchCommitAndColdStart(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &res) != nil {
 		t.Fatalf("bench commit: %d\n%s\n%s", code, out, stderr)
 	}
-	if res.Writes == 0 || res.WritesPerSec <= 0 || res.Slots == 0 || len(res.PerWriter) != 2 || res.Errors != 0 || res.P99ms < res.P50ms {
+	if res.Writes == 0 || res.WritesPerSec <= 0 || res.Slots == 0 || len(res.PerWriter) != 2 || res.Errors != 0 || res.P99ms < res.P50ms || res.Light != nil {
 		t.Fatalf("bench commit result %+v", res)
+	}
+	// A light neighbour is one more store, reported apart from the writers.
+	code, out, stderr = cli(t, "bench", "commit", "--bucket", "mem://cli-bench-light", "--light", "20ms", "--duration", "300ms", "--json")
+	res = commitBench{}
+	if code != 0 || json.Unmarshal([]byte(out), &res) != nil {
+		t.Fatalf("bench commit --light: %d\n%s\n%s", code, out, stderr)
+	}
+	if l := res.Light; len(res.PerWriter) != 1 || l == nil || l.EveryMs != 20 || l.Writes == 0 || l.Slots == 0 || l.Errors != 0 || res.Errors != 0 {
+		t.Fatalf("bench commit --light result %+v, light %+v", res, res.Light)
 	}
 	code, out, stderr = cli(t, "bench", "coldstart", "--bucket", t.TempDir(), "--ticks", "2000", "--tail", "20", "--json")
 	var cold coldStartBench
