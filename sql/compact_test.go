@@ -292,21 +292,23 @@ func TestCompactedManifestsOutsideTheBuild(t *testing.T) {
 		t.Fatal(err)
 	}
 	builds := wsql.Builds()
-	reused, err := reuseBuild(t, b, "f", cacheDir, wsql.Options{Dir: dir})
-	if err != nil || wsql.Builds() != builds {
-		t.Fatalf("the views were built again (%v); want the kept script", err)
+	// reused returns the kept script, opened.
+	reused := func() (*wsql.Script, *sql.DB) {
+		t.Helper()
+		s, err := reuseBuild(t, b, "f", cacheDir, wsql.Options{Dir: dir})
+		if err != nil || wsql.Builds() != builds {
+			t.Fatalf("the views were built again (%v); want the kept script", err)
+		}
+		db, err := wsql.Open(ctx, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return s, db
 	}
-	db, err := wsql.Open(ctx, reused)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	again, db := reused()
 	if got := dump(t, db, q); got != want {
 		t.Fatalf("the reused script's manifests differ:\n%s", firstDiff(want, got))
-	}
-	again, err := reuseBuild(t, b, "f", cacheDir, wsql.Options{Dir: dir})
-	if err != nil || wsql.Builds() != builds {
-		t.Fatalf("the views were built again (%v); want the kept script", err)
 	}
 	// Its list of compacted ticks is written from the catalogs loaded again.
 	lists, _ := filepath.Glob(filepath.Join(dir, "fragments-ticks-*"))
@@ -321,15 +323,7 @@ func TestCompactedManifestsOutsideTheBuild(t *testing.T) {
 
 	// The parent commits a tick after the script was reused and before
 	// worldfs_manifests is read.
-	late, err := reuseBuild(t, b, "f", cacheDir, wsql.Options{Dir: dir})
-	if err != nil || wsql.Builds() != builds {
-		t.Fatalf("the views were built again (%v); want the kept script", err)
-	}
-	ldb, err := wsql.Open(ctx, late)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ldb.Close()
+	_, ldb := reused()
 	enginetest.Resume(t, b, "p", 151).Close()
 	err = wsql.Run(ctx, ldb, "SELECT count(*) FROM worldfs_manifests", wsql.FormatCSV, io.Discard)
 	if !errors.Is(err, wsql.ErrCatalogChanged) {

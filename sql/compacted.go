@@ -162,26 +162,15 @@ func (s *Script) printed() (string, error) {
 
 // registerCompacted makes compactedFunc serve c's rows on db.
 func registerCompacted(ctx context.Context, db *sql.DB, c *compacted) error {
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	str, err := duckdb.NewTypeInfo(duckdb.TYPE_VARCHAR)
-	if err != nil {
-		return err
-	}
-	bigint, err := duckdb.NewTypeInfo(duckdb.TYPE_BIGINT)
-	if err != nil {
-		return err
-	}
-	cols := []duckdb.ColumnInfo{{Name: "world", T: str}, {Name: "run", T: str}, {Name: "tick", T: bigint},
-		{Name: "commit_token", T: str}, {Name: "writer_epoch", T: bigint}, {Name: "table_id", T: str}, {Name: "path", T: str}}
-	return duckdb.RegisterTableUDF(conn, compactedFunc, duckdb.RowTableFunction{
-		BindArgumentsContext: func(ctx context.Context, _ map[string]any, _ ...any) (duckdb.RowTableSource, error) {
-			s, _ := ctx.Value(sinkKey{}).(*sink)
-			return &compactedSource{c: c, cols: cols, sink: s}, nil
-		},
+	return withTypes(ctx, db, func(conn *sql.Conn, str, bigint, _ duckdb.TypeInfo) error {
+		cols := []duckdb.ColumnInfo{{Name: "world", T: str}, {Name: "run", T: str}, {Name: "tick", T: bigint},
+			{Name: "commit_token", T: str}, {Name: "writer_epoch", T: bigint}, {Name: "table_id", T: str}, {Name: "path", T: str}}
+		return duckdb.RegisterTableUDF(conn, compactedFunc, duckdb.RowTableFunction{
+			BindArgumentsContext: func(ctx context.Context, _ map[string]any, _ ...any) (duckdb.RowTableSource, error) {
+				s, _ := ctx.Value(sinkKey{}).(*sink)
+				return &compactedSource{c: c, cols: cols, sink: s}, nil
+			},
+		})
 	})
 }
 

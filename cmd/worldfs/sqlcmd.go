@@ -75,7 +75,7 @@ func (v *viewFlags) build(ctx context.Context) (s *wsql.Script, refuse []string,
 		return nil, nil, nil, err
 	}
 	var mem *cache.Memory
-	done = func() {
+	closeAll := func() {
 		if mem != nil {
 			mem.Close()
 		}
@@ -83,7 +83,7 @@ func (v *viewFlags) build(ctx context.Context) (s *wsql.Script, refuse []string,
 	}
 	defer func() {
 		if err != nil {
-			done()
+			closeAll()
 		}
 	}()
 	if err := requireWorld(ctx, b, *v.world); err != nil {
@@ -106,10 +106,10 @@ func (v *viewFlags) build(ctx context.Context) (s *wsql.Script, refuse []string,
 			return nil, nil, nil, err
 		}
 		s, err = wsql.Build(ctx, mem.Wrap(b), *v.world, opts)
-		return s, refuse, done, err
+		return s, refuse, closeAll, err
 	}
 	s, err = wsql.Build(ctx, b, *v.world, opts)
-	return s, refuse, done, err
+	return s, refuse, closeAll, err
 }
 
 func init() {
