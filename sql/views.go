@@ -57,7 +57,9 @@ type Options struct {
 	// Reuse, if set, keeps each script Build builds in this size-bounded
 	// cache, and Build returns a kept one instead of building while every
 	// catalog it was built from is unchanged (reuse.go): a fresh process
-	// then reads no catalog. Ignored with View.
+	// then reads no catalog, unless a query reads worldfs_manifests of a
+	// compacted world, which loads them through Build's bucket and context:
+	// keep both open while such views are used. Ignored with View.
 	Reuse *cache.Disk
 }
 
