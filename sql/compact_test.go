@@ -3,9 +3,12 @@ package sql_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -218,5 +221,112 @@ func TestLegacyAndUncoordinatedHistoryAfterCompaction(t *testing.T) {
 		if after := dump(t, views(t, b, world, wsql.Options{Dir: t.TempDir()}), queries...); after != before[world] {
 			t.Fatalf("world %s: the views changed with compaction:\n%s", world, firstDiff(before[world], after))
 		}
+	}
+}
+
+// worldfs_manifests lists the ticks that name compacted files, though no
+// build lists them: the views a process builds serve them from its
+// catalog when a query reads worldfs_manifests; the printed script reads
+// them from a list written when it is printed, in a DuckDB of its own; a
+// kept script reused by a later process loads the catalogs it was built
+// from again. All say the same, on a fork whose parent was compacted past
+// the fork point. A reused script whose catalog changed since fails the
+// query rather than mix two states.
+func TestCompactedManifestsOutsideTheBuild(t *testing.T) {
+	ctx := ctxT(t)
+	b, _ := local.Open(t.TempDir())
+	enginetest.World(t, b, "p", 150).Close()
+	enginetest.Fork(t, b, "p", "f", 100, 140).Close()
+	const q = "SELECT world, run, tick, commit_token, writer_epoch, table_id, path, rows FROM worldfs_manifests ORDER BY ALL"
+	const ids = "SELECT tick, commit_token, table_id FROM worldfs_manifests ORDER BY ALL"
+	before := dump(t, views(t, b, "f", wsql.Options{}), ids)
+	for _, w := range []string{"p", "f"} {
+		cat, err := index.Open(ctx, b, w, index.Options{NoCompactor: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res, err := engine.Compact(ctx, b, cat, engine.CompactOptions{Recent: 10}); err != nil || res.Windows == 0 {
+			t.Fatalf("compaction of %s: %+v, %v", w, res, err)
+		}
+		cat.Close()
+	}
+	built := views(t, b, "f", wsql.Options{})
+	want := dump(t, built, q)
+	if got := dump(t, built, ids); got != before {
+		t.Fatalf("the manifests changed with compaction:\n%s", firstDiff(before, got))
+	}
+	if n := count(t, built, "SELECT count(*) FROM worldfs_manifests WHERE path IN (SELECT object FROM worldfs_fragments WHERE compacted)"); n < 100 {
+		t.Fatalf("%d manifest rows name compacted files; want those of the compacted ticks", n)
+	}
+
+	// The printed script, in a DuckDB of its own.
+	printed := func(s *wsql.Script) string {
+		t.Helper()
+		text, err := s.SQL()
+		if err != nil {
+			t.Fatal(err)
+		}
+		db, err := sql.Open("duckdb", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		db.SetMaxOpenConns(1)
+		if _, err := db.Exec(text); err != nil {
+			t.Fatalf("the printed script: %v\n%s", err, text)
+		}
+		return dump(t, db, q)
+	}
+	dir := t.TempDir()
+	s, err := wsql.Build(ctx, b, "f", wsql.Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := printed(s); got != want {
+		t.Fatalf("the printed script's manifests differ:\n%s", firstDiff(want, got))
+	}
+
+	// A kept script, reused as a later process does (a cache opened anew).
+	cacheDir := t.TempDir()
+	if _, err := reuseBuild(t, b, "f", cacheDir, wsql.Options{Dir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	builds := wsql.Builds()
+	// reused returns the kept script, opened.
+	reused := func() (*wsql.Script, *sql.DB) {
+		t.Helper()
+		s, err := reuseBuild(t, b, "f", cacheDir, wsql.Options{Dir: dir})
+		if err != nil || wsql.Builds() != builds {
+			t.Fatalf("the views were built again (%v); want the kept script", err)
+		}
+		db, err := wsql.Open(ctx, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return s, db
+	}
+	again, db := reused()
+	if got := dump(t, db, q); got != want {
+		t.Fatalf("the reused script's manifests differ:\n%s", firstDiff(want, got))
+	}
+	// Its list of compacted ticks is written from the catalogs loaded again.
+	lists, _ := filepath.Glob(filepath.Join(dir, "fragments-ticks-*"))
+	for _, l := range lists {
+		if err := os.Remove(l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := printed(again); got != want {
+		t.Fatalf("the reused script, printed: manifests differ:\n%s", firstDiff(want, got))
+	}
+
+	// The parent commits a tick after the script was reused and before
+	// worldfs_manifests is read.
+	_, ldb := reused()
+	enginetest.Resume(t, b, "p", 151).Close()
+	err = wsql.Run(ctx, ldb, "SELECT count(*) FROM worldfs_manifests", wsql.FormatCSV, io.Discard)
+	if !errors.Is(err, wsql.ErrCatalogChanged) {
+		t.Fatalf("worldfs_manifests of a reused script after its catalog changed: %v; want ErrCatalogChanged", err)
 	}
 }

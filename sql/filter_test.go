@@ -58,13 +58,13 @@ func TestTokenCheckKeepsForeignRowsOut(t *testing.T) {
 		frags = append(frags, fragment{world: "w", run: "main", table: particle.ID, path: p, tick: 5, token: tk.CommitToken, epoch: tk.WriterEpoch, filtered: true})
 	}
 	infos["w/"+particle.ID] = particle.Info()
-	script, err := render("w", "main", math.MaxInt64, &history{frags: frags}, infos, []string{"(0, 'w', 'main', NULL)"}, t.TempDir())
+	script, err := render("w", "main", math.MaxInt64, &history{frags: frags}, infos, []string{"(0, 'w', 'main', NULL)"}, t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	db, err := Open(ctx, script)
 	if err != nil {
-		t.Fatalf("%v\n%s", err, script.SQL)
+		t.Fatalf("%v\n%s", err, script.run)
 	}
 	defer db.Close()
 	var n, foreign int64
@@ -142,7 +142,7 @@ func TestCatalogProvenFilesSkipTheFooterCheck(t *testing.T) {
 	}
 	db, err := Open(ctx, script)
 	if err != nil {
-		t.Fatalf("%v\n%s", err, script.SQL)
+		t.Fatalf("%v\n%s", err, script.run)
 	}
 	defer db.Close()
 	var unproven, proven, checked int

@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/compress"
 	"github.com/parquet-go/parquet-go/compress/snappy"
+	"github.com/parquet-go/parquet-go/compress/uncompressed"
 )
 
 // listRow is one row of a fragment list: a file a view reads, and the
@@ -31,14 +33,10 @@ type listRow struct {
 	Fact        bool   `parquet:"fact"`   // a completed claim's rows, not a tick's
 	Proven      bool   `parquet:"proven"` // filtered, and the catalog proves every row is (tick, commit_token)
 	// Compacted: a compacted file, holding the visible rows of many ticks.
-	Compacted bool `parquet:"compacted"`
-	// Manifest: not a file to read but a member of a set of compacted
-	// files that ticks name (Group; rows -1: unknown), for worldfs_manifests.
-	Manifest bool   `parquet:"manifest"`
-	Group    int32  `parquet:"grp"`
-	Object   string `parquet:"object"`
-	Path     string `parquet:"path"`
-	Rows     int64  `parquet:"rows"`
+	Compacted bool   `parquet:"compacted"`
+	Object    string `parquet:"object"`
+	Path      string `parquet:"path"`
+	Rows      int64  `parquet:"rows"`
 	// FirstTick and LastTick bound the ticks of the rows a file read as it
 	// is (proven) may show: its tick, or a compacted file's span within the
 	// ticks the views keep. <table>_at(t) reads only the files whose bounds
@@ -47,16 +45,19 @@ type listRow struct {
 	LastTick  int64 `parquet:"last_tick"`
 }
 
-// tickRow is one row of a list of ticks whose manifests name compacted
-// files: the tick's commit identity and the set of compacted files it
-// names (the fragment list's manifest rows of that group).
-type tickRow struct {
+// compactedRow is one row of a list of the ticks whose manifests name
+// compacted files (compacted.go): a tick's commit identity and the set of
+// compacted files it names (Group), or, with TableID set, a member of
+// such a set (one file of one table).
+type compactedRow struct {
 	World       string `parquet:"world,dict"`
 	Run         string `parquet:"run,dict"`
 	Tick        int64  `parquet:"tick"`
 	CommitToken string `parquet:"commit_token"`
 	WriterEpoch int64  `parquet:"writer_epoch"`
 	Group       int32  `parquet:"grp"`
+	TableID     string `parquet:"table_id,dict"`
+	Object      string `parquet:"object,dict"`
 }
 
 // writeList writes the fragment list rows as a Parquet file in dir named
@@ -65,7 +66,7 @@ type tickRow struct {
 // returns the file's path. (worldfs gc collects the views' files named
 // fragments-*.)
 func writeList(dir string, rows []listRow) (string, error) {
-	data, err := encodeList(rows)
+	data, err := encodeList(rows, &snappy.Codec{}) // snappy: cheap to start, and the list is small
 	if err != nil {
 		return "", err
 	}
@@ -73,15 +74,15 @@ func writeList(dir string, rows []listRow) (string, error) {
 	return reuseOrWrite(dir, "fragments-"+hex.EncodeToString(sum[:16])+".parquet", func() ([]byte, error) { return data, nil })
 }
 
-// writeTicks writes a list of compacted ticks like writeList, but named by
-// the hash of the rows themselves: a build whose compacted ticks did not
-// change (most builds: they change when compaction runs) only hashes
-// them, and encodes them only when no such list is there.
-func writeTicks(dir string, rows []tickRow) (string, error) {
+// writeCompacted writes a list of compacted ticks like writeList, but
+// named by the hash of the rows themselves: a list whose ticks did not
+// change (they change when compaction runs) is only hashed, and encoded
+// only when no such list is there.
+func writeCompacted(dir string, rows []compactedRow) (string, error) {
 	h := sha256.New()
-	buf := []byte("worldfs compacted ticks list 1\x00")
+	buf := []byte("worldfs compacted ticks list 2\x00")
 	for _, r := range rows {
-		for _, s := range []string{r.World, r.Run, r.CommitToken} {
+		for _, s := range []string{r.World, r.Run, r.CommitToken, r.TableID, r.Object} {
 			buf = binary.AppendUvarint(buf, uint64(len(s)))
 			buf = append(buf, s...)
 		}
@@ -95,14 +96,15 @@ func writeTicks(dir string, rows []tickRow) (string, error) {
 	}
 	h.Write(buf)
 	name := "fragments-ticks-" + hex.EncodeToString(h.Sum(nil)[:16]) + ".parquet"
-	return reuseOrWrite(dir, name, func() ([]byte, error) { return encodeList(rows) })
+	// Uncompressed: the rows are mostly random commit tokens, which snappy
+	// does not shrink, and compressing them cost more than the rest.
+	return reuseOrWrite(dir, name, func() ([]byte, error) { return encodeList(rows, &uncompressed.Codec{}) })
 }
 
-// encodeList encodes rows as Parquet (snappy: cheap to start, and the
-// lists are small or mostly random tokens).
-func encodeList[R listRow | tickRow](rows []R) ([]byte, error) {
+// encodeList encodes rows as Parquet with codec.
+func encodeList[R listRow | compactedRow](rows []R, codec compress.Codec) ([]byte, error) {
 	var buf bytes.Buffer
-	w := parquet.NewGenericWriter[R](&buf, parquet.Compression(&snappy.Codec{}))
+	w := parquet.NewGenericWriter[R](&buf, parquet.Compression(codec))
 	for lo := 0; lo < len(rows); lo += 1 << 16 {
 		if _, err := w.Write(rows[lo:min(len(rows), lo+1<<16)]); err != nil {
 			return nil, fmt.Errorf("fragment list: %w", err)

@@ -49,7 +49,7 @@ func (rw roWorld) open(t *testing.T) (*wsql.Script, *sql.DB) {
 	}
 	db, err := wsql.Open(ctxT(t), s)
 	if err != nil {
-		t.Fatalf("%v\n%s", err, s.SQL)
+		t.Fatalf("%v\n%s", err, plain(s))
 	}
 	t.Cleanup(func() { db.Close() })
 	return s, db

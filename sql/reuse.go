@@ -39,10 +39,18 @@ import (
 // cache if evicted), and the views directory's files it names must still
 // be there. Views that read files no catalog names (an unfiltered
 // segment, legacy history) are never kept: only a listing finds those.
+//
+// A kept script does not list the ticks that name compacted files
+// (compacted.go): that costs a row per tick, and only worldfs_manifests
+// reads them. A process that reuses the script and reads
+// worldfs_manifests loads the catalogs then, and serves them only from
+// the very states the script was built from (each world's log ending
+// with the same sequence and slot hash); a catalog changed since fails
+// that query rather than mix two states.
 
 // reuseFormat versions kept scripts: a worldfs that keeps them otherwise
 // reads none of an older format.
-const reuseFormat = 2
+const reuseFormat = 3
 
 // maxKeptFiles bounds the files of a script that is kept: a kept script
 // lists its files, and views of that many files (a long history not yet
@@ -61,8 +69,11 @@ type keptScript struct {
 	Files []keptFile `json:"files"`
 	// Local: the files of the views directory the script reads.
 	Local []string `json:"local"`
-	// Run: the SQL worldfs runs (Script.SQL verifying the files it reads).
-	Run string `json:"run"`
+	// Text: the script's text, with its markers (Script.text).
+	Text string `json:"text"`
+	// Compacted: the ticks whose compacted files worldfs_manifests shows
+	// (nil: none).
+	Compacted *index.Span `json:"compacted,omitempty"`
 }
 
 type logTip struct {
@@ -70,6 +81,7 @@ type logTip struct {
 	Slot       string `json:"slot"`
 	Generation int64  `json:"generation"`
 	Seq        uint64 `json:"seq"`
+	Hash       string `json:"hash"` // of the slot holding Seq
 }
 
 type keptFile struct {
@@ -140,8 +152,40 @@ func reused(ctx context.Context, b bucket.Bucket, world string, opts Options) (*
 			return nil, nil
 		}
 	}
-	k.Script.run, k.Script.checks = k.Run, checks
-	return &k.Script, nil
+	s := &k.Script
+	s.text, s.local, s.checks = k.Text, k.Local, checks
+	if c := k.Compacted; c != nil {
+		s.compacted = &compacted{from: c.From, to: c.To, dir: dir, view: func() (*index.View, error) {
+			return keptView(ctx, b, world, opts.Run, k.Tips)
+		}}
+	}
+	s.finish()
+	return s, nil
+}
+
+// ErrCatalogChanged: a kept script was reused, and one of the catalogs it
+// was built from changed before a query needed to read it.
+var ErrCatalogChanged = errors.New("the catalog changed since the views were defined; run the query again")
+
+// keptView returns the view of (world, run) from catalogs loaded again,
+// each required to be the state tips record.
+func keptView(ctx context.Context, b bucket.Bucket, world, run string, tips []logTip) (*index.View, error) {
+	load := index.LoadFrom(b)
+	segs, err := index.Lineage(ctx, func(ctx context.Context, w string) (*index.State, error) {
+		st, err := load(ctx, w)
+		if err != nil {
+			return nil, err
+		}
+		i := slices.IndexFunc(tips, func(t logTip) bool { return t.World == w })
+		if i < 0 || st.Seq != tips[i].Seq || st.Hash != tips[i].Hash {
+			return nil, fmt.Errorf("world %s: %w", w, ErrCatalogChanged)
+		}
+		return st, nil
+	}, world, run)
+	if err != nil {
+		return nil, err
+	}
+	return &index.View{World: world, Run: run, Segments: segs}, nil
 }
 
 // current reports whether world's log still ends with the slot t names.
@@ -199,7 +243,7 @@ func tipOf(ctx context.Context, b bucket.Bucket, s *index.State) (logTip, bool, 
 	if err != nil || slot.LastSeq() != s.Seq || hash != s.Hash {
 		return logTip{}, false, nil
 	}
-	return logTip{World: world, Slot: last, Generation: attrs.Generation, Seq: s.Seq}, true, nil
+	return logTip{World: world, Slot: last, Generation: attrs.Generation, Seq: s.Seq, Hash: hash}, true, nil
 }
 
 // keep stores the script built from segs (and own, the world's state)
@@ -218,7 +262,11 @@ func keep(ctx context.Context, b bucket.Bucket, opts Options, dir string, own *i
 			states = append(states, seg.State)
 		}
 	}
-	k := keptScript{Format: reuseFormat, Script: *s, Local: s.local, Run: s.run}
+	k := keptScript{Format: reuseFormat, Script: Script{World: s.World, Run: s.Run, AtTick: s.AtTick, Views: s.Views, FragmentList: s.FragmentList},
+		Local: s.local, Text: s.text}
+	if c := s.compacted; c != nil {
+		k.Compacted = &index.Span{From: c.from, To: c.to}
+	}
 	k.Key, _ = reuseKey(b, own.World.ID, opts, dir)
 	for _, st := range states {
 		t, ok, err := tipOf(ctx, b, st)

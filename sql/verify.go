@@ -111,24 +111,31 @@ type reader struct {
 
 // register makes worldfs_checked of r available on db.
 func (r *reader) register(ctx context.Context, db *sql.DB) error {
+	return withTypes(ctx, db, func(conn *sql.Conn, str, _, boolean duckdb.TypeInfo) error {
+		list, err := duckdb.NewListInfo(str)
+		if err != nil {
+			return err
+		}
+		return duckdb.RegisterScalarUDF(conn, checkedFunc, checkedUDF{r, []duckdb.TypeInfo{list, boolean}, list})
+	})
+}
+
+// withTypes calls fn, which registers a function, with a connection of db
+// (what one connection registers, the database has) and the types
+// VARCHAR, BIGINT and BOOLEAN.
+func withTypes(ctx context.Context, db *sql.DB, fn func(conn *sql.Conn, str, bigint, boolean duckdb.TypeInfo) error) error {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	str, err := duckdb.NewTypeInfo(duckdb.TYPE_VARCHAR)
-	if err != nil {
-		return err
+	var ts [3]duckdb.TypeInfo
+	for i, t := range []duckdb.Type{duckdb.TYPE_VARCHAR, duckdb.TYPE_BIGINT, duckdb.TYPE_BOOLEAN} {
+		if ts[i], err = duckdb.NewTypeInfo(t); err != nil {
+			return err
+		}
 	}
-	list, err := duckdb.NewListInfo(str)
-	if err != nil {
-		return err
-	}
-	boolean, err := duckdb.NewTypeInfo(duckdb.TYPE_BOOLEAN)
-	if err != nil {
-		return err
-	}
-	return duckdb.RegisterScalarUDF(conn, checkedFunc, checkedUDF{r, []duckdb.TypeInfo{list, boolean}, list})
+	return fn(conn, ts[0], ts[1], ts[2])
 }
 
 type checkedUDF struct {

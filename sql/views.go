@@ -57,7 +57,9 @@ type Options struct {
 	// Reuse, if set, keeps each script Build builds in this size-bounded
 	// cache, and Build returns a kept one instead of building while every
 	// catalog it was built from is unchanged (reuse.go): a fresh process
-	// then reads no catalog. Ignored with View.
+	// then reads no catalog, unless a query reads worldfs_manifests of a
+	// compacted world, which loads them through Build's bucket and context:
+	// keep both open while such views are used. Ignored with View.
 	Reuse *cache.Disk
 }
 
@@ -123,20 +125,39 @@ type fragment struct {
 // Script is the SQL that defines a world's views.
 type Script struct {
 	World, Run string
-	AtTick     int64 // math.MaxInt64: the head
-	SQL        string
+	AtTick     int64    // math.MaxInt64: the head
 	Views      []string // the per-table component views, by name
 	// FragmentList is the Parquet file (in Options.Dir) of the files the
-	// views read, with the tick and token each was published under; SQL
-	// reads it.
+	// views read, with the tick and token each was published under; the
+	// script reads it.
 	FragmentList string
+	// text is the script as render wrote it, with its markers (verify.go,
+	// compacted.go); compacted, if set, is what worldfs_manifests shows of
+	// the ticks that name compacted files, not yet written to a list.
+	text      string
+	compacted *compacted
+	// plain is the script a DuckDB outside worldfs runs (SQL), once known.
+	plain string
 	// local: the files of Options.Dir the script reads (the fragment
 	// lists and the empty witnesses).
 	local []string
-	// run is the SQL worldfs runs: SQL with the lists of files verified
-	// as queries read them (checks: which files, against what).
+	// run is the SQL worldfs runs: the script with the lists of files
+	// verified as queries read them (checks: which files, against what),
+	// and the compacted ticks served by this process.
 	run    string
 	checks *checks
+}
+
+// SQL returns the script for a DuckDB outside worldfs (the DuckDB shell,
+// Python's duckdb): the views as worldfs defines them, reading their files
+// as they are. Its lists are files in Options.Dir; the list of the ticks
+// that name compacted files, which only worldfs_manifests reads and which
+// costs a row per tick, is written by the first call.
+func (s *Script) SQL() (string, error) {
+	if s.compacted == nil {
+		return s.plain, nil
+	}
+	return s.printed()
 }
 
 // Build reads the catalog (and, for forks, every ancestor's) and returns the
@@ -201,11 +222,6 @@ func BuildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 	if err := h.catalogFiles(ctx, view, from, upTo); err != nil {
 		return nil, err
 	}
-	if opts.Table == "" {
-		if err := h.compactedTicks(view, from, upTo); err != nil {
-			return nil, err
-		}
-	}
 	lineage, err := h.listedFiles(ctx, b, path, segs, upTo)
 	if err != nil {
 		return nil, err
@@ -221,7 +237,13 @@ func BuildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 	if opts.Table != "" {
 		h.frags = slices.DeleteFunc(h.frags, func(f fragment) bool { return infos[f.world+"/"+f.table].Name != opts.Table })
 	}
-	s, err := render(world, opts.Run, upTo, h, infos, lineage, dir)
+	// worldfs_manifests shows the ticks that name compacted files (a
+	// row per tick) only when a query reads it: see compacted.go.
+	var comp *compacted
+	if opts.Table == "" && slices.ContainsFunc(h.frags, func(f fragment) bool { return f.keep != nil }) {
+		comp = &compacted{view: func() (*index.View, error) { return view, nil }, from: from, to: upTo, dir: dir}
+	}
+	s, err := render(world, opts.Run, upTo, h, infos, lineage, dir, comp)
 	if err != nil {
 		return nil, err
 	}
@@ -275,17 +297,10 @@ func lineageOf(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 	}, world, opts.Run)
 }
 
-// history is what the views read, as BuildFrom collects it: the files,
-// and the manifests of the ticks that name compacted files, told apart
-// from the files because a compacted file is named by thousands of ticks.
+// history is what the views read, as BuildFrom collects it: the files.
 type history struct {
 	fpath recordPath
 	frags []fragment
-	// groups are the distinct sets of compacted files a tick names (the
-	// ticks of a span share one); ticks are the ticks naming one, each
-	// with the index of its set in groups.
-	groups [][]fragment
-	ticks  []tickRow
 	// listed: some files were found by listing the bucket, not in a
 	// catalog. keepFiles: read collects the catalog's files with their
 	// paths (for Options.Reuse).
@@ -322,65 +337,6 @@ func (h *history) catalogFiles(ctx context.Context, v *index.View, from, to int6
 		return true
 	})
 	return cmp.Or(err, ferr)
-}
-
-// compactedTicks records each visible tick from..to whose manifest names
-// compacted files: its commit identity and which set of compacted files
-// it names. worldfs_manifests lists them tick by tick from there, without
-// a row per tick and table in the fragment list. The ticks of one span
-// share their fragment list, which is recognised without comparing paths.
-// It fails (index.ErrCorrupt) if a fragment list does not decode.
-func (h *history) compactedTicks(v *index.View, from, to int64) error {
-	// Room for the ticks the compacted files read span (of the table
-	// whose span most), so that a long list is not copied as it grows.
-	spans := map[string]int64{}
-	most := int64(0)
-	for _, f := range h.frags {
-		if f.keep != nil && f.last >= f.first {
-			spans[f.table] += f.last - f.first + 1
-			most = max(most, spans[f.table])
-		}
-	}
-	h.ticks = slices.Grow(h.ticks, int(min(most, 1<<24)))
-	byKey := map[string]int32{}
-	var prev *index.Tick
-	prevGroup := int32(-1)
-	var key strings.Builder
-	var err error
-	v.Ticks(from, to, func(t index.TickRef) bool {
-		g := prevGroup
-		if !t.SameTables(prev) {
-			var tables []index.TableFragments
-			if tables, err = t.Tables(); err != nil {
-				return false
-			}
-			key.Reset()
-			var set []fragment
-			for _, tf := range tables {
-				for _, f := range tf.Fragments {
-					if f.Span != nil {
-						fmt.Fprintf(&key, "%s\x00%s\x00", tf.Table, f.Path)
-						set = append(set, fragment{world: t.World, run: t.Run, table: tf.Table, object: f.Path, rows: -1, filtered: true})
-					}
-				}
-			}
-			g = -1
-			if len(set) > 0 {
-				var ok bool
-				if g, ok = byKey[key.String()]; !ok {
-					g = int32(len(h.groups))
-					byKey[key.String()] = g
-					h.groups = append(h.groups, set)
-				}
-			}
-			prev, prevGroup = t.Tick, g
-		}
-		if g >= 0 {
-			h.ticks = append(h.ticks, tickRow{World: t.World, Run: t.Run, Tick: t.Tick.Tick, CommitToken: t.CommitToken, WriterEpoch: t.WriterEpoch, Group: g})
-		}
-		return true
-	})
-	return err
 }
 
 // listedFiles appends the files the catalog does not name: each
@@ -524,28 +480,16 @@ func ident(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"
 // projects away the commit columns. The fragment list (files, ticks and
 // tokens) goes to a Parquet file in dir that the script reads, so the
 // script stays small whatever the size of the catalog; the commit
-// identities of the ticks that name compacted files go to a second one,
-// which only worldfs_manifests reads.
-func render(world, run string, upTo int64, h *history, infos map[string]engine.TableInfo, lineage []string, dir string) (*Script, error) {
-	if strings.ContainsAny(world+run+dir, markLazy+markEager+markEnd+markEndEager) {
+// identities of the ticks that name compacted files (comp, if any), which
+// only worldfs_manifests reads, are served or written apart (compacted.go).
+func render(world, run string, upTo int64, h *history, infos map[string]engine.TableInfo, lineage []string, dir string, comp *compacted) (*Script, error) {
+	if strings.ContainsAny(world+run+dir, markLazy+markEager+markEnd+markEndEager+markCompacted) {
 		return nil, fmt.Errorf("views of world %q run %q in %q: control characters in a name", world, run, dir)
 	}
 	names, parts, list := partition(h.frags, infos)
-	for g, set := range h.groups {
-		for _, f := range set {
-			list = append(list, listRow{Part: -1, Ord: int64(len(list)), World: f.world, Run: f.run, TableID: f.table,
-				Filtered: true, Object: f.object, Rows: -1, Manifest: true, Group: int32(g)})
-		}
-	}
 	listPath, err := writeList(dir, list)
 	if err != nil {
 		return nil, err
-	}
-	ticksPath := ""
-	if len(h.ticks) > 0 {
-		if ticksPath, err = writeTicks(dir, h.ticks); err != nil {
-			return nil, err
-		}
 	}
 
 	var sb strings.Builder
@@ -556,10 +500,7 @@ func render(world, run string, upTo int64, h *history, infos map[string]engine.T
 	sb.WriteString(".\n-- Generated from the catalog; visible rows only (seed 000 §4).\n")
 	fmt.Fprintf(&sb, "-- The fragment list (each file, and the tick and commit token its manifest published) is read from\n-- %s.\n\n", listPath)
 	fmt.Fprintf(&sb, "CREATE OR REPLACE TEMP TABLE worldfs_fragments AS SELECT * FROM read_parquet(%s);\n", lit(listPath))
-	script := &Script{World: world, Run: run, AtTick: upTo, FragmentList: listPath, local: []string{listPath}}
-	if ticksPath != "" {
-		script.local = append(script.local, ticksPath)
-	}
+	script := &Script{World: world, Run: run, AtTick: upTo, FragmentList: listPath, local: []string{listPath}, compacted: comp}
 	for _, name := range names {
 		for _, p := range parts[name] {
 			if p.filtered {
@@ -573,7 +514,7 @@ func render(world, run string, upTo int64, h *history, infos map[string]engine.T
 		}
 		script.Views = append(script.Views, name)
 	}
-	sb.WriteString(manifestsView(ticksPath))
+	sb.WriteString(manifestsView(comp != nil))
 	var factNames []string
 	for _, name := range names {
 		if engine.IsFactColumns(parts[name][0].ti.Columns) {
@@ -582,7 +523,8 @@ func render(world, run string, upTo int64, h *history, infos map[string]engine.T
 	}
 	sb.WriteString(factViews(factNames))
 	fmt.Fprintf(&sb, "CREATE OR REPLACE TEMP VIEW worldfs_lineage AS SELECT * FROM (VALUES %s) l(segment, world, run, up_to_tick);\n", strings.Join(lineage, ", "))
-	script.SQL, script.run = plainSQL.Replace(sb.String()), checkedSQL.Replace(sb.String())
+	script.text = sb.String()
+	script.finish()
 	return script, nil
 }
 
@@ -796,15 +738,14 @@ func partQueries(sb *strings.Builder, name string, i int, p part, cols []string,
 
 // manifestsView defines worldfs_manifests: a row per published tick and
 // file its manifest names. The files of one tick are in the fragment list
-// with their tick; the ticks that name compacted files are in the list
-// ticks (none: ""), each with its set of compacted files (the fragment
-// list's manifest rows of its group), read only when the view is.
-func manifestsView(ticks string) string {
+// with their tick; the ticks that name compacted files, if compacted,
+// come from where markCompacted says (compacted.go), read only when the
+// view is.
+func manifestsView(compacted bool) string {
 	out := "CREATE OR REPLACE TEMP VIEW worldfs_manifests AS SELECT world, run, tick, commit_token, writer_epoch, table_id, object AS path, nullif(rows, -1) AS rows\n" +
-		"  FROM worldfs_fragments WHERE filtered AND NOT fact AND NOT compacted AND NOT manifest"
-	if ticks != "" {
-		out += "\n  UNION ALL SELECT t.world, t.run, t.tick, t.commit_token, t.writer_epoch, g.table_id, g.object AS path, NULL::BIGINT AS rows\n" +
-			"  FROM read_parquet(" + lit(ticks) + ") t JOIN worldfs_fragments g ON g.manifest AND g.grp = t.grp"
+		"  FROM worldfs_fragments WHERE filtered AND NOT fact AND NOT compacted"
+	if compacted {
+		out += markCompacted
 	}
 	return out + ";\n"
 }

@@ -31,10 +31,19 @@ func views(t *testing.T, b bucket.Bucket, world string, opts wsql.Options) *sql.
 	}
 	db, err := wsql.Open(ctxT(t), s)
 	if err != nil {
-		t.Fatalf("%v\n%s", err, s.SQL)
+		t.Fatalf("%v\n%s", err, plain(s))
 	}
 	t.Cleanup(func() { db.Close() })
 	return db
+}
+
+// plain returns the script s prints (or why it cannot), for failures.
+func plain(s *wsql.Script) string {
+	q, err := s.SQL()
+	if err != nil {
+		return err.Error()
+	}
+	return q
 }
 
 func count(t *testing.T, db *sql.DB, q string) int64 {

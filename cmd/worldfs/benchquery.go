@@ -338,7 +338,11 @@ func benchCatalog(ctx context.Context, b bucket.Bucket, res *catalogBench, dir s
 		return err
 	}
 	res.BuildAgainSeconds = time.Since(start).Seconds()
-	res.ScriptBytes = len(s.SQL)
+	text, err := s.SQL()
+	if err != nil {
+		return err
+	}
+	res.ScriptBytes = len(text)
 	if fi, err := os.Stat(s.FragmentList); err == nil {
 		res.FragmentListBytes = fi.Size()
 	}

@@ -52,16 +52,18 @@ func addViewFlags(fs *flag.FlagSet) *viewFlags {
 	}
 }
 
-// build returns the views, and the directories no output may go into: the
-// cache, and a local bucket's root.
-func (v *viewFlags) build(ctx context.Context) (*wsql.Script, []string, error) {
+// build returns the views, the directories no output may go into (the
+// cache, and a local bucket's root), and done, which closes the bucket
+// once the caller has used the views: views reused from a kept script
+// read the catalog if a query reads worldfs_manifests.
+func (v *viewFlags) build(ctx context.Context) (s *wsql.Script, refuse []string, done func(), err error) {
 	if *v.world == "" {
-		return nil, nil, usagef("--world is required")
+		return nil, nil, nil, usagef("--world is required")
 	}
 	if *v.at != math.MinInt64 && *v.token != "" {
-		return nil, nil, usagef("--at and --token pin the views two ways; give one")
+		return nil, nil, nil, usagef("--at and --token pin the views two ways; give one")
 	}
-	refuse := []string{*v.cacheDir}
+	refuse = []string{*v.cacheDir}
 	// The views' fragment lists live beside the fragment cache; a script
 	// printed by worldfs views names its list there.
 	opts := wsql.Options{Run: *v.run, Token: *v.token, Dir: filepath.Join(*v.cacheDir, "views")}
@@ -70,17 +72,28 @@ func (v *viewFlags) build(ctx context.Context) (*wsql.Script, []string, error) {
 	}
 	b, err := openExisting(ctx, *v.url)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	defer b.Close()
+	var mem *cache.Memory
+	closeAll := func() {
+		if mem != nil {
+			mem.Close()
+		}
+		b.Close()
+	}
+	defer func() {
+		if err != nil {
+			closeAll()
+		}
+	}()
 	if err := requireWorld(ctx, b, *v.world); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	// The cache also keeps the scripts built, which a later process
 	// reuses while the catalog is unchanged.
 	c, id, err := openCache(*v.url, *v.cacheDir, *v.cacheSize)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	opts.Reuse = c
 	if lb, isLocal := bucket.As[bucket.Local](b); isLocal {
@@ -89,16 +102,14 @@ func (v *viewFlags) build(ctx context.Context) (*wsql.Script, []string, error) {
 		opts.Cache, opts.BucketID = c, id
 		// Catalog objects (slots, shards, table descriptions) are small,
 		// immutable and read often: keep them in memory too.
-		m, err := cache.NewMemory(256 << 20)
-		if err != nil {
-			return nil, nil, err
+		if mem, err = cache.NewMemory(256 << 20); err != nil {
+			return nil, nil, nil, err
 		}
-		defer m.Close()
-		s, err := wsql.Build(ctx, m.Wrap(b), *v.world, opts)
-		return s, refuse, err
+		s, err = wsql.Build(ctx, mem.Wrap(b), *v.world, opts)
+		return s, refuse, closeAll, err
 	}
-	s, err := wsql.Build(ctx, b, *v.world, opts)
-	return s, refuse, err
+	s, err = wsql.Build(ctx, b, *v.world, opts)
+	return s, refuse, closeAll, err
 }
 
 func init() {
@@ -132,10 +143,11 @@ func init() {
 					return usagef("--out %s: the format comes from the extension: .csv, .json, .jsonl (.ndjson) or .parquet", *outFile)
 				}
 			}
-			s, refuse, err := vf.build(ctx)
+			s, refuse, done, err := vf.build(ctx)
 			if err != nil {
 				return err
 			}
+			defer done()
 			if *outFile != "" {
 				return wsql.Export(ctx, s, args[0], *outFile, refuse)
 			}
@@ -158,11 +170,16 @@ func init() {
 			if len(args) != 0 {
 				return usagef("views takes no arguments")
 			}
-			s, _, err := vf2.build(ctx)
+			s, _, done, err := vf2.build(ctx)
 			if err != nil {
 				return err
 			}
-			_, err = io.WriteString(out, s.SQL)
+			defer done()
+			text, err := s.SQL()
+			if err != nil {
+				return err
+			}
+			_, err = io.WriteString(out, text)
 			if err == nil && len(s.Views) > 0 {
 				_, err = fmt.Fprintf(out, "-- views: %s\n", strings.Join(s.Views, ", "))
 			}
