@@ -235,7 +235,7 @@ func ReadTableInfo(ctx context.Context, b bucket.Bucket, world, id string) (Tabl
 
 // LineagePath is where a fork's lineage rows live: one create-once
 // fragment, written in one append, so a crash leaves all of it or none.
-func LineagePath(world string) string { return fmt.Sprintf("data/%s/_lineage/0.parquet", world) }
+func LineagePath(world string) string { return index.DataPrefix(world) + "_lineage/0.parquet" }
 
 // LineageTable holds a fork's ancestor chain: world metadata with negative
 // entity ids, stamped epoch 0, never token-filtered.

@@ -395,7 +395,7 @@ func describe(ctx context.Context, b bucket.Bucket, infos map[string]engine.Tabl
 }
 
 func hasData(ctx context.Context, b bucket.Bucket, world string) bool {
-	for range b.List(ctx, "data/"+world+"/", "") {
+	for range b.List(ctx, index.DataPrefix(world), "") {
 		return true
 	}
 	return false
@@ -405,7 +405,7 @@ func hasData(ctx context.Context, b bucket.Bucket, world string) bool {
 // pre-commit-identity history: no manifest names them).
 func listData(ctx context.Context, b bucket.Bucket, path pathFunc, world, run string) ([]fragment, error) {
 	var out []fragment
-	for a, err := range b.List(ctx, "data/"+world+"/"+run+"/", "") {
+	for a, err := range b.List(ctx, index.RunDataPrefix(world, run), "") {
 		if err != nil {
 			return nil, err
 		}

@@ -162,7 +162,7 @@ func coldEntry(world string, t, epoch int64) index.Entry {
 	return index.Entry{Kind: index.KindTickPublish, TickPublish: &index.TickPublish{
 		Run: "main", Tick: t, CommitToken: fmt.Sprintf("%016x%016x", t, t*7919), WriterEpoch: epoch,
 		Tables: []index.TableFragments{{Table: "Position", Fragments: []index.Fragment{{
-			Path: fmt.Sprintf("data/%s/main/position/%016x%016x/0.parquet", world, t, t*7919),
+			Path: index.TickFragmentPath(world, "main", "position", fmt.Sprintf("%016x%016x", t, t*7919)),
 			Rows: 1000, Bytes: 48 << 10, Digest: fmt.Sprintf("%064x", t)}}}},
 	}}
 }

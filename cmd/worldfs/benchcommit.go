@@ -169,7 +169,7 @@ func benchCommit(ctx context.Context, b bucket.Bucket, url, world string, writer
 		e := index.Entry{Kind: index.KindTickPublish, TickPublish: &index.TickPublish{
 			Run: run, Tick: i, CommitToken: fmt.Sprintf("%s-tok-%d", run, i), WriterEpoch: epoch,
 			Tables: []index.TableFragments{{Table: "Position", Fragments: []index.Fragment{{
-				Path: fmt.Sprintf("data/%s/%s/position/tok-%d/0.parquet", world, run, i), Rows: 1000, Bytes: 64 << 10, Digest: "sha256:bench"}}}},
+				Path: index.TickFragmentPath(world, run, "position", fmt.Sprintf("tok-%d", i)), Rows: 1000, Bytes: 64 << 10, Digest: "sha256:bench"}}}},
 		}}
 		_, err := c.Commit(cctx, e)
 		return time.Since(t0), err

@@ -482,7 +482,7 @@ func historyMeasure(ctx context.Context, b bucket.Bucket, h *historyBench, table
 	}
 	for _, t := range tables {
 		var n int64
-		for a, err := range b.List(ctx, "data/"+h.World+"/main/"+t.ID+"/", "") {
+		for a, err := range b.List(ctx, index.RunDataPrefix(h.World, "main")+t.ID+"/", "") {
 			if err != nil {
 				return nil, err
 			}
