@@ -645,6 +645,7 @@ func (c *Catalog) Close() error {
 	}
 	<-c.done
 	c.bg.Wait()
+	c.checkpointAtRest()
 	return nil
 }
 

@@ -498,3 +498,33 @@ func TestCheckpointDueAfterEntries(t *testing.T) {
 		t.Fatalf("a checkpoint is due 60 entries after the last one")
 	}
 }
+
+// A catalog closes by checkpointing its tip once the tip is
+// RestCheckpointSlots past the newest checkpoint: a world at rest loads
+// with no replay. A shorter tail is left to the next automatic one.
+func TestClosingCheckpointsAWorldAtRest(t *testing.T) {
+	for _, tc := range []struct {
+		slots int
+		want  bool
+	}{{RestCheckpointSlots / 2, false}, {RestCheckpointSlots, true}} {
+		b := memBucket()
+		c, epoch := newWorld(t, b, "w", Options{CheckpointDelay: time.Millisecond})
+		tip := fill(t, c, epoch, 0, tc.slots)
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		newest, _, err := newestCheckpoint(ctxT(t), b, "w")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := checkpointSeq("w", newest) == tip.Seq; got != tc.want {
+			t.Errorf("closed after %d slots (sequence %d): newest checkpoint %q, at the tip: %v, want %v",
+				tip.Slots, tip.Seq, newest, got, tc.want)
+		}
+		if tc.want {
+			if _, info, err := Load(ctxT(t), b, "w"); err != nil || info.SlotsReplayed != 0 {
+				t.Errorf("a load after the closing checkpoint replayed %d slots (%v), want 0", info.SlotsReplayed, err)
+			}
+		}
+	}
+}

@@ -52,6 +52,36 @@ func (c *Catalog) maybeCheckpoint() {
 	}()
 }
 
+// RestCheckpointSlots: a catalog closes by checkpointing its tip when the
+// tip is this many slots past the newest checkpoint it knows, so that a
+// world at rest (a simulation that ended, a maintainer done) loads with
+// no replay. Replay costs about 65 µs a slot on a local bucket (a cold
+// load of the 100k bench world: 118 ms with 1,009 slots after its
+// checkpoint, 52 ms with none), so a tail shorter than this is left.
+const RestCheckpointSlots = 64
+
+// checkpointAtRest writes the closing checkpoint (RestCheckpointSlots),
+// bounded by CheckpointTimeout. Like the automatic ones, it is an
+// optimization: a failure leaves the log whole and is not reported.
+func (c *Catalog) checkpointAtRest() {
+	if c.opts.NoCompactor {
+		return
+	}
+	tip := c.Tip()
+	c.ckpt.Lock()
+	var lastSlots uint64
+	if last := c.ckpt.last; last != nil {
+		lastSlots = last.Slots
+	}
+	c.ckpt.Unlock()
+	if tip.Slots < lastSlots+RestCheckpointSlots {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.opts.CheckpointTimeout)
+	defer cancel()
+	_, _ = c.Checkpoint(ctx)
+}
+
 // checkpointDueLocked reports whether tip is far enough past the newest
 // checkpoint known: CheckpointSlots slots, CheckpointEntries entries or
 // CheckpointInterval. Entries count as well as slots because a slot holds
