@@ -224,7 +224,13 @@ func tokenKey(run, token string) uint64 {
 }
 
 func tokenCompare(a, b tokenEntry) int {
-	return cmp.Or(cmp.Compare(a.key, b.key), cmp.Compare(a.tick, b.tick))
+	if a.key != b.key { // nearly always: the tick decides only on a collision
+		if a.key < b.key {
+			return -1
+		}
+		return 1
+	}
+	return cmp.Compare(a.tick, b.tick)
 }
 
 func tokenLess(a, b tokenEntry) bool { return tokenCompare(a, b) < 0 }

@@ -235,7 +235,7 @@ func benchHistory(ctx context.Context, b bucket.Bucket, h *historyBench, self, d
 			return err
 		}
 	}
-	cat, err := index.Open(ctx, b, h.World, index.Options{NoCompactor: true})
+	cat, err := index.Open(ctx, b, h.World, index.Options{}) // as optimize's: see openWorld
 	if err != nil {
 		return err
 	}
