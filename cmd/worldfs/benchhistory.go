@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	stdsql "database/sql"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -38,7 +39,7 @@ func init() {
 			archetypes = fs.Int("archetypes", 4, "archetypes (one table and one fragment per tick each)")
 			entities = fs.Int("entities", 50, "entities per archetype (small frames: the file count is the cost)")
 			world = fs.String("world", "", "world to measure (default: bench-history-<ticks>x<archetypes>x<entities>); reused if the bucket holds it")
-			runs = fs.Int("runs", 3, "timed runs of each in-process query (the median is reported)")
+			runs = fs.Int("runs", 3, "timed runs of the views' cold open and of each in-process query (the median is reported)")
 			self = fs.String("worldfs", "", "the worldfs binary run as the fresh sql process (default: this one)")
 			work = fs.String("dir", "", "work directory for the views' fragment lists, caches and mount points (default: a temporary one, removed after)")
 			afterOnly = fs.Bool("after-only", false, "measure only after compaction (reading an uncompacted long history file by file takes minutes)")
@@ -144,7 +145,7 @@ type historyGoal struct {
 // historyPhase is what one state of the world (before or after
 // compaction) costs to read.
 type historyPhase struct {
-	// ViewsOpenSeconds: the catalog load (ViewsLoadSeconds), then
+	// ViewsOpenSeconds (the median of --runs): the catalog load (ViewsLoadSeconds), then
 	// wsql.BuildFrom (plan, fragment list, script; ViewsBuildSeconds
 	// includes the load) and wsql.Open (DuckDB runs the script), in
 	// process, in an empty views directory: no fragment list written and
@@ -353,24 +354,38 @@ func historyMeasure(ctx context.Context, b bucket.Bucket, h *historyBench, table
 	ph := &historyPhase{}
 	name := ident(h.Table)
 	filesVar := "'worldfs_files_" + h.Table + "_0'"
-	say("opening the views")
-	start, cpu := time.Now(), cpuSeconds()
-	st, _, err := index.Load(ctx, b, h.World)
-	if err != nil {
-		return nil, err
+	// The views open h.Runs times, each cold (a views directory of its
+	// own), and the medians are reported; the last stays open for the
+	// queries.
+	var db *stdsql.DB
+	var st *index.State
+	var load, build, open, cpus []time.Duration
+	for i := range h.Runs {
+		say("opening the views (%d of %d)", i+1, h.Runs)
+		if db != nil {
+			db.Close()
+		}
+		start, cpu := time.Now(), cpuSeconds()
+		var err error
+		if st, _, err = index.Load(ctx, b, h.World); err != nil {
+			return nil, err
+		}
+		load = append(load, time.Since(start))
+		s, err := wsql.BuildFrom(ctx, b, st, wsql.Options{Dir: filepath.Join(dir, fmt.Sprint("views-cold-", i))})
+		if err != nil {
+			return nil, err
+		}
+		build = append(build, time.Since(start))
+		if db, err = wsql.Open(ctx, s); err != nil {
+			return nil, err
+		}
+		open = append(open, time.Since(start))
+		cpus = append(cpus, time.Duration((cpuSeconds()-cpu)*float64(time.Second)))
 	}
-	ph.ViewsLoadSeconds = time.Since(start).Seconds()
-	s, err := wsql.BuildFrom(ctx, b, st, wsql.Options{Dir: filepath.Join(dir, "views")})
-	if err != nil {
-		return nil, err
-	}
-	ph.ViewsBuildSeconds = time.Since(start).Seconds()
-	db, err := wsql.Open(ctx, s)
-	if err != nil {
-		return nil, err
-	}
-	ph.ViewsOpenSeconds, ph.ViewsOpenCPU = time.Since(start).Seconds(), cpuSeconds()-cpu
+	ph.ViewsLoadSeconds, ph.ViewsBuildSeconds = median(load).Seconds(), median(build).Seconds()
+	ph.ViewsOpenSeconds, ph.ViewsOpenCPU = median(open).Seconds(), median(cpus).Seconds()
 	defer db.Close()
+	var err error
 	if ph.ViewsReusedSeconds, ph.ViewsReusedCPU, err = historyReused(ctx, b, h, dir); err != nil {
 		return nil, err
 	}
@@ -387,17 +402,21 @@ func historyMeasure(ctx context.Context, b bucket.Bucket, h *historyBench, table
 		{"raw count(*)", "SELECT count(*) FROM read_parquet(getvariable(" + filesVar + "))", &ph.RawCountSeconds, nil},
 		{"raw _at", fmt.Sprintf("SELECT count(*) FROM read_parquet(getvariable(%s)) WHERE tick = %d", filesVar, h.MidTick), &ph.RawAtSeconds, nil},
 	}
-	for k, q := range queries {
-		say("timing %s", q.q)
-		var ds []time.Duration
-		for i := range h.Runs + 1 { // the first run warms the page cache
+	// The queries take turns, round after round, so that a drift of the
+	// machine's speed touches the views' and the raw reads alike; the
+	// first round warms the page cache (and verifies the files the views
+	// read: CountFirstSeconds, AtFirstSeconds).
+	ds := make([][]time.Duration, len(queries))
+	for i := range h.Runs + 1 {
+		say("timing the queries (round %d of %d)", i+1, h.Runs+1)
+		for k, q := range queries {
 			var n int64
 			t0 := time.Now()
 			if err := db.QueryRowContext(ctx, q.q).Scan(&n); err != nil {
 				return nil, fmt.Errorf("%s: %w", q.q, err)
 			}
 			if i > 0 {
-				ds = append(ds, time.Since(t0))
+				ds[k] = append(ds[k], time.Since(t0))
 			} else if k == 0 {
 				ph.CountFirstSeconds = time.Since(t0).Seconds()
 			} else if k == 1 {
@@ -407,7 +426,9 @@ func historyMeasure(ctx context.Context, b bucket.Bucket, h *historyBench, table
 				*q.rows = n
 			}
 		}
-		*q.secs = median(ds).Seconds()
+	}
+	for k, q := range queries {
+		*q.secs = median(ds[k]).Seconds()
 	}
 	// The raw reads read every file the views list, compacted or not;
 	// they equal the views only where no file holds rows the views hide.
