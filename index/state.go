@@ -3,7 +3,7 @@ package index
 import (
 	"cmp"
 	"fmt"
-	"hash/fnv"
+	"hash/maphash"
 	"math"
 	"slices"
 	"strings"
@@ -216,12 +216,18 @@ type tokenEntry struct {
 }
 
 func tokenKey(run, token string) uint64 {
-	h := fnv.New64a()
-	h.Write([]byte(run))
-	h.Write([]byte{0})
-	h.Write([]byte(token))
+	var h maphash.Hash
+	h.SetSeed(tokenSeed)
+	h.WriteString(run)
+	h.WriteByte(0)
+	h.WriteString(token)
 	return h.Sum64()
 }
+
+// tokenSeed seeds tokenKey: the keys live only in this process's memory
+// (a cold start computes them), so any seed serves, and maphash is
+// several times faster than a byte-at-a-time hash.
+var tokenSeed = maphash.MakeSeed()
 
 func tokenCompare(a, b tokenEntry) int {
 	if a.key != b.key { // nearly always: the tick decides only on a collision
