@@ -173,21 +173,7 @@ func firstDiff(a, b string) string {
 // the catalog can compact. The views say the same before and after.
 func TestLegacyAndUncoordinatedHistoryAfterCompaction(t *testing.T) {
 	ctx := ctxT(t)
-	dir := t.TempDir()
-	if err := os.CopyFS(dir, os.DirFS("../testdata/legacy")); err != nil {
-		t.Fatal(err)
-	}
-	b, _ := local.Open(dir)
-	var legacy []*engine.Table
-	for _, nt := range particles.Tables() {
-		lt, _ := engine.NewLegacyTable(nt.Name, nt.Components...)
-		legacy = append(legacy, lt)
-	}
-	w, err := engine.ContinueLegacyWorld(ctx, b, "legacyworld", particles.Tables(), legacy, enginetest.Quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	enginetest.Run(t, w, 100)
+	b, w := enginetest.Legacy(t, "../testdata/legacy", "legacyworld", 100)
 	bare, err := engine.Uncoordinated(ctx, "bare", b, particles.Tables(), enginetest.Quiet)
 	if err != nil {
 		t.Fatal(err)

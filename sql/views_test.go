@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"math"
-	"os"
 	"strings"
 	"testing"
 
@@ -182,21 +181,7 @@ func TestViewsOfUncoordinatedAndLegacyHistory(t *testing.T) {
 // A world continued from v0.2 history shows its legacy rows as epoch-0
 // history, then its own published ticks, in one view per table name.
 func TestViewsOfLegacyHistory(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.CopyFS(dir, os.DirFS("../testdata/legacy")); err != nil {
-		t.Fatal(err)
-	}
-	b, _ := local.Open(dir)
-	var legacy []*engine.Table
-	for _, nt := range particles.Tables() {
-		lt, _ := engine.NewLegacyTable(nt.Name, nt.Components...)
-		legacy = append(legacy, lt)
-	}
-	w, err := engine.ContinueLegacyWorld(ctxT(t), b, "legacyworld", particles.Tables(), legacy, enginetest.Quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	enginetest.Run(t, w, 7)
+	b, w := enginetest.Legacy(t, "../testdata/legacy", "legacyworld", 7)
 	w.Close()
 	db := views(t, b, "legacyworld", wsql.Options{})
 	// Ticks 0-4 are legacy (epoch 0, no token), 5-7 published.

@@ -8,6 +8,7 @@ package enginetest
 
 import (
 	"context"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -118,6 +119,37 @@ func World(t testing.TB, b bucket.Bucket, id string, last int64, opts ...engine.
 		Run(t, w, last)
 	}
 	return w
+}
+
+// Legacy copies the legacy fixture at fixture (testdata/legacy: a v0.2
+// world whose tables predate commit identity) into a local bucket in a
+// temporary directory, continues world from it with the particle tables
+// (Quiet), closes it when the test ends, and drives it to tick last.
+func Legacy(t testing.TB, fixture, world string, last int64) (*local.Bucket, *engine.World) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(fixture)); err != nil {
+		t.Fatal(err)
+	}
+	b, err := local.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var legacy []*engine.Table
+	for _, nt := range particles.Tables() {
+		lt, err := engine.NewLegacyTable(nt.Name, nt.Components...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		legacy = append(legacy, lt)
+	}
+	w, err := engine.ContinueLegacyWorld(Context(t), b, world, particles.Tables(), legacy, Quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	Run(t, w, last)
+	return b, w
 }
 
 // Resume resumes world id in b (staling its previous writer) with the

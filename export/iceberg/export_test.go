@@ -803,23 +803,9 @@ func TestCheckedFileIsReused(t *testing.T) {
 // columns, and an uncoordinated world, whose every row is visible. Each is
 // refused with an error naming why, and nothing is written.
 func TestExportRefusesHistoryTheCatalogDoesNotName(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.CopyFS(dir, os.DirFS("../../testdata/legacy")); err != nil {
-		t.Fatal(err)
-	}
-	b, _ := local.Open(dir)
-	var legacy []*engine.Table
-	for _, nt := range particles.Tables() {
-		lt, _ := engine.NewLegacyTable(nt.Name, nt.Components...)
-		legacy = append(legacy, lt)
-	}
-	w, err := engine.ContinueLegacyWorld(ctxT(t), b, "legacyworld", particles.Tables(), legacy, enginetest.Quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	enginetest.Run(t, w, 7)
+	b, w := enginetest.Legacy(t, "../../testdata/legacy", "legacyworld", 7)
 	w.Close()
-	_, err = iceberg.Export(ctxT(t), b, iceberg.Options{World: "legacyworld"})
+	_, err := iceberg.Export(ctxT(t), b, iceberg.Options{World: "legacyworld"})
 	if err == nil || !strings.Contains(err.Error(), "legacy (pre-commit-identity) history") {
 		t.Fatalf("export of a world with legacy tables: %v", err)
 	}
