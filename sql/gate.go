@@ -287,7 +287,7 @@ func reads(ctx context.Context, conn *sql.Conn, body, text string, n int) error 
 			}
 			if macros == nil {
 				var err error
-				if macros, err = column(ctx, conn, "SELECT lower(function_name) FROM duckdb_functions() WHERE function_type = 'table_macro' AND NOT internal"); err != nil {
+				if macros, err = column(ctx, conn, "SELECT name FROM "+macroTable); err != nil {
 					return err
 				}
 			}
@@ -322,6 +322,11 @@ func reads(ctx context.Context, conn *sql.Conn, body, text string, n int) error 
 		return nil
 	})
 }
+
+// macroTable lists the table macros the views defined (open writes it):
+// the only ones a query may call besides tableFuncs, since user SQL
+// defines nothing.
+const macroTable = "worldfs_table_macros"
 
 // refersTo says whether a table reference (catalog, schema, table) names
 // relation r (database, schema, name): as table, schema.table,

@@ -630,6 +630,10 @@ func partition(frags []fragment, infos map[string]engine.TableInfo) ([]string, m
 	return names, parts, list
 }
 
+// atMacro is the name of the macro of the rows of one tick of the view
+// called name.
+func atMacro(name string) string { return name + "_at" }
+
 // tableViews writes the views of the table called name: name_raw (every
 // visible row, commit columns included), name (its components) and the
 // macro name_at(t) (the rows of tick t, reading only the files that may
@@ -659,7 +663,7 @@ func tableViews(sb *strings.Builder, name string, parts []part, upTo int64, dir 
 	fmt.Fprintf(sb, "CREATE OR REPLACE TEMP VIEW %s AS\n  %s;\n", ident(name+"_raw"), strings.Join(qs, "\n  UNION ALL BY NAME "))
 	fmt.Fprintf(sb, "CREATE OR REPLACE TEMP VIEW %s AS SELECT entity_id, tick, %s FROM %s;\n", ident(name), strings.Join(cols, ", "), ident(name+"_raw"))
 	fmt.Fprintf(sb, "CREATE OR REPLACE TEMP MACRO %s(t) AS TABLE SELECT entity_id, tick, %s FROM (\n    %s);\n\n",
-		ident(name+"_at"), strings.Join(cols, ", "), strings.Join(ats, "\n    UNION ALL BY NAME "))
+		ident(atMacro(name)), strings.Join(cols, ", "), strings.Join(ats, "\n    UNION ALL BY NAME "))
 	return nil
 }
 
