@@ -86,7 +86,7 @@ func (s *State) encodeShard(k shardKey) ([]byte, error) {
 	switch k.Kind {
 	case 't':
 		var ticks []*Tick
-		s.ticks.AscendGreaterOrEqual(&Tick{Run: k.Run, Tick: k.N * tickShardSpan}, func(t *Tick) bool {
+		s.ascendTicks(&Tick{Run: k.Run, Tick: k.N * tickShardSpan}, func(t *Tick) bool {
 			if t.Run != k.Run || t.Tick >= (k.N+1)*tickShardSpan {
 				return false
 			}
