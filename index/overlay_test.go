@@ -46,6 +46,7 @@ func TestLoadedTicksOverlayShadowsParts(t *testing.T) {
 			base = append(base, publish(run, tk, fmt.Sprint(run, tk), 1))
 		}
 	}
+	base = append(base, publish("e", math.MaxInt64, "emax", 1)) // a tick of the last shard
 	position := func(run string, tk int64) string {
 		return fmt.Sprintf("data/w/%s/position/%s%d/0.parquet", run, run, tk)
 	}
@@ -57,14 +58,15 @@ func TestLoadedTicksOverlayShadowsParts(t *testing.T) {
 			New: []Fragment{{Path: "data/w/d/position/rewritten-9.parquet", Rows: 10 + 3*4096 + 9, Bytes: 7, Digest: "d-rw9"}}}},
 		{Kind: KindFragmentsRewrite, Rewrite: &FragmentsRewrite{Run: "b", Span: span, ReadSeq: uint64(len(base)), Tables: []TableFragments{{Table: "Position",
 			Fragments: []Fragment{{Path: "data/w/b/position/compacted.parquet", Rows: 4105 + 4106 + 4110, Bytes: 9, Digest: "d-c", Span: span}}}}}},
-		publish("b", 3, "b3", 1),            // within a part
-		publish("b", 4097, "b4097", 1),      // within a compacted part
-		publish("b", 2*4096+1, "b8193", 1),  // a shard with no part
-		publish("b", 5*4096, "b20480", 1),   // after the run's parts
-		publish("a", 0, "a0", 1),            // a run before every part
-		publish("c", 7, "c7", 1),            // a run between parts
-		publish("d", 3*4096+8, "d12296", 1), // within the last part
-		publish("e", 1<<40, "emax", 1),      // after every part
+		publish("b", 3, "b3", 1),                // within a part
+		publish("b", 4097, "b4097", 1),          // within a compacted part
+		publish("b", 2*4096+1, "b8193", 1),      // a shard with no part
+		publish("b", 5*4096, "b20480", 1),       // after the run's parts
+		publish("a", 0, "a0", 1),                // a run before every part
+		publish("c", 7, "c7", 1),                // a run between parts
+		publish("d", 3*4096+8, "d12296", 1),     // within the last part
+		publish("e", math.MaxInt64-1, "e-1", 1), // within a part that ends at the greatest tick
+		publish("f", 0, "f0", 1),                // after every part
 	}
 
 	replayedBase := applyEach(t, Empty("w"), base...)
@@ -77,8 +79,8 @@ func TestLoadedTicksOverlayShadowsParts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(loaded.tickParts) != 6 || loaded.ticks.Len() != 0 {
-		t.Fatalf("the loaded state holds %d parts and %d ticks in its tree, want 6 and 0", len(loaded.tickParts), loaded.ticks.Len())
+	if len(loaded.tickParts) != 7 || loaded.ticks.Len() != 0 {
+		t.Fatalf("the loaded state holds %d parts and %d ticks in its tree, want 7 and 0", len(loaded.tickParts), loaded.ticks.Len())
 	}
 	derived := applyEach(t, loaded, later...)
 	replayed := applyEach(t, Empty("w"), append(base, later...)...)
@@ -93,7 +95,7 @@ func TestLoadedTicksOverlayShadowsParts(t *testing.T) {
 	}
 
 	// Every question, of every run, around every tick either state knows.
-	runs := []string{"", "a", "b", "bb", "c", "d", "e", "f"}
+	runs := []string{"", "a", "b", "bb", "c", "d", "e", "f", "g"}
 	probes := []int64{math.MinInt64, -1, math.MaxInt64, math.MaxInt64 - 1}
 	for _, s := range []*State{replayed, derived} {
 		allTicks(s, func(tk *Tick) bool {
