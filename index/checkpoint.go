@@ -208,6 +208,17 @@ func LoadCheckpoint(ctx context.Context, b bucket.Bucket, world, name string) (*
 		}
 		d.last = r.Seq
 		slices.SortFunc(d.tokens, tokenCompare)
+		// A writer lists a shard's ticks in order; an unsorted list is
+		// sorted, as a tree of them would be, and a tick listed twice is
+		// corrupt (parts are sets).
+		if !slices.IsSortedFunc(d.ticks, tickCompare) {
+			slices.SortFunc(d.ticks, tickCompare)
+		}
+		for j := 1; j < len(d.ticks); j++ {
+			if !tickLess(d.ticks[j-1], d.ticks[j]) {
+				return corrupt("shard %s: tick %s/%d listed twice", r.Hash, d.ticks[j].Run, d.ticks[j].Tick)
+			}
+		}
 		return nil
 	})
 	if err != nil {
@@ -231,7 +242,9 @@ func LoadCheckpoint(ctx context.Context, b bucket.Bucket, world, name string) (*
 			r := runs[t.Run]
 			r.Head, r.Published = max(r.Head, t.Tick), r.Published+1
 			runs[t.Run] = r
-			s.ticks.ReplaceOrInsert(t)
+		}
+		if len(d.ticks) > 0 {
+			s.tickParts = append(s.tickParts, d.ticks)
 		}
 		for _, c := range d.claims {
 			s.claims.ReplaceOrInsert(c)
@@ -240,6 +253,14 @@ func LoadCheckpoint(ctx context.Context, b bucket.Bucket, world, name string) (*
 			s.commands.ReplaceOrInsert(c)
 		}
 		s.shardSeq.ReplaceOrInsert(shardMark{cp.Shards[i].key(), d.last})
+	}
+	// The parts are ordered and disjoint: a tick shard holds one run's
+	// ticks of its span, and a checkpoint lists each shard once, in order.
+	slices.SortFunc(s.tickParts, func(a, b []*Tick) int { return tickCompare(a[0], b[0]) })
+	for i := 1; i < len(s.tickParts); i++ {
+		if a, b := s.tickParts[i-1], s.tickParts[i]; !tickLess(a[len(a)-1], b[0]) {
+			return nil, nil, corrupt("tick shards of %s overlap at tick %d", b[0].Run, b[0].Tick)
+		}
 	}
 	for _, r := range cp.Runs {
 		if got := runs[r.Name]; got != r {

@@ -3,6 +3,7 @@ package index
 import (
 	"context"
 	"fmt"
+	"math"
 	"reflect"
 	"testing"
 	"time"
@@ -31,7 +32,7 @@ func diff(a, b *State) string {
 		out *[]tickValue
 	}{{a, &at}, {b, &bt}} {
 		var err error
-		p.s.ticks.Ascend(func(t *Tick) bool {
+		allTicks(p.s, func(t *Tick) bool {
 			var v tickValue
 			v, err = valueOf(t)
 			*p.out = append(*p.out, v)
@@ -155,3 +156,15 @@ func newWorld(t testing.TB, b bucket.Bucket, w string, opts Options) (*Catalog, 
 }
 
 func memBucket() *mem.Bucket { return mem.New(mem.Options{}) }
+
+// allTicks calls fn for every tick of s in order, until fn returns false.
+func allTicks(s *State, fn func(*Tick) bool) {
+	s.ascendTicks(&Tick{Tick: math.MinInt64}, fn)
+}
+
+// tickCount is the number of ticks of s.
+func tickCount(s *State) int {
+	n := 0
+	allTicks(s, func(*Tick) bool { n++; return true })
+	return n
+}

@@ -175,7 +175,7 @@ func (m *model) check(s *State) error {
 	}
 	n := 0
 	var err error
-	s.ticks.Ascend(func(t *Tick) bool {
+	allTicks(s, func(t *Tick) bool {
 		n++
 		if m.ticks[fmt.Sprintf("%s/%d", t.Run, t.Tick)] != t.CommitToken {
 			err = fmt.Errorf("tick %s/%d token %s, model %q", t.Run, t.Tick, t.CommitToken, m.ticks[fmt.Sprintf("%s/%d", t.Run, t.Tick)])

@@ -37,7 +37,7 @@ func TestColdLoadAllocatesByRecords(t *testing.T) {
 			claimShards++
 		}
 	}
-	records := w.s.ticks.Len() + w.s.claims.Len()
+	records := tickCount(w.s) + w.s.claims.Len()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	s, _, err := LoadCheckpoint(ctx, bk, "long", name)

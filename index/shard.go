@@ -86,8 +86,8 @@ func (s *State) encodeShard(k shardKey) ([]byte, error) {
 	switch k.Kind {
 	case 't':
 		var ticks []*Tick
-		s.ticks.AscendGreaterOrEqual(&Tick{Run: k.Run, Tick: k.N * tickShardSpan}, func(t *Tick) bool {
-			if t.Run != k.Run || t.Tick >= (k.N+1)*tickShardSpan {
+		s.ascendTicks(&Tick{Run: k.Run, Tick: k.N * tickShardSpan}, func(t *Tick) bool {
+			if t.Run != k.Run || t.Tick/tickShardSpan != k.N { // (N+1)*span overflows in the last shard
 				return false
 			}
 			ticks = append(ticks, t)

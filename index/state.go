@@ -176,11 +176,19 @@ type State struct {
 	Hash  string
 	Slots uint64
 
-	ticks *btree.BTreeG[*Tick]
+	// The published ticks: tickParts (the ticks a checkpoint loaded, one
+	// sorted slice per tick shard, the list ordered by run then tick, the
+	// parts disjoint; shared by every state derived from it and never
+	// modified) and ticks (the ticks published or replaced since). An
+	// entry of ticks shadows the part entry of the same run and tick (a
+	// rewrite replaces a tick): read them through Tick, Last and
+	// ascendTicks, never one alone.
+	tickParts [][]*Tick
+	ticks     *btree.BTreeG[*Tick]
 	// The token index: tokens (the ticks a checkpoint loaded, one sorted
 	// slice per shard, shared by every state derived from it and never
 	// modified) and byToken (the ticks published since).
-	// INVARIANT: every tick of ticks has an entry in one of them (see
+	// INVARIANT: every published tick has an entry in one of them (see
 	// putTick).
 	tokens   [][]tokenEntry
 	byToken  *btree.BTreeG[tokenEntry]
@@ -292,13 +300,91 @@ func (s *State) clone() *State {
 
 // Tick returns the manifest of (run, tick).
 func (s *State) Tick(run string, tick int64) (*Tick, bool) {
-	return s.ticks.Get(&Tick{Run: run, Tick: tick})
+	k := &Tick{Run: run, Tick: tick}
+	if t, ok := s.ticks.Get(k); ok {
+		return t, true
+	}
+	return s.partTick(k)
+}
+
+func tickCompare(a, b *Tick) int {
+	return cmp.Or(strings.Compare(a.Run, b.Run), cmp.Compare(a.Tick, b.Tick))
+}
+
+// partAt returns the index of the first part whose last tick is at or
+// after k (len(tickParts): none).
+func (s *State) partAt(k *Tick) int {
+	i, _ := slices.BinarySearchFunc(s.tickParts, k, func(p []*Tick, k *Tick) int { return tickCompare(p[len(p)-1], k) })
+	return i
+}
+
+// partTick returns the tick k names in the parts, shadowed or not.
+func (s *State) partTick(k *Tick) (*Tick, bool) {
+	if i := s.partAt(k); i < len(s.tickParts) {
+		p := s.tickParts[i]
+		if j, ok := slices.BinarySearchFunc(p, k, tickCompare); ok {
+			return p[j], true
+		}
+	}
+	return nil, false
+}
+
+// ascendTicks calls fn for each tick from `from` on, by run then tick,
+// until fn returns false: the parts and the overlay merged, part by part
+// (the overlay's ticks before a part, then those within its range merged
+// with it), the overlay's tick winning over the part's of the same run and
+// tick.
+func (s *State) ascendTicks(from *Tick, fn func(*Tick) bool) {
+	i := s.partAt(from)
+	for ; i < len(s.tickParts); i++ {
+		p := s.tickParts[i]
+		j, _ := slices.BinarySearchFunc(p, from, tickCompare)
+		end := tickAfter(p[len(p)-1])
+		stop := false
+		s.ticks.AscendRange(from, end, func(o *Tick) bool {
+			for ; j < len(p) && tickLess(p[j], o); j++ {
+				if !fn(p[j]) {
+					stop = true
+					return false
+				}
+			}
+			if j < len(p) && !tickLess(o, p[j]) {
+				j++ // shadowed
+			}
+			if !fn(o) {
+				stop = true
+			}
+			return !stop
+		})
+		if stop {
+			return
+		}
+		for ; j < len(p); j++ {
+			if !fn(p[j]) {
+				return
+			}
+		}
+		from = end
+	}
+	s.ticks.AscendGreaterOrEqual(from, fn)
+}
+
+// tickAfter is the least key after t's.
+func tickAfter(t *Tick) *Tick {
+	if t.Tick == math.MaxInt64 {
+		return &Tick{Run: t.Run + "\x00", Tick: math.MinInt64}
+	}
+	return &Tick{Run: t.Run, Tick: t.Tick + 1}
 }
 
 // putTick inserts or replaces a tick, keeping the token index in step (a
 // replacement keeps its token, so its entry stays).
 func (s *State) putTick(t *Tick) {
-	if old, ok := s.ticks.ReplaceOrInsert(t); !ok || old.CommitToken != t.CommitToken {
+	old, ok := s.ticks.ReplaceOrInsert(t)
+	if !ok && len(s.tickParts) > 0 {
+		old, ok = s.partTick(t)
+	}
+	if !ok || old.CommitToken != t.CommitToken {
 		s.byToken.ReplaceOrInsert(tokenEntry{tokenKey(t.Run, t.CommitToken), t.Tick})
 		if s.byToken.Len() >= tokenPart {
 			s.foldTokens()
@@ -324,14 +410,33 @@ func (s *State) foldTokens() {
 
 // Last returns run's newest published tick at or below upTo.
 func (s *State) Last(run string, upTo int64) (*Tick, bool) {
+	k := &Tick{Run: run, Tick: upTo}
 	var out *Tick
-	s.ticks.DescendLessOrEqual(&Tick{Run: run, Tick: upTo}, func(t *Tick) bool {
-		if t.Run == run {
-			out = t
-		}
+	s.ticks.DescendLessOrEqual(k, func(t *Tick) bool {
+		out = t
 		return false
 	})
-	return out, out != nil
+	// The part's newest at or below k, unless the overlay's is as new.
+	if len(s.tickParts) > 0 {
+		i := s.partAt(k)
+		var p []*Tick
+		j := 0
+		if i < len(s.tickParts) {
+			p = s.tickParts[i]
+			j, _ = slices.BinarySearchFunc(p, k, func(t, k *Tick) int { return cmp.Or(tickCompare(t, k), -1) })
+		}
+		if j == 0 && i > 0 {
+			p = s.tickParts[i-1]
+			j = len(p)
+		}
+		if j > 0 && (out == nil || tickLess(out, p[j-1])) {
+			out = p[j-1]
+		}
+	}
+	if out == nil || out.Run != run {
+		return nil, false
+	}
+	return out, true
 }
 
 // TickByToken returns the tick of run that commit token published.
@@ -362,7 +467,7 @@ func (s *State) TickByToken(run, token string) (*Tick, bool) {
 // Ticks calls fn for each published tick of run in tick order from `from`,
 // until fn returns false.
 func (s *State) Ticks(run string, from int64, fn func(*Tick) bool) {
-	s.ticks.AscendGreaterOrEqual(&Tick{Run: run, Tick: from}, func(t *Tick) bool {
+	s.ascendTicks(&Tick{Run: run, Tick: from}, func(t *Tick) bool {
 		return t.Run == run && fn(t)
 	})
 }
