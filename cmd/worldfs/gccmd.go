@@ -45,7 +45,7 @@ func init() {
 					return usagef("--run: %v", err)
 				}
 			}
-			b, cat, err := openWorld(ctx, *url, *world)
+			b, cat, err := openWorld(ctx, *url, *world, !*dryRun)
 			if err != nil {
 				return err
 			}

@@ -38,7 +38,7 @@ func init() {
 			if *world == "" {
 				return usagef("--world is required")
 			}
-			b, cat, err := openWorld(ctx, *url, *world)
+			b, cat, err := openWorld(ctx, *url, *world, true)
 			if err != nil {
 				return err
 			}
@@ -81,14 +81,16 @@ func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 
 // openWorld opens the bucket at url and the catalog of an existing world in
 // it, for the maintenance commands (optimize, gc); the caller closes both.
-// The catalog checkpoints as a writer's does, so a maintainer that leaves
-// the world at rest leaves a checkpoint at its tip (index.RestCheckpointSlots).
-func openWorld(ctx context.Context, url, world string) (bucket.Bucket, *index.Catalog, error) {
+// A catalog that writes checkpoints as a writer's does, so a maintainer
+// leaves the world at rest with a checkpoint at its tip
+// (index.RestCheckpointSlots); one that only looks (gc --dry-run) writes
+// nothing.
+func openWorld(ctx context.Context, url, world string, writes bool) (bucket.Bucket, *index.Catalog, error) {
 	b, err := openExisting(ctx, url)
 	if err != nil {
 		return nil, nil, err
 	}
-	cat, err := index.Open(ctx, b, world, index.Options{})
+	cat, err := index.Open(ctx, b, world, index.Options{NoCompactor: !writes})
 	if err != nil {
 		b.Close()
 		return nil, nil, err
