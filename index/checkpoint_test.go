@@ -9,9 +9,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/bucket/faulty"
 	"github.com/worldfs/worldfs/bucket/local"
 	"github.com/worldfs/worldfs/bucket/mem"
 )
@@ -527,4 +529,30 @@ func TestClosingCheckpointsAWorldAtRest(t *testing.T) {
 			}
 		}
 	}
+}
+
+// The closing checkpoint is bounded: on a bucket that stalls its writes,
+// Close returns after restCheckpointTimeout, not the automatic
+// checkpoints' CheckpointTimeout (minutes), and not never. The clock is
+// synctest's, so the wait costs no real time.
+func TestClosingOnAStalledBucketReturns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		script := faulty.NewScript()
+		b := faulty.Wrap(memBucket(), script)
+		c, epoch := newWorld(t, b, "w", Options{CheckpointDelay: time.Millisecond})
+		fill(t, c, epoch, 0, RestCheckpointSlots)
+		stall := faulty.Fault{Kind: faulty.Stall, Stall: time.Hour}
+		script.SetRules(faulty.Rule{Op: faulty.OpCreate, Prefix: WorldPrefix("w") + "state/", Fault: stall},
+			faulty.Rule{Op: faulty.OpCreate, Prefix: CheckpointPrefix("w"), Fault: stall})
+		start := time.Now()
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(start); took > restCheckpointTimeout {
+			t.Fatalf("Close on a stalled bucket took %v, want at most %v", took, restCheckpointTimeout)
+		}
+		if script.Injected == 0 {
+			t.Fatal("the closing checkpoint wrote nothing: the stall was never met")
+		}
+	})
 }
