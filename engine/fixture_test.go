@@ -23,7 +23,7 @@ func TestWriteLegacyFixture(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, lt := range legacyTables(t) {
+	for _, lt := range enginetest.LegacyTables(t) {
 		if lt.Name != "particle" && lt.Name != "emitter" {
 			continue
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/bucket/local"
 	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/engine/enginetest"
 	"github.com/worldfs/worldfs/engine/particles"
 	"github.com/worldfs/worldfs/index"
 )
@@ -18,19 +19,6 @@ import (
 // commit columns under old-format ids. It is committed; fixture_test.go
 // (go test -tags fixtures -run TestWriteLegacyFixture ./engine/) rewrites it.
 const fixtureDir = "../testdata/legacy"
-
-func legacyTables(t *testing.T) []*engine.Table {
-	t.Helper()
-	var out []*engine.Table
-	for _, nt := range particles.Tables() {
-		lt, err := engine.NewLegacyTable(nt.Name, nt.Components...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, lt)
-	}
-	return out
-}
 
 // copyFixture lays the legacy fixture out as a bucket of its own.
 func copyFixture(t *testing.T) string { return copyDir(t, fixtureDir) }
@@ -65,7 +53,7 @@ func TestLegacyHistory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lts := legacyTables(t)
+	lts := enginetest.LegacyTables(t)
 	var particle *engine.Table
 	for _, lt := range lts {
 		if lt.Name == "particle" {

@@ -11,6 +11,7 @@ import (
 	"github.com/worldfs/worldfs/bucket/faulty"
 	"github.com/worldfs/worldfs/bucket/local"
 	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/engine/enginetest"
 	"github.com/worldfs/worldfs/engine/particles"
 	"github.com/worldfs/worldfs/index"
 )
@@ -88,7 +89,7 @@ func TestRegressionFrozenWorldRefusesMutations(t *testing.T) {
 // entity ids continue past every id the history used.
 func TestRegressionLegacyEmptiedTable(t *testing.T) {
 	b, _ := local.Open(t.TempDir())
-	lts := legacyTables(t)
+	lts := enginetest.LegacyTables(t)
 	byName := map[string]*engine.Table{}
 	for _, lt := range lts {
 		byName[lt.Name] = lt
@@ -129,13 +130,13 @@ func TestRegressionLegacyEmptiedTable(t *testing.T) {
 // the legacy history ends.
 func TestRegressionLegacyResumeBeforePublish(t *testing.T) {
 	b, _ := local.Open(copyFixture(t))
-	w, err := engine.ContinueLegacyWorld(ctxT(t), b, "legacyworld", particles.Tables(), legacyTables(t), quiet)
+	w, err := engine.ContinueLegacyWorld(ctxT(t), b, "legacyworld", particles.Tables(), enginetest.LegacyTables(t), quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
 	w.Close() // the writer goes away before its first Step
 	opts := quiet
-	opts.Legacy = legacyTables(t)
+	opts.Legacy = enginetest.LegacyTables(t)
 	r, err := engine.ResumeWorld(ctxT(t), b, "legacyworld", particles.Tables(), opts)
 	if err != nil {
 		t.Fatal(err)

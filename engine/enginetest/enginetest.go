@@ -135,21 +135,28 @@ func Legacy(t testing.TB, fixture, world string, last int64) (*local.Bucket, *en
 	if err != nil {
 		t.Fatal(err)
 	}
-	var legacy []*engine.Table
-	for _, nt := range particles.Tables() {
-		lt, err := engine.NewLegacyTable(nt.Name, nt.Components...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		legacy = append(legacy, lt)
-	}
-	w, err := engine.ContinueLegacyWorld(Context(t), b, world, particles.Tables(), legacy, Quiet)
+	w, err := engine.ContinueLegacyWorld(Context(t), b, world, particles.Tables(), LegacyTables(t), Quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { w.Close() })
 	Run(t, w, last)
 	return b, w
+}
+
+// LegacyTables are the particle tables as the legacy fixture stored them
+// (v0.2: no commit columns, old-format ids).
+func LegacyTables(t testing.TB) []*engine.Table {
+	t.Helper()
+	var out []*engine.Table
+	for _, nt := range particles.Tables() {
+		lt, err := engine.NewLegacyTable(nt.Name, nt.Components...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, lt)
+	}
+	return out
 }
 
 // Resume resumes world id in b (staling its previous writer) with the
