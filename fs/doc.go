@@ -25,6 +25,10 @@
 // revalidated within a second of a publish. Inode numbers are a hash of
 // the path, so they are stable across lookups and mounts.
 //
+// A file keeps its tick's identity, not a plan: every open resolves the
+// tick against the catalog as it is now (see snapFile), so compaction and
+// collection never make a visible tick unreadable.
+//
 // Semantics of sizes and times. A stat never derives a file: a fragment
 // served as is has the size its catalog record gives; a derived file (a
 // compacted tick's slice, a split tick, every .csv, facts/) has its size

@@ -394,7 +394,7 @@ func (d *ticksDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 	if !ok {
 		return nil, syscall.ENOENT
 	}
-	return d.m.snapshot(ctx, d.EmbeddedInode(), t, ino(d.world, "runs", d.run, "ticks", name), out)
+	return d.m.snapshot(ctx, d.EmbeddedInode(), place{d.world, d.run}, t, ino(d.world, "runs", d.run, "ticks", name), out)
 }
 
 // tokensDir lists the commit tokens of a world's runs.
@@ -429,6 +429,7 @@ func (d *tokensDir) OpendirHandle(ctx context.Context, _ uint32) (gofs.FileHandl
 			return true
 		})
 		slices.SortFunc(l.ticks[from:], func(a, b tickRef) int { return strings.Compare(a.CommitToken, b.CommitToken) })
+		l.runs = append(l.runs, runSpan{run, len(l.ticks)})
 	}
 	return l, 0, 0
 }
@@ -440,6 +441,7 @@ func (d *tokensDir) OpendirHandle(ctx context.Context, _ uint32) (gofs.FileHandl
 type tokenList struct {
 	d     *tokensDir
 	ticks []tickRef // in listing order
+	runs  []runSpan // the run each stretch of ticks was listed from
 	pos   int       // entries returned since the start
 	de    fuse.DirEntry
 }
@@ -449,6 +451,13 @@ var (
 	_ = (gofs.FileSeekdirer)((*tokenList)(nil))
 	_ = (gofs.FileLookuper)((*tokenList)(nil))
 )
+
+// runSpan: the listing's ticks before index end, after the previous
+// span's, come from run.
+type runSpan struct {
+	run string
+	end int
+}
 
 func (l *tokenList) Readdirent(context.Context) (*fuse.DirEntry, syscall.Errno) {
 	if l.pos >= len(l.ticks) {
@@ -472,7 +481,9 @@ func (l *tokenList) Lookup(ctx context.Context, name string, out *fuse.EntryOut)
 	if l.pos == 0 || name != l.de.Name {
 		return l.d.Lookup(ctx, name, out)
 	}
-	return l.d.m.snapshot(ctx, l.d.EmbeddedInode(), l.ticks[l.pos-1], l.de.Ino, out)
+	i := l.pos - 1
+	run := l.runs[slices.IndexFunc(l.runs, func(r runSpan) bool { return i < r.end })].run
+	return l.d.m.snapshot(ctx, l.d.EmbeddedInode(), place{l.d.world, run}, l.ticks[i], l.de.Ino, out)
 }
 
 func (d *tokensDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
@@ -489,7 +500,7 @@ func (d *tokensDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut)
 			return nil, d.m.errno("token "+name, err)
 		}
 		if ok {
-			return d.m.snapshot(ctx, d.EmbeddedInode(), t, ino(d.world, "tokens", name), out)
+			return d.m.snapshot(ctx, d.EmbeddedInode(), place{d.world, run}, t, ino(d.world, "tokens", name), out)
 		}
 	}
 	return nil, syscall.ENOENT
@@ -630,7 +641,8 @@ func (d *tableDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 	if !ok {
 		return nil, syscall.ENOENT
 	}
-	f := newSnapFile(d.m, ino(d.world, "runs", d.run, "tables", d.name, name), t, tf, d.name, wsql.FormatParquet)
+	c := content{t: t, tf: tf, exact: isExact(t, tf)}
+	f := newSnapFile(d.m, ino(d.world, "runs", d.run, "tables", d.name, name), place{d.world, d.run}, c, d.name, wsql.FormatParquet)
 	return d.m.child(ctx, d.EmbeddedInode(), f, out)
 }
 

@@ -96,5 +96,5 @@ func (s *tickStream) Lookup(ctx context.Context, name string, out *fuse.EntryOut
 	}
 	start := time.Now()
 	defer s.d.m.stats.op("lookup", start)
-	return s.d.m.snapshot(ctx, s.d.EmbeddedInode(), s.last, s.de.Ino, out)
+	return s.d.m.snapshot(ctx, s.d.EmbeddedInode(), place{s.d.world, s.d.run}, s.last, s.de.Ino, out)
 }
