@@ -2,7 +2,6 @@ package fs
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"slices"
 	"strconv"
@@ -380,11 +379,18 @@ func (d *ticksDir) OpendirHandle(ctx context.Context, _ uint32) (gofs.FileHandle
 	return &tickStream{d: d, v: v, next: math.MinInt64}, 0, 0
 }
 
+// Lookup finds tick N by its name (TickName) or, for scripts written
+// before names were padded, by N in plain decimal: a symbolic link to the
+// padded name, which listings never show.
 func (d *ticksDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	start := time.Now()
 	defer d.m.stats.op("lookup", start)
 	n, err := strconv.ParseInt(name, 10, 64)
-	if err != nil || strconv.FormatInt(n, 10) != name {
+	if err != nil {
+		return nil, syscall.ENOENT
+	}
+	canonical := TickName(n)
+	if name != canonical && name != strconv.FormatInt(n, 10) {
 		return nil, syscall.ENOENT
 	}
 	t, ok, err := d.m.tick(ctx, d.world, d.run, n)
@@ -394,8 +400,62 @@ func (d *ticksDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 	if !ok {
 		return nil, syscall.ENOENT
 	}
-	return d.m.snapshot(ctx, d.EmbeddedInode(), place{d.world, d.run}, t, ino(d.world, "runs", d.run, "ticks", name), out)
+	id := ino(d.world, "runs", d.run, "ticks", name)
+	if name != canonical {
+		return d.m.child(ctx, d.EmbeddedInode(), &link{m: d.m, ino: id, target: []byte(canonical), ms: t.PublishedUnixMs}, out)
+	}
+	return d.m.snapshot(ctx, d.EmbeddedInode(), place{d.world, d.run}, t, id, out)
 }
+
+// TickName is the name of tick n in ticks/ (and, with ".parquet", in
+// tables/<t>/): n zero-padded to 12 digits, so that lexical order is tick
+// order up to tick 999,999,999,999.
+func TickName(n int64) string { return string(appendTickName(nil, n)) }
+
+// appendTickName appends TickName(n) to dst.
+func appendTickName(dst []byte, n int64) []byte {
+	const width = 12
+	var digits [20]byte
+	d := strconv.AppendInt(digits[:0], n, 10)
+	for range width - len(d) {
+		dst = append(dst, '0')
+	}
+	return append(dst, d...)
+}
+
+// link is an immutable symbolic link: a tick's plain-decimal name, which
+// points at its padded one.
+type link struct {
+	gofs.Inode
+	m      *Mount
+	ino    uint64
+	target []byte
+	ms     int64 // modification time (Unix ms)
+}
+
+var (
+	_ = (gofs.NodeReadlinker)((*link)(nil))
+	_ = (gofs.NodeGetattrer)((*link)(nil))
+)
+
+func (l *link) immutable() bool { return true }
+func (l *link) inode() uint64   { return l.ino }
+
+func (l *link) fill(_ context.Context, a *fuse.Attr) syscall.Errno {
+	a.Mode = syscall.S_IFLNK | 0o777
+	a.Nlink = 1
+	a.Size = uint64(len(l.target))
+	a.Ino = l.ino
+	setTimes(a, l.ms)
+	return 0
+}
+
+func (l *link) Getattr(ctx context.Context, _ gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	l.m.setAttrTimeout(out, true)
+	return l.fill(ctx, &out.Attr)
+}
+
+func (l *link) Readlink(context.Context) ([]byte, syscall.Errno) { return l.target, 0 }
 
 // tokensDir lists the commit tokens of a world's runs.
 type tokensDir struct {
@@ -594,7 +654,7 @@ var (
 	_ = (gofs.NodeReaddirer)((*tableDir)(nil))
 )
 
-func tickFileName(tick int64) string { return fmt.Sprintf("%012d.parquet", tick) }
+func tickFileName(tick int64) string { return TickName(tick) + ".parquet" }
 
 func (d *tableDir) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
 	v, err := d.m.view(ctx, d.world, d.run, false)
@@ -676,7 +736,7 @@ func (h *headLink) resolve(ctx context.Context) ([]byte, int64, syscall.Errno) {
 	if !ok {
 		return nil, 0, syscall.ENOENT
 	}
-	return []byte("ticks/" + strconv.FormatInt(t.Tick.Tick, 10)), t.PublishedUnixMs, 0
+	return appendTickName([]byte("ticks/"), t.Tick.Tick), t.PublishedUnixMs, 0
 }
 
 func (h *headLink) fill(ctx context.Context, a *fuse.Attr) syscall.Errno {
