@@ -705,7 +705,11 @@ func (m *Mount) worldJSON(ctx context.Context, world string) ([]byte, error) {
 }
 
 // statsJSON is the body of .worldfs/stats.
-func (s *Stats) json(c *cache.Disk) ([]byte, error) {
-	data, err := json.MarshalIndent(s.Snapshot(c), "", "  ")
+func (m *Mount) statsJSON() ([]byte, error) {
+	st := m.stats.Snapshot(m.opts.Cache)
+	m.mu.Lock()
+	st.CatalogsOpen = len(m.mu.cats)
+	m.mu.Unlock()
+	data, err := json.MarshalIndent(st, "", "  ")
 	return append(data, '\n'), err
 }

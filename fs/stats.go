@@ -16,7 +16,7 @@ import (
 // tick's rows, and per-operation latencies over a recent window.
 type Stats struct {
 	opens, passthrough, materialized atomic.Int64
-	replanned                        atomic.Int64
+	replanned, catalogsClosed        atomic.Int64
 	bytesOpened, bytesRead           atomic.Int64
 
 	mu struct {
@@ -71,6 +71,8 @@ type StatsSnapshot struct {
 	PassthroughOpens  int64              `json:"passthrough_opens"`
 	Materialized      int64              `json:"materialized"`
 	Replanned         int64              `json:"replanned"`
+	CatalogsOpen      int                `json:"catalogs_open"`
+	CatalogsClosed    int64              `json:"catalogs_closed"`
 	BytesOpened       int64              `json:"bytes_opened"`
 	BytesReadViaMount int64              `json:"bytes_read_via_mount"`
 	CacheHits         int64              `json:"cache_hits"`
@@ -83,7 +85,7 @@ type StatsSnapshot struct {
 func (s *Stats) Snapshot(c *cache.Disk) StatsSnapshot {
 	out := StatsSnapshot{
 		Opens: s.opens.Load(), PassthroughOpens: s.passthrough.Load(), Materialized: s.materialized.Load(),
-		Replanned:   s.replanned.Load(),
+		Replanned: s.replanned.Load(), CatalogsClosed: s.catalogsClosed.Load(),
 		BytesOpened: s.bytesOpened.Load(), BytesReadViaMount: s.bytesRead.Load(), Ops: map[string]OpStats{},
 	}
 	if c != nil {
