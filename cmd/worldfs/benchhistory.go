@@ -656,13 +656,19 @@ func historyMount(ctx context.Context, b bucket.Bucket, h *historyBench, ph *his
 
 // vmHWM is the peak resident set of process pid so far (0 once it is
 // gone).
-func vmHWM(pid int) int64 {
+func vmHWM(pid int) int64 { return procStatus(pid, "VmHWM:") }
+
+// vmRSS is the resident set of process pid now (0 once it is gone).
+func vmRSS(pid int) int64 { return procStatus(pid, "VmRSS:") }
+
+// procStatus reads one size (kB) of /proc/<pid>/status, in bytes.
+func procStatus(pid int, field string) int64 {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0
 	}
 	for _, line := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+		if v, ok := strings.CutPrefix(line, field); ok {
 			var kb int64
 			fmt.Sscanf(strings.TrimSpace(v), "%d", &kb)
 			return kb * 1024
