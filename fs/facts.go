@@ -305,7 +305,7 @@ func (f *factFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 		if err != nil {
 			return nil, err
 		}
-		p, err := f.m.derive(ctx, key, func(ctx context.Context, tmp string) error {
+		p, err := f.m.derive(ctx, key, &f.m.stats.materialized, func(ctx context.Context, tmp string) error {
 			return wsql.CopyFacts(ctx, f.m.b, f.world, wsql.Options{Run: f.viewRun(), View: v, Cache: f.m.opts.Cache, BucketID: f.m.opts.BucketID, Verified: f.m.verified},
 				f.table, f.format, tmp)
 		})
