@@ -12,6 +12,7 @@ import (
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/bucket/bucketurl"
 	"github.com/worldfs/worldfs/bucket/gcs/gcstest"
+	"github.com/worldfs/worldfs/cache"
 	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/engine/particles"
 	"github.com/worldfs/worldfs/index"
@@ -96,13 +97,17 @@ func runTool(t *testing.T, name string, args ...string) {
 // times (cp -r, tar extracted without times, rsync -r without -t, a copy
 // written file by file) reads as the original: check finds it clean,
 // naming every fragment re-verified by its bytes, and sql answers as over
-// the original. A byte flipped in a copy (size and time kept) is damage:
+// the original; check remembers what it re-verified, so neither a second
+// check nor a query hashes those files again. A byte flipped in a copy
+// (size and time kept) is damage:
 // check finds it without --read-data (its generation differs, so its
 // bytes decide), and sql refuses on the first read.
 //
 // Mutation: cache.Record.checkStat failing on a different generation
 // whatever the digest (the rule before) fails every copy here with
-// "generation is …, the catalog records …".
+// "generation is …, the catalog records …"; check keeping its memory apart
+// from the views' (VerifiedMemory(cacheDir/elsewhere) instead of
+// VerifiedMemory(cacheDir/views)) makes the query hash 8 files again.
 func TestCopiedBucketReadsAsTheOriginal(t *testing.T) {
 	dir := t.TempDir()
 	orig := filepath.Join(dir, "orig")
@@ -128,6 +133,23 @@ func TestCopiedBucketReadsAsTheOriginal(t *testing.T) {
 			checkCopy(t, dst)
 			if got := readAll(t, dst); got != want {
 				t.Fatalf("sql over the copy differs from the original:\n%s\nwant\n%s", got, want)
+			}
+			// What check re-verified, sql does not hash again (the same
+			// memory, in the same cache directory), nor a second check.
+			cacheDir := t.TempDir()
+			if code, out, _ := cli(t, "check", "--bucket", dst, "--world", "w", "--cache-dir", cacheDir); code != 0 {
+				t.Fatalf("check: exit %d\n%s", code, out)
+			}
+			hashed := cache.HashCount()
+			if code, out, _ := cli(t, "check", "--bucket", dst, "--world", "w", "--cache-dir", cacheDir); code != 0 ||
+				!strings.Contains(out, "fragments re-verified") {
+				t.Fatalf("check again: exit %d\n%s", code, out)
+			}
+			if code, out, stderr := cli(t, "sql", "--bucket", dst, "--world", "w", "--cache-dir", cacheDir, copiedQuery); code != 0 {
+				t.Fatalf("sql: exit %d\n%s%s", code, out, stderr)
+			}
+			if n := cache.HashCount() - hashed; n != 0 {
+				t.Fatalf("a second check and a query after check hashed %d files again; want them remembered", n)
 			}
 			// One byte flipped in the copy, its size and time kept.
 			p := filepath.Join(dst, filepath.FromSlash(frag.Path))
