@@ -71,7 +71,7 @@ var commands = map[string][]command{}
 var groupSummaries = map[string]string{
 	"bench":  "benchmarks, each printing its numbers (--json for one object)",
 	"bucket": "read and write a bucket's objects directly",
-	"world":  "create, fork, resume a world and set its status or writer mode, without a mount",
+	"world":  "create, fork, resume a world and set its status or writer mode, without a mount; copy worlds to another bucket",
 }
 
 func register(group string, c command) { commands[group] = append(commands[group], c) }

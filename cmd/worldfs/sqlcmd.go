@@ -36,8 +36,13 @@ func openCache(url, dir string, size int64) (*cache.Disk, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("cache %s: %w", dir, err)
 	}
+	return c, bucketID(url), nil
+}
+
+// bucketID names the bucket at url in the cache.
+func bucketID(url string) string {
 	sum := sha256.Sum256([]byte(url))
-	return c, hex.EncodeToString(sum[:8]), nil
+	return hex.EncodeToString(sum[:8])
 }
 
 func addViewFlags(fs *flag.FlagSet) *viewFlags {
