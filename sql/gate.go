@@ -75,7 +75,8 @@ const Allowed = "worldfs sql only reads: it runs SELECT (and WITH, FROM, VALUES,
 // statement is one checked statement of a query.
 type statement struct {
 	text    string
-	keyword string // its first keyword, upper case
+	keyword string      // its first keyword, upper case
+	cols    []resultCol // its result's columns, as prepared
 }
 
 // gated checks query on a connection of db (gate) and runs every
@@ -203,14 +204,14 @@ func check(ctx context.Context, conn *sql.Conn, text string, n int) (statement, 
 			return statement{}, refusal(text, n, "EXPLAIN must explain a query that only reads, not a "+typeName(t))
 		}
 	}
-	t, err := stmtType(ctx, conn, text)
+	t, cols, err := prepared(ctx, conn, text)
 	if err != nil {
 		return statement{}, err
 	}
 	if t != want {
 		return statement{}, refusal(text, n, "it is a "+typeName(t)+" statement")
 	}
-	return statement{text: text, keyword: kw}, nil
+	return statement{text: text, keyword: kw, cols: cols}, nil
 }
 
 // Rule 3. Every fragment the views read is verified as a query reads it
@@ -387,7 +388,22 @@ func column(ctx context.Context, conn *sql.Conn, q string) ([]string, error) {
 // stmtType prepares the single statement text on conn (which runs
 // nothing: text is one statement) and returns its type.
 func stmtType(ctx context.Context, conn *sql.Conn, text string) (duckdb.StmtType, error) {
+	t, _, err := prepared(ctx, conn, text)
+	return t, err
+}
+
+// resultCol is a column of a statement's result: its name, and its type
+// (nil when the driver cannot describe it).
+type resultCol struct {
+	name string
+	info duckdb.TypeInfo
+}
+
+// prepared is stmtType that also returns the columns of the statement's
+// result.
+func prepared(ctx context.Context, conn *sql.Conn, text string) (duckdb.StmtType, []resultCol, error) {
 	var t duckdb.StmtType
+	var cols []resultCol
 	err := conn.Raw(func(dc any) error {
 		pc, ok := dc.(driver.ConnPrepareContext)
 		if !ok {
@@ -402,10 +418,24 @@ func stmtType(ctx context.Context, conn *sql.Conn, text string) (duckdb.StmtType
 		if !ok {
 			return fmt.Errorf("the DuckDB statement has no type")
 		}
-		t, err = ds.StatementType()
-		return err
+		if t, err = ds.StatementType(); err != nil {
+			return err
+		}
+		n, err := ds.ColumnCount()
+		if err != nil {
+			return err
+		}
+		for i := range n {
+			name, err := ds.ColumnName(i)
+			if err != nil {
+				return err
+			}
+			info, _ := ds.ColumnTypeInfo(i) // a type the driver does not know is nil
+			cols = append(cols, resultCol{name: name, info: info})
+		}
+		return nil
 	})
-	return t, err
+	return t, cols, err
 }
 
 func typeName(t duckdb.StmtType) string {
