@@ -160,10 +160,23 @@ func openExisting(ctx context.Context, url string) (bucket.Bucket, error) {
 			if err != nil {
 				return nil, err
 			}
-			return nil, notFoundError{fmt.Sprintf("bucket %s does not exist ('worldfs init --bucket %s' makes it; the first write does too)", url, url)}
+			return nil, notFoundError{noBucket(url, lb.Root())}
 		}
 	}
 	return b, nil
+}
+
+// noBucket says that the local bucket at url (directory root) does not
+// exist: first how a bucket is chosen and where this one was looked for,
+// so that a command run from the wrong directory, or without --bucket,
+// shows it; then how to make one.
+func noBucket(url, root string) string {
+	env := "WORLDFS_BUCKET is not set"
+	if v := os.Getenv("WORLDFS_BUCKET"); v != "" {
+		env = "WORLDFS_BUCKET=" + v
+	}
+	return fmt.Sprintf("bucket %s does not exist: the bucket is --bucket, or $WORLDFS_BUCKET when --bucket is not given, else %s (%s); "+
+		"no directory %s. 'worldfs init --bucket %s' makes it (the first write does too)", url, defaultBucket, env, root, url)
 }
 
 // requireWorld fails with a notFoundError unless world exists in b.
