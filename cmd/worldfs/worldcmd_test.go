@@ -509,3 +509,17 @@ func TestSQLPrintsNestedColumnsAsDuckDBDoes(t *testing.T) {
 		t.Errorf("--format json: %s, want %s", got, want)
 	}
 }
+
+// world create with a column type of another schema's names the valid
+// types and the one meant, and makes no bucket.
+func TestWorldCreateNamesTheColumnTypes(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "b")
+	spec := strings.Replace(tablesSpec, `"double"`, `"float64"`, 1)
+	code, _, stderr := cli(t, "world", "create", "w", "--bucket", dir, "--tables", spec)
+	if code == 0 || !strings.Contains(stderr, `unknown column type "float64" (did you mean "double"?): a column is one of double, float, int64, int32, boolean, string`) {
+		t.Errorf("exit %d: %s", code, stderr)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("the refused create made %s (%v)", dir, err)
+	}
+}
