@@ -88,7 +88,7 @@ var typeMatrix = []typeCase{
 func runFormat(t *testing.T, db *sql.DB, q, format string) string {
 	t.Helper()
 	var out bytes.Buffer
-	if err := wsql.Run(ctxT(t), db, q, format, &out); err != nil {
+	if err := wsql.Run(ctxT(t), db, q, format, &out, nil); err != nil {
 		t.Fatalf("%s (%s): %v", q, format, err)
 	}
 	return out.String()
@@ -198,4 +198,35 @@ func column(db *sql.DB, q string) ([]string, error) {
 		out = append(out, s)
 	}
 	return out, rows.Err()
+}
+
+// A query whose <table>_at(t) names a tick outside the run's visible
+// ticks gets a note (its result is unchanged: no rows); a visible tick,
+// or a tick that is not a constant, gets none.
+func TestSQLNotesATickThatIsNotVisible(t *testing.T) {
+	rw := newROWorld(t)
+	_, db := rw.open(t)
+	notes := func(q string) (string, string) {
+		var out, notes bytes.Buffer
+		if err := wsql.Run(ctxT(t), db, q, wsql.FormatCSV, &out, &notes); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		return out.String(), notes.String()
+	}
+	for q, want := range map[string]string{
+		"SELECT count(*) AS n FROM particle_at(999)": "note: tick 999 is not a visible tick of run main of w (head is 6)\n",
+		"SELECT count(*) AS n FROM particle_at(-1)":  "note: tick -1 is not a visible tick of run main of w (its first visible tick is 0)\n",
+		"SELECT count(*) AS n FROM particle_at(-5) UNION ALL SELECT count(*) FROM particle_at(9223372036854775807) UNION ALL SELECT count(*) FROM particle_at(-5)": "note: tick -5 is not a visible tick of run main of w (its first visible tick is 0)\n" +
+			"note: tick 9223372036854775807 is not a visible tick of run main of w (head is 6)\n",
+		"SELECT count(*) AS n FROM particle_at(0) UNION ALL SELECT count(*) FROM particle_at(6)": "",
+		"SELECT count(*) AS n FROM particle_at(900 + 99)":                                        "",
+	} {
+		out, got := notes(q)
+		if got != want {
+			t.Errorf("%s: notes %q, want %q", q, got, want)
+		}
+		if want != "" && !strings.HasPrefix(out, "n\n0\n") {
+			t.Errorf("%s: %q", q, out)
+		}
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"math"
 	"math/big"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -70,6 +71,14 @@ func open(ctx context.Context, s *Script, writable []string) (*sql.DB, []string,
 		db.Close()
 		return nil, nil, fmt.Errorf("views of world %s: %w", s.World, err)
 	}
+	if v := s.Visible; v != nil {
+		_, err = db.ExecContext(ctx, fmt.Sprintf("SET VARIABLE %s = {'world': %s, 'run': %s, 'first': %d, 'head': %d, 'at': %d}",
+			visibleVar, lit(s.World), lit(s.Run), v.From, v.To, s.AtTick))
+		if err != nil {
+			db.Close()
+			return nil, nil, fmt.Errorf("views of world %s: %w", s.World, err)
+		}
+	}
 	dirs, paths, err := readDirs(ctx, db, s)
 	if err == nil {
 		err = lockDown(ctx, db, dirs, append(paths, writable...), filepath.Dir(s.FragmentList))
@@ -90,7 +99,9 @@ const (
 
 // Run executes query, which may hold several statements, each of which
 // must only read (gate: nothing runs unless all do), and writes the
-// result of the last to out in format.
+// result of the last to out in format. notes, if not nil, gets a line for
+// each tick a statement's <table>_at(t) names that is not a visible tick
+// of the run (noteTicks): the query runs all the same.
 //
 // DuckDB renders the values, not Go: in table and csv output each value
 // is what CAST(value AS VARCHAR) gives in the same session (so
@@ -99,7 +110,7 @@ const (
 // INTERVAL, UUID, BLOB, …) as its VARCHAR form, and 64-bit and larger
 // integers and floats as JSON numbers only when a reader that parses
 // numbers as doubles gets them exactly (see rendered).
-func Run(ctx context.Context, db *sql.DB, query, format string, out io.Writer) error {
+func Run(ctx context.Context, db *sql.DB, query, format string, out, notes io.Writer) error {
 	if format != FormatTable && format != FormatCSV && format != FormatJSON {
 		return fmt.Errorf("unknown format %q (table, csv or json)", format)
 	}
@@ -109,6 +120,9 @@ func Run(ctx context.Context, db *sql.DB, query, format string, out io.Writer) e
 		return sink.or(err)
 	}
 	defer conn.Close()
+	if err := noteTicks(ctx, conn, stmts, notes); err != nil {
+		return err
+	}
 	last := stmts[len(stmts)-1]
 	q, ok, err := rendered(ctx, conn, last, format, len(stmts))
 	if err != nil {
@@ -187,6 +201,58 @@ func Run(ctx context.Context, db *sql.DB, query, format string, out io.Writer) e
 		return sink.or(err)
 	}
 	return w()
+}
+
+// visibleVar is the variable that holds the span of visible ticks the
+// views show (Script.Visible), with the world, the run and AtTick; unset
+// when it is not known.
+const visibleVar = "worldfs_visible"
+
+// noteTicks writes to notes a line for each distinct tick that the
+// statements' _at macros name as a constant and that lies outside the
+// span of the run's visible ticks the views show: <table>_at(t) of such a
+// tick returns no rows, which is not an error (a query may probe), but is
+// seldom meant. It reads only what Open stored, never the catalog.
+func noteTicks(ctx context.Context, conn *sql.Conn, stmts []statement, notes io.Writer) error {
+	if notes == nil {
+		return nil
+	}
+	var ticks []int64
+	for _, st := range stmts {
+		for _, c := range st.at {
+			if !slices.Contains(ticks, c.tick) {
+				ticks = append(ticks, c.tick)
+			}
+		}
+	}
+	if len(ticks) == 0 {
+		return nil
+	}
+	var world, run sql.NullString
+	var first, head, at sql.NullInt64
+	err := conn.QueryRowContext(ctx, "SELECT v.world, v.run, v.first, v.head, v.at FROM (SELECT getvariable('"+visibleVar+"') AS v)").Scan(&world, &run, &first, &head, &at)
+	if err != nil || !head.Valid {
+		return err // unknown: no notes
+	}
+	for _, t := range ticks {
+		var why string
+		switch {
+		case head.Int64 < first.Int64:
+			why = "it has no visible tick"
+		case t < first.Int64:
+			why = fmt.Sprintf("its first visible tick is %d", first.Int64)
+		case t > head.Int64 && at.Int64 != math.MaxInt64:
+			why = fmt.Sprintf("the views are pinned at tick %d, where its head is %d", at.Int64, head.Int64)
+		case t > head.Int64:
+			why = fmt.Sprintf("head is %d", head.Int64)
+		default:
+			continue
+		}
+		if _, err := fmt.Fprintf(notes, "note: tick %d is not a visible tick of run %s of %s (%s)\n", t, run.String, world.String, why); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // nullString is a table or csv cell: NULL prints as NULL.

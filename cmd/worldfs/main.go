@@ -376,12 +376,23 @@ func runCommand(ctx context.Context, full string, c command, args []string, stdo
 		positional = append(positional, fs.Arg(0))
 		args = fs.Args()[1:]
 	}
-	err := c.run(ctx, fs, positional, stdout)
+	err := c.run(context.WithValue(ctx, stderrKey{}, stderr), fs, positional, stdout)
 	if u, ok := err.(usageError); ok && u.usage == "" {
 		u.usage = help
 		return u
 	}
 	return err
+}
+
+type stderrKey struct{}
+
+// stderrOf is the standard error of the command ctx runs, for notes that
+// are not its output.
+func stderrOf(ctx context.Context) io.Writer {
+	if w, ok := ctx.Value(stderrKey{}).(io.Writer); ok {
+		return w
+	}
+	return os.Stderr
 }
 
 // commandUsage is a command's help: usage line, summary, flags spelled
