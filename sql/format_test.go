@@ -19,6 +19,11 @@ type typeCase struct{ expr, json string }
 
 var typeMatrix = []typeCase{
 	{"NULL", "null"},
+	{"TIME_NS '12:00:00.123456789'", "string"},
+	{"[TIME_NS '12:00:00.123456789']", `["12:00:00.123456789"]`},
+	{"{'a': [1]}::VARIANT", "string"},
+	{"['a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'::UUID]", `["a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"]`},
+	{"{'b': '\\xFF'::BLOB, 'i': INTERVAL 1 HOUR}", `{"b":"\\xFF","i":"01:00:00"}`},
 	{"true", "true"},
 	{"(-128)::TINYINT", "-128"},
 	{"32767::SMALLINT", "32767"},
