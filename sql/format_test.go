@@ -235,3 +235,15 @@ func TestSQLNotesATickThatIsNotVisible(t *testing.T) {
 		}
 	}
 }
+
+// An error DuckDB raises while the result is rendered names the line of
+// the user's query it is on.
+func TestSQLRenderingKeepsTheQuerysLines(t *testing.T) {
+	rw := newROWorld(t)
+	_, db := rw.open(t)
+	var out bytes.Buffer
+	err := wsql.Run(ctxT(t), db, "SELECT 1 AS a,\n  CAST(v AS INT) AS b FROM (VALUES ('x')) t(v)", wsql.FormatCSV, &out, nil)
+	if err == nil || !strings.Contains(err.Error(), "LINE 2:   CAST(v AS INT)") {
+		t.Fatalf("%v", err)
+	}
+}

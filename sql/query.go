@@ -267,8 +267,8 @@ func nullString(v sql.NullString) string {
 // statement of its query) with each value rendered by DuckDB for format,
 // column by column (by position, so duplicate names keep their order):
 //
-//	table, csv: SELECT CAST(#1 AS VARCHAR), … FROM (st)
-//	json:       SELECT CAST(to_json(CAST(#1 AS T1)) AS VARCHAR), … FROM (st)
+//	table, csv: FROM (st) SELECT CAST(#1 AS VARCHAR), …
+//	json:       FROM (st) SELECT CAST(to_json(CAST(#1 AS T1)) AS VARCHAR), …
 //
 // where Ti is column i's type with every part JSON has no type for, and
 // every integer wider than 32 bits and every float, made VARCHAR
@@ -291,7 +291,8 @@ func rendered(ctx context.Context, conn *sql.Conn, st statement, format string, 
 	}
 	// st is one complete query, so it closes every parenthesis, string
 	// and quoted name it opens; the line break ends a trailing -- comment.
-	q = "SELECT " + strings.Join(exprs, ", ") + " FROM (\n" + st.text + "\n) AS worldfs_result"
+	// FROM first, so that st's lines keep their numbers in DuckDB's errors.
+	q = "FROM (" + st.text + "\n) AS worldfs_result SELECT " + strings.Join(exprs, ", ")
 	if m, err := countStatements(q); err != nil || m != 1 {
 		return "", false, refusedf("statement %d (%s) is refused: its result could not be rendered as one query (%v)", n, abbrev(st.text), err)
 	}
