@@ -58,7 +58,7 @@ func (rw roWorld) open(t *testing.T) (*wsql.Script, *sql.DB) {
 func query(t *testing.T, db *sql.DB, q string) (string, error) {
 	t.Helper()
 	var out bytes.Buffer
-	err := wsql.Run(ctxT(t), db, q, wsql.FormatCSV, &out)
+	err := wsql.Run(ctxT(t), db, q, wsql.FormatCSV, &out, nil)
 	return out.String(), err
 }
 

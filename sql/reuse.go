@@ -50,7 +50,7 @@ import (
 
 // reuseFormat versions kept scripts: a worldfs that keeps them otherwise
 // reads none of an older format.
-const reuseFormat = 3
+const reuseFormat = 4
 
 // maxKeptFiles bounds the files of a script that is kept: a kept script
 // lists its files, and views of that many files (a long history not yet
@@ -262,7 +262,7 @@ func keep(ctx context.Context, b bucket.Bucket, opts Options, dir string, own *i
 			states = append(states, seg.State)
 		}
 	}
-	k := keptScript{Format: reuseFormat, Script: Script{World: s.World, Run: s.Run, AtTick: s.AtTick, Views: s.Views, FragmentList: s.FragmentList},
+	k := keptScript{Format: reuseFormat, Script: Script{World: s.World, Run: s.Run, AtTick: s.AtTick, Views: s.Views, FragmentList: s.FragmentList, Visible: s.Visible},
 		Local: s.local, Text: s.text}
 	if c := s.compacted; c != nil {
 		k.Compacted = &index.Span{From: c.from, To: c.to}

@@ -104,7 +104,7 @@ func queryViews(t *testing.T, b bucket.Bucket, opts wsql.Options, q string) erro
 		return err
 	}
 	defer db.Close()
-	return wsql.Run(ctxT(t), db, q, wsql.FormatCSV, io.Discard)
+	return wsql.Run(ctxT(t), db, q, wsql.FormatCSV, io.Discard, nil)
 }
 
 const wholeTable = "SELECT count(*), sum(position_x) FROM particle"

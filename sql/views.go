@@ -127,6 +127,13 @@ type Script struct {
 	World, Run string
 	AtTick     int64    // math.MaxInt64: the head
 	Views      []string // the per-table component views, by name
+	// Visible is the span of the run's visible ticks the views show, from
+	// its first to its newest at or before AtTick (To < From: none); nil
+	// when the views also show rows no published tick lists (legacy or
+	// uncoordinated history). A run's ticks follow one another, so a tick
+	// outside it is not visible; one inside it may be only if the ticks
+	// were numbered with gaps, which the engine never does.
+	Visible *index.Span `json:",omitempty"`
 	// FragmentList is the Parquet file (in Options.Dir) of the files the
 	// views read, with the tick and token each was published under; the
 	// script reads it.
@@ -248,8 +255,38 @@ func BuildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 		return nil, err
 	}
 	s.checks = checks
+	if !h.listed {
+		s.Visible = visibleSpan(segs, upTo)
+	}
 	keep(ctx, b, opts, dir, own, segs, h, s)
 	return s, nil
+}
+
+// visibleSpan returns the span from the first visible tick of segs to
+// the newest at or before upTo (To < From: none), or nil if a segment
+// lists no ticks (unfiltered). Two lookups per segment.
+func visibleSpan(segs []index.Segment, upTo int64) *index.Span {
+	sp := &index.Span{From: 0, To: -1}
+	first, last := false, false
+	for _, seg := range segs {
+		if seg.Mode != index.Filtered {
+			return nil
+		}
+	}
+	view := &index.View{Segments: segs}
+	view.Ticks(math.MinInt64, upTo, func(t index.TickRef) bool {
+		sp.From, first = t.Tick.Tick, true
+		return false
+	})
+	for i := len(segs) - 1; i >= 0 && first && !last; i-- {
+		if t, ok := segs[i].State.Last(segs[i].Run, min(segs[i].UpTo, upTo)); ok {
+			sp.To, last = t.Tick, true
+		}
+	}
+	if !first || !last {
+		return &index.Span{From: 0, To: -1}
+	}
+	return sp
 }
 
 var builds atomic.Int64

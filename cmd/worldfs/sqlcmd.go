@@ -154,14 +154,14 @@ func init() {
 			}
 			defer done()
 			if *outFile != "" {
-				return wsql.Export(ctx, s, args[0], *outFile, refuse)
+				return wsql.Export(ctx, s, args[0], *outFile, refuse, stderrOf(ctx))
 			}
 			db, err := wsql.Open(ctx, s)
 			if err != nil {
 				return err
 			}
 			defer db.Close()
-			return wsql.Run(ctx, db, args[0], *format, out)
+			return wsql.Run(ctx, db, args[0], *format, out, stderrOf(ctx))
 		},
 	})
 
