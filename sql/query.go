@@ -46,6 +46,12 @@ func open(ctx context.Context, s *Script, writable []string) (*sql.DB, []string,
 			return nil, nil, fmt.Errorf("views of world %s: %w", s.World, err)
 		}
 	}
+	if s.ticks != nil {
+		if err := registerTicks(ctx, db, s.ticks); err != nil {
+			db.Close()
+			return nil, nil, fmt.Errorf("views of world %s: %w", s.World, err)
+		}
+	}
 	// The script is worldfs's own SQL: it runs first, then the database is
 	// confined to the files the views it defined read.
 	script := s.run
@@ -60,8 +66,8 @@ func open(ctx context.Context, s *Script, writable []string) (*sql.DB, []string,
 	// The table macros the views defined, listed for the gate (reads):
 	// asking DuckDB for them (duckdb_functions()) costs a query 30 ms.
 	var macros []string
-	for _, v := range s.Views {
-		macros = append(macros, lit(strings.ToLower(atMacro(v))))
+	for _, m := range s.Macros() {
+		macros = append(macros, lit(strings.ToLower(m)))
 	}
 	_, err = db.ExecContext(ctx, "CREATE TEMP TABLE "+macroTable+" AS SELECT unnest(["+strings.Join(macros, ", ")+"]::VARCHAR[]) AS name")
 	if err != nil {
