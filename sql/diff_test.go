@@ -2,11 +2,13 @@ package sql_test
 
 import (
 	"database/sql"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/bucket/local"
@@ -251,4 +253,92 @@ func TestDiffsAndChangesEqualAJoinAndTheSimulation(t *testing.T) {
 		}
 	}
 	check("compacted")
+}
+
+// published lists the visible ticks of (world, main) with their publish
+// times, from the catalog.
+func published(t *testing.T, b bucket.Bucket, world string) (ticks []int64, ms []int64) {
+	t.Helper()
+	v, err := index.OpenView(ctxT(t), index.LoadFrom(b), world, "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.Ticks(math.MinInt64, math.MaxInt64, func(r index.TickRef) bool {
+		ticks, ms = append(ticks, r.Tick.Tick), append(ms, r.PublishedUnixMs)
+		return true
+	})
+	return ticks, ms
+}
+
+// <table>_as_of(instant) reads the newest visible tick published at or
+// before the instant: none before the first tick, the earlier tick
+// between two publishes, the tick itself exactly at its publish, the head
+// after it; on a world and on its fork, whose inherited ticks carry the
+// parent's publish times. worldfs_ticks shows the same times, and
+// Options.AtTime pins the views to the same tick. With the instant
+// compared strictly (published before it), "exactly at a publish" fails
+// (in the views' function and in the pin alike).
+func TestAsOfReadsTheTickPublishedAtOrBefore(t *testing.T) {
+	lb, _ := local.Open(t.TempDir())
+	enginetest.World(t, lb, "p", 60).Close()
+	enginetest.Fork(t, lb, "p", "f", 30, 45).Close()
+	for _, world := range []string{"p", "f"} {
+		ticks, ms := published(t, lb, world)
+		db := views(t, lb, world, wsql.Options{Dir: t.TempDir()})
+		// worldfs_ticks: the catalog's times.
+		var n, same int64
+		if err := db.QueryRow("SELECT count(*), count(*) FILTER (WHERE epoch_ms(published_at) = published_ms) FROM worldfs_ticks JOIN (SELECT unnest(?::BIGINT[]) AS tick, unnest(?::BIGINT[]) AS published_ms) USING (tick)",
+			strings.ReplaceAll(fmt.Sprint(ticks), " ", ", "), strings.ReplaceAll(fmt.Sprint(ms), " ", ", ")).Scan(&n, &same); err != nil {
+			t.Fatal(err)
+		}
+		if n != int64(len(ticks)) || same != n {
+			t.Fatalf("world %s: worldfs_ticks holds %d of %d ticks, %d with the catalog's time", world, n, len(ticks), same)
+		}
+		at := func(us int64) (int64, bool) { // the reference: newest tick published at or before us
+			best, ok := int64(0), false
+			for i, tk := range ticks {
+				if ms[i]*1000 <= us && (!ok || tk > best) {
+					best, ok = tk, true
+				}
+			}
+			return best, ok
+		}
+		instants := map[string]int64{
+			"before the first tick": ms[0]*1000 - 1,
+			"after the head":        ms[len(ms)-1]*1000 + 3600e6,
+		}
+		for i := len(ms) / 2; i < len(ms); i++ { // ticks with particles
+			if ms[i] > ms[i-1] {
+				instants["between two ticks"] = ms[i-1]*1000 + 500
+				instants["exactly at a publish"] = ms[i] * 1000
+				break
+			}
+		}
+		if len(instants) != 4 {
+			t.Fatalf("world %s: every tick published in one millisecond", world)
+		}
+		for what, us := range instants {
+			lit := fmt.Sprintf("TIMESTAMPTZ '%s'", time.UnixMicro(us).UTC().Format("2006-01-02 15:04:05.999999+00"))
+			want := "FROM particle WHERE false"
+			if tk, ok := at(us); ok {
+				want = fmt.Sprintf("FROM particle WHERE tick = %d", tk)
+			} else if what != "before the first tick" {
+				t.Fatalf("world %s: no tick %s", world, what)
+			}
+			got := sameRows(t, db, fmt.Sprintf("world %s: %s: particle_as_of(%s)", world, what, lit), fmt.Sprintf("FROM particle_as_of(%s)", lit), want)
+			if (got == 0) != (what == "before the first tick") {
+				t.Fatalf("world %s: %s: %d rows", world, what, got)
+			}
+			// Options.AtTime (worldfs sql --at-time) pins the views there.
+			instant := time.UnixMicro(us)
+			s, err := wsql.Build(ctxT(t), lb, world, wsql.Options{AtTime: &instant, Dir: t.TempDir()})
+			if tk, ok := at(us); !ok {
+				if !errors.Is(err, wsql.ErrNotFound) {
+					t.Fatalf("world %s: views at %s, before the first tick: %v", world, instant, err)
+				}
+			} else if err != nil || s.AtTick != tk {
+				t.Fatalf("world %s: views at %s (%s): pinned to %v (%v), want tick %d", world, instant, what, s, err, tk)
+			}
+		}
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/index"
@@ -103,6 +104,9 @@ func reuseKey(b bucket.Bucket, world string, opts Options, dir string) (string, 
 	at := "head"
 	if opts.AtTick != nil {
 		at = fmt.Sprint(*opts.AtTick)
+	}
+	if opts.AtTime != nil {
+		at += " time " + opts.AtTime.UTC().Format(time.RFC3339Nano)
 	}
 	key := fmt.Sprintf("worldfs views %d\x00%s\x00%s\x00%s\x00%s\x00%s\x00%t\x00%s\x00%s",
 		reuseFormat, where, world, opts.Run, at, opts.Token, opts.Only, opts.Table, dir)

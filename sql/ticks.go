@@ -7,6 +7,7 @@ import (
 	"database/sql/driver"
 	"encoding/binary"
 	"encoding/hex"
+	"math"
 	"regexp"
 	"slices"
 	"sync"
@@ -141,6 +142,19 @@ func (l *tickList) atMs(ms int64) (int64, bool, error) {
 		}
 	}
 	return best, ok, nil
+}
+
+// tickAtMs returns the newest tick of v up to upTo published at or before
+// ms (Unix milliseconds), walking its ticks.
+func tickAtMs(v *index.View, upTo, ms int64) (int64, bool) {
+	best, ok := int64(0), false
+	v.Ticks(math.MinInt64, upTo, func(t index.TickRef) bool {
+		if t.PublishedUnixMs > 0 && t.PublishedUnixMs <= ms && (!ok || t.Tick.Tick > best) {
+			best, ok = t.Tick.Tick, true
+		}
+		return true
+	})
+	return best, ok
 }
 
 func cmpInt(a, b int64) int {

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/cache"
@@ -31,6 +32,10 @@ type Options struct {
 	Only bool
 	// Token pins the views to the tick that commit token published.
 	Token string
+	// AtTime pins the views to the newest visible tick published at or
+	// before this instant (to the millisecond the catalog records), as
+	// <table>_as_of does; no tick published by then is ErrNotFound.
+	AtTime *time.Time
 	// Table, if set, narrows the views to the table of that readable name:
 	// the script defines its views alone, and worldfs_manifests,
 	// worldfs_facts and worldfs_receipts show only what that table holds
@@ -80,8 +85,8 @@ func (o *Options) Validate() error {
 	if err := index.ValidateRunName(o.Run); err != nil {
 		return fmt.Errorf("sql options: %w", err)
 	}
-	if o.Only && o.AtTick == nil && o.Token == "" {
-		return errors.New("sql options: Only narrows the views to one tick; name it with AtTick or Token")
+	if o.Only && o.AtTick == nil && o.Token == "" && o.AtTime == nil {
+		return errors.New("sql options: Only narrows the views to one tick; name it with AtTick, Token or AtTime")
 	}
 	return nil
 }
@@ -214,6 +219,13 @@ func BuildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 	segs, err := lineageOf(ctx, b, own, opts)
 	if err != nil {
 		return nil, err
+	}
+	if opts.AtTime != nil {
+		t, ok := tickAtMs(&index.View{World: world, Run: opts.Run, Segments: segs}, upTo, opts.AtTime.UnixMilli())
+		if !ok {
+			return nil, fmt.Errorf("world %s run %s: no tick was published at or before %s: %w", world, opts.Run, opts.AtTime.Format(time.RFC3339Nano), ErrNotFound)
+		}
+		upTo = t
 	}
 	fpath, checks := verifier(b, path, opts, dir)
 	h := &history{fpath: fpath, keepFiles: opts.Reuse != nil && opts.View == nil}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/cache"
@@ -19,8 +20,8 @@ import (
 
 // viewFlags are the flags that pick what the views show.
 type viewFlags struct {
-	url, world, run, token, cacheDir *string
-	at, cacheSize                    *int64
+	url, world, run, token, cacheDir, atTime *string
+	at, cacheSize                            *int64
 }
 
 func defaultCacheDir() string {
@@ -47,6 +48,7 @@ func addViewFlags(fs *flag.FlagSet) *viewFlags {
 		run:       fs.String("run", "main", "run"),
 		at:        fs.Int64("at", math.MinInt64, "pin the views to the state up to this tick"),
 		token:     fs.String("token", "", "pin the views to the tick this commit token published"),
+		atTime:    fs.String("at-time", "", "pin the views to the newest tick published at or before this instant (RFC 3339, e.g. 2026-12-01T10:00:00Z)"),
 		cacheDir:  fs.String("cache-dir", defaultCacheDir(), "where copies of a remote bucket's fragments, and the views' fragment lists, are kept"),
 		cacheSize: sizeFlag(fs, "cache-size", cache.DefaultMaxBytes, "how much the fragment cache may hold"),
 	}
@@ -60,8 +62,14 @@ func (v *viewFlags) build(ctx context.Context) (s *wsql.Script, refuse []string,
 	if *v.world == "" {
 		return nil, nil, nil, usagef("--world is required")
 	}
-	if *v.at != math.MinInt64 && *v.token != "" {
-		return nil, nil, nil, usagef("--at and --token pin the views two ways; give one")
+	pins := 0
+	for _, set := range []bool{*v.at != math.MinInt64, *v.token != "", *v.atTime != ""} {
+		if set {
+			pins++
+		}
+	}
+	if pins > 1 {
+		return nil, nil, nil, usagef("--at, --token and --at-time pin the views; give one")
 	}
 	refuse = []string{*v.cacheDir}
 	// The views' fragment lists live beside the fragment cache; a script
@@ -69,6 +77,13 @@ func (v *viewFlags) build(ctx context.Context) (s *wsql.Script, refuse []string,
 	opts := wsql.Options{Run: *v.run, Token: *v.token, Dir: filepath.Join(*v.cacheDir, "views")}
 	if *v.at != math.MinInt64 {
 		opts.AtTick = v.at
+	}
+	if *v.atTime != "" {
+		at, err := time.Parse(time.RFC3339Nano, *v.atTime)
+		if err != nil {
+			return nil, nil, nil, usagef("--at-time %q: an instant in RFC 3339 (2026-12-01T10:00:00Z, or with an offset: +02:00)", *v.atTime)
+		}
+		opts.AtTime = &at
 	}
 	b, err := openExisting(ctx, *v.url)
 	if err != nil {
