@@ -181,12 +181,13 @@ func (s *Script) printed() (string, error) {
 	return plainSQL.Replace(plainText(strings.NewReplacer(markCompacted, part, markTicks, ticks).Replace(s.text))), nil
 }
 
-// registerCompacted makes compactedFunc serve c's rows on db.
-func registerCompacted(ctx context.Context, db *sql.DB, c *compacted) error {
+// registerCompacted makes compactedFunc (called name: see sessions.go)
+// serve c's rows on db.
+func registerCompacted(ctx context.Context, db *sql.DB, c *compacted, name string) error {
 	return withTypes(ctx, db, func(conn *sql.Conn, str, bigint, _ duckdb.TypeInfo) error {
 		cols := []duckdb.ColumnInfo{{Name: "world", T: str}, {Name: "run", T: str}, {Name: "tick", T: bigint},
 			{Name: "commit_token", T: str}, {Name: "writer_epoch", T: bigint}, {Name: "table_id", T: str}, {Name: "path", T: str}}
-		return duckdb.RegisterTableUDF(conn, compactedFunc, duckdb.RowTableFunction{
+		return duckdb.RegisterTableUDF(conn, name, duckdb.RowTableFunction{
 			BindArgumentsContext: func(ctx context.Context, _ map[string]any, _ ...any) (duckdb.RowTableSource, error) {
 				s, _ := ctx.Value(sinkKey{}).(*sink)
 				return &compactedSource{c: c, cols: cols, sink: s}, nil

@@ -85,21 +85,22 @@ CREATE TEMP VIEW worldfs_tick_list AS SELECT * FROM ` + ticksServed + `;
 		}
 	})
 	results := map[string]string{}
-	for form, text := range map[string]string{"run": runText(macros), "plain": plainText(macros)} {
+	var want string
+	for form, text := range map[string]string{"run": strings.ReplaceAll(runText(macros), markRef, ""), "plain": strings.ReplaceAll(plainText(macros), markRef, "")} {
 		db, err := sql.Open("duckdb", "")
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer db.Close()
 		db.SetMaxOpenConns(1)
-		if err := registerTicks(ctx, db, l); err != nil {
+		if err := registerTicks(ctx, db, l, ""); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := db.Exec(defs + text); err != nil {
 			t.Fatalf("%s: %v\n%s", form, err, text)
 		}
 		diff := diffRows(t, db, "FROM t_diff(1, 2)")
-		want := `update_preimage 2 1 NULL
+		want = `update_preimage 2 1 NULL
 update_postimage 2 2 1
 update_preimage 5 1 1
 update_postimage 5 2 NULL
@@ -139,6 +140,24 @@ delete 9 1 9
 		}
 		results[form] += diffRows(t, db, "FROM t_as_of(TIMESTAMPTZ '1970-01-01 00:00:03+00')") +
 			diffRows(t, db, "SELECT count(*) FROM t_as_of(TIMESTAMPTZ '1970-01-01 00:00:00.999+00')")
+	}
+	// worldfs_diff, across schemas, compares alike: tick 1 of one world's
+	// t against tick 2 of another's.
+	db, err := sql.Open("duckdb", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	across := ""
+	for _, w := range []string{"w1", "w2"} {
+		across += "CREATE SCHEMA " + w + "; CREATE MACRO " + w + ".t_at(t) AS TABLE SELECT * FROM (SELECT entity_id::BIGINT AS entity_id, tick::BIGINT AS tick, c::DOUBLE AS c FROM (VALUES " + values + ") v(tick, entity_id, c)) WHERE tick = t;\n"
+	}
+	if _, err := db.Exec(across + diffMacroAcross()); err != nil {
+		t.Fatal(err)
+	}
+	if got := diffRows(t, db, "FROM worldfs_diff('t', 'w1', 1, 'w2', 2)"); got != want {
+		t.Fatalf("worldfs_diff('t', 'w1', 1, 'w2', 2):\n%s\nwant:\n%s", got, want)
 	}
 	if results["run"] != results["plain"] {
 		t.Fatalf("the forms differ:\nrun:\n%s\nplain:\n%s", results["run"], results["plain"])

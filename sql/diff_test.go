@@ -42,6 +42,11 @@ func components(t *testing.T, db *sql.DB, view string) []string {
 // OUTER JOIN of the view's rows of each tick (the whole view filtered,
 // not the _at macro), shaped as _diff's rows, with tick as `at` if given.
 func joined(view string, cols []string, a, b int64, at string) string {
+	return joinedAcross(view, view, cols, a, b, at)
+}
+
+// joinedAcross is joined with tick a of view va against tick b of vb.
+func joinedAcross(va, vb string, cols []string, a, b int64, at string) string {
 	var xs, ys, xc, yc []string
 	for _, c := range cols {
 		xs, ys = append(xs, "x."+c+" AS x_"+c), append(ys, "y."+c+" AS y_"+c)
@@ -52,13 +57,13 @@ func joined(view string, cols []string, a, b int64, at string) string {
 		xt, yt = at, at
 	}
 	differ := fmt.Sprintf("xe IS NOT NULL AND ye IS NOT NULL AND row(%s) IS DISTINCT FROM row(%s)", strings.Join(xc, ", "), strings.Join(yc, ", "))
-	return fmt.Sprintf(`(WITH x AS (FROM %[1]s WHERE tick = %[2]d), y AS (FROM %[1]s WHERE tick = %[3]d),
+	return fmt.Sprintf(`(WITH x AS (FROM %[1]s WHERE tick = %[2]d), y AS (FROM %[11]s WHERE tick = %[3]d),
  j AS (SELECT x.entity_id AS xe, y.entity_id AS ye, x.tick AS xt, y.tick AS yt, %[4]s, %[5]s FROM x FULL OUTER JOIN y ON x.entity_id = y.entity_id)
  SELECT 'delete' AS change_type, xe AS entity_id, %[8]s AS tick, %[6]s FROM j WHERE ye IS NULL
  UNION ALL SELECT 'insert', ye, %[9]s, %[7]s FROM j WHERE xe IS NULL
  UNION ALL SELECT 'update_preimage', xe, %[8]s, %[6]s FROM j WHERE %[10]s
  UNION ALL SELECT 'update_postimage', ye, %[9]s, %[7]s FROM j WHERE %[10]s)`,
-		view, a, b, strings.Join(xs, ", "), strings.Join(ys, ", "), strings.Join(xc, ", "), strings.Join(yc, ", "), xt, yt, differ)
+		va, a, b, strings.Join(xs, ", "), strings.Join(ys, ", "), strings.Join(xc, ", "), strings.Join(yc, ", "), xt, yt, differ, vb)
 }
 
 // sameRows fails unless queries got and want return the same rows (as

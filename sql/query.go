@@ -40,21 +40,13 @@ func open(ctx context.Context, s *Script, writable []string) (*sql.DB, []string,
 		db.Close()
 		return nil, nil, fmt.Errorf("views of world %s: %w", s.World, err)
 	}
-	if s.compacted != nil {
-		if err := registerCompacted(ctx, db, s.compacted); err != nil {
-			db.Close()
-			return nil, nil, fmt.Errorf("views of world %s: %w", s.World, err)
-		}
-	}
-	if s.ticks != nil {
-		if err := registerTicks(ctx, db, s.ticks); err != nil {
-			db.Close()
-			return nil, nil, fmt.Errorf("views of world %s: %w", s.World, err)
-		}
+	if err := s.register(ctx, db); err != nil {
+		db.Close()
+		return nil, nil, fmt.Errorf("views of world %s: %w", s.World, err)
 	}
 	// The script is worldfs's own SQL: it runs first, then the database is
 	// confined to the files the views it defined read.
-	script := s.run
+	script := s.runText()
 	r.defining.Store(true)
 	sctx, sink := withSink(ctx)
 	_, err = db.ExecContext(sctx, script)

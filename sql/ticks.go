@@ -198,13 +198,13 @@ func (l *tickList) list() (string, error) {
 	return l.listPath, l.listErr
 }
 
-// registerTicks makes ticksFunc, tickBeforeFunc and tickAtFunc serve l
-// on db.
-func registerTicks(ctx context.Context, db *sql.DB, l *tickList) error {
+// registerTicks makes ticksFunc, tickBeforeFunc and tickAtFunc (each
+// name followed by sfx: see sessions.go) serve l on db.
+func registerTicks(ctx context.Context, db *sql.DB, l *tickList, sfx string) error {
 	return withTypes(ctx, db, func(conn *sql.Conn, str, bigint, _ duckdb.TypeInfo) error {
 		cols := []duckdb.ColumnInfo{{Name: "world", T: str}, {Name: "run", T: str}, {Name: "tick", T: bigint},
 			{Name: "published_ms", T: bigint}, {Name: "commit_token", T: str}, {Name: "writer_epoch", T: bigint}}
-		err := duckdb.RegisterTableUDF(conn, ticksFunc, duckdb.RowTableFunction{
+		err := duckdb.RegisterTableUDF(conn, ticksFunc+sfx, duckdb.RowTableFunction{
 			BindArgumentsContext: func(ctx context.Context, _ map[string]any, _ ...any) (duckdb.RowTableSource, error) {
 				s, _ := ctx.Value(sinkKey{}).(*sink)
 				return &ticksSource{l: l, cols: cols, sink: s}, nil
@@ -214,7 +214,7 @@ func registerTicks(ctx context.Context, db *sql.DB, l *tickList) error {
 			return err
 		}
 		for name, fn := range map[string]func(int64) (int64, bool, error){tickBeforeFunc: l.before, tickAtFunc: l.atMs} {
-			if err := duckdb.RegisterScalarUDF(conn, name, tickUDF{fn: fn, t: bigint}); err != nil {
+			if err := duckdb.RegisterScalarUDF(conn, name+sfx, tickUDF{fn: fn, t: bigint}); err != nil {
 				return err
 			}
 		}

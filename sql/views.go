@@ -154,6 +154,9 @@ type Script struct {
 	// and the compacted ticks served by this process.
 	run    string
 	checks *checks
+	// parts, if set, are the scripts of a session of several worlds
+	// (Join), this one their union.
+	parts []*Script
 }
 
 // SQL returns the script for a DuckDB outside worldfs (the DuckDB shell,
@@ -165,6 +168,16 @@ type Script struct {
 // written by the first call. Its _changes and _as_of filter the views
 // rather than plan their files (worldfs's own functions plan them).
 func (s *Script) SQL() (string, error) {
+	if s.parts != nil {
+		return s.sessionText(func(p *Script) (string, error) { return p.printedText() })
+	}
+	text, err := s.printedText()
+	return strings.ReplaceAll(text, markRef, ""), err
+}
+
+// printedText is the plain script, its references from macros marked
+// (markRef).
+func (s *Script) printedText() (string, error) {
 	if s.compacted == nil && s.ticks == nil {
 		return s.plain, nil
 	}
@@ -491,6 +504,12 @@ func pather(b bucket.Bucket, opts Options) (pathFunc, error) {
 // lit quotes a SQL string literal.
 func lit(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
+// ref quotes the name of an object of the views referred to from a macro's
+// body: a macro binds its body where it is called, so in a session of
+// several worlds (Join) the reference is qualified with its world's
+// schema (markRef: see sessions.go).
+func ref(s string) string { return markRef + ident(s) }
+
 // ident quotes a SQL identifier.
 func ident(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
 
@@ -504,7 +523,7 @@ func ident(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"
 // identities of the ticks that name compacted files (comp, if any), which
 // only worldfs_manifests reads, are served or written apart (compacted.go).
 func render(world, run string, upTo int64, h *history, infos map[string]engine.TableInfo, lineage []string, dir string, comp *compacted, ticks *tickList) (*Script, error) {
-	if strings.ContainsAny(world+run+dir, markLazy+markEager+markEnd+markEndEager+markCompacted+markTicks+markRun+markPlain+markAltEnd) {
+	if strings.ContainsAny(world+run+dir, markLazy+markEager+markEnd+markEndEager+markCompacted+markTicks+markRun+markPlain+markAltEnd+markRef) {
 		return nil, fmt.Errorf("views of world %q run %q in %q: control characters in a name", world, run, dir)
 	}
 	names, parts, list := partition(h.frags, infos)
@@ -655,6 +674,13 @@ func partition(frags []fragment, infos map[string]engine.TableInfo) ([]string, m
 // Macros returns the table macros the views define for queries to call:
 // per view, <view>_at, _diff, _changes and _as_of.
 func (s *Script) Macros() []string {
+	if s.parts != nil {
+		out := []string{diffFunc}
+		for _, p := range s.parts {
+			out = append(out, p.Macros()...)
+		}
+		return out
+	}
 	var out []string
 	for _, v := range s.Views {
 		out = append(out, atMacro(v), diffMacro(v), changesMacro(v), asOfMacro(v))
@@ -751,15 +777,16 @@ func changeMacros(name string, cols []string) string {
     SELECT CASE WHEN x.entity_id IS NULL THEN 'insert' ELSE 'update_postimage' END, %[5]s, 1
       FROM y LEFT JOIN x ON x.entity_id = y.entity_id WHERE x.entity_id IS NULL OR %[6]s)
   ORDER BY entity_id, worldfs_side;
-`, ident(diffMacro(name)), ident(atMacro(name)), colList, of("x"), of("y"), differs)
+`, ident(diffMacro(name)), ref(atMacro(name)), colList, of("x"), of("y"), differs)
 	// The rows of the ticks from the one before `from` to `to`; x: each
 	// row with the tick after its own (the state a change at that tick
 	// left), y: the rows of ticks from..to.
-	rows := alt(fmt.Sprintf("SELECT * FROM %s(coalesce(%s(f), f), t)", ident(betweenMacro(name)), tickBeforeFunc),
-		fmt.Sprintf("SELECT %s FROM %s WHERE tick BETWEEN coalesce((SELECT max(tick) FROM worldfs_tick_list WHERE tick < f), f) AND t", colList, ident(name)))
+	ticks := ref("worldfs_tick_list")
+	rows := alt(fmt.Sprintf("SELECT * FROM %s(coalesce(%s(f), f), t)", ref(betweenMacro(name)), tickBeforeFunc),
+		fmt.Sprintf("SELECT %s FROM %s WHERE tick BETWEEN coalesce((SELECT max(tick) FROM %s WHERE tick < f), f) AND t", colList, ref(name), ticks))
 	fmt.Fprintf(&sb, `CREATE OR REPLACE TEMP MACRO %[1]s(f, t) AS TABLE
-  WITH k AS (SELECT tick, lag(tick) OVER (ORDER BY tick) AS prev FROM worldfs_tick_list
-             WHERE tick <= t AND tick >= coalesce((SELECT max(tick) FROM worldfs_tick_list WHERE tick < f), f)),
+  WITH k AS (SELECT tick, lag(tick) OVER (ORDER BY tick) AS prev FROM %[7]s
+             WHERE tick <= t AND tick >= coalesce((SELECT max(tick) FROM %[7]s WHERE tick < f), f)),
   r AS (%[2]s),
   x AS (SELECT r.*, k.tick AS worldfs_at FROM r JOIN k ON r.tick = k.prev WHERE k.tick >= f),
   y AS (SELECT r.*, r.tick AS worldfs_at FROM r WHERE r.tick >= f)
@@ -771,13 +798,13 @@ func changeMacros(name string, cols []string) string {
       FROM y LEFT JOIN x ON x.entity_id = y.entity_id AND x.worldfs_at = y.worldfs_at WHERE x.entity_id IS NULL OR %[6]s)
   ORDER BY tick, entity_id, worldfs_side;
 `, ident(changesMacro(name)), rows, strings.Join(append([]string{"entity_id"}, cols...), ", "),
-		"x.entity_id"+sideCols(cols, "x"), "y.entity_id"+sideCols(cols, "y"), differs)
+		"x.entity_id"+sideCols(cols, "x"), "y.entity_id"+sideCols(cols, "y"), differs, ticks)
 	// Before the first tick there is no tick to read: the witness (which
 	// holds every tick) keeps the file list from being empty, the filter
 	// keeps its rows out.
 	tickAt := fmt.Sprintf("%s(epoch_ms(instant::TIMESTAMPTZ))", tickAtFunc)
-	at := alt(fmt.Sprintf("SELECT * FROM %s(coalesce(%s, %d)) WHERE %s IS NOT NULL", ident(atMacro(name)), tickAt, int64(math.MinInt64), tickAt),
-		fmt.Sprintf("SELECT %s FROM %s WHERE tick = (SELECT max(tick) FROM worldfs_tick_list WHERE published_ms > 0 AND published_ms <= epoch_ms(instant::TIMESTAMPTZ))", colList, ident(name)))
+	at := alt(fmt.Sprintf("SELECT * FROM %s(coalesce(%s, %d)) WHERE %s IS NOT NULL", ref(atMacro(name)), tickAt, int64(math.MinInt64), tickAt),
+		fmt.Sprintf("SELECT %s FROM %s WHERE tick = (SELECT max(tick) FROM %s WHERE published_ms > 0 AND published_ms <= epoch_ms(instant::TIMESTAMPTZ))", colList, ref(name), ticks))
 	fmt.Fprintf(&sb, "CREATE OR REPLACE TEMP MACRO %s(instant) AS TABLE %s;\n", ident(asOfMacro(name)), at)
 	return sb.String()
 }
@@ -800,7 +827,7 @@ func sideCols(cols []string, side string) string {
 func partQueries(sb *strings.Builder, name string, i int, p part, cols []string, upTo int64, dir string) (q, at, between string, err error) {
 	files := fmt.Sprintf("worldfs_files_%s_%d", name, i)
 	fmt.Fprintf(sb, "SET VARIABLE %s = (SELECT list(path ORDER BY ord) FROM worldfs_fragments WHERE view = %s AND part = %d);\n", ident(files), lit(name), i)
-	visible := ident(fmt.Sprintf("worldfs_visible_%s_%d", name, i))
+	visible := ref(fmt.Sprintf("worldfs_visible_%s_%d", name, i))
 	if p.mixed {
 		fmt.Fprintf(sb, "CREATE OR REPLACE TEMP TABLE %s AS SELECT DISTINCT tick AS v_tick, commit_token AS v_token FROM worldfs_fragments WHERE view = %s AND part = %d AND filtered;\n",
 			visible, lit(name), i)
