@@ -77,7 +77,7 @@ CREATE TEMP MACRO t_at(t) AS TABLE SELECT * FROM t WHERE tick = t;
 CREATE TEMP MACRO worldfs_between_t(lo, hi) AS TABLE SELECT * FROM t WHERE tick BETWEEN lo AND hi;
 CREATE TEMP VIEW worldfs_tick_list AS SELECT * FROM ` + ticksServed + `;
 `
-	macros := changeMacros("t", []string{`"c"`})
+	macros := changeMacros("t", []string{`"c"`}, false)
 	l := &tickList{}
 	l.rowsOnce.Do(func() {
 		for _, tk := range []int64{1, 2, 4} {

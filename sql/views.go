@@ -725,7 +725,8 @@ func tableViews(sb *strings.Builder, name string, parts []part, upTo int64, dir 
 		ident(atMacro(name)), strings.Join(cols, ", "), strings.Join(ats, "\n    UNION ALL BY NAME "))
 	fmt.Fprintf(sb, "CREATE OR REPLACE TEMP MACRO %s(lo, hi) AS TABLE SELECT entity_id, tick, %s FROM (\n    %s);\n",
 		ident(betweenMacro(name)), strings.Join(cols, ", "), strings.Join(betweens, "\n    UNION ALL BY NAME "))
-	sb.WriteString(changeMacros(name, cols))
+	unlisted := slices.ContainsFunc(parts, func(p part) bool { return !p.filtered })
+	sb.WriteString(changeMacros(name, cols, unlisted))
 	sb.WriteString("\n")
 	return nil
 }
@@ -756,7 +757,11 @@ func betweenMacro(name string) string { return "worldfs_between_" + name }
 //     visible (a streaming consumer's cursor).
 //   - name_as_of(instant): the rows of the newest visible tick published
 //     at or before a TIMESTAMPTZ (none before the first).
-func changeMacros(name string, cols []string) string {
+//
+// unlisted: some of the table's rows are of ticks no catalog lists
+// (legacy or uncoordinated history): the change feed takes its ticks from
+// the rows too, filtering the view.
+func changeMacros(name string, cols []string, unlisted bool) string {
 	differs := "false"
 	var ds []string
 	for _, c := range cols {
@@ -782,8 +787,13 @@ func changeMacros(name string, cols []string) string {
 	// row with the tick after its own (the state a change at that tick
 	// left), y: the rows of ticks from..to.
 	ticks := ref("worldfs_tick_list")
-	rows := alt(fmt.Sprintf("SELECT * FROM %s(coalesce(%s(f), f), t)", ref(betweenMacro(name)), tickBeforeFunc),
-		fmt.Sprintf("SELECT %s FROM %s WHERE tick BETWEEN coalesce((SELECT max(tick) FROM %s WHERE tick < f), f) AND t", colList, ref(name), ticks))
+	plainRows := fmt.Sprintf("SELECT %s FROM %s WHERE tick BETWEEN coalesce((SELECT max(tick) FROM %s WHERE tick < f), f) AND t", colList, ref(name), "%[1]s")
+	rows := alt(fmt.Sprintf("SELECT * FROM %s(coalesce(%s(f), f), t)", ref(betweenMacro(name)), tickBeforeFunc), fmt.Sprintf(plainRows, ticks))
+	changeTicks := ticks
+	if unlisted {
+		changeTicks = fmt.Sprintf("(SELECT tick FROM %s UNION SELECT DISTINCT tick FROM %s)", ticks, ref(name))
+		rows = fmt.Sprintf(plainRows, changeTicks)
+	}
 	fmt.Fprintf(&sb, `CREATE OR REPLACE TEMP MACRO %[1]s(f, t) AS TABLE
   WITH k AS (SELECT tick, lag(tick) OVER (ORDER BY tick) AS prev FROM %[7]s
              WHERE tick <= t AND tick >= coalesce((SELECT max(tick) FROM %[7]s WHERE tick < f), f)),
@@ -798,7 +808,7 @@ func changeMacros(name string, cols []string) string {
       FROM y LEFT JOIN x ON x.entity_id = y.entity_id AND x.worldfs_at = y.worldfs_at WHERE x.entity_id IS NULL OR %[6]s)
   ORDER BY tick, entity_id, worldfs_side;
 `, ident(changesMacro(name)), rows, strings.Join(append([]string{"entity_id"}, cols...), ", "),
-		"x.entity_id"+sideCols(cols, "x"), "y.entity_id"+sideCols(cols, "y"), differs, ticks)
+		"x.entity_id"+sideCols(cols, "x"), "y.entity_id"+sideCols(cols, "y"), differs, changeTicks)
 	// Before the first tick there is no tick to read: the witness (which
 	// holds every tick) keeps the file list from being empty, the filter
 	// keeps its rows out.
