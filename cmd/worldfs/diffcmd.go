@@ -106,7 +106,7 @@ func init() {
 				if len(qs) == 0 {
 					return fmt.Errorf("--out: no table both sides have")
 				}
-				if err := wsql.Export(ctx, s, strings.Join(qs, " UNION ALL BY NAME "), *outFile, refuse); err != nil {
+				if err := wsql.Export(ctx, s, strings.Join(qs, " UNION ALL BY NAME "), *outFile, refuse, stderrOf(ctx)); err != nil {
 					return err
 				}
 			}
