@@ -109,4 +109,10 @@ func TestDiffCommand(t *testing.T) {
 			t.Fatalf("diff %v: exit %d, want 2 (usage)", bad, code)
 		}
 	}
+	// A tick or world that is not there exits 4, saying which.
+	for _, missing := range [][]string{{"w@9999", "w@3"}, {"w@3", "nope@1"}} {
+		if code, _, stderr := cli(t, append(append([]string{"diff"}, flags...), missing...)...); code != exitNotFound || !strings.Contains(stderr, "9999") && !strings.Contains(stderr, "nope") {
+			t.Fatalf("diff %v: exit %d (%s), want %d", missing, code, stderr, exitNotFound)
+		}
+	}
 }
