@@ -1,0 +1,330 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/worldfs/worldfs/bucket/gcs/gcstest"
+	"github.com/worldfs/worldfs/engine"
+)
+
+// quickLine is one command line of README.md's Quick start.
+type quickLine struct {
+	at   int    // its line number in README.md
+	sub  string // the ### heading it is under
+	text string
+}
+
+// quickStart reads README.md's "## Quick start" section: the command lines
+// of its ```sh blocks, in order, the files its ```json NAME blocks give, and
+// the section's text.
+func quickStart(t *testing.T) (lines []quickLine, files map[string]string, section string) {
+	t.Helper()
+	data, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := strings.Split(string(data), "\n")
+	start := slices.Index(all, "## Quick start")
+	if start < 0 {
+		t.Fatal(`README.md has no "## Quick start" section`)
+	}
+	end := len(all)
+	for i := start + 1; i < len(all); i++ {
+		if strings.HasPrefix(all[i], "## ") {
+			end = i
+			break
+		}
+	}
+	files = map[string]string{}
+	sub, fence, file := "", "", ""
+	for i := start + 1; i < end; i++ {
+		l := all[i]
+		switch {
+		case fence == "" && strings.HasPrefix(l, "```"):
+			info := strings.Fields(strings.TrimPrefix(l, "```"))
+			fence, file = "other", ""
+			if len(info) > 0 && info[0] == "sh" {
+				fence = "sh"
+			}
+			if len(info) == 2 && info[0] == "json" {
+				fence, file = "file", info[1]
+			}
+		case fence != "" && strings.HasPrefix(l, "```"):
+			fence = ""
+		case fence == "" && strings.HasPrefix(l, "### "):
+			sub = strings.TrimPrefix(l, "### ")
+		case fence == "file":
+			files[file] += l + "\n"
+		case fence == "sh" && strings.TrimSpace(l) != "" && !strings.HasPrefix(strings.TrimSpace(l), "#"):
+			for strings.HasSuffix(l, `\`) && i+1 < end {
+				i++
+				l = strings.TrimSuffix(l, `\`) + "\n" + all[i]
+			}
+			lines = append(lines, quickLine{at: i + 1, sub: sub, text: l})
+		}
+	}
+	if fence != "" {
+		t.Fatal("README.md's Quick start ends inside a fenced block")
+	}
+	return lines, files, strings.Join(all[start:end], "\n")
+}
+
+var (
+	quoted     = regexp.MustCompile(`'[^']*'|"[^"]*"`)
+	comment    = regexp.MustCompile(`(^|\s)#.*$`)
+	assignment = regexp.MustCompile(`^(export\s+)?[A-Za-z_][A-Za-z0-9_]*=`)
+	redirected = regexp.MustCompile(`\d?>`)
+	worldName  = regexp.MustCompile(`particles-[0-9]+`)
+)
+
+// bare is a command line without its quoted strings and its comment: what
+// decides whether it runs in the background and whether it prints.
+func bare(line string) string {
+	return strings.TrimSpace(comment.ReplaceAllString(quoted.ReplaceAllString(line, "''"), ""))
+}
+
+// quiet reports whether a command line prints nothing by design: an
+// assignment, mkdir, cd, worldfs umount, or a command whose output is
+// redirected.
+func quiet(line string) bool {
+	b := bare(line)
+	first, _, _ := strings.Cut(b, " ")
+	return assignment.MatchString(b) || first == "mkdir" || first == "cd" || strings.HasPrefix(b, "worldfs umount ") ||
+		redirected.MatchString(b)
+}
+
+// background reports whether a command line ends with a lone &.
+func background(line string) bool {
+	b := bare(line)
+	return strings.HasSuffix(b, "&") && !strings.HasSuffix(b, "&&")
+}
+
+// mounted reports whether dir is a mountpoint now.
+func mounted(t *testing.T, dir string) bool {
+	t.Helper()
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for l := range strings.Lines(string(data)) {
+		if f := strings.Fields(l); len(f) > 4 && f[4] == dir {
+			return true
+		}
+	}
+	return false
+}
+
+// job is a command line the Quick start runs in the background (a mount):
+// its output is followed until it ends.
+type job struct {
+	line   quickLine
+	pgid   int
+	stderr string        // the file its stderr goes to
+	first  chan struct{} // closed at its first line of output
+	done   chan struct{} // closed when its output ends (it exited)
+	out    bytes.Buffer  // written before done is closed
+}
+
+// The README's Quick start runs as written on the demo's bucket: every
+// command line of its sh blocks, in order, each in bash (-o pipefail) in
+// the directory where `worldfs demo --bucket ./worldfs-data` (make demo)
+// ran, with the assignments above it, and `worldfs` on PATH (this test
+// binary, which runs main when called by that name). It must exit 0, and
+// print something unless it is an assignment, mkdir, cd, worldfs umount or
+// redirected.
+// Three things are substituted: the world name the README shows by the
+// demo's (which must have the same shape), /mnt/worlds by a temporary
+// directory, and gs://my-bucket by an in-process fake GCS server
+// (STORAGE_EMULATOR_HOST). A line ending in & runs in the background, and
+// the next line waits for its first line of output (a mount's "mounted
+// at"); when the section ends, nothing is left mounted and every
+// background command has exited. The ```json NAME blocks are written to
+// NAME first (the tables.json example); every column type is named.
+func TestQuickStart(t *testing.T) {
+	if _, err := os.Stat("/dev/fuse"); err != nil || os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("the Quick start mounts: it needs root and /dev/fuse (%v, uid %d)", err, os.Geteuid())
+		}
+		t.Skipf("the Quick start mounts: it needs root and /dev/fuse (%v, uid %d)", err, os.Geteuid())
+	}
+	bash := tool(t, "bash")
+	lines, files, section := quickStart(t)
+	if len(lines) < 10 {
+		t.Fatalf("README.md's Quick start has %d command lines; the parse went wrong", len(lines))
+	}
+	for _, ty := range engine.Types {
+		if !strings.Contains(section, "`"+string(ty)+"`") {
+			t.Errorf("the Quick start does not name the column type `%s`", ty)
+		}
+	}
+	if files["tables.json"] == "" {
+		t.Error("the Quick start gives no tables.json (a ```json tables.json block)")
+	}
+
+	keepHome(t)
+	gcstest.Start(t, "my-bucket")
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, work := t.TempDir(), t.TempDir()
+	if err := os.Symlink(self, filepath.Join(bin, "worldfs")); err != nil {
+		t.Fatal(err)
+	}
+	mnt := filepath.Join(t.TempDir(), "mnt", "worlds")
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "WORLDFS_") && !strings.HasPrefix(kv, "PATH=") {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+
+	demo := exec.Command(filepath.Join(bin, "worldfs"), "demo", "--bucket", "./worldfs-data")
+	demo.Dir, demo.Env = work, env
+	out, err := demo.Output()
+	m := regexp.MustCompile(`world (\S+) created`).FindSubmatch(out)
+	if err != nil || m == nil {
+		t.Fatalf("worldfs demo: %v\n%s", err, out)
+	}
+	world := string(m[1])
+	shown := worldName.FindAllString(section, -1)
+	if len(shown) == 0 {
+		t.Fatal("the Quick start names no world of the demo's shape (particles-<unix ns>)")
+	}
+	for _, s := range shown {
+		if s != shown[0] {
+			t.Fatalf("the Quick start names two demo worlds, %s and %s", shown[0], s)
+		}
+	}
+	if len(shown[0]) != len(world) {
+		t.Fatalf("the Quick start's world %s is not of the shape of the demo's %s", shown[0], world)
+	}
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(work, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	var jobs []*job
+	t.Cleanup(func() {
+		if mounted(t, mnt) {
+			syscall.Unmount(mnt, syscall.MNT_DETACH)
+		}
+		for _, j := range jobs {
+			syscall.Kill(-j.pgid, syscall.SIGKILL)
+			<-j.done
+		}
+	})
+	var assigns []string
+	for _, l := range lines {
+		if strings.Contains(strings.ReplaceAll(l.text, "/mnt/worlds", ""), "/mnt/") {
+			t.Fatalf("README.md:%d (%s): %s\nmounts elsewhere than /mnt/worlds, the mountpoint this test maps to a temporary directory", l.at, l.sub, l.text)
+		}
+		text := strings.ReplaceAll(l.text, shown[0], world)
+		text = strings.ReplaceAll(text, "/mnt/worlds", mnt)
+		script := strings.Join(append(slices.Clone(assigns), text), "\n")
+		if assignment.MatchString(bare(text)) {
+			assigns = append(assigns, text)
+		}
+		cmd := exec.Command(bash, "-o", "pipefail", "-c", script)
+		cmd.Dir, cmd.Env = work, env
+		if background(text) {
+			jobs = append(jobs, startJob(t, cmd, l))
+			continue
+		}
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("README.md:%d (%s): %s\n%v\n%s%s", l.at, l.sub, l.text, err, stdout.Bytes(), stderr.Bytes())
+		}
+		t.Logf("README.md:%d: %s\n%s%s", l.at, l.text, stdout.Bytes(), stderr.Bytes())
+		if !quiet(text) && strings.TrimSpace(stdout.String()) == "" {
+			t.Fatalf("README.md:%d (%s): %s\nprinted nothing\n%s", l.at, l.sub, l.text, stderr.Bytes())
+		}
+		for _, c := range quickClaims {
+			if strings.Contains(l.text, c.line) && !c.out.Match(stdout.Bytes()) {
+				t.Errorf("README.md:%d (%s): %s\nprinted %q; want %s", l.at, l.sub, l.text, stdout.Bytes(), c.out)
+			}
+		}
+	}
+	if mounted(t, mnt) {
+		t.Fatalf("the Quick start leaves %s mounted", mnt)
+	}
+	for _, j := range jobs {
+		<-j.done
+		if !strings.Contains(j.out.String(), "unmounted") {
+			stderr, _ := os.ReadFile(j.stderr)
+			t.Errorf("README.md:%d (%s): %s\nended without unmounting: %s%s", j.line.at, j.line.sub, j.line.text, j.out.Bytes(), stderr)
+		}
+	}
+}
+
+// quickClaims: what some Quick start lines say they print, checked when
+// the line is there.
+var quickClaims = []struct {
+	line string
+	out  *regexp.Regexp
+}{
+	{"/runs/main/ticks | tail -3", regexp.MustCompile(`^([0-9]{12}\n){3}$`)},
+	{"readlink /mnt/worlds/$W/runs/main/head", regexp.MustCompile(`^ticks/[0-9]{12}\n$`)},
+	{"ls /mnt/worlds/$W/runs/main/ticks/42/", regexp.MustCompile(`(?s)manifest\.json.*particle\.csv\nparticle\.parquet\n`)},
+}
+
+// startJob starts cmd, a command line ending in &, in a process group of
+// its own, and returns once the command it started printed its first line
+// (the test fails if it exits first).
+func startJob(t *testing.T, cmd *exec.Cmd, l quickLine) *job {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := &job{line: l, first: make(chan struct{}), done: make(chan struct{})}
+	j.stderr = filepath.Join(t.TempDir(), "stderr")
+	ef, err := os.Create(j.stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ef.Close()
+	cmd.Stdout, cmd.Stderr = w, ef
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	err = cmd.Start()
+	w.Close()
+	if err != nil {
+		r.Close()
+		t.Fatal(err)
+	}
+	j.pgid = cmd.Process.Pid
+	go func() {
+		defer close(j.done)
+		defer r.Close()
+		br := bufio.NewReader(r)
+		line, err := br.ReadString('\n')
+		j.out.WriteString(line)
+		if err == nil {
+			close(j.first)
+			io.Copy(&j.out, br)
+		}
+	}()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("README.md:%d (%s): %s\n%v", l.at, l.sub, l.text, err)
+	}
+	select {
+	case <-j.first:
+	case <-j.done:
+		stderr, _ := os.ReadFile(j.stderr)
+		t.Fatalf("README.md:%d (%s): %s\nexited before printing a line: %s", l.at, l.sub, l.text, stderr)
+	}
+	return j
+}
