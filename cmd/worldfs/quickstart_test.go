@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -12,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/worldfs/worldfs/bucket/gcs/gcstest"
 	"github.com/worldfs/worldfs/engine"
@@ -181,7 +184,11 @@ func TestQuickStart(t *testing.T) {
 	if err := os.Symlink(self, filepath.Join(bin, "worldfs")); err != nil {
 		t.Fatal(err)
 	}
-	mnt := filepath.Join(t.TempDir(), "mnt", "worlds")
+	tmp, err := filepath.EvalSymlinks(t.TempDir()) // as /proc/self/mountinfo names it
+	if err != nil {
+		t.Fatal(err)
+	}
+	mnt := filepath.Join(tmp, "mnt", "worlds")
 	var env []string
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "WORLDFS_") && !strings.HasPrefix(kv, "PATH=") {
@@ -237,15 +244,34 @@ func TestQuickStart(t *testing.T) {
 		if assignment.MatchString(bare(text)) {
 			assigns = append(assigns, text)
 		}
-		cmd := exec.Command(bash, "-o", "pipefail", "-c", script)
-		cmd.Dir, cmd.Env = work, env
 		if background(text) {
+			cmd := exec.Command(bash, "-o", "pipefail", "-c", script)
+			cmd.Dir, cmd.Env = work, env
 			jobs = append(jobs, startJob(t, cmd, l))
 			continue
 		}
+		// A line that never ends (a mount without &) fails the test
+		// instead of hanging it: its process group is killed.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		cmd := exec.CommandContext(ctx, bash, "-o", "pipefail", "-c", script)
+		cmd.Dir, cmd.Env = work, env
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+		cmd.WaitDelay = time.Second
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		if err := cmd.Run(); err != nil {
+		err := cmd.Run()
+		if cmd.ProcessState != nil && cmd.ProcessState.ExitCode() == 128+int(syscall.SIGPIPE) {
+			// Under pipefail, the writer of a pipe whose reader stopped
+			// early (ls | head -3) dies of SIGPIPE, as in any shell: not
+			// a failure. Any other status of any command in it is.
+			err = nil
+		}
+		if ctx.Err() != nil {
+			err = fmt.Errorf("still running after 2m (a command that stays in the foreground, like a mount without &?): %w", err)
+		}
+		cancel()
+		if err != nil {
 			t.Fatalf("README.md:%d (%s): %s\n%v\n%s%s", l.at, l.sub, l.text, err, stdout.Bytes(), stderr.Bytes())
 		}
 		t.Logf("README.md:%d: %s\n%s%s", l.at, l.text, stdout.Bytes(), stderr.Bytes())
