@@ -4,13 +4,19 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -28,9 +34,9 @@ type quickLine struct {
 }
 
 // quickStart reads README.md's "## Quick start" section: the command lines
-// of its ```sh blocks, in order, the files its ```json NAME blocks give, and
-// the section's text.
-func quickStart(t *testing.T) (lines []quickLine, files map[string]string, section string) {
+// of its ```sh blocks, in order, the files its ```json NAME blocks give, its
+// ```go blocks, and the section's text.
+func quickStart(t *testing.T) (lines []quickLine, files map[string]string, code []string, section string) {
 	t.Helper()
 	data, err := os.ReadFile("../../README.md")
 	if err != nil {
@@ -62,12 +68,18 @@ func quickStart(t *testing.T) (lines []quickLine, files map[string]string, secti
 			if len(info) == 2 && info[0] == "json" {
 				fence, file = "file", info[1]
 			}
+			if len(info) > 0 && info[0] == "go" {
+				fence = "go"
+				code = append(code, "")
+			}
 		case fence != "" && strings.HasPrefix(l, "```"):
 			fence = ""
 		case fence == "" && strings.HasPrefix(l, "### "):
 			sub = strings.TrimPrefix(l, "### ")
 		case fence == "file":
 			files[file] += l + "\n"
+		case fence == "go":
+			code[len(code)-1] += l + "\n"
 		case fence == "sh" && strings.TrimSpace(l) != "" && !strings.HasPrefix(strings.TrimSpace(l), "#"):
 			for strings.HasSuffix(l, `\`) && i+1 < end {
 				i++
@@ -79,7 +91,7 @@ func quickStart(t *testing.T) (lines []quickLine, files map[string]string, secti
 	if fence != "" {
 		t.Fatal("README.md's Quick start ends inside a fenced block")
 	}
-	return lines, files, strings.Join(all[start:end], "\n")
+	return lines, files, code, strings.Join(all[start:end], "\n")
 }
 
 var (
@@ -161,7 +173,7 @@ func TestQuickStart(t *testing.T) {
 		t.Skipf("the Quick start mounts: it needs root and /dev/fuse (%v, uid %d)", err, os.Geteuid())
 	}
 	bash := tool(t, "bash")
-	lines, files, section := quickStart(t)
+	lines, files, _, section := quickStart(t)
 	if len(lines) < 10 {
 		t.Fatalf("README.md's Quick start has %d command lines; the parse went wrong", len(lines))
 	}
@@ -353,4 +365,119 @@ func startJob(t *testing.T, cmd *exec.Cmd, l quickLine) *job {
 		t.Fatalf("README.md:%d (%s): %s\nexited before printing a line: %s", l.at, l.sub, l.text, stderr)
 	}
 	return j
+}
+
+// The Quick start's Go code compiles against the packages it names: each
+// ```go block becomes the body of a function with a ctx, its packages
+// imported (found by name in this module) and every name it declares used,
+// and go build type-checks it through an overlay, as a package beside the
+// module's own that exists only for the build.
+func TestQuickStartGoCompiles(t *testing.T) {
+	_, _, code, _ := quickStart(t)
+	if len(code) == 0 {
+		t.Fatal("the Quick start has no ```go block")
+	}
+	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(goBin); err != nil {
+		goBin = tool(t, "go")
+	}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkgs := map[string]string{} // package name -> import path, for this module's packages
+	err = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return err
+		}
+		if name := d.Name(); p != root && (strings.HasPrefix(name, ".") || name == "testdata" || name == "bin") {
+			return filepath.SkipDir
+		}
+		if gos, _ := filepath.Glob(filepath.Join(p, "*.go")); len(gos) > 0 {
+			rel, _ := filepath.Rel(root, p)
+			name := filepath.Base(p)
+			if _, twice := pkgs[name]; twice {
+				pkgs[name] = "" // two packages of one name: imported by neither
+			} else {
+				pkgs[name] = "github.com/worldfs/worldfs/" + filepath.ToSlash(rel)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(root, "internal", "readmequickstart") // never on disk: the overlay holds it
+	if _, err := os.Stat(dir); err == nil {
+		t.Fatalf("%s exists; the test builds a package there that only its overlay holds", dir)
+	}
+	overlay := map[string]string{}
+	for i, body := range code {
+		src := wrapGo(t, i, body, pkgs)
+		file := filepath.Join(t.TempDir(), "block.go")
+		if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		overlay[filepath.Join(dir, fmt.Sprintf("block%d.go", i))] = file
+	}
+	js, _ := json.Marshal(map[string]any{"Replace": overlay})
+	ov := filepath.Join(t.TempDir(), "overlay.json")
+	if err := os.WriteFile(ov, js, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(goBin, "build", "-overlay", ov, "./internal/readmequickstart")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		var srcs []string
+		for _, f := range overlay {
+			b, _ := os.ReadFile(f)
+			srcs = append(srcs, string(b))
+		}
+		t.Fatalf("the Quick start's Go code does not compile: %v\n%s\nas built:\n%s", err, out, strings.Join(srcs, "\n"))
+	}
+}
+
+// wrapGo makes the ith ```go block of the Quick start a compilable file:
+// its statements in a function of a ctx, the module's packages it names
+// imported, and each name it declares used.
+func wrapGo(t *testing.T, i int, body string, pkgs map[string]string) string {
+	t.Helper()
+	fn := fmt.Sprintf("func block%d(ctx context.Context) {\n%s}\n", i, body)
+	f, err := parser.ParseFile(token.NewFileSet(), "", "package readmequickstart\n"+fn, parser.SkipObjectResolution)
+	if err != nil {
+		t.Fatalf("the Quick start's Go block %d does not parse as statements: %v", i+1, err)
+	}
+	declared := map[string]bool{"ctx": true}
+	var names []string
+	ast.Inspect(f, func(n ast.Node) bool {
+		if a, ok := n.(*ast.AssignStmt); ok && a.Tok == token.DEFINE {
+			for _, l := range a.Lhs {
+				if id, ok := l.(*ast.Ident); ok && id.Name != "_" && !declared[id.Name] {
+					declared[id.Name] = true
+					names = append(names, id.Name)
+				}
+			}
+		}
+		return true
+	})
+	imports := []string{`"context"`}
+	seen := map[string]bool{}
+	ast.Inspect(f, func(n ast.Node) bool {
+		if s, ok := n.(*ast.SelectorExpr); ok {
+			if id, ok := s.X.(*ast.Ident); ok && !declared[id.Name] && !seen[id.Name] {
+				seen[id.Name] = true
+				if path := pkgs[id.Name]; path != "" {
+					imports = append(imports, strconv.Quote(path))
+				}
+			}
+		}
+		return true
+	})
+	slices.Sort(imports)
+	var uses strings.Builder
+	for _, n := range names {
+		fmt.Fprintf(&uses, "\t_ = %s\n", n)
+	}
+	fn = fmt.Sprintf("func block%d(ctx context.Context) {\n%s%s}\n", i, body, uses.String())
+	return "package readmequickstart\n\nimport (\n\t" + strings.Join(imports, "\n\t") + "\n)\n\n" + fn
 }
