@@ -33,19 +33,31 @@ type quickLine struct {
 	text string
 }
 
-// quickStart reads README.md's "## Quick start" section: the command lines
-// of its ```sh blocks, in order, the files its ```json NAME blocks give, its
-// ```go blocks, and the section's text.
-func quickStart(t *testing.T) (lines []quickLine, files map[string]string, code []string, section string) {
+// quickStart reads README.md's "## Quick start" section.
+func quickStart(t *testing.T) (lines []quickLine, files map[string]string, code []codeBlock, section string) {
+	t.Helper()
+	return readmeSection(t, "## Quick start")
+}
+
+// codeBlock is a fenced block of README.md in a language other than sh.
+type codeBlock struct {
+	lang, text string
+}
+
+// readmeSection reads the section of README.md under heading (to the next
+// "## "): the command lines of its ```sh blocks, in order, the files its
+// ```json NAME blocks give, its other fenced blocks, and the section's
+// text.
+func readmeSection(t *testing.T, heading string) (lines []quickLine, files map[string]string, code []codeBlock, section string) {
 	t.Helper()
 	data, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	all := strings.Split(string(data), "\n")
-	start := slices.Index(all, "## Quick start")
+	start := slices.Index(all, heading)
 	if start < 0 {
-		t.Fatal(`README.md has no "## Quick start" section`)
+		t.Fatalf("README.md has no %q section", heading)
 	}
 	end := len(all)
 	for i := start + 1; i < len(all); i++ {
@@ -61,16 +73,16 @@ func quickStart(t *testing.T) (lines []quickLine, files map[string]string, code 
 		switch {
 		case fence == "" && strings.HasPrefix(l, "```"):
 			info := strings.Fields(strings.TrimPrefix(l, "```"))
-			fence, file = "other", ""
-			if len(info) > 0 && info[0] == "sh" {
+			switch {
+			case len(info) == 0:
+				fence = "other"
+			case info[0] == "sh":
 				fence = "sh"
-			}
-			if len(info) == 2 && info[0] == "json" {
+			case len(info) == 2 && info[0] == "json":
 				fence, file = "file", info[1]
-			}
-			if len(info) > 0 && info[0] == "go" {
-				fence = "go"
-				code = append(code, "")
+			default:
+				fence = "code"
+				code = append(code, codeBlock{lang: info[0]})
 			}
 		case fence != "" && strings.HasPrefix(l, "```"):
 			fence = ""
@@ -78,8 +90,8 @@ func quickStart(t *testing.T) (lines []quickLine, files map[string]string, code 
 			sub = strings.TrimPrefix(l, "### ")
 		case fence == "file":
 			files[file] += l + "\n"
-		case fence == "go":
-			code[len(code)-1] += l + "\n"
+		case fence == "code":
+			code[len(code)-1].text += l + "\n"
 		case fence == "sh" && strings.TrimSpace(l) != "" && !strings.HasPrefix(strings.TrimSpace(l), "#"):
 			for strings.HasSuffix(l, `\`) && i+1 < end {
 				i++
@@ -89,7 +101,7 @@ func quickStart(t *testing.T) (lines []quickLine, files map[string]string, code 
 		}
 	}
 	if fence != "" {
-		t.Fatal("README.md's Quick start ends inside a fenced block")
+		t.Fatalf("README.md's %q ends inside a fenced block", heading)
 	}
 	return lines, files, code, strings.Join(all[start:end], "\n")
 }
@@ -166,12 +178,7 @@ type job struct {
 // background command has exited. The ```json NAME blocks are written to
 // NAME first (the tables.json example); every column type is named.
 func TestQuickStart(t *testing.T) {
-	if _, err := os.Stat("/dev/fuse"); err != nil || os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("the Quick start mounts: it needs root and /dev/fuse (%v, uid %d)", err, os.Geteuid())
-		}
-		t.Skipf("the Quick start mounts: it needs root and /dev/fuse (%v, uid %d)", err, os.Geteuid())
-	}
+	needMount(t)
 	bash := tool(t, "bash")
 	lines, files, _, section := quickStart(t)
 	if len(lines) < 10 {
@@ -186,37 +193,9 @@ func TestQuickStart(t *testing.T) {
 		t.Error("the Quick start gives no tables.json (a ```json tables.json block)")
 	}
 
-	keepHome(t)
 	gcstest.Start(t, "my-bucket")
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin, work := t.TempDir(), t.TempDir()
-	if err := os.Symlink(self, filepath.Join(bin, "worldfs")); err != nil {
-		t.Fatal(err)
-	}
-	tmp, err := filepath.EvalSymlinks(t.TempDir()) // as /proc/self/mountinfo names it
-	if err != nil {
-		t.Fatal(err)
-	}
-	mnt := filepath.Join(tmp, "mnt", "worlds")
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "WORLDFS_") && !strings.HasPrefix(kv, "PATH=") {
-			env = append(env, kv)
-		}
-	}
-	env = append(env, "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
-
-	demo := exec.Command(filepath.Join(bin, "worldfs"), "demo", "--bucket", "./worldfs-data")
-	demo.Dir, demo.Env = work, env
-	out, err := demo.Output()
-	m := regexp.MustCompile(`world (\S+) created`).FindSubmatch(out)
-	if err != nil || m == nil {
-		t.Fatalf("worldfs demo: %v\n%s", err, out)
-	}
-	world := string(m[1])
+	env, work, world := readmeDemo(t)
+	mnt := filepath.Join(realTempDir(t), "mnt", "worlds")
 	shown := worldName.FindAllString(section, -1)
 	if len(shown) == 0 {
 		t.Fatal("the Quick start names no world of the demo's shape (particles-<unix ns>)")
@@ -308,6 +287,62 @@ func TestQuickStart(t *testing.T) {
 	}
 }
 
+// needMount skips a test that mounts where there is no root and /dev/fuse,
+// except under CI=true, where it fails.
+func needMount(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat("/dev/fuse"); err != nil || os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("the README's commands mount: they need root and /dev/fuse (%v, uid %d)", err, os.Geteuid())
+		}
+		t.Skipf("the README's commands mount: they need root and /dev/fuse (%v, uid %d)", err, os.Geteuid())
+	}
+}
+
+// realTempDir is t.TempDir() through its symlinks, as /proc/self/mountinfo
+// names a mountpoint under it.
+func realTempDir(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// readmeDemo makes what the README's commands start from: the environment
+// they run in (worldfs on PATH, a link to this test binary; HOME under the
+// test's temporary directory; no WORLDFS_ variable), and the directory
+// where `worldfs demo --bucket ./worldfs-data` (make demo) ran, with the
+// name of the world it made.
+func readmeDemo(t *testing.T) (env []string, work, world string) {
+	t.Helper()
+	keepHome(t)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := t.TempDir()
+	work = t.TempDir()
+	if err := os.Symlink(self, filepath.Join(bin, "worldfs")); err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "WORLDFS_") && !strings.HasPrefix(kv, "PATH=") {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	demo := exec.Command(filepath.Join(bin, "worldfs"), "demo", "--bucket", "./worldfs-data")
+	demo.Dir, demo.Env = work, env
+	out, err := demo.Output()
+	m := regexp.MustCompile(`world (\S+) created`).FindSubmatch(out)
+	if err != nil || m == nil {
+		t.Fatalf("worldfs demo: %v\n%s", err, out)
+	}
+	return env, work, string(m[1])
+}
+
 // quickClaims: what some Quick start lines say they print, checked when
 // the line is there.
 var quickClaims = []struct {
@@ -373,7 +408,13 @@ func startJob(t *testing.T, cmd *exec.Cmd, l quickLine) *job {
 // and go build type-checks it through an overlay, as a package beside the
 // module's own that exists only for the build.
 func TestQuickStartGoCompiles(t *testing.T) {
-	_, _, code, _ := quickStart(t)
+	_, _, blocks, _ := quickStart(t)
+	var code []string
+	for _, b := range blocks {
+		if b.lang == "go" {
+			code = append(code, b.text)
+		}
+	}
 	if len(code) == 0 {
 		t.Fatal("the Quick start has no ```go block")
 	}
