@@ -168,8 +168,8 @@ type job struct {
 // ran, with the assignments above it, and `worldfs` on PATH (this test
 // binary, which runs main when called by that name). It must exit 0, and
 // print something unless it is an assignment, mkdir, cd, worldfs umount or
-// redirected.
-// Three things are substituted: the world name the README shows by the
+// redirected; what quickClaims says some lines print, they print. Three
+// things are substituted: the world name the README shows by the
 // demo's (which must have the same shape), /mnt/worlds by a temporary
 // directory, and gs://my-bucket by an in-process fake GCS server
 // (STORAGE_EMULATOR_HOST). A line ending in & runs in the background, and
@@ -225,6 +225,7 @@ func TestQuickStart(t *testing.T) {
 		}
 	})
 	var assigns []string
+	claimed := map[int]bool{}
 	for _, l := range lines {
 		if strings.Contains(strings.ReplaceAll(l.text, "/mnt/worlds", ""), "/mnt/") {
 			t.Fatalf("README.md:%d (%s): %s\nmounts elsewhere than /mnt/worlds, the mountpoint this test maps to a temporary directory", l.at, l.sub, l.text)
@@ -269,10 +270,19 @@ func TestQuickStart(t *testing.T) {
 		if !quiet(text) && strings.TrimSpace(stdout.String()) == "" {
 			t.Fatalf("README.md:%d (%s): %s\nprinted nothing\n%s", l.at, l.sub, l.text, stderr.Bytes())
 		}
-		for _, c := range quickClaims {
-			if strings.Contains(l.text, c.line) && !c.out.Match(stdout.Bytes()) {
+		for i, c := range quickClaims {
+			if !strings.Contains(l.text, c.line) {
+				continue
+			}
+			claimed[i] = true
+			if !c.out.Match(stdout.Bytes()) {
 				t.Errorf("README.md:%d (%s): %s\nprinted %q; want %s", l.at, l.sub, l.text, stdout.Bytes(), c.out)
 			}
+		}
+	}
+	for i, c := range quickClaims {
+		if !claimed[i] {
+			t.Errorf("the Quick start has no line with %q any more: show what it showed, or change quickClaims", c.line)
 		}
 	}
 	if mounted(t, mnt) {
@@ -343,8 +353,8 @@ func readmeDemo(t *testing.T) (env []string, work, world string) {
 	return env, work, string(m[1])
 }
 
-// quickClaims: what some Quick start lines say they print, checked when
-// the line is there.
+// quickClaims: what some Quick start lines say they print (12-digit tick
+// names, head a link to one, a tick's files); each line must be there.
 var quickClaims = []struct {
 	line string
 	out  *regexp.Regexp
