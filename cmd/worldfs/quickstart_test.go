@@ -323,8 +323,8 @@ func realTempDir(t *testing.T) string {
 // readmeDemo makes what the README's commands start from: the environment
 // they run in (worldfs on PATH, a link to this test binary; HOME under the
 // test's temporary directory; no WORLDFS_ variable), and the directory
-// where `worldfs demo --bucket ./worldfs-data` (make demo) ran, with the
-// name of the world it made.
+// where `worldfs demo --bucket ./worldfs-data` ran (make demo, as the
+// Makefile says), with the name of the world it made.
 func readmeDemo(t *testing.T) (env []string, work, world string) {
 	t.Helper()
 	keepHome(t)
@@ -343,7 +343,20 @@ func readmeDemo(t *testing.T) (env []string, work, world string) {
 		}
 	}
 	env = append(env, "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
-	demo := exec.Command(filepath.Join(bin, "worldfs"), "demo", "--bucket", "./worldfs-data")
+	// make demo's command, read from the Makefile: what the README's
+	// commands run after.
+	mk, err := os.ReadFile("../../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bucket := regexp.MustCompile(`(?m)^BUCKET\s*\?=\s*(\S+)$`).FindSubmatch(mk)
+	if bucket == nil || !regexp.MustCompile(`(?m)^demo:\n\t\$\(GO\) run \./cmd/worldfs demo --bucket \$\(BUCKET\)$`).Match(mk) {
+		t.Fatal("the Makefile's demo target is not $(GO) run ./cmd/worldfs demo --bucket $(BUCKET) with BUCKET ?= DIR: what the README's commands start from changed")
+	}
+	if string(bucket[1]) != "./worldfs-data" {
+		t.Fatalf("make demo's bucket is %s; the README's commands read ./worldfs-data", bucket[1])
+	}
+	demo := exec.Command(filepath.Join(bin, "worldfs"), "demo", "--bucket", string(bucket[1]))
 	demo.Dir, demo.Env = work, env
 	out, err := demo.Output()
 	m := regexp.MustCompile(`world (\S+) created`).FindSubmatch(out)
