@@ -379,7 +379,7 @@ var quickClaims = []struct {
 
 // startJob starts cmd, a command line ending in &, in a process group of
 // its own, and returns once the command it started printed its first line
-// (the test fails if it exits first).
+// (the test fails if it exits first, or prints nothing for 2 minutes).
 func startJob(t *testing.T, cmd *exec.Cmd, l quickLine) *job {
 	t.Helper()
 	r, w, err := os.Pipe()
@@ -421,6 +421,11 @@ func startJob(t *testing.T, cmd *exec.Cmd, l quickLine) *job {
 	case <-j.done:
 		stderr, _ := os.ReadFile(j.stderr)
 		t.Fatalf("README.md:%d (%s): %s\nexited before printing a line: %s", l.at, l.sub, l.text, stderr)
+	case <-time.After(2 * time.Minute): // a failure found, not an order of events
+		syscall.Kill(-j.pgid, syscall.SIGKILL)
+		<-j.done
+		stderr, _ := os.ReadFile(j.stderr)
+		t.Fatalf("README.md:%d (%s): %s\nprinted no line in 2m (a background command is followed once it prints, as a mount does once mounted): %s", l.at, l.sub, l.text, stderr)
 	}
 	return j
 }
