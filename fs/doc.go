@@ -8,11 +8,14 @@
 //	<mount>/<world>/ctl                      commit_tick, ingest, evaluate (one JSON command a write)
 //	<mount>/<world>/runs/<run>/head          -> ticks/<newest visible tick>
 //	<mount>/<world>/runs/<run>/ticks/<N>/    <table>.parquet, <table>.csv, manifest.json
-//	<mount>/<world>/runs/<run>/tables/<t>/   000000000042.parquet (the tick, 12 digits) for every visible tick
+//	<mount>/<world>/runs/<run>/tables/<t>/   <N>.parquet for every visible tick
 //	<mount>/<world>/tokens/<token>/          what that commit published
 //	<mount>/<world>/facts/                   receipts.parquet, receipts.csv: the evaluation receipts
 //	<mount>/<world>/facts/<run>/             <table>.parquet, <table>.csv: the run's visible facts
 //	<mount>/.worldfs/stats                   cache hits, bytes, op latencies
+//
+// <N> is the tick zero-padded to 12 digits in both places (TickName), so
+// names sort as ticks; ticks/<plain N> is a link to ticks/<N>.
 //
 // Every listing and lookup comes from catalog snapshots (index), never from
 // listing the bucket's data; which rows a tick shows follows the allowlist
@@ -24,6 +27,10 @@
 // so the kernel keeps them long; ticks/, tokens/, tables/ and head are
 // revalidated within a second of a publish. Inode numbers are a hash of
 // the path, so they are stable across lookups and mounts.
+//
+// A file keeps its tick's identity, not a plan: every open resolves the
+// tick against the catalog as it is now (see snapFile), so compaction and
+// collection never make a visible tick unreadable.
 //
 // Semantics of sizes and times. A stat never derives a file: a fragment
 // served as is has the size its catalog record gives; a derived file (a

@@ -3,8 +3,10 @@ package fs
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"slices"
 	"strconv"
@@ -15,6 +17,7 @@ import (
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/cache"
 	"github.com/worldfs/worldfs/index"
 	wsql "github.com/worldfs/worldfs/sql"
@@ -65,6 +68,7 @@ func (i identity) Listxattr(_ context.Context, dest []byte) (uint32, syscall.Err
 type snapshotDir struct {
 	dirBase
 	identity
+	at place // the view the tick was found through
 
 	// The tables by readable name, read on first use (not at lookup, so
 	// that listing ticks/ reads nothing but the catalog).
@@ -89,9 +93,9 @@ var (
 var formats = []string{wsql.FormatParquet, wsql.FormatCSV}
 
 // snapshot makes the node of a tick's snapshot directory.
-func (m *Mount) snapshot(ctx context.Context, parent *gofs.Inode, t tickRef, ino uint64, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+func (m *Mount) snapshot(ctx context.Context, parent *gofs.Inode, at place, t tickRef, ino uint64, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	ms := t.PublishedUnixMs
-	d := &snapshotDir{dirBase: dirBase{m: m, ino: ino, imm: true, when: func(context.Context) int64 { return ms }}, identity: identity{t}}
+	d := &snapshotDir{dirBase: dirBase{m: m, ino: ino, imm: true, when: func(context.Context) int64 { return ms }}, identity: identity{t}, at: at}
 	return m.child(ctx, parent, d, out)
 }
 
@@ -134,17 +138,27 @@ func (d *snapshotDir) Lookup(ctx context.Context, name string, out *fuse.EntryOu
 		return d.m.child(ctx, d.EmbeddedInode(), f, out)
 	}
 	if table, format, ok := splitFormat(name); ok {
-		if tf, found := d.tables[table]; found {
-			f := newSnapFile(d.m, id, d.t, tf, table, format)
-			return d.m.child(ctx, d.EmbeddedInode(), f, out)
+		if _, found := d.tables[table]; found {
+			f := &snapFile{m: d.m, ino: id, at: d.at, t: d.t, table: table, format: format}
+			c, err := f.plan(ctx, false) // where the rows live now, not when the directory was read
+			if err != nil {
+				return nil, d.m.errno(fmt.Sprintf("%s of tick %d of %s", table, d.t.Tick.Tick, d.t.World), err)
+			}
+			return d.m.child(ctx, d.EmbeddedInode(), f.init(c), out)
 		}
 	}
 	return nil, syscall.ENOENT
 }
 
-// snapFile is one table of one tick as a file: the fragment itself when it
-// is exactly the tick's visible rows, else a file derived once into the
-// cache.
+// snapFile is one table of one tick as a file. A tick never changes, but
+// where its rows live does: maintenance moves them into compacted files
+// and collection later deletes the files they left. So the file keeps the
+// tick's identity (world, run, tick, token), not a plan: every open
+// resolves the tick against the catalog as it is now (plan) and serves the
+// fragment itself when it is exactly the tick's visible rows, else a file
+// derived once into the cache. A file that vanished under a plan within
+// the mount's freshness is planned again at the catalog's tip; only a
+// file the current catalog still names and the bucket lacks is an error.
 //
 // A stat never derives anything: the size is the fragment's as the
 // catalog records it, or a derived file's once it exists (made by an open,
@@ -157,27 +171,80 @@ type snapFile struct {
 	gofs.Inode
 	m      *Mount
 	ino    uint64
-	t      tickRef
-	tf     index.TableFragments
-	table  string // readable name
+	at     place   // the view the tick was found through
+	t      tickRef // the tick as first resolved: its identity never changes
+	table  string  // readable name
 	format string
-	exact  bool   // the content is the fragment's own bytes (see passthrough)
 	keyed  string // the derived file's name in the cache (see key)
 
 	mu struct {
 		sync.Mutex
-		size int64 // the content's size; -1 until known (see newSnapFile)
+		// size is the size last reported to the kernel: the content's
+		// under the newest plan; -1 until known.
+		size int64
+		// exact: the newest plan serves the fragment's own bytes.
+		exact bool
 	}
 }
 
-func newSnapFile(m *Mount, ino uint64, t tickRef, tf index.TableFragments, table, format string) *snapFile {
-	f := &snapFile{m: m, ino: ino, t: t, tf: tf, table: table, format: format}
-	// Both fixed for the node's life, and asked on every stat.
-	f.exact = format == wsql.FormatParquet && isExact(t, tf)
-	f.keyed = fmt.Sprintf("snapshots/%s/%s/%d-%s/%s.%s", t.World, t.Run, t.Tick.Tick, t.CommitToken, table, format)
+// content is where a tick's table file comes from under one plan of the
+// catalog: the tick's record and fragments as the view v resolved them.
+type content struct {
+	t     tickRef
+	tf    index.TableFragments
+	v     *index.View
+	exact bool // the file is the fragment's own bytes (see isExact)
+}
+
+// plan resolves the file's tick in the view it was found through (exact:
+// at the catalog's tip, else within the mount's freshness, falling back to
+// the tip if the tick is not there yet) and returns where its table's rows
+// live now.
+func (f *snapFile) plan(ctx context.Context, exact bool) (content, error) {
+	n := f.t.Tick.Tick
+	v, err := f.m.view(ctx, f.at.world, f.at.run, exact)
+	if err != nil {
+		return content{}, err
+	}
+	t, ok := v.Tick(n)
+	if !ok && !exact {
+		if v, err = f.m.view(ctx, f.at.world, f.at.run, true); err != nil {
+			return content{}, err
+		}
+		t, ok = v.Tick(n)
+	}
+	if !ok || t.CommitToken != f.t.CommitToken {
+		return content{}, fmt.Errorf("tick %d of %s run %s (token %s) is no longer visible: %w", n, f.at.world, f.at.run, f.t.CommitToken, errGone)
+	}
+	tables, err := f.m.tickTables(ctx, t)
+	if err != nil {
+		return content{}, err
+	}
+	tf, ok := tables[f.table]
+	if !ok {
+		return content{}, fmt.Errorf("tick %d of %s has no table %s: %w", n, f.at.world, f.table, errGone)
+	}
+	return content{t: t, tf: tf, v: v, exact: f.format == wsql.FormatParquet && isExact(t, tf)}, nil
+}
+
+// errGone: a file's tick (or its table) is not visible any more. Visible
+// ticks never go away, so this is a damaged or replaced catalog (EIO).
+var errGone = errors.New("gone from the catalog")
+
+// newSnapFile makes the file of table (in format) of the tick c resolved,
+// found through the view at.
+func newSnapFile(m *Mount, ino uint64, at place, c content, table, format string) *snapFile {
+	f := &snapFile{m: m, ino: ino, at: at, t: c.t, table: table, format: format}
+	return f.init(c)
+}
+
+// init fixes the file's cache key and takes c's plan for its first size.
+func (f *snapFile) init(c content) *snapFile {
+	f.keyed = fmt.Sprintf("snapshots/%s/%s/%d-%s/%s.%s", f.t.World, f.t.Run, f.t.Tick.Tick, f.t.CommitToken, f.table, f.format)
 	f.mu.size = -1
-	if f.passthrough() && f.tf.Fragments[0].Bytes > 0 {
-		f.mu.size = f.tf.Fragments[0].Bytes
+	f.mu.exact = f.format == wsql.FormatParquet && c.exact
+	if f.mu.exact && c.tf.Fragments[0].Bytes > 0 {
+		f.mu.size = c.tf.Fragments[0].Bytes
 	}
 	return f
 }
@@ -203,14 +270,12 @@ func (f *snapFile) attrTimeout() time.Duration {
 	return 0
 }
 
-// passthrough reports whether the file is the fragment's own bytes.
-func (f *snapFile) passthrough() bool { return f.exact }
-
-// key names the derived file in the cache.
+// key names the derived file in the cache: the tick's identity, so every
+// plan of the same tick derives the same file.
 func (f *snapFile) key() string { return f.keyed }
 
 // knownSize returns the content's size if it is known without deriving
-// anything: the catalog's record of a passthrough fragment, or a derived
+// anything: the catalog's record of a fragment served as is, or a derived
 // file already in the cache.
 func (f *snapFile) knownSize() (int64, bool) {
 	f.mu.Lock()
@@ -218,7 +283,7 @@ func (f *snapFile) knownSize() (int64, bool) {
 	if f.mu.size >= 0 {
 		return f.mu.size, true
 	}
-	if f.passthrough() {
+	if f.mu.exact {
 		return 0, false // the catalog did not record its size: learned at open
 	}
 	if size, ok := f.m.opts.Cache.DerivedSize(f.key()); ok {
@@ -228,27 +293,49 @@ func (f *snapFile) knownSize() (int64, bool) {
 	return 0, false
 }
 
-// local returns the local file holding the content, fetching or deriving
-// it if the cache does not hold it (any more: it may have been evicted).
-func (f *snapFile) local(ctx context.Context) (string, error) {
-	if f.passthrough() {
-		return f.m.fragmentPath(ctx, f.tf.Fragments[0])
+// openContent opens the local file holding c's bytes: the fragment (on a
+// local bucket the bucket's own file, else a verified copy in the cache),
+// checked against its record through the open file, or the derived file,
+// fetched or derived if the cache does not hold it (any more).
+func (f *snapFile) openContent(ctx context.Context, c content) (*os.File, error) {
+	if c.exact {
+		p, err := f.m.fragmentPath(ctx, c.tf.Fragments[0])
+		if err != nil {
+			return nil, err
+		}
+		file, err := os.Open(p)
+		if err != nil {
+			return nil, err
+		}
+		if err := f.m.checkOpen(file, c.tf.Fragments[0]); err != nil {
+			file.Close()
+			return nil, err
+		}
+		return file, nil
 	}
-	return f.m.materialize(ctx, f.t, f.table, f.format, f.key())
+	p, err := f.m.materialize(ctx, c, f.table, f.format, f.key())
+	if err != nil {
+		return nil, err
+	}
+	return os.Open(p)
 }
 
-// materialize writes the visible rows of table at tick t as the cache file
-// called key, once: sql.CopyTick, so the rows are exactly what the SQL
-// views show for that tick, planned from the catalog the mount holds.
-func (m *Mount) materialize(ctx context.Context, t tickRef, table, format, key string) (string, error) {
+// materialize writes the visible rows of table at c's tick as the cache
+// file called key, once: sql.CopyTick, so the rows are exactly what the
+// SQL views show for that tick, planned from the view c was resolved in.
+func (m *Mount) materialize(ctx context.Context, c content, table, format, key string) (string, error) {
 	return m.derive(ctx, key, func(ctx context.Context, tmp string) error {
-		v, err := m.viewWith(ctx, t.World, t.Run, func(v *index.View) bool { _, ok := v.Tick(t.Tick.Tick); return ok })
-		if err != nil {
-			return err
-		}
-		return wsql.CopyTick(ctx, m.b, t.World, wsql.Options{Run: t.Run, View: v, Cache: m.opts.Cache, BucketID: m.opts.BucketID, Verified: m.verified},
-			table, t.Tick.Tick, format, tmp)
+		return wsql.CopyTick(ctx, m.b, c.t.World, wsql.Options{Run: c.t.Run, View: c.v, Cache: m.opts.Cache, BucketID: m.opts.BucketID, Verified: m.verified},
+			table, c.t.Tick.Tick, format, tmp)
 	})
+}
+
+// vanished reports whether err says a file a plan named is not in the
+// bucket (any more): collection deleted it after maintenance moved its rows.
+func vanished(err error) bool {
+	var corrupt *cache.CorruptFragmentError
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, bucket.ErrNotExist) ||
+		(errors.As(err, &corrupt) && corrupt.What == "presence")
 }
 
 // viewWith returns the view of (world, run) from the catalogs the mount
@@ -323,18 +410,20 @@ func (f *snapFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 		return nil, 0, syscall.EROFS
 	}
 	what := fmt.Sprintf("opening %s of tick %d of %s", f.table, f.t.Tick.Tick, f.t.World)
+	var c content
 	file, err := bounded(ctx, f.m, what, closeFile, func(ctx context.Context) (*os.File, error) {
-		p, err := f.local(ctx)
-		if err != nil {
-			return nil, err
-		}
-		file, err := os.Open(p)
-		if err == nil && f.passthrough() {
-			if err = f.m.checkOpen(file, f.tf.Fragments[0]); err != nil {
-				file.Close()
+		var err error
+		for _, exact := range []bool{false, true} {
+			if c, err = f.plan(ctx, exact); err != nil {
+				return nil, err
 			}
+			var file *os.File
+			if file, err = f.openContent(ctx, c); err == nil || !vanished(err) {
+				return file, err
+			}
+			f.m.stats.replanned.Add(1)
 		}
-		return file, err
+		return nil, err
 	})
 	if err != nil {
 		return nil, 0, f.m.errno(what, err)
@@ -344,8 +433,16 @@ func (f *snapFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 		return nil, 0, f.m.errno(what, err)
 	}
 	f.mu.Lock()
-	f.mu.size = h.size
+	prev := f.mu.size
+	f.mu.size, f.mu.exact = h.size, c.exact
 	f.mu.Unlock()
+	if prev >= 0 && prev != h.size {
+		// The rows moved to a file of another size than the kernel was
+		// told: drop its attributes and pages, so that stat and reads
+		// see this file whole.
+		f.NotifyContent(0, 0)
+		return h, 0, 0
+	}
 	return h, fuse.FOPEN_KEEP_CACHE, 0
 }
 

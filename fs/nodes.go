@@ -2,7 +2,6 @@ package fs
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"slices"
 	"strconv"
@@ -380,11 +379,18 @@ func (d *ticksDir) OpendirHandle(ctx context.Context, _ uint32) (gofs.FileHandle
 	return &tickStream{d: d, v: v, next: math.MinInt64}, 0, 0
 }
 
+// Lookup finds tick N by its name (TickName) or, for scripts written
+// before names were padded, by N in plain decimal: a symbolic link to the
+// padded name, which listings never show.
 func (d *ticksDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	start := time.Now()
 	defer d.m.stats.op("lookup", start)
 	n, err := strconv.ParseInt(name, 10, 64)
-	if err != nil || strconv.FormatInt(n, 10) != name {
+	if err != nil {
+		return nil, syscall.ENOENT
+	}
+	canonical := TickName(n)
+	if name != canonical && name != strconv.FormatInt(n, 10) {
 		return nil, syscall.ENOENT
 	}
 	t, ok, err := d.m.tick(ctx, d.world, d.run, n)
@@ -394,8 +400,62 @@ func (d *ticksDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 	if !ok {
 		return nil, syscall.ENOENT
 	}
-	return d.m.snapshot(ctx, d.EmbeddedInode(), t, ino(d.world, "runs", d.run, "ticks", name), out)
+	id := ino(d.world, "runs", d.run, "ticks", name)
+	if name != canonical {
+		return d.m.child(ctx, d.EmbeddedInode(), &link{m: d.m, ino: id, target: []byte(canonical), ms: t.PublishedUnixMs}, out)
+	}
+	return d.m.snapshot(ctx, d.EmbeddedInode(), place{d.world, d.run}, t, id, out)
 }
+
+// TickName is the name of tick n in ticks/ (and, with ".parquet", in
+// tables/<t>/): n zero-padded to 12 digits, so that lexical order is tick
+// order up to tick 999,999,999,999.
+func TickName(n int64) string { return string(appendTickName(nil, n)) }
+
+// appendTickName appends TickName(n) to dst.
+func appendTickName(dst []byte, n int64) []byte {
+	const width = 12
+	var digits [20]byte
+	d := strconv.AppendInt(digits[:0], n, 10)
+	for range width - len(d) {
+		dst = append(dst, '0')
+	}
+	return append(dst, d...)
+}
+
+// link is an immutable symbolic link: a tick's plain-decimal name, which
+// points at its padded one.
+type link struct {
+	gofs.Inode
+	m      *Mount
+	ino    uint64
+	target []byte
+	ms     int64 // modification time (Unix ms)
+}
+
+var (
+	_ = (gofs.NodeReadlinker)((*link)(nil))
+	_ = (gofs.NodeGetattrer)((*link)(nil))
+)
+
+func (l *link) immutable() bool { return true }
+func (l *link) inode() uint64   { return l.ino }
+
+func (l *link) fill(_ context.Context, a *fuse.Attr) syscall.Errno {
+	a.Mode = syscall.S_IFLNK | 0o777
+	a.Nlink = 1
+	a.Size = uint64(len(l.target))
+	a.Ino = l.ino
+	setTimes(a, l.ms)
+	return 0
+}
+
+func (l *link) Getattr(ctx context.Context, _ gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	l.m.setAttrTimeout(out, true)
+	return l.fill(ctx, &out.Attr)
+}
+
+func (l *link) Readlink(context.Context) ([]byte, syscall.Errno) { return l.target, 0 }
 
 // tokensDir lists the commit tokens of a world's runs.
 type tokensDir struct {
@@ -429,6 +489,7 @@ func (d *tokensDir) OpendirHandle(ctx context.Context, _ uint32) (gofs.FileHandl
 			return true
 		})
 		slices.SortFunc(l.ticks[from:], func(a, b tickRef) int { return strings.Compare(a.CommitToken, b.CommitToken) })
+		l.runs = append(l.runs, runSpan{run, len(l.ticks)})
 	}
 	return l, 0, 0
 }
@@ -440,6 +501,7 @@ func (d *tokensDir) OpendirHandle(ctx context.Context, _ uint32) (gofs.FileHandl
 type tokenList struct {
 	d     *tokensDir
 	ticks []tickRef // in listing order
+	runs  []runSpan // the run each stretch of ticks was listed from
 	pos   int       // entries returned since the start
 	de    fuse.DirEntry
 }
@@ -449,6 +511,13 @@ var (
 	_ = (gofs.FileSeekdirer)((*tokenList)(nil))
 	_ = (gofs.FileLookuper)((*tokenList)(nil))
 )
+
+// runSpan: the listing's ticks before index end, after the previous
+// span's, come from run.
+type runSpan struct {
+	run string
+	end int
+}
 
 func (l *tokenList) Readdirent(context.Context) (*fuse.DirEntry, syscall.Errno) {
 	if l.pos >= len(l.ticks) {
@@ -472,7 +541,9 @@ func (l *tokenList) Lookup(ctx context.Context, name string, out *fuse.EntryOut)
 	if l.pos == 0 || name != l.de.Name {
 		return l.d.Lookup(ctx, name, out)
 	}
-	return l.d.m.snapshot(ctx, l.d.EmbeddedInode(), l.ticks[l.pos-1], l.de.Ino, out)
+	i := l.pos - 1
+	run := l.runs[slices.IndexFunc(l.runs, func(r runSpan) bool { return i < r.end })].run
+	return l.d.m.snapshot(ctx, l.d.EmbeddedInode(), place{l.d.world, run}, l.ticks[i], l.de.Ino, out)
 }
 
 func (d *tokensDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
@@ -489,7 +560,7 @@ func (d *tokensDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut)
 			return nil, d.m.errno("token "+name, err)
 		}
 		if ok {
-			return d.m.snapshot(ctx, d.EmbeddedInode(), t, ino(d.world, "tokens", name), out)
+			return d.m.snapshot(ctx, d.EmbeddedInode(), place{d.world, run}, t, ino(d.world, "tokens", name), out)
 		}
 	}
 	return nil, syscall.ENOENT
@@ -583,7 +654,7 @@ var (
 	_ = (gofs.NodeReaddirer)((*tableDir)(nil))
 )
 
-func tickFileName(tick int64) string { return fmt.Sprintf("%012d.parquet", tick) }
+func tickFileName(tick int64) string { return TickName(tick) + ".parquet" }
 
 func (d *tableDir) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
 	v, err := d.m.view(ctx, d.world, d.run, false)
@@ -630,7 +701,8 @@ func (d *tableDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 	if !ok {
 		return nil, syscall.ENOENT
 	}
-	f := newSnapFile(d.m, ino(d.world, "runs", d.run, "tables", d.name, name), t, tf, d.name, wsql.FormatParquet)
+	c := content{t: t, tf: tf, exact: isExact(t, tf)}
+	f := newSnapFile(d.m, ino(d.world, "runs", d.run, "tables", d.name, name), place{d.world, d.run}, c, d.name, wsql.FormatParquet)
 	return d.m.child(ctx, d.EmbeddedInode(), f, out)
 }
 
@@ -664,7 +736,7 @@ func (h *headLink) resolve(ctx context.Context) ([]byte, int64, syscall.Errno) {
 	if !ok {
 		return nil, 0, syscall.ENOENT
 	}
-	return []byte("ticks/" + strconv.FormatInt(t.Tick.Tick, 10)), t.PublishedUnixMs, 0
+	return appendTickName([]byte("ticks/"), t.Tick.Tick), t.PublishedUnixMs, 0
 }
 
 func (h *headLink) fill(ctx context.Context, a *fuse.Attr) syscall.Errno {

@@ -35,6 +35,10 @@ func (m *Mount) runs(ctx context.Context, world string) ([]string, error) {
 	return out, nil
 }
 
+// place is a view a tick is found through: a world's run (for a fork's
+// inherited tick, the fork's, not the parent's that published it).
+type place struct{ world, run string }
+
 // tickRef is one visible tick as the mount serves it: the manifest and the
 // segment (world, run) whose catalog published it.
 type tickRef = index.TickRef

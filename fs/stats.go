@@ -12,9 +12,11 @@ import (
 
 // Stats counts what the mount served: snapshot opens, the bytes they
 // exposed, the bytes read through the mount (passthrough reads bypass it),
-// materializations, and per-operation latencies over a recent window.
+// materializations, opens planned again because maintenance had moved a
+// tick's rows, and per-operation latencies over a recent window.
 type Stats struct {
 	opens, passthrough, materialized atomic.Int64
+	replanned                        atomic.Int64
 	bytesOpened, bytesRead           atomic.Int64
 
 	mu struct {
@@ -68,6 +70,7 @@ type StatsSnapshot struct {
 	Opens             int64              `json:"opens"`
 	PassthroughOpens  int64              `json:"passthrough_opens"`
 	Materialized      int64              `json:"materialized"`
+	Replanned         int64              `json:"replanned"`
 	BytesOpened       int64              `json:"bytes_opened"`
 	BytesReadViaMount int64              `json:"bytes_read_via_mount"`
 	CacheHits         int64              `json:"cache_hits"`
@@ -80,6 +83,7 @@ type StatsSnapshot struct {
 func (s *Stats) Snapshot(c *cache.Disk) StatsSnapshot {
 	out := StatsSnapshot{
 		Opens: s.opens.Load(), PassthroughOpens: s.passthrough.Load(), Materialized: s.materialized.Load(),
+		Replanned:   s.replanned.Load(),
 		BytesOpened: s.bytesOpened.Load(), BytesReadViaMount: s.bytesRead.Load(), Ops: map[string]OpStats{},
 	}
 	if c != nil {

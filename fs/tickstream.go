@@ -3,7 +3,6 @@ package fs
 import (
 	"context"
 	"math"
-	"strconv"
 	"syscall"
 	"time"
 	"unsafe"
@@ -58,7 +57,7 @@ func (s *tickStream) fill() {
 	} else {
 		s.next = s.batch[len(s.batch)-1].Tick.Tick + 1
 	}
-	s.names = make([]byte, 0, len(s.batch)*20) // 20: the longest int64
+	s.names = make([]byte, 0, len(s.batch)*20) // 20: the longest name
 }
 
 func (s *tickStream) Readdirent(context.Context) (*fuse.DirEntry, syscall.Errno) {
@@ -69,7 +68,7 @@ func (s *tickStream) Readdirent(context.Context) (*fuse.DirEntry, syscall.Errno)
 	}
 	s.last, s.batch = s.batch[0], s.batch[1:]
 	at := len(s.names)
-	s.names = strconv.AppendInt(s.names, s.last.Tick.Tick, 10)
+	s.names = appendTickName(s.names, s.last.Tick.Tick)
 	name := unsafe.String(&s.names[at], len(s.names)-at)
 	s.pos++
 	s.de = fuse.DirEntry{Name: name, Mode: syscall.S_IFDIR, Ino: ino(s.d.world, "runs", s.d.run, "ticks", name), Off: s.pos}
@@ -96,5 +95,5 @@ func (s *tickStream) Lookup(ctx context.Context, name string, out *fuse.EntryOut
 	}
 	start := time.Now()
 	defer s.d.m.stats.op("lookup", start)
-	return s.d.m.snapshot(ctx, s.d.EmbeddedInode(), s.last, s.de.Ino, out)
+	return s.d.m.snapshot(ctx, s.d.EmbeddedInode(), place{s.d.world, s.d.run}, s.last, s.de.Ino, out)
 }

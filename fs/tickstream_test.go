@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"strconv"
+	"slices"
 	"testing"
 
 	"github.com/worldfs/worldfs/index"
@@ -62,15 +62,18 @@ func TestTickListingStreams(t *testing.T) {
 		t.Fatalf("%d entries, want %d", len(names), n)
 	}
 	for i, name := range names {
-		if name != strconv.Itoa(i) {
+		if name != fmt.Sprintf("%012d", i) {
 			t.Fatalf("entry %d is %q", i, name)
 		}
+	}
+	if !slices.IsSorted(names) {
+		t.Fatal("the names' lexical order is not the ticks' order")
 	}
 	s := &tickStream{d: d, v: v, next: math.MinInt64}
 	if errno := s.Seekdir(ctx, 1234); errno != 0 {
 		t.Fatal(errno)
 	}
-	if de, _ := s.Readdirent(ctx); de == nil || de.Name != "1234" {
+	if de, _ := s.Readdirent(ctx); de == nil || de.Name != "000000001234" {
 		t.Fatalf("after a seek to 1234: %+v", de)
 	}
 

@@ -2,11 +2,12 @@ package integration
 
 import (
 	"fmt"
-	"github.com/worldfs/worldfs/engine/enginetest"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"testing"
+
+	"github.com/worldfs/worldfs/engine/enginetest"
 
 	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/index"

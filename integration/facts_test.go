@@ -2,12 +2,13 @@ package integration
 
 import (
 	"encoding/json"
-	"github.com/worldfs/worldfs/engine/enginetest"
 	"os"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/worldfs/worldfs/engine/enginetest"
 
 	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/index"

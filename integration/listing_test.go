@@ -1,10 +1,13 @@
 package integration
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -33,7 +36,7 @@ func TestTickListingLooksUpNoEntry(t *testing.T) {
 		seen[de.Name()] = true
 	}
 	for tick := range n {
-		if !seen[strconv.Itoa(tick)] {
+		if !seen[wfs.TickName(int64(tick))] {
 			t.Fatalf("tick %d is not listed", tick)
 		}
 	}
@@ -129,6 +132,48 @@ func TestLongListingResolvesNoEntry(t *testing.T) {
 			if got := xattr(t, p, wfs.XattrToken); got != token {
 				t.Errorf("%s of %s = %q, want %s", wfs.XattrToken, p, got, token)
 			}
+		}
+	}
+}
+
+// ticks/ and tables/<t>/ name ticks one way, zero-padded to a fixed width,
+// so lexical order is tick order in both (and `ls ticks | tail -1` is the
+// head); a tick's plain decimal name, which scripts written before the
+// padding use, still resolves (a link to the padded name, never listed).
+func TestTickNamesSortAsTicks(t *testing.T) {
+	b := localBucket(t)
+	particleWorld(t, b, "w", 120)
+	mt := testMount(t, b)
+	names := ls(t, mt.path("w", "runs", "main", "ticks"))
+	files := ls(t, mt.path("w", "runs", "main", "tables", "particle"))
+	if !slices.Equal(names, ticks(0, 120)) {
+		t.Fatalf("ticks/ lists %v", names)
+	}
+	if !slices.IsSorted(names) || !slices.IsSorted(files) {
+		t.Errorf("lexical order is not tick order: %v / %v", names, files)
+	}
+	for i, f := range files {
+		if f != names[i]+".parquet" {
+			t.Fatalf("tables/particle/ entry %d is %s, ticks/ entry %s", i, f, names[i])
+		}
+	}
+	if head, err := os.Readlink(mt.path("w", "runs", "main", "head")); err != nil || head != "ticks/"+names[len(names)-1] {
+		t.Errorf("head -> %q (%v), the last of ticks/ is %s", head, err, names[len(names)-1])
+	}
+	for _, n := range []int64{7, 100} {
+		old := mt.path("w", "runs", "main", "ticks", strconv.FormatInt(n, 10))
+		if target, err := os.Readlink(old); err != nil || target != wfs.TickName(n) {
+			t.Errorf("ticks/%d -> %q (%v), want %s", n, target, err, wfs.TickName(n))
+		}
+		got, err := os.ReadFile(filepath.Join(old, "particle.parquet"))
+		want, err2 := os.ReadFile(mt.path("w", "runs", "main", "ticks", wfs.TickName(n), "particle.parquet"))
+		if err != nil || err2 != nil || !bytes.Equal(got, want) || len(want) == 0 {
+			t.Errorf("tick %d by its old name: %d bytes (%v), by its name %d (%v)", n, len(got), err, len(want), err2)
+		}
+	}
+	for _, bad := range []string{"007", "0000000000007", "+7", "121", "000000000121"} {
+		if _, err := os.Lstat(mt.path("w", "runs", "main", "ticks", bad)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("ticks/%s: %v, want ENOENT", bad, err)
 		}
 	}
 }

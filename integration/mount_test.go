@@ -4,13 +4,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/worldfs/worldfs/engine/enginetest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"syscall"
 	"testing"
+
+	"github.com/worldfs/worldfs/engine/enginetest"
 
 	"github.com/hanwen/go-fuse/v2/posixtest"
 
@@ -25,7 +26,7 @@ import (
 func ticks(from, to int64) []string {
 	var out []string
 	for i := from; i <= to; i++ {
-		out = append(out, strconv.FormatInt(i, 10))
+		out = append(out, wfs.TickName(i))
 	}
 	return out
 }
@@ -50,7 +51,7 @@ func TestTree(t *testing.T) {
 	if got := ls(t, mt.path("f", "runs", "main", "ticks")); !slices.Equal(got, ticks(0, 4)) {
 		t.Errorf("f's ticks: %v", got)
 	}
-	for world, want := range map[string]string{"w": "ticks/5", "f": "ticks/4"} {
+	for world, want := range map[string]string{"w": "ticks/000000000005", "f": "ticks/000000000004"} {
 		if got, err := os.Readlink(mt.path(world, "runs", "main", "head")); err != nil || got != want {
 			t.Errorf("%s head -> %q, %v; want %q", world, got, err, want)
 		}

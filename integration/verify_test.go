@@ -2,10 +2,11 @@ package integration
 
 import (
 	"errors"
-	"github.com/worldfs/worldfs/engine/enginetest"
 	"os"
 	"syscall"
 	"testing"
+
+	"github.com/worldfs/worldfs/engine/enginetest"
 
 	"github.com/worldfs/worldfs/bucket/local"
 	"github.com/worldfs/worldfs/engine/particles"

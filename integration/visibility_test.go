@@ -7,16 +7,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/worldfs/worldfs/engine/enginetest"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/worldfs/worldfs/engine/enginetest"
 
 	"github.com/worldfs/worldfs/bucket/local"
 	"github.com/worldfs/worldfs/cache"
@@ -95,7 +95,7 @@ func TestReadersNeverSeePartialTicks(t *testing.T) {
 					var names []string
 					names, err = readdirnames(mt.path("w", "runs", "main", "ticks"))
 					for i, n := range names {
-						if n != strconv.Itoa(i) {
+						if n != wfs.TickName(int64(i)) {
 							err = fmt.Errorf("ticks/ lists %s at %d: not contiguous from 0", n, i)
 							break
 						}
@@ -139,7 +139,7 @@ func TestHeadMovesWithinOneSecond(t *testing.T) {
 			t.Fatal(err)
 		}
 		published := time.Now()
-		want := "ticks/" + strconv.FormatInt(r.Tick, 10)
+		want := "ticks/" + wfs.TickName(r.Tick)
 		for {
 			got, _ := os.Readlink(head)
 			if got == want {

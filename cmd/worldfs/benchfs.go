@@ -210,7 +210,7 @@ func benchFS(ctx context.Context, work string, mb, ticks, files int) (*fsBench, 
 		var r stats.Recorder
 		start := time.Now()
 		for t := range files {
-			p := filepath.Join(mnt, "small", "runs", "main", "ticks", fmt.Sprint(t), "body.parquet")
+			p := filepath.Join(mnt, "small", "runs", "main", "ticks", wfs.TickName(int64(t)), "body.parquet")
 			s := time.Now()
 			f, err := os.Open(p)
 			if err != nil {
@@ -265,7 +265,7 @@ func benchFS(ctx context.Context, work string, mb, ticks, files int) (*fsBench, 
 	}
 	res.FileBytes = n
 	var m int64
-	if res.MountMiBps, m, err = read(filepath.Join(mnt, "big", "runs", "main", "ticks", "0", "body.parquet")); err != nil {
+	if res.MountMiBps, m, err = read(filepath.Join(mnt, "big", "runs", "main", "ticks", wfs.TickName(0), "body.parquet")); err != nil {
 		return nil, err
 	}
 	if m != n {

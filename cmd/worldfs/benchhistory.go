@@ -643,7 +643,7 @@ func historyMount(ctx context.Context, b bucket.Bucket, h *historyBench, ph *his
 	}
 	ph.LsSeconds = time.Since(start).Seconds()
 	ph.LsEntries = strings.Count(string(out), "\n")
-	p := filepath.Join(ticks, fmt.Sprint(h.MidTick), h.Table+".parquet")
+	p := filepath.Join(ticks, wfs.TickName(h.MidTick), h.Table+".parquet")
 	start = time.Now()
 	data, err := os.ReadFile(p)
 	if err != nil {
