@@ -29,11 +29,14 @@ type Mount struct {
 	// verified remembers the bucket files found to match their catalog
 	// records (kept in the cache directory).
 	verified *cache.Verified
+	// tickIndexes are the compacted files' tick indexes read so far.
+	tickIndexes tickIndexes
 
 	mu struct {
 		sync.Mutex
 		cats     map[string]*index.Catalog           // read-only catalogs, by world
 		infos    map[string]engine.TableInfo         // by world/table id; immutable objects
+		tables   map[string]*engine.Table            // by world/table id, rebuilt from infos
 		worlds   []string                            // the world directory, sorted
 		worldsAt time.Time                           // when worlds was read
 		writers  map[string]*writer                  // by world
@@ -52,6 +55,7 @@ func New(b bucket.Bucket, opts Options) (*Mount, error) {
 	m.verified = cache.OpenVerified(filepath.Join(opts.Cache.Dir(), "verified"))
 	m.mu.cats = map[string]*index.Catalog{}
 	m.mu.infos = map[string]engine.TableInfo{}
+	m.mu.tables = map[string]*engine.Table{}
 	m.mu.writers = map[string]*writer{}
 	m.mu.ingest = map[string]*engine.IngestionService{}
 	return m, nil
