@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -73,27 +74,27 @@ func (x *TickIndex) Entry(n int64) (TickEntry, bool) {
 
 // The tick index's bytes: magic, the compacted file's sha256, the
 // encoder's fingerprint, the file's rows and the count of entries
-// (uint64), the entries (tick, row, rows, size as int64, then the digest),
-// and the sha256 of everything before it. Little-endian, fixed width.
-const (
-	tickIndexMagic = "worldfs-ticks/1\n"
-	tickHeaderLen  = len(tickIndexMagic) + 2*sha256.Size + 16
-	tickEntryLen   = 32 + sha256.Size
-)
+// (uvarints), then per entry the tick (the first as is, then the distance
+// from the one before), its rows and its file's size (uvarints) and that
+// file's sha256, and last the sha256 of everything before it. A tick's
+// first row is the sum of the rows before it.
+const tickIndexMagic = "worldfs-ticks/1\n"
 
 // encode returns the tick index's bytes.
 func (x *TickIndex) encode() []byte {
-	out := make([]byte, 0, tickHeaderLen+len(x.Ticks)*tickEntryLen+sha256.Size)
+	out := make([]byte, 0, len(tickIndexMagic)+3*sha256.Size+20+len(x.Ticks)*(sha256.Size+8))
 	out = append(out, tickIndexMagic...)
 	out = append(out, x.File[:]...)
 	out = append(out, x.Encoding[:]...)
-	out = binary.LittleEndian.AppendUint64(out, uint64(x.Rows))
-	out = binary.LittleEndian.AppendUint64(out, uint64(len(x.Ticks)))
+	out = binary.AppendUvarint(out, uint64(x.Rows))
+	out = binary.AppendUvarint(out, uint64(len(x.Ticks)))
+	prev := int64(0)
 	for _, e := range x.Ticks {
-		for _, v := range []int64{e.Tick, e.Row, e.Rows, e.Size} {
-			out = binary.LittleEndian.AppendUint64(out, uint64(v))
-		}
+		out = binary.AppendUvarint(out, uint64(e.Tick-prev))
+		out = binary.AppendUvarint(out, uint64(e.Rows))
+		out = binary.AppendUvarint(out, uint64(e.Size))
 		out = append(out, e.Digest[:]...)
+		prev = e.Tick
 	}
 	sum := sha256.Sum256(out)
 	return append(out, sum[:]...)
@@ -105,7 +106,7 @@ func decodeTickIndex(data []byte) (*TickIndex, error) {
 	corrupt := func(what string, args ...any) error {
 		return fmt.Errorf("tick index: %s: %w", fmt.Sprintf(what, args...), index.ErrCorrupt)
 	}
-	if len(data) < tickHeaderLen+sha256.Size || string(data[:len(tickIndexMagic)]) != tickIndexMagic {
+	if len(data) < len(tickIndexMagic)+3*sha256.Size || string(data[:len(tickIndexMagic)]) != tickIndexMagic {
 		return nil, corrupt("not a tick index")
 	}
 	body := data[:len(data)-sha256.Size]
@@ -117,26 +118,40 @@ func decodeTickIndex(data []byte) (*TickIndex, error) {
 	copy(x.File[:], p)
 	copy(x.Encoding[:], p[sha256.Size:])
 	p = p[2*sha256.Size:]
-	x.Rows = int64(binary.LittleEndian.Uint64(p))
-	n := binary.LittleEndian.Uint64(p[8:])
-	p = p[16:]
-	if uint64(len(p)) != n*uint64(tickEntryLen) || n > uint64(len(p)) {
-		return nil, corrupt("%d entries in %d bytes", n, len(p))
+	// uvarint reads one number, at most max.
+	bad := false
+	uvarint := func(max uint64) int64 {
+		v, k := binary.Uvarint(p)
+		if k <= 0 || v > max {
+			bad = true
+			return 0
+		}
+		p = p[k:]
+		return int64(v)
+	}
+	x.Rows = uvarint(math.MaxInt64)
+	n := uvarint(uint64(len(p)) / (sha256.Size + 3))
+	if bad {
+		return nil, corrupt("a bad header")
 	}
 	x.Ticks = make([]TickEntry, n)
-	row := int64(0)
+	row, tick := int64(0), int64(0)
 	for i := range x.Ticks {
 		e := &x.Ticks[i]
-		e.Tick = int64(binary.LittleEndian.Uint64(p))
-		e.Row = int64(binary.LittleEndian.Uint64(p[8:]))
-		e.Rows = int64(binary.LittleEndian.Uint64(p[16:]))
-		e.Size = int64(binary.LittleEndian.Uint64(p[24:]))
-		copy(e.Digest[:], p[32:])
-		p = p[tickEntryLen:]
-		if i > 0 && e.Tick <= x.Ticks[i-1].Tick || e.Row != row || e.Rows <= 0 || e.Size <= 0 {
-			return nil, corrupt("entry %d (tick %d, rows %d..%d+%d, %d bytes) out of order", i, e.Tick, row, e.Row, e.Rows, e.Size)
+		d := uvarint(uint64(math.MaxInt64 - tick))
+		e.Rows = uvarint(uint64(math.MaxInt64 - row))
+		e.Size = uvarint(math.MaxInt64)
+		if bad || len(p) < sha256.Size || i > 0 && d == 0 || e.Rows == 0 || e.Size == 0 {
+			return nil, corrupt("entry %d is not one", i)
 		}
+		copy(e.Digest[:], p)
+		p = p[sha256.Size:]
+		tick += d
+		e.Tick, e.Row = tick, row
 		row += e.Rows
+	}
+	if len(p) != 0 {
+		return nil, corrupt("%d bytes past the entries", len(p))
 	}
 	if row != x.Rows {
 		return nil, corrupt("entries hold %d rows, the file %d", row, x.Rows)
