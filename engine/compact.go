@@ -106,6 +106,12 @@ type CompactResult struct {
 	BytesOut int64
 	// IndexBytes: the tick indexes written beside the compacted files.
 	IndexBytes int64
+	// TicksEncoded: ticks whose file the tick indexes measured by
+	// encoding it; TicksReused: ticks whose entry they took from the index
+	// of the compacted file the rows came from (a tick is encoded once,
+	// at its first compaction, not again at each level).
+	TicksEncoded int64
+	TicksReused  int64
 
 	progress int // windows done (for CompactProgress)
 }
@@ -293,6 +299,8 @@ func (r *CompactResult) add(o CompactResult) {
 	r.BytesIn += o.BytesIn
 	r.BytesOut += o.BytesOut
 	r.IndexBytes += o.IndexBytes
+	r.TicksEncoded += o.TicksEncoded
+	r.TicksReused += o.TicksReused
 }
 
 type compactor struct {
@@ -469,6 +477,12 @@ func (c *compactor) rewrite(ctx context.Context, t *Table, sources []source, adm
 	if err != nil {
 		return nil, err
 	}
+	var known map[int64]TickEntry
+	if ticks {
+		if known, err = c.knownTicks(ctx, sources); err != nil {
+			return nil, err
+		}
+	}
 	var out []index.Fragment
 	for lo := 0; lo < len(keys) || (lo == 0 && len(out) == 0); {
 		hi := min(len(keys), lo+int(c.opts.TargetRows))
@@ -494,11 +508,9 @@ func (c *compactor) rewrite(ctx context.Context, t *Table, sources []source, adm
 			return nil, err
 		}
 		if ticks {
-			n, err := c.writeTickIndex(ctx, t, f, data)
-			if err != nil {
+			if err := c.writeTickIndex(ctx, t, f, data, keys[lo:hi], known, res); err != nil {
 				return nil, err
 			}
-			res.IndexBytes += n
 		}
 		out = append(out, f)
 		res.Files++
@@ -759,19 +771,60 @@ func (c *compactor) write(ctx context.Context, t *Table, data []byte, rows int64
 }
 
 // writeTickIndex stores the tick index of f, a compacted file of t holding
-// data, beside it (index.TickIndexPath), durably, before any catalog entry
-// names f: a reader that finds f finds its index. It returns its size.
-func (c *compactor) writeTickIndex(ctx context.Context, t *Table, f index.Fragment, data []byte) (int64, error) {
-	x, err := buildTickIndex(t, data)
+// data, whose rows keys lists, beside it (index.TickIndexPath), durably,
+// before any catalog entry names f: a reader that finds f finds its
+// index. A tick known from its source's index (with as many rows) keeps
+// its entry; the others are encoded.
+func (c *compactor) writeTickIndex(ctx context.Context, t *Table, f index.Fragment, data []byte, keys []rowKey, known map[int64]TickEntry, res *CompactResult) error {
+	x, encoded, err := buildTickIndex(t, data, tickRuns(keys), known)
 	if err != nil {
-		return 0, fmt.Errorf("world %s: %s: %w", c.world, f.Path, err)
+		return fmt.Errorf("world %s: %s: %w", c.world, f.Path, err)
 	}
 	enc := x.encode()
 	name := index.TickIndexPath(f.Path)
 	if _, err := bucket.CreateOnce(ctx, c.b, name, enc); err != nil {
-		return 0, fmt.Errorf("world %s: writing %s: %w", c.world, name, err)
+		return fmt.Errorf("world %s: writing %s: %w", c.world, name, err)
 	}
-	return int64(len(enc)), nil
+	res.IndexBytes += int64(len(enc))
+	res.TicksEncoded += int64(encoded)
+	res.TicksReused += int64(len(x.Ticks) - encoded)
+	return nil
+}
+
+// tickRuns returns the ticks of keys (rows in (tick, entity) order) as
+// entries without a size: each tick, its first row and its rows.
+func tickRuns(keys []rowKey) []TickEntry {
+	var out []TickEntry
+	for i, k := range keys {
+		if n := len(out); n > 0 && out[n-1].Tick == k.tick {
+			out[n-1].Rows++
+			continue
+		}
+		out = append(out, TickEntry{Tick: k.tick, Row: int64(i), Rows: 1})
+	}
+	return out
+}
+
+// knownTicks returns the entries of the tick indexes of the compacted
+// files among sources, by tick (a file without one adds none).
+func (c *compactor) knownTicks(ctx context.Context, sources []source) (map[int64]TickEntry, error) {
+	known := map[int64]TickEntry{}
+	for _, src := range sources {
+		if src.Span == nil {
+			continue
+		}
+		x, err := ReadTickIndex(ctx, c.b, src.Fragment)
+		if errors.Is(err, ErrNoTickIndex) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("world %s: %w", c.world, err)
+		}
+		for _, e := range x.Ticks {
+			known[e.Tick] = e
+		}
+	}
+	return known, nil
 }
 
 // maintainer runs a world's background compaction.

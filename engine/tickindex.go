@@ -244,30 +244,72 @@ func EmptyTickFile(t *Table) ([]byte, error) {
 	return EncodeFragment(NewFrame(t), Stamp{})
 }
 
-// buildTickIndex computes the tick index of data, a compacted file of t:
-// each tick's rows re-encoded as its canonical file, measured and hashed.
-func buildTickIndex(t *Table, data []byte) (*TickIndex, error) {
+// buildTickIndex computes the tick index of data, a compacted file of t
+// whose ticks are runs (each tick's first row and rows): a tick known
+// (from the index of the file its rows came from, with as many rows)
+// keeps its size and digest; the others' rows are read, each stretch of
+// them in one pass, and encoded as their canonical files, measured and
+// hashed. It returns how many it encoded.
+func buildTickIndex(t *Table, data []byte, runs []TickEntry, known map[int64]TickEntry) (*TickIndex, int, error) {
 	id, err := encodingID()
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	file, err := openCompacted(t, bytes.NewReader(data), int64(len(data)))
-	if err != nil {
-		return nil, err
+	x := &TickIndex{File: sha256.Sum256(data), Encoding: id, Ticks: runs}
+	for _, e := range runs {
+		x.Rows += e.Rows
 	}
-	x := &TickIndex{File: sha256.Sum256(data), Encoding: id, Rows: file.NumRows()}
-	err = scanTicks(t, file, 0, file.NumRows(), func(tick, row int64, f *Frame, stamps []Stamp) error {
-		enc, err := EncodeStamped(f, func(i int) Stamp { return stamps[i] })
-		if err != nil {
-			return err
+	var file *parquet.File
+	encoded := 0
+	for i := 0; i < len(runs); {
+		if k, ok := known[runs[i].Tick]; ok && k.Rows == runs[i].Rows {
+			runs[i].Size, runs[i].Digest = k.Size, k.Digest
+			i++
+			continue
 		}
-		x.Ticks = append(x.Ticks, TickEntry{Tick: tick, Row: row, Rows: int64(f.Len()), Size: int64(len(enc)), Digest: sha256.Sum256(enc)})
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("table %s: tick index: %w", t.Name, err)
+		j := i + 1 // runs[i:j]: a stretch of ticks to encode
+		for j < len(runs) {
+			if k, ok := known[runs[j].Tick]; ok && k.Rows == runs[j].Rows {
+				break
+			}
+			j++
+		}
+		if file == nil {
+			if file, err = openCompacted(t, bytes.NewReader(data), int64(len(data))); err != nil {
+				return nil, 0, err
+			}
+			if file.NumRows() != x.Rows {
+				return nil, 0, fmt.Errorf("table %s: tick index: the file has %d rows, its ticks %d", t.Name, file.NumRows(), x.Rows)
+			}
+		}
+		next := i
+		from, n := runs[i].Row, runs[j-1].Row+runs[j-1].Rows-runs[i].Row
+		err := scanTicks(t, file, from, n, func(tick, row int64, f *Frame, stamps []Stamp) error {
+			if next >= j {
+				return fmt.Errorf("rows from %d hold tick %d, past the ticks the compaction wrote there", row, tick)
+			}
+			e := &runs[next]
+			if tick != e.Tick || row != e.Row || int64(f.Len()) != e.Rows {
+				return fmt.Errorf("rows from %d hold tick %d, the compaction wrote tick %d there", row, tick, e.Tick)
+			}
+			enc, err := EncodeStamped(f, func(i int) Stamp { return stamps[i] })
+			if err != nil {
+				return err
+			}
+			e.Size, e.Digest = int64(len(enc)), sha256.Sum256(enc)
+			next++
+			return nil
+		})
+		if err == nil && next != j {
+			err = fmt.Errorf("rows %d..%d hold %d ticks, the compaction wrote %d", from, from+n, next-i, j-i)
+		}
+		if err != nil {
+			return nil, 0, fmt.Errorf("table %s: tick index: %w", t.Name, err)
+		}
+		encoded += j - i
+		i = j
 	}
-	return x, nil
+	return x, encoded, nil
 }
 
 // openCompacted opens a compacted file of t (its page index too, so that

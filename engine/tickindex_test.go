@@ -157,13 +157,13 @@ func TestCompactedTickFileIsTheFragment(t *testing.T) {
 	w := enginetest.World(t, b, "w", 599)
 	before := tickFiles(t, b, 599)
 	opts := engine.CompactOptions{Recent: 10}
-	check := func(level string, compactedTo int64) {
+	check := func(level string, compactedTo int64) engine.CompactResult {
 		t.Helper()
 		res, err := engine.Compact(ctx, b, w.Catalog(), opts)
 		if err != nil || res.Windows == 0 {
 			t.Fatalf("%s: %+v, %v", level, res, err)
 		}
-		if res.IndexBytes <= 0 {
+		if res.IndexBytes <= 0 || res.TicksEncoded == 0 {
 			t.Fatalf("%s: no tick index written: %+v", level, res)
 		}
 		if all, compacted := files(t, b, "w", 0, compactedTo); compacted != all {
@@ -177,12 +177,20 @@ func TestCompactedTickFileIsTheFragment(t *testing.T) {
 				}
 			}
 		}
+		return res
 	}
 	// 64-tick windows first: below tick 599-136 no 512-tick window fits.
 	opts.Recent = 136
-	check("the 64-tick level", 447)
+	if res := check("the 64-tick level", 447); res.TicksReused != 0 {
+		t.Fatalf("the 64-tick level reused %d ticks' entries; there were none", res.TicksReused)
+	}
+	// The 512-tick level takes the entries of ticks 0..447 from the 64-tick
+	// files' indexes and encodes only 448..511 (and 512..575).
 	opts.Recent = 10
-	check("the 512-tick level", 575)
+	res := check("the 512-tick level", 575)
+	if res.TicksReused == 0 || res.TicksReused < 3*res.TicksEncoded {
+		t.Fatalf("the 512-tick level encoded %d ticks and reused %d", res.TicksEncoded, res.TicksReused)
+	}
 }
 
 // A flipped byte in a compacted file or in its tick index fails closed:

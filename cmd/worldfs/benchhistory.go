@@ -117,7 +117,9 @@ type historyBench struct {
 	Before *historyPhase `json:"before"`
 	// CompactSeconds: engine.Compact over the whole run (default options).
 	CompactSeconds float64 `json:"compact_seconds"`
-	Compaction     struct {
+	// CompactCPUSeconds: this process's CPU time (user + system) in it.
+	CompactCPUSeconds float64 `json:"compact_cpu_seconds"`
+	Compaction        struct {
 		Windows  int   `json:"windows"`
 		Files    int   `json:"files"`
 		FilesIn  int   `json:"files_replaced"`
@@ -247,10 +249,10 @@ func benchHistory(ctx context.Context, b bucket.Bucket, h *historyBench, self, d
 		status.step("bench: compacting windows", int64(p.Done), int64(p.Total))
 	}}
 	say("compacting")
-	start := time.Now()
+	start, cpu := time.Now(), cpuSeconds()
 	res, err := engine.Compact(ctx, b, cat, opts)
 	status.done()
-	h.CompactSeconds = time.Since(start).Seconds()
+	h.CompactSeconds, h.CompactCPUSeconds = time.Since(start).Seconds(), cpuSeconds()-cpu
 	cat.Close()
 	if err != nil {
 		return err
