@@ -23,12 +23,17 @@ import (
 )
 
 // Verified fragments. The catalog records each fragment's size, digest and
-// (since format 3) the bucket's generation of the object. A reader that
-// opens a fragment checks size and generation every time (an overwritten
-// or replaced file is caught at once, without reading it) and the sha256
-// of the bytes whenever they are fetched into the cache or a bucket file
-// is first read in place; a file found whole is remembered (Verified), so
-// it is hashed once, not per query.
+// (since format 3) the bucket's generation of the object. Content decides
+// integrity; metadata is a fast path (README "Verified fragments"): an
+// object whose size and generation are the recorded ones is the object
+// the writer created, so a check that reads no data may stop there; one
+// whose generation differs but whose size matches (a bucket copied by any
+// tool: cp -r, rsync without -t, a tar, a download of a GCS bucket, a
+// bucket-to-bucket copy) is decided by the sha256 of its bytes, hashed
+// once and then remembered (Verified). Only a different size, or bytes
+// that hash to another digest, is damage. The rule is Record.checkStat;
+// every reader (the views, the mount, worldfs check, the Iceberg export,
+// world copy) checks through this file.
 
 // ErrCorruptFragment: a fragment's bytes, size or generation differ from
 // what the catalog recorded for it, or it is missing. Nothing was served
@@ -70,21 +75,44 @@ type Record struct {
 func (r Record) Recorded() bool { return r.Size != 0 || r.Generation != 0 || r.Digest != "" }
 
 // CheckAttrs checks an object's size and generation (as the bucket reports
-// them) against r.
-func (r Record) CheckAttrs(a bucket.Attrs) error {
+// them) against r, by the rule of checkStat: moved means the bytes decide.
+func (r Record) CheckAttrs(a bucket.Attrs) (moved bool, err error) {
 	return r.checkStat("", a.Size, a.Generation)
 }
 
-func (r Record) checkStat(file string, size, gen int64) error {
+// checkStat is the rule, in one place: a size other than the recorded one
+// is damage; the recorded generation (or none recorded) is the fast path,
+// the object the writer created; another generation with the recorded
+// size is a copy or a rewrite, which the bytes decide (moved: the caller
+// must hash them, or find them remembered). Only a record with no digest
+// to decide by fails on the generation.
+func (r Record) checkStat(file string, size, gen int64) (moved bool, err error) {
 	if r.Size != 0 && size != r.Size {
-		return &CorruptFragmentError{Name: r.Name, File: file, What: "size", Want: strconv.FormatInt(r.Size, 10) + " bytes",
+		return false, &CorruptFragmentError{Name: r.Name, File: file, What: "size", Want: strconv.FormatInt(r.Size, 10) + " bytes",
 			Got: strconv.FormatInt(size, 10) + " bytes"}
 	}
-	if r.Generation != 0 && gen != r.Generation {
-		return &CorruptFragmentError{Name: r.Name, File: file, What: "generation", Want: strconv.FormatInt(r.Generation, 10),
-			Got: strconv.FormatInt(gen, 10)}
+	if r.Generation == 0 || gen == r.Generation {
+		return false, nil
 	}
-	return nil
+	if r.Digest == "" {
+		return false, &CorruptFragmentError{Name: r.Name, File: file, What: "generation", Want: strconv.FormatInt(r.Generation, 10),
+			Got: strconv.FormatInt(gen, 10) + " (and no digest is recorded to decide by the bytes)"}
+	}
+	return true, nil
+}
+
+// CheckData checks data, the whole of r's object as read, against r: its
+// size and its sha256.
+func (r Record) CheckData(file string, data []byte) error {
+	if r.Size != 0 && int64(len(data)) != r.Size {
+		return r.CheckSize(file, int64(len(data)))
+	}
+	if r.Digest == "" {
+		return nil
+	}
+	hashes.Add(1)
+	sum := sha256.Sum256(data)
+	return r.CheckDigest(file, sum[:])
 }
 
 // CheckDigest checks sum (a sha256) against r's digest.
@@ -153,12 +181,11 @@ func (d *Disk) VerifiedPath(ctx context.Context, b bucket.Bucket, bucketID strin
 			return err
 		}
 		attrs.Size = int64(len(data))
-		if err := r.CheckAttrs(attrs); err != nil {
+		if _, err := r.CheckAttrs(attrs); err != nil {
 			return err
 		}
-		hashes.Add(1)
-		sum := sha256.Sum256(data)
-		if err := r.CheckDigest("", sum[:]); err != nil {
+		// The bytes decide, whatever the generation (a copied bucket).
+		if err := r.CheckData("", data); err != nil {
 			return err
 		}
 		return os.WriteFile(tmp, data, 0o644)
@@ -180,7 +207,8 @@ func checkCopy(r Record, p string) error {
 
 // CheckSize checks the size of file, a copy of r's object, against r.
 func (r Record) CheckSize(file string, size int64) error {
-	return Record{Name: r.Name, Size: r.Size}.checkStat(file, size, 0)
+	_, err := Record{Name: r.Name, Size: r.Size}.checkStat(file, size, 0)
+	return err
 }
 
 // Dir returns the cache's directory.
@@ -243,13 +271,7 @@ func fileKey(r Record, info os.FileInfo) key {
 		ctime = uint64(st.Ctim.Sec)*1e9 + uint64(st.Ctim.Nsec)
 	}
 	h := sha256.New()
-	var b []byte
-	b = binary.AppendUvarint(b, uint64(len(r.Name)))
-	b = append(b, r.Name...)
-	b = binary.AppendVarint(b, r.Size)
-	b = binary.AppendVarint(b, r.Generation)
-	b = binary.AppendUvarint(b, uint64(len(r.Digest)))
-	b = append(b, r.Digest...)
+	b := recordKey(r)
 	b = binary.AppendUvarint(b, dev)
 	b = binary.AppendUvarint(b, ino)
 	b = binary.AppendVarint(b, info.Size())
@@ -258,6 +280,35 @@ func fileKey(r Record, info os.FileInfo) key {
 	h.Write(b)
 	var k key
 	copy(k[:], h.Sum(nil))
+	return k
+}
+
+// recordKey encodes r, the start of every entry's hashed text.
+func recordKey(r Record) []byte {
+	var b []byte
+	b = binary.AppendUvarint(b, uint64(len(r.Name)))
+	b = append(b, r.Name...)
+	b = binary.AppendVarint(b, r.Size)
+	b = binary.AppendVarint(b, r.Generation)
+	b = binary.AppendUvarint(b, uint64(len(r.Digest)))
+	b = append(b, r.Digest...)
+	return b
+}
+
+// objectKey is the entry for the object of a remote bucket (bucketID, as
+// the cache names it) at a.Generation holding r's object. A remote
+// bucket's generation names one immutable incarnation of the object (any
+// write makes a new one), so it identifies the bytes as a file's inode and
+// times do.
+func objectKey(bucketID string, r Record, a bucket.Attrs) key {
+	b := append([]byte("object\x00"), recordKey(r)...)
+	b = binary.AppendUvarint(b, uint64(len(bucketID)))
+	b = append(b, bucketID...)
+	b = binary.AppendVarint(b, a.Generation)
+	b = binary.AppendVarint(b, a.Size)
+	var k key
+	sum := sha256.Sum256(b)
+	copy(k[:], sum[:])
 	return k
 }
 
@@ -310,10 +361,12 @@ func (v *Verified) rewrite(world string, data []byte) error {
 	return nil
 }
 
-func (v *Verified) has(r Record, info os.FileInfo) bool {
+func (v *Verified) has(r Record, info os.FileInfo) bool { return v.hasKey(r, fileKey(r, info)) }
+
+func (v *Verified) hasKey(r Record, k key) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	w, k := worldOf(r.Name), fileKey(r, info)
+	w := worldOf(r.Name)
 	_, ok := v.set(w)[k]
 	if ok {
 		v.use(w, k)
@@ -338,8 +391,7 @@ func (v *Verified) remember(entries []entryOf) {
 	defer v.mu.Unlock()
 	byWorld := map[string][]byte{}
 	for _, e := range entries {
-		w := worldOf(e.r.Name)
-		k := fileKey(e.r, e.info)
+		w, k := worldOf(e.r.Name), e.k
 		s := v.set(w)
 		v.use(w, k)
 		if _, ok := s[k]; ok {
@@ -384,19 +436,21 @@ func (v *Verified) remember(entries []entryOf) {
 }
 
 type entryOf struct {
-	r    Record
-	info os.FileInfo
+	r Record
+	k key // fileKey or objectKey
 }
 
 // CheckOpen checks f, a bucket file opened in place that holds r's object,
-// against r: size and generation always, the sha256 unless this very file
-// was found whole before (then it is remembered).
+// against r: its size (and, with no digest recorded, its generation)
+// always, the sha256 unless this very file was found whole before (then
+// it is remembered). A file copied with new times is hashed once, as any
+// file first read.
 func (v *Verified) CheckOpen(f *os.File, r Record) error {
 	info, err := f.Stat()
 	if err != nil {
 		return err
 	}
-	if err := r.checkStat(f.Name(), info.Size(), local.Generation(info)); err != nil {
+	if _, err := r.checkStat(f.Name(), info.Size(), local.Generation(info)); err != nil {
 		return err
 	}
 	if r.Digest == "" || v.has(r, info) {
@@ -409,7 +463,7 @@ func (v *Verified) CheckOpen(f *os.File, r Record) error {
 	if err := r.CheckDigest(f.Name(), sum); err != nil {
 		return err
 	}
-	v.remember([]entryOf{{r, info}})
+	v.remember([]entryOf{{r, fileKey(r, info)}})
 	return nil
 }
 
@@ -443,7 +497,7 @@ func (b *Batch) Add(path string, r Record) error {
 	if err != nil {
 		return err
 	}
-	if err := r.checkStat(path, info.Size(), local.Generation(info)); err != nil {
+	if _, err := r.checkStat(path, info.Size(), local.Generation(info)); err != nil {
 		return err
 	}
 	if r.Digest != "" && !b.v.has(r, info) {
@@ -479,7 +533,7 @@ func (b *Batch) Wait(ctx context.Context) error {
 	var found []entryOf
 	for i, p := range b.pending {
 		if ok[i] {
-			found = append(found, entryOf{p.r, p.info})
+			found = append(found, entryOf{p.r, fileKey(p.r, p.info)})
 		}
 	}
 	b.v.remember(found)
@@ -505,7 +559,7 @@ func hash(ctx context.Context, p pendingFile, info *os.FileInfo) error {
 	}
 	if !os.SameFile(now, p.info) || !now.ModTime().Equal(p.info.ModTime()) || now.Size() != p.info.Size() {
 		// Replaced since it was queued: check it as it is now.
-		if err := p.r.checkStat(p.path, now.Size(), local.Generation(now)); err != nil {
+		if _, err := p.r.checkStat(p.path, now.Size(), local.Generation(now)); err != nil {
 			return err
 		}
 	}

@@ -44,7 +44,38 @@ func (t Type) node() (parquet.Node, error) {
 	case String:
 		return parquet.String(), nil
 	}
-	return nil, fmt.Errorf("unknown column type %q", t)
+	return nil, fmt.Errorf("unknown column type %q%s: a column is one of %s", string(t), t.hint(), typeList())
+}
+
+// Types are the column types, in the order messages list them.
+var Types = []Type{Float64, Float32, Int64, Int32, Bool, String}
+
+func typeList() string {
+	names := make([]string, len(Types))
+	for i, t := range Types {
+		names[i] = string(t)
+	}
+	return strings.Join(names, ", ")
+}
+
+// typeAliases are names other schemas give the column types.
+var typeAliases = map[string]Type{
+	"float64": Float64, "f64": Float64, "real": Float32, "float32": Float32, "f32": Float32,
+	"int": Int64, "bigint": Int64, "long": Int64, "integer": Int32, "int4": Int32, "int8": Int64,
+	"bool": Bool, "str": String, "text": String, "varchar": String, "utf8": String,
+}
+
+// hint names the column type an unknown type t may mean.
+func (t Type) hint() string {
+	if m, ok := typeAliases[strings.ToLower(string(t))]; ok {
+		return fmt.Sprintf(" (did you mean %q?)", string(m))
+	}
+	for _, m := range Types {
+		if strings.EqualFold(string(t), string(m)) {
+			return fmt.Sprintf(" (did you mean %q?)", string(m))
+		}
+	}
+	return ""
 }
 
 // Field is one typed field of a component.

@@ -1,10 +1,12 @@
 package fs
 
 import (
+	clist "container/list"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/worldfs/worldfs/bucket"
@@ -12,30 +14,58 @@ import (
 	"github.com/worldfs/worldfs/index"
 )
 
+// openCatalog is a read-only catalog the mount holds, with its place in
+// the mount's LRU.
+type openCatalog struct {
+	c  *index.Catalog
+	el *clist.Element
+}
+
 // catalog returns the read-only catalog of world, opening it on first use.
+// The mount keeps the Options.MaxCatalogs used last; opening one more
+// closes the least recently used. A closed catalog still answers the
+// readers that hold it (Fresh and Exact read the bucket); closing stops
+// its committer and lets its state go once they are done.
 func (m *Mount) catalog(ctx context.Context, world string) (*index.Catalog, error) {
 	ctx = finish(ctx)
 	m.mu.Lock()
-	c, ok := m.mu.cats[world]
+	oc, ok := m.mu.cats[world]
+	if ok {
+		m.mu.lru.MoveToFront(oc.el)
+	}
 	m.mu.Unlock()
 	if ok {
-		return c, nil
+		return oc.c, nil
 	}
 	c, err := index.Open(ctx, m.b, world, index.Options{Freshness: m.opts.Freshness, NoCompactor: true})
 	if err != nil {
 		return nil, err
 	}
+	var evicted []*index.Catalog
+	defer func() {
+		for _, e := range evicted {
+			e.Close()
+		}
+	}()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.mu.closed {
-		c.Close()
+		evicted = append(evicted, c)
 		return nil, index.ErrClosed
 	}
 	if old, ok := m.mu.cats[world]; ok {
-		c.Close()
-		return old, nil
+		evicted = append(evicted, c)
+		m.mu.lru.MoveToFront(old.el)
+		return old.c, nil
 	}
-	m.mu.cats[world] = c
+	m.mu.cats[world] = openCatalog{c, m.mu.lru.PushFront(world)}
+	for m.mu.lru.Len() > m.opts.MaxCatalogs {
+		last := m.mu.lru.Back()
+		id := m.mu.lru.Remove(last).(string)
+		evicted = append(evicted, m.mu.cats[id].c)
+		delete(m.mu.cats, id)
+		m.stats.catalogsClosed.Add(1)
+	}
 	return c, nil
 }
 
@@ -54,8 +84,9 @@ func (m *Mount) state(ctx context.Context, world string, exact bool) (*index.Sta
 	return c.Fresh(ctx)
 }
 
-// worlds returns the world directory, at most Freshness old.
-func (m *Mount) worlds(ctx context.Context) ([]string, error) {
+// worlds returns the world directory, at most Freshness old: a listing of
+// names, no object read per world.
+func (m *Mount) worlds(ctx context.Context) ([]index.WorldEntry, error) {
 	ctx = finish(ctx)
 	m.mu.Lock()
 	ws, at := m.mu.worlds, m.mu.worldsAt
@@ -63,37 +94,59 @@ func (m *Mount) worlds(ctx context.Context) ([]string, error) {
 	if time.Since(at) < m.opts.Freshness {
 		return ws, nil
 	}
-	ms, err := index.ListWorlds(ctx, m.b)
+	ws, err := index.ListWorldEntries(ctx, m.b)
 	if err != nil {
 		return nil, err
 	}
-	ws = make([]string, 0, len(ms))
-	for _, mk := range ms {
-		ws = append(ws, mk.ID)
-	}
-	slices.Sort(ws)
+	slices.SortFunc(ws, func(a, b index.WorldEntry) int { return strings.Compare(a.ID, b.ID) })
 	m.mu.Lock()
 	m.mu.worlds, m.mu.worldsAt = ws, time.Now()
 	m.mu.Unlock()
 	return ws, nil
 }
 
-// worldExists reports whether world was created: from the directory, or,
-// for a world newer than it, from the world's marker and catalog.
+// world returns world's directory entry if it was created: from the
+// mount's last listing of the directory, whatever its age (worlds are never
+// removed), so that a lookup of a listed world reads nothing; or, for a
+// world newer than that listing, from its marker and catalog.
+func (m *Mount) world(ctx context.Context, world string) (index.WorldEntry, bool, error) {
+	if index.ValidateWorldID(world) != nil {
+		return index.WorldEntry{}, false, nil
+	}
+	m.mu.Lock()
+	ws, listed := m.mu.worlds, !m.mu.worldsAt.IsZero()
+	m.mu.Unlock()
+	if !listed {
+		var err error
+		if ws, err = m.worlds(ctx); err != nil {
+			return index.WorldEntry{}, false, err
+		}
+	}
+	if i, found := slices.BinarySearchFunc(ws, world, func(e index.WorldEntry, id string) int { return strings.Compare(e.ID, id) }); found {
+		return ws[i], true, nil
+	}
+	if _, err := index.ReadMarker(ctx, m.b, world); errors.Is(err, bucket.ErrNotExist) {
+		return index.WorldEntry{}, false, nil
+	} else if err != nil {
+		return index.WorldEntry{}, false, err
+	}
+	s, err := m.state(ctx, world, true)
+	if err != nil || !s.World.Created {
+		return index.WorldEntry{}, false, err
+	}
+	return index.WorldEntry{ID: world, Created: time.UnixMilli(s.World.CreatedUnixMs)}, true, nil
+}
+
+// worldExists reports whether world was created, as a ctl command needs
+// to know it now: from its marker and its catalog at the tip if need be.
 func (m *Mount) worldExists(ctx context.Context, world string) (bool, error) {
 	if index.ValidateWorldID(world) != nil {
 		return false, nil
 	}
-	ws, err := m.worlds(ctx)
-	if err != nil {
+	if _, err := index.ReadMarker(ctx, m.b, world); errors.Is(err, bucket.ErrNotExist) {
+		return false, nil
+	} else if err != nil {
 		return false, err
-	}
-	if _, found := slices.BinarySearch(ws, world); !found {
-		if _, err := index.ReadMarker(ctx, m.b, world); errors.Is(err, bucket.ErrNotExist) {
-			return false, nil
-		} else if err != nil {
-			return false, err
-		}
 	}
 	s, err := m.state(ctx, world, false)
 	if err == nil && !s.World.Created {

@@ -75,7 +75,7 @@ func (m *Mount) refresh(ctx context.Context) {
 	m.mu.worldsAt = time.Time{}
 	cats := make([]*index.Catalog, 0, len(m.mu.cats))
 	for _, c := range m.mu.cats {
-		cats = append(cats, c)
+		cats = append(cats, c.c)
 	}
 	m.mu.Unlock()
 	for _, c := range cats {

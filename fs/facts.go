@@ -213,11 +213,12 @@ func (m *Mount) factTablesOf(ctx context.Context, v *index.View, run string) (ma
 }
 
 // factFile is a facts file: the visible facts of table (or the receipts),
-// derived once per set of visible facts. Like a derived snapshot file, a
-// stat never derives it: it reports the size of the version last derived
-// for the current facts (0 if none is in the cache yet) with an attribute
-// timeout of 0, and open derives the current version, whose size an open
-// file then reports.
+// derived once per set of visible facts. Its size is the current
+// version's: a stat derives that version if the cache does not hold it yet
+// (the one stat that may run DuckDB: once per set of visible facts, so
+// that tar and readers that trust st_size read the facts whole), with an
+// attribute timeout of 0, since facts change as claims complete; an open
+// file reports the size of the version it opened.
 type factFile struct {
 	gofs.Inode
 	m                         *Mount
@@ -265,11 +266,17 @@ func (f *factFile) current(ctx context.Context) (*index.View, string, error) {
 }
 
 func (f *factFile) fill(ctx context.Context, a *fuse.Attr) syscall.Errno {
-	_, key, err := f.current(ctx)
+	what := fmt.Sprintf("facts %s of %s", f.table, f.world)
+	file, err := bounded(ctx, f.m, what, closeFile, f.open)
 	if err != nil {
-		return f.m.errno("facts of "+f.world, err)
+		return f.m.errno(what, err)
 	}
-	size, _ := f.m.opts.Cache.DerivedSize(key) // 0 until derived
+	info, err := file.Stat()
+	file.Close()
+	if err != nil {
+		return f.m.errno(what, err)
+	}
+	size := info.Size()
 	a.Mode = syscall.S_IFREG | 0o444
 	a.Nlink = 1
 	a.Size = uint64(size)
@@ -300,20 +307,7 @@ func (f *factFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 		return nil, 0, syscall.EROFS
 	}
 	what := fmt.Sprintf("facts %s of %s", f.table, f.world)
-	file, err := bounded(ctx, f.m, what, closeFile, func(ctx context.Context) (*os.File, error) {
-		v, key, err := f.current(ctx)
-		if err != nil {
-			return nil, err
-		}
-		p, err := f.m.derive(ctx, key, func(ctx context.Context, tmp string) error {
-			return wsql.CopyFacts(ctx, f.m.b, f.world, wsql.Options{Run: f.viewRun(), View: v, Cache: f.m.opts.Cache, BucketID: f.m.opts.BucketID, Verified: f.m.verified},
-				f.table, f.format, tmp)
-		})
-		if err != nil {
-			return nil, err
-		}
-		return os.Open(p)
-	})
+	file, err := bounded(ctx, f.m, what, closeFile, f.open)
 	if err != nil {
 		return nil, 0, f.m.errno(what, err)
 	}
@@ -323,6 +317,23 @@ func (f *factFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 	}
 	// No FOPEN_KEEP_CACHE: the facts may have changed since the last open.
 	return factHandle{h}, 0, 0
+}
+
+// open opens the current version of the file, deriving it into the cache
+// if it is not there (any more).
+func (f *factFile) open(ctx context.Context) (*os.File, error) {
+	v, key, err := f.current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p, err := f.m.derive(ctx, key, &f.m.stats.materialized, func(ctx context.Context, tmp string) error {
+		return wsql.CopyFacts(ctx, f.m.b, f.world, wsql.Options{Run: f.viewRun(), View: v, Cache: f.m.opts.Cache, BucketID: f.m.opts.BucketID, Verified: f.m.verified},
+			f.table, f.format, tmp)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return os.Open(p)
 }
 
 // factHandle is an open facts file, read through Read and never by

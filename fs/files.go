@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/cache"
+	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/index"
 	wsql "github.com/worldfs/worldfs/sql"
 )
@@ -141,10 +143,13 @@ func (d *snapshotDir) Lookup(ctx context.Context, name string, out *fuse.EntryOu
 		if _, found := d.tables[table]; found {
 			f := &snapFile{m: d.m, ino: id, at: d.at, t: d.t, table: table, format: format}
 			c, err := f.plan(ctx, false) // where the rows live now, not when the directory was read
+			if err == nil {
+				err = f.init(c).sizeCSV(ctx, c)
+			}
 			if err != nil {
 				return nil, d.m.errno(fmt.Sprintf("%s of tick %d of %s", table, d.t.Tick.Tick, d.t.World), err)
 			}
-			return d.m.child(ctx, d.EmbeddedInode(), f.init(c), out)
+			return d.m.child(ctx, d.EmbeddedInode(), f, out)
 		}
 	}
 	return nil, syscall.ENOENT
@@ -192,21 +197,21 @@ type snapFile struct {
 // content is where a tick's table file comes from under one plan of the
 // catalog: the tick's record and fragments as the view v resolved them.
 type content struct {
-	t     tickRef
-	tf    index.TableFragments
-	v     *index.View
-	exact bool // the file is the fragment's own bytes (see isExact)
+	t    tickRef
+	tf   index.TableFragments
+	v    *index.View
+	asIs bool // the table's fragment is exactly the tick's rows (see isExact)
 	// canon, for a compacted tick whose compacted file has a tick index:
-	// the file the writer published, rebuilt (see canonical).
+	// its Parquet file as its writer published it, rebuilt (see canonical).
 	canon *canonical
 }
 
-// contentOf returns where tick t's table tf comes from in format, as the
-// view v resolved it: the fragment as it is, the canonical file of a
-// compacted tick, or (neither) a file derived through sql.CopyTick.
-func (m *Mount) contentOf(ctx context.Context, t tickRef, tf index.TableFragments, v *index.View, format string) (content, error) {
-	c := content{t: t, tf: tf, v: v, exact: format == wsql.FormatParquet && isExact(t, tf)}
-	if format == wsql.FormatParquet && !c.exact {
+// contentOf returns where tick t's table tf comes from, as the view v
+// resolved it: the fragment as it is, the canonical file of a compacted
+// tick, or (neither) a file derived through sql.CopyTick.
+func (m *Mount) contentOf(ctx context.Context, t tickRef, tf index.TableFragments, v *index.View) (content, error) {
+	c := content{t: t, tf: tf, v: v, asIs: isExact(t, tf)}
+	if !c.asIs {
 		var err error
 		if c.canon, err = m.canonicalOf(ctx, t, tf); err != nil {
 			return content{}, err
@@ -243,7 +248,7 @@ func (f *snapFile) plan(ctx context.Context, exact bool) (content, error) {
 	if !ok {
 		return content{}, fmt.Errorf("tick %d of %s has no table %s: %w", n, f.at.world, f.table, errGone)
 	}
-	return f.m.contentOf(ctx, t, tf, v, f.format)
+	return f.m.contentOf(ctx, t, tf, v)
 }
 
 // errGone: a file's tick (or its table) is not visible any more. Visible
@@ -259,13 +264,13 @@ func newSnapFile(m *Mount, ino uint64, at place, c content, table, format string
 
 // init fixes the file's cache key and takes c's plan for its first size.
 func (f *snapFile) init(c content) *snapFile {
-	f.keyed = fmt.Sprintf("snapshots/%s/%s/%d-%s/%s.%s", f.t.World, f.t.Run, f.t.Tick.Tick, f.t.CommitToken, f.table, f.format)
+	f.keyed = f.keyOf(f.format)
 	f.mu.size = -1
-	f.mu.exact = f.format == wsql.FormatParquet && c.exact
+	f.mu.exact = f.format == wsql.FormatParquet && c.asIs
 	switch {
 	case f.mu.exact && c.tf.Fragments[0].Bytes > 0:
 		f.mu.size = c.tf.Fragments[0].Bytes
-	case c.canon != nil:
+	case f.format == wsql.FormatParquet && c.canon != nil:
 		f.mu.size = c.canon.size()
 	}
 	return f
@@ -296,6 +301,11 @@ func (f *snapFile) attrTimeout() time.Duration {
 // plan of the same tick derives the same file.
 func (f *snapFile) key() string { return f.keyed }
 
+// keyOf is key for the file of the same table and tick in format.
+func (f *snapFile) keyOf(format string) string {
+	return fmt.Sprintf("snapshots/%s/%s/%d-%s/%s.%s", f.t.World, f.t.Run, f.t.Tick.Tick, f.t.CommitToken, f.table, format)
+}
+
 // knownSize returns the content's size if it is known without deriving
 // anything: the catalog's record of a fragment served as is, or a derived
 // file already in the cache.
@@ -315,12 +325,47 @@ func (f *snapFile) knownSize() (int64, bool) {
 	return 0, false
 }
 
-// openContent opens the local file holding c's bytes: the fragment (on a
-// local bucket the bucket's own file, else a verified copy in the cache),
-// checked against its record through the open file, or the derived file,
-// fetched or derived if the cache does not hold it (any more).
+// openContent opens the local file holding the file's bytes under c: for
+// Parquet, openParquet's; for CSV, the tick's Parquet rendered as CSV
+// (engine.WriteCSV) into the cache, once.
 func (f *snapFile) openContent(ctx context.Context, c content) (*os.File, error) {
-	if c.exact {
+	if f.format == wsql.FormatParquet {
+		return f.openParquet(ctx, c)
+	}
+	p, err := f.m.derive(ctx, f.key(), &f.m.stats.rendered, func(ctx context.Context, tmp string) error {
+		src, err := f.openParquet(ctx, c)
+		if err != nil {
+			return err
+		}
+		defer src.Close()
+		info, err := src.Stat()
+		if err != nil {
+			return err
+		}
+		out, err := os.Create(tmp)
+		if err != nil {
+			return err
+		}
+		if err := engine.WriteCSV(out, src, info.Size()); err != nil {
+			out.Close()
+			return fmt.Errorf("%s of tick %d of %s as CSV: %w", f.table, c.t.Tick.Tick, c.t.World, err)
+		}
+		return out.Close()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return os.Open(p)
+}
+
+// openParquet opens the tick's table as Parquet under c: the fragment
+// itself when it is exactly the tick's rows (on a local bucket the
+// bucket's own file, else a verified copy in the cache), checked against
+// its record through the open file; else the file derived into the cache
+// (see materialize), fetched or derived if the cache does not hold it (any
+// more).
+func (f *snapFile) openParquet(ctx context.Context, c content) (*os.File, error) {
+	if c.asIs {
 		p, err := f.m.fragmentPath(ctx, c.tf.Fragments[0])
 		if err != nil {
 			return nil, err
@@ -336,7 +381,7 @@ func (f *snapFile) openContent(ctx context.Context, c content) (*os.File, error)
 		return file, nil
 	}
 	if c.canon != nil {
-		p, err := f.m.derive(ctx, c.canon.key(), func(ctx context.Context, tmp string) error {
+		p, err := f.m.derive(ctx, c.canon.key(), &f.m.stats.rebuilt, func(ctx context.Context, tmp string) error {
 			return f.m.rebuild(ctx, c.canon, tmp)
 		})
 		if err != nil {
@@ -344,18 +389,45 @@ func (f *snapFile) openContent(ctx context.Context, c content) (*os.File, error)
 		}
 		return os.Open(p)
 	}
-	p, err := f.m.materialize(ctx, c, f.table, f.format, f.key())
+	p, err := f.m.materialize(ctx, c, f.table, wsql.FormatParquet, f.keyOf(wsql.FormatParquet))
 	if err != nil {
 		return nil, err
 	}
 	return os.Open(p)
 }
 
+// sizeCSV renders a CSV file whose source is a fragment served as is (no
+// DuckDB: reading the fragment and writing its rows), so that its size is
+// known when it is looked up; a CSV of a derived Parquet file is sized at
+// open, as that file is.
+func (f *snapFile) sizeCSV(ctx context.Context, c content) error {
+	if f.format != wsql.FormatCSV || !c.asIs {
+		return nil
+	}
+	if _, ok := f.knownSize(); ok {
+		return nil
+	}
+	what := fmt.Sprintf("rendering %s of tick %d of %s as CSV", f.table, f.t.Tick.Tick, f.t.World)
+	file, err := bounded(ctx, f.m, what, closeFile, func(ctx context.Context) (*os.File, error) { return f.openContent(ctx, c) })
+	if err != nil {
+		return err
+	}
+	defer file.Close()
+	info, err := file.Stat()
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.mu.size = info.Size()
+	f.mu.Unlock()
+	return nil
+}
+
 // materialize writes the visible rows of table at c's tick as the cache
 // file called key, once: sql.CopyTick, so the rows are exactly what the
 // SQL views show for that tick, planned from the view c was resolved in.
 func (m *Mount) materialize(ctx context.Context, c content, table, format, key string) (string, error) {
-	return m.derive(ctx, key, func(ctx context.Context, tmp string) error {
+	return m.derive(ctx, key, &m.stats.materialized, func(ctx context.Context, tmp string) error {
 		return wsql.CopyTick(ctx, m.b, c.t.World, wsql.Options{Run: c.t.Run, View: c.v, Cache: m.opts.Cache, BucketID: m.opts.BucketID, Verified: m.verified},
 			table, c.t.Tick.Tick, format, tmp)
 	})
@@ -379,12 +451,13 @@ func (m *Mount) viewWith(ctx context.Context, world, run string, has func(*index
 	return v, err
 }
 
-// derive returns the cache file called key, made once by fill, and
-// counts the materialization and its latency in the mount's stats.
-func (m *Mount) derive(ctx context.Context, key string, fill func(ctx context.Context, tmp string) error) (string, error) {
+// derive returns the cache file called key, made once by fill; each fill
+// adds one to count (the mount's stats of DuckDB materializations or of
+// CSV renderings), and the latency is the "materialize" op's.
+func (m *Mount) derive(ctx context.Context, key string, count *atomic.Int64, fill func(ctx context.Context, tmp string) error) (string, error) {
 	start := time.Now()
 	p, err := m.opts.Cache.Derived(ctx, key, func(tmp string) error {
-		m.stats.materialized.Add(1)
+		count.Add(1)
 		return fill(ctx, tmp)
 	})
 	m.stats.op("materialize", start)
@@ -465,7 +538,7 @@ func (f *snapFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 	}
 	f.mu.Lock()
 	prev := f.mu.size
-	f.mu.size, f.mu.exact = h.size, c.exact
+	f.mu.size, f.mu.exact = h.size, f.format == wsql.FormatParquet && c.asIs
 	f.mu.Unlock()
 	if prev >= 0 && prev != h.size {
 		// The rows moved to a file of another size than the kernel was
@@ -736,7 +809,11 @@ func (m *Mount) worldJSON(ctx context.Context, world string) ([]byte, error) {
 }
 
 // statsJSON is the body of .worldfs/stats.
-func (s *Stats) json(c *cache.Disk) ([]byte, error) {
-	data, err := json.MarshalIndent(s.Snapshot(c), "", "  ")
+func (m *Mount) statsJSON() ([]byte, error) {
+	st := m.stats.Snapshot(m.opts.Cache)
+	m.mu.Lock()
+	st.CatalogsOpen = len(m.mu.cats)
+	m.mu.Unlock()
+	data, err := json.MarshalIndent(st, "", "  ")
 	return append(data, '\n'), err
 }

@@ -1,6 +1,7 @@
 package fs
 
 import (
+	clist "container/list"
 	"context"
 	"errors"
 	"path/filepath"
@@ -34,10 +35,14 @@ type Mount struct {
 
 	mu struct {
 		sync.Mutex
-		cats     map[string]*index.Catalog           // read-only catalogs, by world
+		// cats are the read-only catalogs, by world, each with its
+		// element in lru (front: used last).
+		// INVARIANT: len(cats) == lru.Len() <= opts.MaxCatalogs.
+		cats     map[string]openCatalog
+		lru      *clist.List                         // of world ids
 		infos    map[string]engine.TableInfo         // by world/table id; immutable objects
 		tables   map[string]*engine.Table            // by world/table id, rebuilt from infos
-		worlds   []string                            // the world directory, sorted
+		worlds   []index.WorldEntry                  // the world directory, sorted by id
 		worldsAt time.Time                           // when worlds was read
 		writers  map[string]*writer                  // by world
 		ingest   map[string]*engine.IngestionService // by world
@@ -53,7 +58,8 @@ func New(b bucket.Bucket, opts Options) (*Mount, error) {
 	m := &Mount{b: b, opts: opts, stats: newStats(), startedMs: time.Now().UnixMilli()}
 	m.local, _ = bucket.As[bucket.Local](b)
 	m.verified = cache.OpenVerified(filepath.Join(opts.Cache.Dir(), "verified"))
-	m.mu.cats = map[string]*index.Catalog{}
+	m.mu.cats = map[string]openCatalog{}
+	m.mu.lru = clist.New()
 	m.mu.infos = map[string]engine.TableInfo{}
 	m.mu.tables = map[string]*engine.Table{}
 	m.mu.writers = map[string]*writer{}
@@ -70,7 +76,8 @@ func (m *Mount) Close() error {
 	m.mu.Lock()
 	m.mu.closed = true
 	cats, writers := m.mu.cats, m.mu.writers
-	m.mu.cats, m.mu.writers = map[string]*index.Catalog{}, map[string]*writer{}
+	m.mu.cats, m.mu.writers = map[string]openCatalog{}, map[string]*writer{}
+	m.mu.lru.Init()
 	m.mu.Unlock()
 	var errs []error
 	for _, w := range writers {
@@ -79,7 +86,7 @@ func (m *Mount) Close() error {
 		w.mu.Unlock()
 	}
 	for _, c := range cats {
-		errs = append(errs, c.Close())
+		errs = append(errs, c.c.Close())
 	}
 	return errors.Join(errs...)
 }

@@ -206,7 +206,7 @@ func (r *rootDir) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
 		dirEntry("ctl", syscall.S_IFREG, ino("ctl")),
 	}
 	for _, w := range ws {
-		out = append(out, dirEntry(w, syscall.S_IFDIR, ino(w)))
+		out = append(out, dirEntry(w.ID, syscall.S_IFDIR, ino(w.ID)))
 	}
 	return list(out)
 }
@@ -220,14 +220,15 @@ func (r *rootDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 	case "ctl":
 		return r.m.child(ctx, r.EmbeddedInode(), &ctlFile{m: r.m, ino: ino(name)}, out)
 	}
-	ok, err := r.m.worldExists(ctx, name)
+	e, ok, err := r.m.world(ctx, name)
 	if err != nil {
 		return nil, r.m.errno("world "+name, err)
 	}
 	if !ok {
 		return nil, syscall.ENOENT
 	}
-	return r.m.child(ctx, r.EmbeddedInode(), &worldDir{dirBase{m: r.m, ino: ino(name), when: r.m.worldTime(name)}, name}, out)
+	created := e.Created.UnixMilli()
+	return r.m.child(ctx, r.EmbeddedInode(), &worldDir{dirBase{m: r.m, ino: ino(name), imm: true, when: func(context.Context) int64 { return created }}, name}, out)
 }
 
 // worldDir is one world: world.json, ctl, runs/, tokens/.
@@ -701,7 +702,7 @@ func (d *tableDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 	if !ok {
 		return nil, syscall.ENOENT
 	}
-	c, err := d.m.contentOf(ctx, t, tf, nil, wsql.FormatParquet)
+	c, err := d.m.contentOf(ctx, t, tf, nil)
 	if err != nil {
 		return nil, d.m.errno("table "+d.name, err)
 	}
@@ -779,7 +780,7 @@ func (d *statsDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 		return nil, syscall.ENOENT
 	}
 	f := &bytesFile{m: d.m, ino: ino(statsDirName, name), content: func(context.Context) ([]byte, error) {
-		return d.m.stats.json(d.m.opts.Cache)
+		return d.m.statsJSON()
 	}}
 	return d.m.child(ctx, d.EmbeddedInode(), f, out)
 }

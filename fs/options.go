@@ -52,6 +52,11 @@ type Options struct {
 	// the ctl files too (mode 0660, that group). Empty: only the mount's
 	// owner may (mode 0600).
 	CtlGroup string
+	// MaxCatalogs bounds the worlds whose catalogs the mount keeps open
+	// for reading (DefaultMaxCatalogs): past it the least recently used
+	// is closed and its memory given back, so that a mount of many worlds
+	// holds what its readers use, not every world they ever touched.
+	MaxCatalogs int
 
 	ctlGID int64 // CtlGroup resolved; -1: none
 }
@@ -67,6 +72,9 @@ const (
 	// another holder's live claim answers EAGAIN rather than block for a
 	// lease.
 	DefaultIngestWait = 2 * time.Second
+	// DefaultMaxCatalogs: a few MiB of catalog state at most for worlds
+	// of a few ticks each; long worlds hold more each.
+	DefaultMaxCatalogs = 1024
 )
 
 // EnsureDefaults fills in what is unset with its default and returns o.
@@ -94,6 +102,9 @@ func (o *Options) EnsureDefaults() *Options {
 	}
 	if o.Ingest.Holder == "" {
 		o.Ingest.Holder = o.Holder + "-ingest"
+	}
+	if o.MaxCatalogs <= 0 {
+		o.MaxCatalogs = DefaultMaxCatalogs
 	}
 	return o
 }

@@ -10,7 +10,7 @@ import (
 
 // fragmentPath returns a local file holding the fragment f records: the
 // bucket file itself on a local bucket, else a copy in the cache, verified
-// (size, generation, sha256) as it is fetched. ctx is a bounded read's
+// (size and sha256, by cache.Record's rule) as it is fetched. ctx is a bounded read's
 // (see bounded): its deadline reaches the fetch.
 func (m *Mount) fragmentPath(ctx context.Context, f index.Fragment) (string, error) {
 	if m.local != nil {
@@ -21,9 +21,10 @@ func (m *Mount) fragmentPath(ctx context.Context, f index.Fragment) (string, err
 
 // checkOpen checks a fragment file the mount is about to serve as is
 // against the catalog's record, through the open file itself (what is
-// checked is what is served): size and generation on every open, and on a
-// local bucket the sha256 the first time the file is served (remembered
-// per file, so it is hashed once). A cached copy was hashed as it was
+// checked is what is served): its size on every open, and on a local
+// bucket the sha256 the first time the file is served (remembered per
+// file, so it is hashed once; a copied bucket's files, with new
+// generations, are decided so). A cached copy was hashed as it was
 // fetched.
 func (m *Mount) checkOpen(file *os.File, f index.Fragment) error {
 	r := wsql.Record(f)

@@ -124,6 +124,33 @@ func ListWorlds(ctx context.Context, b bucket.Bucket) ([]Marker, error) {
 	return out, nil
 }
 
+// WorldEntry is one entry of the world directory as a listing gives it:
+// the world's id and when its entry was created (as the world was; by the
+// bucket's clock).
+type WorldEntry struct {
+	ID      string
+	Created time.Time
+}
+
+// ListWorldEntries lists the world directory in id order from the
+// listing alone, reading no object (ListWorlds reads every marker): what a
+// reader that needs only the ids pays, whatever the number of worlds. An
+// entry whose name is no world id is ErrCorrupt.
+func ListWorldEntries(ctx context.Context, b bucket.Bucket) ([]WorldEntry, error) {
+	var out []WorldEntry
+	for a, err := range b.List(ctx, DirectoryPrefix, "") {
+		if err != nil {
+			return nil, err
+		}
+		id := strings.TrimPrefix(a.Name, DirectoryPrefix)
+		if ValidateWorldID(id) != nil {
+			return nil, fmt.Errorf("world directory entry %s: %w", a.Name, ErrCorrupt)
+		}
+		out = append(out, WorldEntry{ID: id, Created: a.Created})
+	}
+	return out, nil
+}
+
 // ReadMarker reads world's marker; a world never created is
 // bucket.ErrNotExist.
 func ReadMarker(ctx context.Context, b bucket.Bucket, world string) (Marker, error) {

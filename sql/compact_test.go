@@ -311,7 +311,7 @@ func TestCompactedManifestsOutsideTheBuild(t *testing.T) {
 	// worldfs_manifests is read.
 	_, ldb := reused()
 	enginetest.Resume(t, b, "p", 151).Close()
-	err = wsql.Run(ctx, ldb, "SELECT count(*) FROM worldfs_manifests", wsql.FormatCSV, io.Discard)
+	err = wsql.Run(ctx, ldb, "SELECT count(*) FROM worldfs_manifests", wsql.FormatCSV, io.Discard, nil)
 	if !errors.Is(err, wsql.ErrCatalogChanged) {
 		t.Fatalf("worldfs_manifests of a reused script after its catalog changed: %v; want ErrCatalogChanged", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,8 +38,8 @@ var ErrOutputPath = errors.New("not an output path")
 // Only worldfs writes the file: the views' database, confined like
 // Open's, may write that one temporary file and nothing else new, and the
 // statement that writes it is worldfs's COPY around the user's checked
-// query.
-func Export(ctx context.Context, s *Script, query, path string, refuse []string) error {
+// query. notes gets what Run's notes get.
+func Export(ctx context.Context, s *Script, query, path string, refuse []string, notes io.Writer) error {
 	ext := strings.ToLower(filepath.Ext(path))
 	with, ok := ExportFormats[ext]
 	if !ok {
@@ -67,6 +68,9 @@ func Export(ctx context.Context, s *Script, query, path string, refuse []string)
 		return sink.or(err)
 	}
 	defer conn.Close()
+	if err := noteTicks(ctx, conn, stmts, notes); err != nil {
+		return err
+	}
 	last := stmts[len(stmts)-1]
 	if last.keyword == "EXPLAIN" || last.keyword == "PRAGMA" {
 		return refusedf("statement %d (%s) is refused: --out writes the rows of a query (SELECT, WITH, FROM, VALUES, TABLE, DESCRIBE, SHOW, SUMMARIZE, PIVOT), not %s", len(stmts), abbrev(last.text), last.keyword)

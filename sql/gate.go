@@ -75,7 +75,15 @@ const Allowed = "worldfs sql only reads: it runs SELECT (and WITH, FROM, VALUES,
 // statement is one checked statement of a query.
 type statement struct {
 	text    string
-	keyword string // its first keyword, upper case
+	keyword string      // its first keyword, upper case
+	cols    []resultCol // its result's columns, as prepared
+	at      []atCall    // the views' _at macros it calls with a constant tick
+}
+
+// atCall is a call of a view's _at macro with a constant tick.
+type atCall struct {
+	macro string
+	tick  int64
 }
 
 // gated checks query on a connection of db (gate) and runs every
@@ -183,8 +191,10 @@ func checkKeyword(text string, n int) error {
 func check(ctx context.Context, conn *sql.Conn, text string, n int) (statement, error) {
 	kw, rest := firstWord(text)
 	want := duckdb.STATEMENT_TYPE_SELECT
+	var at []atCall
 	if kw != "EXPLAIN" && kw != "PRAGMA" { // a read PRAGMA reads the catalog only
-		if err := reads(ctx, conn, text, text, n); err != nil {
+		var err error
+		if at, err = reads(ctx, conn, text, text, n); err != nil {
 			return statement{}, err
 		}
 	}
@@ -194,7 +204,8 @@ func check(ctx context.Context, conn *sql.Conn, text string, n int) (statement, 
 		if m, err := countStatements(inner); err != nil || m != 1 {
 			return statement{}, refusal(text, n, "EXPLAIN must explain one query that only reads")
 		}
-		if err := reads(ctx, conn, inner, text, n); err != nil {
+		var err error
+		if at, err = reads(ctx, conn, inner, text, n); err != nil {
 			return statement{}, err
 		}
 		if t, err := stmtType(ctx, conn, inner); err != nil {
@@ -203,14 +214,14 @@ func check(ctx context.Context, conn *sql.Conn, text string, n int) (statement, 
 			return statement{}, refusal(text, n, "EXPLAIN must explain a query that only reads, not a "+typeName(t))
 		}
 	}
-	t, err := stmtType(ctx, conn, text)
+	t, cols, err := prepared(ctx, conn, text)
 	if err != nil {
 		return statement{}, err
 	}
 	if t != want {
 		return statement{}, refusal(text, n, "it is a "+typeName(t)+" statement")
 	}
-	return statement{text: text, keyword: kw}, nil
+	return statement{text: text, keyword: kw, cols: cols, at: at}, nil
 }
 
 // Rule 3. Every fragment the views read is verified as a query reads it
@@ -247,36 +258,40 @@ var tableFuncs = map[string]bool{
 // ReadsAllowed says, for refusals of rule 3, how a statement reads.
 const ReadsAllowed = "worldfs sql reads files only through the views (<table>, <table>_raw, <table>_at(t), worldfs_facts, " +
 	"worldfs_receipts), which verify each fragment as a query reads it; a fragment read any other way would go unverified. " +
-	"Its statements call no table function but the views' <table>_at macros, range, generate_series, unnest, repeat, repeat_row, " +
+	"Its statements call no table function but the views' macros (<table>_at, _diff, _changes, _as_of), range, generate_series, unnest, repeat, repeat_row, " +
 	"json_each, json_tree and the catalog's listings (duckdb_tables, duckdb_columns, duckdb_views, pragma_table_info, …), " +
 	"and name no file as a table"
 
 // reads applies rule 3 to body (text itself, or the statement text
 // explains), the n-th statement of its query: DuckDB's parser (json_serialize_sql,
 // which parses and runs nothing) gives its tree, whose table functions and
-// tables are checked.
-func reads(ctx context.Context, conn *sql.Conn, body, text string, n int) error {
+// tables are checked. It returns the calls of the views' _at macros with
+// a constant tick, for notes (Run).
+func reads(ctx context.Context, conn *sql.Conn, body, text string, n int) ([]atCall, error) {
 	var js string
 	if err := conn.QueryRowContext(ctx, "SELECT json_serialize_sql(?::VARCHAR)::VARCHAR", body).Scan(&js); err != nil {
-		return fmt.Errorf("statement %d (%s): reading its parse tree: %w", n, abbrev(text), err)
+		return nil, fmt.Errorf("statement %d (%s): reading its parse tree: %w", n, abbrev(text), err)
 	}
 	var tree struct {
 		Error      bool   `json:"error"`
 		Message    string `json:"error_message"`
 		Statements []any  `json:"statements"`
 	}
-	if err := json.Unmarshal([]byte(js), &tree); err != nil {
-		return fmt.Errorf("statement %d (%s): reading its parse tree: %w", n, abbrev(text), err)
+	dec := json.NewDecoder(strings.NewReader(js))
+	dec.UseNumber() // a tick is an int64
+	if err := dec.Decode(&tree); err != nil {
+		return nil, fmt.Errorf("statement %d (%s): reading its parse tree: %w", n, abbrev(text), err)
 	}
 	if tree.Error || len(tree.Statements) != 1 {
 		// Only a SELECT has a tree (WITH … INSERT, say, has none).
-		return refusal(text, n, "it is not a query that only reads (DuckDB: "+tree.Message+")")
+		return nil, refusal(text, n, "it is not a query that only reads (DuckDB: "+tree.Message+")")
 	}
 	// The database's own table macros, and its tables and views (temporary,
 	// internal and system ones too) as database NUL schema NUL name, all
 	// lower case: read when needed.
 	var macros, relations []string
-	return walk(tree.Statements[0], func(node map[string]any) error {
+	var at []atCall
+	err := walk(tree.Statements[0], func(node map[string]any) error {
 		switch node["type"] {
 		case "TABLE_FUNCTION":
 			fn, _ := node["function"].(map[string]any)
@@ -292,6 +307,9 @@ func reads(ctx context.Context, conn *sql.Conn, body, text string, n int) error 
 				}
 			}
 			if name != "" && slices.Contains(macros, name) {
+				if tick, ok := constantTick(fn["children"]); ok {
+					at = append(at, atCall{macro: name, tick: tick})
+				}
 				return nil
 			}
 			return refusedf("statement %d (%s) is refused: it calls the table function %s. %s", n, abbrev(text), name, ReadsAllowed)
@@ -321,6 +339,30 @@ func reads(ctx context.Context, conn *sql.Conn, body, text string, n int) error 
 		}
 		return nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	return at, nil
+}
+
+// constantTick returns the tick of a macro call whose arguments (children
+// in the parse tree) are one integer constant.
+func constantTick(children any) (int64, bool) {
+	args, _ := children.([]any)
+	if len(args) != 1 {
+		return 0, false
+	}
+	arg, _ := args[0].(map[string]any)
+	if arg["class"] != "CONSTANT" {
+		return 0, false
+	}
+	v, _ := arg["value"].(map[string]any)
+	num, ok := v["value"].(json.Number)
+	if !ok {
+		return 0, false
+	}
+	tick, err := num.Int64()
+	return tick, err == nil
 }
 
 // macroTable lists the table macros the views defined (open writes it):
@@ -387,7 +429,22 @@ func column(ctx context.Context, conn *sql.Conn, q string) ([]string, error) {
 // stmtType prepares the single statement text on conn (which runs
 // nothing: text is one statement) and returns its type.
 func stmtType(ctx context.Context, conn *sql.Conn, text string) (duckdb.StmtType, error) {
+	t, _, err := prepared(ctx, conn, text)
+	return t, err
+}
+
+// resultCol is a column of a statement's result: its name, and its type
+// (nil when the driver cannot describe it).
+type resultCol struct {
+	name string
+	info duckdb.TypeInfo
+}
+
+// prepared is stmtType that also returns the columns of the statement's
+// result.
+func prepared(ctx context.Context, conn *sql.Conn, text string) (duckdb.StmtType, []resultCol, error) {
 	var t duckdb.StmtType
+	var cols []resultCol
 	err := conn.Raw(func(dc any) error {
 		pc, ok := dc.(driver.ConnPrepareContext)
 		if !ok {
@@ -402,10 +459,24 @@ func stmtType(ctx context.Context, conn *sql.Conn, text string) (duckdb.StmtType
 		if !ok {
 			return fmt.Errorf("the DuckDB statement has no type")
 		}
-		t, err = ds.StatementType()
-		return err
+		if t, err = ds.StatementType(); err != nil {
+			return err
+		}
+		n, err := ds.ColumnCount()
+		if err != nil {
+			return err
+		}
+		for i := range n {
+			name, err := ds.ColumnName(i)
+			if err != nil {
+				return err
+			}
+			info, _ := ds.ColumnTypeInfo(i) // a type the driver does not know is nil
+			cols = append(cols, resultCol{name: name, info: info})
+		}
+		return nil
 	})
-	return t, err
+	return t, cols, err
 }
 
 func typeName(t duckdb.StmtType) string {

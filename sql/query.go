@@ -1,19 +1,22 @@
 package sql
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
+	"math/big"
 	"path/filepath"
-	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
-	"time"
 
-	_ "github.com/duckdb/duckdb-go/v2" // the "duckdb" database/sql driver
+	duckdb "github.com/duckdb/duckdb-go/v2" // also the "duckdb" database/sql driver
 )
 
 // Open returns an in-memory DuckDB with the script's views defined,
@@ -40,15 +43,13 @@ func open(ctx context.Context, s *Script, writable []string) (*sql.DB, []string,
 		db.Close()
 		return nil, nil, fmt.Errorf("views of world %s: %w", s.World, err)
 	}
-	if s.compacted != nil {
-		if err := registerCompacted(ctx, db, s.compacted); err != nil {
-			db.Close()
-			return nil, nil, fmt.Errorf("views of world %s: %w", s.World, err)
-		}
+	if err := s.register(ctx, db); err != nil {
+		db.Close()
+		return nil, nil, fmt.Errorf("views of world %s: %w", s.World, err)
 	}
 	// The script is worldfs's own SQL: it runs first, then the database is
 	// confined to the files the views it defined read.
-	script := s.run
+	script := s.runText()
 	r.defining.Store(true)
 	sctx, sink := withSink(ctx)
 	_, err = db.ExecContext(sctx, script)
@@ -60,13 +61,21 @@ func open(ctx context.Context, s *Script, writable []string) (*sql.DB, []string,
 	// The table macros the views defined, listed for the gate (reads):
 	// asking DuckDB for them (duckdb_functions()) costs a query 30 ms.
 	var macros []string
-	for _, v := range s.Views {
-		macros = append(macros, lit(strings.ToLower(atMacro(v))))
+	for _, m := range s.Macros() {
+		macros = append(macros, lit(strings.ToLower(m)))
 	}
 	_, err = db.ExecContext(ctx, "CREATE TEMP TABLE "+macroTable+" AS SELECT unnest(["+strings.Join(macros, ", ")+"]::VARCHAR[]) AS name")
 	if err != nil {
 		db.Close()
 		return nil, nil, fmt.Errorf("views of world %s: %w", s.World, err)
+	}
+	if v := s.Visible; v != nil {
+		_, err = db.ExecContext(ctx, fmt.Sprintf("SET VARIABLE %s = {'world': %s, 'run': %s, 'first': %d, 'head': %d, 'at': %d}",
+			visibleVar, lit(s.World), lit(s.Run), v.From, v.To, s.AtTick))
+		if err != nil {
+			db.Close()
+			return nil, nil, fmt.Errorf("views of world %s: %w", s.World, err)
+		}
 	}
 	dirs, paths, err := readDirs(ctx, db, s)
 	if err == nil {
@@ -88,8 +97,18 @@ const (
 
 // Run executes query, which may hold several statements, each of which
 // must only read (gate: nothing runs unless all do), and writes the
-// result of the last to out in format.
-func Run(ctx context.Context, db *sql.DB, query, format string, out io.Writer) error {
+// result of the last to out in format. notes, if not nil, gets a line for
+// each tick a statement's <table>_at(t) names that is not a visible tick
+// of the run (noteTicks): the query runs all the same.
+//
+// DuckDB renders the values, not Go: in table and csv output each value
+// is what CAST(value AS VARCHAR) gives in the same session (so
+// TIMESTAMPTZ in its TimeZone), and in json output each is what to_json
+// gives, with every value JSON has no type for (DECIMAL, dates and times,
+// INTERVAL, UUID, BLOB, …) as its VARCHAR form, and 64-bit and larger
+// integers and floats as JSON numbers only when a reader that parses
+// numbers as doubles gets them exactly (see rendered).
+func Run(ctx context.Context, db *sql.DB, query, format string, out, notes io.Writer) error {
 	if format != FormatTable && format != FormatCSV && format != FormatJSON {
 		return fmt.Errorf("unknown format %q (table, csv or json)", format)
 	}
@@ -99,7 +118,368 @@ func Run(ctx context.Context, db *sql.DB, query, format string, out io.Writer) e
 		return sink.or(err)
 	}
 	defer conn.Close()
-	rows, err := conn.QueryContext(ctx, stmts[len(stmts)-1].text)
+	if err := noteTicks(ctx, conn, stmts, notes); err != nil {
+		return err
+	}
+	last := stmts[len(stmts)-1]
+	q, ok, err := rendered(ctx, conn, last, format, len(stmts))
+	if err != nil {
+		return sink.or(err)
+	}
+	if !ok {
+		return runRaw(ctx, conn, last.text, format, out, sink)
+	}
+	rows, err := conn.QueryContext(ctx, q)
+	if err != nil {
+		return sink.or(err)
+	}
+	defer rows.Close()
+	cells := make([]string, len(last.cols))
+	var w func() error
+	switch format {
+	case FormatTable, FormatCSV:
+		names := make([]string, len(last.cols))
+		for i, c := range last.cols {
+			names[i] = c.name
+		}
+		if format == FormatTable {
+			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, strings.Join(names, "\t"))
+			err = scanText(rows, len(cells), func(vals []sql.NullString) error {
+				for i, v := range vals {
+					cells[i] = nullString(v)
+				}
+				_, err := fmt.Fprintln(tw, strings.Join(cells, "\t"))
+				return err
+			})
+			w = tw.Flush
+		} else {
+			cw := csv.NewWriter(out)
+			cw.Write(names)
+			err = scanText(rows, len(cells), func(vals []sql.NullString) error {
+				for i, v := range vals {
+					cells[i] = nullString(v)
+				}
+				if len(cells) == 1 && cells[0] == "" {
+					// A lone empty field would be an empty line, which
+					// CSV readers skip.
+					cw.Flush()
+					_, err := io.WriteString(out, "\"\"\n")
+					return err
+				}
+				return cw.Write(cells)
+			})
+			w = func() error { cw.Flush(); return cw.Error() }
+		}
+	case FormatJSON:
+		records := []map[string]json.RawMessage{}
+		err = scanText(rows, len(cells), func(vals []sql.NullString) error {
+			rec := make(map[string]json.RawMessage, len(vals))
+			for i, v := range vals {
+				if !v.Valid {
+					rec[last.cols[i].name] = json.RawMessage("null")
+					continue
+				}
+				b, err := exactJSON(v.String, last.cols[i].info)
+				if err != nil {
+					return fmt.Errorf("column %s: %w", last.cols[i].name, err)
+				}
+				rec[last.cols[i].name] = b
+			}
+			records = append(records, rec)
+			return nil
+		})
+		w = func() error {
+			enc := json.NewEncoder(out)
+			enc.SetIndent("", "  ")
+			return enc.Encode(records)
+		}
+	}
+	if err != nil {
+		return sink.or(err)
+	}
+	return w()
+}
+
+// visibleVar is the variable that holds the span of visible ticks the
+// views show (Script.Visible), with the world, the run and AtTick; unset
+// when it is not known.
+const visibleVar = "worldfs_visible"
+
+// noteTicks writes to notes a line for each distinct tick that the
+// statements' _at macros name as a constant and that lies outside the
+// span of the run's visible ticks the views show: <table>_at(t) of such a
+// tick returns no rows, which is not an error (a query may probe), but is
+// seldom meant. It reads only what Open stored, never the catalog.
+func noteTicks(ctx context.Context, conn *sql.Conn, stmts []statement, notes io.Writer) error {
+	if notes == nil {
+		return nil
+	}
+	var ticks []int64
+	for _, st := range stmts {
+		for _, c := range st.at {
+			if !slices.Contains(ticks, c.tick) {
+				ticks = append(ticks, c.tick)
+			}
+		}
+	}
+	if len(ticks) == 0 {
+		return nil
+	}
+	var world, run sql.NullString
+	var first, head, at sql.NullInt64
+	err := conn.QueryRowContext(ctx, "SELECT v.world, v.run, v.first, v.head, v.at FROM (SELECT getvariable('"+visibleVar+"') AS v)").Scan(&world, &run, &first, &head, &at)
+	if err != nil || !head.Valid {
+		return err // unknown: no notes
+	}
+	for _, t := range ticks {
+		var why string
+		switch {
+		case head.Int64 < first.Int64:
+			why = "it has no visible tick"
+		case t < first.Int64:
+			why = fmt.Sprintf("its first visible tick is %d", first.Int64)
+		case t > head.Int64 && at.Int64 != math.MaxInt64:
+			why = fmt.Sprintf("the views are pinned at tick %d, where its head is %d", at.Int64, head.Int64)
+		case t > head.Int64:
+			why = fmt.Sprintf("head is %d", head.Int64)
+		default:
+			continue
+		}
+		if _, err := fmt.Fprintf(notes, "note: tick %d is not a visible tick of run %s of %s (%s)\n", t, run.String, world.String, why); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// nullString is a table or csv cell: NULL prints as NULL.
+func nullString(v sql.NullString) string {
+	if !v.Valid {
+		return "NULL"
+	}
+	return v.String
+}
+
+// rendered returns the statement that gives st's result (st is the n-th
+// statement of its query) with each value rendered by DuckDB for format,
+// column by column (by position, so duplicate names keep their order):
+//
+//	table, csv: FROM (st) SELECT CAST(#1 AS VARCHAR), …
+//	json:       FROM (st) SELECT CAST(to_json(CAST(#1 AS T1)) AS VARCHAR), …
+//
+// where Ti is column i's type with every part JSON has no type for, and
+// every integer wider than 32 bits and every float, made VARCHAR
+// (jsonType); exactJSON then makes the numbers among them JSON numbers.
+// The statement is checked by the gate as a statement of its own (rules 2
+// to 4), so wrapping st cannot make it do anything the gate would refuse.
+// ok is false for a statement that cannot be a subquery (EXPLAIN, PRAGMA,
+// whose results are text, numbers and booleans): it runs as written.
+func rendered(ctx context.Context, conn *sql.Conn, st statement, format string, n int) (q string, ok bool, err error) {
+	if st.keyword == "EXPLAIN" || st.keyword == "PRAGMA" || len(st.cols) == 0 {
+		return "", false, nil
+	}
+	exprs := make([]string, len(st.cols))
+	for i, c := range st.cols {
+		if format == FormatJSON {
+			exprs[i] = fmt.Sprintf("CAST(to_json(CAST(#%d AS %s)) AS VARCHAR)", i+1, jsonType(c.info))
+		} else {
+			exprs[i] = fmt.Sprintf("CAST(#%d AS VARCHAR)", i+1)
+		}
+	}
+	// st is one complete query, so it closes every parenthesis, string
+	// and quoted name it opens; the line break ends a trailing -- comment.
+	// FROM first, so that st's lines keep their numbers in DuckDB's errors.
+	q = "FROM (" + st.text + "\n) AS worldfs_result SELECT " + strings.Join(exprs, ", ")
+	if m, err := countStatements(q); err != nil || m != 1 {
+		return "", false, refusedf("statement %d (%s) is refused: its result could not be rendered as one query (%v)", n, abbrev(st.text), err)
+	}
+	if _, err := check(ctx, conn, q, n); err != nil {
+		return "", false, err
+	}
+	return q, true, nil
+}
+
+// jsonType is the type a value of info is cast to before to_json: info
+// with every leaf that to_json would not write exactly as DuckDB's VARCHAR
+// form or a JSON number that doubles hold made VARCHAR. BOOLEAN, integers
+// of up to 32 bits, VARCHAR and JSON stay; so do LIST, ARRAY, STRUCT, MAP
+// and UNION, around their converted parts.
+func jsonType(info duckdb.TypeInfo) string {
+	if info == nil {
+		return "VARCHAR"
+	}
+	switch info.InternalType() {
+	case duckdb.TYPE_BOOLEAN:
+		return "BOOLEAN"
+	case duckdb.TYPE_TINYINT:
+		return "TINYINT"
+	case duckdb.TYPE_SMALLINT:
+		return "SMALLINT"
+	case duckdb.TYPE_INTEGER:
+		return "INTEGER"
+	case duckdb.TYPE_UTINYINT:
+		return "UTINYINT"
+	case duckdb.TYPE_USMALLINT:
+		return "USMALLINT"
+	case duckdb.TYPE_UINTEGER:
+		return "UINTEGER"
+	case duckdb.TYPE_VARCHAR:
+		if strings.EqualFold(info.Alias(), "JSON") {
+			return "JSON"
+		}
+		return "VARCHAR"
+	}
+	switch d := info.Details().(type) {
+	case *duckdb.ListDetails:
+		return jsonType(d.Child) + "[]"
+	case *duckdb.ArrayDetails:
+		return fmt.Sprintf("%s[%d]", jsonType(d.Child), d.Size)
+	case *duckdb.MapDetails:
+		return "MAP(" + jsonType(d.Key) + ", " + jsonType(d.Value) + ")"
+	case *duckdb.StructDetails:
+		parts := make([]string, len(d.Entries))
+		for i, e := range d.Entries {
+			parts[i] = ident(e.Name()) + " " + jsonType(e.Info())
+		}
+		return "STRUCT(" + strings.Join(parts, ", ") + ")"
+	case *duckdb.UnionDetails:
+		parts := make([]string, len(d.Members))
+		for i, m := range d.Members {
+			parts[i] = ident(m.Name) + " " + jsonType(m.Type)
+		}
+		return "UNION(" + strings.Join(parts, ", ") + ")"
+	}
+	return "VARCHAR"
+}
+
+// maxExact is 2^53: integers beyond it are not all doubles.
+var maxExact = big.NewInt(1 << 53)
+
+// exactJSON rewrites text, the to_json of a value cast to jsonType(info),
+// as the JSON Run prints: a leaf that jsonType made VARCHAR but that is a
+// number (an integer wider than 32 bits within ±2^53, a finite float)
+// becomes a JSON number again; every other leaf is as to_json wrote it.
+// An object's members keep their order.
+func exactJSON(text string, info duckdb.TypeInfo) (json.RawMessage, error) {
+	dec := json.NewDecoder(strings.NewReader(text))
+	dec.UseNumber()
+	var out bytes.Buffer
+	if err := transcode(dec, info, &out); err != nil {
+		return nil, fmt.Errorf("reading DuckDB's JSON %.80q: %w", text, err)
+	}
+	return out.Bytes(), nil
+}
+
+func transcode(dec *json.Decoder, info duckdb.TypeInfo, out *bytes.Buffer) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	var details duckdb.TypeDetails
+	if info != nil {
+		details = info.Details()
+	}
+	switch tok := tok.(type) {
+	case json.Delim:
+		if tok == '[' {
+			var child duckdb.TypeInfo
+			switch d := details.(type) {
+			case *duckdb.ListDetails:
+				child = d.Child
+			case *duckdb.ArrayDetails:
+				child = d.Child
+			}
+			out.WriteByte('[')
+			for i := 0; dec.More(); i++ {
+				if i > 0 {
+					out.WriteByte(',')
+				}
+				if err := transcode(dec, child, out); err != nil {
+					return err
+				}
+			}
+			_, err := dec.Token() // ]
+			out.WriteByte(']')
+			return err
+		}
+		// An object: a STRUCT (members by name), a MAP (every value of
+		// its value type), a UNION (its member by name) or JSON.
+		out.WriteByte('{')
+		for i := 0; dec.More(); i++ {
+			k, err := dec.Token()
+			if err != nil {
+				return err
+			}
+			key, _ := k.(string)
+			var member duckdb.TypeInfo
+			switch d := details.(type) {
+			case *duckdb.StructDetails:
+				for _, e := range d.Entries {
+					if e.Name() == key {
+						member = e.Info()
+					}
+				}
+			case *duckdb.MapDetails:
+				member = d.Value
+			case *duckdb.UnionDetails:
+				for _, m := range d.Members {
+					if m.Name == key {
+						member = m.Type
+					}
+				}
+			}
+			if i > 0 {
+				out.WriteByte(',')
+			}
+			kb, _ := json.Marshal(key)
+			out.Write(kb)
+			out.WriteByte(':')
+			if err := transcode(dec, member, out); err != nil {
+				return err
+			}
+		}
+		_, err := dec.Token() // }
+		out.WriteByte('}')
+		return err
+	case string:
+		if info != nil && isNumber(tok, info.InternalType()) {
+			out.WriteString(tok)
+			return nil
+		}
+		b, err := json.Marshal(tok)
+		out.Write(b)
+		return err
+	case json.Number:
+		out.WriteString(tok.String())
+	case bool:
+		out.WriteString(strconv.FormatBool(tok))
+	case nil:
+		out.WriteString("null")
+	}
+	return nil
+}
+
+// isNumber says whether s, DuckDB's VARCHAR form of a value of type t,
+// is a JSON number that a reader parsing numbers as doubles reads as
+// exactly that value: an integer within ±2^53, or a finite float (DuckDB
+// writes a float's shortest round-trip digits).
+func isNumber(s string, t duckdb.Type) bool {
+	switch t {
+	case duckdb.TYPE_BIGINT, duckdb.TYPE_UBIGINT, duckdb.TYPE_HUGEINT, duckdb.TYPE_UHUGEINT, duckdb.TYPE_BIGNUM:
+		n, ok := new(big.Int).SetString(s, 10)
+		return ok && n.CmpAbs(maxExact) <= 0
+	case duckdb.TYPE_FLOAT, duckdb.TYPE_DOUBLE:
+		f, err := strconv.ParseFloat(s, 64)
+		return err == nil && !math.IsInf(f, 0) && !math.IsNaN(f) && json.Valid([]byte(s)) && s[0] != '+'
+	}
+	return false
+}
+
+// runRaw runs one statement that cannot be a subquery and writes its
+// result as the Go driver types it.
+func runRaw(ctx context.Context, conn *sql.Conn, text, format string, out io.Writer, sink *sink) error {
+	rows, err := conn.QueryContext(ctx, text)
 	if err != nil {
 		return sink.or(err)
 	}
@@ -118,10 +498,8 @@ func Run(ctx context.Context, db *sql.DB, query, format string, out io.Writer) e
 	case FormatCSV:
 		cw = csv.NewWriter(out)
 		cw.Write(cols)
-	case FormatJSON:
-		records = []map[string]any{}
 	default:
-		return fmt.Errorf("unknown format %q (table, csv or json)", format)
+		records = []map[string]any{}
 	}
 	err = scan(rows, len(cols), func(vals []any) {
 		switch format {
@@ -135,7 +513,7 @@ func Run(ctx context.Context, db *sql.DB, query, format string, out io.Writer) e
 			} else {
 				cw.Write(cells)
 			}
-		case FormatJSON:
+		default:
 			rec := map[string]any{}
 			for i, c := range cols {
 				rec[c] = vals[i]
@@ -158,24 +536,35 @@ func Run(ctx context.Context, db *sql.DB, query, format string, out io.Writer) e
 	return enc.Encode(records)
 }
 
+// cell is a value of EXPLAIN's or a PRAGMA's result (text, numbers,
+// booleans) for table and csv output.
 func cell(v any) string {
 	switch x := v.(type) {
 	case nil:
 		return "NULL"
 	case []byte:
 		return string(x)
-	case time.Time:
-		return x.Format(time.RFC3339Nano)
-	}
-	// JSON, STRUCT, LIST and MAP values print as JSON in every format.
-	k := reflect.ValueOf(v).Kind()
-	_, marshals := v.(json.Marshaler)
-	if k == reflect.Map || k == reflect.Slice || marshals || k == reflect.Struct {
-		if b, err := json.Marshal(v); err == nil && len(b) > 0 && (b[0] == '{' || b[0] == '[') {
-			return string(b)
-		}
 	}
 	return fmt.Sprint(v)
+}
+
+// scanText calls fn with each row's n values as text (fn must not keep
+// the slice) and returns the first error of the scan or of fn.
+func scanText(rows *sql.Rows, n int, fn func(vals []sql.NullString) error) error {
+	vals := make([]sql.NullString, n)
+	ptrs := make([]any, n)
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	for rows.Next() {
+		if err := rows.Scan(ptrs...); err != nil {
+			return err
+		}
+		if err := fn(vals); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
 }
 
 // scan calls fn with each row's n values (fn must not keep the slice) and

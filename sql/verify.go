@@ -27,6 +27,13 @@ func Record(f index.Fragment) cache.Record {
 	return cache.Record{Name: f.Path, Size: f.Bytes, Generation: f.Generation, Digest: f.Digest}
 }
 
+// VerifiedMemory returns the memory of verified files that views whose
+// fragment lists live in dir (Options.Dir) keep, so that another reader
+// (worldfs check) that verifies a file spares the views hashing it.
+func VerifiedMemory(dir string) *cache.Verified {
+	return cache.OpenVerified(filepath.Join(dir, "verified"))
+}
+
 // verifier returns the fragment paths of the views and the checks of
 // those a local bucket holds: its files are read in place and checked
 // only when a query is about to read them (checks), so that the cost of
@@ -37,7 +44,7 @@ func verifier(b bucket.Bucket, path pathFunc, opts Options, dir string) (recordP
 	if _, ok := bucket.As[bucket.Local](b); ok {
 		v := opts.Verified
 		if v == nil {
-			v = cache.OpenVerified(filepath.Join(dir, "verified"))
+			v = VerifiedMemory(dir)
 		}
 		c := &checks{v: v, files: map[string]cache.Record{}}
 		return func(ctx context.Context, f index.Fragment) (string, error) {

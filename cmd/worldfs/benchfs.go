@@ -25,20 +25,21 @@ import (
 
 func init() {
 	var dir *string
-	var mb, ticks, files *int
+	var mb, ticks, files, worlds *int
 	registerBench(benchSpec[*fsBench]{
 		name:    "fs",
-		summary: "measure the mount on a local bucket: sequential read vs a direct read, cold and warm ls -l of a big ticks/, open + first byte",
-		example: "worldfs bench fs --mb 1024 --ticks 100000 --json",
+		summary: "measure the mount on a local bucket: sequential read vs a direct read, cold and warm ls -l of a big ticks/, open + first byte; or (--worlds N) a mount of N small worlds",
+		example: "worldfs bench fs --mb 1024 --ticks 100000 --json\n  worldfs bench fs --worlds 100000 --dir /var/tmp/worlds   # ls -l of the root, every head once, memory, a new world",
 		flags: func(fs *flag.FlagSet) {
 			dir = fs.String("dir", "", "work directory for the bucket, cache and mount point (default: a temporary one, removed after)")
 			mb = fs.Int("mb", 512, "size of the large snapshot file, MiB")
 			ticks = fs.Int("ticks", 100000, "ticks in the world whose ticks/ directory is listed")
 			files = fs.Int("files", 200, "snapshot files for the open + first byte latency")
+			worlds = fs.Int("worlds", 0, "measure a mount of this many small worlds instead (reused from --dir when there)")
 		},
 		check: func(args []string) error {
-			if len(args) != 0 || *mb < 1 || *ticks < 1 || *files < 1 {
-				return usagef("bench fs takes no arguments and positive --mb, --ticks and --files")
+			if len(args) != 0 || *mb < 1 || *ticks < 1 || *files < 1 || *worlds < 0 {
+				return usagef("bench fs takes no arguments and positive --mb, --ticks, --files (and --worlds)")
 			}
 			return nil
 		},
@@ -48,9 +49,20 @@ func init() {
 				return nil, err
 			}
 			defer remove()
+			if *worlds > 0 {
+				w, err := benchWorlds(ctx, work, *worlds)
+				return &fsBench{Worlds: w}, err
+			}
 			return benchFS(ctx, work, *mb, *ticks, *files)
 		},
 		table: func(out io.Writer, res *fsBench) error {
+			if w := res.Worlds; w != nil {
+				fmt.Fprintf(out, "%d worlds: ls of the root %.3f s; ls -l cold %.3f s, warm %.3f s\n", w.Worlds, w.LsSeconds, w.LsLColdSeconds, w.LsLWarmSeconds)
+				fmt.Fprintf(out, "every head once: p50 %.3f ms, p99 %.3f ms, max %.3f ms; resident %.0f MiB before, %.0f MiB after (%d catalogs open)\n",
+					w.HeadRead.P50ms, w.HeadRead.P99ms, w.HeadRead.MaxMs, w.RSSBeforeMiB, w.RSSAfterMiB, w.CatalogsOpen)
+				fmt.Fprintf(out, "a world created while mounted was listed after %.3f s\n", w.NewWorldSeconds)
+				return nil
+			}
 			fmt.Fprintf(out, "sequential read of %d MiB (warm page cache): direct %.0f MiB/s, through the mount %.0f MiB/s (%.2fx)\n",
 				*mb, res.DirectMiBps, res.MountMiBps, res.ReadRatio)
 			fmt.Fprintf(out, "ls -l of ticks/ with %d ticks: cold %.3f s, warm %.3f s; without xattrs (--xattrs=false): cold %.3f s, warm %.3f s\n",
@@ -76,6 +88,8 @@ type fsBench struct {
 	ListWarmNoXattrs float64       `json:"ls_l_warm_seconds_no_xattrs"`
 	FirstOpen        stats.Summary `json:"open_first_byte_first"`
 	Reopen           stats.Summary `json:"open_first_byte_again"`
+	// Worlds is the many-worlds mode's result (--worlds), alone.
+	Worlds *worldsBench `json:"worlds,omitempty"`
 }
 
 func say(format string, args ...any) { fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...) }

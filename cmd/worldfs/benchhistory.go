@@ -313,18 +313,7 @@ func historyWorld(ctx context.Context, b bucket.Bucket, h *historyBench, tables 
 	}
 	defer w.Close()
 	h.Generated = true
-	if err := w.AddProcessor(func(tc *engine.TickContext) error {
-		for _, t := range tables {
-			f := tc.Frame(t.Name)
-			x, y := f.Float64("position_x"), f.Float64("position_y")
-			vx, vy := f.Float64("velocity_x"), f.Float64("velocity_y")
-			for i := range x {
-				x[i] += vx[i] * 0.01
-				y[i] += vy[i] * 0.01
-			}
-		}
-		return nil
-	}); err != nil {
+	if err := w.AddProcessor(historyStep(tables)); err != nil {
 		return err
 	}
 	// Progress on a terminal; the rate once built, wherever stderr goes.
@@ -348,6 +337,23 @@ func historyWorld(ctx context.Context, b bucket.Bucket, h *historyBench, tables 
 	fmt.Fprintf(os.Stderr, "bench: world %s: %d ticks (%.0f ticks/s)\n", h.World, h.Ticks, float64(int64(h.Ticks)-done)/time.Since(start).Seconds())
 	h.BuildSeconds = time.Since(start).Seconds()
 	return nil
+}
+
+// historyStep is the bench world's system: every entity moves by its
+// velocity.
+func historyStep(tables []*engine.Table) engine.Processor {
+	return func(tc *engine.TickContext) error {
+		for _, t := range tables {
+			f := tc.Frame(t.Name)
+			x, y := f.Float64("position_x"), f.Float64("position_y")
+			vx, vy := f.Float64("velocity_x"), f.Float64("velocity_y")
+			for i := range x {
+				x[i] += vx[i] * 0.01
+				y[i] += vy[i] * 0.01
+			}
+		}
+		return nil
+	}
 }
 
 // historyMeasure measures one state of the world.
@@ -660,13 +666,19 @@ func historyMount(ctx context.Context, b bucket.Bucket, h *historyBench, ph *his
 
 // vmHWM is the peak resident set of process pid so far (0 once it is
 // gone).
-func vmHWM(pid int) int64 {
+func vmHWM(pid int) int64 { return procStatus(pid, "VmHWM:") }
+
+// vmRSS is the resident set of process pid now (0 once it is gone).
+func vmRSS(pid int) int64 { return procStatus(pid, "VmRSS:") }
+
+// procStatus reads one size (kB) of /proc/<pid>/status, in bytes.
+func procStatus(pid int, field string) int64 {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0
 	}
 	for _, line := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+		if v, ok := strings.CutPrefix(line, field); ok {
 			var kb int64
 			fmt.Sscanf(strings.TrimSpace(v), "%d", &kb)
 			return kb * 1024

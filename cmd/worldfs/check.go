@@ -2,12 +2,12 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -20,16 +20,22 @@ import (
 
 // checkResult is the summary of worldfs check (printed, or as JSON).
 type checkResult struct {
-	World       string       `json:"world"`
-	Run         string       `json:"run,omitempty"`
-	Slots       uint64       `json:"slots"`
-	FirstSlot   uint64       `json:"first_slot"`
-	Checkpoints []uint64     `json:"checkpoints"`
-	Fragments   int64        `json:"fragments"`
-	Unrecorded  int64        `json:"unrecorded"` // fragments with no size, generation or digest to check
-	Bytes       int64        `json:"bytes"`
-	ReadData    bool         `json:"read_data"`
-	Errors      []checkError `json:"errors"`
+	World       string   `json:"world"`
+	Run         string   `json:"run,omitempty"`
+	Slots       uint64   `json:"slots"`
+	FirstSlot   uint64   `json:"first_slot"`
+	Checkpoints []uint64 `json:"checkpoints"`
+	Fragments   int64    `json:"fragments"`
+	Unrecorded  int64    `json:"unrecorded"` // fragments with no size, generation or digest to check
+	Bytes       int64    `json:"bytes"`
+	// Reverified counts the fragments whose generation differs from the
+	// catalog's (a copied bucket: new mtimes, new GCS generations) and
+	// whose bytes were found to be the recorded ones: not damage.
+	Reverified int64 `json:"reverified"`
+	// ReverifiedFragments names them.
+	ReverifiedFragments []string     `json:"reverified_fragments"`
+	ReadData            bool         `json:"read_data"`
+	Errors              []checkError `json:"errors"`
 }
 
 type checkError struct {
@@ -46,18 +52,20 @@ type checkError struct {
 var errCheckFailed = errors.New("check found errors")
 
 func init() {
-	var url, world, runName *string
-	var readData, asJSON *bool
+	var url, world, runName, cacheDir *string
+	var readData, asJSON, verbose *bool
 	register("", command{
 		name: "check",
 		summary: "verify a world's catalog (log, checkpoints) and every fragment it references (presence, size, generation; " +
-			"with --read-data the sha256 of every byte); exits 1 on any error",
+			"the sha256 of a fragment whose generation differs, as in a copied bucket; with --read-data the sha256 of every byte); exits 1 on any error",
 		example: "worldfs check --bucket ./worldfs-data --world w1 --read-data",
 		flags: func(fs *flag.FlagSet) {
 			url = bucketFlag(fs)
 			world = fs.String("world", "", "world to check (required)")
 			runName = fs.String("run", "", "check only this run's fragments (default: every run)")
-			readData = fs.Bool("read-data", false, "read every fragment and check its sha256 (otherwise size and generation only)")
+			readData = fs.Bool("read-data", false, "read every fragment and check its sha256 (otherwise size and generation, and the sha256 of those whose generation differs)")
+			verbose = fs.Bool("verbose", false, "name every fragment re-verified by its bytes because its generation differs (a copied bucket)")
+			cacheDir = fs.String("cache-dir", defaultCacheDir(), "the cache whose memory of verified files a check reads and adds to (shared with worldfs sql)")
 			asJSON = fs.Bool("json", false, "print the summary as one JSON object")
 		},
 		run: func(ctx context.Context, fs *flag.FlagSet, args []string, out io.Writer) error {
@@ -75,9 +83,11 @@ func init() {
 			if err := requireWorld(ctx, b, *world); err != nil {
 				return err
 			}
-			res := &checkResult{World: *world, Run: *runName, ReadData: *readData, Checkpoints: []uint64{}, Errors: []checkError{}}
+			res := &checkResult{World: *world, Run: *runName, ReadData: *readData, Checkpoints: []uint64{}, Errors: []checkError{},
+				ReverifiedFragments: []string{}}
+			v := wsql.VerifiedMemory(filepath.Join(*cacheDir, "views"))
 			p := newProgress(os.Stderr)
-			if err := check(ctx, b, res, p); err != nil {
+			if err := check(ctx, b, v, bucketID(*url), res, p); err != nil {
 				p.done()
 				return err
 			}
@@ -87,7 +97,7 @@ func init() {
 					return err
 				}
 			} else {
-				printCheck(out, res)
+				printCheck(out, res, *verbose)
 			}
 			if len(res.Errors) > 0 {
 				return fmt.Errorf("world %s: %d error(s) in %d fragments: %w", res.World, len(res.Errors), res.Fragments, errCheckFailed)
@@ -99,7 +109,7 @@ func init() {
 
 // check fills res: the catalog first (a catalog that cannot be folded ends
 // the check), then every fragment it references, several at a time.
-func check(ctx context.Context, b bucket.Bucket, res *checkResult, p *progressLine) error {
+func check(ctx context.Context, b bucket.Bucket, v *cache.Verified, id string, res *checkResult, p *progressLine) error {
 	var folded atomic.Int64
 	cc, err := index.VerifyCatalog(ctx, b, res.World, func(uint64) { p.step("catalog: slots folded", folded.Add(1), -1) })
 	if errors.Is(err, index.ErrCorrupt) {
@@ -138,6 +148,7 @@ func check(ctx context.Context, b bucket.Bucket, res *checkResult, p *progressLi
 	}
 	p.step(desc, 0, total)
 	errs := make([]*checkError, len(refs))
+	copied := make([]bool, len(refs))
 	var unrecorded atomic.Int64
 	sem := make(chan struct{}, max(4, 2*runtime.GOMAXPROCS(0)))
 	var wg sync.WaitGroup
@@ -153,8 +164,9 @@ func check(ctx context.Context, b bucket.Bucket, res *checkResult, p *progressLi
 			if !r.Recorded() {
 				unrecorded.Add(1)
 			}
-			n, err := checkFragment(ctx, b, r, res.ReadData)
-			bytes.Add(n)
+			c, err := v.Check(ctx, b, id, r, res.ReadData)
+			bytes.Add(c.Read)
+			copied[i] = err == nil && c.Copied
 			if err != nil {
 				ce := checkError{Fragment: f.Path, Run: f.Run, Tick: f.Tick, What: "read", Message: err.Error()}
 				var cf *cache.CorruptFragmentError
@@ -170,53 +182,25 @@ func check(ctx context.Context, b bucket.Bucket, res *checkResult, p *progressLi
 		return err
 	}
 	res.Fragments, res.Bytes, res.Unrecorded = int64(len(refs)), bytes.Load(), unrecorded.Load()
-	for _, e := range errs {
+	for i, e := range errs {
 		if e != nil {
 			res.Errors = append(res.Errors, *e)
+		}
+		if copied[i] {
+			res.Reverified++
+			res.ReverifiedFragments = append(res.ReverifiedFragments, refs[i].Path)
 		}
 	}
 	return nil
 }
 
-// checkFragment checks one fragment against its record: presence, size
-// and generation from the bucket's attributes, and with readData the
-// sha256 of its bytes. It returns the bytes it read.
-func checkFragment(ctx context.Context, b bucket.Bucket, r cache.Record, readData bool) (int64, error) {
-	missing := func() error {
-		return &cache.CorruptFragmentError{Name: r.Name, What: "presence", Want: "present", Got: "absent"}
-	}
-	attrs, err := b.Stat(ctx, r.Name)
-	if errors.Is(err, bucket.ErrNotExist) {
-		return 0, missing()
-	}
-	if err != nil {
-		return 0, err
-	}
-	if err := r.CheckAttrs(attrs); err != nil || !readData {
-		return 0, err
-	}
-	data, attrs, err := b.Get(ctx, r.Name)
-	if errors.Is(err, bucket.ErrNotExist) {
-		return 0, missing()
-	}
-	if err != nil {
-		return 0, err
-	}
-	attrs.Size = int64(len(data))
-	if err := r.CheckAttrs(attrs); err != nil {
-		return int64(len(data)), err
-	}
-	sum := sha256.Sum256(data)
-	return int64(len(data)), r.CheckDigest("", sum[:])
-}
-
-func printCheck(out io.Writer, res *checkResult) {
+func printCheck(out io.Writer, res *checkResult, verbose bool) {
 	fmt.Fprintf(out, "world %s: catalog of %d slots", res.World, res.Slots)
 	if res.FirstSlot > 1 {
 		fmt.Fprintf(out, " (from slot %d; older ones collected)", res.FirstSlot)
 	}
 	fmt.Fprintf(out, " folded; %d checkpoints compared with the log\n", len(res.Checkpoints))
-	what := "presence, size and generation"
+	what := "presence, size and generation; the sha256 where the generation differs"
 	if res.ReadData {
 		what = "presence, size, generation and the sha256 of every byte"
 	}
@@ -228,6 +212,15 @@ func printCheck(out io.Writer, res *checkResult) {
 		fmt.Fprintf(out, "; %d have no record to check", res.Unrecorded)
 	}
 	fmt.Fprintln(out)
+	if res.Reverified > 0 {
+		fmt.Fprintf(out, "%d fragments re-verified by their bytes: their generation differs from the catalog's (a copied bucket), their sha256 is the recorded one\n",
+			res.Reverified)
+		if verbose {
+			for _, name := range res.ReverifiedFragments {
+				fmt.Fprintf(out, "re-verified: %s\n", name)
+			}
+		}
+	}
 	for _, e := range res.Errors {
 		switch {
 		case e.Fragment == "":

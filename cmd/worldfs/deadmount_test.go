@@ -13,7 +13,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	crashtest.Main(m, map[string]crashtest.Func{"mount": mountChild})
+	crashtest.Main(m, map[string]crashtest.Func{"mount": mountChild, "cli": cliChild})
 }
 
 // mountChild runs 'worldfs mount' in a process of its own, for a test to

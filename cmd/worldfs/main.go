@@ -23,6 +23,7 @@ import (
 	"github.com/worldfs/worldfs/cache"
 	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/index"
+	wsql "github.com/worldfs/worldfs/sql"
 )
 
 // command is one CLI command: its flags are parsed by run's FlagSet.
@@ -71,7 +72,7 @@ var commands = map[string][]command{}
 var groupSummaries = map[string]string{
 	"bench":  "benchmarks, each printing its numbers (--json for one object)",
 	"bucket": "read and write a bucket's objects directly",
-	"world":  "create, fork, resume a world and set its status or writer mode, without a mount",
+	"world":  "create, fork, resume a world and set its status or writer mode, without a mount; copy worlds to another bucket",
 }
 
 func register(group string, c command) { commands[group] = append(commands[group], c) }
@@ -160,10 +161,23 @@ func openExisting(ctx context.Context, url string) (bucket.Bucket, error) {
 			if err != nil {
 				return nil, err
 			}
-			return nil, notFoundError{fmt.Sprintf("bucket %s does not exist ('worldfs init --bucket %s' makes it; the first write does too)", url, url)}
+			return nil, notFoundError{noBucket(url, lb.Root())}
 		}
 	}
 	return b, nil
+}
+
+// noBucket says that the local bucket at url (directory root) does not
+// exist: first how a bucket is chosen and where this one was looked for,
+// so that a command run from the wrong directory, or without --bucket,
+// shows it; then how to make one.
+func noBucket(url, root string) string {
+	env := "WORLDFS_BUCKET is not set"
+	if v := os.Getenv("WORLDFS_BUCKET"); v != "" {
+		env = "WORLDFS_BUCKET=" + v
+	}
+	return fmt.Sprintf("bucket %s does not exist: the bucket is --bucket, or $WORLDFS_BUCKET when --bucket is not given, else %s (%s); "+
+		"no directory %s. 'worldfs init --bucket %s' makes it (the first write does too)", url, defaultBucket, env, root, url)
 }
 
 // requireWorld fails with a notFoundError unless world exists in b.
@@ -271,7 +285,7 @@ func exitCode(ctx context.Context, err error) int {
 		return exitNoReply
 	case errors.Is(err, cache.ErrCorruptFragment):
 		return exitFailed
-	case errors.As(err, new(notFoundError)), errors.Is(err, index.ErrNoWorld):
+	case errors.As(err, new(notFoundError)), errors.Is(err, index.ErrNoWorld), errors.Is(err, wsql.ErrNotFound):
 		return exitNotFound
 	case errors.As(err, &stale), errors.As(err, &conflict), errors.As(err, &claimConflict),
 		errors.Is(err, index.ErrWorldExists), errors.Is(err, bucket.ErrExist), errors.Is(err, errFactConflict):
@@ -363,12 +377,23 @@ func runCommand(ctx context.Context, full string, c command, args []string, stdo
 		positional = append(positional, fs.Arg(0))
 		args = fs.Args()[1:]
 	}
-	err := c.run(ctx, fs, positional, stdout)
+	err := c.run(context.WithValue(ctx, stderrKey{}, stderr), fs, positional, stdout)
 	if u, ok := err.(usageError); ok && u.usage == "" {
 		u.usage = help
 		return u
 	}
 	return err
+}
+
+type stderrKey struct{}
+
+// stderrOf is the standard error of the command ctx runs, for notes that
+// are not its output.
+func stderrOf(ctx context.Context) io.Writer {
+	if w, ok := ctx.Value(stderrKey{}).(io.Writer); ok {
+		return w
+	}
+	return os.Stderr
 }
 
 // commandUsage is a command's help: usage line, summary, flags spelled

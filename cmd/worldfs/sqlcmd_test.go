@@ -255,3 +255,38 @@ func TestSQLReusesViewsOnlyWhileTheCatalogIsUnchanged(t *testing.T) {
 	head("6", n+2) // the catalog changed: built again
 	head("6", n+2)
 }
+
+// <table>_at(t) of a tick that is not visible prints a note on stderr,
+// from views built and from views reused, with --at and with --out; the
+// result and the exit status are those of the query.
+func TestSQLNotesATickThatIsNotVisible(t *testing.T) {
+	dir := sqlWorld(t)
+	cacheDir := t.TempDir()
+	base := []string{"sql", "--bucket", dir, "--world", "w", "--cache-dir", cacheDir, "--format", "csv"}
+	q := "SELECT count(*) AS n FROM particle_at(999)"
+	n := wsql.Builds()
+	for i, args := range [][]string{
+		append(slices.Clone(base), q),
+		append(slices.Clone(base), q), // reused
+	} {
+		code, out, stderr := cli(t, args...)
+		if code != 0 || out != "n\n0\n" || stderr != "note: tick 999 is not a visible tick of run main of w (head is 5)\n" {
+			t.Errorf("run %d: exit %d, %q, stderr %q", i, code, out, stderr)
+		}
+	}
+	if got := wsql.Builds(); got != n+1 {
+		t.Errorf("%d views built, want 1 (the second run reuses them)", got-n)
+	}
+	code, out, stderr := cli(t, append(slices.Clone(base), "--at", "3", "SELECT count(*) AS n FROM particle_at(5)")...)
+	if code != 0 || out != "n\n0\n" || stderr != "note: tick 5 is not a visible tick of run main of w (the views are pinned at tick 3, where its head is 3)\n" {
+		t.Errorf("--at 3: exit %d, %q, stderr %q", code, out, stderr)
+	}
+	file := filepath.Join(t.TempDir(), "out.csv")
+	code, _, stderr = cli(t, "sql", "--bucket", dir, "--world", "w", "--cache-dir", cacheDir, "--out", file, q)
+	if data, err := os.ReadFile(file); code != 0 || err != nil || string(data) != "n\n0\n" || !strings.HasPrefix(stderr, "note: tick 999 ") {
+		t.Errorf("--out: exit %d, %q %v, stderr %q", code, data, err, stderr)
+	}
+	if code, _, stderr := cli(t, append(slices.Clone(base), "SELECT count(*) AS n FROM particle_at(5)")...); code != 0 || stderr != "" {
+		t.Errorf("a visible tick: exit %d, stderr %q", code, stderr)
+	}
+}

@@ -12,7 +12,7 @@ import (
 	"slices"
 
 	"github.com/worldfs/worldfs/bucket"
-	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/cache"
 	"github.com/worldfs/worldfs/index"
 )
 
@@ -78,14 +78,17 @@ func (e *exporter) filtered(ctx context.Context, f index.File, name string, keep
 	return dataFile{uri: e.uri(name), rows: kept, size: size, lo: lo, hi: hi}, true, rewrote, nil
 }
 
-// read reads f, checked against its catalog record.
+// read reads f, checked against its catalog record by the readers' one
+// rule (cache.Record): its bytes decide, whatever its generation (a
+// copied bucket exports as the original).
 func (e *exporter) read(ctx context.Context, f index.File) ([]byte, error) {
 	data, _, err := e.b.Get(ctx, f.Path)
 	if err != nil {
 		return nil, err
 	}
-	if f.Digest != "" && engine.Digest(data) != f.Digest {
-		return nil, fmt.Errorf("%s does not match its catalog record (digest): %w", f.Path, index.ErrCorrupt)
+	r := cache.Record{Name: f.Path, Size: f.Bytes, Generation: f.Generation, Digest: f.Digest}
+	if err := r.CheckData("", data); err != nil {
+		return nil, fmt.Errorf("%w (%w)", err, index.ErrCorrupt)
 	}
 	return data, nil
 }

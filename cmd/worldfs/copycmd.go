@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/worldfs/worldfs/transfer"
+)
+
+func init() {
+	var from, to *string
+	var all, withLineage, asJSON *bool
+	register("world", command{
+		name: "copy",
+		summary: "copy a world (its catalog, fragments, referenced assets) to another bucket of any kind; every fragment is checked against " +
+			"the catalog's sha256 as it is copied; run again after an interruption, it skips what the destination already holds",
+		usage: "WORLD... | --all",
+		example: "worldfs world copy w1 --from ./worldfs-data --to gs://my-bucket/worlds\n" +
+			"  worldfs world copy w1-fork --to ./backup --with-lineage   # the fork and the parent whose history it reads\n" +
+			"  worldfs world copy --all --from gs://a/worlds --to gs://b/worlds",
+		flags: func(fs *flag.FlagSet) {
+			timeoutFlag(fs)
+			from = fs.String("from", envOr("WORLDFS_BUCKET", defaultBucket), "the bucket `URL` to copy from (env WORLDFS_BUCKET)")
+			to = fs.String("to", "", "the bucket `URL` to copy into (required; a local directory is made)")
+			all = fs.Bool("all", false, "copy every world of the source")
+			withLineage = fs.Bool("with-lineage", false, "copy with a fork the worlds whose history it reads (its parent, and theirs)")
+			asJSON = fs.Bool("json", false, "print the summary as one JSON object")
+		},
+		run: func(ctx context.Context, fs *flag.FlagSet, args []string, out io.Writer) error {
+			switch {
+			case *to == "":
+				return usagef("--to is required")
+			case *to == *from:
+				return usagef("--to names the bucket copied from")
+			case *all && len(args) > 0:
+				return usagef("give worlds or --all, not both")
+			case !*all && len(args) == 0:
+				return usagef("name the worlds to copy, or --all")
+			}
+			src, err := openExisting(ctx, *from)
+			if err != nil {
+				return err
+			}
+			defer src.Close()
+			worlds := args
+			if *all {
+				if worlds, err = transfer.Worlds(ctx, src); err != nil {
+					return err
+				}
+				if len(worlds) == 0 {
+					return notFoundError{fmt.Sprintf("bucket %s holds no world", *from)}
+				}
+			}
+			for _, w := range worlds {
+				if err := requireWorld(ctx, src, w); err != nil {
+					return err
+				}
+			}
+			dst, err := openBucket(ctx, *to)
+			if err != nil {
+				return err
+			}
+			defer dst.Close()
+			p := newProgress(os.Stderr)
+			res, err := transfer.Copy(ctx, src, dst, worlds, transfer.Options{
+				WithLineage: *withLineage,
+				Progress:    func(pr transfer.Progress) { p.step("objects copied or found there", pr.Objects, pr.TotalObjects) },
+			})
+			p.done()
+			var mp *transfer.MissingParentError
+			if errors.As(err, &mp) {
+				return usagef("%v", err)
+			}
+			if err != nil {
+				return err
+			}
+			if *asJSON {
+				return writeJSON(out, map[string]any{"worlds": res.Worlds, "copied": res.Copied, "skipped": res.Skipped,
+					"bytes": res.Bytes, "verified": res.Verified, "from": *from, "to": *to})
+			}
+			fmt.Fprintf(out, "copied %s from %s to %s: %d objects copied (%.1f MiB), %d already there with the same bytes; "+
+				"%d fragments checked against the catalog's sha256\n",
+				strings.Join(res.Worlds, ", "), *from, *to, res.Copied, float64(res.Bytes)/(1<<20), res.Skipped, res.Verified)
+			return nil
+		},
+	})
+}
