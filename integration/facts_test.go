@@ -12,7 +12,6 @@ import (
 
 	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/index"
-	wsql "github.com/worldfs/worldfs/sql"
 )
 
 // Facts and receipts go in through the world's ctl (exactly once: a resend
@@ -101,15 +100,7 @@ func TestCtlFacts(t *testing.T) {
 	}
 
 	// The facts files equal the SQL views.
-	s, err := wsql.Build(ctxT(t), b, "p", wsql.Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sdb, err := wsql.Open(ctxT(t), s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sdb.Close()
+	sdb := openViews(t, b, "p")
 	if got := sorted(ls(t, mt.path("p", "facts"))); strings.Join(got, ",") != "main,receipts.csv,receipts.parquet" {
 		t.Fatalf("facts/: %v", got)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/worldfs/worldfs/cache"
 	"github.com/worldfs/worldfs/engine/enginetest"
 	wfs "github.com/worldfs/worldfs/fs"
+	wsql "github.com/worldfs/worldfs/sql"
 )
 
 // The kit (engine/enginetest) under the names these tests use.
@@ -143,6 +144,22 @@ func ctl(t testing.TB, path, cmd string) (wfs.Answer, syscall.Errno) {
 		t.Fatalf("ctl %s: write errno %v but answer %+v", cmd, errno, a)
 	}
 	return a, errno
+}
+
+// openViews builds world's views in b (a fresh views directory) and opens
+// them, closed when the test ends: what worldfs sql answers.
+func openViews(t testing.TB, b bucket.Bucket, world string) *sql.DB {
+	t.Helper()
+	s, err := wsql.Build(ctxT(t), b, world, wsql.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := wsql.Open(ctxT(t), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
 }
 
 // duck opens an in-memory DuckDB.

@@ -234,8 +234,8 @@ func checkSize(t *testing.T, p string) {
 	}
 }
 
-// fragmentOf returns tick n's (first) particle fragment as w's catalog records it now.
-func fragmentOf(t *testing.T, b bucket.Bucket, n int64) index.Fragment {
+// tickOf returns tick n of w as its catalog records it now.
+func tickOf(t *testing.T, b bucket.Bucket, n int64) *index.Tick {
 	t.Helper()
 	s, _, err := index.Load(ctxT(t), b, "w")
 	if err != nil {
@@ -245,8 +245,15 @@ func fragmentOf(t *testing.T, b bucket.Bucket, n int64) index.Fragment {
 	if !ok {
 		t.Fatalf("no tick %d", n)
 	}
+	return tk
+}
+
+// fragmentOf returns tick n's (first) particle fragment as w's catalog
+// records it now.
+func fragmentOf(t *testing.T, b bucket.Bucket, n int64) index.Fragment {
+	t.Helper()
 	particle := particles.Tables()[0].ID
-	for _, tf := range enginetest.Tables(t, tk) {
+	for _, tf := range enginetest.Tables(t, tickOf(t, b, n)) {
 		if tf.Table == particle && len(tf.Fragments) > 0 {
 			return tf.Fragments[0]
 		}
@@ -258,13 +265,5 @@ func fragmentOf(t *testing.T, b bucket.Bucket, n int64) index.Fragment {
 // tokenOf returns the commit token of tick n of w.
 func tokenOf(t *testing.T, b bucket.Bucket, n int64) string {
 	t.Helper()
-	s, _, err := index.Load(ctxT(t), b, "w")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tk, ok := s.Tick("main", n)
-	if !ok {
-		t.Fatalf("no tick %d", n)
-	}
-	return tk.CommitToken
+	return tickOf(t, b, n).CommitToken
 }

@@ -18,7 +18,6 @@ import (
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/engine"
 	wfs "github.com/worldfs/worldfs/fs"
-	wsql "github.com/worldfs/worldfs/sql"
 )
 
 // compactedWorld makes world w of 150 ticks whose ticks 0..127 are
@@ -162,15 +161,7 @@ func TestHyparquetReadsTheMount(t *testing.T) {
 		t.Fatalf("node read.mjs: %v", err)
 	}
 
-	s, err := wsql.Build(ctxT(t), b, "w", wsql.Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := wsql.Open(ctxT(t), s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openViews(t, b, "w")
 	cols := []string{"entity_id", "tick", "commit_token", "writer_epoch", "position_x", "position_y", "velocity_x", "velocity_y"}
 	read, total := 0, 0
 	sc := bufio.NewScanner(bytes.NewReader(out))
@@ -280,15 +271,7 @@ func first(s []string) string {
 // where they live now.
 func TestManifestDescribesItsTick(t *testing.T) {
 	mt, b := compactedWorld(t)
-	s, err := wsql.Build(ctxT(t), b, "w", wsql.Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := wsql.Open(ctxT(t), s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openViews(t, b, "w")
 	compacted := 0
 	for _, tick := range []int64{5, 100, 127, 140} {
 		data, err := os.ReadFile(mt.path("w", "runs", "main", "ticks", wfs.TickName(tick), "manifest.json"))

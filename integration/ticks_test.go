@@ -8,7 +8,6 @@ import (
 
 	"github.com/worldfs/worldfs/engine/enginetest"
 	wfs "github.com/worldfs/worldfs/fs"
-	wsql "github.com/worldfs/worldfs/sql"
 )
 
 // The mount's tick directories and worldfs_ticks tell one time: every
@@ -23,15 +22,7 @@ func TestTickDirectoriesAndWorldfsTicksAgree(t *testing.T) {
 	enginetest.Fork(t, b, "w", "f", 20, 30).Close()
 	mt := testMount(t, b)
 	for _, world := range []string{"w", "f"} {
-		s, err := wsql.Build(ctxT(t), b, world, wsql.Options{Dir: t.TempDir()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		views, err := wsql.Open(ctxT(t), s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer views.Close()
+		views := openViews(t, b, world)
 		published := map[string]time.Time{}
 		r, err := views.Query("SELECT tick, published_at FROM worldfs_ticks")
 		if err != nil {

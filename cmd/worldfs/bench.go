@@ -6,11 +6,15 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/hanwen/go-fuse/v2/fuse"
 	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/cache"
+	wfs "github.com/worldfs/worldfs/fs"
 	"github.com/worldfs/worldfs/internal/stats"
 )
 
@@ -88,6 +92,28 @@ func benchDir(dir, pattern string) (string, func(), error) {
 		return "", nil, err
 	}
 	return d, func() { os.RemoveAll(d) }, nil
+}
+
+// benchMount mounts b at work/name with a fresh cache at work/name-cache
+// (a cold mount); done unmounts it and closes the mount.
+func benchMount(b bucket.Bucket, work, name string, opts wfs.Options, mo wfs.MountOptions) (mnt string, srv *fuse.Server, done func(), err error) {
+	if opts.Cache, err = cache.Open(filepath.Join(work, name+"-cache"), cache.Options{}); err != nil {
+		return "", nil, nil, err
+	}
+	m, err := wfs.New(b, opts)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	mnt = filepath.Join(work, name)
+	if err := os.MkdirAll(mnt, 0o755); err != nil {
+		m.Close()
+		return "", nil, nil, err
+	}
+	if srv, err = wfs.Serve(mnt, m, mo); err != nil {
+		m.Close()
+		return "", nil, nil, err
+	}
+	return mnt, srv, func() { srv.Unmount(); m.Close() }, nil
 }
 
 // registerBench registers s as "worldfs bench <name>" on the scaffold

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/worldfs/worldfs/bucket"
-	"github.com/worldfs/worldfs/cache"
 	"github.com/worldfs/worldfs/engine"
 	wfs "github.com/worldfs/worldfs/fs"
 	"github.com/worldfs/worldfs/index"
@@ -165,24 +164,11 @@ func benchCompacted(ctx context.Context, b bucket.Bucket, work, world, table str
 		}
 	}
 
-	c, err := cache.Open(filepath.Join(work, "cache"), cache.Options{})
+	mnt, _, done, err := benchMount(b, work, "mnt", wfs.Options{}, wfs.MountOptions{})
 	if err != nil {
 		return nil, err
 	}
-	m, err := wfs.New(b, wfs.Options{Cache: c})
-	if err != nil {
-		return nil, err
-	}
-	defer m.Close()
-	mnt := filepath.Join(work, "mnt")
-	if err := os.MkdirAll(mnt, 0o755); err != nil {
-		return nil, err
-	}
-	srv, err := wfs.Serve(mnt, m, wfs.MountOptions{})
-	if err != nil {
-		return nil, err
-	}
-	defer srv.Unmount()
+	defer done()
 	dir := filepath.Join(mnt, world, "runs", "main", "ticks")
 	if _, err := os.Stat(dir); err != nil { // the catalog loads here, not in the first stat
 		return nil, err
@@ -248,24 +234,8 @@ func benchCompacted(ctx context.Context, b bucket.Bucket, work, world, table str
 // views answering the same query.
 func benchMountReads(ctx context.Context, b bucket.Bucket, work, world, table string, res *compactedBench) error {
 	fresh := func(name string) (string, func(), error) {
-		c, err := cache.Open(filepath.Join(work, name+"-cache"), cache.Options{})
-		if err != nil {
-			return "", nil, err
-		}
-		m, err := wfs.New(b, wfs.Options{Cache: c})
-		if err != nil {
-			return "", nil, err
-		}
-		mnt := filepath.Join(work, name)
-		if err := os.MkdirAll(mnt, 0o755); err != nil {
-			return "", nil, err
-		}
-		srv, err := wfs.Serve(mnt, m, wfs.MountOptions{})
-		if err != nil {
-			m.Close()
-			return "", nil, err
-		}
-		return mnt, func() { srv.Unmount(); m.Close() }, nil
+		mnt, _, done, err := benchMount(b, work, name, wfs.Options{}, wfs.MountOptions{})
+		return mnt, done, err
 	}
 	mnt, done, err := fresh("ls")
 	if err != nil {

@@ -17,7 +17,6 @@ import (
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/bucket/local"
-	"github.com/worldfs/worldfs/cache"
 	"github.com/worldfs/worldfs/engine"
 	wfs "github.com/worldfs/worldfs/fs"
 	"github.com/worldfs/worldfs/index"
@@ -179,25 +178,15 @@ func benchFS(ctx context.Context, work string, mb, ticks, files int) (*fsBench, 
 		return nil, err
 	}
 
+	mounts := 0
 	mountAt := func(mo wfs.MountOptions) (string, func(), error) {
-		c, err := cache.Open(filepath.Join(work, "cache"), cache.Options{})
-		if err != nil {
-			return "", nil, err
-		}
-		m, err := wfs.New(b, wfs.Options{Cache: c})
-		if err != nil {
-			return "", nil, err
-		}
-		dir, err := os.MkdirTemp(work, "mnt-")
-		if err != nil {
-			return "", nil, err
-		}
-		srv, err := wfs.Serve(dir, m, mo)
+		mounts++
+		mnt, srv, done, err := benchMount(b, work, fmt.Sprintf("mnt-%d", mounts), wfs.Options{}, mo)
 		if err != nil {
 			return "", nil, err
 		}
 		res.Passthrough = srv.KernelSettings().Flags64()&fuse.CAP_PASSTHROUGH != 0
-		return dir, func() { srv.Unmount(); m.Close() }, nil
+		return mnt, done, nil
 	}
 
 	// ls -l, cold (a fresh mount: its catalog not yet loaded) and warm, with

@@ -626,24 +626,11 @@ func historyGoals(h *historyBench, base *historyBench) []historyGoal {
 // historyMount mounts the bucket (fresh, in process) and times ls of the
 // run's ticks/ and open + read of the table's file of the middle tick.
 func historyMount(ctx context.Context, b bucket.Bucket, h *historyBench, ph *historyPhase, dir string) error {
-	c, err := cache.Open(filepath.Join(dir, "mount-cache"), cache.Options{})
+	mnt, _, done, err := benchMount(b, dir, "mount", wfs.Options{}, wfs.MountOptions{})
 	if err != nil {
 		return err
 	}
-	m, err := wfs.New(b, wfs.Options{Cache: c})
-	if err != nil {
-		return err
-	}
-	defer m.Close()
-	mnt := filepath.Join(dir, "mnt")
-	if err := os.MkdirAll(mnt, 0o755); err != nil {
-		return err
-	}
-	srv, err := wfs.Serve(mnt, m, wfs.MountOptions{})
-	if err != nil {
-		return err
-	}
-	defer srv.Unmount()
+	defer done()
 	ticks := filepath.Join(mnt, h.World, "runs", "main", "ticks")
 	say("ls %s", ticks)
 	start := time.Now()

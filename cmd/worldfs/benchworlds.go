@@ -18,7 +18,6 @@ import (
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/bucket/local"
-	"github.com/worldfs/worldfs/cache"
 	wfs "github.com/worldfs/worldfs/fs"
 	"github.com/worldfs/worldfs/index"
 	"github.com/worldfs/worldfs/internal/stats"
@@ -96,25 +95,11 @@ func benchWorlds(ctx context.Context, work string, n int) (*worldsBench, error) 
 		res.BuildSeconds = time.Since(start).Seconds()
 	}
 
-	c, err := cache.Open(filepath.Join(work, "cache"), cache.Options{})
+	mnt, _, done, err := benchMount(b, work, "mnt", wfs.Options{}, wfs.MountOptions{})
 	if err != nil {
 		return nil, err
 	}
-	m, err := wfs.New(b, wfs.Options{Cache: c})
-	if err != nil {
-		return nil, err
-	}
-	defer m.Close()
-	mnt, err := os.MkdirTemp(work, "mnt-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.Remove(mnt)
-	srv, err := wfs.Serve(mnt, m, wfs.MountOptions{})
-	if err != nil {
-		return nil, err
-	}
-	defer srv.Unmount()
+	defer done()
 
 	timed := func(args ...string) (float64, string, error) {
 		start := time.Now()
