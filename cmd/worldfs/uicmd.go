@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/cache"
+	wsql "github.com/worldfs/worldfs/sql"
+	"github.com/worldfs/worldfs/ui"
+)
+
+func init() {
+	var url, listen, cacheDir *string
+	var cacheSize *int64
+	var open *bool
+	register("", command{
+		name: "ui",
+		summary: "serve a read-only web interface over the bucket's worlds: lineage, a run's timeline with a scrubber, a tick's rows and scatter plot, " +
+			"SQL with charts, facts and receipts (the views and gate of worldfs sql); loopback only unless --listen, which then requires a token",
+		example: "worldfs ui --bucket ./worldfs-data --open   # prints http://127.0.0.1:PORT/\n" +
+			"  worldfs ui --bucket ./worldfs-data --listen 0.0.0.0:8080   # prints a URL with ?token=…; every request needs it",
+		flags: func(fs *flag.FlagSet) {
+			url = bucketFlag(fs)
+			listen = fs.String("listen", "127.0.0.1:0", "address to serve on (port 0: any free port); an address that is not loopback requires the printed token")
+			open = fs.Bool("open", false, "open the URL in a browser (xdg-open)")
+			cacheDir = fs.String("cache-dir", defaultCacheDir(), "where copies of a remote bucket's fragments, and the views' fragment lists, are kept")
+			cacheSize = sizeFlag(fs, "cache-size", cache.DefaultMaxBytes, "how much the fragment cache may hold")
+		},
+		run: func(ctx context.Context, fs *flag.FlagSet, args []string, out io.Writer) error {
+			if len(args) != 0 {
+				return usagef("ui takes no arguments")
+			}
+			if _, _, err := net.SplitHostPort(*listen); err != nil {
+				return usagef("--listen %q: want HOST:PORT, e.g. 127.0.0.1:8080 (port 0: any free port)", *listen)
+			}
+			b, err := openExisting(ctx, *url)
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			opts := ui.Options{Bucket: b, Views: wsql.Options{Dir: filepath.Join(*cacheDir, "views")}}
+			if _, isLocal := bucket.As[bucket.Local](b); !isLocal {
+				c, id, err := openCache(*url, *cacheDir, *cacheSize)
+				if err != nil {
+					return err
+				}
+				mem, err := cache.NewMemory(256 << 20)
+				if err != nil {
+					return err
+				}
+				defer mem.Close()
+				opts.Bucket, opts.Views.Cache, opts.Views.BucketID = mem.Wrap(b), c, id
+			}
+			if !ui.IsLoopback(*listen) {
+				opts.Token = newToken()
+			}
+			srv, err := ui.New(opts)
+			if err != nil {
+				return err
+			}
+			defer srv.Close()
+			ln, err := net.Listen("tcp", *listen)
+			if err != nil {
+				return fmt.Errorf("--listen %s: %w", *listen, err)
+			}
+			link := "http://" + ln.Addr().String() + "/"
+			if opts.Token != "" {
+				link += "?token=" + opts.Token
+				fmt.Fprintf(out, "worldfs ui: %s is not a loopback address, so every request needs this server's token:\n", *listen)
+			}
+			fmt.Fprintf(out, "worldfs ui: serving %s on\n    %s\nCtrl-C stops it.\n", b, link)
+			if *open {
+				if err := exec.Command("xdg-open", link).Start(); err != nil {
+					fmt.Fprintf(stderrOf(ctx), "worldfs ui: --open: %v; open the URL above yourself\n", err)
+				}
+			}
+			hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+			done := make(chan error, 1)
+			go func() { done <- hs.Serve(ln) }()
+			select {
+			case err := <-done:
+				return err
+			case <-ctx.Done():
+			}
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+				return err
+			}
+			return nil
+		},
+	})
+}
+
+// newToken is a server's token: 24 random bytes, in hex.
+func newToken() string {
+	var b [24]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
