@@ -10,8 +10,11 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/worldfs/worldfs/bucket"
@@ -74,12 +77,12 @@ func init() {
 			if err != nil {
 				return fmt.Errorf("--listen %s: %w", *listen, err)
 			}
-			link := "http://" + ln.Addr().String() + "/"
+			links := serveURLs(ln.Addr().(*net.TCPAddr), opts.Token)
+			link := links[0]
 			if opts.Token != "" {
-				link += "?token=" + opts.Token
 				fmt.Fprintf(out, "worldfs ui: %s is not a loopback address, so every request needs this server's token:\n", *listen)
 			}
-			fmt.Fprintf(out, "worldfs ui: serving %s on\n    %s\nCtrl-C stops it.\n", b, link)
+			fmt.Fprintf(out, "worldfs ui: serving %s on\n    %s\nCtrl-C stops it.\n", b, strings.Join(links, "\n    "))
 			if *open {
 				if err := exec.Command("xdg-open", link).Start(); err != nil {
 					fmt.Fprintf(stderrOf(ctx), "worldfs ui: --open: %v; open the URL above yourself\n", err)
@@ -101,6 +104,24 @@ func init() {
 			return nil
 		},
 	})
+}
+
+// serveURLs are the URLs a server on addr answers, with its token: a
+// server on every interface is named by the host's name and by loopback.
+func serveURLs(addr *net.TCPAddr, token string) []string {
+	suffix := "/"
+	if token != "" {
+		suffix += "?token=" + token
+	}
+	port := strconv.Itoa(addr.Port)
+	if !addr.IP.IsUnspecified() {
+		return []string{"http://" + net.JoinHostPort(addr.IP.String(), port) + suffix}
+	}
+	var out []string
+	if h, err := os.Hostname(); err == nil && h != "" {
+		out = append(out, "http://"+net.JoinHostPort(h, port)+suffix)
+	}
+	return append(out, "http://"+net.JoinHostPort("127.0.0.1", port)+suffix)
 }
 
 // newToken is a server's token: 24 random bytes, in hex.
