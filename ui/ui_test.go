@@ -485,3 +485,22 @@ func TestSlowQueryIsCancelledAndBlocksNothing(t *testing.T) {
 		t.Fatal("the slow query was not cancelled 30 s after its fetch was aborted")
 	}
 }
+
+// Bench asks every page and endpoint, each answering 200, and times them.
+func TestBenchAsksEveryEndpoint(t *testing.T) {
+	f := newFixture(t)
+	res, err := Bench(enginetest.Context(t), Options{Bucket: f.b, Views: sql.Options{Dir: t.TempDir()}}, "f", "main", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range res.Steps {
+		names = append(names, e.Name)
+		if e.Bytes == 0 || e.P50ms <= 0 || e.MaxMs < e.P50ms {
+			t.Errorf("%s: %+v", e.Name, e)
+		}
+	}
+	if res.Table != "particle" || res.Ticks != 10 || strings.Join(names, ",") != "worlds page,worlds,run page,timeline,tables,rows per tick,tick,scrubber step,sql page,query,facts page,facts" {
+		t.Fatalf("bench: %+v", res)
+	}
+}

@@ -52,19 +52,11 @@ func init() {
 				return err
 			}
 			defer b.Close()
-			opts := ui.Options{Bucket: b, Views: wsql.Options{Dir: filepath.Join(*cacheDir, "views")}}
-			if _, isLocal := bucket.As[bucket.Local](b); !isLocal {
-				c, id, err := openCache(*url, *cacheDir, *cacheSize)
-				if err != nil {
-					return err
-				}
-				mem, err := cache.NewMemory(256 << 20)
-				if err != nil {
-					return err
-				}
-				defer mem.Close()
-				opts.Bucket, opts.Views.Cache, opts.Views.BucketID = mem.Wrap(b), c, id
+			opts, done, err := uiOptions(b, *url, *cacheDir, *cacheSize)
+			if err != nil {
+				return err
 			}
+			defer done()
 			if !ui.IsLoopback(*listen) {
 				opts.Token = newToken()
 			}
@@ -89,10 +81,10 @@ func init() {
 				}
 			}
 			hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
-			done := make(chan error, 1)
-			go func() { done <- hs.Serve(ln) }()
+			served := make(chan error, 1)
+			go func() { served <- hs.Serve(ln) }()
 			select {
-			case err := <-done:
+			case err := <-served:
 				return err
 			case <-ctx.Done():
 			}
@@ -104,6 +96,27 @@ func init() {
 			return nil
 		},
 	})
+}
+
+// uiOptions are the web interface's options over b (at url): the views'
+// lists in <cacheDir>/views, and a remote bucket read through the disk
+// cache, its catalog objects also kept in memory (as worldfs sql does).
+// done releases the memory cache.
+func uiOptions(b bucket.Bucket, url, cacheDir string, cacheSize int64) (ui.Options, func(), error) {
+	opts := ui.Options{Bucket: b, Views: wsql.Options{Dir: filepath.Join(cacheDir, "views")}}
+	if _, isLocal := bucket.As[bucket.Local](b); isLocal {
+		return opts, func() {}, nil
+	}
+	c, id, err := openCache(url, cacheDir, cacheSize)
+	if err != nil {
+		return ui.Options{}, nil, err
+	}
+	mem, err := cache.NewMemory(256 << 20)
+	if err != nil {
+		return ui.Options{}, nil, err
+	}
+	opts.Bucket, opts.Views.Cache, opts.Views.BucketID = mem.Wrap(b), c, id
+	return opts, func() { mem.Close() }, nil
 }
 
 // serveURLs are the URLs a server on addr answers, with its token: a
