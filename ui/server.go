@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/index"
@@ -39,6 +40,10 @@ type Options struct {
 	// DuckDB (default 16 MiB); past it the rows that fit are sent, marked
 	// truncated, and the query is stopped.
 	MaxResultBytes int
+	// Freshness bounds how old a catalog state a page may show: a request
+	// asks the bucket for newer commits when the last look is older
+	// (default index.DefaultFreshness, a second).
+	Freshness time.Duration
 	// MaxLogEntries bounds the catalog log the timeline reads for commit
 	// events: the newest this many entries (default 100,000).
 	MaxLogEntries uint64
@@ -54,6 +59,9 @@ const (
 func (o *Options) EnsureDefaults() *Options {
 	if o.MaxResultBytes == 0 {
 		o.MaxResultBytes = DefaultMaxResultBytes
+	}
+	if o.Freshness == 0 {
+		o.Freshness = index.DefaultFreshness
 	}
 	if o.MaxLogEntries == 0 {
 		o.MaxLogEntries = DefaultMaxLogEntries

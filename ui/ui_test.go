@@ -504,3 +504,35 @@ func TestBenchAsksEveryEndpoint(t *testing.T) {
 		t.Fatalf("bench: %+v", res)
 	}
 }
+
+// A page shows the world as it is now: after more ticks, the timeline,
+// rows per tick and the head tick's rows include them (the views are
+// built again for the new catalog state, and what they remembered goes
+// with them).
+func TestPagesFollowNewTicks(t *testing.T) {
+	dir := t.TempDir()
+	b, err := local.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := enginetest.World(t, b, "w", 5)
+	f := serve(t, b, dir, func(o *Options) { o.Freshness = time.Nanosecond })
+	check := func(headTick int64) {
+		t.Helper()
+		var tl Timeline
+		f.get(t, "/api/w/w/timeline", &tl)
+		if n := len(tl.Ticks); n == 0 || tl.Ticks[n-1][0] != headTick {
+			t.Fatalf("timeline ends at %v, want tick %d", tl.Ticks[len(tl.Ticks)-1], headTick)
+		}
+		var res Result
+		f.get(t, "/api/w/w/counts", &res)
+		sameResult(t, "counts", &res, want(t, b, "w", "main", CountsSQL(tl.Views)))
+		var tp TickPage
+		if code := f.get(t, fmt.Sprintf("/api/w/w/tick?table=particle&tick=%d", headTick), &tp); code != 200 || tp.Total == 0 {
+			t.Fatalf("head tick %d: %d, %d rows", headTick, code, tp.Total)
+		}
+	}
+	check(5)
+	enginetest.Run(t, w, 8)
+	check(8)
+}

@@ -27,7 +27,7 @@ func (s *Server) catalog(ctx context.Context, world string) (*index.Catalog, err
 		return c, nil
 	}
 	// Opened outside the lock: a slow load never holds up other worlds.
-	c, err := index.Open(ctx, s.opts.Bucket, world, index.Options{NoCompactor: true})
+	c, err := index.Open(ctx, s.opts.Bucket, world, index.Options{NoCompactor: true, Freshness: s.opts.Freshness})
 	if err != nil {
 		return nil, err
 	}
@@ -79,6 +79,10 @@ type views struct {
 		sync.Mutex
 		idle    []*dbsql.DB
 		retired bool // replaced by newer views: no database goes back to idle
+		// memo holds the answers to the pages' own questions that read
+		// the whole history (rows per tick, the columns), by their SQL:
+		// the views are one catalog state, so the answer cannot change.
+		memo map[string]*Result
 	}
 }
 
@@ -213,6 +217,32 @@ type Result struct {
 	Notes string `json:"notes,omitempty"`
 }
 
+// memoQuery is query for a page's own question about the whole history:
+// asked once per views (a catalog state), then answered from memory.
+func (s *Server) memoQuery(ctx context.Context, world, run, q string) (*Result, error) {
+	v, err := s.viewsOf(ctx, world, run)
+	if err != nil {
+		return nil, err
+	}
+	v.mu.Lock()
+	res := v.mu.memo[q]
+	v.mu.Unlock()
+	if res != nil {
+		return res, nil
+	}
+	res, err = s.queryOn(ctx, v, q)
+	if err != nil || res.Truncated {
+		return res, err
+	}
+	v.mu.Lock()
+	if v.mu.memo == nil {
+		v.mu.memo = map[string]*Result{}
+	}
+	v.mu.memo[q] = res
+	v.mu.Unlock()
+	return res, nil
+}
+
 // errFull stops a result at the server's bound.
 var errFull = errors.New("result too large")
 
@@ -241,6 +271,11 @@ func (s *Server) query(ctx context.Context, world, run, q string) (*Result, erro
 	if err != nil {
 		return nil, err
 	}
+	return s.queryOn(ctx, v, q)
+}
+
+// queryOn runs q on views v (query).
+func (s *Server) queryOn(ctx context.Context, v *views, q string) (*Result, error) {
 	db, err := v.acquire(ctx)
 	if err != nil {
 		return nil, err
