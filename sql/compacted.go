@@ -139,33 +139,55 @@ func (c *compacted) list() (string, error) {
 }
 
 // finish sets the SQL worldfs runs from the script's text, serving the
-// compacted ticks from compactedFunc, and the plain SQL if it reads none.
+// compacted ticks from compactedFunc and the visible ticks from ticksFunc,
+// and the plain SQL if it reads neither.
 func (s *Script) finish() {
-	part := ""
+	part, ticks := "", ticksNone
 	if s.compacted != nil {
 		part = compactedServed
-	} else {
-		s.plain = plainSQL.Replace(strings.Replace(s.text, markCompacted, "", 1))
 	}
-	s.run = checkedSQL.Replace(strings.Replace(s.text, markCompacted, part, 1))
+	if s.ticks != nil {
+		ticks = ticksServed
+	}
+	if s.compacted == nil && s.ticks == nil {
+		s.plain = plainSQL.Replace(plainText(strings.NewReplacer(markCompacted, "", markTicks, ticksNone).Replace(s.text)))
+	}
+	// Without the ticks served, the macros take their printed form.
+	pick := plainText
+	if s.ticks != nil {
+		pick = runText
+	}
+	s.run = checkedSQL.Replace(pick(strings.NewReplacer(markCompacted, part, markTicks, ticks).Replace(s.text)))
 }
 
-// printed returns the plain SQL of a script that reads compacted ticks:
-// from their list, written now if it is not there.
+// printed returns the plain SQL of a script that reads compacted or
+// visible ticks: from their lists, written now if they are not there.
 func (s *Script) printed() (string, error) {
-	path, err := s.compacted.list()
-	if err != nil {
-		return "", err
+	part, ticks := "", ticksNone
+	if s.compacted != nil {
+		path, err := s.compacted.list()
+		if err != nil {
+			return "", err
+		}
+		part = compactedFrom(path)
 	}
-	return plainSQL.Replace(strings.Replace(s.text, markCompacted, compactedFrom(path), 1)), nil
+	if s.ticks != nil {
+		path, err := s.ticks.list()
+		if err != nil {
+			return "", err
+		}
+		ticks = "read_parquet(" + lit(path) + ")"
+	}
+	return plainSQL.Replace(plainText(strings.NewReplacer(markCompacted, part, markTicks, ticks).Replace(s.text))), nil
 }
 
-// registerCompacted makes compactedFunc serve c's rows on db.
-func registerCompacted(ctx context.Context, db *sql.DB, c *compacted) error {
+// registerCompacted makes compactedFunc (called name: see sessions.go)
+// serve c's rows on db.
+func registerCompacted(ctx context.Context, db *sql.DB, c *compacted, name string) error {
 	return withTypes(ctx, db, func(conn *sql.Conn, str, bigint, _ duckdb.TypeInfo) error {
 		cols := []duckdb.ColumnInfo{{Name: "world", T: str}, {Name: "run", T: str}, {Name: "tick", T: bigint},
 			{Name: "commit_token", T: str}, {Name: "writer_epoch", T: bigint}, {Name: "table_id", T: str}, {Name: "path", T: str}}
-		return duckdb.RegisterTableUDF(conn, compactedFunc, duckdb.RowTableFunction{
+		return duckdb.RegisterTableUDF(conn, name, duckdb.RowTableFunction{
 			BindArgumentsContext: func(ctx context.Context, _ map[string]any, _ ...any) (duckdb.RowTableSource, error) {
 				s, _ := ctx.Value(sinkKey{}).(*sink)
 				return &compactedSource{c: c, cols: cols, sink: s}, nil

@@ -1,7 +1,12 @@
 // Package sql builds DuckDB views over a world that show only visible rows
 // (seed 000 §2 and §4): for a pinned catalog snapshot, one view per table
 // with the component projection, a raw view with the commit columns, views
-// of manifests and lineage, and table macros for time travel. The file list
+// of manifests and lineage, and table macros for time travel: <table>_at(t),
+// <table>_diff(a, b) and <table>_changes(from, to) (changes in DuckLake's
+// change_type vocabulary, read through the same file lists as _at), and
+// <table>_as_of(instant) over worldfs_ticks (each visible tick with its
+// publish time, listed from the catalog only when a query reads it:
+// ticks.go). The file list
 // comes from the catalog, never from listing the bucket (except for
 // uncoordinated and legacy history, which no manifest names).
 //

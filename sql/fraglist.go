@@ -37,6 +37,7 @@ type listRow struct {
 	Object    string `parquet:"object"`
 	Path      string `parquet:"path"`
 	Rows      int64  `parquet:"rows"`
+	Bytes     int64  `parquet:"bytes"`
 	// FirstTick and LastTick bound the ticks of the rows a file read as it
 	// is (proven) may show: its tick, or a compacted file's span within the
 	// ticks the views keep. <table>_at(t) reads only the files whose bounds
@@ -102,7 +103,7 @@ func writeCompacted(dir string, rows []compactedRow) (string, error) {
 }
 
 // encodeList encodes rows as Parquet with codec.
-func encodeList[R listRow | compactedRow](rows []R, codec compress.Codec) ([]byte, error) {
+func encodeList[R listRow | compactedRow | tickRow](rows []R, codec compress.Codec) ([]byte, error) {
 	var buf bytes.Buffer
 	w := parquet.NewGenericWriter[R](&buf, parquet.Compression(codec))
 	for lo := 0; lo < len(rows); lo += 1 << 16 {

@@ -258,7 +258,7 @@ var tableFuncs = map[string]bool{
 // ReadsAllowed says, for refusals of rule 3, how a statement reads.
 const ReadsAllowed = "worldfs sql reads files only through the views (<table>, <table>_raw, <table>_at(t), worldfs_facts, " +
 	"worldfs_receipts), which verify each fragment as a query reads it; a fragment read any other way would go unverified. " +
-	"Its statements call no table function but the views' <table>_at macros, range, generate_series, unnest, repeat, repeat_row, " +
+	"Its statements call no table function but the views' macros (<table>_at, _diff, _changes, _as_of), range, generate_series, unnest, repeat, repeat_row, " +
 	"json_each, json_tree and the catalog's listings (duckdb_tables, duckdb_columns, duckdb_views, pragma_table_info, …), " +
 	"and name no file as a table"
 

@@ -43,15 +43,13 @@ func open(ctx context.Context, s *Script, writable []string) (*sql.DB, []string,
 		db.Close()
 		return nil, nil, fmt.Errorf("views of world %s: %w", s.World, err)
 	}
-	if s.compacted != nil {
-		if err := registerCompacted(ctx, db, s.compacted); err != nil {
-			db.Close()
-			return nil, nil, fmt.Errorf("views of world %s: %w", s.World, err)
-		}
+	if err := s.register(ctx, db); err != nil {
+		db.Close()
+		return nil, nil, fmt.Errorf("views of world %s: %w", s.World, err)
 	}
 	// The script is worldfs's own SQL: it runs first, then the database is
 	// confined to the files the views it defined read.
-	script := s.run
+	script := s.runText()
 	r.defining.Store(true)
 	sctx, sink := withSink(ctx)
 	_, err = db.ExecContext(sctx, script)
@@ -63,8 +61,8 @@ func open(ctx context.Context, s *Script, writable []string) (*sql.DB, []string,
 	// The table macros the views defined, listed for the gate (reads):
 	// asking DuckDB for them (duckdb_functions()) costs a query 30 ms.
 	var macros []string
-	for _, v := range s.Views {
-		macros = append(macros, lit(strings.ToLower(atMacro(v))))
+	for _, m := range s.Macros() {
+		macros = append(macros, lit(strings.ToLower(m)))
 	}
 	_, err = db.ExecContext(ctx, "CREATE TEMP TABLE "+macroTable+" AS SELECT unnest(["+strings.Join(macros, ", ")+"]::VARCHAR[]) AS name")
 	if err != nil {

@@ -73,28 +73,33 @@ func litList(ss []string, dir bool) string {
 // cache), any other fragment file by itself, and the views directory
 // (fragment lists and empty witnesses). The views must be defined on db.
 func readDirs(ctx context.Context, db *sql.DB, s *Script) (dirs, paths []string, err error) {
-	rows, err := db.QueryContext(ctx, `SELECT DISTINCT
+	tables, lists := s.fragmentTables()
+	for _, table := range tables {
+		rows, err := db.QueryContext(ctx, `SELECT DISTINCT
   CASE WHEN starts_with(object, 'data/' || world || '/' || run || '/' || table_id || '/') AND ends_with(path, object)
     THEN left(path, length(path) - length(object)) || 'data/' || world || '/' || run || '/' || table_id || '/' END AS dir,
   CASE WHEN dir IS NULL THEN path END AS file
-FROM worldfs_fragments`)
-	if err != nil {
-		return nil, nil, fmt.Errorf("the directories the views read: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var dir, file sql.NullString
-		if err := rows.Scan(&dir, &file); err != nil {
+FROM `+table)
+		if err != nil {
+			return nil, nil, fmt.Errorf("the directories the views read: %w", err)
+		}
+		for rows.Next() {
+			var dir, file sql.NullString
+			if err := rows.Scan(&dir, &file); err != nil {
+				rows.Close()
+				return nil, nil, err
+			}
+			if dir.Valid {
+				dirs = append(dirs, filepath.FromSlash(dir.String))
+			} else if file.Valid {
+				paths = append(paths, file.String)
+			}
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
 			return nil, nil, err
 		}
-		if dir.Valid {
-			dirs = append(dirs, filepath.FromSlash(dir.String))
-		} else if file.Valid {
-			paths = append(paths, file.String)
-		}
 	}
-	if err := rows.Err(); err != nil {
-		return nil, nil, err
-	}
-	return append(dirs, filepath.Dir(s.FragmentList)), paths, nil
+	return append(dirs, lists...), paths, nil
 }

@@ -262,6 +262,12 @@ func TestSQLReadsTheViews(t *testing.T) {
 		"VALUES (3)":                                                                                   "col0\n3\n",
 		"SELECT count(*) > 0 AS ok FROM (DESCRIBE particle)":                                           "ok\ntrue\n",
 		"SELECT count(*) > 0 AS ok FROM (SUMMARIZE particle)":                                          "ok\ntrue\n",
+		// The change macros pass the gate (listed with the views'
+		// macros): with only _at listed, each is refused.
+		"SELECT count(*) > 0 AS ok FROM particle_diff(1, 4)":                                                                                      "ok\ntrue\n",
+		"SELECT count(DISTINCT tick) AS n FROM particle_changes(2, 4)":                                                                            "n\n3\n",
+		"SELECT count(*) = (SELECT count(*) FROM particle WHERE tick = (SELECT max(tick) FROM worldfs_ticks)) AS same FROM particle_as_of(now())": "same\ntrue\n",
+		"SELECT count(*) AS n, count(published_at) AS at FROM worldfs_ticks":                                                                      "n,at\n7,7\n",
 	}
 	for q, w := range want {
 		if got, err := query(t, db, q); err != nil || got != w {

@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
+	"time"
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/index"
@@ -50,7 +52,7 @@ import (
 
 // reuseFormat versions kept scripts: a worldfs that keeps them otherwise
 // reads none of an older format.
-const reuseFormat = 4
+const reuseFormat = 5
 
 // maxKeptFiles bounds the files of a script that is kept: a kept script
 // lists its files, and views of that many files (a long history not yet
@@ -74,6 +76,8 @@ type keptScript struct {
 	// Compacted: the ticks whose compacted files worldfs_manifests shows
 	// (nil: none).
 	Compacted *index.Span `json:"compacted,omitempty"`
+	// Ticks: the ticks worldfs_ticks shows (nil: none).
+	Ticks *index.Span `json:"ticks,omitempty"`
 }
 
 type logTip struct {
@@ -100,6 +104,9 @@ func reuseKey(b bucket.Bucket, world string, opts Options, dir string) (string, 
 	at := "head"
 	if opts.AtTick != nil {
 		at = fmt.Sprint(*opts.AtTick)
+	}
+	if opts.AtTime != nil {
+		at += " time " + opts.AtTime.UTC().Format(time.RFC3339Nano)
 	}
 	key := fmt.Sprintf("worldfs views %d\x00%s\x00%s\x00%s\x00%s\x00%s\x00%t\x00%s\x00%s",
 		reuseFormat, where, world, opts.Run, at, opts.Token, opts.Only, opts.Table, dir)
@@ -154,10 +161,19 @@ func reused(ctx context.Context, b bucket.Bucket, world string, opts Options) (*
 	}
 	s := &k.Script
 	s.text, s.local, s.checks = k.Text, k.Local, checks
+	// The catalogs are loaded again (once) only if a query needs them.
+	var once sync.Once
+	var view *index.View
+	var verr error
+	loaded := func() (*index.View, error) {
+		once.Do(func() { view, verr = keptView(ctx, b, world, opts.Run, k.Tips) })
+		return view, verr
+	}
 	if c := k.Compacted; c != nil {
-		s.compacted = &compacted{from: c.From, to: c.To, dir: dir, view: func() (*index.View, error) {
-			return keptView(ctx, b, world, opts.Run, k.Tips)
-		}}
+		s.compacted = &compacted{from: c.From, to: c.To, dir: dir, view: loaded}
+	}
+	if t := k.Ticks; t != nil {
+		s.ticks = &tickList{from: t.From, to: t.To, dir: dir, view: loaded}
 	}
 	s.finish()
 	return s, nil
@@ -266,6 +282,9 @@ func keep(ctx context.Context, b bucket.Bucket, opts Options, dir string, own *i
 		Local: s.local, Text: s.text}
 	if c := s.compacted; c != nil {
 		k.Compacted = &index.Span{From: c.from, To: c.to}
+	}
+	if t := s.ticks; t != nil {
+		k.Ticks = &index.Span{From: t.from, To: t.to}
 	}
 	k.Key, _ = reuseKey(b, own.World.ID, opts, dir)
 	for _, st := range states {

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/cache"
@@ -31,6 +32,10 @@ type Options struct {
 	Only bool
 	// Token pins the views to the tick that commit token published.
 	Token string
+	// AtTime pins the views to the newest visible tick published at or
+	// before this instant (to the millisecond the catalog records), as
+	// <table>_as_of does; no tick published by then is ErrNotFound.
+	AtTime *time.Time
 	// Table, if set, narrows the views to the table of that readable name:
 	// the script defines its views alone, and worldfs_manifests,
 	// worldfs_facts and worldfs_receipts show only what that table holds
@@ -80,8 +85,8 @@ func (o *Options) Validate() error {
 	if err := index.ValidateRunName(o.Run); err != nil {
 		return fmt.Errorf("sql options: %w", err)
 	}
-	if o.Only && o.AtTick == nil && o.Token == "" {
-		return errors.New("sql options: Only narrows the views to one tick; name it with AtTick or Token")
+	if o.Only && o.AtTick == nil && o.Token == "" && o.AtTime == nil {
+		return errors.New("sql options: Only narrows the views to one tick; name it with AtTick, Token or AtTime")
 	}
 	return nil
 }
@@ -111,9 +116,10 @@ type fragment struct {
 	tick              int64
 	token             string
 	epoch, rows       int64
-	filtered          bool // rows must match (tick, token); false: every row (unfiltered or legacy history)
-	fact              bool // a completed claim's rows (seed 003), visible by its token
-	proven            bool // filtered, and the catalog proves every row is (tick, token): no row check
+	bytes             int64 // -1: not known
+	filtered          bool  // rows must match (tick, token); false: every row (unfiltered or legacy history)
+	fact              bool  // a completed claim's rows (seed 003), visible by its token
+	proven            bool  // filtered, and the catalog proves every row is (tick, token): no row check
 	// keep, on a compacted file (proven, rows of many ticks), is the ticks
 	// whose rows the views keep.
 	keep *index.Span
@@ -143,6 +149,8 @@ type Script struct {
 	// the ticks that name compacted files, not yet written to a list.
 	text      string
 	compacted *compacted
+	// ticks, if set, is the visible ticks worldfs_ticks shows (nil: none).
+	ticks *tickList
 	// plain is the script a DuckDB outside worldfs runs (SQL), once known.
 	plain string
 	// local: the files of Options.Dir the script reads (the fragment
@@ -153,15 +161,31 @@ type Script struct {
 	// and the compacted ticks served by this process.
 	run    string
 	checks *checks
+	// parts, if set, are the scripts of a session of several worlds
+	// (Join), this one their union.
+	parts []*Script
 }
 
 // SQL returns the script for a DuckDB outside worldfs (the DuckDB shell,
 // Python's duckdb): the views as worldfs defines them, reading their files
-// as they are. Its lists are files in Options.Dir; the list of the ticks
-// that name compacted files, which only worldfs_manifests reads and which
-// costs a row per tick, is written by the first call.
+// as they are. Its lists are files in Options.Dir; the lists that cost a
+// row per tick (the ticks that name compacted files, which only
+// worldfs_manifests reads, and the visible ticks with their publish
+// times, which worldfs_ticks, <table>_changes and <table>_as_of read) are
+// written by the first call. Its _changes and _as_of filter the views
+// rather than plan their files (worldfs's own functions plan them).
 func (s *Script) SQL() (string, error) {
-	if s.compacted == nil {
+	if s.parts != nil {
+		return s.sessionText(func(p *Script) (string, error) { return p.printedText() })
+	}
+	text, err := s.printedText()
+	return strings.ReplaceAll(text, markRef, ""), err
+}
+
+// printedText is the plain script, its references from macros marked
+// (markRef).
+func (s *Script) printedText() (string, error) {
+	if s.compacted == nil && s.ticks == nil {
 		return s.plain, nil
 	}
 	return s.printed()
@@ -216,6 +240,13 @@ func BuildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 	if err != nil {
 		return nil, err
 	}
+	if opts.AtTime != nil {
+		t, ok := tickAtMs(&index.View{World: world, Run: opts.Run, Segments: segs}, upTo, opts.AtTime.UnixMilli())
+		if !ok {
+			return nil, fmt.Errorf("world %s run %s: no tick was published at or before %s: %w", world, opts.Run, opts.AtTime.Format(time.RFC3339Nano), ErrNotFound)
+		}
+		upTo = t
+	}
 	fpath, checks := verifier(b, path, opts, dir)
 	h := &history{fpath: fpath, keepFiles: opts.Reuse != nil && opts.View == nil}
 	// The catalog's files: every filtered segment's ticks, then facts (each
@@ -250,7 +281,10 @@ func BuildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 	if opts.Table == "" && slices.ContainsFunc(h.frags, func(f fragment) bool { return f.keep != nil }) {
 		comp = &compacted{view: func() (*index.View, error) { return view, nil }, from: from, to: upTo, dir: dir}
 	}
-	s, err := render(world, opts.Run, upTo, h, infos, lineage, dir, comp)
+	// worldfs_ticks, <table>_changes and <table>_as_of read the visible
+	// ticks only when a query does: see ticks.go.
+	ticks := &tickList{view: func() (*index.View, error) { return view, nil }, from: from, to: upTo, dir: dir}
+	s, err := render(world, opts.Run, upTo, h, infos, lineage, dir, comp, ticks)
 	if err != nil {
 		return nil, err
 	}
@@ -369,7 +403,7 @@ func (h *history) catalogFiles(ctx context.Context, v *index.View, from, to int6
 			first, last = max(f.Span.From, f.Keep.From), min(f.Span.To, f.Keep.To)
 		}
 		h.frags = append(h.frags, fragment{world: f.World, run: f.Run, table: f.Table, object: f.Path, path: p,
-			tick: f.Tick, token: f.Token, epoch: f.Epoch, rows: f.Rows, filtered: true, fact: f.Fact, proven: !f.Check, keep: f.Keep,
+			tick: f.Tick, token: f.Token, epoch: f.Epoch, rows: f.Rows, bytes: f.Bytes, filtered: true, fact: f.Fact, proven: !f.Check, keep: f.Keep,
 			first: first, last: last})
 		return true
 	})
@@ -507,6 +541,12 @@ func pather(b bucket.Bucket, opts Options) (pathFunc, error) {
 // lit quotes a SQL string literal.
 func lit(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
+// ref quotes the name of an object of the views referred to from a macro's
+// body: a macro binds its body where it is called, so in a session of
+// several worlds (Join) the reference is qualified with its world's
+// schema (markRef: see sessions.go).
+func ref(s string) string { return markRef + ident(s) }
+
 // ident quotes a SQL identifier.
 func ident(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
 
@@ -519,8 +559,8 @@ func ident(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"
 // script stays small whatever the size of the catalog; the commit
 // identities of the ticks that name compacted files (comp, if any), which
 // only worldfs_manifests reads, are served or written apart (compacted.go).
-func render(world, run string, upTo int64, h *history, infos map[string]engine.TableInfo, lineage []string, dir string, comp *compacted) (*Script, error) {
-	if strings.ContainsAny(world+run+dir, markLazy+markEager+markEnd+markEndEager+markCompacted) {
+func render(world, run string, upTo int64, h *history, infos map[string]engine.TableInfo, lineage []string, dir string, comp *compacted, ticks *tickList) (*Script, error) {
+	if strings.ContainsAny(world+run+dir, markLazy+markEager+markEnd+markEndEager+markCompacted+markTicks+markRun+markPlain+markAltEnd+markRef) {
 		return nil, fmt.Errorf("views of world %q run %q in %q: control characters in a name", world, run, dir)
 	}
 	names, parts, list := partition(h.frags, infos)
@@ -537,7 +577,8 @@ func render(world, run string, upTo int64, h *history, infos map[string]engine.T
 	sb.WriteString(".\n-- Generated from the catalog; visible rows only (seed 000 §4).\n")
 	fmt.Fprintf(&sb, "-- The fragment list (each file, and the tick and commit token its manifest published) is read from\n-- %s.\n\n", listPath)
 	fmt.Fprintf(&sb, "CREATE OR REPLACE TEMP TABLE worldfs_fragments AS SELECT * FROM read_parquet(%s);\n", lit(listPath))
-	script := &Script{World: world, Run: run, AtTick: upTo, FragmentList: listPath, local: []string{listPath}, compacted: comp}
+	sb.WriteString(ticksViews())
+	script := &Script{World: world, Run: run, AtTick: upTo, FragmentList: listPath, local: []string{listPath}, compacted: comp, ticks: ticks}
 	for _, name := range names {
 		for _, p := range parts[name] {
 			if p.filtered {
@@ -662,9 +703,26 @@ func partition(frags []fragment, infos map[string]engine.TableInfo) ([]string, m
 		parts[name] = ps
 		list = append(list, listRow{View: name, Part: int32(pn), Ord: int64(len(list)), World: f.world, Run: f.run,
 			TableID: f.table, Tick: f.tick, CommitToken: f.token, WriterEpoch: f.epoch, Filtered: f.filtered, Fact: f.fact, Proven: f.proven,
-			Object: f.object, Path: f.path, Rows: f.rows, Compacted: f.keep != nil, FirstTick: f.first, LastTick: f.last})
+			Object: f.object, Path: f.path, Rows: f.rows, Bytes: f.bytes, Compacted: f.keep != nil, FirstTick: f.first, LastTick: f.last})
 	}
 	return names, parts, list
+}
+
+// Macros returns the table macros the views define for queries to call:
+// per view, <view>_at, _diff, _changes and _as_of.
+func (s *Script) Macros() []string {
+	if s.parts != nil {
+		out := []string{diffFunc}
+		for _, p := range s.parts {
+			out = append(out, p.Macros()...)
+		}
+		return out
+	}
+	var out []string
+	for _, v := range s.Views {
+		out = append(out, atMacro(v), diffMacro(v), changesMacro(v), asOfMacro(v))
+	}
+	return out
 }
 
 // atMacro is the name of the macro of the rows of one tick of the view
@@ -688,31 +746,135 @@ func tableViews(sb *strings.Builder, name string, parts []part, upTo int64, dir 
 		}
 	}
 	slices.Sort(cols)
-	var qs, ats []string
+	var qs, ats, betweens []string
 	for i, p := range parts {
-		q, at, err := partQueries(sb, name, i, p, cols, upTo, dir)
+		q, at, between, err := partQueries(sb, name, i, p, cols, upTo, dir)
 		if err != nil {
 			return err
 		}
 		qs = append(qs, q)
 		ats = append(ats, at)
+		betweens = append(betweens, between)
 	}
 	fmt.Fprintf(sb, "CREATE OR REPLACE TEMP VIEW %s AS\n  %s;\n", ident(name+"_raw"), strings.Join(qs, "\n  UNION ALL BY NAME "))
 	fmt.Fprintf(sb, "CREATE OR REPLACE TEMP VIEW %s AS SELECT entity_id, tick, %s FROM %s;\n", ident(name), strings.Join(cols, ", "), ident(name+"_raw"))
-	fmt.Fprintf(sb, "CREATE OR REPLACE TEMP MACRO %s(t) AS TABLE SELECT entity_id, tick, %s FROM (\n    %s);\n\n",
+	fmt.Fprintf(sb, "CREATE OR REPLACE TEMP MACRO %s(t) AS TABLE SELECT entity_id, tick, %s FROM (\n    %s);\n",
 		ident(atMacro(name)), strings.Join(cols, ", "), strings.Join(ats, "\n    UNION ALL BY NAME "))
+	fmt.Fprintf(sb, "CREATE OR REPLACE TEMP MACRO %s(lo, hi) AS TABLE SELECT entity_id, tick, %s FROM (\n    %s);\n",
+		ident(betweenMacro(name)), strings.Join(cols, ", "), strings.Join(betweens, "\n    UNION ALL BY NAME "))
+	unlisted := slices.ContainsFunc(parts, func(p part) bool { return !p.filtered })
+	sb.WriteString(changeMacros(name, cols, unlisted))
+	sb.WriteString("\n")
 	return nil
+}
+
+// Macro names of the view called name besides name_at: its changes
+// between two ticks, tick by tick over a range, and its rows at an
+// instant; and (not for users) its rows of a range of ticks, reading only
+// the files that may hold them.
+func diffMacro(name string) string    { return name + "_diff" }
+func changesMacro(name string) string { return name + "_changes" }
+func asOfMacro(name string) string    { return name + "_as_of" }
+func betweenMacro(name string) string { return "worldfs_between_" + name }
+
+// changeMacros defines the macros of the changes of the view called name
+// (with component columns cols), in DuckLake's vocabulary: change_type is
+// insert (present in the newer state only), delete (in the older only),
+// or update_preimage and update_postimage (in both, some component
+// IS DISTINCT FROM its other value: NULL equals NULL, NaN equals NaN,
+// -0.0 equals 0.0, as SQL compares them), each row with the entity's
+// component values in the state it shows.
+//
+//   - name_diff(a, b): tick a against tick b, reading each through
+//     name_at (only the files that may hold a or b); tick is the tick the
+//     row's values are of (a for delete and update_preimage, b for insert
+//     and update_postimage).
+//   - name_changes(from, to): each visible tick from..to against the
+//     visible tick before it; tick is the tick at which the change became
+//     visible (a streaming consumer's cursor).
+//   - name_as_of(instant): the rows of the newest visible tick published
+//     at or before a TIMESTAMPTZ (none before the first).
+//
+// unlisted: some of the table's rows are of ticks no catalog lists
+// (legacy or uncoordinated history): the change feed takes its ticks from
+// the rows too, filtering the view.
+func changeMacros(name string, cols []string, unlisted bool) string {
+	differs := "false"
+	var ds []string
+	for _, c := range cols {
+		ds = append(ds, "x."+c+" IS DISTINCT FROM y."+c)
+	}
+	if len(ds) > 0 {
+		differs = strings.Join(ds, " OR ")
+	}
+	of := func(side string) string { return side + ".entity_id, " + side + ".tick" + sideCols(cols, side) }
+	colList := strings.Join(append([]string{"entity_id", "tick"}, cols...), ", ")
+	var sb strings.Builder
+	fmt.Fprintf(&sb, `CREATE OR REPLACE TEMP MACRO %[1]s(a, b) AS TABLE
+  WITH x AS (SELECT * FROM %[2]s(a)), y AS (SELECT * FROM %[2]s(b))
+  SELECT change_type, %[3]s FROM (
+    SELECT CASE WHEN y.entity_id IS NULL THEN 'delete' ELSE 'update_preimage' END AS change_type, %[4]s, 0 AS worldfs_side
+      FROM x LEFT JOIN y ON x.entity_id = y.entity_id WHERE y.entity_id IS NULL OR %[6]s
+    UNION ALL
+    SELECT CASE WHEN x.entity_id IS NULL THEN 'insert' ELSE 'update_postimage' END, %[5]s, 1
+      FROM y LEFT JOIN x ON x.entity_id = y.entity_id WHERE x.entity_id IS NULL OR %[6]s)
+  ORDER BY entity_id, worldfs_side;
+`, ident(diffMacro(name)), ref(atMacro(name)), colList, of("x"), of("y"), differs)
+	// The rows of the ticks from the one before `from` to `to`; x: each
+	// row with the tick after its own (the state a change at that tick
+	// left), y: the rows of ticks from..to.
+	ticks := ref("worldfs_tick_list")
+	plainRows := fmt.Sprintf("SELECT %s FROM %s WHERE tick BETWEEN coalesce((SELECT max(tick) FROM %s WHERE tick < f), f) AND t", colList, ref(name), "%[1]s")
+	rows := alt(fmt.Sprintf("SELECT * FROM %s(coalesce(%s(f), f), t)", ref(betweenMacro(name)), tickBeforeFunc), fmt.Sprintf(plainRows, ticks))
+	changeTicks := ticks
+	if unlisted {
+		changeTicks = fmt.Sprintf("(SELECT tick FROM %s UNION SELECT DISTINCT tick FROM %s)", ticks, ref(name))
+		rows = fmt.Sprintf(plainRows, changeTicks)
+	}
+	fmt.Fprintf(&sb, `CREATE OR REPLACE TEMP MACRO %[1]s(f, t) AS TABLE
+  WITH k AS (SELECT tick, lag(tick) OVER (ORDER BY tick) AS prev FROM %[7]s
+             WHERE tick <= t AND tick >= coalesce((SELECT max(tick) FROM %[7]s WHERE tick < f), f)),
+  r AS (%[2]s),
+  x AS (SELECT r.*, k.tick AS worldfs_at FROM r JOIN k ON r.tick = k.prev WHERE k.tick >= f),
+  y AS (SELECT r.*, r.tick AS worldfs_at FROM r WHERE r.tick >= f)
+  SELECT tick, change_type, %[3]s FROM (
+    SELECT x.worldfs_at AS tick, CASE WHEN y.entity_id IS NULL THEN 'delete' ELSE 'update_preimage' END AS change_type, %[4]s, 0 AS worldfs_side
+      FROM x LEFT JOIN y ON x.entity_id = y.entity_id AND x.worldfs_at = y.worldfs_at WHERE y.entity_id IS NULL OR %[6]s
+    UNION ALL
+    SELECT y.worldfs_at, CASE WHEN x.entity_id IS NULL THEN 'insert' ELSE 'update_postimage' END, %[5]s, 1
+      FROM y LEFT JOIN x ON x.entity_id = y.entity_id AND x.worldfs_at = y.worldfs_at WHERE x.entity_id IS NULL OR %[6]s)
+  ORDER BY tick, entity_id, worldfs_side;
+`, ident(changesMacro(name)), rows, strings.Join(append([]string{"entity_id"}, cols...), ", "),
+		"x.entity_id"+sideCols(cols, "x"), "y.entity_id"+sideCols(cols, "y"), differs, changeTicks)
+	// Before the first tick there is no tick to read: the witness (which
+	// holds every tick) keeps the file list from being empty, the filter
+	// keeps its rows out.
+	tickAt := fmt.Sprintf("%s(epoch_ms(instant::TIMESTAMPTZ))", tickAtFunc)
+	at := alt(fmt.Sprintf("SELECT * FROM %s(coalesce(%s, %d)) WHERE %s IS NOT NULL", ref(atMacro(name)), tickAt, int64(math.MinInt64), tickAt),
+		fmt.Sprintf("SELECT %s FROM %s WHERE tick = (SELECT max(tick) FROM %s WHERE published_ms > 0 AND published_ms <= epoch_ms(instant::TIMESTAMPTZ))", colList, ref(name), ticks))
+	fmt.Fprintf(&sb, "CREATE OR REPLACE TEMP MACRO %s(instant) AS TABLE %s;\n", ident(asOfMacro(name)), at)
+	return sb.String()
+}
+
+// sideCols lists cols of side, each after a comma.
+func sideCols(cols []string, side string) string {
+	out := ""
+	for _, c := range cols {
+		out += ", " + side + "." + c
+	}
+	return out
 }
 
 // partQueries writes the statements that list part i of the view called
 // name (its files, and for a filtered part the published (tick, token)
 // pairs and which files need the row check), and returns the part's
 // query of every visible row and its query of tick t's rows (for the
-// _at macro), each selecting the commit columns and cols.
-func partQueries(sb *strings.Builder, name string, i int, p part, cols []string, upTo int64, dir string) (q, at string, err error) {
+// _at macro) and of ticks lo..hi (for the range macro), each selecting
+// the commit columns and cols.
+func partQueries(sb *strings.Builder, name string, i int, p part, cols []string, upTo int64, dir string) (q, at, between string, err error) {
 	files := fmt.Sprintf("worldfs_files_%s_%d", name, i)
 	fmt.Fprintf(sb, "SET VARIABLE %s = (SELECT list(path ORDER BY ord) FROM worldfs_fragments WHERE view = %s AND part = %d);\n", ident(files), lit(name), i)
-	visible := ident(fmt.Sprintf("worldfs_visible_%s_%d", name, i))
+	visible := ref(fmt.Sprintf("worldfs_visible_%s_%d", name, i))
 	if p.mixed {
 		fmt.Fprintf(sb, "CREATE OR REPLACE TEMP TABLE %s AS SELECT DISTINCT tick AS v_tick, commit_token AS v_token FROM worldfs_fragments WHERE view = %s AND part = %d AND filtered;\n",
 			visible, lit(name), i)
@@ -734,14 +896,16 @@ func partQueries(sb *strings.Builder, name string, i int, p part, cols []string,
 	}
 	q = read(files)
 	at = q + " WHERE tick = t"
+	between = q + " WHERE tick BETWEEN lo AND hi"
 	switch {
 	case legacy:
 		q += fmt.Sprintf(" WHERE tick <= %d", upTo)
 		at = q + " AND tick = t"
+		between = q + " AND tick BETWEEN lo AND hi"
 	case p.filtered:
 		witness, err := writeWitness(dir, p.ti)
 		if err != nil {
-			return "", "", err
+			return "", "", "", err
 		}
 		proven, checked := fmt.Sprintf("worldfs_proven_%s_%d", name, i), fmt.Sprintf("worldfs_checked_%s_%d", name, i)
 		if p.mixed {
@@ -754,11 +918,14 @@ func partQueries(sb *strings.Builder, name string, i int, p part, cols []string,
 		}
 		q = read(proven)
 		// Of the files read as they are, only those whose tick bounds hold
-		// t (the witness holds every tick): the others' footers are never
-		// opened. (Fields by subscript: a macro parameter reads f.lo as a
-		// string.)
+		// t (the witness holds every tick), or meet lo..hi: the others'
+		// footers are never opened. (Fields by subscript: a macro
+		// parameter reads f.lo as a string.)
+		bounds := "getvariable(" + lit(proven+"_bounds") + ")"
 		at = fmt.Sprintf("SELECT %s FROM read_parquet(%s) WHERE tick = t",
-			sel, verifiedList("[f['path'] FOR f IN getvariable("+lit(proven+"_bounds")+") IF f['lo'] <= t AND t <= f['hi']]"))
+			sel, verifiedList("[f['path'] FOR f IN "+bounds+" IF f['lo'] <= t AND t <= f['hi']]"))
+		between = fmt.Sprintf("SELECT %s FROM read_parquet(%s) WHERE tick BETWEEN lo AND hi",
+			sel, verifiedList("[f['path'] FOR f IN "+bounds+" IF f['lo'] <= hi AND lo <= f['hi']]"))
 		if p.keep != nil && (p.keep.From != math.MinInt64 || p.keep.To != math.MaxInt64) {
 			// Compacted files hold other ticks' rows too (a fork's
 			// parent's, past the fork point; those past a pin). Bounds
@@ -767,14 +934,16 @@ func partQueries(sb *strings.Builder, name string, i int, p part, cols []string,
 			keep := fmt.Sprintf("tick BETWEEN %d AND %d", p.keep.From, p.keep.To)
 			q += " WHERE " + keep
 			at += " AND " + keep
+			between += " AND " + keep
 		}
 		if p.mixed {
 			checkedQ := tokenCheck(read(checked), visible, p.lo, p.hi)
 			q += "\n  UNION ALL BY NAME " + checkedQ
 			at += "\n    UNION ALL BY NAME " + checkedQ + " AND tick = t"
+			between += "\n    UNION ALL BY NAME " + checkedQ + " AND tick BETWEEN lo AND hi"
 		}
 	}
-	return q, at, nil
+	return q, at, between, nil
 }
 
 // manifestsView defines worldfs_manifests: a row per published tick and

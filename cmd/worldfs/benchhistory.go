@@ -309,18 +309,7 @@ func historyWorld(ctx context.Context, b bucket.Bucket, h *historyBench, tables 
 	}
 	defer w.Close()
 	h.Generated = true
-	if err := w.AddProcessor(func(tc *engine.TickContext) error {
-		for _, t := range tables {
-			f := tc.Frame(t.Name)
-			x, y := f.Float64("position_x"), f.Float64("position_y")
-			vx, vy := f.Float64("velocity_x"), f.Float64("velocity_y")
-			for i := range x {
-				x[i] += vx[i] * 0.01
-				y[i] += vy[i] * 0.01
-			}
-		}
-		return nil
-	}); err != nil {
+	if err := w.AddProcessor(historyStep(tables)); err != nil {
 		return err
 	}
 	// Progress on a terminal; the rate once built, wherever stderr goes.
@@ -344,6 +333,23 @@ func historyWorld(ctx context.Context, b bucket.Bucket, h *historyBench, tables 
 	fmt.Fprintf(os.Stderr, "bench: world %s: %d ticks (%.0f ticks/s)\n", h.World, h.Ticks, float64(int64(h.Ticks)-done)/time.Since(start).Seconds())
 	h.BuildSeconds = time.Since(start).Seconds()
 	return nil
+}
+
+// historyStep is the bench world's system: every entity moves by its
+// velocity.
+func historyStep(tables []*engine.Table) engine.Processor {
+	return func(tc *engine.TickContext) error {
+		for _, t := range tables {
+			f := tc.Frame(t.Name)
+			x, y := f.Float64("position_x"), f.Float64("position_y")
+			vx, vy := f.Float64("velocity_x"), f.Float64("velocity_y")
+			for i := range x {
+				x[i] += vx[i] * 0.01
+				y[i] += vy[i] * 0.01
+			}
+		}
+		return nil
+	}
 }
 
 // historyMeasure measures one state of the world.

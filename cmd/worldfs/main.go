@@ -23,6 +23,7 @@ import (
 	"github.com/worldfs/worldfs/cache"
 	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/index"
+	wsql "github.com/worldfs/worldfs/sql"
 )
 
 // command is one CLI command: its flags are parsed by run's FlagSet.
@@ -284,7 +285,7 @@ func exitCode(ctx context.Context, err error) int {
 		return exitNoReply
 	case errors.Is(err, cache.ErrCorruptFragment):
 		return exitFailed
-	case errors.As(err, new(notFoundError)), errors.Is(err, index.ErrNoWorld):
+	case errors.As(err, new(notFoundError)), errors.Is(err, index.ErrNoWorld), errors.Is(err, wsql.ErrNotFound):
 		return exitNotFound
 	case errors.As(err, &stale), errors.As(err, &conflict), errors.As(err, &claimConflict),
 		errors.Is(err, index.ErrWorldExists), errors.Is(err, bucket.ErrExist), errors.Is(err, errFactConflict):

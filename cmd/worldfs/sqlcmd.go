@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/cache"
@@ -19,9 +20,16 @@ import (
 
 // viewFlags are the flags that pick what the views show.
 type viewFlags struct {
-	url, world, run, token, cacheDir *string
-	at, cacheSize                    *int64
+	url, run, token, cacheDir, atTime *string
+	world                             *worldsFlag
+	at, cacheSize                     *int64
 }
+
+// worldsFlag is --world, which may be given more than once.
+type worldsFlag []string
+
+func (w *worldsFlag) String() string     { return strings.Join(*w, ",") }
+func (w *worldsFlag) Set(v string) error { *w = append(*w, v); return nil }
 
 func defaultCacheDir() string {
 	if d, err := os.UserCacheDir(); err == nil {
@@ -45,13 +53,32 @@ func bucketID(url string) string {
 	return hex.EncodeToString(sum[:8])
 }
 
+func worldsVar(fs *flag.FlagSet) *worldsFlag {
+	w := &worldsFlag{}
+	fs.Var(w, "world", "world to query (required); give it again for several worlds in one session: each world's views in a schema named after it, the first's also unqualified")
+	return w
+}
+
 func addViewFlags(fs *flag.FlagSet) *viewFlags {
+	v := addSessionFlags(fs)
+	v.world = worldsVar(fs)
+	v.at = fs.Int64("at", math.MinInt64, "pin the views to the state up to this tick")
+	v.token = fs.String("token", "", "pin the views to the tick this commit token published")
+	v.atTime = fs.String("at-time", "", "pin the views to the newest tick published at or before this instant (RFC 3339, e.g. 2026-12-01T10:00:00Z)")
+	return v
+}
+
+// addSessionFlags adds the flags of a session's bucket, run and cache;
+// its views are of the head, of worlds named otherwise.
+func addSessionFlags(fs *flag.FlagSet) *viewFlags {
+	none, noTick := "", int64(math.MinInt64)
 	return &viewFlags{
 		url:       bucketFlag(fs),
-		world:     fs.String("world", "", "world to query (required)"),
+		world:     &worldsFlag{},
 		run:       fs.String("run", "main", "run"),
-		at:        fs.Int64("at", math.MinInt64, "pin the views to the state up to this tick"),
-		token:     fs.String("token", "", "pin the views to the tick this commit token published"),
+		at:        &noTick,
+		token:     &none,
+		atTime:    &none,
 		cacheDir:  fs.String("cache-dir", defaultCacheDir(), "where copies of a remote bucket's fragments, and the views' fragment lists, are kept"),
 		cacheSize: sizeFlag(fs, "cache-size", cache.DefaultMaxBytes, "how much the fragment cache may hold"),
 	}
@@ -62,11 +89,25 @@ func addViewFlags(fs *flag.FlagSet) *viewFlags {
 // once the caller has used the views: views reused from a kept script
 // read the catalog if a query reads worldfs_manifests.
 func (v *viewFlags) build(ctx context.Context) (s *wsql.Script, refuse []string, done func(), err error) {
-	if *v.world == "" {
+	return v.buildWorlds(ctx, *v.world)
+}
+
+// buildWorlds is build of the views of worlds, one session.
+func (v *viewFlags) buildWorlds(ctx context.Context, worlds []string) (s *wsql.Script, refuse []string, done func(), err error) {
+	if len(worlds) == 0 {
 		return nil, nil, nil, usagef("--world is required")
 	}
-	if *v.at != math.MinInt64 && *v.token != "" {
-		return nil, nil, nil, usagef("--at and --token pin the views two ways; give one")
+	pins := 0
+	for _, set := range []bool{*v.at != math.MinInt64, *v.token != "", *v.atTime != ""} {
+		if set {
+			pins++
+		}
+	}
+	if pins > 1 {
+		return nil, nil, nil, usagef("--at, --token and --at-time pin the views; give one")
+	}
+	if *v.token != "" && len(worlds) > 1 {
+		return nil, nil, nil, usagef("--token names a commit of one world; with several worlds pin them with --at or --at-time")
 	}
 	refuse = []string{*v.cacheDir}
 	// The views' fragment lists live beside the fragment cache; a script
@@ -74,6 +115,13 @@ func (v *viewFlags) build(ctx context.Context) (s *wsql.Script, refuse []string,
 	opts := wsql.Options{Run: *v.run, Token: *v.token, Dir: filepath.Join(*v.cacheDir, "views")}
 	if *v.at != math.MinInt64 {
 		opts.AtTick = v.at
+	}
+	if *v.atTime != "" {
+		at, err := time.Parse(time.RFC3339Nano, *v.atTime)
+		if err != nil {
+			return nil, nil, nil, usagef("--at-time %q: an instant in RFC 3339 (2026-12-01T10:00:00Z, or with an offset: +02:00)", *v.atTime)
+		}
+		opts.AtTime = &at
 	}
 	b, err := openExisting(ctx, *v.url)
 	if err != nil {
@@ -91,8 +139,10 @@ func (v *viewFlags) build(ctx context.Context) (s *wsql.Script, refuse []string,
 			closeAll()
 		}
 	}()
-	if err := requireWorld(ctx, b, *v.world); err != nil {
-		return nil, nil, nil, err
+	for _, w := range worlds {
+		if err := requireWorld(ctx, b, w); err != nil {
+			return nil, nil, nil, err
+		}
 	}
 	// The cache also keeps the scripts built, which a later process
 	// reuses while the catalog is unchanged.
@@ -101,6 +151,7 @@ func (v *viewFlags) build(ctx context.Context) (s *wsql.Script, refuse []string,
 		return nil, nil, nil, err
 	}
 	opts.Reuse = c
+	rb := b
 	if lb, isLocal := bucket.As[bucket.Local](b); isLocal {
 		refuse = append(refuse, lb.Root())
 	} else {
@@ -110,10 +161,17 @@ func (v *viewFlags) build(ctx context.Context) (s *wsql.Script, refuse []string,
 		if mem, err = cache.NewMemory(256 << 20); err != nil {
 			return nil, nil, nil, err
 		}
-		s, err = wsql.Build(ctx, mem.Wrap(b), *v.world, opts)
-		return s, refuse, closeAll, err
+		rb = mem.Wrap(b)
 	}
-	s, err = wsql.Build(ctx, b, *v.world, opts)
+	var scripts []*wsql.Script
+	for _, w := range worlds {
+		ws, err := wsql.Build(ctx, rb, w, opts)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		scripts = append(scripts, ws)
+	}
+	s, err = wsql.Join(scripts...)
 	return s, refuse, closeAll, err
 }
 
@@ -122,11 +180,12 @@ func init() {
 	var format, outFile *string
 	register("", command{
 		name: "sql",
-		summary: "run a read-only SQL query over a world's visible rows (DuckDB); views per table, _raw, _at(tick), worldfs_manifests, worldfs_lineage, " +
-			"worldfs_facts, worldfs_receipts; --out FILE writes the result to a file",
+		summary: "run a read-only SQL query over a world's visible rows (DuckDB); views per table, _raw, _at(tick), _diff(a, b), _changes(from, to), _as_of(instant), " +
+			"worldfs_ticks, worldfs_manifests, worldfs_lineage, worldfs_facts, worldfs_receipts; several --world in one session (worldfs_diff across them); --out FILE writes the result to a file",
 		usage: "QUERY",
 		example: `worldfs sql --bucket ./worldfs-data --world w1 "SELECT tick, count(*) FROM particle GROUP BY tick ORDER BY tick"` + "\n" +
-			`  worldfs sql --bucket ./worldfs-data --world w1 --out /tmp/tick7.parquet "FROM particle_at(7)"`,
+			`  worldfs sql --bucket ./worldfs-data --world w1 --out /tmp/tick7.parquet "FROM particle_at(7)"` + "\n" +
+			`  worldfs sql --bucket ./worldfs-data --world w1 --world w1-fork "FROM worldfs_diff('particle', 'w1', 170, 'w1-fork', 170)"`,
 		flags: func(fs *flag.FlagSet) {
 			vf = addViewFlags(fs)
 			format = fs.String("format", "table", "output format: table, csv or json")

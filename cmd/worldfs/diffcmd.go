@@ -1,0 +1,207 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	wsql "github.com/worldfs/worldfs/sql"
+)
+
+// errDiffers: diff --exit-code found the two sides different.
+var errDiffers = errors.New("the two sides differ")
+
+// parsePoint parses W, W@TICK or @TICK (world taken from dflt).
+func parsePoint(arg, dflt string) (wsql.Point, error) {
+	world, tick, hasTick := strings.Cut(arg, "@")
+	if world == "" {
+		world = dflt
+	}
+	if world == "" {
+		return wsql.Point{}, usagef("%q names no world: W, W@TICK (the first side names its world)", arg)
+	}
+	p := wsql.Point{World: world}
+	if hasTick {
+		t, err := strconv.ParseInt(tick, 10, 64)
+		if err != nil {
+			return wsql.Point{}, usagef("%q: the tick after @ is a number", arg)
+		}
+		p.Tick = &t
+	}
+	return p, nil
+}
+
+func init() {
+	var vf *viewFlags
+	var table, outFile *string
+	var asJSON, rows, exitCode *bool
+	register("", command{
+		name:    "diff",
+		summary: "the entities inserted, deleted and updated between two (world, tick) points, per table and column; the head of each side by default",
+		usage:   "W[@TICK] [W2][@TICK2]",
+		example: "worldfs diff --bucket ./worldfs-data w1@100 @200                 # two ticks of one world\n" +
+			"  worldfs diff --bucket ./worldfs-data w1@170 w1-fork@170 --rows    # a fork against its parent\n" +
+			"  worldfs diff --bucket ./worldfs-data w1@100 --table particle --out changes.parquet --exit-code",
+		flags: func(fs *flag.FlagSet) {
+			vf = addSessionFlags(fs)
+			table = fs.String("table", "", "compare only this table")
+			asJSON = fs.Bool("json", false, "print one JSON object")
+			rows = fs.Bool("rows", false, "print the changed rows too (DuckLake's change_type: insert, delete, update_preimage, update_postimage)")
+			outFile = fs.String("out", "", "write the changed rows of every table compared (a column table first) to this file, in the format its extension names: .csv, .json, .jsonl or .parquet")
+			exitCode = fs.Bool("exit-code", false, "exit with status 1 when the two sides differ (as git diff --exit-code), else 0")
+		},
+		run: func(ctx context.Context, fs *flag.FlagSet, args []string, out io.Writer) error {
+			if len(args) < 1 || len(args) > 2 {
+				return usagef("diff takes one or two sides: W[@TICK] [W2][@TICK2]")
+			}
+			a, err := parsePoint(args[0], "")
+			if err != nil {
+				return err
+			}
+			b := wsql.Point{World: a.World}
+			if len(args) == 2 {
+				if b, err = parsePoint(args[1], a.World); err != nil {
+					return err
+				}
+			} else if a.Tick == nil {
+				return usagef("one side without a tick compares its head with itself: name a tick (W@TICK) or a second side")
+			}
+			if *outFile != "" {
+				if _, ok := wsql.ExportFormats[strings.ToLower(filepath.Ext(*outFile))]; !ok {
+					return usagef("--out %s: the format comes from the extension: .csv, .json, .jsonl (.ndjson) or .parquet", *outFile)
+				}
+			}
+			worlds := []string{a.World}
+			if b.World != a.World {
+				worlds = append(worlds, b.World)
+			}
+			s, refuse, done, err := vf.buildWorlds(ctx, worlds)
+			if err != nil {
+				return err
+			}
+			defer done()
+			db, err := wsql.Open(ctx, s)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			report, err := wsql.Diff(ctx, db, s, a, b, *table, *rows)
+			if err != nil {
+				return err
+			}
+			if *outFile != "" {
+				var qs []string
+				for _, td := range report.Tables {
+					if td.OnlyIn == "" {
+						qs = append(qs, fmt.Sprintf("SELECT %s AS \"table\", * FROM (%s)", lit(td.Table), wsql.DiffQuery(s, td.Table, report.A, report.B)))
+					}
+				}
+				if len(qs) == 0 {
+					return fmt.Errorf("--out: no table both sides have")
+				}
+				if err := wsql.Export(ctx, s, strings.Join(qs, " UNION ALL BY NAME "), *outFile, refuse, stderrOf(ctx)); err != nil {
+					return err
+				}
+			}
+			if *asJSON {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(report); err != nil {
+					return err
+				}
+			} else if err := printDiff(out, report); err != nil {
+				return err
+			}
+			if *exitCode && report.Differ {
+				return errDiffers
+			}
+			return nil
+		},
+	})
+}
+
+func lit(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// printDiff prints report as text: per table its counts, per column its
+// changes, and the changed rows if the report has them.
+func printDiff(out io.Writer, r *wsql.DiffReport) error {
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "%s@%d -> %s@%d\n", r.A.World, *r.A.Tick, r.B.World, *r.B.Tick)
+	fmt.Fprintln(tw, "TABLE\tINSERTED\tDELETED\tUPDATED\tUNCHANGED\t")
+	for _, td := range r.Tables {
+		name := td.Table
+		if td.OnlyIn != "" {
+			name += " (only in " + td.OnlyIn + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t\n", name, td.Inserted, td.Deleted, td.Updated, td.Unchanged)
+	}
+	fmt.Fprintln(tw, "\nTABLE\tCOLUMN\tCHANGED\tMAX |CHANGE|\t")
+	for _, td := range r.Tables {
+		for _, c := range td.Columns {
+			m := "-"
+			if c.MaxAbsChange != nil {
+				m = strconv.FormatFloat(*c.MaxAbsChange, 'g', -1, 64)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t\n", td.Table, c.Column, c.Changed, m)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, td := range r.Tables {
+		if len(td.Rows) == 0 {
+			continue
+		}
+		fmt.Fprintf(out, "\n%s:\n", td.Table)
+		var cols []string
+		for k := range td.Rows[0] {
+			cols = append(cols, k)
+		}
+		order := map[string]int{"change_type": 0, "entity_id": 1, "tick": 2}
+		sortCols(cols, order)
+		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, strings.Join(cols, "\t"))
+		for _, row := range td.Rows {
+			cells := make([]string, len(cols))
+			for i, c := range cols {
+				cells[i] = fmt.Sprint(row[c])
+				if row[c] == nil {
+					cells[i] = "NULL"
+				}
+			}
+			fmt.Fprintln(tw, strings.Join(cells, "\t"))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sortCols puts the columns of order first (in its order), the rest by
+// name.
+func sortCols(cols []string, order map[string]int) {
+	rank := func(c string) (int, string) {
+		if r, ok := order[c]; ok {
+			return r, ""
+		}
+		return len(order), c
+	}
+	for i := 1; i < len(cols); i++ {
+		for j := i; j > 0; j-- {
+			ra, na := rank(cols[j-1])
+			rb, nb := rank(cols[j])
+			if ra < rb || ra == rb && na <= nb {
+				break
+			}
+			cols[j-1], cols[j] = cols[j], cols[j-1]
+		}
+	}
+}
