@@ -40,7 +40,8 @@ type BenchEndpoint struct {
 // (world, run), n times each, calling ServeHTTP directly (no network):
 // the pages, the worlds list, the timeline, the tables, rows per tick,
 // one tick's page and points, a scrubber step (each request the next
-// tick, from the middle of the run), a query and the facts. The scrubber's
+// tick, from the middle of the run), a comparison of adjacent ticks, a
+// query and the facts. The scrubber's
 // table is particle if the run has one, else its first view.
 //
 // What a visit needs to know first (the ticks, the table's columns) is
@@ -114,6 +115,15 @@ func Bench(ctx context.Context, opts Options, world, run string, n int) (*BenchR
 		{"rows per tick", func(int) string { return "/api/w/" + w + "/counts" + rq }},
 		{"tick", func(int) string { return tickPath(tl.Ticks[mid][0]) }},
 		{"scrubber step", func(i int) string { return tickPath(tl.Ticks[(mid+1+i)%len(tl.Ticks)][0]) }},
+		{"compare adjacent ticks", func(i int) string {
+			v := url.Values{"run": {run}, "table": {res.Table}, "a": {fmt.Sprint(tl.Ticks[(mid+i)%len(tl.Ticks)][0])},
+				"b": {fmt.Sprint(tl.Ticks[(mid+i+1)%len(tl.Ticks)][0])}, "limit": {"50"}}
+			if x != "" {
+				v.Set("x", x)
+				v.Set("y", y)
+			}
+			return "/api/w/" + w + "/compare?" + v.Encode()
+		}},
 		{"sql page", func(int) string { return "/w/" + w + "/sql" + rq }},
 		{"query", func(int) string {
 			return "/api/w/" + w + "/query" + rq + "&q=" + url.QueryEscape("SELECT count(*) FROM "+quoteIdent(res.Table))

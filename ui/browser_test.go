@@ -166,6 +166,27 @@ func TestBrowser(t *testing.T) {
 		t.Fatalf("the query is not in the URL: %s", href)
 	}
 
+	// Compare two ticks: the counts by change type are worldfs sql's,
+	// and the overlaid plot holds both sides' points.
+	var counts struct {
+		Head []string   `json:"head"`
+		Rows [][]string `json:"rows"`
+	}
+	var overlay [][]*float64
+	do("compare", chromedp.Navigate(f.http.URL+"/w/w/compare?a=9&b=12&table=particle"), ready(`[data-compared="w@9 w@12"]`))
+	eval(&counts, `({head: [...document.querySelectorAll("#compare-counts thead th")].map(th => th.dataset.col),
+		rows: [...document.querySelectorAll("#compare-counts tbody tr")].map(tr => [...tr.children].map(td => td.textContent))})`)
+	eval(&overlay, `window.__ui.overlay`)
+	shot("compare")
+	cq := CompareQuery{Table: "particle", A: Side{"w", "main", 9}, B: Side{"w", "main", 12}, X: "position_x", Y: "position_y"}
+	if exp := want(t, f.b, "w", "main", cq.CountsSQL()); !reflect.DeepEqual(counts.Head, exp.Columns) || !reflect.DeepEqual(counts.Rows, exp.Rows) {
+		t.Fatalf("compare: the page shows %v %v, worldfs sql answers %v %v", counts.Head, counts.Rows, exp.Columns, exp.Rows)
+	}
+	na, nb := len(want(t, f.b, "w", "main", cq.PointsSQL(cq.A)).Rows), len(want(t, f.b, "w", "main", cq.PointsSQL(cq.B)).Rows)
+	if len(overlay) != 3 || nonNull(overlay[1]) != na || nonNull(overlay[2]) != nb {
+		t.Fatalf("overlay: %d series; want %d points of tick 9 and %d of tick 12", len(overlay), na, nb)
+	}
+
 	// Facts and receipts: the receipt links to the tick it graded.
 	var links []string
 	do("facts page", chromedp.Navigate(f.http.URL+"/w/w/facts"), ready(`[data-ready="1"]`))
@@ -223,4 +244,14 @@ func sortPairs(ps [][2]float64) [][2]float64 {
 		return 0
 	})
 	return ps
+}
+
+func nonNull(vs []*float64) int {
+	n := 0
+	for _, v := range vs {
+		if v != nil {
+			n++
+		}
+	}
+	return n
 }

@@ -1,6 +1,7 @@
 // Package ui is worldfs's web interface (worldfs ui): pages that show a
 // bucket's worlds, a run's timeline with a scrubber over its ticks, a
-// tick's rows, the facts and evaluation receipts, and a SQL box. It is
+// tick's rows, two ticks or two worlds compared (<table>_diff,
+// worldfs_diff), the facts and evaluation receipts, and a SQL box. It is
 // one more reader over the same views and read-only gate as worldfs sql:
 // every question a page asks of the rows runs through sql.Run on views
 // built by sql.Build from the catalog's one planner (index.View), so a

@@ -29,6 +29,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /w/{world}", page("run"))
 	s.mux.HandleFunc("GET /w/{world}/sql", page("sql"))
 	s.mux.HandleFunc("GET /w/{world}/facts", page("facts"))
+	s.mux.HandleFunc("GET /w/{world}/compare", page("compare"))
 
 	s.mux.HandleFunc("GET /api/worlds", func(w http.ResponseWriter, r *http.Request) {
 		ws, err := s.worlds(r.Context())
@@ -57,6 +58,10 @@ func (s *Server) routes() {
 			return
 		}
 		res, err := s.query(r.Context(), r.PathValue("world"), runOf(r), q)
+		writeJSON(w, res, err)
+	})
+	s.mux.HandleFunc("GET /api/w/{world}/compare", func(w http.ResponseWriter, r *http.Request) {
+		res, err := s.compare(r.Context(), r.PathValue("world"), r.URL.Query())
 		writeJSON(w, res, err)
 	})
 	s.mux.HandleFunc("GET /api/w/{world}/facts", func(w http.ResponseWriter, r *http.Request) {
@@ -99,6 +104,8 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request, name string) {
 		d.Title = d.World + " · SQL"
 	case "facts":
 		d.Title = d.World + " · facts and receipts"
+	case "compare":
+		d.Title = d.World + " · compare"
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")

@@ -141,6 +141,39 @@ func want(t *testing.T, b bucket.Bucket, world, run, q string) *Result {
 	return &Result{SQL: q, Columns: recs[0], Rows: append([][]string{}, recs[1:]...)}
 }
 
+// wantSession is worldfs sql's answer to q in a session of several
+// worlds (worldfs sql --world A --world B), each on its run.
+func wantSession(t *testing.T, b bucket.Bucket, q string, sides ...Side) *Result {
+	t.Helper()
+	ctx := enginetest.Context(t)
+	var scripts []*sql.Script
+	for _, s := range sides {
+		sc, err := sql.Build(ctx, b, s.World, sql.Options{Run: s.Run, Dir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		scripts = append(scripts, sc)
+	}
+	joined, err := sql.Join(scripts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open(ctx, joined)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var out bytes.Buffer
+	if err := sql.Run(ctx, db, q, sql.FormatCSV, &out, nil); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	recs, err := csv.NewReader(&out).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Result{SQL: q, Columns: recs[0], Rows: append([][]string{}, recs[1:]...)}
+}
+
 func sameResult(t *testing.T, what string, got, exp *Result) {
 	t.Helper()
 	if got == nil {
@@ -500,7 +533,7 @@ func TestBenchAsksEveryEndpoint(t *testing.T) {
 			t.Errorf("%s: %+v", e.Name, e)
 		}
 	}
-	if res.Table != "particle" || res.Ticks != 10 || strings.Join(names, ",") != "worlds page,worlds,run page,timeline,tables,rows per tick,tick,scrubber step,sql page,query,facts page,facts" {
+	if res.Table != "particle" || res.Ticks != 10 || strings.Join(names, ",") != "worlds page,worlds,run page,timeline,tables,rows per tick,tick,scrubber step,compare adjacent ticks,sql page,query,facts page,facts" {
 		t.Fatalf("bench: %+v", res)
 	}
 }
@@ -535,4 +568,54 @@ func TestPagesFollowNewTicks(t *testing.T) {
 	check(5)
 	enginetest.Run(t, w, 8)
 	check(8)
+}
+
+// Compare answers what worldfs sql answers: <table>_diff of two ticks of
+// a run, and worldfs_diff of a fork against its parent in a session of
+// both; the points of each side for the overlaid plot.
+func TestCompareAnswersAsSQL(t *testing.T) {
+	f := newFixture(t)
+	for _, q := range []CompareQuery{
+		{Table: "particle", A: Side{"w", "main", 9}, B: Side{"w", "main", 12}, Limit: 10, Offset: 5, X: "position_x", Y: "position_y"},
+		{Table: "particle", A: Side{"w", "main", 3}, B: Side{"w", "main", 2}, Limit: 100},
+		{Table: "particle", A: Side{"f", "main", 9}, B: Side{"w", "main", 12}, Limit: 7, X: "velocity_x", Y: "position_y"},
+	} {
+		vals := url.Values{"run": {q.A.Run}, "a": {fmt.Sprint(q.A.Tick)}, "b": {fmt.Sprint(q.B.Tick)}, "table": {q.Table},
+			"limit": {fmt.Sprint(q.Limit)}, "offset": {fmt.Sprint(q.Offset)}, "x": {q.X}, "y": {q.Y}}
+		if q.across() {
+			vals.Set("vs", q.B.World)
+			vals.Set("vsrun", q.B.Run)
+		}
+		var c Comparison
+		if code := f.get(t, "/api/w/"+q.A.World+"/compare?"+vals.Encode(), &c); code != 200 {
+			t.Fatalf("compare %+v: %d", q, code)
+		}
+		ask := func(sqlText string) *Result {
+			if q.across() {
+				return wantSession(t, f.b, sqlText, q.A, q.B)
+			}
+			return want(t, f.b, q.A.World, q.A.Run, sqlText)
+		}
+		sameResult(t, "compare counts", c.Counts, ask(q.CountsSQL()))
+		sameResult(t, "compare rows", c.Rows, ask(q.RowsSQL()))
+		if q.X != "" {
+			sameResult(t, "points of a", c.PointsA, ask(q.PointsSQL(q.A)))
+			sameResult(t, "points of b", c.PointsB, ask(q.PointsSQL(q.B)))
+		}
+	}
+	for path, say := range map[string]string{
+		"/api/w/w/compare?a=1&table=particle":                     "a and b",
+		"/api/w/w/compare?a=1&b=2&table=nosuch":                   `table "nosuch" is not a view of both sides`,
+		"/api/w/w/compare?a=1&b=2&table=particle&vsrun=other":     "not two runs of one world",
+		"/api/w/f/compare?a=1&b=2&table=particle&vs=nosuch":       "world nosuch does not exist",
+		"/api/w/w/compare?a=1&b=2&table=particle&limit=100000":    "limit is 1 to",
+		"/api/w/w/compare?a=1&b=2&table=particle&x=position_x":    "give x and y",
+		"/api/w/w/compare?a=x&b=2&table=particle":                 `a="x" is not an integer`,
+		"/api/w/w/compare?a=1&b=2&table=particle&x=nosuch&y=tick": "nosuch",
+	} {
+		var e apiError
+		if code := f.get(t, path, &e); code/100 != 4 || !strings.Contains(e.Error, say) {
+			t.Errorf("%s: %d %q, want a 4xx saying %q", path, code, e.Error, say)
+		}
+	}
 }

@@ -538,5 +538,108 @@ async function factsPage() {
   body.dataset.ready = "1";
 }
 
-const pages = { worlds: worldsPage, run: runPage, sql: sqlPage, facts: factsPage };
+// ---------- compare ----------
+
+const cmp = { table: "", offset: 0, limit: 50, x: "", y: "", columns: {}, ctl: null, chart: null };
+ui.compare = cmp;
+
+// comparePage: two ticks of this run, or this world against another (a
+// fork against its parent by default when asked), through <table>_diff
+// and worldfs_diff; the URL holds the sides.
+async function comparePage() {
+  const p = new URL(location.href).searchParams;
+  const [ws, tl, cols] = await Promise.all([api("/api/worlds"), api(`/api/w/${encodeURIComponent(world)}/timeline`, { run }),
+    api(`/api/w/${encodeURIComponent(world)}/tables`, { run })]);
+  for (const [t, c, type] of cols.rows) (cmp.columns[t] = cmp.columns[t] || []).push({ name: c, type });
+  const me = ws.find((w) => w.id === world);
+  const ticks = tl.ticks.map((t) => t[0]);
+  if (ticks.length === 0) { status("this run has no visible tick"); body.dataset.ready = "1"; return; }
+  const head = ticks[ticks.length - 1];
+  const vs = $("vs-world");
+  for (const w of ws) vs.append(el("option", { value: w.id }, w.id + (me && w.id === me.parent ? " (parent)" : "")));
+  vs.value = p.get("vs") || world;
+  $("tick-a").value = p.get("a") || Math.max(ticks[0], head - 1);
+  $("tick-b").value = p.get("b") || head;
+  cmp.vsrun = p.get("vsrun") || "";
+  if (me && me.parent) {
+    const parent = ws.find((w) => w.id === me.parent);
+    const run0 = parent && parent.runs.find((r) => r.name === me.fork_run);
+    const t = Math.min(head, run0 ? run0.head_tick : head);
+    const a = $("vs-parent");
+    a.hidden = false;
+    a.href = worldPath(world, `/compare?run=${encodeURIComponent(run)}&a=${t}&vs=${encodeURIComponent(me.parent)}&vsrun=${encodeURIComponent(me.fork_run)}&b=${t}`);
+  }
+  const tables = tl.views.slice();
+  cmp.table = p.get("table") || (tables.includes("particle") ? "particle" : tables[0] || "");
+  for (const t of tables) $("table-tabs").append(el("button", { "data-table": t, onclick: () => { cmp.table = t; cmp.offset = 0; axes(); loadCompare(); } }, t));
+  axes();
+  $("compare-form").addEventListener("submit", (e) => { e.preventDefault(); cmp.offset = 0; if ($("vs-world").value === world) cmp.vsrun = ""; loadCompare(); });
+  $("page-prev").addEventListener("click", () => { cmp.offset = Math.max(0, cmp.offset - cmp.limit); loadCompare(); });
+  $("page-next").addEventListener("click", () => { if (cmp.offset + cmp.limit < cmp.changed) { cmp.offset += cmp.limit; loadCompare(); } });
+  $("scatter-x").addEventListener("change", () => { cmp.x = $("scatter-x").value; loadCompare(); });
+  $("scatter-y").addEventListener("change", () => { cmp.y = $("scatter-y").value; loadCompare(); });
+  await loadCompare();
+}
+
+function axes() {
+  const cols = cmp.columns[cmp.table] || [];
+  const numeric = cols.filter((c) => /INT|DOUBLE|FLOAT|DECIMAL|REAL/.test(c.type) && c.name !== "tick" && c.name !== "entity_id").map((c) => c.name);
+  [cmp.x, cmp.y] = numeric.includes("position_x") && numeric.includes("position_y") ? ["position_x", "position_y"] : [numeric[0] || "", numeric[1] || ""];
+  if (!cmp.y) cmp.x = "";
+  for (const [id, v] of [["scatter-x", cmp.x], ["scatter-y", cmp.y]]) {
+    $(id).replaceChildren(...numeric.map((n) => el("option", { value: n }, n)));
+    $(id).value = v;
+  }
+  for (const b of $("table-tabs").children) b.classList.toggle("here", b.dataset.table === cmp.table);
+}
+
+async function loadCompare() {
+  if (cmp.ctl) cmp.ctl.abort();
+  const ctl = (cmp.ctl = new AbortController());
+  const params = { run, a: $("tick-a").value, b: $("tick-b").value, vs: $("vs-world").value, vsrun: cmp.vsrun, table: cmp.table,
+    limit: cmp.limit, offset: cmp.offset, x: cmp.x, y: cmp.y };
+  const u = new URL(location.href);
+  for (const k of ["a", "b", "vs", "vsrun", "table"]) { if (params[k]) u.searchParams.set(k, params[k]); else u.searchParams.delete(k); }
+  history.replaceState(null, "", u);
+  status("comparing…");
+  let res;
+  try {
+    res = await api(`/api/w/${encodeURIComponent(world)}/compare`, params, ctl.signal);
+  } catch (e) {
+    if (e.name !== "AbortError") { status(e.message, true); body.dataset.ready = "1"; }
+    return;
+  }
+  if (ctl !== cmp.ctl) return;
+  ui.comparison = res;
+  renderTable($("compare-counts"), res.counts);
+  cmp.changed = res.counts.rows.reduce((n, r) => n + Number(r[1]), 0);
+  renderTable($("compare-rows"), res.rows);
+  $("page-info").textContent = cmp.changed ? `rows ${res.offset + 1}–${res.offset + res.rows.rows.length} of ${cmp.changed}` : "no changes";
+  $("compare-sql").textContent = res.counts.sql;
+  drawOverlay(res);
+  const side = (s) => `${s.world}@${s.tick}`;
+  status(`${side(res.a)} → ${side(res.b)}: ${cmp.changed} changed rows of ${res.table}`);
+  body.dataset.compared = `${side(res.a)} ${side(res.b)}`;
+  body.dataset.ready = "1";
+}
+
+// drawOverlay: both sides' points on one plot, a in blue, b in red.
+function drawOverlay(res) {
+  const div = $("scatter");
+  if (cmp.chart) { cmp.chart.destroy(); cmp.chart = null; }
+  if (!res.points_a) { div.replaceChildren(el("p", { class: "note" }, "no two numeric columns to plot")); return; }
+  const pts = [];
+  for (const [k, r] of [[0, res.points_a], [1, res.points_b]]) for (const row of r.rows) if (isNum(row[0]) && isNum(row[1])) pts.push([Number(row[0]), Number(row[1]), k]);
+  pts.sort((p, q) => p[0] - q[0]);
+  const data = [pts.map((p) => p[0]), pts.map((p) => (p[2] === 0 ? p[1] : null)), pts.map((p) => (p[2] === 1 ? p[1] : null))];
+  ui.overlay = data;
+  const pointSeries = (label, color) => ({ label, stroke: color, fill: color, paths: () => null, points: { show: true, size: 4, fill: color }, spanGaps: false });
+  cmp.chart = new uPlot({
+    width: Math.min(chartWidth(div), 520), height: 420, scales: { x: { time: false } },
+    axes: [{ label: res.points_a.columns[0] }, { label: res.points_a.columns[1] }],
+    series: [{ label: res.points_a.columns[0] }, pointSeries(`${res.a.world}@${res.a.tick}`, palette[0]), pointSeries(`${res.b.world}@${res.b.tick}`, palette[1])],
+  }, data, div);
+}
+
+const pages = { worlds: worldsPage, run: runPage, sql: sqlPage, facts: factsPage, compare: comparePage };
 Promise.resolve(pages[page] && pages[page]()).catch((e) => { status(e.message, true); body.dataset.error = e.message; });
