@@ -142,8 +142,14 @@ func (s *Server) Close() error {
 
 var errClosed = errors.New("ui server closed")
 
-// TokenCookie is the cookie that carries the token after ?token=.
-const TokenCookie = "worldfs_ui_token"
+// TokenCookie is the cookie that carries the token after ?token=,
+// named with the server's port (as Jupyter names its cookies): browsers
+// keep cookies per host, not per port, so two servers on one machine
+// must not overwrite each other's.
+func TokenCookie(host string) string {
+	_, port, _ := net.SplitHostPort(host)
+	return "worldfs_ui_token_" + port
+}
 
 // ServeHTTP checks who asks (the token, or a loopback Host), then serves.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -160,11 +166,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "worldfs ui: wrong token: open the URL worldfs ui printed", http.StatusForbidden)
 			return
 		}
-		http.SetCookie(w, &http.Cookie{Name: TokenCookie, Value: t, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+		http.SetCookie(w, &http.Cookie{Name: TokenCookie(r.Host), Value: t, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
 		s.mux.ServeHTTP(w, r)
 		return
 	}
-	if c, err := r.Cookie(TokenCookie); err == nil && s.tokenOK(c.Value) {
+	if c, err := r.Cookie(TokenCookie(r.Host)); err == nil && s.tokenOK(c.Value) {
 		s.mux.ServeHTTP(w, r)
 		return
 	}

@@ -423,19 +423,26 @@ func TestTokenRequiredOffLoopback(t *testing.T) {
 	}
 	code, resp := status("/api/worlds?token=s3cret", nil)
 	var cookie *http.Cookie
+	name := TokenCookie(strings.TrimPrefix(f.http.URL, "http://"))
+	if !strings.HasPrefix(name, "worldfs_ui_token_") || len(name) == len("worldfs_ui_token_") {
+		t.Fatalf("the cookie's name %q does not hold the port", name)
+	}
 	for _, c := range resp.Cookies() {
-		if c.Name == TokenCookie {
+		if c.Name == name {
 			cookie = c
 		}
 	}
 	if code != 200 || cookie == nil || !cookie.HttpOnly {
 		t.Fatalf("?token=: %d, cookie %v", code, cookie)
 	}
-	if code, _ := status("/api/worlds", map[string]string{"Cookie": TokenCookie + "=s3cret"}); code != 200 {
+	if code, _ := status("/api/worlds", map[string]string{"Cookie": name + "=s3cret"}); code != 200 {
 		t.Errorf("with the cookie: %d", code)
 	}
-	if code, _ := status("/api/worlds", map[string]string{"Cookie": TokenCookie + "=s3cre"}); code != 403 {
+	if code, _ := status("/api/worlds", map[string]string{"Cookie": name + "=s3cre"}); code != 403 {
 		t.Errorf("with a wrong cookie: %d", code)
+	}
+	if code, _ := status("/api/worlds", map[string]string{"Cookie": "worldfs_ui_token_1=s3cret"}); code != 403 {
+		t.Errorf("with the cookie of a server on another port: %d", code)
 	}
 	if code, _ := status("/api/worlds", map[string]string{"Authorization": "token s3cret"}); code != 200 {
 		t.Errorf("with the header: %d", code)
