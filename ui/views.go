@@ -179,7 +179,7 @@ func (v *views) acquire(ctx context.Context) (*dbsql.DB, error) {
 }
 
 // release gives db back, or closes it if enough are idle, the views were
-// replaced, or its query failed (a cancelled query may leave it busy).
+// replaced, or its query was cancelled (which may leave it busy).
 func (v *views) release(db *dbsql.DB, ok bool) {
 	v.mu.Lock()
 	if ok && !v.mu.retired && len(v.mu.idle) < maxIdle {
@@ -286,7 +286,7 @@ func (s *Server) queryOn(ctx context.Context, v *views, q string) (*Result, erro
 	out := &boundedWriter{limit: s.opts.MaxResultBytes}
 	var notes bytes.Buffer
 	err = sql.Run(ctx, db, q, sql.FormatCSV, out, &notes)
-	v.release(db, err == nil && ctx.Err() == nil)
+	v.release(db, ctx.Err() == nil)
 	if err != nil && !out.full {
 		if errors.Is(err, sql.ErrRefused) {
 			return nil, badRequest(err)
