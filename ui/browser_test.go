@@ -3,6 +3,7 @@ package ui
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -54,6 +55,13 @@ func chromium(t *testing.T) context.Context {
 // and run, the receipts' links; a screenshot of each page.
 func TestBrowser(t *testing.T) {
 	f := newFixture(t)
+	const slow = "SELECT count(*) FROM range(1000000) a, range(10000000) b WHERE (a.range * b.range) % 7 = 3"
+	ended := make(chan error, 1)
+	f.srv.queryEnded = func(q string, err error) { // set before the first request
+		if q == slow {
+			ended <- err
+		}
+	}
 	ctx := chromium(t)
 	shots := t.TempDir()
 	if d := os.Getenv("WORLDFS_UI_SCREENSHOTS"); d != "" {
@@ -164,6 +172,24 @@ func TestBrowser(t *testing.T) {
 	}
 	if u, err := url.Parse(href); err != nil || u.Query().Get("q") != q {
 		t.Fatalf("the query is not in the URL: %s", href)
+	}
+
+	// A slow query, cancelled from the page: the fetch is aborted, and
+	// the server's query ends with its context cancelled.
+	var info string
+	do("cancel a query", chromedp.Navigate(f.http.URL+"/w/w/sql?q="+url.QueryEscape(slow)),
+		chromedp.WaitEnabled(chromedp.ID("cancel-query")), chromedp.Click(chromedp.ID("cancel-query")), ready(`[data-queries="1"]`))
+	info = str(chromedp.Text(chromedp.ID("query-info")))
+	if info != "cancelled" {
+		t.Fatalf("after Cancel the page says %q", info)
+	}
+	select {
+	case err := <-ended:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("the cancelled query ended with %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the server's query ran on 30 s after the page cancelled it")
 	}
 
 	// Compare two ticks: the counts by change type are worldfs sql's,

@@ -88,8 +88,10 @@ type Server struct {
 	mux   *http.ServeMux
 	pages *template.Template
 
-	// queryStarted, if set (tests), is called as each query starts.
+	// queryStarted and queryEnded, if set (tests), are called as each
+	// query starts and ends.
 	queryStarted func(q string)
+	queryEnded   func(q string, err error)
 
 	mu struct {
 		sync.Mutex

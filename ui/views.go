@@ -286,6 +286,9 @@ func (s *Server) queryOn(ctx context.Context, v *views, q string) (*Result, erro
 	out := &boundedWriter{limit: s.opts.MaxResultBytes}
 	var notes bytes.Buffer
 	err = sql.Run(ctx, db, q, sql.FormatCSV, out, &notes)
+	if s.queryEnded != nil {
+		s.queryEnded(q, err)
+	}
 	v.release(db, ctx.Err() == nil)
 	if err != nil && !out.full {
 		if errors.Is(err, sql.ErrRefused) {
