@@ -42,9 +42,10 @@ const (
 
 // What collection found, by kind of object.
 const (
-	KindReplaced   = "replaced"  // a fragment a rewrite replaced
-	KindCompacted  = "compacted" // a compacted file no tick names
-	KindAttempt    = "attempt"   // a dead attempt's fragment (vacuum)
+	KindReplaced   = "replaced"   // a fragment a rewrite replaced
+	KindCompacted  = "compacted"  // a compacted file no tick names
+	KindTickIndex  = "tick-index" // a collected compacted file's tick index
+	KindAttempt    = "attempt"    // a dead attempt's fragment (vacuum)
 	KindSlot       = "slot"
 	KindCheckpoint = "checkpoint"
 	KindShard      = "shard"
@@ -213,6 +214,10 @@ type collector struct {
 	deleting  int // deletes under way
 	enough    bool
 	slotTimes map[uint64]time.Time
+
+	// tickIndexes are the tick indexes listed, by their compacted file's
+	// name (set by fragments before its deleters start).
+	tickIndexes map[string]bucket.Attrs
 }
 
 // deleters bounds the objects collection decides and deletes at once (a
@@ -324,6 +329,8 @@ func (c *collector) fragments(ctx context.Context) error {
 		prefix += c.opts.Run + "/"
 	}
 	var listed []fragment
+	listedNames := map[string]bool{}
+	c.tickIndexes = map[string]bucket.Attrs{}
 	n := 0
 	for a, err := range c.b.List(ctx, prefix, "") {
 		if err != nil {
@@ -333,11 +340,16 @@ func (c *collector) fragments(ctx context.Context) error {
 		if n%1024 == 0 {
 			c.progress("listing", n)
 		}
+		if file, ok := index.TickIndexOf(c.world, a.Name); ok {
+			c.tickIndexes[file] = a // goes with its file
+			continue
+		}
 		n, ok := index.ParseFragmentPath(c.world, a.Name)
 		if !ok {
 			continue // not a fragment of a run (table descriptions, lineage)
 		}
 		listed = append(listed, fragment{Attrs: a, run: n.Run, table: n.Table, token: n.Token})
+		listedNames[a.Name] = true
 	}
 	// The state that judges them is read after the listing: every object
 	// listed was written before it, so its claim or publication (if any)
@@ -389,12 +401,45 @@ func (c *collector) fragments(ctx context.Context) error {
 		}
 		todo = append(todo, f)
 	}
+	// A tick index whose file was not listed: its file's collection
+	// stopped between the two, or its file was created after the listing
+	// passed its name.
+	var orphans []string
+	for file := range c.tickIndexes {
+		if !listedNames[file] && !named[file] {
+			orphans = append(orphans, file)
+		}
+	}
+	slices.Sort(orphans)
 	c.mu.Lock()
-	c.res.Examined += len(listed)
+	c.res.Examined += len(listed) + len(c.tickIndexes)
 	c.mu.Unlock()
-	return c.each(ctx, "fragments", len(todo), func(ctx context.Context, i int) error {
+	err = c.each(ctx, "fragments", len(todo), func(ctx context.Context, i int) error {
 		return c.fragment(ctx, s, todo[i], claims[todo[i].run])
 	})
+	if err != nil {
+		return err
+	}
+	return c.each(ctx, "tick indexes", len(orphans), func(ctx context.Context, i int) error {
+		return c.orphanTickIndex(ctx, orphans[i])
+	})
+}
+
+// orphanTickIndex deletes the tick index of file, a compacted file that
+// was not listed, if it is older than the retention and file does not
+// exist.
+func (c *collector) orphanTickIndex(ctx context.Context, file string) error {
+	ix := c.tickIndexes[file]
+	if !c.old(ix.Created, c.opts.Retention) {
+		return nil
+	}
+	if _, err := c.b.Stat(ctx, file); !errors.Is(err, bucket.ErrNotExist) {
+		if err != nil {
+			return fmt.Errorf("world %s: %s: %w", c.world, file, err)
+		}
+		return nil // created after the listing: decided with it
+	}
+	return c.drop(ctx, ix, KindTickIndex, fmt.Sprintf("tick index of %s, which is gone, created %s", file, stamp(ix.Created)))
 }
 
 // fragment decides one fragment no publication names.
@@ -437,7 +482,15 @@ func (c *collector) fragment(ctx context.Context, s *index.State, f fragment, he
 		if !c.old(since, c.opts.Retention) {
 			return nil
 		}
-		return c.drop(ctx, f.Attrs, KindCompacted, fmt.Sprintf("compacted file of ticks %d..%d that no tick names since %s", st.tickMin, st.tickMax, stamp(since)))
+		reason := fmt.Sprintf("compacted file of ticks %d..%d that no tick names since %s", st.tickMin, st.tickMax, stamp(since))
+		// Its tick index first: an index never outlives its file's
+		// collection by a crash between the two.
+		if ix, ok := c.tickIndexes[f.Name]; ok {
+			if err := c.drop(ctx, ix, KindTickIndex, "tick index of the "+reason); err != nil {
+				return err
+			}
+		}
+		return c.drop(ctx, f.Attrs, KindCompacted, reason)
 	}
 	if t, ok := s.TickByToken(f.run, f.token); ok {
 		// Its tick is published under its token and names other files: a

@@ -104,6 +104,14 @@ type CompactResult struct {
 	Rows     int64 // rows rewritten
 	BytesIn  int64
 	BytesOut int64
+	// IndexBytes: the tick indexes written beside the compacted files.
+	IndexBytes int64
+	// TicksEncoded: ticks whose file the tick indexes measured by
+	// encoding it; TicksReused: ticks whose entry they took from the index
+	// of the compacted file the rows came from (a tick is encoded once,
+	// at its first compaction, not again at each level).
+	TicksEncoded int64
+	TicksReused  int64
 
 	progress int // windows done (for CompactProgress)
 }
@@ -259,7 +267,7 @@ func (c *compactor) facts(ctx context.Context, res *CompactResult) error {
 				mu.Unlock()
 			}()
 			// The facts' rows sort by tick then fact id, like ticks'.
-			tables, err := c.rewriteAll(gctx, sh.order, sh.sources, admitOf(k), &r)
+			tables, err := c.rewriteAll(gctx, sh.order, sh.sources, admitOf(k), false, &r)
 			if err != nil {
 				return err
 			}
@@ -290,6 +298,9 @@ func (r *CompactResult) add(o CompactResult) {
 	r.Rows += o.Rows
 	r.BytesIn += o.BytesIn
 	r.BytesOut += o.BytesOut
+	r.IndexBytes += o.IndexBytes
+	r.TicksEncoded += o.TicksEncoded
+	r.TicksReused += o.TicksReused
 }
 
 type compactor struct {
@@ -304,8 +315,9 @@ type compactor struct {
 }
 
 // rewriteAll rewrites each table of order (side by side, as work allows)
-// and returns their compacted files in that order.
-func (c *compactor) rewriteAll(ctx context.Context, order []string, sources map[string][]source, admit admitFunc, res *CompactResult) ([]index.TableFragments, error) {
+// and returns their compacted files in that order. ticks: the files are a
+// window's ticks, each written with its tick index.
+func (c *compactor) rewriteAll(ctx context.Context, order []string, sources map[string][]source, admit admitFunc, ticks bool, res *CompactResult) ([]index.TableFragments, error) {
 	out := make([]index.TableFragments, len(order))
 	results := make([]CompactResult, len(order))
 	g, gctx := errgroup.WithContext(ctx)
@@ -319,7 +331,7 @@ func (c *compactor) rewriteAll(ctx context.Context, order []string, sources map[
 				return err
 			}
 			defer c.work.Release(1)
-			files, err := c.rewrite(gctx, t, sources[id], admit, &results[i])
+			files, err := c.rewrite(gctx, t, sources[id], admit, ticks, &results[i])
 			out[i] = index.TableFragments{Table: id, Fragments: files}
 			return err
 		})
@@ -398,7 +410,7 @@ func (c *compactor) window(ctx context.Context, span index.Span, res *CompactRes
 		return false, nil
 	}
 	admit := func(tick int64, token string, epoch, _ int64) bool { return allow.Admits(tick, token, epoch) }
-	tables, err := c.rewriteAll(ctx, order, sources, admit, res)
+	tables, err := c.rewriteAll(ctx, order, sources, admit, true, res)
 	if err != nil {
 		return false, err
 	}
@@ -451,7 +463,8 @@ func (c *compactor) table(ctx context.Context, id string) (*Table, error) {
 // order (by tick, then entity), and then each column's values are decoded
 // once and re-encoded into the output's row groups, never assembled into
 // rows; a source whose rows are already in order is not sorted again.
-func (c *compactor) rewrite(ctx context.Context, t *Table, sources []source, admit admitFunc, res *CompactResult) ([]index.Fragment, error) {
+// With ticks, each file is written with its tick index (TickIndex) first.
+func (c *compactor) rewrite(ctx context.Context, t *Table, sources []source, admit admitFunc, ticks bool, res *CompactResult) ([]index.Fragment, error) {
 	in, err := c.open(ctx, t, sources)
 	if err != nil {
 		return nil, err
@@ -463,6 +476,12 @@ func (c *compactor) rewrite(ctx context.Context, t *Table, sources []source, adm
 	keys, err := in.visible(t, admit)
 	if err != nil {
 		return nil, err
+	}
+	var known map[int64]TickEntry
+	if ticks {
+		if known, err = c.knownTicks(ctx, sources); err != nil {
+			return nil, err
+		}
 	}
 	var out []index.Fragment
 	for lo := 0; lo < len(keys) || (lo == 0 && len(out) == 0); {
@@ -487,6 +506,11 @@ func (c *compactor) rewrite(ctx context.Context, t *Table, sources []source, adm
 		f, err := c.write(ctx, t, data, int64(hi-lo), span)
 		if err != nil {
 			return nil, err
+		}
+		if ticks {
+			if err := c.writeTickIndex(ctx, t, f, data, keys[lo:hi], known, res); err != nil {
+				return nil, err
+			}
 		}
 		out = append(out, f)
 		res.Files++
@@ -569,31 +593,39 @@ func openRowGroups(t *Table, data []byte) ([]parquet.RowGroup, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := sameColumns(t, file); err != nil {
+		return nil, err
+	}
+	return file.RowGroups(), nil
+}
+
+// sameColumns checks that file has t's columns, in its order, of its
+// types, one value per row.
+func sameColumns(t *Table, file *parquet.File) error {
 	leaves := file.Schema().Columns()
 	if len(leaves) != len(t.Columns) {
-		return nil, fmt.Errorf("%d columns, table %s has %d", len(leaves), t.Name, len(t.Columns))
+		return fmt.Errorf("%d columns, table %s has %d", len(leaves), t.Name, len(t.Columns))
 	}
 	want := t.schema.Columns()
 	for i, path := range leaves {
 		if path[len(path)-1] != t.Columns[i].Name {
-			return nil, fmt.Errorf("column %d is %s, table %s has %s", i, path[len(path)-1], t.Name, t.Columns[i].Name)
+			return fmt.Errorf("column %d is %s, table %s has %s", i, path[len(path)-1], t.Name, t.Columns[i].Name)
 		}
 		got, _ := file.Schema().Lookup(path...)
 		leaf, _ := t.schema.Lookup(want[i]...)
 		if got.Node.Type().Kind() != leaf.Node.Type().Kind() || got.MaxRepetitionLevel != leaf.MaxRepetitionLevel ||
 			got.MaxDefinitionLevel != leaf.MaxDefinitionLevel {
-			return nil, fmt.Errorf("column %s is %s, table %s has %s", t.Columns[i].Name, got.Node.Type(), t.Name, leaf.Node.Type())
+			return fmt.Errorf("column %s is %s, table %s has %s", t.Columns[i].Name, got.Node.Type(), t.Name, leaf.Node.Type())
 		}
 	}
-	groups := file.RowGroups()
-	for _, rg := range groups {
+	for _, rg := range file.RowGroups() {
 		for i, cc := range rg.ColumnChunks() {
 			if n := cc.NumValues(); n != rg.NumRows() {
-				return nil, fmt.Errorf("column %s holds %d values in %d rows", t.Columns[i].Name, n, rg.NumRows())
+				return fmt.Errorf("column %s holds %d values in %d rows", t.Columns[i].Name, n, rg.NumRows())
 			}
 		}
 	}
-	return groups, nil
+	return nil
 }
 
 // admitFunc decides whether a row of a source that is not proven is
@@ -736,6 +768,63 @@ func (c *compactor) write(ctx context.Context, t *Table, data []byte, rows int64
 	failpoint.Hit(FailpointCompactWritten)
 	return index.Fragment{Path: path, Rows: rows, Bytes: int64(len(data)), Digest: digest,
 		Generation: attrs.Generation, Span: &span}, nil
+}
+
+// writeTickIndex stores the tick index of f, a compacted file of t holding
+// data, whose rows keys lists, beside it (index.TickIndexPath), durably,
+// before any catalog entry names f: a reader that finds f finds its
+// index. A tick known from its source's index (with as many rows) keeps
+// its entry; the others are encoded.
+func (c *compactor) writeTickIndex(ctx context.Context, t *Table, f index.Fragment, data []byte, keys []rowKey, known map[int64]TickEntry, res *CompactResult) error {
+	x, encoded, err := buildTickIndex(t, data, tickRuns(keys), known)
+	if err != nil {
+		return fmt.Errorf("world %s: %s: %w", c.world, f.Path, err)
+	}
+	enc := x.encode()
+	name := index.TickIndexPath(f.Path)
+	if _, err := bucket.CreateOnce(ctx, c.b, name, enc); err != nil {
+		return fmt.Errorf("world %s: writing %s: %w", c.world, name, err)
+	}
+	res.IndexBytes += int64(len(enc))
+	res.TicksEncoded += int64(encoded)
+	res.TicksReused += int64(len(x.Ticks) - encoded)
+	return nil
+}
+
+// tickRuns returns the ticks of keys (rows in (tick, entity) order) as
+// entries without a size: each tick, its first row and its rows.
+func tickRuns(keys []rowKey) []TickEntry {
+	var out []TickEntry
+	for i, k := range keys {
+		if n := len(out); n > 0 && out[n-1].Tick == k.tick {
+			out[n-1].Rows++
+			continue
+		}
+		out = append(out, TickEntry{Tick: k.tick, Row: int64(i), Rows: 1})
+	}
+	return out
+}
+
+// knownTicks returns the entries of the tick indexes of the compacted
+// files among sources, by tick (a file without one adds none).
+func (c *compactor) knownTicks(ctx context.Context, sources []source) (map[int64]TickEntry, error) {
+	known := map[int64]TickEntry{}
+	for _, src := range sources {
+		if src.Span == nil {
+			continue
+		}
+		x, err := ReadTickIndex(ctx, c.b, src.Fragment)
+		if errors.Is(err, ErrNoTickIndex) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("world %s: %w", c.world, err)
+		}
+		for _, e := range x.Ticks {
+			known[e.Tick] = e
+		}
+	}
+	return known, nil
 }
 
 // maintainer runs a world's background compaction.

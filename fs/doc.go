@@ -32,10 +32,17 @@
 // tick against the catalog as it is now (see snapFile), so compaction and
 // collection never make a visible tick unreadable.
 //
+// A compacted tick's Parquet file is the fragment its writer published:
+// the tick's rows, read from the compacted file that holds them, encoded
+// again (engine.TickFile), its size and sha256 read at lookup from the
+// compacted file's tick index (see canonical).
+//
 // Semantics of sizes and times. A stat never derives a file: a fragment
-// served as is has the size its catalog record gives; a derived file (a
-// compacted tick's slice, a split tick, every .csv, facts/) has its size
-// once it is in the cache, and 0 with an attribute timeout of 0 before;
+// served as is has the size its catalog record gives, a compacted tick's
+// Parquet file the size its tick index gives; a derived file (a compacted
+// tick of a compacted file without a tick index, a split tick, every .csv,
+// facts/) has its size once it is in the cache, and 0 with an attribute
+// timeout of 0 before;
 // open derives it, after which fstat, lseek(SEEK_END) and reads see its
 // true size (Parquet readers find the footer). mtime is the commit time:
 // a tick's entries carry Tick.PublishedUnixMs. Every read of the mount's

@@ -160,13 +160,15 @@ func (d *snapshotDir) Lookup(ctx context.Context, name string, out *fuse.EntryOu
 // and collection later deletes the files they left. So the file keeps the
 // tick's identity (world, run, tick, token), not a plan: every open
 // resolves the tick against the catalog as it is now (plan) and serves the
-// fragment itself when it is exactly the tick's visible rows, else a file
+// fragment itself when it is exactly the tick's visible rows, a compacted
+// tick's Parquet file as its writer published it (canonical), else a file
 // derived once into the cache. A file that vanished under a plan within
 // the mount's freshness is planned again at the catalog's tip; only a
 // file the current catalog still names and the bucket lacks is an error.
 //
 // A stat never derives anything: the size is the fragment's as the
-// catalog records it, or a derived file's once it exists (made by an open,
+// catalog records it, a compacted tick's as its tick index records it, or
+// a derived file's once it exists (made by an open,
 // now or by an earlier mount sharing the cache). Until then the file
 // reports size 0 with an attribute timeout of 0, and open derives it, so
 // the kernel asks again as soon as a reader looks at the size of the open
@@ -199,6 +201,23 @@ type content struct {
 	tf   index.TableFragments
 	v    *index.View
 	asIs bool // the table's fragment is exactly the tick's rows (see isExact)
+	// canon, for a compacted tick whose compacted file has a tick index:
+	// its Parquet file as its writer published it, rebuilt (see canonical).
+	canon *canonical
+}
+
+// contentOf returns where tick t's table tf comes from, as the view v
+// resolved it: the fragment as it is, the canonical file of a compacted
+// tick, or (neither) a file derived through sql.CopyTick.
+func (m *Mount) contentOf(ctx context.Context, t tickRef, tf index.TableFragments, v *index.View) (content, error) {
+	c := content{t: t, tf: tf, v: v, asIs: isExact(t, tf)}
+	if !c.asIs {
+		var err error
+		if c.canon, err = m.canonicalOf(ctx, t, tf); err != nil {
+			return content{}, err
+		}
+	}
+	return c, nil
 }
 
 // plan resolves the file's tick in the view it was found through (exact:
@@ -229,7 +248,7 @@ func (f *snapFile) plan(ctx context.Context, exact bool) (content, error) {
 	if !ok {
 		return content{}, fmt.Errorf("tick %d of %s has no table %s: %w", n, f.at.world, f.table, errGone)
 	}
-	return content{t: t, tf: tf, v: v, asIs: isExact(t, tf)}, nil
+	return f.m.contentOf(ctx, t, tf, v)
 }
 
 // errGone: a file's tick (or its table) is not visible any more. Visible
@@ -248,8 +267,11 @@ func (f *snapFile) init(c content) *snapFile {
 	f.keyed = f.keyOf(f.format)
 	f.mu.size = -1
 	f.mu.exact = f.format == wsql.FormatParquet && c.asIs
-	if f.mu.exact && c.tf.Fragments[0].Bytes > 0 {
+	switch {
+	case f.mu.exact && c.tf.Fragments[0].Bytes > 0:
 		f.mu.size = c.tf.Fragments[0].Bytes
+	case f.format == wsql.FormatParquet && c.canon != nil:
+		f.mu.size = c.canon.size()
 	}
 	return f
 }
@@ -357,6 +379,15 @@ func (f *snapFile) openParquet(ctx context.Context, c content) (*os.File, error)
 			return nil, err
 		}
 		return file, nil
+	}
+	if c.canon != nil {
+		p, err := f.m.derive(ctx, c.canon.key(), &f.m.stats.rebuilt, func(ctx context.Context, tmp string) error {
+			return f.m.rebuild(ctx, c.canon, tmp)
+		})
+		if err != nil {
+			return nil, err
+		}
+		return os.Open(p)
 	}
 	p, err := f.m.materialize(ctx, c, f.table, wsql.FormatParquet, f.keyOf(wsql.FormatParquet))
 	if err != nil {

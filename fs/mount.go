@@ -30,6 +30,8 @@ type Mount struct {
 	// verified remembers the bucket files found to match their catalog
 	// records (kept in the cache directory).
 	verified *cache.Verified
+	// tickIndexes are the compacted files' tick indexes read so far.
+	tickIndexes tickIndexes
 
 	mu struct {
 		sync.Mutex
@@ -39,6 +41,7 @@ type Mount struct {
 		cats     map[string]openCatalog
 		lru      *clist.List                         // of world ids
 		infos    map[string]engine.TableInfo         // by world/table id; immutable objects
+		tables   map[string]*engine.Table            // by world/table id, rebuilt from infos
 		worlds   []index.WorldEntry                  // the world directory, sorted by id
 		worldsAt time.Time                           // when worlds was read
 		writers  map[string]*writer                  // by world
@@ -58,6 +61,7 @@ func New(b bucket.Bucket, opts Options) (*Mount, error) {
 	m.mu.cats = map[string]openCatalog{}
 	m.mu.lru = clist.New()
 	m.mu.infos = map[string]engine.TableInfo{}
+	m.mu.tables = map[string]*engine.Table{}
 	m.mu.writers = map[string]*writer{}
 	m.mu.ingest = map[string]*engine.IngestionService{}
 	return m, nil

@@ -702,7 +702,10 @@ func (d *tableDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 	if !ok {
 		return nil, syscall.ENOENT
 	}
-	c := content{t: t, tf: tf, asIs: isExact(t, tf)}
+	c, err := d.m.contentOf(ctx, t, tf, nil)
+	if err != nil {
+		return nil, d.m.errno("table "+d.name, err)
+	}
 	f := newSnapFile(d.m, ino(d.world, "runs", d.run, "tables", d.name, name), place{d.world, d.run}, c, d.name, wsql.FormatParquet)
 	return d.m.child(ctx, d.EmbeddedInode(), f, out)
 }

@@ -12,11 +12,12 @@ import (
 
 // Stats counts what the mount served: snapshot opens, the bytes they
 // exposed, the bytes read through the mount (passthrough reads bypass it),
-// materializations (DuckDB copies), CSV renderings, opens planned again because maintenance had moved a
+// materializations (DuckDB copies), compacted ticks' files rebuilt from
+// their rows (engine.TickFile), CSV renderings, opens planned again because maintenance had moved a
 // tick's rows, and per-operation latencies over a recent window.
 type Stats struct {
 	opens, passthrough, materialized atomic.Int64
-	rendered, replanned              atomic.Int64
+	rendered, replanned, rebuilt     atomic.Int64
 	catalogsClosed                   atomic.Int64
 	bytesOpened, bytesRead           atomic.Int64
 
@@ -71,6 +72,7 @@ type StatsSnapshot struct {
 	Opens             int64              `json:"opens"`
 	PassthroughOpens  int64              `json:"passthrough_opens"`
 	Materialized      int64              `json:"materialized"`
+	Rebuilt           int64              `json:"rebuilt"`
 	Rendered          int64              `json:"rendered_csv"`
 	Replanned         int64              `json:"replanned"`
 	CatalogsOpen      int                `json:"catalogs_open"`
@@ -87,7 +89,7 @@ type StatsSnapshot struct {
 func (s *Stats) Snapshot(c *cache.Disk) StatsSnapshot {
 	out := StatsSnapshot{
 		Opens: s.opens.Load(), PassthroughOpens: s.passthrough.Load(), Materialized: s.materialized.Load(),
-		Rendered: s.rendered.Load(), Replanned: s.replanned.Load(), CatalogsClosed: s.catalogsClosed.Load(),
+		Rebuilt: s.rebuilt.Load(), Rendered: s.rendered.Load(), Replanned: s.replanned.Load(), CatalogsClosed: s.catalogsClosed.Load(),
 		BytesOpened: s.bytesOpened.Load(), BytesReadViaMount: s.bytesRead.Load(), Ops: map[string]OpStats{},
 	}
 	if c != nil {

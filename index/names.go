@@ -94,6 +94,29 @@ func CompactedPath(world, run, tableID, digest string) string {
 	return FragmentPath(world, run, tableID, "compacted-"+digest, 0)
 }
 
+// TickIndexPath is where the tick index of the compacted file at path
+// lives: beside it, the same name with ".ticks" for ".parquet"
+// (…/compacted-<digest>/0.ticks). ParseFragmentPath does not take it for
+// a fragment; TickIndexOf finds its file.
+func TickIndexPath(path string) string {
+	return strings.TrimSuffix(path, ".parquet") + ".ticks"
+}
+
+// TickIndexOf returns the compacted file of world whose tick index is
+// called name, if name is one (TickIndexPath).
+func TickIndexOf(world, name string) (string, bool) {
+	base, ok := strings.CutSuffix(name, ".ticks")
+	if !ok {
+		return "", false
+	}
+	path := base + ".parquet"
+	n, ok := ParseFragmentPath(world, path)
+	if !ok || !strings.HasPrefix(n.Token, "compacted-") {
+		return "", false
+	}
+	return path, true
+}
+
 // WorldPrefix is the bucket prefix of everything of world's catalog.
 func WorldPrefix(world string) string { return "worlds/" + world + "/" }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -69,6 +70,15 @@ func init() {
 				res.ListEntries, res.ListColdSeconds, res.ListWarmSeconds, res.ListColdNoXattrs, res.ListWarmNoXattrs)
 			fmt.Fprintf(out, "open + first byte: first open p50 %.3f ms p99 %.3f ms; again p50 %.3f ms p99 %.3f ms\n",
 				res.FirstOpen.P50ms, res.FirstOpen.P99ms, res.Reopen.P50ms, res.Reopen.P99ms)
+			for _, f := range []struct {
+				name string
+				r    [2]fioResult
+			}{{"sequential 1 MiB", res.FioSequential}, {"random 4 KiB", res.FioRandom}} {
+				if f.r[0].IOPS > 0 {
+					fmt.Fprintf(out, "fio %s reads: direct %.0f MiB/s (%.0f IOPS, p50 %.1f us, p99 %.1f us); through the mount %.0f MiB/s (%.0f IOPS, p50 %.1f us, p99 %.1f us)\n",
+						f.name, f.r[0].MiBps, f.r[0].IOPS, f.r[0].P50us, f.r[0].P99us, f.r[1].MiBps, f.r[1].IOPS, f.r[1].P50us, f.r[1].P99us)
+				}
+			}
 			return nil
 		},
 	})
@@ -88,6 +98,10 @@ type fsBench struct {
 	ListWarmNoXattrs float64       `json:"ls_l_warm_seconds_no_xattrs"`
 	FirstOpen        stats.Summary `json:"open_first_byte_first"`
 	Reopen           stats.Summary `json:"open_first_byte_again"`
+	// fio on the large file: [0] direct, [1] through the mount (zero
+	// without fio).
+	FioSequential [2]fioResult `json:"fio_sequential_1m"`
+	FioRandom     [2]fioResult `json:"fio_random_4k"`
 	// Worlds is the many-worlds mode's result (--worlds), alone.
 	Worlds *worldsBench `json:"worlds,omitempty"`
 }
@@ -286,5 +300,60 @@ func benchFS(ctx context.Context, work string, mb, ticks, files int) (*fsBench, 
 		return nil, fmt.Errorf("the mount served %d bytes of a %d-byte fragment", m, n)
 	}
 	res.ReadRatio = res.MountMiBps / res.DirectMiBps
+
+	// fio on the same bytes, direct and through the mount, when it is
+	// installed (Debian's fio).
+	if _, err := exec.LookPath("fio"); err == nil {
+		mounted := filepath.Join(mnt, "big", "runs", "main", "ticks", wfs.TickName(0), "body.parquet")
+		for _, job := range []struct {
+			name, rw, bs string
+			out          *[2]fioResult
+		}{{"sequential 1 MiB reads", "read", "1M", &res.FioSequential}, {"random 4 KiB reads", "randread", "4k", &res.FioRandom}} {
+			for i, p := range []string{direct, mounted} {
+				say("fio: %s of %s", job.name, p)
+				if job.out[i], err = runFio(ctx, p, job.rw, job.bs); err != nil {
+					return nil, err
+				}
+			}
+		}
+	} else {
+		say("fio is not installed: no fio figures (apt-get install fio)")
+	}
 	return res, nil
+}
+
+// fioResult is one fio job's read figures.
+type fioResult struct {
+	MiBps float64 `json:"mib_per_s"`
+	IOPS  float64 `json:"iops"`
+	P50us float64 `json:"clat_p50_us"`
+	P99us float64 `json:"clat_p99_us"`
+}
+
+// runFio reads path with fio (psync, through a warm page cache: fio would
+// drop the direct file's pages first, not the mount's; 5 s) and
+// returns its figures.
+func runFio(ctx context.Context, path, rw, bs string) (fioResult, error) {
+	out, err := exec.CommandContext(ctx, "fio", "--name=worldfs", "--filename="+path, "--readonly", "--rw="+rw, "--bs="+bs,
+		"--ioengine=psync", "--invalidate=0", "--runtime=5", "--time_based", "--output-format=json").Output()
+	if err != nil {
+		return fioResult{}, fmt.Errorf("fio %s %s: %w", rw, path, err)
+	}
+	var doc struct {
+		Jobs []struct {
+			Read struct {
+				BwBytes float64 `json:"bw_bytes"`
+				IOPS    float64 `json:"iops"`
+				Clat    struct {
+					Percentile map[string]float64 `json:"percentile"`
+				} `json:"clat_ns"`
+			} `json:"read"`
+		} `json:"jobs"`
+	}
+	if err := json.Unmarshal(out, &doc); err != nil || len(doc.Jobs) != 1 {
+		return fioResult{}, fmt.Errorf("fio %s %s: unreadable output (%v)", rw, path, err)
+	}
+	r := doc.Jobs[0].Read
+	return fioResult{MiBps: r.BwBytes / (1 << 20), IOPS: r.IOPS,
+		P50us: r.Clat.Percentile["50.000000"] / 1e3, P99us: r.Clat.Percentile["99.000000"] / 1e3}, nil
 }

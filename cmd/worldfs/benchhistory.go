@@ -117,12 +117,16 @@ type historyBench struct {
 	Before *historyPhase `json:"before"`
 	// CompactSeconds: engine.Compact over the whole run (default options).
 	CompactSeconds float64 `json:"compact_seconds"`
-	Compaction     struct {
+	// CompactCPUSeconds: this process's CPU time (user + system) in it.
+	CompactCPUSeconds float64 `json:"compact_cpu_seconds"`
+	Compaction        struct {
 		Windows  int   `json:"windows"`
 		Files    int   `json:"files"`
 		FilesIn  int   `json:"files_replaced"`
 		Rows     int64 `json:"rows"`
 		BytesOut int64 `json:"bytes_written"`
+		// IndexBytes: the tick indexes written beside the files.
+		IndexBytes int64 `json:"tick_index_bytes"`
 	} `json:"compaction"`
 	After *historyPhase `json:"after"`
 	// PeakRSSBytes: this process's peak resident set (building, compacting,
@@ -245,16 +249,16 @@ func benchHistory(ctx context.Context, b bucket.Bucket, h *historyBench, self, d
 		status.step("bench: compacting windows", int64(p.Done), int64(p.Total))
 	}}
 	say("compacting")
-	start := time.Now()
+	start, cpu := time.Now(), cpuSeconds()
 	res, err := engine.Compact(ctx, b, cat, opts)
 	status.done()
-	h.CompactSeconds = time.Since(start).Seconds()
+	h.CompactSeconds, h.CompactCPUSeconds = time.Since(start).Seconds(), cpuSeconds()-cpu
 	cat.Close()
 	if err != nil {
 		return err
 	}
 	c := &h.Compaction
-	c.Windows, c.Files, c.FilesIn, c.Rows, c.BytesOut = res.Windows, res.Files, res.FilesIn, res.Rows, res.BytesOut
+	c.Windows, c.Files, c.FilesIn, c.Rows, c.BytesOut, c.IndexBytes = res.Windows, res.Files, res.FilesIn, res.Rows, res.BytesOut, res.IndexBytes
 	if h.After, err = historyMeasure(ctx, b, h, tables, self, filepath.Join(dir, "after")); err != nil {
 		return err
 	}
@@ -713,7 +717,8 @@ func printHistoryBench(out io.Writer, h *historyBench) {
 		fmt.Fprintf(out, "  bucket objects %d; data objects per table %v; files the catalog names per table %v; peak RSS %.0f MiB\n",
 			ph.BucketObjects, ph.DataObjectsTable, ph.FilesNamed, float64(ph.PeakRSSBytes)/(1<<20))
 	}
-	fmt.Fprintf(out, "compaction: %.3f s, %d windows, %d files replace %d\n", h.CompactSeconds, h.Compaction.Windows, h.Compaction.Files, h.Compaction.FilesIn)
+	fmt.Fprintf(out, "compaction: %.3f s, %d windows, %d files replace %d; %d bytes written, %d of them tick indexes\n", h.CompactSeconds,
+		h.Compaction.Windows, h.Compaction.Files, h.Compaction.FilesIn, h.Compaction.BytesOut+h.Compaction.IndexBytes, h.Compaction.IndexBytes)
 	fmt.Fprintf(out, "goals after compaction (the bounds are issue 11's, at N = 100,000; this run N = %d):\n", h.Ticks)
 	for _, g := range h.Goals {
 		met := "met"

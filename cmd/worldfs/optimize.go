@@ -62,11 +62,11 @@ func init() {
 			if *asJSON {
 				return json.NewEncoder(out).Encode(map[string]any{"world": *world, "run": *run, "windows": res.Windows,
 					"fact_shards": res.Facts, "refused": res.Refused, "files": res.Files, "files_replaced": res.FilesIn,
-					"rows": res.Rows, "bytes_read": res.BytesIn, "bytes_written": res.BytesOut, "seconds": secs,
+					"rows": res.Rows, "bytes_read": res.BytesIn, "bytes_written": res.BytesOut, "tick_index_bytes": res.IndexBytes, "seconds": secs,
 					"files_per_second": float64(res.FilesIn) / secs, "mb_per_second": float64(res.BytesIn) / 1e6 / secs})
 			}
-			fmt.Fprintf(out, "world %s run %s: %d windows and %d claim shards of facts compacted: %d files replace %d (%d rows, %s read, %s written) in %.1f s (%.0f files/s, %.1f MB/s)",
-				*world, *run, res.Windows, res.Facts, res.Files, res.FilesIn, res.Rows, mib(res.BytesIn), mib(res.BytesOut),
+			fmt.Fprintf(out, "world %s run %s: %d windows and %d claim shards of facts compacted: %d files replace %d (%d rows, %s read, %s written, %s of tick indexes) in %.1f s (%.0f files/s, %.1f MB/s)",
+				*world, *run, res.Windows, res.Facts, res.Files, res.FilesIn, res.Rows, mib(res.BytesIn), mib(res.BytesOut), mib(res.IndexBytes),
 				secs, float64(res.FilesIn)/secs, float64(res.BytesIn)/1e6/secs)
 			if res.Refused > 0 {
 				fmt.Fprintf(out, "; %d windows changed meanwhile (a publish or another compactor) and were left", res.Refused)

@@ -1,0 +1,220 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/cache"
+	"github.com/worldfs/worldfs/engine"
+	wfs "github.com/worldfs/worldfs/fs"
+	"github.com/worldfs/worldfs/index"
+	"github.com/worldfs/worldfs/internal/stats"
+)
+
+func init() {
+	var url, world, table, dir *string
+	var files *int
+	registerBench(benchSpec[*compactedBench]{
+		name:    "fs-compacted",
+		summary: "measure a compacted world's tick files through a fresh mount: stat at lookup, open + first byte (first and again), st_size against the bytes read",
+		example: "worldfs bench fs-compacted --bucket /var/tmp/h --world bench-history-10000x4x50 --files 200 --json",
+		flags: func(fs *flag.FlagSet) {
+			url = bucketFlag(fs)
+			world = fs.String("world", "", "the world (required; e.g. one bench history built and compacted)")
+			table = fs.String("table", "", "the table whose files are read (default: the first by name)")
+			files = fs.Int("files", 200, "compacted ticks read, chosen at random (seeded) across the compacted history")
+			dir = fs.String("dir", "", "work directory for the cache and mount point (default: a temporary one, removed after)")
+		},
+		check: func(args []string) error {
+			if len(args) != 0 || *world == "" || *files < 1 {
+				return usagef("bench fs-compacted takes no arguments, a --world and a positive --files")
+			}
+			return nil
+		},
+		open: func(ctx context.Context) (bucket.Bucket, error) { return openExisting(ctx, *url) },
+		run: func(ctx context.Context, b bucket.Bucket) (*compactedBench, error) {
+			work, remove, err := benchDir(*dir, "worldfs-bench-fs-compacted-")
+			if err != nil {
+				return nil, err
+			}
+			defer remove()
+			return benchCompacted(ctx, b, work, *world, *table, *files)
+		},
+		table: func(out io.Writer, res *compactedBench) error {
+			fmt.Fprintf(out, "world %s, table %s: %d of %d ticks compacted, %d read (%d with a tick index)\n",
+				res.World, res.Table, res.Compacted, res.Ticks, res.Files, res.Indexed)
+			fmt.Fprintf(out, "stat at lookup: p50 %.3f ms p99 %.3f ms; %d reported size 0\n", res.Stat.P50ms, res.Stat.P99ms, res.ZeroSizes)
+			fmt.Fprintf(out, "open + first byte: first open p50 %.3f ms p99 %.3f ms max %.3f ms; again p50 %.3f ms p99 %.3f ms\n",
+				res.FirstOpen.P50ms, res.FirstOpen.P99ms, res.FirstOpen.MaxMs, res.Reopen.P50ms, res.Reopen.P99ms)
+			fmt.Fprintf(out, "st_size at lookup differs from the bytes a full read returns for %d of %d files\n", res.SizeMismatches, res.Files)
+			return nil
+		},
+	})
+}
+
+type compactedBench struct {
+	World     string `json:"world"`
+	Table     string `json:"table"`
+	Ticks     int    `json:"ticks"`
+	Compacted int    `json:"compacted_ticks"`
+	Files     int    `json:"files"`
+	// Indexed: files read whose compacted file has a tick index.
+	Indexed        int           `json:"indexed"`
+	Stat           stats.Summary `json:"stat_at_lookup"`
+	ZeroSizes      int           `json:"zero_sizes_at_lookup"`
+	FirstOpen      stats.Summary `json:"open_first_byte_first"`
+	Reopen         stats.Summary `json:"open_first_byte_again"`
+	SizeMismatches int           `json:"size_mismatches"`
+}
+
+// benchCompacted mounts b (fresh cache under work) and measures the files
+// of table in files compacted ticks of world.
+func benchCompacted(ctx context.Context, b bucket.Bucket, work, world, table string, files int) (*compactedBench, error) {
+	res := &compactedBench{World: world}
+	s, _, err := index.Load(ctx, b, world)
+	if err != nil {
+		return nil, err
+	}
+	ids, err := engine.TableIDs(ctx, b, world)
+	if err != nil {
+		return nil, err
+	}
+	names := map[string]string{} // id → name
+	for _, id := range ids {
+		info, err := engine.ReadTableInfo(ctx, b, world, id)
+		if err != nil {
+			return nil, err
+		}
+		names[id] = info.Name
+	}
+	if table == "" {
+		for _, n := range names {
+			if table == "" || n < table {
+				table = n
+			}
+		}
+	}
+	res.Table = table
+	var ticks []int64
+	holders := map[int64]index.Fragment{}
+	s.Ticks("main", 0, func(tk *index.Tick) bool {
+		res.Ticks++
+		tables, terr := tk.Tables()
+		if terr != nil {
+			err = terr
+			return false
+		}
+		for _, tf := range tables {
+			if names[tf.Table] != table || len(tf.Fragments) == 0 || tf.Fragments[0].Span == nil {
+				continue
+			}
+			ticks = append(ticks, tk.Tick)
+			for _, f := range tf.Fragments {
+				if f.Span.From <= tk.Tick && tk.Tick <= f.Span.To {
+					holders[tk.Tick] = f
+				}
+			}
+		}
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	res.Compacted = len(ticks)
+	if len(ticks) == 0 {
+		return nil, fmt.Errorf("world %s: no tick of table %s is compacted", world, table)
+	}
+	r := rand.New(rand.NewPCG(7, 11))
+	r.Shuffle(len(ticks), func(i, j int) { ticks[i], ticks[j] = ticks[j], ticks[i] })
+	ticks = ticks[:min(files, len(ticks))]
+	slices.Sort(ticks)
+	res.Files = len(ticks)
+	for _, n := range ticks {
+		if h, ok := holders[n]; ok {
+			if _, err := b.Stat(ctx, index.TickIndexPath(h.Path)); err == nil {
+				res.Indexed++
+			}
+		}
+	}
+
+	c, err := cache.Open(filepath.Join(work, "cache"), cache.Options{})
+	if err != nil {
+		return nil, err
+	}
+	m, err := wfs.New(b, wfs.Options{Cache: c})
+	if err != nil {
+		return nil, err
+	}
+	defer m.Close()
+	mnt := filepath.Join(work, "mnt")
+	if err := os.MkdirAll(mnt, 0o755); err != nil {
+		return nil, err
+	}
+	srv, err := wfs.Serve(mnt, m, wfs.MountOptions{})
+	if err != nil {
+		return nil, err
+	}
+	defer srv.Unmount()
+	dir := filepath.Join(mnt, world, "runs", "main", "ticks")
+	if _, err := os.Stat(dir); err != nil { // the catalog loads here, not in the first stat
+		return nil, err
+	}
+	path := func(n int64) string { return filepath.Join(dir, wfs.TickName(n), table+".parquet") }
+
+	say("stat of %d compacted ticks' %s.parquet", len(ticks), table)
+	sizes := map[int64]int64{}
+	var rec stats.Recorder
+	start := time.Now()
+	for _, n := range ticks {
+		s := time.Now()
+		info, err := os.Stat(path(n))
+		if err != nil {
+			return nil, err
+		}
+		rec.Add(time.Since(s))
+		sizes[n] = info.Size()
+		if info.Size() == 0 {
+			res.ZeroSizes++
+		}
+	}
+	res.Stat = rec.Summarize(time.Since(start))
+
+	say("open + first byte, first and again")
+	for _, sum := range []*stats.Summary{&res.FirstOpen, &res.Reopen} {
+		var rec stats.Recorder
+		start := time.Now()
+		for _, n := range ticks {
+			s := time.Now()
+			f, err := os.Open(path(n))
+			if err != nil {
+				return nil, err
+			}
+			var one [1]byte
+			_, err = f.Read(one[:])
+			f.Close()
+			if err != nil {
+				return nil, fmt.Errorf("first byte of %s: %w", path(n), err)
+			}
+			rec.Add(time.Since(s))
+		}
+		*sum = rec.Summarize(time.Since(start))
+	}
+	for _, n := range ticks {
+		data, err := os.ReadFile(path(n))
+		if err != nil {
+			return nil, err
+		}
+		if int64(len(data)) != sizes[n] {
+			res.SizeMismatches++
+		}
+	}
+	return res, nil
+}
