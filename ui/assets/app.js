@@ -633,11 +633,12 @@ function drawOverlay(res) {
   pts.sort((p, q) => p[0] - q[0]);
   const data = [pts.map((p) => p[0]), pts.map((p) => (p[2] === 0 ? p[1] : null)), pts.map((p) => (p[2] === 1 ? p[1] : null))];
   ui.overlay = data;
-  const pointSeries = (label, color) => ({ label, stroke: color, fill: color, paths: () => null, points: { show: true, size: 4, fill: color }, spanGaps: false });
+  // a as rings, b as dots: where both sides hold a point, the dot sits in the ring.
+  const pointSeries = (label, color, size, fill) => ({ label, stroke: color, fill: color, paths: () => null, points: { show: true, size, width: 1.5, fill }, spanGaps: false });
   cmp.chart = new uPlot({
     width: Math.min(chartWidth(div), 520), height: 420, scales: { x: { time: false } },
     axes: [{ label: res.points_a.columns[0] }, { label: res.points_a.columns[1] }],
-    series: [{ label: res.points_a.columns[0] }, pointSeries(`${res.a.world}@${res.a.tick}`, palette[0]), pointSeries(`${res.b.world}@${res.b.tick}`, palette[1])],
+    series: [{ label: res.points_a.columns[0] }, pointSeries(`${res.a.world}@${res.a.tick}`, palette[0], 8, "#fff0"), pointSeries(`${res.b.world}@${res.b.tick}`, palette[1], 4, palette[1])],
   }, data, div);
 }
 
