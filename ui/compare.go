@@ -89,25 +89,13 @@ func (s *Server) session(ctx context.Context, a, b Side) (*views, error) {
 	if cur != nil && sameSeqs(cur.seqs, seqs) {
 		return cur, nil
 	}
-	joined, err := sql.Join(va.script, vb.script)
-	if err != nil {
-		return nil, badRequest(err)
-	}
-	nv := &views{script: joined, seqs: seqs}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.mu.closed {
-		return nil, errClosed
-	}
-	old := s.mu.views[key]
-	if old != nil && old.newerThan(seqs) {
-		return old, nil
-	}
-	s.mu.views[key] = nv
-	if old != nil {
-		old.retire()
-	}
-	return nv, nil
+	return s.install(ctx, key, seqs, func(context.Context) (*sql.Script, error) {
+		joined, err := sql.Join(va.script, vb.script)
+		if err != nil {
+			return nil, badRequest(err)
+		}
+		return joined, nil
+	})
 }
 
 func (s *Server) compare(ctx context.Context, world string, vals url.Values) (*Comparison, error) {

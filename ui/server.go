@@ -16,6 +16,7 @@ import (
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/index"
 	"github.com/worldfs/worldfs/sql"
+	"golang.org/x/sync/singleflight"
 )
 
 // Options configure a Server.
@@ -87,6 +88,9 @@ type Server struct {
 	opts  Options
 	mux   *http.ServeMux
 	pages *template.Template
+
+	// builds makes each (world, run)'s views once for concurrent requests.
+	builds singleflight.Group
 
 	// queryStarted and queryEnded, if set (tests), are called as each
 	// query starts and ends.

@@ -626,3 +626,31 @@ func TestCompareAnswersAsSQL(t *testing.T) {
 		}
 	}
 }
+
+// Requests that find a world's views missing or stale at the same time
+// build them once between them.
+func TestConcurrentRequestsBuildTheViewsOnce(t *testing.T) {
+	f := newFixture(t)
+	before := sql.Builds()
+	const n = 8
+	codes := make(chan int, n)
+	for range n {
+		go func() {
+			resp, err := f.http.Client().Get(f.http.URL + "/api/w/w/tick?table=particle&tick=4")
+			if err != nil {
+				codes <- 0
+				return
+			}
+			resp.Body.Close()
+			codes <- resp.StatusCode
+		}()
+	}
+	for range n {
+		if c := <-codes; c != 200 {
+			t.Fatalf("a request answered %d", c)
+		}
+	}
+	if built := sql.Builds() - before; built != 1 {
+		t.Fatalf("%d concurrent requests built the views %d times, want once", n, built)
+	}
+}

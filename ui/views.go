@@ -128,13 +128,40 @@ func (s *Server) viewsOf(ctx context.Context, world, run string) (*views, error)
 	if cur != nil && sameSeqs(cur.seqs, seqs) {
 		return cur, nil
 	}
-	opts := s.opts.Views
-	opts.Run, opts.View, opts.Reuse = run, v, nil
-	script, err := sql.Build(ctx, s.opts.Bucket, world, opts)
-	if err != nil {
-		return nil, err
+	return s.install(ctx, key, seqs, func(ctx context.Context) (*sql.Script, error) {
+		opts := s.opts.Views
+		opts.Run, opts.View, opts.Reuse = run, v, nil
+		return sql.Build(ctx, s.opts.Bucket, world, opts)
+	})
+}
+
+// install builds views for key at catalog sequences seqs, once for all
+// the requests that ask at the same time (the build goes on for the
+// others if the first request ends), and keeps them unless newer ones were
+// kept meanwhile.
+func (s *Server) install(ctx context.Context, key viewsKey, seqs []uint64, build func(context.Context) (*sql.Script, error)) (*views, error) {
+	flight := fmt.Sprintf("%s\x00%s\x00%v", key.world, key.run, seqs)
+	ch := s.builds.DoChan(flight, func() (any, error) {
+		script, err := build(context.WithoutCancel(ctx))
+		if err != nil {
+			return nil, err
+		}
+		return s.keep(key, &views{script: script, seqs: seqs})
+	})
+	select {
+	case r := <-ch:
+		if r.Err != nil {
+			return nil, r.Err
+		}
+		return r.Val.(*views), nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
-	nv := &views{script: script, seqs: seqs}
+}
+
+// keep makes nv the views of key, unless views at least as new are kept.
+func (s *Server) keep(key viewsKey, nv *views) (*views, error) {
+	seqs := nv.seqs
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.mu.closed {
