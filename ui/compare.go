@@ -86,7 +86,7 @@ func (s *Server) session(ctx context.Context, a, b Side) (*views, error) {
 	s.mu.Lock()
 	cur := s.mu.views[key]
 	s.mu.Unlock()
-	if cur != nil && sameSeqs(cur.seqs, seqs) {
+	if cur != nil && slices.Equal(cur.seqs, seqs) {
 		return cur, nil
 	}
 	return s.install(ctx, key, seqs, func(context.Context) (*sql.Script, error) {

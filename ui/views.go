@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 
 	"github.com/worldfs/worldfs/index"
@@ -99,18 +100,6 @@ func viewSeqs(v *index.View) []uint64 {
 	return seqs
 }
 
-func sameSeqs(a, b []uint64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 type viewsKey struct{ world, run string }
 
 // viewsOf returns the views of (world, run) as the catalogs are now,
@@ -125,7 +114,7 @@ func (s *Server) viewsOf(ctx context.Context, world, run string) (*views, error)
 	s.mu.Lock()
 	cur := s.mu.views[key]
 	s.mu.Unlock()
-	if cur != nil && sameSeqs(cur.seqs, seqs) {
+	if cur != nil && slices.Equal(cur.seqs, seqs) {
 		return cur, nil
 	}
 	return s.install(ctx, key, seqs, func(ctx context.Context) (*sql.Script, error) {
