@@ -654,3 +654,62 @@ func TestConcurrentRequestsBuildTheViewsOnce(t *testing.T) {
 		t.Fatalf("%d concurrent requests built the views %d times, want once", n, built)
 	}
 }
+
+// A result past MaxResultBytes is cut to whole rows that worldfs sql's
+// answer begins with, and marked truncated; the timeline reads the
+// newest MaxLogEntries entries of the log.
+func TestBoundsOfResultsAndLog(t *testing.T) {
+	f := newFixture(t)
+	g := serve(t, f.b, f.dir, func(o *Options) { o.MaxResultBytes = 3000; o.MaxLogEntries = 4 })
+	q := "SELECT * FROM particle ORDER BY tick, entity_id"
+	var res Result
+	if code := g.get(t, "/api/w/w/query?q="+url.QueryEscape(q), &res); code != 200 {
+		t.Fatal(code)
+	}
+	all := want(t, f.b, "w", "main", q)
+	if !res.Truncated || len(res.Rows) == 0 || len(res.Rows) >= len(all.Rows) || !reflect.DeepEqual(res.Rows, all.Rows[:len(res.Rows)]) {
+		t.Fatalf("truncated %v, %d of %d rows, a prefix: %v", res.Truncated, len(res.Rows), len(all.Rows), len(res.Rows) > 0 && reflect.DeepEqual(res.Rows, all.Rows[:len(res.Rows)]))
+	}
+	var tl Timeline
+	g.get(t, "/api/w/w/timeline", &tl)
+	st, _, err := index.Load(enginetest.Context(t), f.b, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tl.LogFrom != st.Seq-3 {
+		t.Fatalf("the timeline read the log from %d, want %d (the newest 4 of %d)", tl.LogFrom, st.Seq-3, st.Seq)
+	}
+	for _, e := range tl.Events {
+		if e.Seq < tl.LogFrom {
+			t.Fatalf("event %+v before %d", e, tl.LogFrom)
+		}
+	}
+}
+
+// A result cut anywhere keeps exactly its whole rows.
+func TestReadResultKeepsWholeRows(t *testing.T) {
+	full := "a,b\n1,22\n\"x\ny\",3\n,\"\"\n"
+	rows := [][]string{{"1", "22"}, {"x\ny", "3"}, {"", ""}}
+	ends := []int{len("a,b\n1,22\n"), len("a,b\n1,22\n\"x\ny\",3\n"), len(full)} // where each row ends
+	for cut := len("a,b\n"); cut < len(full); cut++ {
+		res, err := readResult([]byte(full[:cut]), true)
+		if err != nil {
+			t.Fatalf("cut at %d: %v", cut, err)
+		}
+		whole := 0
+		for _, e := range ends {
+			if e <= cut {
+				whole++
+			}
+		}
+		if !res.Truncated || !reflect.DeepEqual(res.Columns, []string{"a", "b"}) || !reflect.DeepEqual(res.Rows, rows[:whole]) {
+			t.Fatalf("cut at %d (%q): %q, want %q", cut, full[:cut], res.Rows, rows[:whole])
+		}
+	}
+	if res, err := readResult([]byte(full), false); err != nil || !reflect.DeepEqual(res.Rows, rows) || res.Truncated {
+		t.Fatalf("whole: %v %+v", err, res)
+	}
+	if _, err := readResult([]byte("a,"), true); err == nil || !strings.Contains(err.Error(), "column names alone") {
+		t.Fatalf("a bound within the header: %v", err)
+	}
+}

@@ -315,8 +315,27 @@ func (s *Server) queryOn(ctx context.Context, v *views, q string) (*Result, erro
 		}
 		return nil, queryError{err}
 	}
-	res := &Result{SQL: q, Rows: [][]string{}, Truncated: out.full, Notes: notes.String()}
-	r := csv.NewReader(&out.buf)
+	res, err := readResult(out.buf.Bytes(), out.full)
+	if err != nil {
+		return nil, err
+	}
+	res.SQL, res.Notes = q, notes.String()
+	return res, nil
+}
+
+// readResult reads sql.Run's csv output; full says it was cut at the
+// server's bound, and then only the whole rows before the cut are kept.
+func readResult(data []byte, full bool) (*Result, error) {
+	if full {
+		// A row ends with a newline; a newline inside a quoted value
+		// leaves an unterminated quote, which ends the reading below.
+		data = data[:bytes.LastIndexByte(data, '\n')+1]
+		if len(data) == 0 {
+			return nil, queryError{fmt.Errorf("the result's column names alone pass the server's bound on a result (MaxResultBytes)")}
+		}
+	}
+	res := &Result{Rows: [][]string{}, Truncated: full}
+	r := csv.NewReader(bytes.NewReader(data))
 	r.FieldsPerRecord = -1
 	head, err := r.Read()
 	if err != nil {
@@ -329,15 +348,12 @@ func (s *Server) queryOn(ctx context.Context, v *views, q string) (*Result, erro
 			break
 		}
 		if err != nil || len(rec) != len(head) {
-			if out.full {
-				break // the cut row
+			if full {
+				break // the row the bound cut
 			}
 			return nil, fmt.Errorf("reading the result: %v", err)
 		}
 		res.Rows = append(res.Rows, rec)
-	}
-	if out.full && len(res.Rows) > 0 {
-		res.Rows = res.Rows[:len(res.Rows)-1] // the last may be cut short
 	}
 	return res, nil
 }
