@@ -54,6 +54,7 @@ func chromium(t *testing.T) context.Context {
 // scatter plot checked against worldfs sql for that tick, a query typed
 // and run, the receipts' links; a screenshot of each page.
 func TestBrowser(t *testing.T) {
+	ctx := chromium(t)
 	f := newFixture(t)
 	const slow = "SELECT count(*) FROM range(1000000) a, range(10000000) b WHERE (a.range * b.range) % 7 = 3"
 	ended := make(chan error, 1)
@@ -62,7 +63,6 @@ func TestBrowser(t *testing.T) {
 			ended <- err
 		}
 	}
-	ctx := chromium(t)
 	shots := t.TempDir()
 	if d := os.Getenv("WORLDFS_UI_SCREENSHOTS"); d != "" {
 		shots = d // to look at them after the test
