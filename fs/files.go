@@ -131,7 +131,7 @@ func (d *snapshotDir) Lookup(ctx context.Context, name string, out *fuse.EntryOu
 		return nil, d.m.errno(fmt.Sprintf("tick %d of %s", d.t.Tick.Tick, d.t.World), err)
 	}
 	if name == "manifest.json" {
-		data, err := d.m.manifestJSON(ctx, d.t)
+		data, err := d.m.manifestJSON(ctx, d.at, d.t)
 		if err != nil {
 			return nil, d.m.errno("manifest", err)
 		}
@@ -396,12 +396,13 @@ func (f *snapFile) openParquet(ctx context.Context, c content) (*os.File, error)
 	return os.Open(p)
 }
 
-// sizeCSV renders a CSV file whose source is a fragment served as is (no
-// DuckDB: reading the fragment and writing its rows), so that its size is
-// known when it is looked up; a CSV of a derived Parquet file is sized at
-// open, as that file is.
+// sizeCSV renders a CSV file whose Parquet source needs no DuckDB (a
+// fragment served as is, or a compacted tick's canonical file: the tick's
+// rows are read and written as CSV), so that its size is known when it is
+// looked up; a CSV of a Parquet file derived through DuckDB (a split tick)
+// is sized at open, as that file is.
 func (f *snapFile) sizeCSV(ctx context.Context, c content) error {
-	if f.format != wsql.FormatCSV || !c.asIs {
+	if f.format != wsql.FormatCSV || !c.asIs && c.canon == nil {
 		return nil
 	}
 	if _, ok := f.knownSize(); ok {
@@ -710,10 +711,16 @@ func (h bytesHandle) Read(_ context.Context, dest []byte, off int64) (fuse.ReadR
 }
 
 // manifestJSON is a tick's manifest as a file.
-func (m *Mount) manifestJSON(ctx context.Context, t tickRef) ([]byte, error) {
+func (m *Mount) manifestJSON(ctx context.Context, at place, t tickRef) ([]byte, error) {
 	type table struct {
-		ID        string           `json:"id"`
-		Name      string           `json:"name"`
+		ID   string `json:"id"`
+		Name string `json:"name"`
+		// Rows is the tick's rows of the table (null where worldfs
+		// cannot tell without reading them: a compacted file written
+		// before tick indexes).
+		Rows *int64 `json:"rows"`
+		// Fragments are the files holding them: the tick's own, or a
+		// compacted file (its span, rows and bytes are the file's).
 		Fragments []index.Fragment `json:"fragments"`
 	}
 	man := struct {
@@ -724,6 +731,12 @@ func (m *Mount) manifestJSON(ctx context.Context, t tickRef) ([]byte, error) {
 		WriterEpoch int64   `json:"writer_epoch"`
 		Tables      []table `json:"tables"`
 	}{World: t.World, Run: t.Run, Tick: t.Tick.Tick, CommitToken: t.CommitToken, WriterEpoch: t.WriterEpoch, Tables: []table{}}
+	// Where the rows live now (the tick itself never changes).
+	if v, err := m.view(ctx, at.world, at.run, false); err != nil {
+		return nil, err
+	} else if now, ok := v.Tick(t.Tick.Tick); ok && now.CommitToken == t.CommitToken {
+		t = now
+	}
 	tables, err := t.Tables()
 	if err != nil {
 		return nil, err
@@ -733,9 +746,31 @@ func (m *Mount) manifestJSON(ctx context.Context, t tickRef) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		man.Tables = append(man.Tables, table{tf.Table, info.Name, tf.Fragments})
+		c, err := m.contentOf(ctx, t, tf, nil)
+		if err != nil {
+			return nil, err
+		}
+		man.Tables = append(man.Tables, table{tf.Table, info.Name, c.rows(), tf.Fragments})
 	}
 	return json.MarshalIndent(man, "", "  ")
+}
+
+// rows returns the tick's rows of c's table, if the catalog or a tick
+// index tells them.
+func (c content) rows() *int64 {
+	var n int64
+	switch {
+	case c.canon != nil:
+		n = c.canon.entry.Rows
+	default:
+		for _, f := range c.tf.Fragments {
+			if f.Span != nil {
+				return nil // a compacted file without a tick index
+			}
+			n += f.Rows
+		}
+	}
+	return &n
 }
 
 // worldJSON is world.json: identity, parent, lineage, fence, heads.

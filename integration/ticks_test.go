@@ -3,11 +3,11 @@ package integration
 import (
 	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/worldfs/worldfs/engine/enginetest"
+	wfs "github.com/worldfs/worldfs/fs"
 	wsql "github.com/worldfs/worldfs/sql"
 )
 
@@ -43,7 +43,7 @@ func TestTickDirectoriesAndWorldfsTicksAgree(t *testing.T) {
 			if err := r.Scan(&tick, &at); err != nil {
 				t.Fatal(err)
 			}
-			published[strconv.FormatInt(tick, 10)] = at
+			published[wfs.TickName(tick)] = at
 		}
 		r.Close()
 		ticks := mt.path(world, "runs", "main", "ticks")

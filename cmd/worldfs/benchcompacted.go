@@ -2,13 +2,16 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/worldfs/worldfs/bucket"
@@ -17,6 +20,7 @@ import (
 	wfs "github.com/worldfs/worldfs/fs"
 	"github.com/worldfs/worldfs/index"
 	"github.com/worldfs/worldfs/internal/stats"
+	wsql "github.com/worldfs/worldfs/sql"
 )
 
 func init() {
@@ -24,7 +28,7 @@ func init() {
 	var files *int
 	registerBench(benchSpec[*compactedBench]{
 		name:    "fs-compacted",
-		summary: "measure a compacted world's tick files through a fresh mount: stat at lookup, open + first byte (first and again), st_size against the bytes read",
+		summary: "measure a compacted world's tick files through a fresh mount: stat at lookup, open + first byte (first and again), st_size against the bytes read, ls -l of ticks/ and tables/<t>/, a cold glob read against the views",
 		example: "worldfs bench fs-compacted --bucket /var/tmp/h --world bench-history-10000x4x50 --files 200 --json",
 		flags: func(fs *flag.FlagSet) {
 			url = bucketFlag(fs)
@@ -55,6 +59,10 @@ func init() {
 			fmt.Fprintf(out, "open + first byte: first open p50 %.3f ms p99 %.3f ms max %.3f ms; again p50 %.3f ms p99 %.3f ms\n",
 				res.FirstOpen.P50ms, res.FirstOpen.P99ms, res.FirstOpen.MaxMs, res.Reopen.P50ms, res.Reopen.P99ms)
 			fmt.Fprintf(out, "st_size at lookup differs from the bytes a full read returns for %d of %d files\n", res.SizeMismatches, res.Files)
+			fmt.Fprintf(out, "ls -l of ticks/ (%d entries): cold %.3f s, warm %.3f s; of tables/%s/ (%d): cold %.3f s, warm %.3f s\n",
+				res.LsTicksN, res.LsTicks[0], res.LsTicks[1], res.Table, res.LsTableN, res.LsTable[0], res.LsTable[1])
+			fmt.Fprintf(out, "read_parquet of tables/%s/*.parquet through a fresh mount: %.3f s for %d rows; the views built cold, same query: %.3f s (%.2fx)\n",
+				res.Table, res.GlobSeconds, res.GlobRows, res.ViewsSeconds, res.GlobRatio)
 			return nil
 		},
 	})
@@ -73,6 +81,18 @@ type compactedBench struct {
 	FirstOpen      stats.Summary `json:"open_first_byte_first"`
 	Reopen         stats.Summary `json:"open_first_byte_again"`
 	SizeMismatches int           `json:"size_mismatches"`
+	// Listings on a fresh mount (cold) and again (warm).
+	LsTicks  [2]float64 `json:"ls_l_ticks_seconds"` // ls -l of ticks/
+	LsTable  [2]float64 `json:"ls_l_table_seconds"` // ls -l of tables/<table>/
+	LsTicksN int        `json:"ls_l_ticks_entries"` // entries listed
+	LsTableN int        `json:"ls_l_table_entries"`
+	// A cold read_parquet of tables/<table>/*.parquet through a fresh
+	// mount against a cold build of the views and the same query, in
+	// this process (count(*) and sum(entity_id): equal, or the bench fails).
+	GlobSeconds  float64 `json:"glob_through_mount_seconds"`
+	ViewsSeconds float64 `json:"views_seconds"`
+	GlobRatio    float64 `json:"glob_over_views"`
+	GlobRows     int64   `json:"glob_rows"`
 }
 
 // benchCompacted mounts b (fresh cache under work) and measures the files
@@ -216,5 +236,99 @@ func benchCompacted(ctx context.Context, b bucket.Bucket, work, world, table str
 			res.SizeMismatches++
 		}
 	}
+	if err := benchMountReads(ctx, b, work, world, table, res); err != nil {
+		return nil, err
+	}
 	return res, nil
+}
+
+// benchMountReads measures, each on a fresh mount and cache, ls -l of
+// ticks/ and of tables/<table>/ (cold, then warm), and a cold glob read of
+// tables/<table>/*.parquet through the mount against a cold build of the
+// views answering the same query.
+func benchMountReads(ctx context.Context, b bucket.Bucket, work, world, table string, res *compactedBench) error {
+	fresh := func(name string) (string, func(), error) {
+		c, err := cache.Open(filepath.Join(work, name+"-cache"), cache.Options{})
+		if err != nil {
+			return "", nil, err
+		}
+		m, err := wfs.New(b, wfs.Options{Cache: c})
+		if err != nil {
+			return "", nil, err
+		}
+		mnt := filepath.Join(work, name)
+		if err := os.MkdirAll(mnt, 0o755); err != nil {
+			return "", nil, err
+		}
+		srv, err := wfs.Serve(mnt, m, wfs.MountOptions{})
+		if err != nil {
+			m.Close()
+			return "", nil, err
+		}
+		return mnt, func() { srv.Unmount(); m.Close() }, nil
+	}
+	mnt, done, err := fresh("ls")
+	if err != nil {
+		return err
+	}
+	for _, l := range []struct {
+		dir   string
+		times *[2]float64
+		n     *int
+	}{{filepath.Join(mnt, world, "runs", "main", "ticks"), &res.LsTicks, &res.LsTicksN},
+		{filepath.Join(mnt, world, "runs", "main", "tables", table), &res.LsTable, &res.LsTableN}} {
+		for i := range 2 {
+			say("ls -l %s (%s)", l.dir, []string{"cold", "warm"}[i])
+			start := time.Now()
+			out, err := exec.CommandContext(ctx, "ls", "-l", l.dir).Output()
+			if err != nil {
+				done()
+				return fmt.Errorf("ls -l %s: %w", l.dir, err)
+			}
+			l.times[i] = time.Since(start).Seconds()
+			*l.n = strings.Count(string(out), "\n") - 1
+		}
+	}
+	done()
+
+	q := "SELECT count(*), sum(entity_id) FROM %s"
+	var viewRows, viewSum, globRows, globSum int64
+	say("the views, built cold: %s", fmt.Sprintf(q, table))
+	start := time.Now()
+	sc, err := wsql.Build(ctx, b, world, wsql.Options{Dir: filepath.Join(work, "views")})
+	if err != nil {
+		return err
+	}
+	vdb, err := wsql.Open(ctx, sc)
+	if err != nil {
+		return err
+	}
+	err = vdb.QueryRowContext(ctx, fmt.Sprintf(q, table)).Scan(&viewRows, &viewSum)
+	vdb.Close()
+	if err != nil {
+		return err
+	}
+	res.ViewsSeconds = time.Since(start).Seconds()
+
+	if mnt, done, err = fresh("glob"); err != nil {
+		return err
+	}
+	defer done()
+	glob := filepath.Join(mnt, world, "runs", "main", "tables", table, "*.parquet")
+	say("read_parquet of %s through a fresh mount", glob)
+	db, err := sql.Open("duckdb", "")
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	start = time.Now()
+	if err := db.QueryRowContext(ctx, fmt.Sprintf(q, "read_parquet('"+glob+"')")).Scan(&globRows, &globSum); err != nil {
+		return err
+	}
+	res.GlobSeconds = time.Since(start).Seconds()
+	if globRows != viewRows || globSum != viewSum {
+		return fmt.Errorf("the glob through the mount read %d rows (sum %d), the views %d (sum %d)", globRows, globSum, viewRows, viewSum)
+	}
+	res.GlobRows, res.GlobRatio = globRows, res.GlobSeconds/res.ViewsSeconds
+	return nil
 }
