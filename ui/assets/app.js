@@ -1,0 +1,646 @@
+// worldfs ui: each page asks the server's JSON endpoints, which answer
+// through the same views and read-only gate as worldfs sql, and draws
+// what they answer. Charts are uPlot (assets/vendor/uplot).
+"use strict";
+
+const body = document.body;
+const page = body.dataset.page;
+const world = body.dataset.world;
+const run = body.dataset.run || "main";
+// window.__ui holds what the page shows, for tests and the curious.
+const ui = (window.__ui = {});
+
+function $(id) { return document.getElementById(id); }
+
+function el(tag, attrs, ...kids) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "class") e.className = v;
+    else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+    else e.setAttribute(k, v);
+  }
+  for (const k of kids) e.append(k instanceof Node ? k : document.createTextNode(k == null ? "" : String(k)));
+  return e;
+}
+
+function status(msg, isError) {
+  const s = $("status");
+  s.textContent = msg || "";
+  s.className = isError ? "error" : "";
+}
+
+// api fetches a JSON endpoint; an aborted fetch cancels the server's work.
+async function api(path, params, signal) {
+  const u = new URL(path, location.origin);
+  for (const [k, v] of Object.entries(params || {})) if (v !== undefined && v !== null && v !== "") u.searchParams.set(k, v);
+  const r = await fetch(u, { signal, credentials: "same-origin" });
+  const j = await r.json();
+  if (!r.ok) throw new Error(j.error || r.statusText);
+  return j;
+}
+
+function worldPath(w, rest) { return "/w/" + encodeURIComponent(w) + (rest || ""); }
+
+function fmtTime(ms) {
+  if (!ms) return "–";
+  return new Date(ms).toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z");
+}
+
+const isNum = (s) => s !== "NULL" && s !== "" && !isNaN(Number(s));
+
+// numericCols returns the indexes of the columns whose values are all numbers.
+function numericCols(res) {
+  return res.columns.map((_, i) => i).filter((i) => res.rows.length > 0 && res.rows.every((r) => r[i] === "NULL" || isNum(r[i])));
+}
+
+// renderTable draws a Result into a <table>; sortable headers call onSort.
+function renderTable(table, res, opts) {
+  opts = opts || {};
+  const thead = table.tHead, tbody = table.tBodies[0];
+  thead.replaceChildren();
+  tbody.replaceChildren();
+  const nums = new Set(numericCols(res));
+  const hr = el("tr");
+  res.columns.forEach((c, i) => {
+    let label = c;
+    if (opts.order === c) label += opts.desc ? " ▼" : " ▲";
+    const th = el("th", { "data-col": c, class: nums.has(i) ? "num" : "" }, label);
+    if (opts.onSort) { th.classList.add("sortable"); th.addEventListener("click", () => opts.onSort(c)); }
+    hr.append(th);
+  });
+  if (opts.extra) hr.append(el("th", {}, opts.extra.header));
+  thead.append(hr);
+  const frag = document.createDocumentFragment();
+  const shown = Math.min(res.rows.length, opts.max || 1000);
+  for (let r = 0; r < shown; r++) {
+    const row = res.rows[r];
+    const tr = el("tr");
+    row.forEach((v, i) => tr.append(el("td", { class: (nums.has(i) ? "num" : "") + (v === "NULL" ? " null" : "") }, v)));
+    if (opts.extra) { const td = el("td"); td.append(opts.extra.cell(row, res.columns)); tr.append(td); }
+    frag.append(tr);
+  }
+  tbody.append(frag);
+}
+
+const palette = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"];
+
+function chartWidth(div) { return Math.max(300, div.clientWidth || 800); }
+
+// ---------- worlds ----------
+
+async function worldsPage() {
+  status("loading worlds…");
+  const ws = await api("/api/worlds");
+  ui.worlds = ws;
+  const tbody = $("worlds").tBodies[0];
+  for (const w of ws) {
+    const runs = el("td");
+    if (w.runs.length === 0) runs.append("–");
+    w.runs.forEach((r, i) => {
+      if (i) runs.append(" ");
+      runs.append(el("a", { href: worldPath(w.id, "?run=" + encodeURIComponent(r.name)), class: "run-link", "data-world": w.id, "data-run": r.name }, `${r.name}@${r.head_tick}`));
+    });
+    const fork = w.parent ? el("a", { href: worldPath(w.parent, "?run=" + encodeURIComponent(w.fork_run) + "&tick=" + w.fork_tick) }, `${w.parent} ${w.fork_run}@${w.fork_tick}`) : "–";
+    tbody.append(el("tr", { "data-world": w.id },
+      el("td", {}, el("a", { href: worldPath(w.id) }, w.id)), el("td", {}, fork), runs,
+      el("td", {}, w.status), el("td", {}, w.writer_mode), el("td", { class: "num" }, w.fence_epoch),
+      el("td", {}, fmtTime(w.last_publish_unix_ms)), el("td", {}, fmtTime(w.created_unix_ms))));
+  }
+  drawLineage($("lineage"), ws);
+  status(ws.length + " worlds");
+  body.dataset.ready = "1";
+}
+
+// drawLineage draws the forks as a tree: each world right of its parent,
+// the edge labelled with the run and tick it forked at.
+function drawLineage(div, ws) {
+  const byId = new Map(ws.map((w) => [w.id, w]));
+  const kids = new Map();
+  const roots = [];
+  for (const w of ws) {
+    if (w.parent && byId.has(w.parent)) {
+      if (!kids.has(w.parent)) kids.set(w.parent, []);
+      kids.get(w.parent).push(w);
+    } else roots.push(w);
+  }
+  const pos = new Map();
+  let row = 0;
+  const place = (w, depth) => {
+    pos.set(w.id, { x: 20 + depth * 230, y: 20 + row * 44 });
+    row++;
+    for (const k of kids.get(w.id) || []) place(k, depth + 1);
+  };
+  roots.forEach((r) => place(r, 0));
+  const maxX = Math.max(0, ...[...pos.values()].map((p) => p.x));
+  const NS = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(NS, "svg");
+  svg.setAttribute("width", maxX + 230);
+  svg.setAttribute("height", 20 + row * 44);
+  const add = (tag, attrs, text) => {
+    const e = document.createElementNS(NS, tag);
+    for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+    if (text !== undefined) e.textContent = text;
+    svg.append(e);
+    return e;
+  };
+  for (const w of ws) {
+    const p = pos.get(w.id), pp = w.parent && pos.get(w.parent);
+    if (!pp) continue;
+    add("path", { d: `M${pp.x + 8} ${pp.y + 10} V${p.y + 10} H${p.x}`, class: "edge" });
+    add("text", { x: pp.x + 14, y: p.y + 6, class: "edge-label" }, `${w.fork_run}@${w.fork_tick}`);
+  }
+  for (const w of ws) {
+    const p = pos.get(w.id);
+    const a = add("a", { href: worldPath(w.id) });
+    const r = document.createElementNS(NS, "rect");
+    Object.entries({ x: p.x, y: p.y, width: 200, height: 24, rx: 4, class: "node " + w.status }).forEach(([k, v]) => r.setAttribute(k, v));
+    const t = document.createElementNS(NS, "text");
+    t.setAttribute("x", p.x + 8);
+    t.setAttribute("y", p.y + 16);
+    const head = w.runs.map((r) => `${r.name}@${r.head_tick}`).join(" ") || "no ticks";
+    t.textContent = `${w.id}  ${head}`;
+    a.append(r, t);
+  }
+  div.replaceChildren(svg);
+}
+
+// ---------- a run: timeline and tick ----------
+
+const runState = { table: "", order: "", desc: false, offset: 0, limit: 50, tick: null, x: "", y: "", columns: {}, ctl: null, charts: {} };
+ui.run = runState;
+
+async function runPage() {
+  status("loading the timeline…");
+  const [tl, cols] = await Promise.all([api(`/api/w/${encodeURIComponent(world)}/timeline`, { run }), api(`/api/w/${encodeURIComponent(world)}/tables`, { run })]);
+  ui.timeline = tl;
+  for (const [t, c, type] of cols.rows) (runState.columns[t] = runState.columns[t] || []).push({ name: c, type });
+  const ticks = tl.ticks.map((t) => t[0]);
+  runState.ticks = ticks;
+  const sc = $("scrubber");
+  if (ticks.length === 0) { status("this run has no visible tick"); body.dataset.ready = "1"; return; }
+  sc.min = ticks[0];
+  sc.max = ticks[ticks.length - 1];
+  $("tick-input").min = ticks[0];
+  $("tick-input").max = ticks[ticks.length - 1];
+  $("timeline-info").textContent = `ticks ${ticks[0]}–${ticks[ticks.length - 1]} (${ticks.length}), ${tl.events.length} commit events since seq ${tl.log_from}`;
+  drawTicksChart(tl);
+  drawEvents(tl);
+  // Tables: the particle simulation's first, then by name.
+  const tables = tl.views.slice();
+  runState.table = tables.includes("particle") ? "particle" : tables[0] || "";
+  const tabs = $("table-tabs");
+  for (const t of tables) tabs.append(el("button", { "data-table": t, onclick: () => chooseTable(t) }, t));
+  setAxes();
+  sc.addEventListener("input", () => selectTick(Number(sc.value)));
+  $("tick-input").addEventListener("change", () => selectTick(Number($("tick-input").value)));
+  $("prev").addEventListener("click", () => step(-1));
+  $("next").addEventListener("click", () => step(1));
+  $("play").addEventListener("click", play);
+  $("page-prev").addEventListener("click", () => { runState.offset = Math.max(0, runState.offset - runState.limit); loadTick(); });
+  $("page-next").addEventListener("click", () => { if (runState.offset + runState.limit < runState.total) { runState.offset += runState.limit; loadTick(); } });
+  $("scatter-x").addEventListener("change", () => { runState.x = $("scatter-x").value; loadTick(); });
+  $("scatter-y").addEventListener("change", () => { runState.y = $("scatter-y").value; loadTick(); });
+  const want = body.dataset.tick !== "" ? Number(body.dataset.tick) : ticks[ticks.length - 1];
+  api(`/api/w/${encodeURIComponent(world)}/counts`, { run }).then(drawRowsChart).catch((e) => status("rows per tick: " + e.message, true));
+  await selectTick(want);
+}
+
+function chooseTable(t) {
+  runState.table = t;
+  runState.order = "";
+  runState.desc = false;
+  runState.offset = 0;
+  setAxes();
+  loadTick();
+}
+
+// setAxes picks the scatter plot's columns: position_x/position_y when the
+// table has them, else its first two numeric columns.
+function setAxes() {
+  const cols = runState.columns[runState.table] || [];
+  const numeric = cols.filter((c) => /INT|DOUBLE|FLOAT|DECIMAL|REAL/.test(c.type) && c.name !== "tick").map((c) => c.name);
+  let x = "", y = "";
+  if (numeric.includes("position_x") && numeric.includes("position_y")) { x = "position_x"; y = "position_y"; }
+  else if (numeric.length >= 2) { x = numeric[0]; y = numeric[1]; }
+  runState.x = x;
+  runState.y = y;
+  for (const [id, v] of [["scatter-x", x], ["scatter-y", y]]) {
+    const s = $(id);
+    s.replaceChildren(...numeric.map((n) => el("option", { value: n }, n)));
+    s.value = v;
+  }
+  for (const b of $("table-tabs").children) b.classList.toggle("here", b.dataset.table === runState.table);
+}
+
+function nearestTick(t) {
+  const ticks = runState.ticks;
+  let lo = 0, hi = ticks.length - 1;
+  while (lo < hi) { const m = (lo + hi) >> 1; if (ticks[m] < t) lo = m + 1; else hi = m; }
+  return ticks[lo];
+}
+
+function step(d) {
+  const i = runState.ticks.indexOf(runState.tick);
+  const j = Math.min(runState.ticks.length - 1, Math.max(0, i + d));
+  return selectTick(runState.ticks[j]);
+}
+
+async function play() {
+  const b = $("play");
+  if (runState.playing) { runState.playing = false; return; }
+  runState.playing = true;
+  b.textContent = "stop";
+  while (runState.playing && runState.tick < runState.ticks[runState.ticks.length - 1]) await step(1);
+  runState.playing = false;
+  b.textContent = "play";
+}
+
+async function selectTick(t) {
+  t = nearestTick(t);
+  runState.tick = t;
+  $("scrubber").value = t;
+  $("tick-input").value = t;
+  const tl = ui.timeline.ticks.find((x) => x[0] === t);
+  $("tick-time").textContent = tl ? "published " + fmtTime(tl[1]) : "";
+  $("tick-label").textContent = t;
+  const u = new URL(location.href);
+  u.searchParams.set("tick", t);
+  history.replaceState(null, "", u);
+  for (const c of Object.values(runState.charts)) c.redraw(false);
+  await loadTick();
+}
+
+// loadTick asks for the selected tick's page of rows and its points; a
+// newer request aborts the one in flight, which cancels its query.
+async function loadTick() {
+  if (runState.ctl) runState.ctl.abort();
+  const ctl = (runState.ctl = new AbortController());
+  const t = runState.tick;
+  status(`tick ${t}…`);
+  let res;
+  try {
+    res = await api(`/api/w/${encodeURIComponent(world)}/tick`, {
+      run, tick: t, table: runState.table, order: runState.order, desc: runState.desc ? "1" : "", limit: runState.limit, offset: runState.offset,
+      x: runState.x, y: runState.y,
+    }, ctl.signal);
+  } catch (e) {
+    if (e.name === "AbortError") return;
+    status(e.message, true);
+    return;
+  }
+  if (ctl !== runState.ctl) return;
+  runState.total = res.total;
+  ui.tick = res;
+  renderTable($("tick-rows"), res.page, { order: runState.order, desc: runState.desc, onSort: sortBy });
+  const last = Math.min(res.offset + res.page.rows.length, res.total);
+  $("page-info").textContent = res.total ? `rows ${res.offset + 1}–${last} of ${res.total}` : "no rows";
+  $("tick-sql").href = worldPath(world, "/sql?run=" + encodeURIComponent(run) + "&q=" + encodeURIComponent(res.page.sql));
+  drawScatter(res.points);
+  status(`tick ${t}: ${res.total} rows of ${res.table}`);
+  body.dataset.shownTick = String(t);
+  body.dataset.ready = "1";
+}
+
+function sortBy(col) {
+  if (runState.order === col) runState.desc = !runState.desc;
+  else { runState.order = col; runState.desc = false; }
+  runState.offset = 0;
+  loadTick();
+}
+
+function drawScatter(points) {
+  const div = $("scatter");
+  if (!points) { div.replaceChildren(el("p", { class: "note" }, "no two numeric columns to plot")); ui.scatter = null; return; }
+  const pts = points.rows.filter((r) => isNum(r[0]) && isNum(r[1])).map((r) => [Number(r[0]), Number(r[1])]);
+  pts.sort((a, b) => a[0] - b[0]);
+  const data = [pts.map((p) => p[0]), pts.map((p) => p[1])];
+  ui.scatter = { columns: points.columns, data };
+  let u = runState.charts.scatter;
+  if (u && u.series[1].label === points.columns[1] && u.__x === points.columns[0]) { u.setData(data); return; }
+  if (u) u.destroy();
+  u = new uPlot({
+    width: Math.min(chartWidth(div), 520), height: 420, mode: 1,
+    scales: { x: { time: false } },
+    axes: [{ label: points.columns[0] }, { label: points.columns[1] }],
+    series: [{ label: points.columns[0] }, { label: points.columns[1], stroke: palette[0], fill: palette[0], paths: () => null, points: { show: true, size: 4, fill: palette[0] } }],
+    legend: { show: false },
+  }, data, div);
+  u.__x = points.columns[0];
+  runState.charts.scatter = u;
+}
+
+// drawTicksChart: each tick at the wall-clock time it was published, the
+// commit events as marks on the same axis, the selected tick as a line.
+function drawTicksChart(tl) {
+  const ts = tl.ticks.filter((t) => t[1] > 0).slice().sort((a, b) => a[1] - b[1]);
+  const div = $("ticks-chart");
+  if (ts.length === 0) { div.replaceChildren(el("p", { class: "note" }, "no publish times recorded")); return; }
+  const data = [ts.map((t) => t[1] / 1000), ts.map((t) => t[0])];
+  const evs = tl.events.filter((e) => e.unix_ms > 0);
+  const kindColor = (k) => k.startsWith("claim") ? "#2ca02c" : k === "fragments.rewrite" ? "#9467bd" : k === "fence.acquire" ? "#d62728" : "#7f7f7f";
+  const u = new uPlot({
+    title: "ticks over wall-clock time (drag to zoom, double-click to reset; marks: commits)",
+    width: chartWidth(div), height: 220,
+    scales: { x: { time: true } },
+    series: [{}, { label: "tick", stroke: palette[0], width: 1.5, points: { show: ts.length < 200 } }],
+    axes: [{}, { label: "tick" }],
+    hooks: {
+      draw: [(u) => {
+        const ctx = u.ctx;
+        ctx.save();
+        for (const e of evs) {
+          const x = u.valToPos(e.unix_ms / 1000, "x", true);
+          if (x < u.bbox.left || x > u.bbox.left + u.bbox.width) continue;
+          ctx.strokeStyle = kindColor(e.kind);
+          ctx.lineWidth = 1;
+          ctx.beginPath(); ctx.moveTo(x, u.bbox.top); ctx.lineTo(x, u.bbox.top + 10 * devicePixelRatio); ctx.stroke();
+        }
+        const sel = tl.ticks.find((t) => t[0] === runState.tick);
+        if (sel && sel[1]) {
+          const x = u.valToPos(sel[1] / 1000, "x", true);
+          ctx.strokeStyle = "#ff7f0e"; ctx.lineWidth = 2;
+          ctx.beginPath(); ctx.moveTo(x, u.bbox.top); ctx.lineTo(x, u.bbox.top + u.bbox.height); ctx.stroke();
+        }
+        ctx.restore();
+      }],
+    },
+  }, data, div);
+  u.over.addEventListener("click", () => {
+    if (u.cursor.idx != null) selectTick(data[1][u.cursor.idx]);
+  });
+  runState.charts.ticks = u;
+}
+
+// drawRowsChart: rows per table per tick (the counts endpoint's SQL).
+function drawRowsChart(res) {
+  ui.counts = res;
+  const div = $("rows-chart");
+  const tables = [...new Set(res.rows.map((r) => r[0]))];
+  const ticks = runState.ticks;
+  const idx = new Map(ticks.map((t, i) => [t, i]));
+  const data = [ticks.slice()];
+  for (const t of tables) {
+    const ys = new Array(ticks.length).fill(null);
+    for (const r of res.rows) if (r[0] === t && idx.has(Number(r[1]))) ys[idx.get(Number(r[1]))] = Number(r[2]);
+    data.push(ys);
+  }
+  const u = new uPlot({
+    title: "rows per table per tick (drag to zoom, click to select a tick)",
+    width: chartWidth(div), height: 220,
+    scales: { x: { time: false } },
+    series: [{ label: "tick" }, ...tables.map((t, i) => ({ label: t, stroke: palette[i % palette.length], width: 1.5, points: { show: ticks.length < 200 } }))],
+    axes: [{ label: "tick" }, { label: "rows" }],
+    hooks: {
+      draw: [(u) => {
+        if (runState.tick == null) return;
+        const x = u.valToPos(runState.tick, "x", true);
+        const ctx = u.ctx;
+        ctx.save(); ctx.strokeStyle = "#ff7f0e"; ctx.lineWidth = 2;
+        ctx.beginPath(); ctx.moveTo(x, u.bbox.top); ctx.lineTo(x, u.bbox.top + u.bbox.height); ctx.stroke();
+        ctx.restore();
+      }],
+    },
+  }, data, div);
+  u.over.addEventListener("click", () => { if (u.cursor.idx != null) selectTick(data[0][u.cursor.idx]); });
+  runState.charts.rows = u;
+}
+
+function drawEvents(tl) {
+  $("event-count").textContent = tl.events.length;
+  const tbody = $("events").tBodies[0];
+  const shown = tl.events.slice(-500);
+  for (const e of shown) {
+    const tick = e.tick != null ? el("a", { href: "#", onclick: (ev) => { ev.preventDefault(); selectTick(e.tick); } }, e.tick) : "";
+    tbody.append(el("tr", {}, el("td", { class: "num" }, e.seq), el("td", {}, (e.approx ? "≈ " : "") + fmtTime(e.unix_ms)), el("td", {}, e.kind),
+      el("td", {}, e.run || ""), el("td", {}, tick), el("td", {}, e.claim || ""), el("td", {}, e.detail || "")));
+  }
+}
+
+// ---------- SQL ----------
+
+const sqlState = { ctl: null, res: null, chart: null, runs: 0 };
+ui.sql = sqlState;
+
+function sqlPage() {
+  const form = $("query-form");
+  form.addEventListener("submit", (e) => { e.preventDefault(); runQuery(); });
+  $("query").addEventListener("keydown", (e) => { if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) { e.preventDefault(); runQuery(); } });
+  $("cancel-query").addEventListener("click", () => { if (sqlState.ctl) sqlState.ctl.abort(); });
+  for (const id of ["chart-x", "chart-y", "chart-kind"]) $(id).addEventListener("change", () => { saveURL(); drawQueryChart(); });
+  const p = new URL(location.href).searchParams;
+  if (p.get("kind")) $("chart-kind").value = p.get("kind");
+  sqlState.wantX = p.get("x");
+  sqlState.wantY = p.get("y");
+  if ($("query").value.trim() !== "") runQuery();
+  else body.dataset.ready = "1";
+}
+
+function saveURL() {
+  const u = new URL(location.href);
+  u.searchParams.set("q", $("query").value);
+  u.searchParams.set("run", run);
+  if (sqlState.res) {
+    u.searchParams.set("x", $("chart-x").value);
+    u.searchParams.set("y", $("chart-y").value);
+    u.searchParams.set("kind", $("chart-kind").value);
+  }
+  history.replaceState(null, "", u);
+}
+
+async function runQuery() {
+  const q = $("query").value;
+  if (sqlState.ctl) sqlState.ctl.abort();
+  const ctl = (sqlState.ctl = new AbortController());
+  $("cancel-query").disabled = false;
+  $("run-query").disabled = true;
+  $("query-error").hidden = true;
+  saveURL();
+  const t0 = performance.now();
+  $("query-info").textContent = "running…";
+  try {
+    const res = await api(`/api/w/${encodeURIComponent(world)}/query`, { run, q }, ctl.signal);
+    sqlState.res = res;
+    renderTable($("query-result"), res, { max: 2000 });
+    $("query-info").textContent = `${res.rows.length} rows${res.truncated ? " (truncated)" : ""} in ${Math.round(performance.now() - t0)} ms` + (res.notes ? " · " + res.notes : "");
+    chartChoices(res);
+    drawQueryChart();
+    saveURL();
+  } catch (e) {
+    sqlState.res = null;
+    if (e.name === "AbortError") {
+      $("query-info").textContent = "cancelled";
+    } else {
+      $("query-info").textContent = "";
+      $("query-error").textContent = e.message;
+      $("query-error").hidden = false;
+    }
+  } finally {
+    if (ctl === sqlState.ctl) { $("cancel-query").disabled = true; $("run-query").disabled = false; sqlState.ctl = null; }
+    sqlState.runs++;
+    body.dataset.queries = String(sqlState.runs);
+    body.dataset.ready = "1";
+  }
+}
+
+function chartChoices(res) {
+  const nums = numericCols(res).map((i) => res.columns[i]);
+  $("chart-box").hidden = res.columns.length < 2 || nums.length === 0;
+  const fill = (id, want, def) => {
+    const s = $(id);
+    s.replaceChildren(...res.columns.map((c) => el("option", { value: c }, c)));
+    s.value = res.columns.includes(want) ? want : def;
+  };
+  fill("chart-x", sqlState.wantX, res.columns[0]);
+  fill("chart-y", sqlState.wantY, nums.find((c) => c !== res.columns[0]) || nums[0]);
+  sqlState.wantX = sqlState.wantY = null;
+}
+
+// drawQueryChart: a line or bar chart of two result columns; an x column
+// that is not numeric becomes the categories of the x axis.
+function drawQueryChart() {
+  const res = sqlState.res;
+  const div = $("query-chart");
+  if (sqlState.chart) { sqlState.chart.destroy(); sqlState.chart = null; }
+  if (!res || $("chart-box").hidden) return;
+  const xi = res.columns.indexOf($("chart-x").value), yi = res.columns.indexOf($("chart-y").value);
+  const numX = res.rows.every((r) => isNum(r[xi]));
+  let rows = res.rows.map((r, i) => [numX ? Number(r[xi]) : i, isNum(r[yi]) ? Number(r[yi]) : null, r[xi]]);
+  if (numX) rows.sort((a, b) => a[0] - b[0]);
+  const data = [rows.map((r) => r[0]), rows.map((r) => r[1])];
+  const labels = rows.map((r) => r[2]);
+  const bar = $("chart-kind").value === "bar";
+  ui.chart = { x: res.columns[xi], y: res.columns[yi], kind: bar ? "bar" : "line", data };
+  sqlState.chart = new uPlot({
+    width: chartWidth(div), height: 300,
+    scales: { x: { time: false } },
+    series: [{ label: res.columns[xi], value: (u, v) => (numX || v == null ? v : labels[v]) },
+      { label: res.columns[yi], stroke: palette[0], fill: bar ? palette[0] + "99" : undefined, width: 1.5,
+        paths: bar ? uPlot.paths.bars({ size: [0.7, 60] }) : undefined, points: { show: !bar && rows.length < 100 } }],
+    axes: [{ label: res.columns[xi], values: numX ? undefined : (u, vals) => vals.map((v) => (Number.isInteger(v) ? labels[v] ?? "" : "")) }, { label: res.columns[yi] }],
+  }, data, div);
+}
+
+// ---------- facts and receipts ----------
+
+async function factsPage() {
+  status("loading…");
+  const f = await api(`/api/w/${encodeURIComponent(world)}/facts`, { run });
+  ui.facts = f;
+  const tickLink = (w, r, t) => el("a", { href: worldPath(w, "?run=" + encodeURIComponent(r) + "&tick=" + encodeURIComponent(t)), class: "tick-link" }, "tick " + t);
+  renderTable($("receipts"), f.receipts, {
+    extra: { header: "graded snapshot", cell: (row, cols) => {
+      const g = (n) => row[cols.indexOf(n)];
+      return g("graded_tick") === "NULL" ? "" : tickLink(g("subject_world"), g("subject_run"), g("graded_tick"));
+    } },
+  });
+  renderTable($("facts"), f.facts, { extra: { header: "at", cell: (row, cols) => tickLink(world, run, row[cols.indexOf("tick")]) } });
+  status(`${f.facts.rows.length} facts, ${f.receipts.rows.length} receipts`);
+  body.dataset.ready = "1";
+}
+
+// ---------- compare ----------
+
+const cmp = { table: "", offset: 0, limit: 50, x: "", y: "", columns: {}, ctl: null, chart: null };
+ui.compare = cmp;
+
+// comparePage: two ticks of this run, or this world against another (a
+// fork against its parent by default when asked), through <table>_diff
+// and worldfs_diff; the URL holds the sides.
+async function comparePage() {
+  const p = new URL(location.href).searchParams;
+  const [ws, tl, cols] = await Promise.all([api("/api/worlds"), api(`/api/w/${encodeURIComponent(world)}/timeline`, { run }),
+    api(`/api/w/${encodeURIComponent(world)}/tables`, { run })]);
+  for (const [t, c, type] of cols.rows) (cmp.columns[t] = cmp.columns[t] || []).push({ name: c, type });
+  const me = ws.find((w) => w.id === world);
+  const ticks = tl.ticks.map((t) => t[0]);
+  if (ticks.length === 0) { status("this run has no visible tick"); body.dataset.ready = "1"; return; }
+  const head = ticks[ticks.length - 1];
+  const vs = $("vs-world");
+  for (const w of ws) vs.append(el("option", { value: w.id }, w.id + (me && w.id === me.parent ? " (parent)" : "")));
+  vs.value = p.get("vs") || world;
+  $("tick-a").value = p.get("a") || Math.max(ticks[0], head - 1);
+  $("tick-b").value = p.get("b") || head;
+  cmp.vsrun = p.get("vsrun") || "";
+  if (me && me.parent) {
+    const parent = ws.find((w) => w.id === me.parent);
+    const run0 = parent && parent.runs.find((r) => r.name === me.fork_run);
+    const t = Math.min(head, run0 ? run0.head_tick : head);
+    const a = $("vs-parent");
+    a.hidden = false;
+    a.href = worldPath(world, `/compare?run=${encodeURIComponent(run)}&a=${t}&vs=${encodeURIComponent(me.parent)}&vsrun=${encodeURIComponent(me.fork_run)}&b=${t}`);
+  }
+  const tables = tl.views.slice();
+  cmp.table = p.get("table") || (tables.includes("particle") ? "particle" : tables[0] || "");
+  for (const t of tables) $("table-tabs").append(el("button", { "data-table": t, onclick: () => { cmp.table = t; cmp.offset = 0; axes(); loadCompare(); } }, t));
+  axes();
+  $("compare-form").addEventListener("submit", (e) => { e.preventDefault(); cmp.offset = 0; if ($("vs-world").value === world) cmp.vsrun = ""; loadCompare(); });
+  $("page-prev").addEventListener("click", () => { cmp.offset = Math.max(0, cmp.offset - cmp.limit); loadCompare(); });
+  $("page-next").addEventListener("click", () => { if (cmp.offset + cmp.limit < cmp.changed) { cmp.offset += cmp.limit; loadCompare(); } });
+  $("scatter-x").addEventListener("change", () => { cmp.x = $("scatter-x").value; loadCompare(); });
+  $("scatter-y").addEventListener("change", () => { cmp.y = $("scatter-y").value; loadCompare(); });
+  await loadCompare();
+}
+
+function axes() {
+  const cols = cmp.columns[cmp.table] || [];
+  const numeric = cols.filter((c) => /INT|DOUBLE|FLOAT|DECIMAL|REAL/.test(c.type) && c.name !== "tick" && c.name !== "entity_id").map((c) => c.name);
+  [cmp.x, cmp.y] = numeric.includes("position_x") && numeric.includes("position_y") ? ["position_x", "position_y"] : [numeric[0] || "", numeric[1] || ""];
+  if (!cmp.y) cmp.x = "";
+  for (const [id, v] of [["scatter-x", cmp.x], ["scatter-y", cmp.y]]) {
+    $(id).replaceChildren(...numeric.map((n) => el("option", { value: n }, n)));
+    $(id).value = v;
+  }
+  for (const b of $("table-tabs").children) b.classList.toggle("here", b.dataset.table === cmp.table);
+}
+
+async function loadCompare() {
+  if (cmp.ctl) cmp.ctl.abort();
+  const ctl = (cmp.ctl = new AbortController());
+  const params = { run, a: $("tick-a").value, b: $("tick-b").value, vs: $("vs-world").value, vsrun: cmp.vsrun, table: cmp.table,
+    limit: cmp.limit, offset: cmp.offset, x: cmp.x, y: cmp.y };
+  const u = new URL(location.href);
+  for (const k of ["a", "b", "vs", "vsrun", "table"]) { if (params[k]) u.searchParams.set(k, params[k]); else u.searchParams.delete(k); }
+  history.replaceState(null, "", u);
+  status("comparing…");
+  let res;
+  try {
+    res = await api(`/api/w/${encodeURIComponent(world)}/compare`, params, ctl.signal);
+  } catch (e) {
+    if (e.name !== "AbortError") { status(e.message, true); body.dataset.ready = "1"; }
+    return;
+  }
+  if (ctl !== cmp.ctl) return;
+  ui.comparison = res;
+  renderTable($("compare-counts"), res.counts);
+  cmp.changed = res.counts.rows.reduce((n, r) => n + Number(r[1]), 0);
+  renderTable($("compare-rows"), res.rows);
+  $("page-info").textContent = cmp.changed ? `rows ${res.offset + 1}–${res.offset + res.rows.rows.length} of ${cmp.changed}` : "no changes";
+  $("compare-sql").textContent = res.counts.sql;
+  drawOverlay(res);
+  const side = (s) => `${s.world}@${s.tick}`;
+  status(`${side(res.a)} → ${side(res.b)}: ${cmp.changed} changed rows of ${res.table}`);
+  body.dataset.compared = `${side(res.a)} ${side(res.b)}`;
+  body.dataset.ready = "1";
+}
+
+// drawOverlay: both sides' points on one plot, a in blue, b in red.
+function drawOverlay(res) {
+  const div = $("scatter");
+  if (cmp.chart) { cmp.chart.destroy(); cmp.chart = null; }
+  if (!res.points_a) { div.replaceChildren(el("p", { class: "note" }, "no two numeric columns to plot")); return; }
+  const pts = [];
+  for (const [k, r] of [[0, res.points_a], [1, res.points_b]]) for (const row of r.rows) if (isNum(row[0]) && isNum(row[1])) pts.push([Number(row[0]), Number(row[1]), k]);
+  pts.sort((p, q) => p[0] - q[0]);
+  const data = [pts.map((p) => p[0]), pts.map((p) => (p[2] === 0 ? p[1] : null)), pts.map((p) => (p[2] === 1 ? p[1] : null))];
+  ui.overlay = data;
+  // a as rings, b as dots: where both sides hold a point, the dot sits in the ring.
+  const pointSeries = (label, color, size, fill) => ({ label, stroke: color, fill: color, paths: () => null, points: { show: true, size, width: 1.5, fill }, spanGaps: false });
+  cmp.chart = new uPlot({
+    width: Math.min(chartWidth(div), 520), height: 420, scales: { x: { time: false } },
+    axes: [{ label: res.points_a.columns[0] }, { label: res.points_a.columns[1] }],
+    series: [{ label: res.points_a.columns[0] }, pointSeries(`${res.a.world}@${res.a.tick}`, palette[0], 8, "#fff0"), pointSeries(`${res.b.world}@${res.b.tick}`, palette[1], 4, palette[1])],
+  }, data, div);
+}
+
+const pages = { worlds: worldsPage, run: runPage, sql: sqlPage, facts: factsPage, compare: comparePage };
+Promise.resolve(pages[page] && pages[page]()).catch((e) => { status(e.message, true); body.dataset.error = e.message; });

@@ -1,0 +1,163 @@
+package ui
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/worldfs/worldfs/internal/stats"
+)
+
+// BenchResult is the server-side time of each page and endpoint (Bench).
+type BenchResult struct {
+	World    string          `json:"world"`
+	Run      string          `json:"run"`
+	Ticks    int             `json:"ticks"`
+	Table    string          `json:"table"`
+	Requests int             `json:"requests_each"`
+	Steps    []BenchEndpoint `json:"endpoints"`
+}
+
+// BenchEndpoint is one request's times: the first (which builds the
+// views and opens a database), then the median, p99 and max of the
+// repeats.
+type BenchEndpoint struct {
+	Name    string  `json:"name"`
+	Path    string  `json:"path"`
+	FirstMs float64 `json:"first_ms"`
+	P50ms   float64 `json:"p50_ms"`
+	P99ms   float64 `json:"p99_ms"`
+	MaxMs   float64 `json:"max_ms"`
+	Bytes   int     `json:"bytes"`
+}
+
+// Bench measures the server's time for each page and JSON endpoint of
+// (world, run), n times each, calling ServeHTTP directly (no network):
+// the pages, the worlds list, the timeline, the tables, rows per tick,
+// one tick's page and points, a scrubber step (each request the next
+// tick, from the middle of the run), a comparison of adjacent ticks, a
+// query and the facts. The scrubber's
+// table is particle if the run has one, else its first view.
+//
+// What a visit needs to know first (the ticks, the table's columns) is
+// asked of a server of its own, closed before the measured one starts, so
+// each first request is the first of its kind on a fresh server.
+func Bench(ctx context.Context, opts Options, world, run string, n int) (*BenchResult, error) {
+	if n < 1 {
+		return nil, fmt.Errorf("bench: %d requests", n)
+	}
+	s, err := New(opts)
+	if err != nil {
+		return nil, err
+	}
+	tl, err := s.timeline(ctx, world, run)
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	if len(tl.Ticks) == 0 || len(tl.Views) == 0 {
+		s.Close()
+		return nil, fmt.Errorf("bench: run %s of %s has no visible tick or no table", run, world)
+	}
+	res := &BenchResult{World: world, Run: run, Ticks: len(tl.Ticks), Requests: n}
+	res.Table = tl.Views[0]
+	if slices.Contains(tl.Views, "particle") {
+		res.Table = "particle"
+	}
+	cols, err := s.tables(ctx, world, run)
+	s.Close()
+	if err != nil {
+		return nil, err
+	}
+	if s, err = New(opts); err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	var numeric []string
+	for _, r := range cols.Rows {
+		if r[0] == res.Table && r[1] != "tick" && r[1] != "entity_id" && (strings.Contains(r[2], "INT") || r[2] == "DOUBLE" || r[2] == "FLOAT") {
+			numeric = append(numeric, r[1])
+		}
+	}
+	x, y := "", ""
+	switch {
+	case slices.Contains(numeric, "position_x") && slices.Contains(numeric, "position_y"):
+		x, y = "position_x", "position_y"
+	case len(numeric) >= 2:
+		x, y = numeric[0], numeric[1]
+	}
+	w := url.PathEscape(world)
+	tickPath := func(t int64) string {
+		v := url.Values{"run": {run}, "table": {res.Table}, "tick": {fmt.Sprint(t)}, "limit": {"50"}}
+		if x != "" {
+			v.Set("x", x)
+			v.Set("y", y)
+		}
+		return "/api/w/" + w + "/tick?" + v.Encode()
+	}
+	mid := len(tl.Ticks) / 2
+	rq := "?run=" + url.QueryEscape(run)
+	// The registry: what a person's visit asks, in the order a visit asks it.
+	steps := []struct {
+		name string
+		path func(i int) string
+	}{
+		{"worlds page", func(int) string { return "/" }},
+		{"worlds", func(int) string { return "/api/worlds" }},
+		{"run page", func(int) string { return "/w/" + w + rq }},
+		{"timeline", func(int) string { return "/api/w/" + w + "/timeline" + rq }},
+		{"tables", func(int) string { return "/api/w/" + w + "/tables" + rq }},
+		{"rows per tick", func(int) string { return "/api/w/" + w + "/counts" + rq }},
+		{"tick", func(int) string { return tickPath(tl.Ticks[mid][0]) }},
+		{"scrubber step", func(i int) string { return tickPath(tl.Ticks[(mid+1+i)%len(tl.Ticks)][0]) }},
+		{"compare adjacent ticks", func(i int) string {
+			v := url.Values{"run": {run}, "table": {res.Table}, "a": {fmt.Sprint(tl.Ticks[(mid+i)%len(tl.Ticks)][0])},
+				"b": {fmt.Sprint(tl.Ticks[(mid+i+1)%len(tl.Ticks)][0])}, "limit": {"50"}}
+			if x != "" {
+				v.Set("x", x)
+				v.Set("y", y)
+			}
+			return "/api/w/" + w + "/compare?" + v.Encode()
+		}},
+		{"sql page", func(int) string { return "/w/" + w + "/sql" + rq }},
+		{"query", func(int) string {
+			return "/api/w/" + w + "/query" + rq + "&q=" + url.QueryEscape("SELECT count(*) FROM "+quoteIdent(res.Table))
+		}},
+		{"facts page", func(int) string { return "/w/" + w + "/facts" + rq }},
+		{"facts", func(int) string { return "/api/w/" + w + "/facts" + rq }},
+	}
+	for _, st := range steps {
+		ep := BenchEndpoint{Name: st.name, Path: st.path(0)}
+		var rec stats.Recorder
+		for i := -1; i < n; i++ {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			p := st.path(i + 1)
+			req := httptest.NewRequestWithContext(ctx, "GET", "http://127.0.0.1"+p, nil)
+			w := httptest.NewRecorder()
+			start := time.Now()
+			s.ServeHTTP(w, req)
+			d := time.Since(start)
+			if w.Code != http.StatusOK {
+				return nil, fmt.Errorf("bench: %s: %d %s", p, w.Code, strings.TrimSpace(w.Body.String()))
+			}
+			if i < 0 {
+				ep.FirstMs, ep.Bytes = ms(d), w.Body.Len()
+				continue
+			}
+			rec.Add(d)
+		}
+		sum := rec.Summarize(0)
+		ep.P50ms, ep.P99ms, ep.MaxMs = sum.P50ms, sum.P99ms, sum.MaxMs
+		res.Steps = append(res.Steps, ep)
+	}
+	return res, nil
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

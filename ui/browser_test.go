@@ -1,0 +1,283 @@
+package ui
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
+)
+
+// chromium starts Debian's headless chromium for the test, with a
+// profile of its own under the test's temp dir. Without chromium the test
+// fails under CI=true (.ci/run installs it) and is skipped elsewhere.
+func chromium(t *testing.T) context.Context {
+	t.Helper()
+	path, err := exec.LookPath("chromium")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("chromium is not installed (.ci/run installs it: apt-get install chromium)")
+		}
+		t.Skip("chromium is not installed (apt-get install chromium)")
+	}
+	actx, cancel := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(path),
+		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(filepath.Join(t.TempDir(), "chromium")),
+		chromedp.WindowSize(1300, 1400),
+	)
+	t.Cleanup(cancel)
+	ctx, cancel2 := chromedp.NewContext(actx)
+	t.Cleanup(cancel2)
+	ctx, cancel3 := context.WithTimeout(ctx, 2*time.Minute)
+	t.Cleanup(cancel3)
+	return ctx
+}
+
+// A person's way through the pages, in a real browser: the worlds page,
+// a run, the scrubber moved with the keyboard, the tick's table and
+// scatter plot checked against worldfs sql for that tick, a query typed
+// and run, the receipts' links; a screenshot of each page.
+func TestBrowser(t *testing.T) {
+	ctx := chromium(t)
+	f := newFixture(t)
+	const slow = "SELECT count(*) FROM range(1000000) a, range(10000000) b WHERE (a.range * b.range) % 7 = 3"
+	ended := make(chan error, 1)
+	f.srv.queryEnded = func(q string, err error) { // set before the first request
+		if q == slow {
+			ended <- err
+		}
+	}
+	shots := t.TempDir()
+	if d := os.Getenv("WORLDFS_UI_SCREENSHOTS"); d != "" {
+		shots = d // to look at them after the test
+	}
+	shot := func(name string) {
+		t.Helper()
+		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		if err == nil {
+			err = os.WriteFile(filepath.Join(shots, name+".png"), png, 0o644)
+		}
+		if err != nil {
+			t.Fatalf("screenshot of %s: %v", name, err)
+		}
+	}
+	ready := func(sel string) chromedp.Action[chromedp.Void] {
+		return chromedp.WaitVisible(chromedp.CSS("body" + sel))
+	}
+	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(ctx, steps...); err != nil {
+			msg, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.dataset.error || document.getElementById("status")?.textContent || ""`))
+			t.Fatalf("%s: %v (page says %q)", what, err, msg)
+		}
+	}
+	eval := func(v any, expr string) {
+		t.Helper()
+		raw, err := chromedp.Run(ctx, chromedp.Evaluate[json.RawMessage]("JSON.stringify("+expr+")"))
+		if err == nil {
+			var text string
+			if err = json.Unmarshal(raw, &text); err == nil {
+				err = json.Unmarshal([]byte(text), v)
+			}
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", expr, err)
+		}
+	}
+	str := func(a chromedp.Action[string]) string {
+		t.Helper()
+		v, err := chromedp.Run(ctx, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+
+	// The worlds page lists both worlds, the fork drawn under its parent.
+	var worlds []string
+	var edges int
+	do("worlds page", chromedp.Navigate(f.http.URL+"/"), ready(`[data-ready="1"]`))
+	eval(&worlds, `[...document.querySelectorAll("#worlds tbody tr")].map(r => r.dataset.world)`)
+	eval(&edges, `document.querySelectorAll("#lineage path.edge").length`)
+	shot("worlds")
+	if !reflect.DeepEqual(worlds, []string{"f", "w"}) || edges != 1 {
+		t.Fatalf("worlds page: %v, %d lineage edges", worlds, edges)
+	}
+
+	// Open run main of w: it shows its head tick; three steps left on the
+	// scrubber show tick head-3.
+	at := head - 3
+	do("open the run", chromedp.Click(chromedp.CSS(`a.run-link[data-world="w"]`)), ready(fmt.Sprintf(`[data-shown-tick="%d"]`, head)))
+	do("move the scrubber", chromedp.SendKeys(chromedp.ID("scrubber"), kb.ArrowLeft+kb.ArrowLeft+kb.ArrowLeft),
+		ready(fmt.Sprintf(`[data-shown-tick="%d"]`, at)))
+	var table struct {
+		Head []string   `json:"head"`
+		Rows [][]string `json:"rows"`
+	}
+	var scatter [][]float64
+	eval(&table, `({head: [...document.querySelectorAll("#tick-rows thead th")].map(th => th.dataset.col),
+		rows: [...document.querySelectorAll("#tick-rows tbody tr")].map(tr => [...tr.children].map(td => td.textContent))})`)
+	eval(&scatter, `window.__ui.scatter.data`)
+	scrubber, href := str(chromedp.Value(chromedp.ID("scrubber"))), str(chromedp.Location())
+	shot("run")
+	page := want(t, f.b, "w", "main", TickQuery{Table: "particle", Tick: int64(at), Limit: 50}.PageSQL())
+	if !reflect.DeepEqual(table.Head, page.Columns) || !reflect.DeepEqual(table.Rows, page.Rows) {
+		t.Fatalf("tick %d: the page shows\n%v\n%v\nworldfs sql answers\n%v\n%v", at, table.Head, table.Rows, page.Columns, page.Rows)
+	}
+	if scrubber != strconv.Itoa(at) || !strings.Contains(href, "tick="+strconv.Itoa(at)) {
+		t.Fatalf("scrubber %s, URL %s; want tick %d", scrubber, href, at)
+	}
+	points := want(t, f.b, "w", "main", TickQuery{Table: "particle", Tick: int64(at), X: "position_x", Y: "position_y"}.PointsSQL())
+	if got, exp := pairs(t, scatter), sqlPairs(t, points); !reflect.DeepEqual(got, exp) {
+		t.Fatalf("tick %d: the scatter plot draws %v, worldfs sql answers %v", at, got, exp)
+	}
+
+	// A query typed into the box: its table and chart are worldfs sql's
+	// answer, and the URL holds the query.
+	q := "SELECT tick, count(*) AS n FROM particle GROUP BY tick ORDER BY tick"
+	var result struct {
+		Head []string   `json:"head"`
+		Rows [][]string `json:"rows"`
+	}
+	var chart [][]float64
+	do("run a query", chromedp.Navigate(f.http.URL+"/w/w/sql"), ready(`[data-ready="1"]`),
+		chromedp.SendKeys(chromedp.ID("query"), q), chromedp.Click(chromedp.ID("run-query")), ready(`[data-queries="1"]`))
+	eval(&result, `({head: [...document.querySelectorAll("#query-result thead th")].map(th => th.dataset.col),
+		rows: [...document.querySelectorAll("#query-result tbody tr")].map(tr => [...tr.children].map(td => td.textContent))})`)
+	eval(&chart, `window.__ui.chart.data`)
+	href = str(chromedp.Location())
+	shot("sql")
+	exp := want(t, f.b, "w", "main", q)
+	if !reflect.DeepEqual(result.Head, exp.Columns) || !reflect.DeepEqual(result.Rows, exp.Rows) {
+		t.Fatalf("query: the page shows\n%v\n%v\nworldfs sql answers\n%v\n%v", result.Head, result.Rows, exp.Columns, exp.Rows)
+	}
+	if got, e := pairs(t, chart), sqlPairs(t, exp); !reflect.DeepEqual(got, e) {
+		t.Fatalf("query chart: %v, worldfs sql answers %v", got, e)
+	}
+	if u, err := url.Parse(href); err != nil || u.Query().Get("q") != q {
+		t.Fatalf("the query is not in the URL: %s", href)
+	}
+
+	// A slow query, cancelled from the page: the fetch is aborted, and
+	// the server's query ends with its context cancelled.
+	var info string
+	do("cancel a query", chromedp.Navigate(f.http.URL+"/w/w/sql?q="+url.QueryEscape(slow)),
+		chromedp.WaitEnabled(chromedp.ID("cancel-query")), chromedp.Click(chromedp.ID("cancel-query")), ready(`[data-queries="1"]`))
+	info = str(chromedp.Text(chromedp.ID("query-info")))
+	if info != "cancelled" {
+		t.Fatalf("after Cancel the page says %q", info)
+	}
+	select {
+	case err := <-ended:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("the cancelled query ended with %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the server's query ran on 30 s after the page cancelled it")
+	}
+
+	// Compare two ticks: the counts by change type are worldfs sql's,
+	// and the overlaid plot holds both sides' points.
+	var counts struct {
+		Head []string   `json:"head"`
+		Rows [][]string `json:"rows"`
+	}
+	var overlay [][]*float64
+	do("compare", chromedp.Navigate(f.http.URL+"/w/w/compare?a=9&b=12&table=particle"), ready(`[data-compared="w@9 w@12"]`))
+	eval(&counts, `({head: [...document.querySelectorAll("#compare-counts thead th")].map(th => th.dataset.col),
+		rows: [...document.querySelectorAll("#compare-counts tbody tr")].map(tr => [...tr.children].map(td => td.textContent))})`)
+	eval(&overlay, `window.__ui.overlay`)
+	shot("compare")
+	cq := CompareQuery{Table: "particle", A: Side{"w", "main", 9}, B: Side{"w", "main", 12}, X: "position_x", Y: "position_y"}
+	if exp := want(t, f.b, "w", "main", cq.CountsSQL()); !reflect.DeepEqual(counts.Head, exp.Columns) || !reflect.DeepEqual(counts.Rows, exp.Rows) {
+		t.Fatalf("compare: the page shows %v %v, worldfs sql answers %v %v", counts.Head, counts.Rows, exp.Columns, exp.Rows)
+	}
+	na, nb := len(want(t, f.b, "w", "main", cq.PointsSQL(cq.A)).Rows), len(want(t, f.b, "w", "main", cq.PointsSQL(cq.B)).Rows)
+	if len(overlay) != 3 || nonNull(overlay[1]) != na || nonNull(overlay[2]) != nb {
+		t.Fatalf("overlay: %d series; want %d points of tick 9 and %d of tick 12", len(overlay), na, nb)
+	}
+
+	// Facts and receipts: the receipt links to the tick it graded.
+	var links []string
+	do("facts page", chromedp.Navigate(f.http.URL+"/w/w/facts"), ready(`[data-ready="1"]`))
+	eval(&links, `[...document.querySelectorAll("#receipts a.tick-link")].map(a => a.getAttribute("href"))`)
+	shot("facts")
+	if !reflect.DeepEqual(links, []string{"/w/w?run=main&tick=8"}) {
+		t.Fatalf("receipt links: %v", links)
+	}
+	t.Logf("screenshots in %s", shots)
+}
+
+// pairs turns a chart's data ([xs, ys]) into sorted points.
+func pairs(t *testing.T, data [][]float64) [][2]float64 {
+	t.Helper()
+	if len(data) != 2 || len(data[0]) != len(data[1]) || len(data[0]) == 0 {
+		t.Fatalf("chart data: %v", data)
+	}
+	out := make([][2]float64, len(data[0]))
+	for i := range data[0] {
+		out[i] = [2]float64{data[0][i], data[1][i]}
+	}
+	return sortPairs(out)
+}
+
+// sqlPairs is a two-column result as sorted points.
+func sqlPairs(t *testing.T, r *Result) [][2]float64 {
+	t.Helper()
+	out := make([][2]float64, len(r.Rows))
+	for i, row := range r.Rows {
+		for j := range 2 {
+			v, err := strconv.ParseFloat(row[j], 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[i][j] = v
+		}
+	}
+	return sortPairs(out)
+}
+
+func sortPairs(ps [][2]float64) [][2]float64 {
+	slices.SortFunc(ps, func(a, b [2]float64) int {
+		if a[0] != b[0] {
+			if a[0] < b[0] {
+				return -1
+			}
+			return 1
+		}
+		if a[1] < b[1] {
+			return -1
+		}
+		if a[1] > b[1] {
+			return 1
+		}
+		return 0
+	})
+	return ps
+}
+
+func nonNull(vs []*float64) int {
+	n := 0
+	for _, v := range vs {
+		if v != nil {
+			n++
+		}
+	}
+	return n
+}

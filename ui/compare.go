@@ -1,0 +1,172 @@
+package ui
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/worldfs/worldfs/sql"
+)
+
+// Side is one side of a comparison: a world's run at a tick.
+type Side struct {
+	World string `json:"world"`
+	Run   string `json:"run"`
+	Tick  int64  `json:"tick"`
+}
+
+// CompareQuery is what the compare endpoint asks: table's entities that
+// differ between two sides (<table>_diff within a world,
+// worldfs_diff(table, world_a, a, world_b, b) across two), counted by
+// change type and paged, and two columns of each side for the overlaid
+// scatter plot.
+type CompareQuery struct {
+	Table         string
+	A, B          Side
+	Limit, Offset int64
+	X, Y          string
+}
+
+// across: the sides are two worlds, compared in a session of both.
+func (q CompareQuery) across() bool { return q.A.World != q.B.World }
+
+func (q CompareQuery) diff() string {
+	if !q.across() {
+		return fmt.Sprintf("%s(%d, %d)", quoteIdent(q.Table+"_diff"), q.A.Tick, q.B.Tick)
+	}
+	return fmt.Sprintf("worldfs_diff(%s, %s, %d, %s, %d)", quoteLit(q.Table), quoteLit(q.A.World), q.A.Tick, quoteLit(q.B.World), q.B.Tick)
+}
+
+// CountsSQL, RowsSQL and PointsSQL are the compare endpoint's questions.
+func (q CompareQuery) CountsSQL() string {
+	return "SELECT change_type, count(*) AS n FROM " + q.diff() + " GROUP BY change_type ORDER BY change_type"
+}
+
+func (q CompareQuery) RowsSQL() string {
+	return fmt.Sprintf("FROM %s ORDER BY entity_id, tick, change_type LIMIT %d OFFSET %d", q.diff(), q.Limit, q.Offset)
+}
+
+func (q CompareQuery) PointsSQL(s Side) string {
+	schema := ""
+	if q.across() {
+		schema = quoteIdent(s.World) + "."
+	}
+	return fmt.Sprintf("SELECT %s, %s FROM %s%s(%d)", quoteIdent(q.X), quoteIdent(q.Y), schema, quoteIdent(q.Table+"_at"), s.Tick)
+}
+
+// Comparison is the compare endpoint's answer.
+type Comparison struct {
+	A      Side    `json:"a"`
+	B      Side    `json:"b"`
+	Table  string  `json:"table"`
+	Offset int64   `json:"offset"`
+	Counts *Result `json:"counts"`
+	Rows   *Result `json:"rows"`
+	// PointsA and PointsB are the scatter plot's columns of each side.
+	PointsA *Result `json:"points_a,omitempty"`
+	PointsB *Result `json:"points_b,omitempty"`
+}
+
+// session returns the views of two (world, run)s in one session
+// (sql.Join: each world's views in a schema of its name), built again
+// when either catalog moves on.
+func (s *Server) session(ctx context.Context, a, b Side) (*views, error) {
+	va, err := s.viewsOf(ctx, a.World, a.Run)
+	if err != nil {
+		return nil, err
+	}
+	vb, err := s.viewsOf(ctx, b.World, b.Run)
+	if err != nil {
+		return nil, err
+	}
+	seqs := append(slices.Clone(va.seqs), vb.seqs...)
+	key := viewsKey{world: a.World + "\x00" + b.World, run: a.Run + "\x00" + b.Run}
+	s.mu.Lock()
+	cur := s.mu.views[key]
+	s.mu.Unlock()
+	if cur != nil && slices.Equal(cur.seqs, seqs) {
+		return cur, nil
+	}
+	return s.install(ctx, key, seqs, func(context.Context) (*sql.Script, error) {
+		joined, err := sql.Join(va.script, vb.script)
+		if err != nil {
+			return nil, badRequest(err)
+		}
+		return joined, nil
+	})
+}
+
+func (s *Server) compare(ctx context.Context, world string, vals url.Values) (*Comparison, error) {
+	q := CompareQuery{Table: vals.Get("table"), X: vals.Get("x"), Y: vals.Get("y")}
+	q.A = Side{World: world, Run: vals.Get("run")}
+	q.B = Side{World: vals.Get("vs"), Run: vals.Get("vsrun")}
+	if q.A.Run == "" {
+		q.A.Run = sql.DefaultRun
+	}
+	if q.B.World == "" {
+		q.B.World = world
+	}
+	if q.B.Run == "" {
+		q.B.Run = q.A.Run
+	}
+	if q.B.World == q.A.World && q.B.Run != q.A.Run {
+		return nil, badRequest(fmt.Errorf("compare two ticks of one run, or two worlds; not two runs of one world (%s and %s)", q.A.Run, q.B.Run))
+	}
+	var err error
+	for _, p := range []struct {
+		name string
+		dst  *int64
+		def  int64
+	}{{"a", &q.A.Tick, -1}, {"b", &q.B.Tick, -1}, {"limit", &q.Limit, 100}, {"offset", &q.Offset, 0}} {
+		if *p.dst, err = intParam(vals, p.name, p.def); err != nil {
+			return nil, err
+		}
+	}
+	if q.A.Tick < 0 || q.B.Tick < 0 {
+		return nil, badRequest(fmt.Errorf("a and b (the ticks to compare) are required"))
+	}
+	if q.Limit < 1 || q.Limit > maxPage || q.Offset < 0 {
+		return nil, badRequest(fmt.Errorf("limit is 1 to %d and offset is not negative (limit=%d offset=%d)", maxPage, q.Limit, q.Offset))
+	}
+	if (q.X == "") != (q.Y == "") {
+		return nil, badRequest(fmt.Errorf("the scatter plot takes two columns: give x and y, or neither"))
+	}
+	var v *views
+	if q.across() {
+		v, err = s.session(ctx, q.A, q.B)
+	} else {
+		v, err = s.viewsOf(ctx, q.A.World, q.A.Run)
+	}
+	if err != nil {
+		return nil, err
+	}
+	tables := v.script.Views
+	if q.across() {
+		vb, err := s.viewsOf(ctx, q.B.World, q.B.Run)
+		if err != nil {
+			return nil, err
+		}
+		tables = slices.DeleteFunc(slices.Clone(tables), func(t string) bool { return !slices.Contains(vb.script.Views, t) })
+	}
+	if !slices.Contains(tables, q.Table) {
+		return nil, badRequest(fmt.Errorf("table %q is not a view of both sides: %s", q.Table, strings.Join(tables, ", ")))
+	}
+	out := &Comparison{A: q.A, B: q.B, Table: q.Table, Offset: q.Offset}
+	if out.Counts, err = s.queryOn(ctx, v, q.CountsSQL()); err != nil {
+		return nil, err
+	}
+	if out.Rows, err = s.queryOn(ctx, v, q.RowsSQL()); err != nil {
+		return nil, err
+	}
+	if q.X != "" {
+		if out.PointsA, err = s.queryOn(ctx, v, q.PointsSQL(q.A)); err != nil {
+			return nil, err
+		}
+		if out.PointsB, err = s.queryOn(ctx, v, q.PointsSQL(q.B)); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,375 @@
+package ui
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/worldfs/worldfs/index"
+	"github.com/worldfs/worldfs/sql"
+)
+
+// assets are the pages (html/template), their script and style, and the
+// vendored chart library (assets/vendor, with its license).
+//
+//go:embed assets
+var assets embed.FS
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+func (s *Server) routes() {
+	page := func(name string) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) { s.page(w, r, name) }
+	}
+	s.mux.HandleFunc("GET /{$}", page("worlds"))
+	s.mux.HandleFunc("GET /w/{world}", page("run"))
+	s.mux.HandleFunc("GET /w/{world}/sql", page("sql"))
+	s.mux.HandleFunc("GET /w/{world}/facts", page("facts"))
+	s.mux.HandleFunc("GET /w/{world}/compare", page("compare"))
+
+	s.mux.HandleFunc("GET /api/worlds", func(w http.ResponseWriter, r *http.Request) {
+		ws, err := s.worlds(r.Context())
+		writeJSON(w, ws, err)
+	})
+	s.mux.HandleFunc("GET /api/w/{world}/timeline", func(w http.ResponseWriter, r *http.Request) {
+		tl, err := s.timeline(r.Context(), r.PathValue("world"), runOf(r))
+		writeJSON(w, tl, err)
+	})
+	s.mux.HandleFunc("GET /api/w/{world}/counts", func(w http.ResponseWriter, r *http.Request) {
+		res, err := s.counts(r.Context(), r.PathValue("world"), runOf(r))
+		writeJSON(w, res, err)
+	})
+	s.mux.HandleFunc("GET /api/w/{world}/tables", func(w http.ResponseWriter, r *http.Request) {
+		res, err := s.tables(r.Context(), r.PathValue("world"), runOf(r))
+		writeJSON(w, res, err)
+	})
+	s.mux.HandleFunc("GET /api/w/{world}/tick", func(w http.ResponseWriter, r *http.Request) {
+		res, err := s.tick(r.Context(), r.PathValue("world"), runOf(r), r.URL.Query())
+		writeJSON(w, res, err)
+	})
+	s.mux.HandleFunc("GET /api/w/{world}/query", func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query().Get("q")
+		if strings.TrimSpace(q) == "" {
+			writeJSON(w, nil, badRequest(fmt.Errorf("q (the query) is empty")))
+			return
+		}
+		res, err := s.query(r.Context(), r.PathValue("world"), runOf(r), q)
+		writeJSON(w, res, err)
+	})
+	s.mux.HandleFunc("GET /api/w/{world}/compare", func(w http.ResponseWriter, r *http.Request) {
+		res, err := s.compare(r.Context(), r.PathValue("world"), r.URL.Query())
+		writeJSON(w, res, err)
+	})
+	s.mux.HandleFunc("GET /api/w/{world}/facts", func(w http.ResponseWriter, r *http.Request) {
+		res, err := s.facts(r.Context(), r.PathValue("world"), runOf(r))
+		writeJSON(w, res, err)
+	})
+}
+
+func runOf(r *http.Request) string {
+	if run := r.URL.Query().Get("run"); run != "" {
+		return run
+	}
+	return sql.DefaultRun
+}
+
+// pageData is what a page's template gets; the page's script reads it
+// from the body's data attributes and asks the JSON endpoints the rest.
+type pageData struct {
+	Page, Title, World, Run, Tick, Query string
+}
+
+func (s *Server) page(w http.ResponseWriter, r *http.Request, name string) {
+	d := pageData{Page: name, World: r.PathValue("world"), Run: runOf(r), Tick: r.URL.Query().Get("tick"), Query: r.URL.Query().Get("q")}
+	if d.World != "" {
+		if err := index.ValidateWorldID(d.World); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if err := index.ValidateRunName(d.Run); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+	}
+	switch name {
+	case "worlds":
+		d.Title = "worlds"
+	case "run":
+		d.Title = d.World + " · " + d.Run
+	case "sql":
+		d.Title = d.World + " · SQL"
+	case "facts":
+		d.Title = d.World + " · facts and receipts"
+	case "compare":
+		d.Title = d.World + " · compare"
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	if err := s.pages.ExecuteTemplate(w, name+".html", d); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+	}
+}
+
+// WorldInfo is one world on the worlds page: its catalog record, its
+// lineage, and its runs.
+type WorldInfo struct {
+	ID            string    `json:"id"`
+	Parent        string    `json:"parent,omitempty"`
+	ForkRun       string    `json:"fork_run,omitempty"`
+	ForkTick      *int64    `json:"fork_tick,omitempty"`
+	Status        string    `json:"status"`
+	WriterMode    string    `json:"writer_mode"`
+	CreatedUnixMs int64     `json:"created_unix_ms"`
+	Epoch         int64     `json:"fence_epoch"`
+	Seq           uint64    `json:"catalog_seq"`
+	Runs          []RunInfo `json:"runs"`
+	// LastPublishUnixMs is when its newest head tick was published (0:
+	// none, or not recorded).
+	LastPublishUnixMs int64 `json:"last_publish_unix_ms"`
+}
+
+// RunInfo is one run of a world.
+type RunInfo struct {
+	Name            string `json:"name"`
+	Head            int64  `json:"head_tick"`
+	Published       int64  `json:"published"`
+	HeadPublishedMs int64  `json:"head_published_unix_ms"`
+}
+
+// worlds lists the bucket's worlds from their catalogs.
+func (s *Server) worlds(ctx context.Context) ([]WorldInfo, error) {
+	markers, err := index.ListWorlds(ctx, s.opts.Bucket)
+	if err != nil {
+		return nil, err
+	}
+	out := []WorldInfo{}
+	for _, m := range markers {
+		st, err := s.state(ctx, m.ID)
+		if statusOf(err) == http.StatusNotFound {
+			continue // a creation that crashed before its log: no world yet
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, worldInfo(st))
+	}
+	return out, nil
+}
+
+func worldInfo(st *index.State) WorldInfo {
+	w := st.World
+	info := WorldInfo{ID: w.ID, Parent: w.Parent, ForkRun: w.ForkRun, Status: w.Status, WriterMode: w.WriterMode,
+		CreatedUnixMs: w.CreatedUnixMs, Epoch: w.Epoch, Seq: st.Seq, Runs: []RunInfo{}}
+	if w.Parent != "" {
+		ft := w.ForkTick
+		info.ForkTick = &ft
+	}
+	for _, r := range st.Runs() {
+		ri := RunInfo{Name: r.Name, Head: r.Head, Published: r.Published}
+		if t, ok := st.Tick(r.Name, r.Head); ok {
+			ri.HeadPublishedMs = t.PublishedUnixMs
+			info.LastPublishUnixMs = max(info.LastPublishUnixMs, t.PublishedUnixMs)
+		}
+		info.Runs = append(info.Runs, ri)
+	}
+	return info
+}
+
+// quoteIdent quotes a name for DuckDB.
+func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
+
+// quoteLit quotes a string literal for DuckDB.
+func quoteLit(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// CountsSQL is the question the timeline's rows chart asks: rows per
+// table per tick, over every view of the run.
+func CountsSQL(views []string) string {
+	if len(views) == 0 {
+		return "SELECT NULL::VARCHAR AS table_name, NULL::BIGINT AS tick, NULL::BIGINT AS n WHERE false"
+	}
+	parts := make([]string, len(views))
+	for i, v := range views {
+		parts[i] = fmt.Sprintf("SELECT %s AS table_name, tick, count(*) AS n FROM %s GROUP BY tick", quoteLit(v), quoteIdent(v))
+	}
+	return strings.Join(parts, "\nUNION ALL ") + "\nORDER BY table_name, tick"
+}
+
+func (s *Server) counts(ctx context.Context, world, run string) (*Result, error) {
+	v, err := s.viewsOf(ctx, world, run)
+	if err != nil {
+		return nil, err
+	}
+	return s.memoQuery(ctx, world, run, CountsSQL(v.script.Views))
+}
+
+// TablesSQL lists the views' columns with their types.
+func TablesSQL(views []string) string {
+	names := make([]string, len(views))
+	for i, v := range views {
+		names[i] = quoteLit(v)
+	}
+	if len(names) == 0 {
+		names = []string{"NULL"}
+	}
+	return "SELECT table_name, column_name, data_type FROM duckdb_columns() WHERE table_name IN (" + strings.Join(names, ", ") +
+		") ORDER BY table_name, column_index"
+}
+
+func (s *Server) tables(ctx context.Context, world, run string) (*Result, error) {
+	v, err := s.viewsOf(ctx, world, run)
+	if err != nil {
+		return nil, err
+	}
+	return s.memoQuery(ctx, world, run, TablesSQL(v.script.Views))
+}
+
+// TickPage is a table's rows at one tick: a sorted page of them, their
+// count, and the points of two columns for the scatter plot.
+type TickPage struct {
+	Tick   int64   `json:"tick"`
+	Table  string  `json:"table"`
+	Offset int64   `json:"offset"`
+	Total  int64   `json:"total"`
+	Page   *Result `json:"page"`
+	Points *Result `json:"points,omitempty"`
+}
+
+// TickQuery is what the tick endpoint asks of the views: table's rows at
+// tick, ordered by order (empty: the first column), limit from offset.
+type TickQuery struct {
+	Table, Order string
+	Desc         bool
+	Tick         int64
+	Limit        int64
+	Offset       int64
+	X, Y         string // the scatter plot's columns (empty: none)
+}
+
+// PageSQL, CountSQL and PointsSQL are the tick endpoint's questions.
+func (q TickQuery) PageSQL() string {
+	order := "1"
+	if q.Order != "" {
+		order = quoteIdent(q.Order)
+	}
+	dir := ""
+	if q.Desc {
+		dir = " DESC"
+	}
+	return fmt.Sprintf("FROM %s(%d) ORDER BY %s%s NULLS LAST, 1 LIMIT %d OFFSET %d", quoteIdent(q.Table+"_at"), q.Tick, order, dir, q.Limit, q.Offset)
+}
+
+func (q TickQuery) CountSQL() string {
+	return fmt.Sprintf("SELECT count(*) AS n FROM %s(%d)", quoteIdent(q.Table+"_at"), q.Tick)
+}
+
+func (q TickQuery) PointsSQL() string {
+	return fmt.Sprintf("SELECT %s, %s FROM %s(%d)", quoteIdent(q.X), quoteIdent(q.Y), quoteIdent(q.Table+"_at"), q.Tick)
+}
+
+// maxPage bounds the rows of one page of a tick's table.
+const maxPage = 1000
+
+func intParam(vals map[string][]string, name string, def int64) (int64, error) {
+	v := ""
+	if vs := vals[name]; len(vs) > 0 {
+		v = vs[0]
+	}
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, badRequest(fmt.Errorf("%s=%q is not an integer", name, v))
+	}
+	return n, nil
+}
+
+func (s *Server) tick(ctx context.Context, world, run string, vals map[string][]string) (*TickPage, error) {
+	get := func(k string) string {
+		if vs := vals[k]; len(vs) > 0 {
+			return vs[0]
+		}
+		return ""
+	}
+	q := TickQuery{Table: get("table"), Order: get("order"), Desc: get("desc") == "1" || get("desc") == "true", X: get("x"), Y: get("y")}
+	var err error
+	if _, ok := vals["tick"]; !ok {
+		return nil, badRequest(fmt.Errorf("tick is required"))
+	}
+	if q.Tick, err = intParam(vals, "tick", 0); err != nil {
+		return nil, err
+	}
+	if q.Limit, err = intParam(vals, "limit", 100); err != nil {
+		return nil, err
+	}
+	if q.Offset, err = intParam(vals, "offset", 0); err != nil {
+		return nil, err
+	}
+	if q.Limit < 1 || q.Limit > maxPage || q.Offset < 0 {
+		return nil, badRequest(fmt.Errorf("limit is 1 to %d and offset is not negative (limit=%d offset=%d)", maxPage, q.Limit, q.Offset))
+	}
+	if (q.X == "") != (q.Y == "") {
+		return nil, badRequest(fmt.Errorf("the scatter plot takes two columns: give x and y, or neither"))
+	}
+	v, err := s.viewsOf(ctx, world, run)
+	if err != nil {
+		return nil, err
+	}
+	if !slices.Contains(v.script.Views, q.Table) {
+		return nil, badRequest(fmt.Errorf("table %q is not a view of %s (run %s): %s", q.Table, world, run, strings.Join(v.script.Views, ", ")))
+	}
+	out := &TickPage{Tick: q.Tick, Table: q.Table, Offset: q.Offset}
+	if out.Page, err = s.query(ctx, world, run, q.PageSQL()); err != nil {
+		return nil, err
+	}
+	if q.X != "" {
+		if out.Points, err = s.query(ctx, world, run, q.PointsSQL()); err != nil {
+			return nil, err
+		}
+		if !out.Points.Truncated {
+			// The points are every row of the tick: their number is the
+			// count, one query fewer a scrubber step.
+			out.Total = int64(len(out.Points.Rows))
+			return out, nil
+		}
+	}
+	n, err := s.query(ctx, world, run, q.CountSQL())
+	if err != nil {
+		return nil, err
+	}
+	if len(n.Rows) == 1 {
+		out.Total, _ = strconv.ParseInt(n.Rows[0][0], 10, 64)
+	}
+	return out, nil
+}
+
+// FactsSQL and ReceiptsSQL are the facts page's questions; a receipt's
+// graded_tick is the head tick of the snapshot it graded.
+const (
+	FactsSQL    = "SELECT fact_id, tick, table_name, producer, external_id, digest, commit_token FROM worldfs_facts ORDER BY tick, fact_id"
+	ReceiptsSQL = "SELECT receipt_id, tick, evaluation_id, grader_id, json_extract_string(subject, '$.world') AS subject_world, " +
+		"json_extract_string(subject, '$.run') AS subject_run, CAST(json_extract(subject, '$.head_tick') AS BIGINT) AS graded_tick, " +
+		"CAST(outcomes AS VARCHAR) AS outcomes, commit_token FROM worldfs_receipts ORDER BY tick, receipt_id"
+)
+
+// Facts is the facts page's data.
+type Facts struct {
+	Facts    *Result `json:"facts"`
+	Receipts *Result `json:"receipts"`
+}
+
+func (s *Server) facts(ctx context.Context, world, run string) (*Facts, error) {
+	f, err := s.query(ctx, world, run, FactsSQL)
+	if err != nil {
+		return nil, err
+	}
+	r, err := s.query(ctx, world, run, ReceiptsSQL)
+	if err != nil {
+		return nil, err
+	}
+	return &Facts{Facts: f, Receipts: r}, nil
+}

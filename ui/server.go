@@ -1,0 +1,264 @@
+package ui
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/index"
+	"github.com/worldfs/worldfs/sql"
+	"golang.org/x/sync/singleflight"
+)
+
+// Options configure a Server.
+type Options struct {
+	// Bucket is the bucket the server reads (required). The server only
+	// reads it: its catalogs are opened without a compactor and commit
+	// nothing.
+	Bucket bucket.Bucket
+	// Views are the options every (world, run)'s views are built with:
+	// Dir is required (the views' fragment lists), Cache and BucketID for
+	// a bucket that cannot be read in place; Run and View are set per
+	// request, and Reuse is not used (the server keeps its views).
+	Views sql.Options
+	// Token, if set, is required of every request: as ?token=, which
+	// sets a cookie so the pages' own requests carry it, or as the
+	// cookie, or as an "Authorization: token T" header. Without it the
+	// server answers only requests addressed to a loopback name (Host
+	// localhost, 127.0.0.0/8 or [::1]), so a web page elsewhere cannot
+	// reach it through a name it points at this machine.
+	Token string
+	// MaxResultBytes bounds a query's result as the server takes it from
+	// DuckDB (default 16 MiB); past it the rows that fit are sent, marked
+	// truncated, and the query is stopped.
+	MaxResultBytes int
+	// Freshness bounds how old a catalog state a page may show: a request
+	// asks the bucket for newer commits when the last look is older
+	// (default index.DefaultFreshness, a second).
+	Freshness time.Duration
+	// MaxLogEntries bounds the catalog log the timeline reads for commit
+	// events: the newest this many entries (default 100,000).
+	MaxLogEntries uint64
+}
+
+// Defaults of Options.
+const (
+	DefaultMaxResultBytes = 16 << 20
+	DefaultMaxLogEntries  = 100_000
+)
+
+// EnsureDefaults fills in what is unset with its default and returns o.
+func (o *Options) EnsureDefaults() *Options {
+	if o.MaxResultBytes == 0 {
+		o.MaxResultBytes = DefaultMaxResultBytes
+	}
+	if o.Freshness == 0 {
+		o.Freshness = index.DefaultFreshness
+	}
+	if o.MaxLogEntries == 0 {
+		o.MaxLogEntries = DefaultMaxLogEntries
+	}
+	return o
+}
+
+// Validate checks the options once their defaults are in.
+func (o *Options) Validate() error {
+	switch {
+	case o.Bucket == nil:
+		return errors.New("ui options: Bucket is required")
+	case o.Views.Dir == "":
+		return fmt.Errorf("ui options: Views.Dir: %w", sql.ErrNoDir)
+	case o.MaxResultBytes < 0:
+		return fmt.Errorf("ui options: MaxResultBytes %d is negative", o.MaxResultBytes)
+	}
+	return nil
+}
+
+// Server is the web interface: an http.Handler over a bucket's worlds.
+type Server struct {
+	opts  Options
+	mux   *http.ServeMux
+	pages *template.Template
+
+	// builds makes each (world, run)'s views once for concurrent requests.
+	builds singleflight.Group
+
+	// queryStarted and queryEnded, if set (tests), are called as each
+	// query starts and ends.
+	queryStarted func(q string)
+	queryEnded   func(q string, err error)
+
+	mu struct {
+		sync.Mutex
+		catalogs map[string]*index.Catalog
+		views    map[viewsKey]*views
+		events   map[string]*eventLog
+		closed   bool
+	}
+}
+
+var _ http.Handler = (*Server)(nil)
+
+// New returns a Server for opts. Close releases its catalogs and
+// databases.
+func New(opts Options) (*Server, error) {
+	if err := opts.EnsureDefaults().Validate(); err != nil {
+		return nil, err
+	}
+	pages, err := template.New("").Funcs(template.FuncMap{}).ParseFS(assets, "assets/*.html")
+	if err != nil {
+		return nil, fmt.Errorf("ui pages: %w", err)
+	}
+	s := &Server{opts: opts, mux: http.NewServeMux(), pages: pages}
+	s.mu.catalogs = map[string]*index.Catalog{}
+	s.mu.views = map[viewsKey]*views{}
+	s.mu.events = map[string]*eventLog{}
+	static, _ := fs.Sub(assets, "assets")
+	s.mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	s.routes()
+	return s, nil
+}
+
+// Close closes the catalogs and the databases the server opened; queries
+// still running end with an error.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.mu.closed = true
+	cats, vs := s.mu.catalogs, s.mu.views
+	s.mu.catalogs, s.mu.views = nil, nil
+	s.mu.Unlock()
+	for _, v := range vs {
+		v.retire()
+	}
+	var errs []error
+	for _, c := range cats {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
+}
+
+var errClosed = errors.New("ui server closed")
+
+// TokenCookie is the cookie that carries the token after ?token=,
+// named with the server's port (as Jupyter names its cookies): browsers
+// keep cookies per host, not per port, so two servers on one machine
+// must not overwrite each other's.
+func TokenCookie(host string) string {
+	_, port, _ := net.SplitHostPort(host)
+	return "worldfs_ui_token_" + port
+}
+
+// ServeHTTP checks who asks (the token, or a loopback Host), then serves.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.opts.Token == "" {
+		if !loopbackHost(r.Host) {
+			http.Error(w, fmt.Sprintf("worldfs ui: refused: host %q is not a loopback name; without a token the server answers only localhost, 127.0.0.1 or [::1]", r.Host), http.StatusForbidden)
+			return
+		}
+		s.mux.ServeHTTP(w, r)
+		return
+	}
+	if t := r.URL.Query().Get("token"); t != "" {
+		if !s.tokenOK(t) {
+			http.Error(w, "worldfs ui: wrong token: open the URL worldfs ui printed", http.StatusForbidden)
+			return
+		}
+		http.SetCookie(w, &http.Cookie{Name: TokenCookie(r.Host), Value: t, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+		s.mux.ServeHTTP(w, r)
+		return
+	}
+	if c, err := r.Cookie(TokenCookie(r.Host)); err == nil && s.tokenOK(c.Value) {
+		s.mux.ServeHTTP(w, r)
+		return
+	}
+	if a, ok := strings.CutPrefix(r.Header.Get("Authorization"), "token "); ok && s.tokenOK(a) {
+		s.mux.ServeHTTP(w, r)
+		return
+	}
+	http.Error(w, "worldfs ui: this server requires a token: open the URL worldfs ui printed (…/?token=…)", http.StatusForbidden)
+}
+
+func (s *Server) tokenOK(t string) bool {
+	return subtle.ConstantTimeCompare([]byte(t), []byte(s.opts.Token)) == 1
+}
+
+// loopbackHost reports whether a request's Host names this machine's
+// loopback interface.
+func loopbackHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// IsLoopback reports whether a listen address (host:port) binds only the
+// loopback interface: a server on any other address needs a token.
+func IsLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil || host == "" {
+		return false // ":8080" binds every interface
+	}
+	return loopbackHost(host)
+}
+
+// httpError is an error with its status.
+type httpError struct {
+	status int
+	err    error
+}
+
+func (e httpError) Error() string { return e.err.Error() }
+func (e httpError) Unwrap() error { return e.err }
+
+func badRequest(err error) error { return httpError{http.StatusBadRequest, err} }
+func notFound(err error) error   { return httpError{http.StatusNotFound, err} }
+
+// queryError is DuckDB's error for a query that ran: the page shows it.
+type queryError struct{ err error }
+
+func (e queryError) Error() string { return e.err.Error() }
+func (e queryError) Unwrap() error { return e.err }
+
+// statusOf maps an error to its HTTP status, in one place.
+func statusOf(err error) int {
+	var he httpError
+	var qe queryError
+	switch {
+	case errors.As(err, &he):
+		return he.status
+	case errors.Is(err, sql.ErrRefused), errors.As(err, &qe):
+		return http.StatusBadRequest
+	case errors.Is(err, index.ErrNoWorld), errors.Is(err, sql.ErrNotFound):
+		return http.StatusNotFound
+	case errors.Is(err, errClosed):
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
+// writeJSON answers v, or the error as {"error": …} with its status.
+func writeJSON(w http.ResponseWriter, v any, err error) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	if err != nil {
+		w.WriteHeader(statusOf(err))
+		v = map[string]string{"error": err.Error()}
+	}
+	enc := json.NewEncoder(w)
+	_ = enc.Encode(v)
+}

@@ -1,0 +1,715 @@
+package ui
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/bucket/local"
+	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/engine/enginetest"
+	"github.com/worldfs/worldfs/index"
+	"github.com/worldfs/worldfs/sql"
+)
+
+// fixture is a small demo-like bucket: world w (particles to tick 12,
+// two facts, an evaluation receipt of tick 8) and its fork f (from tick 6,
+// run to 9), served by a Server.
+type fixture struct {
+	b    bucket.Bucket
+	dir  string // the bucket's directory
+	srv  *Server
+	http *httptest.Server
+}
+
+const head = 12
+
+func newFixture(t *testing.T, opts ...func(*Options)) *fixture {
+	t.Helper()
+	ctx := enginetest.Context(t)
+	dir := t.TempDir()
+	b, err := local.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := enginetest.World(t, b, "w", 8)
+	if _, err := w.Ingest(ctx, enginetest.Reading("a", 1.5)); err != nil {
+		t.Fatal(err)
+	}
+	s, err := w.Catalog().Exact(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := engine.PinSubject(s, "main", 8, engine.Selector{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = w.Evaluate(ctx, engine.Evaluation{ID: "ev", Subject: sub, Contract: engine.GraderContract{GraderID: "g", Implementation: "1"}},
+		func(context.Context, engine.Subject) ([]engine.Outcome, error) {
+			return []engine.Outcome{{Criterion: "c", Verdict: engine.Pass}}, nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	enginetest.Run(t, w, head)
+	enginetest.Fork(t, b, "w", "f", 6, 9)
+	return serve(t, b, dir, opts...)
+}
+
+func serve(t *testing.T, b bucket.Bucket, dir string, opts ...func(*Options)) *fixture {
+	t.Helper()
+	o := Options{Bucket: b, Views: sql.Options{Dir: t.TempDir()}}
+	for _, f := range opts {
+		f(&o)
+	}
+	srv, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	t.Cleanup(func() { hs.Close(); srv.Close() })
+	return &fixture{b: b, dir: dir, srv: srv, http: hs}
+}
+
+// get asks the server for path and decodes its JSON into v; it returns
+// the status.
+func (f *fixture) get(t *testing.T, path string, v any) int {
+	t.Helper()
+	resp, err := f.http.Client().Get(f.http.URL + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v != nil && resp.StatusCode == http.StatusOK {
+		if err := json.Unmarshal(data, v); err != nil {
+			t.Fatalf("GET %s: %v\n%s", path, err, data)
+		}
+	}
+	if e, ok := v.(*apiError); ok && resp.StatusCode != http.StatusOK {
+		if err := json.Unmarshal(data, e); err != nil {
+			t.Fatalf("GET %s: %v\n%s", path, err, data)
+		}
+	}
+	return resp.StatusCode
+}
+
+type apiError struct {
+	Error string `json:"error"`
+}
+
+// want is worldfs sql's answer to q on (world, run): views of its own,
+// built and opened apart from the server's, in csv (the values as DuckDB
+// renders them).
+func want(t *testing.T, b bucket.Bucket, world, run, q string) *Result {
+	t.Helper()
+	ctx := enginetest.Context(t)
+	s, err := sql.Build(ctx, b, world, sql.Options{Run: run, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var out bytes.Buffer
+	if err := sql.Run(ctx, db, q, sql.FormatCSV, &out, nil); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	recs, err := csv.NewReader(&out).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Result{SQL: q, Columns: recs[0], Rows: append([][]string{}, recs[1:]...)}
+}
+
+// wantSession is worldfs sql's answer to q in a session of several
+// worlds (worldfs sql --world A --world B), each on its run.
+func wantSession(t *testing.T, b bucket.Bucket, q string, sides ...Side) *Result {
+	t.Helper()
+	ctx := enginetest.Context(t)
+	var scripts []*sql.Script
+	for _, s := range sides {
+		sc, err := sql.Build(ctx, b, s.World, sql.Options{Run: s.Run, Dir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		scripts = append(scripts, sc)
+	}
+	joined, err := sql.Join(scripts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open(ctx, joined)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var out bytes.Buffer
+	if err := sql.Run(ctx, db, q, sql.FormatCSV, &out, nil); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	recs, err := csv.NewReader(&out).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Result{SQL: q, Columns: recs[0], Rows: append([][]string{}, recs[1:]...)}
+}
+
+func sameResult(t *testing.T, what string, got, exp *Result) {
+	t.Helper()
+	if got == nil {
+		t.Fatalf("%s: no result", what)
+	}
+	if got.SQL != exp.SQL || !reflect.DeepEqual(got.Columns, exp.Columns) || !reflect.DeepEqual(got.Rows, exp.Rows) || got.Truncated {
+		t.Fatalf("%s: the server answered\n%s\n%v\n%v\nworldfs sql answers\n%s\n%v\n%v", what, got.SQL, got.Columns, got.Rows, exp.SQL, exp.Columns, exp.Rows)
+	}
+	if len(exp.Rows) == 0 {
+		t.Fatalf("%s: no rows: the fixture should give some", what)
+	}
+}
+
+// Every JSON endpoint answers what worldfs sql answers to the same
+// question (through views built apart), or what the catalog records.
+func TestEndpointsAnswerAsSQLAndTheCatalog(t *testing.T) {
+	f := newFixture(t)
+	ctx := enginetest.Context(t)
+
+	// Worlds: as the catalogs record them.
+	var ws []WorldInfo
+	if code := f.get(t, "/api/worlds", &ws); code != 200 {
+		t.Fatalf("/api/worlds: %d", code)
+	}
+	var exp []WorldInfo
+	for _, id := range []string{"f", "w"} {
+		st, _, err := index.Load(ctx, f.b, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		exp = append(exp, worldInfo(st))
+	}
+	if !reflect.DeepEqual(ws, exp) {
+		t.Fatalf("/api/worlds:\n%+v\nthe catalogs:\n%+v", ws, exp)
+	}
+	if ws[0].Parent != "w" || *ws[0].ForkTick != 6 || ws[1].Runs[0].Head != head || ws[1].LastPublishUnixMs == 0 {
+		t.Fatalf("worlds: %+v", ws)
+	}
+
+	// The timeline: every visible tick with its publish time (the fork's
+	// inherited ticks first), and the log's other commits.
+	for _, world := range []string{"w", "f"} {
+		var tl Timeline
+		if code := f.get(t, "/api/w/"+world+"/timeline", &tl); code != 200 {
+			t.Fatalf("timeline of %s: %d", world, code)
+		}
+		v, err := index.OpenView(ctx, func(ctx context.Context, w string) (*index.State, error) {
+			s, _, err := index.Load(ctx, f.b, w)
+			return s, err
+		}, world, "main")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ticks [][2]int64
+		v.Ticks(math.MinInt64, math.MaxInt64, func(r index.TickRef) bool {
+			ticks = append(ticks, [2]int64{r.Tick.Tick, r.PublishedUnixMs})
+			return true
+		})
+		if !reflect.DeepEqual(tl.Ticks, ticks) || len(ticks) == 0 {
+			t.Fatalf("timeline of %s: ticks %v, the catalog's %v", world, tl.Ticks, ticks)
+		}
+		var kinds []string
+		cctx, stop := context.WithCancel(ctx)
+		tip := v.Segments[len(v.Segments)-1].State.Seq
+		for c, err := range index.Changes(cctx, f.b, world, 1, time.Second) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Entry.Kind != index.KindTickPublish {
+				kinds = append(kinds, string(c.Entry.Kind))
+			}
+			if c.Seq >= tip {
+				break
+			}
+		}
+		stop()
+		var got []string
+		for _, e := range tl.Events {
+			got = append(got, e.Kind)
+		}
+		if !reflect.DeepEqual(got, kinds) {
+			t.Fatalf("events of %s: %v, the log's %v", world, got, kinds)
+		}
+		if world == "w" && !strings.Contains(strings.Join(got, " "), "claim.complete") {
+			t.Fatalf("events of w lack the facts' claims: %v", got)
+		}
+	}
+
+	// Tables, rows per tick, a tick's page, count and points, the query
+	// box, facts and receipts: worldfs sql's answers.
+	var tl Timeline
+	f.get(t, "/api/w/w/timeline", &tl)
+	var res Result
+	if code := f.get(t, "/api/w/w/tables", &res); code != 200 {
+		t.Fatal(code)
+	}
+	sameResult(t, "tables", &res, want(t, f.b, "w", "main", TablesSQL(tl.Views)))
+	res = Result{}
+	f.get(t, "/api/w/w/counts", &res)
+	sameResult(t, "counts", &res, want(t, f.b, "w", "main", CountsSQL(tl.Views)))
+
+	for _, c := range []struct {
+		world string
+		q     TickQuery
+	}{
+		{"w", TickQuery{Table: "particle", Tick: 10, Limit: 7, Offset: 3, Order: "position_y", Desc: true, X: "position_x", Y: "position_y"}},
+		{"w", TickQuery{Table: "emitter", Tick: head, Limit: 100}},
+		{"f", TickQuery{Table: "particle", Tick: 4, Limit: 5, X: "velocity_x", Y: "position_y"}}, // inherited from w
+		{"f", TickQuery{Table: "particle", Tick: 9, Limit: 5, Order: "entity_id"}},
+	} {
+		vals := url.Values{"table": {c.q.Table}, "tick": {fmt.Sprint(c.q.Tick)}, "limit": {fmt.Sprint(c.q.Limit)}, "offset": {fmt.Sprint(c.q.Offset)},
+			"order": {c.q.Order}, "x": {c.q.X}, "y": {c.q.Y}}
+		if c.q.Desc {
+			vals.Set("desc", "1")
+		}
+		var tp TickPage
+		if code := f.get(t, "/api/w/"+c.world+"/tick?"+vals.Encode(), &tp); code != 200 {
+			t.Fatalf("tick %+v: %d", c.q, code)
+		}
+		sameResult(t, "tick page", tp.Page, want(t, f.b, c.world, "main", c.q.PageSQL()))
+		n := want(t, f.b, c.world, "main", c.q.CountSQL())
+		if fmt.Sprint(tp.Total) != n.Rows[0][0] || tp.Total == 0 {
+			t.Fatalf("tick %+v: total %d, worldfs sql counts %s", c.q, tp.Total, n.Rows[0][0])
+		}
+		if c.q.X != "" {
+			sameResult(t, "tick points", tp.Points, want(t, f.b, c.world, "main", c.q.PointsSQL()))
+		} else if tp.Points != nil {
+			t.Fatalf("points without x and y: %+v", tp.Points)
+		}
+	}
+
+	q := "SELECT tick, count(*) AS n, avg(position_y) AS y FROM particle GROUP BY tick ORDER BY tick"
+	res = Result{}
+	if code := f.get(t, "/api/w/f/query?q="+url.QueryEscape(q), &res); code != 200 {
+		t.Fatal(code)
+	}
+	sameResult(t, "query", &res, want(t, f.b, "f", "main", q))
+
+	var facts Facts
+	if code := f.get(t, "/api/w/w/facts", &facts); code != 200 {
+		t.Fatal(code)
+	}
+	sameResult(t, "facts", facts.Facts, want(t, f.b, "w", "main", FactsSQL))
+	sameResult(t, "receipts", facts.Receipts, want(t, f.b, "w", "main", ReceiptsSQL))
+	r := facts.Receipts
+	if i := indexOf(r.Columns, "graded_tick"); i < 0 || r.Rows[0][i] != "8" || r.Rows[0][indexOf(r.Columns, "subject_world")] != "w" {
+		t.Fatalf("the receipt does not name the tick it graded (8): %v %v", r.Columns, r.Rows)
+	}
+
+	// Bad requests name what was wrong.
+	for path, say := range map[string]string{
+		"/api/w/w/tick?table=nosuch&tick=1":             `table "nosuch" is not a view`,
+		"/api/w/w/tick?table=particle":                  "tick is required",
+		"/api/w/w/tick?table=particle&tick=x":           `tick="x" is not an integer`,
+		"/api/w/w/tick?table=particle&tick=1&x=a":       "give x and y",
+		"/api/w/w/tick?table=particle&tick=1&limit=0":   "limit is 1 to",
+		"/api/w/w/query?q=SELECT+nosuch+FROM+particle":  "nosuch",
+		"/api/w/w/query?q=":                             "q (the query) is empty",
+		"/api/w/nosuch/timeline":                        "world nosuch does not exist",
+		"/api/w/w/timeline?run=no%20such":               "run",
+		"/api/w/w/tick?table=particle&tick=1&order=bad": "bad",
+	} {
+		var e apiError
+		code := f.get(t, path, &e)
+		if code/100 != 4 || !strings.Contains(e.Error, say) {
+			t.Errorf("%s: %d %q, want a 4xx saying %q", path, code, e.Error, say)
+		}
+	}
+
+	// The pages answer, naming their world; the vendored chart library
+	// and its license are served.
+	for _, p := range []string{"/", "/w/w?tick=3", "/w/f/sql?q=SELECT+1", "/w/w/facts", "/static/app.js", "/static/vendor/uplot/uPlot.iife.min.js", "/static/vendor/uplot/LICENSE"} {
+		resp, err := f.http.Client().Get(f.http.URL + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || (strings.HasPrefix(p, "/w/") && !strings.Contains(string(data), `data-world="`+p[3:4]+`"`)) {
+			t.Errorf("%s: %d\n%s", p, resp.StatusCode, data)
+		}
+	}
+}
+
+func indexOf(ss []string, s string) int {
+	for i, x := range ss {
+		if x == s {
+			return i
+		}
+	}
+	return -1
+}
+
+// The query box runs only what the gate of worldfs sql admits: no COPY,
+// no ATTACH, no file read, no setting; nothing is written.
+func TestQueryBoxRefusesWrites(t *testing.T) {
+	f := newFixture(t)
+	out := filepath.Join(t.TempDir(), "out.csv")
+	for _, q := range []string{
+		"COPY (SELECT 1) TO '" + out + "'",
+		"COPY particle TO '" + filepath.Join(f.dir, "x.parquet") + "'",
+		"ATTACH '" + filepath.Join(t.TempDir(), "x.db") + "' AS x",
+		"SELECT * FROM read_csv('/etc/passwd')",
+		"FROM '/etc/passwd'",
+		"INSTALL httpfs",
+		"SET enable_external_access = true",
+		"SELECT 1; COPY (SELECT 1) TO '" + out + "'",
+		"CREATE TABLE t AS SELECT 1",
+	} {
+		var e apiError
+		code := f.get(t, "/api/w/w/query?q="+url.QueryEscape(q), &e)
+		if code != http.StatusBadRequest || !strings.Contains(e.Error, "refused") {
+			t.Errorf("%s: %d %q, want 400 refused", q, code, e.Error)
+		}
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Fatalf("a refused COPY wrote %s: %v", out, err)
+	}
+	if _, err := os.Stat(filepath.Join(f.dir, "x.parquet")); !os.IsNotExist(err) {
+		t.Fatalf("a refused COPY wrote into the bucket: %v", err)
+	}
+}
+
+// Without a token the server answers only loopback names; with one,
+// every request needs it (?token= sets a cookie the pages then carry).
+func TestTokenRequiredOffLoopback(t *testing.T) {
+	f := newFixture(t, func(o *Options) { o.Token = "s3cret" })
+	client := f.http.Client()
+	status := func(path string, hdr map[string]string) (int, *http.Response) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", f.http.URL+path, nil)
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, resp
+	}
+	for _, p := range []string{"/", "/api/worlds", "/api/w/w/query?q=SELECT+1", "/static/app.js", "/w/w", "/?token=wrong"} {
+		if code, _ := status(p, nil); code != http.StatusForbidden {
+			t.Errorf("%s without the token: %d, want 403", p, code)
+		}
+	}
+	code, resp := status("/api/worlds?token=s3cret", nil)
+	var cookie *http.Cookie
+	name := TokenCookie(strings.TrimPrefix(f.http.URL, "http://"))
+	if !strings.HasPrefix(name, "worldfs_ui_token_") || len(name) == len("worldfs_ui_token_") {
+		t.Fatalf("the cookie's name %q does not hold the port", name)
+	}
+	for _, c := range resp.Cookies() {
+		if c.Name == name {
+			cookie = c
+		}
+	}
+	if code != 200 || cookie == nil || !cookie.HttpOnly {
+		t.Fatalf("?token=: %d, cookie %v", code, cookie)
+	}
+	if code, _ := status("/api/worlds", map[string]string{"Cookie": name + "=s3cret"}); code != 200 {
+		t.Errorf("with the cookie: %d", code)
+	}
+	if code, _ := status("/api/worlds", map[string]string{"Cookie": name + "=s3cre"}); code != 403 {
+		t.Errorf("with a wrong cookie: %d", code)
+	}
+	if code, _ := status("/api/worlds", map[string]string{"Cookie": "worldfs_ui_token_1=s3cret"}); code != 403 {
+		t.Errorf("with the cookie of a server on another port: %d", code)
+	}
+	if code, _ := status("/api/worlds", map[string]string{"Authorization": "token s3cret"}); code != 200 {
+		t.Errorf("with the header: %d", code)
+	}
+
+	// No token: a request addressed to another name is refused (a page
+	// elsewhere cannot reach the server through a name it points here).
+	open := serve(t, f.b, f.dir)
+	for host, code := range map[string]int{"127.0.0.1:1": 200, "localhost": 200, "[::1]:80": 200, "evil.example:80": 403, "10.0.0.1": 403} {
+		req, _ := http.NewRequest("GET", open.http.URL+"/api/worlds", nil)
+		req.Host = host
+		resp, err := open.http.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != code {
+			t.Errorf("Host %s: %d, want %d", host, resp.StatusCode, code)
+		}
+	}
+	for addr, loop := range map[string]bool{"127.0.0.1:0": true, "localhost:8080": true, "[::1]:0": true, "0.0.0.0:8080": false, ":8080": false, "192.168.1.2:80": false} {
+		if IsLoopback(addr) != loop {
+			t.Errorf("IsLoopback(%s) = %v", addr, !loop)
+		}
+	}
+}
+
+// A slow query holds up no other page, even of the same world, and a page
+// that aborts its fetch cancels the query on the server.
+func TestSlowQueryIsCancelledAndBlocksNothing(t *testing.T) {
+	const slow = "SELECT count(*) FROM range(1000000) a, range(10000000) b WHERE (a.range * b.range) % 7 = 3" // 10^13 pairs
+	started := make(chan struct{})
+	f := newFixture(t)
+	f.srv.queryStarted = func(q string) {
+		if q == slow {
+			close(started)
+		}
+	}
+	// The handler's end, seen from the server's side.
+	ended := make(chan error, 1)
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.srv.ServeHTTP(w, r)
+		if r.URL.Query().Get("q") == slow {
+			ended <- r.Context().Err()
+		}
+	}))
+	defer hs.Close()
+	f.http = hs
+	ctx, cancel := context.WithCancel(enginetest.Context(t))
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", f.http.URL+"/api/w/w/query?q="+url.QueryEscape(slow), nil)
+	go func() {
+		resp, err := f.http.Client().Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+	}()
+	<-started
+	// While it runs: the worlds page, a tick of the same world, a query.
+	var tp TickPage
+	if code := f.get(t, "/api/w/w/tick?table=particle&tick=5", &tp); code != 200 || tp.Total == 0 {
+		t.Fatalf("a tick while a slow query runs: %d %+v", code, tp)
+	}
+	var res Result
+	if code := f.get(t, "/api/w/w/query?q=SELECT+42", &res); code != 200 {
+		t.Fatalf("a query while a slow query runs: %d", code)
+	}
+	select {
+	case <-ended:
+		t.Fatal("the other requests were answered only once the slow query had ended")
+	default:
+	}
+	cancel() // the page aborts its fetch
+	select {
+	case err := <-ended:
+		if err == nil {
+			t.Fatal("the slow query's handler ended with its request still live")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the slow query was not cancelled 30 s after its fetch was aborted")
+	}
+}
+
+// Bench asks every page and endpoint, each answering 200, and times them.
+func TestBenchAsksEveryEndpoint(t *testing.T) {
+	f := newFixture(t)
+	res, err := Bench(enginetest.Context(t), Options{Bucket: f.b, Views: sql.Options{Dir: t.TempDir()}}, "f", "main", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range res.Steps {
+		names = append(names, e.Name)
+		if e.Bytes == 0 || e.P50ms <= 0 || e.MaxMs < e.P50ms {
+			t.Errorf("%s: %+v", e.Name, e)
+		}
+	}
+	if res.Table != "particle" || res.Ticks != 10 || strings.Join(names, ",") != "worlds page,worlds,run page,timeline,tables,rows per tick,tick,scrubber step,compare adjacent ticks,sql page,query,facts page,facts" {
+		t.Fatalf("bench: %+v", res)
+	}
+}
+
+// A page shows the world as it is now: after more ticks, the timeline,
+// rows per tick and the head tick's rows include them (the views are
+// built again for the new catalog state, and what they remembered goes
+// with them).
+func TestPagesFollowNewTicks(t *testing.T) {
+	dir := t.TempDir()
+	b, err := local.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := enginetest.World(t, b, "w", 5)
+	f := serve(t, b, dir, func(o *Options) { o.Freshness = time.Nanosecond })
+	check := func(headTick int64) {
+		t.Helper()
+		var tl Timeline
+		f.get(t, "/api/w/w/timeline", &tl)
+		if n := len(tl.Ticks); n == 0 || tl.Ticks[n-1][0] != headTick {
+			t.Fatalf("timeline ends at %v, want tick %d", tl.Ticks[len(tl.Ticks)-1], headTick)
+		}
+		var res Result
+		f.get(t, "/api/w/w/counts", &res)
+		sameResult(t, "counts", &res, want(t, b, "w", "main", CountsSQL(tl.Views)))
+		var tp TickPage
+		if code := f.get(t, fmt.Sprintf("/api/w/w/tick?table=particle&tick=%d", headTick), &tp); code != 200 || tp.Total == 0 {
+			t.Fatalf("head tick %d: %d, %d rows", headTick, code, tp.Total)
+		}
+	}
+	check(5)
+	enginetest.Run(t, w, 8)
+	check(8)
+}
+
+// Compare answers what worldfs sql answers: <table>_diff of two ticks of
+// a run, and worldfs_diff of a fork against its parent in a session of
+// both; the points of each side for the overlaid plot.
+func TestCompareAnswersAsSQL(t *testing.T) {
+	f := newFixture(t)
+	for _, q := range []CompareQuery{
+		{Table: "particle", A: Side{"w", "main", 9}, B: Side{"w", "main", 12}, Limit: 10, Offset: 5, X: "position_x", Y: "position_y"},
+		{Table: "particle", A: Side{"w", "main", 3}, B: Side{"w", "main", 2}, Limit: 100},
+		{Table: "particle", A: Side{"f", "main", 9}, B: Side{"w", "main", 12}, Limit: 7, X: "velocity_x", Y: "position_y"},
+	} {
+		vals := url.Values{"run": {q.A.Run}, "a": {fmt.Sprint(q.A.Tick)}, "b": {fmt.Sprint(q.B.Tick)}, "table": {q.Table},
+			"limit": {fmt.Sprint(q.Limit)}, "offset": {fmt.Sprint(q.Offset)}, "x": {q.X}, "y": {q.Y}}
+		if q.across() {
+			vals.Set("vs", q.B.World)
+			vals.Set("vsrun", q.B.Run)
+		}
+		var c Comparison
+		if code := f.get(t, "/api/w/"+q.A.World+"/compare?"+vals.Encode(), &c); code != 200 {
+			t.Fatalf("compare %+v: %d", q, code)
+		}
+		ask := func(sqlText string) *Result {
+			if q.across() {
+				return wantSession(t, f.b, sqlText, q.A, q.B)
+			}
+			return want(t, f.b, q.A.World, q.A.Run, sqlText)
+		}
+		sameResult(t, "compare counts", c.Counts, ask(q.CountsSQL()))
+		sameResult(t, "compare rows", c.Rows, ask(q.RowsSQL()))
+		if q.X != "" {
+			sameResult(t, "points of a", c.PointsA, ask(q.PointsSQL(q.A)))
+			sameResult(t, "points of b", c.PointsB, ask(q.PointsSQL(q.B)))
+		}
+	}
+	for path, say := range map[string]string{
+		"/api/w/w/compare?a=1&table=particle":                     "a and b",
+		"/api/w/w/compare?a=1&b=2&table=nosuch":                   `table "nosuch" is not a view of both sides`,
+		"/api/w/w/compare?a=1&b=2&table=particle&vsrun=other":     "not two runs of one world",
+		"/api/w/f/compare?a=1&b=2&table=particle&vs=nosuch":       "world nosuch does not exist",
+		"/api/w/w/compare?a=1&b=2&table=particle&limit=100000":    "limit is 1 to",
+		"/api/w/w/compare?a=1&b=2&table=particle&x=position_x":    "give x and y",
+		"/api/w/w/compare?a=x&b=2&table=particle":                 `a="x" is not an integer`,
+		"/api/w/w/compare?a=1&b=2&table=particle&x=nosuch&y=tick": "nosuch",
+	} {
+		var e apiError
+		if code := f.get(t, path, &e); code/100 != 4 || !strings.Contains(e.Error, say) {
+			t.Errorf("%s: %d %q, want a 4xx saying %q", path, code, e.Error, say)
+		}
+	}
+}
+
+// Requests that find a world's views missing or stale at the same time
+// build them once between them.
+func TestConcurrentRequestsBuildTheViewsOnce(t *testing.T) {
+	f := newFixture(t)
+	before := sql.Builds()
+	const n = 8
+	codes := make(chan int, n)
+	for range n {
+		go func() {
+			resp, err := f.http.Client().Get(f.http.URL + "/api/w/w/tick?table=particle&tick=4")
+			if err != nil {
+				codes <- 0
+				return
+			}
+			resp.Body.Close()
+			codes <- resp.StatusCode
+		}()
+	}
+	for range n {
+		if c := <-codes; c != 200 {
+			t.Fatalf("a request answered %d", c)
+		}
+	}
+	if built := sql.Builds() - before; built != 1 {
+		t.Fatalf("%d concurrent requests built the views %d times, want once", n, built)
+	}
+}
+
+// A result past MaxResultBytes is cut to whole rows that worldfs sql's
+// answer begins with, and marked truncated; the timeline reads the
+// newest MaxLogEntries entries of the log.
+func TestBoundsOfResultsAndLog(t *testing.T) {
+	f := newFixture(t)
+	g := serve(t, f.b, f.dir, func(o *Options) { o.MaxResultBytes = 3000; o.MaxLogEntries = 4 })
+	q := "SELECT * FROM particle ORDER BY tick, entity_id"
+	var res Result
+	if code := g.get(t, "/api/w/w/query?q="+url.QueryEscape(q), &res); code != 200 {
+		t.Fatal(code)
+	}
+	all := want(t, f.b, "w", "main", q)
+	if !res.Truncated || len(res.Rows) == 0 || len(res.Rows) >= len(all.Rows) || !reflect.DeepEqual(res.Rows, all.Rows[:len(res.Rows)]) {
+		t.Fatalf("truncated %v, %d of %d rows, a prefix: %v", res.Truncated, len(res.Rows), len(all.Rows), len(res.Rows) > 0 && reflect.DeepEqual(res.Rows, all.Rows[:len(res.Rows)]))
+	}
+	var tl Timeline
+	g.get(t, "/api/w/w/timeline", &tl)
+	st, _, err := index.Load(enginetest.Context(t), f.b, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tl.LogFrom != st.Seq-3 {
+		t.Fatalf("the timeline read the log from %d, want %d (the newest 4 of %d)", tl.LogFrom, st.Seq-3, st.Seq)
+	}
+	for _, e := range tl.Events {
+		if e.Seq < tl.LogFrom {
+			t.Fatalf("event %+v before %d", e, tl.LogFrom)
+		}
+	}
+}
+
+// A result cut anywhere keeps exactly its whole rows.
+func TestReadResultKeepsWholeRows(t *testing.T) {
+	full := "a,b\n1,22\n\"x\ny\",3\n,\"\"\n"
+	rows := [][]string{{"1", "22"}, {"x\ny", "3"}, {"", ""}}
+	ends := []int{len("a,b\n1,22\n"), len("a,b\n1,22\n\"x\ny\",3\n"), len(full)} // where each row ends
+	for cut := len("a,b\n"); cut < len(full); cut++ {
+		res, err := readResult([]byte(full[:cut]), true)
+		if err != nil {
+			t.Fatalf("cut at %d: %v", cut, err)
+		}
+		whole := 0
+		for _, e := range ends {
+			if e <= cut {
+				whole++
+			}
+		}
+		if !res.Truncated || !reflect.DeepEqual(res.Columns, []string{"a", "b"}) || !reflect.DeepEqual(res.Rows, rows[:whole]) {
+			t.Fatalf("cut at %d (%q): %q, want %q", cut, full[:cut], res.Rows, rows[:whole])
+		}
+	}
+	if res, err := readResult([]byte(full), false); err != nil || !reflect.DeepEqual(res.Rows, rows) || res.Truncated {
+		t.Fatalf("whole: %v %+v", err, res)
+	}
+	if _, err := readResult([]byte("a,"), true); err == nil || !strings.Contains(err.Error(), "column names alone") {
+		t.Fatalf("a bound within the header: %v", err)
+	}
+}
