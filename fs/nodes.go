@@ -664,13 +664,35 @@ func (d *tableDir) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) 
 	}
 	var out []fuse.DirEntry
 	var ferr error
+	// Whether a tick has the table is decided once per list of tables
+	// (the ticks of a compacted span share one) and once per table id.
+	named := map[[2]string]bool{}
+	var prev *index.Tick
+	has := false
 	v.Ticks(math.MinInt64, math.MaxInt64, func(t tickRef) bool {
-		tables, err := d.m.tickTables(ctx, t)
-		if err != nil {
-			ferr = err
-			return false
+		if !t.SameTables(prev) {
+			prev, has = t.Tick, false
+			tables, err := t.Tables()
+			if err != nil {
+				ferr = err
+				return false
+			}
+			for _, tf := range tables {
+				key := [2]string{t.World, tf.Table}
+				is, ok := named[key]
+				if !ok {
+					info, err := d.m.tableInfo(ctx, t.World, tf.Table)
+					if err != nil {
+						ferr = err
+						return false
+					}
+					is = info.Name == d.name
+					named[key] = is
+				}
+				has = has || is
+			}
 		}
-		if _, ok := tables[d.name]; ok {
+		if has {
 			name := tickFileName(t.Tick.Tick)
 			out = append(out, dirEntry(name, syscall.S_IFREG, ino(d.world, "runs", d.run, "tables", d.name, name)))
 		}
