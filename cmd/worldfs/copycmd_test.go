@@ -3,10 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/worldfs/worldfs/bucket/gcs/gcstest"
 	"github.com/worldfs/worldfs/bucket/local"
@@ -116,16 +119,35 @@ func TestWorldCopyResumesAfterACrash(t *testing.T) {
 	src, dst := filepath.Join(t.TempDir(), "src"), filepath.Join(t.TempDir(), "dst")
 	checkWorld(t, src)
 	before := sourceGenerations(t, src)
-	crashtest.KilledAt(t, transfer.FailpointCopied+"@20", "cli", "world", "copy", "w", "--from", src, "--to", dst)
-	if n := len(sourceGenerations(t, dst)); n < 20 {
-		t.Fatalf("the killed copy left %d objects; want at least 20", n)
+	// How many objects a whole copy creates, so that every kill point
+	// falls inside the run it kills.
+	whole := filepath.Join(t.TempDir(), "whole")
+	if code, _, stderr := cli(t, "world", "copy", "w", "--from", src, "--to", whole); code != 0 {
+		t.Fatalf("a whole copy: exit %d %s", code, stderr)
 	}
-	if _, err := os.Stat(filepath.Join(dst, filepath.FromSlash(index.DirectoryPrefix+"w"))); !os.IsNotExist(err) {
-		t.Fatalf("the killed copy listed the world in the destination: %v", err)
+	total := len(sourceGenerations(t, whole))
+	// Killed at points chosen at random (the seed is logged), each run
+	// after the first resuming the one before it (a run creates up to 8
+	// objects at once, so it may leave a few more than it was killed at).
+	seed := time.Now().UnixNano()
+	t.Logf("kill points seeded with %d (%d objects in a whole copy)", seed, total)
+	rng := rand.New(rand.NewPCG(uint64(seed), 1))
+	left := 0
+	for i := range 3 {
+		at := 1 + rng.IntN(max(1, (total-left)/4))
+		crashtest.KilledAt(t, fmt.Sprintf("%s@%d", transfer.FailpointCopied, at), "cli", "world", "copy", "w", "--from", src, "--to", dst)
+		n := len(sourceGenerations(t, dst))
+		if n < left+at {
+			t.Fatalf("run %d, killed after its object %d, left %d objects (%d before it)", i, at, n, left)
+		}
+		left = n
+		if _, err := os.Stat(filepath.Join(dst, filepath.FromSlash(index.DirectoryPrefix+"w"))); !os.IsNotExist(err) {
+			t.Fatalf("a killed copy listed the world in the destination: %v", err)
+		}
 	}
 	code, out, stderr := cli(t, "world", "copy", "w", "--from", src, "--to", dst, "--json")
 	var res struct{ Copied, Skipped int64 }
-	if code != 0 || json.Unmarshal([]byte(out), &res) != nil || res.Skipped < 20 || res.Copied == 0 {
+	if code != 0 || json.Unmarshal([]byte(out), &res) != nil || res.Skipped < int64(left) || res.Copied == 0 {
 		t.Fatalf("the copy run again: exit %d\n%s%s", code, out, stderr)
 	}
 	if got, want := sqlOf(t, dst, "w"), sqlOf(t, src, "w"); got != want {
