@@ -94,13 +94,19 @@ func (m *Mount) worlds(ctx context.Context) ([]index.WorldEntry, error) {
 	if time.Since(at) < m.opts.Freshness {
 		return ws, nil
 	}
+	// The listing is as old as its start (a world created while it runs
+	// may be missed), which is what the freshness bound counts from.
+	start := time.Now()
 	ws, err := index.ListWorldEntries(ctx, m.b)
 	if err != nil {
 		return nil, err
 	}
 	slices.SortFunc(ws, func(a, b index.WorldEntry) int { return strings.Compare(a.ID, b.ID) })
 	m.mu.Lock()
-	m.mu.worlds, m.mu.worldsAt = ws, time.Now()
+	if start.After(m.mu.worldsAt) {
+		m.mu.worlds, m.mu.worldsAt = ws, start
+	}
+	ws = m.mu.worlds
 	m.mu.Unlock()
 	return ws, nil
 }
