@@ -37,14 +37,16 @@
 // again (engine.TickFile), its size and sha256 read at lookup from the
 // compacted file's tick index (see canonical).
 //
-// Semantics of sizes and times. A stat never derives a file: a fragment
-// served as is has the size its catalog record gives, a compacted tick's
-// Parquet file the size its tick index gives; a derived file (a compacted
-// tick of a compacted file without a tick index, a split tick, every .csv,
-// facts/) has its size once it is in the cache, and 0 with an attribute
-// timeout of 0 before;
-// open derives it, after which fstat, lseek(SEEK_END) and reads see its
-// true size (Parquet readers find the footer). mtime is the commit time:
-// a tick's entries carry Tick.PublishedUnixMs. Every read of the mount's
-// own paths is bounded by Options.ReadTimeout (EIO past it).
+// Semantics of sizes and times. Every file's size is exact at lookup: a
+// fragment served as is has the size its catalog record gives, a
+// compacted tick's Parquet file the size its tick index gives, a tick's
+// .csv the size of its rendering (made into the cache at lookup from the
+// tick's Parquet file, no DuckDB), a facts/ file the size of its current
+// version (derived by its first stat). Only a tick whose rows DuckDB must
+// gather (a split tick, a compacted file without a tick index) has its
+// size once it is in the cache, and 0 with an attribute timeout of 0
+// before; open derives it, after which fstat, lseek(SEEK_END) and reads
+// see its true size. mtime is the commit time: a tick's entries carry
+// Tick.PublishedUnixMs. Every read of the mount's own paths is bounded by
+// Options.ReadTimeout (EIO past it).
 package fs
