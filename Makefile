@@ -30,7 +30,7 @@ race:
 	$(GO) test -race -count=1 $(PKGS)
 
 # go.mod tidy, vet, gofmt, and golangci-lint with .golangci.yml: depguard
-# holds DESIGN.md's layers (a wrong import fails here).
+# holds the layers of docs/ARCHITECTURE.md (a wrong import fails here).
 GOLANGCI_VERSION := v2.15.0
 GOLANGCI         := .ci/bin/golangci-lint-$(GOLANGCI_VERSION)
 
