@@ -12,15 +12,21 @@ build:
 install:
 	$(GO) install -buildvcs=auto ./cmd/worldfs
 
-# The whole test suite; then the bucket conformance suite again, verbosely,
-# so the log names every backend it ran (a skipped backend fails).
+# The whole test suite; then, verbosely, the bucket conformance suite again,
+# so the log names every backend it ran (a skipped backend fails), and one
+# TestRealPart* per real part the suite runs on (FUSE mounts, DuckDB, rsync;
+# fake-gcs-server is the conformance suite's gcs backend), each printing
+# "real part: …" when it used the part, "real part missing: …" when it was
+# skipped without it, and failing under CI=true without it, as the tests
+# that need it do (internal/realpart).
 SHELL := /bin/bash
 
 test:
 	$(GO) test -count=1 -timeout 30m $(PKGS)
-	@set -o pipefail; $(GO) test -count=1 -run '^TestConformance$$' -v ./bucket/ \
-		| grep -E '^    --- (PASS|FAIL|SKIP): TestConformance/[^/ ]+ ' \
-		| sed 's/^    --- /conformance: /'
+	@set -o pipefail; $(GO) test -count=1 -run '^(TestConformance|TestRealPart[A-Za-z]+)$$' -v \
+		./bucket/ ./integration/ ./sql/ ./cmd/worldfs/ \
+		| grep -E '^    --- (PASS|FAIL|SKIP): TestConformance/[^/ ]+ |^ +[a-z_]+_test\.go:[0-9]+: real part' \
+		| sed -E 's/^    --- /conformance: /; s/^ +[a-z_]+_test\.go:[0-9]+: //'
 
 # Just the mount tests: real FUSE mounts (as root, with /dev/fuse).
 integration:

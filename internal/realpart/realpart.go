@@ -10,13 +10,14 @@ import (
 )
 
 // Missing ends a test that cannot run without part: it fails under CI=true
-// and is skipped otherwise; why says what was looked for.
+// and is skipped otherwise; why says what was looked for. Its message
+// starts "real part missing", which make test prints.
 func Missing(t testing.TB, part, why string) {
 	t.Helper()
 	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s is needed and missing under CI=true: %s", part, why)
+		t.Fatalf("real part missing under CI=true: %s: %s", part, why)
 	}
-	t.Skipf("%s is missing, so this test does not run: %s", part, why)
+	t.Skipf("real part missing: %s: %s; this test does not run", part, why)
 }
 
 // FUSEDevice is the device a FUSE mount opens.
