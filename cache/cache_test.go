@@ -124,10 +124,21 @@ func TestDerived(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The make finishes only once the seven other callers wait for it, so
+	// each of them shares it.
 	var makes atomic.Int64
+	waiters := make(chan struct{}, 8)
+	testWaiting = func() { waiters <- struct{}{} }
+	defer func() { testWaiting = nil }()
 	mk := func(tmp string) error {
 		makes.Add(1)
-		time.Sleep(20 * time.Millisecond)
+		for range 7 {
+			select {
+			case <-waiters:
+			case <-time.After(10 * time.Second):
+				return errors.New("the other callers never waited for the make")
+			}
+		}
 		return os.WriteFile(tmp, []byte("derived"), 0o644)
 	}
 	var wg sync.WaitGroup
