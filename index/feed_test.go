@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/worldfs/worldfs/bucket"
@@ -95,8 +96,13 @@ func TestChangeFeedResyncPastRetention(t *testing.T) {
 
 // A catalog whose tip went unconfirmed for ReloadAfter reloads before it
 // commits: a collected slot name must never look like the log's tip, or
-// its commit would be acknowledged into a dead branch.
+// its commit would be acknowledged into a dead branch. It runs in a
+// synctest bubble, so that outwaiting ReloadAfter takes no real time.
 func TestStaleCatalogReloadsBeforeCommitting(t *testing.T) {
+	synctest.Test(t, testStaleCatalogReloadsBeforeCommitting)
+}
+
+func testStaleCatalogReloadsBeforeCommitting(t *testing.T) {
 	b := memBucket()
 	c0, epoch := newWorld(t, b, "w", Options{NoCompactor: true})
 	stale, err := Open(ctxT(t), b, "w", Options{NoCompactor: true, ReloadAfter: time.Millisecond})
