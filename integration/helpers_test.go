@@ -1,4 +1,3 @@
-// Package integration tests the worldfs mount through real FUSE mounts.
 package integration
 
 import (
