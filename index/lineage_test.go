@@ -3,7 +3,6 @@ package index
 import (
 	"errors"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"github.com/worldfs/worldfs/bucket/buckettest"
@@ -57,14 +56,8 @@ func TestLineageSegments(t *testing.T) {
 
 // Path-exact reads probe the next slot; listing reads serve a snapshot
 // confirmed within the freshness bound, and see another writer's commit
-// once it has passed. It runs in a synctest bubble, so that waiting out
-// the freshness bound takes no real time: the catalog's clock is the
-// bubble's.
+// once it has passed.
 func TestExactAndFreshSnapshots(t *testing.T) {
-	synctest.Test(t, testExactAndFreshSnapshots)
-}
-
-func testExactAndFreshSnapshots(t *testing.T) {
 	inner := memBucket()
 	writer, epoch := newWorld(t, inner, "w", Options{NoCompactor: true})
 	cb := &buckettest.Counting{Bucket: inner}
