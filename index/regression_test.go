@@ -99,7 +99,12 @@ func TestRegressionAmbiguousHeadRequeuesRefusals(t *testing.T) {
 		faulty.Rule{Op: faulty.OpCreate, Prefix: LogPrefix("w"), Times: 1, Fault: faulty.Fault{Kind: faulty.Stall, Stall: 200 * time.Millisecond}},
 		faulty.Rule{Op: faulty.OpGet, Prefix: LogPrefix("w"), Fault: faulty.Fault{Kind: faulty.FailBefore}},
 	)
-	ctx := ctxT(t)
+	// The log cannot be read back, so the members wait for the tip until
+	// their context ends: 5 s, well past the head's stall and SlotTimeout,
+	// by when a member refused on the unconfirmed base would have been
+	// answered (the test waited out ctxT's two minutes).
+	ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
+	defer cancel()
 	go c1.Commit(ctx, publish("r", 0, "x", epoch)) // the stalled head; it loses
 	stalled.wait(t, ctx)
 	errs := make(chan error, 2)
