@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/worldfs/worldfs/bucket"
@@ -65,7 +66,13 @@ func TestSharedFetchAndHits(t *testing.T) {
 	}
 }
 
+// It runs in a synctest bubble: the 2 ms between fetches, which give each
+// copy its own recency, pass on the bubble's clock, not the machine's.
 func TestEvictsLeastRecentlyUsedPastGrace(t *testing.T) {
+	synctest.Test(t, testEvictsLeastRecentlyUsedPastGrace)
+}
+
+func testEvictsLeastRecentlyUsedPastGrace(t *testing.T) {
 	ctx := context.Background()
 	b := mem.New(mem.Options{})
 	for i := range 5 {
@@ -124,10 +131,21 @@ func TestDerived(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The make finishes only once the seven other callers wait for it, so
+	// each of them shares it.
 	var makes atomic.Int64
+	waiters := make(chan struct{}, 8)
+	testWaiting = func() { waiters <- struct{}{} }
+	defer func() { testWaiting = nil }()
 	mk := func(tmp string) error {
 		makes.Add(1)
-		time.Sleep(20 * time.Millisecond)
+		for range 7 {
+			select {
+			case <-waiters:
+			case <-time.After(10 * time.Second):
+				return errors.New("the other callers never waited for the make")
+			}
+		}
 		return os.WriteFile(tmp, []byte("derived"), 0o644)
 	}
 	var wg sync.WaitGroup

@@ -13,7 +13,7 @@ import (
 	"github.com/worldfs/worldfs/bucket"
 )
 
-// AssetRef references an external artifact by content (seed 003 §5): the
+// AssetRef references an external artifact by content (docs/ARCHITECTURE.md): the
 // sha256 digest is its identity; the uri is a hint that may rot.
 type AssetRef struct {
 	Digest    string `json:"digest"` // "sha256:<64 hex>"

@@ -81,7 +81,7 @@ func (s *IngestionService) requeue(reqs ...*factReq) {
 	s.mu.Unlock()
 }
 
-// pump runs rounds while there is work (seed 003 §3, by the round). A
+// pump runs rounds while there is work (the fact lifecycle of docs/ARCHITECTURE.md, by the round). A
 // round is one catalog commit: the completions of every batch whose rows
 // were placed since the last round, and the claims of the facts queued
 // meanwhile, new batches of them. The next round starts as soon as this

@@ -148,7 +148,7 @@ type CollectResult struct {
 	Truncated bool
 }
 
-// Collect deletes what the catalog proves dead (seed 000 §7: visibility is
+// Collect deletes what the catalog proves dead (invariant 9: visibility is
 // decided by manifests, so an object no manifest can ever name again holds
 // no visible row), each with bucket.DeleteOnce on the generation listed:
 //

@@ -120,7 +120,7 @@ type CompactResult struct {
 // files, window by window: each holds exactly the visible rows of its
 // ticks, every column kept as it was (commit columns included), ordered by
 // tick then entity, and one fragments.rewrite entry per window makes
-// readers switch at once (seed 000 §7). It is safe to run beside a live
+// readers switch at once (invariant 9). It is safe to run beside a live
 // writer and beside other compactors: a window whose ticks changed since
 // they were read is refused by the catalog, and its file is left for
 // collection. A crash at any moment leaves the history as it was or as

@@ -7,14 +7,15 @@
 //     bucket; input rows and JSON documents checked exactly.
 //   - Ticks (world.go, pipeline.go, lifecycle.go, legacy.go): a World
 //     holds its state as frames and commits one tick per Step by the
-//     protocol of seed 000 §3, with a named failpoint after each step;
+//     protocol of docs/ARCHITECTURE.md ("A tick write"), with a named
+//     failpoint after each step;
 //     Submit keeps up to Options.Depth ticks in flight, published in tick
 //     order (pipeline.go says what may overlap).
 //     CreateWorld, ForkWorld, ResumeWorld, Uncoordinated and
 //     ContinueLegacyWorld are the lifecycle; Options are checked at each
 //     (EnsureDefaults, then Validate).
 //   - Facts (facts.go): the IngestionService claims, appends and completes
-//     each fact exactly once (seed 003).
+//     each fact exactly once (invariant 4).
 //   - Receipts (evaluate.go): evaluations graded once, their receipts kept
 //     in the reserved run _evaluations.
 //   - Assets (assets.go): immutable content-addressed blobs that facts

@@ -40,7 +40,7 @@ var receiptTable = ReceiptTable()
 
 // GraderContract pins what graded: a stable grader id and every version and
 // setting that could change its conclusion. An evaluation without one gets
-// no receipt (seed 003 §7).
+// no receipt.
 type GraderContract struct {
 	GraderID string `json:"grader_id"`
 	// Implementation is the grader's implementation version (required).

@@ -18,7 +18,7 @@ import (
 	"github.com/worldfs/worldfs/internal/failpoint"
 )
 
-// Failpoints of the fact lifecycle (seed 003 §3), in the order a fact
+// Failpoints of the fact lifecycle (docs/ARCHITECTURE.md), in the order a fact
 // passes them.
 const (
 	FailpointFactClaimed   = "engine.fact.claimed"   // the claim is pending under this holder
@@ -212,7 +212,7 @@ func (o *IngestOptions) Validate() error {
 // claims and the completions of several batches.
 const maxBatch = index.MaxSlotEntries / 8
 
-// IngestionService owns the fact lifecycle of one world (seed 003 §3):
+// IngestionService owns the fact lifecycle of one world (docs/ARCHITECTURE.md):
 // claim, append, flush, complete, behind one direct method. It works on
 // live worlds (World.Ingest shares the writer's catalog) and on cold ones
 // (OpenIngestionService opens the catalog alone). It is safe for

@@ -18,7 +18,7 @@ import (
 //     only if k publishes; if k does not, k+1 is discarded with it.
 //   - the spawn and despawn caches: k+1 applies the entries the ticks in
 //     flight did not; no entry is consumed before the tick that applied it
-//     is published (seed 000 §3 step 8), so a discarded tick leaves its
+//     is published (step 8 of a tick write), so a discarded tick leaves its
 //     entries queued for the retry.
 //   - the durable commands: read from the catalog as at depth 1, except
 //     those a tick in flight materialized; that tick settles them when it
@@ -35,7 +35,7 @@ import (
 //   - a stale writer (fenced epoch) or another attempt at the tick stops
 //     the writer, and nothing in flight publishes;
 //   - an unknown outcome keeps that slot's ticks as the prepared commit and
-//     freezes the world until reconciliation (seed 000 §3 step 7); the
+//     freezes the world until reconciliation (step 7 of a tick write); the
 //     ticks behind it are discarded, and recomputed after reconciliation.
 // Discarded ticks' fragments are dead attempts: their tokens are named by
 // no manifest, and collection removes them.

@@ -172,7 +172,8 @@ type spawn struct {
 
 // prepared is a computed tick on its way to publication: appending, then
 // appended and flushed, then publishing; once its publish outcome is
-// unknown it is the retained prepared commit of seed 000 §3 step 7.
+// unknown it is the retained prepared commit of step 7 (docs/ARCHITECTURE.md,
+// "A tick write").
 type prepared struct {
 	tick       int64
 	token      string
@@ -229,7 +230,7 @@ type World struct {
 	// follow overlap freely.
 	encoding chan struct{}
 	// uncertain: ticks whose publish outcome is unknown, one slot's worth
-	// (seed 000 §3 step 7); nothing else runs until they are reconciled.
+	// (step 7 of a tick write); nothing else runs until they are reconciled.
 	uncertain []*prepared
 	stopped   error
 	last      *CommittedTickReceipt
@@ -348,8 +349,8 @@ func (w *World) Despawn(entity int64) error {
 	return nil
 }
 
-// mutable refuses mutations while a publish is unreconciled (seed 000 §3
-// step 7: all entity, processor, hook and resource mutation stays frozen)
+// mutable refuses mutations while a publish is unreconciled (step 7 of a
+// tick write: all entity, processor, hook and resource mutation stays frozen)
 // or after the writer stopped.
 func (w *World) mutable() error {
 	switch {
@@ -386,7 +387,8 @@ func newWorld(id string, b bucket.Bucket, cat *index.Catalog, epoch int64, table
 	return w, nil
 }
 
-// Step commits one tick: seed 000 §3, steps 1 to 10, in that order. Ticks
+// Step commits one tick: steps 1 to 10 of docs/ARCHITECTURE.md, "A tick
+// write", in that order. Ticks
 // submitted before it are published first; it returns its own tick's
 // receipt once that tick is published, whatever Options.Depth is.
 func (w *World) Step(ctx context.Context) (CommittedTickReceipt, error) {

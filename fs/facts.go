@@ -20,7 +20,7 @@ import (
 	wsql "github.com/worldfs/worldfs/sql"
 )
 
-// <world>/facts/ holds what seed 003 makes visible:
+// <world>/facts/ holds the facts and receipts whose claims are complete:
 //
 //	receipts.parquet, receipts.csv   the world's evaluation receipts (worldfs_receipts)
 //	<run>/<table>.parquet, .csv      the visible facts of each fact table of a run

@@ -9,8 +9,8 @@ import (
 	"github.com/worldfs/worldfs/bucket"
 )
 
-// Visibility is how an allowlist filters a (world, run) segment (seed 000
-// §4).
+// Visibility is how an allowlist filters a (world, run) segment
+// (docs/ARCHITECTURE.md, "Visibility").
 type Visibility int
 
 const (

@@ -1139,8 +1139,8 @@ func (c *Catalog) yieldAfterWin() {
 	}
 }
 
-// fairness sizes a committer's yield after a win (seed 001, "Several
-// writers"). A pipelining winner sends its next create as soon as its
+// fairness sizes a committer's yield after a win (docs/ARCHITECTURE.md,
+// "The catalog", several writers). A pipelining winner sends its next create as soon as its
 // create returns, while a loser first reads the winning slots, decodes
 // and rebases its batch: when that takes longer than the winner's head
 // start, as on a starved CPU, a fixed jitter no longer covers it and a

@@ -14,6 +14,7 @@
 // (Exact probes the next slot; Fresh serves one confirmed within a second).
 // The compactor writes deterministic, incremental checkpoints; Load is the
 // cold start (newest checkpoint plus the slots listed after it); Changes is
-// the change feed over slots; Allowlist and Lineage are the visibility rules
-// of seed 000 §4. Corrupt data fails closed with ErrCorrupt.
+// the change feed over slots; Allowlist and Lineage are the visibility rules,
+// and View is the one planner that applies them (docs/ARCHITECTURE.md,
+// "Visibility"). Corrupt data fails closed with ErrCorrupt.
 package index

@@ -39,7 +39,7 @@ type Entry struct {
 	Command      *Command          `json:"command,omitempty"`
 }
 
-// Writer modes (seed 000 §8).
+// Writer modes (docs/ARCHITECTURE.md, "The catalog").
 const (
 	ModeResumable   = "resumable"
 	ModeCleanupOnly = "cleanup_only"
@@ -97,7 +97,7 @@ type TableFragments struct {
 	Fragments []Fragment `json:"fragments"`
 }
 
-// TickPublish is a tick's manifest (seed 000 §3 step 6): published under
+// TickPublish is a tick's manifest (step 6 of a tick write): published under
 // the writer's epoch, put-if-absent on (run, tick), and it advances the
 // run's durable head.
 type TickPublish struct {
@@ -142,7 +142,7 @@ type WorldStatus struct {
 	WriterMode string `json:"writer_mode,omitempty"`
 }
 
-// ClaimKey is a fact's scope within its world (seed 003 §3).
+// ClaimKey is a fact's scope within its world (invariant 4).
 type ClaimKey struct {
 	Run        string `json:"run"`
 	Producer   string `json:"producer"`
@@ -184,7 +184,7 @@ type ClaimOp struct {
 
 // FragmentsRewrite replaces published fragments with new files holding the
 // same rows (optimize). The rows keep their commit columns, so visibility is
-// unchanged (seed 000 §7). Two forms:
+// unchanged (invariant 9). Two forms:
 //   - one tick's table: Tick, Table, Old (the paths replaced, as read) and
 //     New;
 //   - compaction of a range of ticks: Span, ReadSeq and Tables. Every

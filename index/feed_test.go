@@ -14,10 +14,16 @@ import (
 // collectChanges reads the feed from `from` until it has n changes.
 func collectChanges(t *testing.T, c *Catalog, from uint64, n int) ([]Change, error) {
 	t.Helper()
+	return collectChangesOf(t, c.b, c.world, from, n)
+}
+
+// collectChangesOf is collectChanges reading world's feed through b.
+func collectChangesOf(t *testing.T, b bucket.Bucket, world string, from uint64, n int) ([]Change, error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var out []Change
-	for ch, err := range Changes(ctx, c.b, c.world, from, 5*time.Millisecond) {
+	for ch, err := range Changes(ctx, b, world, from, 5*time.Millisecond) {
 		if err != nil {
 			return out, err
 		}
@@ -44,15 +50,17 @@ func TestChangeFeedFollowsAndResumes(t *testing.T) {
 	if all[0].Entry.Kind != KindWorldCreate || all[2].Entry.Kind != KindTickPublish {
 		t.Fatalf("feed starts %s, %s", all[0].Entry.Kind, all[2].Entry.Kind)
 	}
-	// Resume mid-slot, as a restarted reader would, and follow new commits.
-	go func() {
-		time.Sleep(50 * time.Millisecond)
-		c.Commit(context.Background(), publish("r", 100, "late", epoch))
-	}()
+	// Resume mid-slot, as a restarted reader would, and follow new commits:
+	// the late one is committed once the feed has found the tip.
+	at := newTipReached(c.b, c.world)
+	commitAtTip(t.Context(), at, c, publish("r", 100, "late", epoch))
 	n := int(tip) - 20 + 2
-	rest, err := collectChanges(t, c, 20, n)
+	rest, err := collectChangesOf(t, at, c.world, 20, n)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(rest) != n {
+		t.Fatalf("the resumed feed ended after %d changes, want %d: it did not follow the late commit", len(rest), n)
 	}
 	if last := rest[n-1]; rest[0].Seq != 20 || last.Seq != tip+1 || last.Entry.TickPublish.CommitToken != "late" {
 		t.Fatalf("resumed feed: first %d, last %d %+v", rest[0].Seq, last.Seq, last.Entry.TickPublish)
@@ -87,11 +95,12 @@ func TestChangeFeedResyncPastRetention(t *testing.T) {
 
 // A catalog whose tip went unconfirmed for ReloadAfter reloads before it
 // commits: a collected slot name must never look like the log's tip, or
-// its commit would be acknowledged into a dead branch.
+// its commit would be acknowledged into a dead branch. ReloadAfter is a
+// nanosecond, so the stale catalog's tip is always past it.
 func TestStaleCatalogReloadsBeforeCommitting(t *testing.T) {
 	b := memBucket()
 	c0, epoch := newWorld(t, b, "w", Options{NoCompactor: true})
-	stale, err := Open(ctxT(t), b, "w", Options{NoCompactor: true, ReloadAfter: time.Millisecond})
+	stale, err := Open(ctxT(t), b, "w", Options{NoCompactor: true, ReloadAfter: time.Nanosecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +113,6 @@ func TestStaleCatalogReloadsBeforeCommitting(t *testing.T) {
 	if n, err := CollectSlots(ctxT(t), b, "w", 0, time.Now()); err != nil || n == 0 {
 		t.Fatalf("CollectSlots = %d, %v", n, err)
 	}
-	time.Sleep(5 * time.Millisecond)
 	if _, err := stale.Commit(ctxT(t), publish("r", 500, "from-stale", epoch)); err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 
 // A View is what a reader of one (world, run) sees: the run's lineage, each
 // segment pinned to one catalog state. It is the one planner of visibility
-// (seed 000 §4): the SQL views, the mount's ticks/, tokens/, tables/,
+// (docs/ARCHITECTURE.md, "Visibility"): the SQL views, the mount's ticks/, tokens/, tables/,
 // facts/ and head, and the engine's resume and fork all read through it, so
 // the rules live here once and the invariant tests test what runs.
 //
@@ -172,11 +172,11 @@ type File struct {
 	// its parent's compacted history up to the fork point, a pinned view up
 	// to its pin). Every file of the segment is within these bounds.
 	Keep *Span
-	// Fact: a completed claim's rows (seed 003), visible by its token.
+	// Fact: a completed claim's rows, visible by its token.
 	Fact bool
 	// Check: the catalog does not prove that every row of the file is
 	// stamped with its publication's (tick, token), so a reader keeps only
-	// rows a manifest or claim published (seed 000 §4). A fragment stored
+	// rows a manifest or claim published (invariant 1). A fragment stored
 	// under its publication's own token was written by the attempt that
 	// holds the token, which stamps every row with it: no check.
 	Check bool

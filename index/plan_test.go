@@ -32,7 +32,7 @@ func ticksOf(v *View, from, to int64) []string {
 	return out
 }
 
-// The planner resolves a fork's lineage the way seed 000 §4 reads it: the
+// The planner resolves a fork's lineage (docs/ARCHITECTURE.md, "Visibility"): the
 // parent up to the fork point, then the fork's own ticks; the head, a tick,
 // a token and the facts of the view agree with that listing.
 func TestViewOfAFork(t *testing.T) {

@@ -2,7 +2,7 @@ package index
 
 import "context"
 
-// Rebase after a lost slot (seed 001, "Lost slots and rebase"): the loser
+// Rebase after a lost slot (docs/ARCHITECTURE.md, "The catalog"): the loser
 // reads the winning slots and moves its batches onto the new tip. A member
 // whose outcome cannot have changed, because nothing it checks was written
 // by the winners (or by a member before it that changed), is carried: its

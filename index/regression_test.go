@@ -49,15 +49,16 @@ func TestRegressionCloseAbandonsSpeculativeRefusals(t *testing.T) {
 	inner := memBucket()
 	c0, epoch := newWorld(t, inner, "w", Options{NoCompactor: true})
 	c0.Close()
-	b := faulty.Wrap(inner, faulty.NewScript(faulty.Rule{Op: faulty.OpCreate, Prefix: LogPrefix("w"), Times: 1,
+	stalled := newStallReached(faulty.NewScript(faulty.Rule{Op: faulty.OpCreate, Prefix: LogPrefix("w"), Times: 1,
 		Fault: faulty.Fault{Kind: faulty.Stall, Stall: 2 * time.Second}}))
+	b := faulty.Wrap(inner, stalled)
 	c, err := Open(ctxT(t), b, "w", Options{NoCompactor: true, MaxBatch: 1, DeepBatch: 1, Ahead: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := ctxT(t)
 	go c.Commit(ctx, publish("r", 0, "x", epoch)) // the head, stalled
-	time.Sleep(200 * time.Millisecond)
+	stalled.wait(t, ctx)
 	fenceDone := make(chan error, 1)
 	go func() { _, err := c.Commit(ctx, fence("new")); fenceDone <- err }() // built ahead
 	time.Sleep(200 * time.Millisecond)
@@ -84,7 +85,8 @@ func TestRegressionAmbiguousHeadRequeuesRefusals(t *testing.T) {
 	c0, epoch := newWorld(t, inner, "w", Options{NoCompactor: true})
 	defer c0.Close()
 	script := faulty.NewScript()
-	c1, err := Open(ctxT(t), faulty.Wrap(inner, script), "w", Options{NoCompactor: true, SlotTimeout: 300 * time.Millisecond})
+	stalled := newStallReached(script)
+	c1, err := Open(ctxT(t), faulty.Wrap(inner, stalled), "w", Options{NoCompactor: true, SlotTimeout: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,9 +99,14 @@ func TestRegressionAmbiguousHeadRequeuesRefusals(t *testing.T) {
 		faulty.Rule{Op: faulty.OpCreate, Prefix: LogPrefix("w"), Times: 1, Fault: faulty.Fault{Kind: faulty.Stall, Stall: 200 * time.Millisecond}},
 		faulty.Rule{Op: faulty.OpGet, Prefix: LogPrefix("w"), Fault: faulty.Fault{Kind: faulty.FailBefore}},
 	)
-	ctx := ctxT(t)
+	// The log cannot be read back, so the members wait for the tip until
+	// their context ends: 5 s, well past the head's stall and SlotTimeout,
+	// by when a member refused on the unconfirmed base would have been
+	// answered (the test waited out ctxT's two minutes).
+	ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
+	defer cancel()
 	go c1.Commit(ctx, publish("r", 0, "x", epoch)) // the stalled head; it loses
-	time.Sleep(30 * time.Millisecond)
+	stalled.wait(t, ctx)
 	errs := make(chan error, 2)
 	go func() { _, err := c1.Commit(ctx, publish("r", 5, "old", epoch)); errs <- err }()
 	time.Sleep(10 * time.Millisecond)
@@ -118,15 +125,16 @@ func TestRegressionReaderIODoesNotHoldCommits(t *testing.T) {
 	inner := memBucket()
 	c0, epoch := newWorld(t, inner, "w", Options{NoCompactor: true})
 	c0.Close()
-	b := faulty.Wrap(inner, faulty.NewScript(faulty.Rule{Op: faulty.OpGet, Prefix: LogPrefix("w"), Skip: 1, Times: 1,
+	stalled := newStallReached(faulty.NewScript(faulty.Rule{Op: faulty.OpGet, Prefix: LogPrefix("w"), Skip: 1, Times: 1,
 		Fault: faulty.Fault{Kind: faulty.Stall, Stall: 10 * time.Second}}))
+	b := faulty.Wrap(inner, stalled)
 	c, err := Open(ctxT(t), b, "w", Options{NoCompactor: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	go c.Exact(context.Background()) // stalls on its probe
-	time.Sleep(20 * time.Millisecond)
+	stalled.wait(t, ctxT(t))
 	start := time.Now()
 	if _, err := c.Commit(ctxT(t), publish("r", 0, "x", epoch)); err != nil {
 		t.Fatal(err)
@@ -260,11 +268,9 @@ func TestRegressionFeedAtTipAfterFullSlot(t *testing.T) {
 		t.Fatalf("CollectSlots = %d, %v", n, err)
 	}
 	tip := c.Tip()
-	go func() {
-		time.Sleep(50 * time.Millisecond)
-		c.Commit(context.Background(), publish("r", 1_000_000, "after", epoch)) // past the full slot's ticks
-	}()
-	got, err := collectChanges(t, c, tip.Seq+1, 1)
+	at := newTipReached(c.b, c.world)
+	commitAtTip(t.Context(), at, c, publish("r", 1_000_000, "after", epoch)) // past the full slot's ticks
+	got, err := collectChangesOf(t, at, c.world, tip.Seq+1, 1)
 	if err != nil || len(got) != 1 || got[0].Seq != tip.Seq+1 {
 		t.Fatalf("feed from the tip: %v, %v", got, err)
 	}

@@ -81,12 +81,13 @@ const (
 	ClaimComplete = "complete"
 	// ClaimReleased: its holder gave it up before appending anything. The
 	// claim keeps its digest (the same id with another digest is a
-	// conflict forever after, seed 003 §3); an acquire of the same digest
+	// conflict forever after, invariant 4); an acquire of the same digest
 	// claims it afresh, under a new token.
 	ClaimReleased = "released"
 )
 
-// Claim is a fact's claim (seed 003 §3).
+// Claim is a fact's claim (docs/ARCHITECTURE.md, "A fact, a receipt, an
+// asset").
 type Claim struct {
 	Key          ClaimKey
 	Digest       string

@@ -1,5 +1,5 @@
 // Package sql builds DuckDB views over a world that show only visible rows
-// (seed 000 §2 and §4): for a pinned catalog snapshot, one view per table
+// (docs/ARCHITECTURE.md, "Visibility"): for a pinned catalog snapshot, one view per table
 // with the component projection, a raw view with the commit columns, views
 // of manifests and lineage, and table macros for time travel: <table>_at(t),
 // <table>_diff(a, b) and <table>_changes(from, to) (changes in DuckLake's

@@ -118,7 +118,7 @@ type fragment struct {
 	epoch, rows       int64
 	bytes             int64 // -1: not known
 	filtered          bool  // rows must match (tick, token); false: every row (unfiltered or legacy history)
-	fact              bool  // a completed claim's rows (seed 003), visible by its token
+	fact              bool  // a completed claim's rows, visible by its token (invariant 1)
 	proven            bool  // filtered, and the catalog proves every row is (tick, token): no row check
 	// keep, on a compacted file (proven, rows of many ticks), is the ticks
 	// whose rows the views keep.
@@ -574,7 +574,7 @@ func render(world, run string, upTo int64, h *history, infos map[string]engine.T
 	if upTo != math.MaxInt64 {
 		fmt.Fprintf(&sb, ", as of tick %d", upTo)
 	}
-	sb.WriteString(".\n-- Generated from the catalog; visible rows only (seed 000 §4).\n")
+	sb.WriteString(".\n-- Generated from the catalog; visible rows only.\n")
 	fmt.Fprintf(&sb, "-- The fragment list (each file, and the tick and commit token its manifest published) is read from\n-- %s.\n\n", listPath)
 	fmt.Fprintf(&sb, "CREATE OR REPLACE TEMP TABLE worldfs_fragments AS SELECT * FROM read_parquet(%s);\n", lit(listPath))
 	sb.WriteString(ticksViews())

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/worldfs/worldfs/bucket"
@@ -68,7 +69,13 @@ func TestCreateTakesModeledTime(t *testing.T) {
 	}
 }
 
+// In a synctest bubble, so that waiting out the interval takes no real
+// time: the model's clock is the bubble's.
 func TestPerNameMutationLimit(t *testing.T) {
+	synctest.Test(t, testPerNameMutationLimit)
+}
+
+func testPerNameMutationLimit(t *testing.T) {
 	b := New(Options{Profile: Profile{Name: "t", MutationInterval: 200 * time.Millisecond}})
 	ctx := context.Background()
 	a, err := b.Create(ctx, "x", []byte("1"))

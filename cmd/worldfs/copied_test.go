@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -16,6 +17,7 @@ import (
 	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/engine/particles"
 	"github.com/worldfs/worldfs/index"
+	"github.com/worldfs/worldfs/internal/realpart"
 )
 
 // copiedQuery reads every visible particle row, in one order.
@@ -54,10 +56,7 @@ func tool(t *testing.T, name string) string {
 	t.Helper()
 	p, err := exec.LookPath(name)
 	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s is needed (apt-get install %s): %v", name, name, err)
-		}
-		t.Skipf("%s is not installed: %v", name, err)
+		realpart.Missing(t, name, fmt.Sprintf("%v (apt-get install %s)", err, name))
 	}
 	return p
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/worldfs/worldfs/internal/crashtest"
+	"github.com/worldfs/worldfs/internal/realpart"
 )
 
 func TestMain(m *testing.M) {
@@ -32,9 +33,7 @@ func mountChild(args []string) int {
 // connected" at its mountpoint; mounting there again fails, exit 1, and
 // says to run 'worldfs umount'.
 func TestMountOnADeadMountpoint(t *testing.T) {
-	if _, err := os.Stat("/dev/fuse"); err != nil || os.Geteuid() != 0 {
-		t.Skip("needs root and /dev/fuse")
-	}
+	realpart.FUSE(t, true)
 	bdir, mnt := t.TempDir(), t.TempDir()
 	if code, _, stderr := cli(t, "init", "--bucket", bdir); code != 0 {
 		t.Fatalf("init: %s", stderr)

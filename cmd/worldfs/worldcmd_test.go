@@ -19,6 +19,7 @@ import (
 	"github.com/worldfs/worldfs/bucket/local"
 	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/index"
+	"github.com/worldfs/worldfs/internal/realpart"
 )
 
 const tablesSpec = `[{"name":"particle","components":[{"name":"pos","fields":[{"name":"x","type":"double"}]}]}]`
@@ -368,9 +369,7 @@ func TestSizes(t *testing.T) {
 // commands did, the mount shows, and a status set through the mount's ctl
 // is what world status reads.
 func TestMountAgreesWithWorldCommands(t *testing.T) {
-	if _, err := os.Stat("/dev/fuse"); err != nil || os.Geteuid() != 0 {
-		t.Skip("needs root and /dev/fuse")
-	}
+	realpart.FUSE(t, true)
 	dir, mnt := t.TempDir(), t.TempDir()
 	for _, args := range [][]string{
 		{"world", "create", "w1", "--tables", tablesSpec},

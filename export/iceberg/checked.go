@@ -46,7 +46,7 @@ func (e *exporter) file(ctx context.Context, t *table, loc string, f index.File,
 	case !f.Check:
 		return dataFile{uri: e.uri(f.Path), rows: f.Rows, size: f.Bytes, lo: f.Tick, hi: f.Tick}, f.Rows > 0, inPlace, nil
 	}
-	// A file the catalog does not prove: the seed's row check, as the
+	// A file the catalog does not prove: the token check, as the
 	// views apply it. Rows published under their (tick, token), and
 	// epoch-0 history, are visible.
 	visible := t.visible[key]
