@@ -18,6 +18,7 @@ import (
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/engine"
 	wfs "github.com/worldfs/worldfs/fs"
+	"github.com/worldfs/worldfs/internal/realpart"
 )
 
 // compactedWorld makes world w of 150 ticks whose ticks 0..127 are
@@ -36,16 +37,13 @@ func compactedWorld(t *testing.T) (*mounted, bucket.Bucket) {
 	return testMount(t, b), b
 }
 
-// tool returns the path of a program the test needs: under CI=true a
-// missing one fails the test, elsewhere it skips, saying why.
+// tool returns the path of a program the test needs: a real part, so
+// under CI=true a missing one fails the test (realpart.Missing).
 func tool(t *testing.T, name string) string {
 	t.Helper()
 	p, err := exec.LookPath(name)
 	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s is needed here: %v", name, err)
-		}
-		t.Skipf("%s is not installed: %v", name, err)
+		realpart.Missing(t, name, err.Error())
 	}
 	return p
 }

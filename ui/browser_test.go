@@ -18,6 +18,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
+	"github.com/worldfs/worldfs/internal/realpart"
 )
 
 // chromium starts Debian's headless chromium for the test, with a
@@ -27,10 +28,7 @@ func chromium(t *testing.T) context.Context {
 	t.Helper()
 	path, err := exec.LookPath("chromium")
 	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("chromium is not installed (.ci/run installs it: apt-get install chromium)")
-		}
-		t.Skip("chromium is not installed (apt-get install chromium)")
+		realpart.Missing(t, "chromium", "not installed (.ci/run installs it: apt-get install chromium)")
 	}
 	actx, cancel := chromedp.NewExecAllocator(context.Background(),
 		chromedp.ExecPath(path),
