@@ -166,14 +166,14 @@ func (d *snapshotDir) Lookup(ctx context.Context, name string, out *fuse.EntryOu
 // the mount's freshness is planned again at the catalog's tip; only a
 // file the current catalog still names and the bucket lacks is an error.
 //
-// A stat never derives anything: the size is the fragment's as the
-// catalog records it, a compacted tick's as its tick index records it, or
-// a derived file's once it exists (made by an open,
-// now or by an earlier mount sharing the cache). Until then the file
-// reports size 0 with an attribute timeout of 0, and open derives it, so
-// the kernel asks again as soon as a reader looks at the size of the open
-// file (fstat, lseek to the end, a read past the size it knew): Parquet
-// readers, which seek to the footer, find it.
+// A stat runs no DuckDB: the size is the fragment's as the catalog
+// records it, a compacted tick's as its tick index records it, a .csv's
+// as rendered at lookup (sizeCSV), or a derived file's once it exists
+// (made by an open, now or by an earlier mount sharing the cache). Until
+// then (a tick whose rows DuckDB must gather) the file reports size 0 with
+// an attribute timeout of 0, and open derives it, so the kernel asks again
+// as soon as a reader looks at the size of the open file (fstat, lseek to
+// the end, a read past the size it knew).
 type snapFile struct {
 	gofs.Inode
 	m      *Mount
