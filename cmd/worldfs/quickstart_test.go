@@ -24,6 +24,7 @@ import (
 
 	"github.com/worldfs/worldfs/bucket/gcs/gcstest"
 	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/internal/realpart"
 )
 
 // quickLine is one command line of README.md's Quick start.
@@ -301,12 +302,7 @@ func TestQuickStart(t *testing.T) {
 // except under CI=true, where it fails.
 func needMount(t *testing.T) {
 	t.Helper()
-	if _, err := os.Stat("/dev/fuse"); err != nil || os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("the README's commands mount: they need root and /dev/fuse (%v, uid %d)", err, os.Geteuid())
-		}
-		t.Skipf("the README's commands mount: they need root and /dev/fuse (%v, uid %d)", err, os.Geteuid())
-	}
+	realpart.FUSE(t, true) // the README's commands mount: root and /dev/fuse
 }
 
 // realTempDir is t.TempDir() through its symlinks, as /proc/self/mountinfo
