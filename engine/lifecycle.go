@@ -163,7 +163,8 @@ func (w *World) loadVisible(ctx context.Context, s *index.State, run string) err
 }
 
 // readTick reads the visible rows of one published tick: exactly the rows
-// of its manifest's fragments stamped with its token.
+// of its manifest's fragments stamped with its (tick, token), the rule's
+// published term against that tick alone (index.RowPublished).
 func readTick(ctx context.Context, b bucket.Bucket, tables []*Table, t *index.Tick) (map[string]*Frame, error) {
 	byID := map[string]*Table{}
 	frames := map[string]*Frame{}
@@ -189,7 +190,7 @@ func readTick(ctx context.Context, b bucket.Bucket, tables []*Table, t *index.Ti
 				return nil, fmt.Errorf("tick %d: fragment %s does not match its manifest digest", t.Tick, fr.Path)
 			}
 			f, err := DecodeFragment(tb, data, func(r StampedRow) bool {
-				return r.Tick == t.Tick && r.CommitToken == t.CommitToken
+				return index.RowPublished.Eval(index.Stamp{Tick: r.Tick, Token: r.CommitToken, Epoch: r.WriterEpoch}, t)
 			})
 			if err != nil {
 				return nil, err

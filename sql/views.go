@@ -1035,7 +1035,13 @@ func writeWitness(dir string, ti engine.TableInfo) (string, error) {
 // semi-join on the published (tick, token) pairs is the exact check.
 func tokenCheck(q, visible, lo, hi string) string {
 	rng := fmt.Sprintf("(commit_token = '' OR commit_token BETWEEN %s AND %s)", lit(lo), lit(hi))
-	return q + " WHERE " + rng + " AND ((commit_token = '' AND writer_epoch = 0) OR (tick, commit_token) IN (SELECT v_tick, v_token FROM " + visible + "))"
+	return q + " WHERE " + rng + " AND " + index.RowRule.SQL(rowColumns("SELECT v_tick, v_token FROM "+visible))
+}
+
+// rowColumns names the commit columns of the views' reads for
+// index.RowExpr.SQL, with published the query of the published pairs.
+func rowColumns(published string) index.SQLColumns {
+	return index.SQLColumns{Tick: "tick", Token: "commit_token", Epoch: "writer_epoch", Published: published}
 }
 
 func hasColumn(ti engine.TableInfo, name string) bool {

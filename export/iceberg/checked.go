@@ -46,12 +46,12 @@ func (e *exporter) file(ctx context.Context, t *table, loc string, f index.File,
 	case !f.Check:
 		return dataFile{uri: e.uri(f.Path), rows: f.Rows, size: f.Bytes, lo: f.Tick, hi: f.Tick}, f.Rows > 0, inPlace, nil
 	}
-	// A file the catalog does not prove: the token check, as the
-	// views apply it. Rows published under their (tick, token), and
+	// A file the catalog does not prove: the row rule (index.RowRule),
+	// as the views apply it. Rows published under their (tick, token), and
 	// epoch-0 history, are visible.
 	visible := t.visible[key]
 	return e.checked(ctx, loc, f, func(tick int64, token string, epoch int64) bool {
-		return (token == "" && epoch == 0) || visible[stamp{tick, token}]
+		return index.RowRule.Eval(index.Stamp{Tick: tick, Token: token, Epoch: epoch}, visible)
 	})
 }
 

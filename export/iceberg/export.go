@@ -249,7 +249,7 @@ type table struct {
 	files []index.File
 	// visible: the (tick, token) pairs published for each world/id, which
 	// a row of a file the catalog does not prove must carry.
-	visible map[string]map[stamp]bool
+	visible map[string]stampSet
 	// inc: the table is exported incrementally: only its files of ticks
 	// after last are new.
 	inc  bool
@@ -260,6 +260,11 @@ type stamp struct {
 	tick  int64
 	token string
 }
+
+// stampSet is a set of published (tick, token) pairs (an index.Published).
+type stampSet map[stamp]bool
+
+func (s stampSet) Publishes(tick int64, token string) bool { return s[stamp{tick, token}] }
 
 func (e *exporter) plan(ctx context.Context) error {
 	world, run := e.opts.World, e.opts.Run
@@ -365,11 +370,11 @@ func (e *exporter) planFiles(ctx context.Context, own *index.State, from int64) 
 				return false
 			}
 			if t = e.tables[ti.Name]; t == nil {
-				t = &table{name: ti.Name, infos: map[string]engine.TableInfo{}, visible: map[string]map[stamp]bool{}}
+				t = &table{name: ti.Name, infos: map[string]engine.TableInfo{}, visible: map[string]stampSet{}}
 				e.tables[ti.Name] = t
 			}
 			t.infos[key] = ti
-			t.visible[key] = map[stamp]bool{}
+			t.visible[key] = stampSet{}
 		}
 		t.files = append(t.files, f)
 		t.visible[key][stamp{f.Tick, f.Token}] = true
