@@ -198,7 +198,7 @@ func (d EvaluationDocument) Evaluation(s *index.State) (Evaluation, error) {
 	}
 	run, at := d.Run, int64(-1)
 	if run == "" {
-		run = "main"
+		run = index.DefaultRun
 	}
 	if d.At != nil {
 		at = *d.At

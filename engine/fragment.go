@@ -10,8 +10,6 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress/zstd"
-
-	"github.com/worldfs/worldfs/index"
 )
 
 // RowGroupRows is the most rows per Parquet row group, DuckDB's own row
@@ -23,12 +21,6 @@ const RowGroupRows = 122880
 // level and, on their columns of steadily changing numbers, writes smaller
 // files too (BenchmarkEncode10k reports both).
 var zstdCodec = &zstd.Codec{Level: zstd.SpeedFastest}
-
-// FragmentPath is where a fact batch's fragment part lives
-// (index.FragmentPath); a tick's fragment is at index.TickFragmentPath.
-func FragmentPath(world, run, tableID, token string, part int) string {
-	return index.FragmentPath(world, run, tableID, token, part)
-}
 
 // AppendReceipt describes one appended fragment.
 type AppendReceipt struct {

@@ -104,7 +104,7 @@ func resume(ctx context.Context, b bucket.Bucket, cat *index.Catalog, id string,
 		return nil, fmt.Errorf("resume %s: %w", id, index.ErrNoWorld)
 	}
 	if s.World.Parent != "" {
-		if _, err := b.Stat(ctx, LineagePath(id)); err != nil {
+		if _, err := b.Stat(ctx, index.LineagePath(id)); err != nil {
 			return nil, fmt.Errorf("resume %s: a fork of %s: %w (%v)", id, s.World.Parent, ErrLineageMissing, err)
 		}
 	}
@@ -214,7 +214,7 @@ func registerTables(ctx context.Context, b bucket.Bucket, world string, tables [
 		if err != nil {
 			return err
 		}
-		if _, err := bucket.CreateOnce(ctx, b, TableInfoPath(world, t.ID), data); err != nil && !errors.Is(err, bucket.ErrExist) {
+		if _, err := bucket.CreateOnce(ctx, b, index.TableInfoPath(world, t.ID), data); err != nil && !errors.Is(err, bucket.ErrExist) {
 			return fmt.Errorf("world %s: describing table %s: %w", world, t.Name, err)
 		}
 	}
@@ -224,7 +224,7 @@ func registerTables(ctx context.Context, b bucket.Bucket, world string, tables [
 // ReadTableInfo reads a world's description of table id.
 func ReadTableInfo(ctx context.Context, b bucket.Bucket, world, id string) (TableInfo, error) {
 	var ti TableInfo
-	data, _, err := b.Get(ctx, TableInfoPath(world, id))
+	data, _, err := b.Get(ctx, index.TableInfoPath(world, id))
 	if err != nil {
 		return ti, err
 	}
@@ -233,10 +233,6 @@ func ReadTableInfo(ctx context.Context, b bucket.Bucket, world, id string) (Tabl
 	}
 	return ti, nil
 }
-
-// LineagePath is where a fork's lineage rows live: one create-once
-// fragment, written in one append, so a crash leaves all of it or none.
-func LineagePath(world string) string { return index.DataPrefix(world) + "_lineage/0.parquet" }
 
 // LineageTable holds a fork's ancestor chain: world metadata with negative
 // entity ids, stamped epoch 0, never token-filtered.
@@ -295,7 +291,7 @@ func ForkWorld(ctx context.Context, b bucket.Bucket, parent, child, forkRun stri
 	// and since the bytes follow from the arguments, a fork retried after
 	// a crash finds its own lineage and goes on.
 	persist := func(ctx context.Context) error {
-		if _, err := bucket.CreateOnce(ctx, b, LineagePath(child), data); err != nil {
+		if _, err := bucket.CreateOnce(ctx, b, index.LineagePath(child), data); err != nil {
 			return fmt.Errorf("fork %s: persisting lineage: %w", child, err)
 		}
 		return nil

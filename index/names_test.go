@@ -27,3 +27,56 @@ func TestParseFragmentPath(t *testing.T) {
 		}
 	}
 }
+
+// The bucket layout, pinned literally: the one test that spells the
+// names. Every other test builds them with the functions of names.go, so
+// a change of layout fails here, and only here, as a conscious act (a
+// bucket written before must still read: docs/ARCHITECTURE.md, "The
+// bucket layout").
+func TestBucketLayoutIsPinned(t *testing.T) {
+	for _, c := range []struct{ got, want string }{
+		{DefaultRun, "main"},
+		{LegacyToken, "v0.2"},
+		{DirectoryPrefix, "directory/"},
+		{MarkerName("w"), "worlds/w/marker.json"},
+		{SlotName("w", 0x1f), "worlds/w/log/000000000000001f"},
+		{CheckpointName("w", 0x400), "worlds/w/checkpoints/0000000000000400"},
+		{ShardName("w", "ab12"), "worlds/w/state/ab12"},
+		{TickFragmentPath("w", "main", "t1", "tok"), "data/w/main/t1/tok.parquet"},
+		{FragmentPath("w", "main", "t1", "tok", 2), "data/w/main/t1/tok/2.parquet"},
+		{CompactedPath("w", "main", "t1", "d1"), "data/w/main/t1/compacted-d1/0.parquet"},
+		{TickIndexPath(CompactedPath("w", "main", "t1", "d1")), "data/w/main/t1/compacted-d1/0.ticks"},
+		{LegacyPrefix("w", "main", "t1"), "data/w/main/t1/v0.2/"},
+		{TableInfoPath("w", "t1"), "data/w/_tables/t1.json"},
+		{LineagePath("w"), "data/w/_lineage/0.parquet"},
+		{AssetPath("ab"), "assets/sha256/ab"},
+		{IcebergPrefix("w", "main"), "export/iceberg/w/main"},
+		{ExportRegistryPrefix("w"), "export/registry/w/"},
+	} {
+		if c.got != c.want {
+			t.Errorf("bucket name %q, the layout says %q", c.got, c.want)
+		}
+	}
+	// Each parser reads back what its builder wrote.
+	if seq, err := ParseSlotName("w", SlotName("w", 0x1f)); err != nil || seq != 0x1f {
+		t.Errorf("ParseSlotName(SlotName(0x1f)) = %d, %v", seq, err)
+	}
+	if seq, err := ParseCheckpointName("w", CheckpointName("w", 0x400)); err != nil || seq != 0x400 {
+		t.Errorf("ParseCheckpointName(CheckpointName(0x400)) = %d, %v", seq, err)
+	}
+	if _, err := ParseCheckpointName("w", "worlds/w/checkpoints/x"); err == nil {
+		t.Error("ParseCheckpointName took a name that is not a sequence")
+	}
+	if id, ok := ParseTableInfoPath("w", TableInfoPath("w", "t1")); !ok || id != "t1" {
+		t.Errorf("ParseTableInfoPath(TableInfoPath(t1)) = %q, %v", id, ok)
+	}
+	if n, ok := ParseFragmentPath("w", CompactedPath("w", "main", "t1", "d1")); !ok || !IsCompactedToken(n.Token) {
+		t.Errorf("ParseFragmentPath(CompactedPath) = %+v, %v: not a compacted file", n, ok)
+	}
+	if IsCompactedToken("tok") {
+		t.Error("IsCompactedToken takes a commit token for a compacted file")
+	}
+	if p, ok := TickIndexOf("w", TickIndexPath(CompactedPath("w", "main", "t1", "d1"))); !ok || p != CompactedPath("w", "main", "t1", "d1") {
+		t.Errorf("TickIndexOf(TickIndexPath(c)) = %q, %v", p, ok)
+	}
+}

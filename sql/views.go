@@ -21,7 +21,7 @@ import (
 
 // Options pin what the views show.
 type Options struct {
-	// Run (default "main").
+	// Run (default index.DefaultRun).
 	Run string
 	// AtTick pins the views to the state up to this tick (nil: the head).
 	AtTick *int64
@@ -68,13 +68,10 @@ type Options struct {
 	Reuse *cache.Disk
 }
 
-// DefaultRun is the run views show unless Options.Run names another.
-const DefaultRun = "main"
-
 // EnsureDefaults fills in what is unset with its default and returns o.
 func (o *Options) EnsureDefaults() *Options {
 	if o.Run == "" {
-		o.Run = DefaultRun
+		o.Run = index.DefaultRun
 	}
 	return o
 }
@@ -481,7 +478,7 @@ func listData(ctx context.Context, b bucket.Bucket, path pathFunc, world, run st
 			return nil, err
 		}
 		n, ok := index.ParseFragmentPath(world, a.Name)
-		if !ok || n.Token == "v0.2" { // legacy fragments: listLegacy
+		if !ok || n.Token == index.LegacyToken { // legacy fragments: listLegacy
 			continue
 		}
 		p, err := path(ctx, a.Name)
@@ -504,7 +501,7 @@ func listLegacy(ctx context.Context, b bucket.Bucket, path pathFunc, world, run 
 		return nil, err
 	}
 	for _, id := range ids {
-		for a, err := range b.List(ctx, engine.LegacyPrefix(world, run, id), "") {
+		for a, err := range b.List(ctx, index.LegacyPrefix(world, run, id), "") {
 			if err != nil {
 				return nil, err
 			}

@@ -44,7 +44,7 @@ var ErrRace = errors.New("another export of the table committed first")
 // Options say what to export and where.
 type Options struct {
 	World string
-	// Run (default "main").
+	// Run (default index.DefaultRun).
 	Run string
 	// AtTick pins the export to the visible state up to this tick; Token
 	// to the tick that commit token published (neither: the head).
@@ -64,11 +64,11 @@ type Options struct {
 }
 
 // DefaultPrefix is where a run's tables are exported unless told.
-func DefaultPrefix(world, run string) string { return "export/iceberg/" + world + "/" + run }
+func DefaultPrefix(world, run string) string { return index.IcebergPrefix(world, run) }
 
 // RegistryPrefix is where an export records each table it writes, so
 // that collection finds every export of a world, whatever its prefix.
-func RegistryPrefix(world string) string { return "export/registry/" + world + "/" }
+func RegistryPrefix(world string) string { return index.ExportRegistryPrefix(world) }
 
 func (o *Options) ensureDefaults(b bucket.Bucket) error {
 	if o.World == "" {
@@ -78,7 +78,7 @@ func (o *Options) ensureDefaults(b bucket.Bucket) error {
 		return fmt.Errorf("export: %w", err)
 	}
 	if o.Run == "" {
-		o.Run = "main"
+		o.Run = index.DefaultRun
 	}
 	if err := index.ValidateRunName(o.Run); err != nil {
 		return fmt.Errorf("export: %w", err)
@@ -398,7 +398,7 @@ const uncoordinated = "history without manifests (uncoordinated) cannot be expor
 // their rows carry no commit columns, and the catalog names none of their
 // files.
 func refuseLegacy(ctx context.Context, b bucket.Bucket, world string) error {
-	for a, err := range b.List(ctx, engine.TableInfoPrefix(world)+"l", "") { // legacy table ids begin with l
+	for a, err := range b.List(ctx, index.TableInfoPrefix(world)+"l", "") { // legacy table ids begin with l
 		if err != nil {
 			return err
 		}
