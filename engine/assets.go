@@ -29,7 +29,7 @@ var ErrBadAssetDigest = errors.New(`an asset digest must be "sha256:" followed b
 
 // ErrAssetMismatch: an asset's bytes do not hash to its reference's
 // digest.
-var ErrAssetMismatch = errors.New("asset bytes do not match their digest")
+var ErrAssetMismatch = bucket.MarkCorruption(errors.New("asset bytes do not match their digest"))
 
 func validAssetDigest(d string) bool {
 	const prefix = "sha256:"

@@ -187,7 +187,7 @@ func readTick(ctx context.Context, b bucket.Bucket, tables []*Table, t *index.Ti
 				return nil, fmt.Errorf("tick %d: %w", t.Tick, err)
 			}
 			if Digest(data) != fr.Digest {
-				return nil, fmt.Errorf("tick %d: fragment %s does not match its manifest digest", t.Tick, fr.Path)
+				return nil, bucket.MarkCorruption(fmt.Errorf("tick %d: fragment %s does not match its manifest digest", t.Tick, fr.Path))
 			}
 			f, err := DecodeFragment(tb, data, func(r StampedRow) bool {
 				return index.RowPublished.Eval(index.Stamp{Tick: r.Tick, Token: r.CommitToken, Epoch: r.WriterEpoch}, t)
