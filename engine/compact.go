@@ -20,6 +20,7 @@ import (
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/index"
 	"github.com/worldfs/worldfs/internal/failpoint"
+	"github.com/worldfs/worldfs/schema"
 )
 
 // Failpoints of compaction, in order.
@@ -444,7 +445,7 @@ func (c *compactor) table(ctx context.Context, id string) (*Table, error) {
 	if t, ok := c.tables[id]; ok {
 		return t, nil
 	}
-	info, err := ReadTableInfo(ctx, c.b, c.world, id)
+	info, err := schema.ReadTableInfo(ctx, c.b, c.world, id)
 	if err != nil {
 		return nil, fmt.Errorf("world %s: table %s has no description: %w", c.world, id, err)
 	}

@@ -2,12 +2,12 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/index"
+	"github.com/worldfs/worldfs/schema"
 )
 
 // ErrLineageMissing: a fork's catalog names a parent, but the lineage rows
@@ -205,33 +205,15 @@ func readTick(ctx context.Context, b bucket.Bucket, tables []*Table, t *index.Ti
 	return frames, nil
 }
 
-// registerTables records each table's description in the bucket, once.
-// A table already described (perhaps under another readable name, which
-// is not identity) is left as it is.
+// registerTables records each table's description in the bucket, once
+// (schema.WriteTableInfo).
 func registerTables(ctx context.Context, b bucket.Bucket, world string, tables []*Table) error {
 	for _, t := range tables {
-		data, err := json.Marshal(t.Info())
-		if err != nil {
+		if err := schema.WriteTableInfo(ctx, b, world, t.Info()); err != nil {
 			return err
-		}
-		if _, err := bucket.CreateOnce(ctx, b, index.TableInfoPath(world, t.ID), data); err != nil && !errors.Is(err, bucket.ErrExist) {
-			return fmt.Errorf("world %s: describing table %s: %w", world, t.Name, err)
 		}
 	}
 	return nil
-}
-
-// ReadTableInfo reads a world's description of table id.
-func ReadTableInfo(ctx context.Context, b bucket.Bucket, world, id string) (TableInfo, error) {
-	var ti TableInfo
-	data, _, err := b.Get(ctx, index.TableInfoPath(world, id))
-	if err != nil {
-		return ti, err
-	}
-	if err := json.Unmarshal(data, &ti); err != nil || ti.ID != id {
-		return ti, fmt.Errorf("world %s: table description %s is corrupt: %w", world, id, index.ErrCorrupt)
-	}
-	return ti, nil
 }
 
 // LineageTable holds a fork's ancestor chain: world metadata with negative

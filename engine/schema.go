@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -13,70 +12,44 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
-	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/index"
+	"github.com/worldfs/worldfs/schema"
 )
 
-// Type is a column type.
-type Type string
+// The schema of tables is package schema's, below the engine, so that
+// readers find it without the world runtime; these names keep the
+// engine's API.
+type (
+	// Type is a column type (schema.Type).
+	Type = schema.Type
+	// Column is one column of a table (schema.Column).
+	Column = schema.Column
+	// TableInfo is a table's description as the bucket keeps it
+	// (schema.TableInfo).
+	TableInfo = schema.TableInfo
+)
 
+// The column types (schema's).
 const (
-	Float64 Type = "double"
-	Float32 Type = "float"
-	Int64   Type = "int64"
-	Int32   Type = "int32"
-	Bool    Type = "boolean"
-	String  Type = "string"
+	Float64 = schema.Float64
+	Float32 = schema.Float32
+	Int64   = schema.Int64
+	Int32   = schema.Int32
+	Bool    = schema.Bool
+	String  = schema.String
 )
-
-func (t Type) node() (parquet.Node, error) {
-	switch t {
-	case Float64:
-		return parquet.Leaf(parquet.DoubleType), nil
-	case Float32:
-		return parquet.Leaf(parquet.FloatType), nil
-	case Int64:
-		return parquet.Int(64), nil
-	case Int32:
-		return parquet.Int(32), nil
-	case Bool:
-		return parquet.Leaf(parquet.BooleanType), nil
-	case String:
-		return parquet.String(), nil
-	}
-	return nil, fmt.Errorf("unknown column type %q%s: a column is one of %s", string(t), t.hint(), typeList())
-}
 
 // Types are the column types, in the order messages list them.
-var Types = []Type{Float64, Float32, Int64, Int32, Bool, String}
+var Types = schema.Types
 
-func typeList() string {
-	names := make([]string, len(Types))
-	for i, t := range Types {
-		names[i] = string(t)
-	}
-	return strings.Join(names, ", ")
-}
-
-// typeAliases are names other schemas give the column types.
-var typeAliases = map[string]Type{
-	"float64": Float64, "f64": Float64, "real": Float32, "float32": Float32, "f32": Float32,
-	"int": Int64, "bigint": Int64, "long": Int64, "integer": Int32, "int4": Int32, "int8": Int64,
-	"bool": Bool, "str": String, "text": String, "varchar": String, "utf8": String,
-}
-
-// hint names the column type an unknown type t may mean.
-func (t Type) hint() string {
-	if m, ok := typeAliases[strings.ToLower(string(t))]; ok {
-		return fmt.Sprintf(" (did you mean %q?)", string(m))
-	}
-	for _, m := range Types {
-		if strings.EqualFold(string(t), string(m)) {
-			return fmt.Sprintf(" (did you mean %q?)", string(m))
-		}
-	}
-	return ""
-}
+// Commit-identity and key columns every new-generation table starts with
+// (schema's).
+const (
+	ColEntity      = schema.ColEntity
+	ColTick        = schema.ColTick
+	ColCommitToken = schema.ColCommitToken
+	ColWriterEpoch = schema.ColWriterEpoch
+)
 
 // Field is one typed field of a component.
 type Field struct {
@@ -119,7 +92,7 @@ func NewComponent(name string, fields ...Field) (Component, error) {
 		if err := validName("field", f.Name); err != nil {
 			return c, fmt.Errorf("component %s: %w", name, err)
 		}
-		if _, err := f.Type.node(); err != nil {
+		if _, err := f.Type.ParquetNode(); err != nil {
 			return c, fmt.Errorf("component %s field %s: %w", name, f.Name, err)
 		}
 		if i > 0 && c.Fields[i-1].Name == f.Name {
@@ -170,22 +143,6 @@ func ComponentOf[T any](name string) (Component, error) {
 		fields = append(fields, Field{Name: fname, Type: t})
 	}
 	return NewComponent(name, fields...)
-}
-
-// Commit-identity and key columns every new-generation table starts with.
-const (
-	ColEntity      = "entity_id"
-	ColTick        = "tick"
-	ColCommitToken = "commit_token"
-	ColWriterEpoch = "writer_epoch"
-)
-
-// Column is one column of a table.
-type Column struct {
-	Name      string `json:"name"`
-	Type      Type   `json:"type"`
-	Component string `json:"component,omitempty"` // "" for key and commit columns
-	Field     string `json:"field,omitempty"`
 }
 
 // Table is an archetype's table: its schema is its identity.
@@ -248,7 +205,7 @@ func newTable(name string, commitColumns bool, components []Component) (*Table, 
 			return nil, fmt.Errorf("archetype %s: two columns named %s", name, c.Name)
 		}
 		index[c.Name] = i
-		n, err := c.Type.node()
+		n, err := c.Type.ParquetNode()
 		if err != nil {
 			return nil, err
 		}
@@ -277,31 +234,8 @@ func (t *Table) Column(name string) int {
 	return -1
 }
 
-// TableInfo is a table's description as the bucket keeps it, so readers
-// (SQL views, the mount) can name and type its columns without the Go
-// declarations.
-type TableInfo struct {
-	ID      string   `json:"id"`
-	Name    string   `json:"name"`
-	Columns []Column `json:"columns"`
-}
-
 // Info describes t.
 func (t *Table) Info() TableInfo { return TableInfo{ID: t.ID, Name: t.Name, Columns: t.Columns} }
-
-// TableIDs returns the ids of the tables world describes, in the order of
-// their descriptions' names.
-func TableIDs(ctx context.Context, b bucket.Bucket, world string) ([]string, error) {
-	var ids []string
-	for a, err := range b.List(ctx, index.TableInfoPrefix(world), "") {
-		if err != nil {
-			return nil, err
-		}
-		id, _ := index.ParseTableInfoPath(world, a.Name) // a name without .json reads as itself, and fails to read
-		ids = append(ids, id)
-	}
-	return ids, nil
-}
 
 // TableFromInfo rebuilds a table from its description, checking that it
 // rebuilds to the same id (a description that does not is ErrCorrupt).

@@ -16,6 +16,7 @@ import (
 	"github.com/worldfs/worldfs/engine/enginetest"
 	"github.com/worldfs/worldfs/engine/particles"
 	"github.com/worldfs/worldfs/index"
+	"github.com/worldfs/worldfs/schema"
 )
 
 // tickFiles returns, for every published tick of run main of world w up to
@@ -46,7 +47,7 @@ func tickFiles(t *testing.T, b bucket.Bucket, last int64) map[int64]map[string][
 				files[tf.Table] = data
 				continue
 			}
-			info, err := engine.ReadTableInfo(ctx, b, "w", tf.Table)
+			info, err := schema.ReadTableInfo(ctx, b, "w", tf.Table)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -116,7 +117,7 @@ func TestCanonicalEncodingIsDeterministic(t *testing.T) {
 		}
 		tk, _ := s.Tick("main", tick)
 		for id, data := range files {
-			info, err := engine.ReadTableInfo(ctx, b, "w", id)
+			info, err := schema.ReadTableInfo(ctx, b, "w", id)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -216,7 +217,7 @@ func TestTickFileFailsClosed(t *testing.T) {
 		}
 	}
 	holder := tf.Fragments[0]
-	info, _ := engine.ReadTableInfo(ctx, b, "w", tf.Table)
+	info, _ := schema.ReadTableInfo(ctx, b, "w", tf.Table)
 	table, err := engine.TableFromInfo(info)
 	if err != nil {
 		t.Fatal(err)
@@ -453,7 +454,7 @@ func BenchmarkTickFile(b *testing.B) {
 			tf = c
 		}
 	}
-	info, _ := engine.ReadTableInfo(ctx, bk, "w", tf.Table)
+	info, _ := schema.ReadTableInfo(ctx, bk, "w", tf.Table)
 	table, _ := engine.TableFromInfo(info)
 	x, err := engine.ReadTickIndex(ctx, bk, tf.Fragments[0])
 	if err != nil {

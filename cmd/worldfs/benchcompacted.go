@@ -15,10 +15,10 @@ import (
 	"time"
 
 	"github.com/worldfs/worldfs/bucket"
-	"github.com/worldfs/worldfs/engine"
 	wfs "github.com/worldfs/worldfs/fs"
 	"github.com/worldfs/worldfs/index"
 	"github.com/worldfs/worldfs/internal/stats"
+	"github.com/worldfs/worldfs/schema"
 	wsql "github.com/worldfs/worldfs/sql"
 )
 
@@ -102,13 +102,13 @@ func benchCompacted(ctx context.Context, b bucket.Bucket, work, world, table str
 	if err != nil {
 		return nil, err
 	}
-	ids, err := engine.TableIDs(ctx, b, world)
+	ids, err := schema.TableIDs(ctx, b, world)
 	if err != nil {
 		return nil, err
 	}
 	names := map[string]string{} // id → name
 	for _, id := range ids {
-		info, err := engine.ReadTableInfo(ctx, b, world, id)
+		info, err := schema.ReadTableInfo(ctx, b, world, id)
 		if err != nil {
 			return nil, err
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/index"
+	"github.com/worldfs/worldfs/schema"
 	wsql "github.com/worldfs/worldfs/sql"
 )
 
@@ -277,13 +278,13 @@ func benchDiff(ctx context.Context, b bucket.Bucket, d *diffBench, self, dir str
 
 // benchWorldTables returns the tables of a bench history world.
 func benchWorldTables(ctx context.Context, b bucket.Bucket, world string) ([]*engine.Table, error) {
-	ids, err := engine.TableIDs(ctx, b, world)
+	ids, err := schema.TableIDs(ctx, b, world)
 	if err != nil {
 		return nil, err
 	}
 	tables := benchTables(len(ids))
 	for _, t := range tables {
-		if _, err := engine.ReadTableInfo(ctx, b, world, t.ID); err != nil {
+		if _, err := schema.ReadTableInfo(ctx, b, world, t.ID); err != nil {
 			return nil, fmt.Errorf("world %s is not a bench history world (no table %s): %w", world, t.Name, err)
 		}
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/index"
 	"github.com/worldfs/worldfs/internal/failpoint"
+	"github.com/worldfs/worldfs/schema"
 )
 
 // Failpoints of an export, for crash tests.
@@ -245,7 +246,7 @@ type exporter struct {
 // lineage segment of that name).
 type table struct {
 	name  string
-	infos map[string]engine.TableInfo // by world/id
+	infos map[string]schema.TableInfo // by world/id
 	files []index.File
 	// visible: the (tick, token) pairs published for each world/id, which
 	// a row of a file the catalog does not prove must carry.
@@ -364,13 +365,13 @@ func (e *exporter) planFiles(ctx context.Context, own *index.State, from int64) 
 			}
 		}
 		if t == nil {
-			ti, err := engine.ReadTableInfo(ctx, e.b, f.World, f.Table)
+			ti, err := schema.ReadTableInfo(ctx, e.b, f.World, f.Table)
 			if err != nil {
 				ferr = fmt.Errorf("world %s: table %s has no description: %w", f.World, f.Table, err)
 				return false
 			}
 			if t = e.tables[ti.Name]; t == nil {
-				t = &table{name: ti.Name, infos: map[string]engine.TableInfo{}, visible: map[string]stampSet{}}
+				t = &table{name: ti.Name, infos: map[string]schema.TableInfo{}, visible: map[string]stampSet{}}
 				e.tables[ti.Name] = t
 			}
 			t.infos[key] = ti
@@ -642,7 +643,7 @@ func (e *exporter) identify(x *tableExport) {
 func (e *exporter) writeManifests(ctx context.Context, x *tableExport) (string, error) {
 	loc, sc, snapID := x.loc, x.sc, x.snapID
 	spec := ice.NewPartitionSpec()
-	tickID := fieldID(sc, engine.ColTick)
+	tickID := fieldID(sc, schema.ColTick)
 	var entries []ice.ManifestEntry
 	for _, u := range x.added {
 		df, err := buildDataFile(spec, x.want[u], tickID)
