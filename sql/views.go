@@ -1025,9 +1025,9 @@ func writeWitness(dir string, ti schema.TableInfo) (string, error) {
 }
 
 // tokenCheck keeps the rows of a group of manifest-named files whose
-// (tick, commit_token) a manifest published, and epoch-0 rows: rows of
-// crashed attempts or stale writers never match, even if their file is
-// handed in. The first conjunct is a constant range on commit_token alone,
+// (tick, commit_token) a manifest published, and epoch-0 rows, by
+// index.RowRule rendered as SQL: rows of crashed attempts or stale
+// writers never match, even if their file is handed in. The first conjunct is a constant range on commit_token alone,
 // which DuckDB pushes into the Parquet scan and checks against each row
 // group's statistics, skipping foreign tokens outside it unread; the
 // semi-join on the published (tick, token) pairs is the exact check.
