@@ -163,6 +163,68 @@ func IcebergPrefix(world, run string) string { return "export/iceberg/" + world 
 // ExportRegistryPrefix is where a world's exports are registered.
 func ExportRegistryPrefix(world string) string { return "export/registry/" + world + "/" }
 
+// ExportRegistryName is the registration of one exported table, named by
+// hex (a hash of the table's location).
+func ExportRegistryName(world, hex string) string { return ExportRegistryPrefix(world) + hex + ".json" }
+
+// An exported Iceberg table lives under its location loc (an export
+// prefix, then the table's name: IcebergTable): its metadata versions and
+// manifests under metadata/, the filtered copies of files it names under
+// data/, and the row checks of files under checks/.
+
+// IcebergTable is the location of the exported table called table under
+// an export prefix.
+func IcebergTable(prefix, table string) string { return prefix + "/" + table }
+
+// IcebergMetadataName is version v of a table's metadata: the name a
+// Hadoop catalog finds by listing (v<N>.metadata.json, N from 1).
+func IcebergMetadataName(loc string, v int) string {
+	return fmt.Sprintf("%s/metadata/v%d.metadata.json", loc, v)
+}
+
+// IcebergMetadataPrefix is the listing prefix of a table's metadata
+// versions.
+func IcebergMetadataPrefix(loc string) string { return loc + "/metadata/v" }
+
+// ParseIcebergMetadataName returns the version of the metadata called
+// name, if name is one (IcebergMetadataName) of the table at loc.
+func ParseIcebergMetadataName(loc, name string) (int, bool) {
+	base := strings.TrimPrefix(name, loc+"/metadata/")
+	num, ok := strings.CutSuffix(strings.TrimPrefix(base, "v"), ".metadata.json")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(num)
+	if err != nil || n <= 0 {
+		return 0, false
+	}
+	return n, true
+}
+
+// IcebergManifestName is the manifest of snapshot snap of a table.
+func IcebergManifestName(loc string, snap int64) string {
+	return fmt.Sprintf("%s/metadata/%016x-m0.avro", loc, uint64(snap))
+}
+
+// IcebergManifestListName is the manifest list of snapshot snap.
+func IcebergManifestListName(loc string, snap int64) string {
+	return fmt.Sprintf("%s/metadata/snap-%016x.avro", loc, uint64(snap))
+}
+
+// IcebergKeptName is the copy of a compacted file holding only the rows
+// a view keeps of it, named by hex (a hash of the file and the span).
+func IcebergKeptName(loc, hex string) string { return fmt.Sprintf("%s/data/keep-%s.parquet", loc, hex) }
+
+// IcebergCheckedName is the copy of a file holding only its visible
+// rows, named by hex (a hash of the file and the rows kept).
+func IcebergCheckedName(loc, hex string) string {
+	return fmt.Sprintf("%s/data/checked-%s.parquet", loc, hex)
+}
+
+// IcebergStampsName is the record of a file's row check, named by hex (a
+// hash of the file's name and digest).
+func IcebergStampsName(loc, hex string) string { return fmt.Sprintf("%s/checks/%s.json", loc, hex) }
+
 // TickIndexPath is where the tick index of the compacted file at path
 // lives: beside it, the same name with ".ticks" for ".parquet"
 // (…/compacted-<digest>/0.ticks). ParseFragmentPath does not take it for

@@ -1,6 +1,9 @@
 package index
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestParseFragmentPath(t *testing.T) {
 	for name, want := range map[string]FragmentName{
@@ -52,6 +55,14 @@ func TestBucketLayoutIsPinned(t *testing.T) {
 		{AssetPath("ab"), "assets/sha256/ab"},
 		{IcebergPrefix("w", "main"), "export/iceberg/w/main"},
 		{ExportRegistryPrefix("w"), "export/registry/w/"},
+		{ExportRegistryName("w", "ab"), "export/registry/w/ab.json"},
+		{IcebergTable(IcebergPrefix("w", "main"), "particle"), "export/iceberg/w/main/particle"},
+		{IcebergMetadataName("L", 3), "L/metadata/v3.metadata.json"},
+		{IcebergManifestName("L", 0x2a), "L/metadata/000000000000002a-m0.avro"},
+		{IcebergManifestListName("L", 0x2a), "L/metadata/snap-000000000000002a.avro"},
+		{IcebergKeptName("L", "ab"), "L/data/keep-ab.parquet"},
+		{IcebergCheckedName("L", "ab"), "L/data/checked-ab.parquet"},
+		{IcebergStampsName("L", "ab"), "L/checks/ab.json"},
 	} {
 		if c.got != c.want {
 			t.Errorf("bucket name %q, the layout says %q", c.got, c.want)
@@ -72,6 +83,14 @@ func TestBucketLayoutIsPinned(t *testing.T) {
 	}
 	if n, ok := ParseFragmentPath("w", CompactedPath("w", "main", "t1", "d1")); !ok || !IsCompactedToken(n.Token) {
 		t.Errorf("ParseFragmentPath(CompactedPath) = %+v, %v: not a compacted file", n, ok)
+	}
+	if v, ok := ParseIcebergMetadataName("L", IcebergMetadataName("L", 12)); !ok || v != 12 || !strings.HasPrefix(IcebergMetadataName("L", 12), IcebergMetadataPrefix("L")) {
+		t.Errorf("ParseIcebergMetadataName(IcebergMetadataName(12)) = %d, %v", v, ok)
+	}
+	for _, bad := range []string{"L/metadata/v0.metadata.json", "L/metadata/vx.metadata.json", "L/metadata/snap-1.avro"} {
+		if _, ok := ParseIcebergMetadataName("L", bad); ok {
+			t.Errorf("ParseIcebergMetadataName took %q", bad)
+		}
 	}
 	if IsCompactedToken("tok") {
 		t.Error("IsCompactedToken takes a commit token for a compacted file")

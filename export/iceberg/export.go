@@ -218,7 +218,7 @@ func (e *exporter) export(ctx context.Context) (*Result, error) {
 	return res, nil
 }
 
-func (e *exporter) loc(table string) string { return e.opts.Prefix + "/" + table }
+func (e *exporter) loc(table string) string { return index.IcebergTable(e.opts.Prefix, table) }
 
 type exporter struct {
 	b    bucket.Bucket
@@ -675,7 +675,7 @@ func (e *exporter) writeManifests(ctx context.Context, x *tableExport) (string, 
 	}
 	manifests := keptManifests
 	if len(entries) > 0 {
-		name := fmt.Sprintf("%s/metadata/%016x-m0.avro", loc, uint64(snapID))
+		name := index.IcebergManifestName(loc, snapID)
 		var buf bytes.Buffer
 		mf, err := ice.WriteManifest(e.uri(name), &buf, 2, spec, sc, snapID, entries)
 		if err != nil {
@@ -694,7 +694,7 @@ func (e *exporter) writeManifests(ctx context.Context, x *tableExport) (string, 
 		}
 		manifests = append([]ice.ManifestFile{mf}, manifests...)
 	}
-	listName := fmt.Sprintf("%s/metadata/snap-%016x.avro", loc, uint64(snapID))
+	listName := index.IcebergManifestListName(loc, snapID)
 	var lbuf bytes.Buffer
 	if err := ice.WriteManifestList(2, &lbuf, snapID, x.parent, &x.seq, 0, manifests); err != nil {
 		return "", fmt.Errorf("writing manifest list: %w", err)

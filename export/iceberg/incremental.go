@@ -127,7 +127,7 @@ func (e *exporter) frontier(ctx context.Context) (int64, error) {
 	if e.full || e.opts.Full {
 		return math.MinInt64, nil
 	}
-	receipts := e.opts.Prefix + "/" + engine.ReceiptTableName
+	receipts := index.IcebergTable(e.opts.Prefix, engine.ReceiptTableName)
 	// The least sequence any table read, per world: the feed is read once
 	// from there.
 	least := map[string]uint64{}

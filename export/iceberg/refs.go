@@ -12,6 +12,7 @@ import (
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/index"
 )
 
 // Collection keeps what an export's live snapshots reference, in every
@@ -28,7 +29,7 @@ type registration struct {
 func register(ctx context.Context, b bucket.Bucket, world, loc, base string) error {
 	sum := sha256.Sum256([]byte(loc))
 	data, _ := json.Marshal(registration{Table: loc, Base: base})
-	name := RegistryPrefix(world) + hex.EncodeToString(sum[:8]) + ".json"
+	name := index.ExportRegistryName(world, hex.EncodeToString(sum[:8]))
 	if _, err := bucket.CreateOnce(ctx, b, name, data); err != nil {
 		return fmt.Errorf("registering the export of %s: %w", loc, err)
 	}
