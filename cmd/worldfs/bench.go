@@ -216,7 +216,7 @@ func phase(ctx context.Context, what string, n, callers int, op func(i int) erro
 	start := time.Now()
 	pctx, stop := context.WithCancel(ctx)
 	defer stop()
-	go progress(pctx, what, func() int { return int(done.Load()) })
+	go showCount(pctx, what, func() int { return int(done.Load()) })
 	for range callers {
 		wg.Add(1)
 		go func() {

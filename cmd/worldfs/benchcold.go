@@ -114,7 +114,7 @@ func buildWorld(ctx context.Context, b bucket.Bucket, res *coldStartBench, ticks
 	var next, done atomic.Int64
 	pctx, stop := context.WithCancel(ctx)
 	defer stop()
-	go progress(pctx, "published ticks", func() int { return int(done.Load()) })
+	go showCount(pctx, "published ticks", func() int { return int(done.Load()) })
 	var wg sync.WaitGroup
 	var firstErr atomic.Value
 	for range 64 {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/index"
+	"github.com/worldfs/worldfs/internal/progress"
 	"github.com/worldfs/worldfs/internal/stats"
 )
 
@@ -186,7 +187,7 @@ func benchCommit(ctx context.Context, b bucket.Bucket, url, world string, writer
 	res := &commitBench{Bucket: url, World: world, Writers: writers}
 	runCtx, stop := context.WithTimeout(ctx, d)
 	defer stop()
-	go progress(runCtx, "commit", func() int { return all.Count() })
+	go showCount(runCtx, "commit", func() int { return all.Count() })
 	start := time.Now()
 	var wg sync.WaitGroup
 	var lightRec stats.Recorder
@@ -264,11 +265,11 @@ func benchCommit(ctx context.Context, b bucket.Bucket, url, world string, writer
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// progress shows a count on a terminal, redrawn every second until ctx
+// showCount shows a count on a terminal, redrawn every second until ctx
 // ends (nothing in a pipe).
-func progress(ctx context.Context, what string, count func() int) {
-	p := newProgress(os.Stderr)
-	defer p.done()
+func showCount(ctx context.Context, what string, count func() int) {
+	p := progress.New(os.Stderr)
+	defer p.Done()
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
@@ -276,7 +277,7 @@ func progress(ctx context.Context, what string, count func() int) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			p.step("bench: "+what, int64(count()), -1)
+			p.Step("bench: "+what, int64(count()), -1)
 		}
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/worldfs/worldfs/engine"
 	wfs "github.com/worldfs/worldfs/fs"
 	"github.com/worldfs/worldfs/index"
+	"github.com/worldfs/worldfs/internal/progress"
 	wsql "github.com/worldfs/worldfs/sql"
 )
 
@@ -244,14 +245,14 @@ func benchHistory(ctx context.Context, b bucket.Bucket, h *historyBench, self, d
 	if err != nil {
 		return err
 	}
-	status := newProgress(os.Stderr)
+	status := progress.New(os.Stderr)
 	opts := engine.CompactOptions{Progress: func(p engine.CompactProgress) {
-		status.step("bench: compacting windows", int64(p.Done), int64(p.Total))
+		status.Step("bench: compacting windows", int64(p.Done), int64(p.Total))
 	}}
 	say("compacting")
 	start, cpu := time.Now(), cpuSeconds()
 	res, err := engine.Compact(ctx, b, cat, opts)
-	status.done()
+	status.Done()
 	h.CompactSeconds, h.CompactCPUSeconds = time.Since(start).Seconds(), cpuSeconds()-cpu
 	cat.Close()
 	if err != nil {
@@ -317,20 +318,20 @@ func historyWorld(ctx context.Context, b bucket.Bucket, h *historyBench, tables 
 		return err
 	}
 	// Progress on a terminal; the rate once built, wherever stderr goes.
-	status := newProgress(os.Stderr)
+	status := progress.New(os.Stderr)
 	desc := fmt.Sprintf("bench: world %s: ticks", h.World)
 	start := time.Now()
 	// Ticks are submitted, not stepped: up to the world's depth of them
 	// compute and append while the ones before publish.
 	for i := done; i < int64(h.Ticks); i++ {
 		if _, err := w.Submit(ctx); err != nil {
-			status.done()
+			status.Done()
 			return err
 		}
-		status.step(desc, i+1, int64(h.Ticks))
+		status.Step(desc, i+1, int64(h.Ticks))
 	}
 	_, err := w.Flush(ctx)
-	status.done()
+	status.Done()
 	if err != nil {
 		return err
 	}

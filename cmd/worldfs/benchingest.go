@@ -118,7 +118,7 @@ func benchIngest(ctx context.Context, b bucket.Bucket, url, world string, produc
 	res := &ingestBench{Bucket: url, World: world, Producers: producers, DupRate: dupRate, Rate: rate}
 	runCtx, stop := context.WithTimeout(ctx, d)
 	defer stop()
-	go progress(runCtx, "facts", func() int { return fresh.Count() })
+	go showCount(runCtx, "facts", func() int { return fresh.Count() })
 	// send ingests fact i of producer p (a resend if dup) and records its
 	// latency from t0; it reports whether the fact was acknowledged.
 	var mu sync.Mutex

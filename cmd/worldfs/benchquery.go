@@ -188,7 +188,7 @@ func genQueryWorld(ctx context.Context, b bucket.Bucket, world string, n, rows i
 	var firstErr atomic.Value
 	pctx, stop := context.WithCancel(ctx)
 	defer stop()
-	go progress(pctx, "world "+world+": published ticks", func() int { return int(done.Load()) })
+	go showCount(pctx, "world "+world+": published ticks", func() int { return int(done.Load()) })
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Add(1)

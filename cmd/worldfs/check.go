@@ -15,6 +15,7 @@ import (
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/cache"
 	"github.com/worldfs/worldfs/index"
+	"github.com/worldfs/worldfs/internal/progress"
 	wsql "github.com/worldfs/worldfs/sql"
 )
 
@@ -86,12 +87,12 @@ func init() {
 			res := &checkResult{World: *world, Run: *runName, ReadData: *readData, Checkpoints: []uint64{}, Errors: []checkError{},
 				ReverifiedFragments: []string{}}
 			v := wsql.VerifiedMemory(filepath.Join(*cacheDir, "views"))
-			p := newProgress(os.Stderr)
+			p := progress.New(os.Stderr)
 			if err := check(ctx, b, v, bucketID(*url), res, p); err != nil {
-				p.done()
+				p.Done()
 				return err
 			}
-			p.done()
+			p.Done()
 			if *asJSON {
 				if err := writeJSON(out, res); err != nil {
 					return err
@@ -109,9 +110,9 @@ func init() {
 
 // check fills res: the catalog first (a catalog that cannot be folded ends
 // the check), then every fragment it references, several at a time.
-func check(ctx context.Context, b bucket.Bucket, v *cache.Verified, id string, res *checkResult, p *progressLine) error {
+func check(ctx context.Context, b bucket.Bucket, v *cache.Verified, id string, res *checkResult, p *progress.Line) error {
 	var folded atomic.Int64
-	cc, err := index.VerifyCatalog(ctx, b, res.World, func(uint64) { p.step("catalog: slots folded", folded.Add(1), -1) })
+	cc, err := index.VerifyCatalog(ctx, b, res.World, func(uint64) { p.Step("catalog: slots folded", folded.Add(1), -1) })
 	if errors.Is(err, index.ErrCorrupt) {
 		res.Errors = append(res.Errors, checkError{What: "catalog", Message: err.Error()})
 		return nil
@@ -146,7 +147,7 @@ func check(ctx context.Context, b bucket.Bucket, v *cache.Verified, id string, r
 	if res.ReadData {
 		desc = "fragments read"
 	}
-	p.step(desc, 0, total)
+	p.Step(desc, 0, total)
 	errs := make([]*checkError, len(refs))
 	copied := make([]bool, len(refs))
 	var unrecorded atomic.Int64
@@ -159,7 +160,7 @@ func check(ctx context.Context, b bucket.Bucket, v *cache.Verified, id string, r
 		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
-			defer func() { p.step(desc, done.Add(1), total); <-sem; wg.Done() }()
+			defer func() { p.Step(desc, done.Add(1), total); <-sem; wg.Done() }()
 			r := wsql.Record(f.Fragment)
 			if !r.Recorded() {
 				unrecorded.Add(1)

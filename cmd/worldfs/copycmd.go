@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/worldfs/worldfs/internal/progress"
 	"github.com/worldfs/worldfs/transfer"
 )
 
@@ -66,12 +67,12 @@ func init() {
 				return err
 			}
 			defer dst.Close()
-			p := newProgress(os.Stderr)
+			p := progress.New(os.Stderr)
 			res, err := transfer.Copy(ctx, src, dst, worlds, transfer.Options{
 				WithLineage: *withLineage,
-				Progress:    func(pr transfer.Progress) { p.step("objects copied or found there", pr.Objects, pr.TotalObjects) },
+				Progress:    func(pr transfer.Progress) { p.Step("objects copied or found there", pr.Objects, pr.TotalObjects) },
 			})
-			p.done()
+			p.Done()
 			var mp *transfer.MissingParentError
 			if errors.As(err, &mp) {
 				return usagef("%v", err)

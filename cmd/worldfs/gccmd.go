@@ -12,6 +12,7 @@ import (
 
 	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/index"
+	"github.com/worldfs/worldfs/internal/progress"
 )
 
 func init() {
@@ -60,9 +61,9 @@ func init() {
 			if *cacheDir != "" {
 				opts.ViewsDir = filepath.Join(*cacheDir, "views")
 			}
-			status := newProgress(os.Stderr)
+			status := progress.New(os.Stderr)
 			opts.Report = func(c engine.Collected) {
-				status.clear()
+				status.Clear()
 				if *asJSON {
 					_ = enc.Encode(map[string]any{"object": c.Name, "kind": c.Kind, "bytes": c.Bytes, "reason": c.Reason,
 						"kept": c.Kept, "deleted": !c.Kept && !*dryRun})
@@ -75,10 +76,10 @@ func init() {
 				fmt.Fprintf(out, "%s %s (%s): %s\n", v, c.Name, c.Kind, c.Reason)
 			}
 			opts.Progress = func(p engine.CollectProgress) {
-				status.step(fmt.Sprintf("%s: %d %s, examined", p.Phase, p.Deleted, verb), int64(p.Examined), -1)
+				status.Step(fmt.Sprintf("%s: %d %s, examined", p.Phase, p.Deleted, verb), int64(p.Examined), -1)
 			}
 			res, err := engine.Collect(ctx, b, cat, opts)
-			status.done()
+			status.Done()
 			if err != nil {
 				return err
 			}

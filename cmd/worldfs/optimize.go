@@ -13,6 +13,7 @@ import (
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/index"
+	"github.com/worldfs/worldfs/internal/progress"
 )
 
 func init() {
@@ -48,14 +49,14 @@ func init() {
 			if *tables != "" {
 				opts.Tables = strings.Split(*tables, ",")
 			}
-			status := newProgress(os.Stderr)
+			status := progress.New(os.Stderr)
 			opts.Progress = func(p engine.CompactProgress) {
-				status.step("compacting windows", int64(p.Done), int64(p.Total))
+				status.Step("compacting windows", int64(p.Done), int64(p.Total))
 			}
 			start := time.Now()
 			res, err := engine.Compact(ctx, b, cat, opts)
 			secs := time.Since(start).Seconds()
-			status.done()
+			status.Done()
 			if err != nil {
 				return err
 			}
