@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -20,18 +20,18 @@ import (
 	"github.com/worldfs/worldfs/internal/stats"
 )
 
-func init() {
+func commitSpec(env Env) Bench {
 	var url, world *string
 	var writers, callers *int
 	var rate *float64
 	var duration, light *time.Duration
-	registerBench(benchSpec[*commitBench]{
+	return benchSpec[*commitBench]{
 		name:    "commit",
 		summary: "measure catalog commits: throughput, latency percentiles, slots, lost slots, per writer",
 		example: "worldfs bench commit --bucket 'mem://b?profile=gcs' --writers 3 --duration 10s --json\n" +
 			"  worldfs bench commit --bucket 'mem://b?profile=gcs' --rate 200 --light 1s   # a tick writer beside a fact ingester",
 		flags: func(fs *flag.FlagSet) {
-			url = bucketFlag(fs)
+			url = env.BucketFlag(fs)
 			world = fs.String("world", "", "world to commit to (default: a new bench-<time> world)")
 			writers = fs.Int("writers", 1, "committers, each with its own store id (as separate processes would be)")
 			callers = fs.Int("callers", 1024, "concurrent callers per writer when --rate is 0 (saturation: enough to fill slots of hundreds of entries)")
@@ -48,7 +48,7 @@ func init() {
 			}
 			return nil
 		},
-		open: func(ctx context.Context) (bucket.Bucket, error) { return openBucket(ctx, *url) },
+		open: func(ctx context.Context) (bucket.Bucket, error) { return env.OpenBucket(ctx, *url) },
 		run: func(ctx context.Context, b bucket.Bucket) (*commitBench, error) {
 			return benchCommit(ctx, b, *url, *world, *writers, *callers, *rate, *duration, *light)
 		},
@@ -66,7 +66,7 @@ func init() {
 			}
 			return nil
 		},
-	})
+	}.bench()
 }
 
 func writeJSON(out io.Writer, v any) error {

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -23,10 +23,10 @@ import (
 	"github.com/worldfs/worldfs/internal/stats"
 )
 
-func init() {
+func fsSpec(env Env) Bench {
 	var dir *string
 	var mb, ticks, files, worlds *int
-	registerBench(benchSpec[*fsBench]{
+	return benchSpec[*fsBench]{
 		name:    "fs",
 		summary: "measure the mount on a local bucket: sequential read vs a direct read, cold and warm ls -l of a big ticks/, open + first byte; or (--worlds N) a mount of N small worlds",
 		example: "worldfs bench fs --mb 1024 --ticks 100000 --json\n  worldfs bench fs --worlds 100000 --dir /var/tmp/worlds   # ls -l of the root, every head once, memory, a new world",
@@ -80,7 +80,7 @@ func init() {
 			}
 			return nil
 		},
-	})
+	}.bench()
 }
 
 type fsBench struct {

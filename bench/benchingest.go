@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -18,18 +18,18 @@ import (
 	"github.com/worldfs/worldfs/internal/stats"
 )
 
-func init() {
+func ingestSpec(env Env) Bench {
 	var url, world *string
 	var producers *int
 	var dupRate, rate float64
 	var duration *time.Duration
-	registerBench(benchSpec[*ingestBench]{
+	return benchSpec[*ingestBench]{
 		name:    "ingest",
 		summary: "measure fact ingestion: facts/s, latency percentiles, duplicates suppressed, against one writer's commit rate",
 		example: "worldfs bench ingest --bucket 'mem://b?profile=gcs' --producers 64 --duration 10s --json\n" +
 			"  worldfs bench ingest --bucket 'mem://b?profile=gcs' --rate 1000 --duration 10s",
 		flags: func(fs *flag.FlagSet) {
-			url = bucketFlag(fs)
+			url = env.BucketFlag(fs)
 			world = fs.String("world", "", "world to ingest into (default: a new bench-ingest-<time> world)")
 			producers = fs.Int("producers", 64, "concurrent producers, each sending facts back to back")
 			fs.Float64Var(&dupRate, "dup-rate", 0.2, "fraction of sends that resend a fact already acknowledged")
@@ -45,7 +45,7 @@ func init() {
 			}
 			return nil
 		},
-		open: func(ctx context.Context) (bucket.Bucket, error) { return openBucket(ctx, *url) },
+		open: func(ctx context.Context) (bucket.Bucket, error) { return env.OpenBucket(ctx, *url) },
 		run: func(ctx context.Context, b bucket.Bucket) (*ingestBench, error) {
 			return benchIngest(ctx, b, *url, *world, *producers, dupRate, rate, *duration)
 		},
@@ -60,7 +60,7 @@ func init() {
 				res.Facts, res.Duplicates, res.DupP50ms, res.Errors, res.Slots, res.EntriesPerSlot)
 			return nil
 		},
-	})
+	}.bench()
 }
 
 type ingestBench struct {

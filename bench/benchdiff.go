@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -19,18 +19,18 @@ import (
 	wsql "github.com/worldfs/worldfs/sql"
 )
 
-func init() {
+func diffSpec(env Env) Bench {
 	var url, world, fork, self, work, rawFiles, rawQuery *string
 	var runs *int
 	var after *int64
-	registerBench(benchSpec[*diffBench]{
+	return benchSpec[*diffBench]{
 		name: "diff",
 		summary: "measure changes over time and across worlds on a long world (as bench history builds): a diff of adjacent ticks and of ticks half the history apart, " +
 			"a fork against its parent, one entity's trajectory (against raw read_parquet of the same files), _changes over 1,000 ticks; each a fresh worldfs sql process",
 		example: "worldfs bench history --bucket ./long --ticks 10000 --after-only --json > h10k.json\n" +
 			"  worldfs bench diff --bucket ./long --world bench-history-10000x4x50 --json",
 		flags: func(fs *flag.FlagSet) {
-			url = bucketFlag(fs)
+			url = env.BucketFlag(fs)
 			world = fs.String("world", "", "the long world to measure (built by bench history; required)")
 			fork = fs.String("fork", "", "its fork (default <world>-fork): made if missing, forked --after ticks before the head and run to the head")
 			after = fs.Int64("after", 1000, "how many ticks the fork runs past its fork point (the diff compares the fork and its parent there)")
@@ -51,14 +51,14 @@ func init() {
 		},
 		open: func(ctx context.Context) (bucket.Bucket, error) {
 			if *rawFiles != "" {
-				return openBucket(ctx, "mem://raw-baseline") // the baseline reads files, not a bucket
+				return env.OpenBucket(ctx, "mem://raw-baseline") // the baseline reads files, not a bucket
 			}
 			if !strings.Contains(*url, "://") {
 				if abs, err := filepath.Abs(*url); err == nil {
 					*url = abs
 				}
 			}
-			return openBucket(ctx, *url)
+			return env.OpenBucket(ctx, *url)
 		},
 		run: func(ctx context.Context, b bucket.Bucket) (*diffBench, error) {
 			if *rawFiles != "" {
@@ -93,7 +93,7 @@ func init() {
 				d.TrajectoryRatio, d.InProcessRatio, d.InProcessViews, d.InProcessRaw)
 			return nil
 		},
-	})
+	}.bench()
 }
 
 // diffBench is the result of bench diff.
@@ -352,3 +352,6 @@ func rawBaseline(ctx context.Context, list, query string) error {
 	}
 	return rows.Err()
 }
+
+// lit is s as a SQL string literal.
+func lit(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }

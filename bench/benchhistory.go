@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -24,18 +24,18 @@ import (
 	wsql "github.com/worldfs/worldfs/sql"
 )
 
-func init() {
+func historySpec(env Env) Bench {
 	var url, world, self, work, compare *string
 	var ticks, archetypes, entities, runs *int
 	var afterOnly *bool
-	registerBench(benchSpec[*historyBench]{
+	return benchSpec[*HistoryReport]{
 		name: "history",
 		summary: "measure reads of a long world before and after compaction: views open, a whole-table aggregate and <table>_at(t) " +
 			"(through the views, raw read_parquet, and a fresh worldfs sql process), the mount's ticks/, peak RSS, object counts",
 		example: "worldfs bench history --bucket ./long --ticks 10000 --archetypes 4 --entities 50 --json > h10k.json\n" +
 			"  worldfs bench history --bucket ./long --ticks 100000 --after-only --compare h10k.json",
 		flags: func(fs *flag.FlagSet) {
-			url = bucketFlag(fs)
+			url = env.BucketFlag(fs)
 			ticks = fs.Int("ticks", 10000, "ticks of the world")
 			archetypes = fs.Int("archetypes", 4, "archetypes (one table and one fragment per tick each)")
 			entities = fs.Int("entities", 50, "entities per archetype (small frames: the file count is the cost)")
@@ -59,9 +59,9 @@ func init() {
 					*url = abs
 				}
 			}
-			return openBucket(ctx, *url)
+			return env.OpenBucket(ctx, *url)
 		},
-		run: func(ctx context.Context, b bucket.Bucket) (*historyBench, error) {
+		run: func(ctx context.Context, b bucket.Bucket) (*HistoryReport, error) {
 			if *world == "" {
 				*world = fmt.Sprintf("bench-history-%dx%dx%d", *ticks, *archetypes, *entities)
 			}
@@ -76,8 +76,8 @@ func init() {
 				return nil, err
 			}
 			defer remove()
-			h := &historyBench{Bucket: *url, World: *world, Ticks: *ticks, Archetypes: *archetypes, Entities: *entities, Runs: *runs}
-			var base *historyBench
+			h := &HistoryReport{Bucket: *url, World: *world, Ticks: *ticks, Archetypes: *archetypes, Entities: *entities, Runs: *runs}
+			var base *HistoryReport
 			if *compare != "" {
 				data, err := os.ReadFile(*compare)
 				if err != nil {
@@ -93,15 +93,15 @@ func init() {
 			h.Goals = historyGoals(h, base)
 			return h, nil
 		},
-		table: func(out io.Writer, h *historyBench) error {
+		table: func(out io.Writer, h *HistoryReport) error {
 			printHistoryBench(out, h)
 			return nil
 		},
-	})
+	}.bench()
 }
 
-// historyBench is the result of bench history.
-type historyBench struct {
+// HistoryReport is the result of bench history.
+type HistoryReport struct {
 	Bucket     string `json:"bucket"`
 	World      string `json:"world"`
 	Ticks      int    `json:"ticks"`
@@ -115,7 +115,7 @@ type historyBench struct {
 	MidTick int64  `json:"mid_tick"`
 	Table   string `json:"table"`
 
-	Before *historyPhase `json:"before"`
+	Before *HistoryPhase `json:"before"`
 	// CompactSeconds: engine.Compact over the whole run (default options).
 	CompactSeconds float64 `json:"compact_seconds"`
 	// CompactCPUSeconds: this process's CPU time (user + system) in it.
@@ -129,7 +129,7 @@ type historyBench struct {
 		// IndexBytes: the tick indexes written beside the files.
 		IndexBytes int64 `json:"tick_index_bytes"`
 	} `json:"compaction"`
-	After *historyPhase `json:"after"`
+	After *HistoryPhase `json:"after"`
 	// PeakRSSBytes: this process's peak resident set (building, compacting,
 	// the in-process views and the mount).
 	PeakRSSBytes uint64 `json:"peak_rss_bytes"`
@@ -147,9 +147,9 @@ type historyGoal struct {
 	Note string `json:"note,omitempty"`
 }
 
-// historyPhase is what one state of the world (before or after
+// HistoryPhase is what one state of the world (before or after
 // compaction) costs to read.
-type historyPhase struct {
+type HistoryPhase struct {
 	// ViewsOpenSeconds (the median of --runs): the catalog load (ViewsLoadSeconds), then
 	// wsql.BuildFrom (plan, fragment list, script; ViewsBuildSeconds
 	// includes the load) and wsql.Open (DuckDB runs the script), in
@@ -229,7 +229,7 @@ func rusageSeconds(ru *syscall.Rusage) float64 {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
 
-func benchHistory(ctx context.Context, b bucket.Bucket, h *historyBench, self, dir string, afterOnly bool) error {
+func benchHistory(ctx context.Context, b bucket.Bucket, h *HistoryReport, self, dir string, afterOnly bool) error {
 	tables := benchTables(h.Archetypes)
 	if err := historyWorld(ctx, b, h, tables); err != nil {
 		return err
@@ -275,7 +275,7 @@ func benchHistory(ctx context.Context, b bucket.Bucket, h *historyBench, self, d
 // or reuses it; a world left with fewer ticks (a generation stopped
 // midway) is resumed and continued, so a long world can be generated in
 // several sittings.
-func historyWorld(ctx context.Context, b bucket.Bucket, h *historyBench, tables []*engine.Table) error {
+func historyWorld(ctx context.Context, b bucket.Bucket, h *HistoryReport, tables []*engine.Table) error {
 	opts := engine.Options{NoMaintenance: true}
 	var w *engine.World
 	done := int64(0)
@@ -358,11 +358,11 @@ func historyStep(tables []*engine.Table) engine.Processor {
 }
 
 // historyMeasure measures one state of the world.
-func historyMeasure(ctx context.Context, b bucket.Bucket, h *historyBench, tables []*engine.Table, self, dir string) (*historyPhase, error) {
+func historyMeasure(ctx context.Context, b bucket.Bucket, h *HistoryReport, tables []*engine.Table, self, dir string) (*HistoryPhase, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	ph := &historyPhase{}
+	ph := &HistoryPhase{}
 	name := ident(h.Table)
 	filesVar := "'worldfs_files_" + h.Table + "_0'"
 	// The views open h.Runs times, each cold (a views directory of its
@@ -550,7 +550,7 @@ func historyMeasure(ctx context.Context, b bucket.Bucket, h *historyBench, table
 
 // historyReused times the views opened from a kept script: a build keeps
 // it (in a cache of dir's), then Build reuses it and Open runs it.
-func historyReused(ctx context.Context, b bucket.Bucket, h *historyBench, dir string) (secs, cpu float64, err error) {
+func historyReused(ctx context.Context, b bucket.Bucket, h *HistoryReport, dir string) (secs, cpu float64, err error) {
 	c, err := cache.Open(filepath.Join(dir, "reuse-cache"), cache.Options{})
 	if err != nil {
 		return 0, 0, err
@@ -580,7 +580,7 @@ func historyReused(ctx context.Context, b bucket.Bucket, h *historyBench, dir st
 // historyGoals returns issue 11's goals after compaction with h's
 // figures (the bounds are the goals at N = 100,000), and the ratio of
 // the views open time to base's (a run at another N), if given.
-func historyGoals(h *historyBench, base *historyBench) []historyGoal {
+func historyGoals(h *HistoryReport, base *HistoryReport) []historyGoal {
 	ph := h.After
 	if ph == nil {
 		return nil
@@ -626,7 +626,7 @@ func historyGoals(h *historyBench, base *historyBench) []historyGoal {
 
 // historyMount mounts the bucket (fresh, in process) and times ls of the
 // run's ticks/ and open + read of the table's file of the middle tick.
-func historyMount(ctx context.Context, b bucket.Bucket, h *historyBench, ph *historyPhase, dir string) error {
+func historyMount(ctx context.Context, b bucket.Bucket, h *HistoryReport, ph *HistoryPhase, dir string) error {
 	mnt, _, done, err := benchMount(b, dir, "mount", wfs.Options{}, wfs.MountOptions{})
 	if err != nil {
 		return err
@@ -678,11 +678,11 @@ func procStatus(pid int, field string) int64 {
 // ident quotes a SQL identifier.
 func ident(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
 
-func printHistoryBench(out io.Writer, h *historyBench) {
+func printHistoryBench(out io.Writer, h *HistoryReport) {
 	fmt.Fprintf(out, "world %s: %d ticks × %d archetypes × %d entities; %s measured at tick %d\n", h.World, h.Ticks, h.Archetypes, h.Entities, h.Table, h.MidTick)
 	for _, p := range []struct {
 		name string
-		ph   *historyPhase
+		ph   *HistoryPhase
 	}{{"before compaction", h.Before}, {"after compaction", h.After}} {
 		ph := p.ph
 		if ph == nil {
