@@ -10,9 +10,9 @@ import (
 	"github.com/worldfs/worldfs/bench"
 )
 
-// The bench group: every benchmark package bench lists, taking --bucket
-// as every command does.
-func init() {
+// benchCommands are "worldfs bench …": every benchmark package bench
+// lists, taking --bucket as every command does.
+func benchCommands() []command {
 	env := bench.Env{
 		BucketFlag:   bucketFlag,
 		OpenBucket:   openBucket,
@@ -20,9 +20,11 @@ func init() {
 		RequireWorld: requireWorld,
 		UIOptions:    uiOptions,
 	}
+	var cs []command
 	for _, b := range bench.All(env) {
-		register("bench", benchCommand(b))
+		cs = append(cs, benchCommand(b))
 	}
+	return cs
 }
 
 // benchCommand is "worldfs bench <b.Name>": a benchmark's mistake in the

@@ -52,10 +52,11 @@ type checkError struct {
 // errCheckFailed: check found errors (they are in the summary).
 var errCheckFailed = errors.New("check found errors")
 
-func init() {
+// checkCmd is "worldfs check".
+func checkCmd() command {
 	var url, world, runName, cacheDir *string
 	var readData, asJSON, verbose *bool
-	register("", command{
+	return command{
 		name: "check",
 		summary: "verify a world's catalog (log, checkpoints) and every fragment it references (presence, size, generation; " +
 			"the sha256 of a fragment whose generation differs, as in a copied bucket; with --read-data the sha256 of every byte); exits 1 on any error",
@@ -105,7 +106,7 @@ func init() {
 			}
 			return nil
 		},
-	})
+	}
 }
 
 // check fills res: the catalog first (a catalog that cannot be folded ends

@@ -13,10 +13,11 @@ import (
 	"github.com/worldfs/worldfs/transfer"
 )
 
-func init() {
+// worldCopyCmd is "worldfs world copy".
+func worldCopyCmd() command {
 	var from, to *string
 	var all, withLineage, asJSON *bool
-	register("world", command{
+	return command{
 		name: "copy",
 		summary: "copy a world (its catalog, fragments, referenced assets) to another bucket of any kind; every fragment is checked against " +
 			"the catalog's sha256 as it is copied; run again after an interruption, it skips what the destination already holds",
@@ -89,5 +90,5 @@ func init() {
 				strings.Join(res.Worlds, ", "), *from, *to, res.Copied, float64(res.Bytes)/(1<<20), res.Skipped, res.Verified)
 			return nil
 		},
-	})
+	}
 }

@@ -17,12 +17,13 @@ import (
 	wsql "github.com/worldfs/worldfs/sql"
 )
 
-func init() {
+// demoCmd is "worldfs demo".
+func demoCmd() command {
 	var url *string
 	var ticks *int64
 	var emitters *int
 	var world *string
-	register("", command{
+	return command{
 		name:    "demo",
 		summary: "run the reference particle simulation on a new world: commit ticks, fence and resume, fork, cold-start",
 		example: "worldfs demo --bucket ./worldfs-data --ticks 300",
@@ -50,7 +51,7 @@ func init() {
 			}
 			return demo(ctx, b, *url, id, *ticks, *emitters, out)
 		},
-	})
+	}
 }
 
 func frameRows(w *engine.World) string {

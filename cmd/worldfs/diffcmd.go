@@ -38,11 +38,12 @@ func parsePoint(arg, dflt string) (wsql.Point, error) {
 	return p, nil
 }
 
-func init() {
+// diffCmd is "worldfs diff".
+func diffCmd() command {
 	var vf *viewFlags
 	var table, outFile *string
 	var asJSON, rows, exitCode *bool
-	register("", command{
+	return command{
 		name:    "diff",
 		summary: "the entities inserted, deleted and updated between two (world, tick) points, per table and column; the head of each side by default",
 		usage:   "W[@TICK] [W2][@TICK2]",
@@ -124,7 +125,7 @@ func init() {
 			}
 			return nil
 		},
-	})
+	}
 }
 
 func lit(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }

@@ -12,11 +12,12 @@ import (
 	"github.com/worldfs/worldfs/export/iceberg"
 )
 
-func init() {
+// exportIcebergCmd is "worldfs export iceberg".
+func exportIcebergCmd() command {
 	var url, world, run, at, token, to, base, expire *string
 	var asJSON, full *bool
 	var follow *time.Duration
-	register("export", command{
+	return command{
 		name: "iceberg",
 		summary: "write a pinned snapshot of a run as Apache Iceberg tables (format v2) over the visible files in place, " +
 			"incrementally; or expire old export snapshots",
@@ -109,7 +110,7 @@ func init() {
 			printExport(out, res)
 			return nil
 		},
-	})
+	}
 }
 
 func printExport(out io.Writer, res *iceberg.Result) {

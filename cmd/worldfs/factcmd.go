@@ -126,11 +126,12 @@ func eachDocument(args []string, in io.Reader, parallel int, out io.Writer, fn f
 
 var stdin io.Reader = os.Stdin
 
-func init() {
+// ingestCmd is "worldfs ingest".
+func ingestCmd() command {
 	var ff *factFlags
 	var producer, id, table, run *string
 	var parallel *int
-	register("", command{
+	return command{
 		name:    "ingest",
 		summary: "ingest external facts into a world, exactly once each",
 		usage:   "[FACT-JSON]",
@@ -198,13 +199,16 @@ func init() {
 			}
 			return nil
 		},
-	})
+	}
+}
 
+// evaluateCmd is "worldfs evaluate".
+func evaluateCmd() command {
 	var ef *factFlags
 	var evID, evRun, grader, impl, model, prompt, config, execCmd *string
 	var at, seed *int64
 	var outcomes multiFlag
-	register("", command{
+	return command{
 		name:    "evaluate",
 		summary: "record an evaluation receipt: one grader, one pinned contract, one pinned subject",
 		usage:   "[EVALUATION-JSON]",
@@ -289,7 +293,7 @@ func init() {
 			}
 			return writeJSON(out, r)
 		},
-	})
+	}
 }
 
 // The status of each fact on ingest's output line.

@@ -15,11 +15,12 @@ import (
 	"github.com/worldfs/worldfs/internal/progress"
 )
 
-func init() {
+// gcCmd is "worldfs gc".
+func gcCmd() command {
 	var url, world, run, cacheDir *string
 	var retention *time.Duration
 	var dryRun, asJSON *bool
-	register("", command{
+	return command{
 		name: "gc",
 		summary: "delete what the catalog proves dead: replaced fragments after the retention, dead attempts " +
 			"(by token absence), old slots, checkpoints and shards, stale view lists",
@@ -101,5 +102,5 @@ func init() {
 			fmt.Fprintln(out)
 			return nil
 		},
-	})
+	}
 }

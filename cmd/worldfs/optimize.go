@@ -16,12 +16,13 @@ import (
 	"github.com/worldfs/worldfs/internal/progress"
 )
 
-func init() {
+// optimizeCmd is "worldfs optimize".
+func optimizeCmd() command {
 	var url, world, run, tables *string
 	var recent, targetRows *int64
 	var workers *int
 	var asJSON *bool
-	register("", command{
+	return command{
 		name:    "optimize",
 		summary: "compact a world's small fragments into large files (readers switch at once; safe beside a live writer)",
 		example: "worldfs optimize --bucket ./worldfs-data --world w1 --run main",
@@ -75,7 +76,7 @@ func init() {
 			fmt.Fprintln(out)
 			return nil
 		},
-	})
+	}
 }
 
 func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }

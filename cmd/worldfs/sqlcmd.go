@@ -175,10 +175,11 @@ func (v *viewFlags) buildWorlds(ctx context.Context, worlds []string) (s *wsql.S
 	return s, refuse, closeAll, err
 }
 
-func init() {
+// sqlCmd is "worldfs sql".
+func sqlCmd() command {
 	var vf *viewFlags
 	var format, outFile *string
-	register("", command{
+	return command{
 		name: "sql",
 		summary: "run a read-only SQL query over a world's visible rows (DuckDB); views per table, _raw, _at(tick), _diff(a, b), _changes(from, to), _as_of(instant), " +
 			"worldfs_ticks, worldfs_manifests, worldfs_lineage, worldfs_facts, worldfs_receipts; several --world in one session (worldfs_diff across them); --out FILE writes the result to a file",
@@ -222,10 +223,13 @@ func init() {
 			defer db.Close()
 			return wsql.Run(ctx, db, args[0], *format, out, stderrOf(ctx))
 		},
-	})
+	}
+}
 
+// viewsCmd is "worldfs views".
+func viewsCmd() command {
 	var vf2 *viewFlags
-	register("", command{
+	return command{
 		name:    "views",
 		summary: "print a world's view definitions as a SQL script for the DuckDB shell or Python's duckdb",
 		example: "worldfs views --bucket ./worldfs-data --world w1 > views.sql && duckdb -init views.sql",
@@ -249,5 +253,5 @@ func init() {
 			}
 			return err
 		},
-	})
+	}
 }

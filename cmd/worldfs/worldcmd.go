@@ -163,9 +163,10 @@ func resyncError(err error, world string, from uint64) error {
 		"(worldfs worlds, worldfs sql) and follow on with 'worldfs watch --world %s' from the tip", err, from, world, world)
 }
 
-func init() {
+// initCmd is "worldfs init".
+func initCmd() command {
 	var initURL *string
-	register("", command{
+	return command{
 		name:    "init",
 		summary: "make a local bucket's directory (the first write makes it too), or check that a bucket answers",
 		usage:   "[BUCKET]",
@@ -195,11 +196,14 @@ func init() {
 			_, err = fmt.Fprintf(out, "bucket %s is ready (%d worlds)\n", b, len(worlds))
 			return err
 		},
-	})
+	}
+}
 
+// worldsCmd is "worldfs worlds".
+func worldsCmd() command {
 	var worldsURL *string
 	var worldsJSON *bool
-	register("", command{
+	return command{
 		name:    "worlds",
 		summary: "list the bucket's worlds: lineage, runs with their head tick, fence epoch, status, writer mode",
 		example: "worldfs worlds --bucket ./worldfs-data --json",
@@ -230,14 +234,15 @@ func init() {
 				return printWorlds(out, ws)
 			})
 		},
-	})
+	}
+}
 
-	registerWorldCommands()
-
+// logCmd is "worldfs log".
+func logCmd() command {
 	var logURL, logWorld *string
 	var since, limit *int64
 	var logJSON *bool
-	register("", command{
+	return command{
 		name:    "log",
 		summary: "a world's commit history: sequence, time, kind, run, tick or claim, token, epoch (oldest first)",
 		example: "worldfs log --bucket ./worldfs-data --world w1 --limit 20   # the newest 20\n  worldfs log --world w1 --since 100 --json",
@@ -304,12 +309,15 @@ func init() {
 				return nil
 			})
 		},
-	})
+	}
+}
 
+// watchCmd is "worldfs watch".
+func watchCmd() command {
 	var watchURL, watchWorld *string
 	var watchFrom *int64
 	var poll *time.Duration
-	register("", command{
+	return command{
 		name: "watch",
 		summary: "follow a world's change feed: one JSON line per commit, in order, until interrupted; " +
 			"--from resumes after a restart (exit status 6: the cursor is past the retention)",
@@ -348,7 +356,7 @@ func init() {
 				return ctx.Err() // the feed ends only when interrupted
 			})
 		},
-	})
+	}
 }
 
 // withWorld runs fn on the existing bucket at url, in which world exists.
@@ -378,9 +386,9 @@ func epochText(e int64) string {
 	return fmt.Sprint(e)
 }
 
-// registerWorldCommands adds `worldfs world …`: each runs the root ctl
+// worldCommands are `worldfs world …` (but copy): each runs the root ctl
 // command a mount would (fs.Mount.Command), so the two always agree.
-func registerWorldCommands() {
+func worldCommands() []command {
 	type worldCmd struct {
 		name, summary, usage, example string
 		flags                         func(fs *flag.FlagSet)
@@ -463,10 +471,11 @@ func registerWorldCommands() {
 			},
 		},
 	}
+	var cs []command
 	for _, wc := range cmds {
 		var url *string
 		var asJSON *bool
-		register("world", command{
+		cs = append(cs, command{
 			name: wc.name, summary: wc.summary, usage: wc.usage, example: wc.example,
 			flags: func(fs *flag.FlagSet) {
 				url = bucketFlag(fs)
@@ -516,6 +525,7 @@ func registerWorldCommands() {
 			},
 		})
 	}
+	return cs
 }
 
 // worldCommand runs one root ctl command on b through a mount that is not
