@@ -142,6 +142,13 @@ func check(ctx context.Context, b bucket.Bucket, v *cache.Verified, id string, r
 			return usagef("world %s has no run %q", res.World, res.Run)
 		}
 	}
+	return checkFragments(ctx, b, v, id, refs, res, p)
+}
+
+// checkFragments checks every fragment of refs through v, several at a
+// time, and records in res what it read, what it found damaged and what
+// it verified again.
+func checkFragments(ctx context.Context, b bucket.Bucket, v *cache.Verified, id string, refs []index.FragmentRef, res *checkResult, p *progress.Line) error {
 	var done, bytes atomic.Int64
 	total := int64(len(refs))
 	desc := "fragments checked"

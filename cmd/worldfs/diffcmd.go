@@ -98,16 +98,7 @@ func diffCmd() command {
 				return err
 			}
 			if *outFile != "" {
-				var qs []string
-				for _, td := range report.Tables {
-					if td.OnlyIn == "" {
-						qs = append(qs, fmt.Sprintf("SELECT %s AS \"table\", * FROM (%s)", lit(td.Table), wsql.DiffQuery(s, td.Table, report.A, report.B)))
-					}
-				}
-				if len(qs) == 0 {
-					return fmt.Errorf("--out: no table both sides have")
-				}
-				if err := wsql.Export(ctx, s, strings.Join(qs, " UNION ALL BY NAME "), *outFile, refuse, stderrOf(ctx)); err != nil {
+				if err := writeDiffRows(ctx, s, report, *outFile, refuse); err != nil {
 					return err
 				}
 			}
@@ -129,6 +120,21 @@ func diffCmd() command {
 }
 
 func lit(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// writeDiffRows writes the changed rows of every table both sides of
+// report have to path, in the format its extension names (diff --out).
+func writeDiffRows(ctx context.Context, s *wsql.Script, report *wsql.DiffReport, path string, refuse []string) error {
+	var qs []string
+	for _, td := range report.Tables {
+		if td.OnlyIn == "" {
+			qs = append(qs, fmt.Sprintf("SELECT %s AS \"table\", * FROM (%s)", lit(td.Table), wsql.DiffQuery(s, td.Table, report.A, report.B)))
+		}
+	}
+	if len(qs) == 0 {
+		return fmt.Errorf("--out: no table both sides have")
+	}
+	return wsql.Export(ctx, s, strings.Join(qs, " UNION ALL BY NAME "), path, refuse, stderrOf(ctx))
+}
 
 // printDiff prints report as text: per table its counts, per column its
 // changes, and the changed rows if the report has them.

@@ -253,22 +253,8 @@ func evaluateCmd() command {
 			if *at >= 0 {
 				d.At = at
 			}
-			for _, o := range outcomes {
-				oc, err := parseOutcome(o)
-				if err != nil {
-					return usageError{msg: err.Error()}
-				}
-				d.Outcomes = append(d.Outcomes, oc)
-			}
-			if (len(d.Outcomes) > 0) == (*execCmd != "") {
-				return usagef("give the outcomes (--outcome or the document's \"outcomes\") or a grader to run (--exec), not both or neither")
-			}
-			if len(d.Outcomes) > 0 {
-				// Outcomes known now are checked now, before anything is
-				// claimed.
-				if err := engine.CheckOutcomes(d.Outcomes); err != nil {
-					return usagef("%v", err)
-				}
+			if err := addOutcomes(&d, outcomes, *execCmd != ""); err != nil {
+				return err
 			}
 			gate, svc, b, p, closeAll, err := ef.open(ctx)
 			if err != nil {
@@ -294,6 +280,29 @@ func evaluateCmd() command {
 			return writeJSON(out, r)
 		},
 	}
+}
+
+// addOutcomes adds evaluate's --outcome values to d, which must then hold
+// outcomes or have a grader to run (exec), not both or neither.
+func addOutcomes(d *engine.EvaluationDocument, outcomes multiFlag, exec bool) error {
+	for _, o := range outcomes {
+		oc, err := parseOutcome(o)
+		if err != nil {
+			return usageError{msg: err.Error()}
+		}
+		d.Outcomes = append(d.Outcomes, oc)
+	}
+	if (len(d.Outcomes) > 0) == exec {
+		return usagef("give the outcomes (--outcome or the document's \"outcomes\") or a grader to run (--exec), not both or neither")
+	}
+	if len(d.Outcomes) > 0 {
+		// Outcomes known now are checked now, before anything is
+		// claimed.
+		if err := engine.CheckOutcomes(d.Outcomes); err != nil {
+			return usagef("%v", err)
+		}
+	}
+	return nil
 }
 
 // The status of each fact on ingest's output line.

@@ -88,19 +88,25 @@ func gcCmd() command {
 				return enc.Encode(map[string]any{"world": *world, "dry_run": *dryRun, "examined": res.Examined,
 					"deleted": res.Deleted, "bytes": res.Bytes, "kept": res.Kept, "by_kind": res.ByKind})
 			}
-			fmt.Fprintf(out, "world %s: %d objects %s (%s)", *world, res.Deleted, verb, mib(res.Bytes))
-			for _, k := range []string{engine.KindReplaced, engine.KindCompacted, engine.KindAttempt, engine.KindSlot,
-				engine.KindCheckpoint, engine.KindShard, engine.KindViewList} {
-				if n := res.ByKind[k]; n > 0 {
-					fmt.Fprintf(out, ", %d %s", n, k)
-				}
-			}
-			fmt.Fprintf(out, "; %d data objects examined", res.Examined)
-			if res.Kept > 0 {
-				fmt.Fprintf(out, "; %d kept for lack of usable statistics", res.Kept)
-			}
-			fmt.Fprintln(out)
+			printCollected(out, *world, verb, res)
 			return nil
 		},
 	}
+}
+
+// printCollected prints gc's summary line: what was deleted (verb: or
+// would be), by kind, and what was examined and kept.
+func printCollected(out io.Writer, world, verb string, res engine.CollectResult) {
+	fmt.Fprintf(out, "world %s: %d objects %s (%s)", world, res.Deleted, verb, mib(res.Bytes))
+	for _, k := range []string{engine.KindReplaced, engine.KindCompacted, engine.KindAttempt, engine.KindSlot,
+		engine.KindCheckpoint, engine.KindShard, engine.KindViewList} {
+		if n := res.ByKind[k]; n > 0 {
+			fmt.Fprintf(out, ", %d %s", n, k)
+		}
+	}
+	fmt.Fprintf(out, "; %d data objects examined", res.Examined)
+	if res.Kept > 0 {
+		fmt.Fprintf(out, "; %d kept for lack of usable statistics", res.Kept)
+	}
+	fmt.Fprintln(out)
 }

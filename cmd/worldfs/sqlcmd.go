@@ -92,11 +92,9 @@ func (v *viewFlags) build(ctx context.Context) (s *wsql.Script, refuse []string,
 	return v.buildWorlds(ctx, *v.world)
 }
 
-// buildWorlds is build of the views of worlds, one session.
-func (v *viewFlags) buildWorlds(ctx context.Context, worlds []string) (s *wsql.Script, refuse []string, done func(), err error) {
-	if len(worlds) == 0 {
-		return nil, nil, nil, usagef("--world is required")
-	}
+// options are the views' options the flags give for worlds, refusing
+// pins that do not go together.
+func (v *viewFlags) options(worlds []string) (wsql.Options, error) {
 	pins := 0
 	for _, set := range []bool{*v.at != math.MinInt64, *v.token != "", *v.atTime != ""} {
 		if set {
@@ -104,12 +102,11 @@ func (v *viewFlags) buildWorlds(ctx context.Context, worlds []string) (s *wsql.S
 		}
 	}
 	if pins > 1 {
-		return nil, nil, nil, usagef("--at, --token and --at-time pin the views; give one")
+		return wsql.Options{}, usagef("--at, --token and --at-time pin the views; give one")
 	}
 	if *v.token != "" && len(worlds) > 1 {
-		return nil, nil, nil, usagef("--token names a commit of one world; with several worlds pin them with --at or --at-time")
+		return wsql.Options{}, usagef("--token names a commit of one world; with several worlds pin them with --at or --at-time")
 	}
-	refuse = []string{*v.cacheDir}
 	// The views' fragment lists live beside the fragment cache; a script
 	// printed by worldfs views names its list there.
 	opts := wsql.Options{Run: *v.run, Token: *v.token, Dir: filepath.Join(*v.cacheDir, "views")}
@@ -119,10 +116,23 @@ func (v *viewFlags) buildWorlds(ctx context.Context, worlds []string) (s *wsql.S
 	if *v.atTime != "" {
 		at, err := time.Parse(time.RFC3339Nano, *v.atTime)
 		if err != nil {
-			return nil, nil, nil, usagef("--at-time %q: an instant in RFC 3339 (2026-12-01T10:00:00Z, or with an offset: +02:00)", *v.atTime)
+			return wsql.Options{}, usagef("--at-time %q: an instant in RFC 3339 (2026-12-01T10:00:00Z, or with an offset: +02:00)", *v.atTime)
 		}
 		opts.AtTime = &at
 	}
+	return opts, nil
+}
+
+// buildWorlds is build of the views of worlds, one session.
+func (v *viewFlags) buildWorlds(ctx context.Context, worlds []string) (s *wsql.Script, refuse []string, done func(), err error) {
+	if len(worlds) == 0 {
+		return nil, nil, nil, usagef("--world is required")
+	}
+	opts, err := v.options(worlds)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	refuse = []string{*v.cacheDir}
 	b, err := openExisting(ctx, *v.url)
 	if err != nil {
 		return nil, nil, nil, err
