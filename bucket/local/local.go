@@ -95,8 +95,9 @@ type Bucket struct {
 }
 
 var (
-	_ bucket.Bucket = (*Bucket)(nil)
-	_ bucket.Local  = (*Bucket)(nil)
+	_ bucket.Bucket      = (*Bucket)(nil)
+	_ bucket.Local       = (*Bucket)(nil)
+	_ bucket.Addressable = (*Bucket)(nil)
 )
 
 // Open opens the bucket rooted at dir with default options and removes
@@ -211,6 +212,10 @@ func (b *Bucket) Path(name string) (string, error) {
 }
 
 func (b *Bucket) String() string { return b.root }
+
+// URI is the bucket's root as other programs address it: file://<root>/
+// (bucket.Addressable).
+func (b *Bucket) URI() string { return "file://" + strings.TrimSuffix(b.root, "/") + "/" }
 
 // cleanTemp removes temporary files whose writer is gone: its pid is not
 // running, or the file is older than staleTempAge.
