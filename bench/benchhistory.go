@@ -365,11 +365,52 @@ func historyMeasure(ctx context.Context, b bucket.Bucket, h *HistoryReport, tabl
 	ph := &HistoryPhase{}
 	name := ident(h.Table)
 	filesVar := "'worldfs_files_" + h.Table + "_0'"
-	// The views open h.Runs times, each cold (a views directory of its
-	// own), and the medians are reported; the last stays open for the
-	// queries.
-	var db *stdsql.DB
-	var st *index.State
+	db, st, err := historyOpenViews(ctx, b, h, ph, dir)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	if ph.ViewsReusedSeconds, ph.ViewsReusedCPU, err = historyReused(ctx, b, h, dir); err != nil {
+		return nil, err
+	}
+	if err := db.QueryRowContext(ctx, "SELECT len(getvariable("+filesVar+"))").Scan(&ph.FilesRead); err != nil {
+		return nil, err
+	}
+	if err := historyQueries(ctx, db, h, ph, filesVar, name); err != nil {
+		return nil, err
+	}
+
+	// A fresh worldfs sql process, three times on one cache directory.
+	cacheDir := filepath.Join(dir, "sql-cache")
+	for _, p := range []*historyProcess{&ph.SQLFirst, &ph.SQLBuiltWarm, &ph.SQLAgain} {
+		if p == &ph.SQLBuiltWarm {
+			// The kept scripts go, the rest of the cache stays: the next
+			// process builds the views, on warm verification records.
+			if err := os.RemoveAll(filepath.Join(cacheDir, "objects", cache.KeptPrefix)); err != nil {
+				return nil, err
+			}
+		}
+		if err := historySQL(ctx, self, h, cacheDir, ph.AtRows, p); err != nil {
+			return nil, err
+		}
+	}
+
+	if err := historyMount(ctx, b, h, ph, dir); err != nil {
+		ph.MountError = err.Error()
+		say("the mount was not measured: %v", err)
+	}
+
+	if err := historyObjects(ctx, b, h, st, tables, ph); err != nil {
+		return nil, err
+	}
+	ph.PeakRSSBytes = peakRSS()
+	return ph, nil
+}
+
+// historyOpenViews opens the views h.Runs times, each cold (a views
+// directory of its own), into ph's medians; the last stays open for the
+// queries, and st is the state it was built from.
+func historyOpenViews(ctx context.Context, b bucket.Bucket, h *HistoryReport, ph *HistoryPhase, dir string) (db *stdsql.DB, st *index.State, err error) {
 	var load, build, open, cpus []time.Duration
 	for i := range h.Runs {
 		say("opening the views (%d of %d)", i+1, h.Runs)
@@ -379,30 +420,28 @@ func historyMeasure(ctx context.Context, b bucket.Bucket, h *HistoryReport, tabl
 		start, cpu := time.Now(), cpuSeconds()
 		var err error
 		if st, _, err = index.Load(ctx, b, h.World); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		load = append(load, time.Since(start))
 		s, err := wsql.BuildFrom(ctx, b, st, wsql.Options{Dir: filepath.Join(dir, fmt.Sprint("views-cold-", i))})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		build = append(build, time.Since(start))
 		if db, err = wsql.Open(ctx, s); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		open = append(open, time.Since(start))
 		cpus = append(cpus, time.Duration((cpuSeconds()-cpu)*float64(time.Second)))
 	}
 	ph.ViewsLoadSeconds, ph.ViewsBuildSeconds = median(load).Seconds(), median(build).Seconds()
 	ph.ViewsOpenSeconds, ph.ViewsOpenCPU = median(open).Seconds(), median(cpus).Seconds()
-	defer db.Close()
-	var err error
-	if ph.ViewsReusedSeconds, ph.ViewsReusedCPU, err = historyReused(ctx, b, h, dir); err != nil {
-		return nil, err
-	}
-	if err := db.QueryRowContext(ctx, "SELECT len(getvariable("+filesVar+"))").Scan(&ph.FilesRead); err != nil {
-		return nil, err
-	}
+	return db, st, nil
+}
+
+// historyQueries times the whole-table count and <table>_at through the
+// views and as raw read_parquet of the same files, into ph.
+func historyQueries(ctx context.Context, db *stdsql.DB, h *HistoryReport, ph *HistoryPhase, filesVar, name string) error {
 	queries := []struct {
 		what, q string
 		secs    *float64
@@ -424,7 +463,7 @@ func historyMeasure(ctx context.Context, b bucket.Bucket, h *HistoryReport, tabl
 			var n int64
 			t0 := time.Now()
 			if err := db.QueryRowContext(ctx, q.q).Scan(&n); err != nil {
-				return nil, fmt.Errorf("%s: %w", q.q, err)
+				return fmt.Errorf("%s: %w", q.q, err)
 			}
 			if i > 0 {
 				ds[k] = append(ds[k], time.Since(t0))
@@ -445,70 +484,65 @@ func historyMeasure(ctx context.Context, b bucket.Bucket, h *HistoryReport, tabl
 	// they equal the views only where no file holds rows the views hide.
 	ph.CountRatio = ph.CountSeconds / ph.RawCountSeconds
 	ph.AtRatio = ph.AtSeconds / ph.RawAtSeconds
+	return nil
+}
 
-	// A fresh worldfs sql process, three times on one cache directory.
-	cacheDir := filepath.Join(dir, "sql-cache")
-	for _, p := range []*historyProcess{&ph.SQLFirst, &ph.SQLBuiltWarm, &ph.SQLAgain} {
-		if p == &ph.SQLBuiltWarm {
-			// The kept scripts go, the rest of the cache stays: the next
-			// process builds the views, on warm verification records.
-			if err := os.RemoveAll(filepath.Join(cacheDir, "objects", cache.KeptPrefix)); err != nil {
-				return nil, err
+// historySQL runs <table>_at(MidTick) in a fresh worldfs sql process
+// (self) on cacheDir, into p: its time, CPU and peak RSS; it must answer
+// atRows, as the views in process did.
+func historySQL(ctx context.Context, self string, h *HistoryReport, cacheDir string, atRows int64, p *historyProcess) error {
+	q := fmt.Sprintf("SELECT count(*) AS n FROM %s(%d)", ident(h.Table+"_at"), h.MidTick)
+	say("a fresh worldfs sql: %s", q)
+	cmd := exec.CommandContext(ctx, self, "sql", "--bucket", h.Bucket, "--world", h.World, "--cache-dir", cacheDir, "--format", "csv", q)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	t0 := time.Now()
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("worldfs sql: %w", err)
+	}
+	// The child's rusage is no use: it was started sharing this
+	// process's memory, whose peak its exec inherits. Its own high
+	// water mark is sampled instead (it only grows).
+	sampled := make(chan int64)
+	stopSampling := make(chan struct{})
+	go func() {
+		var hwm int64
+		tk := time.NewTicker(2 * time.Millisecond)
+		defer tk.Stop()
+		for {
+			hwm = max(hwm, vmHWM(cmd.Process.Pid))
+			select {
+			case <-stopSampling:
+				sampled <- hwm
+				return
+			case <-tk.C:
 			}
 		}
-		q := fmt.Sprintf("SELECT count(*) AS n FROM %s(%d)", ident(h.Table+"_at"), h.MidTick)
-		say("a fresh worldfs sql: %s", q)
-		cmd := exec.CommandContext(ctx, self, "sql", "--bucket", h.Bucket, "--world", h.World, "--cache-dir", cacheDir, "--format", "csv", q)
-		var stdout, stderr strings.Builder
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		t0 := time.Now()
-		if err := cmd.Start(); err != nil {
-			return nil, fmt.Errorf("worldfs sql: %w", err)
-		}
-		// The child's rusage is no use: it was started sharing this
-		// process's memory, whose peak its exec inherits. Its own high
-		// water mark is sampled instead (it only grows).
-		sampled := make(chan int64)
-		stopSampling := make(chan struct{})
-		go func() {
-			var hwm int64
-			tk := time.NewTicker(2 * time.Millisecond)
-			defer tk.Stop()
-			for {
-				hwm = max(hwm, vmHWM(cmd.Process.Pid))
-				select {
-				case <-stopSampling:
-					sampled <- hwm
-					return
-				case <-tk.C:
-				}
-			}
-		}()
-		err := cmd.Wait()
-		p.Seconds = time.Since(t0).Seconds()
-		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-			p.CPUSeconds = rusageSeconds(ru)
-		}
-		close(stopSampling)
-		p.PeakRSSBytes = <-sampled
-		out := stdout.String()
-		if err != nil {
-			return nil, fmt.Errorf("worldfs sql: %w: %s", err, stderr.String())
-		}
-		if want := fmt.Sprintf("n\n%d\n", ph.AtRows); out != want {
-			return nil, fmt.Errorf("worldfs sql answered %q, the views in process %q", out, want)
-		}
+	}()
+	err := cmd.Wait()
+	p.Seconds = time.Since(t0).Seconds()
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		p.CPUSeconds = rusageSeconds(ru)
 	}
-
-	if err := historyMount(ctx, b, h, ph, dir); err != nil {
-		ph.MountError = err.Error()
-		say("the mount was not measured: %v", err)
+	close(stopSampling)
+	p.PeakRSSBytes = <-sampled
+	out := stdout.String()
+	if err != nil {
+		return fmt.Errorf("worldfs sql: %w: %s", err, stderr.String())
 	}
+	if want := fmt.Sprintf("n\n%d\n", atRows); out != want {
+		return fmt.Errorf("worldfs sql answered %q, the views in process %q", out, want)
+	}
+	return nil
+}
 
+// historyObjects counts the bucket's objects, and per table its data
+// objects and the files the catalog names, into ph.
+func historyObjects(ctx context.Context, b bucket.Bucket, h *HistoryReport, st *index.State, tables []*engine.Table, ph *HistoryPhase) error {
 	say("counting objects")
 	for _, err := range b.List(ctx, "", "") {
 		if err != nil {
-			return nil, err
+			return err
 		}
 		ph.BucketObjects++
 	}
@@ -516,7 +550,7 @@ func historyMeasure(ctx context.Context, b bucket.Bucket, h *HistoryReport, tabl
 		var n int64
 		for a, err := range b.List(ctx, index.RunDataPrefix(h.World, "main")+t.ID+"/", "") {
 			if err != nil {
-				return nil, err
+				return err
 			}
 			if strings.HasSuffix(a.Name, ".parquet") {
 				n++
@@ -540,12 +574,11 @@ func historyMeasure(ctx context.Context, b bucket.Bucket, h *HistoryReport, tabl
 			return true
 		})
 		if err != nil {
-			return nil, err
+			return err
 		}
 		ph.FilesNamed = append(ph.FilesNamed, int64(len(named)))
 	}
-	ph.PeakRSSBytes = peakRSS()
-	return ph, nil
+	return nil
 }
 
 // historyReused times the views opened from a kept script: a build keeps
