@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/frame"
 	"github.com/worldfs/worldfs/index"
 	"github.com/worldfs/worldfs/internal/failpoint"
 )
@@ -606,13 +607,13 @@ func sameColumns(t *Table, file *parquet.File) error {
 	if len(leaves) != len(t.Columns) {
 		return fmt.Errorf("%d columns, table %s has %d", len(leaves), t.Name, len(t.Columns))
 	}
-	want := t.schema.Columns()
+	want := t.Schema().Columns()
 	for i, path := range leaves {
 		if path[len(path)-1] != t.Columns[i].Name {
 			return fmt.Errorf("column %d is %s, table %s has %s", i, path[len(path)-1], t.Name, t.Columns[i].Name)
 		}
 		got, _ := file.Schema().Lookup(path...)
-		leaf, _ := t.schema.Lookup(want[i]...)
+		leaf, _ := t.Schema().Lookup(want[i]...)
 		if got.Node.Type().Kind() != leaf.Node.Type().Kind() || got.MaxRepetitionLevel != leaf.MaxRepetitionLevel ||
 			got.MaxDefinitionLevel != leaf.MaxDefinitionLevel {
 			return fmt.Errorf("column %s is %s, table %s has %s", t.Columns[i].Name, got.Node.Type(), t.Name, leaf.Node.Type())
@@ -717,7 +718,7 @@ func columnValues(rg parquet.RowGroup, col int, buf []parquet.Value) ([]parquet.
 func (in *sourceFiles) encode(t *Table, keys []rowKey) ([]byte, error) {
 	groups := make([]*parquet.Buffer, (len(keys)+RowGroupRows-1)/RowGroupRows)
 	for i := range groups {
-		groups[i] = parquet.NewBuffer(t.schema)
+		groups[i] = parquet.NewBuffer(t.Schema())
 	}
 	used := map[int32]bool{}
 	for _, k := range keys {
@@ -743,8 +744,7 @@ func (in *sourceFiles) encode(t *Table, keys []rowKey) ([]byte, error) {
 		}
 	}
 	var out bytes.Buffer
-	w := parquet.NewWriter(&out, t.schema, parquet.Compression(zstdCodec), parquet.PageBufferSize(64<<10),
-		parquet.MaxRowsPerRowGroup(RowGroupRows))
+	w := frame.NewWriter(&out, t)
 	for _, rg := range groups {
 		if _, err := w.WriteRowGroup(rg); err != nil {
 			return nil, err
