@@ -510,7 +510,7 @@ func (s *IngestionService) settle(ctx context.Context, key index.ClaimKey, diges
 	// then died or stalled): then it completes without appending. This
 	// holder's own fresh token holds nothing unless its lease ended first,
 	// which place handles too.
-	if err := s.place(ctx, t, batchOf(c.CommitToken), []*pendingRow{p}, takenOver, build); err != nil {
+	if err := s.place(ctx, t, index.BatchOf(c.CommitToken), []*pendingRow{p}, takenOver, build); err != nil {
 		var be *buildError
 		if errors.As(err, &be) {
 			stop()
@@ -587,16 +587,6 @@ type buildError struct{ err error }
 
 func (e *buildError) Error() string { return e.err.Error() }
 func (e *buildError) Unwrap() error { return e.err }
-
-// batchOf names the batch a claim's token belongs to: the part before its
-// last ".", or the token itself (a claim alone, as every claim before
-// batching was).
-func batchOf(token string) string {
-	if i := strings.LastIndexByte(token, '.'); i > 0 {
-		return token[:i]
-	}
-	return token
-}
 
 // place makes each row durable exactly once in its batch's chain of
 // fragments: FragmentPath(world, run, table, batch, n) for n = 0, 1, …

@@ -1,4 +1,4 @@
-package engine
+package maintenance
 
 import (
 	"bytes"
@@ -212,19 +212,19 @@ func (e *TickFileMismatchError) Unwrap() error { return index.ErrCorrupt }
 // reads only the tick's rows (its row groups, and in them the pages the
 // offset index places at its rows) and checks the bytes against e's size
 // and sha256, failing closed (TickFileMismatchError) on any difference.
-func TickFile(t *Table, src io.ReaderAt, size int64, e TickEntry) ([]byte, error) {
+func TickFile(t *frame.Table, src io.ReaderAt, size int64, e TickEntry) ([]byte, error) {
 	file, err := openCompacted(t, src, size)
 	if err != nil {
 		return nil, err
 	}
 	var data []byte
 	n := 0
-	err = frame.ScanTicks(t, file, e.Row, e.Rows, func(tick, row int64, f *Frame, stamps []Stamp) error {
+	err = frame.ScanTicks(t, file, e.Row, e.Rows, func(tick, row int64, f *frame.Frame, stamps []frame.Stamp) error {
 		n++
 		if tick != e.Tick || row != e.Row || int64(f.Len()) != e.Rows {
 			return fmt.Errorf("rows %d..%d hold tick %d, the tick index says tick %d: %w", e.Row, e.Row+e.Rows, tick, e.Tick, index.ErrCorrupt)
 		}
-		data, err = EncodeStamped(f, func(i int) Stamp { return stamps[i] })
+		data, err = frame.EncodeStamped(f, func(i int) frame.Stamp { return stamps[i] })
 		return err
 	})
 	if err == nil && n != 1 {
@@ -241,8 +241,8 @@ func TickFile(t *Table, src io.ReaderAt, size int64, e TickEntry) ([]byte, error
 
 // EmptyTickFile is the canonical file of a tick without rows of table t
 // (a tick that no compacted file of its window holds a row of).
-func EmptyTickFile(t *Table) ([]byte, error) {
-	return EncodeFragment(NewFrame(t), Stamp{})
+func EmptyTickFile(t *frame.Table) ([]byte, error) {
+	return frame.EncodeFragment(frame.NewFrame(t), frame.Stamp{})
 }
 
 // buildTickIndex computes the tick index of data, a compacted file of t
@@ -251,7 +251,7 @@ func EmptyTickFile(t *Table) ([]byte, error) {
 // keeps its size and digest; the others' rows are read, each stretch of
 // them in one pass, and encoded as their canonical files, measured and
 // hashed. It returns how many it encoded.
-func buildTickIndex(t *Table, data []byte, runs []TickEntry, known map[int64]TickEntry) (*TickIndex, int, error) {
+func buildTickIndex(t *frame.Table, data []byte, runs []TickEntry, known map[int64]TickEntry) (*TickIndex, int, error) {
 	id, err := encodingID()
 	if err != nil {
 		return nil, 0, err
@@ -285,7 +285,7 @@ func buildTickIndex(t *Table, data []byte, runs []TickEntry, known map[int64]Tic
 		}
 		next := i
 		from, n := runs[i].Row, runs[j-1].Row+runs[j-1].Rows-runs[i].Row
-		err := frame.ScanTicks(t, file, from, n, func(tick, row int64, f *Frame, stamps []Stamp) error {
+		err := frame.ScanTicks(t, file, from, n, func(tick, row int64, f *frame.Frame, stamps []frame.Stamp) error {
 			if next >= j {
 				return fmt.Errorf("rows from %d hold tick %d, past the ticks the compaction wrote there", row, tick)
 			}
@@ -293,7 +293,7 @@ func buildTickIndex(t *Table, data []byte, runs []TickEntry, known map[int64]Tic
 			if tick != e.Tick || row != e.Row || int64(f.Len()) != e.Rows {
 				return fmt.Errorf("rows from %d hold tick %d, the compaction wrote tick %d there", row, tick, e.Tick)
 			}
-			enc, err := EncodeStamped(f, func(i int) Stamp { return stamps[i] })
+			enc, err := frame.EncodeStamped(f, func(i int) frame.Stamp { return stamps[i] })
 			if err != nil {
 				return err
 			}
@@ -316,7 +316,7 @@ func buildTickIndex(t *Table, data []byte, runs []TickEntry, known map[int64]Tic
 // openCompacted opens a compacted file of t (its page index too, so that
 // a seek to a row skips the pages before it), refusing one of another
 // schema.
-func openCompacted(t *Table, src io.ReaderAt, size int64) (*parquet.File, error) {
+func openCompacted(t *frame.Table, src io.ReaderAt, size int64) (*parquet.File, error) {
 	file, err := parquet.OpenFile(src, size, parquet.SkipBloomFilters(true))
 	if err != nil {
 		return nil, fmt.Errorf("table %s: compacted file: %w", t.Name, err)
@@ -337,24 +337,24 @@ func encodingID() ([sha256.Size]byte, error) {
 	probe.once.Do(func() {
 		probe.id, probe.err = func() ([sha256.Size]byte, error) {
 			var id [sha256.Size]byte
-			c, err := NewComponent("probe", Field{Name: "f64", Type: Float64}, Field{Name: "f32", Type: Float32}, Field{Name: "i64", Type: Int64},
-				Field{Name: "i32", Type: Int32}, Field{Name: "b", Type: Bool}, Field{Name: "s", Type: String})
+			c, err := frame.NewComponent("probe", frame.Field{Name: "f64", Type: frame.Float64}, frame.Field{Name: "f32", Type: frame.Float32}, frame.Field{Name: "i64", Type: frame.Int64},
+				frame.Field{Name: "i32", Type: frame.Int32}, frame.Field{Name: "b", Type: frame.Bool}, frame.Field{Name: "s", Type: frame.String})
 			if err != nil {
 				return id, err
 			}
-			t, err := NewTable("probe", c)
+			t, err := frame.NewTable("probe", c)
 			if err != nil {
 				return id, err
 			}
-			f := NewFrame(t)
+			f := frame.NewFrame(t)
 			for e := range int64(3) {
-				v := Values{"probe_f64": float64(e) / 3, "probe_f32": float32(e) / 7, "probe_i64": e << 40,
+				v := frame.Values{"probe_f64": float64(e) / 3, "probe_f32": float32(e) / 7, "probe_i64": e << 40,
 					"probe_i32": int32(-e), "probe_b": e%2 == 0, "probe_s": strings.Repeat("x", int(e))}
 				if err := f.Append(e, v); err != nil {
 					return id, err
 				}
 			}
-			data, err := EncodeFragment(f, Stamp{Tick: 1, CommitToken: "probe", WriterEpoch: 1})
+			data, err := frame.EncodeFragment(f, frame.Stamp{Tick: 1, CommitToken: "probe", WriterEpoch: 1})
 			if err != nil {
 				return id, fmt.Errorf("the encoder's fingerprint: %w", err)
 			}
