@@ -10,9 +10,9 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/index"
 	"github.com/worldfs/worldfs/internal/progress"
+	"github.com/worldfs/worldfs/maintenance"
 )
 
 // gcCmd is "worldfs gc".
@@ -29,7 +29,7 @@ func gcCmd() command {
 			url = bucketFlag(fs)
 			world = fs.String("world", "", "world to collect (required)")
 			run = fs.String("run", "", "examine only this run's fragments (default: every run)")
-			retention = fs.Duration("retention", engine.DefaultRetention,
+			retention = fs.Duration("retention", maintenance.DefaultRetention,
 				"replaced files, slots, checkpoints and shards stay this long after nothing names them (a reader pinned before keeps working)")
 			dryRun = fs.Bool("dry-run", false, "print what would be deleted and why; delete nothing")
 			cacheDir = fs.String("cache-dir", defaultCacheDir(), "the cache whose views/ fragment lists unused for the retention are removed")
@@ -58,12 +58,12 @@ func gcCmd() command {
 			if *dryRun {
 				verb = "would delete"
 			}
-			opts := engine.CollectOptions{Run: *run, Retention: *retention, DryRun: *dryRun}
+			opts := maintenance.CollectOptions{Run: *run, Retention: *retention, DryRun: *dryRun}
 			if *cacheDir != "" {
 				opts.ViewsDir = filepath.Join(*cacheDir, "views")
 			}
 			status := progress.New(os.Stderr)
-			opts.Report = func(c engine.Collected) {
+			opts.Report = func(c maintenance.Collected) {
 				status.Clear()
 				if *asJSON {
 					_ = enc.Encode(map[string]any{"object": c.Name, "kind": c.Kind, "bytes": c.Bytes, "reason": c.Reason,
@@ -76,10 +76,10 @@ func gcCmd() command {
 				}
 				fmt.Fprintf(out, "%s %s (%s): %s\n", v, c.Name, c.Kind, c.Reason)
 			}
-			opts.Progress = func(p engine.CollectProgress) {
+			opts.Progress = func(p maintenance.CollectProgress) {
 				status.Step(fmt.Sprintf("%s: %d %s, examined", p.Phase, p.Deleted, verb), int64(p.Examined), -1)
 			}
-			res, err := engine.Collect(ctx, b, cat, opts)
+			res, err := maintenance.Collect(ctx, b, cat, opts)
 			status.Done()
 			if err != nil {
 				return err
@@ -96,10 +96,10 @@ func gcCmd() command {
 
 // printCollected prints gc's summary line: what was deleted (verb: or
 // would be), by kind, and what was examined and kept.
-func printCollected(out io.Writer, world, verb string, res engine.CollectResult) {
+func printCollected(out io.Writer, world, verb string, res maintenance.CollectResult) {
 	fmt.Fprintf(out, "world %s: %d objects %s (%s)", world, res.Deleted, verb, mib(res.Bytes))
-	for _, k := range []string{engine.KindReplaced, engine.KindCompacted, engine.KindAttempt, engine.KindSlot,
-		engine.KindCheckpoint, engine.KindShard, engine.KindViewList} {
+	for _, k := range []string{maintenance.KindReplaced, maintenance.KindCompacted, maintenance.KindAttempt, maintenance.KindSlot,
+		maintenance.KindCheckpoint, maintenance.KindShard, maintenance.KindViewList} {
 		if n := res.ByKind[k]; n > 0 {
 			fmt.Fprintf(out, ", %d %s", n, k)
 		}

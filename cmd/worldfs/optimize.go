@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/worldfs/worldfs/bucket"
-	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/index"
 	"github.com/worldfs/worldfs/internal/progress"
+	"github.com/worldfs/worldfs/maintenance"
 )
 
 // optimizeCmd is "worldfs optimize".
@@ -46,16 +46,16 @@ func optimizeCmd() command {
 			}
 			defer b.Close()
 			defer cat.Close()
-			opts := engine.CompactOptions{Run: *run, Recent: *recent, TargetRows: *targetRows, Workers: *workers}
+			opts := maintenance.CompactOptions{Run: *run, Recent: *recent, TargetRows: *targetRows, Workers: *workers}
 			if *tables != "" {
 				opts.Tables = strings.Split(*tables, ",")
 			}
 			status := progress.New(os.Stderr)
-			opts.Progress = func(p engine.CompactProgress) {
+			opts.Progress = func(p maintenance.CompactProgress) {
 				status.Step("compacting windows", int64(p.Done), int64(p.Total))
 			}
 			start := time.Now()
-			res, err := engine.Compact(ctx, b, cat, opts)
+			res, err := maintenance.Compact(ctx, b, cat, opts)
 			secs := time.Since(start).Seconds()
 			status.Done()
 			if err != nil {
