@@ -11,8 +11,8 @@ import (
 	"strings"
 
 	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/frame"
 	"github.com/worldfs/worldfs/index"
-	"github.com/worldfs/worldfs/schema"
 )
 
 // FactDocument is a fact as JSON, the form the CLI and the mount's ctl file
@@ -156,12 +156,12 @@ func (d FactDocument) Fact(ctx context.Context, b bucket.Bucket, world string) (
 // named name.
 func factColumnTypes(ctx context.Context, b bucket.Bucket, world, name string) (map[string]Type, error) {
 	out := map[string]Type{}
-	ids, err := schema.TableIDs(ctx, b, world)
+	ids, err := frame.TableIDs(ctx, b, world)
 	if err != nil {
 		return nil, err
 	}
 	for _, id := range ids {
-		ti, err := schema.ReadTableInfo(ctx, b, world, id)
+		ti, err := frame.ReadTableInfo(ctx, b, world, id)
 		if err != nil {
 			return nil, err
 		}

@@ -2,12 +2,12 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/index"
-	"github.com/worldfs/worldfs/schema"
 )
 
 // ErrLineageMissing: a fork's catalog names a parent, but the lineage rows
@@ -205,12 +205,17 @@ func readTick(ctx context.Context, b bucket.Bucket, tables []*Table, t *index.Ti
 	return frames, nil
 }
 
-// registerTables records each table's description in the bucket, once
-// (schema.WriteTableInfo).
+// registerTables records each table's description in the bucket, once.
+// A table already described (perhaps under another readable name, which
+// is not identity) is left as it is.
 func registerTables(ctx context.Context, b bucket.Bucket, world string, tables []*Table) error {
 	for _, t := range tables {
-		if err := schema.WriteTableInfo(ctx, b, world, t.Info()); err != nil {
+		data, err := json.Marshal(t.Info())
+		if err != nil {
 			return err
+		}
+		if _, err := bucket.CreateOnce(ctx, b, index.TableInfoPath(world, t.ID), data); err != nil && !errors.Is(err, bucket.ErrExist) {
+			return fmt.Errorf("world %s: describing table %s: %w", world, t.Name, err)
 		}
 	}
 	return nil
@@ -219,7 +224,7 @@ func registerTables(ctx context.Context, b bucket.Bucket, world string, tables [
 // LineageTable holds a fork's ancestor chain: world metadata with negative
 // entity ids, stamped epoch 0, never token-filtered.
 func LineageTable() *Table {
-	c, _ := NewComponent("lineage", Field{"world", String}, Field{"parent", String}, Field{"fork_run", String}, Field{"fork_tick", Int64})
+	c, _ := NewComponent("lineage", Field{Name: "world", Type: String}, Field{Name: "parent", Type: String}, Field{Name: "fork_run", Type: String}, Field{Name: "fork_tick", Type: Int64})
 	t, _ := NewTable("lineage", c)
 	return t
 }

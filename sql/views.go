@@ -16,8 +16,8 @@ import (
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/cache"
 	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/frame"
 	"github.com/worldfs/worldfs/index"
-	"github.com/worldfs/worldfs/schema"
 )
 
 // Options pin what the views show.
@@ -439,8 +439,8 @@ func (h *history) listedFiles(ctx context.Context, b bucket.Bucket, path pathFun
 // describeAll reads the description of each table of frags, once per
 // table (not once per fragment: a long history has millions), by
 // world/table id.
-func describeAll(ctx context.Context, b bucket.Bucket, frags []fragment) (map[string]schema.TableInfo, error) {
-	infos := map[string]schema.TableInfo{}
+func describeAll(ctx context.Context, b bucket.Bucket, frags []fragment) (map[string]frame.TableInfo, error) {
+	infos := map[string]frame.TableInfo{}
 	for _, f := range frags {
 		if err := describe(ctx, b, infos, f.world, f.table); err != nil {
 			return nil, err
@@ -450,12 +450,12 @@ func describeAll(ctx context.Context, b bucket.Bucket, frags []fragment) (map[st
 }
 
 // describe reads the description of a world's table into infos, once.
-func describe(ctx context.Context, b bucket.Bucket, infos map[string]schema.TableInfo, world, table string) error {
+func describe(ctx context.Context, b bucket.Bucket, infos map[string]frame.TableInfo, world, table string) error {
 	key := world + "/" + table
 	if _, ok := infos[key]; ok {
 		return nil
 	}
-	ti, err := schema.ReadTableInfo(ctx, b, world, table)
+	ti, err := frame.ReadTableInfo(ctx, b, world, table)
 	if err != nil {
 		return fmt.Errorf("world %s: table %s has no description: %w", world, table, err)
 	}
@@ -497,7 +497,7 @@ func listData(ctx context.Context, b bucket.Bucket, path pathFunc, world, run st
 // world's whole data.
 func listLegacy(ctx context.Context, b bucket.Bucket, path pathFunc, world, run string, upTo int64) ([]fragment, error) {
 	var out []fragment
-	ids, err := schema.TableIDs(ctx, b, world)
+	ids, err := frame.TableIDs(ctx, b, world)
 	if err != nil {
 		return nil, err
 	}
@@ -557,7 +557,7 @@ func ident(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"
 // script stays small whatever the size of the catalog; the commit
 // identities of the ticks that name compacted files (comp, if any), which
 // only worldfs_manifests reads, are served or written apart (compacted.go).
-func render(world, run string, upTo int64, h *history, infos map[string]schema.TableInfo, lineage []string, dir string, comp *compacted, ticks *tickList) (*Script, error) {
+func render(world, run string, upTo int64, h *history, infos map[string]frame.TableInfo, lineage []string, dir string, comp *compacted, ticks *tickList) (*Script, error) {
 	if strings.ContainsAny(world+run+dir, markLazy+markEager+markEnd+markEndEager+markCompacted+markTicks+markRun+markPlain+markAltEnd+markRef) {
 		return nil, fmt.Errorf("views of world %q run %q in %q: control characters in a name", world, run, dir)
 	}
@@ -598,7 +598,7 @@ func render(world, run string, upTo int64, h *history, infos map[string]schema.T
 		}
 	}
 	sb.WriteString(factViews(factNames))
-	fmt.Fprintf(&sb, "CREATE OR REPLACE TEMP VIEW worldfs_lineage AS SELECT * FROM (VALUES %s) l(segment, world, run, up_to_tick);\n", strings.Join(lineage, ", "))
+	fmt.Fprintf(&sb, "CREATE OR REPLACE TEMP VIEW worldfs_lineage AS SELECT segment::INTEGER AS segment, world::VARCHAR AS world, run::VARCHAR AS run, up_to_tick::BIGINT AS up_to_tick FROM (VALUES %s) l(segment, world, run, up_to_tick);\n", strings.Join(lineage, ", "))
 	script.text = sb.String()
 	script.finish()
 	return script, nil
@@ -607,7 +607,7 @@ func render(world, run string, upTo int64, h *history, infos map[string]schema.T
 // part is one read_parquet of a view: the files of one (world, table id)
 // with the view's name.
 type part struct {
-	ti       schema.TableInfo
+	ti       frame.TableInfo
 	filtered bool
 	// mixed: some files need the row check (filtered and not proven), or
 	// are not filtered beside filtered ones.
@@ -623,11 +623,11 @@ type part struct {
 // id) within a name, one part each, keeping catalog order within a part;
 // it returns the names, their parts and the fragment list's rows, in
 // that order.
-func partition(frags []fragment, infos map[string]schema.TableInfo) ([]string, map[string][]part, []listRow) {
+func partition(frags []fragment, infos map[string]frame.TableInfo) ([]string, map[string][]part, []listRow) {
 	type tableKey struct{ world, table string }
 	type group struct {
 		name string
-		ti   schema.TableInfo
+		ti   frame.TableInfo
 	}
 	groups := map[tableKey]int{}
 	var gs []group
@@ -877,7 +877,7 @@ func partQueries(sb *strings.Builder, name string, i int, p part, cols []string,
 		fmt.Fprintf(sb, "CREATE OR REPLACE TEMP TABLE %s AS SELECT DISTINCT tick AS v_tick, commit_token AS v_token FROM worldfs_fragments WHERE view = %s AND part = %d AND filtered;\n",
 			visible, lit(name), i)
 	}
-	legacy := !hasColumn(p.ti, schema.ColCommitToken)
+	legacy := !hasColumn(p.ti, frame.ColCommitToken)
 	sel := "entity_id, tick, commit_token, writer_epoch"
 	if legacy {
 		sel = "entity_id, tick, '' AS commit_token, 0::BIGINT AS writer_epoch"
@@ -1007,7 +1007,7 @@ func provenBounds(view string, part int, bounds, witness, where string) string {
 
 // writeWitness writes (once) an empty Parquet file of ti's schema in dir
 // and returns its path.
-func writeWitness(dir string, ti schema.TableInfo) (string, error) {
+func writeWitness(dir string, ti frame.TableInfo) (string, error) {
 	path := witnessPath(dir, ti.ID)
 	if _, err := os.Stat(path); err == nil {
 		touch(path) // in use again: collection counts from its last use
@@ -1042,8 +1042,8 @@ func rowColumns(published string) index.SQLColumns {
 	return index.SQLColumns{Tick: "tick", Token: "commit_token", Epoch: "writer_epoch", Published: published}
 }
 
-func hasColumn(ti schema.TableInfo, name string) bool {
-	return slices.ContainsFunc(ti.Columns, func(c schema.Column) bool { return c.Name == name })
+func hasColumn(ti frame.TableInfo, name string) bool {
+	return slices.ContainsFunc(ti.Columns, func(c frame.Column) bool { return c.Name == name })
 }
 
 // factViews defines worldfs_facts (every visible external fact of every

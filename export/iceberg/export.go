@@ -19,12 +19,10 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/worldfs/worldfs/bucket"
-	"github.com/worldfs/worldfs/bucket/gcs"
-	"github.com/worldfs/worldfs/bucket/local"
 	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/frame"
 	"github.com/worldfs/worldfs/index"
 	"github.com/worldfs/worldfs/internal/failpoint"
-	"github.com/worldfs/worldfs/schema"
 )
 
 // Failpoints of an export, for crash tests.
@@ -71,49 +69,70 @@ func DefaultPrefix(world, run string) string { return index.IcebergPrefix(world,
 // that collection finds every export of a world, whatever its prefix.
 func RegistryPrefix(world string) string { return index.ExportRegistryPrefix(world) }
 
-func (o *Options) ensureDefaults(b bucket.Bucket) error {
+// EnsureDefaults fills in what is unset with its default and returns o:
+// Run index.DefaultRun, Prefix DefaultPrefix (without a trailing slash), and Base
+// the URI of b's root when b has one (bucket.Addressable), ending in a
+// slash.
+func (o *Options) EnsureDefaults(b bucket.Bucket) *Options {
+	if o.Run == "" {
+		o.Run = index.DefaultRun
+	}
+	if o.Prefix == "" {
+		o.Prefix = DefaultPrefix(o.World, o.Run)
+	}
+	o.Prefix = strings.TrimSuffix(o.Prefix, "/")
+	if o.Base == "" {
+		o.Base, _ = BaseURI(b)
+	}
+	if o.Base != "" && !strings.HasSuffix(o.Base, "/") {
+		o.Base += "/"
+	}
+	return o
+}
+
+// Validate checks the options once their defaults are in (Export and
+// Expire call EnsureDefaults, then Validate); the error names the field
+// and its value.
+func (o *Options) Validate() error {
 	if o.World == "" {
 		return errors.New("export: a world is required")
 	}
 	if err := index.ValidateWorldID(o.World); err != nil {
 		return fmt.Errorf("export: %w", err)
 	}
-	if o.Run == "" {
-		o.Run = index.DefaultRun
-	}
 	if err := index.ValidateRunName(o.Run); err != nil {
 		return fmt.Errorf("export: %w", err)
 	}
 	if o.AtTick != nil && o.Token != "" {
-		return errors.New("export: pin to a tick or to a commit token, not both")
+		return fmt.Errorf("export: AtTick %d and Token %q: pin to a tick or to a commit token, not both", *o.AtTick, o.Token)
 	}
-	if o.Prefix == "" {
-		o.Prefix = DefaultPrefix(o.World, o.Run)
-	}
-	o.Prefix = strings.TrimSuffix(o.Prefix, "/")
 	if err := bucket.ValidateName(o.Prefix); err != nil {
-		return fmt.Errorf("export: prefix: %w", err)
+		return fmt.Errorf("export: Prefix %q: %w", o.Prefix, err)
 	}
 	if o.Base == "" {
-		base, err := BaseURI(b)
-		if err != nil {
-			return err
-		}
-		o.Base = base
-	}
-	if !strings.HasSuffix(o.Base, "/") {
-		o.Base += "/"
+		return fmt.Errorf("export: %w", errNoBase)
 	}
 	return nil
 }
 
+// ready is opts with its defaults in, for an export from b, or why they
+// are refused.
+func ready(b bucket.Bucket, opts Options) (Options, error) {
+	err := opts.EnsureDefaults(b).Validate()
+	if errors.Is(err, errNoBase) {
+		return opts, fmt.Errorf("export: no URI is known for bucket %v; give the base URI (--base)", b)
+	}
+	return opts, err
+}
+
+// errNoBase: Options.Base is empty, and the bucket has no URI to default
+// it to.
+var errNoBase = errors.New("Base is empty and no URI is known for the bucket; give the base URI (--base)")
+
 // BaseURI returns the URI other engines address bucket b's root by.
 func BaseURI(b bucket.Bucket) (string, error) {
-	if lb, ok := bucket.As[*local.Bucket](b); ok {
-		return "file://" + strings.TrimSuffix(lb.Root(), "/") + "/", nil
-	}
-	if gb, ok := bucket.As[*gcs.Bucket](b); ok {
-		return gb.String(), nil
+	if ab, ok := bucket.As[bucket.Addressable](b); ok {
+		return ab.URI(), nil
 	}
 	return "", fmt.Errorf("export: no URI is known for bucket %v; give the base URI (--base)", b)
 }
@@ -160,7 +179,8 @@ type TableResult struct {
 // like a log slot): a crash or a race leaves the previous version current
 // and valid.
 func Export(ctx context.Context, b bucket.Bucket, opts Options) (*Result, error) {
-	if err := opts.ensureDefaults(b); err != nil {
+	opts, err := ready(b, opts)
+	if err != nil {
 		return nil, err
 	}
 	e := &exporter{b: b, opts: opts}
@@ -246,7 +266,7 @@ type exporter struct {
 // lineage segment of that name).
 type table struct {
 	name  string
-	infos map[string]schema.TableInfo // by world/id
+	infos map[string]frame.TableInfo // by world/id
 	files []index.File
 	// visible: the (tick, token) pairs published for each world/id, which
 	// a row of a file the catalog does not prove must carry.
@@ -365,13 +385,13 @@ func (e *exporter) planFiles(ctx context.Context, own *index.State, from int64) 
 			}
 		}
 		if t == nil {
-			ti, err := schema.ReadTableInfo(ctx, e.b, f.World, f.Table)
+			ti, err := frame.ReadTableInfo(ctx, e.b, f.World, f.Table)
 			if err != nil {
 				ferr = fmt.Errorf("world %s: table %s has no description: %w", f.World, f.Table, err)
 				return false
 			}
 			if t = e.tables[ti.Name]; t == nil {
-				t = &table{name: ti.Name, infos: map[string]schema.TableInfo{}, visible: map[string]stampSet{}}
+				t = &table{name: ti.Name, infos: map[string]frame.TableInfo{}, visible: map[string]stampSet{}}
 				e.tables[ti.Name] = t
 			}
 			t.infos[key] = ti
@@ -643,7 +663,7 @@ func (e *exporter) identify(x *tableExport) {
 func (e *exporter) writeManifests(ctx context.Context, x *tableExport) (string, error) {
 	loc, sc, snapID := x.loc, x.sc, x.snapID
 	spec := ice.NewPartitionSpec()
-	tickID := fieldID(sc, schema.ColTick)
+	tickID := fieldID(sc, frame.ColTick)
 	var entries []ice.ManifestEntry
 	for _, u := range x.added {
 		df, err := buildDataFile(spec, x.want[u], tickID)

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/frame"
 	"github.com/worldfs/worldfs/index"
-	"github.com/worldfs/worldfs/schema"
 )
 
 // An export is incremental when it can be: each table's current snapshot
@@ -187,7 +187,7 @@ func (e *exporter) touches(ctx context.Context, d disruption, name string) (bool
 		return true, nil
 	}
 	for _, id := range d.tables {
-		ti, err := schema.ReadTableInfo(ctx, e.b, d.world, id)
+		ti, err := frame.ReadTableInfo(ctx, e.b, d.world, id)
 		if err != nil {
 			return false, fmt.Errorf("world %s: table %s has no description: %w", d.world, id, err)
 		}
