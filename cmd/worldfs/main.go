@@ -19,7 +19,6 @@ import (
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/bucket/bucketurl"
-	"github.com/worldfs/worldfs/bucket/local"
 	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/index"
 	wsql "github.com/worldfs/worldfs/sql"
@@ -164,7 +163,7 @@ func openExisting(ctx context.Context, url string) (bucket.Bucket, error) {
 	if err != nil {
 		return nil, err
 	}
-	if lb, ok := bucket.As[*local.Bucket](b); ok {
+	if lb, ok := bucket.As[bucket.Made](b); ok {
 		if ok, err := lb.Exists(); err != nil || !ok {
 			b.Close()
 			if err != nil {

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/worldfs/worldfs/bucket"
-	"github.com/worldfs/worldfs/bucket/local"
 	wfs "github.com/worldfs/worldfs/fs"
 	"github.com/worldfs/worldfs/index"
 )
@@ -184,7 +183,7 @@ func initCmd() command {
 				return err
 			}
 			defer b.Close()
-			if lb, ok := bucket.As[*local.Bucket](b); ok {
+			if lb, ok := bucket.As[bucket.Made](b); ok {
 				if err := lb.Make(); err != nil {
 					return err
 				}
