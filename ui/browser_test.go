@@ -122,6 +122,27 @@ func TestBrowser(t *testing.T) {
 	// scrubber show tick head-3.
 	at := head - 3
 	do("open the run", chromedp.Click(chromedp.CSS(`a.run-link[data-world="w"]`)), ready(fmt.Sprintf(`[data-shown-tick="%d"]`, head)))
+	// The rows chart is BinnedCountsSQL's answer for the range it shows;
+	// a zoom to ticks 3..7 asks the server for them, one tick a bin.
+	chartRows := func(what string) *RowsPerTick {
+		t.Helper()
+		var views []string
+		var rc RowsPerTick
+		eval(&views, `window.__ui.timeline.views`)
+		eval(&rc, `window.__ui.counts`)
+		exp := want(t, f.b, "w", "main", BinnedCountsSQL(views, rc.From, rc.To, rc.Width))
+		if !reflect.DeepEqual(rc.Rows(), exp.Rows) || len(exp.Rows) == 0 {
+			t.Fatalf("%s: the rows chart draws %v, worldfs sql answers %v", what, rc.Rows(), exp.Rows)
+		}
+		return &rc
+	}
+	do("the rows chart", ready(`[data-rows-width]`))
+	chartRows("rows chart")
+	do("zoom the rows chart", chromedp.Evaluate[chromedp.Void](`window.__ui.run.charts.rows.setScale("x", {min: 3, max: 7})`),
+		ready(`[data-rows-from="3"][data-rows-to="7"]`))
+	if rc := chartRows("zoomed rows chart"); rc.Width != 1 || rc.X[0] != 3 {
+		t.Fatalf("zoomed to ticks 3-7: %+v", rc)
+	}
 	do("move the scrubber", chromedp.SendKeys(chromedp.ID("scrubber"), kb.ArrowLeft+kb.ArrowLeft+kb.ArrowLeft),
 		ready(fmt.Sprintf(`[data-shown-tick="%d"]`, at)))
 	var table struct {

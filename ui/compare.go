@@ -89,7 +89,7 @@ func (s *Server) session(ctx context.Context, a, b Side) (*views, error) {
 	if cur != nil && slices.Equal(cur.seqs, seqs) {
 		return cur, nil
 	}
-	return s.install(ctx, key, seqs, func(context.Context) (*sql.Script, error) {
+	return s.install(ctx, key, seqs, nil, func(context.Context) (*sql.Script, error) {
 		joined, err := sql.Join(va.script, vb.script)
 		if err != nil {
 			return nil, badRequest(err)

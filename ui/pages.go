@@ -5,6 +5,7 @@ import (
 	"embed"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -40,7 +41,7 @@ func (s *Server) routes() {
 		writeJSON(w, tl, err)
 	})
 	s.mux.HandleFunc("GET /api/w/{world}/counts", func(w http.ResponseWriter, r *http.Request) {
-		res, err := s.counts(r.Context(), r.PathValue("world"), runOf(r))
+		res, err := s.counts(r.Context(), r.PathValue("world"), runOf(r), r.URL.Query())
 		writeJSON(w, res, err)
 	})
 	s.mux.HandleFunc("GET /api/w/{world}/tables", func(w http.ResponseWriter, r *http.Request) {
@@ -198,12 +199,28 @@ func CountsSQL(views []string) string {
 	return strings.Join(parts, "\nUNION ALL ") + "\nORDER BY table_name, tick"
 }
 
-func (s *Server) counts(ctx context.Context, world, run string) (*Result, error) {
-	v, err := s.viewsOf(ctx, world, run)
+// counts answers the rows chart: ?from=&to= (default: every tick with
+// rows) in at most ?bins= bins (default 1,000).
+func (s *Server) counts(ctx context.Context, world, run string, vals url.Values) (*RowsPerTick, error) {
+	var from, to *int64
+	for _, p := range []struct {
+		name string
+		dst  **int64
+	}{{"from", &from}, {"to", &to}} {
+		if vals.Get(p.name) == "" {
+			continue
+		}
+		n, err := intParam(vals, p.name, 0)
+		if err != nil {
+			return nil, err
+		}
+		*p.dst = &n
+	}
+	bins, err := intParam(vals, "bins", defaultBins)
 	if err != nil {
 		return nil, err
 	}
-	return s.memoQuery(ctx, world, run, CountsSQL(v.script.Views))
+	return s.rowsPerTick(ctx, world, run, from, to, bins)
 }
 
 // TablesSQL lists the views' columns with their types.

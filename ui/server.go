@@ -104,7 +104,10 @@ type Server struct {
 		catalogs map[string]*index.Catalog
 		views    map[viewsKey]*views
 		events   map[string]*eventLog
-		closed   bool
+		// tickIndexes are compacted files' ticks and rows, by the
+		// file's digest (counts.go).
+		tickIndexes map[string]*tickRows
+		closed      bool
 	}
 }
 
@@ -124,6 +127,7 @@ func New(opts Options) (*Server, error) {
 	s.mu.catalogs = map[string]*index.Catalog{}
 	s.mu.views = map[viewsKey]*views{}
 	s.mu.events = map[string]*eventLog{}
+	s.mu.tickIndexes = map[string]*tickRows{}
 	static, _ := fs.Sub(assets, "assets")
 	s.mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
 	s.routes()

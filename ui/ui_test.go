@@ -271,9 +271,7 @@ func TestEndpointsAnswerAsSQLAndTheCatalog(t *testing.T) {
 		t.Fatal(code)
 	}
 	sameResult(t, "tables", &res, want(t, f.b, "w", "main", TablesSQL(tl.Views)))
-	res = Result{}
-	f.get(t, "/api/w/w/counts", &res)
-	sameResult(t, "counts", &res, want(t, f.b, "w", "main", CountsSQL(tl.Views)))
+	sameCounts(t, f, "w", "main", tl.Views, "")
 
 	for _, c := range []struct {
 		world string
@@ -564,9 +562,7 @@ func TestPagesFollowNewTicks(t *testing.T) {
 		if n := len(tl.Ticks); n == 0 || tl.Ticks[n-1][0] != headTick {
 			t.Fatalf("timeline ends at %v, want tick %d", tl.Ticks[len(tl.Ticks)-1], headTick)
 		}
-		var res Result
-		f.get(t, "/api/w/w/counts", &res)
-		sameResult(t, "counts", &res, want(t, b, "w", "main", CountsSQL(tl.Views)))
+		sameCounts(t, f, "w", "main", tl.Views, "")
 		var tp TickPage
 		if code := f.get(t, fmt.Sprintf("/api/w/w/tick?table=particle&tick=%d", headTick), &tp); code != 200 || tp.Total == 0 {
 			t.Fatalf("head tick %d: %d, %d rows", headTick, code, tp.Total)

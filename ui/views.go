@@ -13,6 +13,7 @@ import (
 
 	"github.com/worldfs/worldfs/index"
 	"github.com/worldfs/worldfs/sql"
+	"golang.org/x/sync/singleflight"
 )
 
 // catalog returns world's catalog, opened read-only on first use (no
@@ -72,9 +73,15 @@ func (s *Server) view(ctx context.Context, world, run string) (*index.View, erro
 // catalogs, with the DuckDB databases that hold them.
 type views struct {
 	script *sql.Script
+	// view is the lineage they were built from (nil: a session of two
+	// worlds' views).
+	view *index.View
 	// seqs is the catalog sequence of each segment of the view they were
 	// built from: views whose catalogs moved on are built again.
 	seqs []uint64
+	// countsFlight computes the rows per tick once for concurrent
+	// requests.
+	countsFlight singleflight.Group
 
 	mu struct {
 		sync.Mutex
@@ -84,6 +91,9 @@ type views struct {
 		// the whole history (rows per tick, the columns), by their SQL:
 		// the views are one catalog state, so the answer cannot change.
 		memo map[string]*Result
+		// counts is the rows per tick of each view (counts.go), once
+		// computed.
+		counts *tickCounts
 	}
 }
 
@@ -117,7 +127,7 @@ func (s *Server) viewsOf(ctx context.Context, world, run string) (*views, error)
 	if cur != nil && slices.Equal(cur.seqs, seqs) {
 		return cur, nil
 	}
-	return s.install(ctx, key, seqs, func(ctx context.Context) (*sql.Script, error) {
+	return s.install(ctx, key, seqs, v, func(ctx context.Context) (*sql.Script, error) {
 		opts := s.opts.Views
 		opts.Run, opts.View, opts.Reuse = run, v, nil
 		return sql.Build(ctx, s.opts.Bucket, world, opts)
@@ -128,14 +138,14 @@ func (s *Server) viewsOf(ctx context.Context, world, run string) (*views, error)
 // the requests that ask at the same time (the build goes on for the
 // others if the first request ends), and keeps them unless newer ones were
 // kept meanwhile.
-func (s *Server) install(ctx context.Context, key viewsKey, seqs []uint64, build func(context.Context) (*sql.Script, error)) (*views, error) {
+func (s *Server) install(ctx context.Context, key viewsKey, seqs []uint64, view *index.View, build func(context.Context) (*sql.Script, error)) (*views, error) {
 	flight := fmt.Sprintf("%s\x00%s\x00%v", key.world, key.run, seqs)
 	ch := s.builds.DoChan(flight, func() (any, error) {
 		script, err := build(context.WithoutCancel(ctx))
 		if err != nil {
 			return nil, err
 		}
-		return s.keep(key, &views{script: script, seqs: seqs})
+		return s.keep(key, &views{script: script, view: view, seqs: seqs})
 	})
 	select {
 	case r := <-ch:

@@ -201,7 +201,7 @@ async function runPage() {
   $("scatter-x").addEventListener("change", () => { runState.x = $("scatter-x").value; loadTick(); });
   $("scatter-y").addEventListener("change", () => { runState.y = $("scatter-y").value; loadTick(); });
   const want = body.dataset.tick !== "" ? Number(body.dataset.tick) : ticks[ticks.length - 1];
-  api(`/api/w/${encodeURIComponent(world)}/counts`, { run }).then(drawRowsChart).catch((e) => status("rows per tick: " + e.message, true));
+  loadRows();
   await selectTick(want);
 }
 
@@ -371,24 +371,55 @@ function drawTicksChart(tl) {
   runState.charts.ticks = u;
 }
 
-// drawRowsChart: rows per table per tick (the counts endpoint's SQL).
+// The rows chart: rows per table per tick, binned by the server for the
+// range it shows (each bin's last value as the line, its min and max as a
+// band); a zoom asks again for the zoomed range, down to every tick, and
+// a double-click for the whole run.
+const rowsState = { ctl: null, res: null, timer: null, reset: false };
+
+async function loadRows(from, to) {
+  if (rowsState.ctl) rowsState.ctl.abort();
+  const ctl = (rowsState.ctl = new AbortController());
+  const bins = Math.min(2000, Math.max(200, Math.round(chartWidth($("rows-chart")))));
+  let res;
+  try {
+    res = await api(`/api/w/${encodeURIComponent(world)}/counts`, { run, from, to, bins }, ctl.signal);
+  } catch (e) {
+    if (e.name !== "AbortError") status("rows per tick: " + e.message, true);
+    return;
+  }
+  if (ctl !== rowsState.ctl) return;
+  drawRowsChart(res);
+}
+
 function drawRowsChart(res) {
   ui.counts = res;
+  rowsState.res = res;
   const div = $("rows-chart");
-  const tables = [...new Set(res.rows.map((r) => r[0]))];
-  const ticks = runState.ticks;
-  const idx = new Map(ticks.map((t, i) => [t, i]));
-  const data = [ticks.slice()];
-  for (const t of tables) {
-    const ys = new Array(ticks.length).fill(null);
-    for (const r of res.rows) if (r[0] === t && idx.has(Number(r[1]))) ys[idx.get(Number(r[1]))] = Number(r[2]);
-    data.push(ys);
-  }
+  const data = [res.x];
+  const series = [{ label: "tick" }];
+  const bands = [];
+  res.tables.forEach((t, i) => {
+    const c = palette[i % palette.length];
+    data.push(t.last, t.max, t.min);
+    const n = data.length - 1;
+    series.push({ label: t.table, stroke: c, width: 1.5, points: { show: res.x.length < 200 } },
+      { label: t.table + " max", stroke: c + "55", width: 0.5, points: { show: false } },
+      { label: t.table + " min", stroke: c + "55", width: 0.5, points: { show: false } });
+    if (res.width > 1) bands.push({ series: [n - 1, n], fill: c + "22" });
+  });
+  const title = `rows per table per tick, ${res.width === 1 ? "every tick" : res.width + " ticks a bin (line: last; band: min to max)"}` +
+    " — drag to zoom, double-click for the whole run, click to select a tick";
+  if (runState.charts.rows) runState.charts.rows.destroy();
+  clearTimeout(rowsState.timer);
+  rowsState.reset = false;
+  // The x scale is the range asked; a zoom (drag) sets another, which is
+  // asked of the server.
+  const xmin = res.from, xmax = Math.max(res.to, res.from + 1);
   const u = new uPlot({
-    title: "rows per table per tick (drag to zoom, click to select a tick)",
-    width: chartWidth(div), height: 220,
-    scales: { x: { time: false } },
-    series: [{ label: "tick" }, ...tables.map((t, i) => ({ label: t, stroke: palette[i % palette.length], width: 1.5, points: { show: ticks.length < 200 } }))],
+    title, width: chartWidth(div), height: 240,
+    scales: { x: { time: false, auto: false, min: xmin, max: xmax } },
+    series, bands,
     axes: [{ label: "tick" }, { label: "rows" }],
     hooks: {
       draw: [(u) => {
@@ -399,10 +430,22 @@ function drawRowsChart(res) {
         ctx.beginPath(); ctx.moveTo(x, u.bbox.top); ctx.lineTo(x, u.bbox.top + u.bbox.height); ctx.stroke();
         ctx.restore();
       }],
+      setScale: [(u, key) => {
+        if (key !== "x" || rowsState.reset) return;
+        const { min, max } = u.scales.x;
+        if (min === xmin && max === xmax) return;
+        const from = Math.ceil(min), to = Math.max(Math.ceil(min), Math.floor(max));
+        clearTimeout(rowsState.timer);
+        rowsState.timer = setTimeout(() => loadRows(from, to), 50);
+      }],
     },
   }, data, div);
-  u.over.addEventListener("click", () => { if (u.cursor.idx != null) selectTick(data[0][u.cursor.idx]); });
+  u.over.addEventListener("click", () => { if (u.cursor.idx != null) selectTick(nearestTick(data[0][u.cursor.idx])); });
+  u.over.addEventListener("dblclick", () => { rowsState.reset = true; clearTimeout(rowsState.timer); loadRows(); });
   runState.charts.rows = u;
+  body.dataset.rowsFrom = String(res.from);
+  body.dataset.rowsTo = String(res.to);
+  body.dataset.rowsWidth = String(res.width);
 }
 
 function drawEvents(tl) {
