@@ -45,6 +45,15 @@ type Options struct {
 	// asks the bucket for newer commits when the last look is older
 	// (default index.DefaultFreshness, a second).
 	Freshness time.Duration
+	// MaxCatalogs bounds the worlds whose catalogs the server keeps open
+	// (default DefaultMaxCatalogs, as a mount keeps them): past it the
+	// least recently used is closed, and what the server keeps of that
+	// world (its events, its size) goes with it.
+	MaxCatalogs int
+	// MaxViews bounds the (world, run)s, and pairs of them compared, whose
+	// views the server keeps with their DuckDB databases (default
+	// DefaultMaxViews): past it the least recently used are closed.
+	MaxViews int
 	// MaxLogEntries bounds the catalog log the timeline reads for commit
 	// events: the newest this many entries (default 10,000: a first read
 	// of 100,000 took 1.4 s on a 100,000-tick world, nearly all of them
@@ -56,6 +65,8 @@ type Options struct {
 const (
 	DefaultMaxResultBytes = 16 << 20
 	DefaultMaxLogEntries  = 10_000
+	DefaultMaxCatalogs    = 1024
+	DefaultMaxViews       = 32
 )
 
 // EnsureDefaults fills in what is unset with its default and returns o.
@@ -69,6 +80,12 @@ func (o *Options) EnsureDefaults() *Options {
 	if o.MaxLogEntries == 0 {
 		o.MaxLogEntries = DefaultMaxLogEntries
 	}
+	if o.MaxCatalogs == 0 {
+		o.MaxCatalogs = DefaultMaxCatalogs
+	}
+	if o.MaxViews == 0 {
+		o.MaxViews = DefaultMaxViews
+	}
 	return o
 }
 
@@ -81,6 +98,10 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("ui options: Views.Dir: %w", sql.ErrNoDir)
 	case o.MaxResultBytes < 0:
 		return fmt.Errorf("ui options: MaxResultBytes %d is negative", o.MaxResultBytes)
+	case o.MaxCatalogs < 0:
+		return fmt.Errorf("ui options: MaxCatalogs %d is negative", o.MaxCatalogs)
+	case o.MaxViews < 0:
+		return fmt.Errorf("ui options: MaxViews %d is negative", o.MaxViews)
 	}
 	return nil
 }
@@ -98,12 +119,22 @@ type Server struct {
 	// query starts and ends.
 	queryStarted func(q string)
 	queryEnded   func(q string, err error)
+	// catalogClosed, if set (tests), is called as the server closes a
+	// world's catalog it no longer keeps.
+	catalogClosed func(world string)
 
 	mu struct {
 		sync.Mutex
-		catalogs map[string]*index.Catalog
+		// INVARIANT: catalogs holds the keys of catalogLRU, and
+		// catalogLRU.len() <= opts.MaxCatalogs between calls.
+		catalogs   map[string]*index.Catalog
+		catalogLRU *lru[string]
+		// INVARIANT: views holds the keys of viewsLRU, and
+		// viewsLRU.len() <= opts.MaxViews between calls.
 		views    map[viewsKey]*views
-		events   map[string]*eventLog
+		viewsLRU *lru[viewsKey]
+		// events holds only worlds of catalogs.
+		events map[string]*eventLog
 		// tickIndexes are compacted files' ticks and rows, by the
 		// file's digest (counts.go).
 		tickIndexes map[string]*tickRows
@@ -125,7 +156,9 @@ func New(opts Options) (*Server, error) {
 	}
 	s := &Server{opts: opts, mux: http.NewServeMux(), pages: pages}
 	s.mu.catalogs = map[string]*index.Catalog{}
+	s.mu.catalogLRU = newLRU[string]()
 	s.mu.views = map[viewsKey]*views{}
+	s.mu.viewsLRU = newLRU[viewsKey]()
 	s.mu.events = map[string]*eventLog{}
 	s.mu.tickIndexes = map[string]*tickRows{}
 	static, _ := fs.Sub(assets, "assets")

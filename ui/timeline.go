@@ -83,7 +83,9 @@ func (s *Server) events(ctx context.Context, world string, tip uint64) ([]Event,
 	l := s.mu.events[world]
 	if l == nil {
 		l = &eventLog{}
-		s.mu.events[world] = l
+		if s.mu.catalogs[world] != nil { // kept as long as its catalog
+			s.mu.events[world] = l
+		}
 	}
 	s.mu.Unlock()
 	l.mu.Lock()

@@ -24,6 +24,9 @@ func (s *Server) catalog(ctx context.Context, world string) (*index.Catalog, err
 	}
 	s.mu.Lock()
 	c := s.mu.catalogs[world]
+	if c != nil {
+		s.mu.catalogLRU.use(world)
+	}
 	s.mu.Unlock()
 	if c != nil {
 		return c, nil
@@ -37,17 +40,38 @@ func (s *Server) catalog(ctx context.Context, world string) (*index.Catalog, err
 		c.Close()
 		return nil, notFound(fmt.Errorf("world %s does not exist", world))
 	}
+	type closing struct {
+		world   string
+		c       *index.Catalog
+		evicted bool
+	}
+	var closes []closing
+	defer func() {
+		for _, cl := range closes {
+			cl.c.Close() // a closed catalog still answers those who hold it
+			if cl.evicted && s.catalogClosed != nil {
+				s.catalogClosed(cl.world)
+			}
+		}
+	}()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.mu.closed {
-		c.Close()
+		closes = append(closes, closing{world, c, false})
 		return nil, errClosed
 	}
 	if prev := s.mu.catalogs[world]; prev != nil {
-		c.Close() // opened meanwhile by another request
+		closes = append(closes, closing{world, c, false}) // opened meanwhile by another request
+		s.mu.catalogLRU.use(world)
 		return prev, nil
 	}
 	s.mu.catalogs[world] = c
+	s.mu.catalogLRU.use(world)
+	for _, old := range s.mu.catalogLRU.over(s.opts.MaxCatalogs) {
+		closes = append(closes, closing{old, s.mu.catalogs[old], true})
+		delete(s.mu.catalogs, old)
+		delete(s.mu.events, old)
+	}
 	return c, nil
 }
 
@@ -121,10 +145,7 @@ func (s *Server) viewsOf(ctx context.Context, world, run string) (*views, error)
 	}
 	seqs := viewSeqs(v)
 	key := viewsKey{world, run}
-	s.mu.Lock()
-	cur := s.mu.views[key]
-	s.mu.Unlock()
-	if cur != nil && slices.Equal(cur.seqs, seqs) {
+	if cur := s.keptViews(key, seqs); cur != nil {
 		return cur, nil
 	}
 	return s.install(ctx, key, seqs, v, func(ctx context.Context) (*sql.Script, error) {
@@ -132,6 +153,19 @@ func (s *Server) viewsOf(ctx context.Context, world, run string) (*views, error)
 		opts.Run, opts.View, opts.Reuse = run, v, nil
 		return sql.Build(ctx, s.opts.Bucket, world, opts)
 	})
+}
+
+// keptViews returns the views of key the server keeps if they were
+// built at catalog sequences seqs.
+func (s *Server) keptViews(key viewsKey, seqs []uint64) *views {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur := s.mu.views[key]
+	if cur == nil || !slices.Equal(cur.seqs, seqs) {
+		return nil
+	}
+	s.mu.viewsLRU.use(key)
+	return cur
 }
 
 // install builds views for key at catalog sequences seqs, once for all
@@ -167,12 +201,17 @@ func (s *Server) keep(key viewsKey, nv *views) (*views, error) {
 		return nil, errClosed
 	}
 	old := s.mu.views[key]
+	s.mu.viewsLRU.use(key)
 	if old != nil && old.newerThan(seqs) {
 		return old, nil // a request that saw a newer catalog built first
 	}
 	s.mu.views[key] = nv
 	if old != nil {
 		old.retire()
+	}
+	for _, k := range s.mu.viewsLRU.over(s.opts.MaxViews) {
+		s.mu.views[k].retire() // databases in use close when released
+		delete(s.mu.views, k)
 	}
 	return nv, nil
 }
