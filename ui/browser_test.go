@@ -18,6 +18,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
+	"github.com/worldfs/worldfs/index"
 	"github.com/worldfs/worldfs/internal/realpart"
 )
 
@@ -107,15 +108,27 @@ func TestBrowser(t *testing.T) {
 		return v
 	}
 
-	// The worlds page lists both worlds, the fork drawn under its parent.
-	var worlds []string
+	// The worlds page lists both worlds, the fork drawn under its parent,
+	// each with the size of its live data.
+	var worlds, sizes []string
 	var edges int
 	do("worlds page", chromedp.Navigate(f.http.URL+"/"), ready(`[data-ready="1"]`))
 	eval(&worlds, `[...document.querySelectorAll("#worlds tbody tr")].map(r => r.dataset.world)`)
+	eval(&sizes, `[...document.querySelectorAll("#worlds tbody td.size")].map(td => td.title)`)
 	eval(&edges, `document.querySelectorAll("#lineage path.edge").length`)
 	shot("worlds")
 	if !reflect.DeepEqual(worlds, []string{"f", "w"}) || edges != 1 {
 		t.Fatalf("worlds page: %v, %d lineage edges", worlds, edges)
+	}
+	for i, w := range worlds {
+		st, _, err := index.Load(ctx, f.b, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := liveBytes(st)
+		if err != nil || sizes[i] != fmt.Sprintf("%d bytes", n) {
+			t.Fatalf("worlds page: %s's size says %q, its live data is %d bytes (%v)", w, sizes[i], n, err)
+		}
 	}
 
 	// Open run main of w: it shows its head tick; three steps left on the

@@ -40,21 +40,7 @@ func sameCounts(t *testing.T, f *fixture, world, run string, views []string, que
 // up to its fork point), with facts and receipts.
 func TestRowsPerTickAnswersAsSQL(t *testing.T) {
 	f := newFixture(t)
-	ctx := enginetest.Context(t)
-	// A compacted world and a fork of it, compacted too.
-	enginetest.World(t, f.b, "c", 150)
-	enginetest.Fork(t, f.b, "c", "cf", 100, 140)
-	for _, w := range []string{"c", "cf"} {
-		cat, err := index.Open(ctx, f.b, w, index.Options{NoCompactor: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := engine.Compact(ctx, f.b, cat, engine.CompactOptions{Recent: 10})
-		cat.Close()
-		if err != nil || res.Files == 0 {
-			t.Fatalf("compacting %s: %+v %v", w, res, err)
-		}
-	}
+	compactedWorlds(t, f)
 	for _, w := range []string{"w", "f", "c", "cf"} {
 		var tl Timeline
 		f.get(t, "/api/w/"+w+"/timeline", &tl)
@@ -92,6 +78,26 @@ func TestRowsPerTickAnswersAsSQL(t *testing.T) {
 		var e apiError
 		if code := f.get(t, path, &e); code/100 != 4 || !strings.Contains(e.Error, say) {
 			t.Errorf("%s: %d %q, want a 4xx saying %q", path, code, e.Error, say)
+		}
+	}
+}
+
+// compactedWorlds adds to f's bucket world c (150 ticks) and its fork cf
+// (from tick 100, to 140), both compacted but for their newest 10 ticks.
+func compactedWorlds(t *testing.T, f *fixture) {
+	t.Helper()
+	ctx := enginetest.Context(t)
+	enginetest.World(t, f.b, "c", 150)
+	enginetest.Fork(t, f.b, "c", "cf", 100, 140)
+	for _, w := range []string{"c", "cf"} {
+		cat, err := index.Open(ctx, f.b, w, index.Options{NoCompactor: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := engine.Compact(ctx, f.b, cat, engine.CompactOptions{Recent: 10})
+		cat.Close()
+		if err != nil || res.Files == 0 {
+			t.Fatalf("compacting %s: %+v %v", w, res, err)
 		}
 	}
 }

@@ -131,6 +131,9 @@ type WorldInfo struct {
 	// LastPublishUnixMs is when its newest head tick was published (0:
 	// none, or not recorded).
 	LastPublishUnixMs int64 `json:"last_publish_unix_ms"`
+	// SizeBytes is the bytes of its live data: the files its own catalog
+	// names (liveBytes).
+	SizeBytes int64 `json:"size_bytes"`
 }
 
 // RunInfo is one run of a world.
@@ -156,15 +159,41 @@ func (s *Server) worlds(ctx context.Context) ([]WorldInfo, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, worldInfo(st))
+		size, err := s.size(st)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, worldInfo(st, size))
 	}
 	return out, nil
 }
 
-func worldInfo(st *index.State) WorldInfo {
+// size returns the bytes of st's world's live data, computed once per
+// catalog state and kept as long as the world's catalog.
+func (s *Server) size(st *index.State) (int64, error) {
+	world := st.World.ID
+	s.mu.Lock()
+	k, ok := s.mu.sizes[world]
+	s.mu.Unlock()
+	if ok && k.seq == st.Seq {
+		return k.bytes, nil
+	}
+	n, err := liveBytes(st)
+	if err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	if s.mu.catalogs[world] != nil && s.mu.sizes[world].seq <= st.Seq {
+		s.mu.sizes[world] = keptSize{st.Seq, n}
+	}
+	s.mu.Unlock()
+	return n, nil
+}
+
+func worldInfo(st *index.State, size int64) WorldInfo {
 	w := st.World
 	info := WorldInfo{ID: w.ID, Parent: w.Parent, ForkRun: w.ForkRun, Status: w.Status, WriterMode: w.WriterMode,
-		CreatedUnixMs: w.CreatedUnixMs, Epoch: w.Epoch, Seq: st.Seq, Runs: []RunInfo{}}
+		CreatedUnixMs: w.CreatedUnixMs, Epoch: w.Epoch, Seq: st.Seq, Runs: []RunInfo{}, SizeBytes: size}
 	if w.Parent != "" {
 		ft := w.ForkTick
 		info.ForkTick = &ft

@@ -133,8 +133,9 @@ type Server struct {
 		// viewsLRU.len() <= opts.MaxViews between calls.
 		views    map[viewsKey]*views
 		viewsLRU *lru[viewsKey]
-		// events holds only worlds of catalogs.
+		// events and sizes hold only worlds of catalogs.
 		events map[string]*eventLog
+		sizes  map[string]keptSize
 		// tickIndexes are compacted files' ticks and rows, by the
 		// file's digest (counts.go).
 		tickIndexes map[string]*tickRows
@@ -160,6 +161,7 @@ func New(opts Options) (*Server, error) {
 	s.mu.views = map[viewsKey]*views{}
 	s.mu.viewsLRU = newLRU[viewsKey]()
 	s.mu.events = map[string]*eventLog{}
+	s.mu.sizes = map[string]keptSize{}
 	s.mu.tickIndexes = map[string]*tickRows{}
 	static, _ := fs.Sub(assets, "assets")
 	s.mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))

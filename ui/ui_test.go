@@ -204,7 +204,11 @@ func TestEndpointsAnswerAsSQLAndTheCatalog(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		exp = append(exp, worldInfo(st))
+		size, err := liveBytes(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		exp = append(exp, worldInfo(st, size))
 	}
 	if !reflect.DeepEqual(ws, exp) {
 		t.Fatalf("/api/worlds:\n%+v\nthe catalogs:\n%+v", ws, exp)

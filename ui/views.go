@@ -71,6 +71,7 @@ func (s *Server) catalog(ctx context.Context, world string) (*index.Catalog, err
 		closes = append(closes, closing{old, s.mu.catalogs[old], true})
 		delete(s.mu.catalogs, old)
 		delete(s.mu.events, old)
+		delete(s.mu.sizes, old)
 	}
 	return c, nil
 }

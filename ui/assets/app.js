@@ -46,6 +46,13 @@ function fmtTime(ms) {
   return new Date(ms).toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z");
 }
 
+function fmtBytes(n) {
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) { n /= 1024; i++; }
+  return (i === 0 ? String(n) : n.toFixed(n < 10 ? 1 : 0)) + " " + units[i];
+}
+
 const isNum = (s) => s !== "NULL" && s !== "" && !isNaN(Number(s));
 
 // numericCols returns the indexes of the columns whose values are all numbers.
@@ -104,7 +111,8 @@ async function worldsPage() {
     tbody.append(el("tr", { "data-world": w.id },
       el("td", {}, el("a", { href: worldPath(w.id) }, w.id)), el("td", {}, fork), runs,
       el("td", {}, w.status), el("td", {}, w.writer_mode), el("td", { class: "num" }, w.fence_epoch),
-      el("td", {}, fmtTime(w.last_publish_unix_ms)), el("td", {}, fmtTime(w.created_unix_ms))));
+      el("td", {}, fmtTime(w.last_publish_unix_ms)), el("td", {}, fmtTime(w.created_unix_ms)),
+      el("td", { class: "num size", title: w.size_bytes + " bytes" }, fmtBytes(w.size_bytes))));
   }
   drawLineage($("lineage"), ws);
   status(ws.length + " worlds");
