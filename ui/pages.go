@@ -40,6 +40,17 @@ func (s *Server) routes() {
 		tl, err := s.timeline(r.Context(), r.PathValue("world"), runOf(r))
 		writeJSON(w, tl, err)
 	})
+	s.mux.HandleFunc("GET /api/w/{world}/events", func(w http.ResponseWriter, r *http.Request) {
+		before, err := intParam(r.URL.Query(), "before", -1)
+		if err == nil && before < 1 {
+			err = badRequest(fmt.Errorf("before (the sequence to read events before) is required, 1 or more"))
+		}
+		var page *EventPage
+		if err == nil {
+			page, err = s.eventsBefore(r.Context(), r.PathValue("world"), uint64(before))
+		}
+		writeJSON(w, page, err)
+	})
 	s.mux.HandleFunc("GET /api/w/{world}/counts", func(w http.ResponseWriter, r *http.Request) {
 		res, err := s.counts(r.Context(), r.PathValue("world"), runOf(r), r.URL.Query())
 		writeJSON(w, res, err)

@@ -54,17 +54,22 @@ type Options struct {
 	// views the server keeps with their DuckDB databases (default
 	// DefaultMaxViews): past it the least recently used are closed.
 	MaxViews int
-	// MaxLogEntries bounds the catalog log the timeline reads for commit
-	// events: the newest this many entries (default 10,000: a first read
-	// of 100,000 took 1.4 s on a 100,000-tick world, nearly all of them
-	// tick publishes, which are not events).
+	// MaxEvents and MaxLogEntries bound what the timeline reads of the
+	// catalog log for commit events: the newest slots, read backward,
+	// until it holds MaxEvents events (default 200) or has read the
+	// slots of MaxLogEntries entries (default 2,000; most entries are
+	// tick publications, which are not events: reading the newest
+	// 10,000 took 244 ms on a 100,000-tick world); a page asks for
+	// older events the same way.
+	MaxEvents     int
 	MaxLogEntries uint64
 }
 
 // Defaults of Options.
 const (
 	DefaultMaxResultBytes = 16 << 20
-	DefaultMaxLogEntries  = 10_000
+	DefaultMaxEvents      = 200
+	DefaultMaxLogEntries  = 2_000
 	DefaultMaxCatalogs    = 1024
 	DefaultMaxViews       = 32
 )
@@ -76,6 +81,9 @@ func (o *Options) EnsureDefaults() *Options {
 	}
 	if o.Freshness == 0 {
 		o.Freshness = index.DefaultFreshness
+	}
+	if o.MaxEvents == 0 {
+		o.MaxEvents = DefaultMaxEvents
 	}
 	if o.MaxLogEntries == 0 {
 		o.MaxLogEntries = DefaultMaxLogEntries
@@ -98,6 +106,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("ui options: Views.Dir: %w", sql.ErrNoDir)
 	case o.MaxResultBytes < 0:
 		return fmt.Errorf("ui options: MaxResultBytes %d is negative", o.MaxResultBytes)
+	case o.MaxEvents < 0:
+		return fmt.Errorf("ui options: MaxEvents %d is negative", o.MaxEvents)
 	case o.MaxCatalogs < 0:
 		return fmt.Errorf("ui options: MaxCatalogs %d is negative", o.MaxCatalogs)
 	case o.MaxViews < 0:

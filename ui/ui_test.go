@@ -239,27 +239,15 @@ func TestEndpointsAnswerAsSQLAndTheCatalog(t *testing.T) {
 		if !reflect.DeepEqual(tl.Ticks, ticks) || len(ticks) == 0 {
 			t.Fatalf("timeline of %s: ticks %v, the catalog's %v", world, tl.Ticks, ticks)
 		}
-		var kinds []string
-		cctx, stop := context.WithCancel(ctx)
+		// Read backward, they are what reading the log forward gives.
 		tip := v.Segments[len(v.Segments)-1].State.Seq
-		for c, err := range index.Changes(cctx, f.b, world, 1, time.Second) {
-			if err != nil {
-				t.Fatal(err)
-			}
-			if c.Entry.Kind != index.KindTickPublish {
-				kinds = append(kinds, string(c.Entry.Kind))
-			}
-			if c.Seq >= tip {
-				break
-			}
+		exp := logEvents(t, f.b, world, tip)
+		if !reflect.DeepEqual(tl.Events, exp) || tl.LogFrom != 1 {
+			t.Fatalf("events of %s (from %d):\n%+v\nthe log's:\n%+v", world, tl.LogFrom, tl.Events, exp)
 		}
-		stop()
 		var got []string
 		for _, e := range tl.Events {
 			got = append(got, e.Kind)
-		}
-		if !reflect.DeepEqual(got, kinds) {
-			t.Fatalf("events of %s: %v, the log's %v", world, got, kinds)
 		}
 		if world == "w" && !strings.Contains(strings.Join(got, " "), "claim.complete") {
 			t.Fatalf("events of w lack the facts' claims: %v", got)
@@ -657,7 +645,8 @@ func TestConcurrentRequestsBuildTheViewsOnce(t *testing.T) {
 
 // A result past MaxResultBytes is cut to whole rows that worldfs sql's
 // answer begins with, and marked truncated; the timeline reads the
-// newest MaxLogEntries entries of the log.
+// log's newest slots backward, at most MaxLogEntries entries or until it
+// holds MaxEvents events, and a page asks for older ones.
 func TestBoundsOfResultsAndLog(t *testing.T) {
 	f := newFixture(t)
 	g := serve(t, f.b, f.dir, func(o *Options) { o.MaxResultBytes = 3000; o.MaxLogEntries = 4 })
@@ -670,20 +659,91 @@ func TestBoundsOfResultsAndLog(t *testing.T) {
 	if !res.Truncated || len(res.Rows) == 0 || len(res.Rows) >= len(all.Rows) || !reflect.DeepEqual(res.Rows, all.Rows[:len(res.Rows)]) {
 		t.Fatalf("truncated %v, %d of %d rows, a prefix: %v", res.Truncated, len(res.Rows), len(all.Rows), len(res.Rows) > 0 && reflect.DeepEqual(res.Rows, all.Rows[:len(res.Rows)]))
 	}
+	// The timeline reads the slots of the newest 4 entries; older events
+	// are asked page by page, until the log's start, and then the
+	// timeline holds every event, timed as reading the log forward times
+	// them.
 	var tl Timeline
 	g.get(t, "/api/w/w/timeline", &tl)
 	st, _, err := index.Load(enginetest.Context(t), f.b, "w")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tl.LogFrom != st.Seq-3 {
-		t.Fatalf("the timeline read the log from %d, want %d (the newest 4 of %d)", tl.LogFrom, st.Seq-3, st.Seq)
+	logAll := logEvents(t, f.b, "w", st.Seq)
+	if tl.LogFrom < st.Seq-3 || tl.LogFrom == 1 || !reflect.DeepEqual(kinds(tl.Events), kinds(eventsFrom(logAll, tl.LogFrom))) {
+		t.Fatalf("the timeline read the log from %d (the newest 4 of %d): %v; the log's from there: %v", tl.LogFrom, st.Seq, kinds(tl.Events), kinds(eventsFrom(logAll, tl.LogFrom)))
 	}
-	for _, e := range tl.Events {
-		if e.Seq < tl.LogFrom {
-			t.Fatalf("event %+v before %d", e, tl.LogFrom)
+	for from, pages := tl.LogFrom, 0; from > 1; pages++ {
+		var p EventPage
+		if code := g.get(t, fmt.Sprintf("/api/w/w/events?before=%d", from), &p); code != 200 || p.LogFrom >= from || pages > int(st.Seq) {
+			t.Fatalf("events before %d: %d, from %d", from, code, p.LogFrom)
+		}
+		if exp := kinds(eventsFrom(logAll, p.LogFrom)[:len(eventsFrom(logAll, p.LogFrom))-len(eventsFrom(logAll, from))]); !reflect.DeepEqual(kinds(p.Events), exp) {
+			t.Fatalf("events before %d from %d: %v, the log's %v", from, p.LogFrom, kinds(p.Events), exp)
+		}
+		from = p.LogFrom
+	}
+	tl = Timeline{}
+	g.get(t, "/api/w/w/timeline", &tl)
+	if tl.LogFrom != 1 || !reflect.DeepEqual(tl.Events, logAll) {
+		t.Fatalf("after paging to the log's start (from %d):\n%+v\nthe log's:\n%+v", tl.LogFrom, tl.Events, logAll)
+	}
+	// Reading backward stops once it holds MaxEvents events.
+	h := serve(t, f.b, f.dir, func(o *Options) { o.MaxEvents = 1 })
+	tl = Timeline{}
+	h.get(t, "/api/w/w/timeline", &tl)
+	if len(tl.Events) == 0 || tl.LogFrom == 1 || !reflect.DeepEqual(kinds(tl.Events), kinds(eventsFrom(logAll, tl.LogFrom))) {
+		t.Fatalf("with MaxEvents 1 the timeline read the log from %d: %v", tl.LogFrom, kinds(tl.Events))
+	}
+	for path, say := range map[string]string{
+		"/api/w/w/events":               "before (the sequence to read events before) is required",
+		"/api/w/w/events?before=0":      "before (the sequence to read events before) is required",
+		"/api/w/nosuch/events?before=3": "world nosuch does not exist",
+	} {
+		var e apiError
+		if code := g.get(t, path, &e); code/100 != 4 || !strings.Contains(e.Error, say) {
+			t.Errorf("%s: %d %q, want a 4xx saying %q", path, code, e.Error, say)
 		}
 	}
+}
+
+// logEvents reads world's log forward from its start to sequence tip,
+// as events.
+func logEvents(t *testing.T, b bucket.Bucket, world string, tip uint64) []Event {
+	t.Helper()
+	ctx, stop := context.WithCancel(enginetest.Context(t))
+	defer stop()
+	out := []Event{}
+	var ms int64
+	for c, err := range index.Changes(ctx, b, world, 1, time.Second) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e, ok := eventOf(c.Seq, &c.Entry, &ms); ok {
+			out = append(out, e)
+		}
+		if c.Seq >= tip {
+			break
+		}
+	}
+	return out
+}
+
+// eventsFrom returns the events of evs from sequence from on.
+func eventsFrom(evs []Event, from uint64) []Event {
+	i := 0
+	for i < len(evs) && evs[i].Seq < from {
+		i++
+	}
+	return evs[i:]
+}
+
+func kinds(evs []Event) []string {
+	out := []string{}
+	for _, e := range evs {
+		out = append(out, fmt.Sprint(e.Seq, " ", e.Kind))
+	}
+	return out
 }
 
 // A result cut anywhere keeps exactly its whole rows.

@@ -190,7 +190,7 @@ async function runPage() {
   sc.max = ticks[ticks.length - 1];
   $("tick-input").min = ticks[0];
   $("tick-input").max = ticks[ticks.length - 1];
-  $("timeline-info").textContent = `ticks ${ticks[0]}–${ticks[ticks.length - 1]} (${ticks.length}), ${tl.events.length} commit events since seq ${tl.log_from}`;
+  $("timeline-info").textContent = `ticks ${ticks[0]}–${ticks[ticks.length - 1]} (${ticks.length})`;
   drawTicksChart(tl);
   drawEvents(tl);
   // Tables: the particle simulation's first, then by name.
@@ -344,7 +344,7 @@ function drawTicksChart(tl) {
   const div = $("ticks-chart");
   if (ts.length === 0) { div.replaceChildren(el("p", { class: "note" }, "no publish times recorded")); return; }
   const data = [ts.map((t) => t[1] / 1000), ts.map((t) => t[0])];
-  const evs = tl.events.filter((e) => e.unix_ms > 0);
+
   const kindColor = (k) => k.startsWith("claim") ? "#2ca02c" : k === "fragments.rewrite" ? "#9467bd" : k === "fence.acquire" ? "#d62728" : "#7f7f7f";
   const u = new uPlot({
     title: "ticks over wall-clock time (drag to zoom, double-click to reset; marks: commits)",
@@ -356,7 +356,8 @@ function drawTicksChart(tl) {
       draw: [(u) => {
         const ctx = u.ctx;
         ctx.save();
-        for (const e of evs) {
+        for (const e of tl.events) {
+          if (!e.unix_ms) continue;
           const x = u.valToPos(e.unix_ms / 1000, "x", true);
           if (x < u.bbox.left || x > u.bbox.left + u.bbox.width) continue;
           ctx.strokeStyle = kindColor(e.kind);
@@ -456,11 +457,30 @@ function drawRowsChart(res) {
   body.dataset.rowsWidth = String(res.width);
 }
 
+// drawEvents lists the commit events read so far, newest first; older
+// ones are asked for page by page (the server reads the log backward).
 function drawEvents(tl) {
   $("event-count").textContent = tl.events.length;
+  $("event-from").textContent = tl.log_from > 1 ? `the log from seq ${tl.log_from}` : "the whole log";
+  const older = $("older-events");
+  older.hidden = !(tl.log_from > 1);
+  older.onclick = async () => {
+    older.disabled = true;
+    try {
+      const p = await api(`/api/w/${encodeURIComponent(world)}/events`, { before: tl.log_from });
+      tl.events = p.events.concat(tl.events);
+      tl.log_from = p.log_from;
+      drawEvents(tl);
+      if (runState.charts.ticks) runState.charts.ticks.redraw(false);
+    } catch (e) {
+      status("older events: " + e.message, true);
+    } finally {
+      older.disabled = false;
+    }
+  };
   const tbody = $("events").tBodies[0];
-  const shown = tl.events.slice(-500);
-  for (const e of shown) {
+  tbody.replaceChildren();
+  for (const e of tl.events.slice(-1000).reverse()) {
     const tick = e.tick != null ? el("a", { href: "#", onclick: (ev) => { ev.preventDefault(); selectTick(e.tick); } }, e.tick) : "";
     tbody.append(el("tr", {}, el("td", { class: "num" }, e.seq), el("td", {}, (e.approx ? "≈ " : "") + fmtTime(e.unix_ms)), el("td", {}, e.kind),
       el("td", {}, e.run || ""), el("td", {}, tick), el("td", {}, e.claim || ""), el("td", {}, e.detail || "")));
