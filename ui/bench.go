@@ -60,11 +60,12 @@ func Bench(ctx context.Context, opts Options, world, run string, n int) (*BenchR
 		s.Close()
 		return nil, err
 	}
-	if len(tl.Ticks) == 0 || len(tl.Views) == 0 {
+	ticks := tl.TickNumbers()
+	if len(ticks) == 0 || len(tl.Views) == 0 {
 		s.Close()
 		return nil, fmt.Errorf("bench: run %s of %s has no visible tick or no table", run, world)
 	}
-	res := &BenchResult{World: world, Run: run, Ticks: len(tl.Ticks), Requests: n}
+	res := &BenchResult{World: world, Run: run, Ticks: len(ticks), Requests: n}
 	res.Table = tl.Views[0]
 	if slices.Contains(tl.Views, "particle") {
 		res.Table = "particle"
@@ -100,7 +101,7 @@ func Bench(ctx context.Context, opts Options, world, run string, n int) (*BenchR
 		}
 		return "/api/w/" + w + "/tick?" + v.Encode()
 	}
-	mid := len(tl.Ticks) / 2
+	mid := len(ticks) / 2
 	rq := "?run=" + url.QueryEscape(run)
 	// The registry: what a person's visit asks, in the order a visit asks it.
 	steps := []struct {
@@ -113,11 +114,11 @@ func Bench(ctx context.Context, opts Options, world, run string, n int) (*BenchR
 		{"timeline", func(int) string { return "/api/w/" + w + "/timeline" + rq }},
 		{"tables", func(int) string { return "/api/w/" + w + "/tables" + rq }},
 		{"rows per tick", func(int) string { return "/api/w/" + w + "/counts" + rq }},
-		{"tick", func(int) string { return tickPath(tl.Ticks[mid][0]) }},
-		{"scrubber step", func(i int) string { return tickPath(tl.Ticks[(mid+1+i)%len(tl.Ticks)][0]) }},
+		{"tick", func(int) string { return tickPath(ticks[mid]) }},
+		{"scrubber step", func(i int) string { return tickPath(ticks[(mid+1+i)%len(ticks)]) }},
 		{"compare adjacent ticks", func(i int) string {
-			v := url.Values{"run": {run}, "table": {res.Table}, "a": {fmt.Sprint(tl.Ticks[(mid+i)%len(tl.Ticks)][0])},
-				"b": {fmt.Sprint(tl.Ticks[(mid+i+1)%len(tl.Ticks)][0])}, "limit": {"50"}}
+			v := url.Values{"run": {run}, "table": {res.Table}, "a": {fmt.Sprint(ticks[(mid+i)%len(ticks)])},
+				"b": {fmt.Sprint(ticks[(mid+i+1)%len(ticks)])}, "limit": {"50"}}
 			if x != "" {
 				v.Set("x", x)
 				v.Set("y", y)

@@ -158,6 +158,16 @@ func TestBrowser(t *testing.T) {
 	}
 	do("move the scrubber", chromedp.SendKeys(chromedp.ID("scrubber"), kb.ArrowLeft+kb.ArrowLeft+kb.ArrowLeft),
 		ready(fmt.Sprintf(`[data-shown-tick="%d"]`, at)))
+	// The step buttons: one on, two back, one on again.
+	for _, s := range []struct {
+		button string
+		tick   int
+	}{{"next", at + 1}, {"prev", at}, {"prev", at - 1}, {"next", at}} {
+		do("step "+s.button, chromedp.Click(chromedp.ID(s.button)), ready(fmt.Sprintf(`[data-shown-tick="%d"]`, s.tick)))
+	}
+	if got := str(chromedp.Text(chromedp.ID("tick-time"))); got != "published "+fmtTime(publishedAt(t, f, "w", int64(at))) {
+		t.Fatalf("tick %d: the page says %q", at, got)
+	}
 	var table struct {
 		Head []string   `json:"head"`
 		Rows [][]string `json:"rows"`
@@ -255,6 +265,9 @@ func TestBrowser(t *testing.T) {
 	}
 	t.Logf("screenshots in %s", shots)
 }
+
+// fmtTime is the page's fmtTime: a time as UTC to the second.
+func fmtTime(ms int64) string { return time.UnixMilli(ms).UTC().Format("2006-01-02 15:04:05Z") }
 
 // pairs turns a chart's data ([xs, ys]) into sorted points.
 func pairs(t *testing.T, data [][]float64) [][2]float64 {

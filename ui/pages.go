@@ -287,12 +287,15 @@ func (s *Server) tables(ctx context.Context, world, run string) (*Result, error)
 // TickPage is a table's rows at one tick: a sorted page of them, their
 // count, and the points of two columns for the scatter plot.
 type TickPage struct {
-	Tick   int64   `json:"tick"`
-	Table  string  `json:"table"`
-	Offset int64   `json:"offset"`
-	Total  int64   `json:"total"`
-	Page   *Result `json:"page"`
-	Points *Result `json:"points,omitempty"`
+	Tick int64 `json:"tick"`
+	// PublishedUnixMs is when the tick was published (0: not recorded,
+	// or not a visible tick).
+	PublishedUnixMs int64   `json:"published_unix_ms"`
+	Table           string  `json:"table"`
+	Offset          int64   `json:"offset"`
+	Total           int64   `json:"total"`
+	Page            *Result `json:"page"`
+	Points          *Result `json:"points,omitempty"`
 }
 
 // TickQuery is what the tick endpoint asks of the views: table's rows at
@@ -380,6 +383,11 @@ func (s *Server) tick(ctx context.Context, world, run string, vals map[string][]
 		return nil, badRequest(fmt.Errorf("table %q is not a view of %s (run %s): %s", q.Table, world, run, strings.Join(v.script.Views, ", ")))
 	}
 	out := &TickPage{Tick: q.Tick, Table: q.Table, Offset: q.Offset}
+	if v.view != nil {
+		if t, ok := v.view.Tick(q.Tick); ok {
+			out.PublishedUnixMs = t.PublishedUnixMs
+		}
+	}
 	if out.Page, err = s.query(ctx, world, run, q.PageSQL()); err != nil {
 		return nil, err
 	}

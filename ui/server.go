@@ -129,6 +129,9 @@ type Server struct {
 	// query starts and ends.
 	queryStarted func(q string)
 	queryEnded   func(q string, err error)
+	// timePoints bounds Timeline.Published (maxTimePoints; tests set
+	// fewer).
+	timePoints int
 	// catalogClosed, if set (tests), is called as the server closes a
 	// world's catalog it no longer keeps.
 	catalogClosed func(world string)
@@ -165,7 +168,7 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ui pages: %w", err)
 	}
-	s := &Server{opts: opts, mux: http.NewServeMux(), pages: pages}
+	s := &Server{opts: opts, mux: http.NewServeMux(), pages: pages, timePoints: maxTimePoints}
 	s.mu.catalogs = map[string]*index.Catalog{}
 	s.mu.catalogLRU = newLRU[string]()
 	s.mu.views = map[viewsKey]*views{}

@@ -236,8 +236,27 @@ func TestEndpointsAnswerAsSQLAndTheCatalog(t *testing.T) {
 			ticks = append(ticks, [2]int64{r.Tick.Tick, r.PublishedUnixMs})
 			return true
 		})
-		if !reflect.DeepEqual(tl.Ticks, ticks) || len(ticks) == 0 {
-			t.Fatalf("timeline of %s: ticks %v, the catalog's %v", world, tl.Ticks, ticks)
+		var numbers []int64
+		for _, tk := range ticks {
+			numbers = append(numbers, tk[0])
+		}
+		if !reflect.DeepEqual(tl.Published, ticks) || !reflect.DeepEqual(tl.TickNumbers(), numbers) || tl.Ticks != len(ticks) || len(ticks) == 0 {
+			t.Fatalf("timeline of %s: %d ticks %v published %v, the catalog's %v", world, tl.Ticks, tl.Spans, tl.Published, ticks)
+		}
+		// A server sampling 4 publish times: every third tick of 13, and
+		// the newest; 10 of f.
+		g := serve(t, f.b, f.dir)
+		g.srv.timePoints = 4
+		var sampled Timeline
+		g.get(t, "/api/w/"+world+"/timeline", &sampled)
+		var some [][2]int64
+		for i, tk := range ticks {
+			if i%((len(ticks)+3)/4) == 0 || i == len(ticks)-1 {
+				some = append(some, tk)
+			}
+		}
+		if !reflect.DeepEqual(sampled.Published, some) || len(some) > 5 || !reflect.DeepEqual(sampled.Spans, tl.Spans) {
+			t.Fatalf("timeline of %s, 4 times: %v, want %v", world, sampled.Published, some)
 		}
 		// Read backward, they are what reading the log forward gives.
 		tip := v.Segments[len(v.Segments)-1].State.Seq
@@ -284,6 +303,9 @@ func TestEndpointsAnswerAsSQLAndTheCatalog(t *testing.T) {
 			t.Fatalf("tick %+v: %d", c.q, code)
 		}
 		sameResult(t, "tick page", tp.Page, want(t, f.b, c.world, "main", c.q.PageSQL()))
+		if pub := publishedAt(t, f, c.world, c.q.Tick); tp.PublishedUnixMs != pub || pub == 0 {
+			t.Fatalf("tick %d of %s: published %d, the catalog says %d", c.q.Tick, c.world, tp.PublishedUnixMs, pub)
+		}
 		n := want(t, f.b, c.world, "main", c.q.CountSQL())
 		if fmt.Sprint(tp.Total) != n.Rows[0][0] || tp.Total == 0 {
 			t.Fatalf("tick %+v: total %d, worldfs sql counts %s", c.q, tp.Total, n.Rows[0][0])
@@ -551,8 +573,8 @@ func TestPagesFollowNewTicks(t *testing.T) {
 		t.Helper()
 		var tl Timeline
 		f.get(t, "/api/w/w/timeline", &tl)
-		if n := len(tl.Ticks); n == 0 || tl.Ticks[n-1][0] != headTick {
-			t.Fatalf("timeline ends at %v, want tick %d", tl.Ticks[len(tl.Ticks)-1], headTick)
+		if n := len(tl.Spans); n == 0 || tl.Spans[n-1][1] != headTick || tl.Published[len(tl.Published)-1][0] != headTick {
+			t.Fatalf("timeline ends at %v (published %v), want tick %d", tl.Spans, tl.Published, headTick)
 		}
 		sameCounts(t, f, "w", "main", tl.Views, "")
 		var tp TickPage
@@ -705,6 +727,24 @@ func TestBoundsOfResultsAndLog(t *testing.T) {
 			t.Errorf("%s: %d %q, want a 4xx saying %q", path, code, e.Error, say)
 		}
 	}
+}
+
+// publishedAt is when the catalog says tick was published in world's
+// view of run main.
+func publishedAt(t *testing.T, f *fixture, world string, tick int64) int64 {
+	t.Helper()
+	v, err := index.OpenView(enginetest.Context(t), func(ctx context.Context, w string) (*index.State, error) {
+		s, _, err := index.Load(ctx, f.b, w)
+		return s, err
+	}, world, "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := v.Tick(tick)
+	if r.Tick == nil {
+		return 0
+	}
+	return r.PublishedUnixMs
 }
 
 // logEvents reads world's log forward from its start to sequence tip,

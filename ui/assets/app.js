@@ -182,15 +182,14 @@ async function runPage() {
   const [tl, cols] = await Promise.all([api(`/api/w/${encodeURIComponent(world)}/timeline`, { run }), api(`/api/w/${encodeURIComponent(world)}/tables`, { run })]);
   ui.timeline = tl;
   for (const [t, c, type] of cols.rows) (runState.columns[t] = runState.columns[t] || []).push({ name: c, type });
-  const ticks = tl.ticks.map((t) => t[0]);
-  runState.ticks = ticks;
+  runState.spans = tl.spans;
   const sc = $("scrubber");
-  if (ticks.length === 0) { status("this run has no visible tick"); body.dataset.ready = "1"; return; }
-  sc.min = ticks[0];
-  sc.max = ticks[ticks.length - 1];
-  $("tick-input").min = ticks[0];
-  $("tick-input").max = ticks[ticks.length - 1];
-  $("timeline-info").textContent = `ticks ${ticks[0]}–${ticks[ticks.length - 1]} (${ticks.length})`;
+  if (tl.ticks === 0) { status("this run has no visible tick"); body.dataset.ready = "1"; return; }
+  sc.min = firstTick();
+  sc.max = lastTick();
+  $("tick-input").min = firstTick();
+  $("tick-input").max = lastTick();
+  $("timeline-info").textContent = `ticks ${firstTick()}–${lastTick()} (${tl.ticks})`;
   drawTicksChart(tl);
   drawEvents(tl);
   // Tables: the particle simulation's first, then by name.
@@ -208,7 +207,7 @@ async function runPage() {
   $("page-next").addEventListener("click", () => { if (runState.offset + runState.limit < runState.total) { runState.offset += runState.limit; loadTick(); } });
   $("scatter-x").addEventListener("change", () => { runState.x = $("scatter-x").value; loadTick(); });
   $("scatter-y").addEventListener("change", () => { runState.y = $("scatter-y").value; loadTick(); });
-  const want = body.dataset.tick !== "" ? Number(body.dataset.tick) : ticks[ticks.length - 1];
+  const want = body.dataset.tick !== "" ? Number(body.dataset.tick) : lastTick();
   loadRows();
   await selectTick(want);
 }
@@ -240,17 +239,29 @@ function setAxes() {
   for (const b of $("table-tabs").children) b.classList.toggle("here", b.dataset.table === runState.table);
 }
 
+// The visible ticks are spans of consecutive numbers, [first, last].
+function firstTick() { return runState.spans[0][0]; }
+function lastTick() { return runState.spans[runState.spans.length - 1][1]; }
+
+// nearestTick returns the visible tick at or after t (else the last).
 function nearestTick(t) {
-  const ticks = runState.ticks;
-  let lo = 0, hi = ticks.length - 1;
-  while (lo < hi) { const m = (lo + hi) >> 1; if (ticks[m] < t) lo = m + 1; else hi = m; }
-  return ticks[lo];
+  const spans = runState.spans;
+  let lo = 0, hi = spans.length - 1;
+  while (lo < hi) { const m = (lo + hi) >> 1; if (spans[m][1] < t) lo = m + 1; else hi = m; }
+  return Math.min(Math.max(t, spans[lo][0]), spans[lo][1]);
+}
+
+// prevTick returns the visible tick at or before t (else the first).
+function prevTick(t) {
+  const spans = runState.spans;
+  let lo = 0, hi = spans.length - 1;
+  while (lo < hi) { const m = (lo + hi + 1) >> 1; if (spans[m][0] > t) hi = m - 1; else lo = m; }
+  return Math.min(Math.max(t, spans[lo][0]), spans[lo][1]);
 }
 
 function step(d) {
-  const i = runState.ticks.indexOf(runState.tick);
-  const j = Math.min(runState.ticks.length - 1, Math.max(0, i + d));
-  return selectTick(runState.ticks[j]);
+  const t = runState.tick;
+  return selectTick(d > 0 ? nearestTick(Math.min(t + 1, lastTick())) : prevTick(t - 1));
 }
 
 async function play() {
@@ -258,7 +269,7 @@ async function play() {
   if (runState.playing) { runState.playing = false; return; }
   runState.playing = true;
   b.textContent = "stop";
-  while (runState.playing && runState.tick < runState.ticks[runState.ticks.length - 1]) await step(1);
+  while (runState.playing && runState.tick < lastTick()) await step(1);
   runState.playing = false;
   b.textContent = "play";
 }
@@ -268,8 +279,6 @@ async function selectTick(t) {
   runState.tick = t;
   $("scrubber").value = t;
   $("tick-input").value = t;
-  const tl = ui.timeline.ticks.find((x) => x[0] === t);
-  $("tick-time").textContent = tl ? "published " + fmtTime(tl[1]) : "";
   $("tick-label").textContent = t;
   const u = new URL(location.href);
   u.searchParams.set("tick", t);
@@ -298,6 +307,9 @@ async function loadTick() {
   }
   if (ctl !== runState.ctl) return;
   runState.total = res.total;
+  runState.tickMs = res.published_unix_ms;
+  $("tick-time").textContent = res.published_unix_ms ? "published " + fmtTime(res.published_unix_ms) : "";
+  if (runState.charts.ticks) runState.charts.ticks.redraw(false);
   ui.tick = res;
   renderTable($("tick-rows"), res.page, { order: runState.order, desc: runState.desc, onSort: sortBy });
   const last = Math.min(res.offset + res.page.rows.length, res.total);
@@ -340,7 +352,7 @@ function drawScatter(points) {
 // drawTicksChart: each tick at the wall-clock time it was published, the
 // commit events as marks on the same axis, the selected tick as a line.
 function drawTicksChart(tl) {
-  const ts = tl.ticks.filter((t) => t[1] > 0).slice().sort((a, b) => a[1] - b[1]);
+  const ts = tl.published.filter((t) => t[1] > 0).sort((a, b) => a[1] - b[1]);
   const div = $("ticks-chart");
   if (ts.length === 0) { div.replaceChildren(el("p", { class: "note" }, "no publish times recorded")); return; }
   const data = [ts.map((t) => t[1] / 1000), ts.map((t) => t[0])];
@@ -364,9 +376,8 @@ function drawTicksChart(tl) {
           ctx.lineWidth = 1;
           ctx.beginPath(); ctx.moveTo(x, u.bbox.top); ctx.lineTo(x, u.bbox.top + 10 * devicePixelRatio); ctx.stroke();
         }
-        const sel = tl.ticks.find((t) => t[0] === runState.tick);
-        if (sel && sel[1]) {
-          const x = u.valToPos(sel[1] / 1000, "x", true);
+        if (runState.tickMs) {
+          const x = u.valToPos(runState.tickMs / 1000, "x", true);
           ctx.strokeStyle = "#ff7f0e"; ctx.lineWidth = 2;
           ctx.beginPath(); ctx.moveTo(x, u.bbox.top); ctx.lineTo(x, u.bbox.top + u.bbox.height); ctx.stroke();
         }
@@ -623,13 +634,12 @@ async function comparePage() {
     api(`/api/w/${encodeURIComponent(world)}/tables`, { run })]);
   for (const [t, c, type] of cols.rows) (cmp.columns[t] = cmp.columns[t] || []).push({ name: c, type });
   const me = ws.find((w) => w.id === world);
-  const ticks = tl.ticks.map((t) => t[0]);
-  if (ticks.length === 0) { status("this run has no visible tick"); body.dataset.ready = "1"; return; }
-  const head = ticks[ticks.length - 1];
+  if (tl.ticks === 0) { status("this run has no visible tick"); body.dataset.ready = "1"; return; }
+  const first = tl.spans[0][0], head = tl.spans[tl.spans.length - 1][1];
   const vs = $("vs-world");
   for (const w of ws) vs.append(el("option", { value: w.id }, w.id + (me && w.id === me.parent ? " (parent)" : "")));
   vs.value = p.get("vs") || world;
-  $("tick-a").value = p.get("a") || Math.max(ticks[0], head - 1);
+  $("tick-a").value = p.get("a") || Math.max(first, head - 1);
   $("tick-b").value = p.get("b") || head;
   cmp.vsrun = p.get("vsrun") || "";
   if (me && me.parent) {
