@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/worldfs/worldfs/index"
 	"github.com/worldfs/worldfs/sql"
 )
@@ -161,20 +163,36 @@ func (s *Server) worlds(ctx context.Context) ([]WorldInfo, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Catalogs are opened 8 at a time: a first visit loads each.
+	infos := make([]*WorldInfo, len(markers))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	for i, m := range markers {
+		g.Go(func() error {
+			st, err := s.state(gctx, m.ID)
+			if statusOf(err) == http.StatusNotFound {
+				return nil // a creation that crashed before its log: no world yet
+			}
+			if err != nil {
+				return err
+			}
+			size, err := s.size(st)
+			if err != nil {
+				return err
+			}
+			info := worldInfo(st, size)
+			infos[i] = &info
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
 	out := []WorldInfo{}
-	for _, m := range markers {
-		st, err := s.state(ctx, m.ID)
-		if statusOf(err) == http.StatusNotFound {
-			continue // a creation that crashed before its log: no world yet
+	for _, info := range infos {
+		if info != nil {
+			out = append(out, *info)
 		}
-		if err != nil {
-			return nil, err
-		}
-		size, err := s.size(st)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, worldInfo(st, size))
 	}
 	return out, nil
 }
