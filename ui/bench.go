@@ -38,10 +38,11 @@ type BenchEndpoint struct {
 
 // Bench measures the server's time for each page and JSON endpoint of
 // (world, run), n times each, calling ServeHTTP directly (no network):
-// the pages, the worlds list, the timeline, the tables, rows per tick,
-// one tick's page and points, a scrubber step (each request the next
-// tick, from the middle of the run), a comparison of adjacent ticks, a
-// query and the facts. The scrubber's
+// the pages, the worlds list, the timeline, the tables, rows per tick
+// (the whole run, then 1,000 ticks of it as a zoom asks), the page of
+// commit events before the timeline's, one tick's page and points, a
+// scrubber step (each request the next tick, from the middle of the run),
+// a comparison of adjacent ticks, a query and the facts. The scrubber's
 // table is particle if the run has one, else its first view.
 //
 // What a visit needs to know first (the ticks, the table's columns) is
@@ -114,6 +115,13 @@ func Bench(ctx context.Context, opts Options, world, run string, n int) (*BenchR
 		{"timeline", func(int) string { return "/api/w/" + w + "/timeline" + rq }},
 		{"tables", func(int) string { return "/api/w/" + w + "/tables" + rq }},
 		{"rows per tick", func(int) string { return "/api/w/" + w + "/counts" + rq }},
+		{"rows per tick, zoomed", func(i int) string { // 1,000 ticks about the middle, moving on
+			from := ticks[(mid+i)%len(ticks)] - 500
+			return "/api/w/" + w + "/counts" + rq + fmt.Sprintf("&from=%d&to=%d", from, from+999)
+		}},
+		{"older events", func(int) string {
+			return "/api/w/" + w + "/events" + rq + fmt.Sprintf("&before=%d", max(tl.LogFrom, 1))
+		}},
 		{"tick", func(int) string { return tickPath(ticks[mid]) }},
 		{"scrubber step", func(i int) string { return tickPath(ticks[(mid+1+i)%len(ticks)]) }},
 		{"compare adjacent ticks", func(i int) string {
