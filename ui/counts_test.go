@@ -25,6 +25,13 @@ func sameCounts(t *testing.T, f *fixture, world, run string, views []string, que
 	if code := f.get(t, path, &got); code != 200 {
 		t.Fatalf("%s: %d", path, code)
 	}
+	if query == "" || !strings.Contains(query, "from=") {
+		// The whole run: from its first tick with rows to its last.
+		span := want(t, f.b, world, run, fmt.Sprintf("SELECT min(tick), max(tick) FROM (%s)", CountsSQL(views)))
+		if r := span.Rows[0]; fmt.Sprint(got.From) != r[0] || fmt.Sprint(got.To) != r[1] {
+			t.Fatalf("%s: ticks %d to %d, the rows are from %s to %s", path, got.From, got.To, r[0], r[1])
+		}
+	}
 	exp := want(t, f.b, world, run, BinnedCountsSQL(views, got.From, got.To, got.Width))
 	if !reflect.DeepEqual(got.Rows(), exp.Rows) || len(exp.Rows) == 0 {
 		t.Fatalf("%s (%s, from %d to %d, %d ticks a bin): the server answered\n%v\nworldfs sql answers\n%v",
@@ -98,6 +105,21 @@ func compactedWorlds(t *testing.T, f *fixture) {
 		cat.Close()
 		if err != nil || res.Files == 0 {
 			t.Fatalf("compacting %s: %+v %v", w, res, err)
+		}
+	}
+}
+
+// Where the catalog does not record every file the views read (legacy
+// history, listed from the bucket), rows per tick come from SQL, and the
+// bins still equal BinnedCountsSQL's.
+func TestRowsPerTickOfLegacyHistoryFromSQL(t *testing.T) {
+	b, _ := enginetest.Legacy(t, "../testdata/legacy", "legacyworld", 7)
+	f := serve(t, b, t.TempDir())
+	var tl Timeline
+	f.get(t, "/api/w/legacyworld/timeline", &tl)
+	for _, q := range []string{"", "bins=3", "from=2&to=6"} {
+		if got := sameCounts(t, f, "legacyworld", "main", tl.Views, q); got.Source != "sql" {
+			t.Fatalf("legacy history: rows per tick from %s, want sql", got.Source)
 		}
 	}
 }
