@@ -55,6 +55,12 @@ func chromium(t *testing.T) context.Context {
 func TestBrowser(t *testing.T) {
 	ctx := chromium(t)
 	f := newFixture(t)
+	f.srv.opts.MaxLogEntries = 2 // set before the first request: events come a page at a time
+	st, _, err := index.Load(ctx, f.b, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	headSeq := st.Seq
 	const slow = "SELECT count(*) FROM range(1000000) a, range(10000000) b WHERE (a.range * b.range) % 7 = 3"
 	ended := make(chan error, 1)
 	f.srv.queryEnded = func(q string, err error) { // set before the first request
@@ -150,11 +156,39 @@ func TestBrowser(t *testing.T) {
 		return &rc
 	}
 	do("the rows chart", ready(`[data-rows-width]`))
-	chartRows("rows chart")
+	whole := chartRows("rows chart")
 	do("zoom the rows chart", chromedp.Evaluate[chromedp.Void](`window.__ui.run.charts.rows.setScale("x", {min: 3, max: 7})`),
 		ready(`[data-rows-from="3"][data-rows-to="7"]`))
 	if rc := chartRows("zoomed rows chart"); rc.Width != 1 || rc.X[0] != 3 {
 		t.Fatalf("zoomed to ticks 3-7: %+v", rc)
+	}
+	// A double-click asks for the whole run again.
+	do("unzoom the rows chart", chromedp.Evaluate[chromedp.Void](`window.__ui.run.charts.rows.over.dispatchEvent(new MouseEvent("dblclick", {bubbles: true}))`),
+		ready(fmt.Sprintf(`[data-rows-from="%d"][data-rows-to="%d"]`, whole.From, whole.To)))
+	chartRows("unzoomed rows chart")
+	// The commit events, read a slot at a time (the server reads the
+	// slots of 2 entries), page by page back to the log's start: the
+	// table lists every event of the log, newest first.
+	for pages := 0; ; pages++ {
+		var from string
+		eval(&from, `document.body.dataset.logFrom`)
+		if from == "1" {
+			if pages == 0 {
+				t.Fatal("the timeline read the whole log at once")
+			}
+			break
+		}
+		do("older events", chromedp.Evaluate[chromedp.Void](`document.getElementById("older-events").click()`),
+			ready(fmt.Sprintf(`:not([data-log-from="%s"])`, from)))
+	}
+	var seqs []uint64
+	eval(&seqs, `[...document.querySelectorAll("#events tbody tr")].map(tr => Number(tr.children[0].textContent))`)
+	var logSeqs []uint64
+	for _, e := range logEvents(t, f.b, "w", headSeq) {
+		logSeqs = append([]uint64{e.Seq}, logSeqs...)
+	}
+	if !reflect.DeepEqual(seqs, logSeqs) {
+		t.Fatalf("the events listed: %v, the log's (newest first): %v", seqs, logSeqs)
 	}
 	do("move the scrubber", chromedp.SendKeys(chromedp.ID("scrubber"), kb.ArrowLeft+kb.ArrowLeft+kb.ArrowLeft),
 		ready(fmt.Sprintf(`[data-shown-tick="%d"]`, at)))

@@ -473,6 +473,7 @@ function drawRowsChart(res) {
 function drawEvents(tl) {
   $("event-count").textContent = tl.events.length;
   $("event-from").textContent = tl.log_from > 1 ? `the log from seq ${tl.log_from}` : "the whole log";
+  body.dataset.logFrom = String(tl.log_from);
   const older = $("older-events");
   older.hidden = !(tl.log_from > 1);
   older.onclick = async () => {
