@@ -13,6 +13,7 @@ import (
 
 	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/index"
+	"github.com/worldfs/worldfs/maintenance"
 )
 
 // The timeline's rows chart: rows per table per tick, the answer of
@@ -258,7 +259,7 @@ func (s *Server) catalogCounts(ctx context.Context, v *views) (*tickCounts, erro
 		names[k] = infos[i]
 	}
 	indexes, err := s.tickIndexes(ctx, compacted)
-	if errors.Is(err, engine.ErrNoTickIndex) {
+	if errors.Is(err, maintenance.ErrNoTickIndex) {
 		return nil, nil
 	}
 	if err != nil {
@@ -311,7 +312,7 @@ func (s *Server) tickIndexes(ctx context.Context, files []index.Fragment) (map[s
 			continue
 		}
 		g.Go(func() error {
-			x, err := engine.ReadTickIndex(ctx, s.opts.Bucket, f)
+			x, err := maintenance.ReadTickIndex(ctx, s.opts.Bucket, f)
 			if err != nil {
 				return err
 			}

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/engine/enginetest"
 	"github.com/worldfs/worldfs/index"
+	"github.com/worldfs/worldfs/maintenance"
 )
 
 // sameCounts asks the rows chart of (world, run) with query (from, to,
@@ -101,7 +101,7 @@ func compactedWorlds(t *testing.T, f *fixture) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := engine.Compact(ctx, f.b, cat, engine.CompactOptions{Recent: 10})
+		res, err := maintenance.Compact(ctx, f.b, cat, maintenance.CompactOptions{Recent: 10})
 		cat.Close()
 		if err != nil || res.Files == 0 {
 			t.Fatalf("compacting %s: %+v %v", w, res, err)

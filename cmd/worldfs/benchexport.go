@@ -12,6 +12,7 @@ import (
 	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/export/iceberg"
 	"github.com/worldfs/worldfs/index"
+	"github.com/worldfs/worldfs/maintenance"
 )
 
 func init() {
@@ -59,7 +60,7 @@ func init() {
 			}
 			say("compacting")
 			start = time.Now()
-			_, err = engine.Compact(ctx, b, cat, engine.CompactOptions{})
+			_, err = maintenance.Compact(ctx, b, cat, maintenance.CompactOptions{})
 			cat.Close()
 			if err != nil {
 				return nil, err

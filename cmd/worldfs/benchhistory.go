@@ -20,6 +20,7 @@ import (
 	"github.com/worldfs/worldfs/engine"
 	wfs "github.com/worldfs/worldfs/fs"
 	"github.com/worldfs/worldfs/index"
+	"github.com/worldfs/worldfs/maintenance"
 	wsql "github.com/worldfs/worldfs/sql"
 )
 
@@ -115,7 +116,7 @@ type historyBench struct {
 	Table   string `json:"table"`
 
 	Before *historyPhase `json:"before"`
-	// CompactSeconds: engine.Compact over the whole run (default options).
+	// CompactSeconds: maintenance.Compact over the whole run (default options).
 	CompactSeconds float64 `json:"compact_seconds"`
 	// CompactCPUSeconds: this process's CPU time (user + system) in it.
 	CompactCPUSeconds float64 `json:"compact_cpu_seconds"`
@@ -245,12 +246,12 @@ func benchHistory(ctx context.Context, b bucket.Bucket, h *historyBench, self, d
 		return err
 	}
 	status := newProgress(os.Stderr)
-	opts := engine.CompactOptions{Progress: func(p engine.CompactProgress) {
+	opts := maintenance.CompactOptions{Progress: func(p maintenance.CompactProgress) {
 		status.step("bench: compacting windows", int64(p.Done), int64(p.Total))
 	}}
 	say("compacting")
 	start, cpu := time.Now(), cpuSeconds()
-	res, err := engine.Compact(ctx, b, cat, opts)
+	res, err := maintenance.Compact(ctx, b, cat, opts)
 	status.done()
 	h.CompactSeconds, h.CompactCPUSeconds = time.Since(start).Seconds(), cpuSeconds()-cpu
 	cat.Close()

@@ -10,8 +10,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/index"
+	"github.com/worldfs/worldfs/maintenance"
 )
 
 func init() {
@@ -27,7 +27,7 @@ func init() {
 			url = bucketFlag(fs)
 			world = fs.String("world", "", "world to collect (required)")
 			run = fs.String("run", "", "examine only this run's fragments (default: every run)")
-			retention = fs.Duration("retention", engine.DefaultRetention,
+			retention = fs.Duration("retention", maintenance.DefaultRetention,
 				"replaced files, slots, checkpoints and shards stay this long after nothing names them (a reader pinned before keeps working)")
 			dryRun = fs.Bool("dry-run", false, "print what would be deleted and why; delete nothing")
 			cacheDir = fs.String("cache-dir", defaultCacheDir(), "the cache whose views/ fragment lists unused for the retention are removed")
@@ -56,12 +56,12 @@ func init() {
 			if *dryRun {
 				verb = "would delete"
 			}
-			opts := engine.CollectOptions{Run: *run, Retention: *retention, DryRun: *dryRun}
+			opts := maintenance.CollectOptions{Run: *run, Retention: *retention, DryRun: *dryRun}
 			if *cacheDir != "" {
 				opts.ViewsDir = filepath.Join(*cacheDir, "views")
 			}
 			status := newProgress(os.Stderr)
-			opts.Report = func(c engine.Collected) {
+			opts.Report = func(c maintenance.Collected) {
 				status.clear()
 				if *asJSON {
 					_ = enc.Encode(map[string]any{"object": c.Name, "kind": c.Kind, "bytes": c.Bytes, "reason": c.Reason,
@@ -74,10 +74,10 @@ func init() {
 				}
 				fmt.Fprintf(out, "%s %s (%s): %s\n", v, c.Name, c.Kind, c.Reason)
 			}
-			opts.Progress = func(p engine.CollectProgress) {
+			opts.Progress = func(p maintenance.CollectProgress) {
 				status.step(fmt.Sprintf("%s: %d %s, examined", p.Phase, p.Deleted, verb), int64(p.Examined), -1)
 			}
-			res, err := engine.Collect(ctx, b, cat, opts)
+			res, err := maintenance.Collect(ctx, b, cat, opts)
 			status.done()
 			if err != nil {
 				return err
@@ -87,8 +87,8 @@ func init() {
 					"deleted": res.Deleted, "bytes": res.Bytes, "kept": res.Kept, "by_kind": res.ByKind})
 			}
 			fmt.Fprintf(out, "world %s: %d objects %s (%s)", *world, res.Deleted, verb, mib(res.Bytes))
-			for _, k := range []string{engine.KindReplaced, engine.KindCompacted, engine.KindAttempt, engine.KindSlot,
-				engine.KindCheckpoint, engine.KindShard, engine.KindViewList} {
+			for _, k := range []string{maintenance.KindReplaced, maintenance.KindCompacted, maintenance.KindAttempt, maintenance.KindSlot,
+				maintenance.KindCheckpoint, maintenance.KindShard, maintenance.KindViewList} {
 				if n := res.ByKind[k]; n > 0 {
 					fmt.Fprintf(out, ", %d %s", n, k)
 				}

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/worldfs/worldfs/bucket"
-	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/index"
+	"github.com/worldfs/worldfs/maintenance"
 )
 
 func init() {
@@ -44,16 +44,16 @@ func init() {
 			}
 			defer b.Close()
 			defer cat.Close()
-			opts := engine.CompactOptions{Run: *run, Recent: *recent, TargetRows: *targetRows, Workers: *workers}
+			opts := maintenance.CompactOptions{Run: *run, Recent: *recent, TargetRows: *targetRows, Workers: *workers}
 			if *tables != "" {
 				opts.Tables = strings.Split(*tables, ",")
 			}
 			status := newProgress(os.Stderr)
-			opts.Progress = func(p engine.CompactProgress) {
+			opts.Progress = func(p maintenance.CompactProgress) {
 				status.step("compacting windows", int64(p.Done), int64(p.Total))
 			}
 			start := time.Now()
-			res, err := engine.Compact(ctx, b, cat, opts)
+			res, err := maintenance.Compact(ctx, b, cat, opts)
 			secs := time.Since(start).Seconds()
 			status.done()
 			if err != nil {

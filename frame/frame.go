@@ -1,4 +1,4 @@
-package engine
+package frame
 
 import (
 	"encoding/json"
@@ -119,7 +119,7 @@ func (f *Frame) insertAt(at int, entity int64, v Values) error {
 	// Convert every value before inserting any: a refusal leaves the frame
 	// as it was.
 	var buf [16]any
-	vals, err := convertRow(f.Table, v, buf[:0])
+	vals, err := ConvertRow(f.Table, v, buf[:0])
 	if err != nil {
 		return err
 	}
@@ -149,10 +149,10 @@ func (f *Frame) insertAt(at int, entity int64, v Values) error {
 	return nil
 }
 
-// convertRow checks that every name in v is a component column of t and
+// ConvertRow checks that every name in v is a component column of t and
 // returns, appended to vals[:0], each column's value converted to its type
 // (Convert); nil where v has none or the column is no component.
-func convertRow(t *Table, v Values, vals []any) ([]any, error) {
+func ConvertRow(t *Table, v Values, vals []any) ([]any, error) {
 	for name := range v {
 		if i := t.Column(name); i < 0 || t.Columns[i].Component == "" {
 			return nil, fmt.Errorf("table %s has no component column %s", t.Name, name)

@@ -1,4 +1,4 @@
-package engine
+package frame
 
 import (
 	"context"
@@ -269,6 +269,9 @@ func newTable(name string, commitColumns bool, components []Component) (*Table, 
 	}, nil
 }
 
+// Schema is t's Parquet schema: its columns in order, of their types.
+func (t *Table) Schema() *parquet.Schema { return t.schema }
+
 // Column returns the position of the named column, or -1.
 func (t *Table) Column(name string) int {
 	if i, ok := t.index[name]; ok {
@@ -306,6 +309,19 @@ func TableIDs(ctx context.Context, b bucket.Bucket, world string) ([]string, err
 		ids = append(ids, strings.TrimSuffix(strings.TrimPrefix(a.Name, TableInfoPrefix(world)), ".json"))
 	}
 	return ids, nil
+}
+
+// ReadTableInfo reads a world's description of table id.
+func ReadTableInfo(ctx context.Context, b bucket.Bucket, world, id string) (TableInfo, error) {
+	var ti TableInfo
+	data, _, err := b.Get(ctx, TableInfoPath(world, id))
+	if err != nil {
+		return ti, err
+	}
+	if err := json.Unmarshal(data, &ti); err != nil || ti.ID != id {
+		return ti, fmt.Errorf("world %s: table description %s is corrupt: %w", world, id, index.ErrCorrupt)
+	}
+	return ti, nil
 }
 
 // TableFromInfo rebuilds a table from its description, checking that it

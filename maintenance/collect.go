@@ -1,4 +1,4 @@
-package engine
+package maintenance
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/frame"
 	"github.com/worldfs/worldfs/index"
 	"github.com/worldfs/worldfs/internal/failpoint"
 )
@@ -104,7 +105,9 @@ type CollectOptions struct {
 	Progress func(CollectProgress)
 }
 
-func (o *CollectOptions) ensureDefaults() {
+// EnsureDefaults fills in the defaults of the fields left zero (or
+// negative) and returns o.
+func (o *CollectOptions) EnsureDefaults() *CollectOptions {
 	if o.Retention <= 0 {
 		o.Retention = DefaultRetention
 	}
@@ -117,6 +120,23 @@ func (o *CollectOptions) ensureDefaults() {
 	if o.ViewsAge <= 0 {
 		o.ViewsAge = o.Retention
 	}
+	return o
+}
+
+// Validate checks the options once their defaults are in: the run, if
+// one is named, is a run's name (index.ValidateRunName), and MaxDeletes
+// is no bound (0) or a positive one. Collect calls EnsureDefaults, then
+// Validate, and refuses invalid options before it lists the bucket.
+func (o *CollectOptions) Validate() error {
+	if o.Run != "" {
+		if err := index.ValidateRunName(o.Run); err != nil {
+			return fmt.Errorf("collect options: Run: %w", err)
+		}
+	}
+	if o.MaxDeletes < 0 {
+		return fmt.Errorf("collect options: MaxDeletes %d (want 0 for no bound, or a positive bound)", o.MaxDeletes)
+	}
+	return nil
 }
 
 // Collected is one object collection deleted (or, in a dry run, would).
@@ -179,7 +199,9 @@ type CollectResult struct {
 // cat is the world's catalog, read exactly after the bucket is listed, so
 // that an object listed was created before the state that judges it.
 func Collect(ctx context.Context, b bucket.Bucket, cat *index.Catalog, opts CollectOptions) (CollectResult, error) {
-	opts.ensureDefaults()
+	if err := opts.EnsureDefaults().Validate(); err != nil {
+		return CollectResult{}, err
+	}
 	c := &collector{b: b, cat: cat, world: cat.World(), opts: opts, now: opts.Now(),
 		res: CollectResult{ByKind: map[string]int{}}, slotTimes: map[uint64]time.Time{}}
 	steps := []func(context.Context) error{c.fragments, c.log, c.checkpoints, c.shards, c.views}
@@ -389,7 +411,7 @@ func (c *collector) fragments(ctx context.Context) error {
 			held := map[string][]*index.Claim{}
 			s.Claims(f.run, func(cl *index.Claim) bool {
 				held[cl.CommitToken] = append(held[cl.CommitToken], cl)
-				if b := batchOf(cl.CommitToken); b != cl.CommitToken {
+				if b := index.BatchOf(cl.CommitToken); b != cl.CommitToken {
 					held[b] = append(held[b], cl) // its batch's fragments
 				}
 				return true
@@ -601,9 +623,9 @@ func (c *collector) stats(ctx context.Context, a bucket.Attrs) (fileStats, error
 	for i, path := range f.Schema().Columns() {
 		col[path[len(path)-1]] = i
 	}
-	ti, ok1 := col[ColTick]
-	ki, ok2 := col[ColCommitToken]
-	ei, ok3 := col[ColWriterEpoch]
+	ti, ok1 := col[frame.ColTick]
+	ki, ok2 := col[frame.ColCommitToken]
+	ei, ok3 := col[frame.ColWriterEpoch]
 	if !ok1 {
 		return fileStats{}, nil
 	}

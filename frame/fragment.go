@@ -1,4 +1,4 @@
-package engine
+package frame
 
 import (
 	"bytes"
@@ -10,8 +10,6 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress/zstd"
-
-	"github.com/worldfs/worldfs/index"
 )
 
 // RowGroupRows is the most rows per Parquet row group, DuckDB's own row
@@ -23,27 +21,6 @@ const RowGroupRows = 122880
 // level and, on their columns of steadily changing numbers, writes smaller
 // files too (BenchmarkEncode10k reports both).
 var zstdCodec = &zstd.Codec{Level: zstd.SpeedFastest}
-
-// FragmentPath is where a fact batch's fragment part lives
-// (index.FragmentPath); a tick's fragment is at index.TickFragmentPath.
-func FragmentPath(world, run, tableID, token string, part int) string {
-	return index.FragmentPath(world, run, tableID, token, part)
-}
-
-// AppendReceipt describes one appended fragment.
-type AppendReceipt struct {
-	Table  string `json:"table"`
-	Path   string `json:"path"`
-	Rows   int64  `json:"rows"`
-	Bytes  int64  `json:"bytes"`
-	Digest string `json:"digest"` // "sha256:<hex>" of the file's bytes
-	// Generation is the bucket's generation of the created object, which
-	// the manifest records so readers catch a replaced file at open.
-	Generation int64 `json:"generation,omitempty"`
-	// Durable: the bucket confirmed the create (staged fragments are not
-	// durable and must never be published).
-	Durable bool `json:"durable"`
-}
 
 // Stamp is the commit identity written on every row of a fragment.
 type Stamp struct {
@@ -88,6 +65,15 @@ func EncodeStamped(f *Frame, stamp func(i int) Stamp) ([]byte, error) {
 		return nil, fmt.Errorf("table %s: %w", t.Name, err)
 	}
 	return bytes.Clone(enc.out.Bytes()), nil
+}
+
+// NewWriter returns a writer of one Parquet file of t into w in the
+// encoding of fragments (zstd at its fastest level, pages cut at
+// pageBytes), at most RowGroupRows rows per row group: what compaction
+// writes its files with.
+func NewWriter(w io.Writer, t *Table) *parquet.Writer {
+	return parquet.NewWriter(w, t.schema, parquet.Compression(zstdCodec), parquet.PageBufferSize(pageBytes),
+		parquet.MaxRowsPerRowGroup(RowGroupRows))
 }
 
 // pageBytes is the uncompressed size at which a column's page is cut.

@@ -1,4 +1,4 @@
-package engine
+package maintenance
 
 import (
 	"bytes"
@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/frame"
 	"github.com/worldfs/worldfs/index"
 	"github.com/worldfs/worldfs/internal/failpoint"
 )
@@ -37,6 +38,10 @@ const (
 // then 512, then 4,096), so a table of N ticks has about N/4,096 files plus
 // a bounded tail, and each row is rewritten once per level.
 var compactWindows = []int64{4096, 512, 64}
+
+// SmallestWindow is the ticks of the smallest compaction window: a run
+// has nothing to compact before it holds that many past the recent ones.
+func SmallestWindow() int64 { return compactWindows[len(compactWindows)-1] }
 
 // CompactOptions tune Compact.
 type CompactOptions struct {
@@ -65,7 +70,9 @@ type CompactOptions struct {
 	Progress func(CompactProgress)
 }
 
-func (o *CompactOptions) ensureDefaults() {
+// EnsureDefaults fills in the defaults of the fields left zero (or
+// negative) and returns o.
+func (o *CompactOptions) EnsureDefaults() *CompactOptions {
 	if o.Run == "" {
 		o.Run = "main"
 	}
@@ -84,6 +91,23 @@ func (o *CompactOptions) ensureDefaults() {
 	if o.Workers <= 0 {
 		o.Workers = runtime.GOMAXPROCS(0)
 	}
+	return o
+}
+
+// Validate checks the options once their defaults are in: the run is a
+// run's name (index.ValidateRunName) and no table named is empty. Compact
+// calls EnsureDefaults, then Validate, and refuses invalid options before
+// it reads the catalog.
+func (o *CompactOptions) Validate() error {
+	if err := index.ValidateRunName(o.Run); err != nil {
+		return fmt.Errorf("compact options: Run: %w", err)
+	}
+	for i, t := range o.Tables {
+		if t == "" {
+			return fmt.Errorf("compact options: Tables[%d] is empty (want a table's name or id)", i)
+		}
+	}
+	return nil
 }
 
 // CompactProgress reports one window.
@@ -126,8 +150,10 @@ type CompactResult struct {
 // collection. A crash at any moment leaves the history as it was or as
 // compacted, never anything between.
 func Compact(ctx context.Context, b bucket.Bucket, cat *index.Catalog, opts CompactOptions) (CompactResult, error) {
-	opts.ensureDefaults()
 	var res CompactResult
+	if err := opts.EnsureDefaults().Validate(); err != nil {
+		return res, err
+	}
 	s, err := cat.Exact(ctx)
 	if err != nil {
 		return res, err
@@ -141,7 +167,7 @@ func Compact(ctx context.Context, b bucket.Bucket, cat *index.Catalog, opts Comp
 			}
 		}
 	}
-	c := &compactor{b: b, cat: cat, world: s.World.ID, opts: opts, tables: map[string]*Table{},
+	c := &compactor{b: b, cat: cat, world: s.World.ID, opts: opts, tables: map[string]*frame.Table{},
 		work: semaphore.NewWeighted(int64(opts.Workers))}
 	// The windows are disjoint: they are compacted side by side, each
 	// committed on its own.
@@ -154,7 +180,7 @@ func Compact(ctx context.Context, b bucket.Bucket, cat *index.Catalog, opts Comp
 			done, err := c.window(gctx, span, &r)
 			mu.Lock()
 			defer mu.Unlock()
-			res.add(r)
+			res.Add(r)
 			if err != nil {
 				return err
 			}
@@ -263,7 +289,7 @@ func (c *compactor) facts(ctx context.Context, res *CompactResult) error {
 			var r CompactResult
 			defer func() {
 				mu.Lock()
-				res.add(r)
+				res.Add(r)
 				mu.Unlock()
 			}()
 			// The facts' rows sort by tick then fact id, like ticks'.
@@ -288,8 +314,8 @@ func (c *compactor) facts(ctx context.Context, res *CompactResult) error {
 	return g.Wait()
 }
 
-// add sums o into r.
-func (r *CompactResult) add(o CompactResult) {
+// Add sums o into r.
+func (r *CompactResult) Add(o CompactResult) {
 	r.Windows += o.Windows
 	r.Facts += o.Facts
 	r.Refused += o.Refused
@@ -311,7 +337,7 @@ type compactor struct {
 	work  *semaphore.Weighted // held by each table's rewrite: Workers at once
 	mu    sync.Mutex
 	// tables are the schemas read so far, by id.
-	tables map[string]*Table
+	tables map[string]*frame.Table
 }
 
 // rewriteAll rewrites each table of order (side by side, as work allows)
@@ -338,7 +364,7 @@ func (c *compactor) rewriteAll(ctx context.Context, order []string, sources map[
 	}
 	err := g.Wait()
 	for _, r := range results {
-		res.add(r)
+		res.Add(r)
 	}
 	return out, err
 }
@@ -438,17 +464,17 @@ func (c *compactor) wanted(ctx context.Context, id string) bool {
 }
 
 // table returns the schema of table id, read once.
-func (c *compactor) table(ctx context.Context, id string) (*Table, error) {
+func (c *compactor) table(ctx context.Context, id string) (*frame.Table, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if t, ok := c.tables[id]; ok {
 		return t, nil
 	}
-	info, err := ReadTableInfo(ctx, c.b, c.world, id)
+	info, err := frame.ReadTableInfo(ctx, c.b, c.world, id)
 	if err != nil {
 		return nil, fmt.Errorf("world %s: table %s has no description: %w", c.world, id, err)
 	}
-	t, err := TableFromInfo(info)
+	t, err := frame.TableFromInfo(info)
 	if err != nil {
 		return nil, err
 	}
@@ -464,7 +490,7 @@ func (c *compactor) table(ctx context.Context, id string) (*Table, error) {
 // once and re-encoded into the output's row groups, never assembled into
 // rows; a source whose rows are already in order is not sorted again.
 // With ticks, each file is written with its tick index (TickIndex) first.
-func (c *compactor) rewrite(ctx context.Context, t *Table, sources []source, admit admitFunc, ticks bool, res *CompactResult) ([]index.Fragment, error) {
+func (c *compactor) rewrite(ctx context.Context, t *frame.Table, sources []source, admit admitFunc, ticks bool, res *CompactResult) ([]index.Fragment, error) {
 	in, err := c.open(ctx, t, sources)
 	if err != nil {
 		return nil, err
@@ -551,7 +577,7 @@ type rowKey struct {
 // open reads and checks the sources (several at once): each must match its
 // catalog digest and have the table's columns, in its order, of its types,
 // one value per row.
-func (c *compactor) open(ctx context.Context, t *Table, sources []source) (*sourceFiles, error) {
+func (c *compactor) open(ctx context.Context, t *frame.Table, sources []source) (*sourceFiles, error) {
 	in := &sourceFiles{files: make([]sourceFile, len(sources))}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(fetchers)
@@ -561,7 +587,7 @@ func (c *compactor) open(ctx context.Context, t *Table, sources []source) (*sour
 			if err != nil {
 				return fmt.Errorf("world %s: reading %s: %w", c.world, src.Path, err)
 			}
-			if Digest(data) != src.Digest {
+			if frame.Digest(data) != src.Digest {
 				return fmt.Errorf("world %s: fragment %s does not match its catalog digest", c.world, src.Path)
 			}
 			groups, err := openRowGroups(t, data)
@@ -587,7 +613,7 @@ func (c *compactor) open(ctx context.Context, t *Table, sources []source) (*sour
 
 // openRowGroups opens a fragment of t and returns its row groups, refusing
 // one of another schema (a changed schema is a new table).
-func openRowGroups(t *Table, data []byte) ([]parquet.RowGroup, error) {
+func openRowGroups(t *frame.Table, data []byte) ([]parquet.RowGroup, error) {
 	file, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)),
 		parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
 	if err != nil {
@@ -601,18 +627,18 @@ func openRowGroups(t *Table, data []byte) ([]parquet.RowGroup, error) {
 
 // sameColumns checks that file has t's columns, in its order, of its
 // types, one value per row.
-func sameColumns(t *Table, file *parquet.File) error {
+func sameColumns(t *frame.Table, file *parquet.File) error {
 	leaves := file.Schema().Columns()
 	if len(leaves) != len(t.Columns) {
 		return fmt.Errorf("%d columns, table %s has %d", len(leaves), t.Name, len(t.Columns))
 	}
-	want := t.schema.Columns()
+	want := t.Schema().Columns()
 	for i, path := range leaves {
 		if path[len(path)-1] != t.Columns[i].Name {
 			return fmt.Errorf("column %d is %s, table %s has %s", i, path[len(path)-1], t.Name, t.Columns[i].Name)
 		}
 		got, _ := file.Schema().Lookup(path...)
-		leaf, _ := t.schema.Lookup(want[i]...)
+		leaf, _ := t.Schema().Lookup(want[i]...)
 		if got.Node.Type().Kind() != leaf.Node.Type().Kind() || got.MaxRepetitionLevel != leaf.MaxRepetitionLevel ||
 			got.MaxDefinitionLevel != leaf.MaxDefinitionLevel {
 			return fmt.Errorf("column %s is %s, table %s has %s", t.Columns[i].Name, got.Node.Type(), t.Name, leaf.Node.Type())
@@ -634,8 +660,8 @@ type admitFunc func(tick int64, token string, epoch, entity int64) bool
 
 // visible returns the keys of the sources' visible rows (a proven source's
 // all, another's as admit says), sorted by tick then entity, stably.
-func (in *sourceFiles) visible(t *Table, admit admitFunc) ([]rowKey, error) {
-	tickCol, tokenCol, epochCol, entityCol := t.Column(ColTick), t.Column(ColCommitToken), t.Column(ColWriterEpoch), t.Column(ColEntity)
+func (in *sourceFiles) visible(t *frame.Table, admit admitFunc) ([]rowKey, error) {
+	tickCol, tokenCol, epochCol, entityCol := t.Column(frame.ColTick), t.Column(frame.ColCommitToken), t.Column(frame.ColWriterEpoch), t.Column(frame.ColEntity)
 	var keys []rowKey
 	sorted := true
 	g := 0
@@ -714,17 +740,17 @@ func columnValues(rg parquet.RowGroup, col int, buf []parquet.Value) ([]parquet.
 
 // encode writes the rows keys name, in that order, as one Parquet file of
 // t: column by column, each source row group's values decoded once.
-func (in *sourceFiles) encode(t *Table, keys []rowKey) ([]byte, error) {
-	groups := make([]*parquet.Buffer, (len(keys)+RowGroupRows-1)/RowGroupRows)
+func (in *sourceFiles) encode(t *frame.Table, keys []rowKey) ([]byte, error) {
+	groups := make([]*parquet.Buffer, (len(keys)+frame.RowGroupRows-1)/frame.RowGroupRows)
 	for i := range groups {
-		groups[i] = parquet.NewBuffer(t.schema)
+		groups[i] = parquet.NewBuffer(t.Schema())
 	}
 	used := map[int32]bool{}
 	for _, k := range keys {
 		used[k.group] = true
 	}
 	decoded := make([][]parquet.Value, len(in.groups))
-	batch := make([]parquet.Value, 0, min(len(keys), RowGroupRows))
+	batch := make([]parquet.Value, 0, min(len(keys), frame.RowGroupRows))
 	for col := range t.Columns {
 		for g := range used {
 			var err error
@@ -734,7 +760,7 @@ func (in *sourceFiles) encode(t *Table, keys []rowKey) ([]byte, error) {
 		}
 		for i, rg := range groups {
 			batch = batch[:0]
-			for _, k := range keys[i*RowGroupRows : min(len(keys), (i+1)*RowGroupRows)] {
+			for _, k := range keys[i*frame.RowGroupRows : min(len(keys), (i+1)*frame.RowGroupRows)] {
 				batch = append(batch, decoded[k.group][k.row])
 			}
 			if _, err := rg.ColumnBuffers()[col].WriteValues(batch); err != nil {
@@ -743,8 +769,7 @@ func (in *sourceFiles) encode(t *Table, keys []rowKey) ([]byte, error) {
 		}
 	}
 	var out bytes.Buffer
-	w := parquet.NewWriter(&out, t.schema, parquet.Compression(zstdCodec), parquet.PageBufferSize(64<<10),
-		parquet.MaxRowsPerRowGroup(RowGroupRows))
+	w := frame.NewWriter(&out, t)
 	for _, rg := range groups {
 		if _, err := w.WriteRowGroup(rg); err != nil {
 			return nil, err
@@ -758,8 +783,8 @@ func (in *sourceFiles) encode(t *Table, keys []rowKey) ([]byte, error) {
 
 // write stores data, a compacted file of rows rows of ticks span, durably,
 // named by its digest.
-func (c *compactor) write(ctx context.Context, t *Table, data []byte, rows int64, span index.Span) (index.Fragment, error) {
-	digest := Digest(data)
+func (c *compactor) write(ctx context.Context, t *frame.Table, data []byte, rows int64, span index.Span) (index.Fragment, error) {
+	digest := frame.Digest(data)
 	path := index.CompactedPath(c.world, c.opts.Run, t.ID, strings.TrimPrefix(digest, "sha256:")[:32])
 	attrs, err := bucket.CreateOnce(ctx, c.b, path, data)
 	if err != nil {
@@ -775,7 +800,7 @@ func (c *compactor) write(ctx context.Context, t *Table, data []byte, rows int64
 // before any catalog entry names f: a reader that finds f finds its
 // index. A tick known from its source's index (with as many rows) keeps
 // its entry; the others are encoded.
-func (c *compactor) writeTickIndex(ctx context.Context, t *Table, f index.Fragment, data []byte, keys []rowKey, known map[int64]TickEntry, res *CompactResult) error {
+func (c *compactor) writeTickIndex(ctx context.Context, t *frame.Table, f index.Fragment, data []byte, keys []rowKey, known map[int64]TickEntry, res *CompactResult) error {
 	x, encoded, err := buildTickIndex(t, data, tickRuns(keys), known)
 	if err != nil {
 		return fmt.Errorf("world %s: %s: %w", c.world, f.Path, err)
@@ -825,103 +850,4 @@ func (c *compactor) knownTicks(ctx context.Context, sources []source) (map[int64
 		}
 	}
 	return known, nil
-}
-
-// maintainer runs a world's background compaction.
-type maintainer struct {
-	mu struct {
-		sync.Mutex
-		running   bool
-		next      int64 // the tick that triggers the next run
-		stopped   bool
-		err       error // the last run's failure
-		result    CompactResult
-		runs      int // compaction runs so far
-		collected int // objects collection deleted
-	}
-	wg     sync.WaitGroup
-	cancel context.CancelFunc
-	ctx    context.Context
-}
-
-// maintain starts a background compaction of the world's run when tick is
-// a window past the last one's trigger and none is running.
-func (w *World) maintain(tick int64) {
-	if w.cat == nil || w.opts.NoMaintenance {
-		return
-	}
-	m := &w.maint
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	opts := w.opts.Compaction
-	opts.Run = w.opts.Run
-	opts.ensureDefaults()
-	if m.mu.stopped || m.mu.running || tick < max(m.mu.next, opts.Recent+compactWindows[len(compactWindows)-1]-1) {
-		return
-	}
-	if m.ctx == nil {
-		m.ctx, m.cancel = context.WithCancel(context.Background())
-	}
-	m.mu.running, m.mu.next = true, tick+compactWindows[len(compactWindows)-1]
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
-		res, err := Compact(m.ctx, w.b, w.cat, opts)
-		if err == nil {
-			// The world's receipts (their own run, facts alone).
-			ropts := opts
-			ropts.Run = EvaluationRun
-			var rres CompactResult
-			rres, err = Compact(m.ctx, w.b, w.cat, ropts)
-			res.add(rres)
-		}
-		m.mu.Lock()
-		m.mu.runs++
-		collect := err == nil && w.opts.Collection.Every >= 0 && m.mu.runs%max(1, cmp.Or(w.opts.Collection.Every, 8)) == 0
-		m.mu.Unlock()
-		var gc CollectResult
-		if collect {
-			copts := w.opts.Collection
-			copts.Run, copts.DryRun, copts.Report, copts.Progress = w.opts.Run, false, nil, nil
-			copts.MaxDeletes = cmp.Or(copts.MaxDeletes, 1000)
-			gc, err = Collect(m.ctx, w.b, w.cat, copts)
-		}
-		if m.ctx.Err() != nil {
-			err = nil // stopped by Close: no failure, the next open goes on
-		}
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		m.mu.running, m.mu.err = false, err
-		m.mu.collected += gc.Deleted
-		m.mu.result.add(res)
-	}()
-}
-
-// stop cancels a running compaction and waits for it.
-func (m *maintainer) stop() {
-	m.mu.Lock()
-	m.mu.stopped = true
-	cancel := m.cancel
-	m.mu.Unlock()
-	if cancel != nil {
-		cancel()
-	}
-	m.wg.Wait()
-}
-
-// Maintenance reports what the world's background compaction has done so
-// far, and its last failure (nil if it succeeded or never ran). Collected
-// says how many objects its collection deleted.
-func (w *World) Maintenance() (CompactResult, error) {
-	w.maint.mu.Lock()
-	defer w.maint.mu.Unlock()
-	return w.maint.mu.result, w.maint.mu.err
-}
-
-// Collected reports how many objects the world's background collection
-// has deleted so far.
-func (w *World) Collected() int {
-	w.maint.mu.Lock()
-	defer w.maint.mu.Unlock()
-	return w.maint.mu.collected
 }

@@ -1,14 +1,16 @@
-package engine_test
+package maintenance_test
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/worldfs/worldfs/engine/enginetest"
 	"os"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/worldfs/worldfs/engine/enginetest"
+	"github.com/worldfs/worldfs/maintenance"
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/bucket/local"
@@ -47,16 +49,16 @@ func plant(t *testing.T, b bucket.Bucket, w *engine.World, tick int64, token str
 }
 
 // collect runs Collect on world w of b at now, returning what it reported.
-func collect(t *testing.T, b bucket.Bucket, now time.Time, dry bool) (engine.CollectResult, map[string]engine.Collected) {
+func collect(t *testing.T, b bucket.Bucket, now time.Time, dry bool) (maintenance.CollectResult, map[string]maintenance.Collected) {
 	t.Helper()
 	cat, err := index.Open(ctxT(t), b, "w", index.Options{NoCompactor: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cat.Close()
-	seen := map[string]engine.Collected{}
-	res, err := engine.Collect(ctxT(t), b, cat, engine.CollectOptions{DryRun: dry, Now: func() time.Time { return now },
-		Report: func(c engine.Collected) { seen[c.Name] = c }})
+	seen := map[string]maintenance.Collected{}
+	res, err := maintenance.Collect(ctxT(t), b, cat, maintenance.CollectOptions{DryRun: dry, Now: func() time.Time { return now },
+		Report: func(c maintenance.Collected) { seen[c.Name] = c }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +120,7 @@ func TestCollectVacuum(t *testing.T) {
 	res, seen = collect(t, b, time.Now(), false)
 	got := objectSet(t, b, "")
 	for _, p := range []string{crashed, fenced} {
-		if got[p] || seen[p].Kind != engine.KindAttempt {
+		if got[p] || seen[p].Kind != maintenance.KindAttempt {
 			t.Errorf("dead attempt %s: still there %v, reported %+v", p, got[p], seen[p])
 		}
 	}
@@ -167,7 +169,7 @@ func TestCollectReplacedAndCatalog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res, err := engine.Compact(ctx, b, w.Catalog(), engine.CompactOptions{Recent: 10}); err != nil || res.Windows == 0 {
+	if res, err := maintenance.Compact(ctx, b, w.Catalog(), maintenance.CompactOptions{Recent: 10}); err != nil || res.Windows == 0 {
 		t.Fatalf("compaction: %+v, %v", res, err)
 	}
 	if err := drive(ctx, w, 230); err != nil {
@@ -191,7 +193,7 @@ func TestCollectReplacedAndCatalog(t *testing.T) {
 
 	// Within the retention: nothing the pinned reader reads goes.
 	res, _ := collect(t, b, time.Now(), false)
-	if res.ByKind[engine.KindReplaced] != 0 || res.ByKind[engine.KindSlot] != 0 {
+	if res.ByKind[maintenance.KindReplaced] != 0 || res.ByKind[maintenance.KindSlot] != 0 {
 		t.Fatalf("within the retention collection deleted %+v", res.ByKind)
 	}
 	for _, p := range replaced {
@@ -202,22 +204,22 @@ func TestCollectReplacedAndCatalog(t *testing.T) {
 
 	// Past the retention: the replaced fragments and the old slots go.
 	tip := w.Catalog().Tip().Seq
-	later := time.Now().Add(engine.DefaultRetention + time.Hour)
+	later := time.Now().Add(maintenance.DefaultRetention + time.Hour)
 	res, seen := collect(t, b, later, false)
 	for _, p := range replaced {
-		if seen[p].Kind != engine.KindReplaced {
+		if seen[p].Kind != maintenance.KindReplaced {
 			t.Logf("not reported: %s %+v", p, seen[p])
 		}
 	}
-	if res.ByKind[engine.KindReplaced] != len(replaced) {
-		t.Fatalf("past the retention %d replaced fragments went (%+v), want %d", res.ByKind[engine.KindReplaced], res.ByKind, len(replaced))
+	if res.ByKind[maintenance.KindReplaced] != len(replaced) {
+		t.Fatalf("past the retention %d replaced fragments went (%+v), want %d", res.ByKind[maintenance.KindReplaced], res.ByKind, len(replaced))
 	}
 	for _, p := range replaced {
-		if _, err := b.Stat(ctx, p); !errors.Is(err, bucket.ErrNotExist) || seen[p].Kind != engine.KindReplaced {
+		if _, err := b.Stat(ctx, p); !errors.Is(err, bucket.ErrNotExist) || seen[p].Kind != maintenance.KindReplaced {
 			t.Fatalf("replaced fragment %s: %v, reported %+v", p, err, seen[p])
 		}
 	}
-	if res.ByKind[engine.KindSlot] == 0 {
+	if res.ByKind[maintenance.KindSlot] == 0 {
 		t.Fatalf("no slot was collected: %+v", res.ByKind)
 	}
 	if after := visibleRows(t, b, "w", "main"); !mapsEqual(before, after) {
@@ -254,7 +256,7 @@ func TestCollectReplacedAndCatalog(t *testing.T) {
 	if _, err := w.Catalog().Checkpoint(ctx); err != nil {
 		t.Fatal(err)
 	}
-	collect(t, b, later.Add(engine.DefaultRetention), false)
+	collect(t, b, later.Add(maintenance.DefaultRetention), false)
 	if chk, err := index.VerifyCatalog(ctx, b, "w", nil); err != nil || len(chk.Problems) != 0 {
 		t.Fatalf("the catalog check after a second collection: %v %+v", err, chk)
 	}
@@ -288,11 +290,11 @@ func gcChild(p []string) int {
 	defer cat.Close()
 	switch op {
 	case "optimize":
-		_, err = engine.Compact(ctx, b, cat, engine.CompactOptions{Recent: 10})
+		_, err = maintenance.Compact(ctx, b, cat, maintenance.CompactOptions{Recent: 10})
 	default:
 		days, _ := strconv.Atoi(op)
 		now := time.Now().Add(time.Duration(days) * 24 * time.Hour)
-		_, err = engine.Collect(ctx, b, cat, engine.CollectOptions{Now: func() time.Time { return now }})
+		_, err = maintenance.Collect(ctx, b, cat, maintenance.CollectOptions{Now: func() time.Time { return now }})
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -355,15 +357,15 @@ func TestCollectKillLoop(t *testing.T) {
 		days += 8
 		gc := strconv.Itoa(days)
 		for _, step := range []struct{ op, fp string }{
-			{"optimize", engine.FailpointCompactWritten + "@2"},
-			{gc, engine.FailpointGCDeleted + "@1"},
-			{"optimize", engine.FailpointCompactCommitted + "@1"},
-			{gc, engine.FailpointGCDeleted + ".replaced@3"},
-			{gc, engine.FailpointGCDeleted + ".attempt@1"},
-			{gc, engine.FailpointGCDeleted + ".slot@2"},
+			{"optimize", maintenance.FailpointCompactWritten + "@2"},
+			{gc, maintenance.FailpointGCDeleted + "@1"},
+			{"optimize", maintenance.FailpointCompactCommitted + "@1"},
+			{gc, maintenance.FailpointGCDeleted + ".replaced@3"},
+			{gc, maintenance.FailpointGCDeleted + ".attempt@1"},
+			{gc, maintenance.FailpointGCDeleted + ".slot@2"},
 			{"optimize", ""},
-			{gc, engine.FailpointGCDeleted + ".checkpoint@1"},
-			{gc, engine.FailpointGCDeleted + ".shard@1"},
+			{gc, maintenance.FailpointGCDeleted + ".checkpoint@1"},
+			{gc, maintenance.FailpointGCDeleted + ".shard@1"},
 			{gc, ""},
 		} {
 			child(step.op, step.fp)
@@ -389,9 +391,9 @@ func TestWorldCollectsByItself(t *testing.T) {
 	b, _ := local.Open(t.TempDir())
 	opts := quiet
 	opts.NoMaintenance = false
-	opts.Compaction = engine.CompactOptions{Recent: 16}
-	later := time.Now().Add(engine.DefaultRetention + time.Hour)
-	opts.Collection = engine.CollectOptions{Every: 1, Now: func() time.Time { return later }}
+	opts.Compaction = maintenance.CompactOptions{Recent: 16}
+	later := time.Now().Add(maintenance.DefaultRetention + time.Hour)
+	opts.Collection = maintenance.CollectOptions{Every: 1, Now: func() time.Time { return later }}
 	w, err := engine.CreateWorld(ctx, b, "w", particles.Tables(), opts)
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package engine_test
+package maintenance_test
 
 import (
 	"errors"
@@ -12,6 +12,7 @@ import (
 	"github.com/worldfs/worldfs/bucket/local"
 	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/index"
+	"github.com/worldfs/worldfs/maintenance"
 )
 
 // factFiles returns the files the complete claims of run name, by fact id.
@@ -46,10 +47,10 @@ func TestCompactFactsByTableCount(t *testing.T) {
 	}
 	before := visibleFactRows(t, b, "w", "main")
 	// Below the bound: 40 facts over 256 shards, none holds 16.
-	if res, err := engine.Compact(ctx, b, w.Catalog(), engine.CompactOptions{MaxFactFragments: 64}); err != nil || res.Facts != 0 {
+	if res, err := maintenance.Compact(ctx, b, w.Catalog(), maintenance.CompactOptions{MaxFactFragments: 64}); err != nil || res.Facts != 0 {
 		t.Fatalf("40 facts waiting, bound 64: %+v, %v; want nothing compacted", res, err)
 	}
-	res, err := engine.Compact(ctx, b, w.Catalog(), engine.CompactOptions{MaxFactFragments: 32})
+	res, err := maintenance.Compact(ctx, b, w.Catalog(), maintenance.CompactOptions{MaxFactFragments: 32})
 	if err != nil || res.Facts == 0 || res.Refused != 0 {
 		t.Fatalf("40 facts waiting, bound 32: %+v, %v; want them compacted", res, err)
 	}
@@ -77,24 +78,24 @@ func TestCollectReplacedFacts(t *testing.T) {
 		}
 	}
 	own := factFiles(t, w, "main")
-	if res, err := engine.Compact(ctx, b, w.Catalog(), engine.CompactOptions{MinFacts: 1}); err != nil || res.Facts == 0 {
+	if res, err := maintenance.Compact(ctx, b, w.Catalog(), maintenance.CompactOptions{MinFacts: 1}); err != nil || res.Facts == 0 {
 		t.Fatalf("compaction: %+v, %v", res, err)
 	}
 	before := visibleFactRows(t, b, "w", "main")
 
 	res, _ := collect(t, b, time.Now(), false)
-	if res.ByKind[engine.KindReplaced] != 0 {
+	if res.ByKind[maintenance.KindReplaced] != 0 {
 		t.Fatalf("within the retention collection deleted %+v", res.ByKind)
 	}
-	res, seen := collect(t, b, time.Now().Add(engine.DefaultRetention+time.Hour), false)
+	res, seen := collect(t, b, time.Now().Add(maintenance.DefaultRetention+time.Hour), false)
 	for id, f := range own {
 		p := f.Path
-		if _, err := b.Stat(ctx, p); !errors.Is(err, bucket.ErrNotExist) || seen[p].Kind != engine.KindReplaced {
+		if _, err := b.Stat(ctx, p); !errors.Is(err, bucket.ErrNotExist) || seen[p].Kind != maintenance.KindReplaced {
 			t.Errorf("fact %d's replaced fragment %s: %v, reported %+v", id, p, err, seen[p])
 		}
 	}
-	if res.ByKind[engine.KindReplaced] != len(own) {
-		t.Fatalf("past the retention %d replaced fragments went (%+v), want %d", res.ByKind[engine.KindReplaced], res.ByKind, len(own))
+	if res.ByKind[maintenance.KindReplaced] != len(own) {
+		t.Fatalf("past the retention %d replaced fragments went (%+v), want %d", res.ByKind[maintenance.KindReplaced], res.ByKind, len(own))
 	}
 	if after := visibleFactRows(t, b, "w", "main"); !mapsEqual(before, after) || len(after) != 20 {
 		t.Fatal("collection changed the visible facts")
@@ -116,7 +117,7 @@ func TestCollectDatesReplacedFactFiles(t *testing.T) {
 	if _, err := w.Ingest(ctx, reading("p", "0", 0)); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := engine.Compact(ctx, b, w.Catalog(), engine.CompactOptions{MinFacts: 1}); err != nil || res.Facts != 1 {
+	if res, err := maintenance.Compact(ctx, b, w.Catalog(), maintenance.CompactOptions{MinFacts: 1}); err != nil || res.Facts != 1 {
 		t.Fatalf("the first compaction: %+v, %v", res, err)
 	}
 	files := factFiles(t, w, "main")
@@ -156,7 +157,7 @@ func TestCollectDatesReplacedFactFiles(t *testing.T) {
 			break
 		}
 	}
-	if res, err := engine.Compact(ctx, b, w.Catalog(), engine.CompactOptions{MinFacts: 1}); err != nil || res.Facts != 1 {
+	if res, err := maintenance.Compact(ctx, b, w.Catalog(), maintenance.CompactOptions{MinFacts: 1}); err != nil || res.Facts != 1 {
 		t.Fatalf("the second compaction: %+v, %v", res, err)
 	}
 	for _, f := range factFiles(t, w, "main") {
@@ -174,12 +175,12 @@ func TestCollectDatesReplacedFactFiles(t *testing.T) {
 	}
 	// Just inside the retention after the second compaction, more than it
 	// after everything else: the first file stays.
-	_, seen := collect(t, b, slot.Created.Add(engine.DefaultRetention-time.Second), false)
+	_, seen := collect(t, b, slot.Created.Add(maintenance.DefaultRetention-time.Second), false)
 	if _, err := b.Stat(ctx, first); err != nil || seen[first].Name != "" {
 		t.Fatalf("the replaced compacted file %s within the retention of its replacement: %v, reported %+v", first, err, seen[first])
 	}
-	_, seen = collect(t, b, slot.Created.Add(engine.DefaultRetention+time.Second), false)
-	if _, err := b.Stat(ctx, first); !errors.Is(err, bucket.ErrNotExist) || seen[first].Kind != engine.KindCompacted {
+	_, seen = collect(t, b, slot.Created.Add(maintenance.DefaultRetention+time.Second), false)
+	if _, err := b.Stat(ctx, first); !errors.Is(err, bucket.ErrNotExist) || seen[first].Kind != maintenance.KindCompacted {
 		t.Fatalf("the replaced compacted file %s past the retention: %v, reported %+v", first, err, seen[first])
 	}
 }

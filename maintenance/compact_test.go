@@ -1,16 +1,18 @@
-package engine_test
+package maintenance_test
 
 import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/worldfs/worldfs/engine/enginetest"
 	"os"
 	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/worldfs/worldfs/engine/enginetest"
+	"github.com/worldfs/worldfs/maintenance"
 
 	"github.com/parquet-go/parquet-go"
 
@@ -137,8 +139,8 @@ func TestCompactKeepsEveryVisibleRow(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := visibleRows(t, b, "w", "main")
-	opts := engine.CompactOptions{Recent: 10}
-	res, err := engine.Compact(ctx, b, w.Catalog(), opts)
+	opts := maintenance.CompactOptions{Recent: 10}
+	res, err := maintenance.Compact(ctx, b, w.Catalog(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +158,7 @@ func TestCompactKeepsEveryVisibleRow(t *testing.T) {
 		t.Fatal("compaction changed the visible rows")
 	}
 	// Idempotent: nothing more to do.
-	if res, err := engine.Compact(ctx, b, w.Catalog(), opts); err != nil || res.Windows != 0 || res.Files != 0 {
+	if res, err := maintenance.Compact(ctx, b, w.Catalog(), opts); err != nil || res.Windows != 0 || res.Files != 0 {
 		t.Fatalf("a second compaction: %+v, %v; want nothing done", res, err)
 	}
 	// More history: the eight 64-tick files of 0..511 merge into one.
@@ -164,7 +166,7 @@ func TestCompactKeepsEveryVisibleRow(t *testing.T) {
 		t.Fatal(err)
 	}
 	before = visibleRows(t, b, "w", "main")
-	if _, err := engine.Compact(ctx, b, w.Catalog(), opts); err != nil {
+	if _, err := maintenance.Compact(ctx, b, w.Catalog(), opts); err != nil {
 		t.Fatal(err)
 	}
 	if all, compacted := files(t, b, "w", 0, 575); all != 2*3 || compacted != all {
@@ -206,13 +208,13 @@ func TestCompactBesideALiveWriter(t *testing.T) {
 	}
 	defer other.Close()
 	var wg sync.WaitGroup
-	results := make([]engine.CompactResult, 2)
+	results := make([]maintenance.CompactResult, 2)
 	errs := make([]error, 3)
 	for i, cat := range []*index.Catalog{w.Catalog(), other} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i], errs[i] = engine.Compact(ctx, b, cat, engine.CompactOptions{Recent: 10})
+			results[i], errs[i] = maintenance.Compact(ctx, b, cat, maintenance.CompactOptions{Recent: 10})
 		}()
 	}
 	errs[2] = drive(ctx, w, 400)
@@ -289,7 +291,7 @@ func compactChild(p []string) int {
 		return 3
 	}
 	defer cat.Close()
-	if _, err := engine.Compact(ctx, b, cat, engine.CompactOptions{Recent: 10}); err != nil {
+	if _, err := maintenance.Compact(ctx, b, cat, maintenance.CompactOptions{Recent: 10}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 4
 	}
@@ -299,7 +301,7 @@ func compactChild(p []string) int {
 // A compactor killed at each of its failpoints (the second window's) loses
 // no visible row, and a compactor run afterwards finishes the job.
 func TestCompactCrash(t *testing.T) {
-	for _, fp := range []string{engine.FailpointCompactWritten, engine.FailpointCompactCommitted} {
+	for _, fp := range []string{maintenance.FailpointCompactWritten, maintenance.FailpointCompactCommitted} {
 		t.Run(fp, func(t *testing.T) {
 			dir := t.TempDir()
 			b, _ := local.Open(dir)
@@ -313,7 +315,7 @@ func TestCompactCrash(t *testing.T) {
 			w.Close()
 			before := visibleRows(t, b, "w", "main")
 			hit := "@2"
-			if fp == engine.FailpointCompactWritten {
+			if fp == maintenance.FailpointCompactWritten {
 				hit = "@5" // the second window's second table
 			}
 			crashtest.KilledAt(t, fp+hit, "compact", dir)
@@ -340,7 +342,7 @@ func TestWorldCompactsByItself(t *testing.T) {
 	b, _ := local.Open(t.TempDir())
 	opts := quiet
 	opts.NoMaintenance = false
-	opts.Compaction = engine.CompactOptions{Recent: 16, MinFacts: 1}
+	opts.Compaction = maintenance.CompactOptions{Recent: 16, MinFacts: 1}
 	w, err := engine.CreateWorld(ctx, b, "w", particles.Tables(), opts)
 	if err != nil {
 		t.Fatal(err)
@@ -431,7 +433,7 @@ func TestCompactFacts(t *testing.T) {
 	}
 	before := visibleFactRows(t, b, "w", "main")
 	for _, run := range []string{"main", engine.EvaluationRun} {
-		res, err := engine.Compact(ctx, b, w.Catalog(), engine.CompactOptions{Run: run, MinFacts: 1})
+		res, err := maintenance.Compact(ctx, b, w.Catalog(), maintenance.CompactOptions{Run: run, MinFacts: 1})
 		if err != nil || res.Facts == 0 {
 			t.Fatalf("compaction of run %s: %+v, %v", run, res, err)
 		}

@@ -1,4 +1,4 @@
-package engine
+package maintenance
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/frame"
 	"github.com/worldfs/worldfs/index"
 )
 
@@ -211,19 +212,19 @@ func (e *TickFileMismatchError) Unwrap() error { return index.ErrCorrupt }
 // reads only the tick's rows (its row groups, and in them the pages the
 // offset index places at its rows) and checks the bytes against e's size
 // and sha256, failing closed (TickFileMismatchError) on any difference.
-func TickFile(t *Table, src io.ReaderAt, size int64, e TickEntry) ([]byte, error) {
+func TickFile(t *frame.Table, src io.ReaderAt, size int64, e TickEntry) ([]byte, error) {
 	file, err := openCompacted(t, src, size)
 	if err != nil {
 		return nil, err
 	}
 	var data []byte
 	n := 0
-	err = scanTicks(t, file, e.Row, e.Rows, func(tick, row int64, f *Frame, stamps []Stamp) error {
+	err = frame.ScanTicks(t, file, e.Row, e.Rows, func(tick, row int64, f *frame.Frame, stamps []frame.Stamp) error {
 		n++
 		if tick != e.Tick || row != e.Row || int64(f.Len()) != e.Rows {
 			return fmt.Errorf("rows %d..%d hold tick %d, the tick index says tick %d: %w", e.Row, e.Row+e.Rows, tick, e.Tick, index.ErrCorrupt)
 		}
-		data, err = EncodeStamped(f, func(i int) Stamp { return stamps[i] })
+		data, err = frame.EncodeStamped(f, func(i int) frame.Stamp { return stamps[i] })
 		return err
 	})
 	if err == nil && n != 1 {
@@ -240,8 +241,8 @@ func TickFile(t *Table, src io.ReaderAt, size int64, e TickEntry) ([]byte, error
 
 // EmptyTickFile is the canonical file of a tick without rows of table t
 // (a tick that no compacted file of its window holds a row of).
-func EmptyTickFile(t *Table) ([]byte, error) {
-	return EncodeFragment(NewFrame(t), Stamp{})
+func EmptyTickFile(t *frame.Table) ([]byte, error) {
+	return frame.EncodeFragment(frame.NewFrame(t), frame.Stamp{})
 }
 
 // buildTickIndex computes the tick index of data, a compacted file of t
@@ -250,7 +251,7 @@ func EmptyTickFile(t *Table) ([]byte, error) {
 // keeps its size and digest; the others' rows are read, each stretch of
 // them in one pass, and encoded as their canonical files, measured and
 // hashed. It returns how many it encoded.
-func buildTickIndex(t *Table, data []byte, runs []TickEntry, known map[int64]TickEntry) (*TickIndex, int, error) {
+func buildTickIndex(t *frame.Table, data []byte, runs []TickEntry, known map[int64]TickEntry) (*TickIndex, int, error) {
 	id, err := encodingID()
 	if err != nil {
 		return nil, 0, err
@@ -284,7 +285,7 @@ func buildTickIndex(t *Table, data []byte, runs []TickEntry, known map[int64]Tic
 		}
 		next := i
 		from, n := runs[i].Row, runs[j-1].Row+runs[j-1].Rows-runs[i].Row
-		err := scanTicks(t, file, from, n, func(tick, row int64, f *Frame, stamps []Stamp) error {
+		err := frame.ScanTicks(t, file, from, n, func(tick, row int64, f *frame.Frame, stamps []frame.Stamp) error {
 			if next >= j {
 				return fmt.Errorf("rows from %d hold tick %d, past the ticks the compaction wrote there", row, tick)
 			}
@@ -292,7 +293,7 @@ func buildTickIndex(t *Table, data []byte, runs []TickEntry, known map[int64]Tic
 			if tick != e.Tick || row != e.Row || int64(f.Len()) != e.Rows {
 				return fmt.Errorf("rows from %d hold tick %d, the compaction wrote tick %d there", row, tick, e.Tick)
 			}
-			enc, err := EncodeStamped(f, func(i int) Stamp { return stamps[i] })
+			enc, err := frame.EncodeStamped(f, func(i int) frame.Stamp { return stamps[i] })
 			if err != nil {
 				return err
 			}
@@ -315,7 +316,7 @@ func buildTickIndex(t *Table, data []byte, runs []TickEntry, known map[int64]Tic
 // openCompacted opens a compacted file of t (its page index too, so that
 // a seek to a row skips the pages before it), refusing one of another
 // schema.
-func openCompacted(t *Table, src io.ReaderAt, size int64) (*parquet.File, error) {
+func openCompacted(t *frame.Table, src io.ReaderAt, size int64) (*parquet.File, error) {
 	file, err := parquet.OpenFile(src, size, parquet.SkipBloomFilters(true))
 	if err != nil {
 		return nil, fmt.Errorf("table %s: compacted file: %w", t.Name, err)
@@ -324,147 +325,6 @@ func openCompacted(t *Table, src io.ReaderAt, size int64) (*parquet.File, error)
 		return nil, fmt.Errorf("table %s: compacted file: %w", t.Name, err)
 	}
 	return file, nil
-}
-
-// scanTicks reads rows [from, from+n) of file, a file of t ordered by
-// (tick, entity), and calls emit with each tick's rows in turn: the row
-// they start at, a frame of them (reused: emit must not keep it) and
-// their stamps. Rows out of that order are index.ErrCorrupt.
-func scanTicks(t *Table, file *parquet.File, from, n int64, emit func(tick, row int64, f *Frame, stamps []Stamp) error) error {
-	if len(file.Schema().Columns()) != len(t.Columns) {
-		return fmt.Errorf("%d columns, table %s has %d", len(file.Schema().Columns()), t.Name, len(t.Columns))
-	}
-	f := NewFrame(t)
-	var stamps []Stamp
-	start, end := from, from+n
-	flush := func() error {
-		if f.Len() == 0 {
-			return nil
-		}
-		if err := emit(stamps[0].Tick, start, f, stamps); err != nil {
-			return err
-		}
-		f.Entities, stamps = f.Entities[:0], stamps[:0]
-		for i, c := range f.cols {
-			f.cols[i] = truncate(c)
-		}
-		return nil
-	}
-	row, base := from, int64(0)
-	buf := make([]parquet.Row, 256)
-	var token string
-	for _, rg := range file.RowGroups() {
-		nr := rg.NumRows()
-		if base+nr <= row {
-			base += nr
-			continue
-		}
-		if row >= end {
-			break
-		}
-		rr := rg.Rows()
-		err := rr.SeekToRow(row - base)
-		for err == nil && row < min(end, base+nr) {
-			var got int
-			got, err = rr.ReadRows(buf[:min(int64(len(buf)), min(end, base+nr)-row)])
-			for _, r := range buf[:got] {
-				if len(r) != len(t.Columns) {
-					err = fmt.Errorf("row %d has %d values, table %s %d columns: %w", row, len(r), t.Name, len(t.Columns), index.ErrCorrupt)
-					break
-				}
-				// The key and stamp first: a row of the next tick ends
-				// this one before its values join the frame.
-				var s Stamp
-				var entity int64
-				for _, v := range r {
-					switch t.Columns[v.Column()].Name {
-					case ColEntity:
-						entity = v.Int64()
-					case ColTick:
-						s.Tick = v.Int64()
-					case ColWriterEpoch:
-						s.WriterEpoch = v.Int64()
-					case ColCommitToken:
-						if b := v.ByteArray(); string(b) != token {
-							token = string(b)
-						}
-						s.CommitToken = token
-					}
-				}
-				if k := len(stamps); k > 0 && (s.Tick < stamps[k-1].Tick || s.Tick == stamps[k-1].Tick && entity <= f.Entities[k-1]) {
-					err = fmt.Errorf("row %d (tick %d, entity %d) out of (tick, entity) order: %w", row, s.Tick, entity, index.ErrCorrupt)
-					break
-				}
-				if k := len(stamps); k > 0 && s.Tick != stamps[k-1].Tick {
-					if err = flush(); err != nil {
-						break
-					}
-					start = row
-				}
-				for _, v := range r {
-					if ci := v.Column(); t.Columns[ci].Component != "" {
-						f.cols[ci] = appendValue(f.cols[ci], v)
-					}
-				}
-				f.Entities = append(f.Entities, entity)
-				stamps = append(stamps, s)
-				row++
-			}
-			if errors.Is(err, io.EOF) && row == min(end, base+nr) {
-				err = nil
-			} else if err == nil && got == 0 {
-				err = io.ErrNoProgress
-			}
-		}
-		rr.Close()
-		if err != nil {
-			return fmt.Errorf("row %d: %w", row, err)
-		}
-		base += nr
-	}
-	if row != end {
-		return fmt.Errorf("rows %d..%d: the file has %d: %w", from, end, base, index.ErrCorrupt)
-	}
-	return flush()
-}
-
-// appendValue appends v to a frame's column of component values.
-func appendValue(col any, v parquet.Value) any {
-	switch c := col.(type) {
-	case []float64:
-		return append(c, v.Double())
-	case []float32:
-		return append(c, v.Float())
-	case []int64:
-		return append(c, v.Int64())
-	case []int32:
-		return append(c, v.Int32())
-	case []bool:
-		return append(c, v.Boolean())
-	case []string:
-		return append(c, string(v.ByteArray()))
-	}
-	return col
-}
-
-// truncate empties a frame's column, keeping its storage.
-func truncate(col any) any {
-	switch c := col.(type) {
-	case []float64:
-		return c[:0]
-	case []float32:
-		return c[:0]
-	case []int64:
-		return c[:0]
-	case []int32:
-		return c[:0]
-	case []bool:
-		return c[:0]
-	case []string:
-		clear(c)
-		return c[:0]
-	}
-	return col
 }
 
 // encodingID fingerprints the encoder: the sha256 of the canonical file
@@ -477,24 +337,24 @@ func encodingID() ([sha256.Size]byte, error) {
 	probe.once.Do(func() {
 		probe.id, probe.err = func() ([sha256.Size]byte, error) {
 			var id [sha256.Size]byte
-			c, err := NewComponent("probe", Field{"f64", Float64}, Field{"f32", Float32}, Field{"i64", Int64},
-				Field{"i32", Int32}, Field{"b", Bool}, Field{"s", String})
+			c, err := frame.NewComponent("probe", frame.Field{Name: "f64", Type: frame.Float64}, frame.Field{Name: "f32", Type: frame.Float32}, frame.Field{Name: "i64", Type: frame.Int64},
+				frame.Field{Name: "i32", Type: frame.Int32}, frame.Field{Name: "b", Type: frame.Bool}, frame.Field{Name: "s", Type: frame.String})
 			if err != nil {
 				return id, err
 			}
-			t, err := NewTable("probe", c)
+			t, err := frame.NewTable("probe", c)
 			if err != nil {
 				return id, err
 			}
-			f := NewFrame(t)
+			f := frame.NewFrame(t)
 			for e := range int64(3) {
-				v := Values{"probe_f64": float64(e) / 3, "probe_f32": float32(e) / 7, "probe_i64": e << 40,
+				v := frame.Values{"probe_f64": float64(e) / 3, "probe_f32": float32(e) / 7, "probe_i64": e << 40,
 					"probe_i32": int32(-e), "probe_b": e%2 == 0, "probe_s": strings.Repeat("x", int(e))}
 				if err := f.Append(e, v); err != nil {
 					return id, err
 				}
 			}
-			data, err := EncodeFragment(f, Stamp{Tick: 1, CommitToken: "probe", WriterEpoch: 1})
+			data, err := frame.EncodeFragment(f, frame.Stamp{Tick: 1, CommitToken: "probe", WriterEpoch: 1})
 			if err != nil {
 				return id, fmt.Errorf("the encoder's fingerprint: %w", err)
 			}

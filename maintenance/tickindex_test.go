@@ -1,4 +1,4 @@
-package engine_test
+package maintenance_test
 
 import (
 	"bytes"
@@ -16,6 +16,7 @@ import (
 	"github.com/worldfs/worldfs/engine/enginetest"
 	"github.com/worldfs/worldfs/engine/particles"
 	"github.com/worldfs/worldfs/index"
+	"github.com/worldfs/worldfs/maintenance"
 )
 
 // tickFiles returns, for every published tick of run main of world w up to
@@ -31,7 +32,7 @@ func tickFiles(t *testing.T, b bucket.Bucket, last int64) map[int64]map[string][
 		t.Fatal(err)
 	}
 	out := map[int64]map[string][]byte{}
-	indexes := map[string]*engine.TickIndex{}
+	indexes := map[string]*maintenance.TickIndex{}
 	s.Ticks("main", 0, func(tk *index.Tick) bool {
 		if tk.Tick > last {
 			return false
@@ -64,21 +65,21 @@ func tickFiles(t *testing.T, b bucket.Bucket, last int64) map[int64]map[string][
 				}
 			}
 			if holder == nil {
-				if files[tf.Table], err = engine.EmptyTickFile(table); err != nil {
+				if files[tf.Table], err = maintenance.EmptyTickFile(table); err != nil {
 					t.Fatal(err)
 				}
 				continue
 			}
 			x, ok := indexes[holder.Path]
 			if !ok {
-				if x, err = engine.ReadTickIndex(ctx, b, *holder); err != nil {
+				if x, err = maintenance.ReadTickIndex(ctx, b, *holder); err != nil {
 					t.Fatalf("tick %d table %s: %v", tk.Tick, tf.Table, err)
 				}
 				indexes[holder.Path] = x
 			}
 			e, ok := x.Entry(tk.Tick)
 			if !ok {
-				if files[tf.Table], err = engine.EmptyTickFile(table); err != nil {
+				if files[tf.Table], err = maintenance.EmptyTickFile(table); err != nil {
 					t.Fatal(err)
 				}
 				continue
@@ -87,7 +88,7 @@ func tickFiles(t *testing.T, b bucket.Bucket, last int64) map[int64]map[string][
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := engine.TickFile(table, bytes.NewReader(data), int64(len(data)), e)
+			got, err := maintenance.TickFile(table, bytes.NewReader(data), int64(len(data)), e)
 			if err != nil {
 				t.Fatalf("tick %d table %s: %v", tk.Tick, tf.Table, err)
 			}
@@ -156,10 +157,10 @@ func TestCompactedTickFileIsTheFragment(t *testing.T) {
 	b, _ := local.Open(t.TempDir())
 	w := enginetest.World(t, b, "w", 599)
 	before := tickFiles(t, b, 599)
-	opts := engine.CompactOptions{Recent: 10}
-	check := func(level string, compactedTo int64) engine.CompactResult {
+	opts := maintenance.CompactOptions{Recent: 10}
+	check := func(level string, compactedTo int64) maintenance.CompactResult {
 		t.Helper()
-		res, err := engine.Compact(ctx, b, w.Catalog(), opts)
+		res, err := maintenance.Compact(ctx, b, w.Catalog(), opts)
 		if err != nil || res.Windows == 0 {
 			t.Fatalf("%s: %+v, %v", level, res, err)
 		}
@@ -201,7 +202,7 @@ func TestTickFileFailsClosed(t *testing.T) {
 	b, _ := local.Open(t.TempDir())
 	w := enginetest.World(t, b, "w", 80)
 	before := tickFiles(t, b, 63)
-	if _, err := engine.Compact(ctx, b, w.Catalog(), engine.CompactOptions{Recent: 10}); err != nil {
+	if _, err := maintenance.Compact(ctx, b, w.Catalog(), maintenance.CompactOptions{Recent: 10}); err != nil {
 		t.Fatal(err)
 	}
 	s, _, err := index.Load(ctx, b, "w")
@@ -221,7 +222,7 @@ func TestTickFileFailsClosed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	x, err := engine.ReadTickIndex(ctx, b, holder)
+	x, err := maintenance.ReadTickIndex(ctx, b, holder)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +240,7 @@ func TestTickFileFailsClosed(t *testing.T) {
 		bad[off] ^= 0x5a
 		for j := range 4 {
 			e := x.Ticks[j*len(x.Ticks)/4]
-			got, err := engine.TickFile(table, bytes.NewReader(bad), int64(len(bad)), e)
+			got, err := maintenance.TickFile(table, bytes.NewReader(bad), int64(len(bad)), e)
 			if err != nil {
 				refused++
 				continue
@@ -257,11 +258,11 @@ func TestTickFileFailsClosed(t *testing.T) {
 	// decode, and the rebuilt file does not match the index.
 	e := x.Ticks[len(x.Ticks)/2]
 	other := changeValue(t, file, e.Row)
-	if got, err := engine.TickFile(table, bytes.NewReader(other), int64(len(other)), e); !errors.Is(err, index.ErrCorrupt) {
+	if got, err := maintenance.TickFile(table, bytes.NewReader(other), int64(len(other)), e); !errors.Is(err, index.ErrCorrupt) {
 		t.Fatalf("a changed value in tick %d: %d bytes, %v; want ErrCorrupt", e.Tick, len(got), err)
 	}
-	for _, near := range []engine.TickEntry{x.Ticks[len(x.Ticks)/2-1], x.Ticks[len(x.Ticks)/2+1]} {
-		if got, err := engine.TickFile(table, bytes.NewReader(other), int64(len(other)), near); err != nil || !bytes.Equal(got, before[near.Tick][tf.Table]) {
+	for _, near := range []maintenance.TickEntry{x.Ticks[len(x.Ticks)/2-1], x.Ticks[len(x.Ticks)/2+1]} {
+		if got, err := maintenance.TickFile(table, bytes.NewReader(other), int64(len(other)), near); err != nil || !bytes.Equal(got, before[near.Tick][tf.Table]) {
 			t.Fatalf("tick %d beside the changed one: %d bytes, %v", near.Tick, len(got), err)
 		}
 	}
@@ -279,13 +280,13 @@ func TestTickFileFailsClosed(t *testing.T) {
 		bad := bytes.Clone(data)
 		bad[off] ^= 0x01
 		replace(t, m, name, bad)
-		if _, err := engine.ReadTickIndex(ctx, m, holder); !errors.Is(err, index.ErrCorrupt) {
+		if _, err := maintenance.ReadTickIndex(ctx, m, holder); !errors.Is(err, index.ErrCorrupt) {
 			t.Fatalf("index byte %d flipped: %v, want ErrCorrupt", off, err)
 		}
 	}
 	// An index that is gone is no index: the reader derives the tick.
 	replace(t, b, name, nil)
-	if _, err := engine.ReadTickIndex(ctx, b, holder); !errors.Is(err, engine.ErrNoTickIndex) {
+	if _, err := maintenance.ReadTickIndex(ctx, b, holder); !errors.Is(err, maintenance.ErrNoTickIndex) {
 		t.Fatalf("no index: %v, want ErrNoTickIndex", err)
 	}
 }
@@ -297,8 +298,8 @@ func TestCollectTickIndexes(t *testing.T) {
 	ctx := ctxT(t)
 	b, _ := local.Open(t.TempDir())
 	w := enginetest.World(t, b, "w", 599)
-	opts := engine.CompactOptions{Recent: 136} // 64-tick windows (as in TestCompactedTickFileIsTheFragment)
-	if _, err := engine.Compact(ctx, b, w.Catalog(), opts); err != nil {
+	opts := maintenance.CompactOptions{Recent: 136} // 64-tick windows (as in TestCompactedTickFileIsTheFragment)
+	if _, err := maintenance.Compact(ctx, b, w.Catalog(), opts); err != nil {
 		t.Fatal(err)
 	}
 	replaced := map[string]bool{} // the 64-tick files' indexes
@@ -307,7 +308,7 @@ func TestCollectTickIndexes(t *testing.T) {
 			replaced[name] = true
 		}
 	}
-	if _, err := engine.Compact(ctx, b, w.Catalog(), engine.CompactOptions{Recent: 10}); err != nil {
+	if _, err := maintenance.Compact(ctx, b, w.Catalog(), maintenance.CompactOptions{Recent: 10}); err != nil {
 		t.Fatal(err)
 	}
 	named := map[string]bool{}
@@ -334,17 +335,17 @@ func TestCollectTickIndexes(t *testing.T) {
 	}
 	res, _ := collect(t, b, time.Now(), false)
 	objects := objectSet(t, b, "data/w/")
-	if res.ByKind[engine.KindTickIndex] != 0 || !objects[orphan] {
+	if res.ByKind[maintenance.KindTickIndex] != 0 || !objects[orphan] {
 		t.Fatalf("within the retention collection deleted %+v", res.ByKind)
 	}
-	res, seen := collect(t, b, time.Now().Add(engine.DefaultRetention+time.Hour), false)
+	res, seen := collect(t, b, time.Now().Add(maintenance.DefaultRetention+time.Hour), false)
 	objects = objectSet(t, b, "data/w/")
 	// An index goes with its file (a file without rows has no tick
 	// statistics, so collection keeps it, and its index with it).
 	gone := 0
 	for name := range replaced {
 		file, _ := index.TickIndexOf("w", name)
-		if objects[name] != objects[file] || !objects[name] && seen[name].Kind != engine.KindTickIndex {
+		if objects[name] != objects[file] || !objects[name] && seen[name].Kind != maintenance.KindTickIndex {
 			t.Fatalf("replaced file %s (listed %v, reported %+v) and its index (listed %v, reported %+v)", file, objects[file], seen[file], objects[name], seen[name])
 		}
 		if !objects[name] {
@@ -359,7 +360,7 @@ func TestCollectTickIndexes(t *testing.T) {
 			t.Fatalf("the tick index %s of a file ticks name was collected", name)
 		}
 	}
-	if objects[orphan] || res.ByKind[engine.KindTickIndex] != gone+1 {
+	if objects[orphan] || res.ByKind[maintenance.KindTickIndex] != gone+1 {
 		t.Fatalf("collection deleted %+v; want the %d collected files' indexes and the orphan", res.ByKind, gone)
 	}
 	for tick, files := range tickFiles(t, b, 599) {
@@ -439,7 +440,7 @@ func BenchmarkTickFile(b *testing.B) {
 	ctx := ctxT(b)
 	bk, _ := local.Open(b.TempDir())
 	w := enginetest.World(b, bk, "w", 80)
-	if _, err := engine.Compact(ctx, bk, w.Catalog(), engine.CompactOptions{Recent: 10}); err != nil {
+	if _, err := maintenance.Compact(ctx, bk, w.Catalog(), maintenance.CompactOptions{Recent: 10}); err != nil {
 		b.Fatal(err)
 	}
 	s, _, err := index.Load(ctx, bk, "w")
@@ -455,7 +456,7 @@ func BenchmarkTickFile(b *testing.B) {
 	}
 	info, _ := engine.ReadTableInfo(ctx, bk, "w", tf.Table)
 	table, _ := engine.TableFromInfo(info)
-	x, err := engine.ReadTickIndex(ctx, bk, tf.Fragments[0])
+	x, err := maintenance.ReadTickIndex(ctx, bk, tf.Fragments[0])
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -464,7 +465,7 @@ func BenchmarkTickFile(b *testing.B) {
 	b.ResetTimer()
 	for i := range b.N {
 		e := x.Ticks[i%len(x.Ticks)]
-		if _, err := engine.TickFile(table, bytes.NewReader(file), int64(len(file)), e); err != nil {
+		if _, err := maintenance.TickFile(table, bytes.NewReader(file), int64(len(file)), e); err != nil {
 			b.Fatal(err)
 		}
 	}
