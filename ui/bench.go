@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/worldfs/worldfs/index"
 	"github.com/worldfs/worldfs/internal/stats"
 )
 
@@ -72,6 +73,13 @@ func Bench(ctx context.Context, opts Options, world, run string, n int) (*BenchR
 		res.Table = "particle"
 	}
 	cols, err := s.tables(ctx, world, run)
+	var own, parent *index.State
+	if err == nil {
+		own, err = s.state(ctx, world)
+	}
+	if err == nil && own.World.Parent != "" {
+		parent, err = s.state(ctx, own.World.Parent)
+	}
 	s.Close()
 	if err != nil {
 		return nil, err
@@ -105,10 +113,7 @@ func Bench(ctx context.Context, opts Options, world, run string, n int) (*BenchR
 	mid := len(ticks) / 2
 	rq := "?run=" + url.QueryEscape(run)
 	// The registry: what a person's visit asks, in the order a visit asks it.
-	steps := []struct {
-		name string
-		path func(i int) string
-	}{
+	steps := []benchStep{
 		{"worlds page", func(int) string { return "/" }},
 		{"worlds", func(int) string { return "/api/worlds" }},
 		{"run page", func(int) string { return "/w/" + w + rq }},
@@ -140,6 +145,24 @@ func Bench(ctx context.Context, opts Options, world, run string, n int) (*BenchR
 		{"facts page", func(int) string { return "/w/" + w + "/facts" + rq }},
 		{"facts", func(int) string { return "/api/w/" + w + "/facts" + rq }},
 	}
+	if p := own.World; parent != nil {
+		// A fork against its parent at a tick both publish, the newest
+		// first, then back to the fork point.
+		hi := ticks[len(ticks)-1]
+		if r, ok := parent.Run(p.ForkRun); ok {
+			hi = min(hi, r.Head)
+		}
+		at := func(i int) string { return fmt.Sprint(max(hi-int64(i), min(p.ForkTick, hi))) }
+		steps = slices.Insert(steps, slices.IndexFunc(steps, func(st benchStep) bool { return st.name == "sql page" }), benchStep{
+			"compare with the parent", func(i int) string {
+				v := url.Values{"run": {run}, "table": {res.Table}, "a": {at(i)}, "vs": {p.Parent}, "vsrun": {p.ForkRun}, "b": {at(i)}, "limit": {"50"}}
+				if x != "" {
+					v.Set("x", x)
+					v.Set("y", y)
+				}
+				return "/api/w/" + w + "/compare?" + v.Encode()
+			}})
+	}
 	for _, st := range steps {
 		ep := BenchEndpoint{Name: st.name, Path: st.path(0)}
 		var rec stats.Recorder
@@ -167,6 +190,12 @@ func Bench(ctx context.Context, opts Options, world, run string, n int) (*BenchR
 		res.Steps = append(res.Steps, ep)
 	}
 	return res, nil
+}
+
+// benchStep is one request of a visit, the ith repeat's path.
+type benchStep struct {
+	name string
+	path func(i int) string
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
