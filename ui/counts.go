@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -176,7 +177,7 @@ func (c *tickCounts) sortSums() {
 		for i := range idx {
 			idx[i] = i
 		}
-		slices.SortStableFunc(idx, func(a, b int) int { return cmpInt64(se.ticks[a], se.ticks[b]) })
+		slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(se.ticks[a], se.ticks[b]) })
 		ticks, rows := make([]int64, 0, len(idx)), make([]int64, 0, len(idx))
 		for _, i := range idx {
 			if n := len(ticks); n > 0 && ticks[n-1] == se.ticks[i] {
@@ -187,16 +188,6 @@ func (c *tickCounts) sortSums() {
 		}
 		se.ticks, se.rows = ticks, rows
 	}
-}
-
-func cmpInt64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // catalogCounts computes rows per tick from the catalog and the tick
