@@ -406,11 +406,12 @@ func (s *Server) tick(ctx context.Context, world, run string, vals map[string][]
 			out.PublishedUnixMs = t.PublishedUnixMs
 		}
 	}
-	if out.Page, err = s.query(ctx, world, run, q.PageSQL()); err != nil {
+	// Every question on the views just resolved: one catalog state.
+	if out.Page, err = s.queryOn(ctx, v, q.PageSQL()); err != nil {
 		return nil, err
 	}
 	if q.X != "" {
-		if out.Points, err = s.query(ctx, world, run, q.PointsSQL()); err != nil {
+		if out.Points, err = s.queryOn(ctx, v, q.PointsSQL()); err != nil {
 			return nil, err
 		}
 		if !out.Points.Truncated {
@@ -420,7 +421,7 @@ func (s *Server) tick(ctx context.Context, world, run string, vals map[string][]
 			return out, nil
 		}
 	}
-	n, err := s.query(ctx, world, run, q.CountSQL())
+	n, err := s.queryOn(ctx, v, q.CountSQL())
 	if err != nil {
 		return nil, err
 	}
@@ -446,11 +447,15 @@ type Facts struct {
 }
 
 func (s *Server) facts(ctx context.Context, world, run string) (*Facts, error) {
-	f, err := s.query(ctx, world, run, FactsSQL)
+	v, err := s.viewsOf(ctx, world, run)
 	if err != nil {
 		return nil, err
 	}
-	r, err := s.query(ctx, world, run, ReceiptsSQL)
+	f, err := s.queryOn(ctx, v, FactsSQL)
+	if err != nil {
+		return nil, err
+	}
+	r, err := s.queryOn(ctx, v, ReceiptsSQL)
 	if err != nil {
 		return nil, err
 	}
