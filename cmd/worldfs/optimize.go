@@ -12,15 +12,17 @@ import (
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/index"
+	"github.com/worldfs/worldfs/internal/progress"
 	"github.com/worldfs/worldfs/maintenance"
 )
 
-func init() {
+// optimizeCmd is "worldfs optimize".
+func optimizeCmd() command {
 	var url, world, run, tables *string
 	var recent, targetRows *int64
 	var workers *int
 	var asJSON *bool
-	register("", command{
+	return command{
 		name:    "optimize",
 		summary: "compact a world's small fragments into large files (readers switch at once; safe beside a live writer)",
 		example: "worldfs optimize --bucket ./worldfs-data --world w1 --run main",
@@ -48,14 +50,14 @@ func init() {
 			if *tables != "" {
 				opts.Tables = strings.Split(*tables, ",")
 			}
-			status := newProgress(os.Stderr)
+			status := progress.New(os.Stderr)
 			opts.Progress = func(p maintenance.CompactProgress) {
-				status.step("compacting windows", int64(p.Done), int64(p.Total))
+				status.Step("compacting windows", int64(p.Done), int64(p.Total))
 			}
 			start := time.Now()
 			res, err := maintenance.Compact(ctx, b, cat, opts)
 			secs := time.Since(start).Seconds()
-			status.done()
+			status.Done()
 			if err != nil {
 				return err
 			}
@@ -74,7 +76,7 @@ func init() {
 			fmt.Fprintln(out)
 			return nil
 		},
-	})
+	}
 }
 
 func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }

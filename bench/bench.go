@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -18,15 +18,15 @@ import (
 	"github.com/worldfs/worldfs/internal/stats"
 )
 
-func init() {
+func bucketSpec(env Env) Bench {
 	var url *string
 	var ops, callers, size *int
-	registerBench(benchSpec[*bucketBench]{
+	return benchSpec[*bucketBench]{
 		name:    "bucket",
 		summary: "measure Create and Get on a bucket: throughput, latency percentiles, ratio to direct file reads",
 		example: "worldfs bench bucket --bucket 'mem://b?profile=gcs' --ops 2000 --callers 16 --json",
 		flags: func(fs *flag.FlagSet) {
-			url = bucketFlag(fs)
+			url = env.BucketFlag(fs)
 			ops = fs.Int("ops", 2000, "objects to create, then read")
 			callers = fs.Int("callers", 16, "concurrent callers")
 			size = fs.Int("size", 1024, "object size in bytes")
@@ -40,7 +40,7 @@ func init() {
 			}
 			return nil
 		},
-		open: func(ctx context.Context) (bucket.Bucket, error) { return openBucket(ctx, *url) },
+		open: func(ctx context.Context) (bucket.Bucket, error) { return env.OpenBucket(ctx, *url) },
 		run: func(ctx context.Context, b bucket.Bucket) (*bucketBench, error) {
 			return benchBucket(ctx, b, *url, *ops, *callers, *size)
 		},
@@ -59,11 +59,11 @@ func init() {
 			}
 			return nil
 		},
-	})
+	}.bench()
 }
 
 // benchSpec is one bench command. Every bench shares one scaffold
-// (registerBench): check the command line, open the bucket (closed
+// (bench): check the command line, open the bucket (closed
 // after), run, and print the result as one JSON object (--json) or as a
 // table.
 type benchSpec[R any] struct {
@@ -116,40 +116,40 @@ func benchMount(b bucket.Bucket, work, name string, opts wfs.Options, mo wfs.Mou
 	return mnt, srv, func() { srv.Unmount(); m.Close() }, nil
 }
 
-// registerBench registers s as "worldfs bench <name>" on the scaffold
-// benchSpec describes.
-func registerBench[R any](s benchSpec[R]) {
-	var asJSON *bool
-	register("bench", command{
-		name:    s.name,
-		summary: s.summary,
-		example: s.example,
-		flags: func(fs *flag.FlagSet) {
+// bench is s as a Bench: the scaffold adds --json; its run checks the
+// command line, opens the bucket (closed after), runs, and prints the
+// result as one JSON object (--json) or as a table.
+func (s benchSpec[R]) bench() Bench {
+	return Bench{
+		Name:    s.name,
+		Summary: s.summary,
+		Example: s.example,
+		Flags: func(fs *flag.FlagSet) Run {
 			s.flags(fs)
-			asJSON = fs.Bool("json", false, "print one JSON object")
-		},
-		run: func(ctx context.Context, _ *flag.FlagSet, args []string, out io.Writer) error {
-			if err := s.check(args); err != nil {
-				return err
-			}
-			var b bucket.Bucket
-			if s.open != nil {
-				var err error
-				if b, err = s.open(ctx); err != nil {
+			asJSON := fs.Bool("json", false, "print one JSON object")
+			return func(ctx context.Context, args []string, out io.Writer) error {
+				if err := s.check(args); err != nil {
 					return err
 				}
-				defer b.Close()
+				var b bucket.Bucket
+				if s.open != nil {
+					var err error
+					if b, err = s.open(ctx); err != nil {
+						return err
+					}
+					defer b.Close()
+				}
+				res, err := s.run(ctx, b)
+				if err != nil {
+					return err
+				}
+				if *asJSON {
+					return writeJSON(out, res)
+				}
+				return s.table(out, res)
 			}
-			res, err := s.run(ctx, b)
-			if err != nil {
-				return err
-			}
-			if *asJSON {
-				return writeJSON(out, res)
-			}
-			return s.table(out, res)
 		},
-	})
+	}
 }
 
 type bucketBench struct {
@@ -216,7 +216,7 @@ func phase(ctx context.Context, what string, n, callers int, op func(i int) erro
 	start := time.Now()
 	pctx, stop := context.WithCancel(ctx)
 	defer stop()
-	go progress(pctx, what, func() int { return int(done.Load()) })
+	go showCount(pctx, what, func() int { return int(done.Load()) })
 	for range callers {
 		wg.Add(1)
 		go func() {

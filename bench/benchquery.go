@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -22,16 +22,16 @@ import (
 	wsql "github.com/worldfs/worldfs/sql"
 )
 
-func init() {
+func querySpec(env Env) Bench {
 	var url, world, catWorld, dir *string
 	var fragments, rows, catTicks, runs *int
 	var generateOnly *bool
-	registerBench(benchSpec[*queryBench]{
+	return benchSpec[*queryBench]{
 		name:    "query",
 		summary: "time a visible-rows aggregate through the SQL views against DuckDB's raw read_parquet of the same files, and the view build from a large catalog",
 		example: "worldfs bench query --bucket ./bench-data --fragments 10000 --rows 1000 --catalog-ticks 1000000 --json",
 		flags: func(fs *flag.FlagSet) {
-			url = bucketFlag(fs)
+			url = env.BucketFlag(fs)
 			fragments = fs.Int("fragments", 10000, "published ticks of the query world, one fragment each")
 			rows = fs.Int("rows", 1000, "rows per fragment (entities of the one archetype)")
 			world = fs.String("world", "", "query world (default: bench-query-<fragments>x<rows>); reused if the bucket holds it")
@@ -47,7 +47,7 @@ func init() {
 			}
 			return nil
 		},
-		open: func(ctx context.Context) (bucket.Bucket, error) { return openBucket(ctx, *url) },
+		open: func(ctx context.Context) (bucket.Bucket, error) { return env.OpenBucket(ctx, *url) },
 		run: func(ctx context.Context, b bucket.Bucket) (*queryBench, error) {
 			if *world == "" {
 				*world = fmt.Sprintf("bench-query-%dx%d", *fragments, *rows)
@@ -86,7 +86,7 @@ func init() {
 			printQueryBench(out, res)
 			return nil
 		},
-	})
+	}.bench()
 }
 
 // queryBench is the result of bench query.
@@ -188,7 +188,7 @@ func genQueryWorld(ctx context.Context, b bucket.Bucket, world string, n, rows i
 	var firstErr atomic.Value
 	pctx, stop := context.WithCancel(ctx)
 	defer stop()
-	go progress(pctx, "world "+world+": published ticks", func() int { return int(done.Load()) })
+	go showCount(pctx, "world "+world+": published ticks", func() int { return int(done.Load()) })
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Add(1)

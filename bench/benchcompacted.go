@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -22,15 +22,15 @@ import (
 	wsql "github.com/worldfs/worldfs/sql"
 )
 
-func init() {
+func compactedSpec(env Env) Bench {
 	var url, world, table, dir *string
 	var files *int
-	registerBench(benchSpec[*compactedBench]{
+	return benchSpec[*compactedBench]{
 		name:    "fs-compacted",
 		summary: "measure a compacted world's tick files through a fresh mount: stat at lookup, open + first byte (first and again), st_size against the bytes read, ls -l of ticks/ and tables/<t>/, a cold glob read against the views",
 		example: "worldfs bench fs-compacted --bucket /var/tmp/h --world bench-history-10000x4x50 --files 200 --json",
 		flags: func(fs *flag.FlagSet) {
-			url = bucketFlag(fs)
+			url = env.BucketFlag(fs)
 			world = fs.String("world", "", "the world (required; e.g. one bench history built and compacted)")
 			table = fs.String("table", "", "the table whose files are read (default: the first by name)")
 			files = fs.Int("files", 200, "compacted ticks read, chosen at random (seeded) across the compacted history")
@@ -42,7 +42,7 @@ func init() {
 			}
 			return nil
 		},
-		open: func(ctx context.Context) (bucket.Bucket, error) { return openExisting(ctx, *url) },
+		open: func(ctx context.Context) (bucket.Bucket, error) { return env.OpenExisting(ctx, *url) },
 		run: func(ctx context.Context, b bucket.Bucket) (*compactedBench, error) {
 			work, remove, err := benchDir(*dir, "worldfs-bench-fs-compacted-")
 			if err != nil {
@@ -64,7 +64,7 @@ func init() {
 				res.Table, res.GlobSeconds, res.GlobRows, res.ViewsSeconds, res.GlobRatio)
 			return nil
 		},
-	})
+	}.bench()
 }
 
 type compactedBench struct {

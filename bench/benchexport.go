@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -15,16 +15,16 @@ import (
 	"github.com/worldfs/worldfs/maintenance"
 )
 
-func init() {
+func exportSpec(env Env) Bench {
 	var url, world *string
 	var ticks, more, archetypes, entities *int
-	registerBench(benchSpec[*exportBench]{
+	return benchSpec[*exportBench]{
 		name: "export",
 		summary: "measure Iceberg exports: a whole compacted world, then an incremental export of more ticks " +
 			"(and print the command that compares iceberg-go's scan of the export with DuckDB's read_parquet)",
 		example: "worldfs bench export --bucket ./bench-export --ticks 100000 --more 1000 --json",
 		flags: func(fs *flag.FlagSet) {
-			url = bucketFlag(fs)
+			url = env.BucketFlag(fs)
 			ticks = fs.Int("ticks", 100000, "ticks of the world before the first export (compacted first)")
 			more = fs.Int("more", 1000, "ticks added before the incremental export")
 			archetypes = fs.Int("archetypes", 2, "archetypes (one table each)")
@@ -38,13 +38,13 @@ func init() {
 			}
 			return nil
 		},
-		open: func(ctx context.Context) (bucket.Bucket, error) { return openBucket(ctx, *url) },
+		open: func(ctx context.Context) (bucket.Bucket, error) { return env.OpenBucket(ctx, *url) },
 		run: func(ctx context.Context, b bucket.Bucket) (*exportBench, error) {
 			if *world == "" {
 				*world = fmt.Sprintf("bench-export-%dx%dx%d", *ticks, *archetypes, *entities)
 			}
 			r := &exportBench{World: *world, Ticks: *ticks, More: *more}
-			h := &historyBench{World: *world, Ticks: *ticks, Archetypes: *archetypes, Entities: *entities}
+			h := &HistoryReport{World: *world, Ticks: *ticks, Archetypes: *archetypes, Entities: *entities}
 			tables := benchTables(*archetypes)
 			start := time.Now()
 			if err := historyWorld(ctx, b, h, tables); err != nil {
@@ -116,7 +116,7 @@ func init() {
 			}
 			return nil
 		},
-	})
+	}.bench()
 }
 
 // exportBench is the result of bench export.

@@ -1,4 +1,4 @@
-package main
+package progress
 
 import (
 	"bytes"
@@ -15,12 +15,12 @@ func TestProgressQuietInAPipe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := newProgress(w)
-	p.step("catalog: slots folded", 3, -1)
-	p.step("fragments checked", 1, 2)
-	p.clear()
-	p.step("fragments checked", 2, 2)
-	p.done()
+	p := New(w)
+	p.Step("catalog: slots folded", 3, -1)
+	p.Step("fragments checked", 1, 2)
+	p.Clear()
+	p.Step("fragments checked", 2, 2)
+	p.Done()
 	w.Close()
 	got, _ := io.ReadAll(r)
 	if len(got) != 0 {
@@ -32,14 +32,14 @@ func TestProgressQuietInAPipe(t *testing.T) {
 // after.
 func TestProgressDrawsOnATerminal(t *testing.T) {
 	var out bytes.Buffer
-	p := &progressLine{w: &out}
-	p.step("fragments checked", 1, 4)
+	p := &Line{w: &out}
+	p.Step("fragments checked", 1, 4)
 	if !strings.Contains(out.String(), "fragments checked") || !strings.Contains(out.String(), "1/4") {
 		t.Fatalf("drawn %q; want the description and 1/4", out.String())
 	}
-	p.done()
+	p.Done()
 	n := out.Len()
-	p.step("fragments checked", 2, 4)
+	p.Step("fragments checked", 2, 4)
 	if out.Len() != n {
 		t.Fatalf("drawn after done: %q", out.String()[n:])
 	}

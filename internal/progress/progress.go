@@ -1,4 +1,7 @@
-package main
+// Package progress draws how far a long command has got (check,
+// optimize, gc, copy, bench set-up) as one redrawn line on a terminal,
+// and nothing in a pipe or a log.
+package progress
 
 import (
 	"io"
@@ -9,11 +12,11 @@ import (
 	"github.com/schollz/progressbar/v3"
 )
 
-// progressLine shows how far long work has got (check, optimize, gc, bench
+// Line shows how far long work has got (check, optimize, gc, bench
 // set-up) as one redrawn line on a terminal, and nothing at all in a pipe
 // or a log, so a command's output is the same wherever it goes. The bar
 // is drawn by the progressbar library.
-type progressLine struct {
+type Line struct {
 	w     io.Writer // nil: not a terminal, draw nothing
 	mu    sync.Mutex
 	bar   *progressbar.ProgressBar
@@ -22,18 +25,18 @@ type progressLine struct {
 	ended bool // done was called: later steps draw nothing
 }
 
-// newProgress draws on f if f is a terminal.
-func newProgress(f *os.File) *progressLine {
+// New draws on f if f is a terminal.
+func New(f *os.File) *Line {
 	if !terminal(f) {
-		return &progressLine{}
+		return &Line{}
 	}
-	return &progressLine{w: f}
+	return &Line{w: f}
 }
 
-// step shows done of total under desc (total -1: not known, only the
+// Step shows done of total under desc (total -1: not known, only the
 // count is shown). A new total starts a new bar. Safe to call from
 // several goroutines.
-func (p *progressLine) step(desc string, done, total int64) {
+func (p *Line) Step(desc string, done, total int64) {
 	if p.w == nil {
 		return
 	}
@@ -63,9 +66,9 @@ func (p *progressLine) step(desc string, done, total int64) {
 	p.bar.Set64(done)
 }
 
-// clear clears the line so the command can print one of its own; the next
+// Clear clears the line so the command can print one of its own; the next
 // step draws the bar again.
-func (p *progressLine) clear() {
+func (p *Line) Clear() {
 	if p.w == nil {
 		return
 	}
@@ -76,8 +79,8 @@ func (p *progressLine) clear() {
 	}
 }
 
-// done clears the line; the command's own output follows on a clean line.
-func (p *progressLine) done() {
+// Done clears the line; the command's own output follows on a clean line.
+func (p *Line) Done() {
 	if p.w == nil {
 		return
 	}

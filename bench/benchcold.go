@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -14,15 +14,15 @@ import (
 	"github.com/worldfs/worldfs/index"
 )
 
-func init() {
+func coldStartSpec(env Env) Bench {
 	var url, world *string
 	var ticks, tail *int
-	registerBench(benchSpec[*coldStartBench]{
+	return benchSpec[*coldStartBench]{
 		name:    "coldstart",
 		summary: "build a world of N published ticks, checkpoint it, then time a cold start and its peak memory",
 		example: "worldfs bench coldstart --bucket ./bench-data --ticks 1000000 --json",
 		flags: func(fs *flag.FlagSet) {
-			url = bucketFlag(fs)
+			url = env.BucketFlag(fs)
 			world = fs.String("world", "", "world to build (default: a new cold-<time> world); an existing one is only loaded")
 			ticks = fs.Int("ticks", 100000, "published ticks to build the world with")
 			tail = fs.Int("tail", 1000, "ticks published one slot each after the checkpoint, which a cold start replays")
@@ -35,13 +35,13 @@ func init() {
 		},
 		open: func(ctx context.Context) (bucket.Bucket, error) {
 			if *world != "" { // an existing world is only loaded
-				return openExisting(ctx, *url)
+				return env.OpenExisting(ctx, *url)
 			}
-			return openBucket(ctx, *url)
+			return env.OpenBucket(ctx, *url)
 		},
 		run: func(ctx context.Context, b bucket.Bucket) (*coldStartBench, error) {
 			if *world != "" {
-				if err := requireWorld(ctx, b, *world); err != nil {
+				if err := env.RequireWorld(ctx, b, *world); err != nil {
 					return nil, err
 				}
 			}
@@ -58,7 +58,7 @@ func init() {
 				res.ColdStartSeconds, res.SlotsReplayed, float64(res.PeakHeapBytes)/(1<<20))
 			return nil
 		},
-	})
+	}.bench()
 }
 
 type coldStartBench struct {
@@ -114,7 +114,7 @@ func buildWorld(ctx context.Context, b bucket.Bucket, res *coldStartBench, ticks
 	var next, done atomic.Int64
 	pctx, stop := context.WithCancel(ctx)
 	defer stop()
-	go progress(pctx, "published ticks", func() int { return int(done.Load()) })
+	go showCount(pctx, "published ticks", func() int { return int(done.Load()) })
 	var wg sync.WaitGroup
 	var firstErr atomic.Value
 	for range 64 {

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -17,15 +17,15 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-func init() {
+func ticksSpec(env Env) Bench {
 	var url *string
 	var entities, archetypes, ticks, depth *int
-	registerBench(benchSpec[*ticksBench]{
+	return benchSpec[*ticksBench]{
 		name:    "ticks",
 		summary: "measure tick commits: ticks/s, per-tick latency, bytes, and the ratio to the least a crash-safe commit of the same rows costs",
 		example: "worldfs bench ticks --bucket ./bench-data --entities 10000 --archetypes 4 --ticks 200 --depth 4 --json",
 		flags: func(fs *flag.FlagSet) {
-			url = bucketFlag(fs)
+			url = env.BucketFlag(fs)
 			entities = fs.Int("entities", 10000, "entities per archetype")
 			archetypes = fs.Int("archetypes", 4, "archetypes (one table and one fragment per tick each)")
 			ticks = fs.Int("ticks", 200, "ticks to commit")
@@ -40,7 +40,7 @@ func init() {
 			}
 			return nil
 		},
-		open: func(ctx context.Context) (bucket.Bucket, error) { return openBucket(ctx, *url) },
+		open: func(ctx context.Context) (bucket.Bucket, error) { return env.OpenBucket(ctx, *url) },
 		run: func(ctx context.Context, b bucket.Bucket) (*ticksBench, error) {
 			return benchTicks(ctx, b, *url, *entities, *archetypes, *ticks, *depth)
 		},
@@ -53,7 +53,7 @@ func init() {
 			}
 			return nil
 		},
-	})
+	}.bench()
 }
 
 type ticksBench struct {

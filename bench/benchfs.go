@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -23,10 +23,10 @@ import (
 	"github.com/worldfs/worldfs/internal/stats"
 )
 
-func init() {
+func fsSpec(env Env) Bench {
 	var dir *string
 	var mb, ticks, files, worlds *int
-	registerBench(benchSpec[*fsBench]{
+	return benchSpec[*fsBench]{
 		name:    "fs",
 		summary: "measure the mount on a local bucket: sequential read vs a direct read, cold and warm ls -l of a big ticks/, open + first byte; or (--worlds N) a mount of N small worlds",
 		example: "worldfs bench fs --mb 1024 --ticks 100000 --json\n  worldfs bench fs --worlds 100000 --dir /var/tmp/worlds   # ls -l of the root, every head once, memory, a new world",
@@ -80,7 +80,7 @@ func init() {
 			}
 			return nil
 		},
-	})
+	}.bench()
 }
 
 type fsBench struct {
@@ -131,21 +131,7 @@ func benchFS(ctx context.Context, work string, mb, ticks, files int) (*fsBench, 
 	}
 	defer big.Close()
 	rows := mb << 20 / 32
-	big.AddProcessor(func(tc *engine.TickContext) error {
-		f := tc.Frame("body")
-		for e := f.Len(); e < rows; e++ {
-			if err := f.Append(int64(e), nil); err != nil {
-				return err
-			}
-		}
-		r := rand.New(rand.NewPCG(1, 2))
-		for _, c := range []string{"v_a", "v_b", "v_c", "v_d"} {
-			for i, col := 0, f.Float64(c); i < len(col); i++ {
-				col[i] = r.Float64()
-			}
-		}
-		return nil
-	})
+	big.AddProcessor(randomRows(rows))
 	rc, err := big.Step(ctx)
 	if err != nil {
 		return nil, err
@@ -200,89 +186,28 @@ func benchFS(ctx context.Context, work string, mb, ticks, files int) (*fsBench, 
 			return nil, err
 		}
 		tdir := filepath.Join(mnt, "many", "runs", "main", "ticks")
-		for i, cold := range []bool{true, false} {
-			say("ls -l of %d ticks (%s, xattrs %v)", ticks, map[bool]string{true: "cold", false: "warm"}[cold], !noX)
-			start := time.Now()
-			out, err := exec.CommandContext(ctx, "ls", "-l", tdir).Output()
-			if err != nil {
-				return nil, fmt.Errorf("ls -l %s: %w", tdir, err)
-			}
-			secs := time.Since(start).Seconds()
-			res.ListEntries = strings.Count(string(out), "\n") - 1 // the "total" line
-			switch {
-			case noX && i == 0:
-				res.ListColdNoXattrs = secs
-			case noX:
-				res.ListWarmNoXattrs = secs
-			case i == 0:
-				res.ListColdSeconds = secs
-			default:
-				res.ListWarmSeconds = secs
-			}
+		if err := timeLs(ctx, tdir, ticks, noX, res); err != nil {
+			return nil, err
 		}
 	}
 
 	// Open + first byte, first time and again.
 	for _, rec := range []*stats.Summary{&res.FirstOpen, &res.Reopen} {
-		var r stats.Recorder
-		start := time.Now()
-		for t := range files {
-			p := filepath.Join(mnt, "small", "runs", "main", "ticks", wfs.TickName(int64(t)), "body.parquet")
-			s := time.Now()
-			f, err := os.Open(p)
-			if err != nil {
-				return nil, err
-			}
-			var one [1]byte
-			_, err = f.Read(one[:])
-			f.Close()
-			if err != nil {
-				return nil, fmt.Errorf("first byte of %s: %w", p, err)
-			}
-			r.Add(time.Since(s))
+		if *rec, err = timeOpens(mnt, files); err != nil {
+			return nil, err
 		}
-		*rec = r.Summarize(time.Since(start))
 	}
 
 	// Sequential reads, warm page cache: each path read once first, then
 	// the best of three.
-	read := func(p string) (float64, int64, error) {
-		best := 0.0
-		var n int64
-		buf := make([]byte, 1<<20)
-		for i := range 4 {
-			f, err := os.Open(p)
-			if err != nil {
-				return 0, 0, err
-			}
-			start := time.Now()
-			n = 0
-			for {
-				k, err := f.Read(buf)
-				n += int64(k)
-				if err == io.EOF {
-					break
-				}
-				if err != nil {
-					f.Close()
-					return 0, 0, err
-				}
-			}
-			f.Close()
-			if i > 0 {
-				best = max(best, float64(n)/(1<<20)/time.Since(start).Seconds())
-			}
-		}
-		return best, n, nil
-	}
 	say("reading %d MiB directly and through the mount", mb)
 	var n int64
-	if res.DirectMiBps, n, err = read(direct); err != nil {
+	if res.DirectMiBps, n, err = bestRead(direct); err != nil {
 		return nil, err
 	}
 	res.FileBytes = n
 	var m int64
-	if res.MountMiBps, m, err = read(filepath.Join(mnt, "big", "runs", "main", "ticks", wfs.TickName(0), "body.parquet")); err != nil {
+	if res.MountMiBps, m, err = bestRead(filepath.Join(mnt, "big", "runs", "main", "ticks", wfs.TickName(0), "body.parquet")); err != nil {
 		return nil, err
 	}
 	if m != n {
@@ -292,8 +217,117 @@ func benchFS(ctx context.Context, work string, mb, ticks, files int) (*fsBench, 
 
 	// fio on the same bytes, direct and through the mount, when it is
 	// installed (Debian's fio).
+	if err := fioReads(ctx, direct, filepath.Join(mnt, "big", "runs", "main", "ticks", wfs.TickName(0), "body.parquet"), res); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// randomRows fills a frame of body to rows rows of random doubles, which
+// barely compress (about 32 bytes a row).
+func randomRows(rows int) engine.Processor {
+	return func(tc *engine.TickContext) error {
+		f := tc.Frame("body")
+		for e := f.Len(); e < rows; e++ {
+			if err := f.Append(int64(e), nil); err != nil {
+				return err
+			}
+		}
+		r := rand.New(rand.NewPCG(1, 2))
+		for _, c := range []string{"v_a", "v_b", "v_c", "v_d"} {
+			for i, col := 0, f.Float64(c); i < len(col); i++ {
+				col[i] = r.Float64()
+			}
+		}
+		return nil
+	}
+}
+
+// timeLs times ls -l of tdir (ticks entries) twice, cold then warm, into
+// res's figures for a mount with extended attributes or without (noX).
+func timeLs(ctx context.Context, tdir string, ticks int, noX bool, res *fsBench) error {
+	for i, cold := range []bool{true, false} {
+		say("ls -l of %d ticks (%s, xattrs %v)", ticks, map[bool]string{true: "cold", false: "warm"}[cold], !noX)
+		start := time.Now()
+		out, err := exec.CommandContext(ctx, "ls", "-l", tdir).Output()
+		if err != nil {
+			return fmt.Errorf("ls -l %s: %w", tdir, err)
+		}
+		secs := time.Since(start).Seconds()
+		res.ListEntries = strings.Count(string(out), "\n") - 1 // the "total" line
+		switch {
+		case noX && i == 0:
+			res.ListColdNoXattrs = secs
+		case noX:
+			res.ListWarmNoXattrs = secs
+		case i == 0:
+			res.ListColdSeconds = secs
+		default:
+			res.ListWarmSeconds = secs
+		}
+	}
+	return nil
+}
+
+// timeOpens times open and first byte of each of the files small ticks'
+// fragments under mnt.
+func timeOpens(mnt string, files int) (stats.Summary, error) {
+	var r stats.Recorder
+	start := time.Now()
+	for t := range files {
+		p := filepath.Join(mnt, "small", "runs", "main", "ticks", wfs.TickName(int64(t)), "body.parquet")
+		s := time.Now()
+		f, err := os.Open(p)
+		if err != nil {
+			return stats.Summary{}, err
+		}
+		var one [1]byte
+		_, err = f.Read(one[:])
+		f.Close()
+		if err != nil {
+			return stats.Summary{}, fmt.Errorf("first byte of %s: %w", p, err)
+		}
+		r.Add(time.Since(s))
+	}
+	return r.Summarize(time.Since(start)), nil
+}
+
+// bestRead reads file p four times and returns the best throughput of the
+// last three (the first warms the page cache), in MiB/s, and its size.
+func bestRead(p string) (float64, int64, error) {
+	best := 0.0
+	var n int64
+	buf := make([]byte, 1<<20)
+	for i := range 4 {
+		f, err := os.Open(p)
+		if err != nil {
+			return 0, 0, err
+		}
+		start := time.Now()
+		n = 0
+		for {
+			k, err := f.Read(buf)
+			n += int64(k)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				f.Close()
+				return 0, 0, err
+			}
+		}
+		f.Close()
+		if i > 0 {
+			best = max(best, float64(n)/(1<<20)/time.Since(start).Seconds())
+		}
+	}
+	return best, n, nil
+}
+
+// fioReads runs fio on the same bytes, direct and mounted, when it is
+// installed (Debian's fio).
+func fioReads(ctx context.Context, direct, mounted string, res *fsBench) error {
 	if _, err := exec.LookPath("fio"); err == nil {
-		mounted := filepath.Join(mnt, "big", "runs", "main", "ticks", wfs.TickName(0), "body.parquet")
 		for _, job := range []struct {
 			name, rw, bs string
 			out          *[2]fioResult
@@ -301,14 +335,14 @@ func benchFS(ctx context.Context, work string, mb, ticks, files int) (*fsBench, 
 			for i, p := range []string{direct, mounted} {
 				say("fio: %s of %s", job.name, p)
 				if job.out[i], err = runFio(ctx, p, job.rw, job.bs); err != nil {
-					return nil, err
+					return err
 				}
 			}
 		}
 	} else {
 		say("fio is not installed: no fio figures (apt-get install fio)")
 	}
-	return res, nil
+	return nil
 }
 
 // fioResult is one fio job's read figures.

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -16,21 +16,22 @@ import (
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/index"
+	"github.com/worldfs/worldfs/internal/progress"
 	"github.com/worldfs/worldfs/internal/stats"
 )
 
-func init() {
+func commitSpec(env Env) Bench {
 	var url, world *string
 	var writers, callers *int
 	var rate *float64
 	var duration, light *time.Duration
-	registerBench(benchSpec[*commitBench]{
+	return benchSpec[*commitBench]{
 		name:    "commit",
 		summary: "measure catalog commits: throughput, latency percentiles, slots, lost slots, per writer",
 		example: "worldfs bench commit --bucket 'mem://b?profile=gcs' --writers 3 --duration 10s --json\n" +
 			"  worldfs bench commit --bucket 'mem://b?profile=gcs' --rate 200 --light 1s   # a tick writer beside a fact ingester",
 		flags: func(fs *flag.FlagSet) {
-			url = bucketFlag(fs)
+			url = env.BucketFlag(fs)
 			world = fs.String("world", "", "world to commit to (default: a new bench-<time> world)")
 			writers = fs.Int("writers", 1, "committers, each with its own store id (as separate processes would be)")
 			callers = fs.Int("callers", 1024, "concurrent callers per writer when --rate is 0 (saturation: enough to fill slots of hundreds of entries)")
@@ -47,7 +48,7 @@ func init() {
 			}
 			return nil
 		},
-		open: func(ctx context.Context) (bucket.Bucket, error) { return openBucket(ctx, *url) },
+		open: func(ctx context.Context) (bucket.Bucket, error) { return env.OpenBucket(ctx, *url) },
 		run: func(ctx context.Context, b bucket.Bucket) (*commitBench, error) {
 			return benchCommit(ctx, b, *url, *world, *writers, *callers, *rate, *duration, *light)
 		},
@@ -65,7 +66,7 @@ func init() {
 			}
 			return nil
 		},
-	})
+	}.bench()
 }
 
 func writeJSON(out io.Writer, v any) error {
@@ -130,27 +131,13 @@ func benchCommit(ctx context.Context, b bucket.Bucket, url, world string, writer
 	if world == "" {
 		world = fmt.Sprintf("bench-%d", time.Now().UnixNano())
 	}
-	first, epoch, err := index.CreateWorld(ctx, b, world, index.WorldCreate{}, "bench", index.Options{})
-	if errors.Is(err, index.ErrWorldExists) {
-		first, err = index.Open(ctx, b, world, index.Options{})
-		if err == nil {
-			epoch = first.Tip().World.Epoch
-		}
-	}
-	if err != nil {
-		return nil, err
-	}
-	cats := []*index.Catalog{first}
-	stores := writers - 1
+	stores := writers
 	if light > 0 {
 		stores++ // the neighbour is the last catalog
 	}
-	for range stores {
-		c, err := index.Open(ctx, b, world, index.Options{})
-		if err != nil {
-			return nil, err
-		}
-		cats = append(cats, c)
+	cats, epoch, err := commitCatalogs(ctx, b, world, stores)
+	if err != nil {
+		return nil, err
 	}
 	defer func() {
 		for _, c := range cats {
@@ -163,16 +150,7 @@ func benchCommit(ctx context.Context, b bucket.Bucket, url, world string, writer
 	var seq, lightSeq atomic.Int64
 	// publish commits tick i of run on c and returns its latency.
 	publish := func(c *index.Catalog, run string, i int64) (time.Duration, error) {
-		t0 := time.Now()
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		e := index.Entry{Kind: index.KindTickPublish, TickPublish: &index.TickPublish{
-			Run: run, Tick: i, CommitToken: fmt.Sprintf("%s-tok-%d", run, i), WriterEpoch: epoch,
-			Tables: []index.TableFragments{{Table: "Position", Fragments: []index.Fragment{{
-				Path: index.TickFragmentPath(world, run, "position", fmt.Sprintf("tok-%d", i)), Rows: 1000, Bytes: 64 << 10, Digest: "sha256:bench"}}}},
-		}}
-		_, err := c.Commit(cctx, e)
-		return time.Since(t0), err
+		return publishTick(ctx, c, world, run, i, epoch)
 	}
 	commit := func(w int) {
 		lat, err := publish(cats[w], "bench", seq.Add(1))
@@ -186,7 +164,7 @@ func benchCommit(ctx context.Context, b bucket.Bucket, url, world string, writer
 	res := &commitBench{Bucket: url, World: world, Writers: writers}
 	runCtx, stop := context.WithTimeout(ctx, d)
 	defer stop()
-	go progress(runCtx, "commit", func() int { return all.Count() })
+	go showCount(runCtx, "commit", func() int { return all.Count() })
 	start := time.Now()
 	var wg sync.WaitGroup
 	var lightRec stats.Recorder
@@ -205,8 +183,30 @@ func benchCommit(ctx context.Context, b bucket.Bucket, url, world string, writer
 			}
 		}()
 	}
+	if rate != 0 {
+		res.OfferedRate = rate
+	}
+	res.Mode = driveCommits(runCtx, &wg, writers, callers, rate, commit)
+	wg.Wait()
+	elapsed := time.Since(start)
+	sum := all.Summarize(elapsed)
+	res.Seconds, res.Writes, res.WritesPerSec = sum.Seconds, sum.Ops, sum.OpsPerSec
+	res.P50ms, res.P90ms, res.P99ms, res.MaxMs = sum.P50ms, sum.P90ms, sum.P99ms, sum.MaxMs
+	perWriter(res, cats[:writers], recs, errs, sum.Ops, elapsed)
+	if light > 0 {
+		st, ls := cats[writers].Stats(), lightRec.Summarize(elapsed)
+		res.Light = &lightResult{EveryMs: ms(light), Writes: ls.Ops, P50ms: ls.P50ms, P99ms: ls.P99ms,
+			Slots: st.Slots, LostSlots: st.LostSlots, Errors: lightErrs.Load()}
+	}
+	return res, nil
+}
+
+// driveCommits calls commit(writer) on wg's goroutines until runCtx
+// ends: callers goroutines per writer, back to back (rate 0), or one call
+// every 1/rate seconds, the writers in turn (an open loop, which returns
+// only when runCtx ends). It returns the mode, for the report.
+func driveCommits(runCtx context.Context, wg *sync.WaitGroup, writers, callers int, rate float64, commit func(w int)) string {
 	if rate == 0 {
-		res.Mode = fmt.Sprintf("saturated, %d callers per writer", callers)
 		for w := range writers {
 			for range callers {
 				wg.Add(1)
@@ -218,32 +218,72 @@ func benchCommit(ctx context.Context, b bucket.Bucket, url, world string, writer
 				}()
 			}
 		}
-	} else {
-		res.Mode, res.OfferedRate = fmt.Sprintf("open loop at %.0f writes/s", rate), rate
-		interval := time.Duration(float64(time.Second) / rate)
-		next := time.Now()
-		for n := 0; runCtx.Err() == nil; n++ {
-			wg.Add(1)
-			go func() { defer wg.Done(); commit(n % writers) }()
-			next = next.Add(interval)
-			if err := bucket.Sleep(runCtx, time.Until(next)); err != nil {
-				break
-			}
+		return fmt.Sprintf("saturated, %d callers per writer", callers)
+	}
+	interval := time.Duration(float64(time.Second) / rate)
+	next := time.Now()
+	for n := 0; runCtx.Err() == nil; n++ {
+		wg.Add(1)
+		go func() { defer wg.Done(); commit(n % writers) }()
+		next = next.Add(interval)
+		if err := bucket.Sleep(runCtx, time.Until(next)); err != nil {
+			break
 		}
 	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	sum := all.Summarize(elapsed)
-	res.Seconds, res.Writes, res.WritesPerSec = sum.Seconds, sum.Ops, sum.OpsPerSec
-	res.P50ms, res.P90ms, res.P99ms, res.MaxMs = sum.P50ms, sum.P90ms, sum.P99ms, sum.MaxMs
+	return fmt.Sprintf("open loop at %.0f writes/s", rate)
+}
+
+// commitCatalogs creates world (or opens it, if it exists) and opens n
+// catalogs on it, one per writer; epoch is the world's fence epoch.
+func commitCatalogs(ctx context.Context, b bucket.Bucket, world string, n int) (cats []*index.Catalog, epoch int64, err error) {
+	first, epoch, err := index.CreateWorld(ctx, b, world, index.WorldCreate{}, "bench", index.Options{})
+	if errors.Is(err, index.ErrWorldExists) {
+		first, err = index.Open(ctx, b, world, index.Options{})
+		if err == nil {
+			epoch = first.Tip().World.Epoch
+		}
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	cats = []*index.Catalog{first}
+	for range n - 1 {
+		c, err := index.Open(ctx, b, world, index.Options{})
+		if err != nil {
+			return nil, 0, err
+		}
+		cats = append(cats, c)
+	}
+	return cats, epoch, nil
+}
+
+// publishTick commits tick i of run on c (one made-up fragment) and
+// returns its latency.
+func publishTick(ctx context.Context, c *index.Catalog, world, run string, i, epoch int64) (time.Duration, error) {
+	t0 := time.Now()
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	e := index.Entry{Kind: index.KindTickPublish, TickPublish: &index.TickPublish{
+		Run: run, Tick: i, CommitToken: fmt.Sprintf("%s-tok-%d", run, i), WriterEpoch: epoch,
+		Tables: []index.TableFragments{{Table: "Position", Fragments: []index.Fragment{{
+			Path: index.TickFragmentPath(world, run, "position", fmt.Sprintf("tok-%d", i)), Rows: 1000, Bytes: 64 << 10, Digest: "sha256:bench"}}}},
+	}}
+	_, err := c.Commit(cctx, e)
+	return time.Since(t0), err
+}
+
+// perWriter adds to res each writer's figures (its catalog's counters,
+// its latencies recs[w], its errors) and their totals; ops is the writes
+// of all writers.
+func perWriter(res *commitBench, cats []*index.Catalog, recs []stats.Recorder, errs []atomic.Int64, ops int, elapsed time.Duration) {
 	var entries int64
-	for w, c := range cats[:writers] {
+	for w, c := range cats {
 		st := c.Stats()
 		ws := recs[w].Summarize(elapsed)
 		r := writerResult{Writer: w, Writes: ws.Ops, WritesPerSec: ws.OpsPerSec, P50ms: ws.P50ms, P99ms: ws.P99ms,
 			Slots: st.Slots, LostSlots: st.LostSlots, Errors: errs[w].Load(), YieldedMs: ms(st.Yielded)}
-		if sum.Ops > 0 {
-			r.Share = float64(ws.Ops) / float64(sum.Ops)
+		if ops > 0 {
+			r.Share = float64(ws.Ops) / float64(ops)
 		}
 		res.PerWriter = append(res.PerWriter, r)
 		res.Slots += st.Slots
@@ -254,21 +294,15 @@ func benchCommit(ctx context.Context, b bucket.Bucket, url, world string, writer
 	if res.Slots > 0 {
 		res.EntriesPerSlot = float64(entries) / float64(res.Slots)
 	}
-	if light > 0 {
-		st, ls := cats[writers].Stats(), lightRec.Summarize(elapsed)
-		res.Light = &lightResult{EveryMs: ms(light), Writes: ls.Ops, P50ms: ls.P50ms, P99ms: ls.P99ms,
-			Slots: st.Slots, LostSlots: st.LostSlots, Errors: lightErrs.Load()}
-	}
-	return res, nil
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// progress shows a count on a terminal, redrawn every second until ctx
+// showCount shows a count on a terminal, redrawn every second until ctx
 // ends (nothing in a pipe).
-func progress(ctx context.Context, what string, count func() int) {
-	p := newProgress(os.Stderr)
-	defer p.done()
+func showCount(ctx context.Context, what string, count func() int) {
+	p := progress.New(os.Stderr)
+	defer p.Done()
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
@@ -276,7 +310,7 @@ func progress(ctx context.Context, what string, count func() int) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			p.step("bench: "+what, int64(count()), -1)
+			p.Step("bench: "+what, int64(count()), -1)
 		}
 	}
 }

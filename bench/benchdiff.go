@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -19,18 +19,18 @@ import (
 	wsql "github.com/worldfs/worldfs/sql"
 )
 
-func init() {
+func diffSpec(env Env) Bench {
 	var url, world, fork, self, work, rawFiles, rawQuery *string
 	var runs *int
 	var after *int64
-	registerBench(benchSpec[*diffBench]{
+	return benchSpec[*diffBench]{
 		name: "diff",
 		summary: "measure changes over time and across worlds on a long world (as bench history builds): a diff of adjacent ticks and of ticks half the history apart, " +
 			"a fork against its parent, one entity's trajectory (against raw read_parquet of the same files), _changes over 1,000 ticks; each a fresh worldfs sql process",
 		example: "worldfs bench history --bucket ./long --ticks 10000 --after-only --json > h10k.json\n" +
 			"  worldfs bench diff --bucket ./long --world bench-history-10000x4x50 --json",
 		flags: func(fs *flag.FlagSet) {
-			url = bucketFlag(fs)
+			url = env.BucketFlag(fs)
 			world = fs.String("world", "", "the long world to measure (built by bench history; required)")
 			fork = fs.String("fork", "", "its fork (default <world>-fork): made if missing, forked --after ticks before the head and run to the head")
 			after = fs.Int64("after", 1000, "how many ticks the fork runs past its fork point (the diff compares the fork and its parent there)")
@@ -51,14 +51,14 @@ func init() {
 		},
 		open: func(ctx context.Context) (bucket.Bucket, error) {
 			if *rawFiles != "" {
-				return openBucket(ctx, "mem://raw-baseline") // the baseline reads files, not a bucket
+				return env.OpenBucket(ctx, "mem://raw-baseline") // the baseline reads files, not a bucket
 			}
 			if !strings.Contains(*url, "://") {
 				if abs, err := filepath.Abs(*url); err == nil {
 					*url = abs
 				}
 			}
-			return openBucket(ctx, *url)
+			return env.OpenBucket(ctx, *url)
 		},
 		run: func(ctx context.Context, b bucket.Bucket) (*diffBench, error) {
 			if *rawFiles != "" {
@@ -93,7 +93,7 @@ func init() {
 				d.TrajectoryRatio, d.InProcessRatio, d.InProcessViews, d.InProcessRaw)
 			return nil
 		},
-	})
+	}.bench()
 }
 
 // diffBench is the result of bench diff.
@@ -148,26 +148,7 @@ func benchDiff(ctx context.Context, b bucket.Bucket, d *diffBench, self, dir str
 	}
 	d.Table = tables[0].Name
 	if _, err := index.ReadMarker(ctx, b, d.Fork); err != nil {
-		say("forking %s at tick %d into %s and running it %d ticks", d.World, d.ForkTick, d.Fork, after)
-		w, err := engine.ForkWorld(ctx, b, d.World, d.Fork, "main", d.ForkTick, tables, engine.Options{NoMaintenance: true})
-		if err != nil {
-			return err
-		}
-		if err := w.AddProcessor(historyStep(tables)); err != nil {
-			w.Close()
-			return err
-		}
-		for range after {
-			if _, err := w.Submit(ctx); err != nil {
-				w.Close()
-				return err
-			}
-		}
-		if _, err := w.Flush(ctx); err != nil {
-			w.Close()
-			return err
-		}
-		if err := w.Close(); err != nil {
+		if err := diffFork(ctx, b, d, tables, after); err != nil {
 			return err
 		}
 	}
@@ -190,23 +171,8 @@ func benchDiff(ctx context.Context, b bucket.Bucket, d *diffBench, self, dir str
 		return err
 	}
 	defer views.Close()
-	var n int
-	if err := views.QueryRowContext(ctx, "SELECT count(*) FROM worldfs_fragments WHERE view = ? AND part > 0", d.Table).Scan(&n); err != nil || n > 0 {
-		return fmt.Errorf("table %s has files of several parts (%d, %v): the raw baseline reads one", d.Table, n, err)
-	}
-	var files []string
-	rows, err := views.QueryContext(ctx, "SELECT unnest(getvariable('worldfs_files_"+d.Table+"_0'))")
-	if err != nil {
-		return err
-	}
-	for rows.Next() {
-		var p string
-		rows.Scan(&p)
-		files = append(files, p)
-	}
-	rows.Close()
 	listFile := filepath.Join(dir, "raw-files.txt")
-	if err := os.WriteFile(listFile, []byte(strings.Join(files, "\n")), 0o644); err != nil {
+	if err := writeRawFiles(ctx, views, d.Table, listFile); err != nil {
 		return err
 	}
 	rawQuery := fmt.Sprintf("SELECT tick, position_x, position_y FROM read_parquet(FILES) WHERE entity_id = %d ORDER BY tick", d.Entity)
@@ -214,27 +180,9 @@ func benchDiff(ctx context.Context, b bucket.Bucket, d *diffBench, self, dir str
 	cacheDir := filepath.Join(dir, "sql-cache")
 	for i := range queries {
 		q := &queries[i]
-		say("%s: %s", q.What, q.Query)
-		args := []string{"sql", "--bucket", d.Bucket, "--cache-dir", cacheDir, "--format", "csv"}
-		for _, w := range q.Worlds {
-			args = append(args, "--world", w)
+		if err := timeDiffQuery(ctx, self, d, cacheDir, q); err != nil {
+			return err
 		}
-		args = append(args, q.Query)
-		var secs, cpus []time.Duration
-		for k := range d.Runs + 1 {
-			wall, cpu, out, err := timeProcess(ctx, self, args...)
-			if err != nil {
-				return fmt.Errorf("%s: %w", q.Query, err)
-			}
-			q.Rows = int64(strings.Count(out, "\n") - 1)
-			if k == 0 {
-				q.FirstSeconds = wall.Seconds()
-				continue
-			}
-			secs, cpus = append(secs, wall), append(cpus, cpu)
-		}
-		q.Seconds, q.CPUSeconds = median(secs).Seconds(), median(cpus).Seconds()
-		q.Met = q.Seconds <= q.Bound
 	}
 	d.Queries = queries
 	// The raw baseline in fresh processes, then both in this one, taking
@@ -252,13 +200,24 @@ func benchDiff(ctx context.Context, b bucket.Bucket, d *diffBench, self, dir str
 	}
 	d.TrajectoryRatio = queries[3].Seconds / median(raw[1:]).Seconds()
 	inRaw := strings.Replace(rawQuery, "FILES", "getvariable('worldfs_files_"+d.Table+"_0')", 1)
+	if d.InProcessViews, d.InProcessRaw, err = takeTurns(ctx, views, trajectory, inRaw, d.Runs); err != nil {
+		return err
+	}
+	d.InProcessRatio = d.InProcessViews / d.InProcessRaw
+	return nil
+}
+
+// takeTurns runs the views' query and the raw one in views' process,
+// taking turns, runs+1 times each, and returns the medians of the last
+// runs, in seconds.
+func takeTurns(ctx context.Context, views *stdsql.DB, viewsQuery, rawQuery string, runs int) (viewsSecs, rawSecs float64, err error) {
 	var vs, rs []time.Duration
-	for k := range d.Runs + 1 {
-		for j, q := range []string{trajectory, inRaw} {
+	for k := range runs + 1 {
+		for j, q := range []string{viewsQuery, rawQuery} {
 			t0 := time.Now()
 			var n int64
 			if err := views.QueryRowContext(ctx, "SELECT count(*) FROM ("+q+")").Scan(&n); err != nil {
-				return err
+				return 0, 0, err
 			}
 			if k == 0 {
 				continue
@@ -270,8 +229,82 @@ func benchDiff(ctx context.Context, b bucket.Bucket, d *diffBench, self, dir str
 			}
 		}
 	}
-	d.InProcessViews, d.InProcessRaw = median(vs).Seconds(), median(rs).Seconds()
-	d.InProcessRatio = d.InProcessViews / d.InProcessRaw
+	return median(vs).Seconds(), median(rs).Seconds(), nil
+}
+
+// diffFork forks d.World at d.ForkTick into d.Fork and runs the fork
+// after ticks.
+func diffFork(ctx context.Context, b bucket.Bucket, d *diffBench, tables []*engine.Table, after int64) error {
+	say("forking %s at tick %d into %s and running it %d ticks", d.World, d.ForkTick, d.Fork, after)
+	w, err := engine.ForkWorld(ctx, b, d.World, d.Fork, "main", d.ForkTick, tables, engine.Options{NoMaintenance: true})
+	if err != nil {
+		return err
+	}
+	if err := w.AddProcessor(historyStep(tables)); err != nil {
+		w.Close()
+		return err
+	}
+	for range after {
+		if _, err := w.Submit(ctx); err != nil {
+			w.Close()
+			return err
+		}
+	}
+	if _, err := w.Flush(ctx); err != nil {
+		w.Close()
+		return err
+	}
+	if err := w.Close(); err != nil {
+		return err
+	}
+	return nil
+}
+
+// writeRawFiles writes to listFile the files the views read for table
+// (one part only), one a line: what the raw baseline reads.
+func writeRawFiles(ctx context.Context, views *stdsql.DB, table, listFile string) error {
+	var n int
+	if err := views.QueryRowContext(ctx, "SELECT count(*) FROM worldfs_fragments WHERE view = ? AND part > 0", table).Scan(&n); err != nil || n > 0 {
+		return fmt.Errorf("table %s has files of several parts (%d, %v): the raw baseline reads one", table, n, err)
+	}
+	var files []string
+	rows, err := views.QueryContext(ctx, "SELECT unnest(getvariable('worldfs_files_"+table+"_0'))")
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var p string
+		rows.Scan(&p)
+		files = append(files, p)
+	}
+	rows.Close()
+	return os.WriteFile(listFile, []byte(strings.Join(files, "\n")), 0o644)
+}
+
+// timeDiffQuery times q in fresh worldfs sql processes (self), the first
+// on its own and then d.Runs more whose medians are reported.
+func timeDiffQuery(ctx context.Context, self string, d *diffBench, cacheDir string, q *diffBenchQuery) error {
+	say("%s: %s", q.What, q.Query)
+	args := []string{"sql", "--bucket", d.Bucket, "--cache-dir", cacheDir, "--format", "csv"}
+	for _, w := range q.Worlds {
+		args = append(args, "--world", w)
+	}
+	args = append(args, q.Query)
+	var secs, cpus []time.Duration
+	for k := range d.Runs + 1 {
+		wall, cpu, out, err := timeProcess(ctx, self, args...)
+		if err != nil {
+			return fmt.Errorf("%s: %w", q.Query, err)
+		}
+		q.Rows = int64(strings.Count(out, "\n") - 1)
+		if k == 0 {
+			q.FirstSeconds = wall.Seconds()
+			continue
+		}
+		secs, cpus = append(secs, wall), append(cpus, cpu)
+	}
+	q.Seconds, q.CPUSeconds = median(secs).Seconds(), median(cpus).Seconds()
+	q.Met = q.Seconds <= q.Bound
 	return nil
 }
 
@@ -352,3 +385,6 @@ func rawBaseline(ctx context.Context, list, query string) error {
 	}
 	return rows.Err()
 }
+
+// lit is s as a SQL string literal.
+func lit(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -18,18 +18,18 @@ import (
 	"github.com/worldfs/worldfs/internal/stats"
 )
 
-func init() {
+func ingestSpec(env Env) Bench {
 	var url, world *string
 	var producers *int
 	var dupRate, rate float64
 	var duration *time.Duration
-	registerBench(benchSpec[*ingestBench]{
+	return benchSpec[*ingestBench]{
 		name:    "ingest",
 		summary: "measure fact ingestion: facts/s, latency percentiles, duplicates suppressed, against one writer's commit rate",
 		example: "worldfs bench ingest --bucket 'mem://b?profile=gcs' --producers 64 --duration 10s --json\n" +
 			"  worldfs bench ingest --bucket 'mem://b?profile=gcs' --rate 1000 --duration 10s",
 		flags: func(fs *flag.FlagSet) {
-			url = bucketFlag(fs)
+			url = env.BucketFlag(fs)
 			world = fs.String("world", "", "world to ingest into (default: a new bench-ingest-<time> world)")
 			producers = fs.Int("producers", 64, "concurrent producers, each sending facts back to back")
 			fs.Float64Var(&dupRate, "dup-rate", 0.2, "fraction of sends that resend a fact already acknowledged")
@@ -45,7 +45,7 @@ func init() {
 			}
 			return nil
 		},
-		open: func(ctx context.Context) (bucket.Bucket, error) { return openBucket(ctx, *url) },
+		open: func(ctx context.Context) (bucket.Bucket, error) { return env.OpenBucket(ctx, *url) },
 		run: func(ctx context.Context, b bucket.Bucket) (*ingestBench, error) {
 			return benchIngest(ctx, b, *url, *world, *producers, dupRate, rate, *duration)
 		},
@@ -60,7 +60,7 @@ func init() {
 				res.Facts, res.Duplicates, res.DupP50ms, res.Errors, res.Slots, res.EntriesPerSlot)
 			return nil
 		},
-	})
+	}.bench()
 }
 
 type ingestBench struct {
@@ -118,7 +118,7 @@ func benchIngest(ctx context.Context, b bucket.Bucket, url, world string, produc
 	res := &ingestBench{Bucket: url, World: world, Producers: producers, DupRate: dupRate, Rate: rate}
 	runCtx, stop := context.WithTimeout(ctx, d)
 	defer stop()
-	go progress(runCtx, "facts", func() int { return fresh.Count() })
+	go showCount(runCtx, "facts", func() int { return fresh.Count() })
 	// send ingests fact i of producer p (a resend if dup) and records its
 	// latency from t0; it reports whether the fact was acknowledged.
 	var mu sync.Mutex
@@ -153,71 +153,15 @@ func benchIngest(ctx context.Context, b bucket.Bucket, url, world string, produc
 		return true
 	}
 	start := time.Now()
-	var wg sync.WaitGroup
 	res.PeakHeapMiB = float64(peakHeap(func() {
 		if rate > 0 {
-			// Open loop: send n is due at start + n/rate, whatever the
-			// earlier ones are doing.
-			r := rand.New(rand.NewPCG(1, 1))
-			sent := make([]int, producers)    // new facts each producer sent
-			acked := make([][]int, producers) // of which acknowledged
-			var ackMu sync.Mutex
-			for n := 0; ; n++ {
-				at := start.Add(time.Duration(float64(n) / rate * float64(time.Second)))
-				if bucket.Sleep(runCtx, time.Until(at)) != nil {
-					break
-				}
-				p := n % producers
-				ackMu.Lock()
-				i, dup := sent[p], len(acked[p]) > 0 && r.Float64() < dupRate
-				if dup {
-					i = acked[p][r.IntN(len(acked[p]))]
-				} else {
-					sent[p]++
-				}
-				ackMu.Unlock()
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					if send(p, i, dup, at) && !dup {
-						ackMu.Lock()
-						acked[p] = append(acked[p], i)
-						ackMu.Unlock()
-					}
-				}()
-			}
-			wg.Wait()
+			openLoopSends(runCtx, start, rate, producers, dupRate, send)
 			return
 		}
-		for p := range producers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				r := rand.New(rand.NewPCG(uint64(p), 1))
-				for n := 0; runCtx.Err() == nil; {
-					i, dup := n, n > 0 && r.Float64() < dupRate
-					if dup {
-						i = r.IntN(n)
-					}
-					if send(p, i, dup, time.Now()) && !dup {
-						n++
-					}
-				}
-			}()
-		}
-		wg.Wait()
+		saturatedSends(runCtx, producers, dupRate, send)
 	})) / (1 << 20)
 	elapsed := time.Since(start)
-	sum, ds := fresh.Summarize(elapsed), dups.Summarize(elapsed)
-	res.Seconds, res.Facts, res.FactsPerSec = sum.Seconds, sum.Ops, sum.OpsPerSec
-	res.P50ms, res.P90ms, res.P99ms, res.MaxMs = sum.P50ms, sum.P90ms, sum.P99ms, sum.MaxMs
-	res.Duplicates, res.DupP50ms, res.DupP99ms = ds.Ops, ds.P50ms, ds.P99ms
-	res.Errors = errs.Load()
-	st := cat.Stats()
-	res.Slots = st.Slots
-	if st.Slots > 0 {
-		res.EntriesPerSlot = float64(st.Entries) / float64(st.Slots)
-	}
+	ingestFigures(res, fresh.Summarize(elapsed), dups.Summarize(elapsed), errs.Load(), cat.Stats())
 	if err, _ := firstErr.Load().(error); err != nil {
 		if res.Facts == 0 {
 			return nil, err
@@ -225,4 +169,76 @@ func benchIngest(ctx context.Context, b bucket.Bucket, url, world string, produc
 		res.FirstError = err.Error()
 	}
 	return res, nil
+}
+
+// ingestFigures fills res from the latencies of new facts (sum) and of
+// resends (ds), the errors, and the catalog's counters.
+func ingestFigures(res *ingestBench, sum, ds stats.Summary, errs int64, st index.Stats) {
+	res.Seconds, res.Facts, res.FactsPerSec = sum.Seconds, sum.Ops, sum.OpsPerSec
+	res.P50ms, res.P90ms, res.P99ms, res.MaxMs = sum.P50ms, sum.P90ms, sum.P99ms, sum.MaxMs
+	res.Duplicates, res.DupP50ms, res.DupP99ms = ds.Ops, ds.P50ms, ds.P99ms
+	res.Errors = errs
+	res.Slots = st.Slots
+	if st.Slots > 0 {
+		res.EntriesPerSlot = float64(st.Entries) / float64(st.Slots)
+	}
+}
+
+// openLoopSends calls send on a schedule: send n is due at start +
+// n/rate, whatever the earlier ones are doing; producers take turns, and a
+// share dupRate of sends resends an acknowledged fact.
+func openLoopSends(runCtx context.Context, start time.Time, rate float64, producers int, dupRate float64, send func(p, i int, dup bool, t0 time.Time) bool) {
+	var wg sync.WaitGroup
+	r := rand.New(rand.NewPCG(1, 1))
+	sent := make([]int, producers)    // new facts each producer sent
+	acked := make([][]int, producers) // of which acknowledged
+	var ackMu sync.Mutex
+	for n := 0; ; n++ {
+		at := start.Add(time.Duration(float64(n) / rate * float64(time.Second)))
+		if bucket.Sleep(runCtx, time.Until(at)) != nil {
+			break
+		}
+		p := n % producers
+		ackMu.Lock()
+		i, dup := sent[p], len(acked[p]) > 0 && r.Float64() < dupRate
+		if dup {
+			i = acked[p][r.IntN(len(acked[p]))]
+		} else {
+			sent[p]++
+		}
+		ackMu.Unlock()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if send(p, i, dup, at) && !dup {
+				ackMu.Lock()
+				acked[p] = append(acked[p], i)
+				ackMu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// saturatedSends runs one goroutine per producer, each sending back to
+// back until runCtx ends, a share dupRate of them resends.
+func saturatedSends(runCtx context.Context, producers int, dupRate float64, send func(p, i int, dup bool, t0 time.Time) bool) {
+	var wg sync.WaitGroup
+	for p := range producers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(p), 1))
+			for n := 0; runCtx.Err() == nil; {
+				i, dup := n, n > 0 && r.Float64() < dupRate
+				if dup {
+					i = r.IntN(n)
+				}
+				if send(p, i, dup, time.Now()) && !dup {
+					n++
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -11,17 +11,17 @@ import (
 	"github.com/worldfs/worldfs/ui"
 )
 
-func init() {
+func uiSpec(env Env) Bench {
 	var url, world, run, dir *string
 	var requests *int
-	registerBench(benchSpec[*ui.BenchResult]{
+	return benchSpec[*ui.BenchResult]{
 		name: "ui",
 		summary: "measure the web interface's server-side time per page and endpoint (first request, then median, p99 and max of repeats): " +
 			"worlds, a run's timeline, rows per tick (the whole run and zoomed), older commit events, a tick's page and points, a scrubber step to the next tick, " +
 			"two ticks compared (and a fork against its parent), a query, facts",
 		example: "worldfs bench ui --bucket ./worldfs-data --world w1 --requests 50",
 		flags: func(fs *flag.FlagSet) {
-			url = bucketFlag(fs)
+			url = env.BucketFlag(fs)
 			world = fs.String("world", "", "world to measure (required)")
 			run = fs.String("run", "main", "run")
 			requests = fs.Int("requests", 30, "repeats of each request after the first")
@@ -33,14 +33,14 @@ func init() {
 			}
 			return nil
 		},
-		open: func(ctx context.Context) (bucket.Bucket, error) { return openExisting(ctx, *url) },
+		open: func(ctx context.Context) (bucket.Bucket, error) { return env.OpenExisting(ctx, *url) },
 		run: func(ctx context.Context, b bucket.Bucket) (*ui.BenchResult, error) {
 			d, remove, err := benchDir(*dir, "worldfs-bench-ui-")
 			if err != nil {
 				return nil, err
 			}
 			defer remove()
-			opts, done, err := uiOptions(b, *url, d, 0)
+			opts, done, err := env.UIOptions(b, *url, d, 0)
 			if err != nil {
 				return nil, err
 			}
@@ -57,5 +57,5 @@ func init() {
 			}
 			return tw.Flush()
 		},
-	})
+	}.bench()
 }

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -20,22 +20,23 @@ import (
 	"github.com/worldfs/worldfs/engine"
 	wfs "github.com/worldfs/worldfs/fs"
 	"github.com/worldfs/worldfs/index"
+	"github.com/worldfs/worldfs/internal/progress"
 	"github.com/worldfs/worldfs/maintenance"
 	wsql "github.com/worldfs/worldfs/sql"
 )
 
-func init() {
+func historySpec(env Env) Bench {
 	var url, world, self, work, compare *string
 	var ticks, archetypes, entities, runs *int
 	var afterOnly *bool
-	registerBench(benchSpec[*historyBench]{
+	return benchSpec[*HistoryReport]{
 		name: "history",
 		summary: "measure reads of a long world before and after compaction: views open, a whole-table aggregate and <table>_at(t) " +
 			"(through the views, raw read_parquet, and a fresh worldfs sql process), the mount's ticks/, peak RSS, object counts",
 		example: "worldfs bench history --bucket ./long --ticks 10000 --archetypes 4 --entities 50 --json > h10k.json\n" +
 			"  worldfs bench history --bucket ./long --ticks 100000 --after-only --compare h10k.json",
 		flags: func(fs *flag.FlagSet) {
-			url = bucketFlag(fs)
+			url = env.BucketFlag(fs)
 			ticks = fs.Int("ticks", 10000, "ticks of the world")
 			archetypes = fs.Int("archetypes", 4, "archetypes (one table and one fragment per tick each)")
 			entities = fs.Int("entities", 50, "entities per archetype (small frames: the file count is the cost)")
@@ -59,9 +60,9 @@ func init() {
 					*url = abs
 				}
 			}
-			return openBucket(ctx, *url)
+			return env.OpenBucket(ctx, *url)
 		},
-		run: func(ctx context.Context, b bucket.Bucket) (*historyBench, error) {
+		run: func(ctx context.Context, b bucket.Bucket) (*HistoryReport, error) {
 			if *world == "" {
 				*world = fmt.Sprintf("bench-history-%dx%dx%d", *ticks, *archetypes, *entities)
 			}
@@ -76,8 +77,8 @@ func init() {
 				return nil, err
 			}
 			defer remove()
-			h := &historyBench{Bucket: *url, World: *world, Ticks: *ticks, Archetypes: *archetypes, Entities: *entities, Runs: *runs}
-			var base *historyBench
+			h := &HistoryReport{Bucket: *url, World: *world, Ticks: *ticks, Archetypes: *archetypes, Entities: *entities, Runs: *runs}
+			var base *HistoryReport
 			if *compare != "" {
 				data, err := os.ReadFile(*compare)
 				if err != nil {
@@ -93,15 +94,15 @@ func init() {
 			h.Goals = historyGoals(h, base)
 			return h, nil
 		},
-		table: func(out io.Writer, h *historyBench) error {
+		table: func(out io.Writer, h *HistoryReport) error {
 			printHistoryBench(out, h)
 			return nil
 		},
-	})
+	}.bench()
 }
 
-// historyBench is the result of bench history.
-type historyBench struct {
+// HistoryReport is the result of bench history.
+type HistoryReport struct {
 	Bucket     string `json:"bucket"`
 	World      string `json:"world"`
 	Ticks      int    `json:"ticks"`
@@ -115,7 +116,7 @@ type historyBench struct {
 	MidTick int64  `json:"mid_tick"`
 	Table   string `json:"table"`
 
-	Before *historyPhase `json:"before"`
+	Before *HistoryPhase `json:"before"`
 	// CompactSeconds: maintenance.Compact over the whole run (default options).
 	CompactSeconds float64 `json:"compact_seconds"`
 	// CompactCPUSeconds: this process's CPU time (user + system) in it.
@@ -129,7 +130,7 @@ type historyBench struct {
 		// IndexBytes: the tick indexes written beside the files.
 		IndexBytes int64 `json:"tick_index_bytes"`
 	} `json:"compaction"`
-	After *historyPhase `json:"after"`
+	After *HistoryPhase `json:"after"`
 	// PeakRSSBytes: this process's peak resident set (building, compacting,
 	// the in-process views and the mount).
 	PeakRSSBytes uint64 `json:"peak_rss_bytes"`
@@ -147,9 +148,9 @@ type historyGoal struct {
 	Note string `json:"note,omitempty"`
 }
 
-// historyPhase is what one state of the world (before or after
+// HistoryPhase is what one state of the world (before or after
 // compaction) costs to read.
-type historyPhase struct {
+type HistoryPhase struct {
 	// ViewsOpenSeconds (the median of --runs): the catalog load (ViewsLoadSeconds), then
 	// wsql.BuildFrom (plan, fragment list, script; ViewsBuildSeconds
 	// includes the load) and wsql.Open (DuckDB runs the script), in
@@ -229,7 +230,7 @@ func rusageSeconds(ru *syscall.Rusage) float64 {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
 
-func benchHistory(ctx context.Context, b bucket.Bucket, h *historyBench, self, dir string, afterOnly bool) error {
+func benchHistory(ctx context.Context, b bucket.Bucket, h *HistoryReport, self, dir string, afterOnly bool) error {
 	tables := benchTables(h.Archetypes)
 	if err := historyWorld(ctx, b, h, tables); err != nil {
 		return err
@@ -245,14 +246,14 @@ func benchHistory(ctx context.Context, b bucket.Bucket, h *historyBench, self, d
 	if err != nil {
 		return err
 	}
-	status := newProgress(os.Stderr)
+	status := progress.New(os.Stderr)
 	opts := maintenance.CompactOptions{Progress: func(p maintenance.CompactProgress) {
-		status.step("bench: compacting windows", int64(p.Done), int64(p.Total))
+		status.Step("bench: compacting windows", int64(p.Done), int64(p.Total))
 	}}
 	say("compacting")
 	start, cpu := time.Now(), cpuSeconds()
 	res, err := maintenance.Compact(ctx, b, cat, opts)
-	status.done()
+	status.Done()
 	h.CompactSeconds, h.CompactCPUSeconds = time.Since(start).Seconds(), cpuSeconds()-cpu
 	cat.Close()
 	if err != nil {
@@ -275,7 +276,7 @@ func benchHistory(ctx context.Context, b bucket.Bucket, h *historyBench, self, d
 // or reuses it; a world left with fewer ticks (a generation stopped
 // midway) is resumed and continued, so a long world can be generated in
 // several sittings.
-func historyWorld(ctx context.Context, b bucket.Bucket, h *historyBench, tables []*engine.Table) error {
+func historyWorld(ctx context.Context, b bucket.Bucket, h *HistoryReport, tables []*engine.Table) error {
 	opts := engine.Options{NoMaintenance: true}
 	var w *engine.World
 	done := int64(0)
@@ -318,20 +319,20 @@ func historyWorld(ctx context.Context, b bucket.Bucket, h *historyBench, tables 
 		return err
 	}
 	// Progress on a terminal; the rate once built, wherever stderr goes.
-	status := newProgress(os.Stderr)
+	status := progress.New(os.Stderr)
 	desc := fmt.Sprintf("bench: world %s: ticks", h.World)
 	start := time.Now()
 	// Ticks are submitted, not stepped: up to the world's depth of them
 	// compute and append while the ones before publish.
 	for i := done; i < int64(h.Ticks); i++ {
 		if _, err := w.Submit(ctx); err != nil {
-			status.done()
+			status.Done()
 			return err
 		}
-		status.step(desc, i+1, int64(h.Ticks))
+		status.Step(desc, i+1, int64(h.Ticks))
 	}
 	_, err := w.Flush(ctx)
-	status.done()
+	status.Done()
 	if err != nil {
 		return err
 	}
@@ -358,18 +359,59 @@ func historyStep(tables []*engine.Table) engine.Processor {
 }
 
 // historyMeasure measures one state of the world.
-func historyMeasure(ctx context.Context, b bucket.Bucket, h *historyBench, tables []*engine.Table, self, dir string) (*historyPhase, error) {
+func historyMeasure(ctx context.Context, b bucket.Bucket, h *HistoryReport, tables []*engine.Table, self, dir string) (*HistoryPhase, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	ph := &historyPhase{}
+	ph := &HistoryPhase{}
 	name := ident(h.Table)
 	filesVar := "'worldfs_files_" + h.Table + "_0'"
-	// The views open h.Runs times, each cold (a views directory of its
-	// own), and the medians are reported; the last stays open for the
-	// queries.
-	var db *stdsql.DB
-	var st *index.State
+	db, st, err := historyOpenViews(ctx, b, h, ph, dir)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	if ph.ViewsReusedSeconds, ph.ViewsReusedCPU, err = historyReused(ctx, b, h, dir); err != nil {
+		return nil, err
+	}
+	if err := db.QueryRowContext(ctx, "SELECT len(getvariable("+filesVar+"))").Scan(&ph.FilesRead); err != nil {
+		return nil, err
+	}
+	if err := historyQueries(ctx, db, h, ph, filesVar, name); err != nil {
+		return nil, err
+	}
+
+	// A fresh worldfs sql process, three times on one cache directory.
+	cacheDir := filepath.Join(dir, "sql-cache")
+	for _, p := range []*historyProcess{&ph.SQLFirst, &ph.SQLBuiltWarm, &ph.SQLAgain} {
+		if p == &ph.SQLBuiltWarm {
+			// The kept scripts go, the rest of the cache stays: the next
+			// process builds the views, on warm verification records.
+			if err := os.RemoveAll(filepath.Join(cacheDir, "objects", cache.KeptPrefix)); err != nil {
+				return nil, err
+			}
+		}
+		if err := historySQL(ctx, self, h, cacheDir, ph.AtRows, p); err != nil {
+			return nil, err
+		}
+	}
+
+	if err := historyMount(ctx, b, h, ph, dir); err != nil {
+		ph.MountError = err.Error()
+		say("the mount was not measured: %v", err)
+	}
+
+	if err := historyObjects(ctx, b, h, st, tables, ph); err != nil {
+		return nil, err
+	}
+	ph.PeakRSSBytes = peakRSS()
+	return ph, nil
+}
+
+// historyOpenViews opens the views h.Runs times, each cold (a views
+// directory of its own), into ph's medians; the last stays open for the
+// queries, and st is the state it was built from.
+func historyOpenViews(ctx context.Context, b bucket.Bucket, h *HistoryReport, ph *HistoryPhase, dir string) (db *stdsql.DB, st *index.State, err error) {
 	var load, build, open, cpus []time.Duration
 	for i := range h.Runs {
 		say("opening the views (%d of %d)", i+1, h.Runs)
@@ -379,30 +421,28 @@ func historyMeasure(ctx context.Context, b bucket.Bucket, h *historyBench, table
 		start, cpu := time.Now(), cpuSeconds()
 		var err error
 		if st, _, err = index.Load(ctx, b, h.World); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		load = append(load, time.Since(start))
 		s, err := wsql.BuildFrom(ctx, b, st, wsql.Options{Dir: filepath.Join(dir, fmt.Sprint("views-cold-", i))})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		build = append(build, time.Since(start))
 		if db, err = wsql.Open(ctx, s); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		open = append(open, time.Since(start))
 		cpus = append(cpus, time.Duration((cpuSeconds()-cpu)*float64(time.Second)))
 	}
 	ph.ViewsLoadSeconds, ph.ViewsBuildSeconds = median(load).Seconds(), median(build).Seconds()
 	ph.ViewsOpenSeconds, ph.ViewsOpenCPU = median(open).Seconds(), median(cpus).Seconds()
-	defer db.Close()
-	var err error
-	if ph.ViewsReusedSeconds, ph.ViewsReusedCPU, err = historyReused(ctx, b, h, dir); err != nil {
-		return nil, err
-	}
-	if err := db.QueryRowContext(ctx, "SELECT len(getvariable("+filesVar+"))").Scan(&ph.FilesRead); err != nil {
-		return nil, err
-	}
+	return db, st, nil
+}
+
+// historyQueries times the whole-table count and <table>_at through the
+// views and as raw read_parquet of the same files, into ph.
+func historyQueries(ctx context.Context, db *stdsql.DB, h *HistoryReport, ph *HistoryPhase, filesVar, name string) error {
 	queries := []struct {
 		what, q string
 		secs    *float64
@@ -424,7 +464,7 @@ func historyMeasure(ctx context.Context, b bucket.Bucket, h *historyBench, table
 			var n int64
 			t0 := time.Now()
 			if err := db.QueryRowContext(ctx, q.q).Scan(&n); err != nil {
-				return nil, fmt.Errorf("%s: %w", q.q, err)
+				return fmt.Errorf("%s: %w", q.q, err)
 			}
 			if i > 0 {
 				ds[k] = append(ds[k], time.Since(t0))
@@ -445,70 +485,65 @@ func historyMeasure(ctx context.Context, b bucket.Bucket, h *historyBench, table
 	// they equal the views only where no file holds rows the views hide.
 	ph.CountRatio = ph.CountSeconds / ph.RawCountSeconds
 	ph.AtRatio = ph.AtSeconds / ph.RawAtSeconds
+	return nil
+}
 
-	// A fresh worldfs sql process, three times on one cache directory.
-	cacheDir := filepath.Join(dir, "sql-cache")
-	for _, p := range []*historyProcess{&ph.SQLFirst, &ph.SQLBuiltWarm, &ph.SQLAgain} {
-		if p == &ph.SQLBuiltWarm {
-			// The kept scripts go, the rest of the cache stays: the next
-			// process builds the views, on warm verification records.
-			if err := os.RemoveAll(filepath.Join(cacheDir, "objects", cache.KeptPrefix)); err != nil {
-				return nil, err
+// historySQL runs <table>_at(MidTick) in a fresh worldfs sql process
+// (self) on cacheDir, into p: its time, CPU and peak RSS; it must answer
+// atRows, as the views in process did.
+func historySQL(ctx context.Context, self string, h *HistoryReport, cacheDir string, atRows int64, p *historyProcess) error {
+	q := fmt.Sprintf("SELECT count(*) AS n FROM %s(%d)", ident(h.Table+"_at"), h.MidTick)
+	say("a fresh worldfs sql: %s", q)
+	cmd := exec.CommandContext(ctx, self, "sql", "--bucket", h.Bucket, "--world", h.World, "--cache-dir", cacheDir, "--format", "csv", q)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	t0 := time.Now()
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("worldfs sql: %w", err)
+	}
+	// The child's rusage is no use: it was started sharing this
+	// process's memory, whose peak its exec inherits. Its own high
+	// water mark is sampled instead (it only grows).
+	sampled := make(chan int64)
+	stopSampling := make(chan struct{})
+	go func() {
+		var hwm int64
+		tk := time.NewTicker(2 * time.Millisecond)
+		defer tk.Stop()
+		for {
+			hwm = max(hwm, vmHWM(cmd.Process.Pid))
+			select {
+			case <-stopSampling:
+				sampled <- hwm
+				return
+			case <-tk.C:
 			}
 		}
-		q := fmt.Sprintf("SELECT count(*) AS n FROM %s(%d)", ident(h.Table+"_at"), h.MidTick)
-		say("a fresh worldfs sql: %s", q)
-		cmd := exec.CommandContext(ctx, self, "sql", "--bucket", h.Bucket, "--world", h.World, "--cache-dir", cacheDir, "--format", "csv", q)
-		var stdout, stderr strings.Builder
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		t0 := time.Now()
-		if err := cmd.Start(); err != nil {
-			return nil, fmt.Errorf("worldfs sql: %w", err)
-		}
-		// The child's rusage is no use: it was started sharing this
-		// process's memory, whose peak its exec inherits. Its own high
-		// water mark is sampled instead (it only grows).
-		sampled := make(chan int64)
-		stopSampling := make(chan struct{})
-		go func() {
-			var hwm int64
-			tk := time.NewTicker(2 * time.Millisecond)
-			defer tk.Stop()
-			for {
-				hwm = max(hwm, vmHWM(cmd.Process.Pid))
-				select {
-				case <-stopSampling:
-					sampled <- hwm
-					return
-				case <-tk.C:
-				}
-			}
-		}()
-		err := cmd.Wait()
-		p.Seconds = time.Since(t0).Seconds()
-		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-			p.CPUSeconds = rusageSeconds(ru)
-		}
-		close(stopSampling)
-		p.PeakRSSBytes = <-sampled
-		out := stdout.String()
-		if err != nil {
-			return nil, fmt.Errorf("worldfs sql: %w: %s", err, stderr.String())
-		}
-		if want := fmt.Sprintf("n\n%d\n", ph.AtRows); out != want {
-			return nil, fmt.Errorf("worldfs sql answered %q, the views in process %q", out, want)
-		}
+	}()
+	err := cmd.Wait()
+	p.Seconds = time.Since(t0).Seconds()
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		p.CPUSeconds = rusageSeconds(ru)
 	}
-
-	if err := historyMount(ctx, b, h, ph, dir); err != nil {
-		ph.MountError = err.Error()
-		say("the mount was not measured: %v", err)
+	close(stopSampling)
+	p.PeakRSSBytes = <-sampled
+	out := stdout.String()
+	if err != nil {
+		return fmt.Errorf("worldfs sql: %w: %s", err, stderr.String())
 	}
+	if want := fmt.Sprintf("n\n%d\n", atRows); out != want {
+		return fmt.Errorf("worldfs sql answered %q, the views in process %q", out, want)
+	}
+	return nil
+}
 
+// historyObjects counts the bucket's objects, and per table its data
+// objects and the files the catalog names, into ph.
+func historyObjects(ctx context.Context, b bucket.Bucket, h *HistoryReport, st *index.State, tables []*engine.Table, ph *HistoryPhase) error {
 	say("counting objects")
 	for _, err := range b.List(ctx, "", "") {
 		if err != nil {
-			return nil, err
+			return err
 		}
 		ph.BucketObjects++
 	}
@@ -516,7 +551,7 @@ func historyMeasure(ctx context.Context, b bucket.Bucket, h *historyBench, table
 		var n int64
 		for a, err := range b.List(ctx, index.RunDataPrefix(h.World, "main")+t.ID+"/", "") {
 			if err != nil {
-				return nil, err
+				return err
 			}
 			if strings.HasSuffix(a.Name, ".parquet") {
 				n++
@@ -540,17 +575,16 @@ func historyMeasure(ctx context.Context, b bucket.Bucket, h *historyBench, table
 			return true
 		})
 		if err != nil {
-			return nil, err
+			return err
 		}
 		ph.FilesNamed = append(ph.FilesNamed, int64(len(named)))
 	}
-	ph.PeakRSSBytes = peakRSS()
-	return ph, nil
+	return nil
 }
 
 // historyReused times the views opened from a kept script: a build keeps
 // it (in a cache of dir's), then Build reuses it and Open runs it.
-func historyReused(ctx context.Context, b bucket.Bucket, h *historyBench, dir string) (secs, cpu float64, err error) {
+func historyReused(ctx context.Context, b bucket.Bucket, h *HistoryReport, dir string) (secs, cpu float64, err error) {
 	c, err := cache.Open(filepath.Join(dir, "reuse-cache"), cache.Options{})
 	if err != nil {
 		return 0, 0, err
@@ -580,7 +614,7 @@ func historyReused(ctx context.Context, b bucket.Bucket, h *historyBench, dir st
 // historyGoals returns issue 11's goals after compaction with h's
 // figures (the bounds are the goals at N = 100,000), and the ratio of
 // the views open time to base's (a run at another N), if given.
-func historyGoals(h *historyBench, base *historyBench) []historyGoal {
+func historyGoals(h *HistoryReport, base *HistoryReport) []historyGoal {
 	ph := h.After
 	if ph == nil {
 		return nil
@@ -626,7 +660,7 @@ func historyGoals(h *historyBench, base *historyBench) []historyGoal {
 
 // historyMount mounts the bucket (fresh, in process) and times ls of the
 // run's ticks/ and open + read of the table's file of the middle tick.
-func historyMount(ctx context.Context, b bucket.Bucket, h *historyBench, ph *historyPhase, dir string) error {
+func historyMount(ctx context.Context, b bucket.Bucket, h *HistoryReport, ph *HistoryPhase, dir string) error {
 	mnt, _, done, err := benchMount(b, dir, "mount", wfs.Options{}, wfs.MountOptions{})
 	if err != nil {
 		return err
@@ -678,11 +712,11 @@ func procStatus(pid int, field string) int64 {
 // ident quotes a SQL identifier.
 func ident(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
 
-func printHistoryBench(out io.Writer, h *historyBench) {
+func printHistoryBench(out io.Writer, h *HistoryReport) {
 	fmt.Fprintf(out, "world %s: %d ticks × %d archetypes × %d entities; %s measured at tick %d\n", h.World, h.Ticks, h.Archetypes, h.Entities, h.Table, h.MidTick)
 	for _, p := range []struct {
 		name string
-		ph   *historyPhase
+		ph   *HistoryPhase
 	}{{"before compaction", h.Before}, {"after compaction", h.After}} {
 		ph := p.ph
 		if ph == nil {
