@@ -131,8 +131,9 @@ type Server struct {
 	queryStarted func(q string)
 	queryEnded   func(q string, err error)
 	// timePoints bounds Timeline.Published (maxTimePoints; tests set
-	// fewer).
+	// fewer), keptEvents the events kept of a world (maxKeptEvents).
 	timePoints int
+	keptEvents int
 	// catalogClosed, if set (tests), is called as the server closes a
 	// world's catalog it no longer keeps.
 	catalogClosed func(world string)
@@ -169,7 +170,7 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ui pages: %w", err)
 	}
-	s := &Server{opts: opts, mux: http.NewServeMux(), pages: pages, timePoints: maxTimePoints}
+	s := &Server{opts: opts, mux: http.NewServeMux(), pages: pages, timePoints: maxTimePoints, keptEvents: maxKeptEvents}
 	s.mu.catalogs = map[string]*index.Catalog{}
 	s.mu.catalogLRU = newLRU[string]()
 	s.mu.views = map[viewsKey]*views{}

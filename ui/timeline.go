@@ -43,8 +43,12 @@ type Timeline struct {
 	Views   []string `json:"views"`
 }
 
-// maxTimePoints bounds Timeline.Published.
-const maxTimePoints = 2000
+// maxTimePoints bounds Timeline.Published; maxKeptEvents the events the
+// server keeps of a world (the newest).
+const (
+	maxTimePoints = 2000
+	maxKeptEvents = 10_000
+)
 
 // TickNumbers returns the numbers of the visible ticks, ascending.
 func (tl *Timeline) TickNumbers() []int64 {
@@ -175,7 +179,17 @@ func (s *Server) events(ctx context.Context, world string, tip uint64) ([]Event,
 			}
 		}
 	}
+	l.trim(s.keptEvents)
 	return slices.Clone(l.events), l.from, nil
+}
+
+// trim keeps the newest n events: a long-lived server following a busy
+// world keeps a bounded list, and a page asks again for older ones.
+func (l *eventLog) trim(n int) {
+	if k := len(l.events) - n; k > 0 {
+		l.from = l.events[k-1].Seq + 1 // the entries after the last one dropped
+		l.events = slices.Delete(l.events, 0, k)
+	}
 }
 
 // EventPage is a page of older events (eventsBefore): those of the
@@ -213,6 +227,7 @@ func (s *Server) eventsBefore(ctx context.Context, world string, before uint64) 
 		}
 		l.events = append(slices.Clone(evs), l.events...)
 		l.from = from
+		l.trim(s.keptEvents)
 	}
 	return &EventPage{Events: evs, LogFrom: from}, nil
 }

@@ -59,3 +59,30 @@ func TestEventsReadBackwardAreTheLogs(t *testing.T) {
 		}
 	}
 }
+
+// The server keeps the newest events of a world only: past keptEvents it
+// forgets the oldest, and the timeline says from which sequence it holds
+// them (a page asks for older ones again).
+func TestKeptEventsAreBounded(t *testing.T) {
+	f := newFixture(t)
+	st, _, err := index.Load(enginetest.Context(t), f.b, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := logEvents(t, f.b, "w", st.Seq)
+	g := serve(t, f.b, f.dir)
+	g.srv.keptEvents = 2
+	var tl Timeline
+	g.get(t, "/api/w/w/timeline", &tl)
+	if n := len(all); n < 3 || !reflect.DeepEqual(tl.Events, all[n-2:]) || tl.LogFrom != all[n-3].Seq+1 {
+		t.Fatalf("kept 2 of %d events: %+v from %d", len(all), tl.Events, tl.LogFrom)
+	}
+	var p EventPage
+	if code := g.get(t, fmt.Sprintf("/api/w/w/events?before=%d", tl.LogFrom), &p); code != 200 || len(p.Events) == 0 || !reflect.DeepEqual(p.Events[len(p.Events)-1], all[len(all)-3]) {
+		t.Fatalf("events before %d: %d %+v", tl.LogFrom, code, p.Events)
+	}
+	g.get(t, "/api/w/w/timeline", &tl)
+	if len(tl.Events) != 2 {
+		t.Fatalf("after a page of older events the server keeps %d", len(tl.Events))
+	}
+}
