@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/frame"
 	"github.com/worldfs/worldfs/index"
 	"github.com/worldfs/worldfs/maintenance"
 )
@@ -234,7 +235,7 @@ func (s *Server) catalogCounts(ctx context.Context, v *views) (*tickCounts, erro
 	for i, key := range keys {
 		g.Go(func() error {
 			world, id, _ := strings.Cut(key, "/")
-			ti, err := engine.ReadTableInfo(gctx, s.opts.Bucket, world, id)
+			ti, err := frame.ReadTableInfo(gctx, s.opts.Bucket, world, id)
 			if err != nil {
 				return fmt.Errorf("world %s: table %s has no description: %w", world, id, err)
 			}

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/engine/enginetest"
 	"github.com/worldfs/worldfs/index"
 )
@@ -67,7 +66,7 @@ func TestWorldSizeIsItsLiveData(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if strings.HasSuffix(a.Name, ".parquet") && a.Name != engine.LineagePath(world) {
+			if strings.HasSuffix(a.Name, ".parquet") && a.Name != index.LineagePath(world) {
 				n += a.Size
 			}
 		}

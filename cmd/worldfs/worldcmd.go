@@ -445,7 +445,7 @@ func worldFork() worldCmd {
 		example: "worldfs world fork w1-b --parent w1 --tick 20",
 		flags: func(fs *flag.FlagSet) {
 			parent = fs.String("parent", "", "the world to fork from (required)")
-			forkRun = fs.String("run", "main", "the parent's run")
+			forkRun = fs.String("run", index.DefaultRun, "the parent's run")
 			forkTick = fs.Int64("tick", -1, "the parent's tick to fork from (required)")
 		},
 		line: func(fs *flag.FlagSet, args []string) (map[string]any, error) {
