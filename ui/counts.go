@@ -12,7 +12,6 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/frame"
 	"github.com/worldfs/worldfs/index"
 	"github.com/worldfs/worldfs/maintenance"
@@ -213,7 +212,7 @@ func (s *Server) catalogCounts(ctx context.Context, v *views) (*tickCounts, erro
 	if err := v.view.Files(math.MinInt64, math.MaxInt64, collect); err != nil || unknown {
 		return nil, err
 	}
-	if err := index.OwnView(own, engine.EvaluationRun).Files(math.MinInt64, math.MaxInt64, collect); err != nil || unknown {
+	if err := index.OwnView(own, index.EvaluationRun).Files(math.MinInt64, math.MaxInt64, collect); err != nil || unknown {
 		return nil, err
 	}
 	// The tables' readable names, and the compacted files' tick indexes.
