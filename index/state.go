@@ -200,6 +200,9 @@ type State struct {
 	// changed it, so a checkpoint rewrites only shards changed since the
 	// previous one.
 	shardSeq *btree.BTreeG[shardMark]
+	// part is what a state loaded for part of its history (LoadFor)
+	// holds of its checkpoint's ticks; nil: all of them.
+	part *partial
 	// cloneMu serializes clones of this state: btree's Clone updates the
 	// source tree's copy-on-write context, so two readers advancing from
 	// one tip at once must not clone it together.
@@ -578,6 +581,11 @@ func (s *State) Check(e *Entry, seq uint64) (*State, Result, error) {
 // kind of entry.
 func (n *State) apply(e *Entry, seq uint64) (Result, error) {
 	r := Result{Seq: seq}
+	if n.part != nil {
+		if err := n.cover(e); err != nil {
+			return r, err
+		}
+	}
 	if e.Kind != KindWorldCreate && !n.World.Created {
 		return r, fmt.Errorf("%s on world %s: %w", e.Kind, n.World.ID, ErrNoWorld)
 	}

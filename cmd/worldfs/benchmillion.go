@@ -273,18 +273,18 @@ func measureMillion(ctx context.Context, b bucket.Bucket, res *millionBench, p *
 		p.LoadHeldBytes = max(p.LoadHeldBytes, heldSince(base))
 		runtime.KeepAlive(st)
 		st = nil
+		var part *index.Partial
 		var t *index.Tick
 		base = liveHeap()
 		start = time.Now()
-		p.TickLoadPeakHeap = max(p.TickLoadPeakHeap, peakHeap(func() { st, t, err = loadOneTick(ctx, b, p.World, p.MidTick) }))
+		p.TickLoadPeakHeap = max(p.TickLoadPeakHeap, peakHeap(func() { part, t, err = loadOneTick(ctx, b, p.World, p.MidTick) }))
 		tickLoads = append(tickLoads, time.Since(start))
 		if err != nil {
 			return err
 		}
 		p.TickHeldBytes = max(p.TickHeldBytes, heldSince(base))
-		runtime.KeepAlive(st)
+		runtime.KeepAlive(part)
 		runtime.KeepAlive(t)
-		st, t = nil, nil
 	}
 	p.LoadSeconds, p.TickLoadSeconds = median(loads).Seconds(), median(tickLoads).Seconds()
 
@@ -374,20 +374,23 @@ func measureMillion(ctx context.Context, b bucket.Bucket, res *millionBench, p *
 }
 
 // loadOneTick is a cold start of a reader of one tick: the catalog state it
-// needs, and the tick read from it.
-func loadOneTick(ctx context.Context, b bucket.Bucket, world string, tick int64) (*index.State, *index.Tick, error) {
-	st, _, err := index.Load(ctx, b, world)
+// needs (index.LoadFor), and the tick read from it.
+func loadOneTick(ctx context.Context, b bucket.Bucket, world string, tick int64) (*index.Partial, *index.Tick, error) {
+	p, _, err := index.LoadFor(ctx, b, world, index.Want{Run: "main", From: tick, To: tick})
 	if err != nil {
 		return nil, nil, err
 	}
-	t, ok := st.Tick("main", tick)
+	t, ok, err := p.Tick("main", tick)
+	if err != nil {
+		return nil, nil, err
+	}
 	if !ok {
 		return nil, nil, fmt.Errorf("tick %d is not published", tick)
 	}
 	if _, err := t.Tables(); err != nil {
 		return nil, nil, err
 	}
-	return st, t, nil
+	return p, t, nil
 }
 
 // liveHeap is the heap live after a collection.
