@@ -118,7 +118,7 @@ type Options struct {
 // DefaultDepth is Options.Depth's default, and MaxDepth its bound. On the
 // GCS model (4 archetypes × 1,000 entities) depth 4 commits about three
 // times as many ticks a second as depth 1; deeper helps less and holds more
-// frames in memory (README, "Pipelined ticks").
+// frames in memory (docs/INTERNALS.md, "Pipelined ticks").
 const (
 	DefaultDepth = 8
 	MaxDepth     = 64
