@@ -196,7 +196,6 @@ func corruptCheckpoint(name, format string, args ...any) error {
 // decodedShard is the records of one checkpoint shard.
 type decodedShard struct {
 	ticks    []*Tick
-	tokens   []tokenEntry
 	claims   []*Claim
 	commands []*CommandState
 }
@@ -223,10 +222,9 @@ func readShard(ctx context.Context, b bucket.Bucket, name string, cp *checkpoint
 	// plain is never written again: decoded strings share it.
 	k, last, err := decodeShard(cp.Format, r.Hash, plain, func(t *Tick, of int) {
 		if d.ticks == nil {
-			d.ticks, d.tokens = make([]*Tick, 0, of), make([]tokenEntry, 0, of)
+			d.ticks = make([]*Tick, 0, of)
 		}
 		d.ticks = append(d.ticks, t)
-		d.tokens = append(d.tokens, tokenEntry{tokenKey(t.Run, t.CommitToken), t.Tick})
 	},
 		func(c *Claim) { d.claims = append(d.claims, c) }, func(c *CommandState) { d.commands = append(d.commands, c) })
 	// The shard's records changed at most at its recorded sequence;
@@ -235,7 +233,6 @@ func readShard(ctx context.Context, b bucket.Bucket, name string, cp *checkpoint
 	if err != nil || k != r.key() || last > r.Seq {
 		return nil, corruptCheckpoint(name, "shard %s: %v (key %v, last record sequence %d, shard sequence %d)", r.Hash, err, k, last, r.Seq)
 	}
-	slices.SortFunc(d.tokens, tokenCompare)
 	// A writer lists a shard's ticks in order; an unsorted list is
 	// sorted, as a tree of them would be, and a tick listed twice is
 	// corrupt (parts are sets).
@@ -306,7 +303,7 @@ func (s *State) addShard(name string, cp *checkpoint, d *decodedShard) error {
 	if _, ok := s.runs.Get(&Run{Name: d.ticks[0].Run}); !ok {
 		return corruptCheckpoint(name, "ticks of run %s, which the checkpoint does not list", d.ticks[0].Run)
 	}
-	s.tokens = append(slices.Clip(s.tokens), d.tokens)
+	s.tokens = append(slices.Clip(s.tokens), &tokenIndex{ticks: d.ticks})
 	// The parts are ordered and disjoint: a tick shard holds one run's
 	// ticks of its span, and a checkpoint lists each shard once.
 	i := s.partAt(d.ticks[0])

@@ -248,3 +248,34 @@ func TestPartialLoadCorruptShard(t *testing.T) {
 		t.Fatalf("a whole load: %v", err)
 	}
 }
+
+// A cold start hashes and sorts no commit token until a reader looks one
+// up; the first lookup builds the token index of the loaded shards once,
+// for every state derived from the load, and finds every tick.
+func TestTokenIndexBuiltOnFirstLookup(t *testing.T) {
+	ctx := ctxT(t)
+	b := memBucket()
+	spanWorld(t, b, 2*tickShardSpan+10)
+	before := tokenBuilds.Load()
+	s, _, err := Load(ctx, b, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := tokenBuilds.Load() - before; n != 0 {
+		t.Fatalf("a cold start built %d parts of the token index", n)
+	}
+	derived := s.clone()
+	for _, c := range []struct {
+		s          *State
+		run, token string
+		tick       int64
+	}{{s, "r", "t4100", 4100}, {derived, "r", "t7", 7}, {s, "s", "s3", 3}, {derived, "r", "tail1", 2*tickShardSpan + 11}} {
+		tk, ok := c.s.TickByToken(c.run, c.token)
+		if !ok || tk.Tick != c.tick {
+			t.Fatalf("token %s of %s: %v %v, want tick %d", c.token, c.run, tk, ok, c.tick)
+		}
+	}
+	if n := tokenBuilds.Load() - before; n != int64(len(s.tokens)) {
+		t.Fatalf("lookups built %d parts of the token index, of %d", n, len(s.tokens))
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/google/btree"
 )
@@ -186,12 +187,14 @@ type State struct {
 	// ascendTicks, never one alone.
 	tickParts [][]*Tick
 	ticks     *btree.BTreeG[*Tick]
-	// The token index: tokens (the ticks a checkpoint loaded, one sorted
-	// slice per shard, shared by every state derived from it and never
-	// modified) and byToken (the ticks published since).
+	// The token index: tokens (one sorted part per shard a checkpoint
+	// loaded, built when first searched, and one per tokenPart ticks
+	// published since; shared by every state derived from it and never
+	// modified once built) and byToken (the ticks published since, not
+	// yet folded into a part).
 	// INVARIANT: every published tick has an entry in one of them (see
 	// putTick).
-	tokens   [][]tokenEntry
+	tokens   []*tokenIndex
 	byToken  *btree.BTreeG[tokenEntry]
 	runs     *btree.BTreeG[*Run]
 	claims   *btree.BTreeG[*Claim]
@@ -252,6 +255,37 @@ func tokenCompare(a, b tokenEntry) int {
 }
 
 func tokenLess(a, b tokenEntry) bool { return tokenCompare(a, b) < 0 }
+
+// tokenIndex is a sorted part of the token index. The part of a tick
+// shard a checkpoint loaded is built from its ticks when it is first
+// searched: a cold start hashes and sorts no token until a reader looks
+// one up, and then only once for every state that shares the part.
+type tokenIndex struct {
+	once    sync.Once
+	ticks   []*Tick // the ticks to index (nil: entries is built)
+	entries []tokenEntry
+}
+
+// tokenBuilds counts the token index parts built from a shard's ticks
+// (tests).
+var tokenBuilds atomic.Int64
+
+// get returns the part's entries, building them on first use.
+func (p *tokenIndex) get() []tokenEntry {
+	p.once.Do(func() {
+		if p.ticks == nil {
+			return
+		}
+		tokenBuilds.Add(1)
+		p.entries = make([]tokenEntry, len(p.ticks))
+		for i, t := range p.ticks {
+			p.entries[i] = tokenEntry{tokenKey(t.Run, t.CommitToken), t.Tick}
+		}
+		slices.SortFunc(p.entries, tokenCompare)
+		p.ticks = nil
+	})
+	return p.entries
+}
 
 func runLess(a, b *Run) bool { return a.Name < b.Name }
 
@@ -408,7 +442,7 @@ const tokenPart = tickShardSpan
 func (s *State) foldTokens() {
 	part := make([]tokenEntry, 0, s.byToken.Len())
 	s.byToken.Ascend(func(e tokenEntry) bool { part = append(part, e); return true })
-	s.tokens = append(slices.Clip(s.tokens), part)
+	s.tokens = append(slices.Clip(s.tokens), &tokenIndex{entries: part})
 	s.byToken = btree.NewG(btreeDegree, tokenLess)
 }
 
@@ -459,7 +493,8 @@ func (s *State) TickByToken(run, token string) (*Tick, bool) {
 		}
 		return true // another run's, or a collision
 	}
-	for _, part := range s.tokens {
+	for _, p := range s.tokens {
+		part := p.get()
 		i, _ := slices.BinarySearchFunc(part, tokenEntry{key, math.MinInt64}, tokenCompare)
 		for ; i < len(part) && check(part[i]); i++ {
 		}
