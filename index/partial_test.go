@@ -279,3 +279,39 @@ func TestTokenIndexBuiltOnFirstLookup(t *testing.T) {
 		t.Fatalf("lookups built %d parts of the token index, of %d", n, len(s.tokens))
 	}
 }
+
+// failingShard fails reads of one object with bucket.ErrUnavailable.
+type failingShard struct {
+	bucket.Bucket
+	name string
+}
+
+func (f *failingShard) Get(ctx context.Context, name string) ([]byte, bucket.Attrs, error) {
+	if name == f.name {
+		return nil, bucket.Attrs{}, fmt.Errorf("reading %s: %w", name, bucket.ErrUnavailable)
+	}
+	return f.Bucket.Get(ctx, name)
+}
+
+// A shard the log after the checkpoint touches that cannot be read fails
+// the partial load with that failure, not as a corrupt catalog.
+func TestPartialLoadShardUnavailable(t *testing.T) {
+	ctx := ctxT(t)
+	b := memBucket()
+	spanWorld(t, b, 3*tickShardSpan+100)
+	name, _, err := newestCheckpoint(ctx, b, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := readCheckpoint(ctx, b, "w", name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(cp.Shards, func(r shardRef) bool { return r.Kind == "t" && r.Run == "r" && r.N == 0 })
+	f := &failingShard{Bucket: b, name: ShardName("w", cp.Shards[i].Hash)}
+	// Shard 0 holds tick 5, which the log after the checkpoint rewrites.
+	_, _, err = LoadFor(ctx, f, "w", Want{Run: "r", From: 5000, To: 5000})
+	if !errors.Is(err, bucket.ErrUnavailable) || errors.Is(err, ErrCorrupt) {
+		t.Fatalf("a partial load whose tail's shard cannot be read: %v", err)
+	}
+}

@@ -589,6 +589,14 @@ func (n *State) applySlot(slot *Slot, hash string) (*State, error) {
 		return nil, fmt.Errorf("world %s: slot %d names predecessor %.12s, the log has %.12s: %w", n.World.ID, slot.FirstSeq, slot.Prev, n.Hash, ErrCorrupt)
 	}
 	for i := range slot.Entries {
+		// A state loaded for part of its history reads first the tick
+		// shards the entry touches: a failure to read one is that
+		// failure (a corrupt shard is ErrCorrupt), not a refused entry.
+		if n.part != nil {
+			if err := n.cover(&slot.Entries[i]); err != nil {
+				return nil, fmt.Errorf("world %s: entry at sequence %d: %w", n.World.ID, slot.FirstSeq+uint64(i), err)
+			}
+		}
 		if _, err := n.apply(&slot.Entries[i], slot.FirstSeq+uint64(i)); err != nil {
 			return nil, fmt.Errorf("world %s: entry at sequence %d: %w: %w", n.World.ID, slot.FirstSeq+uint64(i), ErrCorrupt, err)
 		}
