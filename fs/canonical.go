@@ -14,10 +14,11 @@ import (
 
 	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/index"
+	"github.com/worldfs/worldfs/maintenance"
 )
 
 // canonical is a compacted tick's Parquet file as the writer published it
-// (engine.TickFile): served when the compacted file holding the tick's
+// (maintenance.TickFile): served when the compacted file holding the tick's
 // rows has a tick index, which gives the file's size at lookup, without a
 // row read. The bytes are rebuilt from the tick's rows on first open, into
 // the cache under their sha256, so every plan of the tick (a later, larger
@@ -25,7 +26,7 @@ import (
 type canonical struct {
 	table  *engine.Table
 	holder *index.Fragment // the compacted file of the tick's rows; nil: it has none
-	entry  engine.TickEntry
+	entry  maintenance.TickEntry
 }
 
 func (c *canonical) size() int64 { return c.entry.Size }
@@ -61,7 +62,7 @@ func (m *Mount) canonicalOf(ctx context.Context, t tickRef, tf index.TableFragme
 	}
 	if holder != nil {
 		x, err := m.tickIndex(ctx, *holder)
-		if errors.Is(err, engine.ErrNoTickIndex) {
+		if errors.Is(err, maintenance.ErrNoTickIndex) {
 			return nil, nil
 		}
 		if err != nil {
@@ -72,11 +73,11 @@ func (m *Mount) canonicalOf(ctx context.Context, t tickRef, tf index.TableFragme
 		}
 	}
 	// No compacted file holds a row of the tick: its file is the empty one.
-	data, err := engine.EmptyTickFile(table)
+	data, err := maintenance.EmptyTickFile(table)
 	if err != nil {
 		return nil, err
 	}
-	return &canonical{table: table, entry: engine.TickEntry{Tick: n, Size: int64(len(data)), Digest: sha256.Sum256(data)}}, nil
+	return &canonical{table: table, entry: maintenance.TickEntry{Tick: n, Size: int64(len(data)), Digest: sha256.Sum256(data)}}, nil
 }
 
 // rebuild writes c's bytes to the file tmp: the tick's rows read from its
@@ -86,7 +87,7 @@ func (m *Mount) rebuild(ctx context.Context, c *canonical, tmp string) error {
 	var data []byte
 	if c.holder == nil {
 		var err error
-		if data, err = engine.EmptyTickFile(c.table); err != nil {
+		if data, err = maintenance.EmptyTickFile(c.table); err != nil {
 			return err
 		}
 	} else {
@@ -106,7 +107,7 @@ func (m *Mount) rebuild(ctx context.Context, c *canonical, tmp string) error {
 		if info.Size() != c.holder.Bytes {
 			return fmt.Errorf("%s holds %d bytes, its catalog record %d: %w", c.holder.Path, info.Size(), c.holder.Bytes, index.ErrCorrupt)
 		}
-		if data, err = engine.TickFile(c.table, file, info.Size(), c.entry); err != nil {
+		if data, err = maintenance.TickFile(c.table, file, info.Size(), c.entry); err != nil {
 			return fmt.Errorf("%s: %w", c.holder.Path, err)
 		}
 	}
@@ -153,16 +154,16 @@ type tickIndexes struct {
 
 type tickIndexEntry struct {
 	path string
-	x    *engine.TickIndex // nil: the file has no usable tick index
+	x    *maintenance.TickIndex // nil: the file has no usable tick index
 }
 
 // tickIndex returns the tick index of the compacted file f (see
-// engine.ReadTickIndex; engine.ErrNoTickIndex if it has none).
-func (m *Mount) tickIndex(ctx context.Context, f index.Fragment) (*engine.TickIndex, error) {
+// maintenance.ReadTickIndex; maintenance.ErrNoTickIndex if it has none).
+func (m *Mount) tickIndex(ctx context.Context, f index.Fragment) (*maintenance.TickIndex, error) {
 	c := &m.tickIndexes
-	found := func(x *engine.TickIndex) (*engine.TickIndex, error) {
+	found := func(x *maintenance.TickIndex) (*maintenance.TickIndex, error) {
 		if x == nil {
-			return nil, fmt.Errorf("%s: %w", f.Path, engine.ErrNoTickIndex)
+			return nil, fmt.Errorf("%s: %w", f.Path, maintenance.ErrNoTickIndex)
 		}
 		return x, nil
 	}
@@ -177,8 +178,8 @@ func (m *Mount) tickIndex(ctx context.Context, f index.Fragment) (*engine.TickIn
 	}
 	c.mu.Unlock()
 	v, err, _ := c.group.Do(f.Path, func() (any, error) {
-		x, err := engine.ReadTickIndex(finish(ctx), m.b, f)
-		if err != nil && !errors.Is(err, engine.ErrNoTickIndex) {
+		x, err := maintenance.ReadTickIndex(finish(ctx), m.b, f)
+		if err != nil && !errors.Is(err, maintenance.ErrNoTickIndex) {
 			return nil, err // damaged or unreadable: asked again next time
 		}
 		c.mu.Lock()
@@ -195,5 +196,5 @@ func (m *Mount) tickIndex(ctx context.Context, f index.Fragment) (*engine.TickIn
 	if err != nil {
 		return nil, err
 	}
-	return found(v.(*engine.TickIndex))
+	return found(v.(*maintenance.TickIndex))
 }
