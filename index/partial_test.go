@@ -315,3 +315,19 @@ func TestPartialLoadShardUnavailable(t *testing.T) {
 		t.Fatalf("a partial load whose tail's shard cannot be read: %v", err)
 	}
 }
+
+// partialsAlike checks that loads of world w of b for a tick, a range and
+// the head of its run "main" answer as s, its whole state, does
+// (checkpoints of every format a reader reads).
+func partialsAlike(t *testing.T, b bucket.Bucket, s *State) {
+	t.Helper()
+	for _, want := range []Want{{Run: "main", From: 1, To: 1}, {Run: "main", From: 0, To: 3}, {Run: "main", From: 1, To: 0, Head: true}} {
+		p, _, err := LoadFor(ctxT(t), b, "w", want)
+		if err != nil {
+			t.Fatalf("LoadFor(%+v): %v", want, err)
+		}
+		if _, err := partialAlike(s, p, want); err != nil {
+			t.Fatalf("LoadFor(%+v): %v", want, err)
+		}
+	}
+}
