@@ -2,6 +2,7 @@ package index
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -235,16 +236,16 @@ func readShard(ctx context.Context, b bucket.Bucket, name string, cp *checkpoint
 	}
 	// A writer lists a shard's ticks in order; an unsorted list is
 	// sorted, as a tree of them would be, and a tick listed twice is
-	// corrupt (parts are sets).
-	if !slices.IsSortedFunc(d.ticks, tickCompare) {
-		slices.SortFunc(d.ticks, tickCompare)
+	// corrupt (parts are sets). A shard's ticks are one run's (decodeShard
+	// gives each its key's run): they compare by number.
+	byNumber := func(a, b *Tick) int { return cmp.Compare(a.Tick, b.Tick) }
+	if !slices.IsSortedFunc(d.ticks, byNumber) {
+		slices.SortFunc(d.ticks, byNumber)
 	}
-	for j := 1; j < len(d.ticks); j++ {
-		if !tickLess(d.ticks[j-1], d.ticks[j]) {
-			return nil, corruptCheckpoint(name, "shard %s: tick %s/%d listed twice", r.Hash, d.ticks[j].Run, d.ticks[j].Tick)
+	for j, t := range d.ticks {
+		if j > 0 && d.ticks[j-1].Tick == t.Tick {
+			return nil, corruptCheckpoint(name, "shard %s: tick %s/%d listed twice", r.Hash, t.Run, t.Tick)
 		}
-	}
-	for _, t := range d.ticks {
 		if t.Seq > cp.Seq {
 			return nil, corruptCheckpoint(name, "tick %s/%d changed at sequence %d, after the checkpoint", t.Run, t.Tick, t.Seq)
 		}
