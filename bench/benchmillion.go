@@ -156,7 +156,7 @@ func syntheticWorld(ctx context.Context, b bucket.Bucket, p *MillionPoint, table
 		if err != nil {
 			return err
 		}
-		if r, _ := s.Run("main"); r.Published != int64(p.Ticks) || r.Head != int64(p.Ticks-1) {
+		if r, _ := s.Run(index.DefaultRun); r.Published != int64(p.Ticks) || r.Head != int64(p.Ticks-1) {
 			return fmt.Errorf("world %s exists with %d ticks (head %d), not %d: a build stopped midway? Use another bucket", p.World, r.Published, r.Head, p.Ticks)
 		}
 		say("reusing world %s (%d ticks)", p.World, p.Ticks)
@@ -195,14 +195,14 @@ func syntheticWorld(ctx context.Context, b bucket.Bucket, p *MillionPoint, table
 		compacted := make([]index.TableFragments, len(tables))
 		published := make([][]index.TableFragments, len(ticks))
 		for k, t := range tables {
-			f, canon, err := maintenance.WriteCompactedTicks(ctx, b, p.World, "main", frames[k], epoch, ticks, tokens)
+			f, canon, err := maintenance.WriteCompactedTicks(ctx, b, p.World, index.DefaultRun, frames[k], epoch, ticks, tokens)
 			if err != nil {
 				return err
 			}
 			compacted[k] = index.TableFragments{Table: t.ID, Fragments: []index.Fragment{f}}
 			for i, e := range canon {
 				published[i] = append(published[i], index.TableFragments{Table: t.ID, Fragments: []index.Fragment{{
-					Path: index.TickFragmentPath(p.World, "main", t.ID, tokens[i]), Rows: e.Rows, Bytes: e.Size,
+					Path: index.TickFragmentPath(p.World, index.DefaultRun, t.ID, tokens[i]), Rows: e.Rows, Bytes: e.Size,
 					Digest: fmt.Sprintf("sha256:%x", e.Digest)}}})
 			}
 		}
@@ -213,7 +213,7 @@ func syntheticWorld(ctx context.Context, b bucket.Bucket, p *MillionPoint, table
 		if err != nil {
 			return err
 		}
-		rw := &index.FragmentsRewrite{Run: "main", Span: &index.Span{From: from, To: to}, ReadSeq: tip.Seq, Tables: compacted}
+		rw := &index.FragmentsRewrite{Run: index.DefaultRun, Span: &index.Span{From: from, To: to}, ReadSeq: tip.Seq, Tables: compacted}
 		if _, err := cat.Commit(ctx, index.Entry{Kind: index.KindFragmentsRewrite, Rewrite: rw}); err != nil {
 			return fmt.Errorf("compaction of ticks %d..%d: %w", from, to, err)
 		}
@@ -247,7 +247,7 @@ func publishSynthetic(ctx context.Context, cat *index.Catalog, ticks []int64, to
 				var entries []index.Entry
 				for i := lo; i < min(lo+per, len(ticks)); i++ {
 					entries = append(entries, index.Entry{Kind: index.KindTickPublish, TickPublish: &index.TickPublish{
-						Run: "main", Tick: ticks[i], CommitToken: tokens[i], WriterEpoch: epoch, NextEntity: rows,
+						Run: index.DefaultRun, Tick: ticks[i], CommitToken: tokens[i], WriterEpoch: epoch, NextEntity: rows,
 						PublishedUnixMs: time.Now().UnixMilli(), Tables: tables[i]}})
 				}
 				_, errs[c] = cat.CommitAll(ctx, entries...)
@@ -405,11 +405,11 @@ func measureMillion(ctx context.Context, b bucket.Bucket, res *MillionReport, p 
 // loadOneTick is a cold start of a reader of one tick: the catalog state it
 // needs (index.LoadFor), and the tick read from it.
 func loadOneTick(ctx context.Context, b bucket.Bucket, world string, tick int64) (*index.Partial, *index.Tick, error) {
-	p, _, err := index.LoadFor(ctx, b, world, index.Want{Run: "main", From: tick, To: tick})
+	p, _, err := index.LoadFor(ctx, b, world, index.Want{Run: index.DefaultRun, From: tick, To: tick})
 	if err != nil {
 		return nil, nil, err
 	}
-	t, ok, err := p.Tick("main", tick)
+	t, ok, err := p.Tick(index.DefaultRun, tick)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -486,7 +486,7 @@ func millionMount(ctx context.Context, b bucket.Bucket, p *MillionPoint, dir str
 		return err
 	}
 	defer done()
-	ticks := filepath.Join(mnt, p.World, "runs", "main", "ticks")
+	ticks := filepath.Join(mnt, p.World, "runs", index.DefaultRun, "ticks")
 	say("world %s: ls %s | head -1", p.World, ticks)
 	start := time.Now()
 	out, err := exec.CommandContext(ctx, "sh", "-c", `ls "$1" | head -1`, "sh", ticks).Output()
