@@ -225,20 +225,30 @@ func (p *Partial) Load(ctx context.Context, want Want) error {
 			}
 		}
 	}
-	for _, n := range ns {
+	slices.Sort(ns)
+	var refs []shardRef
+	for _, n := range slices.Compact(ns) {
 		k := shardKey{'t', want.Run, n}
 		if part.loaded[k] {
 			continue
 		}
 		j, _ := slices.BinarySearchFunc(part.cp.Shards, k, func(r shardRef, k shardKey) int { return shardKeyCompare(r.key(), k) })
-		d, err := readShard(ctx, part.b, part.name, part.cp, part.cp.Shards[j])
-		if err != nil {
-			return err
-		}
+		refs = append(refs, part.cp.Shards[j])
+	}
+	out := make([]*decodedShard, len(refs))
+	err := parallel(ctx, len(refs), func(i int) error { // several read at once, as LoadFor reads
+		var err error
+		out[i], err = readShard(ctx, part.b, part.name, part.cp, refs[i])
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	for i, d := range out {
 		if err := p.s.addShard(part.name, part.cp, d); err != nil {
 			return err
 		}
-		part.loaded[k] = true
+		part.loaded[refs[i].key()] = true
 	}
 	return nil
 }

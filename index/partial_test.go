@@ -352,7 +352,7 @@ func TestPartialLoadGrows(t *testing.T) {
 		{Want{Run: "r", From: 5000, To: 5000}, 0},       // shard 1, held
 		{Want{Run: "r", From: 1, To: 0, Head: true}, 0}, // shard 3, which the tail touched
 		{Want{Run: "r", From: 9000, To: 9001}, 1},       // shard 2
-		{Want{Run: "s", From: 0, To: 9}, 1},             // s's only shard
+		{Want{Run: "s", From: 0, To: 9, Head: true}, 1}, // s's only shard, its head's too
 		{Want{Run: "r", From: 0, To: math.MaxInt64}, 0}, // shard 0, which the tail touched
 	} {
 		b.shards.Store(0)
