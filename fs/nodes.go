@@ -81,6 +81,13 @@ func (m *Mount) headTime(world, run string) func(context.Context) int64 {
 // newest published tick of any run, or its creation.
 func (m *Mount) worldTime(world string) func(context.Context) int64 {
 	return func(ctx context.Context) int64 {
+		if ms, ok, err := m.coldTime(ctx, world); err != nil {
+			return m.startedMs
+		} else if ok && ms > 0 {
+			return ms
+		} else if ok {
+			return m.startedMs
+		}
 		s, err := m.state(ctx, world, false)
 		if err != nil {
 			return m.startedMs
@@ -297,8 +304,11 @@ func (r *runsDir) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
 }
 
 func (r *runsDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	runs, err := r.m.runs(ctx, r.world)
-	if err == nil && !slices.Contains(runs, name) {
+	runs, cold, err := r.m.coldRuns(ctx, r.world)
+	if err == nil && !cold {
+		runs, err = r.m.runs(ctx, r.world)
+	}
+	if err == nil && !cold && !slices.Contains(runs, name) {
 		if _, err = r.m.state(ctx, r.world, true); err == nil {
 			runs, err = r.m.runs(ctx, r.world)
 		}
@@ -373,6 +383,13 @@ var (
 func (d *ticksDir) OpendirHandle(ctx context.Context, _ uint32) (gofs.FileHandle, uint32, syscall.Errno) {
 	start := time.Now()
 	defer d.m.stats.op("readdir", start)
+	p, err := d.m.cold(ctx, d.world, index.Want{Run: d.run, From: 0, To: index.PartTicks - 1})
+	if err != nil {
+		return nil, 0, d.m.errno("ticks of "+d.world, err)
+	}
+	if p != nil {
+		return &tickStream{d: d, p: p, next: math.MinInt64, loadedTo: index.PartTicks - 1, parts: 2}, 0, 0
+	}
 	v, err := d.m.view(ctx, d.world, d.run, false)
 	if err != nil {
 		return nil, 0, d.m.errno("ticks of "+d.world, err)
@@ -631,6 +648,19 @@ func (d *tablesDir) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno)
 }
 
 func (d *tablesDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	// A table the head published is visible: of a world read cold, the
+	// head's part answers (any other name is looked for in every tick).
+	if t, ok, cold, err := d.m.coldHead(ctx, d.world, d.run); err != nil {
+		return nil, d.m.errno("tables of "+d.world, err)
+	} else if cold && ok {
+		tables, err := d.m.tickTables(ctx, t)
+		if err != nil {
+			return nil, d.m.errno("tables of "+d.world, err)
+		}
+		if _, found := tables[name]; found {
+			return d.m.child(ctx, d.EmbeddedInode(), &tableDir{dirBase{m: d.m, ino: ino(d.world, "runs", d.run, "tables", name), when: d.m.headTime(d.world, d.run)}, d.world, d.run, name}, out)
+		}
+	}
 	for _, exact := range []bool{false, true} {
 		names, err := d.m.tableNames(ctx, d.world, d.run, exact)
 		if err != nil {
