@@ -226,7 +226,7 @@ func (m *Mount) contentOf(ctx context.Context, t tickRef, tf index.TableFragment
 // live now.
 func (f *snapFile) plan(ctx context.Context, exact bool) (content, error) {
 	n := f.t.Tick.Tick
-	if t, ok, cold, err := f.m.coldTick(ctx, f.at.world, f.at.run, n); err != nil {
+	if t, ok, cold, err := f.m.coldTick(ctx, f.at.world, f.at.run, n, exact); err != nil {
 		return content{}, err
 	} else if cold {
 		return f.planned(ctx, t, ok, nil) // read at the tip, from t's part

@@ -304,7 +304,10 @@ func (r *runsDir) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
 }
 
 func (r *runsDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	runs, cold, err := r.m.coldRuns(ctx, r.world)
+	runs, cold, err := r.m.coldRuns(ctx, r.world, false)
+	if err == nil && cold && !slices.Contains(runs, name) {
+		runs, cold, err = r.m.coldRuns(ctx, r.world, true) // a run's first publish a moment ago
+	}
 	if err == nil && !cold {
 		runs, err = r.m.runs(ctx, r.world)
 	}
@@ -383,7 +386,7 @@ var (
 func (d *ticksDir) OpendirHandle(ctx context.Context, _ uint32) (gofs.FileHandle, uint32, syscall.Errno) {
 	start := time.Now()
 	defer d.m.stats.op("readdir", start)
-	p, err := d.m.cold(ctx, d.world, index.Want{Run: d.run, From: 0, To: index.PartTicks - 1})
+	p, err := d.m.loadCold(ctx, d.world, index.Want{Run: d.run, From: 0, To: index.PartTicks - 1})
 	if err != nil {
 		return nil, 0, d.m.errno("ticks of "+d.world, err)
 	}

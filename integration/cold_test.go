@@ -8,6 +8,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/worldfs/worldfs/bucket"
 	wfs "github.com/worldfs/worldfs/fs"
@@ -15,19 +16,23 @@ import (
 )
 
 // stateReads records the checkpoint parts (worlds/<w>/state/<hash>) read
-// through it, by name.
+// through it, by name, and counts the reads of checkpoints.
 type stateReads struct {
 	bucket.Bucket
-	mu    sync.Mutex
-	names map[string]int
+	mu          sync.Mutex
+	names       map[string]int
+	checkpoints int
 }
 
 func (s *stateReads) Get(ctx context.Context, name string) ([]byte, bucket.Attrs, error) {
+	s.mu.Lock()
 	if strings.Contains(name, "/state/") {
-		s.mu.Lock()
 		s.names[name]++
-		s.mu.Unlock()
 	}
+	if strings.Contains(name, "/checkpoints/") {
+		s.checkpoints++
+	}
+	s.mu.Unlock()
 	return s.Bucket.Get(ctx, name)
 }
 
@@ -40,6 +45,16 @@ func (s *stateReads) read() int {
 	return n
 }
 
+// checkpointsRead returns how many times a checkpoint was read, and
+// forgets them.
+func (s *stateReads) checkpointsRead() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.checkpoints
+	s.checkpoints = 0
+	return n
+}
+
 // coldTicks is the number of ticks of checkpointedWorld: past three
 // checkpoint parts, so that its checkpoint holds four.
 const coldTicks = 3*index.PartTicks + 100
@@ -47,16 +62,16 @@ const coldTicks = 3*index.PartTicks + 100
 // checkpointedWorld is a bucket holding world w, whose run main published
 // ticks 0..coldTicks-1 before a checkpoint and two more after it (one
 // fragment each, never written: only the catalog is read), read through
-// a stateReads.
-func checkpointedWorld(t *testing.T) *stateReads {
+// a stateReads; publish publishes ticks from..to-1 more.
+func checkpointedWorld(t *testing.T) (b *stateReads, publish func(from, to int64)) {
 	t.Helper()
-	b := &stateReads{Bucket: localBucket(t), names: map[string]int{}}
+	b = &stateReads{Bucket: localBucket(t), names: map[string]int{}}
 	c, epoch, err := index.CreateWorld(ctxT(t), b, "w", index.WorldCreate{WriterMode: index.ModeResumable, CreatedUnixMs: 1}, "writer", index.Options{NoCompactor: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
-	publish := func(from, to int64) {
+	t.Cleanup(func() { c.Close() })
+	publish = func(from, to int64) {
 		var entries []index.Entry
 		for tick := from; tick < to; tick++ {
 			token := fmt.Sprintf("%032x", tick)
@@ -81,7 +96,8 @@ func checkpointedWorld(t *testing.T) *stateReads {
 	}
 	publish(coldTicks, coldTicks+2)
 	b.read()
-	return b
+	b.checkpointsRead()
+	return b, publish
 }
 
 // A lookup of one tick in a world the mount has not loaded reads the
@@ -90,7 +106,7 @@ func checkpointedWorld(t *testing.T) *stateReads {
 // in ticks/, of its table's file, and in tables/<t>/; a tick that does
 // not exist is absent, read the same way.
 func TestColdTickLookupReadsItsPart(t *testing.T) {
-	b := checkpointedWorld(t)
+	b, _ := checkpointedWorld(t)
 	mt := testMount(t, b)
 	ticks := mt.path("w", "runs", "main", "ticks")
 	if got := xattr(t, ticks+"/"+wfs.TickName(5000), wfs.XattrToken); got != fmt.Sprintf("%032x", 5000) {
@@ -125,7 +141,7 @@ func TestColdTickLookupReadsItsPart(t *testing.T) {
 // part: its first reply reaches the caller having read the first part
 // (and the head's), and the whole listing is every tick in order.
 func TestColdTickListingStreams(t *testing.T) {
-	b := checkpointedWorld(t)
+	b, _ := checkpointedWorld(t)
 	mt := testMount(t, b)
 	ticks := mt.path("w", "runs", "main", "ticks")
 	fd, err := syscall.Open(ticks, syscall.O_RDONLY|syscall.O_DIRECTORY, 0)
@@ -149,5 +165,33 @@ func TestColdTickListingStreams(t *testing.T) {
 		if name != wfs.TickName(int64(i)) {
 			t.Fatalf("entry %d of ticks/ is %s, want %s", i, name, wfs.TickName(int64(i)))
 		}
+	}
+}
+
+// The mount answers lookups in a world read cold from the partial state it
+// read last, for as long as a catalog snapshot would be used (reading no
+// checkpoint again, and only the parts it lacks); a tick that state lacks
+// is looked for at the tip, so a tick published a moment ago is there.
+func TestColdLookupsShareAState(t *testing.T) {
+	b, publish := checkpointedWorld(t)
+	mt := testMountWith(t, b, wfs.Options{Freshness: time.Hour}, wfs.MountOptions{})
+	ticks := mt.path("w", "runs", "main", "ticks")
+	if _, err := os.Lstat(ticks + "/" + wfs.TickName(5000)); err != nil {
+		t.Fatal(err)
+	}
+	b.read()
+	b.checkpointsRead()
+	if _, err := os.Lstat(ticks + "/" + wfs.TickName(5001)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(ticks + "/" + wfs.TickName(9000)); err != nil {
+		t.Fatal(err)
+	}
+	if parts, cps := b.read(), b.checkpointsRead(); parts != 1 || cps != 0 {
+		t.Fatalf("lookups of ticks 5001 and 9000 after one of tick 5000 read %d parts and %d checkpoints; want 1 part (9000's) and no checkpoint", parts, cps)
+	}
+	publish(coldTicks+2, coldTicks+3)
+	if _, err := os.Lstat(ticks + "/" + wfs.TickName(coldTicks+2)); err != nil {
+		t.Fatalf("a tick published after the mount's last read: %v", err)
 	}
 }
