@@ -685,56 +685,61 @@ type tableDir struct {
 
 var (
 	_ = (gofs.NodeLookuper)((*tableDir)(nil))
-	_ = (gofs.NodeReaddirer)((*tableDir)(nil))
+	_ = (gofs.NodeOpendirHandler)((*tableDir)(nil))
 )
 
 func tickFileName(tick int64) string { return TickName(tick) + ".parquet" }
 
-func (d *tableDir) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
-	v, err := d.m.view(ctx, d.world, d.run, false)
+// OpendirHandle opens a listing of the files of the run's visible ticks
+// that have the table: a stream of the view's tick records, as ticks/
+// (see tickStream).
+func (d *tableDir) OpendirHandle(ctx context.Context, _ uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	start := time.Now()
+	defer d.m.stats.op("readdir", start)
+	s := &tickStream{d: &ticksDir{dirBase{m: d.m}, d.world, d.run}, table: d, has: d.hasTable(ctx), next: math.MinInt64}
+	p, err := d.m.loadCold(ctx, d.world, index.Want{Run: d.run, From: 0, To: index.PartTicks - 1})
 	if err != nil {
-		return nil, d.m.errno("table "+d.name, err)
+		return nil, 0, d.m.errno("table "+d.name, err)
 	}
-	var out []fuse.DirEntry
-	var ferr error
-	// Whether a tick has the table is decided once per list of tables
-	// (the ticks of a compacted span share one) and once per table id.
+	if p != nil {
+		s.p, s.loadedTo, s.parts = p, index.PartTicks-1, 2
+	} else if s.v, err = d.m.view(ctx, d.world, d.run, false); err != nil {
+		return nil, 0, d.m.errno("table "+d.name, err)
+	}
+	return s, 0, 0
+}
+
+// hasTable returns a test of whether a tick has the table, for ticks
+// given in order: decided once per list of tables (the ticks of a
+// compacted span share one) and once per table id.
+func (d *tableDir) hasTable(ctx context.Context) func(tickRef) (bool, error) {
 	named := map[[2]string]bool{}
 	var prev *index.Tick
 	has := false
-	v.Ticks(math.MinInt64, math.MaxInt64, func(t tickRef) bool {
-		if !t.SameTables(prev) {
-			prev, has = t.Tick, false
-			tables, err := t.Tables()
-			if err != nil {
-				ferr = err
-				return false
-			}
-			for _, tf := range tables {
-				key := [2]string{t.World, tf.Table}
-				is, ok := named[key]
-				if !ok {
-					info, err := d.m.tableInfo(ctx, t.World, tf.Table)
-					if err != nil {
-						ferr = err
-						return false
-					}
-					is = info.Name == d.name
-					named[key] = is
+	return func(t tickRef) (bool, error) {
+		if t.SameTables(prev) {
+			return has, nil
+		}
+		prev, has = t.Tick, false
+		tables, err := t.Tables()
+		if err != nil {
+			return false, err
+		}
+		for _, tf := range tables {
+			key := [2]string{t.World, tf.Table}
+			is, ok := named[key]
+			if !ok {
+				info, err := d.m.tableInfo(ctx, t.World, tf.Table)
+				if err != nil {
+					return false, err
 				}
-				has = has || is
+				is = info.Name == d.name
+				named[key] = is
 			}
+			has = has || is
 		}
-		if has {
-			name := tickFileName(t.Tick.Tick)
-			out = append(out, dirEntry(name, syscall.S_IFREG, ino(d.world, "runs", d.run, "tables", d.name, name)))
-		}
-		return true
-	})
-	if ferr != nil {
-		return nil, d.m.errno("table "+d.name, ferr)
+		return has, nil
 	}
-	return list(out)
 }
 
 func (d *tableDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {

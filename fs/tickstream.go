@@ -1,6 +1,7 @@
 package fs
 
 import (
+	"cmp"
 	"context"
 	"math"
 	"syscall"
@@ -13,19 +14,24 @@ import (
 	"github.com/worldfs/worldfs/index"
 )
 
-// tickStream is an open listing of ticks/: it reads the view's tick
-// records a batch at a time as the kernel asks for entries, so a listing
-// costs what it returns (a step and no allocation per entry, one descent
-// of the catalog per batch), never a list of the whole history held at
-// once. Of a world read cold (see cold.go) it reads a partial state
-// loaded at the open, adding the checkpoint's parts one at a time as the
-// listing reaches them: the first entries reach the kernel before the
-// rest of the history is decoded. A READDIRPLUS lookup of the entry it just returned uses that
-// entry's record instead of resolving the tick again.
+// tickStream is an open listing of ticks/ or of tables/<t>/: it reads the
+// view's tick records a batch at a time as the kernel asks for entries, so
+// a listing costs what it returns (a step and no allocation per entry, one
+// descent of the catalog per batch), never a list of the whole history
+// held at once. Of a world read cold (see cold.go) it reads a partial
+// state loaded at the open, adding the checkpoint's parts as the listing
+// reaches them: the first entries reach the kernel before the rest of the
+// history is decoded. A READDIRPLUS lookup in ticks/ of the entry it just
+// returned uses that entry's record instead of resolving the tick again.
 type tickStream struct {
 	d *ticksDir
-	v *index.View    // nil: read cold, from p
-	p *index.Partial // loaded at the open, parts added as the listing goes
+	// table, if set, is the tables/<t>/ listed instead of d (d then only
+	// carries the mount, world and run), and has reports whether a tick
+	// has the table.
+	table *tableDir
+	has   func(tickRef) (bool, error)
+	v     *index.View    // nil: read cold, from p
+	p     *index.Partial // loaded at the open, parts added as the listing goes
 	// loadedTo: p holds every tick up to it; parts: how many parts the
 	// next step adds.
 	loadedTo int64
@@ -59,17 +65,34 @@ func (s *tickStream) fill(ctx context.Context) error {
 	if s.v == nil {
 		return s.fillCold(ctx)
 	}
+	var err error
 	s.v.Ticks(s.next, math.MaxInt64, func(t tickRef) bool {
-		s.batch = append(s.batch, t)
-		return len(s.batch) < tickBatch
+		s.next = t.Tick.Tick + 1
+		var keep bool
+		if keep, err = s.keep(t); err != nil {
+			return false
+		}
+		return !keep || len(s.batch) < tickBatch
 	})
+	if err != nil {
+		return err
+	}
 	if len(s.batch) < tickBatch {
 		s.next = math.MaxInt64 // the view has no more
-	} else {
-		s.next = s.batch[len(s.batch)-1].Tick.Tick + 1
 	}
-	s.names = make([]byte, 0, len(s.batch)*20) // 20: the longest name
+	s.names = make([]byte, 0, len(s.batch)*28) // 28: the longest name
 	return nil
+}
+
+// keep adds t to the batch if the listing shows it.
+func (s *tickStream) keep(t tickRef) (bool, error) {
+	if s.has != nil {
+		if ok, err := s.has(t); err != nil || !ok {
+			return false, err
+		}
+	}
+	s.batch = append(s.batch, t)
+	return true, nil
 }
 
 // fillCold reads the next batch from the partial state, adding parts of
@@ -89,21 +112,28 @@ func (s *tickStream) fillCold(ctx context.Context) error {
 			}
 			s.loadedTo, s.parts = to, min(2*parts, coldParts)
 		}
+		var kerr error
 		err := s.p.Ticks(run, from, s.loadedTo, func(t *index.Tick) bool {
-			s.batch = append(s.batch, tickRef{World: s.d.world, Run: run, Tick: t})
-			return len(s.batch) < tickBatch
+			from = t.Tick + 1
+			var keep bool
+			if keep, kerr = s.keep(tickRef{World: s.d.world, Run: run, Tick: t}); kerr != nil {
+				return false
+			}
+			return !keep || len(s.batch) < tickBatch
 		})
-		if err != nil {
-			return err
+		if err != nil || kerr != nil {
+			return cmp.Or(err, kerr)
 		}
-		from = s.loadedTo + 1
+		if len(s.batch) < tickBatch {
+			from = s.loadedTo + 1
+		}
 	}
 	if len(s.batch) == tickBatch {
-		s.next = s.batch[len(s.batch)-1].Tick.Tick + 1
+		s.next = from
 	} else {
 		s.next = math.MaxInt64 // the state has no more
 	}
-	s.names = make([]byte, 0, len(s.batch)*20)
+	s.names = make([]byte, 0, len(s.batch)*28)
 	return nil
 }
 
@@ -122,9 +152,16 @@ func (s *tickStream) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Er
 	s.last, s.batch = s.batch[0], s.batch[1:]
 	at := len(s.names)
 	s.names = appendTickName(s.names, s.last.Tick.Tick)
+	if s.table != nil {
+		s.names = append(s.names, ".parquet"...)
+	}
 	name := unsafe.String(&s.names[at], len(s.names)-at)
 	s.pos++
-	s.de = fuse.DirEntry{Name: name, Mode: syscall.S_IFDIR, Ino: ino(s.d.world, "runs", s.d.run, "ticks", name), Off: s.pos}
+	if s.table != nil {
+		s.de = fuse.DirEntry{Name: name, Mode: syscall.S_IFREG, Ino: ino(s.d.world, "runs", s.d.run, "tables", s.table.name, name), Off: s.pos}
+	} else {
+		s.de = fuse.DirEntry{Name: name, Mode: syscall.S_IFDIR, Ino: ino(s.d.world, "runs", s.d.run, "ticks", name), Off: s.pos}
+	}
 	return &s.de, 0
 }
 
@@ -143,6 +180,9 @@ func (s *tickStream) Seekdir(ctx context.Context, off uint64) syscall.Errno {
 // Lookup answers a READDIRPLUS lookup of the entry just returned from its
 // record; any other name is looked up in the directory.
 func (s *tickStream) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	if s.table != nil {
+		return s.table.Lookup(ctx, name, out)
+	}
 	if s.pos == 0 || name != s.de.Name {
 		return s.d.Lookup(ctx, name, out)
 	}

@@ -137,33 +137,39 @@ func TestColdTickLookupReadsItsPart(t *testing.T) {
 	}
 }
 
-// A listing of ticks/ of a world the mount has not loaded streams part by
-// part: its first reply reaches the caller having read the first part
-// (and the head's), and the whole listing is every tick in order.
+// A listing of ticks/ or of tables/<t>/ of a world the mount has not
+// loaded streams part by part: its first reply reaches the caller having
+// read the first part (and the head's), and the whole listing is every
+// tick in order.
 func TestColdTickListingStreams(t *testing.T) {
 	b, _ := checkpointedWorld(t)
 	mt := testMount(t, b)
-	ticks := mt.path("w", "runs", "main", "ticks")
-	fd, err := syscall.Open(ticks, syscall.O_RDONLY|syscall.O_DIRECTORY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	buf := make([]byte, 4096)
-	n, err := syscall.Getdents(fd, buf)
-	syscall.Close(fd)
-	if err != nil || n == 0 {
-		t.Fatalf("getdents: %d, %v", n, err)
-	}
-	if read := b.read(); read > 2 {
-		t.Fatalf("the first reply of a listing of ticks/ read %d of the checkpoint's 4 parts; want 2 at most (the first and the head's)", read)
-	}
-	names := ls(t, ticks)
-	if len(names) != coldTicks+2 {
-		t.Fatalf("ticks/ lists %d entries, want %d", len(names), coldTicks+2)
-	}
-	for i, name := range names {
-		if name != wfs.TickName(int64(i)) {
-			t.Fatalf("entry %d of ticks/ is %s, want %s", i, name, wfs.TickName(int64(i)))
+	for _, c := range []struct{ dir, suffix string }{
+		{mt.path("w", "runs", "main", "ticks"), ""},
+		{mt.path("w", "runs", "main", "tables", "t"), ".parquet"},
+	} {
+		b.read()
+		fd, err := syscall.Open(c.dir, syscall.O_RDONLY|syscall.O_DIRECTORY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 4096)
+		n, err := syscall.Getdents(fd, buf)
+		syscall.Close(fd)
+		if err != nil || n == 0 {
+			t.Fatalf("getdents %s: %d, %v", c.dir, n, err)
+		}
+		if read := b.read(); read > 2 {
+			t.Fatalf("the first reply of a listing of %s read %d of the checkpoint's 4 parts; want 2 at most (the first and the head's)", c.dir, read)
+		}
+		names := ls(t, c.dir)
+		if len(names) != coldTicks+2 {
+			t.Fatalf("%s lists %d entries, want %d", c.dir, len(names), coldTicks+2)
+		}
+		for i, name := range names {
+			if name != wfs.TickName(int64(i))+c.suffix {
+				t.Fatalf("entry %d of %s is %s, want %s", i, c.dir, name, wfs.TickName(int64(i))+c.suffix)
+			}
 		}
 	}
 }
