@@ -107,3 +107,47 @@ func TestCheckAndSQLFindDamagedFragments(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// worldfs check checks each file once, however many ticks name it: after
+// compaction, the 64 ticks of a window name one compacted file of each
+// table, and check reads it once (fragments: the distinct files; references:
+// every tick's naming of them).
+func TestCheckReadsACompactedFileOnce(t *testing.T) {
+	dir := t.TempDir()
+	b, err := local.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enginetest.World(t, b, "w", 140).Close()
+	b.Close()
+	if code, out, stderr := cli(t, "optimize", "--bucket", dir, "--world", "w", "--recent", "8"); code != 0 {
+		t.Fatalf("optimize: exit %d\n%s%s", code, out, stderr)
+	}
+	code, out, stderr := cli(t, "check", "--bucket", dir, "--world", "w", "--cache-dir", t.TempDir(), "--read-data", "--json")
+	var res checkResult
+	if err := json.Unmarshal([]byte(out), &res); code != 0 || err != nil {
+		t.Fatalf("check --json: exit %d, %v\n%s%s", code, err, out, stderr)
+	}
+	// What the catalog names: every reference, and the distinct files.
+	lb := mustOpen(t, dir)
+	defer lb.Close()
+	s, _, err := index.Load(context.Background(), lb, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, refs, compacted := map[string]bool{}, 0, 0
+	s.Fragments("", func(f index.FragmentRef) bool {
+		refs++
+		if f.Span != nil && !files[f.Path] {
+			compacted++
+		}
+		files[f.Path] = true
+		return true
+	})
+	if compacted == 0 || refs <= len(files) {
+		t.Fatalf("the world has %d compacted files and %d references to %d files: optimize compacted nothing", compacted, refs, len(files))
+	}
+	if res.Fragments != int64(len(files)) || res.References != int64(refs) {
+		t.Fatalf("check: %d fragments checked for %d references; the catalog names %d files %d times", res.Fragments, res.References, len(files), refs)
+	}
+}
