@@ -2,6 +2,8 @@ package engine
 
 import (
 	"bufio"
+	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"math"
@@ -9,6 +11,11 @@ import (
 	"strings"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/encoding/thrift"
+	"github.com/parquet-go/parquet-go/format"
+
+	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/index"
 )
 
 // WriteCSV writes the rows of the Parquet file r (of size bytes) to w as
@@ -75,6 +82,52 @@ func WriteCSV(w io.Writer, r io.ReaderAt, size int64) error {
 	return bw.Flush()
 }
 
+// CSVSizeKey is the key in a tick fragment's Parquet footer (key/value
+// metadata) under which its writer recorded the size, in decimal, of the
+// fragment's CSV rendering (WriteCSV). Fragments without rows, and those
+// written before sizes were recorded, have none.
+const CSVSizeKey = "worldfs.csv_size"
+
+// csvHeaderSize is the size of the header line WriteCSV writes for a file
+// of t's columns, its line end included.
+func csvHeaderSize(t *Table) int64 {
+	var line []byte
+	for _, c := range t.Columns {
+		line = appendCSVString(append(line, ','), c.Name)
+	}
+	return int64(len(line)) // the first comma stands for the line end
+}
+
+// csvValueSize is the size of v as WriteCSV writes it (its comma or line
+// end not included); scratch is a buffer it may reuse.
+func csvValueSize(scratch *[]byte, v parquet.Value) int64 {
+	*scratch = appendCSVValue((*scratch)[:0], v)
+	return int64(len(*scratch))
+}
+
+// sameValue reports whether a and b are the same value bit for bit (so
+// the same CSV field: unlike parquet.Equal, 0.0 is not -0.0).
+func sameValue(a, b parquet.Value) bool {
+	if a.Kind() != b.Kind() || a.IsNull() != b.IsNull() {
+		return false
+	}
+	switch a.Kind() {
+	case parquet.Boolean:
+		return a.Boolean() == b.Boolean()
+	case parquet.Int32:
+		return a.Int32() == b.Int32()
+	case parquet.Int64:
+		return a.Int64() == b.Int64()
+	case parquet.Float:
+		return math.Float32bits(a.Float()) == math.Float32bits(b.Float())
+	case parquet.Double:
+		return math.Float64bits(a.Double()) == math.Float64bits(b.Double())
+	case parquet.ByteArray, parquet.FixedLenByteArray:
+		return string(a.ByteArray()) == string(b.ByteArray())
+	}
+	return false
+}
+
 // appendCSVValue appends one value.
 func appendCSVValue(dst []byte, v parquet.Value) []byte {
 	if v.IsNull() {
@@ -127,3 +180,59 @@ func appendCSVString(dst []byte, s string) []byte {
 	dst = append(dst, strings.ReplaceAll(s, `"`, `""`)...)
 	return append(dst, '"')
 }
+
+// ReadCSVSize returns the CSV size the writer of the tick fragment f
+// recorded in its footer (CSVSizeKey), reading only the footer: two
+// ranged reads, the file's last 8 bytes and then the footer's metadata,
+// never a row. ok is false for a fragment without one (no rows, or written
+// before sizes were recorded).
+func ReadCSVSize(ctx context.Context, b bucket.Bucket, f index.Fragment) (size int64, ok bool, err error) {
+	fail := func(what string, args ...any) (int64, bool, error) {
+		return 0, false, fmt.Errorf("reading the footer of %s: %w", f.Path, fmt.Errorf(what, args...))
+	}
+	n := f.Bytes
+	if n == 0 {
+		attrs, err := b.Stat(ctx, f.Path)
+		if err != nil {
+			return fail("%w", err)
+		}
+		n = attrs.Size
+	}
+	if n < 12 {
+		return fail("%d bytes is no Parquet file: %w", n, index.ErrCorrupt)
+	}
+	tail, err := b.GetRange(ctx, f.Path, n-8, 8)
+	if err != nil {
+		return fail("%w", err)
+	}
+	if len(tail) != 8 || string(tail[4:]) != "PAR1" {
+		return fail("no Parquet magic at its end: %w", index.ErrCorrupt)
+	}
+	footer := int64(binary.LittleEndian.Uint32(tail))
+	if footer > n-12 {
+		return fail("a footer of %d bytes in a file of %d: %w", footer, n, index.ErrCorrupt)
+	}
+	data, err := b.GetRange(ctx, f.Path, n-8-footer, footer)
+	if err != nil {
+		return fail("%w", err)
+	}
+	var md format.FileMetaData
+	if err := thrift.Unmarshal(new(thrift.CompactProtocol), data, &md); err != nil {
+		return fail("%v: %w", err, index.ErrCorrupt)
+	}
+	for _, kv := range md.KeyValueMetadata {
+		if kv.Key != CSVSizeKey {
+			continue
+		}
+		size, err := strconv.ParseInt(kv.Value, 10, 64)
+		if err != nil || size <= 0 {
+			return fail("%s is %q, not a size: %w", CSVSizeKey, kv.Value, index.ErrCorrupt)
+		}
+		return size, true, nil
+	}
+	return 0, false, nil
+}
+
+// EmptyCSVSize is the size of the CSV rendering of a tick without rows of
+// t (EmptyTickFile's): its header line.
+func EmptyCSVSize(t *Table) int64 { return csvHeaderSize(t) }

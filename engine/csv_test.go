@@ -11,7 +11,9 @@ import (
 
 	_ "github.com/duckdb/duckdb-go/v2"
 
+	"github.com/worldfs/worldfs/bucket/mem"
 	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/index"
 )
 
 // WriteCSV writes a Parquet file's rows so that DuckDB's read_csv, given
@@ -98,6 +100,17 @@ func TestCSVReadsBackAsTheParquetRows(t *testing.T) {
 		}
 		if p == ours && !strings.Contains(csv.String(), ",-0.0,") {
 			t.Errorf("-0.0 lost its sign:\n%s", csv.String())
+		}
+		if p == ours {
+			// The writer recorded the size of this rendering in the footer.
+			b := mem.New(mem.Options{})
+			if _, err := b.Create(ctxT(t), "f.parquet", data); err != nil {
+				t.Fatal(err)
+			}
+			size, ok, err := engine.ReadCSVSize(ctxT(t), b, index.Fragment{Path: "f.parquet", Rows: int64(f.Len()), Bytes: int64(len(data))})
+			if err != nil || !ok || size != int64(csv.Len()) {
+				t.Errorf("the footer records a CSV of %d bytes (%v, %v); WriteCSV wrote %d", size, ok, err, csv.Len())
+			}
 		}
 	}
 }

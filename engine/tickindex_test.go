@@ -25,7 +25,33 @@ import (
 // tick has one: this test's worlds are compacted by this build).
 func tickFiles(t *testing.T, b bucket.Bucket, last int64) map[int64]map[string][]byte {
 	t.Helper()
+	files, _ := tickFilesCSV(t, b, last)
+	return files
+}
+
+// tickFilesCSV is tickFiles, and the size of each file's CSV as recorded
+// beside its rows (a fragment's footer, a compacted tick's index entry, a
+// tick without rows: its header), -1 where nothing records it; it fails
+// the test where a recorded size is not the size of engine.WriteCSV of the
+// file.
+func tickFilesCSV(t *testing.T, b bucket.Bucket, last int64) (map[int64]map[string][]byte, map[int64]map[string]int64) {
+	t.Helper()
 	ctx := ctxT(t)
+	csvs := map[int64]map[string]int64{}
+	record := func(tick int64, table string, data []byte, size int64) {
+		t.Helper()
+		var out bytes.Buffer
+		if err := engine.WriteCSV(&out, bytes.NewReader(data), int64(len(data))); err != nil {
+			t.Fatal(err)
+		}
+		if size >= 0 && size != int64(out.Len()) {
+			t.Fatalf("tick %d table %s: CSV size %d recorded, WriteCSV writes %d bytes", tick, table, size, out.Len())
+		}
+		if csvs[tick] == nil {
+			csvs[tick] = map[string]int64{}
+		}
+		csvs[tick][table] = size
+	}
 	s, _, err := index.Load(ctx, b, "w")
 	if err != nil {
 		t.Fatal(err)
@@ -44,6 +70,14 @@ func tickFiles(t *testing.T, b bucket.Bucket, last int64) map[int64]map[string][
 					t.Fatal(err)
 				}
 				files[tf.Table] = data
+				size, ok, err := engine.ReadCSVSize(ctx, b, tf.Fragments[0])
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !ok {
+					size = -1
+				}
+				record(tk.Tick, tf.Table, data, size)
 				continue
 			}
 			info, err := engine.ReadTableInfo(ctx, b, "w", tf.Table)
@@ -67,6 +101,7 @@ func tickFiles(t *testing.T, b bucket.Bucket, last int64) map[int64]map[string][
 				if files[tf.Table], err = engine.EmptyTickFile(table); err != nil {
 					t.Fatal(err)
 				}
+				record(tk.Tick, tf.Table, files[tf.Table], engine.EmptyCSVSize(table))
 				continue
 			}
 			x, ok := indexes[holder.Path]
@@ -81,6 +116,7 @@ func tickFiles(t *testing.T, b bucket.Bucket, last int64) map[int64]map[string][
 				if files[tf.Table], err = engine.EmptyTickFile(table); err != nil {
 					t.Fatal(err)
 				}
+				record(tk.Tick, tf.Table, files[tf.Table], engine.EmptyCSVSize(table))
 				continue
 			}
 			data, _, err := b.Get(ctx, holder.Path)
@@ -95,11 +131,16 @@ func tickFiles(t *testing.T, b bucket.Bucket, last int64) map[int64]map[string][
 				t.Fatalf("tick %d table %s: %d bytes, the index says %d", tk.Tick, tf.Table, len(got), e.Size)
 			}
 			files[tf.Table] = got
+			size := e.CSVSize
+			if size == 0 {
+				size = -1
+			}
+			record(tk.Tick, tf.Table, got, size)
 		}
 		out[tk.Tick] = files
 		return true
 	})
-	return out
+	return out, csvs
 }
 
 // A tick's file is canonical: encoding the rows of a published fragment
@@ -169,7 +210,14 @@ func TestCompactedTickFileIsTheFragment(t *testing.T) {
 		if all, compacted := files(t, b, "w", 0, compactedTo); compacted != all {
 			t.Fatalf("%s: ticks 0..%d name %d files, %d compacted", level, compactedTo, all, compacted)
 		}
-		after := tickFiles(t, b, 599)
+		after, csvs := tickFilesCSV(t, b, 599)
+		for tick, sizes := range csvs {
+			for id, size := range sizes {
+				if size < 0 {
+					t.Fatalf("%s: tick %d table %s: no CSV size recorded", level, tick, id)
+				}
+			}
+		}
 		for tick, files := range before {
 			for id, data := range files {
 				if got := after[tick][id]; !bytes.Equal(got, data) {
@@ -466,6 +514,47 @@ func BenchmarkTickFile(b *testing.B) {
 		e := x.Ticks[i%len(x.Ticks)]
 		if _, err := engine.TickFile(table, bytes.NewReader(file), int64(len(file)), e); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// A tick its writer published before CSV sizes were recorded (its
+// fragment's footer has none) is rebuilt after compaction byte for byte
+// as that fragment, without the size in its footer, while its tick index
+// entry records its CSV size; ticks written since keep theirs in both.
+func TestCompactionKeepsFragmentsWrittenBeforeCSVSizes(t *testing.T) {
+	ctx := ctxT(t)
+	b, _ := local.Open(t.TempDir())
+	restore := engine.WriteFragmentsWithoutCSVSizes()
+	w := enginetest.World(t, b, "w", 99)
+	restore()
+	enginetest.Run(t, w, 199)
+	before, csvs := tickFilesCSV(t, b, 199)
+	for tick, sizes := range csvs {
+		for id, size := range sizes {
+			if tick <= 99 && size >= 0 {
+				t.Fatalf("tick %d table %s: a fragment written without CSV sizes records one (%d)", tick, id, size)
+			}
+			if tick > 99 && size < 0 {
+				t.Fatalf("tick %d table %s: no CSV size recorded", tick, id)
+			}
+		}
+	}
+	if res, err := engine.Compact(ctx, b, w.Catalog(), engine.CompactOptions{Recent: 10}); err != nil || res.Windows == 0 {
+		t.Fatalf("compaction: %+v, %v", res, err)
+	}
+	if all, compacted := files(t, b, "w", 0, 127); compacted != all {
+		t.Fatalf("ticks 0..127 name %d files, %d compacted", all, compacted)
+	}
+	after, csvs := tickFilesCSV(t, b, 199)
+	for tick, files := range before {
+		for id, data := range files {
+			if got := after[tick][id]; !bytes.Equal(got, data) {
+				t.Fatalf("tick %d table %s: %d bytes served after compaction, the fragment had %d", tick, id, len(got), len(data))
+			}
+			if tick <= 127 && csvs[tick][id] < 0 {
+				t.Fatalf("tick %d table %s: compacted without a CSV size", tick, id)
+			}
 		}
 	}
 }

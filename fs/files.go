@@ -396,16 +396,29 @@ func (f *snapFile) openParquet(ctx context.Context, c content) (*os.File, error)
 	return os.Open(p)
 }
 
-// sizeCSV renders a CSV file whose Parquet source needs no DuckDB (a
-// fragment served as is, or a compacted tick's canonical file: the tick's
-// rows are read and written as CSV), so that its size is known when it is
-// looked up; a CSV of a Parquet file derived through DuckDB (a split tick)
-// is sized at open, as that file is.
+// sizeCSV sizes a CSV file whose Parquet source needs no DuckDB (a
+// fragment served as is, or a compacted tick's canonical file) when it is
+// looked up: as its writer recorded it in the fragment's footer, or its
+// tick index does for a compacted tick (recordedCSV), reading no row; a
+// tick written (or compacted) before CSV sizes were recorded is rendered
+// (its rows are read and written as CSV) to learn it. A CSV of a Parquet
+// file derived through DuckDB (a split tick) is sized at open, as that
+// file is.
 func (f *snapFile) sizeCSV(ctx context.Context, c content) error {
 	if f.format != wsql.FormatCSV || !c.asIs && c.canon == nil {
 		return nil
 	}
 	if _, ok := f.knownSize(); ok {
+		return nil
+	}
+	size, ok, err := f.recordedCSV(ctx, c)
+	if err != nil {
+		return err
+	}
+	if ok {
+		f.mu.Lock()
+		f.mu.size = size
+		f.mu.Unlock()
 		return nil
 	}
 	what := fmt.Sprintf("rendering %s of tick %d of %s as CSV", f.table, f.t.Tick.Tick, f.t.World)
@@ -422,6 +435,41 @@ func (f *snapFile) sizeCSV(ctx context.Context, c content) error {
 	f.mu.size = info.Size()
 	f.mu.Unlock()
 	return nil
+}
+
+// recordedCSV returns the size of the CSV of c's Parquet file as recorded
+// beside its rows: by the writer in the footer of a fragment served as is
+// (engine.ReadCSVSize: the footer alone is read), by compaction in the
+// tick index for a compacted tick; a tick without rows of the table has
+// the header alone. ok is false when nothing records it.
+func (f *snapFile) recordedCSV(ctx context.Context, c content) (int64, bool, error) {
+	switch {
+	case c.canon != nil && c.canon.holder == nil:
+		return engine.EmptyCSVSize(c.canon.table), true, nil
+	case c.canon != nil:
+		return c.canon.entry.CSVSize, c.canon.entry.CSVSize > 0, nil
+	}
+	frag := c.tf.Fragments[0]
+	if frag.Rows == 0 {
+		t, err := f.m.table(ctx, c.t.World, c.tf.Table)
+		if err != nil {
+			return 0, false, err
+		}
+		return engine.EmptyCSVSize(t), true, nil
+	}
+	what := fmt.Sprintf("reading the CSV size of %s of tick %d of %s", f.table, f.t.Tick.Tick, f.t.World)
+	type sized struct {
+		n  int64
+		ok bool
+	}
+	r, err := bounded(ctx, f.m, what, nil, func(ctx context.Context) (sized, error) {
+		n, ok, err := engine.ReadCSVSize(ctx, f.m.b, frag)
+		return sized{n, ok}, err
+	})
+	if err == nil && r.ok {
+		f.m.stats.csvSized.Add(1)
+	}
+	return r.n, r.ok, err
 }
 
 // materialize writes the visible rows of table at c's tick as the cache
