@@ -7,3 +7,6 @@ func WriteFragmentsWithoutCSVSizes() (restore func()) {
 	withoutCSVSizes.Store(true)
 	return func() { withoutCSVSizes.Store(false) }
 }
+
+// BlockRows is the rows of a block a CompactedFile decodes at a time.
+const BlockRows = blockRows

@@ -65,7 +65,7 @@ func EncodeFragment(f *Frame, s Stamp) ([]byte, error) {
 	if withoutCSVSizes.Load() {
 		mode = csvNone
 	}
-	data, _, err := encode(f, func(int) Stamp { return s }, mode)
+	data, _, err := encode(f, func(int) Stamp { return s }, mode, 0)
 	return data, err
 }
 
@@ -78,7 +78,7 @@ var withoutCSVSizes atomic.Bool
 // order). A batch of facts shares one fragment this way, each row under
 // its own claim.
 func EncodeStamped(f *Frame, stamp func(i int) Stamp) ([]byte, error) {
-	data, _, err := encode(f, stamp, csvNone)
+	data, _, err := encode(f, stamp, csvNone, 0)
 	return data, err
 }
 
@@ -94,8 +94,11 @@ const (
 // encode writes f's rows as one Parquet file (see EncodeFragment) and,
 // unless mode is csvNone, returns the size of the file's CSV rendering
 // (WriteCSV): measured from the very values written, through WriteCSV's
-// own formatting of each (csvValueSize), so the two never disagree.
-func encode(f *Frame, stamp func(i int) Stamp, mode csvMode) ([]byte, int64, error) {
+// own formatting of each (csvValueSize), so the two never disagree; known,
+// if not 0, is that size already measured (a tick index's record of the
+// file being rebuilt, whose bytes are then checked), and is not measured
+// again.
+func encode(f *Frame, stamp func(i int) Stamp, mode csvMode, known int64) ([]byte, int64, error) {
 	t := f.Table
 	enc, _ := t.encoders.Get().(*encoder)
 	if enc == nil {
@@ -104,7 +107,7 @@ func encode(f *Frame, stamp func(i int) Stamp, mode csvMode) ([]byte, int64, err
 	defer t.encoders.Put(enc)
 	enc.out.Reset()
 	enc.csv = -1
-	if mode != csvNone {
+	if mode != csvNone && known == 0 {
 		enc.csv = csvHeaderSize(t)
 	}
 	// A fresh writer each time: Writer.Reset drops the column paths of the
@@ -120,13 +123,17 @@ func encode(f *Frame, stamp func(i int) Stamp, mode csvMode) ([]byte, int64, err
 			return nil, 0, fmt.Errorf("table %s: %w", t.Name, err)
 		}
 	}
+	csv := enc.csv
+	if known != 0 {
+		csv = known
+	}
 	if mode == csvRecord && f.Len() > 0 {
-		w.SetKeyValueMetadata(CSVSizeKey, strconv.FormatInt(enc.csv, 10))
+		w.SetKeyValueMetadata(CSVSizeKey, strconv.FormatInt(csv, 10))
 	}
 	if err := w.Close(); err != nil {
 		return nil, 0, fmt.Errorf("table %s: %w", t.Name, err)
 	}
-	return bytes.Clone(enc.out.Bytes()), enc.csv, nil
+	return bytes.Clone(enc.out.Bytes()), csv, nil
 }
 
 // pageBytes is the uncompressed size at which a column's page is cut.

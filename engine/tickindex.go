@@ -253,7 +253,7 @@ func TickFile(t *Table, src io.ReaderAt, size int64, e TickEntry) ([]byte, error
 		if tick != e.Tick || row != e.Row || int64(f.Len()) != e.Rows {
 			return fmt.Errorf("rows %d..%d hold tick %d, the tick index says tick %d: %w", e.Row, e.Row+e.Rows, tick, e.Tick, index.ErrCorrupt)
 		}
-		data, _, err = encode(f, func(i int) Stamp { return stamps[i] }, e.csvMode())
+		data, _, err = encode(f, func(i int) Stamp { return stamps[i] }, e.csvMode(), e.CSVSize)
 		return err
 	})
 	if err == nil && n != 1 {
@@ -336,7 +336,7 @@ func buildTickIndex(t *Table, data []byte, runs []TickEntry, known map[int64]Tic
 			if unrecorded[tick] {
 				mode = csvCount
 			}
-			enc, csv, err := encode(f, func(i int) Stamp { return stamps[i] }, mode)
+			enc, csv, err := encode(f, func(i int) Stamp { return stamps[i] }, mode, 0)
 			if err != nil {
 				return err
 			}
@@ -539,11 +539,11 @@ func encodingID(v int) ([sha256.Size]byte, error) {
 				}
 			}
 			stamp := func(int) Stamp { return Stamp{Tick: 1, CommitToken: "probe", WriterEpoch: 1} }
-			plain, _, err := encode(f, stamp, csvNone)
+			plain, _, err := encode(f, stamp, csvNone, 0)
 			if err != nil {
 				return id, idCSV, fmt.Errorf("the encoder's fingerprint: %w", err)
 			}
-			withCSV, _, err := encode(f, stamp, csvRecord)
+			withCSV, _, err := encode(f, stamp, csvRecord, 0)
 			if err != nil {
 				return id, idCSV, fmt.Errorf("the encoder's fingerprint: %w", err)
 			}

@@ -558,3 +558,75 @@ func TestCompactionKeepsFragmentsWrittenBeforeCSVSizes(t *testing.T) {
 		}
 	}
 }
+
+// A compacted file opened once rebuilds each of its ticks' files as the
+// package's TickFile does, decoding its rows a block of ticks at a time:
+// rebuilding every tick in turn decodes each block once, not each tick's
+// pages once per tick.
+func TestCompactedFileDecodesEachBlockOnce(t *testing.T) {
+	ctx := ctxT(t)
+	b, _ := local.Open(t.TempDir())
+	w := enginetest.World(t, b, "w", 599)
+	if res, err := engine.Compact(ctx, b, w.Catalog(), engine.CompactOptions{Recent: 10}); err != nil || res.Windows == 0 {
+		t.Fatalf("compaction: %+v, %v", res, err)
+	}
+	s, _, err := index.Load(ctx, b, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	holders := map[string]index.TableFragments{}
+	s.Ticks("main", 0, func(tk *index.Tick) bool {
+		for _, tf := range enginetest.Tables(t, tk) {
+			for _, f := range tf.Fragments {
+				if f.Span != nil {
+					holders[f.Path] = index.TableFragments{Table: tf.Table, Fragments: []index.Fragment{f}}
+				}
+			}
+		}
+		return true
+	})
+	checked := 0
+	for _, tf := range holders {
+		f := tf.Fragments[0]
+		info, err := engine.ReadTableInfo(ctx, b, "w", tf.Table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		table, err := engine.TableFromInfo(info)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x, err := engine.ReadTickIndex(ctx, b, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _, err := b.Get(ctx, f.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cf, err := engine.OpenCompactedFile(table, bytes.NewReader(data), int64(len(data)), x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range x.Ticks {
+			got, err := cf.TickFile(e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := engine.TickFile(table, bytes.NewReader(data), int64(len(data)), e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("%s tick %d: %d bytes rebuilt through the opened file, %d by TickFile", f.Path, e.Tick, len(got), len(want))
+			}
+			checked++
+		}
+		if blocks := x.Rows/engine.BlockRows + 1; cf.BlocksDecoded() > blocks || len(x.Ticks) > 8 && cf.BlocksDecoded() >= int64(len(x.Ticks)) {
+			t.Fatalf("%s: %d ticks of %d rows rebuilt in turn decoded %d blocks; at most %d", f.Path, len(x.Ticks), x.Rows, cf.BlocksDecoded(), blocks)
+		}
+	}
+	if checked < 500 {
+		t.Fatalf("only %d ticks rebuilt", checked)
+	}
+}
