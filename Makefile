@@ -63,7 +63,7 @@ $(GOLANGCI):
 	mv .ci/bin/golangci-lint $@
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./bucket/ ./engine/ ./sql/
+	$(GO) test -run '^$$' -bench . -benchmem ./bucket/ ./engine/ ./maintenance/ ./sql/
 	$(GO) run ./cmd/worldfs bench commit --bucket 'mem://bench?profile=gcs' --duration 10s
 	$(GO) run ./cmd/worldfs bench ingest --bucket 'mem://bench?profile=gcs' --duration 10s
 

@@ -37,3 +37,14 @@ type Local interface {
 	// Path returns the file that holds object name.
 	Path(name string) (string, error)
 }
+
+// Addressable is the capability of a bucket other programs address by a
+// URI (bucket/local: file:///dir/, bucket/gcs: gs://bucket/prefix/): an
+// export names the files it lists by it. Find it with As[Addressable],
+// never by the concrete type.
+type Addressable interface {
+	Bucket
+	// URI is the bucket's root as other programs address it, ending in
+	// a slash; an object's URI is URI() + its name.
+	URI() string
+}

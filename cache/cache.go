@@ -27,14 +27,42 @@ import (
 // otherwise (Options.MaxBytes, the CLI's --cache-size): 10 GiB.
 const DefaultMaxBytes = 10 << 30
 
+// DefaultGrace is how long a file used stays safe from eviction unless
+// told otherwise (Options.Grace).
+const DefaultGrace = 10 * time.Minute
+
 // Options configure a disk cache.
 type Options struct {
 	// MaxBytes bounds the cache's size (DefaultMaxBytes).
 	MaxBytes int64
 	// Grace: a file used this recently is never evicted, so a path handed
 	// to a reader (another process, perhaps) stays readable while it is
-	// being read (default 10 minutes).
+	// being read (DefaultGrace).
 	Grace time.Duration
+}
+
+// EnsureDefaults fills in what is unset (zero) with its default and
+// returns o.
+func (o *Options) EnsureDefaults() *Options {
+	if o.MaxBytes == 0 {
+		o.MaxBytes = DefaultMaxBytes
+	}
+	if o.Grace == 0 {
+		o.Grace = DefaultGrace
+	}
+	return o
+}
+
+// Validate checks the options once their defaults are in (Open calls
+// EnsureDefaults, then Validate); the error names the field and its value.
+func (o *Options) Validate() error {
+	if o.MaxBytes < 0 {
+		return fmt.Errorf("cache options: MaxBytes %d is negative (0: the default, %d)", o.MaxBytes, int64(DefaultMaxBytes))
+	}
+	if o.Grace < 0 {
+		return fmt.Errorf("cache options: Grace %v is negative (0: the default, %v)", o.Grace, DefaultGrace)
+	}
+	return nil
 }
 
 // Disk is a directory of object copies, shared safely by goroutines and by
@@ -77,11 +105,8 @@ type load struct {
 
 // Open opens (creating it if needed) the cache in dir.
 func Open(dir string, opts Options) (*Disk, error) {
-	if opts.MaxBytes <= 0 {
-		opts.MaxBytes = DefaultMaxBytes
-	}
-	if opts.Grace <= 0 {
-		opts.Grace = 10 * time.Minute
+	if err := opts.EnsureDefaults().Validate(); err != nil {
+		return nil, err
 	}
 	d := &Disk{dir: dir, opts: opts}
 	d.mu.entries = map[string]*entry{}

@@ -24,7 +24,7 @@ import (
 
 // Verified fragments. The catalog records each fragment's size, digest and
 // (since format 3) the bucket's generation of the object. Content decides
-// integrity; metadata is a fast path (README "Verified fragments"): an
+// integrity; metadata is a fast path (docs/INTERNALS.md, "Verified fragments"): an
 // object whose size and generation are the recorded ones is the object
 // the writer created, so a check that reads no data may stop there; one
 // whose generation differs but whose size matches (a bucket copied by any

@@ -301,7 +301,7 @@ func (s *IngestionService) sort(reqs []*factReq) []*factBatch {
 		gk := groupKey{run: r.key.Run, table: r.table.ID}
 		switch {
 		case ok && c.State == index.ClaimPending && (nowMs >= c.LeaseUntilMs || c.Holder == s.opts.Holder):
-			gk.stranded = batchOf(c.CommitToken)
+			gk.stranded = index.BatchOf(c.CommitToken)
 		case ok && c.State == index.ClaimPending:
 			go s.wait(l)
 			continue

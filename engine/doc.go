@@ -1,10 +1,10 @@
 // Package engine is the world runtime, on top of the control catalog
 // (package index). It holds six jobs, each in its own files:
 //
-//   - Schema and format (schema.go, frame.go, fragment.go, documents.go):
-//     components and archetypes whose tables are identified by their full
-//     schema, columnar frames, and the Parquet fragments written to the
-//     bucket; input rows and JSON documents checked exactly.
+//   - Schema and format (tables.go, documents.go): the tables, frames and
+//     Parquet fragments of package frame under their engine names, so that
+//     a program of the runtime needs one import; JSON documents of facts
+//     and evaluations checked exactly.
 //   - Ticks (world.go, pipeline.go, lifecycle.go, legacy.go): a World
 //     holds its state as frames and commits one tick per Step by the
 //     protocol of docs/ARCHITECTURE.md ("A tick write"), with a named
@@ -22,8 +22,10 @@
 //     and receipts refer to.
 //   - The gate (gate.go): who may write facts and receipts (roles).
 //
-// Maintenance sits beside them: Compact rewrites a run's small fragments
-// and Collect removes what no catalog names any more (compact.go,
-// collect.go); an open world runs both by itself. Package particles is the
-// reference simulation, and package enginetest the test kit of worlds.
+// Maintenance lives in package maintenance (Compact rewrites a run's small
+// fragments, Collect removes what no catalog names any more), which engine
+// imports and which never imports engine: an open world runs both by
+// itself (maintain.go), so a program that forgets to wire them loses
+// nothing. Package particles is the reference simulation, and package
+// enginetest the test kit of worlds.
 package engine

@@ -29,9 +29,9 @@ const ReceiptTableName = "evaluation_receipt"
 
 // ReceiptTable is the fact table evaluation receipts are stored in.
 func ReceiptTable() *Table {
-	c, _ := NewComponent("receipt", Field{"evaluation_id", String}, Field{"grader_id", String},
-		Field{"contract", String}, Field{"contract_digest", String},
-		Field{"subject", String}, Field{"subject_digest", String}, Field{"outcomes", String})
+	c, _ := NewComponent("receipt", Field{Name: "evaluation_id", Type: String}, Field{Name: "grader_id", Type: String},
+		Field{Name: "contract", Type: String}, Field{Name: "contract_digest", Type: String},
+		Field{Name: "subject", Type: String}, Field{Name: "subject_digest", Type: String}, Field{Name: "outcomes", Type: String})
 	t, _ := NewFactTable(ReceiptTableName, c)
 	return t
 }

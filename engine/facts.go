@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/frame"
 	"github.com/worldfs/worldfs/index"
 	"github.com/worldfs/worldfs/internal/failpoint"
 )
@@ -55,7 +56,7 @@ const (
 const ReservedProducer = "worldfs."
 
 var factMeta = Component{Name: factComponent, Fields: []Field{
-	{"producer", String}, {"external_id", String}, {"digest", String}, {"commit_id", String}}}
+	{Name: "producer", Type: String}, {Name: "external_id", Type: String}, {Name: "digest", Type: String}, {Name: "commit_id", Type: String}}}
 
 // NewFactTable builds the table a kind of fact is stored in: commit
 // columns, the FactMeta columns (fact_producer, fact_external_id,
@@ -67,7 +68,7 @@ func NewFactTable(name string, components ...Component) (*Table, error) {
 			return nil, fmt.Errorf("fact table %s: the component name %q is reserved for FactMeta", name, factComponent)
 		}
 	}
-	return newTable(name, true, append(components[:len(components):len(components)], factMeta))
+	return frame.NewTable(name, append(components[:len(components):len(components)], factMeta)...)
 }
 
 // IsFactTable reports whether t stores facts (it has the FactMeta columns).
@@ -366,7 +367,7 @@ func factRow(t *Table, v Values) (Values, string, error) {
 		}
 	}
 	var conv [16]any
-	vals, err := convertRow(t, v, conv[:0])
+	vals, err := frame.ConvertRow(t, v, conv[:0])
 	if err != nil {
 		return nil, "", err
 	}
@@ -509,7 +510,7 @@ func (s *IngestionService) settle(ctx context.Context, key index.ClaimKey, diges
 	// then died or stalled): then it completes without appending. This
 	// holder's own fresh token holds nothing unless its lease ended first,
 	// which place handles too.
-	if err := s.place(ctx, t, batchOf(c.CommitToken), []*pendingRow{p}, takenOver, build); err != nil {
+	if err := s.place(ctx, t, index.BatchOf(c.CommitToken), []*pendingRow{p}, takenOver, build); err != nil {
 		var be *buildError
 		if errors.As(err, &be) {
 			stop()
@@ -586,16 +587,6 @@ type buildError struct{ err error }
 
 func (e *buildError) Error() string { return e.err.Error() }
 func (e *buildError) Unwrap() error { return e.err }
-
-// batchOf names the batch a claim's token belongs to: the part before its
-// last ".", or the token itself (a claim alone, as every claim before
-// batching was).
-func batchOf(token string) string {
-	if i := strings.LastIndexByte(token, '.'); i > 0 {
-		return token[:i]
-	}
-	return token
-}
 
 // place makes each row durable exactly once in its batch's chain of
 // fragments: FragmentPath(world, run, table, batch, n) for n = 0, 1, …

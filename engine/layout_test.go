@@ -11,6 +11,7 @@ import (
 	"github.com/worldfs/worldfs/engine/enginetest"
 	"github.com/worldfs/worldfs/engine/particles"
 	"github.com/worldfs/worldfs/index"
+	"github.com/worldfs/worldfs/maintenance"
 )
 
 // The fixture in ../testdata/tokendirs is a particle world published to
@@ -93,8 +94,8 @@ func TestTokenDirLayoutReadable(t *testing.T) {
 	}
 	defer cat.Close()
 	collected := map[string]bool{}
-	if _, err := engine.Collect(ctx, b, cat, engine.CollectOptions{Now: func() time.Time { return time.Now().Add(30 * 24 * time.Hour) },
-		Report: func(c engine.Collected) {
+	if _, err := maintenance.Collect(ctx, b, cat, maintenance.CollectOptions{Now: func() time.Time { return time.Now().Add(30 * 24 * time.Hour) },
+		Report: func(c maintenance.Collected) {
 			if strings.HasPrefix(c.Name, "data/") && !c.Kept {
 				collected[c.Name] = true
 			}

@@ -220,19 +220,6 @@ func registerTables(ctx context.Context, b bucket.Bucket, world string, tables [
 	return nil
 }
 
-// ReadTableInfo reads a world's description of table id.
-func ReadTableInfo(ctx context.Context, b bucket.Bucket, world, id string) (TableInfo, error) {
-	var ti TableInfo
-	data, _, err := b.Get(ctx, TableInfoPath(world, id))
-	if err != nil {
-		return ti, err
-	}
-	if err := json.Unmarshal(data, &ti); err != nil || ti.ID != id {
-		return ti, fmt.Errorf("world %s: table description %s is corrupt: %w", world, id, index.ErrCorrupt)
-	}
-	return ti, nil
-}
-
 // LineagePath is where a fork's lineage rows live: one create-once
 // fragment, written in one append, so a crash leaves all of it or none.
 func LineagePath(world string) string { return index.DataPrefix(world) + "_lineage/0.parquet" }
@@ -240,7 +227,7 @@ func LineagePath(world string) string { return index.DataPrefix(world) + "_linea
 // LineageTable holds a fork's ancestor chain: world metadata with negative
 // entity ids, stamped epoch 0, never token-filtered.
 func LineageTable() *Table {
-	c, _ := NewComponent("lineage", Field{"world", String}, Field{"parent", String}, Field{"fork_run", String}, Field{"fork_tick", Int64})
+	c, _ := NewComponent("lineage", Field{Name: "world", Type: String}, Field{Name: "parent", Type: String}, Field{Name: "fork_run", Type: String}, Field{Name: "fork_tick", Type: Int64})
 	t, _ := NewTable("lineage", c)
 	return t
 }

@@ -10,11 +10,13 @@ import (
 	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/engine/particles"
 	"github.com/worldfs/worldfs/index"
+	"github.com/worldfs/worldfs/maintenance"
 )
 
 // Options are refused at the door: a writer of a run worldfs reserves
 // (_evaluations holds evaluation receipts), with an unknown writer mode or
-// with a pipeline depth out of bounds is ErrInvalid from every
+// with a pipeline depth out of bounds, or with compaction or collection
+// options background maintenance would refuse, is ErrInvalid from every
 // constructor, before anything is written; it never publishes a tick.
 func TestWorldOptionsRefusedAtTheDoor(t *testing.T) {
 	ctx := ctxT(t)
@@ -26,6 +28,8 @@ func TestWorldOptionsRefusedAtTheDoor(t *testing.T) {
 		"catalog batch": {Catalog: index.Options{NoCompactor: true, MaxBatch: 8, DeepBatch: 4}, NoMaintenance: true},
 		"too deep":      {Depth: engine.MaxDepth + 1, Catalog: quiet.Catalog, NoMaintenance: true},
 		"depth -1":      {Depth: -1, Catalog: quiet.Catalog, NoMaintenance: true},
+		"compaction":    {Compaction: maintenance.CompactOptions{Tables: []string{""}}, Catalog: quiet.Catalog},
+		"collection":    {Collection: maintenance.CollectOptions{MaxDeletes: -1}, Catalog: quiet.Catalog},
 	}
 	for name, opts := range bad {
 		t.Run(name, func(t *testing.T) {

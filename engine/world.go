@@ -15,6 +15,7 @@ import (
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/index"
 	"github.com/worldfs/worldfs/internal/failpoint"
+	"github.com/worldfs/worldfs/maintenance"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -95,15 +96,15 @@ type Options struct {
 	Ingest IngestOptions
 	// Compaction tunes the compaction a coordinated world runs by itself
 	// while it is open: once a window's worth of ticks (64) has been
-	// published past the recent ones, a background Compact of the run
-	// rewrites what is due (one at a time), so the small fragments of a
-	// table stay bounded without anyone running optimize. Its Run is the
-	// world's.
-	Compaction CompactOptions
+	// published past the recent ones, a background maintenance.Compact of
+	// the run rewrites what is due (one at a time), so the small fragments
+	// of a table stay bounded without anyone running optimize. Its Run is
+	// the world's.
+	Compaction maintenance.CompactOptions
 	// Collection tunes the collection that background maintenance runs
-	// after every Collection.Every-th compaction (see Collect); its Run
-	// is the world's.
-	Collection CollectOptions
+	// after every Collection.Every-th compaction (see maintenance.Collect);
+	// its Run is the world's.
+	Collection maintenance.CollectOptions
 	// NoMaintenance turns that background compaction off.
 	NoMaintenance bool
 	// Depth bounds the ticks in flight (DefaultDepth; 1 to MaxDepth):
@@ -118,7 +119,7 @@ type Options struct {
 // DefaultDepth is Options.Depth's default, and MaxDepth its bound. On the
 // GCS model (4 archetypes × 1,000 entities) depth 4 commits about three
 // times as many ticks a second as depth 1; deeper helps less and holds more
-// frames in memory (README, "Pipelined ticks").
+// frames in memory (docs/INTERNALS.md, "Pipelined ticks").
 const (
 	DefaultDepth = 8
 	MaxDepth     = 64
@@ -140,8 +141,8 @@ func (o *Options) EnsureDefaults() *Options {
 
 // Validate checks the options once their defaults are in: the run is a
 // user's (names starting with _ are worldfs's own, see ValidateUserRun),
-// the writer mode is known, the catalog's and the ingestion's options are
-// valid. Every constructor of a World calls EnsureDefaults, then Validate,
+// the writer mode is known, the catalog's, the ingestion's and background
+// maintenance's options are valid. Every constructor of a World calls EnsureDefaults, then Validate,
 // and refuses invalid options with ErrInvalid before it touches the
 // bucket.
 func (o *Options) Validate() error {
@@ -161,7 +162,22 @@ func (o *Options) Validate() error {
 		return err
 	}
 	in := o.Ingest
-	return in.EnsureDefaults().Validate()
+	if err := in.EnsureDefaults().Validate(); err != nil {
+		return err
+	}
+	// Background maintenance runs compaction and collection under the
+	// world's run: check copies as it does.
+	compaction := o.Compaction
+	compaction.Run = o.Run
+	if err := compaction.EnsureDefaults().Validate(); err != nil {
+		return fmt.Errorf("world options: Compaction: %w", err)
+	}
+	collection := o.Collection
+	collection.Run = o.Run
+	if err := collection.EnsureDefaults().Validate(); err != nil {
+		return fmt.Errorf("world options: Collection: %w", err)
+	}
+	return nil
 }
 
 type spawn struct {

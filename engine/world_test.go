@@ -22,10 +22,8 @@ import (
 
 func TestMain(m *testing.M) {
 	crashtest.Main(m, map[string]crashtest.Func{
-		"sim":     simChild,
-		"fact":    factChild,
-		"compact": compactChild,
-		"gc":      gcChild,
+		"sim":  simChild,
+		"fact": factChild,
 	})
 }
 

@@ -14,10 +14,11 @@ import (
 
 	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/index"
+	"github.com/worldfs/worldfs/maintenance"
 )
 
 // canonical is a compacted tick's Parquet file as the writer published it
-// (engine.TickFile): served when the compacted file holding the tick's
+// (maintenance.TickFile): served when the compacted file holding the tick's
 // rows has a tick index, which gives the file's size at lookup, without a
 // row read. The bytes are rebuilt from the tick's rows when opened: a
 // small file in memory from the rows the mount keeps decoded (see
@@ -27,7 +28,7 @@ import (
 type canonical struct {
 	table  *engine.Table
 	holder *index.Fragment // the compacted file of the tick's rows; nil: it has none
-	entry  engine.TickEntry
+	entry  maintenance.TickEntry
 }
 
 func (c *canonical) size() int64 { return c.entry.Size }
@@ -63,7 +64,7 @@ func (m *Mount) canonicalOf(ctx context.Context, t tickRef, tf index.TableFragme
 	}
 	if holder != nil {
 		x, err := m.tickIndex(ctx, *holder)
-		if errors.Is(err, engine.ErrNoTickIndex) {
+		if errors.Is(err, maintenance.ErrNoTickIndex) {
 			return nil, nil
 		}
 		if err != nil {
@@ -74,11 +75,11 @@ func (m *Mount) canonicalOf(ctx context.Context, t tickRef, tf index.TableFragme
 		}
 	}
 	// No compacted file holds a row of the tick: its file is the empty one.
-	data, err := engine.EmptyTickFile(table)
+	data, err := maintenance.EmptyTickFile(table)
 	if err != nil {
 		return nil, err
 	}
-	return &canonical{table: table, entry: engine.TickEntry{Tick: n, Size: int64(len(data)), Digest: sha256.Sum256(data)}}, nil
+	return &canonical{table: table, entry: maintenance.TickEntry{Tick: n, Size: int64(len(data)), Digest: sha256.Sum256(data)}}, nil
 }
 
 // maxInMemory is the largest compacted tick's file served from memory:
@@ -94,7 +95,7 @@ const maxInMemory = 1 << 20
 // reader such as DuckDB opens a file twice, for its schema and its rows.
 func (m *Mount) rebuilt(ctx context.Context, c *canonical) ([]byte, error) {
 	if c.holder == nil {
-		return engine.EmptyTickFile(c.table)
+		return maintenance.EmptyTickFile(c.table)
 	}
 	r := &m.rebuiltFiles
 	if data, ok := r.get(c.entry.Digest); ok {
@@ -173,7 +174,7 @@ func (r *rebuiltFiles) put(digest [sha256.Size]byte, data []byte) {
 
 // maxCompactedFiles bounds the compacted files a mount keeps open for
 // rebuilding their ticks (each with its footer, page index and at most a
-// few blocks of decoded rows: see engine.CompactedFile).
+// few blocks of decoded rows: see maintenance.CompactedFile).
 const maxCompactedFiles = 16
 
 // compactedFiles keeps compacted files open for rebuilding their ticks'
@@ -188,15 +189,15 @@ type compactedFiles struct {
 
 type openCompactedFile struct {
 	path string
-	cf   *engine.CompactedFile
+	cf   *maintenance.CompactedFile
 	file *os.File
 	refs int  // rebuilds using it (guarded by compactedFiles.mu)
 	gone bool // dropped from the list: closed when refs reaches 0
 }
 
 // compactedFile returns the compacted file f of table t opened (see
-// engine.OpenCompactedFile) and a function to call once done with it.
-func (m *Mount) compactedFile(ctx context.Context, t *engine.Table, f index.Fragment) (*engine.CompactedFile, func(), error) {
+// maintenance.OpenCompactedFile) and a function to call once done with it.
+func (m *Mount) compactedFile(ctx context.Context, t *engine.Table, f index.Fragment) (*maintenance.CompactedFile, func(), error) {
 	c := &m.compactedFiles
 	for {
 		c.mu.Lock()
@@ -282,9 +283,9 @@ func (m *Mount) openCompactedFile(ctx context.Context, t *engine.Table, f index.
 	if err == nil && info.Size() != f.Bytes {
 		err = fmt.Errorf("%s holds %d bytes, its catalog record %d: %w", f.Path, info.Size(), f.Bytes, index.ErrCorrupt)
 	}
-	var cf *engine.CompactedFile
+	var cf *maintenance.CompactedFile
 	if err == nil {
-		cf, err = engine.OpenCompactedFile(t, file, info.Size(), x)
+		cf, err = maintenance.OpenCompactedFile(t, file, info.Size(), x)
 	}
 	if err != nil {
 		file.Close()
@@ -333,16 +334,16 @@ type tickIndexes struct {
 
 type tickIndexEntry struct {
 	path string
-	x    *engine.TickIndex // nil: the file has no usable tick index
+	x    *maintenance.TickIndex // nil: the file has no usable tick index
 }
 
 // tickIndex returns the tick index of the compacted file f (see
-// engine.ReadTickIndex; engine.ErrNoTickIndex if it has none).
-func (m *Mount) tickIndex(ctx context.Context, f index.Fragment) (*engine.TickIndex, error) {
+// maintenance.ReadTickIndex; maintenance.ErrNoTickIndex if it has none).
+func (m *Mount) tickIndex(ctx context.Context, f index.Fragment) (*maintenance.TickIndex, error) {
 	c := &m.tickIndexes
-	found := func(x *engine.TickIndex) (*engine.TickIndex, error) {
+	found := func(x *maintenance.TickIndex) (*maintenance.TickIndex, error) {
 		if x == nil {
-			return nil, fmt.Errorf("%s: %w", f.Path, engine.ErrNoTickIndex)
+			return nil, fmt.Errorf("%s: %w", f.Path, maintenance.ErrNoTickIndex)
 		}
 		return x, nil
 	}
@@ -357,8 +358,8 @@ func (m *Mount) tickIndex(ctx context.Context, f index.Fragment) (*engine.TickIn
 	}
 	c.mu.Unlock()
 	v, err, _ := c.group.Do(f.Path, func() (any, error) {
-		x, err := engine.ReadTickIndex(finish(ctx), m.b, f)
-		if err != nil && !errors.Is(err, engine.ErrNoTickIndex) {
+		x, err := maintenance.ReadTickIndex(finish(ctx), m.b, f)
+		if err != nil && !errors.Is(err, maintenance.ErrNoTickIndex) {
 			return nil, err // damaged or unreadable: asked again next time
 		}
 		c.mu.Lock()
@@ -375,5 +376,5 @@ func (m *Mount) tickIndex(ctx context.Context, f index.Fragment) (*engine.TickIn
 	if err != nil {
 		return nil, err
 	}
-	return found(v.(*engine.TickIndex))
+	return found(v.(*maintenance.TickIndex))
 }

@@ -21,7 +21,7 @@ import (
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/cache"
-	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/frame"
 	"github.com/worldfs/worldfs/index"
 	wsql "github.com/worldfs/worldfs/sql"
 )
@@ -363,7 +363,7 @@ func (b body) Close() error {
 func closeBody(b body) { b.Close() }
 
 // openContent opens the file's bytes under c: for Parquet, openParquet's;
-// for CSV, the tick's Parquet rendered as CSV (engine.WriteCSV): in memory
+// for CSV, the tick's Parquet rendered as CSV (frame.WriteCSV): in memory
 // from a small file (see small), else into the cache, once.
 func (f *snapFile) openContent(ctx context.Context, c content) (body, error) {
 	if f.format == wsql.FormatParquet {
@@ -384,7 +384,7 @@ func (f *snapFile) openContent(ctx context.Context, c content) (body, error) {
 		}
 		f.m.stats.rendered.Add(1)
 		var out bytes.Buffer
-		if err := engine.WriteCSV(&out, src, size); err != nil {
+		if err := frame.WriteCSV(&out, src, size); err != nil {
 			return body{}, fmt.Errorf("%s of tick %d of %s as CSV: %w", f.table, c.t.Tick.Tick, c.t.World, err)
 		}
 		return body{data: out.Bytes()}, nil
@@ -403,7 +403,7 @@ func (f *snapFile) openContent(ctx context.Context, c content) (body, error) {
 		if err != nil {
 			return err
 		}
-		if err := engine.WriteCSV(out, src, size); err != nil {
+		if err := frame.WriteCSV(out, src, size); err != nil {
 			out.Close()
 			return fmt.Errorf("%s of tick %d of %s as CSV: %w", f.table, c.t.Tick.Tick, c.t.World, err)
 		}
@@ -523,13 +523,13 @@ func (f *snapFile) sizeCSV(ctx context.Context, c content) error {
 
 // recordedCSV returns the size of the CSV of c's Parquet file as recorded
 // beside its rows: by the writer in the footer of a fragment served as is
-// (engine.ReadCSVSize: the footer alone is read), by compaction in the
+// (frame.ReadCSVSize: the footer alone is read), by compaction in the
 // tick index for a compacted tick; a tick without rows of the table has
 // the header alone. ok is false when nothing records it.
 func (f *snapFile) recordedCSV(ctx context.Context, c content) (int64, bool, error) {
 	switch {
 	case c.canon != nil && c.canon.holder == nil:
-		return engine.EmptyCSVSize(c.canon.table), true, nil
+		return frame.EmptyCSVSize(c.canon.table), true, nil
 	case c.canon != nil:
 		return c.canon.entry.CSVSize, c.canon.entry.CSVSize > 0, nil
 	}
@@ -539,7 +539,7 @@ func (f *snapFile) recordedCSV(ctx context.Context, c content) (int64, bool, err
 		if err != nil {
 			return 0, false, err
 		}
-		return engine.EmptyCSVSize(t), true, nil
+		return frame.EmptyCSVSize(t), true, nil
 	}
 	what := fmt.Sprintf("reading the CSV size of %s of tick %d of %s", f.table, f.t.Tick.Tick, f.t.World)
 	type sized struct {
@@ -547,7 +547,7 @@ func (f *snapFile) recordedCSV(ctx context.Context, c content) (int64, bool, err
 		ok bool
 	}
 	r, err := bounded(ctx, f.m, what, nil, func(ctx context.Context) (sized, error) {
-		n, ok, err := engine.ReadCSVSize(ctx, f.m.b, frag)
+		n, ok, err := frame.ReadCSVSize(ctx, f.m.b, frag)
 		return sized{n, ok}, err
 	})
 	if err == nil && r.ok {

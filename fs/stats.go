@@ -13,7 +13,7 @@ import (
 // Stats counts what the mount served: snapshot opens, the bytes they
 // exposed, the bytes read through the mount (passthrough reads bypass it),
 // materializations (DuckDB copies), compacted ticks' files rebuilt from
-// their rows (engine.TickFile), CSV renderings, CSV sizes read from a fragment's footer, opens planned
+// their rows (maintenance.CompactedFile), CSV renderings, CSV sizes read from a fragment's footer, opens planned
 // again because maintenance had moved a tick's rows, and per-operation latencies over a recent window.
 type Stats struct {
 	opens, passthrough, materialized atomic.Int64

@@ -193,6 +193,9 @@ type Catalog struct {
 	// fair is the committer's own: the round trips the yield after a win
 	// is sized from.
 	fair fairness
+	// unread is the committer's own: how long it waits before building
+	// again after a lost or unknown slot whose log it could not read.
+	unread time.Duration
 
 	stats struct {
 		slots, lost, entries, refused, ambiguous, checkpoints atomic.Int64
@@ -1123,10 +1126,22 @@ func (c *Catalog) decided(res created, pipeline []*batch) []*batch {
 	defer cancel()
 	// If the log cannot be read now, the next batch is built on a stale
 	// tip; its slot then loses the name race and we read again. A stale
-	// tip costs a lost slot, never a wrong commit.
-	_, _ = c.advance(ctx)
+	// tip costs a lost slot, never a wrong commit. While the log stays
+	// unreadable every such round loses at once, so the committer waits
+	// before the next, doubling from 1 ms up to maxUnreadWait, rather than
+	// spin on the CPU until its members' contexts end.
+	if _, err := c.advance(ctx); err != nil {
+		c.unread = min(max(2*c.unread, time.Millisecond), maxUnreadWait)
+		time.Sleep(c.unread)
+	} else {
+		c.unread = 0
+	}
 	return nil
 }
+
+// maxUnreadWait bounds the committer's wait between rounds while its log
+// cannot be read.
+const maxUnreadWait = 100 * time.Millisecond
 
 func (c *Catalog) yieldAfterWin() {
 	c.mu.Lock()

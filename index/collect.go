@@ -10,7 +10,7 @@ import (
 	"github.com/worldfs/worldfs/bucket"
 )
 
-// Helpers for collection (engine.Collect): what of the log, the
+// Helpers for collection (maintenance.Collect): what of the log, the
 // checkpoints and their shards is still needed.
 
 // CheckpointSeqOf returns the sequence a checkpoint of world called name

@@ -3,6 +3,7 @@ package index
 import (
 	"errors"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/worldfs/worldfs/bucket/buckettest"
@@ -57,7 +58,14 @@ func TestLineageSegments(t *testing.T) {
 // Path-exact reads probe the next slot; listing reads serve a snapshot
 // confirmed within the freshness bound, and see another writer's commit
 // once it has passed.
+//
+// The bound is waited for on synctest's clock: the test takes no wall time
+// for it, and the catalog's own goroutines run in the same bubble.
 func TestExactAndFreshSnapshots(t *testing.T) {
+	synctest.Test(t, testExactAndFreshSnapshots)
+}
+
+func testExactAndFreshSnapshots(t *testing.T) {
 	inner := memBucket()
 	writer, epoch := newWorld(t, inner, "w", Options{NoCompactor: true})
 	cb := &buckettest.Counting{Bucket: inner}
@@ -85,7 +93,7 @@ func TestExactAndFreshSnapshots(t *testing.T) {
 	if _, err := writer.Commit(ctx, publish("r", 1, "t1", epoch)); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(2100 * time.Millisecond)
+	time.Sleep(2100 * time.Millisecond) // past the bound, in the bubble's time
 	if s, _ = reader.Fresh(ctx); !func() bool { _, ok := s.Tick("r", 1); return ok }() {
 		t.Fatal("a fresh read past the bound did not see the new slot")
 	}

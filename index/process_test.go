@@ -22,6 +22,12 @@ import (
 
 // The multi-process tests run this test binary as committer processes.
 func TestMain(m *testing.M) {
+	// The package's zstd encoders make their pools of state on first use,
+	// bound to the goroutine group that used them: used first inside a
+	// synctest bubble, they could not be used from another. Use them once
+	// here, outside every bubble.
+	encoder.EncodeAll(nil, nil)
+	slotEncoder.EncodeAll(nil, nil)
 	crashtest.Main(m, map[string]crashtest.Func{"committer": committerChild})
 }
 

@@ -5,7 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/worldfs/worldfs/bucket"
@@ -45,7 +48,14 @@ func opsOnce(t *testing.T, b bucket.Bucket, world string) map[string]bool {
 
 // Close while slot k is in flight: batches built ahead are never created,
 // so their refusals (judged on a state no slot holds) must not escape.
+// It runs in a synctest bubble: synctest.Wait returns once every goroutine
+// of the catalog is blocked, so each member is queued and built ahead
+// before the next step, on no wall-clock guess.
 func TestRegressionCloseAbandonsSpeculativeRefusals(t *testing.T) {
+	synctest.Test(t, testRegressionCloseAbandonsSpeculativeRefusals)
+}
+
+func testRegressionCloseAbandonsSpeculativeRefusals(t *testing.T) {
 	inner := memBucket()
 	c0, epoch := newWorld(t, inner, "w", Options{NoCompactor: true})
 	c0.Close()
@@ -61,10 +71,10 @@ func TestRegressionCloseAbandonsSpeculativeRefusals(t *testing.T) {
 	stalled.wait(t, ctx)
 	fenceDone := make(chan error, 1)
 	go func() { _, err := c.Commit(ctx, fence("new")); fenceDone <- err }() // built ahead
-	time.Sleep(200 * time.Millisecond)
+	synctest.Wait()
 	pubDone := make(chan error, 1)
 	go func() { _, err := c.Commit(ctx, publish("r", 1, "y", epoch)); pubDone <- err }() // refused on the fence's candidate
-	time.Sleep(200 * time.Millisecond)
+	synctest.Wait()
 	c.Close()
 	<-fenceDone
 	perr := <-pubDone
@@ -79,14 +89,28 @@ func TestRegressionCloseAbandonsSpeculativeRefusals(t *testing.T) {
 }
 
 // An ambiguous head must not answer the members it refused: they were
-// judged on a base never confirmed as the tip.
+// judged on a base never confirmed as the tip. In a synctest bubble, as
+// above: the old writer's member is queued before the new writer's.
 func TestRegressionAmbiguousHeadRequeuesRefusals(t *testing.T) {
+	synctest.Test(t, testRegressionAmbiguousHeadRequeuesRefusals)
+}
+
+func testRegressionAmbiguousHeadRequeuesRefusals(t *testing.T) {
 	inner := memBucket()
 	c0, epoch := newWorld(t, inner, "w", Options{NoCompactor: true})
 	defer c0.Close()
 	script := faulty.NewScript()
 	stalled := newStallReached(script)
-	c1, err := Open(ctxT(t), faulty.Wrap(inner, stalled), "w", Options{NoCompactor: true, SlotTimeout: 300 * time.Millisecond})
+	// While the log cannot be read, every slot c1 builds again loses at
+	// once: creates counts them, and past spinLimit ends the members'
+	// context, so that a committer spinning without a pause (which in the
+	// bubble's time never lets the 5 s below pass) fails the test rather
+	// than hangs it.
+	ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
+	defer cancel()
+	const spinLimit = 1000
+	creates := &countCreates{Injector: stalled, limit: spinLimit, over: cancel}
+	c1, err := Open(ctxT(t), faulty.Wrap(inner, creates), "w", Options{NoCompactor: true, SlotTimeout: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,13 +127,11 @@ func TestRegressionAmbiguousHeadRequeuesRefusals(t *testing.T) {
 	// their context ends: 5 s, well past the head's stall and SlotTimeout,
 	// by when a member refused on the unconfirmed base would have been
 	// answered (the test waited out ctxT's two minutes).
-	ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
-	defer cancel()
 	go c1.Commit(ctx, publish("r", 0, "x", epoch)) // the stalled head; it loses
 	stalled.wait(t, ctx)
 	errs := make(chan error, 2)
 	go func() { _, err := c1.Commit(ctx, publish("r", 5, "old", epoch)); errs <- err }()
-	time.Sleep(10 * time.Millisecond)
+	synctest.Wait()
 	go func() { _, err := c1.Commit(ctx, publish("r", 6, "new-writer", res.Epoch)); errs <- err }()
 	for range 2 {
 		err := <-errs
@@ -118,6 +140,25 @@ func TestRegressionAmbiguousHeadRequeuesRefusals(t *testing.T) {
 			t.Fatalf("the live writer (epoch %d) was told it is stale: %v", res.Epoch, err)
 		}
 	}
+	if n := creates.n.Load(); n >= spinLimit {
+		t.Fatalf("%d slot creates in the 5 s the log could not be read: the committer spins", n)
+	}
+}
+
+// countCreates counts the creates of log slots and calls over once they
+// reach limit.
+type countCreates struct {
+	faulty.Injector
+	n     atomic.Int64
+	limit int64
+	over  func()
+}
+
+func (c *countCreates) Fault(op faulty.Op, name string) faulty.Fault {
+	if op == faulty.OpCreate && strings.HasPrefix(name, LogPrefix("w")) && c.n.Add(1) == c.limit {
+		c.over()
+	}
+	return c.Injector.Fault(op, name)
 }
 
 // A reader's slow probe must not hold up a commit whose slot exists.

@@ -127,7 +127,7 @@ func (w *scaleWorld) publish(tick int64) Entry {
 }
 
 // compact rewrites window span of every table into one file, as
-// engine.Compact would.
+// maintenance.Compact would.
 func (w *scaleWorld) compact(tb testing.TB, span Span) {
 	rw := &FragmentsRewrite{Run: "main", Span: &span, ReadSeq: w.s.Seq}
 	rows := (span.To - span.From + 1) * 50

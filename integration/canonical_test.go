@@ -15,6 +15,7 @@ import (
 	"github.com/worldfs/worldfs/bucket/local"
 	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/index"
+	"github.com/worldfs/worldfs/maintenance"
 )
 
 // tickParquet returns the Parquet files of tick n of w through mount mt,
@@ -55,7 +56,7 @@ func TestMountServesCompactedTicksAsPublished(t *testing.T) {
 					want[fmt.Sprintf("%d %s", n, table)] = data
 				}
 			}
-			res, err := engine.Compact(ctxT(t), b, w.Catalog(), engine.CompactOptions{Recent: 10})
+			res, err := maintenance.Compact(ctxT(t), b, w.Catalog(), maintenance.CompactOptions{Recent: 10})
 			if err != nil || res.Windows != 2 || res.IndexBytes == 0 {
 				t.Fatalf("compaction: %+v, %v", res, err)
 			}
@@ -127,7 +128,7 @@ func TestMountFailsClosedOnDamagedTickIndex(t *testing.T) {
 			want[n] = data
 		}
 	}
-	if _, err := engine.Compact(ctxT(t), b, w.Catalog(), engine.CompactOptions{Recent: 10}); err != nil {
+	if _, err := maintenance.Compact(ctxT(t), b, w.Catalog(), maintenance.CompactOptions{Recent: 10}); err != nil {
 		t.Fatal(err)
 	}
 	file := fragmentOf(t, b, 10)

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/worldfs/worldfs/engine"
 	wfs "github.com/worldfs/worldfs/fs"
+	"github.com/worldfs/worldfs/maintenance"
 )
 
 func mountStats(t *testing.T, mt *mounted) wfs.StatsSnapshot {
@@ -41,7 +41,7 @@ func mountStats(t *testing.T, mt *mounted) wfs.StatsSnapshot {
 func TestStatIsCheapAndDerivedFilesRead(t *testing.T) {
 	b := localBucket(t)
 	w := particleWorld(t, b, "w", 79)
-	res, err := engine.Compact(ctxT(t), b, w.Catalog(), engine.CompactOptions{Recent: 8})
+	res, err := maintenance.Compact(ctxT(t), b, w.Catalog(), maintenance.CompactOptions{Recent: 8})
 	if err != nil || res.Windows == 0 {
 		t.Fatalf("compaction: %+v %v", res, err)
 	}
@@ -200,7 +200,7 @@ func TestSizesAreExactAtLookup(t *testing.T) {
 		}
 	}
 	check("before compaction", testMount(t, b), false)
-	res, err := engine.Compact(ctxT(t), b, w.Catalog(), engine.CompactOptions{Recent: 8})
+	res, err := maintenance.Compact(ctxT(t), b, w.Catalog(), maintenance.CompactOptions{Recent: 8})
 	if err != nil || res.Windows == 0 {
 		t.Fatalf("compaction: %+v %v", res, err)
 	}

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/worldfs/worldfs/engine/enginetest"
+	"github.com/worldfs/worldfs/maintenance"
 
-	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/index"
 )
 
@@ -55,7 +55,7 @@ func TestMountServesCompactedHistory(t *testing.T) {
 	if n < 1000 {
 		t.Fatalf("only %d rows compared; the comparison proves little", n)
 	}
-	res, err := engine.Compact(ctxT(t), b, w.Catalog(), engine.CompactOptions{Recent: 10})
+	res, err := maintenance.Compact(ctxT(t), b, w.Catalog(), maintenance.CompactOptions{Recent: 10})
 	if err != nil || res.Windows != 2 {
 		t.Fatalf("compaction: %+v, %v", res, err)
 	}

@@ -19,11 +19,11 @@ import (
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/bucket/bucketurl"
 	"github.com/worldfs/worldfs/bucket/gcs/gcstest"
-	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/engine/enginetest"
 	"github.com/worldfs/worldfs/engine/particles"
 	wfs "github.com/worldfs/worldfs/fs"
 	"github.com/worldfs/worldfs/index"
+	"github.com/worldfs/worldfs/maintenance"
 )
 
 // maintenanceBuckets are the buckets the maintenance tests run on: a local
@@ -102,14 +102,14 @@ func TestMountFollowsCompactionAndCollection(t *testing.T) {
 			// collection, with the replaced files past their retention,
 			// deletes the fragments the mount first served.
 			enginetest.Run(t, w, 150)
-			if _, err := engine.Compact(ctxT(t), b, w.Catalog(), engine.CompactOptions{Recent: 10}); err != nil {
+			if _, err := maintenance.Compact(ctxT(t), b, w.Catalog(), maintenance.CompactOptions{Recent: 10}); err != nil {
 				t.Fatal(err)
 			}
 			if fragmentOf(t, b, 5).Span == nil {
 				t.Fatal("tick 5 is not compacted; the test proves nothing")
 			}
 			later := func() time.Time { return time.Now().Add(time.Hour) }
-			if _, err := engine.Collect(ctxT(t), b, w.Catalog(), engine.CollectOptions{Retention: time.Second, Now: later}); err != nil {
+			if _, err := maintenance.Collect(ctxT(t), b, w.Catalog(), maintenance.CollectOptions{Retention: time.Second, Now: later}); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := b.Stat(ctxT(t), old.Path); !errors.Is(err, bucket.ErrNotExist) {
@@ -156,8 +156,8 @@ func TestMountReadsUnderLiveMaintenance(t *testing.T) {
 	b := localBucket(t)
 	opts := enginetest.Quiet
 	opts.NoMaintenance = false
-	opts.Compaction = engine.CompactOptions{Recent: 8}
-	opts.Collection = engine.CollectOptions{Retention: time.Millisecond, Every: 1}
+	opts.Compaction = maintenance.CompactOptions{Recent: 8}
+	opts.Collection = maintenance.CollectOptions{Retention: time.Millisecond, Every: 1}
 	w := particleWorld(t, b, "w", 20, opts)
 	mt := testMount(t, b)
 	db := duck(t)

@@ -16,9 +16,9 @@ import (
 	"testing"
 
 	"github.com/worldfs/worldfs/bucket"
-	"github.com/worldfs/worldfs/engine"
 	wfs "github.com/worldfs/worldfs/fs"
 	"github.com/worldfs/worldfs/internal/realpart"
+	"github.com/worldfs/worldfs/maintenance"
 )
 
 // compactedWorld makes world w of 150 ticks whose ticks 0..127 are
@@ -27,7 +27,7 @@ func compactedWorld(t *testing.T) (*mounted, bucket.Bucket) {
 	t.Helper()
 	b := localBucket(t)
 	w := particleWorld(t, b, "w", 150)
-	res, err := engine.Compact(ctxT(t), b, w.Catalog(), engine.CompactOptions{Recent: 10})
+	res, err := maintenance.Compact(ctxT(t), b, w.Catalog(), maintenance.CompactOptions{Recent: 10})
 	if err != nil || res.Windows != 2 {
 		t.Fatalf("compaction: %+v, %v", res, err)
 	}

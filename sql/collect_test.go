@@ -11,6 +11,7 @@ import (
 	"github.com/worldfs/worldfs/engine/enginetest"
 	"github.com/worldfs/worldfs/engine/particles"
 	"github.com/worldfs/worldfs/index"
+	"github.com/worldfs/worldfs/maintenance"
 	wsql "github.com/worldfs/worldfs/sql"
 )
 
@@ -40,20 +41,20 @@ func TestViewsAgreeBeforeAndAfterCollection(t *testing.T) {
 	pinnedBefore := dump(t, pinned, pinnedQuery)
 	before := answers(t, b, "p")
 
-	gc := func(now time.Time) engine.CollectResult {
+	gc := func(now time.Time) maintenance.CollectResult {
 		t.Helper()
 		cat, err := index.Open(ctx, b, "p", index.Options{NoCompactor: true})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer cat.Close()
-		res, err := engine.Collect(ctx, b, cat, engine.CollectOptions{Now: func() time.Time { return now }})
+		res, err := maintenance.Collect(ctx, b, cat, maintenance.CollectOptions{Now: func() time.Time { return now }})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return res
 	}
-	if res := gc(time.Now()); res.ByKind[engine.KindAttempt] < 2 {
+	if res := gc(time.Now()); res.ByKind[maintenance.KindAttempt] < 2 {
 		t.Fatalf("vacuum deleted %+v; want the crashed attempt and the stale writer's late rows", res.ByKind)
 	}
 	if _, err := b.Stat(ctx, crashed); !errors.Is(err, bucket.ErrNotExist) {
@@ -66,7 +67,7 @@ func TestViewsAgreeBeforeAndAfterCollection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := engine.Compact(ctx, b, cat, engine.CompactOptions{Recent: 10})
+	res, err := maintenance.Compact(ctx, b, cat, maintenance.CompactOptions{Recent: 10})
 	cat.Close()
 	if err != nil || res.Windows == 0 {
 		t.Fatalf("compaction: %+v, %v", res, err)
@@ -75,10 +76,10 @@ func TestViewsAgreeBeforeAndAfterCollection(t *testing.T) {
 	if got := dump(t, pinned, pinnedQuery); got != pinnedBefore {
 		t.Fatalf("views built before the compaction read otherwise after a collection within the retention:\n%s", firstDiff(pinnedBefore, got))
 	}
-	if within.ByKind[engine.KindReplaced] != 0 {
+	if within.ByKind[maintenance.KindReplaced] != 0 {
 		t.Fatalf("within the retention collection deleted %+v", within.ByKind)
 	}
-	if res := gc(time.Now().Add(engine.DefaultRetention + time.Hour)); res.ByKind[engine.KindReplaced] == 0 {
+	if res := gc(time.Now().Add(maintenance.DefaultRetention + time.Hour)); res.ByKind[maintenance.KindReplaced] == 0 {
 		t.Fatalf("past the retention collection deleted %+v; want the replaced fragments", res.ByKind)
 	}
 	if after := answers(t, b, "p"); after != before {

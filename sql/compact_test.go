@@ -18,6 +18,7 @@ import (
 	"github.com/worldfs/worldfs/engine/enginetest"
 	"github.com/worldfs/worldfs/engine/particles"
 	"github.com/worldfs/worldfs/index"
+	"github.com/worldfs/worldfs/maintenance"
 	wsql "github.com/worldfs/worldfs/sql"
 )
 
@@ -134,12 +135,12 @@ func TestViewsAgreeBeforeAndAfterCompaction(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := engine.Compact(ctx, b, cat, engine.CompactOptions{Recent: 10, MinFacts: 1})
+		res, err := maintenance.Compact(ctx, b, cat, maintenance.CompactOptions{Recent: 10, MinFacts: 1})
 		if err != nil || res.Windows == 0 || (w == "p" && res.Facts == 0) {
 			t.Fatalf("compaction of %s: %+v, %v", w, res, err)
 		}
 		// The world's receipts, in their own run.
-		if res, err = engine.Compact(ctx, b, cat, engine.CompactOptions{Run: engine.EvaluationRun, MinFacts: 1}); err != nil || (w == "p" && res.Facts == 0) {
+		if res, err = maintenance.Compact(ctx, b, cat, maintenance.CompactOptions{Run: engine.EvaluationRun, MinFacts: 1}); err != nil || (w == "p" && res.Facts == 0) {
 			t.Fatalf("compaction of %s's receipts: %+v, %v", w, res, err)
 		}
 		cat.Close()
@@ -189,7 +190,7 @@ func TestLegacyAndUncoordinatedHistoryAfterCompaction(t *testing.T) {
 	for _, world := range []string{"legacyworld", "bare"} {
 		before[world] = dump(t, views(t, b, world, wsql.Options{Dir: t.TempDir()}), queries...)
 	}
-	res, err := engine.Compact(ctx, b, w.Catalog(), engine.CompactOptions{Recent: 10})
+	res, err := maintenance.Compact(ctx, b, w.Catalog(), maintenance.CompactOptions{Recent: 10})
 	if err != nil || res.Windows != 1 {
 		t.Fatalf("compaction of the continued world: %+v, %v; want its window 0..63", res, err)
 	}
@@ -198,7 +199,7 @@ func TestLegacyAndUncoordinatedHistoryAfterCompaction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err = engine.Compact(ctx, b, cat, engine.CompactOptions{Recent: 1})
+	res, err = maintenance.Compact(ctx, b, cat, maintenance.CompactOptions{Recent: 1})
 	cat.Close()
 	if err != nil || res.Windows != 0 {
 		t.Fatalf("compaction of an uncoordinated world: %+v, %v; want nothing", res, err)
@@ -231,7 +232,7 @@ func TestCompactedManifestsOutsideTheBuild(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res, err := engine.Compact(ctx, b, cat, engine.CompactOptions{Recent: 10}); err != nil || res.Windows == 0 {
+		if res, err := maintenance.Compact(ctx, b, cat, maintenance.CompactOptions{Recent: 10}); err != nil || res.Windows == 0 {
 			t.Fatalf("compaction of %s: %+v, %v", w, res, err)
 		}
 		cat.Close()

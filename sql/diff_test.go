@@ -15,6 +15,7 @@ import (
 	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/engine/enginetest"
 	"github.com/worldfs/worldfs/index"
+	"github.com/worldfs/worldfs/maintenance"
 	wsql "github.com/worldfs/worldfs/sql"
 )
 
@@ -251,7 +252,7 @@ func TestDiffsAndChangesEqualAJoinAndTheSimulation(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := engine.Compact(ctx, lb, cat, engine.CompactOptions{Recent: 10})
+		res, err := maintenance.Compact(ctx, lb, cat, maintenance.CompactOptions{Recent: 10})
 		cat.Close()
 		if err != nil || res.Windows == 0 {
 			t.Fatalf("compaction of %s: %+v, %v", w, res, err)

@@ -12,6 +12,7 @@ import (
 	"github.com/worldfs/worldfs/engine/enginetest"
 	"github.com/worldfs/worldfs/engine/particles"
 	"github.com/worldfs/worldfs/index"
+	"github.com/worldfs/worldfs/maintenance"
 	wsql "github.com/worldfs/worldfs/sql"
 )
 
@@ -168,7 +169,7 @@ func TestViewsOfBatchedFacts(t *testing.T) {
 	if len(shared) > n/4 {
 		t.Fatalf("%d facts in %d fragments: not batched", n, len(shared))
 	}
-	res, err := engine.Compact(ctx, b, w.Catalog(), engine.CompactOptions{MinFacts: 1})
+	res, err := maintenance.Compact(ctx, b, w.Catalog(), maintenance.CompactOptions{MinFacts: 1})
 	if err != nil || res.Facts == 0 || res.Refused != 0 {
 		t.Fatalf("compaction: %+v, %v", res, err)
 	}

@@ -600,7 +600,7 @@ func render(world, run string, upTo int64, h *history, infos map[string]engine.T
 		}
 	}
 	sb.WriteString(factViews(factNames))
-	fmt.Fprintf(&sb, "CREATE OR REPLACE TEMP VIEW worldfs_lineage AS SELECT * FROM (VALUES %s) l(segment, world, run, up_to_tick);\n", strings.Join(lineage, ", "))
+	fmt.Fprintf(&sb, "CREATE OR REPLACE TEMP VIEW worldfs_lineage AS SELECT segment::INTEGER AS segment, world::VARCHAR AS world, run::VARCHAR AS run, up_to_tick::BIGINT AS up_to_tick FROM (VALUES %s) l(segment, world, run, up_to_tick);\n", strings.Join(lineage, ", "))
 	script.text = sb.String()
 	script.finish()
 	return script, nil

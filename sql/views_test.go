@@ -163,6 +163,18 @@ func TestViewsOfAFork(t *testing.T) {
 	if got := count(t, db, "SELECT count(*) FROM worldfs_lineage"); got != 2 {
 		t.Fatalf("%d lineage segments", got)
 	}
+	// The lineage's columns are typed alike whatever a world's lineage
+	// holds: a world without a parent has only a NULL up_to_tick, which
+	// must still be a BIGINT, not DuckDB's type of a bare NULL.
+	for _, d := range []*sql.DB{db, views(t, b, "p", wsql.Options{})} {
+		var types string
+		if err := d.QueryRow("SELECT string_agg(column_type, ',' ORDER BY column_name) FROM (DESCRIBE worldfs_lineage)").Scan(&types); err != nil {
+			t.Fatal(err)
+		}
+		if types != "VARCHAR,INTEGER,BIGINT,VARCHAR" {
+			t.Fatalf("worldfs_lineage column types (run, segment, up_to_tick, world): %s", types)
+		}
+	}
 }
 
 func TestViewsOfUncoordinatedAndLegacyHistory(t *testing.T) {

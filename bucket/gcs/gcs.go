@@ -101,7 +101,10 @@ type Bucket struct {
 	opts   Options
 }
 
-var _ bucket.Bucket = (*Bucket)(nil)
+var (
+	_ bucket.Bucket      = (*Bucket)(nil)
+	_ bucket.Addressable = (*Bucket)(nil)
+)
 
 // Open connects to bucket name with credentials from the environment and
 // keeps every object under prefix ("" for the whole bucket). Reads use the
@@ -148,6 +151,10 @@ func New(client *storage.Client, name, prefix string, opts Options) (*Bucket, er
 }
 
 func (b *Bucket) String() string { return "gs://" + b.name + "/" + b.prefix }
+
+// URI is the bucket's root as other programs address it:
+// gs://<bucket>/<prefix>/ (bucket.Addressable).
+func (b *Bucket) URI() string { return b.String() }
 
 // noReply is the error of a call the server sent nothing to for after.
 func (b *Bucket) noReply(op, name string, after time.Duration) error {

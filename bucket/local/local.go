@@ -75,6 +75,24 @@ type Options struct {
 	Timeout time.Duration
 }
 
+// EnsureDefaults fills in what is unset (zero) with its default and
+// returns o.
+func (o *Options) EnsureDefaults() *Options {
+	if o.Timeout == 0 {
+		o.Timeout = bucket.DefaultTimeout
+	}
+	return o
+}
+
+// Validate checks the options once their defaults are in (OpenWith calls
+// EnsureDefaults, then Validate); the error names the field and its value.
+func (o *Options) Validate() error {
+	if o.Timeout < 0 {
+		return fmt.Errorf("local bucket options: Timeout %v is negative (0: the default, %v)", o.Timeout, bucket.DefaultTimeout)
+	}
+	return nil
+}
+
 // Bucket is a local directory bucket.
 type Bucket struct {
 	timeout time.Duration
@@ -95,8 +113,9 @@ type Bucket struct {
 }
 
 var (
-	_ bucket.Bucket = (*Bucket)(nil)
-	_ bucket.Local  = (*Bucket)(nil)
+	_ bucket.Bucket      = (*Bucket)(nil)
+	_ bucket.Local       = (*Bucket)(nil)
+	_ bucket.Addressable = (*Bucket)(nil)
 )
 
 // Open opens the bucket rooted at dir with default options and removes
@@ -107,8 +126,8 @@ func Open(dir string) (*Bucket, error) { return OpenWith(dir, Options{}) }
 
 // OpenWith is Open with options. Opening is bounded by the timeout too.
 func OpenWith(dir string, opts Options) (*Bucket, error) {
-	if opts.Timeout <= 0 {
-		opts.Timeout = bucket.DefaultTimeout
+	if err := opts.EnsureDefaults().Validate(); err != nil {
+		return nil, err
 	}
 	root, err := filepath.Abs(dir)
 	if err != nil {
@@ -211,6 +230,10 @@ func (b *Bucket) Path(name string) (string, error) {
 }
 
 func (b *Bucket) String() string { return b.root }
+
+// URI is the bucket's root as other programs address it: file://<root>/
+// (bucket.Addressable).
+func (b *Bucket) URI() string { return "file://" + strings.TrimSuffix(b.root, "/") + "/" }
 
 // cleanTemp removes temporary files whose writer is gone: its pid is not
 // running, or the file is older than staleTempAge.

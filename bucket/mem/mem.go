@@ -108,6 +108,36 @@ type Options struct {
 	Timeout time.Duration
 }
 
+// EnsureDefaults fills in what is unset with its default and returns o.
+// Every zero value is already one (no latency, no throttling, no
+// timeout), so it changes nothing; it is here so that every options type
+// is read the same way.
+func (o *Options) EnsureDefaults() *Options { return o }
+
+// Validate checks the options once their defaults are in (New calls
+// EnsureDefaults, then Validate); the error names the field and its value.
+func (o *Options) Validate() error {
+	if o.Timeout < 0 {
+		return fmt.Errorf("mem bucket options: Timeout %v is negative (0: none)", o.Timeout)
+	}
+	p := o.Profile
+	for _, d := range []struct {
+		field string
+		dist  Dist
+	}{{"Create", p.Create}, {"Delete", p.Delete}, {"Read", p.Read}, {"List", p.List}} {
+		if d.dist.P50 < 0 || d.dist.P99 < 0 {
+			return fmt.Errorf("mem bucket options: Profile.%s {P50 %v, P99 %v}: a latency is negative", d.field, d.dist.P50, d.dist.P99)
+		}
+	}
+	if p.MutationInterval < 0 {
+		return fmt.Errorf("mem bucket options: Profile.MutationInterval %v is negative", p.MutationInterval)
+	}
+	if p.UploadBytesPerSec < 0 {
+		return fmt.Errorf("mem bucket options: Profile.UploadBytesPerSec %d is negative (0: size costs nothing)", p.UploadBytesPerSec)
+	}
+	return nil
+}
+
 // ThrottledError is the memory model's HTTP 429: a mutation of one name
 // came sooner than Profile.MutationInterval after the last. Nothing was
 // applied, but like a real 429 it matches bucket.ErrAmbiguous.
@@ -159,8 +189,13 @@ type Bucket struct {
 
 var _ bucket.Bucket = (*Bucket)(nil)
 
-// New returns an empty bucket of its own.
+// New returns an empty bucket of its own. It panics if opts do not
+// Validate: a memory bucket's options are written in the program (Open's
+// come from a URL that sets none a caller could get wrong).
 func New(opts Options) *Bucket {
+	if err := opts.EnsureDefaults().Validate(); err != nil {
+		panic(err)
+	}
 	return &Bucket{store: newStore(), profile: opts.Profile, timeout: opts.Timeout, rng: rand.New(rand.NewPCG(opts.Seed, 0x776f726c64667321))}
 }
 

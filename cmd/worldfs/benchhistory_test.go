@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/worldfs/worldfs/bench"
 )
 
 // WORLDFS_TEST_AS_CLI makes the test binary act as worldfs: bench history
@@ -27,11 +29,11 @@ func TestBenchHistory(t *testing.T) {
 	t.Setenv("WORLDFS_TEST_AS_CLI", "1")
 	code, out, stderr := cli(t, "bench", "history", "--bucket", t.TempDir(), "--ticks", "600", "--archetypes", "2",
 		"--entities", "3", "--runs", "1", "--worldfs", self, "--dir", t.TempDir(), "--json")
-	var res historyBench
+	var res bench.HistoryReport
 	if code != 0 || json.Unmarshal([]byte(out), &res) != nil {
 		t.Fatalf("bench history: %d\n%s\n%s", code, out, stderr)
 	}
-	for _, ph := range []*historyPhase{res.Before, res.After} {
+	for _, ph := range []*bench.HistoryPhase{res.Before, res.After} {
 		if ph == nil || ph.Rows != 600*3 || ph.AtRows != 3 || ph.ViewsOpenSeconds <= 0 || ph.ViewsLoadSeconds <= 0 || ph.ViewsBuildSeconds < ph.ViewsLoadSeconds || ph.SQLFirst.Seconds <= 0 || ph.SQLBuiltWarm.Seconds <= 0 ||
 			ph.SQLAgain.PeakRSSBytes <= 0 || ph.BucketObjects == 0 || len(ph.DataObjectsTable) != 2 || len(ph.FilesNamed) != 2 {
 			t.Fatalf("bench history phase %+v", ph)
@@ -58,24 +60,24 @@ func TestBenchHistoryContinuesAndCompares(t *testing.T) {
 	}
 	t.Setenv("WORLDFS_TEST_AS_CLI", "1")
 	bkt, work := t.TempDir(), t.TempDir()
-	bench := func(ticks string, more ...string) historyBench {
+	measure := func(ticks string, more ...string) bench.HistoryReport {
 		t.Helper()
 		args := append([]string{"bench", "history", "--bucket", bkt, "--world", "h", "--ticks", ticks, "--archetypes", "1", "--entities", "2",
 			"--runs", "1", "--worldfs", self, "--dir", t.TempDir(), "--after-only", "--json"}, more...)
 		code, out, stderr := cli(t, args...)
-		var res historyBench
+		var res bench.HistoryReport
 		if code != 0 || json.Unmarshal([]byte(out), &res) != nil {
 			t.Fatalf("bench history: %d\n%s\n%s", code, out, stderr)
 		}
 		return res
 	}
-	first := bench("200")
+	first := measure("200")
 	base := filepath.Join(work, "base.json")
 	data, _ := json.Marshal(first)
 	if err := os.WriteFile(base, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	res := bench("400", "--compare", base)
+	res := measure("400", "--compare", base)
 	if !res.Generated || res.Before != nil || res.After == nil || res.After.Rows != 400*2 || len(res.Goals) != 10 ||
 		!strings.Contains(res.Goals[2].Goal, "ratio to N = 200") || res.Goals[2].Value <= 0 {
 		t.Fatalf("bench history continued to 400 ticks: %+v\nafter %+v", res, res.After)

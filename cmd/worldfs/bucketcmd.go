@@ -12,10 +12,11 @@ import (
 	"github.com/worldfs/worldfs/bucket"
 )
 
-func init() {
+// bucketLsCmd is "worldfs bucket ls".
+func bucketLsCmd() command {
 	var url *string
 	var after *string
-	register("bucket", command{
+	return command{
 		name: "ls", summary: "list objects under a prefix, in name order", usage: "[PREFIX]",
 		example: "worldfs bucket ls --bucket ./worldfs-data worlds/",
 		flags: func(fs *flag.FlagSet) {
@@ -43,11 +44,14 @@ func init() {
 				return tw.Flush()
 			})
 		},
-	})
+	}
+}
 
+// bucketCatCmd is "worldfs bucket cat".
+func bucketCatCmd() command {
 	var catURL *string
 	var offset, length *int64
-	register("bucket", command{
+	return command{
 		name: "cat", summary: "write an object's bytes (or a range) to stdout", usage: "NAME",
 		example: "worldfs bucket cat --bucket ./worldfs-data --offset 0 --length 64 worlds/w1/marker.json",
 		flags: func(fs *flag.FlagSet) {
@@ -68,10 +72,13 @@ func init() {
 				return err
 			})
 		},
-	})
+	}
+}
 
+// bucketStatCmd is "worldfs bucket stat".
+func bucketStatCmd() command {
 	var statURL *string
-	register("bucket", command{
+	return command{
 		name: "stat", summary: "show an object's size, generation and creation time", usage: "NAME",
 		example: "worldfs bucket stat --bucket gs://my-bucket/worlds worlds/w1/marker.json",
 		flags:   func(fs *flag.FlagSet) { statURL = bucketFlag(fs) },
@@ -89,10 +96,13 @@ func init() {
 				return err
 			})
 		},
-	})
+	}
+}
 
+// bucketPutCmd is "worldfs bucket put".
+func bucketPutCmd() command {
 	var putURL *string
-	register("bucket", command{
+	return command{
 		name: "put", summary: "create an object from a file or stdin, only if the name is free", usage: "NAME [FILE|-]",
 		example: "echo hello | worldfs bucket put --bucket ./worldfs-data notes/hello.txt -",
 		flags:   func(fs *flag.FlagSet) { putURL = bucketFlag(fs) },
@@ -122,11 +132,14 @@ func init() {
 			fmt.Fprintf(out, "created %s (%d bytes, generation %d)\n", a.Name, a.Size, a.Generation)
 			return nil
 		},
-	})
+	}
+}
 
+// bucketRmCmd is "worldfs bucket rm".
+func bucketRmCmd() command {
 	var rmURL *string
 	var gen *int64
-	register("bucket", command{
+	return command{
 		name: "rm", summary: "delete an object at the generation you read (maintenance only)", usage: "NAME",
 		example: "worldfs bucket rm --bucket ./worldfs-data --generation 1764467222000000000 notes/hello.txt",
 		flags: func(fs *flag.FlagSet) {
@@ -148,5 +161,5 @@ func init() {
 				return err
 			})
 		},
-	})
+	}
 }

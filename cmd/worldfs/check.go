@@ -15,6 +15,7 @@ import (
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/cache"
 	"github.com/worldfs/worldfs/index"
+	"github.com/worldfs/worldfs/internal/progress"
 	wsql "github.com/worldfs/worldfs/sql"
 )
 
@@ -51,10 +52,11 @@ type checkError struct {
 // errCheckFailed: check found errors (they are in the summary).
 var errCheckFailed = errors.New("check found errors")
 
-func init() {
+// checkCmd is "worldfs check".
+func checkCmd() command {
 	var url, world, runName, cacheDir *string
 	var readData, asJSON, verbose *bool
-	register("", command{
+	return command{
 		name: "check",
 		summary: "verify a world's catalog (log, checkpoints) and every fragment it references (presence, size, generation; " +
 			"the sha256 of a fragment whose generation differs, as in a copied bucket; with --read-data the sha256 of every byte); exits 1 on any error",
@@ -86,12 +88,12 @@ func init() {
 			res := &checkResult{World: *world, Run: *runName, ReadData: *readData, Checkpoints: []uint64{}, Errors: []checkError{},
 				ReverifiedFragments: []string{}}
 			v := wsql.VerifiedMemory(filepath.Join(*cacheDir, "views"))
-			p := newProgress(os.Stderr)
+			p := progress.New(os.Stderr)
 			if err := check(ctx, b, v, bucketID(*url), res, p); err != nil {
-				p.done()
+				p.Done()
 				return err
 			}
-			p.done()
+			p.Done()
 			if *asJSON {
 				if err := writeJSON(out, res); err != nil {
 					return err
@@ -104,14 +106,14 @@ func init() {
 			}
 			return nil
 		},
-	})
+	}
 }
 
 // check fills res: the catalog first (a catalog that cannot be folded ends
 // the check), then every fragment it references, several at a time.
-func check(ctx context.Context, b bucket.Bucket, v *cache.Verified, id string, res *checkResult, p *progressLine) error {
+func check(ctx context.Context, b bucket.Bucket, v *cache.Verified, id string, res *checkResult, p *progress.Line) error {
 	var folded atomic.Int64
-	cc, err := index.VerifyCatalog(ctx, b, res.World, func(uint64) { p.step("catalog: slots folded", folded.Add(1), -1) })
+	cc, err := index.VerifyCatalog(ctx, b, res.World, func(uint64) { p.Step("catalog: slots folded", folded.Add(1), -1) })
 	if errors.Is(err, index.ErrCorrupt) {
 		res.Errors = append(res.Errors, checkError{What: "catalog", Message: err.Error()})
 		return nil
@@ -140,13 +142,20 @@ func check(ctx context.Context, b bucket.Bucket, v *cache.Verified, id string, r
 			return usagef("world %s has no run %q", res.World, res.Run)
 		}
 	}
+	return checkFragments(ctx, b, v, id, refs, res, p)
+}
+
+// checkFragments checks every fragment of refs through v, several at a
+// time, and records in res what it read, what it found damaged and what
+// it verified again.
+func checkFragments(ctx context.Context, b bucket.Bucket, v *cache.Verified, id string, refs []index.FragmentRef, res *checkResult, p *progress.Line) error {
 	var done, bytes atomic.Int64
 	total := int64(len(refs))
 	desc := "fragments checked"
 	if res.ReadData {
 		desc = "fragments read"
 	}
-	p.step(desc, 0, total)
+	p.Step(desc, 0, total)
 	errs := make([]*checkError, len(refs))
 	copied := make([]bool, len(refs))
 	var unrecorded atomic.Int64
@@ -159,7 +168,7 @@ func check(ctx context.Context, b bucket.Bucket, v *cache.Verified, id string, r
 		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
-			defer func() { p.step(desc, done.Add(1), total); <-sem; wg.Done() }()
+			defer func() { p.Step(desc, done.Add(1), total); <-sem; wg.Done() }()
 			r := wsql.Record(f.Fragment)
 			if !r.Recorded() {
 				unrecorded.Add(1)

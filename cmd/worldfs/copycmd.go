@@ -9,13 +9,15 @@ import (
 	"os"
 	"strings"
 
+	"github.com/worldfs/worldfs/internal/progress"
 	"github.com/worldfs/worldfs/transfer"
 )
 
-func init() {
+// worldCopyCmd is "worldfs world copy".
+func worldCopyCmd() command {
 	var from, to *string
 	var all, withLineage, asJSON *bool
-	register("world", command{
+	return command{
 		name: "copy",
 		summary: "copy a world (its catalog, fragments, referenced assets) to another bucket of any kind; every fragment is checked against " +
 			"the catalog's sha256 as it is copied; run again after an interruption, it skips what the destination already holds",
@@ -66,12 +68,12 @@ func init() {
 				return err
 			}
 			defer dst.Close()
-			p := newProgress(os.Stderr)
+			p := progress.New(os.Stderr)
 			res, err := transfer.Copy(ctx, src, dst, worlds, transfer.Options{
 				WithLineage: *withLineage,
-				Progress:    func(pr transfer.Progress) { p.step("objects copied or found there", pr.Objects, pr.TotalObjects) },
+				Progress:    func(pr transfer.Progress) { p.Step("objects copied or found there", pr.Objects, pr.TotalObjects) },
 			})
-			p.done()
+			p.Done()
 			var mp *transfer.MissingParentError
 			if errors.As(err, &mp) {
 				return usagef("%v", err)
@@ -88,5 +90,5 @@ func init() {
 				strings.Join(res.Worlds, ", "), *from, *to, res.Copied, float64(res.Bytes)/(1<<20), res.Skipped, res.Verified)
 			return nil
 		},
-	})
+	}
 }

@@ -17,12 +17,13 @@ import (
 	wsql "github.com/worldfs/worldfs/sql"
 )
 
-func init() {
+// demoCmd is "worldfs demo".
+func demoCmd() command {
 	var url *string
 	var ticks *int64
 	var emitters *int
 	var world *string
-	register("", command{
+	return command{
 		name:    "demo",
 		summary: "run the reference particle simulation on a new world: commit ticks, fence and resume, fork, cold-start",
 		example: "worldfs demo --bucket ./worldfs-data --ticks 300",
@@ -50,7 +51,7 @@ func init() {
 			}
 			return demo(ctx, b, *url, id, *ticks, *emitters, out)
 		},
-	})
+	}
 }
 
 func frameRows(w *engine.World) string {
@@ -81,23 +82,9 @@ func demo(ctx context.Context, b bucket.Bucket, url, id string, ticks int64, emi
 	if err := particles.Setup(w, emitters); err != nil {
 		return err
 	}
-	var bytes, fragments int64
-	start := time.Now()
-	err = particles.Run(ctx, w, ticks-1, func(r engine.CommittedTickReceipt) {
-		for _, a := range r.Appends {
-			bytes += a.Bytes
-			fragments++
-		}
-		if r.Tick%100 == 0 {
-			fmt.Fprintf(os.Stderr, "demo: tick %d\n", r.Tick)
-		}
-	})
-	if err != nil {
+	if err := demoRun(ctx, w, ticks, out); err != nil {
 		return err
 	}
-	elapsed := time.Since(start)
-	fmt.Fprintf(out, "%d ticks committed in %v (%.0f ticks/s): %d fragments, %.1f MiB of Parquet; rows at the head:%s\n",
-		ticks, elapsed.Round(time.Millisecond), float64(ticks)/elapsed.Seconds(), fragments, float64(bytes)/(1<<20), frameRows(w))
 
 	// A second writer resumes the world from its visible rows; the first
 	// is fenced out and stops for good.
@@ -144,8 +131,37 @@ func demo(ctx context.Context, b bucket.Bucket, url, id string, ticks int64, emi
 	fmt.Fprintf(out, "forked at tick %d into %s and ran it to tick %d; its history reads %d segments: %s up to tick %d, then its own\n",
 		forkAt, fork.ID(), fork.Tick(), len(segs), segs[0].World, segs[0].UpTo)
 
+	return demoRead(ctx, b, url, id, out)
+}
+
+// demoRun runs the first writer w to tick ticks-1 and prints what it
+// committed.
+func demoRun(ctx context.Context, w *engine.World, ticks int64, out io.Writer) error {
+	var bytes, fragments int64
+	start := time.Now()
+	err := particles.Run(ctx, w, ticks-1, func(r engine.CommittedTickReceipt) {
+		for _, a := range r.Appends {
+			bytes += a.Bytes
+			fragments++
+		}
+		if r.Tick%100 == 0 {
+			fmt.Fprintf(os.Stderr, "demo: tick %d\n", r.Tick)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	elapsed := time.Since(start)
+	fmt.Fprintf(out, "%d ticks committed in %v (%.0f ticks/s): %d fragments, %.1f MiB of Parquet; rows at the head:%s\n",
+		ticks, elapsed.Round(time.Millisecond), float64(ticks)/elapsed.Seconds(), fragments, float64(bytes)/(1<<20), frameRows(w))
+	return nil
+}
+
+// demoRead reads world id back: a cold start from the bucket alone, and
+// (on a local bucket) the SQL views; then it says what to try next.
+func demoRead(ctx context.Context, b bucket.Bucket, url, id string, out io.Writer) error {
 	// A cold start from the bucket alone.
-	start = time.Now()
+	start := time.Now()
 	s, info, err := index.Load(ctx, b, id)
 	if err != nil {
 		return err

@@ -38,11 +38,12 @@ func parsePoint(arg, dflt string) (wsql.Point, error) {
 	return p, nil
 }
 
-func init() {
+// diffCmd is "worldfs diff".
+func diffCmd() command {
 	var vf *viewFlags
 	var table, outFile *string
 	var asJSON, rows, exitCode *bool
-	register("", command{
+	return command{
 		name:    "diff",
 		summary: "the entities inserted, deleted and updated between two (world, tick) points, per table and column; the head of each side by default",
 		usage:   "W[@TICK] [W2][@TICK2]",
@@ -97,16 +98,7 @@ func init() {
 				return err
 			}
 			if *outFile != "" {
-				var qs []string
-				for _, td := range report.Tables {
-					if td.OnlyIn == "" {
-						qs = append(qs, fmt.Sprintf("SELECT %s AS \"table\", * FROM (%s)", lit(td.Table), wsql.DiffQuery(s, td.Table, report.A, report.B)))
-					}
-				}
-				if len(qs) == 0 {
-					return fmt.Errorf("--out: no table both sides have")
-				}
-				if err := wsql.Export(ctx, s, strings.Join(qs, " UNION ALL BY NAME "), *outFile, refuse, stderrOf(ctx)); err != nil {
+				if err := writeDiffRows(ctx, s, report, *outFile, refuse); err != nil {
 					return err
 				}
 			}
@@ -124,10 +116,25 @@ func init() {
 			}
 			return nil
 		},
-	})
+	}
 }
 
 func lit(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// writeDiffRows writes the changed rows of every table both sides of
+// report have to path, in the format its extension names (diff --out).
+func writeDiffRows(ctx context.Context, s *wsql.Script, report *wsql.DiffReport, path string, refuse []string) error {
+	var qs []string
+	for _, td := range report.Tables {
+		if td.OnlyIn == "" {
+			qs = append(qs, fmt.Sprintf("SELECT %s AS \"table\", * FROM (%s)", lit(td.Table), wsql.DiffQuery(s, td.Table, report.A, report.B)))
+		}
+	}
+	if len(qs) == 0 {
+		return fmt.Errorf("--out: no table both sides have")
+	}
+	return wsql.Export(ctx, s, strings.Join(qs, " UNION ALL BY NAME "), path, refuse, stderrOf(ctx))
+}
 
 // printDiff prints report as text: per table its counts, per column its
 // changes, and the changed rows if the report has them.

@@ -12,11 +12,12 @@ import (
 	"github.com/worldfs/worldfs/export/iceberg"
 )
 
-func init() {
+// exportIcebergCmd is "worldfs export iceberg".
+func exportIcebergCmd() command {
 	var url, world, run, at, token, to, base, expire *string
 	var asJSON, full *bool
 	var follow *time.Duration
-	register("export", command{
+	return command{
 		name: "iceberg",
 		summary: "write a pinned snapshot of a run as Apache Iceberg tables (format v2) over the visible files in place, " +
 			"incrementally; or expire old export snapshots",
@@ -41,12 +42,9 @@ func init() {
 				return usagef("--world is required")
 			}
 			opts := iceberg.Options{World: *world, Run: *run, Token: *token, Prefix: *to, Base: *base, Full: *full}
-			if *at != "" {
-				n, err := strconv.ParseInt(*at, 10, 64)
-				if err != nil {
-					return usagef("--at %q: not a tick number", *at)
-				}
-				opts.AtTick = &n
+			var err error
+			if opts.AtTick, err = exportAt(*at); err != nil {
+				return err
 			}
 			if opts.AtTick != nil && *token != "" {
 				return usagef("--at and --token both pin the export: give one")
@@ -56,12 +54,8 @@ func init() {
 				if opts.AtTick != nil || *token != "" {
 					return usagef("--expire-before expires snapshots; it takes no --at or --token")
 				}
-				if d, err := time.ParseDuration(*expire); err == nil && d > 0 {
-					before = time.Now().Add(-d)
-				} else if t, err := time.Parse(time.RFC3339, *expire); err == nil {
-					before = t
-				} else {
-					return usagef("--expire-before %q: neither an RFC 3339 time (2026-11-30T12:00:00Z) nor a positive duration (168h)", *expire)
+				if before, err = expireBefore(*expire); err != nil {
+					return err
 				}
 			}
 			b, err := openBucket(ctx, *url)
@@ -69,47 +63,73 @@ func init() {
 				return err
 			}
 			defer b.Close()
-			enc := json.NewEncoder(out)
 			if *expire != "" {
 				res, err := iceberg.Expire(ctx, b, opts, before)
 				if err != nil {
 					return err
 				}
+				return printExpired(out, res, *asJSON)
+			}
+			enc := json.NewEncoder(out)
+			report := func(res *iceberg.Result) error {
 				if *asJSON {
 					return enc.Encode(res)
 				}
-				for _, e := range res {
-					fmt.Fprintf(out, "%s: %d snapshots expired, %d kept", e.Table, e.Removed, e.Kept)
-					if e.Metadata != "" {
-						fmt.Fprintf(out, " (%s)", e.Metadata)
-					}
-					fmt.Fprintln(out)
-				}
+				printExport(out, res)
 				return nil
 			}
 			if *follow != 0 {
 				if *follow < 0 || opts.AtTick != nil || *token != "" {
 					return usagef("--follow %v: give a positive interval and no --at or --token", *follow)
 				}
-				return iceberg.Follow(ctx, b, opts, *follow, func(res *iceberg.Result) {
-					if *asJSON {
-						_ = enc.Encode(res)
-						return
-					}
-					printExport(out, res)
-				})
+				return iceberg.Follow(ctx, b, opts, *follow, func(res *iceberg.Result) { _ = report(res) })
 			}
 			res, err := iceberg.Export(ctx, b, opts)
 			if err != nil {
 				return err
 			}
-			if *asJSON {
-				return enc.Encode(res)
-			}
-			printExport(out, res)
-			return nil
+			return report(res)
 		},
-	})
+	}
+}
+
+// exportAt is --at: a tick number, or nil when it is not given.
+func exportAt(at string) (*int64, error) {
+	if at == "" {
+		return nil, nil
+	}
+	n, err := strconv.ParseInt(at, 10, 64)
+	if err != nil {
+		return nil, usagef("--at %q: not a tick number", at)
+	}
+	return &n, nil
+}
+
+// expireBefore is --expire-before: an RFC 3339 time, or a positive
+// duration before now.
+func expireBefore(s string) (time.Time, error) {
+	if d, err := time.ParseDuration(s); err == nil && d > 0 {
+		return time.Now().Add(-d), nil
+	} else if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	return time.Time{}, usagef("--expire-before %q: neither an RFC 3339 time (2026-11-30T12:00:00Z) nor a positive duration (168h)", s)
+}
+
+// printExpired prints what --expire-before dropped: a line per table, or
+// one JSON array.
+func printExpired(out io.Writer, res []iceberg.Expired, asJSON bool) error {
+	if asJSON {
+		return json.NewEncoder(out).Encode(res)
+	}
+	for _, e := range res {
+		fmt.Fprintf(out, "%s: %d snapshots expired, %d kept", e.Table, e.Removed, e.Kept)
+		if e.Metadata != "" {
+			fmt.Fprintf(out, " (%s)", e.Metadata)
+		}
+		fmt.Fprintln(out)
+	}
+	return nil
 }
 
 func printExport(out io.Writer, res *iceberg.Result) {

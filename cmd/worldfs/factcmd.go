@@ -126,11 +126,12 @@ func eachDocument(args []string, in io.Reader, parallel int, out io.Writer, fn f
 
 var stdin io.Reader = os.Stdin
 
-func init() {
+// ingestCmd is "worldfs ingest".
+func ingestCmd() command {
 	var ff *factFlags
 	var producer, id, table, run *string
 	var parallel *int
-	register("", command{
+	return command{
 		name:    "ingest",
 		summary: "ingest external facts into a world, exactly once each",
 		usage:   "[FACT-JSON]",
@@ -198,13 +199,16 @@ func init() {
 			}
 			return nil
 		},
-	})
+	}
+}
 
+// evaluateCmd is "worldfs evaluate".
+func evaluateCmd() command {
 	var ef *factFlags
 	var evID, evRun, grader, impl, model, prompt, config, execCmd *string
 	var at, seed *int64
 	var outcomes multiFlag
-	register("", command{
+	return command{
 		name:    "evaluate",
 		summary: "record an evaluation receipt: one grader, one pinned contract, one pinned subject",
 		usage:   "[EVALUATION-JSON]",
@@ -249,22 +253,8 @@ func init() {
 			if *at >= 0 {
 				d.At = at
 			}
-			for _, o := range outcomes {
-				oc, err := parseOutcome(o)
-				if err != nil {
-					return usageError{msg: err.Error()}
-				}
-				d.Outcomes = append(d.Outcomes, oc)
-			}
-			if (len(d.Outcomes) > 0) == (*execCmd != "") {
-				return usagef("give the outcomes (--outcome or the document's \"outcomes\") or a grader to run (--exec), not both or neither")
-			}
-			if len(d.Outcomes) > 0 {
-				// Outcomes known now are checked now, before anything is
-				// claimed.
-				if err := engine.CheckOutcomes(d.Outcomes); err != nil {
-					return usagef("%v", err)
-				}
+			if err := addOutcomes(&d, outcomes, *execCmd != ""); err != nil {
+				return err
 			}
 			gate, svc, b, p, closeAll, err := ef.open(ctx)
 			if err != nil {
@@ -289,7 +279,30 @@ func init() {
 			}
 			return writeJSON(out, r)
 		},
-	})
+	}
+}
+
+// addOutcomes adds evaluate's --outcome values to d, which must then hold
+// outcomes or have a grader to run (exec), not both or neither.
+func addOutcomes(d *engine.EvaluationDocument, outcomes multiFlag, exec bool) error {
+	for _, o := range outcomes {
+		oc, err := parseOutcome(o)
+		if err != nil {
+			return usageError{msg: err.Error()}
+		}
+		d.Outcomes = append(d.Outcomes, oc)
+	}
+	if (len(d.Outcomes) > 0) == exec {
+		return usagef("give the outcomes (--outcome or the document's \"outcomes\") or a grader to run (--exec), not both or neither")
+	}
+	if len(d.Outcomes) > 0 {
+		// Outcomes known now are checked now, before anything is
+		// claimed.
+		if err := engine.CheckOutcomes(d.Outcomes); err != nil {
+			return usagef("%v", err)
+		}
+	}
+	return nil
 }
 
 // The status of each fact on ingest's output line.

@@ -10,15 +10,17 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/index"
+	"github.com/worldfs/worldfs/internal/progress"
+	"github.com/worldfs/worldfs/maintenance"
 )
 
-func init() {
+// gcCmd is "worldfs gc".
+func gcCmd() command {
 	var url, world, run, cacheDir *string
 	var retention *time.Duration
 	var dryRun, asJSON *bool
-	register("", command{
+	return command{
 		name: "gc",
 		summary: "delete what the catalog proves dead: replaced fragments after the retention, dead attempts " +
 			"(by token absence), old slots, checkpoints and shards, stale view lists",
@@ -27,7 +29,7 @@ func init() {
 			url = bucketFlag(fs)
 			world = fs.String("world", "", "world to collect (required)")
 			run = fs.String("run", "", "examine only this run's fragments (default: every run)")
-			retention = fs.Duration("retention", engine.DefaultRetention,
+			retention = fs.Duration("retention", maintenance.DefaultRetention,
 				"replaced files, slots, checkpoints and shards stay this long after nothing names them (a reader pinned before keeps working)")
 			dryRun = fs.Bool("dry-run", false, "print what would be deleted and why; delete nothing")
 			cacheDir = fs.String("cache-dir", defaultCacheDir(), "the cache whose views/ fragment lists unused for the retention are removed")
@@ -56,13 +58,13 @@ func init() {
 			if *dryRun {
 				verb = "would delete"
 			}
-			opts := engine.CollectOptions{Run: *run, Retention: *retention, DryRun: *dryRun}
+			opts := maintenance.CollectOptions{Run: *run, Retention: *retention, DryRun: *dryRun}
 			if *cacheDir != "" {
 				opts.ViewsDir = filepath.Join(*cacheDir, "views")
 			}
-			status := newProgress(os.Stderr)
-			opts.Report = func(c engine.Collected) {
-				status.clear()
+			status := progress.New(os.Stderr)
+			opts.Report = func(c maintenance.Collected) {
+				status.Clear()
 				if *asJSON {
 					_ = enc.Encode(map[string]any{"object": c.Name, "kind": c.Kind, "bytes": c.Bytes, "reason": c.Reason,
 						"kept": c.Kept, "deleted": !c.Kept && !*dryRun})
@@ -74,11 +76,11 @@ func init() {
 				}
 				fmt.Fprintf(out, "%s %s (%s): %s\n", v, c.Name, c.Kind, c.Reason)
 			}
-			opts.Progress = func(p engine.CollectProgress) {
-				status.step(fmt.Sprintf("%s: %d %s, examined", p.Phase, p.Deleted, verb), int64(p.Examined), -1)
+			opts.Progress = func(p maintenance.CollectProgress) {
+				status.Step(fmt.Sprintf("%s: %d %s, examined", p.Phase, p.Deleted, verb), int64(p.Examined), -1)
 			}
-			res, err := engine.Collect(ctx, b, cat, opts)
-			status.done()
+			res, err := maintenance.Collect(ctx, b, cat, opts)
+			status.Done()
 			if err != nil {
 				return err
 			}
@@ -86,19 +88,25 @@ func init() {
 				return enc.Encode(map[string]any{"world": *world, "dry_run": *dryRun, "examined": res.Examined,
 					"deleted": res.Deleted, "bytes": res.Bytes, "kept": res.Kept, "by_kind": res.ByKind})
 			}
-			fmt.Fprintf(out, "world %s: %d objects %s (%s)", *world, res.Deleted, verb, mib(res.Bytes))
-			for _, k := range []string{engine.KindReplaced, engine.KindCompacted, engine.KindAttempt, engine.KindSlot,
-				engine.KindCheckpoint, engine.KindShard, engine.KindViewList} {
-				if n := res.ByKind[k]; n > 0 {
-					fmt.Fprintf(out, ", %d %s", n, k)
-				}
-			}
-			fmt.Fprintf(out, "; %d data objects examined", res.Examined)
-			if res.Kept > 0 {
-				fmt.Fprintf(out, "; %d kept for lack of usable statistics", res.Kept)
-			}
-			fmt.Fprintln(out)
+			printCollected(out, *world, verb, res)
 			return nil
 		},
-	})
+	}
+}
+
+// printCollected prints gc's summary line: what was deleted (verb: or
+// would be), by kind, and what was examined and kept.
+func printCollected(out io.Writer, world, verb string, res maintenance.CollectResult) {
+	fmt.Fprintf(out, "world %s: %d objects %s (%s)", world, res.Deleted, verb, mib(res.Bytes))
+	for _, k := range []string{maintenance.KindReplaced, maintenance.KindCompacted, maintenance.KindAttempt, maintenance.KindSlot,
+		maintenance.KindCheckpoint, maintenance.KindShard, maintenance.KindViewList} {
+		if n := res.ByKind[k]; n > 0 {
+			fmt.Fprintf(out, ", %d %s", n, k)
+		}
+	}
+	fmt.Fprintf(out, "; %d data objects examined", res.Examined)
+	if res.Kept > 0 {
+		fmt.Fprintf(out, "; %d kept for lack of usable statistics", res.Kept)
+	}
+	fmt.Fprintln(out)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/worldfs/worldfs/engine/enginetest"
 	"github.com/worldfs/worldfs/engine/particles"
 	"github.com/worldfs/worldfs/index"
+	"github.com/worldfs/worldfs/maintenance"
 )
 
 // worldfs gc --dry-run prints what it would delete and why and deletes
@@ -45,7 +46,7 @@ func TestGCCommand(t *testing.T) {
 	stale, fresh := filepath.Join(views, "fragments-0a.parquet"), filepath.Join(views, "fragments-0b.parquet")
 	os.WriteFile(stale, []byte("x"), 0o644)
 	os.WriteFile(fresh, []byte("x"), 0o644)
-	old := time.Now().Add(-engine.DefaultRetention - 24*time.Hour) // unused for longer than the retention
+	old := time.Now().Add(-maintenance.DefaultRetention - 24*time.Hour) // unused for longer than the retention
 	os.Chtimes(stale, old, old)
 
 	code, out, stderr := cli(t, "gc", "--bucket", dir, "--world", "w", "--cache-dir", cache, "--dry-run")

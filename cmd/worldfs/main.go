@@ -65,7 +65,19 @@ const (
 	exitInterrupted = 130 // interrupted (SIGINT, SIGTERM)
 )
 
-var commands = map[string][]command{}
+// commands is every command, by group ("": the top-level ones), each
+// group in the order its help lists it: the one table of the CLI.
+var commands = map[string][]command{
+	"": {
+		checkCmd(), demoCmd(), diffCmd(), evaluateCmd(), gcCmd(), ingestCmd(),
+		initCmd(), logCmd(), mountCmd(), optimizeCmd(), sqlCmd(), uiCmd(),
+		umountCmd(), versionCmd(), viewsCmd(), watchCmd(), worldsCmd(),
+	},
+	"bucket": {bucketLsCmd(), bucketCatCmd(), bucketStatCmd(), bucketPutCmd(), bucketRmCmd()},
+	"world":  append([]command{worldCopyCmd()}, worldCommands()...),
+	"export": {exportIcebergCmd()},
+	"bench":  benchCommands(),
+}
 
 // groupSummaries describe the command groups on the top-level help's one
 // line per group.
@@ -74,8 +86,6 @@ var groupSummaries = map[string]string{
 	"bucket": "read and write a bucket's objects directly",
 	"world":  "create, fork, resume a world and set its status or writer mode, without a mount; copy worlds to another bucket",
 }
-
-func register(group string, c command) { commands[group] = append(commands[group], c) }
 
 const defaultBucket = "./worldfs-data"
 

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -82,60 +81,12 @@ func TestBucketCommands(t *testing.T) {
 	}
 }
 
-func TestDemoAndBench(t *testing.T) {
+func TestDemo(t *testing.T) {
 	dir := t.TempDir()
 	code, out, stderr := cli(t, "demo", "--bucket", dir, "--ticks", "40")
 	if code != 0 || !strings.Contains(out, "40 ticks committed") || !strings.Contains(out, "the old writer is stopped") || !strings.Contains(out, "2 facts, 1 receipt") ||
 		!strings.Contains(out, "forked at tick 20") || !strings.Contains(out, "head tick 89, 90 ticks visible, fence epoch 2") {
 		t.Fatalf("demo: %d\n%s\n%s", code, out, stderr)
-	}
-	code, out, stderr = cli(t, "bench", "bucket", "--bucket", dir, "--ops", "200", "--callers", "4", "--json")
-	var res bucketBench
-	if code != 0 || json.Unmarshal([]byte(out), &res) != nil {
-		t.Fatalf("bench: %d\n%s\n%s", code, out, stderr)
-	}
-	if res.Create.Ops != 200 || res.Get.Ops != 200 || res.DirectRead == nil || res.Get.P50ms <= 0 {
-		t.Fatalf("bench result %+v", res)
-	}
-}
-
-// bench ticks with a pipeline: every tick is committed and measured.
-func TestBenchTicksPipelined(t *testing.T) {
-	code, out, stderr := cli(t, "bench", "ticks", "--bucket", "mem://cli-ticks", "--entities", "10", "--ticks", "30", "--depth", "4", "--json")
-	var res ticksBench
-	if code != 0 || json.Unmarshal([]byte(out), &res) != nil {
-		t.Fatalf("bench ticks: %d\n%s\n%s", code, out, stderr)
-	}
-	if res.Ticks != 30 || res.Depth != 4 || res.TicksPerSec <= 0 || res.P50ms <= 0 || res.P99ms < res.P50ms || res.PeakHeapMiB <= 0 || res.BytesPerTick <= 0 {
-		t.Fatalf("bench ticks result %+v", res)
-	}
-}
-
-func TestBenchCommitAndColdStart(t *testing.T) {
-	code, out, stderr := cli(t, "bench", "commit", "--bucket", "mem://cli-bench", "--writers", "2", "--duration", "300ms", "--json")
-	var res commitBench
-	if code != 0 || json.Unmarshal([]byte(out), &res) != nil {
-		t.Fatalf("bench commit: %d\n%s\n%s", code, out, stderr)
-	}
-	if res.Writes == 0 || res.WritesPerSec <= 0 || res.Slots == 0 || len(res.PerWriter) != 2 || res.Errors != 0 || res.P99ms < res.P50ms || res.Light != nil {
-		t.Fatalf("bench commit result %+v", res)
-	}
-	// A light neighbour is one more store, reported apart from the writers.
-	code, out, stderr = cli(t, "bench", "commit", "--bucket", "mem://cli-bench-light", "--light", "20ms", "--duration", "300ms", "--json")
-	res = commitBench{}
-	if code != 0 || json.Unmarshal([]byte(out), &res) != nil {
-		t.Fatalf("bench commit --light: %d\n%s\n%s", code, out, stderr)
-	}
-	if l := res.Light; len(res.PerWriter) != 1 || l == nil || l.EveryMs != 20 || l.Writes == 0 || l.Slots == 0 || l.Errors != 0 || res.Errors != 0 {
-		t.Fatalf("bench commit --light result %+v, light %+v", res, res.Light)
-	}
-	code, out, stderr = cli(t, "bench", "coldstart", "--bucket", t.TempDir(), "--ticks", "2000", "--tail", "20", "--json")
-	var cold coldStartBench
-	if code != 0 || json.Unmarshal([]byte(out), &cold) != nil {
-		t.Fatalf("bench coldstart: %d\n%s\n%s", code, out, stderr)
-	}
-	if cold.Ticks != 2020 || cold.CheckpointSeq == 0 || cold.SlotsReplayed != 20 || cold.ColdStartSeconds <= 0 || cold.PeakHeapBytes == 0 {
-		t.Fatalf("bench coldstart result %+v", cold)
 	}
 }
 
@@ -183,19 +134,6 @@ func TestSQLAndViews(t *testing.T) {
 	var ticks int64
 	if err := db.QueryRow("SELECT count(DISTINCT tick) FROM emitter").Scan(&ticks); err != nil || ticks != 70 {
 		t.Fatalf("the views script shows %d emitter ticks (%v), want 70", ticks, err)
-	}
-}
-
-func TestBenchQuery(t *testing.T) {
-	code, out, stderr := cli(t, "bench", "query", "--bucket", t.TempDir(), "--fragments", "20", "--rows", "50",
-		"--catalog-ticks", "300", "--runs", "1", "--views-dir", t.TempDir(), "--json")
-	var res queryBench
-	if code != 0 || json.Unmarshal([]byte(out), &res) != nil {
-		t.Fatalf("bench query: %d\n%s\n%s", code, out, stderr)
-	}
-	if res.VisibleRows != 1000 || res.ViewsSeconds <= 0 || res.RawSeconds <= 0 || res.Ratio <= 0 || res.PeakRSSBytes == 0 ||
-		res.Catalog == nil || res.Catalog.BuildSeconds <= 0 || res.Catalog.LoadSeconds <= 0 || res.Catalog.FragmentListBytes == 0 {
-		t.Fatalf("bench query result %+v %+v", res, res.Catalog)
 	}
 }
 

@@ -85,9 +85,10 @@ func (f *mountFlags) options() (wfs.MountOptions, error) {
 	return mo, nil
 }
 
-func init() {
+// mountCmd is "worldfs mount".
+func mountCmd() command {
 	var mf *mountFlags
-	register("", command{
+	return command{
 		name:    "mount",
 		summary: "mount a bucket with FUSE: worlds as read-only snapshot directories per tick and token; writes through ctl files (foreground; Ctrl-C unmounts)",
 		usage:   "[--bucket URL] MOUNTPOINT   (or: BUCKET MOUNTPOINT)",
@@ -136,8 +137,12 @@ func init() {
 			fmt.Fprintf(out, "worldfs: %s unmounted\n", args[1])
 			return nil
 		},
-	})
-	register("", command{
+	}
+}
+
+// umountCmd is "worldfs umount".
+func umountCmd() command {
+	return command{
 		name:    "umount",
 		summary: "unmount a worldfs mount (directly as root, through fusermount3 otherwise)",
 		usage:   "MOUNTPOINT",
@@ -148,7 +153,7 @@ func init() {
 			}
 			return unmount(args[0])
 		},
-	})
+	}
 }
 
 // unmount detaches a FUSE mount: umount(2) as root, fusermount3 -u

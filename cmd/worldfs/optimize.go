@@ -11,16 +11,18 @@ import (
 	"time"
 
 	"github.com/worldfs/worldfs/bucket"
-	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/index"
+	"github.com/worldfs/worldfs/internal/progress"
+	"github.com/worldfs/worldfs/maintenance"
 )
 
-func init() {
+// optimizeCmd is "worldfs optimize".
+func optimizeCmd() command {
 	var url, world, run, tables *string
 	var recent, targetRows *int64
 	var workers *int
 	var asJSON *bool
-	register("", command{
+	return command{
 		name:    "optimize",
 		summary: "compact a world's small fragments into large files (readers switch at once; safe beside a live writer)",
 		example: "worldfs optimize --bucket ./worldfs-data --world w1 --run main",
@@ -44,18 +46,18 @@ func init() {
 			}
 			defer b.Close()
 			defer cat.Close()
-			opts := engine.CompactOptions{Run: *run, Recent: *recent, TargetRows: *targetRows, Workers: *workers}
+			opts := maintenance.CompactOptions{Run: *run, Recent: *recent, TargetRows: *targetRows, Workers: *workers}
 			if *tables != "" {
 				opts.Tables = strings.Split(*tables, ",")
 			}
-			status := newProgress(os.Stderr)
-			opts.Progress = func(p engine.CompactProgress) {
-				status.step("compacting windows", int64(p.Done), int64(p.Total))
+			status := progress.New(os.Stderr)
+			opts.Progress = func(p maintenance.CompactProgress) {
+				status.Step("compacting windows", int64(p.Done), int64(p.Total))
 			}
 			start := time.Now()
-			res, err := engine.Compact(ctx, b, cat, opts)
+			res, err := maintenance.Compact(ctx, b, cat, opts)
 			secs := time.Since(start).Seconds()
-			status.done()
+			status.Done()
 			if err != nil {
 				return err
 			}
@@ -74,7 +76,7 @@ func init() {
 			fmt.Fprintln(out)
 			return nil
 		},
-	})
+	}
 }
 
 func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }

@@ -92,11 +92,9 @@ func (v *viewFlags) build(ctx context.Context) (s *wsql.Script, refuse []string,
 	return v.buildWorlds(ctx, *v.world)
 }
 
-// buildWorlds is build of the views of worlds, one session.
-func (v *viewFlags) buildWorlds(ctx context.Context, worlds []string) (s *wsql.Script, refuse []string, done func(), err error) {
-	if len(worlds) == 0 {
-		return nil, nil, nil, usagef("--world is required")
-	}
+// options are the views' options the flags give for worlds, refusing
+// pins that do not go together.
+func (v *viewFlags) options(worlds []string) (wsql.Options, error) {
 	pins := 0
 	for _, set := range []bool{*v.at != math.MinInt64, *v.token != "", *v.atTime != ""} {
 		if set {
@@ -104,12 +102,11 @@ func (v *viewFlags) buildWorlds(ctx context.Context, worlds []string) (s *wsql.S
 		}
 	}
 	if pins > 1 {
-		return nil, nil, nil, usagef("--at, --token and --at-time pin the views; give one")
+		return wsql.Options{}, usagef("--at, --token and --at-time pin the views; give one")
 	}
 	if *v.token != "" && len(worlds) > 1 {
-		return nil, nil, nil, usagef("--token names a commit of one world; with several worlds pin them with --at or --at-time")
+		return wsql.Options{}, usagef("--token names a commit of one world; with several worlds pin them with --at or --at-time")
 	}
-	refuse = []string{*v.cacheDir}
 	// The views' fragment lists live beside the fragment cache; a script
 	// printed by worldfs views names its list there.
 	opts := wsql.Options{Run: *v.run, Token: *v.token, Dir: filepath.Join(*v.cacheDir, "views")}
@@ -119,10 +116,23 @@ func (v *viewFlags) buildWorlds(ctx context.Context, worlds []string) (s *wsql.S
 	if *v.atTime != "" {
 		at, err := time.Parse(time.RFC3339Nano, *v.atTime)
 		if err != nil {
-			return nil, nil, nil, usagef("--at-time %q: an instant in RFC 3339 (2026-12-01T10:00:00Z, or with an offset: +02:00)", *v.atTime)
+			return wsql.Options{}, usagef("--at-time %q: an instant in RFC 3339 (2026-12-01T10:00:00Z, or with an offset: +02:00)", *v.atTime)
 		}
 		opts.AtTime = &at
 	}
+	return opts, nil
+}
+
+// buildWorlds is build of the views of worlds, one session.
+func (v *viewFlags) buildWorlds(ctx context.Context, worlds []string) (s *wsql.Script, refuse []string, done func(), err error) {
+	if len(worlds) == 0 {
+		return nil, nil, nil, usagef("--world is required")
+	}
+	opts, err := v.options(worlds)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	refuse = []string{*v.cacheDir}
 	b, err := openExisting(ctx, *v.url)
 	if err != nil {
 		return nil, nil, nil, err
@@ -175,10 +185,11 @@ func (v *viewFlags) buildWorlds(ctx context.Context, worlds []string) (s *wsql.S
 	return s, refuse, closeAll, err
 }
 
-func init() {
+// sqlCmd is "worldfs sql".
+func sqlCmd() command {
 	var vf *viewFlags
 	var format, outFile *string
-	register("", command{
+	return command{
 		name: "sql",
 		summary: "run a read-only SQL query over a world's visible rows (DuckDB); views per table, _raw, _at(tick), _diff(a, b), _changes(from, to), _as_of(instant), " +
 			"worldfs_ticks, worldfs_manifests, worldfs_lineage, worldfs_facts, worldfs_receipts; several --world in one session (worldfs_diff across them); --out FILE writes the result to a file",
@@ -222,10 +233,13 @@ func init() {
 			defer db.Close()
 			return wsql.Run(ctx, db, args[0], *format, out, stderrOf(ctx))
 		},
-	})
+	}
+}
 
+// viewsCmd is "worldfs views".
+func viewsCmd() command {
 	var vf2 *viewFlags
-	register("", command{
+	return command{
 		name:    "views",
 		summary: "print a world's view definitions as a SQL script for the DuckDB shell or Python's duckdb",
 		example: "worldfs views --bucket ./worldfs-data --world w1 > views.sql && duckdb -init views.sql",
@@ -249,5 +263,5 @@ func init() {
 			}
 			return err
 		},
-	})
+	}
 }

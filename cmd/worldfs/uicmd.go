@@ -23,11 +23,12 @@ import (
 	"github.com/worldfs/worldfs/ui"
 )
 
-func init() {
+// uiCmd is "worldfs ui".
+func uiCmd() command {
 	var url, listen, cacheDir *string
 	var cacheSize *int64
 	var open *bool
-	register("", command{
+	return command{
 		name: "ui",
 		summary: "serve a read-only web interface over the bucket's worlds: lineage, a run's timeline with a scrubber, a tick's rows and scatter plot, " +
 			"SQL with charts, facts and receipts (the views and gate of worldfs sql); loopback only unless --listen, which then requires a token",
@@ -95,7 +96,7 @@ func init() {
 			}
 			return nil
 		},
-	})
+	}
 }
 
 // uiOptions are the web interface's options over b (at url): the views'

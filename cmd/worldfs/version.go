@@ -51,9 +51,10 @@ func readVersion(ctx context.Context) versionInfo {
 	return v
 }
 
-func init() {
+// versionCmd is "worldfs version".
+func versionCmd() command {
 	var asJSON *bool
-	register("", command{
+	return command{
 		name:    "version",
 		summary: "print worldfs's version and commit, and the Go and DuckDB versions it was built with",
 		example: "worldfs version --json",
@@ -75,5 +76,5 @@ func init() {
 			_, err := fmt.Fprintf(out, "worldfs %s\ncommit:  %s\ngo:      %s\nduckdb:  %s (duckdb-go %s)\n", v.Version, commit, v.Go, v.DuckDB, v.DuckDBGo)
 			return err
 		},
-	})
+	}
 }

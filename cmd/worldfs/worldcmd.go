@@ -163,9 +163,10 @@ func resyncError(err error, world string, from uint64) error {
 		"(worldfs worlds, worldfs sql) and follow on with 'worldfs watch --world %s' from the tip", err, from, world, world)
 }
 
-func init() {
+// initCmd is "worldfs init".
+func initCmd() command {
 	var initURL *string
-	register("", command{
+	return command{
 		name:    "init",
 		summary: "make a local bucket's directory (the first write makes it too), or check that a bucket answers",
 		usage:   "[BUCKET]",
@@ -195,11 +196,14 @@ func init() {
 			_, err = fmt.Fprintf(out, "bucket %s is ready (%d worlds)\n", b, len(worlds))
 			return err
 		},
-	})
+	}
+}
 
+// worldsCmd is "worldfs worlds".
+func worldsCmd() command {
 	var worldsURL *string
 	var worldsJSON *bool
-	register("", command{
+	return command{
 		name:    "worlds",
 		summary: "list the bucket's worlds: lineage, runs with their head tick, fence epoch, status, writer mode",
 		example: "worldfs worlds --bucket ./worldfs-data --json",
@@ -230,14 +234,15 @@ func init() {
 				return printWorlds(out, ws)
 			})
 		},
-	})
+	}
+}
 
-	registerWorldCommands()
-
+// logCmd is "worldfs log".
+func logCmd() command {
 	var logURL, logWorld *string
 	var since, limit *int64
 	var logJSON *bool
-	register("", command{
+	return command{
 		name:    "log",
 		summary: "a world's commit history: sequence, time, kind, run, tick or claim, token, epoch (oldest first)",
 		example: "worldfs log --bucket ./worldfs-data --world w1 --limit 20   # the newest 20\n  worldfs log --world w1 --since 100 --json",
@@ -304,12 +309,15 @@ func init() {
 				return nil
 			})
 		},
-	})
+	}
+}
 
+// watchCmd is "worldfs watch".
+func watchCmd() command {
 	var watchURL, watchWorld *string
 	var watchFrom *int64
 	var poll *time.Duration
-	register("", command{
+	return command{
 		name: "watch",
 		summary: "follow a world's change feed: one JSON line per commit, in order, until interrupted; " +
 			"--from resumes after a restart (exit status 6: the cursor is past the retention)",
@@ -348,7 +356,7 @@ func init() {
 				return ctx.Err() // the feed ends only when interrupted
 			})
 		},
-	})
+	}
 }
 
 // withWorld runs fn on the existing bucket at url, in which world exists.
@@ -378,143 +386,173 @@ func epochText(e int64) string {
 	return fmt.Sprint(e)
 }
 
-// registerWorldCommands adds `worldfs world …`: each runs the root ctl
+// worldCmd is one of `worldfs world …` (but copy): each runs the root ctl
 // command a mount would (fs.Mount.Command), so the two always agree.
-func registerWorldCommands() {
-	type worldCmd struct {
-		name, summary, usage, example string
-		flags                         func(fs *flag.FlagSet)
-		// line builds the ctl command from the arguments; nil: status
-		// without --set only reads.
-		line func(fs *flag.FlagSet, args []string) (map[string]any, error)
+type worldCmd struct {
+	name, summary, usage, example string
+	flags                         func(fs *flag.FlagSet)
+	// line builds the ctl command from the arguments; nil: status
+	// without --set only reads.
+	line func(fs *flag.FlagSet, args []string) (map[string]any, error)
+}
+
+// worldCommands are `worldfs world …` (but copy).
+func worldCommands() []command {
+	var cs []command
+	for _, wc := range []worldCmd{worldCreate(), worldFork(), worldResume(), worldStatus(), worldMode()} {
+		cs = append(cs, ctlCommand(wc))
 	}
-	var tables, writerMode, parent, forkRun, setStatus *string
+	return cs
+}
+
+// worldCreate is "worldfs world create" as a root ctl command.
+func worldCreate() worldCmd {
+	var tables, writerMode *string
+	return worldCmd{
+		name: "create", summary: "create a world with its tables (a writer then resumes it: world resume, the mount's ctl, engine.ResumeWorld)",
+		usage:   "WORLD",
+		example: `worldfs world create w1 --tables '[{"name":"particle","components":[{"name":"pos","fields":[{"name":"x","type":"double"}]}]}]'`,
+		flags: func(fs *flag.FlagSet) {
+			tables = fs.String("tables", "", "the tables, as the root ctl's create takes them: a JSON array, or @FILE holding one (required)")
+			writerMode = fs.String("writer-mode", index.ModeResumable, "resumable, or cleanup_only (a writer that dies is never resumed)")
+		},
+		line: func(fs *flag.FlagSet, args []string) (map[string]any, error) {
+			if *tables == "" {
+				return nil, usagef("--tables is required")
+			}
+			spec := []byte(*tables)
+			if name, ok := strings.CutPrefix(*tables, "@"); ok {
+				data, err := os.ReadFile(name)
+				if err != nil {
+					return nil, usagef("--tables: %v", err)
+				}
+				spec = data
+			}
+			if !json.Valid(spec) {
+				return nil, usagef("--tables is not JSON")
+			}
+			return map[string]any{"op": "create", "world": args[0], "tables": json.RawMessage(spec), "writer_mode": *writerMode}, nil
+		},
+	}
+}
+
+// worldFork is "worldfs world fork" as a root ctl command.
+func worldFork() worldCmd {
+	var parent, forkRun *string
 	var forkTick *int64
-	cmds := []worldCmd{
-		{
-			name: "create", summary: "create a world with its tables (a writer then resumes it: world resume, the mount's ctl, engine.ResumeWorld)",
-			usage:   "WORLD",
-			example: `worldfs world create w1 --tables '[{"name":"particle","components":[{"name":"pos","fields":[{"name":"x","type":"double"}]}]}]'`,
-			flags: func(fs *flag.FlagSet) {
-				tables = fs.String("tables", "", "the tables, as the root ctl's create takes them: a JSON array, or @FILE holding one (required)")
-				writerMode = fs.String("writer-mode", index.ModeResumable, "resumable, or cleanup_only (a writer that dies is never resumed)")
-			},
-			line: func(fs *flag.FlagSet, args []string) (map[string]any, error) {
-				if *tables == "" {
-					return nil, usagef("--tables is required")
-				}
-				spec := []byte(*tables)
-				if name, ok := strings.CutPrefix(*tables, "@"); ok {
-					data, err := os.ReadFile(name)
-					if err != nil {
-						return nil, usagef("--tables: %v", err)
-					}
-					spec = data
-				}
-				if !json.Valid(spec) {
-					return nil, usagef("--tables is not JSON")
-				}
-				return map[string]any{"op": "create", "world": args[0], "tables": json.RawMessage(spec), "writer_mode": *writerMode}, nil
-			},
+	return worldCmd{
+		name: "fork", summary: "fork a world from a visible tick of a parent's run", usage: "WORLD",
+		example: "worldfs world fork w1-b --parent w1 --tick 20",
+		flags: func(fs *flag.FlagSet) {
+			parent = fs.String("parent", "", "the world to fork from (required)")
+			forkRun = fs.String("run", "main", "the parent's run")
+			forkTick = fs.Int64("tick", -1, "the parent's tick to fork from (required)")
 		},
-		{
-			name: "fork", summary: "fork a world from a visible tick of a parent's run", usage: "WORLD",
-			example: "worldfs world fork w1-b --parent w1 --tick 20",
-			flags: func(fs *flag.FlagSet) {
-				parent = fs.String("parent", "", "the world to fork from (required)")
-				forkRun = fs.String("run", "main", "the parent's run")
-				forkTick = fs.Int64("tick", -1, "the parent's tick to fork from (required)")
-			},
-			line: func(fs *flag.FlagSet, args []string) (map[string]any, error) {
-				if *parent == "" || !isSet(fs, "tick") {
-					return nil, usagef("fork needs --parent and --tick")
-				}
-				return map[string]any{"op": "fork", "world": args[0], "parent": *parent, "run": *forkRun, "tick": *forkTick}, nil
-			},
-		},
-		{
-			name: "resume", summary: "take a world's fence (a new writer epoch), staling its previous writer, e.g. a dead one's", usage: "WORLD",
-			example: "worldfs world resume w1",
-			line: func(fs *flag.FlagSet, args []string) (map[string]any, error) {
-				return map[string]any{"op": "resume", "world": args[0]}, nil
-			},
-		},
-		{
-			name: "status", summary: "show a world (as worlds does); --set archives or reactivates it", usage: "WORLD",
-			example: "worldfs world status w1 --json\n  worldfs world status w1 --set archived",
-			flags: func(fs *flag.FlagSet) {
-				setStatus = fs.String("set", "", "set the status: active, or archived (which refuses further publishes)")
-			},
-			line: func(fs *flag.FlagSet, args []string) (map[string]any, error) {
-				if *setStatus == "" {
-					return nil, nil
-				}
-				return map[string]any{"op": "status", "world": args[0], "status": *setStatus}, nil
-			},
-		},
-		{
-			name: "mode", summary: "move a world's writer mode to cleanup_only (final: no writer ever resumes it mutably)", usage: "WORLD cleanup_only",
-			example: "worldfs world mode w1 cleanup_only",
-			line: func(fs *flag.FlagSet, args []string) (map[string]any, error) {
-				if len(args) != 2 {
-					return nil, usagef("mode takes WORLD and the mode (%s)", index.ModeCleanupOnly)
-				}
-				return map[string]any{"op": "status", "world": args[0], "writer_mode": args[1]}, nil
-			},
+		line: func(fs *flag.FlagSet, args []string) (map[string]any, error) {
+			if *parent == "" || !isSet(fs, "tick") {
+				return nil, usagef("fork needs --parent and --tick")
+			}
+			return map[string]any{"op": "fork", "world": args[0], "parent": *parent, "run": *forkRun, "tick": *forkTick}, nil
 		},
 	}
-	for _, wc := range cmds {
-		var url *string
-		var asJSON *bool
-		register("world", command{
-			name: wc.name, summary: wc.summary, usage: wc.usage, example: wc.example,
-			flags: func(fs *flag.FlagSet) {
-				url = bucketFlag(fs)
-				asJSON = fs.Bool("json", false, "print the answer as one JSON object")
-				if wc.flags != nil {
-					wc.flags(fs)
-				}
-			},
-			run: func(ctx context.Context, fs *flag.FlagSet, args []string, out io.Writer) error {
-				if len(args) < 1 || (wc.name != "mode" && len(args) != 1) {
-					return usagef("world %s takes %s", wc.name, wc.usage)
-				}
-				line, err := wc.line(fs, args)
-				if err != nil {
+}
+
+// worldResume is "worldfs world resume" as a root ctl command.
+func worldResume() worldCmd {
+	return worldCmd{
+		name: "resume", summary: "take a world's fence (a new writer epoch), staling its previous writer, e.g. a dead one's", usage: "WORLD",
+		example: "worldfs world resume w1",
+		line: func(fs *flag.FlagSet, args []string) (map[string]any, error) {
+			return map[string]any{"op": "resume", "world": args[0]}, nil
+		},
+	}
+}
+
+// worldStatus is "worldfs world status" as a root ctl command.
+func worldStatus() worldCmd {
+	var setStatus *string
+	return worldCmd{
+		name: "status", summary: "show a world (as worlds does); --set archives or reactivates it", usage: "WORLD",
+		example: "worldfs world status w1 --json\n  worldfs world status w1 --set archived",
+		flags: func(fs *flag.FlagSet) {
+			setStatus = fs.String("set", "", "set the status: active, or archived (which refuses further publishes)")
+		},
+		line: func(fs *flag.FlagSet, args []string) (map[string]any, error) {
+			if *setStatus == "" {
+				return nil, nil
+			}
+			return map[string]any{"op": "status", "world": args[0], "status": *setStatus}, nil
+		},
+	}
+}
+
+// worldMode is "worldfs world mode" as a root ctl command.
+func worldMode() worldCmd {
+	return worldCmd{
+		name: "mode", summary: "move a world's writer mode to cleanup_only (final: no writer ever resumes it mutably)", usage: "WORLD cleanup_only",
+		example: "worldfs world mode w1 cleanup_only",
+		line: func(fs *flag.FlagSet, args []string) (map[string]any, error) {
+			if len(args) != 2 {
+				return nil, usagef("mode takes WORLD and the mode (%s)", index.ModeCleanupOnly)
+			}
+			return map[string]any{"op": "status", "world": args[0], "writer_mode": args[1]}, nil
+		},
+	}
+}
+
+// ctlCommand is wc as a command: it opens the bucket, runs wc's ctl
+// command and prints the world as worlds does.
+func ctlCommand(wc worldCmd) command {
+	var url *string
+	var asJSON *bool
+	return command{
+		name: wc.name, summary: wc.summary, usage: wc.usage, example: wc.example,
+		flags: func(fs *flag.FlagSet) {
+			url = bucketFlag(fs)
+			asJSON = fs.Bool("json", false, "print the answer as one JSON object")
+			if wc.flags != nil {
+				wc.flags(fs)
+			}
+		},
+		run: func(ctx context.Context, fs *flag.FlagSet, args []string, out io.Writer) error {
+			if len(args) < 1 || (wc.name != "mode" && len(args) != 1) {
+				return usagef("world %s takes %s", wc.name, wc.usage)
+			}
+			line, err := wc.line(fs, args)
+			if err != nil {
+				return err
+			}
+			open := openBucket // create and fork make a missing local bucket
+			if wc.name != "create" && wc.name != "fork" {
+				open = openExisting
+			}
+			b, err := open(ctx, *url)
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			if wc.name != "create" && wc.name != "fork" {
+				if err := requireWorld(ctx, b, args[0]); err != nil {
 					return err
 				}
-				open := openBucket // create and fork make a missing local bucket
-				if wc.name != "create" && wc.name != "fork" {
-					open = openExisting
-				}
-				b, err := open(ctx, *url)
-				if err != nil {
+			}
+			if line != nil {
+				if err := worldCommand(ctx, b, *url, line); err != nil {
 					return err
 				}
-				defer b.Close()
-				if wc.name != "create" && wc.name != "fork" {
-					if err := requireWorld(ctx, b, args[0]); err != nil {
-						return err
-					}
-				}
-				if line != nil {
-					if err := worldCommand(ctx, b, *url, line); err != nil {
-						return err
-					}
-				}
-				info, err := loadWorldInfo(ctx, b, args[0])
-				if err != nil {
-					return err
-				}
-				if *asJSON {
-					return writeJSON(out, info)
-				}
-				if line != nil {
-					fmt.Fprintf(out, "world %s: %s done\n", args[0], line["op"])
-				}
-				return printWorlds(out, []worldInfo{info})
-			},
-		})
+			}
+			info, err := loadWorldInfo(ctx, b, args[0])
+			if err != nil {
+				return err
+			}
+			if *asJSON {
+				return writeJSON(out, info)
+			}
+			if line != nil {
+				fmt.Fprintf(out, "world %s: %s done\n", args[0], line["op"])
+			}
+			return printWorlds(out, []worldInfo{info})
+		},
 	}
 }
 

@@ -25,7 +25,8 @@ type Expired struct {
 // Collection keeps only what the remaining snapshots reference, so a
 // reader of an expired snapshot may then find its files gone.
 func Expire(ctx context.Context, b bucket.Bucket, opts Options, before time.Time) ([]Expired, error) {
-	if err := opts.ensureDefaults(b); err != nil {
+	opts, err := ready(b, opts)
+	if err != nil {
 		return nil, err
 	}
 	regs, err := registrations(ctx, b, opts.World)

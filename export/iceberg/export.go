@@ -19,8 +19,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/worldfs/worldfs/bucket"
-	"github.com/worldfs/worldfs/bucket/gcs"
-	"github.com/worldfs/worldfs/bucket/local"
 	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/index"
 	"github.com/worldfs/worldfs/internal/failpoint"
@@ -70,49 +68,70 @@ func DefaultPrefix(world, run string) string { return "export/iceberg/" + world 
 // that collection finds every export of a world, whatever its prefix.
 func RegistryPrefix(world string) string { return "export/registry/" + world + "/" }
 
-func (o *Options) ensureDefaults(b bucket.Bucket) error {
+// EnsureDefaults fills in what is unset with its default and returns o:
+// Run "main", Prefix DefaultPrefix (without a trailing slash), and Base
+// the URI of b's root when b has one (bucket.Addressable), ending in a
+// slash.
+func (o *Options) EnsureDefaults(b bucket.Bucket) *Options {
+	if o.Run == "" {
+		o.Run = "main"
+	}
+	if o.Prefix == "" {
+		o.Prefix = DefaultPrefix(o.World, o.Run)
+	}
+	o.Prefix = strings.TrimSuffix(o.Prefix, "/")
+	if o.Base == "" {
+		o.Base, _ = BaseURI(b)
+	}
+	if o.Base != "" && !strings.HasSuffix(o.Base, "/") {
+		o.Base += "/"
+	}
+	return o
+}
+
+// Validate checks the options once their defaults are in (Export and
+// Expire call EnsureDefaults, then Validate); the error names the field
+// and its value.
+func (o *Options) Validate() error {
 	if o.World == "" {
 		return errors.New("export: a world is required")
 	}
 	if err := index.ValidateWorldID(o.World); err != nil {
 		return fmt.Errorf("export: %w", err)
 	}
-	if o.Run == "" {
-		o.Run = "main"
-	}
 	if err := index.ValidateRunName(o.Run); err != nil {
 		return fmt.Errorf("export: %w", err)
 	}
 	if o.AtTick != nil && o.Token != "" {
-		return errors.New("export: pin to a tick or to a commit token, not both")
+		return fmt.Errorf("export: AtTick %d and Token %q: pin to a tick or to a commit token, not both", *o.AtTick, o.Token)
 	}
-	if o.Prefix == "" {
-		o.Prefix = DefaultPrefix(o.World, o.Run)
-	}
-	o.Prefix = strings.TrimSuffix(o.Prefix, "/")
 	if err := bucket.ValidateName(o.Prefix); err != nil {
-		return fmt.Errorf("export: prefix: %w", err)
+		return fmt.Errorf("export: Prefix %q: %w", o.Prefix, err)
 	}
 	if o.Base == "" {
-		base, err := BaseURI(b)
-		if err != nil {
-			return err
-		}
-		o.Base = base
-	}
-	if !strings.HasSuffix(o.Base, "/") {
-		o.Base += "/"
+		return fmt.Errorf("export: %w", errNoBase)
 	}
 	return nil
 }
 
+// ready is opts with its defaults in, for an export from b, or why they
+// are refused.
+func ready(b bucket.Bucket, opts Options) (Options, error) {
+	err := opts.EnsureDefaults(b).Validate()
+	if errors.Is(err, errNoBase) {
+		return opts, fmt.Errorf("export: no URI is known for bucket %v; give the base URI (--base)", b)
+	}
+	return opts, err
+}
+
+// errNoBase: Options.Base is empty, and the bucket has no URI to default
+// it to.
+var errNoBase = errors.New("Base is empty and no URI is known for the bucket; give the base URI (--base)")
+
 // BaseURI returns the URI other engines address bucket b's root by.
 func BaseURI(b bucket.Bucket) (string, error) {
-	if lb, ok := bucket.As[*local.Bucket](b); ok {
-		return "file://" + strings.TrimSuffix(lb.Root(), "/") + "/", nil
-	}
-	if gb, ok := bucket.As[*gcs.Bucket](b); ok {
-		return gb.String(), nil
+	if ab, ok := bucket.As[bucket.Addressable](b); ok {
+		return ab.URI(), nil
 	}
 	return "", fmt.Errorf("export: no URI is known for bucket %v; give the base URI (--base)", b)
 }
@@ -159,7 +178,8 @@ type TableResult struct {
 // like a log slot): a crash or a race leaves the previous version current
 // and valid.
 func Export(ctx context.Context, b bucket.Bucket, opts Options) (*Result, error) {
-	if err := opts.ensureDefaults(b); err != nil {
+	opts, err := ready(b, opts)
+	if err != nil {
 		return nil, err
 	}
 	e := &exporter{b: b, opts: opts}

@@ -34,6 +34,7 @@ import (
 	"github.com/worldfs/worldfs/engine/particles"
 	"github.com/worldfs/worldfs/export/iceberg"
 	"github.com/worldfs/worldfs/index"
+	"github.com/worldfs/worldfs/maintenance"
 	wsql "github.com/worldfs/worldfs/sql"
 )
 
@@ -84,11 +85,11 @@ func compact(t *testing.T, b bucket.Bucket, world string) {
 		t.Fatal(err)
 	}
 	defer cat.Close()
-	res, err := engine.Compact(ctx, b, cat, engine.CompactOptions{Recent: 10, MinFacts: 1})
+	res, err := maintenance.Compact(ctx, b, cat, maintenance.CompactOptions{Recent: 10, MinFacts: 1})
 	if err != nil || res.Windows == 0 {
 		t.Fatalf("compaction of %s: %+v, %v", world, res, err)
 	}
-	if _, err = engine.Compact(ctx, b, cat, engine.CompactOptions{Run: engine.EvaluationRun, MinFacts: 1}); err != nil {
+	if _, err = maintenance.Compact(ctx, b, cat, maintenance.CompactOptions{Run: engine.EvaluationRun, MinFacts: 1}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -505,14 +506,14 @@ func TestCollectionKeepsExportedFiles(t *testing.T) {
 		t.Fatalf("after compaction: %+v", table_(second, "particle"))
 	}
 	later := func() time.Time { return time.Now().Add(30 * 24 * time.Hour) }
-	gc := func() engine.CollectResult {
+	gc := func() maintenance.CollectResult {
 		t.Helper()
 		cat, err := index.Open(ctxT(t), b, "w", index.Options{NoCompactor: true})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer cat.Close()
-		res, err := engine.Collect(ctxT(t), b, cat, engine.CollectOptions{Now: later})
+		res, err := maintenance.Collect(ctxT(t), b, cat, maintenance.CollectOptions{Now: later})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -536,7 +537,7 @@ func TestCollectionKeepsExportedFiles(t *testing.T) {
 	if err != nil || len(ex) == 0 || ex[0].Removed != 1 {
 		t.Fatalf("expire: %+v, %v", ex, err)
 	}
-	if res := gc(); res.ByKind[engine.KindReplaced] == 0 {
+	if res := gc(); res.ByKind[maintenance.KindReplaced] == 0 {
 		t.Fatalf("after the snapshot expired, gc collected no replaced fragment: %+v", res)
 	}
 	same(t, b, fsys, second, nil, nil)
@@ -546,7 +547,7 @@ func TestCollectionKeepsExportedFiles(t *testing.T) {
 	}
 	cat, _ := index.Open(ctxT(t), b, "w", index.Options{NoCompactor: true})
 	defer cat.Close()
-	if _, err := engine.Collect(ctxT(t), b, cat, engine.CollectOptions{Now: later}); !errors.Is(err, index.ErrCorrupt) {
+	if _, err := maintenance.Collect(ctxT(t), b, cat, maintenance.CollectOptions{Now: later}); !errors.Is(err, index.ErrCorrupt) {
 		t.Fatalf("collection with unreadable export metadata: %v; want it to fail closed", err)
 	}
 }

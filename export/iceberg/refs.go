@@ -11,12 +11,12 @@ import (
 	ice "github.com/apache/iceberg-go"
 
 	"github.com/worldfs/worldfs/bucket"
-	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/maintenance"
 )
 
 // Collection keeps what an export's live snapshots reference, in every
 // program that links this package (worldfs does).
-func init() { engine.RegisterRefSource(Refs) }
+func init() { maintenance.RegisterRefSource(Refs) }
 
 // registration is an export registry record: one per exported table,
 // created once before the table's first metadata version.

@@ -11,8 +11,8 @@ import (
 	"github.com/worldfs/worldfs/engine"
 )
 
-// icebergType maps a worldfs column type to its Iceberg type (README,
-// "Exporting to Iceberg", keeps the table).
+// icebergType maps a worldfs column type to its Iceberg type (the table is in
+// docs/INTERNALS.md, "export/iceberg/").
 func icebergType(t engine.Type) (ice.Type, error) {
 	switch t {
 	case engine.Float64:

@@ -1,0 +1,307 @@
+package bench
+
+import (
+	"context"
+	"database/sql"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/engine"
+	wfs "github.com/worldfs/worldfs/fs"
+	"github.com/worldfs/worldfs/index"
+	"github.com/worldfs/worldfs/internal/stats"
+	wsql "github.com/worldfs/worldfs/sql"
+)
+
+func compactedSpec(env Env) Bench {
+	var url, world, table, dir *string
+	var files *int
+	return benchSpec[*compactedBench]{
+		name:    "fs-compacted",
+		summary: "measure a compacted world's tick files through a fresh mount: stat at lookup, open + first byte (first and again), st_size against the bytes read, ls -l of ticks/ and tables/<t>/, a cold glob read against the views",
+		example: "worldfs bench fs-compacted --bucket /var/tmp/h --world bench-history-10000x4x50 --files 200 --json",
+		flags: func(fs *flag.FlagSet) {
+			url = env.BucketFlag(fs)
+			world = fs.String("world", "", "the world (required; e.g. one bench history built and compacted)")
+			table = fs.String("table", "", "the table whose files are read (default: the first by name)")
+			files = fs.Int("files", 200, "compacted ticks read, chosen at random (seeded) across the compacted history")
+			dir = fs.String("dir", "", "work directory for the cache and mount point (default: a temporary one, removed after)")
+		},
+		check: func(args []string) error {
+			if len(args) != 0 || *world == "" || *files < 1 {
+				return usagef("bench fs-compacted takes no arguments, a --world and a positive --files")
+			}
+			return nil
+		},
+		open: func(ctx context.Context) (bucket.Bucket, error) { return env.OpenExisting(ctx, *url) },
+		run: func(ctx context.Context, b bucket.Bucket) (*compactedBench, error) {
+			work, remove, err := benchDir(*dir, "worldfs-bench-fs-compacted-")
+			if err != nil {
+				return nil, err
+			}
+			defer remove()
+			return benchCompacted(ctx, b, work, *world, *table, *files)
+		},
+		table: func(out io.Writer, res *compactedBench) error {
+			fmt.Fprintf(out, "world %s, table %s: %d of %d ticks compacted, %d read (%d with a tick index)\n",
+				res.World, res.Table, res.Compacted, res.Ticks, res.Files, res.Indexed)
+			fmt.Fprintf(out, "stat at lookup: p50 %.3f ms p99 %.3f ms; %d reported size 0\n", res.Stat.P50ms, res.Stat.P99ms, res.ZeroSizes)
+			fmt.Fprintf(out, "open + first byte: first open p50 %.3f ms p99 %.3f ms max %.3f ms; again p50 %.3f ms p99 %.3f ms\n",
+				res.FirstOpen.P50ms, res.FirstOpen.P99ms, res.FirstOpen.MaxMs, res.Reopen.P50ms, res.Reopen.P99ms)
+			fmt.Fprintf(out, "st_size at lookup differs from the bytes a full read returns for %d of %d files\n", res.SizeMismatches, res.Files)
+			fmt.Fprintf(out, "ls -l of ticks/ (%d entries): cold %.3f s, warm %.3f s; of tables/%s/ (%d): cold %.3f s, warm %.3f s\n",
+				res.LsTicksN, res.LsTicks[0], res.LsTicks[1], res.Table, res.LsTableN, res.LsTable[0], res.LsTable[1])
+			fmt.Fprintf(out, "read_parquet of tables/%s/*.parquet through a fresh mount: %.3f s for %d rows; the views built cold, same query: %.3f s (%.2fx)\n",
+				res.Table, res.GlobSeconds, res.GlobRows, res.ViewsSeconds, res.GlobRatio)
+			return nil
+		},
+	}.bench()
+}
+
+type compactedBench struct {
+	World     string `json:"world"`
+	Table     string `json:"table"`
+	Ticks     int    `json:"ticks"`
+	Compacted int    `json:"compacted_ticks"`
+	Files     int    `json:"files"`
+	// Indexed: files read whose compacted file has a tick index.
+	Indexed        int           `json:"indexed"`
+	Stat           stats.Summary `json:"stat_at_lookup"`
+	ZeroSizes      int           `json:"zero_sizes_at_lookup"`
+	FirstOpen      stats.Summary `json:"open_first_byte_first"`
+	Reopen         stats.Summary `json:"open_first_byte_again"`
+	SizeMismatches int           `json:"size_mismatches"`
+	// Listings on a fresh mount (cold) and again (warm).
+	LsTicks  [2]float64 `json:"ls_l_ticks_seconds"` // ls -l of ticks/
+	LsTable  [2]float64 `json:"ls_l_table_seconds"` // ls -l of tables/<table>/
+	LsTicksN int        `json:"ls_l_ticks_entries"` // entries listed
+	LsTableN int        `json:"ls_l_table_entries"`
+	// A cold read_parquet of tables/<table>/*.parquet through a fresh
+	// mount against a cold build of the views and the same query, in
+	// this process (count(*) and sum(entity_id): equal, or the bench fails).
+	GlobSeconds  float64 `json:"glob_through_mount_seconds"`
+	ViewsSeconds float64 `json:"views_seconds"`
+	GlobRatio    float64 `json:"glob_over_views"`
+	GlobRows     int64   `json:"glob_rows"`
+}
+
+// benchCompacted mounts b (fresh cache under work) and measures the files
+// of table in files compacted ticks of world.
+func benchCompacted(ctx context.Context, b bucket.Bucket, work, world, table string, files int) (*compactedBench, error) {
+	res := &compactedBench{World: world}
+	s, _, err := index.Load(ctx, b, world)
+	if err != nil {
+		return nil, err
+	}
+	ids, err := engine.TableIDs(ctx, b, world)
+	if err != nil {
+		return nil, err
+	}
+	names := map[string]string{} // id → name
+	for _, id := range ids {
+		info, err := engine.ReadTableInfo(ctx, b, world, id)
+		if err != nil {
+			return nil, err
+		}
+		names[id] = info.Name
+	}
+	if table == "" {
+		for _, n := range names {
+			if table == "" || n < table {
+				table = n
+			}
+		}
+	}
+	res.Table = table
+	var ticks []int64
+	holders := map[int64]index.Fragment{}
+	s.Ticks("main", 0, func(tk *index.Tick) bool {
+		res.Ticks++
+		tables, terr := tk.Tables()
+		if terr != nil {
+			err = terr
+			return false
+		}
+		for _, tf := range tables {
+			if names[tf.Table] != table || len(tf.Fragments) == 0 || tf.Fragments[0].Span == nil {
+				continue
+			}
+			ticks = append(ticks, tk.Tick)
+			for _, f := range tf.Fragments {
+				if f.Span.From <= tk.Tick && tk.Tick <= f.Span.To {
+					holders[tk.Tick] = f
+				}
+			}
+		}
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	res.Compacted = len(ticks)
+	if len(ticks) == 0 {
+		return nil, fmt.Errorf("world %s: no tick of table %s is compacted", world, table)
+	}
+	r := rand.New(rand.NewPCG(7, 11))
+	r.Shuffle(len(ticks), func(i, j int) { ticks[i], ticks[j] = ticks[j], ticks[i] })
+	ticks = ticks[:min(files, len(ticks))]
+	slices.Sort(ticks)
+	res.Files = len(ticks)
+	for _, n := range ticks {
+		if h, ok := holders[n]; ok {
+			for _, name := range []string{index.TickIndexPath(h.Path), index.TickIndexV1Path(h.Path)} {
+				if _, err := b.Stat(ctx, name); err == nil {
+					res.Indexed++
+					break
+				}
+			}
+		}
+	}
+
+	mnt, _, done, err := benchMount(b, work, "mnt", wfs.Options{}, wfs.MountOptions{})
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	dir := filepath.Join(mnt, world, "runs", "main", "ticks")
+	if _, err := os.Stat(dir); err != nil { // the catalog loads here, not in the first stat
+		return nil, err
+	}
+	path := func(n int64) string { return filepath.Join(dir, wfs.TickName(n), table+".parquet") }
+
+	say("stat of %d compacted ticks' %s.parquet", len(ticks), table)
+	sizes := map[int64]int64{}
+	var rec stats.Recorder
+	start := time.Now()
+	for _, n := range ticks {
+		s := time.Now()
+		info, err := os.Stat(path(n))
+		if err != nil {
+			return nil, err
+		}
+		rec.Add(time.Since(s))
+		sizes[n] = info.Size()
+		if info.Size() == 0 {
+			res.ZeroSizes++
+		}
+	}
+	res.Stat = rec.Summarize(time.Since(start))
+
+	say("open + first byte, first and again")
+	for _, sum := range []*stats.Summary{&res.FirstOpen, &res.Reopen} {
+		var rec stats.Recorder
+		start := time.Now()
+		for _, n := range ticks {
+			s := time.Now()
+			f, err := os.Open(path(n))
+			if err != nil {
+				return nil, err
+			}
+			var one [1]byte
+			_, err = f.Read(one[:])
+			f.Close()
+			if err != nil {
+				return nil, fmt.Errorf("first byte of %s: %w", path(n), err)
+			}
+			rec.Add(time.Since(s))
+		}
+		*sum = rec.Summarize(time.Since(start))
+	}
+	for _, n := range ticks {
+		data, err := os.ReadFile(path(n))
+		if err != nil {
+			return nil, err
+		}
+		if int64(len(data)) != sizes[n] {
+			res.SizeMismatches++
+		}
+	}
+	if err := benchMountReads(ctx, b, work, world, table, res); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// benchMountReads measures, each on a fresh mount and cache, ls -l of
+// ticks/ and of tables/<table>/ (cold, then warm), and a cold glob read of
+// tables/<table>/*.parquet through the mount against a cold build of the
+// views answering the same query.
+func benchMountReads(ctx context.Context, b bucket.Bucket, work, world, table string, res *compactedBench) error {
+	fresh := func(name string) (string, func(), error) {
+		mnt, _, done, err := benchMount(b, work, name, wfs.Options{}, wfs.MountOptions{})
+		return mnt, done, err
+	}
+	mnt, done, err := fresh("ls")
+	if err != nil {
+		return err
+	}
+	for _, l := range []struct {
+		dir   string
+		times *[2]float64
+		n     *int
+	}{{filepath.Join(mnt, world, "runs", "main", "ticks"), &res.LsTicks, &res.LsTicksN},
+		{filepath.Join(mnt, world, "runs", "main", "tables", table), &res.LsTable, &res.LsTableN}} {
+		for i := range 2 {
+			say("ls -l %s (%s)", l.dir, []string{"cold", "warm"}[i])
+			start := time.Now()
+			out, err := exec.CommandContext(ctx, "ls", "-l", l.dir).Output()
+			if err != nil {
+				done()
+				return fmt.Errorf("ls -l %s: %w", l.dir, err)
+			}
+			l.times[i] = time.Since(start).Seconds()
+			*l.n = strings.Count(string(out), "\n") - 1
+		}
+	}
+	done()
+
+	q := "SELECT count(*), sum(entity_id) FROM %s"
+	var viewRows, viewSum, globRows, globSum int64
+	say("the views, built cold: %s", fmt.Sprintf(q, table))
+	start := time.Now()
+	sc, err := wsql.Build(ctx, b, world, wsql.Options{Dir: filepath.Join(work, "views")})
+	if err != nil {
+		return err
+	}
+	vdb, err := wsql.Open(ctx, sc)
+	if err != nil {
+		return err
+	}
+	err = vdb.QueryRowContext(ctx, fmt.Sprintf(q, table)).Scan(&viewRows, &viewSum)
+	vdb.Close()
+	if err != nil {
+		return err
+	}
+	res.ViewsSeconds = time.Since(start).Seconds()
+
+	if mnt, done, err = fresh("glob"); err != nil {
+		return err
+	}
+	defer done()
+	glob := filepath.Join(mnt, world, "runs", "main", "tables", table, "*.parquet")
+	say("read_parquet of %s through a fresh mount", glob)
+	db, err := sql.Open("duckdb", "")
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	start = time.Now()
+	if err := db.QueryRowContext(ctx, fmt.Sprintf(q, "read_parquet('"+glob+"')")).Scan(&globRows, &globSum); err != nil {
+		return err
+	}
+	res.GlobSeconds = time.Since(start).Seconds()
+	if globRows != viewRows || globSum != viewSum {
+		return fmt.Errorf("the glob through the mount read %d rows (sum %d), the views %d (sum %d)", globRows, globSum, viewRows, viewSum)
+	}
+	res.GlobRows, res.GlobRatio = globRows, res.GlobSeconds/res.ViewsSeconds
+	return nil
+}

@@ -1,0 +1,108 @@
+package engine
+
+import (
+	"cmp"
+	"context"
+	"sync"
+
+	"github.com/worldfs/worldfs/maintenance"
+)
+
+// maintainer runs a world's background compaction.
+type maintainer struct {
+	mu struct {
+		sync.Mutex
+		running   bool
+		next      int64 // the tick that triggers the next run
+		stopped   bool
+		err       error // the last run's failure
+		result    maintenance.CompactResult
+		runs      int // compaction runs so far
+		collected int // objects collection deleted
+	}
+	wg     sync.WaitGroup
+	cancel context.CancelFunc
+	ctx    context.Context
+}
+
+// maintain starts a background compaction of the world's run when tick is
+// a window past the last one's trigger and none is running.
+func (w *World) maintain(tick int64) {
+	if w.cat == nil || w.opts.NoMaintenance {
+		return
+	}
+	m := &w.maint
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	opts := w.opts.Compaction
+	opts.Run = w.opts.Run
+	opts.EnsureDefaults()
+	if m.mu.stopped || m.mu.running || tick < max(m.mu.next, opts.Recent+maintenance.SmallestWindow()-1) {
+		return
+	}
+	if m.ctx == nil {
+		m.ctx, m.cancel = context.WithCancel(context.Background())
+	}
+	m.mu.running, m.mu.next = true, tick+maintenance.SmallestWindow()
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		res, err := maintenance.Compact(m.ctx, w.b, w.cat, opts)
+		if err == nil {
+			// The world's receipts (their own run, facts alone).
+			ropts := opts
+			ropts.Run = EvaluationRun
+			var rres maintenance.CompactResult
+			rres, err = maintenance.Compact(m.ctx, w.b, w.cat, ropts)
+			res.Add(rres)
+		}
+		m.mu.Lock()
+		m.mu.runs++
+		collect := err == nil && w.opts.Collection.Every >= 0 && m.mu.runs%max(1, cmp.Or(w.opts.Collection.Every, 8)) == 0
+		m.mu.Unlock()
+		var gc maintenance.CollectResult
+		if collect {
+			copts := w.opts.Collection
+			copts.Run, copts.DryRun, copts.Report, copts.Progress = w.opts.Run, false, nil, nil
+			copts.MaxDeletes = cmp.Or(copts.MaxDeletes, 1000)
+			gc, err = maintenance.Collect(m.ctx, w.b, w.cat, copts)
+		}
+		if m.ctx.Err() != nil {
+			err = nil // stopped by Close: no failure, the next open goes on
+		}
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		m.mu.running, m.mu.err = false, err
+		m.mu.collected += gc.Deleted
+		m.mu.result.Add(res)
+	}()
+}
+
+// stop cancels a running compaction and waits for it.
+func (m *maintainer) stop() {
+	m.mu.Lock()
+	m.mu.stopped = true
+	cancel := m.cancel
+	m.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+	m.wg.Wait()
+}
+
+// Maintenance reports what the world's background compaction has done so
+// far, and its last failure (nil if it succeeded or never ran). Collected
+// says how many objects its collection deleted.
+func (w *World) Maintenance() (maintenance.CompactResult, error) {
+	w.maint.mu.Lock()
+	defer w.maint.mu.Unlock()
+	return w.maint.mu.result, w.maint.mu.err
+}
+
+// Collected reports how many objects the world's background collection
+// has deleted so far.
+func (w *World) Collected() int {
+	w.maint.mu.Lock()
+	defer w.maint.mu.Unlock()
+	return w.maint.mu.collected
+}

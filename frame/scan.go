@@ -1,0 +1,152 @@
+package frame
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/parquet-go/parquet-go"
+
+	"github.com/worldfs/worldfs/index"
+)
+
+// ScanTicks reads rows [from, from+n) of file, a file of t ordered by
+// (tick, entity), and calls emit with each tick's rows in turn: the row
+// they start at, a frame of them (reused: emit must not keep it) and
+// their stamps. Rows out of that order are index.ErrCorrupt.
+func ScanTicks(t *Table, file *parquet.File, from, n int64, emit func(tick, row int64, f *Frame, stamps []Stamp) error) error {
+	if len(file.Schema().Columns()) != len(t.Columns) {
+		return fmt.Errorf("%d columns, table %s has %d", len(file.Schema().Columns()), t.Name, len(t.Columns))
+	}
+	f := NewFrame(t)
+	var stamps []Stamp
+	start, end := from, from+n
+	flush := func() error {
+		if f.Len() == 0 {
+			return nil
+		}
+		if err := emit(stamps[0].Tick, start, f, stamps); err != nil {
+			return err
+		}
+		f.Entities, stamps = f.Entities[:0], stamps[:0]
+		for i, c := range f.cols {
+			f.cols[i] = truncate(c)
+		}
+		return nil
+	}
+	row, base := from, int64(0)
+	buf := make([]parquet.Row, 256)
+	var token string
+	for _, rg := range file.RowGroups() {
+		nr := rg.NumRows()
+		if base+nr <= row {
+			base += nr
+			continue
+		}
+		if row >= end {
+			break
+		}
+		rr := rg.Rows()
+		err := rr.SeekToRow(row - base)
+		for err == nil && row < min(end, base+nr) {
+			var got int
+			got, err = rr.ReadRows(buf[:min(int64(len(buf)), min(end, base+nr)-row)])
+			for _, r := range buf[:got] {
+				if len(r) != len(t.Columns) {
+					err = fmt.Errorf("row %d has %d values, table %s %d columns: %w", row, len(r), t.Name, len(t.Columns), index.ErrCorrupt)
+					break
+				}
+				// The key and stamp first: a row of the next tick ends
+				// this one before its values join the frame.
+				var s Stamp
+				var entity int64
+				for _, v := range r {
+					switch t.Columns[v.Column()].Name {
+					case ColEntity:
+						entity = v.Int64()
+					case ColTick:
+						s.Tick = v.Int64()
+					case ColWriterEpoch:
+						s.WriterEpoch = v.Int64()
+					case ColCommitToken:
+						if b := v.ByteArray(); string(b) != token {
+							token = string(b)
+						}
+						s.CommitToken = token
+					}
+				}
+				if k := len(stamps); k > 0 && (s.Tick < stamps[k-1].Tick || s.Tick == stamps[k-1].Tick && entity <= f.Entities[k-1]) {
+					err = fmt.Errorf("row %d (tick %d, entity %d) out of (tick, entity) order: %w", row, s.Tick, entity, index.ErrCorrupt)
+					break
+				}
+				if k := len(stamps); k > 0 && s.Tick != stamps[k-1].Tick {
+					if err = flush(); err != nil {
+						break
+					}
+					start = row
+				}
+				for _, v := range r {
+					if ci := v.Column(); t.Columns[ci].Component != "" {
+						f.cols[ci] = appendValue(f.cols[ci], v)
+					}
+				}
+				f.Entities = append(f.Entities, entity)
+				stamps = append(stamps, s)
+				row++
+			}
+			if errors.Is(err, io.EOF) && row == min(end, base+nr) {
+				err = nil
+			} else if err == nil && got == 0 {
+				err = io.ErrNoProgress
+			}
+		}
+		rr.Close()
+		if err != nil {
+			return fmt.Errorf("row %d: %w", row, err)
+		}
+		base += nr
+	}
+	if row != end {
+		return fmt.Errorf("rows %d..%d: the file has %d: %w", from, end, base, index.ErrCorrupt)
+	}
+	return flush()
+}
+
+// appendValue appends v to a frame's column of component values.
+func appendValue(col any, v parquet.Value) any {
+	switch c := col.(type) {
+	case []float64:
+		return append(c, v.Double())
+	case []float32:
+		return append(c, v.Float())
+	case []int64:
+		return append(c, v.Int64())
+	case []int32:
+		return append(c, v.Int32())
+	case []bool:
+		return append(c, v.Boolean())
+	case []string:
+		return append(c, string(v.ByteArray()))
+	}
+	return col
+}
+
+// truncate empties a frame's column, keeping its storage.
+func truncate(col any) any {
+	switch c := col.(type) {
+	case []float64:
+		return c[:0]
+	case []float32:
+		return c[:0]
+	case []int64:
+		return c[:0]
+	case []int32:
+		return c[:0]
+	case []bool:
+		return c[:0]
+	case []string:
+		clear(c)
+		return c[:0]
+	}
+	return col
+}
