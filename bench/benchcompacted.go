@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/worldfs/worldfs/bucket"
-	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/frame"
 	wfs "github.com/worldfs/worldfs/fs"
 	"github.com/worldfs/worldfs/index"
 	"github.com/worldfs/worldfs/internal/stats"
@@ -102,13 +102,13 @@ func benchCompacted(ctx context.Context, b bucket.Bucket, work, world, table str
 	if err != nil {
 		return nil, err
 	}
-	ids, err := engine.TableIDs(ctx, b, world)
+	ids, err := frame.TableIDs(ctx, b, world)
 	if err != nil {
 		return nil, err
 	}
 	names := map[string]string{} // id → name
 	for _, id := range ids {
-		info, err := engine.ReadTableInfo(ctx, b, world, id)
+		info, err := frame.ReadTableInfo(ctx, b, world, id)
 		if err != nil {
 			return nil, err
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/frame"
 	"github.com/worldfs/worldfs/index"
 	wsql "github.com/worldfs/worldfs/sql"
 )
@@ -310,13 +311,13 @@ func timeDiffQuery(ctx context.Context, self string, d *diffBench, cacheDir stri
 
 // benchWorldTables returns the tables of a bench history world.
 func benchWorldTables(ctx context.Context, b bucket.Bucket, world string) ([]*engine.Table, error) {
-	ids, err := engine.TableIDs(ctx, b, world)
+	ids, err := frame.TableIDs(ctx, b, world)
 	if err != nil {
 		return nil, err
 	}
 	tables := benchTables(len(ids))
 	for _, t := range tables {
-		if _, err := engine.ReadTableInfo(ctx, b, world, t.ID); err != nil {
+		if _, err := frame.ReadTableInfo(ctx, b, world, t.ID); err != nil {
 			return nil, fmt.Errorf("world %s is not a bench history world (no table %s): %w", world, t.Name, err)
 		}
 	}

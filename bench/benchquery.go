@@ -204,7 +204,7 @@ func genQueryWorld(ctx context.Context, b bucket.Bucket, world string, n, rows i
 				var entries []index.Entry
 				for tick := from; tick < min(from+block, int64(n)); tick++ {
 					token := queryToken()
-					path := engine.FragmentPath(world, "main", t.ID, token, 0)
+					path := index.FragmentPath(world, "main", t.ID, token, 0)
 					frag := index.Fragment{Path: path, Rows: int64(rows)}
 					if withData {
 						for i := range x {

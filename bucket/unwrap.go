@@ -38,6 +38,18 @@ type Local interface {
 	Path(name string) (string, error)
 }
 
+// Made is the capability of a bucket that exists only once it is made
+// (bucket/local: its directory): a command that only reads asks Exists
+// rather than make one by opening it, and `worldfs init` calls Make. Find
+// it with As[Made], never by the concrete type.
+type Made interface {
+	Local
+	// Exists reports whether the bucket has been made.
+	Exists() (bool, error)
+	// Make makes the bucket if it does not exist yet.
+	Make() error
+}
+
 // Addressable is the capability of a bucket other programs address by a
 // URI (bucket/local: file:///dir/, bucket/gcs: gs://bucket/prefix/): an
 // export names the files it lists by it. Find it with As[Addressable],

@@ -38,7 +38,8 @@ import (
 // ErrCorruptFragment: a fragment's bytes, size or generation differ from
 // what the catalog recorded for it, or it is missing. Nothing was served
 // from it. Test with errors.Is; CorruptFragmentError carries the details.
-var ErrCorruptFragment = errors.New("fragment does not match the catalog")
+// It is marked corruption (bucket.ErrCorruption).
+var ErrCorruptFragment = bucket.MarkCorruption(errors.New("fragment does not match the catalog"))
 
 // CorruptFragmentError names the fragment and what differs.
 type CorruptFragmentError struct {

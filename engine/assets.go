@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 
 	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/index"
 )
 
 // AssetRef references an external artifact by content (docs/ARCHITECTURE.md): the
@@ -28,7 +29,7 @@ var ErrBadAssetDigest = errors.New(`an asset digest must be "sha256:" followed b
 
 // ErrAssetMismatch: an asset's bytes do not hash to its reference's
 // digest.
-var ErrAssetMismatch = errors.New("asset bytes do not match their digest")
+var ErrAssetMismatch = bucket.MarkCorruption(errors.New("asset bytes do not match their digest"))
 
 func validAssetDigest(d string) bool {
 	const prefix = "sha256:"
@@ -48,7 +49,7 @@ func AssetPath(digest string) (string, error) {
 	if !validAssetDigest(digest) {
 		return "", fmt.Errorf("asset %q: %w", digest, ErrBadAssetDigest)
 	}
-	return "assets/sha256/" + digest[len("sha256:"):], nil
+	return index.AssetPath(digest[len("sha256:"):]), nil
 }
 
 // DigestFile returns the sha256 digest and size of the file at path,

@@ -89,7 +89,7 @@ func TestCrashedBatchRecoveryReadsEachPartOnce(t *testing.T) {
 	}
 
 	table := readingTable()
-	prefix := "data/w/main/" + table.ID + "/deadbatch/"
+	prefix := index.RunDataPrefix("w", index.DefaultRun) + table.ID + "/deadbatch/"
 	parts, reads := 0, 0
 	for a, err := range b.List(ctx, prefix, "") {
 		if err != nil {
@@ -101,7 +101,7 @@ func TestCrashedBatchRecoveryReadsEachPartOnce(t *testing.T) {
 		}
 	}
 	for p := range parts + 1 {
-		reads += counted.GetsOf(engine.FragmentPath("w", "main", table.ID, "deadbatch", p))
+		reads += counted.GetsOf(index.FragmentPath("w", "main", table.ID, "deadbatch", p))
 	}
 	if parts == 0 || parts > n/4 {
 		t.Fatalf("%d facts recovered into %d parts: not appended together", n, parts)

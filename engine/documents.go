@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/frame"
 	"github.com/worldfs/worldfs/index"
 )
 
@@ -155,12 +156,12 @@ func (d FactDocument) Fact(ctx context.Context, b bucket.Bucket, world string) (
 // named name.
 func factColumnTypes(ctx context.Context, b bucket.Bucket, world, name string) (map[string]Type, error) {
 	out := map[string]Type{}
-	ids, err := TableIDs(ctx, b, world)
+	ids, err := frame.TableIDs(ctx, b, world)
 	if err != nil {
 		return nil, err
 	}
 	for _, id := range ids {
-		ti, err := ReadTableInfo(ctx, b, world, id)
+		ti, err := frame.ReadTableInfo(ctx, b, world, id)
 		if err != nil {
 			return nil, err
 		}
@@ -198,7 +199,7 @@ func (d EvaluationDocument) Evaluation(s *index.State) (Evaluation, error) {
 	}
 	run, at := d.Run, int64(-1)
 	if run == "" {
-		run = "main"
+		run = index.DefaultRun
 	}
 	if d.At != nil {
 		at = *d.At

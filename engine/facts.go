@@ -87,7 +87,7 @@ func IsFactColumns(cols []Column) bool {
 
 // Fact is one externally produced record to ingest.
 type Fact struct {
-	// Run the fact belongs to (default "main").
+	// Run the fact belongs to (default index.DefaultRun).
 	Run string
 	// Producer and ExternalID are the fact's identity within the run:
 	// exactly one fact per (world, run, producer, external id) is ever
@@ -292,7 +292,7 @@ func (s *IngestionService) World() string { return s.world }
 // taken over once its lease ends.
 func (s *IngestionService) Ingest(ctx context.Context, f Fact) (FactReceipt, error) {
 	if f.Run == "" {
-		f.Run = "main"
+		f.Run = index.DefaultRun
 	}
 	if err := s.checkFact(f); err != nil {
 		return FactReceipt{}, invalid(err)
@@ -589,7 +589,7 @@ func (e *buildError) Error() string { return e.err.Error() }
 func (e *buildError) Unwrap() error { return e.err }
 
 // place makes each row durable exactly once in its batch's chain of
-// fragments: FragmentPath(world, run, table, batch, n) for n = 0, 1, …
+// fragments: index.FragmentPath(world, run, table, batch, n) for n = 0, 1, …
 // Every writer (the batch's holder, or a holder taking claims over) walks
 // the chain in order, reading each part that exists: a row found there
 // under its claim's fact id and token is placed (an orphan, completed
@@ -610,10 +610,10 @@ func (s *IngestionService) place(ctx context.Context, t *Table, batch string, ro
 	if probe {
 		// Walks of one chain here take turns, so that each finds the
 		// parts the one before read or wrote in parts.
-		defer s.chains.lock(FragmentPath(s.world, run, t.ID, batch, 0))()
+		defer s.chains.lock(index.FragmentPath(s.world, run, t.ID, batch, 0))()
 	}
 	for part := 0; len(missing) > 0; part++ {
-		path := FragmentPath(s.world, run, t.ID, batch, part)
+		path := index.FragmentPath(s.world, run, t.ID, batch, part)
 		p, err := (*storedPart)(nil), bucket.ErrNotExist
 		if probe {
 			p, err = s.readPart(ctx, path)

@@ -53,7 +53,7 @@ func visibleFacts(t *testing.T, b bucket.Bucket, world, run string, table *engin
 	}
 	allow := s.Allowlist(run)
 	out := map[string][]engine.Values{}
-	for a, err := range b.List(ctxT(t), "data/"+world+"/"+run+"/"+table.ID+"/", "") {
+	for a, err := range b.List(ctxT(t), index.RunDataPrefix(world, run)+table.ID+"/", "") {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -256,7 +256,7 @@ func TestIngestConcurrentConverge(t *testing.T) {
 	if fresh != 1 {
 		t.Fatalf("%d callers report appending the fact", fresh)
 	}
-	names, _ := bucket.Collect(b.List(ctx, "data/w/main/"+readingTable().ID+"/", ""))
+	names, _ := bucket.Collect(b.List(ctx, index.RunDataPrefix("w", index.DefaultRun)+readingTable().ID+"/", ""))
 	if len(names) != 1 {
 		t.Fatalf("%d fragments for one fact: %v", len(names), names)
 	}
@@ -330,7 +330,7 @@ func TestFactCrashRecovery(t *testing.T) {
 			if !ok {
 				t.Fatal("the crashed holder left no claim")
 			}
-			path := engine.FragmentPath("w", "main", readingTable().ID, before.CommitToken, 0)
+			path := index.FragmentPath("w", "main", readingTable().ID, before.CommitToken, 0)
 			appended, statErr := b.Stat(ctx, path)
 
 			// The retry: another holder, after the dead one's lease.

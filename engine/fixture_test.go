@@ -52,7 +52,7 @@ func TestWriteLegacyFixture(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := b.Create(ctxT(t), engine.LegacyPrefix("legacyworld", "main", lt.ID)+fmt.Sprintf("%d.parquet", tick), data); err != nil {
+			if _, err := b.Create(ctxT(t), index.LegacyPrefix("legacyworld", "main", lt.ID)+fmt.Sprintf("%d.parquet", tick), data); err != nil {
 				t.Fatal(err)
 			}
 		}

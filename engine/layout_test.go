@@ -47,7 +47,7 @@ func TestTokenDirLayoutReadable(t *testing.T) {
 		}
 		for _, tf := range enginetest.Tables(t, tk) {
 			for _, f := range tf.Fragments {
-				old := f.Path == engine.FragmentPath("tokendirs", "main", tf.Table, tk.CommitToken, 0)
+				old := f.Path == index.FragmentPath("tokendirs", "main", tf.Table, tk.CommitToken, 0)
 				if !old && f.Path != index.TickFragmentPath("tokendirs", "main", tf.Table, tk.CommitToken) {
 					t.Fatalf("tick %d: fragment %s in neither layout", tick, f.Path)
 				}
@@ -75,7 +75,7 @@ func TestTokenDirLayoutReadable(t *testing.T) {
 	// each layout.
 	table := particles.Tables()[0].ID
 	orphans := []string{
-		engine.FragmentPath("tokendirs", "main", table, "deadbeef", 0),
+		index.FragmentPath("tokendirs", "main", table, "deadbeef", 0),
 		index.TickFragmentPath("tokendirs", "main", table, "feedface"),
 	}
 	for i, token := range []string{"deadbeef", "feedface"} {

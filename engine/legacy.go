@@ -8,14 +8,6 @@ import (
 	"github.com/worldfs/worldfs/index"
 )
 
-// LegacyPrefix is where a legacy (v0.2) table's fragments live. They carry
-// no commit identity and no manifest names them, so they are found by
-// listing this prefix: the one listing of data worldfs does, over history
-// that is never written again.
-func LegacyPrefix(world, run, tableID string) string {
-	return index.RunDataPrefix(world, run) + tableID + "/v0.2/"
-}
-
 // legacyHistory is what a legacy table holds: its fragments, the last tick
 // any row has, and the largest entity id in any row.
 type legacyHistory struct {
@@ -29,7 +21,7 @@ func readLegacyHistory(ctx context.Context, b bucket.Bucket, world, run string, 
 		return nil, fmt.Errorf("table %s (%s) is not a legacy table", t.Name, t.ID)
 	}
 	h := &legacyHistory{last: -1, maxEntity: -1}
-	for a, err := range b.List(ctx, LegacyPrefix(world, run, t.ID), "") {
+	for a, err := range b.List(ctx, index.LegacyPrefix(world, run, t.ID), "") {
 		if err != nil {
 			return nil, err
 		}

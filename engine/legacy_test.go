@@ -69,7 +69,7 @@ func TestLegacyHistory(t *testing.T) {
 		t.Fatalf("legacy particle history: last tick %d, %d rows, %v", last, f.Len(), err)
 	}
 	// Rows read as epoch-0: no token, epoch 0, always visible.
-	files, _ := bucket.Collect(b.List(ctxT(t), engine.LegacyPrefix("legacyworld", "main", particle.ID), ""))
+	files, _ := bucket.Collect(b.List(ctxT(t), index.LegacyPrefix("legacyworld", "main", particle.ID), ""))
 	data, _, _ := b.Get(ctxT(t), files[0].Name)
 	before := bytes.Clone(data)
 	engine.DecodeFragment(particle, data, func(r engine.StampedRow) bool {

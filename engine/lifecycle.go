@@ -104,7 +104,7 @@ func resume(ctx context.Context, b bucket.Bucket, cat *index.Catalog, id string,
 		return nil, fmt.Errorf("resume %s: %w", id, index.ErrNoWorld)
 	}
 	if s.World.Parent != "" {
-		if _, err := b.Stat(ctx, LineagePath(id)); err != nil {
+		if _, err := b.Stat(ctx, index.LineagePath(id)); err != nil {
 			return nil, fmt.Errorf("resume %s: a fork of %s: %w (%v)", id, s.World.Parent, ErrLineageMissing, err)
 		}
 	}
@@ -163,7 +163,8 @@ func (w *World) loadVisible(ctx context.Context, s *index.State, run string) err
 }
 
 // readTick reads the visible rows of one published tick: exactly the rows
-// of its manifest's fragments stamped with its token.
+// of its manifest's fragments stamped with its (tick, token), the rule's
+// published term against that tick alone (index.RowPublished).
 func readTick(ctx context.Context, b bucket.Bucket, tables []*Table, t *index.Tick) (map[string]*Frame, error) {
 	byID := map[string]*Table{}
 	frames := map[string]*Frame{}
@@ -186,10 +187,10 @@ func readTick(ctx context.Context, b bucket.Bucket, tables []*Table, t *index.Ti
 				return nil, fmt.Errorf("tick %d: %w", t.Tick, err)
 			}
 			if Digest(data) != fr.Digest {
-				return nil, fmt.Errorf("tick %d: fragment %s does not match its manifest digest", t.Tick, fr.Path)
+				return nil, bucket.MarkCorruption(fmt.Errorf("tick %d: fragment %s does not match its manifest digest", t.Tick, fr.Path))
 			}
 			f, err := DecodeFragment(tb, data, func(r StampedRow) bool {
-				return r.Tick == t.Tick && r.CommitToken == t.CommitToken
+				return index.RowPublished.Eval(index.Stamp{Tick: r.Tick, Token: r.CommitToken, Epoch: r.WriterEpoch}, t)
 			})
 			if err != nil {
 				return nil, err
@@ -213,16 +214,12 @@ func registerTables(ctx context.Context, b bucket.Bucket, world string, tables [
 		if err != nil {
 			return err
 		}
-		if _, err := bucket.CreateOnce(ctx, b, TableInfoPath(world, t.ID), data); err != nil && !errors.Is(err, bucket.ErrExist) {
+		if _, err := bucket.CreateOnce(ctx, b, index.TableInfoPath(world, t.ID), data); err != nil && !errors.Is(err, bucket.ErrExist) {
 			return fmt.Errorf("world %s: describing table %s: %w", world, t.Name, err)
 		}
 	}
 	return nil
 }
-
-// LineagePath is where a fork's lineage rows live: one create-once
-// fragment, written in one append, so a crash leaves all of it or none.
-func LineagePath(world string) string { return index.DataPrefix(world) + "_lineage/0.parquet" }
 
 // LineageTable holds a fork's ancestor chain: world metadata with negative
 // entity ids, stamped epoch 0, never token-filtered.
@@ -281,7 +278,7 @@ func ForkWorld(ctx context.Context, b bucket.Bucket, parent, child, forkRun stri
 	// and since the bytes follow from the arguments, a fork retried after
 	// a crash finds its own lineage and goes on.
 	persist := func(ctx context.Context) error {
-		if _, err := bucket.CreateOnce(ctx, b, LineagePath(child), data); err != nil {
+		if _, err := bucket.CreateOnce(ctx, b, index.LineagePath(child), data); err != nil {
 			return fmt.Errorf("fork %s: persisting lineage: %w", child, err)
 		}
 		return nil

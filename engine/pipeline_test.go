@@ -147,7 +147,7 @@ func TestPipelinedCrashAtEveryFailpoint(t *testing.T) {
 // dataObjects counts the fragments in world's data.
 func dataObjects(t *testing.T, b bucket.Bucket, world string) int {
 	t.Helper()
-	objs, err := bucket.Collect(b.List(ctxT(t), "data/"+world+"/main/", ""))
+	objs, err := bucket.Collect(b.List(ctxT(t), index.RunDataPrefix(world, index.DefaultRun), ""))
 	if err != nil {
 		t.Fatal(err)
 	}

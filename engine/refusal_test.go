@@ -84,7 +84,7 @@ func TestForkIntoExistingWorldWritesNothing(t *testing.T) {
 		}
 		sameObjects(t, "a fork into "+child, before, objects(t, b))
 	}
-	if _, err := b.Stat(ctxT(t), engine.LineagePath("taken")); !errors.Is(err, bucket.ErrNotExist) {
+	if _, err := b.Stat(ctxT(t), index.LineagePath("taken")); !errors.Is(err, bucket.ErrNotExist) {
 		t.Fatalf("lineage written into a world that is no fork: %v", err)
 	}
 }

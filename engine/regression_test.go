@@ -106,7 +106,7 @@ func TestRegressionLegacyEmptiedTable(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := b.Create(ctxT(t), engine.LegacyPrefix("lw", "main", lt.ID)+fmt.Sprint(tick, ".parquet"), data); err != nil {
+		if _, err := b.Create(ctxT(t), index.LegacyPrefix("lw", "main", lt.ID)+fmt.Sprint(tick, ".parquet"), data); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -205,7 +205,7 @@ func TestRegressionForkRetry(t *testing.T) {
 	if _, err = engine.ForkWorld(ctxT(t), noMarker, "p", "f", "main", 5, particles.Tables(), quiet); err == nil {
 		t.Fatal("the fork succeeded without its marker")
 	}
-	if _, err := inner.Stat(ctxT(t), engine.LineagePath("f")); !errors.Is(err, bucket.ErrNotExist) {
+	if _, err := inner.Stat(ctxT(t), index.LineagePath("f")); !errors.Is(err, bucket.ErrNotExist) {
 		t.Fatalf("a fork that never held the name wrote its lineage: %v", err)
 	}
 	// The first slot create fails every time: CreateOnce gives up (a few
@@ -215,7 +215,7 @@ func TestRegressionForkRetry(t *testing.T) {
 	if _, err = engine.ForkWorld(ctxT(t), noSlot, "p", "f", "main", 5, particles.Tables(), quiet); err == nil {
 		t.Fatal("the fork succeeded without its catalog")
 	}
-	if _, err := inner.Stat(ctxT(t), engine.LineagePath("f")); err != nil {
+	if _, err := inner.Stat(ctxT(t), index.LineagePath("f")); err != nil {
 		t.Fatalf("the lineage rows were not written before the first slot: %v", err)
 	}
 	f, err := engine.ForkWorld(ctxT(t), inner, "p", "f", "main", 5, particles.Tables(), quiet)

@@ -5,7 +5,6 @@ import (
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/frame"
-	"github.com/worldfs/worldfs/index"
 )
 
 // The schema and format of a world's data live in package frame, below
@@ -115,14 +114,6 @@ func DecodeFragment(t *Table, data []byte, keep func(StampedRow) bool) (*Frame, 
 // Digest is the fragment digest recorded in manifests (frame.Digest).
 func Digest(data []byte) string { return frame.Digest(data) }
 
-// TableInfoPrefix is where a world's table descriptions live
-// (frame.TableInfoPrefix).
-func TableInfoPrefix(world string) string { return frame.TableInfoPrefix(world) }
-
-// TableInfoPath is where a world's description of table id lives
-// (frame.TableInfoPath).
-func TableInfoPath(world, id string) string { return frame.TableInfoPath(world, id) }
-
 // TableIDs returns the ids of the tables world describes (frame.TableIDs).
 func TableIDs(ctx context.Context, b bucket.Bucket, world string) ([]string, error) {
 	return frame.TableIDs(ctx, b, world)
@@ -136,12 +127,6 @@ func ReadTableInfo(ctx context.Context, b bucket.Bucket, world, id string) (Tabl
 
 // TableFromInfo rebuilds a table from its description (frame.TableFromInfo).
 func TableFromInfo(info TableInfo) (*Table, error) { return frame.TableFromInfo(info) }
-
-// FragmentPath is where a fact batch's fragment part lives
-// (index.FragmentPath); a tick's fragment is at index.TickFragmentPath.
-func FragmentPath(world, run, tableID, token string, part int) string {
-	return index.FragmentPath(world, run, tableID, token, part)
-}
 
 // AppendReceipt describes one appended fragment.
 type AppendReceipt struct {

@@ -79,7 +79,7 @@ func (tc *TickContext) Frame(archetype string) *Frame { return tc.frames[archety
 
 // Options configure a World.
 type Options struct {
-	// Run names the run this writer extends (default "main").
+	// Run names the run this writer extends (default index.DefaultRun).
 	Run string
 	// Holder names this writer in fence entries (default "engine").
 	Holder string
@@ -128,7 +128,7 @@ const (
 // EnsureDefaults fills in what is unset with its default and returns o.
 func (o *Options) EnsureDefaults() *Options {
 	if o.Run == "" {
-		o.Run = "main"
+		o.Run = index.DefaultRun
 	}
 	if o.Holder == "" {
 		o.Holder = "engine"

@@ -227,7 +227,7 @@ func TestStaleWriter(t *testing.T) {
 	tk, _ := s.Tick("main", 6)
 	// A's fragments for tick 6 are in the bucket, under a token no manifest names.
 	var lateTokens int
-	for obj, err := range b.List(ctxT(t), "data/w/main/", "") {
+	for obj, err := range b.List(ctxT(t), index.RunDataPrefix("w", index.DefaultRun), "") {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -357,7 +357,7 @@ func TestForkAndLineage(t *testing.T) {
 	}
 	f.Close()
 	// Its lineage is one append: negative ids, epoch 0, naming the parent.
-	data, _, err := b.Get(ctxT(t), engine.LineagePath("fork"))
+	data, _, err := b.Get(ctxT(t), index.LineagePath("fork"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -373,8 +373,8 @@ func TestForkAndLineage(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.Close()
-	a, _ := b.Stat(ctxT(t), engine.LineagePath("fork"))
-	b.Delete(ctxT(t), engine.LineagePath("fork"), a.Generation)
+	a, _ := b.Stat(ctxT(t), index.LineagePath("fork"))
+	b.Delete(ctxT(t), index.LineagePath("fork"), a.Generation)
 	if _, err := engine.ResumeWorld(ctxT(t), b, "fork", particles.Tables(), quiet); !errors.Is(err, engine.ErrLineageMissing) {
 		t.Fatalf("resume of a fork without lineage = %v, want ErrLineageMissing", err)
 	}
@@ -409,7 +409,7 @@ func TestUncoordinatedWritesNoManifests(t *testing.T) {
 	if logs, _ := bucket.Collect(b.List(ctxT(t), "worlds/", "")); len(logs) != 0 {
 		t.Fatalf("an uncoordinated world wrote catalog objects: %v", logs)
 	}
-	frags, _ := bucket.Collect(b.List(ctxT(t), "data/bare/main/", ""))
+	frags, _ := bucket.Collect(b.List(ctxT(t), index.RunDataPrefix("bare", index.DefaultRun), ""))
 	if len(frags) != 12 {
 		t.Fatalf("%d fragments, want 4 ticks × 3 tables", len(frags))
 	}

@@ -292,21 +292,16 @@ type TableInfo struct {
 // Info describes t.
 func (t *Table) Info() TableInfo { return TableInfo{ID: t.ID, Name: t.Name, Columns: t.Columns} }
 
-// TableInfoPrefix is where a world's table descriptions live.
-func TableInfoPrefix(world string) string { return index.DataPrefix(world) + "_tables/" }
-
-// TableInfoPath is where a world's description of table id lives.
-func TableInfoPath(world, id string) string { return TableInfoPrefix(world) + id + ".json" }
-
 // TableIDs returns the ids of the tables world describes, in the order of
 // their descriptions' names.
 func TableIDs(ctx context.Context, b bucket.Bucket, world string) ([]string, error) {
 	var ids []string
-	for a, err := range b.List(ctx, TableInfoPrefix(world), "") {
+	for a, err := range b.List(ctx, index.TableInfoPrefix(world), "") {
 		if err != nil {
 			return nil, err
 		}
-		ids = append(ids, strings.TrimSuffix(strings.TrimPrefix(a.Name, TableInfoPrefix(world)), ".json"))
+		id, _ := index.ParseTableInfoPath(world, a.Name) // a name without .json reads as itself, and fails to read
+		ids = append(ids, id)
 	}
 	return ids, nil
 }
@@ -314,7 +309,7 @@ func TableIDs(ctx context.Context, b bucket.Bucket, world string) ([]string, err
 // ReadTableInfo reads a world's description of table id.
 func ReadTableInfo(ctx context.Context, b bucket.Bucket, world, id string) (TableInfo, error) {
 	var ti TableInfo
-	data, _, err := b.Get(ctx, TableInfoPath(world, id))
+	data, _, err := b.Get(ctx, index.TableInfoPath(world, id))
 	if err != nil {
 		return ti, err
 	}

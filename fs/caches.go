@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/worldfs/worldfs/bucket"
-	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/frame"
 	"github.com/worldfs/worldfs/index"
 )
 
@@ -165,7 +165,7 @@ func (m *Mount) worldExists(ctx context.Context, world string) (bool, error) {
 }
 
 // tableInfo returns world's description of table id (immutable, kept).
-func (m *Mount) tableInfo(ctx context.Context, world, id string) (engine.TableInfo, error) {
+func (m *Mount) tableInfo(ctx context.Context, world, id string) (frame.TableInfo, error) {
 	ctx = finish(ctx)
 	key := world + "/" + id
 	m.mu.Lock()
@@ -174,7 +174,7 @@ func (m *Mount) tableInfo(ctx context.Context, world, id string) (engine.TableIn
 	if ok {
 		return ti, nil
 	}
-	ti, err := engine.ReadTableInfo(ctx, m.b, world, id)
+	ti, err := frame.ReadTableInfo(ctx, m.b, world, id)
 	if err != nil {
 		return ti, fmt.Errorf("world %s: table %s has no description: %w", world, id, err)
 	}

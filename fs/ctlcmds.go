@@ -185,7 +185,7 @@ func opFork(ctx context.Context, m *Mount, _ string, cmd []byte) (any, error) {
 		return nil, err
 	}
 	if c.Run == "" {
-		c.Run = "main"
+		c.Run = index.DefaultRun
 	}
 	if err := index.ValidateWorldID(c.World); err != nil {
 		return nil, badf("world: %v", err)
@@ -254,7 +254,7 @@ func opResume(ctx context.Context, m *Mount, _ string, cmd []byte) (any, error) 
 // in the bucket (legacy tables are never written again, so they are left
 // out). Each rebuilt table must hash to its recorded id.
 func (m *Mount) declaredTables(ctx context.Context, world string) ([]*engine.Table, error) {
-	prefix := strings.TrimSuffix(engine.TableInfoPath(world, "x"), "x.json")
+	prefix := strings.TrimSuffix(index.TableInfoPath(world, "x"), "x.json")
 	var out []*engine.Table
 	for a, err := range m.b.List(ctx, prefix, "") {
 		if err != nil {
@@ -296,7 +296,7 @@ func opCommitTick(ctx context.Context, m *Mount, world string, cmd []byte) (any,
 	next := wr.w.Tick() + 1
 	if c.Tick != nil && *c.Tick != next {
 		if *c.Tick < next {
-			return nil, fmt.Errorf("world %s: tick %d: %w", world, *c.Tick, &index.CatalogConflictError{World: world, Run: "main", Tick: *c.Tick})
+			return nil, fmt.Errorf("world %s: tick %d: %w", world, *c.Tick, &index.CatalogConflictError{World: world, Run: index.DefaultRun, Tick: *c.Tick})
 		}
 		return nil, badf("world %s: tick %d given, the next tick is %d", world, *c.Tick, next)
 	}

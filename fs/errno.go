@@ -7,7 +7,6 @@ import (
 	"syscall"
 
 	"github.com/worldfs/worldfs/bucket"
-	"github.com/worldfs/worldfs/cache"
 	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/index"
 )
@@ -33,8 +32,9 @@ var ErrNoWriter = errors.New("this mount holds no writer for the world")
 //	EAGAIN  a claim is pending under another holder
 //	ENOENT  the world does not exist
 //	EINTR   the request was interrupted (its context canceled)
-//	EIO     storage, a read past Options.ReadTimeout (ReadTimeoutError), corruption (a fragment that differs from its catalog record:
-//	        cache.ErrCorruptFragment, even when it is missing), anything else
+//	EIO     storage, a read past Options.ReadTimeout (ReadTimeoutError), corruption (bucket.ErrCorruption, first, whatever
+//	        else the error says: a fragment that differs from its catalog record, even when it is missing; a damaged
+//	        catalog, table description or tick index), anything else
 func Errno(err error) syscall.Errno {
 	var stale *index.StaleWriterError
 	var conflict *index.CatalogConflictError
@@ -43,7 +43,7 @@ func Errno(err error) syscall.Errno {
 	switch {
 	case err == nil:
 		return 0
-	case errors.Is(err, cache.ErrCorruptFragment):
+	case bucket.IsCorruption(err):
 		return syscall.EIO
 	case errors.Is(err, context.Canceled):
 		// The kernel interrupted the request (a signal reached the
@@ -71,7 +71,10 @@ func Errno(err error) syscall.Errno {
 // plain absence, so that an EIO can be explained.
 func (m *Mount) errno(what string, err error) syscall.Errno {
 	e := Errno(err)
-	if e != syscall.ENOENT && e != syscall.EINTR {
+	switch {
+	case bucket.IsCorruption(err):
+		log.Printf("worldfs: %s: damaged data (worldfs check --read-data lists it): %v", what, err)
+	case e != syscall.ENOENT && e != syscall.EINTR:
 		log.Printf("worldfs: %s: %v", what, err)
 	}
 	return e

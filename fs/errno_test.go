@@ -31,7 +31,11 @@ func TestErrno(t *testing.T) {
 		{fmt.Errorf("x: %w", index.ErrCorrupt), syscall.EIO},
 		// A fragment that differs from its record is EIO, even when the
 		// read that found it also says the object is gone.
-		{fmt.Errorf("open: %w: %w", &cache.CorruptFragmentError{Name: "data/w/f.parquet", What: "presence"}, bucket.ErrNotExist), syscall.EIO},
+		{fmt.Errorf("open: %w: %w", &cache.CorruptFragmentError{Name: index.FragmentPath("w", index.DefaultRun, "t", "tok", 0), What: "presence"}, bucket.ErrNotExist), syscall.EIO},
+		// Any corruption (the one marker, bucket.ErrCorruption) is EIO
+		// first: a damaged catalog or data file, whatever else it says.
+		{fmt.Errorf("slot: %w: %w", index.ErrCorrupt, bucket.ErrNotExist), syscall.EIO},
+		{fmt.Errorf("tick index: %w: %w", bucket.MarkCorruption(fmt.Errorf("rows out of order")), index.ErrNoWorld), syscall.EIO},
 	} {
 		if got := Errno(c.err); got != c.want {
 			t.Errorf("Errno(%v) = %v, want %v", c.err, got, c.want)

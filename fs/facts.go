@@ -241,7 +241,7 @@ func (f *factFile) inode() uint64              { return f.ino }
 func (f *factFile) attrTimeout() time.Duration { return 0 }
 func (f *factFile) viewRun() string {
 	if f.run == engine.EvaluationRun {
-		return "main" // receipts are the world's: any run's views show them
+		return index.DefaultRun // receipts are the world's: any run's views show them
 	}
 	return f.run
 }

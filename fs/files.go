@@ -969,11 +969,11 @@ func (m *Mount) worldJSON(ctx context.Context, world string) ([]byte, error) {
 			rr.Head = &h.Tick.Tick
 		}
 		doc.Runs[r] = rr
-		if r == "main" {
+		if r == index.DefaultRun {
 			doc.Head = rr.Head
 		}
 	}
-	v, err := m.view(ctx, world, "main", false)
+	v, err := m.view(ctx, world, index.DefaultRun, false)
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/cache"
 	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/frame"
 	"github.com/worldfs/worldfs/index"
 )
 
@@ -42,7 +43,7 @@ type Mount struct {
 		// INVARIANT: len(cats) == lru.Len() <= opts.MaxCatalogs.
 		cats     map[string]openCatalog
 		lru      *clist.List                         // of world ids
-		infos    map[string]engine.TableInfo         // by world/table id; immutable objects
+		infos    map[string]frame.TableInfo          // by world/table id; immutable objects
 		tables   map[string]*engine.Table            // by world/table id, rebuilt from infos
 		worlds   []index.WorldEntry                  // the world directory, sorted by id
 		worldsAt time.Time                           // when worlds was read
@@ -62,7 +63,7 @@ func New(b bucket.Bucket, opts Options) (*Mount, error) {
 	m.verified = cache.OpenVerified(filepath.Join(opts.Cache.Dir(), "verified"))
 	m.mu.cats = map[string]openCatalog{}
 	m.mu.lru = clist.New()
-	m.mu.infos = map[string]engine.TableInfo{}
+	m.mu.infos = map[string]frame.TableInfo{}
 	m.mu.tables = map[string]*engine.Table{}
 	m.mu.writers = map[string]*writer{}
 	m.mu.ingest = map[string]*engine.IngestionService{}

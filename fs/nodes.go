@@ -552,8 +552,8 @@ func (d *tokensDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut)
 	if err != nil {
 		return nil, d.m.errno("tokens of "+d.world, err)
 	}
-	if !slices.Contains(runs, "main") {
-		runs = append(runs, "main") // a first publish a moment ago
+	if !slices.Contains(runs, index.DefaultRun) {
+		runs = append(runs, index.DefaultRun) // a first publish a moment ago
 	}
 	for _, run := range runs {
 		t, ok, err := d.m.token(ctx, d.world, run, name)

@@ -28,8 +28,8 @@ func (m *Mount) runs(ctx context.Context, world string) ([]string, error) {
 	for _, r := range s.Runs() {
 		out = append(out, r.Name)
 	}
-	if s.World.Parent != "" && !slices.Contains(out, "main") {
-		out = append(out, "main")
+	if s.World.Parent != "" && !slices.Contains(out, index.DefaultRun) {
+		out = append(out, index.DefaultRun)
 		slices.Sort(out)
 	}
 	return out, nil

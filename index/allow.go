@@ -62,17 +62,17 @@ func (s *State) Allowlist(run string) *Allowlist {
 }
 
 // Admits reports whether a row of the segment stamped (tick, token, epoch)
-// is visible.
+// is visible: within the segment's bound, and, if filtered, by RowRule.
 func (a *Allowlist) Admits(tick int64, token string, epoch int64) bool {
 	if tick > a.UpTo {
 		return false
 	}
-	if epoch == 0 && token == "" {
-		return true // legacy and lineage rows: always visible
-	}
-	if a.Mode == Unfiltered {
-		return true
-	}
+	return a.Mode == Unfiltered || RowRule.Eval(Stamp{Tick: tick, Token: token, Epoch: epoch}, a)
+}
+
+// Publishes reports whether the segment's run published (tick, token): a
+// tick's manifest, or a completed claim.
+func (a *Allowlist) Publishes(tick int64, token string) bool {
 	if t, ok := a.state.Tick(a.Run, tick); ok && t.CommitToken == token {
 		return true
 	}

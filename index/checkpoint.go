@@ -27,17 +27,6 @@ import (
 // it cannot know what it would miss.
 const CheckpointFormat = 4
 
-// CheckpointPrefix is the prefix of world's checkpoints.
-func CheckpointPrefix(world string) string { return WorldPrefix(world) + "checkpoints/" }
-
-// CheckpointName is the checkpoint covering the log through seq.
-func CheckpointName(world string, seq uint64) string {
-	return fmt.Sprintf("%s%016x", CheckpointPrefix(world), seq)
-}
-
-// ShardName is a content-addressed checkpoint shard.
-func ShardName(world, hash string) string { return WorldPrefix(world) + "state/" + hash }
-
 // checkpoint is a checkpoint object: the state's scalars and the shards
 // that hold its records, by hash. Its bytes are a function of the state
 // alone, so racing compactors create identical objects.

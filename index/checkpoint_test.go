@@ -340,7 +340,7 @@ func TestFormat2CheckpointStillLoads(t *testing.T) {
 		t.Fatalf("Load = %v (%+v)", err, info)
 	}
 	tk, ok := s.Tick("main", 1)
-	if !ok || len(tablesOf(t, tk)) != 1 || tablesOf(t, tk)[0].Fragments[0] != (Fragment{Path: "data/w/main/position/t1/0.parquet", Rows: 11, Bytes: 1001, Digest: "d-t1"}) {
+	if !ok || len(tablesOf(t, tk)) != 1 || tablesOf(t, tk)[0].Fragments[0] != (Fragment{Path: FragmentPath("w", DefaultRun, "position", "t1", 0), Rows: 11, Bytes: 1001, Digest: "d-t1"}) {
 		t.Fatalf("tick 1 from the format-2 checkpoint: %+v", tk)
 	}
 	checkpointsAlike(t, b, s, 7)
@@ -368,7 +368,7 @@ func writeFixture(t *testing.T, b bucket.Bucket) {
 	}
 	span := Span{From: 0, To: 1}
 	commit(Entry{Kind: KindFragmentsRewrite, Rewrite: &FragmentsRewrite{Run: "main", Span: &span, ReadSeq: c.Tip().Seq,
-		Tables: []TableFragments{{Table: "Position", Fragments: []Fragment{{Path: "data/w/main/position/compacted-ab/0.parquet",
+		Tables: []TableFragments{{Table: "Position", Fragments: []Fragment{{Path: CompactedPath("w", DefaultRun, "position", "ab"),
 			Rows: 21, Bytes: 2001, Digest: "d-c", Generation: 7, Span: &span}}}}}})
 	commit(claimEntry(KindClaimAcquire, "main", "p", "e", "d", "c1", "h", 1, 2))
 	commit(claimEntry(KindClaimComplete, "main", "p", "e", "d", "c1", "h", 1, 0))
@@ -415,7 +415,7 @@ func fixtureStillLoads(t *testing.T, format int) {
 	t0, _ := s.Tick("main", 0)
 	t1, _ := s.Tick("main", 1)
 	t2, _ := s.Tick("main", 2)
-	compacted := Fragment{Path: "data/w/main/position/compacted-ab/0.parquet", Rows: 21, Bytes: 2001, Digest: "d-c", Generation: 7, Span: &Span{From: 0, To: 1}}
+	compacted := Fragment{Path: CompactedPath("w", DefaultRun, "position", "ab"), Rows: 21, Bytes: 2001, Digest: "d-c", Generation: 7, Span: &Span{From: 0, To: 1}}
 	if t0 == nil || t1 == nil || t2 == nil || !reflect.DeepEqual(tablesOf(t, t0)[0].Fragments, []Fragment{compacted}) || !t1.SameTables(t0) ||
 		t2.PublishedUnixMs != 1_700_000_000_002 || tablesOf(t, t2)[0].Fragments[0].Generation != 1_700_000_000_000_000_002 {
 		t.Fatalf("ticks from the format-%d checkpoint: %+v %+v %+v", format, t0, t1, t2)

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	mrand "math/rand/v2"
-	"strconv"
-	"strings"
 	"time"
 )
 
@@ -163,7 +161,7 @@ func checkpointSeq(world, name string) uint64 {
 	if name == "" {
 		return 0
 	}
-	seq, err := strconv.ParseUint(strings.TrimPrefix(name, CheckpointPrefix(world)), 16, 64)
+	seq, err := ParseCheckpointName(world, name)
 	if err != nil {
 		return 0
 	}

@@ -16,5 +16,9 @@
 // cold start (newest checkpoint plus the slots listed after it); Changes is
 // the change feed over slots; Allowlist and Lineage are the visibility rules,
 // and View is the one planner that applies them (docs/ARCHITECTURE.md,
-// "Visibility"). Corrupt data fails closed with ErrCorrupt.
+// "Visibility"). The row-visibility rule itself is RowRule (rule.go), one
+// expression that Go evaluates and the views render as SQL. Every bucket
+// name is built in names.go, each builder beside its parser, with the
+// default run (DefaultRun). Corrupt data fails closed with ErrCorrupt, a
+// marked bucket.ErrCorruption.
 package index

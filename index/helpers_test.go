@@ -120,7 +120,7 @@ func tablesOf(t testing.TB, tk *Tick) []TableFragments {
 func publish(run string, tick int64, token string, epoch int64) Entry {
 	return Entry{Kind: KindTickPublish, TickPublish: &TickPublish{Run: run, Tick: tick, CommitToken: token, WriterEpoch: epoch,
 		Tables: []TableFragments{{Table: "Position", Fragments: []Fragment{{
-			Path: fmt.Sprintf("data/w/%s/position/%s/0.parquet", run, token), Rows: 10 + tick, Bytes: 1000 + tick, Digest: "d-" + token,
+			Path: FragmentPath("w", run, "position", token, 0), Rows: 10 + tick, Bytes: 1000 + tick, Digest: "d-" + token,
 			Generation: 1_700_000_000_000_000_000 + tick}}}}}}
 }
 
@@ -140,7 +140,7 @@ func claimEntry(kind Kind, run, producer, ext, digest, token, holder string, now
 // factFragments is the fragment list a completion of token names.
 func factFragments(run, token string) []TableFragments {
 	return []TableFragments{{Table: "Reading", Fragments: []Fragment{{
-		Path: fmt.Sprintf("data/w/%s/reading/%s/0.parquet", run, token), Rows: 1, Bytes: 100, Digest: "d-" + token}}}}
+		Path: FragmentPath("w", run, "reading", token, 0), Rows: 1, Bytes: 100, Digest: "d-" + token}}}}
 }
 
 // newWorld creates world w on b and returns its catalog and the creator's

@@ -6,6 +6,34 @@ import (
 	"strings"
 )
 
+// The bucket layout (docs/ARCHITECTURE.md, "Bucket layout"): every object
+// name worldfs reads or writes is built here, beside its parser.
+//
+//	worlds/<world>/marker.json                      the world's marker
+//	worlds/<world>/log/<seq>                        catalog slots
+//	worlds/<world>/checkpoints/<seq>                checkpoints
+//	worlds/<world>/state/<hash>                     checkpoint shards
+//	data/<world>/<run>/<table>/<token>.parquet      tick fragments
+//	data/<world>/<run>/<table>/<token>/<n>.parquet  fact and claim fragments
+//	data/<world>/<run>/<table>/compacted-<digest>/0.parquet (and 0.ticks2, 0.ticks)
+//	data/<world>/<run>/<table>/v0.2/…               legacy fragments
+//	data/<world>/_tables/<id>.json                  table descriptions
+//	data/<world>/_lineage/0.parquet                 a fork's lineage
+//	assets/sha256/<hex>                             content-addressed assets
+//	export/iceberg/<world>/<run>/…, export/registry/<world>/…  exports
+
+// DefaultRun is the run a world's writers extend and its readers read
+// when none is named.
+const DefaultRun = "main"
+
+// LegacyToken is the token segment of legacy (v0.2) fragments: they are
+// stored under data/<world>/<run>/<table>/v0.2/ and carry no commit
+// columns.
+const LegacyToken = "v0.2"
+
+// compactedToken begins the token segment of a compacted file's name.
+const compactedToken = "compacted-"
+
 // MaxWorldIDLen bounds a world id.
 const MaxWorldIDLen = 128
 
@@ -91,8 +119,111 @@ func ParseFragmentPath(world, name string) (FragmentName, bool) {
 // digest (hex), in the place of a commit token, so that two compactors of
 // the same rows write the same object.
 func CompactedPath(world, run, tableID, digest string) string {
-	return FragmentPath(world, run, tableID, "compacted-"+digest, 0)
+	return FragmentPath(world, run, tableID, compactedToken+digest, 0)
 }
+
+// IsCompactedToken reports whether a fragment name's token segment
+// (FragmentName.Token) names a compacted file (CompactedPath).
+func IsCompactedToken(token string) bool { return strings.HasPrefix(token, compactedToken) }
+
+// LegacyPrefix is where a legacy (v0.2) table's fragments live.
+func LegacyPrefix(world, run, tableID string) string {
+	return RunDataPrefix(world, run) + tableID + "/" + LegacyToken + "/"
+}
+
+// TableInfoPrefix is where a world's table descriptions live.
+func TableInfoPrefix(world string) string { return DataPrefix(world) + "_tables/" }
+
+// TableInfoPath is where a world's description of table id lives.
+func TableInfoPath(world, id string) string { return TableInfoPrefix(world) + id + ".json" }
+
+// ParseTableInfoPath returns the table id whose description of world is
+// called name (TableInfoPath); ok is false if name is not one (the id
+// returned is then name less the prefix, if it has it).
+func ParseTableInfoPath(world, name string) (string, bool) {
+	id, ok := strings.CutPrefix(name, TableInfoPrefix(world))
+	if !ok {
+		return "", false
+	}
+	return strings.CutSuffix(id, ".json")
+}
+
+// LineagePath is where a fork's lineage rows live: one create-once
+// fragment, written in one append, so a crash leaves all of it or none.
+func LineagePath(world string) string { return DataPrefix(world) + "_lineage/0.parquet" }
+
+// AssetPath is where the content-addressed store keeps the asset whose
+// sha256 is hex (64 lowercase hex digits; the caller checks them).
+func AssetPath(hex string) string { return "assets/sha256/" + hex }
+
+// IcebergPrefix is where an Iceberg export of a world's run is written
+// unless told otherwise.
+func IcebergPrefix(world, run string) string { return "export/iceberg/" + world + "/" + run }
+
+// ExportRegistryPrefix is where a world's exports are registered.
+func ExportRegistryPrefix(world string) string { return "export/registry/" + world + "/" }
+
+// ExportRegistryName is the registration of one exported table, named by
+// hex (a hash of the table's location).
+func ExportRegistryName(world, hex string) string { return ExportRegistryPrefix(world) + hex + ".json" }
+
+// An exported Iceberg table lives under its location loc (an export
+// prefix, then the table's name: IcebergTable): its metadata versions and
+// manifests under metadata/, the filtered copies of files it names under
+// data/, and the row checks of files under checks/.
+
+// IcebergTable is the location of the exported table called table under
+// an export prefix.
+func IcebergTable(prefix, table string) string { return prefix + "/" + table }
+
+// IcebergMetadataName is version v of a table's metadata: the name a
+// Hadoop catalog finds by listing (v<N>.metadata.json, N from 1).
+func IcebergMetadataName(loc string, v int) string {
+	return fmt.Sprintf("%s/metadata/v%d.metadata.json", loc, v)
+}
+
+// IcebergMetadataPrefix is the listing prefix of a table's metadata
+// versions.
+func IcebergMetadataPrefix(loc string) string { return loc + "/metadata/v" }
+
+// ParseIcebergMetadataName returns the version of the metadata called
+// name, if name is one (IcebergMetadataName) of the table at loc.
+func ParseIcebergMetadataName(loc, name string) (int, bool) {
+	base := strings.TrimPrefix(name, loc+"/metadata/")
+	num, ok := strings.CutSuffix(strings.TrimPrefix(base, "v"), ".metadata.json")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(num)
+	if err != nil || n <= 0 {
+		return 0, false
+	}
+	return n, true
+}
+
+// IcebergManifestName is the manifest of snapshot snap of a table.
+func IcebergManifestName(loc string, snap int64) string {
+	return fmt.Sprintf("%s/metadata/%016x-m0.avro", loc, uint64(snap))
+}
+
+// IcebergManifestListName is the manifest list of snapshot snap.
+func IcebergManifestListName(loc string, snap int64) string {
+	return fmt.Sprintf("%s/metadata/snap-%016x.avro", loc, uint64(snap))
+}
+
+// IcebergKeptName is the copy of a compacted file holding only the rows
+// a view keeps of it, named by hex (a hash of the file and the span).
+func IcebergKeptName(loc, hex string) string { return fmt.Sprintf("%s/data/keep-%s.parquet", loc, hex) }
+
+// IcebergCheckedName is the copy of a file holding only its visible
+// rows, named by hex (a hash of the file and the rows kept).
+func IcebergCheckedName(loc, hex string) string {
+	return fmt.Sprintf("%s/data/checked-%s.parquet", loc, hex)
+}
+
+// IcebergStampsName is the record of a file's row check, named by hex (a
+// hash of the file's name and digest).
+func IcebergStampsName(loc, hex string) string { return fmt.Sprintf("%s/checks/%s.json", loc, hex) }
 
 // TickIndexPath is where the tick index of the compacted file at path
 // lives: beside it, the same name with ".ticks2" for ".parquet"
@@ -130,7 +261,7 @@ func TickIndexOf(world, name string) (string, bool) {
 	}
 	path := base + ".parquet"
 	n, ok := ParseFragmentPath(world, path)
-	if !ok || !strings.HasPrefix(n.Token, "compacted-") {
+	if !ok || !IsCompactedToken(n.Token) {
 		return "", false
 	}
 	return path, true
@@ -147,6 +278,30 @@ func LogPrefix(world string) string { return WorldPrefix(world) + "log/" }
 
 // SlotName is the name of the slot whose first sequence is seq.
 func SlotName(world string, seq uint64) string { return fmt.Sprintf("%s%016x", LogPrefix(world), seq) }
+
+// CheckpointPrefix is the prefix of world's checkpoints.
+func CheckpointPrefix(world string) string { return WorldPrefix(world) + "checkpoints/" }
+
+// CheckpointName is the checkpoint covering the log through seq.
+func CheckpointName(world string, seq uint64) string {
+	return fmt.Sprintf("%s%016x", CheckpointPrefix(world), seq)
+}
+
+// ParseCheckpointName returns the sequence the checkpoint called name
+// covers the log through.
+func ParseCheckpointName(world, name string) (uint64, error) {
+	seq, err := strconv.ParseUint(strings.TrimPrefix(name, CheckpointPrefix(world)), 16, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a checkpoint name of world %s", name, world)
+	}
+	return seq, nil
+}
+
+// ShardPrefix is the prefix of world's checkpoint shards.
+func ShardPrefix(world string) string { return WorldPrefix(world) + "state/" }
+
+// ShardName is a content-addressed checkpoint shard.
+func ShardName(world, hash string) string { return ShardPrefix(world) + hash }
 
 // ParseSlotName returns the first sequence of the slot called name.
 func ParseSlotName(world, name string) (uint64, error) {

@@ -48,7 +48,7 @@ func TestLoadedTicksOverlayShadowsParts(t *testing.T) {
 	}
 	base = append(base, publish("e", math.MaxInt64, "emax", 1)) // a tick of the last shard
 	position := func(run string, tk int64) string {
-		return fmt.Sprintf("data/w/%s/position/%s%d/0.parquet", run, run, tk)
+		return FragmentPath("w", run, "position", fmt.Sprintf("%s%d", run, tk), 0)
 	}
 	span := &Span{From: 4095, To: 4100}
 	later := []Entry{

@@ -195,7 +195,7 @@ func TestRegressionStateOwnsItsEntries(t *testing.T) {
 	}
 	e.TickPublish.Tables[0].Fragments[0].Path = "caller-reused-buffer"
 	tk, _ := c.Tip().Tick("r", 0)
-	if tablesOf(t, tk)[0].Fragments[0].Path != "data/w/r/position/tok/0.parquet" {
+	if tablesOf(t, tk)[0].Fragments[0].Path != FragmentPath("w", "r", "position", "tok", 0) {
 		t.Fatalf("the live state follows the caller's buffer: %s", tablesOf(t, tk)[0].Fragments[0].Path)
 	}
 }

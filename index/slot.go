@@ -9,6 +9,8 @@ import (
 	"fmt"
 
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/worldfs/worldfs/bucket"
 )
 
 // SlotFormat is the slot format version this package writes and reads.
@@ -25,8 +27,9 @@ const MaxSlotEntries = 4096
 
 // ErrCorrupt marks catalog data that cannot be trusted: an undecodable or
 // unknown-format slot, a broken hash chain, a gap in sequences, an entry
-// that does not apply. Reads fail closed on it.
-var ErrCorrupt = errors.New("corrupt catalog")
+// that does not apply; the engine marks damaged data files with it too.
+// Reads fail closed on it. It is marked corruption (bucket.ErrCorruption).
+var ErrCorrupt = bucket.MarkCorruption(errors.New("corrupt catalog"))
 
 // Slot is one commit: a batch of entries with sequences FirstSeq,
 // FirstSeq+1, ….

@@ -212,7 +212,7 @@ func TestApplyTable(t *testing.T) {
 				}
 			}},
 		{"rewrite keeps rows", base, Entry{Kind: KindFragmentsRewrite, Rewrite: &FragmentsRewrite{Run: "r", Tick: 0, Table: "Position",
-			Old: []string{"data/w/r/position/t0/0.parquet"}, New: []Fragment{{Path: "data/w/r/position/t0/opt.parquet", Rows: 10, Bytes: 500, Digest: "x"}}}},
+			Old: []string{FragmentPath("w", "r", "position", "t0", 0)}, New: []Fragment{{Path: "data/w/r/position/t0/opt.parquet", Rows: 10, Bytes: 500, Digest: "x"}}}},
 			func(t *testing.T, _ Result, err error, s *State) {
 				tk, _ := s.Tick("r", 0)
 				if err != nil || tablesOf(t, tk)[0].Fragments[0].Path != "data/w/r/position/t0/opt.parquet" || tk.CommitToken != "t0" {
@@ -220,7 +220,7 @@ func TestApplyTable(t *testing.T) {
 				}
 			}},
 		{"rewrite losing rows", base, Entry{Kind: KindFragmentsRewrite, Rewrite: &FragmentsRewrite{Run: "r", Tick: 0, Table: "Position",
-			Old: []string{"data/w/r/position/t0/0.parquet"}, New: []Fragment{{Path: "x", Rows: 9}}}},
+			Old: []string{FragmentPath("w", "r", "position", "t0", 0)}, New: []Fragment{{Path: "x", Rows: 9}}}},
 			func(t *testing.T, _ Result, err error, _ *State) {
 				if !errors.Is(err, ErrRefused) {
 					t.Fatalf("err = %v", err)

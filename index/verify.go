@@ -48,7 +48,7 @@ func VerifyCatalog(ctx context.Context, b bucket.Bucket, world string, slot func
 	var seqs []uint64
 	out := &CatalogCheck{}
 	for _, a := range cps {
-		seq, err := strconv.ParseUint(strings.TrimPrefix(a.Name, CheckpointPrefix(world)), 16, 64)
+		seq, err := ParseCheckpointName(world, a.Name)
 		if err != nil {
 			out.Problems = append(out.Problems, fmt.Sprintf("checkpoint %s: not named by a sequence", a.Name))
 			continue

@@ -50,7 +50,7 @@ func TestVerifyCatalog(t *testing.T) {
 	if ocp != cp {
 		t.Fatalf("checkpoints at %s and %s", cp, ocp)
 	}
-	for a, err := range other.List(ctx, "worlds/w/state/", "") {
+	for a, err := range other.List(ctx, ShardPrefix("w"), "") {
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -138,7 +138,7 @@ func TestCtlErrors(t *testing.T) {
 		{name: "resume of nothing", file: "ctl", cmd: `{"op":"resume","world":"nope"}`, want: syscall.ENOENT},
 		{name: "storage fails", file: "w/ctl", cmd: `{"op":"commit_tick","frames":{"body":` + row + `}}`, want: syscall.EIO,
 			setup: func() {
-				script.SetRules(faulty.Rule{Op: faulty.OpCreate, Prefix: "data/w/", Fault: faulty.Fault{Kind: faulty.FailBefore}})
+				script.SetRules(faulty.Rule{Op: faulty.OpCreate, Prefix: index.DataPrefix("w"), Fault: faulty.Fault{Kind: faulty.FailBefore}})
 			}},
 		{name: "stale writer", file: "w/ctl", cmd: `{"op":"commit_tick","frames":{"body":` + row + `}}`, want: syscall.ESTALE,
 			setup: func() {

@@ -273,7 +273,7 @@ func splitFragment(t *testing.T, b bucket.Bucket, world string, tick int64, tabl
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := fmt.Sprintf("data/%s/main/%s/optimized-%d/%d.parquet", world, tb.ID, tick, j)
+		p := index.FragmentPath(world, index.DefaultRun, tb.ID, fmt.Sprintf("optimized-%d", tick), j)
 		if _, err := b.Create(ctx, p, enc); err != nil {
 			t.Fatal(err)
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/index"
 )
 
 // objectNames lists every object name in b.
@@ -90,7 +91,7 @@ func TestCtlRefusalsCommitNothing(t *testing.T) {
 			}
 		})
 	}
-	if _, err := b.Stat(ctxT(t), engine.LineagePath("c")); err == nil {
+	if _, err := b.Stat(ctxT(t), index.LineagePath("c")); err == nil {
 		t.Errorf("world c (no fork) holds lineage rows")
 	}
 }

@@ -471,7 +471,7 @@ func (c *collector) orphanTickIndex(ctx context.Context, file string) error {
 
 // fragment decides one fragment no publication names.
 func (c *collector) fragment(ctx context.Context, s *index.State, f fragment, held map[string][]*index.Claim) error {
-	if strings.HasPrefix(f.token, "compacted-") {
+	if index.IsCompactedToken(f.token) {
 		st, err := c.stats(ctx, f.Attrs)
 		if err != nil {
 			return err
@@ -765,7 +765,7 @@ func (c *collector) shards(ctx context.Context) error {
 	// Shards first, then the checkpoints that name them: a checkpoint
 	// written meanwhile names shards listed young, or shards of the newest
 	// checkpoint, which stays.
-	shards, err := bucket.Collect(c.b.List(ctx, index.WorldPrefix(c.world)+"state/", ""))
+	shards, err := bucket.Collect(c.b.List(ctx, index.ShardPrefix(c.world), ""))
 	if err != nil {
 		return fmt.Errorf("world %s: listing checkpoint shards: %w", c.world, err)
 	}

@@ -41,7 +41,7 @@ func plant(t *testing.T, b bucket.Bucket, w *engine.World, tick int64, token str
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := engine.FragmentPath("w", "main", particles.Tables()[0].ID, token, 0)
+	path := index.FragmentPath("w", "main", particles.Tables()[0].ID, token, 0)
 	if _, err := b.Create(ctxT(t), path, data); err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestCollectVacuum(t *testing.T) {
 	}
 	pending := plant(t, b, w, r.Claim.Tick, "pending-token", w.Epoch())
 	// No stamp statistics at all: kept and reported.
-	garbled := engine.FragmentPath("w", "main", particles.Tables()[0].ID, "garbled", 0)
+	garbled := index.FragmentPath("w", "main", particles.Tables()[0].ID, "garbled", 0)
 	if _, err := b.Create(ctx, garbled, []byte("not parquet")); err != nil {
 		t.Fatal(err)
 	}
@@ -374,7 +374,7 @@ func TestCollectKillLoop(t *testing.T) {
 		if s, _, err := index.Load(ctxT(t), b, "w"); err != nil || s.Allowlist("main") == nil {
 			t.Fatalf("round %d: cold start: %v", round, err)
 		}
-		if got := objectSet(t, b, engine.FragmentPath("w", "main", particles.Tables()[0].ID, fmt.Sprintf("crashed-%d", round), 0)); len(got) != 0 {
+		if got := objectSet(t, b, index.FragmentPath("w", "main", particles.Tables()[0].ID, fmt.Sprintf("crashed-%d", round), 0)); len(got) != 0 {
 			t.Fatalf("round %d: the crashed attempt was not vacuumed", round)
 		}
 	}

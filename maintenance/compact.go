@@ -45,7 +45,7 @@ func SmallestWindow() int64 { return compactWindows[len(compactWindows)-1] }
 
 // CompactOptions tune Compact.
 type CompactOptions struct {
-	// Run to compact (default "main").
+	// Run to compact (default index.DefaultRun).
 	Run string
 	// Recent is how many of the newest ticks stay as written (default
 	// 256): they are what live readers read most.
@@ -74,7 +74,7 @@ type CompactOptions struct {
 // negative) and returns o.
 func (o *CompactOptions) EnsureDefaults() *CompactOptions {
 	if o.Run == "" {
-		o.Run = "main"
+		o.Run = index.DefaultRun
 	}
 	if o.Recent <= 0 {
 		o.Recent = 256

@@ -352,7 +352,7 @@ func TestCollectTickIndexes(t *testing.T) {
 		t.Fatal(err)
 	}
 	replaced := map[string]bool{} // the 64-tick files' indexes
-	for name := range objectSet(t, b, "data/w/") {
+	for name := range objectSet(t, b, index.DataPrefix("w")) {
 		if _, ok := index.TickIndexOf("w", name); ok {
 			replaced[name] = true
 		}
@@ -383,12 +383,12 @@ func TestCollectTickIndexes(t *testing.T) {
 		t.Fatal(err)
 	}
 	res, _ := collect(t, b, time.Now(), false)
-	objects := objectSet(t, b, "data/w/")
+	objects := objectSet(t, b, index.DataPrefix("w"))
 	if res.ByKind[maintenance.KindTickIndex] != 0 || !objects[orphan] {
 		t.Fatalf("within the retention collection deleted %+v", res.ByKind)
 	}
 	res, seen := collect(t, b, time.Now().Add(maintenance.DefaultRetention+time.Hour), false)
-	objects = objectSet(t, b, "data/w/")
+	objects = objectSet(t, b, index.DataPrefix("w"))
 	// An index goes with its file (a file without rows has no tick
 	// statistics, so collection keeps it, and its index with it).
 	gone := 0

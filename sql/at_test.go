@@ -33,7 +33,7 @@ func TestAtReadsOnlyTheFilesOfItsTick(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := lb.Create(ctx, engine.FragmentPath("p", "main", particle.ID, "crashed", 0), data); err != nil {
+	if _, err := lb.Create(ctx, index.FragmentPath("p", "main", particle.ID, "crashed", 0), data); err != nil {
 		t.Fatal(err)
 	}
 	f := enginetest.Fork(t, lb, "p", "f", 100, 150)

@@ -27,7 +27,7 @@ func TestViewsAgreeBeforeAndAfterCollection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	crashed := engine.FragmentPath("p", "main", particles.Tables()[0].ID, "crashed", 0)
+	crashed := index.FragmentPath("p", "main", particles.Tables()[0].ID, "crashed", 0)
 	if _, err := b.Create(ctx, crashed, data); err != nil {
 		t.Fatal(err)
 	}

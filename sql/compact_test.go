@@ -97,7 +97,7 @@ func TestViewsAgreeBeforeAndAfterCompaction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Create(ctx, engine.FragmentPath("p", "main", particles.Tables()[0].ID, "crashed", 0), data); err != nil {
+	if _, err := b.Create(ctx, index.FragmentPath("p", "main", particles.Tables()[0].ID, "crashed", 0), data); err != nil {
 		t.Fatal(err)
 	}
 	// A second writer takes over at 151; the first appends late and stops.

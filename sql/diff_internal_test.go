@@ -203,7 +203,7 @@ func TestDiffNeverShowsACrashedAttempt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	orphan := engine.FragmentPath("w", "main", particle.ID, tk.CommitToken+"-crashed", 0)
+	orphan := index.FragmentPath("w", "main", particle.ID, tk.CommitToken+"-crashed", 0)
 	if _, err := b.Create(ctx, orphan, data); err != nil {
 		t.Fatal(err)
 	}

@@ -182,7 +182,7 @@ func TestDiffsAndChangesEqualAJoinAndTheSimulation(t *testing.T) {
 		t.Fatal(err)
 	}
 	particle := p.Tables()[0]
-	if _, err := lb.Create(ctx, engine.FragmentPath("p", "main", particle.ID, "crashed", 0), data); err != nil {
+	if _, err := lb.Create(ctx, index.FragmentPath("p", "main", particle.ID, "crashed", 0), data); err != nil {
 		t.Fatal(err)
 	}
 	f := enginetest.Fork(t, lb, "p", "f", 100, 150)

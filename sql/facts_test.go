@@ -134,7 +134,7 @@ func TestViewsOfBatchedFacts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := engine.FragmentPath("w", "main", done.Table.ID, "hand", 0)
+	path := index.FragmentPath("w", "main", done.Table.ID, "hand", 0)
 	if _, err := b.Create(ctx, path, data); err != nil {
 		t.Fatal(err)
 	}

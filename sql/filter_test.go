@@ -50,7 +50,7 @@ func TestTokenCheckKeepsForeignRowsOut(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		orphan := engine.FragmentPath("w", "main", particle.ID, token, 0)
+		orphan := index.FragmentPath("w", "main", particle.ID, token, 0)
 		if _, err := b.Create(ctx, orphan, data); err != nil {
 			t.Fatal(err)
 		}
@@ -122,7 +122,7 @@ func TestCatalogProvenFilesSkipTheFooterCheck(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		path := engine.FragmentPath("w", "main", particle.ID, token, 0)
+		path := index.FragmentPath("w", "main", particle.ID, token, 0)
 		if _, err := b.Create(ctx, path, data); err != nil {
 			t.Fatal(err)
 		}

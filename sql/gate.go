@@ -40,14 +40,16 @@ import (
 // The whole query is checked before any statement of it runs, and the
 // parser's count of the whole must match the pieces'.
 
-// ErrRefused: a statement that does not only read, refused by the gate.
-var ErrRefused = errors.New("refused: worldfs sql only reads")
+// ErrNotReadOnly: a statement that does not only read, refused by the
+// gate. (index.ErrRefused is another refusal: a catalog entry the log
+// refuses.)
+var ErrNotReadOnly = errors.New("refused: worldfs sql only reads")
 
-// refused is an error that is ErrRefused, with its own message.
+// refused is an error that is ErrNotReadOnly, with its own message.
 type refused string
 
 func (e refused) Error() string        { return string(e) }
-func (e refused) Is(target error) bool { return target == ErrRefused }
+func (e refused) Is(target error) bool { return target == ErrNotReadOnly }
 
 func refusedf(format string, args ...any) error { return refused(fmt.Sprintf(format, args...)) }
 

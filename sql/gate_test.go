@@ -76,14 +76,14 @@ func TestSQLReadsFilesOnlyThroughTheViews(t *testing.T) {
 	} {
 		text := q(c.query)
 		out, err := query(t, db, text)
-		if !errors.Is(err, wsql.ErrRefused) || !strings.Contains(err.Error(), q(c.names)) || !strings.Contains(err.Error(), lf) {
+		if !errors.Is(err, wsql.ErrNotReadOnly) || !strings.Contains(err.Error(), q(c.names)) || !strings.Contains(err.Error(), lf) {
 			t.Errorf("%s: %q %v; want a refusal naming %s", text, out, err, q(c.names))
 		}
 	}
 	// Nor may a statement point the views' lists elsewhere.
 	for _, s := range []string{"SET VARIABLE worldfs_files_particle_0 = ['FRAG']", "SELECT 1; SET VARIABLE worldfs_files_particle_0_bounds = NULL",
 		"RESET VARIABLE worldfs_files_particle_0"} {
-		if _, err := query(t, db, q(s)); !errors.Is(err, wsql.ErrRefused) || !strings.Contains(err.Error(), "SET") && !strings.Contains(err.Error(), "RESET") {
+		if _, err := query(t, db, q(s)); !errors.Is(err, wsql.ErrNotReadOnly) || !strings.Contains(err.Error(), "SET") && !strings.Contains(err.Error(), "RESET") {
 			t.Errorf("%s: %v", q(s), err)
 		}
 	}
@@ -129,7 +129,7 @@ func TestSQLViewsAreTheWayToFiles(t *testing.T) {
 		}
 	}
 	// A misspelt view gets DuckDB's own error, with its suggestion.
-	if _, err := query(t, db, "SELECT * FROM particel"); err == nil || errors.Is(err, wsql.ErrRefused) || !strings.Contains(err.Error(), "particle") {
+	if _, err := query(t, db, "SELECT * FROM particel"); err == nil || errors.Is(err, wsql.ErrNotReadOnly) || !strings.Contains(err.Error(), "particle") {
 		t.Fatalf("a misspelt view: %v", err)
 	}
 }

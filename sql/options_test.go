@@ -1,11 +1,15 @@
 package sql
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/worldfs/worldfs/index"
+)
 
 // EnsureDefaults then Validate: the default run, and Only needs a tick.
 func TestOptionsDefaultsThenValidate(t *testing.T) {
 	o := Options{}
-	if err := o.EnsureDefaults().Validate(); err != nil || o.Run != DefaultRun {
+	if err := o.EnsureDefaults().Validate(); err != nil || o.Run != index.DefaultRun {
 		t.Fatalf("zero options: run %q, %v", o.Run, err)
 	}
 	tick := int64(3)

@@ -116,7 +116,7 @@ func TestSQLRefusesStatementsThatDoNotOnlyRead(t *testing.T) {
 	} {
 		before, views := snapshot(t, rw.root), snapshot(t, rw.viewsDir)
 		out, err := query(t, db, q)
-		if !errors.Is(err, wsql.ErrRefused) || !strings.Contains(err.Error(), "--out FILE") || !strings.Contains(err.Error(), "only reads") {
+		if !errors.Is(err, wsql.ErrNotReadOnly) || !strings.Contains(err.Error(), "--out FILE") || !strings.Contains(err.Error(), "only reads") {
 			t.Errorf("%s: %v (output %q); want a refusal that says what runs", q, err, out)
 			continue
 		}
@@ -203,7 +203,7 @@ func TestSQLCannotReplaceAPublishedFragment(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = query(t, db, "COPY (SELECT entity_id, tick, commit_token, writer_epoch, position_x + 1000 AS position_x FROM particle_raw WHERE tick = 2) TO '"+frag+"' (FORMAT parquet)")
-	if !errors.Is(err, wsql.ErrRefused) {
+	if !errors.Is(err, wsql.ErrNotReadOnly) {
 		t.Fatalf("COPY over %s: %v", frag, err)
 	}
 	if after, _ := os.ReadFile(frag); !bytes.Equal(after, before) {
@@ -226,7 +226,7 @@ func TestSQLCannotWriteTheCatalog(t *testing.T) {
 		"COPY (SELECT 'garbage') TO '" + next + "' (FORMAT csv, HEADER false)",
 		"SELECT 1; COPY (SELECT 'garbage') TO '" + next + "' (FORMAT csv, HEADER false)",
 	} {
-		if _, err := query(t, db, q); !errors.Is(err, wsql.ErrRefused) {
+		if _, err := query(t, db, q); !errors.Is(err, wsql.ErrNotReadOnly) {
 			t.Fatalf("%s: %v", q, err)
 		}
 		if _, err := os.Stat(next); !errors.Is(err, os.ErrNotExist) {
@@ -282,7 +282,7 @@ func TestSQLReadsTheViews(t *testing.T) {
 			t.Errorf("%s: %q %v", q, out, err)
 		}
 	}
-	if _, err := query(t, db, "PIVOT (SELECT tick, entity_id FROM particle) ON tick USING count(*)"); !errors.Is(err, wsql.ErrRefused) || !strings.Contains(err.Error(), "IN list") {
+	if _, err := query(t, db, "PIVOT (SELECT tick, entity_id FROM particle) ON tick USING count(*)"); !errors.Is(err, wsql.ErrNotReadOnly) || !strings.Contains(err.Error(), "IN list") {
 		t.Fatalf("a PIVOT without IN list: %v", err)
 	}
 	if _, err := query(t, db, "SELEC nonsense"); err == nil || !strings.Contains(err.Error(), "syntax error") {

@@ -32,7 +32,7 @@ func TestRenderedStatementIsGated(t *testing.T) {
 	} {
 		st := statement{text: text, keyword: "SELECT", cols: []resultCol{{name: "x"}}}
 		for _, format := range []string{FormatCSV, FormatJSON} {
-			if q, _, err := rendered(ctx, conn, st, format, 1); !errors.Is(err, ErrRefused) {
+			if q, _, err := rendered(ctx, conn, st, format, 1); !errors.Is(err, ErrNotReadOnly) {
 				t.Errorf("%s (%s): rendered as %q, %v", text, format, q, err)
 			}
 		}

@@ -16,12 +16,13 @@ import (
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/cache"
 	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/frame"
 	"github.com/worldfs/worldfs/index"
 )
 
 // Options pin what the views show.
 type Options struct {
-	// Run (default "main").
+	// Run (default index.DefaultRun).
 	Run string
 	// AtTick pins the views to the state up to this tick (nil: the head).
 	AtTick *int64
@@ -68,13 +69,10 @@ type Options struct {
 	Reuse *cache.Disk
 }
 
-// DefaultRun is the run views show unless Options.Run names another.
-const DefaultRun = "main"
-
 // EnsureDefaults fills in what is unset with its default and returns o.
 func (o *Options) EnsureDefaults() *Options {
 	if o.Run == "" {
-		o.Run = DefaultRun
+		o.Run = index.DefaultRun
 	}
 	return o
 }
@@ -441,8 +439,8 @@ func (h *history) listedFiles(ctx context.Context, b bucket.Bucket, path pathFun
 // describeAll reads the description of each table of frags, once per
 // table (not once per fragment: a long history has millions), by
 // world/table id.
-func describeAll(ctx context.Context, b bucket.Bucket, frags []fragment) (map[string]engine.TableInfo, error) {
-	infos := map[string]engine.TableInfo{}
+func describeAll(ctx context.Context, b bucket.Bucket, frags []fragment) (map[string]frame.TableInfo, error) {
+	infos := map[string]frame.TableInfo{}
 	for _, f := range frags {
 		if err := describe(ctx, b, infos, f.world, f.table); err != nil {
 			return nil, err
@@ -452,12 +450,12 @@ func describeAll(ctx context.Context, b bucket.Bucket, frags []fragment) (map[st
 }
 
 // describe reads the description of a world's table into infos, once.
-func describe(ctx context.Context, b bucket.Bucket, infos map[string]engine.TableInfo, world, table string) error {
+func describe(ctx context.Context, b bucket.Bucket, infos map[string]frame.TableInfo, world, table string) error {
 	key := world + "/" + table
 	if _, ok := infos[key]; ok {
 		return nil
 	}
-	ti, err := engine.ReadTableInfo(ctx, b, world, table)
+	ti, err := frame.ReadTableInfo(ctx, b, world, table)
 	if err != nil {
 		return fmt.Errorf("world %s: table %s has no description: %w", world, table, err)
 	}
@@ -481,7 +479,7 @@ func listData(ctx context.Context, b bucket.Bucket, path pathFunc, world, run st
 			return nil, err
 		}
 		n, ok := index.ParseFragmentPath(world, a.Name)
-		if !ok || n.Token == "v0.2" { // legacy fragments: listLegacy
+		if !ok || n.Token == index.LegacyToken { // legacy fragments: listLegacy
 			continue
 		}
 		p, err := path(ctx, a.Name)
@@ -499,12 +497,12 @@ func listData(ctx context.Context, b bucket.Bucket, path pathFunc, world, run st
 // world's whole data.
 func listLegacy(ctx context.Context, b bucket.Bucket, path pathFunc, world, run string, upTo int64) ([]fragment, error) {
 	var out []fragment
-	ids, err := engine.TableIDs(ctx, b, world)
+	ids, err := frame.TableIDs(ctx, b, world)
 	if err != nil {
 		return nil, err
 	}
 	for _, id := range ids {
-		for a, err := range b.List(ctx, engine.LegacyPrefix(world, run, id), "") {
+		for a, err := range b.List(ctx, index.LegacyPrefix(world, run, id), "") {
 			if err != nil {
 				return nil, err
 			}
@@ -559,7 +557,7 @@ func ident(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"
 // script stays small whatever the size of the catalog; the commit
 // identities of the ticks that name compacted files (comp, if any), which
 // only worldfs_manifests reads, are served or written apart (compacted.go).
-func render(world, run string, upTo int64, h *history, infos map[string]engine.TableInfo, lineage []string, dir string, comp *compacted, ticks *tickList) (*Script, error) {
+func render(world, run string, upTo int64, h *history, infos map[string]frame.TableInfo, lineage []string, dir string, comp *compacted, ticks *tickList) (*Script, error) {
 	if strings.ContainsAny(world+run+dir, markLazy+markEager+markEnd+markEndEager+markCompacted+markTicks+markRun+markPlain+markAltEnd+markRef) {
 		return nil, fmt.Errorf("views of world %q run %q in %q: control characters in a name", world, run, dir)
 	}
@@ -609,7 +607,7 @@ func render(world, run string, upTo int64, h *history, infos map[string]engine.T
 // part is one read_parquet of a view: the files of one (world, table id)
 // with the view's name.
 type part struct {
-	ti       engine.TableInfo
+	ti       frame.TableInfo
 	filtered bool
 	// mixed: some files need the row check (filtered and not proven), or
 	// are not filtered beside filtered ones.
@@ -625,11 +623,11 @@ type part struct {
 // id) within a name, one part each, keeping catalog order within a part;
 // it returns the names, their parts and the fragment list's rows, in
 // that order.
-func partition(frags []fragment, infos map[string]engine.TableInfo) ([]string, map[string][]part, []listRow) {
+func partition(frags []fragment, infos map[string]frame.TableInfo) ([]string, map[string][]part, []listRow) {
 	type tableKey struct{ world, table string }
 	type group struct {
 		name string
-		ti   engine.TableInfo
+		ti   frame.TableInfo
 	}
 	groups := map[tableKey]int{}
 	var gs []group
@@ -879,7 +877,7 @@ func partQueries(sb *strings.Builder, name string, i int, p part, cols []string,
 		fmt.Fprintf(sb, "CREATE OR REPLACE TEMP TABLE %s AS SELECT DISTINCT tick AS v_tick, commit_token AS v_token FROM worldfs_fragments WHERE view = %s AND part = %d AND filtered;\n",
 			visible, lit(name), i)
 	}
-	legacy := !hasColumn(p.ti, engine.ColCommitToken)
+	legacy := !hasColumn(p.ti, frame.ColCommitToken)
 	sel := "entity_id, tick, commit_token, writer_epoch"
 	if legacy {
 		sel = "entity_id, tick, '' AS commit_token, 0::BIGINT AS writer_epoch"
@@ -1009,7 +1007,7 @@ func provenBounds(view string, part int, bounds, witness, where string) string {
 
 // writeWitness writes (once) an empty Parquet file of ti's schema in dir
 // and returns its path.
-func writeWitness(dir string, ti engine.TableInfo) (string, error) {
+func writeWitness(dir string, ti frame.TableInfo) (string, error) {
 	path := witnessPath(dir, ti.ID)
 	if _, err := os.Stat(path); err == nil {
 		touch(path) // in use again: collection counts from its last use
@@ -1027,19 +1025,25 @@ func writeWitness(dir string, ti engine.TableInfo) (string, error) {
 }
 
 // tokenCheck keeps the rows of a group of manifest-named files whose
-// (tick, commit_token) a manifest published, and epoch-0 rows: rows of
-// crashed attempts or stale writers never match, even if their file is
-// handed in. The first conjunct is a constant range on commit_token alone,
+// (tick, commit_token) a manifest published, and epoch-0 rows, by
+// index.RowRule rendered as SQL: rows of crashed attempts or stale
+// writers never match, even if their file is handed in. The first conjunct is a constant range on commit_token alone,
 // which DuckDB pushes into the Parquet scan and checks against each row
 // group's statistics, skipping foreign tokens outside it unread; the
 // semi-join on the published (tick, token) pairs is the exact check.
 func tokenCheck(q, visible, lo, hi string) string {
 	rng := fmt.Sprintf("(commit_token = '' OR commit_token BETWEEN %s AND %s)", lit(lo), lit(hi))
-	return q + " WHERE " + rng + " AND ((commit_token = '' AND writer_epoch = 0) OR (tick, commit_token) IN (SELECT v_tick, v_token FROM " + visible + "))"
+	return q + " WHERE " + rng + " AND " + index.RowRule.SQL(rowColumns("SELECT v_tick, v_token FROM "+visible))
 }
 
-func hasColumn(ti engine.TableInfo, name string) bool {
-	return slices.ContainsFunc(ti.Columns, func(c engine.Column) bool { return c.Name == name })
+// rowColumns names the commit columns of the views' reads for
+// index.RowExpr.SQL, with published the query of the published pairs.
+func rowColumns(published string) index.SQLColumns {
+	return index.SQLColumns{Tick: "tick", Token: "commit_token", Epoch: "writer_epoch", Published: published}
+}
+
+func hasColumn(ti frame.TableInfo, name string) bool {
+	return slices.ContainsFunc(ti.Columns, func(c frame.Column) bool { return c.Name == name })
 }
 
 // factViews defines worldfs_facts (every visible external fact of every

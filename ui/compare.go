@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/worldfs/worldfs/index"
 	"github.com/worldfs/worldfs/sql"
 )
 
@@ -103,7 +104,7 @@ func (s *Server) compare(ctx context.Context, world string, vals url.Values) (*C
 	q.A = Side{World: world, Run: vals.Get("run")}
 	q.B = Side{World: vals.Get("vs"), Run: vals.Get("vsrun")}
 	if q.A.Run == "" {
-		q.A.Run = sql.DefaultRun
+		q.A.Run = index.DefaultRun
 	}
 	if q.B.World == "" {
 		q.B.World = world

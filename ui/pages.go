@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/worldfs/worldfs/index"
-	"github.com/worldfs/worldfs/sql"
 )
 
 // assets are the pages (html/template), their script and style, and the
@@ -74,7 +73,7 @@ func runOf(r *http.Request) string {
 	if run := r.URL.Query().Get("run"); run != "" {
 		return run
 	}
-	return sql.DefaultRun
+	return index.DefaultRun
 }
 
 // pageData is what a page's template gets; the page's script reads it

@@ -243,7 +243,7 @@ func statusOf(err error) int {
 	switch {
 	case errors.As(err, &he):
 		return he.status
-	case errors.Is(err, sql.ErrRefused), errors.As(err, &qe):
+	case errors.Is(err, sql.ErrNotReadOnly), errors.As(err, &qe):
 		return http.StatusBadRequest
 	case errors.Is(err, index.ErrNoWorld), errors.Is(err, sql.ErrNotFound):
 		return http.StatusNotFound

@@ -307,7 +307,7 @@ func (s *Server) queryOn(ctx context.Context, v *views, q string) (*Result, erro
 	}
 	v.release(db, ctx.Err() == nil)
 	if err != nil && !out.full {
-		if errors.Is(err, sql.ErrRefused) {
+		if errors.Is(err, sql.ErrNotReadOnly) {
 			return nil, badRequest(err)
 		}
 		if ctx.Err() != nil {

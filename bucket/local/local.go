@@ -116,6 +116,7 @@ var (
 	_ bucket.Bucket      = (*Bucket)(nil)
 	_ bucket.Local       = (*Bucket)(nil)
 	_ bucket.Addressable = (*Bucket)(nil)
+	_ bucket.Made        = (*Bucket)(nil)
 )
 
 // Open opens the bucket rooted at dir with default options and removes

@@ -237,7 +237,7 @@ func TestCopiedGCSBucketReadsAsTheOriginal(t *testing.T) {
 
 	// One object of the GCS copy written again with a byte flipped.
 	var frag string
-	for a, err := range dst.List(ctx, "data/w/", "") {
+	for a, err := range dst.List(ctx, index.DataPrefix("w"), "") {
 		if err == nil && strings.HasSuffix(a.Name, ".parquet") {
 			frag = a.Name
 			break

@@ -113,7 +113,7 @@ func demo(ctx context.Context, b bucket.Bucket, url, id string, ticks int64, emi
 
 	// A fork from the middle of history, with its own lineage.
 	forkAt := ticks / 2
-	fork, err := engine.ForkWorld(ctx, b, id, id+"-fork", "main", forkAt, tables, engine.Options{})
+	fork, err := engine.ForkWorld(ctx, b, id, id+"-fork", index.DefaultRun, forkAt, tables, engine.Options{})
 	if err != nil {
 		return err
 	}
@@ -124,7 +124,7 @@ func demo(ctx context.Context, b bucket.Bucket, url, id string, ticks int64, emi
 	if err := particles.Run(ctx, fork, forkAt+20, nil); err != nil {
 		return err
 	}
-	segs, err := index.Lineage(ctx, index.LoadFrom(b), fork.ID(), "main")
+	segs, err := index.Lineage(ctx, index.LoadFrom(b), fork.ID(), index.DefaultRun)
 	if err != nil {
 		return err
 	}
@@ -166,7 +166,7 @@ func demoRead(ctx context.Context, b bucket.Bucket, url, id string, out io.Write
 	if err != nil {
 		return err
 	}
-	run, _ := s.Run("main")
+	run, _ := s.Run(index.DefaultRun)
 	fmt.Fprintf(out, "cold start of %s in %v (%d slots replayed): head tick %d, %d ticks visible, fence epoch %d\n",
 		id, time.Since(start).Round(time.Microsecond), info.SlotsReplayed, run.Head, run.Published, s.World.Epoch)
 
@@ -243,7 +243,7 @@ func demoFacts(ctx context.Context, w *engine.World, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	sub, err := engine.PinSubject(s, "main", -1, engine.Selector{Tables: []string{"particle"}})
+	sub, err := engine.PinSubject(s, index.DefaultRun, -1, engine.Selector{Tables: []string{"particle"}})
 	if err != nil {
 		return err
 	}

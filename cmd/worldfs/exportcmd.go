@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/worldfs/worldfs/export/iceberg"
+	"github.com/worldfs/worldfs/index"
 )
 
 // exportIcebergCmd is "worldfs export iceberg".
@@ -25,7 +26,7 @@ func exportIcebergCmd() command {
 		flags: func(fs *flag.FlagSet) {
 			url = bucketFlag(fs)
 			world = fs.String("world", "", "world to export (required)")
-			run = fs.String("run", "main", "run to export")
+			run = fs.String("run", index.DefaultRun, "run to export")
 			at = fs.String("at", "", "pin the export to this visible tick (default: the head)")
 			token = fs.String("token", "", "pin the export to the tick this commit token published")
 			to = fs.String("to", "", "object prefix of the tables (default export/iceberg/<world>/<run>)")

@@ -141,7 +141,7 @@ func ingestCmd() command {
 			producer = fs.String("producer", "", "producer of facts that name none")
 			id = fs.String("id", "", "external id of a fact that names none")
 			table = fs.String("table", "", "fact table of facts that name none")
-			run = fs.String("run", "main", "run of facts that name none")
+			run = fs.String("run", index.DefaultRun, "run of facts that name none")
 			parallel = fs.Int("parallel", 16, "facts from stdin ingested at once")
 		},
 		run: func(ctx context.Context, fs *flag.FlagSet, args []string, out io.Writer) error {

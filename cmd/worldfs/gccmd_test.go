@@ -36,7 +36,7 @@ func TestGCCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	crashed := engine.FragmentPath("w", "main", particles.Tables()[0].ID, "crashed", 0)
+	crashed := index.FragmentPath("w", "main", particles.Tables()[0].ID, "crashed", 0)
 	if _, err := b.Create(context.Background(), crashed, data); err != nil {
 		t.Fatal(err)
 	}

@@ -19,8 +19,6 @@ import (
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/bucket/bucketurl"
-	"github.com/worldfs/worldfs/bucket/local"
-	"github.com/worldfs/worldfs/cache"
 	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/index"
 	wsql "github.com/worldfs/worldfs/sql"
@@ -58,7 +56,7 @@ func (e notFoundError) Error() string { return e.msg }
 const (
 	exitFailed      = 1   // anything else
 	exitUsage       = 2   // a bad command line
-	exitNoReply     = 3   // the bucket did not answer within --bucket-timeout
+	exitInDoubt     = 3   // the bucket did not answer within --bucket-timeout, or a write's outcome is in doubt
 	exitNotFound    = 4   // the bucket, world or object does not exist
 	exitConflict    = 5   // a stale writer, or a conflict: the name, tick or fact is taken
 	exitResync      = 6   // watch: the cursor is past the change feed's retention
@@ -165,7 +163,7 @@ func openExisting(ctx context.Context, url string) (bucket.Bucket, error) {
 	if err != nil {
 		return nil, err
 	}
-	if lb, ok := bucket.As[*local.Bucket](b); ok {
+	if lb, ok := bucket.As[bucket.Made](b); ok {
 		if ok, err := lb.Exists(); err != nil || !ok {
 			b.Close()
 			if err != nil {
@@ -251,9 +249,16 @@ func main() {
 // to exit statuses only here (see the exit* constants).
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	err := dispatch(ctx, args, stdout, stderr)
+	code := exitCode(ctx, err)
+	report(stderr, err, code)
+	return code
+}
+
+// report writes what a user sees of a command that failed with err and
+// exits with code: the error, and for some what to do about it.
+func report(stderr io.Writer, err error, code int) {
 	var noReply *bucket.NotAnsweringError
 	var usage usageError
-	code := exitCode(ctx, err)
 	switch {
 	case code == 0:
 	case errors.As(err, &usage):
@@ -267,13 +272,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "worldfs: interrupted")
 	case errors.As(err, &noReply):
 		fmt.Fprintln(stderr, "worldfs:", notAnsweringLine(err, noReply))
-	case errors.Is(err, cache.ErrCorruptFragment):
+	case inDoubt(err):
 		fmt.Fprintln(stderr, "worldfs:", err)
-		fmt.Fprintln(stderr, "worldfs: the bucket's data differs from the catalog; 'worldfs check --world W --read-data' lists every damaged fragment.")
+		fmt.Fprintln(stderr, "worldfs: a write of this command is in doubt: the bucket did not say whether it was committed. "+
+			"Look before repeating it: 'worldfs log --world W' lists the world's newest catalog entries, 'worldfs check --world W' verifies it.")
+	case bucket.IsCorruption(err):
+		fmt.Fprintln(stderr, "worldfs:", err)
+		fmt.Fprintln(stderr, "worldfs: the bucket holds damaged data (it differs from what the catalog records); 'worldfs check --world W --read-data' lists every damaged fragment and checks the catalog.")
 	default:
 		fmt.Fprintln(stderr, "worldfs:", err)
 	}
-	return code
 }
 
 // exitCode is the exit status of a command that returned err; ctx is the
@@ -291,9 +299,9 @@ func exitCode(ctx context.Context, err error) int {
 		return exitUsage
 	case ctx.Err() != nil: // a signal stopped the command, whatever it failed with
 		return exitInterrupted
-	case errors.As(err, new(*bucket.NotAnsweringError)):
-		return exitNoReply
-	case errors.Is(err, cache.ErrCorruptFragment):
+	case errors.As(err, new(*bucket.NotAnsweringError)), inDoubt(err):
+		return exitInDoubt
+	case bucket.IsCorruption(err):
 		return exitFailed
 	case errors.As(err, new(notFoundError)), errors.Is(err, index.ErrNoWorld), errors.Is(err, wsql.ErrNotFound):
 		return exitNotFound
@@ -308,12 +316,20 @@ func exitCode(ctx context.Context, err error) int {
 	return exitFailed
 }
 
+// inDoubt reports whether err leaves a write of the command in doubt: a
+// mutation the bucket did not confirm or refuse (bucket.ErrAmbiguous, as
+// CreateOnce returns when it gives up), or a tick whose publish could not
+// be reconciled (engine.ErrFrozen).
+func inDoubt(err error) bool {
+	return errors.Is(err, bucket.ErrAmbiguous) || errors.Is(err, engine.ErrFrozen)
+}
+
 // notAnsweringLine is the one line a user sees when the bucket stopped
 // answering: which bucket, how long a call waited on what, and whether a
 // write of this command is left in doubt (an unresolved create, or a tick
 // whose publish could not be reconciled).
 func notAnsweringLine(err error, noReply *bucket.NotAnsweringError) string {
-	if errors.Is(err, bucket.ErrAmbiguous) || errors.Is(err, engine.ErrFrozen) {
+	if inDoubt(err) {
 		return noReply.Error() + "; whether this command's last write was committed is unknown until the bucket answers: look before repeating it"
 	}
 	return noReply.Error() + "; nothing was committed by the call that got no reply, and no write is in doubt"
@@ -443,7 +459,7 @@ func topUsage() string {
 Usage: worldfs COMMAND [flags]    (every command takes --help)
 
 Exit status: 0 done, 1 failed, 2 bad command line, 3 the bucket did not
-answer within --bucket-timeout (the message says whether a write is in doubt),
+answer within --bucket-timeout, or a write is in doubt (the message says),
 4 the bucket, world or object does not exist, 5 a stale writer or a conflict
 (the name, tick or fact is taken), 6 watch's cursor is past the retention,
 130 interrupted.

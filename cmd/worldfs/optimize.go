@@ -29,7 +29,7 @@ func optimizeCmd() command {
 		flags: func(fs *flag.FlagSet) {
 			url = bucketFlag(fs)
 			world = fs.String("world", "", "world to compact (required)")
-			run = fs.String("run", "main", "run to compact")
+			run = fs.String("run", index.DefaultRun, "run to compact")
 			tables = fs.String("table", "", "compact only these tables (comma-separated names); default all")
 			recent = fs.Int64("recent", 256, "the newest ticks stay as written")
 			workers = fs.Int("workers", 0, "files rewritten at once (default: the number of CPUs)")

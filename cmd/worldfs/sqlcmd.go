@@ -15,6 +15,7 @@ import (
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/cache"
+	"github.com/worldfs/worldfs/index"
 	wsql "github.com/worldfs/worldfs/sql"
 )
 
@@ -75,7 +76,7 @@ func addSessionFlags(fs *flag.FlagSet) *viewFlags {
 	return &viewFlags{
 		url:       bucketFlag(fs),
 		world:     &worldsFlag{},
-		run:       fs.String("run", "main", "run"),
+		run:       fs.String("run", index.DefaultRun, "run"),
 		at:        &noTick,
 		token:     &none,
 		atTime:    &none,

@@ -11,6 +11,7 @@ import (
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/bucket/gcs/gcstest"
 	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/index"
 )
 
 // cliWithin runs a command line and fails the test if it has not exited
@@ -78,7 +79,7 @@ func TestBucketNotAnswering(t *testing.T) {
 // A tick whose publish could not be reconciled (the engine's ErrFrozen) is
 // a write in doubt even when the call that got no reply was a read.
 func TestNotAnsweringLineAfterAFrozenPublish(t *testing.T) {
-	noReply := &bucket.NotAnsweringError{Bucket: "gs://b/", Op: "get", Name: "worlds/w/log/0000000000000009", After: time.Second}
+	noReply := &bucket.NotAnsweringError{Bucket: "gs://b/", Op: "get", Name: index.SlotName("w", 9), After: time.Second}
 	frozen := fmt.Errorf("%w (tick 9, token t): %w", engine.ErrFrozen, noReply)
 	if line := notAnsweringLine(frozen, noReply); !strings.Contains(line, "unknown") {
 		t.Errorf("after a frozen publish: %q, want it to say the write is in doubt", line)

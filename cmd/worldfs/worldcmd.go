@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/worldfs/worldfs/bucket"
-	"github.com/worldfs/worldfs/bucket/local"
 	wfs "github.com/worldfs/worldfs/fs"
 	"github.com/worldfs/worldfs/index"
 )
@@ -184,7 +183,7 @@ func initCmd() command {
 				return err
 			}
 			defer b.Close()
-			if lb, ok := bucket.As[*local.Bucket](b); ok {
+			if lb, ok := bucket.As[bucket.Made](b); ok {
 				if err := lb.Make(); err != nil {
 					return err
 				}
@@ -445,7 +444,7 @@ func worldFork() worldCmd {
 		example: "worldfs world fork w1-b --parent w1 --tick 20",
 		flags: func(fs *flag.FlagSet) {
 			parent = fs.String("parent", "", "the world to fork from (required)")
-			forkRun = fs.String("run", "main", "the parent's run")
+			forkRun = fs.String("run", index.DefaultRun, "the parent's run")
 			forkTick = fs.Int64("tick", -1, "the parent's tick to fork from (required)")
 		},
 		line: func(fs *flag.FlagSet, args []string) (map[string]any, error) {

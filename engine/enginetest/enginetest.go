@@ -178,7 +178,7 @@ func Resume(t testing.TB, b bucket.Bucket, id string, last int64) *engine.World 
 // tick last.
 func Fork(t testing.TB, b bucket.Bucket, parent, child string, tick, last int64) *engine.World {
 	t.Helper()
-	w, err := engine.ForkWorld(Context(t), b, parent, child, "main", tick, particles.Tables(), Quiet)
+	w, err := engine.ForkWorld(Context(t), b, parent, child, index.DefaultRun, tick, particles.Tables(), Quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +222,7 @@ func Orphan(t testing.TB, b bucket.Bucket, world string, cat *index.Catalog, f e
 	t.Helper()
 	ctx := Context(t)
 	r, err := cat.Commit(ctx, index.Entry{Kind: index.KindClaimAcquire, Claim: &index.ClaimOp{
-		Key: index.ClaimKey{Run: "main", Producer: f.Producer, ExternalID: f.ExternalID}, Digest: "sha256:x",
+		Key: index.ClaimKey{Run: index.DefaultRun, Producer: f.Producer, ExternalID: f.ExternalID}, Digest: "sha256:x",
 		CommitToken: "orphan-token", Holder: "dead", NowMs: 1, LeaseUntilMs: 2}})
 	if err != nil {
 		t.Fatal(err)
@@ -236,7 +236,7 @@ func Orphan(t testing.TB, b bucket.Bucket, world string, cat *index.Catalog, f e
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Create(ctx, engine.FragmentPath(world, "main", f.Table.ID, "orphan-token", 0), data); err != nil {
+	if _, err := b.Create(ctx, index.FragmentPath(world, index.DefaultRun, f.Table.ID, "orphan-token", 0), data); err != nil {
 		t.Fatal(err)
 	}
 }

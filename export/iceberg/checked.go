@@ -36,7 +36,7 @@ func (e *exporter) file(ctx context.Context, t *table, loc string, f index.File,
 		// compacted past the fork point): its kept rows, written once.
 		keep := *f.Keep
 		h := sha256.Sum256([]byte(fmt.Sprintf("%s\n%d\n%d", f.Path, keep.From, keep.To)))
-		name := fmt.Sprintf("%s/data/keep-%s.parquet", loc, hex.EncodeToString(h[:16]))
+		name := index.IcebergKeptName(loc, hex.EncodeToString(h[:16]))
 		if pe, ok := prev[e.uri(name)]; ok {
 			return dataFile{uri: pe.uri, rows: pe.rows, size: pe.size, lo: max(f.Span.From, keep.From), hi: min(f.Span.To, keep.To)}, pe.rows > 0, reused, nil
 		}
@@ -46,12 +46,12 @@ func (e *exporter) file(ctx context.Context, t *table, loc string, f index.File,
 	case !f.Check:
 		return dataFile{uri: e.uri(f.Path), rows: f.Rows, size: f.Bytes, lo: f.Tick, hi: f.Tick}, f.Rows > 0, inPlace, nil
 	}
-	// A file the catalog does not prove: the token check, as the
-	// views apply it. Rows published under their (tick, token), and
+	// A file the catalog does not prove: the row rule (index.RowRule),
+	// as the views apply it. Rows published under their (tick, token), and
 	// epoch-0 history, are visible.
 	visible := t.visible[key]
 	return e.checked(ctx, loc, f, func(tick int64, token string, epoch int64) bool {
-		return (token == "" && epoch == 0) || visible[stamp{tick, token}]
+		return index.RowRule.Eval(index.Stamp{Tick: tick, Token: token, Epoch: epoch}, visible)
 	})
 }
 
@@ -115,7 +115,7 @@ type rowsStamp struct {
 
 func stampsName(loc string, f index.File) string {
 	h := sha256.Sum256([]byte(f.Path + "\n" + f.Digest))
-	return fmt.Sprintf("%s/checks/%s.json", loc, hex.EncodeToString(h[:16]))
+	return index.IcebergStampsName(loc, hex.EncodeToString(h[:16]))
 }
 
 // checkedName names the filtered copy of f holding the rows of kept.
@@ -125,7 +125,7 @@ func checkedName(loc string, f index.File, kept []rowsStamp) string {
 	for _, s := range kept {
 		fmt.Fprintf(h, "%d %q %d\n", s.Tick, s.Token, s.Epoch)
 	}
-	return fmt.Sprintf("%s/data/checked-%s.parquet", loc, hex.EncodeToString(h.Sum(nil)[:16]))
+	return index.IcebergCheckedName(loc, hex.EncodeToString(h.Sum(nil)[:16]))
 }
 
 // checked exports the rows of f that visible accepts: f in place if it

@@ -20,6 +20,7 @@ import (
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/frame"
 	"github.com/worldfs/worldfs/index"
 	"github.com/worldfs/worldfs/internal/failpoint"
 )
@@ -42,7 +43,7 @@ var ErrRace = errors.New("another export of the table committed first")
 // Options say what to export and where.
 type Options struct {
 	World string
-	// Run (default "main").
+	// Run (default index.DefaultRun).
 	Run string
 	// AtTick pins the export to the visible state up to this tick; Token
 	// to the tick that commit token published (neither: the head).
@@ -62,19 +63,19 @@ type Options struct {
 }
 
 // DefaultPrefix is where a run's tables are exported unless told.
-func DefaultPrefix(world, run string) string { return "export/iceberg/" + world + "/" + run }
+func DefaultPrefix(world, run string) string { return index.IcebergPrefix(world, run) }
 
 // RegistryPrefix is where an export records each table it writes, so
 // that collection finds every export of a world, whatever its prefix.
-func RegistryPrefix(world string) string { return "export/registry/" + world + "/" }
+func RegistryPrefix(world string) string { return index.ExportRegistryPrefix(world) }
 
 // EnsureDefaults fills in what is unset with its default and returns o:
-// Run "main", Prefix DefaultPrefix (without a trailing slash), and Base
+// Run index.DefaultRun, Prefix DefaultPrefix (without a trailing slash), and Base
 // the URI of b's root when b has one (bucket.Addressable), ending in a
 // slash.
 func (o *Options) EnsureDefaults(b bucket.Bucket) *Options {
 	if o.Run == "" {
-		o.Run = "main"
+		o.Run = index.DefaultRun
 	}
 	if o.Prefix == "" {
 		o.Prefix = DefaultPrefix(o.World, o.Run)
@@ -237,7 +238,7 @@ func (e *exporter) export(ctx context.Context) (*Result, error) {
 	return res, nil
 }
 
-func (e *exporter) loc(table string) string { return e.opts.Prefix + "/" + table }
+func (e *exporter) loc(table string) string { return index.IcebergTable(e.opts.Prefix, table) }
 
 type exporter struct {
 	b    bucket.Bucket
@@ -265,11 +266,11 @@ type exporter struct {
 // lineage segment of that name).
 type table struct {
 	name  string
-	infos map[string]engine.TableInfo // by world/id
+	infos map[string]frame.TableInfo // by world/id
 	files []index.File
 	// visible: the (tick, token) pairs published for each world/id, which
 	// a row of a file the catalog does not prove must carry.
-	visible map[string]map[stamp]bool
+	visible map[string]stampSet
 	// inc: the table is exported incrementally: only its files of ticks
 	// after last are new.
 	inc  bool
@@ -280,6 +281,11 @@ type stamp struct {
 	tick  int64
 	token string
 }
+
+// stampSet is a set of published (tick, token) pairs (an index.Published).
+type stampSet map[stamp]bool
+
+func (s stampSet) Publishes(tick int64, token string) bool { return s[stamp{tick, token}] }
 
 func (e *exporter) plan(ctx context.Context) error {
 	world, run := e.opts.World, e.opts.Run
@@ -379,17 +385,17 @@ func (e *exporter) planFiles(ctx context.Context, own *index.State, from int64) 
 			}
 		}
 		if t == nil {
-			ti, err := engine.ReadTableInfo(ctx, e.b, f.World, f.Table)
+			ti, err := frame.ReadTableInfo(ctx, e.b, f.World, f.Table)
 			if err != nil {
 				ferr = fmt.Errorf("world %s: table %s has no description: %w", f.World, f.Table, err)
 				return false
 			}
 			if t = e.tables[ti.Name]; t == nil {
-				t = &table{name: ti.Name, infos: map[string]engine.TableInfo{}, visible: map[string]map[stamp]bool{}}
+				t = &table{name: ti.Name, infos: map[string]frame.TableInfo{}, visible: map[string]stampSet{}}
 				e.tables[ti.Name] = t
 			}
 			t.infos[key] = ti
-			t.visible[key] = map[stamp]bool{}
+			t.visible[key] = stampSet{}
 		}
 		t.files = append(t.files, f)
 		t.visible[key][stamp{f.Tick, f.Token}] = true
@@ -413,7 +419,7 @@ const uncoordinated = "history without manifests (uncoordinated) cannot be expor
 // their rows carry no commit columns, and the catalog names none of their
 // files.
 func refuseLegacy(ctx context.Context, b bucket.Bucket, world string) error {
-	for a, err := range b.List(ctx, engine.TableInfoPrefix(world)+"l", "") { // legacy table ids begin with l
+	for a, err := range b.List(ctx, index.TableInfoPrefix(world)+"l", "") { // legacy table ids begin with l
 		if err != nil {
 			return err
 		}
@@ -657,7 +663,7 @@ func (e *exporter) identify(x *tableExport) {
 func (e *exporter) writeManifests(ctx context.Context, x *tableExport) (string, error) {
 	loc, sc, snapID := x.loc, x.sc, x.snapID
 	spec := ice.NewPartitionSpec()
-	tickID := fieldID(sc, engine.ColTick)
+	tickID := fieldID(sc, frame.ColTick)
 	var entries []ice.ManifestEntry
 	for _, u := range x.added {
 		df, err := buildDataFile(spec, x.want[u], tickID)
@@ -689,7 +695,7 @@ func (e *exporter) writeManifests(ctx context.Context, x *tableExport) (string, 
 	}
 	manifests := keptManifests
 	if len(entries) > 0 {
-		name := fmt.Sprintf("%s/metadata/%016x-m0.avro", loc, uint64(snapID))
+		name := index.IcebergManifestName(loc, snapID)
 		var buf bytes.Buffer
 		mf, err := ice.WriteManifest(e.uri(name), &buf, 2, spec, sc, snapID, entries)
 		if err != nil {
@@ -708,7 +714,7 @@ func (e *exporter) writeManifests(ctx context.Context, x *tableExport) (string, 
 		}
 		manifests = append([]ice.ManifestFile{mf}, manifests...)
 	}
-	listName := fmt.Sprintf("%s/metadata/snap-%016x.avro", loc, uint64(snapID))
+	listName := index.IcebergManifestListName(loc, snapID)
 	var lbuf bytes.Buffer
 	if err := ice.WriteManifestList(2, &lbuf, snapID, x.parent, &x.seq, 0, manifests); err != nil {
 		return "", fmt.Errorf("writing manifest list: %w", err)

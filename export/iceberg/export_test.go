@@ -56,7 +56,7 @@ func history(t *testing.T, b bucket.Bucket) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Create(ctx, engine.FragmentPath("p", "main", particles.Tables()[0].ID, "crashed", 0), data); err != nil {
+	if _, err := b.Create(ctx, index.FragmentPath("p", "main", particles.Tables()[0].ID, "crashed", 0), data); err != nil {
 		t.Fatal(err)
 	}
 	bw := enginetest.Resume(t, b, "p", 151)
@@ -675,7 +675,7 @@ func mixedTick(t *testing.T, b bucket.Bucket) string {
 	}
 	var frags []index.Fragment
 	for token, data := range map[string][]byte{"mixed": mixed.Bytes(), "foreign": crashed} {
-		name := engine.FragmentPath("w", "main", particle.ID, token, 0)
+		name := index.FragmentPath("w", "main", particle.ID, token, 0)
 		a, err := b.Create(ctx, name, data)
 		if err != nil {
 			t.Fatal(err)
@@ -687,7 +687,7 @@ func mixedTick(t *testing.T, b bucket.Bucket) string {
 		CommitToken: "tok6", WriterEpoch: epoch, Tables: []index.TableFragments{{Table: particle.ID, Fragments: frags}}}}); err != nil {
 		t.Fatal(err)
 	}
-	return engine.FragmentPath("w", "main", particle.ID, "mixed", 0)
+	return index.FragmentPath("w", "main", particle.ID, "mixed", 0)
 }
 
 // reads is a bucket that records the names it is asked to read whole.

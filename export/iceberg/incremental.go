@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/frame"
 	"github.com/worldfs/worldfs/index"
 )
 
@@ -126,7 +127,7 @@ func (e *exporter) frontier(ctx context.Context) (int64, error) {
 	if e.full || e.opts.Full {
 		return math.MinInt64, nil
 	}
-	receipts := e.opts.Prefix + "/" + engine.ReceiptTableName
+	receipts := index.IcebergTable(e.opts.Prefix, engine.ReceiptTableName)
 	// The least sequence any table read, per world: the feed is read once
 	// from there.
 	least := map[string]uint64{}
@@ -186,7 +187,7 @@ func (e *exporter) touches(ctx context.Context, d disruption, name string) (bool
 		return true, nil
 	}
 	for _, id := range d.tables {
-		ti, err := engine.ReadTableInfo(ctx, e.b, d.world, id)
+		ti, err := frame.ReadTableInfo(ctx, e.b, d.world, id)
 		if err != nil {
 			return false, fmt.Errorf("world %s: table %s has no description: %w", d.world, id, err)
 		}

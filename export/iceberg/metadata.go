@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 
 	ice "github.com/apache/iceberg-go"
 
@@ -100,31 +98,22 @@ func (m *metadata) schema(id int) *ice.Schema {
 // closed.
 var ErrCorrupt = fmt.Errorf("iceberg export: %w", index.ErrCorrupt)
 
-// metadataName is the object of version v of a table's metadata: the name
-// a Hadoop catalog finds by listing (v<N>.metadata.json, N from 1).
-func metadataName(table string, v int) string {
-	return fmt.Sprintf("%s/metadata/v%d.metadata.json", table, v)
-}
+// metadataName is the object of version v of a table's metadata
+// (index.IcebergMetadataName).
+func metadataName(table string, v int) string { return index.IcebergMetadataName(table, v) }
 
 // latest finds the newest metadata version of the table stored under
 // object prefix table (0 and nil: none yet). The commit of version v+1 is a
 // create-only object, so the newest is the highest number listed.
 func latest(ctx context.Context, b bucket.Bucket, table string) (int, *metadata, error) {
 	best := 0
-	for a, err := range b.List(ctx, table+"/metadata/v", "") {
+	for a, err := range b.List(ctx, index.IcebergMetadataPrefix(table), "") {
 		if err != nil {
 			return 0, nil, err
 		}
-		base := strings.TrimPrefix(a.Name, table+"/metadata/")
-		num, ok := strings.CutSuffix(strings.TrimPrefix(base, "v"), ".metadata.json")
-		if !ok {
-			continue
+		if n, ok := index.ParseIcebergMetadataName(table, a.Name); ok {
+			best = max(best, n)
 		}
-		n, err := strconv.Atoi(num)
-		if err != nil || n <= 0 {
-			continue
-		}
-		best = max(best, n)
 	}
 	if best == 0 {
 		return 0, nil, nil

@@ -10,7 +10,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress/zstd"
 
-	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/frame"
 )
 
 // filterParquet copies the rows of a fragment whose (tick, commit_token,
@@ -25,11 +25,11 @@ func filterParquet(data []byte, keep func(tick int64, token string, epoch int64)
 	tickCol, tokenCol, epochCol := -1, -1, -1
 	for i, path := range file.Schema().Columns() {
 		switch path[len(path)-1] {
-		case engine.ColTick:
+		case frame.ColTick:
 			tickCol = i
-		case engine.ColCommitToken:
+		case frame.ColCommitToken:
 			tokenCol = i
-		case engine.ColWriterEpoch:
+		case frame.ColWriterEpoch:
 			epochCol = i
 		}
 	}

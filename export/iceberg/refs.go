@@ -11,6 +11,7 @@ import (
 	ice "github.com/apache/iceberg-go"
 
 	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/index"
 	"github.com/worldfs/worldfs/maintenance"
 )
 
@@ -28,7 +29,7 @@ type registration struct {
 func register(ctx context.Context, b bucket.Bucket, world, loc, base string) error {
 	sum := sha256.Sum256([]byte(loc))
 	data, _ := json.Marshal(registration{Table: loc, Base: base})
-	name := RegistryPrefix(world) + hex.EncodeToString(sum[:8]) + ".json"
+	name := index.ExportRegistryName(world, hex.EncodeToString(sum[:8]))
 	if _, err := bucket.CreateOnce(ctx, b, name, data); err != nil {
 		return fmt.Errorf("registering the export of %s: %w", loc, err)
 	}

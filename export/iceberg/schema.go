@@ -8,24 +8,24 @@ import (
 
 	ice "github.com/apache/iceberg-go"
 
-	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/frame"
 )
 
 // icebergType maps a worldfs column type to its Iceberg type (the table is in
 // docs/INTERNALS.md, "export/iceberg/").
-func icebergType(t engine.Type) (ice.Type, error) {
+func icebergType(t frame.Type) (ice.Type, error) {
 	switch t {
-	case engine.Float64:
+	case frame.Float64:
 		return ice.PrimitiveTypes.Float64, nil
-	case engine.Float32:
+	case frame.Float32:
 		return ice.PrimitiveTypes.Float32, nil
-	case engine.Int64:
+	case frame.Int64:
 		return ice.PrimitiveTypes.Int64, nil
-	case engine.Int32:
+	case frame.Int32:
 		return ice.PrimitiveTypes.Int32, nil
-	case engine.Bool:
+	case frame.Bool:
 		return ice.PrimitiveTypes.Bool, nil
-	case engine.String:
+	case frame.String:
 		return ice.PrimitiveTypes.String, nil
 	}
 	return nil, fmt.Errorf("column type %q has no Iceberg type", t)
@@ -37,7 +37,7 @@ func icebergType(t engine.Type) (ice.Type, error) {
 // are never reused; new columns get the next ones), and the previous
 // schema's id when nothing changed. It also returns the last column id.
 func schemaOf(prev *metadata, t *table) (*ice.Schema, int, error) {
-	types := map[string]engine.Type{}
+	types := map[string]frame.Type{}
 	var names []string
 	for _, key := range slices.Sorted(maps.Keys(t.infos)) {
 		for _, c := range t.infos[key].Columns {
@@ -51,7 +51,7 @@ func schemaOf(prev *metadata, t *table) (*ice.Schema, int, error) {
 			names = append(names, c.Name)
 		}
 	}
-	lead := []string{engine.ColEntity, engine.ColTick, engine.ColCommitToken, engine.ColWriterEpoch}
+	lead := []string{frame.ColEntity, frame.ColTick, frame.ColCommitToken, frame.ColWriterEpoch}
 	slices.SortFunc(names, func(a, b string) int {
 		ia, ib := slices.Index(lead, a), slices.Index(lead, b)
 		switch {
