@@ -181,10 +181,12 @@ func appendCSVString(dst []byte, s string) []byte {
 	return append(dst, '"')
 }
 
-// ReadCSVSize returns the CSV size the writer of the tick fragment f
-// recorded in its footer (CSVSizeKey), reading only the footer: two
-// ranged reads, the file's last 8 bytes and then the footer's metadata,
-// never a row. ok is false for a fragment without one (no rows, or written
+// ReadCSVSize returns the size of the CSV rendering (WriteCSV) of the
+// tick fragment f as its footer tells, reading only the footer: two ranged
+// reads, the file's last 8 bytes and then the footer's metadata, never a
+// row. It is the size its writer recorded (CSVSizeKey), or for a file
+// without rows the size of its header line, from the footer's schema. ok
+// is false for a fragment with rows whose writer recorded no size (written
 // before sizes were recorded).
 func ReadCSVSize(ctx context.Context, b bucket.Bucket, f index.Fragment) (size int64, ok bool, err error) {
 	fail := func(what string, args ...any) (int64, bool, error) {
@@ -230,7 +232,18 @@ func ReadCSVSize(ctx context.Context, b bucket.Bucket, f index.Fragment) (size i
 		}
 		return size, true, nil
 	}
-	return 0, false, nil
+	if md.NumRows != 0 || len(md.Schema) == 0 {
+		return 0, false, nil
+	}
+	// No rows: the header alone, the leaf columns' names in order.
+	var line []byte
+	for _, c := range md.Schema[1:] {
+		if n, _ := c.NumChildren.Get(); n != 0 {
+			return fail("column %s is not a plain value: %w", c.Name, index.ErrCorrupt)
+		}
+		line = appendCSVString(append(line, ','), c.Name)
+	}
+	return int64(len(line)), true, nil // the first comma stands for the line end
 }
 
 // EmptyCSVSize is the size of the CSV rendering of a tick without rows of

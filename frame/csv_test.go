@@ -103,12 +103,29 @@ func TestCSVReadsBackAsTheParquetRows(t *testing.T) {
 			t.Errorf("-0.0 lost its sign:\n%s", csv.String())
 		}
 		if p == ours {
+			// A file without rows: the footer's schema gives the header.
+			empty, err := frame.EncodeFragment(frame.NewFrame(tb), frame.Stamp{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var header bytes.Buffer
+			if err := frame.WriteCSV(&header, bytes.NewReader(empty), int64(len(empty))); err != nil {
+				t.Fatal(err)
+			}
+			eb := mem.New(mem.Options{})
+			if _, err := eb.Create(context.Background(), "e.parquet", empty); err != nil {
+				t.Fatal(err)
+			}
+			size, ok, err := frame.ReadCSVSize(context.Background(), eb, index.Fragment{Path: "e.parquet", Bytes: int64(len(empty))})
+			if err != nil || !ok || size != int64(header.Len()) || size != frame.EmptyCSVSize(tb) {
+				t.Errorf("the footer of a file without rows gives a CSV of %d bytes (%v, %v); WriteCSV wrote %d", size, ok, err, header.Len())
+			}
 			// The writer recorded the size of this rendering in the footer.
 			b := mem.New(mem.Options{})
 			if _, err := b.Create(context.Background(), "f.parquet", data); err != nil {
 				t.Fatal(err)
 			}
-			size, ok, err := frame.ReadCSVSize(context.Background(), b, index.Fragment{Path: "f.parquet", Rows: int64(f.Len()), Bytes: int64(len(data))})
+			size, ok, err = frame.ReadCSVSize(context.Background(), b, index.Fragment{Path: "f.parquet", Rows: int64(f.Len()), Bytes: int64(len(data))})
 			if err != nil || !ok || size != int64(csv.Len()) {
 				t.Errorf("the footer records a CSV of %d bytes (%v, %v); WriteCSV wrote %d", size, ok, err, csv.Len())
 			}

@@ -534,13 +534,6 @@ func (f *snapFile) recordedCSV(ctx context.Context, c content) (int64, bool, err
 		return c.canon.entry.CSVSize, c.canon.entry.CSVSize > 0, nil
 	}
 	frag := c.tf.Fragments[0]
-	if frag.Rows == 0 {
-		t, err := f.m.table(ctx, c.t.World, c.tf.Table)
-		if err != nil {
-			return 0, false, err
-		}
-		return frame.EmptyCSVSize(t), true, nil
-	}
 	what := fmt.Sprintf("reading the CSV size of %s of tick %d of %s", f.table, f.t.Tick.Tick, f.t.World)
 	type sized struct {
 		n  int64
