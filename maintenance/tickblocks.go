@@ -16,11 +16,13 @@ import (
 
 // CompactedFile is a compacted file opened to rebuild its ticks' files
 // (see TickFile) many times: its footer and page index are read once, and
-// its rows are decoded a block at a time, blockRows rows of whole ticks,
-// kept for the neighbouring ticks (a page holds the rows of many ticks, so
-// a reader of each tick in turn, such as a glob over tables/<t>/, would
-// otherwise decompress each page once per tick). It is safe for
-// concurrent use.
+// once a second tick of a block (blockRows rows of whole ticks) is asked
+// for, the block's rows are decoded together and kept for the neighbouring
+// ticks (a page holds the rows of many ticks, so a reader of each tick in
+// turn, such as a glob over tables/<t>/, would otherwise decompress each
+// page once per tick); the first tick of a block asked for is decoded
+// alone, so that reading one tick here and there costs no more than its
+// own rows. It is safe for concurrent use.
 type CompactedFile struct {
 	t       *frame.Table
 	file    *parquet.File
@@ -31,6 +33,9 @@ type CompactedFile struct {
 		sync.Mutex
 		use    int64
 		blocks map[int]*tickBlock // INVARIANT: at most keptBlocks
+		// asked: blocks one tick of which was decoded alone (not kept:
+		// at most maxAsked, forgotten all at once past it).
+		asked map[int]bool
 	}
 }
 
@@ -41,6 +46,7 @@ type CompactedFile struct {
 const (
 	blockRows  = 2048
 	keptBlocks = 2
+	maxAsked   = 1024
 )
 
 // tickBlock is the decoded rows of the ticks x.Ticks[lo:hi].
@@ -65,7 +71,7 @@ func OpenCompactedFile(t *frame.Table, src io.ReaderAt, size int64, x *TickIndex
 		return nil, fmt.Errorf("table %s: the compacted file has %d rows, its tick index %d: %w", t.Name, file.NumRows(), x.Rows, index.ErrCorrupt)
 	}
 	c := &CompactedFile{t: t, file: file, x: x}
-	c.mu.blocks = map[int]*tickBlock{}
+	c.mu.blocks, c.mu.asked = map[int]*tickBlock{}, map[int]bool{}
 	return c, nil
 }
 
@@ -78,6 +84,9 @@ func (c *CompactedFile) TickFile(e TickEntry) ([]byte, error) {
 		return nil, fmt.Errorf("table %s: tick %d is not in the compacted file's tick index", c.t.Name, e.Tick)
 	}
 	b := c.block(i)
+	if b == nil {
+		return tickFile(c.t, c.file, e)
+	}
 	b.once.Do(func() {
 		c.decoded.Add(1)
 		b.frame, b.stamps, b.err = c.decode(b)
@@ -107,7 +116,8 @@ func (c *CompactedFile) TickFile(e TickEntry) ([]byte, error) {
 func (c *CompactedFile) BlocksDecoded() int64 { return c.decoded.Load() }
 
 // block returns the block of tick i of the index (kept, or new and not
-// yet decoded), dropping the least recently used past keptBlocks.
+// yet decoded), dropping the least recently used past keptBlocks; nil the
+// first time a tick of the block is asked for (decoded alone).
 func (c *CompactedFile) block(i int) *tickBlock {
 	id := int(c.x.Ticks[i].Row / blockRows)
 	c.mu.Lock()
@@ -117,6 +127,14 @@ func (c *CompactedFile) block(i int) *tickBlock {
 		b.used = c.mu.use
 		return b
 	}
+	if !c.mu.asked[id] {
+		if len(c.mu.asked) >= maxAsked {
+			clear(c.mu.asked)
+		}
+		c.mu.asked[id] = true
+		return nil
+	}
+	delete(c.mu.asked, id)
 	// The ticks whose first row falls in block id.
 	start := int64(id) * blockRows
 	lo, _ := slices.BinarySearchFunc(c.x.Ticks, start, func(a TickEntry, row int64) int { return compareInt(a.Row, row) })

@@ -255,6 +255,12 @@ func TickFile(t *frame.Table, src io.ReaderAt, size int64, e TickEntry) ([]byte,
 	if err != nil {
 		return nil, err
 	}
+	return tickFile(t, file, e)
+}
+
+// tickFile is TickFile of the opened compacted file.
+func tickFile(t *frame.Table, file *parquet.File, e TickEntry) ([]byte, error) {
+	var err error
 	var data []byte
 	n := 0
 	err = frame.ScanTicks(t, file, e.Row, e.Rows, func(tick, row int64, f *frame.Frame, stamps []frame.Stamp) error {

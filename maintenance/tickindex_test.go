@@ -534,7 +534,12 @@ func TestCompactionKeepsFragmentsWrittenBeforeCSVSizes(t *testing.T) {
 	before, csvs := tickFilesCSV(t, b, 199)
 	for tick, sizes := range csvs {
 		for id, size := range sizes {
-			if tick <= 99 && size >= 0 {
+			data := before[tick][id]
+			f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, recorded := f.Lookup(frame.CSVSizeKey); tick <= 99 && recorded {
 				t.Fatalf("tick %d table %s: a fragment written without CSV sizes records one (%d)", tick, id, size)
 			}
 			if tick > 99 && size < 0 {
@@ -634,9 +639,9 @@ func holderTable(t *testing.T, tk *index.Tick, f index.Fragment) string {
 }
 
 // A compacted file opened once rebuilds each of its ticks' files as the
-// package's TickFile does, decoding its rows a block of ticks at a time:
-// rebuilding every tick in turn decodes each block once, not each tick's
-// pages once per tick.
+// package's TickFile does: one tick asked for alone decodes its own rows;
+// rebuilding every tick in turn decodes each block of ticks once, not
+// each tick's pages once per tick.
 func TestCompactedFileDecodesEachBlockOnce(t *testing.T) {
 	ctx := ctxT(t)
 	b, _ := local.Open(t.TempDir())
@@ -681,6 +686,10 @@ func TestCompactedFileDecodesEachBlockOnce(t *testing.T) {
 		cf, err := maintenance.OpenCompactedFile(table, bytes.NewReader(data), int64(len(data)), x)
 		if err != nil {
 			t.Fatal(err)
+		}
+		// One tick asked for alone decodes its own rows, not a block.
+		if _, err := cf.TickFile(x.Ticks[len(x.Ticks)/2]); err != nil || cf.BlocksDecoded() != 0 {
+			t.Fatalf("%s: one tick rebuilt decoded %d blocks (%v); want none", f.Path, cf.BlocksDecoded(), err)
 		}
 		for _, e := range x.Ticks {
 			got, err := cf.TickFile(e)
