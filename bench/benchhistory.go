@@ -28,14 +28,17 @@ import (
 func historySpec(env Env) Bench {
 	var url, world, self, work, compare *string
 	var ticks, archetypes, entities, runs *int
-	var afterOnly *bool
-	return benchSpec[*HistoryReport]{
+	var afterOnly, synthetic *bool
+	var compareAt *string
+	var flags *flag.FlagSet
+	return benchSpec[any]{
 		name: "history",
 		summary: "measure reads of a long world before and after compaction: views open, a whole-table aggregate and <table>_at(t) " +
 			"(through the views, raw read_parquet, and a fresh worldfs sql process), the mount's ticks/, peak RSS, object counts",
 		example: "worldfs bench history --bucket ./long --ticks 10000 --archetypes 4 --entities 50 --json > h10k.json\n" +
 			"  worldfs bench history --bucket ./long --ticks 100000 --after-only --compare h10k.json",
 		flags: func(fs *flag.FlagSet) {
+			flags = fs
 			url = env.BucketFlag(fs)
 			ticks = fs.Int("ticks", 10000, "ticks of the world")
 			archetypes = fs.Int("archetypes", 4, "archetypes (one table and one fragment per tick each)")
@@ -45,13 +48,24 @@ func historySpec(env Env) Bench {
 			self = fs.String("worldfs", "", "the worldfs binary run as the fresh sql process (default: this one)")
 			work = fs.String("dir", "", "work directory for the views' fragment lists, caches and mount points (default: a temporary one, removed after)")
 			afterOnly = fs.Bool("after-only", false, "measure only after compaction (reading an uncompacted long history file by file takes minutes)")
+			synthetic = fs.Bool("synthetic", false, "build (or reuse) worlds as a long-lived compacted world leaves them, in minutes: "+
+				"every window of 4,096 ticks one compacted file per table, the tick fragments it replaced collected, a checkpoint of the tip; "+
+				"measure issue 27's goals at --ticks and at each --compare-at (default --archetypes 1, --entities 8)")
+			compareAt = fs.String("compare-at", "", "with --synthetic: smaller tick counts, comma-separated, built and measured in the same run (e.g. 10000,100000)")
 			compare = fs.String("compare", "", "a --json report of bench history at another --ticks (e.g. 10,000): the goals then include the ratio of this run's views open to that one's")
 		},
 		check: func(args []string) error {
 			if len(args) != 0 || *ticks < 1 || *archetypes < 1 || *entities < 1 || *runs < 1 {
 				return usagef("bench history takes no arguments and positive --ticks, --archetypes, --entities and --runs")
 			}
-			return nil
+			if *compareAt != "" && !*synthetic {
+				return usagef("--compare-at needs --synthetic (without it, --compare names a report of another run)")
+			}
+			if *synthetic && (*world != "" || *afterOnly || *compare != "") {
+				return usagef("--synthetic names its own worlds and measures them compacted: --world, --after-only and --compare do not apply")
+			}
+			_, err := parseCompareAt(*compareAt, *ticks)
+			return err
 		},
 		open: func(ctx context.Context) (bucket.Bucket, error) {
 			if !strings.Contains(*url, "://") {
@@ -62,7 +76,34 @@ func historySpec(env Env) Bench {
 			}
 			return env.OpenBucket(ctx, *url)
 		},
-		run: func(ctx context.Context, b bucket.Bucket) (*HistoryReport, error) {
+		run: func(ctx context.Context, b bucket.Bucket) (any, error) {
+			if *synthetic {
+				set := map[string]bool{}
+				flags.Visit(func(f *flag.Flag) { set[f.Name] = true })
+				res := &MillionReport{Bucket: *url, Archetypes: *archetypes, Entities: *entities, Runs: *runs}
+				if !set["archetypes"] {
+					res.Archetypes = 1
+				}
+				if !set["entities"] {
+					res.Entities = 8
+				}
+				sizes, _ := parseCompareAt(*compareAt, *ticks)
+				if *self == "" {
+					var err error
+					if *self, err = os.Executable(); err != nil {
+						return nil, err
+					}
+				}
+				dir, remove, err := benchDir(*work, "worldfs-bench-history-")
+				if err != nil {
+					return nil, err
+				}
+				defer remove()
+				if err := benchMillion(ctx, b, res, append(sizes, *ticks), *self, dir); err != nil {
+					return nil, err
+				}
+				return res, nil
+			}
 			if *world == "" {
 				*world = fmt.Sprintf("bench-history-%dx%dx%d", *ticks, *archetypes, *entities)
 			}
@@ -94,8 +135,13 @@ func historySpec(env Env) Bench {
 			h.Goals = historyGoals(h, base)
 			return h, nil
 		},
-		table: func(out io.Writer, h *HistoryReport) error {
-			printHistoryBench(out, h)
+		table: func(out io.Writer, res any) error {
+			switch res := res.(type) {
+			case *MillionReport:
+				printMillionBench(out, res)
+			case *HistoryReport:
+				printHistoryBench(out, res)
+			}
 			return nil
 		},
 	}.bench()

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/worldfs/worldfs/frame"
 	"github.com/worldfs/worldfs/index"
 )
 
@@ -20,12 +21,12 @@ import (
 // grader or the run it judged.
 const (
 	EvaluationProducer = ReservedProducer + "evaluation"
-	EvaluationRun      = "_evaluations"
+	EvaluationRun      = index.EvaluationRun
 )
 
-// ReceiptTableName is the name of the table receipts are stored in (SQL
-// shows them curated as worldfs_receipts).
-const ReceiptTableName = "evaluation_receipt"
+// ReceiptTableName is the name of the table receipts are stored in
+// (frame.ReceiptTableName).
+const ReceiptTableName = frame.ReceiptTableName
 
 // ReceiptTable is the fact table evaluation receipts are stored in.
 func ReceiptTable() *Table {

@@ -41,49 +41,30 @@ const (
 // BatchFailpoints lists the batch failpoints in order.
 var BatchFailpoints = []string{FailpointBatchClaimed, FailpointBatchAppended, FailpointBatchPartial}
 
-// FactMeta columns ride on every fact row, so that recovery can identify an
-// appended orphan by its embedded key.
-const (
-	factComponent     = "fact"
-	ColFactProducer   = "fact_producer"
-	ColFactExternalID = "fact_external_id"
-	ColFactDigest     = "fact_digest"
-	ColFactCommit     = "fact_commit_id"
-)
-
 // ReservedProducer prefixes the producers worldfs itself uses (evaluation
 // receipts); callers' facts may not use it.
 const ReservedProducer = "worldfs."
 
-var factMeta = Component{Name: factComponent, Fields: []Field{
-	{Name: "producer", Type: String}, {Name: "external_id", Type: String}, {Name: "digest", Type: String}, {Name: "commit_id", Type: String}}}
+// The FactMeta columns and fact tables are the data's format (package
+// frame); engine keeps their names.
+const (
+	ColFactProducer   = frame.ColFactProducer
+	ColFactExternalID = frame.ColFactExternalID
+	ColFactDigest     = frame.ColFactDigest
+	ColFactCommit     = frame.ColFactCommit
+)
 
-// NewFactTable builds the table a kind of fact is stored in: commit
-// columns, the FactMeta columns (fact_producer, fact_external_id,
-// fact_digest, fact_commit_id) and the components. A fact table is never
-// an archetype of the simulation.
+// NewFactTable builds the table a kind of fact is stored in (frame.NewFactTable).
 func NewFactTable(name string, components ...Component) (*Table, error) {
-	for _, c := range components {
-		if c.Name == factComponent {
-			return nil, fmt.Errorf("fact table %s: the component name %q is reserved for FactMeta", name, factComponent)
-		}
-	}
-	return frame.NewTable(name, append(components[:len(components):len(components)], factMeta)...)
+	return frame.NewFactTable(name, components...)
 }
 
 // IsFactTable reports whether t stores facts (it has the FactMeta columns).
-func IsFactTable(t *Table) bool { return IsFactColumns(t.Columns) }
+func IsFactTable(t *Table) bool { return frame.IsFactColumns(t.Columns) }
 
-// IsFactColumns reports whether a table's columns include FactMeta, for
-// readers that know a table only by its description.
-func IsFactColumns(cols []Column) bool {
-	for _, c := range cols {
-		if c.Name == ColFactDigest && c.Component == factComponent {
-			return true
-		}
-	}
-	return false
-}
+// IsFactColumns reports whether a table's columns include FactMeta
+// (frame.IsFactColumns).
+func IsFactColumns(cols []Column) bool { return frame.IsFactColumns(cols) }
 
 // Fact is one externally produced record to ingest.
 type Fact struct {
@@ -362,7 +343,7 @@ func (f Fact) Digest() (string, error) {
 // canonical encoding of the typed component values, never the caller's.
 func factRow(t *Table, v Values) (Values, string, error) {
 	for name := range v {
-		if i := t.Column(name); i >= 0 && t.Columns[i].Component == factComponent {
+		if i := t.Column(name); i >= 0 && t.Columns[i].Component == frame.FactComponent {
 			return nil, "", fmt.Errorf("column %s is FactMeta, which worldfs fills in", name)
 		}
 	}
@@ -391,7 +372,7 @@ func factRow(t *Table, v Values) (Values, string, error) {
 	var buf [256]byte
 	enc := append(append(append(buf[:0], "worldfs.fact.v1\x00"...), t.ID...), 0)
 	for _, c := range t.Columns {
-		if c.Component == "" || c.Component == factComponent {
+		if c.Component == "" || c.Component == frame.FactComponent {
 			continue
 		}
 		var val string

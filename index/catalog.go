@@ -277,11 +277,21 @@ func Load(ctx context.Context, b bucket.Bucket, world string) (*State, LoadInfo,
 // The slots after the checkpoint are read ahead (logReader) from the
 // start, while the checkpoint itself is read: its name says where it ends.
 func load(ctx context.Context, b bucket.Bucket, world string) (*State, *checkpoint, error) {
-	state := Empty(world)
 	newest, _, err := newestCheckpoint(ctx, b, world)
 	if err != nil {
 		return nil, nil, fmt.Errorf("world %s: listing checkpoints: %w", world, err)
 	}
+	return loadFrom(ctx, b, world, newest, func(ctx context.Context) (*State, *checkpoint, error) {
+		return LoadCheckpoint(ctx, b, world, newest)
+	})
+}
+
+// loadFrom is load from the checkpoint called newest ("": none), which
+// readCheckpointState reads (all of it, or the part a reader asked for:
+// LoadFor).
+func loadFrom(ctx context.Context, b bucket.Bucket, world, newest string, readCheckpointState func(context.Context) (*State, *checkpoint, error)) (*State, *checkpoint, error) {
+	state := Empty(world)
+	var err error
 	after := checkpointSeq(world, newest)
 	_, byName := bucket.As[bucket.Local](b)
 	var slots *logReader
@@ -296,7 +306,7 @@ func load(ctx context.Context, b bucket.Bucket, world string) (*State, *checkpoi
 	}
 	var cp *checkpoint
 	if newest != "" {
-		if state, cp, err = LoadCheckpoint(ctx, b, world, newest); err != nil {
+		if state, cp, err = readCheckpointState(ctx); err != nil {
 			slots.stop()
 			return nil, nil, err
 		}

@@ -2,6 +2,7 @@ package index
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -148,118 +149,160 @@ func parallel(ctx context.Context, n int, fn func(i int) error) error {
 // the state it records. A missing or corrupt shard is ErrCorrupt: a
 // checkpoint that names data it does not have fails closed.
 func LoadCheckpoint(ctx context.Context, b bucket.Bucket, world, name string) (*State, *checkpoint, error) {
-	corrupt := func(format string, args ...any) error {
-		return fmt.Errorf("checkpoint %s: %s: %w", name, fmt.Sprintf(format, args...), ErrCorrupt)
-	}
 	cp, err := readCheckpoint(ctx, b, world, name)
 	if err != nil {
 		return nil, nil, err
 	}
-	type decoded struct {
-		ticks    []*Tick
-		tokens   []tokenEntry
-		claims   []*Claim
-		commands []*CommandState
-		last     uint64
-	}
-	out := make([]decoded, len(cp.Shards))
-	err = parallel(ctx, len(cp.Shards), func(i int) error {
-		r := cp.Shards[i]
-		raw, _, err := b.Get(ctx, ShardName(world, r.Hash))
-		if errors.Is(err, bucket.ErrNotExist) {
-			return corrupt("shard %s is missing", r.Hash)
-		}
-		if err != nil {
-			return fmt.Errorf("checkpoint %s: %w", name, err)
-		}
-		if sum := sha256.Sum256(raw); hex.EncodeToString(sum[:]) != r.Hash {
-			return corrupt("shard %s does not hash to its name", r.Hash)
-		}
-		plain, err := shardDecoder.DecodeAll(raw, nil)
-		if err != nil {
-			return corrupt("shard %s: %v", r.Hash, err)
-		}
-		d := &out[i]
-		// plain is never written again: decoded strings share it.
-		k, last, err := decodeShard(cp.Format, r.Hash, plain, func(t *Tick, of int) {
-			if d.ticks == nil {
-				d.ticks, d.tokens = make([]*Tick, 0, of), make([]tokenEntry, 0, of)
-			}
-			d.ticks = append(d.ticks, t)
-			d.tokens = append(d.tokens, tokenEntry{tokenKey(t.Run, t.CommitToken), t.Tick})
-		},
-			func(c *Claim) { d.claims = append(d.claims, c) }, func(c *CommandState) { d.commands = append(d.commands, c) })
-		// The shard's records changed at most at its recorded sequence;
-		// a release (claim.release) changes a shard by removing a record,
-		// so the newest record may be older than the shard.
-		if err != nil || k != r.key() || last > r.Seq {
-			return corrupt("shard %s: %v (key %v, last record sequence %d, shard sequence %d)", r.Hash, err, k, last, r.Seq)
-		}
-		d.last = r.Seq
-		slices.SortFunc(d.tokens, tokenCompare)
-		// A writer lists a shard's ticks in order; an unsorted list is
-		// sorted, as a tree of them would be, and a tick listed twice is
-		// corrupt (parts are sets).
-		if !slices.IsSortedFunc(d.ticks, tickCompare) {
-			slices.SortFunc(d.ticks, tickCompare)
-		}
-		for j := 1; j < len(d.ticks); j++ {
-			if !tickLess(d.ticks[j-1], d.ticks[j]) {
-				return corrupt("shard %s: tick %s/%d listed twice", r.Hash, d.ticks[j].Run, d.ticks[j].Tick)
-			}
-		}
-		return nil
-	})
+	s, err := loadShards(ctx, b, name, cp, func(shardRef) bool { return true })
 	if err != nil {
 		return nil, nil, err
 	}
-	s := Empty(world)
-	s.World, s.Seq, s.Hash, s.Slots = cp.World, cp.Seq, cp.Hash, cp.Slots
+	// Every tick is loaded: the runs the checkpoint records must be what
+	// its ticks say.
 	runs := map[string]Run{}
-	for i := range cp.Runs {
-		runs[cp.Runs[i].Name] = Run{Name: cp.Runs[i].Name, Head: -1}
-		s.runs.ReplaceOrInsert(&cp.Runs[i])
+	for _, r := range cp.Runs {
+		runs[r.Name] = Run{Name: r.Name, Head: -1}
 	}
-	for i, d := range out {
-		if len(d.tokens) > 0 {
-			s.tokens = append(s.tokens, d.tokens)
+	for _, p := range s.tickParts {
+		r, ok := runs[p[0].Run]
+		if !ok {
+			return nil, nil, corruptCheckpoint(name, "ticks of runs the checkpoint does not list")
 		}
-		for _, t := range d.ticks {
-			if t.Seq > cp.Seq {
-				return nil, nil, corrupt("tick %s/%d changed at sequence %d, after the checkpoint", t.Run, t.Tick, t.Seq)
-			}
-			r := runs[t.Run]
-			r.Head, r.Published = max(r.Head, t.Tick), r.Published+1
-			runs[t.Run] = r
-		}
-		if len(d.ticks) > 0 {
-			s.tickParts = append(s.tickParts, d.ticks)
-		}
-		for _, c := range d.claims {
-			s.claims.ReplaceOrInsert(c)
-		}
-		for _, c := range d.commands {
-			s.commands.ReplaceOrInsert(c)
-		}
-		s.shardSeq.ReplaceOrInsert(shardMark{cp.Shards[i].key(), d.last})
-	}
-	// The parts are ordered and disjoint: a tick shard holds one run's
-	// ticks of its span, and a checkpoint lists each shard once, in order.
-	slices.SortFunc(s.tickParts, func(a, b []*Tick) int { return tickCompare(a[0], b[0]) })
-	for i := 1; i < len(s.tickParts); i++ {
-		if a, b := s.tickParts[i-1], s.tickParts[i]; !tickLess(a[len(a)-1], b[0]) {
-			return nil, nil, corrupt("tick shards of %s overlap at tick %d", b[0].Run, b[0].Tick)
-		}
+		r.Head, r.Published = max(r.Head, p[len(p)-1].Tick), r.Published+int64(len(p))
+		runs[r.Name] = r
 	}
 	for _, r := range cp.Runs {
 		if got := runs[r.Name]; got != r {
-			return nil, nil, corrupt("run %s records %+v, its ticks say %+v", r.Name, r, got)
+			return nil, nil, corruptCheckpoint(name, "run %s records %+v, its ticks say %+v", r.Name, r, got)
 		}
 	}
-	if len(runs) != len(cp.Runs) {
-		return nil, nil, corrupt("ticks of runs the checkpoint does not list")
-	}
 	return s, cp, nil
+}
+
+func corruptCheckpoint(name, format string, args ...any) error {
+	return fmt.Errorf("checkpoint %s: %s: %w", name, fmt.Sprintf(format, args...), ErrCorrupt)
+}
+
+// decodedShard is the records of one checkpoint shard.
+type decodedShard struct {
+	ticks    []*Tick
+	claims   []*Claim
+	commands []*CommandState
+}
+
+// readShard reads, verifies and decodes shard r of checkpoint cp (called
+// name). A missing or corrupt shard is ErrCorrupt.
+func readShard(ctx context.Context, b bucket.Bucket, name string, cp *checkpoint, r shardRef) (*decodedShard, error) {
+	world := cp.World.ID
+	raw, _, err := b.Get(ctx, ShardName(world, r.Hash))
+	if errors.Is(err, bucket.ErrNotExist) {
+		return nil, corruptCheckpoint(name, "shard %s is missing", r.Hash)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint %s: %w", name, err)
+	}
+	if sum := sha256.Sum256(raw); hex.EncodeToString(sum[:]) != r.Hash {
+		return nil, corruptCheckpoint(name, "shard %s does not hash to its name", r.Hash)
+	}
+	plain, err := shardDecoder.DecodeAll(raw, nil)
+	if err != nil {
+		return nil, corruptCheckpoint(name, "shard %s: %v", r.Hash, err)
+	}
+	d := &decodedShard{}
+	// plain is never written again: decoded strings share it.
+	k, last, err := decodeShard(cp.Format, r.Hash, plain, func(t *Tick, of int) {
+		if d.ticks == nil {
+			d.ticks = make([]*Tick, 0, of)
+		}
+		d.ticks = append(d.ticks, t)
+	},
+		func(c *Claim) { d.claims = append(d.claims, c) }, func(c *CommandState) { d.commands = append(d.commands, c) })
+	// The shard's records changed at most at its recorded sequence;
+	// a release (claim.release) changes a shard by removing a record,
+	// so the newest record may be older than the shard.
+	if err != nil || k != r.key() || last > r.Seq {
+		return nil, corruptCheckpoint(name, "shard %s: %v (key %v, last record sequence %d, shard sequence %d)", r.Hash, err, k, last, r.Seq)
+	}
+	// A writer lists a shard's ticks in order; an unsorted list is
+	// sorted, as a tree of them would be, and a tick listed twice is
+	// corrupt (parts are sets). A shard's ticks are one run's (decodeShard
+	// gives each its key's run): they compare by number.
+	byNumber := func(a, b *Tick) int { return cmp.Compare(a.Tick, b.Tick) }
+	if !slices.IsSortedFunc(d.ticks, byNumber) {
+		slices.SortFunc(d.ticks, byNumber)
+	}
+	for j, t := range d.ticks {
+		if j > 0 && d.ticks[j-1].Tick == t.Tick {
+			return nil, corruptCheckpoint(name, "shard %s: tick %s/%d listed twice", r.Hash, t.Run, t.Tick)
+		}
+		if t.Seq > cp.Seq {
+			return nil, corruptCheckpoint(name, "tick %s/%d changed at sequence %d, after the checkpoint", t.Run, t.Tick, t.Seq)
+		}
+	}
+	return d, nil
+}
+
+// loadShards rebuilds the state checkpoint cp (called name) records from
+// the shards want selects (several read at once); the others are left
+// unread. The runs and the shards' marks are the checkpoint's whole.
+func loadShards(ctx context.Context, b bucket.Bucket, name string, cp *checkpoint, want func(shardRef) bool) (*State, error) {
+	var refs []shardRef
+	for _, r := range cp.Shards {
+		if want(r) {
+			refs = append(refs, r)
+		}
+	}
+	out := make([]*decodedShard, len(refs))
+	err := parallel(ctx, len(refs), func(i int) error {
+		var err error
+		out[i], err = readShard(ctx, b, name, cp, refs[i])
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	s := Empty(cp.World.ID)
+	s.World, s.Seq, s.Hash, s.Slots = cp.World, cp.Seq, cp.Hash, cp.Slots
+	for i := range cp.Runs {
+		s.runs.ReplaceOrInsert(&cp.Runs[i])
+	}
+	for _, r := range cp.Shards {
+		s.shardSeq.ReplaceOrInsert(shardMark{r.key(), r.Seq})
+	}
+	for _, d := range out {
+		if err := s.addShard(name, cp, d); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// addShard adds a decoded shard's records to s, a state nobody else holds
+// yet (a load's own). Its ticks become a part of their own, in order
+// among the others.
+func (s *State) addShard(name string, cp *checkpoint, d *decodedShard) error {
+	for _, c := range d.claims {
+		s.claims.ReplaceOrInsert(c)
+	}
+	for _, c := range d.commands {
+		s.commands.ReplaceOrInsert(c)
+	}
+	if len(d.ticks) == 0 {
+		return nil
+	}
+	if _, ok := s.runs.Get(&Run{Name: d.ticks[0].Run}); !ok {
+		return corruptCheckpoint(name, "ticks of run %s, which the checkpoint does not list", d.ticks[0].Run)
+	}
+	s.tokens = append(slices.Clip(s.tokens), &tokenIndex{ticks: d.ticks})
+	// The parts are ordered and disjoint: a tick shard holds one run's
+	// ticks of its span, and a checkpoint lists each shard once.
+	i := s.partAt(d.ticks[0])
+	if i < len(s.tickParts) && !tickLess(d.ticks[len(d.ticks)-1], s.tickParts[i][0]) ||
+		i > 0 && !tickLess(s.tickParts[i-1][len(s.tickParts[i-1])-1], d.ticks[0]) {
+		return corruptCheckpoint(name, "tick shards of %s overlap at tick %d", d.ticks[0].Run, d.ticks[0].Tick)
+	}
+	s.tickParts = slices.Insert(slices.Clip(s.tickParts), i, d.ticks)
+	return nil
 }
 
 // readCheckpoint reads and checks a checkpoint object, not its shards.

@@ -283,6 +283,7 @@ func TestFormat1CheckpointStillLoads(t *testing.T) {
 	if run, _ := s.Run("main"); !ok || c.State != ClaimComplete || run.Head != 2 {
 		t.Fatalf("claim %+v, run %+v", c, run)
 	}
+	partialsAlike(t, b, s)
 	checkpointsAlike(t, b, s, 7)
 }
 
@@ -343,6 +344,7 @@ func TestFormat2CheckpointStillLoads(t *testing.T) {
 	if !ok || len(tablesOf(t, tk)) != 1 || tablesOf(t, tk)[0].Fragments[0] != (Fragment{Path: FragmentPath("w", DefaultRun, "position", "t1", 0), Rows: 11, Bytes: 1001, Digest: "d-t1"}) {
 		t.Fatalf("tick 1 from the format-2 checkpoint: %+v", tk)
 	}
+	partialsAlike(t, b, s)
 	checkpointsAlike(t, b, s, 7)
 }
 
@@ -427,6 +429,7 @@ func fixtureStillLoads(t *testing.T, format int) {
 	if run, _ := s.Run("main"); !ok || c.State != ClaimComplete || len(c.Tables) != 1 || run.Head != 4 {
 		t.Fatalf("claim %+v, run %+v", c, run)
 	}
+	partialsAlike(t, b, s)
 	checkpointsAlike(t, b, s, 10)
 }
 

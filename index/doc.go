@@ -13,7 +13,10 @@
 // a lost slot, read-back of unknown outcomes) and the reader of snapshots
 // (Exact probes the next slot; Fresh serves one confirmed within a second).
 // The compactor writes deterministic, incremental checkpoints; Load is the
-// cold start (newest checkpoint plus the slots listed after it); Changes is
+// cold start (newest checkpoint plus the slots listed after it), and
+// LoadFor the cold start of a reader of one tick, a range or the head: it
+// decodes only the checkpoint shards that hold them (a Partial, which
+// refuses questions about the rest with ErrNotLoaded); Changes is
 // the change feed over slots; Allowlist and Lineage are the visibility rules,
 // and View is the one planner that applies them (docs/ARCHITECTURE.md,
 // "Visibility"). The row-visibility rule itself is RowRule (rule.go), one

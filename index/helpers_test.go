@@ -52,7 +52,7 @@ func diff(a, b *State) string {
 	for _, st := range []*State{a, b} {
 		n := st.byToken.Len()
 		for _, part := range st.tokens {
-			n += len(part)
+			n += len(part.get())
 		}
 		if n != len(at) {
 			return fmt.Sprintf("the token index has %d entries for %d ticks", n, len(at))

@@ -26,6 +26,10 @@ import (
 // when none is named.
 const DefaultRun = "main"
 
+// EvaluationRun is the run a world's evaluation receipts are claimed and
+// stored in, beside its own runs.
+const EvaluationRun = "_evaluations"
+
 // LegacyToken is the token segment of legacy (v0.2) fragments: they are
 // stored under data/<world>/<run>/<table>/v0.2/ and carry no commit
 // columns.

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/google/btree"
 )
@@ -186,12 +187,14 @@ type State struct {
 	// ascendTicks, never one alone.
 	tickParts [][]*Tick
 	ticks     *btree.BTreeG[*Tick]
-	// The token index: tokens (the ticks a checkpoint loaded, one sorted
-	// slice per shard, shared by every state derived from it and never
-	// modified) and byToken (the ticks published since).
+	// The token index: tokens (one sorted part per shard a checkpoint
+	// loaded, built when first searched, and one per tokenPart ticks
+	// published since; shared by every state derived from it and never
+	// modified once built) and byToken (the ticks published since, not
+	// yet folded into a part).
 	// INVARIANT: every published tick has an entry in one of them (see
 	// putTick).
-	tokens   [][]tokenEntry
+	tokens   []*tokenIndex
 	byToken  *btree.BTreeG[tokenEntry]
 	runs     *btree.BTreeG[*Run]
 	claims   *btree.BTreeG[*Claim]
@@ -200,6 +203,9 @@ type State struct {
 	// changed it, so a checkpoint rewrites only shards changed since the
 	// previous one.
 	shardSeq *btree.BTreeG[shardMark]
+	// part is what a state loaded for part of its history (LoadFor)
+	// holds of its checkpoint's ticks; nil: all of them.
+	part *partial
 	// cloneMu serializes clones of this state: btree's Clone updates the
 	// source tree's copy-on-write context, so two readers advancing from
 	// one tip at once must not clone it together.
@@ -249,6 +255,37 @@ func tokenCompare(a, b tokenEntry) int {
 }
 
 func tokenLess(a, b tokenEntry) bool { return tokenCompare(a, b) < 0 }
+
+// tokenIndex is a sorted part of the token index. The part of a tick
+// shard a checkpoint loaded is built from its ticks when it is first
+// searched: a cold start hashes and sorts no token until a reader looks
+// one up, and then only once for every state that shares the part.
+type tokenIndex struct {
+	once    sync.Once
+	ticks   []*Tick // the ticks to index (nil: entries is built)
+	entries []tokenEntry
+}
+
+// tokenBuilds counts the token index parts built from a shard's ticks
+// (tests).
+var tokenBuilds atomic.Int64
+
+// get returns the part's entries, building them on first use.
+func (p *tokenIndex) get() []tokenEntry {
+	p.once.Do(func() {
+		if p.ticks == nil {
+			return
+		}
+		tokenBuilds.Add(1)
+		p.entries = make([]tokenEntry, len(p.ticks))
+		for i, t := range p.ticks {
+			p.entries[i] = tokenEntry{tokenKey(t.Run, t.CommitToken), t.Tick}
+		}
+		slices.SortFunc(p.entries, tokenCompare)
+		p.ticks = nil
+	})
+	return p.entries
+}
 
 func runLess(a, b *Run) bool { return a.Name < b.Name }
 
@@ -405,7 +442,7 @@ const tokenPart = tickShardSpan
 func (s *State) foldTokens() {
 	part := make([]tokenEntry, 0, s.byToken.Len())
 	s.byToken.Ascend(func(e tokenEntry) bool { part = append(part, e); return true })
-	s.tokens = append(slices.Clip(s.tokens), part)
+	s.tokens = append(slices.Clip(s.tokens), &tokenIndex{entries: part})
 	s.byToken = btree.NewG(btreeDegree, tokenLess)
 }
 
@@ -456,7 +493,8 @@ func (s *State) TickByToken(run, token string) (*Tick, bool) {
 		}
 		return true // another run's, or a collision
 	}
-	for _, part := range s.tokens {
+	for _, p := range s.tokens {
+		part := p.get()
 		i, _ := slices.BinarySearchFunc(part, tokenEntry{key, math.MinInt64}, tokenCompare)
 		for ; i < len(part) && check(part[i]); i++ {
 		}
@@ -551,6 +589,14 @@ func (n *State) applySlot(slot *Slot, hash string) (*State, error) {
 		return nil, fmt.Errorf("world %s: slot %d names predecessor %.12s, the log has %.12s: %w", n.World.ID, slot.FirstSeq, slot.Prev, n.Hash, ErrCorrupt)
 	}
 	for i := range slot.Entries {
+		// A state loaded for part of its history reads first the tick
+		// shards the entry touches: a failure to read one is that
+		// failure (a corrupt shard is ErrCorrupt), not a refused entry.
+		if n.part != nil {
+			if err := n.cover(&slot.Entries[i]); err != nil {
+				return nil, fmt.Errorf("world %s: entry at sequence %d: %w", n.World.ID, slot.FirstSeq+uint64(i), err)
+			}
+		}
 		if _, err := n.apply(&slot.Entries[i], slot.FirstSeq+uint64(i)); err != nil {
 			return nil, fmt.Errorf("world %s: entry at sequence %d: %w: %w", n.World.ID, slot.FirstSeq+uint64(i), ErrCorrupt, err)
 		}
@@ -578,6 +624,11 @@ func (s *State) Check(e *Entry, seq uint64) (*State, Result, error) {
 // kind of entry.
 func (n *State) apply(e *Entry, seq uint64) (Result, error) {
 	r := Result{Seq: seq}
+	if n.part != nil {
+		if err := n.cover(e); err != nil {
+			return r, err
+		}
+	}
 	if e.Kind != KindWorldCreate && !n.World.Created {
 		return r, fmt.Errorf("%s on world %s: %w", e.Kind, n.World.ID, ErrNoWorld)
 	}

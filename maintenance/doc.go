@@ -16,6 +16,9 @@
 //     and compacted files past the retention, dead attempts' fragments
 //     (vacuum), old log slots, checkpoints and shards, and the views'
 //     unused fragment lists.
+//   - Long histories at once (history.go): WriteCompactedTicks writes what
+//     compaction leaves of a window of ticks, through the compactor's own
+//     writer, so that a benchmark builds a million-tick world in minutes.
 //
 // Both are safe beside a live writer and beside each other, and a crash
 // at any moment leaves the history as it was or as maintained. Options are

@@ -13,7 +13,7 @@ import (
 	"strings"
 
 	"github.com/worldfs/worldfs/bucket"
-	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/frame"
 )
 
 // FormatParquet is a CopyTick output format (with FormatCSV).
@@ -34,7 +34,7 @@ func CopyTick(ctx context.Context, b bucket.Bucket, world string, opts Options, 
 // receipts, to dst in format: what worldfs sql shows, as a file.
 func CopyFacts(ctx context.Context, b bucket.Bucket, world string, opts Options, name, format, dst string) error {
 	if name == ReceiptsView {
-		opts.Table = engine.ReceiptTableName
+		opts.Table = frame.ReceiptTableName
 		return copyView(ctx, b, world, opts, "", "SELECT * FROM worldfs_receipts ORDER BY receipt_id DESC", format, dst)
 	}
 	opts.Table = name
@@ -152,7 +152,7 @@ func readJSONL(path string) ([]map[string]any, error) {
 			continue
 		}
 		var row map[string]any
-		if err := engine.DecodeStrict(line, &row); err != nil || row == nil {
+		if err := frame.DecodeStrict(line, &row); err != nil || row == nil {
 			if err == nil {
 				err = errors.New("null is not a row object")
 			}
@@ -167,4 +167,4 @@ func readJSONL(path string) ([]map[string]any, error) {
 }
 
 // maxJSONLLine bounds one line of a JSONL file.
-const maxJSONLLine = engine.MaxInputDocument
+const maxJSONLLine = frame.MaxInputDocument

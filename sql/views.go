@@ -15,7 +15,6 @@ import (
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/cache"
-	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/frame"
 	"github.com/worldfs/worldfs/index"
 )
@@ -263,7 +262,7 @@ func BuildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 		return nil, err
 	}
 	// Evaluation receipts are the world's, whatever run they judged.
-	if err := h.catalogFiles(ctx, index.OwnView(own, engine.EvaluationRun), math.MinInt64, math.MaxInt64); err != nil {
+	if err := h.catalogFiles(ctx, index.OwnView(own, index.EvaluationRun), math.MinInt64, math.MaxInt64); err != nil {
 		return nil, err
 	}
 	infos, err := describeAll(ctx, b, h.frags)
@@ -593,7 +592,7 @@ func render(world, run string, upTo int64, h *history, infos map[string]frame.Ta
 	sb.WriteString(manifestsView(comp != nil))
 	var factNames []string
 	for _, name := range names {
-		if engine.IsFactColumns(parts[name][0].ti.Columns) {
+		if frame.IsFactColumns(parts[name][0].ti.Columns) {
 			factNames = append(factNames, name)
 		}
 	}
@@ -1013,11 +1012,11 @@ func writeWitness(dir string, ti frame.TableInfo) (string, error) {
 		touch(path) // in use again: collection counts from its last use
 		return path, nil
 	}
-	t, err := engine.TableFromInfo(ti)
+	t, err := frame.TableFromInfo(ti)
 	if err != nil {
 		return "", err
 	}
-	data, err := engine.EncodeFragment(engine.NewFrame(t), engine.Stamp{})
+	data, err := frame.EncodeFragment(frame.NewFrame(t), frame.Stamp{})
 	if err != nil {
 		return "", err
 	}
@@ -1053,7 +1052,7 @@ func factViews(factNames []string) string {
 	var facts []string
 	receipts := false
 	for _, name := range factNames {
-		if name == engine.ReceiptTableName {
+		if name == frame.ReceiptTableName {
 			receipts = true
 			continue
 		}
@@ -1066,7 +1065,7 @@ func factViews(factNames []string) string {
 	out := fmt.Sprintf("CREATE OR REPLACE TEMP VIEW worldfs_facts AS\n  %s;\n", strings.Join(facts, "\n  UNION ALL "))
 	from := "(SELECT NULL::BIGINT AS entity_id, NULL::BIGINT AS tick, NULL::VARCHAR AS commit_token, NULL::VARCHAR AS receipt_evaluation_id, NULL::VARCHAR AS receipt_grader_id, NULL::VARCHAR AS receipt_contract, NULL::VARCHAR AS receipt_contract_digest, NULL::VARCHAR AS receipt_subject, NULL::VARCHAR AS receipt_subject_digest, NULL::VARCHAR AS receipt_outcomes WHERE false)"
 	if receipts {
-		from = ident(engine.ReceiptTableName + "_raw")
+		from = ident(frame.ReceiptTableName + "_raw")
 	}
 	out += "CREATE OR REPLACE TEMP VIEW worldfs_receipts AS SELECT entity_id AS receipt_id, tick, receipt_evaluation_id AS evaluation_id, receipt_grader_id AS grader_id,\n" +
 		"  receipt_contract::JSON AS contract, receipt_contract_digest AS contract_digest, receipt_subject::JSON AS subject, receipt_subject_digest AS subject_digest,\n" +

@@ -14,7 +14,6 @@ import (
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/cache"
-	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/index"
 	"github.com/worldfs/worldfs/internal/failpoint"
 )
@@ -229,7 +228,7 @@ func plan(ctx context.Context, b bucket.Bucket, w string) ([][]object, error) {
 	err = s.Fragments("", func(f index.FragmentRef) bool {
 		r := cache.Record{Name: f.Path, Size: f.Bytes, Generation: f.Generation, Digest: f.Digest}
 		recs[f.Path] = r
-		if f.Run == engine.EvaluationRun {
+		if f.Run == index.EvaluationRun {
 			receipts = append(receipts, r)
 		}
 		return true

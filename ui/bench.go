@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/worldfs/worldfs/index"
 	"github.com/worldfs/worldfs/internal/stats"
 )
 
@@ -38,10 +39,11 @@ type BenchEndpoint struct {
 
 // Bench measures the server's time for each page and JSON endpoint of
 // (world, run), n times each, calling ServeHTTP directly (no network):
-// the pages, the worlds list, the timeline, the tables, rows per tick,
-// one tick's page and points, a scrubber step (each request the next
-// tick, from the middle of the run), a comparison of adjacent ticks, a
-// query and the facts. The scrubber's
+// the pages, the worlds list, the timeline, the tables, rows per tick
+// (the whole run, then 1,000 ticks of it as a zoom asks), the page of
+// commit events before the timeline's, one tick's page and points, a
+// scrubber step (each request the next tick, from the middle of the run),
+// a comparison of adjacent ticks, a query and the facts. The scrubber's
 // table is particle if the run has one, else its first view.
 //
 // What a visit needs to know first (the ticks, the table's columns) is
@@ -60,16 +62,24 @@ func Bench(ctx context.Context, opts Options, world, run string, n int) (*BenchR
 		s.Close()
 		return nil, err
 	}
-	if len(tl.Ticks) == 0 || len(tl.Views) == 0 {
+	ticks := tl.TickNumbers()
+	if len(ticks) == 0 || len(tl.Views) == 0 {
 		s.Close()
 		return nil, fmt.Errorf("bench: run %s of %s has no visible tick or no table", run, world)
 	}
-	res := &BenchResult{World: world, Run: run, Ticks: len(tl.Ticks), Requests: n}
+	res := &BenchResult{World: world, Run: run, Ticks: len(ticks), Requests: n}
 	res.Table = tl.Views[0]
 	if slices.Contains(tl.Views, "particle") {
 		res.Table = "particle"
 	}
 	cols, err := s.tables(ctx, world, run)
+	var own, parent *index.State
+	if err == nil {
+		own, err = s.state(ctx, world)
+	}
+	if err == nil && own.World.Parent != "" {
+		parent, err = s.state(ctx, own.World.Parent)
+	}
 	s.Close()
 	if err != nil {
 		return nil, err
@@ -100,24 +110,28 @@ func Bench(ctx context.Context, opts Options, world, run string, n int) (*BenchR
 		}
 		return "/api/w/" + w + "/tick?" + v.Encode()
 	}
-	mid := len(tl.Ticks) / 2
+	mid := len(ticks) / 2
 	rq := "?run=" + url.QueryEscape(run)
 	// The registry: what a person's visit asks, in the order a visit asks it.
-	steps := []struct {
-		name string
-		path func(i int) string
-	}{
+	steps := []benchStep{
 		{"worlds page", func(int) string { return "/" }},
 		{"worlds", func(int) string { return "/api/worlds" }},
 		{"run page", func(int) string { return "/w/" + w + rq }},
 		{"timeline", func(int) string { return "/api/w/" + w + "/timeline" + rq }},
 		{"tables", func(int) string { return "/api/w/" + w + "/tables" + rq }},
 		{"rows per tick", func(int) string { return "/api/w/" + w + "/counts" + rq }},
-		{"tick", func(int) string { return tickPath(tl.Ticks[mid][0]) }},
-		{"scrubber step", func(i int) string { return tickPath(tl.Ticks[(mid+1+i)%len(tl.Ticks)][0]) }},
+		{"rows per tick, zoomed", func(i int) string { // 1,000 ticks about the middle, moving on
+			from := ticks[(mid+i)%len(ticks)] - 500
+			return "/api/w/" + w + "/counts" + rq + fmt.Sprintf("&from=%d&to=%d", from, from+999)
+		}},
+		{"older events", func(int) string {
+			return "/api/w/" + w + "/events" + rq + fmt.Sprintf("&before=%d", max(tl.LogFrom, 1))
+		}},
+		{"tick", func(int) string { return tickPath(ticks[mid]) }},
+		{"scrubber step", func(i int) string { return tickPath(ticks[(mid+1+i)%len(ticks)]) }},
 		{"compare adjacent ticks", func(i int) string {
-			v := url.Values{"run": {run}, "table": {res.Table}, "a": {fmt.Sprint(tl.Ticks[(mid+i)%len(tl.Ticks)][0])},
-				"b": {fmt.Sprint(tl.Ticks[(mid+i+1)%len(tl.Ticks)][0])}, "limit": {"50"}}
+			v := url.Values{"run": {run}, "table": {res.Table}, "a": {fmt.Sprint(ticks[(mid+i)%len(ticks)])},
+				"b": {fmt.Sprint(ticks[(mid+i+1)%len(ticks)])}, "limit": {"50"}}
 			if x != "" {
 				v.Set("x", x)
 				v.Set("y", y)
@@ -130,6 +144,24 @@ func Bench(ctx context.Context, opts Options, world, run string, n int) (*BenchR
 		}},
 		{"facts page", func(int) string { return "/w/" + w + "/facts" + rq }},
 		{"facts", func(int) string { return "/api/w/" + w + "/facts" + rq }},
+	}
+	if p := own.World; parent != nil {
+		// A fork against its parent at a tick both publish, the newest
+		// first, then back to the fork point.
+		hi := ticks[len(ticks)-1]
+		if r, ok := parent.Run(p.ForkRun); ok {
+			hi = min(hi, r.Head)
+		}
+		at := func(i int) string { return fmt.Sprint(max(hi-int64(i), min(p.ForkTick, hi))) }
+		steps = slices.Insert(steps, slices.IndexFunc(steps, func(st benchStep) bool { return st.name == "sql page" }), benchStep{
+			"compare with the parent", func(i int) string {
+				v := url.Values{"run": {run}, "table": {res.Table}, "a": {at(i)}, "vs": {p.Parent}, "vsrun": {p.ForkRun}, "b": {at(i)}, "limit": {"50"}}
+				if x != "" {
+					v.Set("x", x)
+					v.Set("y", y)
+				}
+				return "/api/w/" + w + "/compare?" + v.Encode()
+			}})
 	}
 	for _, st := range steps {
 		ep := BenchEndpoint{Name: st.name, Path: st.path(0)}
@@ -158,6 +190,12 @@ func Bench(ctx context.Context, opts Options, world, run string, n int) (*BenchR
 		res.Steps = append(res.Steps, ep)
 	}
 	return res, nil
+}
+
+// benchStep is one request of a visit, the ith repeat's path.
+type benchStep struct {
+	name string
+	path func(i int) string
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

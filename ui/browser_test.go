@@ -18,6 +18,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
+	"github.com/worldfs/worldfs/index"
 	"github.com/worldfs/worldfs/internal/realpart"
 )
 
@@ -54,6 +55,12 @@ func chromium(t *testing.T) context.Context {
 func TestBrowser(t *testing.T) {
 	ctx := chromium(t)
 	f := newFixture(t)
+	f.srv.opts.MaxLogEntries = 2 // set before the first request: events come a page at a time
+	st, _, err := index.Load(ctx, f.b, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	headSeq := st.Seq
 	const slow = "SELECT count(*) FROM range(1000000) a, range(10000000) b WHERE (a.range * b.range) % 7 = 3"
 	ended := make(chan error, 1)
 	f.srv.queryEnded = func(q string, err error) { // set before the first request
@@ -107,23 +114,94 @@ func TestBrowser(t *testing.T) {
 		return v
 	}
 
-	// The worlds page lists both worlds, the fork drawn under its parent.
-	var worlds []string
+	// The worlds page lists both worlds, the fork drawn under its parent,
+	// each with the size of its live data.
+	var worlds, sizes []string
 	var edges int
 	do("worlds page", chromedp.Navigate(f.http.URL+"/"), ready(`[data-ready="1"]`))
 	eval(&worlds, `[...document.querySelectorAll("#worlds tbody tr")].map(r => r.dataset.world)`)
+	eval(&sizes, `[...document.querySelectorAll("#worlds tbody td.size")].map(td => td.title)`)
 	eval(&edges, `document.querySelectorAll("#lineage path.edge").length`)
 	shot("worlds")
 	if !reflect.DeepEqual(worlds, []string{"f", "w"}) || edges != 1 {
 		t.Fatalf("worlds page: %v, %d lineage edges", worlds, edges)
+	}
+	for i, w := range worlds {
+		st, _, err := index.Load(ctx, f.b, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := liveBytes(st)
+		if err != nil || sizes[i] != fmt.Sprintf("%d bytes", n) {
+			t.Fatalf("worlds page: %s's size says %q, its live data is %d bytes (%v)", w, sizes[i], n, err)
+		}
 	}
 
 	// Open run main of w: it shows its head tick; three steps left on the
 	// scrubber show tick head-3.
 	at := head - 3
 	do("open the run", chromedp.Click(chromedp.CSS(`a.run-link[data-world="w"]`)), ready(fmt.Sprintf(`[data-shown-tick="%d"]`, head)))
+	// The rows chart is BinnedCountsSQL's answer for the range it shows;
+	// a zoom to ticks 3..7 asks the server for them, one tick a bin.
+	chartRows := func(what string) *RowsPerTick {
+		t.Helper()
+		var views []string
+		var rc RowsPerTick
+		eval(&views, `window.__ui.timeline.views`)
+		eval(&rc, `window.__ui.counts`)
+		exp := want(t, f.b, "w", "main", BinnedCountsSQL(views, rc.From, rc.To, rc.Width))
+		if !reflect.DeepEqual(rc.Rows(), exp.Rows) || len(exp.Rows) == 0 {
+			t.Fatalf("%s: the rows chart draws %v, worldfs sql answers %v", what, rc.Rows(), exp.Rows)
+		}
+		return &rc
+	}
+	do("the rows chart", ready(`[data-rows-width]`))
+	whole := chartRows("rows chart")
+	do("zoom the rows chart", chromedp.Evaluate[chromedp.Void](`window.__ui.run.charts.rows.setScale("x", {min: 3, max: 7})`),
+		ready(`[data-rows-from="3"][data-rows-to="7"]`))
+	if rc := chartRows("zoomed rows chart"); rc.Width != 1 || rc.X[0] != 3 {
+		t.Fatalf("zoomed to ticks 3-7: %+v", rc)
+	}
+	// A double-click asks for the whole run again.
+	do("unzoom the rows chart", chromedp.Evaluate[chromedp.Void](`window.__ui.run.charts.rows.over.dispatchEvent(new MouseEvent("dblclick", {bubbles: true}))`),
+		ready(fmt.Sprintf(`[data-rows-from="%d"][data-rows-to="%d"]`, whole.From, whole.To)))
+	chartRows("unzoomed rows chart")
+	// The commit events, read a slot at a time (the server reads the
+	// slots of 2 entries), page by page back to the log's start: the
+	// table lists every event of the log, newest first.
+	for pages := 0; ; pages++ {
+		var from string
+		eval(&from, `document.body.dataset.logFrom`)
+		if from == "1" {
+			if pages == 0 {
+				t.Fatal("the timeline read the whole log at once")
+			}
+			break
+		}
+		do("older events", chromedp.Evaluate[chromedp.Void](`document.getElementById("older-events").click()`),
+			ready(fmt.Sprintf(`:not([data-log-from="%s"])`, from)))
+	}
+	var seqs []uint64
+	eval(&seqs, `[...document.querySelectorAll("#events tbody tr")].map(tr => Number(tr.children[0].textContent))`)
+	var logSeqs []uint64
+	for _, e := range logEvents(t, f.b, "w", headSeq) {
+		logSeqs = append([]uint64{e.Seq}, logSeqs...)
+	}
+	if !reflect.DeepEqual(seqs, logSeqs) {
+		t.Fatalf("the events listed: %v, the log's (newest first): %v", seqs, logSeqs)
+	}
 	do("move the scrubber", chromedp.SendKeys(chromedp.ID("scrubber"), kb.ArrowLeft+kb.ArrowLeft+kb.ArrowLeft),
 		ready(fmt.Sprintf(`[data-shown-tick="%d"]`, at)))
+	// The step buttons: one on, two back, one on again.
+	for _, s := range []struct {
+		button string
+		tick   int
+	}{{"next", at + 1}, {"prev", at}, {"prev", at - 1}, {"next", at}} {
+		do("step "+s.button, chromedp.Click(chromedp.ID(s.button)), ready(fmt.Sprintf(`[data-shown-tick="%d"]`, s.tick)))
+	}
+	if got := str(chromedp.Text(chromedp.ID("tick-time"))); got != "published "+fmtTime(publishedAt(t, f, "w", int64(at))) {
+		t.Fatalf("tick %d: the page says %q", at, got)
+	}
 	var table struct {
 		Head []string   `json:"head"`
 		Rows [][]string `json:"rows"`
@@ -221,6 +299,9 @@ func TestBrowser(t *testing.T) {
 	}
 	t.Logf("screenshots in %s", shots)
 }
+
+// fmtTime is the page's fmtTime: a time as UTC to the second.
+func fmtTime(ms int64) string { return time.UnixMilli(ms).UTC().Format("2006-01-02 15:04:05Z") }
 
 // pairs turns a chart's data ([xs, ys]) into sorted points.
 func pairs(t *testing.T, data [][]float64) [][2]float64 {

@@ -84,13 +84,10 @@ func (s *Server) session(ctx context.Context, a, b Side) (*views, error) {
 	}
 	seqs := append(slices.Clone(va.seqs), vb.seqs...)
 	key := viewsKey{world: a.World + "\x00" + b.World, run: a.Run + "\x00" + b.Run}
-	s.mu.Lock()
-	cur := s.mu.views[key]
-	s.mu.Unlock()
-	if cur != nil && slices.Equal(cur.seqs, seqs) {
+	if cur := s.keptViews(key, seqs); cur != nil {
 		return cur, nil
 	}
-	return s.install(ctx, key, seqs, func(context.Context) (*sql.Script, error) {
+	return s.install(ctx, key, seqs, nil, func(context.Context) (*sql.Script, error) {
 		joined, err := sql.Join(va.script, vb.script)
 		if err != nil {
 			return nil, badRequest(err)

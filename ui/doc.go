@@ -6,8 +6,11 @@
 // every question a page asks of the rows runs through sql.Run on views
 // built by sql.Build from the catalog's one planner (index.View), so a
 // page shows what worldfs sql answers. What the catalog itself records
-// (worlds, lineage, tick publish times, the commit log) comes from the
-// catalog, opened read-only.
+// (worlds, lineage, tick publish times, the commit log, the bytes of a
+// world's files) comes from the catalog, opened read-only; so do the rows
+// per tick of the timeline's chart where the catalog and the compacted
+// files' tick indexes record them, answering what CountsSQL would
+// (BinnedCountsSQL, tested against worldfs sql), else through sql.Run.
 //
 // The server answers only loopback names unless it has a token
 // (Options.Token); each request runs in its own context, on a database of

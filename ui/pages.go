@@ -5,9 +5,12 @@ import (
 	"embed"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/worldfs/worldfs/index"
 )
@@ -38,8 +41,19 @@ func (s *Server) routes() {
 		tl, err := s.timeline(r.Context(), r.PathValue("world"), runOf(r))
 		writeJSON(w, tl, err)
 	})
+	s.mux.HandleFunc("GET /api/w/{world}/events", func(w http.ResponseWriter, r *http.Request) {
+		before, err := intParam(r.URL.Query(), "before", -1)
+		if err == nil && before < 1 {
+			err = badRequest(fmt.Errorf("before (the sequence to read events before) is required, 1 or more"))
+		}
+		var page *EventPage
+		if err == nil {
+			page, err = s.eventsBefore(r.Context(), r.PathValue("world"), uint64(before))
+		}
+		writeJSON(w, page, err)
+	})
 	s.mux.HandleFunc("GET /api/w/{world}/counts", func(w http.ResponseWriter, r *http.Request) {
-		res, err := s.counts(r.Context(), r.PathValue("world"), runOf(r))
+		res, err := s.counts(r.Context(), r.PathValue("world"), runOf(r), r.URL.Query())
 		writeJSON(w, res, err)
 	})
 	s.mux.HandleFunc("GET /api/w/{world}/tables", func(w http.ResponseWriter, r *http.Request) {
@@ -129,6 +143,9 @@ type WorldInfo struct {
 	// LastPublishUnixMs is when its newest head tick was published (0:
 	// none, or not recorded).
 	LastPublishUnixMs int64 `json:"last_publish_unix_ms"`
+	// SizeBytes is the bytes of its live data: the files its own catalog
+	// names (liveBytes).
+	SizeBytes int64 `json:"size_bytes"`
 }
 
 // RunInfo is one run of a world.
@@ -145,24 +162,66 @@ func (s *Server) worlds(ctx context.Context) ([]WorldInfo, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Catalogs are opened 8 at a time: a first visit loads each.
+	infos := make([]*WorldInfo, len(markers))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	for i, m := range markers {
+		g.Go(func() error {
+			st, err := s.state(gctx, m.ID)
+			if statusOf(err) == http.StatusNotFound {
+				return nil // a creation that crashed before its log: no world yet
+			}
+			if err != nil {
+				return err
+			}
+			size, err := s.size(st)
+			if err != nil {
+				return err
+			}
+			info := worldInfo(st, size)
+			infos[i] = &info
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
 	out := []WorldInfo{}
-	for _, m := range markers {
-		st, err := s.state(ctx, m.ID)
-		if statusOf(err) == http.StatusNotFound {
-			continue // a creation that crashed before its log: no world yet
+	for _, info := range infos {
+		if info != nil {
+			out = append(out, *info)
 		}
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, worldInfo(st))
 	}
 	return out, nil
 }
 
-func worldInfo(st *index.State) WorldInfo {
+// size returns the bytes of st's world's live data, computed once per
+// catalog state and kept as long as the world's catalog.
+func (s *Server) size(st *index.State) (int64, error) {
+	world := st.World.ID
+	s.mu.Lock()
+	k, ok := s.mu.sizes[world]
+	s.mu.Unlock()
+	if ok && k.seq == st.Seq {
+		return k.bytes, nil
+	}
+	n, err := liveBytes(st)
+	if err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	if s.mu.catalogs[world] != nil && s.mu.sizes[world].seq <= st.Seq {
+		s.mu.sizes[world] = keptSize{st.Seq, n}
+	}
+	s.mu.Unlock()
+	return n, nil
+}
+
+func worldInfo(st *index.State, size int64) WorldInfo {
 	w := st.World
 	info := WorldInfo{ID: w.ID, Parent: w.Parent, ForkRun: w.ForkRun, Status: w.Status, WriterMode: w.WriterMode,
-		CreatedUnixMs: w.CreatedUnixMs, Epoch: w.Epoch, Seq: st.Seq, Runs: []RunInfo{}}
+		CreatedUnixMs: w.CreatedUnixMs, Epoch: w.Epoch, Seq: st.Seq, Runs: []RunInfo{}, SizeBytes: size}
 	if w.Parent != "" {
 		ft := w.ForkTick
 		info.ForkTick = &ft
@@ -197,12 +256,28 @@ func CountsSQL(views []string) string {
 	return strings.Join(parts, "\nUNION ALL ") + "\nORDER BY table_name, tick"
 }
 
-func (s *Server) counts(ctx context.Context, world, run string) (*Result, error) {
-	v, err := s.viewsOf(ctx, world, run)
+// counts answers the rows chart: ?from=&to= (default: every tick with
+// rows) in at most ?bins= bins (default 1,000).
+func (s *Server) counts(ctx context.Context, world, run string, vals url.Values) (*RowsPerTick, error) {
+	var from, to *int64
+	for _, p := range []struct {
+		name string
+		dst  **int64
+	}{{"from", &from}, {"to", &to}} {
+		if vals.Get(p.name) == "" {
+			continue
+		}
+		n, err := intParam(vals, p.name, 0)
+		if err != nil {
+			return nil, err
+		}
+		*p.dst = &n
+	}
+	bins, err := intParam(vals, "bins", defaultBins)
 	if err != nil {
 		return nil, err
 	}
-	return s.memoQuery(ctx, world, run, CountsSQL(v.script.Views))
+	return s.rowsPerTick(ctx, world, run, from, to, bins)
 }
 
 // TablesSQL lists the views' columns with their types.
@@ -229,12 +304,15 @@ func (s *Server) tables(ctx context.Context, world, run string) (*Result, error)
 // TickPage is a table's rows at one tick: a sorted page of them, their
 // count, and the points of two columns for the scatter plot.
 type TickPage struct {
-	Tick   int64   `json:"tick"`
-	Table  string  `json:"table"`
-	Offset int64   `json:"offset"`
-	Total  int64   `json:"total"`
-	Page   *Result `json:"page"`
-	Points *Result `json:"points,omitempty"`
+	Tick int64 `json:"tick"`
+	// PublishedUnixMs is when the tick was published (0: not recorded,
+	// or not a visible tick).
+	PublishedUnixMs int64   `json:"published_unix_ms"`
+	Table           string  `json:"table"`
+	Offset          int64   `json:"offset"`
+	Total           int64   `json:"total"`
+	Page            *Result `json:"page"`
+	Points          *Result `json:"points,omitempty"`
 }
 
 // TickQuery is what the tick endpoint asks of the views: table's rows at
@@ -322,11 +400,17 @@ func (s *Server) tick(ctx context.Context, world, run string, vals map[string][]
 		return nil, badRequest(fmt.Errorf("table %q is not a view of %s (run %s): %s", q.Table, world, run, strings.Join(v.script.Views, ", ")))
 	}
 	out := &TickPage{Tick: q.Tick, Table: q.Table, Offset: q.Offset}
-	if out.Page, err = s.query(ctx, world, run, q.PageSQL()); err != nil {
+	if v.view != nil {
+		if t, ok := v.view.Tick(q.Tick); ok {
+			out.PublishedUnixMs = t.PublishedUnixMs
+		}
+	}
+	// Every question on the views just resolved: one catalog state.
+	if out.Page, err = s.queryOn(ctx, v, q.PageSQL()); err != nil {
 		return nil, err
 	}
 	if q.X != "" {
-		if out.Points, err = s.query(ctx, world, run, q.PointsSQL()); err != nil {
+		if out.Points, err = s.queryOn(ctx, v, q.PointsSQL()); err != nil {
 			return nil, err
 		}
 		if !out.Points.Truncated {
@@ -336,7 +420,7 @@ func (s *Server) tick(ctx context.Context, world, run string, vals map[string][]
 			return out, nil
 		}
 	}
-	n, err := s.query(ctx, world, run, q.CountSQL())
+	n, err := s.queryOn(ctx, v, q.CountSQL())
 	if err != nil {
 		return nil, err
 	}
@@ -362,11 +446,15 @@ type Facts struct {
 }
 
 func (s *Server) facts(ctx context.Context, world, run string) (*Facts, error) {
-	f, err := s.query(ctx, world, run, FactsSQL)
+	v, err := s.viewsOf(ctx, world, run)
 	if err != nil {
 		return nil, err
 	}
-	r, err := s.query(ctx, world, run, ReceiptsSQL)
+	f, err := s.queryOn(ctx, v, FactsSQL)
+	if err != nil {
+		return nil, err
+	}
+	r, err := s.queryOn(ctx, v, ReceiptsSQL)
 	if err != nil {
 		return nil, err
 	}

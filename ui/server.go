@@ -45,17 +45,34 @@ type Options struct {
 	// asks the bucket for newer commits when the last look is older
 	// (default index.DefaultFreshness, a second).
 	Freshness time.Duration
-	// MaxLogEntries bounds the catalog log the timeline reads for commit
-	// events: the newest this many entries (default 10,000: a first read
-	// of 100,000 took 1.4 s on a 100,000-tick world, nearly all of them
-	// tick publishes, which are not events).
+	// MaxCatalogs bounds the worlds whose catalogs the server keeps open
+	// (default DefaultMaxCatalogs, as a mount keeps them): past it the
+	// least recently used is closed, and what the server keeps of that
+	// world (its events, its size) goes with it.
+	MaxCatalogs int
+	// MaxViews bounds the (world, run)s, and pairs of them compared, whose
+	// views the server keeps with their DuckDB databases (default
+	// DefaultMaxViews): past it the least recently used are closed.
+	MaxViews int
+	// MaxEvents and MaxLogEntries bound what the timeline reads of the
+	// catalog log for commit events: the newest slots, read backward,
+	// until it holds MaxEvents events (default 200) or has read the
+	// slots of MaxLogEntries entries (default 1,000; most entries are
+	// tick publications, which are not events: reading the newest
+	// 10,000 took 244 ms on a 100,000-tick world, 2,000 up to 450 ms
+	// at a load of 11, 1,000 about 50 ms); a page asks for older events
+	// the same way.
+	MaxEvents     int
 	MaxLogEntries uint64
 }
 
 // Defaults of Options.
 const (
 	DefaultMaxResultBytes = 16 << 20
-	DefaultMaxLogEntries  = 10_000
+	DefaultMaxEvents      = 200
+	DefaultMaxLogEntries  = 1_000
+	DefaultMaxCatalogs    = 1024
+	DefaultMaxViews       = 32
 )
 
 // EnsureDefaults fills in what is unset with its default and returns o.
@@ -66,8 +83,17 @@ func (o *Options) EnsureDefaults() *Options {
 	if o.Freshness == 0 {
 		o.Freshness = index.DefaultFreshness
 	}
+	if o.MaxEvents == 0 {
+		o.MaxEvents = DefaultMaxEvents
+	}
 	if o.MaxLogEntries == 0 {
 		o.MaxLogEntries = DefaultMaxLogEntries
+	}
+	if o.MaxCatalogs == 0 {
+		o.MaxCatalogs = DefaultMaxCatalogs
+	}
+	if o.MaxViews == 0 {
+		o.MaxViews = DefaultMaxViews
 	}
 	return o
 }
@@ -81,6 +107,12 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("ui options: Views.Dir: %w", sql.ErrNoDir)
 	case o.MaxResultBytes < 0:
 		return fmt.Errorf("ui options: MaxResultBytes %d is negative", o.MaxResultBytes)
+	case o.MaxEvents < 0:
+		return fmt.Errorf("ui options: MaxEvents %d is negative", o.MaxEvents)
+	case o.MaxCatalogs < 0:
+		return fmt.Errorf("ui options: MaxCatalogs %d is negative", o.MaxCatalogs)
+	case o.MaxViews < 0:
+		return fmt.Errorf("ui options: MaxViews %d is negative", o.MaxViews)
 	}
 	return nil
 }
@@ -98,13 +130,31 @@ type Server struct {
 	// query starts and ends.
 	queryStarted func(q string)
 	queryEnded   func(q string, err error)
+	// timePoints bounds Timeline.Published (maxTimePoints; tests set
+	// fewer), keptEvents the events kept of a world (maxKeptEvents).
+	timePoints int
+	keptEvents int
+	// catalogClosed, if set (tests), is called as the server closes a
+	// world's catalog it no longer keeps.
+	catalogClosed func(world string)
 
 	mu struct {
 		sync.Mutex
-		catalogs map[string]*index.Catalog
+		// INVARIANT: catalogs holds the keys of catalogLRU, and
+		// catalogLRU.len() <= opts.MaxCatalogs between calls.
+		catalogs   map[string]*index.Catalog
+		catalogLRU *lru[string]
+		// INVARIANT: views holds the keys of viewsLRU, and
+		// viewsLRU.len() <= opts.MaxViews between calls.
 		views    map[viewsKey]*views
-		events   map[string]*eventLog
-		closed   bool
+		viewsLRU *lru[viewsKey]
+		// events and sizes hold only worlds of catalogs.
+		events map[string]*eventLog
+		sizes  map[string]keptSize
+		// tickIndexes are compacted files' ticks and rows, by the
+		// file's digest (counts.go).
+		tickIndexes map[string]*tickRows
+		closed      bool
 	}
 }
 
@@ -120,10 +170,14 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ui pages: %w", err)
 	}
-	s := &Server{opts: opts, mux: http.NewServeMux(), pages: pages}
+	s := &Server{opts: opts, mux: http.NewServeMux(), pages: pages, timePoints: maxTimePoints, keptEvents: maxKeptEvents}
 	s.mu.catalogs = map[string]*index.Catalog{}
+	s.mu.catalogLRU = newLRU[string]()
 	s.mu.views = map[viewsKey]*views{}
+	s.mu.viewsLRU = newLRU[viewsKey]()
 	s.mu.events = map[string]*eventLog{}
+	s.mu.sizes = map[string]keptSize{}
+	s.mu.tickIndexes = map[string]*tickRows{}
 	static, _ := fs.Sub(assets, "assets")
 	s.mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
 	s.routes()

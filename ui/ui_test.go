@@ -204,7 +204,11 @@ func TestEndpointsAnswerAsSQLAndTheCatalog(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		exp = append(exp, worldInfo(st))
+		size, err := liveBytes(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		exp = append(exp, worldInfo(st, size))
 	}
 	if !reflect.DeepEqual(ws, exp) {
 		t.Fatalf("/api/worlds:\n%+v\nthe catalogs:\n%+v", ws, exp)
@@ -232,30 +236,37 @@ func TestEndpointsAnswerAsSQLAndTheCatalog(t *testing.T) {
 			ticks = append(ticks, [2]int64{r.Tick.Tick, r.PublishedUnixMs})
 			return true
 		})
-		if !reflect.DeepEqual(tl.Ticks, ticks) || len(ticks) == 0 {
-			t.Fatalf("timeline of %s: ticks %v, the catalog's %v", world, tl.Ticks, ticks)
+		var numbers []int64
+		for _, tk := range ticks {
+			numbers = append(numbers, tk[0])
 		}
-		var kinds []string
-		cctx, stop := context.WithCancel(ctx)
+		if !reflect.DeepEqual(tl.Published, ticks) || !reflect.DeepEqual(tl.TickNumbers(), numbers) || tl.Ticks != len(ticks) || len(ticks) == 0 {
+			t.Fatalf("timeline of %s: %d ticks %v published %v, the catalog's %v", world, tl.Ticks, tl.Spans, tl.Published, ticks)
+		}
+		// A server sampling 4 publish times: every third tick of 13, and
+		// the newest; 10 of f.
+		g := serve(t, f.b, f.dir)
+		g.srv.timePoints = 4
+		var sampled Timeline
+		g.get(t, "/api/w/"+world+"/timeline", &sampled)
+		var some [][2]int64
+		for i, tk := range ticks {
+			if i%((len(ticks)+3)/4) == 0 || i == len(ticks)-1 {
+				some = append(some, tk)
+			}
+		}
+		if !reflect.DeepEqual(sampled.Published, some) || len(some) > 5 || !reflect.DeepEqual(sampled.Spans, tl.Spans) {
+			t.Fatalf("timeline of %s, 4 times: %v, want %v", world, sampled.Published, some)
+		}
+		// Read backward, they are what reading the log forward gives.
 		tip := v.Segments[len(v.Segments)-1].State.Seq
-		for c, err := range index.Changes(cctx, f.b, world, 1, time.Second) {
-			if err != nil {
-				t.Fatal(err)
-			}
-			if c.Entry.Kind != index.KindTickPublish {
-				kinds = append(kinds, string(c.Entry.Kind))
-			}
-			if c.Seq >= tip {
-				break
-			}
+		exp := logEvents(t, f.b, world, tip)
+		if !reflect.DeepEqual(tl.Events, exp) || tl.LogFrom != 1 {
+			t.Fatalf("events of %s (from %d):\n%+v\nthe log's:\n%+v", world, tl.LogFrom, tl.Events, exp)
 		}
-		stop()
 		var got []string
 		for _, e := range tl.Events {
 			got = append(got, e.Kind)
-		}
-		if !reflect.DeepEqual(got, kinds) {
-			t.Fatalf("events of %s: %v, the log's %v", world, got, kinds)
 		}
 		if world == "w" && !strings.Contains(strings.Join(got, " "), "claim.complete") {
 			t.Fatalf("events of w lack the facts' claims: %v", got)
@@ -271,9 +282,7 @@ func TestEndpointsAnswerAsSQLAndTheCatalog(t *testing.T) {
 		t.Fatal(code)
 	}
 	sameResult(t, "tables", &res, want(t, f.b, "w", "main", TablesSQL(tl.Views)))
-	res = Result{}
-	f.get(t, "/api/w/w/counts", &res)
-	sameResult(t, "counts", &res, want(t, f.b, "w", "main", CountsSQL(tl.Views)))
+	sameCounts(t, f, "w", "main", tl.Views, "")
 
 	for _, c := range []struct {
 		world string
@@ -294,6 +303,9 @@ func TestEndpointsAnswerAsSQLAndTheCatalog(t *testing.T) {
 			t.Fatalf("tick %+v: %d", c.q, code)
 		}
 		sameResult(t, "tick page", tp.Page, want(t, f.b, c.world, "main", c.q.PageSQL()))
+		if pub := publishedAt(t, f, c.world, c.q.Tick); tp.PublishedUnixMs != pub || pub == 0 {
+			t.Fatalf("tick %d of %s: published %d, the catalog says %d", c.q.Tick, c.world, tp.PublishedUnixMs, pub)
+		}
 		n := want(t, f.b, c.world, "main", c.q.CountSQL())
 		if fmt.Sprint(tp.Total) != n.Rows[0][0] || tp.Total == 0 {
 			t.Fatalf("tick %+v: total %d, worldfs sql counts %s", c.q, tp.Total, n.Rows[0][0])
@@ -540,7 +552,7 @@ func TestBenchAsksEveryEndpoint(t *testing.T) {
 			t.Errorf("%s: %+v", e.Name, e)
 		}
 	}
-	if res.Table != "particle" || res.Ticks != 10 || strings.Join(names, ",") != "worlds page,worlds,run page,timeline,tables,rows per tick,tick,scrubber step,compare adjacent ticks,sql page,query,facts page,facts" {
+	if res.Table != "particle" || res.Ticks != 10 || strings.Join(names, ",") != "worlds page,worlds,run page,timeline,tables,rows per tick,rows per tick, zoomed,older events,tick,scrubber step,compare adjacent ticks,compare with the parent,sql page,query,facts page,facts" {
 		t.Fatalf("bench: %+v", res)
 	}
 }
@@ -561,12 +573,10 @@ func TestPagesFollowNewTicks(t *testing.T) {
 		t.Helper()
 		var tl Timeline
 		f.get(t, "/api/w/w/timeline", &tl)
-		if n := len(tl.Ticks); n == 0 || tl.Ticks[n-1][0] != headTick {
-			t.Fatalf("timeline ends at %v, want tick %d", tl.Ticks[len(tl.Ticks)-1], headTick)
+		if n := len(tl.Spans); n == 0 || tl.Spans[n-1][1] != headTick || tl.Published[len(tl.Published)-1][0] != headTick {
+			t.Fatalf("timeline ends at %v (published %v), want tick %d", tl.Spans, tl.Published, headTick)
 		}
-		var res Result
-		f.get(t, "/api/w/w/counts", &res)
-		sameResult(t, "counts", &res, want(t, b, "w", "main", CountsSQL(tl.Views)))
+		sameCounts(t, f, "w", "main", tl.Views, "")
 		var tp TickPage
 		if code := f.get(t, fmt.Sprintf("/api/w/w/tick?table=particle&tick=%d", headTick), &tp); code != 200 || tp.Total == 0 {
 			t.Fatalf("head tick %d: %d, %d rows", headTick, code, tp.Total)
@@ -657,7 +667,8 @@ func TestConcurrentRequestsBuildTheViewsOnce(t *testing.T) {
 
 // A result past MaxResultBytes is cut to whole rows that worldfs sql's
 // answer begins with, and marked truncated; the timeline reads the
-// newest MaxLogEntries entries of the log.
+// log's newest slots backward, at most MaxLogEntries entries or until it
+// holds MaxEvents events, and a page asks for older ones.
 func TestBoundsOfResultsAndLog(t *testing.T) {
 	f := newFixture(t)
 	g := serve(t, f.b, f.dir, func(o *Options) { o.MaxResultBytes = 3000; o.MaxLogEntries = 4 })
@@ -670,20 +681,109 @@ func TestBoundsOfResultsAndLog(t *testing.T) {
 	if !res.Truncated || len(res.Rows) == 0 || len(res.Rows) >= len(all.Rows) || !reflect.DeepEqual(res.Rows, all.Rows[:len(res.Rows)]) {
 		t.Fatalf("truncated %v, %d of %d rows, a prefix: %v", res.Truncated, len(res.Rows), len(all.Rows), len(res.Rows) > 0 && reflect.DeepEqual(res.Rows, all.Rows[:len(res.Rows)]))
 	}
+	// The timeline reads the slots of the newest 4 entries; older events
+	// are asked page by page, until the log's start, and then the
+	// timeline holds every event, timed as reading the log forward times
+	// them.
 	var tl Timeline
 	g.get(t, "/api/w/w/timeline", &tl)
 	st, _, err := index.Load(enginetest.Context(t), f.b, "w")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tl.LogFrom != st.Seq-3 {
-		t.Fatalf("the timeline read the log from %d, want %d (the newest 4 of %d)", tl.LogFrom, st.Seq-3, st.Seq)
+	logAll := logEvents(t, f.b, "w", st.Seq)
+	if tl.LogFrom < st.Seq-3 || tl.LogFrom == 1 || !reflect.DeepEqual(kinds(tl.Events), kinds(eventsFrom(logAll, tl.LogFrom))) {
+		t.Fatalf("the timeline read the log from %d (the newest 4 of %d): %v; the log's from there: %v", tl.LogFrom, st.Seq, kinds(tl.Events), kinds(eventsFrom(logAll, tl.LogFrom)))
 	}
-	for _, e := range tl.Events {
-		if e.Seq < tl.LogFrom {
-			t.Fatalf("event %+v before %d", e, tl.LogFrom)
+	for from, pages := tl.LogFrom, 0; from > 1; pages++ {
+		var p EventPage
+		if code := g.get(t, fmt.Sprintf("/api/w/w/events?before=%d", from), &p); code != 200 || p.LogFrom >= from || pages > int(st.Seq) {
+			t.Fatalf("events before %d: %d, from %d", from, code, p.LogFrom)
+		}
+		if exp := kinds(eventsFrom(logAll, p.LogFrom)[:len(eventsFrom(logAll, p.LogFrom))-len(eventsFrom(logAll, from))]); !reflect.DeepEqual(kinds(p.Events), exp) {
+			t.Fatalf("events before %d from %d: %v, the log's %v", from, p.LogFrom, kinds(p.Events), exp)
+		}
+		from = p.LogFrom
+	}
+	tl = Timeline{}
+	g.get(t, "/api/w/w/timeline", &tl)
+	if tl.LogFrom != 1 || !reflect.DeepEqual(tl.Events, logAll) {
+		t.Fatalf("after paging to the log's start (from %d):\n%+v\nthe log's:\n%+v", tl.LogFrom, tl.Events, logAll)
+	}
+	// Reading backward stops once it holds MaxEvents events.
+	h := serve(t, f.b, f.dir, func(o *Options) { o.MaxEvents = 1 })
+	tl = Timeline{}
+	h.get(t, "/api/w/w/timeline", &tl)
+	if len(tl.Events) == 0 || tl.LogFrom == 1 || !reflect.DeepEqual(kinds(tl.Events), kinds(eventsFrom(logAll, tl.LogFrom))) {
+		t.Fatalf("with MaxEvents 1 the timeline read the log from %d: %v", tl.LogFrom, kinds(tl.Events))
+	}
+	for path, say := range map[string]string{
+		"/api/w/w/events":               "before (the sequence to read events before) is required",
+		"/api/w/w/events?before=0":      "before (the sequence to read events before) is required",
+		"/api/w/nosuch/events?before=3": "world nosuch does not exist",
+	} {
+		var e apiError
+		if code := g.get(t, path, &e); code/100 != 4 || !strings.Contains(e.Error, say) {
+			t.Errorf("%s: %d %q, want a 4xx saying %q", path, code, e.Error, say)
 		}
 	}
+}
+
+// publishedAt is when the catalog says tick was published in world's
+// view of run main.
+func publishedAt(t *testing.T, f *fixture, world string, tick int64) int64 {
+	t.Helper()
+	v, err := index.OpenView(enginetest.Context(t), func(ctx context.Context, w string) (*index.State, error) {
+		s, _, err := index.Load(ctx, f.b, w)
+		return s, err
+	}, world, "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := v.Tick(tick)
+	if r.Tick == nil {
+		return 0
+	}
+	return r.PublishedUnixMs
+}
+
+// logEvents reads world's log forward from its start to sequence tip,
+// as events.
+func logEvents(t *testing.T, b bucket.Bucket, world string, tip uint64) []Event {
+	t.Helper()
+	ctx, stop := context.WithCancel(enginetest.Context(t))
+	defer stop()
+	out := []Event{}
+	var ms int64
+	for c, err := range index.Changes(ctx, b, world, 1, time.Second) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e, ok := eventOf(c.Seq, &c.Entry, &ms); ok {
+			out = append(out, e)
+		}
+		if c.Seq >= tip {
+			break
+		}
+	}
+	return out
+}
+
+// eventsFrom returns the events of evs from sequence from on.
+func eventsFrom(evs []Event, from uint64) []Event {
+	i := 0
+	for i < len(evs) && evs[i].Seq < from {
+		i++
+	}
+	return evs[i:]
+}
+
+func kinds(evs []Event) []string {
+	out := []string{}
+	for _, e := range evs {
+		out = append(out, fmt.Sprint(e.Seq, " ", e.Kind))
+	}
+	return out
 }
 
 // A result cut anywhere keeps exactly its whole rows.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/worldfs/worldfs/index"
 	"github.com/worldfs/worldfs/sql"
+	"golang.org/x/sync/singleflight"
 )
 
 // catalog returns world's catalog, opened read-only on first use (no
@@ -23,6 +24,9 @@ func (s *Server) catalog(ctx context.Context, world string) (*index.Catalog, err
 	}
 	s.mu.Lock()
 	c := s.mu.catalogs[world]
+	if c != nil {
+		s.mu.catalogLRU.use(world)
+	}
 	s.mu.Unlock()
 	if c != nil {
 		return c, nil
@@ -36,17 +40,39 @@ func (s *Server) catalog(ctx context.Context, world string) (*index.Catalog, err
 		c.Close()
 		return nil, notFound(fmt.Errorf("world %s does not exist", world))
 	}
+	type closing struct {
+		world   string
+		c       *index.Catalog
+		evicted bool
+	}
+	var closes []closing
+	defer func() {
+		for _, cl := range closes {
+			cl.c.Close() // a closed catalog still answers those who hold it
+			if cl.evicted && s.catalogClosed != nil {
+				s.catalogClosed(cl.world)
+			}
+		}
+	}()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.mu.closed {
-		c.Close()
+		closes = append(closes, closing{world, c, false})
 		return nil, errClosed
 	}
 	if prev := s.mu.catalogs[world]; prev != nil {
-		c.Close() // opened meanwhile by another request
+		closes = append(closes, closing{world, c, false}) // opened meanwhile by another request
+		s.mu.catalogLRU.use(world)
 		return prev, nil
 	}
 	s.mu.catalogs[world] = c
+	s.mu.catalogLRU.use(world)
+	for _, old := range s.mu.catalogLRU.over(s.opts.MaxCatalogs) {
+		closes = append(closes, closing{old, s.mu.catalogs[old], true})
+		delete(s.mu.catalogs, old)
+		delete(s.mu.events, old)
+		delete(s.mu.sizes, old)
+	}
 	return c, nil
 }
 
@@ -72,9 +98,15 @@ func (s *Server) view(ctx context.Context, world, run string) (*index.View, erro
 // catalogs, with the DuckDB databases that hold them.
 type views struct {
 	script *sql.Script
+	// view is the lineage they were built from (nil: a session of two
+	// worlds' views).
+	view *index.View
 	// seqs is the catalog sequence of each segment of the view they were
 	// built from: views whose catalogs moved on are built again.
 	seqs []uint64
+	// countsFlight computes the rows per tick once for concurrent
+	// requests.
+	countsFlight singleflight.Group
 
 	mu struct {
 		sync.Mutex
@@ -84,6 +116,9 @@ type views struct {
 		// the whole history (rows per tick, the columns), by their SQL:
 		// the views are one catalog state, so the answer cannot change.
 		memo map[string]*Result
+		// counts is the rows per tick of each view (counts.go), once
+		// computed.
+		counts *tickCounts
 	}
 }
 
@@ -111,31 +146,41 @@ func (s *Server) viewsOf(ctx context.Context, world, run string) (*views, error)
 	}
 	seqs := viewSeqs(v)
 	key := viewsKey{world, run}
-	s.mu.Lock()
-	cur := s.mu.views[key]
-	s.mu.Unlock()
-	if cur != nil && slices.Equal(cur.seqs, seqs) {
+	if cur := s.keptViews(key, seqs); cur != nil {
 		return cur, nil
 	}
-	return s.install(ctx, key, seqs, func(ctx context.Context) (*sql.Script, error) {
+	return s.install(ctx, key, seqs, v, func(ctx context.Context) (*sql.Script, error) {
 		opts := s.opts.Views
 		opts.Run, opts.View, opts.Reuse = run, v, nil
 		return sql.Build(ctx, s.opts.Bucket, world, opts)
 	})
 }
 
+// keptViews returns the views of key the server keeps if they were
+// built at catalog sequences seqs.
+func (s *Server) keptViews(key viewsKey, seqs []uint64) *views {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur := s.mu.views[key]
+	if cur == nil || !slices.Equal(cur.seqs, seqs) {
+		return nil
+	}
+	s.mu.viewsLRU.use(key)
+	return cur
+}
+
 // install builds views for key at catalog sequences seqs, once for all
 // the requests that ask at the same time (the build goes on for the
 // others if the first request ends), and keeps them unless newer ones were
 // kept meanwhile.
-func (s *Server) install(ctx context.Context, key viewsKey, seqs []uint64, build func(context.Context) (*sql.Script, error)) (*views, error) {
+func (s *Server) install(ctx context.Context, key viewsKey, seqs []uint64, view *index.View, build func(context.Context) (*sql.Script, error)) (*views, error) {
 	flight := fmt.Sprintf("%s\x00%s\x00%v", key.world, key.run, seqs)
 	ch := s.builds.DoChan(flight, func() (any, error) {
 		script, err := build(context.WithoutCancel(ctx))
 		if err != nil {
 			return nil, err
 		}
-		return s.keep(key, &views{script: script, seqs: seqs})
+		return s.keep(key, &views{script: script, view: view, seqs: seqs})
 	})
 	select {
 	case r := <-ch:
@@ -157,12 +202,17 @@ func (s *Server) keep(key viewsKey, nv *views) (*views, error) {
 		return nil, errClosed
 	}
 	old := s.mu.views[key]
+	s.mu.viewsLRU.use(key)
 	if old != nil && old.newerThan(seqs) {
 		return old, nil // a request that saw a newer catalog built first
 	}
 	s.mu.views[key] = nv
 	if old != nil {
 		old.retire()
+	}
+	for _, k := range s.mu.viewsLRU.over(s.opts.MaxViews) {
+		s.mu.views[k].retire() // databases in use close when released
+		delete(s.mu.views, k)
 	}
 	return nv, nil
 }

@@ -48,6 +48,8 @@ func TestBadCommandLinesExit2(t *testing.T) {
 		{"bucket", "ls", "--no-such-flag"}, {"bucket", "rm", "x"}, {"demo", "--ticks", "3"},
 		{"bench", "commit", "--writers", "0"}, {"bench", "commit", "--light", "-1s"}, {"bench", "coldstart", "--ticks", "0"},
 		{"bench", "ticks", "--depth", "0"}, {"bench", "ticks", "--depth", "65"},
+		{"bench", "history", "--compare-at", "10"}, {"bench", "history", "--synthetic", "--ticks", "10", "--compare-at", "20"},
+		{"bench", "history", "--synthetic", "--compare-at", "x"}, {"bench", "history", "--synthetic", "--world", "w"},
 		{"mount", "--ctl-group", "nogroup", "bucket", "mnt"}, // a ctl group needs --allow-other
 	} {
 		if code, stdout, stderr := cli(t, args...); code != 2 || !strings.Contains(stderr, "worldfs:") || !strings.Contains(stderr, "Usage:") || stdout != "" {

@@ -19,7 +19,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/worldfs/worldfs/bucket"
-	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/frame"
 	"github.com/worldfs/worldfs/index"
 	"github.com/worldfs/worldfs/internal/failpoint"
@@ -353,7 +352,7 @@ func (e *exporter) plan(ctx context.Context) error {
 	}
 	if from != math.MinInt64 {
 		for name := range e.tables {
-			if _, ok := e.inc[e.loc(name)]; !ok && name != engine.ReceiptTableName {
+			if _, ok := e.inc[e.loc(name)]; !ok && name != frame.ReceiptTableName {
 				// A table no previous snapshot covers (a new one): every
 				// tick is planned.
 				if err := e.planFiles(ctx, own, math.MinInt64); err != nil {
@@ -407,7 +406,7 @@ func (e *exporter) planFiles(ctx context.Context, own *index.State, from int64) 
 	// Evaluation receipts are the world's, whatever run they judged (as
 	// the views show them); they land at no tick, so they are planned in
 	// full.
-	err := index.OwnView(own, engine.EvaluationRun).Files(math.MinInt64, math.MaxInt64, add)
+	err := index.OwnView(own, index.EvaluationRun).Files(math.MinInt64, math.MaxInt64, add)
 	return cmp.Or(err, ferr)
 }
 

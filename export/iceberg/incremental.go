@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/frame"
 	"github.com/worldfs/worldfs/index"
 )
@@ -127,7 +126,7 @@ func (e *exporter) frontier(ctx context.Context) (int64, error) {
 	if e.full || e.opts.Full {
 		return math.MinInt64, nil
 	}
-	receipts := index.IcebergTable(e.opts.Prefix, engine.ReceiptTableName)
+	receipts := index.IcebergTable(e.opts.Prefix, frame.ReceiptTableName)
 	// The least sequence any table read, per world: the feed is read once
 	// from there.
 	least := map[string]uint64{}

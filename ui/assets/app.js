@@ -46,6 +46,13 @@ function fmtTime(ms) {
   return new Date(ms).toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z");
 }
 
+function fmtBytes(n) {
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) { n /= 1024; i++; }
+  return (i === 0 ? String(n) : n.toFixed(n < 10 ? 1 : 0)) + " " + units[i];
+}
+
 const isNum = (s) => s !== "NULL" && s !== "" && !isNaN(Number(s));
 
 // numericCols returns the indexes of the columns whose values are all numbers.
@@ -104,7 +111,8 @@ async function worldsPage() {
     tbody.append(el("tr", { "data-world": w.id },
       el("td", {}, el("a", { href: worldPath(w.id) }, w.id)), el("td", {}, fork), runs,
       el("td", {}, w.status), el("td", {}, w.writer_mode), el("td", { class: "num" }, w.fence_epoch),
-      el("td", {}, fmtTime(w.last_publish_unix_ms)), el("td", {}, fmtTime(w.created_unix_ms))));
+      el("td", {}, fmtTime(w.last_publish_unix_ms)), el("td", {}, fmtTime(w.created_unix_ms)),
+      el("td", { class: "num size", title: w.size_bytes + " bytes" }, fmtBytes(w.size_bytes))));
   }
   drawLineage($("lineage"), ws);
   status(ws.length + " worlds");
@@ -174,15 +182,14 @@ async function runPage() {
   const [tl, cols] = await Promise.all([api(`/api/w/${encodeURIComponent(world)}/timeline`, { run }), api(`/api/w/${encodeURIComponent(world)}/tables`, { run })]);
   ui.timeline = tl;
   for (const [t, c, type] of cols.rows) (runState.columns[t] = runState.columns[t] || []).push({ name: c, type });
-  const ticks = tl.ticks.map((t) => t[0]);
-  runState.ticks = ticks;
+  runState.spans = tl.spans;
   const sc = $("scrubber");
-  if (ticks.length === 0) { status("this run has no visible tick"); body.dataset.ready = "1"; return; }
-  sc.min = ticks[0];
-  sc.max = ticks[ticks.length - 1];
-  $("tick-input").min = ticks[0];
-  $("tick-input").max = ticks[ticks.length - 1];
-  $("timeline-info").textContent = `ticks ${ticks[0]}–${ticks[ticks.length - 1]} (${ticks.length}), ${tl.events.length} commit events since seq ${tl.log_from}`;
+  if (tl.ticks === 0) { status("this run has no visible tick"); body.dataset.ready = "1"; return; }
+  sc.min = firstTick();
+  sc.max = lastTick();
+  $("tick-input").min = firstTick();
+  $("tick-input").max = lastTick();
+  $("timeline-info").textContent = `ticks ${firstTick()}–${lastTick()} (${tl.ticks})`;
   drawTicksChart(tl);
   drawEvents(tl);
   // Tables: the particle simulation's first, then by name.
@@ -200,8 +207,8 @@ async function runPage() {
   $("page-next").addEventListener("click", () => { if (runState.offset + runState.limit < runState.total) { runState.offset += runState.limit; loadTick(); } });
   $("scatter-x").addEventListener("change", () => { runState.x = $("scatter-x").value; loadTick(); });
   $("scatter-y").addEventListener("change", () => { runState.y = $("scatter-y").value; loadTick(); });
-  const want = body.dataset.tick !== "" ? Number(body.dataset.tick) : ticks[ticks.length - 1];
-  api(`/api/w/${encodeURIComponent(world)}/counts`, { run }).then(drawRowsChart).catch((e) => status("rows per tick: " + e.message, true));
+  const want = body.dataset.tick !== "" ? Number(body.dataset.tick) : lastTick();
+  loadRows();
   await selectTick(want);
 }
 
@@ -232,17 +239,29 @@ function setAxes() {
   for (const b of $("table-tabs").children) b.classList.toggle("here", b.dataset.table === runState.table);
 }
 
+// The visible ticks are spans of consecutive numbers, [first, last].
+function firstTick() { return runState.spans[0][0]; }
+function lastTick() { return runState.spans[runState.spans.length - 1][1]; }
+
+// nearestTick returns the visible tick at or after t (else the last).
 function nearestTick(t) {
-  const ticks = runState.ticks;
-  let lo = 0, hi = ticks.length - 1;
-  while (lo < hi) { const m = (lo + hi) >> 1; if (ticks[m] < t) lo = m + 1; else hi = m; }
-  return ticks[lo];
+  const spans = runState.spans;
+  let lo = 0, hi = spans.length - 1;
+  while (lo < hi) { const m = (lo + hi) >> 1; if (spans[m][1] < t) lo = m + 1; else hi = m; }
+  return Math.min(Math.max(t, spans[lo][0]), spans[lo][1]);
+}
+
+// prevTick returns the visible tick at or before t (else the first).
+function prevTick(t) {
+  const spans = runState.spans;
+  let lo = 0, hi = spans.length - 1;
+  while (lo < hi) { const m = (lo + hi + 1) >> 1; if (spans[m][0] > t) hi = m - 1; else lo = m; }
+  return Math.min(Math.max(t, spans[lo][0]), spans[lo][1]);
 }
 
 function step(d) {
-  const i = runState.ticks.indexOf(runState.tick);
-  const j = Math.min(runState.ticks.length - 1, Math.max(0, i + d));
-  return selectTick(runState.ticks[j]);
+  const t = runState.tick;
+  return selectTick(d > 0 ? nearestTick(Math.min(t + 1, lastTick())) : prevTick(t - 1));
 }
 
 async function play() {
@@ -250,7 +269,7 @@ async function play() {
   if (runState.playing) { runState.playing = false; return; }
   runState.playing = true;
   b.textContent = "stop";
-  while (runState.playing && runState.tick < runState.ticks[runState.ticks.length - 1]) await step(1);
+  while (runState.playing && runState.tick < lastTick()) await step(1);
   runState.playing = false;
   b.textContent = "play";
 }
@@ -260,8 +279,6 @@ async function selectTick(t) {
   runState.tick = t;
   $("scrubber").value = t;
   $("tick-input").value = t;
-  const tl = ui.timeline.ticks.find((x) => x[0] === t);
-  $("tick-time").textContent = tl ? "published " + fmtTime(tl[1]) : "";
   $("tick-label").textContent = t;
   const u = new URL(location.href);
   u.searchParams.set("tick", t);
@@ -290,6 +307,9 @@ async function loadTick() {
   }
   if (ctl !== runState.ctl) return;
   runState.total = res.total;
+  runState.tickMs = res.published_unix_ms;
+  $("tick-time").textContent = res.published_unix_ms ? "published " + fmtTime(res.published_unix_ms) : "";
+  if (runState.charts.ticks) runState.charts.ticks.redraw(false);
   ui.tick = res;
   renderTable($("tick-rows"), res.page, { order: runState.order, desc: runState.desc, onSort: sortBy });
   const last = Math.min(res.offset + res.page.rows.length, res.total);
@@ -332,11 +352,11 @@ function drawScatter(points) {
 // drawTicksChart: each tick at the wall-clock time it was published, the
 // commit events as marks on the same axis, the selected tick as a line.
 function drawTicksChart(tl) {
-  const ts = tl.ticks.filter((t) => t[1] > 0).slice().sort((a, b) => a[1] - b[1]);
+  const ts = tl.published.filter((t) => t[1] > 0).sort((a, b) => a[1] - b[1]);
   const div = $("ticks-chart");
   if (ts.length === 0) { div.replaceChildren(el("p", { class: "note" }, "no publish times recorded")); return; }
   const data = [ts.map((t) => t[1] / 1000), ts.map((t) => t[0])];
-  const evs = tl.events.filter((e) => e.unix_ms > 0);
+
   const kindColor = (k) => k.startsWith("claim") ? "#2ca02c" : k === "fragments.rewrite" ? "#9467bd" : k === "fence.acquire" ? "#d62728" : "#7f7f7f";
   const u = new uPlot({
     title: "ticks over wall-clock time (drag to zoom, double-click to reset; marks: commits)",
@@ -348,16 +368,16 @@ function drawTicksChart(tl) {
       draw: [(u) => {
         const ctx = u.ctx;
         ctx.save();
-        for (const e of evs) {
+        for (const e of tl.events) {
+          if (!e.unix_ms) continue;
           const x = u.valToPos(e.unix_ms / 1000, "x", true);
           if (x < u.bbox.left || x > u.bbox.left + u.bbox.width) continue;
           ctx.strokeStyle = kindColor(e.kind);
           ctx.lineWidth = 1;
           ctx.beginPath(); ctx.moveTo(x, u.bbox.top); ctx.lineTo(x, u.bbox.top + 10 * devicePixelRatio); ctx.stroke();
         }
-        const sel = tl.ticks.find((t) => t[0] === runState.tick);
-        if (sel && sel[1]) {
-          const x = u.valToPos(sel[1] / 1000, "x", true);
+        if (runState.tickMs) {
+          const x = u.valToPos(runState.tickMs / 1000, "x", true);
           ctx.strokeStyle = "#ff7f0e"; ctx.lineWidth = 2;
           ctx.beginPath(); ctx.moveTo(x, u.bbox.top); ctx.lineTo(x, u.bbox.top + u.bbox.height); ctx.stroke();
         }
@@ -371,24 +391,55 @@ function drawTicksChart(tl) {
   runState.charts.ticks = u;
 }
 
-// drawRowsChart: rows per table per tick (the counts endpoint's SQL).
+// The rows chart: rows per table per tick, binned by the server for the
+// range it shows (each bin's last value as the line, its min and max as a
+// band); a zoom asks again for the zoomed range, down to every tick, and
+// a double-click for the whole run.
+const rowsState = { ctl: null, res: null, timer: null, reset: false };
+
+async function loadRows(from, to) {
+  if (rowsState.ctl) rowsState.ctl.abort();
+  const ctl = (rowsState.ctl = new AbortController());
+  const bins = Math.min(2000, Math.max(200, Math.round(chartWidth($("rows-chart")))));
+  let res;
+  try {
+    res = await api(`/api/w/${encodeURIComponent(world)}/counts`, { run, from, to, bins }, ctl.signal);
+  } catch (e) {
+    if (e.name !== "AbortError") status("rows per tick: " + e.message, true);
+    return;
+  }
+  if (ctl !== rowsState.ctl) return;
+  drawRowsChart(res);
+}
+
 function drawRowsChart(res) {
   ui.counts = res;
+  rowsState.res = res;
   const div = $("rows-chart");
-  const tables = [...new Set(res.rows.map((r) => r[0]))];
-  const ticks = runState.ticks;
-  const idx = new Map(ticks.map((t, i) => [t, i]));
-  const data = [ticks.slice()];
-  for (const t of tables) {
-    const ys = new Array(ticks.length).fill(null);
-    for (const r of res.rows) if (r[0] === t && idx.has(Number(r[1]))) ys[idx.get(Number(r[1]))] = Number(r[2]);
-    data.push(ys);
-  }
+  const data = [res.x];
+  const series = [{ label: "tick" }];
+  const bands = [];
+  res.tables.forEach((t, i) => {
+    const c = palette[i % palette.length];
+    data.push(t.last, t.max, t.min);
+    const n = data.length - 1;
+    series.push({ label: t.table, stroke: c, width: 1.5, points: { show: res.x.length < 200 } },
+      { label: t.table + " max", stroke: c + "55", width: 0.5, points: { show: false } },
+      { label: t.table + " min", stroke: c + "55", width: 0.5, points: { show: false } });
+    if (res.width > 1) bands.push({ series: [n - 1, n], fill: c + "22" });
+  });
+  const title = `rows per table per tick, ${res.width === 1 ? "every tick" : res.width + " ticks a bin (line: last; band: min to max)"}` +
+    " — drag to zoom, double-click for the whole run, click to select a tick";
+  if (runState.charts.rows) runState.charts.rows.destroy();
+  clearTimeout(rowsState.timer);
+  rowsState.reset = false;
+  // The x scale is the range asked; a zoom (drag) sets another, which is
+  // asked of the server.
+  const xmin = res.from, xmax = Math.max(res.to, res.from + 1);
   const u = new uPlot({
-    title: "rows per table per tick (drag to zoom, click to select a tick)",
-    width: chartWidth(div), height: 220,
-    scales: { x: { time: false } },
-    series: [{ label: "tick" }, ...tables.map((t, i) => ({ label: t, stroke: palette[i % palette.length], width: 1.5, points: { show: ticks.length < 200 } }))],
+    title, width: chartWidth(div), height: 240,
+    scales: { x: { time: false, auto: false, min: xmin, max: xmax } },
+    series, bands,
     axes: [{ label: "tick" }, { label: "rows" }],
     hooks: {
       draw: [(u) => {
@@ -399,17 +450,49 @@ function drawRowsChart(res) {
         ctx.beginPath(); ctx.moveTo(x, u.bbox.top); ctx.lineTo(x, u.bbox.top + u.bbox.height); ctx.stroke();
         ctx.restore();
       }],
+      setScale: [(u, key) => {
+        if (key !== "x" || rowsState.reset) return;
+        const { min, max } = u.scales.x;
+        if (min === xmin && max === xmax) return;
+        const from = Math.ceil(min), to = Math.max(Math.ceil(min), Math.floor(max));
+        clearTimeout(rowsState.timer);
+        rowsState.timer = setTimeout(() => loadRows(from, to), 50);
+      }],
     },
   }, data, div);
-  u.over.addEventListener("click", () => { if (u.cursor.idx != null) selectTick(data[0][u.cursor.idx]); });
+  u.over.addEventListener("click", () => { if (u.cursor.idx != null) selectTick(nearestTick(data[0][u.cursor.idx])); });
+  u.over.addEventListener("dblclick", () => { rowsState.reset = true; clearTimeout(rowsState.timer); loadRows(); });
   runState.charts.rows = u;
+  body.dataset.rowsFrom = String(res.from);
+  body.dataset.rowsTo = String(res.to);
+  body.dataset.rowsWidth = String(res.width);
 }
 
+// drawEvents lists the commit events read so far, newest first; older
+// ones are asked for page by page (the server reads the log backward).
 function drawEvents(tl) {
   $("event-count").textContent = tl.events.length;
+  $("event-from").textContent = tl.log_from > 1 ? `the log from seq ${tl.log_from}` : "the whole log";
+  body.dataset.logFrom = String(tl.log_from);
+  const older = $("older-events");
+  older.hidden = !(tl.log_from > 1);
+  older.onclick = async () => {
+    older.disabled = true;
+    try {
+      const p = await api(`/api/w/${encodeURIComponent(world)}/events`, { before: tl.log_from });
+      tl.events = p.events.concat(tl.events);
+      tl.log_from = p.log_from;
+      drawEvents(tl);
+      if (runState.charts.ticks) runState.charts.ticks.redraw(false);
+    } catch (e) {
+      status("older events: " + e.message, true);
+    } finally {
+      older.disabled = false;
+    }
+  };
   const tbody = $("events").tBodies[0];
-  const shown = tl.events.slice(-500);
-  for (const e of shown) {
+  tbody.replaceChildren();
+  for (const e of tl.events.slice(-1000).reverse()) {
     const tick = e.tick != null ? el("a", { href: "#", onclick: (ev) => { ev.preventDefault(); selectTick(e.tick); } }, e.tick) : "";
     tbody.append(el("tr", {}, el("td", { class: "num" }, e.seq), el("td", {}, (e.approx ? "≈ " : "") + fmtTime(e.unix_ms)), el("td", {}, e.kind),
       el("td", {}, e.run || ""), el("td", {}, tick), el("td", {}, e.claim || ""), el("td", {}, e.detail || "")));
@@ -552,13 +635,12 @@ async function comparePage() {
     api(`/api/w/${encodeURIComponent(world)}/tables`, { run })]);
   for (const [t, c, type] of cols.rows) (cmp.columns[t] = cmp.columns[t] || []).push({ name: c, type });
   const me = ws.find((w) => w.id === world);
-  const ticks = tl.ticks.map((t) => t[0]);
-  if (ticks.length === 0) { status("this run has no visible tick"); body.dataset.ready = "1"; return; }
-  const head = ticks[ticks.length - 1];
+  if (tl.ticks === 0) { status("this run has no visible tick"); body.dataset.ready = "1"; return; }
+  const first = tl.spans[0][0], head = tl.spans[tl.spans.length - 1][1];
   const vs = $("vs-world");
   for (const w of ws) vs.append(el("option", { value: w.id }, w.id + (me && w.id === me.parent ? " (parent)" : "")));
   vs.value = p.get("vs") || world;
-  $("tick-a").value = p.get("a") || Math.max(ticks[0], head - 1);
+  $("tick-a").value = p.get("a") || Math.max(first, head - 1);
   $("tick-b").value = p.get("b") || head;
   cmp.vsrun = p.get("vsrun") || "";
   if (me && me.parent) {

@@ -1,0 +1,597 @@
+package bench
+
+import (
+	"context"
+	stdsql "database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/engine"
+	wfs "github.com/worldfs/worldfs/fs"
+	"github.com/worldfs/worldfs/index"
+	"github.com/worldfs/worldfs/internal/progress"
+	"github.com/worldfs/worldfs/maintenance"
+	wsql "github.com/worldfs/worldfs/sql"
+)
+
+// The synthetic mode of bench history (issue 27): worlds of N ticks whose
+// history is what a long-lived compacted world leaves (every window of
+// 4,096 ticks one compacted file per table, with its tick index; the tick
+// fragments it replaced collected; a checkpoint of the tip), built in
+// minutes through the catalog's own commit path and the engine's
+// compaction writer, then measured at each N in one run.
+
+// MillionReport is the result of bench history --synthetic.
+type MillionReport struct {
+	Bucket     string `json:"bucket"`
+	Archetypes int    `json:"archetypes"`
+	Entities   int    `json:"entities_per_archetype"`
+	Runs       int    `json:"runs"`
+	// LoadAverage is the machine's 1-minute load average at the start and
+	// at the end of the run.
+	LoadAverage [2]float64 `json:"load_average"`
+	// Points, by ascending N.
+	Points []*MillionPoint `json:"points"`
+	Goals  []MillionGoal   `json:"goals"`
+}
+
+// MillionGoal is one goal of issue 27: its figure, its bound and whether
+// it holds.
+type MillionGoal struct {
+	Name  string  `json:"name"`
+	Value float64 `json:"value"`
+	Bound float64 `json:"bound"`
+	Met   bool    `json:"met"`
+	Note  string  `json:"note,omitempty"`
+}
+
+// MillionPoint is what one world of N ticks costs to read. Times are
+// medians of Runs.
+type MillionPoint struct {
+	Ticks        int     `json:"ticks"`
+	World        string  `json:"world"`
+	Generated    bool    `json:"generated"`
+	BuildSeconds float64 `json:"build_seconds,omitempty"`
+	MidTick      int64   `json:"mid_tick"`
+	Table        string  `json:"table"`
+	// LoadSeconds: a cold index.Load of the whole state; LoadPeakHeap its
+	// peak heap and LoadHeldBytes what it added to the live heap (the state
+	// kept, after a collection).
+	LoadSeconds   float64 `json:"load_seconds"`
+	LoadPeakHeap  uint64  `json:"load_peak_heap_bytes"`
+	LoadHeldBytes uint64  `json:"load_held_bytes"`
+	// TickLoadSeconds: a cold load of what a reader of MidTick needs
+	// then the tick read; TickHeldBytes what it added to the live heap,
+	// the state kept.
+	TickLoadSeconds  float64 `json:"tick_load_seconds"`
+	TickLoadPeakHeap uint64  `json:"tick_load_peak_heap_bytes"`
+	TickHeldBytes    uint64  `json:"tick_held_bytes"`
+	// ViewsOpenSeconds: the views built cold in process (catalog load,
+	// wsql.BuildFrom in an empty views directory, wsql.Open).
+	ViewsOpenSeconds float64 `json:"views_open_seconds"`
+	// CountSeconds, RawCountSeconds: a whole-table count(*) through the
+	// views and by read_parquet of the files they list (after a first
+	// round that verifies and warms).
+	CountSeconds    float64 `json:"count_seconds"`
+	RawCountSeconds float64 `json:"raw_count_seconds"`
+	CountRatio      float64 `json:"count_to_raw_ratio"`
+	Rows            int64   `json:"rows"`
+	// SQLAt: <table>_at(MidTick) by a fresh worldfs sql process with an
+	// empty cache directory (median of Runs, each its own directory).
+	SQLAt  historyProcess `json:"sql_at"`
+	AtRows int64          `json:"at_rows"`
+	// SQLAtReused: the same by fresh processes on the cache directory of
+	// the first, which kept its script: the views are reused, not built.
+	SQLAtReused historyProcess `json:"sql_at_reused"`
+	// LsHeadSeconds: `ls ticks | head -1` through a fresh mount
+	// (MountError: why it was not measured).
+	LsHeadSeconds float64 `json:"ls_head_seconds"`
+	MountError    string  `json:"mount_error,omitempty"`
+	// LogLimitSeconds: worldfs log --limit 10 by a fresh process.
+	LogLimitSeconds float64 `json:"log_limit_seconds"`
+}
+
+// parseCompareAt parses --compare-at: a comma-separated list of tick
+// counts, each positive and below ticks.
+func parseCompareAt(s string, ticks int) ([]int, error) {
+	var out []int
+	if s == "" {
+		return nil, nil
+	}
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n >= ticks {
+			return nil, usagef("--compare-at %q: each entry must be a tick count from 1 to below --ticks (%d)", s, ticks)
+		}
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+// benchMillion builds (or reuses) a synthetic world at each N of sizes and
+// measures it.
+func benchMillion(ctx context.Context, b bucket.Bucket, res *MillionReport, sizes []int, self, dir string) error {
+	res.LoadAverage[0] = loadAverage()
+	for _, n := range sizes {
+		p := &MillionPoint{Ticks: n, World: fmt.Sprintf("bench-synthetic-%dx%dx%d", n, res.Archetypes, res.Entities), MidTick: int64(n / 2)}
+		tables := benchTables(res.Archetypes)
+		p.Table = tables[0].Name
+		if err := syntheticWorld(ctx, b, p, tables, res.Entities); err != nil {
+			return err
+		}
+		if err := measureMillion(ctx, b, res, p, self, filepath.Join(dir, fmt.Sprint(n))); err != nil {
+			return fmt.Errorf("world %s: %w", p.World, err)
+		}
+		res.Points = append(res.Points, p)
+	}
+	res.LoadAverage[1] = loadAverage()
+	res.Goals = MillionGoals(res)
+	return nil
+}
+
+// syntheticWorld builds p's world or reuses it. Its ticks are published
+// 32 to a slot by several callers, each window of 4,096 ticks as soon as
+// its compacted files are written (their ticks' canonical files give the
+// publications their sizes and digests); then one fragments.rewrite per
+// window names the compacted files, and a checkpoint of the tip is
+// written. The tick fragments the rewrites replace are never written:
+// collection would have removed them.
+func syntheticWorld(ctx context.Context, b bucket.Bucket, p *MillionPoint, tables []*engine.Table, entities int) error {
+	if _, err := index.ReadMarker(ctx, b, p.World); err == nil {
+		s, _, err := index.Load(ctx, b, p.World)
+		if err != nil {
+			return err
+		}
+		if r, _ := s.Run(index.DefaultRun); r.Published != int64(p.Ticks) || r.Head != int64(p.Ticks-1) {
+			return fmt.Errorf("world %s exists with %d ticks (head %d), not %d: a build stopped midway? Use another bucket", p.World, r.Published, r.Head, p.Ticks)
+		}
+		say("reusing world %s (%d ticks)", p.World, p.Ticks)
+		return nil
+	} else if !errors.Is(err, bucket.ErrNotExist) {
+		return err
+	}
+	start := time.Now()
+	w, err := engine.CreateWorld(ctx, b, p.World, tables, engine.Options{NoMaintenance: true})
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	frames := make([]*engine.Frame, len(tables))
+	for k, t := range tables {
+		frames[k] = engine.NewFrame(t)
+		for i := range entities {
+			if err := frames[k].Append(int64(i), engine.Values{"position_x": float64(i), "velocity_y": 1.0, fmt.Sprintf("kind%d_id", k): int64(i)}); err != nil {
+				return err
+			}
+		}
+	}
+	cat, epoch := w.Catalog(), w.Epoch()
+	status := progress.New(os.Stderr)
+	defer status.Done()
+	desc := fmt.Sprintf("bench: world %s: ticks published and compacted", p.World)
+	const window = 4096
+	for from := int64(0); from < int64(p.Ticks); from += window {
+		to := min(from+window, int64(p.Ticks)) - 1
+		ticks := make([]int64, 0, to-from+1)
+		tokens := make([]string, 0, to-from+1)
+		for t := from; t <= to; t++ {
+			ticks = append(ticks, t)
+			tokens = append(tokens, syntheticToken(p.World, t))
+		}
+		compacted := make([]index.TableFragments, len(tables))
+		published := make([][]index.TableFragments, len(ticks))
+		for k, t := range tables {
+			f, canon, err := maintenance.WriteCompactedTicks(ctx, b, p.World, index.DefaultRun, frames[k], epoch, ticks, tokens)
+			if err != nil {
+				return err
+			}
+			compacted[k] = index.TableFragments{Table: t.ID, Fragments: []index.Fragment{f}}
+			for i, e := range canon {
+				published[i] = append(published[i], index.TableFragments{Table: t.ID, Fragments: []index.Fragment{{
+					Path: index.TickFragmentPath(p.World, index.DefaultRun, t.ID, tokens[i]), Rows: e.Rows, Bytes: e.Size,
+					Digest: fmt.Sprintf("sha256:%x", e.Digest)}}})
+			}
+		}
+		if err := publishSynthetic(ctx, cat, ticks, tokens, published, epoch, int64(entities*len(tables))); err != nil {
+			return err
+		}
+		tip, err := cat.Exact(ctx)
+		if err != nil {
+			return err
+		}
+		rw := &index.FragmentsRewrite{Run: index.DefaultRun, Span: &index.Span{From: from, To: to}, ReadSeq: tip.Seq, Tables: compacted}
+		if _, err := cat.Commit(ctx, index.Entry{Kind: index.KindFragmentsRewrite, Rewrite: rw}); err != nil {
+			return fmt.Errorf("compaction of ticks %d..%d: %w", from, to, err)
+		}
+		status.Step(desc, to+1, int64(p.Ticks))
+	}
+	status.Done()
+	say("world %s: writing a checkpoint", p.World)
+	if _, err := cat.Checkpoint(ctx); err != nil {
+		return err
+	}
+	p.Generated, p.BuildSeconds = true, time.Since(start).Seconds()
+	say("world %s: %d ticks built in %.1f s", p.World, p.Ticks, p.BuildSeconds)
+	return nil
+}
+
+// syntheticToken is tick t's commit token: 32 hex digits, as the engine's.
+func syntheticToken(world string, t int64) string {
+	return fmt.Sprintf("%016x%016x", uint64(len(world))<<48|uint64(t), uint64(t)*0x9e3779b97f4a7c15)
+}
+
+// publishSynthetic publishes ticks, 256 to a request, from 16 callers.
+func publishSynthetic(ctx context.Context, cat *index.Catalog, ticks []int64, tokens []string, tables [][]index.TableFragments, epoch, rows int64) error {
+	const per, callers = 256, 16
+	var wg sync.WaitGroup
+	errs := make([]error, callers)
+	for c := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for lo := c * per; lo < len(ticks) && errs[c] == nil; lo += callers * per {
+				var entries []index.Entry
+				for i := lo; i < min(lo+per, len(ticks)); i++ {
+					entries = append(entries, index.Entry{Kind: index.KindTickPublish, TickPublish: &index.TickPublish{
+						Run: index.DefaultRun, Tick: ticks[i], CommitToken: tokens[i], WriterEpoch: epoch, NextEntity: rows,
+						PublishedUnixMs: time.Now().UnixMilli(), Tables: tables[i]}})
+				}
+				_, errs[c] = cat.CommitAll(ctx, entries...)
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// measureMillion measures p's world.
+func measureMillion(ctx context.Context, b bucket.Bucket, res *MillionReport, p *MillionPoint, self, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	var loads, tickLoads, opens, counts, raws, sqls, cpus []time.Duration
+	// Each round loads one tick, then the whole state; each timed inside
+	// peakHeap, after the collection it starts with.
+	for i := range res.Runs {
+		say("world %s: cold loads (%d of %d)", p.World, i+1, res.Runs)
+		var part *index.Partial
+		var t *index.Tick
+		var err error
+		base := liveHeap()
+		var took time.Duration
+		p.TickLoadPeakHeap = max(p.TickLoadPeakHeap, peakHeap(func() {
+			start := time.Now()
+			part, t, err = loadOneTick(ctx, b, p.World, p.MidTick)
+			took = time.Since(start)
+		}))
+		tickLoads = append(tickLoads, took)
+		if err != nil {
+			return err
+		}
+		p.TickHeldBytes = max(p.TickHeldBytes, heldSince(base))
+		runtime.KeepAlive(part)
+		runtime.KeepAlive(t)
+		var st *index.State
+		base = liveHeap()
+		p.LoadPeakHeap = max(p.LoadPeakHeap, peakHeap(func() {
+			start := time.Now()
+			st, _, err = index.Load(ctx, b, p.World)
+			took = time.Since(start)
+		}))
+		loads = append(loads, took)
+		if err != nil {
+			return err
+		}
+		p.LoadHeldBytes = max(p.LoadHeldBytes, heldSince(base))
+		runtime.KeepAlive(st)
+	}
+	p.LoadSeconds, p.TickLoadSeconds = median(loads).Seconds(), median(tickLoads).Seconds()
+
+	name := ident(p.Table)
+	filesVar := "'worldfs_files_" + p.Table + "_0'"
+	var db *stdsql.DB
+	for i := range res.Runs {
+		say("world %s: opening the views cold (%d of %d)", p.World, i+1, res.Runs)
+		if db != nil {
+			db.Close()
+		}
+		start := time.Now()
+		st, _, err := index.Load(ctx, b, p.World)
+		if err != nil {
+			return err
+		}
+		s, err := wsql.BuildFrom(ctx, b, st, wsql.Options{Dir: filepath.Join(dir, fmt.Sprint("views-cold-", i))})
+		if err != nil {
+			return err
+		}
+		if db, err = wsql.Open(ctx, s); err != nil {
+			return err
+		}
+		opens = append(opens, time.Since(start))
+	}
+	defer db.Close()
+	p.ViewsOpenSeconds = median(opens).Seconds()
+	for i := range res.Runs + 1 {
+		say("world %s: count(*) through the views and raw (round %d of %d)", p.World, i+1, res.Runs+1)
+		for k, q := range []string{"SELECT count(*) FROM " + name, "SELECT count(*) FROM read_parquet(getvariable(" + filesVar + "))"} {
+			var n int64
+			t0 := time.Now()
+			if err := db.QueryRowContext(ctx, q).Scan(&n); err != nil {
+				return fmt.Errorf("%s: %w", q, err)
+			}
+			d := time.Since(t0)
+			if i == 0 {
+				if k == 0 {
+					p.Rows = n
+				}
+				continue
+			}
+			if k == 0 {
+				counts = append(counts, d)
+			} else {
+				raws = append(raws, d)
+			}
+		}
+	}
+	p.CountSeconds, p.RawCountSeconds = median(counts).Seconds(), median(raws).Seconds()
+	p.CountRatio = p.CountSeconds / p.RawCountSeconds
+	q := fmt.Sprintf("SELECT count(*) AS n FROM %s(%d)", ident(p.Table+"_at"), p.MidTick)
+	if err := db.QueryRowContext(ctx, q).Scan(&p.AtRows); err != nil {
+		return err
+	}
+	if p.AtRows != int64(res.Entities) {
+		return fmt.Errorf("%s answered %d rows, the world has %d a tick", q, p.AtRows, res.Entities)
+	}
+	for i := range res.Runs {
+		say("world %s: a fresh worldfs sql: %s (%d of %d)", p.World, q, i+1, res.Runs)
+		proc, out, err := freshProcess(ctx, self, "sql", "--bucket", res.Bucket, "--world", p.World,
+			"--cache-dir", filepath.Join(dir, fmt.Sprint("sql-cache-", i)), "--format", "csv", q)
+		if err != nil {
+			return err
+		}
+		if want := fmt.Sprintf("n\n%d\n", p.AtRows); out != want {
+			return fmt.Errorf("worldfs sql answered %q, the views in process %q", out, want)
+		}
+		sqls = append(sqls, time.Duration(proc.Seconds*float64(time.Second)))
+		cpus = append(cpus, time.Duration(proc.CPUSeconds*float64(time.Second)))
+		p.SQLAt.PeakRSSBytes = max(p.SQLAt.PeakRSSBytes, proc.PeakRSSBytes)
+	}
+	p.SQLAt.Seconds, p.SQLAt.CPUSeconds = median(sqls).Seconds(), median(cpus).Seconds()
+	sqls, cpus = nil, nil
+	for i := range res.Runs {
+		say("world %s: a fresh worldfs sql reusing the kept script: %s (%d of %d)", p.World, q, i+1, res.Runs)
+		proc, out, err := freshProcess(ctx, self, "sql", "--bucket", res.Bucket, "--world", p.World,
+			"--cache-dir", filepath.Join(dir, "sql-cache-0"), "--format", "csv", q)
+		if err != nil {
+			return err
+		}
+		if want := fmt.Sprintf("n\n%d\n", p.AtRows); out != want {
+			return fmt.Errorf("worldfs sql answered %q, the views in process %q", out, want)
+		}
+		sqls = append(sqls, time.Duration(proc.Seconds*float64(time.Second)))
+		cpus = append(cpus, time.Duration(proc.CPUSeconds*float64(time.Second)))
+		p.SQLAtReused.PeakRSSBytes = max(p.SQLAtReused.PeakRSSBytes, proc.PeakRSSBytes)
+	}
+	p.SQLAtReused.Seconds, p.SQLAtReused.CPUSeconds = median(sqls).Seconds(), median(cpus).Seconds()
+
+	say("world %s: worldfs log --limit 10", p.World)
+	proc, _, err := freshProcess(ctx, self, "log", "--bucket", res.Bucket, "--world", p.World, "--limit", "10")
+	if err != nil {
+		return err
+	}
+	p.LogLimitSeconds = proc.Seconds
+
+	if err := millionMount(ctx, b, p, dir); err != nil {
+		p.MountError = err.Error()
+		say("the mount was not measured: %v", err)
+	}
+	return nil
+}
+
+// loadOneTick is a cold start of a reader of one tick: the catalog state it
+// needs (index.LoadFor), and the tick read from it.
+func loadOneTick(ctx context.Context, b bucket.Bucket, world string, tick int64) (*index.Partial, *index.Tick, error) {
+	p, _, err := index.LoadFor(ctx, b, world, index.Want{Run: index.DefaultRun, From: tick, To: tick})
+	if err != nil {
+		return nil, nil, err
+	}
+	t, ok, err := p.Tick(index.DefaultRun, tick)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !ok {
+		return nil, nil, fmt.Errorf("tick %d is not published", tick)
+	}
+	if _, err := t.Tables(); err != nil {
+		return nil, nil, err
+	}
+	return p, t, nil
+}
+
+// liveHeap is the heap live after a collection.
+func liveHeap() uint64 {
+	runtime.GC()
+	debug.FreeOSMemory()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// heldSince is what the live heap grew by since it was base.
+func heldSince(base uint64) uint64 {
+	if h := liveHeap(); h > base {
+		return h - base
+	}
+	return 0
+}
+
+// freshProcess runs self with args and returns what it cost (its peak
+// resident set sampled every 2 ms) and its standard output.
+func freshProcess(ctx context.Context, self string, args ...string) (historyProcess, string, error) {
+	var p historyProcess
+	cmd := exec.CommandContext(ctx, self, args...)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	t0 := time.Now()
+	if err := cmd.Start(); err != nil {
+		return p, "", fmt.Errorf("worldfs %s: %w", args[0], err)
+	}
+	sampled := make(chan int64)
+	stopSampling := make(chan struct{})
+	go func() {
+		var hwm int64
+		tk := time.NewTicker(2 * time.Millisecond)
+		defer tk.Stop()
+		for {
+			hwm = max(hwm, vmHWM(cmd.Process.Pid))
+			select {
+			case <-stopSampling:
+				sampled <- hwm
+				return
+			case <-tk.C:
+			}
+		}
+	}()
+	err := cmd.Wait()
+	p.Seconds = time.Since(t0).Seconds()
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		p.CPUSeconds = rusageSeconds(ru)
+	}
+	close(stopSampling)
+	p.PeakRSSBytes = <-sampled
+	if err != nil {
+		return p, "", fmt.Errorf("worldfs %s: %w: %s", args[0], err, stderr.String())
+	}
+	return p, stdout.String(), nil
+}
+
+// millionMount times `ls ticks | head -1` through a fresh mount.
+func millionMount(ctx context.Context, b bucket.Bucket, p *MillionPoint, dir string) error {
+	mnt, _, done, err := benchMount(b, dir, "mount", wfs.Options{}, wfs.MountOptions{})
+	if err != nil {
+		return err
+	}
+	defer done()
+	ticks := filepath.Join(mnt, p.World, "runs", index.DefaultRun, "ticks")
+	say("world %s: ls %s | head -1", p.World, ticks)
+	start := time.Now()
+	out, err := exec.CommandContext(ctx, "sh", "-c", `ls "$1" | head -1`, "sh", ticks).Output()
+	if err != nil {
+		return fmt.Errorf("ls %s | head -1: %w", ticks, err)
+	}
+	p.LsHeadSeconds = time.Since(start).Seconds()
+	if strings.TrimSpace(string(out)) == "" {
+		return fmt.Errorf("ls %s | head -1 printed nothing", ticks)
+	}
+	return nil
+}
+
+// loadAverage is the machine's 1-minute load average (0 if unknown).
+func loadAverage() float64 {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	var l float64
+	fmt.Sscanf(string(data), "%f", &l)
+	return l
+}
+
+// MillionGoals returns issue 27's goals with res's figures: the largest N
+// against its bounds and against each smaller N.
+func MillionGoals(res *MillionReport) []MillionGoal {
+	if len(res.Points) == 0 {
+		return nil
+	}
+	g := func(name string, v, bound float64, note string) MillionGoal {
+		return MillionGoal{Name: name, Value: v, Bound: bound, Met: v <= bound, Note: note}
+	}
+	top := res.Points[len(res.Points)-1]
+	n := func(p *MillionPoint) string { return fmt.Sprintf("N = %d", p.Ticks) }
+	goals := []MillionGoal{
+		g(fmt.Sprintf("fresh worldfs sql %s_at(t) at %s (s)", top.Table, n(top)), top.SQLAt.Seconds, 0.3,
+			fmt.Sprintf("an empty cache directory; CPU %.3f s; peak RSS %.0f MiB", top.SQLAt.CPUSeconds, float64(top.SQLAt.PeakRSSBytes)/(1<<20))),
+	}
+	for _, p := range res.Points[:len(res.Points)-1] {
+		goals = append(goals, g(fmt.Sprintf("fresh worldfs sql _at(t): %s / %s", n(top), n(p)), top.SQLAt.Seconds/p.SQLAt.Seconds, 1.3,
+			fmt.Sprintf("%.3f s / %.3f s", top.SQLAt.Seconds, p.SQLAt.Seconds)))
+	}
+	goals = append(goals, g(fmt.Sprintf("fresh worldfs sql _at(t) at %s, kept script reused (s)", n(top)), top.SQLAtReused.Seconds, 0.3,
+		fmt.Sprintf("a new process on the cache directory of the first, which kept its script; CPU %.3f s; peak RSS %.0f MiB",
+			top.SQLAtReused.CPUSeconds, float64(top.SQLAtReused.PeakRSSBytes)/(1<<20))))
+	for _, p := range res.Points[:len(res.Points)-1] {
+		goals = append(goals, g(fmt.Sprintf("fresh worldfs sql _at(t), kept script reused: %s / %s", n(top), n(p)), top.SQLAtReused.Seconds/p.SQLAtReused.Seconds, 1.3,
+			fmt.Sprintf("%.3f s / %.3f s", top.SQLAtReused.Seconds, p.SQLAtReused.Seconds)))
+	}
+	for _, p := range res.Points[:len(res.Points)-1] {
+		goals = append(goals, g(fmt.Sprintf("views open, built cold: %s / %s", n(top), n(p)), top.ViewsOpenSeconds/p.ViewsOpenSeconds, 1.3,
+			fmt.Sprintf("%.3f s / %.3f s", top.ViewsOpenSeconds, p.ViewsOpenSeconds)))
+	}
+	goals = append(goals,
+		g(fmt.Sprintf("cold load for one tick at %s (ms)", n(top)), top.TickLoadSeconds*1000, 10,
+			fmt.Sprintf("the whole state: %.1f ms", top.LoadSeconds*1000)),
+		g(fmt.Sprintf("catalog state held after reading one tick at %s (MiB)", n(top)), float64(top.TickHeldBytes)/(1<<20), 64,
+			fmt.Sprintf("live heap of the process, state kept; peak %.0f MiB during the load; the whole state holds %.0f MiB",
+				float64(top.TickLoadPeakHeap)/(1<<20), float64(top.LoadHeldBytes)/(1<<20))),
+	)
+	if top.MountError == "" {
+		goals = append(goals, g(fmt.Sprintf("ls ticks | head -1 through the mount at %s (s)", n(top)), top.LsHeadSeconds, 0.1, "a fresh mount"))
+	}
+	for _, p := range res.Points {
+		if p.Ticks >= 100000 || p == top {
+			goals = append(goals, g(fmt.Sprintf("whole-table count(*) / raw read_parquet at %s", n(p)), p.CountRatio, 1.1,
+				fmt.Sprintf("%.3f s / %.3f s", p.CountSeconds, p.RawCountSeconds)))
+		}
+	}
+	return goals
+}
+
+func printMillionBench(out io.Writer, res *MillionReport) {
+	fmt.Fprintf(out, "synthetic compacted worlds, %d archetypes × %d entities; load average %.1f at the start, %.1f at the end\n",
+		res.Archetypes, res.Entities, res.LoadAverage[0], res.LoadAverage[1])
+	for _, p := range res.Points {
+		built := "reused"
+		if p.Generated {
+			built = fmt.Sprintf("built in %.1f s", p.BuildSeconds)
+		}
+		fmt.Fprintf(out, "N = %d (world %s, %s):\n", p.Ticks, p.World, built)
+		fmt.Fprintf(out, "  cold load %.1f ms (peak heap %.0f MiB, held %.0f MiB); for one tick %.1f ms (peak %.0f MiB, held %.0f MiB)\n",
+			p.LoadSeconds*1000, float64(p.LoadPeakHeap)/(1<<20), float64(p.LoadHeldBytes)/(1<<20),
+			p.TickLoadSeconds*1000, float64(p.TickLoadPeakHeap)/(1<<20), float64(p.TickHeldBytes)/(1<<20))
+		fmt.Fprintf(out, "  views open cold %.3f s; count(*) %.3f s, raw %.3f s (ratio %.2f, %d rows)\n",
+			p.ViewsOpenSeconds, p.CountSeconds, p.RawCountSeconds, p.CountRatio, p.Rows)
+		fmt.Fprintf(out, "  fresh worldfs sql %s_at(%d): %.3f s (CPU %.3f s, peak RSS %.0f MiB); kept script reused %.3f s (CPU %.3f s); worldfs log --limit 10: %.3f s\n",
+			p.Table, p.MidTick, p.SQLAt.Seconds, p.SQLAt.CPUSeconds, float64(p.SQLAt.PeakRSSBytes)/(1<<20), p.SQLAtReused.Seconds, p.SQLAtReused.CPUSeconds, p.LogLimitSeconds)
+		if p.MountError != "" {
+			fmt.Fprintf(out, "  mount: not measured (%s)\n", p.MountError)
+		} else {
+			fmt.Fprintf(out, "  ls ticks | head -1: %.3f s\n", p.LsHeadSeconds)
+		}
+	}
+	fmt.Fprintln(out, "goals (issue 27):")
+	for _, g := range res.Goals {
+		met := "met"
+		if !g.Met {
+			met = "NOT met"
+		}
+		note := ""
+		if g.Note != "" {
+			note = "; " + g.Note
+		}
+		fmt.Fprintf(out, "  %-62s %10.3f  (<= %g: %s%s)\n", g.Name, g.Value, g.Bound, met, note)
+	}
+}

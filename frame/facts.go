@@ -1,0 +1,47 @@
+package frame
+
+import "fmt"
+
+// FactMeta columns ride on every fact row, so that recovery can identify an
+// appended orphan by its embedded key.
+const (
+	FactComponent     = "fact" // the FactMeta component's name, reserved
+	ColFactProducer   = "fact_producer"
+	ColFactExternalID = "fact_external_id"
+	ColFactDigest     = "fact_digest"
+	ColFactCommit     = "fact_commit_id"
+)
+
+var factMeta = Component{Name: FactComponent, Fields: []Field{
+	{Name: "producer", Type: String}, {Name: "external_id", Type: String}, {Name: "digest", Type: String}, {Name: "commit_id", Type: String}}}
+
+// NewFactTable builds the table a kind of fact is stored in: commit
+// columns, the FactMeta columns (fact_producer, fact_external_id,
+// fact_digest, fact_commit_id) and the components. A fact table is never
+// an archetype of the simulation.
+func NewFactTable(name string, components ...Component) (*Table, error) {
+	for _, c := range components {
+		if c.Name == FactComponent {
+			return nil, fmt.Errorf("fact table %s: the component name %q is reserved for FactMeta", name, FactComponent)
+		}
+	}
+	return NewTable(name, append(components[:len(components):len(components)], factMeta)...)
+}
+
+// IsFactTable reports whether t stores facts (it has the FactMeta columns).
+func IsFactTable(t *Table) bool { return IsFactColumns(t.Columns) }
+
+// IsFactColumns reports whether a table's columns include FactMeta, for
+// readers that know a table only by its description.
+func IsFactColumns(cols []Column) bool {
+	for _, c := range cols {
+		if c.Name == ColFactDigest && c.Component == FactComponent {
+			return true
+		}
+	}
+	return false
+}
+
+// ReceiptTableName is the name of the fact table evaluation receipts are
+// stored in (SQL shows them curated as worldfs_receipts).
+const ReceiptTableName = "evaluation_receipt"

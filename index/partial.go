@@ -1,0 +1,246 @@
+package index
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/worldfs/worldfs/bucket"
+)
+
+// ErrNotLoaded: a question about ticks that a partial state (LoadFor) did
+// not load. It is never answered from the ticks it holds: load what the
+// question reads, or the whole state (Load).
+var ErrNotLoaded = errors.New("not loaded")
+
+// Want is what a reader will read of a world's state: LoadFor decodes
+// only the checkpoint shards that hold it.
+type Want struct {
+	// Run's ticks From..To (inclusive; From > To: none).
+	Run      string
+	From, To int64
+	// Head: Run's newest tick too (as the checkpoint records it; ticks
+	// published after the checkpoint are always held).
+	Head bool
+}
+
+// partial is what a partial state holds of its checkpoint's ticks: the
+// tick shards the checkpoint lists, by run, and which of them are loaded.
+// A tick shard the checkpoint does not list held no tick at the
+// checkpoint: whatever the state holds of it is all of it. Nil on a whole
+// state.
+type partial struct {
+	name   string // the checkpoint
+	cp     *checkpoint
+	shards map[string][]int64 // run → the numbers of its tick shards, ascending
+	loaded map[shardKey]bool
+	// fetch, while the load replays the log after the checkpoint, loads
+	// a shard an entry touches before it is applied; nil afterwards.
+	fetch func(s *State, r shardRef) error
+}
+
+// covers reports whether s holds every tick of run's shards n0..n1.
+func (p *partial) covers(run string, n0, n1 int64) error {
+	ns := p.shards[run]
+	i, _ := slices.BinarySearch(ns, n0)
+	for ; i < len(ns) && ns[i] <= n1; i++ {
+		if !p.loaded[shardKey{'t', run, ns[i]}] {
+			return fmt.Errorf("ticks %d..%d of run %s (checkpoint %s): %w", ns[i]*tickShardSpan, (ns[i]+1)*tickShardSpan-1, run, p.name, ErrNotLoaded)
+		}
+	}
+	return nil
+}
+
+// cover makes sure that n, a state being loaded for part of its history,
+// holds the tick shards entry e reads or changes, loading those it lacks
+// while the load replays the log (fetch); after it, it refuses the entry
+// (ErrNotLoaded). Claims and commands are always loaded whole.
+func (n *State) cover(e *Entry) error {
+	p := n.part
+	var run string
+	var from, to int64
+	switch {
+	case e.Kind == KindTickPublish:
+		run, from, to = e.TickPublish.Run, e.TickPublish.Tick, e.TickPublish.Tick
+	case e.Kind == KindFragmentsRewrite && e.Rewrite.Facts:
+		return nil
+	case e.Kind == KindFragmentsRewrite && e.Rewrite.Span != nil:
+		run, from, to = e.Rewrite.Run, e.Rewrite.Span.From, e.Rewrite.Span.To
+	case e.Kind == KindFragmentsRewrite:
+		run, from, to = e.Rewrite.Run, e.Rewrite.Tick, e.Rewrite.Tick
+	default:
+		return nil
+	}
+	n0, n1 := tickShard(run, from).N, tickShard(run, to).N
+	if p.fetch == nil {
+		return p.covers(run, n0, n1)
+	}
+	ns := p.shards[run]
+	i, _ := slices.BinarySearch(ns, n0)
+	for ; i < len(ns) && ns[i] <= n1; i++ {
+		k := shardKey{'t', run, ns[i]}
+		if p.loaded[k] {
+			continue
+		}
+		j, _ := slices.BinarySearchFunc(p.cp.Shards, k, func(r shardRef, k shardKey) int { return shardKeyCompare(r.key(), k) })
+		if err := p.fetch(n, p.cp.Shards[j]); err != nil {
+			return err
+		}
+		p.loaded[k] = true
+	}
+	return nil
+}
+
+// LoadFor reads what a reader of want needs of world's state: the newest
+// checkpoint's world, runs, claims and commands, the tick shards that hold
+// want's ticks, and the slots after the checkpoint (each tick shard they
+// touch is loaded too, so that they apply as to the whole state). The
+// checkpoint's other shards are not read: a corrupt one is not noticed
+// until a reader loads it (ErrCorrupt then). A world without a checkpoint
+// loads whole.
+func LoadFor(ctx context.Context, b bucket.Bucket, world string, want Want) (*Partial, LoadInfo, error) {
+	newest, _, err := newestCheckpoint(ctx, b, world)
+	if err != nil {
+		return nil, LoadInfo{}, fmt.Errorf("world %s: listing checkpoints: %w", world, err)
+	}
+	if newest == "" {
+		s, info, err := Load(ctx, b, world)
+		if err != nil {
+			return nil, LoadInfo{}, err
+		}
+		return &Partial{s: s}, info, nil
+	}
+	state, cp, err := loadFrom(ctx, b, world, newest, func(ctx context.Context) (*State, *checkpoint, error) {
+		cp, err := readCheckpoint(ctx, b, world, newest)
+		if err != nil {
+			return nil, nil, err
+		}
+		head := int64(math.MinInt64)
+		for _, r := range cp.Runs {
+			if r.Name == want.Run && want.Head {
+				head = r.Head
+			}
+		}
+		p := &partial{name: newest, cp: cp, shards: map[string][]int64{}, loaded: map[shardKey]bool{}}
+		s, err := loadShards(ctx, b, newest, cp, func(r shardRef) bool {
+			if r.Kind != "t" {
+				return true
+			}
+			p.shards[r.Run] = append(p.shards[r.Run], r.N) // cp.Shards is in key order
+			n := r.N
+			if r.Run != want.Run || !(want.From <= want.To && tickShard(r.Run, want.From).N <= n && n <= tickShard(r.Run, want.To).N ||
+				head != math.MinInt64 && n == tickShard(r.Run, head).N) {
+				return false
+			}
+			p.loaded[r.key()] = true
+			return true
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+		p.fetch = func(s *State, r shardRef) error {
+			d, err := readShard(ctx, b, newest, cp, r)
+			if err != nil {
+				return err
+			}
+			return s.addShard(newest, cp, d)
+		}
+		s.part = p
+		return s, cp, nil
+	})
+	if err != nil {
+		return nil, LoadInfo{}, err
+	}
+	state.part.fetch = nil
+	return &Partial{s: state}, LoadInfo{CheckpointSeq: cp.Seq, SlotsReplayed: state.Slots - cp.Slots}, nil
+}
+
+// A Partial is the part of a world's catalog state a reader asked for
+// (LoadFor): the world, its runs, claims and commands whole; of the ticks,
+// those of the checkpoint shards it loaded and every tick published or
+// changed after the checkpoint. It answers every question about what it
+// holds exactly as the whole state does, and refuses the others with
+// ErrNotLoaded, never answering them from the ticks it holds.
+type Partial struct{ s *State }
+
+// World is the world's record.
+func (p *Partial) World() World { return p.s.World }
+
+// Seq is the last sequence applied.
+func (p *Partial) Seq() uint64 { return p.s.Seq }
+
+// Run returns run's summary.
+func (p *Partial) Run(name string) (Run, bool) { return p.s.Run(name) }
+
+// Runs returns every run with at least one publication, by name.
+func (p *Partial) Runs() []Run { return p.s.Runs() }
+
+// Whole returns the whole state, if the partial state holds all of it.
+func (p *Partial) Whole() (*State, bool) {
+	if p.s.part == nil {
+		return p.s, true
+	}
+	for k := range p.s.part.shards {
+		if p.s.part.covers(k, math.MinInt64, math.MaxInt64) != nil {
+			return nil, false
+		}
+	}
+	return p.s, true
+}
+
+// covers is nil if p holds every tick of run from..to.
+func (p *Partial) covers(run string, from, to int64) error {
+	if p.s.part == nil || from > to {
+		return nil
+	}
+	return p.s.part.covers(run, tickShard(run, from).N, tickShard(run, to).N)
+}
+
+// Tick returns the manifest of (run, tick), or ErrNotLoaded.
+func (p *Partial) Tick(run string, tick int64) (*Tick, bool, error) {
+	if err := p.covers(run, tick, tick); err != nil {
+		return nil, false, err
+	}
+	t, ok := p.s.Tick(run, tick)
+	return t, ok, nil
+}
+
+// Ticks calls fn for each published tick of run from..to in tick order,
+// until fn returns false; ErrNotLoaded, before any call, if p does not
+// hold them all.
+func (p *Partial) Ticks(run string, from, to int64, fn func(*Tick) bool) error {
+	r, _ := p.s.Run(run)
+	if err := p.covers(run, from, min(to, r.Head)); err != nil {
+		return err
+	}
+	p.s.Ticks(run, from, func(t *Tick) bool { return t.Tick <= to && fn(t) })
+	return nil
+}
+
+// Last returns run's newest published tick at or below upTo, or
+// ErrNotLoaded if p does not hold the ticks between it and upTo.
+func (p *Partial) Last(run string, upTo int64) (*Tick, bool, error) {
+	t, ok := p.s.Last(run, upTo)
+	from := int64(math.MinInt64)
+	if ok {
+		from = t.Tick
+	}
+	r, _ := p.s.Run(run)
+	if err := p.covers(run, from, min(upTo, r.Head)); err != nil {
+		return nil, false, err
+	}
+	return t, ok, nil
+}
+
+// TickByToken returns the tick of run that commit token published; a
+// token names no tick by number, so it needs all of run's ticks
+// (ErrNotLoaded otherwise).
+func (p *Partial) TickByToken(run, token string) (*Tick, bool, error) {
+	if err := p.covers(run, math.MinInt64, math.MaxInt64); err != nil {
+		return nil, false, err
+	}
+	t, ok := p.s.TickByToken(run, token)
+	return t, ok, nil
+}

@@ -1,0 +1,333 @@
+package index
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"reflect"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/worldfs/worldfs/bucket"
+)
+
+// partialAlike checks that p, loaded for want, answers every question it
+// was loaded for exactly as full does, and every other question as full
+// does or with ErrNotLoaded, never otherwise. It returns how many
+// questions p refused.
+func partialAlike(full *State, p *Partial, want Want) (refused int, err error) {
+	if p.World() != full.World || p.Seq() != full.Seq || !reflect.DeepEqual(p.Runs(), full.Runs()) {
+		return 0, fmt.Errorf("partial state at %d (%+v, runs %+v), the whole at %d (%+v, runs %+v)", p.Seq(), p.World(), p.Runs(), full.Seq, full.World, full.Runs())
+	}
+	same := func(q string, got *Tick, gotOK bool, gotErr error, wanted *Tick, wantOK bool, mustAnswer bool) error {
+		if gotErr != nil {
+			if !errors.Is(gotErr, ErrNotLoaded) || mustAnswer {
+				return fmt.Errorf("%s: %v", q, gotErr)
+			}
+			refused++
+			return nil
+		}
+		gv, err1 := valueOf(got)
+		wv, err2 := valueOf(wanted)
+		if gotOK != wantOK || err1 != nil || err2 != nil || !reflect.DeepEqual(gv, wv) {
+			return fmt.Errorf("%s: the partial state answers %+v (%v, %v), the whole %+v (%v, %v)", q, gv, gotOK, err1, wv, wantOK, err2)
+		}
+		return nil
+	}
+	head := map[string]int64{}
+	for _, r := range full.Runs() {
+		head[r.Name] = r.Head
+	}
+	asked := func(run string, n int64) bool {
+		return run == want.Run && (want.From <= n && n <= want.To || want.Head && n == head[run])
+	}
+	var all []*Tick
+	allTicks(full, func(t *Tick) bool { all = append(all, t); return true })
+	for _, t := range all {
+		for _, n := range []int64{t.Tick, t.Tick + 1} { // published, and (mostly) not
+			got, ok, err := p.Tick(t.Run, n)
+			wanted, wantOK := full.Tick(t.Run, n)
+			if err := same(fmt.Sprintf("tick %s/%d", t.Run, n), got, ok, err, wanted, wantOK, asked(t.Run, n)); err != nil {
+				return refused, err
+			}
+			got, ok, err = p.Last(t.Run, n)
+			wanted, wantOK = full.Last(t.Run, n)
+			if err := same(fmt.Sprintf("last of %s at or below %d", t.Run, n), got, ok, err, wanted, wantOK, false); err != nil {
+				return refused, err
+			}
+		}
+		got, ok, err := p.TickByToken(t.Run, t.CommitToken)
+		wanted, wantOK := full.TickByToken(t.Run, t.CommitToken)
+		if err := same(fmt.Sprintf("token %s of %s", t.CommitToken, t.Run), got, ok, err, wanted, wantOK, false); err != nil {
+			return refused, err
+		}
+	}
+	if want.Head {
+		got, ok, err := p.Last(want.Run, math.MaxInt64)
+		wanted, wantOK := full.Last(want.Run, math.MaxInt64)
+		if err := same("the head of "+want.Run, got, ok, err, wanted, wantOK, true); err != nil {
+			return refused, err
+		}
+	}
+	var got, wanted []*Tick
+	if err := p.Ticks(want.Run, want.From, want.To, func(t *Tick) bool { got = append(got, t); return true }); err != nil {
+		return refused, fmt.Errorf("ticks %d..%d of %s: %w", want.From, want.To, want.Run, err)
+	}
+	full.Ticks(want.Run, want.From, func(t *Tick) bool {
+		if t.Tick > want.To {
+			return false
+		}
+		wanted = append(wanted, t)
+		return true
+	})
+	if len(got) != len(wanted) {
+		return refused, fmt.Errorf("ticks %d..%d of %s: %d, the whole state %d", want.From, want.To, want.Run, len(got), len(wanted))
+	}
+	for i := range got {
+		if err := same(fmt.Sprintf("ticks %d..%d of %s, #%d", want.From, want.To, want.Run, i), got[i], true, nil, wanted[i], true, true); err != nil {
+			return refused, err
+		}
+	}
+	return refused, nil
+}
+
+// countingBucket counts the checkpoint shards read.
+type countingBucket struct {
+	bucket.Bucket
+	shards atomic.Int64
+}
+
+func (c *countingBucket) Get(ctx context.Context, name string) ([]byte, bucket.Attrs, error) {
+	if strings.Contains(name, "/state/") {
+		c.shards.Add(1)
+	}
+	return c.Bucket.Get(ctx, name)
+}
+
+// spanWorld builds world w with run "r" of ticks 0..n-1 (n past several
+// tick shards) and run "s" of ticks 0..9, checkpoints it, then commits a
+// tail after the checkpoint: a rewrite of tick 5 of "r" (in its first
+// shard), ticks n..n+2 of "r", and a fence. It returns the whole state.
+func spanWorld(t *testing.T, b bucket.Bucket, n int) *State {
+	t.Helper()
+	ctx := ctxT(t)
+	c, epoch := newWorld(t, b, "w", Options{NoCompactor: true})
+	var entries []Entry
+	for i := range n {
+		entries = append(entries, publish("r", int64(i), fmt.Sprint("t", i), epoch))
+	}
+	for i := range 10 {
+		entries = append(entries, publish("s", int64(i), fmt.Sprint("s", i), epoch))
+	}
+	for len(entries) > 0 {
+		k := min(len(entries), 1000)
+		if _, err := c.CommitAll(ctx, entries[:k]...); err != nil {
+			t.Fatal(err)
+		}
+		entries = entries[k:]
+	}
+	if _, err := c.Checkpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	old := tablesOf(t, mustTick(t, c.Tip(), "r", 5))[0].Fragments
+	rw := Entry{Kind: KindFragmentsRewrite, Rewrite: &FragmentsRewrite{Run: "r", Tick: 5, Table: "Position",
+		Old: []string{old[0].Path}, New: []Fragment{{Path: "data/w/r/position/merged/0.parquet", Rows: old[0].Rows, Bytes: 1, Digest: "d-m"}}}}
+	tail := []Entry{rw, publish("r", int64(n), "tail0", epoch), publish("r", int64(n+1), "tail1", epoch), fence("other"), publish("r", int64(n+2), "tail2", epoch)}
+	for _, e := range tail {
+		if _, err := c.Commit(ctx, e); err != nil && e.Kind != KindTickPublish || err != nil && e.TickPublish.Tick < int64(n+2) {
+			t.Fatal(err)
+		}
+	}
+	full, info, err := Load(ctx, b, "w")
+	if err != nil || info.CheckpointSeq == 0 || info.SlotsReplayed == 0 {
+		t.Fatalf("load: %v (%+v)", err, info)
+	}
+	return full
+}
+
+func mustTick(t *testing.T, s *State, run string, n int64) *Tick {
+	t.Helper()
+	tk, ok := s.Tick(run, n)
+	if !ok {
+		t.Fatalf("no tick %s/%d", run, n)
+	}
+	return tk
+}
+
+// A reader of one tick, a range or the head reads only the checkpoint
+// shards that hold them, plus those the log after the checkpoint touches,
+// and its partial state answers what it was loaded for exactly as the
+// whole state does and refuses the rest (ErrNotLoaded).
+func TestPartialLoadReadsWhatItAsks(t *testing.T) {
+	ctx := ctxT(t)
+	b := &countingBucket{Bucket: memBucket()}
+	n := 3*tickShardSpan + 100 // shards 0..3 of run r
+	full := spanWorld(t, b, n)
+	for _, c := range []struct {
+		want Want
+		// tick shards read: those asked for, and those the log after
+		// the checkpoint touches: shard 0 (the rewrite of tick 5) and
+		// shard 3 (the ticks published after it)
+		shards int
+	}{
+		{Want{Run: "r", From: 5000, To: 5000}, 3},                   // shard 1
+		{Want{Run: "r", From: 0, To: 10}, 2},                        // shard 0
+		{Want{Run: "r", From: 4000, To: 9000}, 4},                   // shards 0..2
+		{Want{Run: "r", From: 1, To: 0, Head: true}, 2},             // shard 3, the head's at the checkpoint
+		{Want{Run: "s", From: 3, To: 3}, 3},                         // s's only shard
+		{Want{Run: "r", From: math.MinInt64, To: math.MaxInt64}, 4}, // all of r
+	} {
+		b.shards.Store(0)
+		p, _, err := LoadFor(ctx, b, "w", c.want)
+		if err != nil {
+			t.Fatalf("%+v: %v", c.want, err)
+		}
+		if got := b.shards.Load(); got != int64(c.shards) {
+			t.Errorf("%+v: read %d tick shards, want %d", c.want, got, c.shards)
+		}
+		refused, err := partialAlike(full, p, c.want)
+		if err != nil {
+			t.Fatalf("%+v: %v", c.want, err)
+		}
+		whole, ok := p.Whole()
+		if (refused == 0) != ok || ok && diff(whole, full) != "" {
+			t.Fatalf("%+v: %d questions refused, whole %v", c.want, refused, ok)
+		}
+		if c.want.From == 5000 {
+			// Ticks of shard 2 are not held: refused, not absent.
+			if _, _, err := p.Tick("r", 9000); !errors.Is(err, ErrNotLoaded) {
+				t.Fatalf("tick 9000 of a partial state loaded for tick 5000: %v", err)
+			}
+			if err := p.Ticks("r", 0, 9000, func(*Tick) bool { return true }); !errors.Is(err, ErrNotLoaded) {
+				t.Fatalf("ticks 0..9000 of a partial state loaded for tick 5000: %v", err)
+			}
+		}
+	}
+}
+
+// A flipped byte in a checkpoint shard a reader reads fails its load
+// closed; one in a shard it does not read goes unnoticed until a reader
+// reads that shard, which then fails closed.
+func TestPartialLoadCorruptShard(t *testing.T) {
+	ctx := ctxT(t)
+	b := memBucket()
+	spanWorld(t, b, 3*tickShardSpan+100)
+	name, _, err := newestCheckpoint(ctx, b, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := readCheckpoint(ctx, b, "w", name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(cp.Shards, func(r shardRef) bool { return r.Kind == "t" && r.Run == "r" && r.N == 2 })
+	shard := ShardName("w", cp.Shards[i].Hash)
+	data, _, err := b.Get(ctx, shard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data = slices.Clone(data)
+	data[len(data)/2] ^= 0x40
+	replaceObject(t, b, shard, data)
+	p, _, err := LoadFor(ctx, b, "w", Want{Run: "r", From: 5000, To: 5000})
+	if err != nil {
+		t.Fatalf("a load that does not read the flipped shard: %v", err)
+	}
+	if tk, ok, err := p.Tick("r", 5000); err != nil || !ok || tk.CommitToken != "t5000" {
+		t.Fatalf("tick 5000: %v %v %v", tk, ok, err)
+	}
+	for _, want := range []Want{{Run: "r", From: 9000, To: 9000}, {Run: "r", From: 0, To: math.MaxInt64}} {
+		if _, _, err := LoadFor(ctx, b, "w", want); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("a load of %+v, which reads the flipped shard: %v", want, err)
+		}
+	}
+	if _, _, err := Load(ctx, b, "w"); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("a whole load: %v", err)
+	}
+}
+
+// A cold start hashes and sorts no commit token until a reader looks one
+// up; the first lookup builds the token index of the loaded shards once,
+// for every state derived from the load, and finds every tick.
+func TestTokenIndexBuiltOnFirstLookup(t *testing.T) {
+	ctx := ctxT(t)
+	b := memBucket()
+	spanWorld(t, b, 2*tickShardSpan+10)
+	before := tokenBuilds.Load()
+	s, _, err := Load(ctx, b, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := tokenBuilds.Load() - before; n != 0 {
+		t.Fatalf("a cold start built %d parts of the token index", n)
+	}
+	derived := s.clone()
+	for _, c := range []struct {
+		s          *State
+		run, token string
+		tick       int64
+	}{{s, "r", "t4100", 4100}, {derived, "r", "t7", 7}, {s, "s", "s3", 3}, {derived, "r", "tail1", 2*tickShardSpan + 11}} {
+		tk, ok := c.s.TickByToken(c.run, c.token)
+		if !ok || tk.Tick != c.tick {
+			t.Fatalf("token %s of %s: %v %v, want tick %d", c.token, c.run, tk, ok, c.tick)
+		}
+	}
+	if n := tokenBuilds.Load() - before; n != int64(len(s.tokens)) {
+		t.Fatalf("lookups built %d parts of the token index, of %d", n, len(s.tokens))
+	}
+}
+
+// failingShard fails reads of one object with bucket.ErrUnavailable.
+type failingShard struct {
+	bucket.Bucket
+	name string
+}
+
+func (f *failingShard) Get(ctx context.Context, name string) ([]byte, bucket.Attrs, error) {
+	if name == f.name {
+		return nil, bucket.Attrs{}, fmt.Errorf("reading %s: %w", name, bucket.ErrUnavailable)
+	}
+	return f.Bucket.Get(ctx, name)
+}
+
+// A shard the log after the checkpoint touches that cannot be read fails
+// the partial load with that failure, not as a corrupt catalog.
+func TestPartialLoadShardUnavailable(t *testing.T) {
+	ctx := ctxT(t)
+	b := memBucket()
+	spanWorld(t, b, 3*tickShardSpan+100)
+	name, _, err := newestCheckpoint(ctx, b, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := readCheckpoint(ctx, b, "w", name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(cp.Shards, func(r shardRef) bool { return r.Kind == "t" && r.Run == "r" && r.N == 0 })
+	f := &failingShard{Bucket: b, name: ShardName("w", cp.Shards[i].Hash)}
+	// Shard 0 holds tick 5, which the log after the checkpoint rewrites.
+	_, _, err = LoadFor(ctx, f, "w", Want{Run: "r", From: 5000, To: 5000})
+	if !errors.Is(err, bucket.ErrUnavailable) || errors.Is(err, ErrCorrupt) {
+		t.Fatalf("a partial load whose tail's shard cannot be read: %v", err)
+	}
+}
+
+// partialsAlike checks that loads of world w of b for a tick, a range and
+// the head of its run "main" answer as s, its whole state, does
+// (checkpoints of every format a reader reads).
+func partialsAlike(t *testing.T, b bucket.Bucket, s *State) {
+	t.Helper()
+	for _, want := range []Want{{Run: "main", From: 1, To: 1}, {Run: "main", From: 0, To: 3}, {Run: "main", From: 1, To: 0, Head: true}} {
+		p, _, err := LoadFor(ctxT(t), b, "w", want)
+		if err != nil {
+			t.Fatalf("LoadFor(%+v): %v", want, err)
+		}
+		if _, err := partialAlike(s, p, want); err != nil {
+			t.Fatalf("LoadFor(%+v): %v", want, err)
+		}
+	}
+}
