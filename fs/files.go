@@ -227,6 +227,11 @@ func (m *Mount) contentOf(ctx context.Context, t tickRef, tf index.TableFragment
 // live now.
 func (f *snapFile) plan(ctx context.Context, exact bool) (content, error) {
 	n := f.t.Tick.Tick
+	if t, ok, cold, err := f.m.coldTick(ctx, f.at.world, f.at.run, n, exact); err != nil {
+		return content{}, err
+	} else if cold {
+		return f.planned(ctx, t, ok, nil) // read at the tip, from t's part
+	}
 	v, err := f.m.view(ctx, f.at.world, f.at.run, exact)
 	if err != nil {
 		return content{}, err
@@ -238,6 +243,13 @@ func (f *snapFile) plan(ctx context.Context, exact bool) (content, error) {
 		}
 		t, ok = v.Tick(n)
 	}
+	return f.planned(ctx, t, ok, v)
+}
+
+// planned is where the rows of the file's table live as tick t (ok: found)
+// of view v says (nil: a world read cold; a derivation resolves it).
+func (f *snapFile) planned(ctx context.Context, t tickRef, ok bool, v *index.View) (content, error) {
+	n := f.t.Tick.Tick
 	if !ok || t.CommitToken != f.t.CommitToken {
 		return content{}, fmt.Errorf("tick %d of %s run %s (token %s) is no longer visible: %w", n, f.at.world, f.at.run, f.t.CommitToken, errGone)
 	}

@@ -41,8 +41,11 @@ type Mount struct {
 		// cats are the read-only catalogs, by world, each with its
 		// element in lru (front: used last).
 		// INVARIANT: len(cats) == lru.Len() <= opts.MaxCatalogs.
-		cats     map[string]openCatalog
-		lru      *clist.List                         // of world ids
+		cats map[string]openCatalog
+		lru  *clist.List // of world ids
+		// colds are the partial states of worlds read cold (cold.go), the
+		// last read of each; at most opts.MaxCatalogs.
+		colds    map[string]*coldState
 		infos    map[string]frame.TableInfo          // by world/table id; immutable objects
 		tables   map[string]*engine.Table            // by world/table id, rebuilt from infos
 		worlds   []index.WorldEntry                  // the world directory, sorted by id
@@ -63,6 +66,7 @@ func New(b bucket.Bucket, opts Options) (*Mount, error) {
 	m.verified = cache.OpenVerified(filepath.Join(opts.Cache.Dir(), "verified"))
 	m.mu.cats = map[string]openCatalog{}
 	m.mu.lru = clist.New()
+	m.mu.colds = map[string]*coldState{}
 	m.mu.infos = map[string]frame.TableInfo{}
 	m.mu.tables = map[string]*engine.Table{}
 	m.mu.writers = map[string]*writer{}

@@ -81,6 +81,13 @@ func (m *Mount) headTime(world, run string) func(context.Context) int64 {
 // newest published tick of any run, or its creation.
 func (m *Mount) worldTime(world string) func(context.Context) int64 {
 	return func(ctx context.Context) int64 {
+		if ms, ok, err := m.coldTime(ctx, world); err != nil {
+			return m.startedMs
+		} else if ok && ms > 0 {
+			return ms
+		} else if ok {
+			return m.startedMs
+		}
 		s, err := m.state(ctx, world, false)
 		if err != nil {
 			return m.startedMs
@@ -297,8 +304,14 @@ func (r *runsDir) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
 }
 
 func (r *runsDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	runs, err := r.m.runs(ctx, r.world)
-	if err == nil && !slices.Contains(runs, name) {
+	runs, cold, err := r.m.coldRuns(ctx, r.world, false)
+	if err == nil && cold && !slices.Contains(runs, name) {
+		runs, cold, err = r.m.coldRuns(ctx, r.world, true) // a run's first publish a moment ago
+	}
+	if err == nil && !cold {
+		runs, err = r.m.runs(ctx, r.world)
+	}
+	if err == nil && !cold && !slices.Contains(runs, name) {
 		if _, err = r.m.state(ctx, r.world, true); err == nil {
 			runs, err = r.m.runs(ctx, r.world)
 		}
@@ -373,6 +386,13 @@ var (
 func (d *ticksDir) OpendirHandle(ctx context.Context, _ uint32) (gofs.FileHandle, uint32, syscall.Errno) {
 	start := time.Now()
 	defer d.m.stats.op("readdir", start)
+	p, err := d.m.loadCold(ctx, d.world, index.Want{Run: d.run, From: 0, To: index.PartTicks - 1})
+	if err != nil {
+		return nil, 0, d.m.errno("ticks of "+d.world, err)
+	}
+	if p != nil {
+		return &tickStream{d: d, p: p, next: math.MinInt64, loadedTo: index.PartTicks - 1, parts: 2}, 0, 0
+	}
 	v, err := d.m.view(ctx, d.world, d.run, false)
 	if err != nil {
 		return nil, 0, d.m.errno("ticks of "+d.world, err)
@@ -631,6 +651,19 @@ func (d *tablesDir) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno)
 }
 
 func (d *tablesDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	// A table the head published is visible: of a world read cold, the
+	// head's part answers (any other name is looked for in every tick).
+	if t, ok, cold, err := d.m.coldHead(ctx, d.world, d.run); err != nil {
+		return nil, d.m.errno("tables of "+d.world, err)
+	} else if cold && ok {
+		tables, err := d.m.tickTables(ctx, t)
+		if err != nil {
+			return nil, d.m.errno("tables of "+d.world, err)
+		}
+		if _, found := tables[name]; found {
+			return d.m.child(ctx, d.EmbeddedInode(), &tableDir{dirBase{m: d.m, ino: ino(d.world, "runs", d.run, "tables", name), when: d.m.headTime(d.world, d.run)}, d.world, d.run, name}, out)
+		}
+	}
 	for _, exact := range []bool{false, true} {
 		names, err := d.m.tableNames(ctx, d.world, d.run, exact)
 		if err != nil {
@@ -652,56 +685,61 @@ type tableDir struct {
 
 var (
 	_ = (gofs.NodeLookuper)((*tableDir)(nil))
-	_ = (gofs.NodeReaddirer)((*tableDir)(nil))
+	_ = (gofs.NodeOpendirHandler)((*tableDir)(nil))
 )
 
 func tickFileName(tick int64) string { return TickName(tick) + ".parquet" }
 
-func (d *tableDir) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
-	v, err := d.m.view(ctx, d.world, d.run, false)
+// OpendirHandle opens a listing of the files of the run's visible ticks
+// that have the table: a stream of the view's tick records, as ticks/
+// (see tickStream).
+func (d *tableDir) OpendirHandle(ctx context.Context, _ uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	start := time.Now()
+	defer d.m.stats.op("readdir", start)
+	s := &tickStream{d: &ticksDir{dirBase{m: d.m}, d.world, d.run}, table: d, has: d.hasTable(ctx), next: math.MinInt64}
+	p, err := d.m.loadCold(ctx, d.world, index.Want{Run: d.run, From: 0, To: index.PartTicks - 1})
 	if err != nil {
-		return nil, d.m.errno("table "+d.name, err)
+		return nil, 0, d.m.errno("table "+d.name, err)
 	}
-	var out []fuse.DirEntry
-	var ferr error
-	// Whether a tick has the table is decided once per list of tables
-	// (the ticks of a compacted span share one) and once per table id.
+	if p != nil {
+		s.p, s.loadedTo, s.parts = p, index.PartTicks-1, 2
+	} else if s.v, err = d.m.view(ctx, d.world, d.run, false); err != nil {
+		return nil, 0, d.m.errno("table "+d.name, err)
+	}
+	return s, 0, 0
+}
+
+// hasTable returns a test of whether a tick has the table, for ticks
+// given in order: decided once per list of tables (the ticks of a
+// compacted span share one) and once per table id.
+func (d *tableDir) hasTable(ctx context.Context) func(tickRef) (bool, error) {
 	named := map[[2]string]bool{}
 	var prev *index.Tick
 	has := false
-	v.Ticks(math.MinInt64, math.MaxInt64, func(t tickRef) bool {
-		if !t.SameTables(prev) {
-			prev, has = t.Tick, false
-			tables, err := t.Tables()
-			if err != nil {
-				ferr = err
-				return false
-			}
-			for _, tf := range tables {
-				key := [2]string{t.World, tf.Table}
-				is, ok := named[key]
-				if !ok {
-					info, err := d.m.tableInfo(ctx, t.World, tf.Table)
-					if err != nil {
-						ferr = err
-						return false
-					}
-					is = info.Name == d.name
-					named[key] = is
+	return func(t tickRef) (bool, error) {
+		if t.SameTables(prev) {
+			return has, nil
+		}
+		prev, has = t.Tick, false
+		tables, err := t.Tables()
+		if err != nil {
+			return false, err
+		}
+		for _, tf := range tables {
+			key := [2]string{t.World, tf.Table}
+			is, ok := named[key]
+			if !ok {
+				info, err := d.m.tableInfo(ctx, t.World, tf.Table)
+				if err != nil {
+					return false, err
 				}
-				has = has || is
+				is = info.Name == d.name
+				named[key] = is
 			}
+			has = has || is
 		}
-		if has {
-			name := tickFileName(t.Tick.Tick)
-			out = append(out, dirEntry(name, syscall.S_IFREG, ino(d.world, "runs", d.run, "tables", d.name, name)))
-		}
-		return true
-	})
-	if ferr != nil {
-		return nil, d.m.errno("table "+d.name, ferr)
+		return has, nil
 	}
-	return list(out)
 }
 
 func (d *tableDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {

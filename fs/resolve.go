@@ -20,6 +20,9 @@ func (m *Mount) view(ctx context.Context, world, run string, exact bool) (*index
 // runs returns the runs of world that have visible ticks of their own or,
 // for a fork, inherited ones (its "main" run).
 func (m *Mount) runs(ctx context.Context, world string) ([]string, error) {
+	if runs, ok, err := m.coldRuns(ctx, world, false); err != nil || ok {
+		return runs, err
+	}
 	s, err := m.state(ctx, world, false)
 	if err != nil {
 		return nil, err
@@ -60,8 +63,12 @@ func (m *Mount) resolve(ctx context.Context, world, run string, find func(*index
 	return tickRef{}, false, nil
 }
 
-// tick resolves visible tick n of (world, run).
+// tick resolves visible tick n of (world, run): cold, from the part that
+// holds it, if the mount has not opened world's catalog.
 func (m *Mount) tick(ctx context.Context, world, run string, n int64) (tickRef, bool, error) {
+	if t, ok, cold, err := m.coldTick(ctx, world, run, n, false); err != nil || cold {
+		return t, ok, err
+	}
 	return m.resolve(ctx, world, run, func(v *index.View) (tickRef, bool) { return v.Tick(n) })
 }
 
@@ -70,8 +77,12 @@ func (m *Mount) token(ctx context.Context, world, run, token string) (tickRef, b
 	return m.resolve(ctx, world, run, func(v *index.View) (tickRef, bool) { return v.Token(token) })
 }
 
-// head returns the newest visible tick of (world, run).
+// head returns the newest visible tick of (world, run): cold, from the
+// part that holds it, if the mount has not opened world's catalog.
 func (m *Mount) head(ctx context.Context, world, run string) (tickRef, bool, error) {
+	if t, ok, cold, err := m.coldHead(ctx, world, run); err != nil || cold {
+		return t, ok, err
+	}
 	v, err := m.view(ctx, world, run, false)
 	if err != nil {
 		return tickRef{}, false, err

@@ -1,6 +1,7 @@
 package fs
 
 import (
+	"cmp"
 	"context"
 	"math"
 	"syscall"
@@ -13,17 +14,30 @@ import (
 	"github.com/worldfs/worldfs/index"
 )
 
-// tickStream is an open listing of ticks/: it reads the view's tick
-// records a batch at a time as the kernel asks for entries, so a listing
-// costs what it returns (a step and no allocation per entry, one descent
-// of the catalog per batch), never a list of the whole history held at
-// once. A READDIRPLUS lookup of the entry it just returned uses that
-// entry's record instead of resolving the tick again.
+// tickStream is an open listing of ticks/ or of tables/<t>/: it reads the
+// view's tick records a batch at a time as the kernel asks for entries, so
+// a listing costs what it returns (a step and no allocation per entry, one
+// descent of the catalog per batch), never a list of the whole history
+// held at once. Of a world read cold (see cold.go) it reads a partial
+// state loaded at the open, adding the checkpoint's parts as the listing
+// reaches them: the first entries reach the kernel before the rest of the
+// history is decoded. A READDIRPLUS lookup in ticks/ of the entry it just
+// returned uses that entry's record instead of resolving the tick again.
 type tickStream struct {
-	d    *ticksDir
-	v    *index.View
-	next int64  // the first tick not yet read from the view
-	pos  uint64 // entries returned since the start
+	d *ticksDir
+	// table, if set, is the tables/<t>/ listed instead of d (d then only
+	// carries the mount, world and run), and has reports whether a tick
+	// has the table.
+	table *tableDir
+	has   func(tickRef) (bool, error)
+	v     *index.View    // nil: read cold, from p
+	p     *index.Partial // loaded at the open, parts added as the listing goes
+	// loadedTo: p holds every tick up to it; parts: how many parts the
+	// next step adds.
+	loadedTo int64
+	parts    int64
+	next     int64  // the first tick not yet read from the view
+	pos      uint64 // entries returned since the start
 
 	batch []tickRef // read, not yet returned
 	names []byte    // the batch's names; never modified once a name is cut
@@ -43,35 +57,111 @@ const tickBatch = 512
 // fill reads the next batch from the view, with a fresh buffer for its
 // names (go-fuse keeps the entries of its last reply, so a name outlives
 // the batch).
-func (s *tickStream) fill() {
+func (s *tickStream) fill(ctx context.Context) error {
 	s.batch = s.batch[:0]
 	if s.next == math.MaxInt64 {
-		return
+		return nil
 	}
+	if s.v == nil {
+		return s.fillCold(ctx)
+	}
+	var err error
 	s.v.Ticks(s.next, math.MaxInt64, func(t tickRef) bool {
-		s.batch = append(s.batch, t)
-		return len(s.batch) < tickBatch
+		s.next = t.Tick.Tick + 1
+		var keep bool
+		if keep, err = s.keep(t); err != nil {
+			return false
+		}
+		return !keep || len(s.batch) < tickBatch
 	})
+	if err != nil {
+		return err
+	}
 	if len(s.batch) < tickBatch {
 		s.next = math.MaxInt64 // the view has no more
-	} else {
-		s.next = s.batch[len(s.batch)-1].Tick.Tick + 1
 	}
-	s.names = make([]byte, 0, len(s.batch)*20) // 20: the longest name
+	s.names = make([]byte, 0, len(s.batch)*28) // 28: the longest name
+	return nil
 }
 
-func (s *tickStream) Readdirent(context.Context) (*fuse.DirEntry, syscall.Errno) {
+// keep adds t to the batch if the listing shows it.
+func (s *tickStream) keep(t tickRef) (bool, error) {
+	if s.has != nil {
+		if ok, err := s.has(t); err != nil || !ok {
+			return false, err
+		}
+	}
+	s.batch = append(s.batch, t)
+	return true, nil
+}
+
+// fillCold reads the next batch from the partial state, adding parts of
+// the checkpoint as the listing reaches them: one, then twice as many at
+// each step up to coldParts (read at once), so that the first entries
+// wait for one part and the whole listing for few steps.
+func (s *tickStream) fillCold(ctx context.Context) error {
+	run := s.d.run
+	r, _ := s.p.Run(run)
+	from := max(s.next, 0) // ticks are numbered from 0
+	for len(s.batch) < tickBatch && from <= r.Head {
+		if from > s.loadedTo {
+			parts := max(s.parts, 1)
+			to := (from/index.PartTicks+parts)*index.PartTicks - 1
+			if err := s.p.Load(ctx, index.Want{Run: run, From: from, To: to}); err != nil {
+				return err
+			}
+			s.loadedTo, s.parts = to, min(2*parts, coldParts)
+		}
+		var kerr error
+		err := s.p.Ticks(run, from, s.loadedTo, func(t *index.Tick) bool {
+			from = t.Tick + 1
+			var keep bool
+			if keep, kerr = s.keep(tickRef{World: s.d.world, Run: run, Tick: t}); kerr != nil {
+				return false
+			}
+			return !keep || len(s.batch) < tickBatch
+		})
+		if err != nil || kerr != nil {
+			return cmp.Or(err, kerr)
+		}
+		if len(s.batch) < tickBatch {
+			from = s.loadedTo + 1
+		}
+	}
+	if len(s.batch) == tickBatch {
+		s.next = from
+	} else {
+		s.next = math.MaxInt64 // the state has no more
+	}
+	s.names = make([]byte, 0, len(s.batch)*28)
+	return nil
+}
+
+// coldParts is the most checkpoint parts a cold listing adds at once.
+const coldParts = 64
+
+func (s *tickStream) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
 	if len(s.batch) == 0 {
-		if s.fill(); len(s.batch) == 0 {
+		if err := s.fill(ctx); err != nil {
+			return nil, s.d.m.errno("ticks of "+s.d.world, err)
+		}
+		if len(s.batch) == 0 {
 			return nil, 0
 		}
 	}
 	s.last, s.batch = s.batch[0], s.batch[1:]
 	at := len(s.names)
 	s.names = appendTickName(s.names, s.last.Tick.Tick)
+	if s.table != nil {
+		s.names = append(s.names, ".parquet"...)
+	}
 	name := unsafe.String(&s.names[at], len(s.names)-at)
 	s.pos++
-	s.de = fuse.DirEntry{Name: name, Mode: syscall.S_IFDIR, Ino: ino(s.d.world, "runs", s.d.run, "ticks", name), Off: s.pos}
+	if s.table != nil {
+		s.de = fuse.DirEntry{Name: name, Mode: syscall.S_IFREG, Ino: ino(s.d.world, "runs", s.d.run, "tables", s.table.name, name), Off: s.pos}
+	} else {
+		s.de = fuse.DirEntry{Name: name, Mode: syscall.S_IFDIR, Ino: ino(s.d.world, "runs", s.d.run, "ticks", name), Off: s.pos}
+	}
 	return &s.de, 0
 }
 
@@ -90,6 +180,9 @@ func (s *tickStream) Seekdir(ctx context.Context, off uint64) syscall.Errno {
 // Lookup answers a READDIRPLUS lookup of the entry just returned from its
 // record; any other name is looked up in the directory.
 func (s *tickStream) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	if s.table != nil {
+		return s.table.Lookup(ctx, name, out)
+	}
 	if s.pos == 0 || name != s.de.Name {
 		return s.d.Lookup(ctx, name, out)
 	}

@@ -26,12 +26,19 @@ type Want struct {
 	Head bool
 }
 
+// PartTicks is how many ticks of a run one checkpoint part holds: part k
+// holds ticks k·PartTicks to (k+1)·PartTicks-1, so a reader that walks a
+// run's ticks a part at a time (Partial.Load, then Partial.Ticks) decodes
+// one part per step.
+const PartTicks = tickShardSpan
+
 // partial is what a partial state holds of its checkpoint's ticks: the
 // tick shards the checkpoint lists, by run, and which of them are loaded.
 // A tick shard the checkpoint does not list held no tick at the
 // checkpoint: whatever the state holds of it is all of it. Nil on a whole
 // state.
 type partial struct {
+	b      bucket.Bucket
 	name   string // the checkpoint
 	cp     *checkpoint
 	shards map[string][]int64 // run → the numbers of its tick shards, ascending
@@ -123,7 +130,7 @@ func LoadFor(ctx context.Context, b bucket.Bucket, world string, want Want) (*Pa
 				head = r.Head
 			}
 		}
-		p := &partial{name: newest, cp: cp, shards: map[string][]int64{}, loaded: map[shardKey]bool{}}
+		p := &partial{b: b, name: newest, cp: cp, shards: map[string][]int64{}, loaded: map[shardKey]bool{}}
 		s, err := loadShards(ctx, b, newest, cp, func(r shardRef) bool {
 			if r.Kind != "t" {
 				return true
@@ -188,6 +195,62 @@ func (p *Partial) Whole() (*State, bool) {
 		}
 	}
 	return p.s, true
+}
+
+// Load adds to p the checkpoint parts that hold want's ticks (want.Head:
+// the head's part as the checkpoint records it) and that it does not hold
+// yet, read from the bucket LoadFor read: a reader of a long range loads
+// it a part at a time. p stays at the sequence LoadFor loaded it at; the
+// log after the checkpoint touched none of the parts it adds (LoadFor
+// loaded those), so each is added as the checkpoint holds it, as LoadFor
+// would have. A corrupt part fails closed (ErrCorrupt). Load must not be
+// called while another goroutine reads p.
+func (p *Partial) Load(ctx context.Context, want Want) error {
+	part := p.s.part
+	if part == nil {
+		return nil // the whole state
+	}
+	all := part.shards[want.Run]
+	var ns []int64
+	if want.From <= want.To {
+		i, _ := slices.BinarySearch(all, tickShard(want.Run, want.From).N)
+		for ; i < len(all) && all[i] <= tickShard(want.Run, want.To).N; i++ {
+			ns = append(ns, all[i])
+		}
+	}
+	for _, r := range part.cp.Runs {
+		if r.Name == want.Run && want.Head {
+			if h := tickShard(r.Name, r.Head).N; slices.Contains(all, h) {
+				ns = append(ns, h)
+			}
+		}
+	}
+	slices.Sort(ns)
+	var refs []shardRef
+	for _, n := range slices.Compact(ns) {
+		k := shardKey{'t', want.Run, n}
+		if part.loaded[k] {
+			continue
+		}
+		j, _ := slices.BinarySearchFunc(part.cp.Shards, k, func(r shardRef, k shardKey) int { return shardKeyCompare(r.key(), k) })
+		refs = append(refs, part.cp.Shards[j])
+	}
+	out := make([]*decodedShard, len(refs))
+	err := parallel(ctx, len(refs), func(i int) error { // several read at once, as LoadFor reads
+		var err error
+		out[i], err = readShard(ctx, part.b, part.name, part.cp, refs[i])
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	for i, d := range out {
+		if err := p.s.addShard(part.name, part.cp, d); err != nil {
+			return err
+		}
+		part.loaded[refs[i].key()] = true
+	}
+	return nil
 }
 
 // covers is nil if p holds every tick of run from..to.

@@ -331,3 +331,69 @@ func partialsAlike(t *testing.T, b bucket.Bucket, s *State) {
 		}
 	}
 }
+
+// A partial state grows a part at a time (Partial.Load): each step reads
+// only the parts it adds, answers what it then holds as the whole state
+// does, and once every part is added it is the whole state. A flipped
+// byte in a part it adds fails that step closed.
+func TestPartialLoadGrows(t *testing.T) {
+	ctx := ctxT(t)
+	b := &countingBucket{Bucket: memBucket()}
+	n := 3*tickShardSpan + 100 // shards 0..3 of run r
+	full := spanWorld(t, b, n)
+	p, _, err := LoadFor(ctx, b, "w", Want{Run: "r", From: 5000, To: 5000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		want Want
+		read int // tick shards read: those the state lacked
+	}{
+		{Want{Run: "r", From: 5000, To: 5000}, 0},       // shard 1, held
+		{Want{Run: "r", From: 1, To: 0, Head: true}, 0}, // shard 3, which the tail touched
+		{Want{Run: "r", From: 9000, To: 9001}, 1},       // shard 2
+		{Want{Run: "s", From: 0, To: 9, Head: true}, 1}, // s's only shard, its head's too
+		{Want{Run: "r", From: 0, To: math.MaxInt64}, 0}, // shard 0, which the tail touched
+	} {
+		b.shards.Store(0)
+		if err := p.Load(ctx, c.want); err != nil {
+			t.Fatalf("%+v: %v", c.want, err)
+		}
+		if got := b.shards.Load(); got != int64(c.read) {
+			t.Errorf("%+v: read %d tick shards, want %d", c.want, got, c.read)
+		}
+		if _, err := partialAlike(full, p, c.want); err != nil {
+			t.Fatalf("%+v: %v", c.want, err)
+		}
+	}
+	whole, ok := p.Whole()
+	if !ok || diff(whole, full) != "" {
+		t.Fatalf("a partial state grown to every part: whole %v, %s", ok, diff(whole, full))
+	}
+
+	// A flipped byte in a part a step adds fails it closed.
+	name, _, err := newestCheckpoint(ctx, b, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := readCheckpoint(ctx, b, "w", name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(cp.Shards, func(r shardRef) bool { return r.Kind == "t" && r.Run == "r" && r.N == 2 })
+	shard := ShardName("w", cp.Shards[i].Hash)
+	data, _, err := b.Get(ctx, shard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data = slices.Clone(data)
+	data[len(data)/2] ^= 0x40
+	replaceObject(t, b, shard, data)
+	p, _, err = LoadFor(ctx, b, "w", Want{Run: "r", From: 5000, To: 5000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Load(ctx, Want{Run: "r", From: 9000, To: 9000}); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("adding a flipped part: %v", err)
+	}
+}

@@ -1,0 +1,159 @@
+package fs
+
+import (
+	"context"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/worldfs/worldfs/index"
+)
+
+// A world whose catalog the mount has not opened is read cold: its runs,
+// a run's head, a lookup of one tick and a listing of ticks/ read only the
+// checkpoint parts that hold them (index.LoadFor), never the whole
+// history. The mount keeps the partial state it read last of each such
+// world and answers from it, adding the parts a question reads, for as
+// long as a catalog snapshot would (Options.Freshness); a tick it does not
+// hold is looked for at the tip, as an exact snapshot would. What needs
+// the whole state (tokens/, facts/, listings of tables/, a writer's ctl)
+// opens the world's catalog as before, and from then on every read of the
+// world uses that catalog. A fork is read through its ancestors' catalogs
+// and a world without a checkpoint by replaying its log once: neither is
+// read cold.
+
+// coldState is the partial state of a world read cold.
+type coldState struct {
+	at time.Time // when its load began: it is at least this fresh
+	mu sync.Mutex
+	// p is read and grown (Partial.Load) only with mu held.
+	p *index.Partial
+}
+
+// loadCold loads world's state at the tip for want, or returns nil if
+// world is to be read through its catalog (the mount holds it, it is a
+// fork, or it has no checkpoint).
+func (m *Mount) loadCold(ctx context.Context, world string, want index.Want) (*index.Partial, error) {
+	m.mu.Lock()
+	_, open := m.mu.cats[world]
+	m.mu.Unlock()
+	if open {
+		return nil, nil
+	}
+	defer m.stats.op("cold load", time.Now())
+	p, info, err := index.LoadFor(finish(ctx), m.b, world, want)
+	if err != nil {
+		return nil, err
+	}
+	if info.CheckpointSeq == 0 || p.World().Parent != "" {
+		return nil, nil
+	}
+	return p, nil
+}
+
+// withCold calls use with world's partial state holding want, if world is
+// read cold (cold false otherwise, and use is not called): the state read
+// last if it is at most Freshness old and exact is false, else one loaded
+// at the tip now.
+func (m *Mount) withCold(ctx context.Context, world string, want index.Want, exact bool, use func(*index.Partial) error) (cold bool, err error) {
+	m.mu.Lock()
+	_, open := m.mu.cats[world]
+	cs := m.mu.colds[world]
+	m.mu.Unlock()
+	if open {
+		return false, nil
+	}
+	if cs == nil || exact || time.Since(cs.at) >= m.opts.Freshness {
+		start := time.Now()
+		p, err := m.loadCold(ctx, world, want)
+		if err != nil || p == nil {
+			return false, err
+		}
+		cs = &coldState{at: start, p: p}
+		m.mu.Lock()
+		if old := m.mu.colds[world]; old == nil || old.at.Before(start) {
+			for w := range m.mu.colds {
+				if len(m.mu.colds) < m.opts.MaxCatalogs {
+					break
+				}
+				delete(m.mu.colds, w)
+			}
+			m.mu.colds[world] = cs
+		}
+		m.mu.Unlock()
+	}
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if err := cs.p.Load(finish(ctx), want); err != nil {
+		return true, err
+	}
+	return true, use(cs.p)
+}
+
+// coldRuns returns the runs of world with published ticks, read cold
+// (cold false: read them through the catalog).
+func (m *Mount) coldRuns(ctx context.Context, world string, exact bool) (runs []string, cold bool, err error) {
+	cold, err = m.withCold(ctx, world, index.Want{From: 1, To: 0}, exact, func(p *index.Partial) error {
+		runs = []string{}
+		for _, r := range p.Runs() {
+			runs = append(runs, r.Name)
+		}
+		return nil
+	})
+	return runs, cold, err
+}
+
+// coldHead returns the newest published tick of (world, run), read cold
+// (cold false: read it through the catalog).
+func (m *Mount) coldHead(ctx context.Context, world, run string) (t tickRef, ok, cold bool, err error) {
+	cold, err = m.withCold(ctx, world, index.Want{Run: run, From: 1, To: 0, Head: true}, false, func(p *index.Partial) error {
+		tk, found, err := p.Last(run, math.MaxInt64)
+		if found {
+			t, ok = tickRef{World: world, Run: run, Tick: tk}, true
+		}
+		return err
+	})
+	return t, ok, cold, err
+}
+
+// coldTick returns tick n of (world, run), read cold (cold false: read it
+// through the catalog); a tick the state read last lacks is looked for at
+// the tip (a tick published a moment ago exists).
+func (m *Mount) coldTick(ctx context.Context, world, run string, n int64, exact bool) (t tickRef, ok, cold bool, err error) {
+	find := func(p *index.Partial) error {
+		tk, found, err := p.Tick(run, n)
+		if found {
+			t, ok = tickRef{World: world, Run: run, Tick: tk}, true
+		}
+		return err
+	}
+	want := index.Want{Run: run, From: n, To: n}
+	cold, err = m.withCold(ctx, world, want, exact, find)
+	if err == nil && cold && !ok && !exact {
+		cold, err = m.withCold(ctx, world, want, true, find)
+	}
+	return t, ok, cold, err
+}
+
+// coldTime is when world last changed (worldTime), read cold: the newest
+// of its creation and its runs' heads (ok false: read it through the
+// catalog).
+func (m *Mount) coldTime(ctx context.Context, world string) (ms int64, ok bool, err error) {
+	ok, err = m.withCold(ctx, world, index.Want{From: 1, To: 0}, false, func(p *index.Partial) error {
+		ms = p.World().CreatedUnixMs
+		for _, r := range p.Runs() {
+			if err := p.Load(finish(ctx), index.Want{Run: r.Name, From: 1, To: 0, Head: true}); err != nil {
+				return err
+			}
+			t, found, err := p.Tick(r.Name, r.Head)
+			if err != nil {
+				return err
+			}
+			if found {
+				ms = max(ms, t.PublishedUnixMs)
+			}
+		}
+		return nil
+	})
+	return ms, ok, err
+}

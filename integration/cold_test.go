@@ -1,0 +1,203 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/worldfs/worldfs/bucket"
+	wfs "github.com/worldfs/worldfs/fs"
+	"github.com/worldfs/worldfs/index"
+)
+
+// stateReads records the checkpoint parts (worlds/<w>/state/<hash>) read
+// through it, by name, and counts the reads of checkpoints.
+type stateReads struct {
+	bucket.Bucket
+	mu          sync.Mutex
+	names       map[string]int
+	checkpoints int
+}
+
+func (s *stateReads) Get(ctx context.Context, name string) ([]byte, bucket.Attrs, error) {
+	s.mu.Lock()
+	if strings.Contains(name, "/state/") {
+		s.names[name]++
+	}
+	if strings.Contains(name, "/checkpoints/") {
+		s.checkpoints++
+	}
+	s.mu.Unlock()
+	return s.Bucket.Get(ctx, name)
+}
+
+// read returns how many distinct parts were read, and forgets them.
+func (s *stateReads) read() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := len(s.names)
+	s.names = map[string]int{}
+	return n
+}
+
+// checkpointsRead returns how many times a checkpoint was read, and
+// forgets them.
+func (s *stateReads) checkpointsRead() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.checkpoints
+	s.checkpoints = 0
+	return n
+}
+
+// coldTicks is the number of ticks of checkpointedWorld: past three
+// checkpoint parts, so that its checkpoint holds four.
+const coldTicks = 3*index.PartTicks + 100
+
+// checkpointedWorld is a bucket holding world w, whose run main published
+// ticks 0..coldTicks-1 before a checkpoint and two more after it (one
+// fragment each, never written: only the catalog is read), read through
+// a stateReads; publish publishes ticks from..to-1 more.
+func checkpointedWorld(t *testing.T) (b *stateReads, publish func(from, to int64)) {
+	t.Helper()
+	b = &stateReads{Bucket: localBucket(t), names: map[string]int{}}
+	c, epoch, err := index.CreateWorld(ctxT(t), b, "w", index.WorldCreate{WriterMode: index.ModeResumable, CreatedUnixMs: 1}, "writer", index.Options{NoCompactor: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	publish = func(from, to int64) {
+		var entries []index.Entry
+		for tick := from; tick < to; tick++ {
+			token := fmt.Sprintf("%032x", tick)
+			entries = append(entries, index.Entry{Kind: index.KindTickPublish, TickPublish: &index.TickPublish{
+				Run: "main", Tick: tick, CommitToken: token, WriterEpoch: epoch,
+				Tables: []index.TableFragments{{Table: "t", Fragments: []index.Fragment{{Path: index.FragmentPath("w", "main", "t", token, 0), Rows: 1}}}}}})
+		}
+		for len(entries) > 0 {
+			k := min(len(entries), 2000)
+			if _, err := c.CommitAll(ctxT(t), entries[:k]...); err != nil {
+				t.Fatal(err)
+			}
+			entries = entries[k:]
+		}
+	}
+	if _, err := b.Create(ctxT(t), index.TableInfoPath("w", "t"), []byte(`{"id":"t","name":"t","columns":[]}`)); err != nil {
+		t.Fatal(err)
+	}
+	publish(0, coldTicks)
+	if _, err := c.Checkpoint(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	publish(coldTicks, coldTicks+2)
+	b.read()
+	b.checkpointsRead()
+	return b, publish
+}
+
+// A lookup of one tick in a world the mount has not loaded reads the
+// checkpoint part that holds it (and the head's, which the directories'
+// times and the log after the checkpoint read), not the whole history:
+// in ticks/, of its table's file, and in tables/<t>/; a tick that does
+// not exist is absent, read the same way.
+func TestColdTickLookupReadsItsPart(t *testing.T) {
+	b, _ := checkpointedWorld(t)
+	mt := testMount(t, b)
+	ticks := mt.path("w", "runs", "main", "ticks")
+	if got := xattr(t, ticks+"/"+wfs.TickName(5000), wfs.XattrToken); got != fmt.Sprintf("%032x", 5000) {
+		t.Fatalf("tick 5000's token: %q", got)
+	}
+	if n := b.read(); n != 2 {
+		t.Fatalf("a lookup of tick 5000 read %d of the checkpoint's 4 parts; want 2 (its own and the head's)", n)
+	}
+	if _, err := os.Lstat(ticks + "/" + wfs.TickName(2*index.PartTicks+1)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(ticks + "/" + wfs.TickName(coldTicks+5)); !os.IsNotExist(err) {
+		t.Fatalf("a lookup of a tick never published: %v", err)
+	}
+	if n := b.read(); n > 2 {
+		t.Fatalf("lookups of ticks %d and %d read %d parts; want 2 at most", 2*index.PartTicks+1, coldTicks+5, n)
+	}
+	for _, p := range []string{
+		ticks + "/" + wfs.TickName(6000) + "/t.parquet",
+		mt.path("w", "runs", "main", "tables", "t", wfs.TickName(7000)+".parquet"),
+	} {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatal(err)
+		}
+		if n := b.read(); n > 2 {
+			t.Fatalf("a lookup of %s read %d of the checkpoint's 4 parts; want 2 at most (its own and the head's)", p, n)
+		}
+	}
+}
+
+// A listing of ticks/ or of tables/<t>/ of a world the mount has not
+// loaded streams part by part: its first reply reaches the caller having
+// read the first part (and the head's), and the whole listing is every
+// tick in order.
+func TestColdTickListingStreams(t *testing.T) {
+	b, _ := checkpointedWorld(t)
+	mt := testMount(t, b)
+	for _, c := range []struct{ dir, suffix string }{
+		{mt.path("w", "runs", "main", "ticks"), ""},
+		{mt.path("w", "runs", "main", "tables", "t"), ".parquet"},
+	} {
+		b.read()
+		fd, err := syscall.Open(c.dir, syscall.O_RDONLY|syscall.O_DIRECTORY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 4096)
+		n, err := syscall.Getdents(fd, buf)
+		syscall.Close(fd)
+		if err != nil || n == 0 {
+			t.Fatalf("getdents %s: %d, %v", c.dir, n, err)
+		}
+		if read := b.read(); read > 2 {
+			t.Fatalf("the first reply of a listing of %s read %d of the checkpoint's 4 parts; want 2 at most (the first and the head's)", c.dir, read)
+		}
+		names := ls(t, c.dir)
+		if len(names) != coldTicks+2 {
+			t.Fatalf("%s lists %d entries, want %d", c.dir, len(names), coldTicks+2)
+		}
+		for i, name := range names {
+			if name != wfs.TickName(int64(i))+c.suffix {
+				t.Fatalf("entry %d of %s is %s, want %s", i, c.dir, name, wfs.TickName(int64(i))+c.suffix)
+			}
+		}
+	}
+}
+
+// The mount answers lookups in a world read cold from the partial state it
+// read last, for as long as a catalog snapshot would be used (reading no
+// checkpoint again, and only the parts it lacks); a tick that state lacks
+// is looked for at the tip, so a tick published a moment ago is there.
+func TestColdLookupsShareAState(t *testing.T) {
+	b, publish := checkpointedWorld(t)
+	mt := testMountWith(t, b, wfs.Options{Freshness: time.Hour}, wfs.MountOptions{})
+	ticks := mt.path("w", "runs", "main", "ticks")
+	if _, err := os.Lstat(ticks + "/" + wfs.TickName(5000)); err != nil {
+		t.Fatal(err)
+	}
+	b.read()
+	b.checkpointsRead()
+	if _, err := os.Lstat(ticks + "/" + wfs.TickName(5001)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(ticks + "/" + wfs.TickName(9000)); err != nil {
+		t.Fatal(err)
+	}
+	if parts, cps := b.read(), b.checkpointsRead(); parts != 1 || cps != 0 {
+		t.Fatalf("lookups of ticks 5001 and 9000 after one of tick 5000 read %d parts and %d checkpoints; want 1 part (9000's) and no checkpoint", parts, cps)
+	}
+	publish(coldTicks+2, coldTicks+3)
+	if _, err := os.Lstat(ticks + "/" + wfs.TickName(coldTicks+2)); err != nil {
+		t.Fatalf("a tick published after the mount's last read: %v", err)
+	}
+}
