@@ -169,7 +169,8 @@ func (d *snapshotDir) Lookup(ctx context.Context, name string, out *fuse.EntryOu
 //
 // A stat runs no DuckDB: the size is the fragment's as the catalog
 // records it, a compacted tick's as its tick index records it, a .csv's
-// as rendered at lookup (sizeCSV), or a derived file's once it exists
+// as its fragment's footer or its tick index records it (sizeCSV; data
+// written before CSV sizes: rendered at lookup), or a derived file's once it exists
 // (made by an open, now or by an earlier mount sharing the cache). Until
 // then (a tick whose rows DuckDB must gather) the file reports size 0 with
 // an attribute timeout of 0, and open derives it, so the kernel asks again
