@@ -158,8 +158,11 @@ func benchCompacted(ctx context.Context, b bucket.Bucket, work, world, table str
 	res.Files = len(ticks)
 	for _, n := range ticks {
 		if h, ok := holders[n]; ok {
-			if _, err := b.Stat(ctx, index.TickIndexPath(h.Path)); err == nil {
-				res.Indexed++
+			for _, name := range []string{index.TickIndexPath(h.Path), index.TickIndexV1Path(h.Path)} {
+				if _, err := b.Stat(ctx, name); err == nil {
+					res.Indexed++
+					break
+				}
 			}
 		}
 	}

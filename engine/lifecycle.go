@@ -264,7 +264,7 @@ func ForkWorld(ctx context.Context, b bucket.Bucket, parent, child, forkRun stri
 		}
 		w, p, run, tick = p, as.World.Parent, as.World.ForkRun, as.World.ForkTick
 	}
-	data, err := EncodeFragment(lin, Stamp{}) // epoch 0, no token, tick 0
+	data, err := EncodeStamped(lin, func(int) Stamp { return Stamp{} }) // epoch 0, no token, tick 0
 	if err != nil {
 		return nil, err
 	}

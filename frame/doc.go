@@ -11,6 +11,9 @@
 //     with its commit columns (EncodeFragment, EncodeStamped), its
 //     decoding (DecodeFragment), and the reading of a file ordered by
 //     (tick, entity) one tick at a time (ScanTicks).
+//   - CSV (csv.go): a Parquet file's rows as CSV (WriteCSV), the size of
+//     that rendering a tick fragment's writer records in its footer
+//     (CSVSizeKey, measured by Encode) and its ranged read (ReadCSVSize).
 //
 // It knows the catalog (package index) only for the paths and errors it
 // names; it knows no worlds, ticks in flight, DuckDB or FUSE.

@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"strconv"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/parquet-go/parquet-go"
@@ -30,17 +32,60 @@ type Stamp struct {
 }
 
 // EncodeFragment writes f's rows as one Parquet file (zstd), every row
-// stamped with the tick's commit identity. Columns are written whole,
-// through parquet-go's typed column buffers, one row group per
-// RowGroupRows rows.
+// stamped with the tick's commit identity: a tick's fragment. Columns are
+// written whole, through parquet-go's typed column buffers, one row group
+// per RowGroupRows rows. A fragment with rows records in its footer the
+// size of its CSV rendering (CSVSizeKey), so that a reader knows the size
+// of a tick's .csv from the footer alone, without a row read.
 func EncodeFragment(f *Frame, s Stamp) ([]byte, error) {
-	return EncodeStamped(f, func(int) Stamp { return s })
+	mode := CSVRecord
+	if withoutCSVSizes.Load() {
+		mode = CSVNone
+	}
+	data, _, err := Encode(f, func(int) Stamp { return s }, mode, 0)
+	return data, err
 }
 
-// EncodeStamped is EncodeFragment with a stamp per row: stamp(i) is the
-// commit identity of the frame's i-th row (in entity order). A batch of
-// facts shares one fragment this way, each row under its own claim.
+// withoutCSVSizes makes EncodeFragment write fragments as writers did
+// before CSV sizes were recorded: only tests of such data set it
+// (WithoutCSVSizes).
+var withoutCSVSizes atomic.Bool
+
+// WithoutCSVSizes makes EncodeFragment write fragments as writers did
+// before CSV sizes were recorded in their footers, until restore is
+// called. It exists for tests of data written before; nothing else calls
+// it.
+func WithoutCSVSizes() (restore func()) {
+	withoutCSVSizes.Store(true)
+	return func() { withoutCSVSizes.Store(false) }
+}
+
+// EncodeStamped is EncodeFragment with a stamp per row and no CSV size:
+// stamp(i) is the commit identity of the frame's i-th row (in entity
+// order). A batch of facts shares one fragment this way, each row under
+// its own claim.
 func EncodeStamped(f *Frame, stamp func(i int) Stamp) ([]byte, error) {
+	data, _, err := Encode(f, stamp, CSVNone, 0)
+	return data, err
+}
+
+// CSVMode says what Encode does with the size of the rows' CSV rendering.
+type CSVMode int
+
+const (
+	CSVNone   CSVMode = iota // nothing: not measured
+	CSVCount                 // measure it and return it
+	CSVRecord                // measure it, return it and, if the frame has rows, record it in the footer (CSVSizeKey)
+)
+
+// Encode writes f's rows as one Parquet file (see EncodeFragment) and,
+// unless mode is CSVNone, returns the size of the file's CSV rendering
+// (WriteCSV): measured from the very values written, through WriteCSV's
+// own formatting of each (csvValueSize), so the two never disagree; known,
+// if not 0, is that size already measured (a tick index's record of the
+// file being rebuilt, whose bytes are then checked), and is not measured
+// again.
+func Encode(f *Frame, stamp func(i int) Stamp, mode CSVMode, known int64) ([]byte, int64, error) {
 	t := f.Table
 	enc, _ := t.encoders.Get().(*encoder)
 	if enc == nil {
@@ -48,6 +93,10 @@ func EncodeStamped(f *Frame, stamp func(i int) Stamp) ([]byte, error) {
 	}
 	defer t.encoders.Put(enc)
 	enc.out.Reset()
+	enc.csv = -1
+	if mode != CSVNone && known == 0 {
+		enc.csv = csvHeaderSize(t)
+	}
 	// A fresh writer each time: Writer.Reset drops the column paths of the
 	// file metadata (path_in_schema), which other readers rely on.
 	w := parquet.NewWriter(&enc.out, t.schema, parquet.Compression(zstdCodec), parquet.PageBufferSize(pageBytes))
@@ -55,16 +104,23 @@ func EncodeStamped(f *Frame, stamp func(i int) Stamp) ([]byte, error) {
 	for lo := 0; lo < f.Len(); lo += RowGroupRows {
 		hi := min(f.Len(), lo+RowGroupRows)
 		if err := enc.writeColumns(cols, f, stamp, lo, hi); err != nil {
-			return nil, fmt.Errorf("table %s: %w", t.Name, err)
+			return nil, 0, fmt.Errorf("table %s: %w", t.Name, err)
 		}
 		if err := w.Flush(); err != nil { // one row group
-			return nil, fmt.Errorf("table %s: %w", t.Name, err)
+			return nil, 0, fmt.Errorf("table %s: %w", t.Name, err)
 		}
 	}
-	if err := w.Close(); err != nil {
-		return nil, fmt.Errorf("table %s: %w", t.Name, err)
+	csv := enc.csv
+	if known != 0 {
+		csv = known
 	}
-	return bytes.Clone(enc.out.Bytes()), nil
+	if mode == CSVRecord && f.Len() > 0 {
+		w.SetKeyValueMetadata(CSVSizeKey, strconv.FormatInt(csv, 10))
+	}
+	if err := w.Close(); err != nil {
+		return nil, 0, fmt.Errorf("table %s: %w", t.Name, err)
+	}
+	return bytes.Clone(enc.out.Bytes()), csv, nil
 }
 
 // NewWriter returns a writer of one Parquet file of t into w in the
@@ -84,6 +140,8 @@ const pageBytes = 64 << 10
 type encoder struct {
 	vals []parquet.Value
 	out  bytes.Buffer
+	csv  int64  // the CSV rendering's size so far; -1: not measured
+	line []byte // scratch for csvValueSize
 }
 
 // writeColumns writes rows [lo, hi) of f straight into the writer's
@@ -94,6 +152,9 @@ func (enc *encoder) writeColumns(cols []*parquet.ColumnWriter, f *Frame, stamp f
 		enc.vals = make([]parquet.Value, valueBatch)
 	}
 	defer clear(enc.vals) // drop references to the frame's strings
+	if enc.csv >= 0 {
+		enc.csv += int64(hi-lo) * int64(len(f.Table.Columns)) // a comma or the line's end after each value
+	}
 	for i, c := range f.Table.Columns {
 		for b := lo; b < hi; b += valueBatch {
 			vals := enc.vals[:min(valueBatch, hi-b)]
@@ -132,6 +193,17 @@ func (enc *encoder) writeColumns(cols []*parquet.ColumnWriter, f *Frame, stamp f
 			}
 			if _, err := cols[i].WriteRowValues(vals); err != nil {
 				return fmt.Errorf("column %s: %w", c.Name, err)
+			}
+			if enc.csv >= 0 {
+				// A run of equal values (the stamp columns are one value)
+				// is measured once.
+				var size int64
+				for k, v := range vals {
+					if k == 0 || !sameValue(v, vals[k-1]) {
+						size = csvValueSize(&enc.line, v)
+					}
+					enc.csv += size
+				}
 			}
 		}
 	}

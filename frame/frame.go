@@ -523,3 +523,47 @@ func (f *Frame) Row(entity int64) Values {
 	}
 	return v
 }
+
+// AppendFrame appends the rows of g (a frame of the same table) to f.
+func (f *Frame) AppendFrame(g *Frame) {
+	f.Entities = append(f.Entities, g.Entities...)
+	for i, col := range g.cols {
+		switch v := col.(type) {
+		case []float64:
+			f.cols[i] = append(f.cols[i].([]float64), v...)
+		case []float32:
+			f.cols[i] = append(f.cols[i].([]float32), v...)
+		case []int64:
+			f.cols[i] = append(f.cols[i].([]int64), v...)
+		case []int32:
+			f.cols[i] = append(f.cols[i].([]int32), v...)
+		case []bool:
+			f.cols[i] = append(f.cols[i].([]bool), v...)
+		case []string:
+			f.cols[i] = append(f.cols[i].([]string), v...)
+		}
+	}
+}
+
+// Slice returns a frame of f's rows [i, j), sharing f's storage: only to
+// read.
+func (f *Frame) Slice(i, j int) *Frame {
+	g := &Frame{Table: f.Table, Entities: f.Entities[i:j:j], cols: make([]any, len(f.cols))}
+	for k, col := range f.cols {
+		switch v := col.(type) {
+		case []float64:
+			g.cols[k] = v[i:j:j]
+		case []float32:
+			g.cols[k] = v[i:j:j]
+		case []int64:
+			g.cols[k] = v[i:j:j]
+		case []int32:
+			g.cols[k] = v[i:j:j]
+		case []bool:
+			g.cols[k] = v[i:j:j]
+		case []string:
+			g.cols[k] = v[i:j:j]
+		}
+	}
+	return g
+}

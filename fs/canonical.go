@@ -20,9 +20,11 @@ import (
 // canonical is a compacted tick's Parquet file as the writer published it
 // (maintenance.TickFile): served when the compacted file holding the tick's
 // rows has a tick index, which gives the file's size at lookup, without a
-// row read. The bytes are rebuilt from the tick's rows on first open, into
-// the cache under their sha256, so every plan of the tick (a later, larger
-// compaction included) finds the same file.
+// row read. The bytes are rebuilt from the tick's rows when opened: a
+// small file in memory from the rows the mount keeps decoded (see
+// compactedFile), a larger one into the cache under its sha256, so every
+// plan of the tick (a later, larger compaction included) finds the same
+// file.
 type canonical struct {
 	table  *engine.Table
 	holder *index.Fragment // the compacted file of the tick's rows; nil: it has none
@@ -80,38 +82,216 @@ func (m *Mount) canonicalOf(ctx context.Context, t tickRef, tf index.TableFragme
 	return &canonical{table: table, entry: maintenance.TickEntry{Tick: n, Size: int64(len(data)), Digest: sha256.Sum256(data)}}, nil
 }
 
-// rebuild writes c's bytes to the file tmp: the tick's rows read from its
-// compacted file (on a local bucket the bucket's own file, else a verified
-// copy in the cache) and encoded again, checked against the tick index.
-func (m *Mount) rebuild(ctx context.Context, c *canonical, tmp string) error {
-	var data []byte
+// maxInMemory is the largest compacted tick's file served from memory:
+// rebuilt on each open from the rows the mount keeps decoded (see
+// compactedFile), with no file of its own in the cache. A larger one is
+// rebuilt into the cache under its sha256.
+const maxInMemory = 1 << 20
+
+// rebuilt returns c's bytes: the tick's rows read from its compacted file
+// (on a local bucket the bucket's own file, else a verified copy in the
+// cache) and encoded again, checked against the tick index.
+// Files up to maxInMemory are kept (rebuiltFiles) for the next open: a
+// reader such as DuckDB opens a file twice, for its schema and its rows.
+func (m *Mount) rebuilt(ctx context.Context, c *canonical) ([]byte, error) {
 	if c.holder == nil {
-		var err error
-		if data, err = maintenance.EmptyTickFile(c.table); err != nil {
-			return err
-		}
-	} else {
-		p, err := m.fragmentPath(ctx, *c.holder)
+		return maintenance.EmptyTickFile(c.table)
+	}
+	r := &m.rebuiltFiles
+	if data, ok := r.get(c.entry.Digest); ok {
+		return data, nil
+	}
+	v, err, _ := r.group.Do(string(c.entry.Digest[:]), func() (any, error) {
+		m.stats.rebuilt.Add(1)
+		cf, release, err := m.compactedFile(ctx, c.table, *c.holder)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		file, err := os.Open(p)
+		defer release()
+		data, err := cf.TickFile(c.entry)
 		if err != nil {
-			return err
+			return nil, fmt.Errorf("%s: %w", c.holder.Path, err)
 		}
-		defer file.Close()
-		info, err := file.Stat()
+		if int64(len(data)) <= maxInMemory {
+			r.put(c.entry.Digest, data)
+		}
+		return data, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.([]byte), nil
+}
+
+// maxRebuiltBytes bounds the bytes of the rebuilt files a mount keeps in
+// memory.
+const maxRebuiltBytes = 32 << 20
+
+// rebuiltFiles keeps the compacted ticks' files rebuilt last, by sha256,
+// the least recently used dropped first past maxRebuiltBytes; each is
+// rebuilt once however many opens want it at once.
+type rebuiltFiles struct {
+	group singleflight.Group
+	mu    sync.Mutex
+	order *lru.List                          // of *rebuiltFile; front: the newest use
+	byKey map[[sha256.Size]byte]*lru.Element // INVARIANT: the elements of order, by digest
+	bytes int64                              // INVARIANT: the sum of the data in order
+}
+
+type rebuiltFile struct {
+	digest [sha256.Size]byte
+	data   []byte
+}
+
+func (r *rebuiltFiles) get(digest [sha256.Size]byte) ([]byte, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.byKey[digest]
+	if !ok {
+		return nil, false
+	}
+	r.order.MoveToFront(e)
+	return e.Value.(*rebuiltFile).data, true
+}
+
+func (r *rebuiltFiles) put(digest [sha256.Size]byte, data []byte) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.byKey == nil {
+		r.order, r.byKey = lru.New(), map[[sha256.Size]byte]*lru.Element{}
+	}
+	if _, ok := r.byKey[digest]; ok {
+		return
+	}
+	r.byKey[digest] = r.order.PushFront(&rebuiltFile{digest, data})
+	r.bytes += int64(len(data))
+	for r.bytes > maxRebuiltBytes {
+		old := r.order.Remove(r.order.Back()).(*rebuiltFile)
+		delete(r.byKey, old.digest)
+		r.bytes -= int64(len(old.data))
+	}
+}
+
+// maxCompactedFiles bounds the compacted files a mount keeps open for
+// rebuilding their ticks (each with its footer, page index and at most a
+// few blocks of decoded rows: see maintenance.CompactedFile).
+const maxCompactedFiles = 16
+
+// compactedFiles keeps compacted files open for rebuilding their ticks'
+// files, the least recently used closed first (once no rebuild uses it);
+// each is opened once however many opens want it at once.
+type compactedFiles struct {
+	group singleflight.Group
+	mu    sync.Mutex
+	order *lru.List               // of *openCompactedFile; front: the newest use
+	byKey map[string]*lru.Element // INVARIANT: the elements of order, by path
+}
+
+type openCompactedFile struct {
+	path string
+	cf   *maintenance.CompactedFile
+	file *os.File
+	refs int  // rebuilds using it (guarded by compactedFiles.mu)
+	gone bool // dropped from the list: closed when refs reaches 0
+}
+
+// compactedFile returns the compacted file f of table t opened (see
+// maintenance.OpenCompactedFile) and a function to call once done with it.
+func (m *Mount) compactedFile(ctx context.Context, t *engine.Table, f index.Fragment) (*maintenance.CompactedFile, func(), error) {
+	c := &m.compactedFiles
+	for {
+		c.mu.Lock()
+		if c.byKey == nil {
+			c.order, c.byKey = lru.New(), map[string]*lru.Element{}
+		}
+		if e, ok := c.byKey[f.Path]; ok {
+			c.order.MoveToFront(e)
+			o := e.Value.(*openCompactedFile)
+			o.refs++
+			c.mu.Unlock()
+			return o.cf, func() { c.release(o) }, nil
+		}
+		c.mu.Unlock()
+		_, err, _ := c.group.Do(f.Path, func() (any, error) {
+			o, err := m.openCompactedFile(ctx, t, f)
+			if err != nil {
+				return nil, err
+			}
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			c.byKey[f.Path] = c.order.PushFront(o)
+			for c.order.Len() > maxCompactedFiles {
+				old := c.order.Remove(c.order.Back()).(*openCompactedFile)
+				delete(c.byKey, old.path)
+				old.gone = true
+				if old.refs == 0 {
+					old.file.Close()
+				}
+			}
+			return nil, nil
+		})
 		if err != nil {
-			return err
-		}
-		if info.Size() != c.holder.Bytes {
-			return fmt.Errorf("%s holds %d bytes, its catalog record %d: %w", c.holder.Path, info.Size(), c.holder.Bytes, index.ErrCorrupt)
-		}
-		if data, err = maintenance.TickFile(c.table, file, info.Size(), c.entry); err != nil {
-			return fmt.Errorf("%s: %w", c.holder.Path, err)
+			return nil, nil, err
 		}
 	}
-	return os.WriteFile(tmp, data, 0o444)
+}
+
+// close drops every file, closing those no rebuild uses (the others when
+// their rebuilds end).
+func (c *compactedFiles) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.order == nil {
+		return
+	}
+	for e := c.order.Front(); e != nil; e = e.Next() {
+		o := e.Value.(*openCompactedFile)
+		o.gone = true
+		if o.refs == 0 {
+			o.file.Close()
+		}
+	}
+	c.order.Init()
+	clear(c.byKey)
+}
+
+func (c *compactedFiles) release(o *openCompactedFile) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	o.refs--
+	if o.gone && o.refs == 0 {
+		o.file.Close()
+	}
+}
+
+// openCompactedFile opens the compacted file f of table t, checking its
+// size against its catalog record.
+func (m *Mount) openCompactedFile(ctx context.Context, t *engine.Table, f index.Fragment) (*openCompactedFile, error) {
+	x, err := m.tickIndex(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	p, err := m.fragmentPath(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	file, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	info, err := file.Stat()
+	if err == nil && info.Size() != f.Bytes {
+		err = fmt.Errorf("%s holds %d bytes, its catalog record %d: %w", f.Path, info.Size(), f.Bytes, index.ErrCorrupt)
+	}
+	var cf *maintenance.CompactedFile
+	if err == nil {
+		cf, err = maintenance.OpenCompactedFile(t, file, info.Size(), x)
+	}
+	if err != nil {
+		file.Close()
+		return nil, fmt.Errorf("%s: %w", f.Path, err)
+	}
+	return &openCompactedFile{path: f.Path, cf: cf, file: file}, nil
 }
 
 // table returns world's table id, rebuilt from its description (kept).

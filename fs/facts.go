@@ -311,7 +311,7 @@ func (f *factFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 	if err != nil {
 		return nil, 0, f.m.errno(what, err)
 	}
-	h, err := f.m.handle(file)
+	h, err := f.m.handle(body{f: file})
 	if err != nil {
 		return nil, 0, f.m.errno(what, err)
 	}

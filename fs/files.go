@@ -1,6 +1,7 @@
 package fs
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,7 +21,7 @@ import (
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/cache"
-	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/frame"
 	"github.com/worldfs/worldfs/index"
 	wsql "github.com/worldfs/worldfs/sql"
 )
@@ -168,7 +169,8 @@ func (d *snapshotDir) Lookup(ctx context.Context, name string, out *fuse.EntryOu
 //
 // A stat runs no DuckDB: the size is the fragment's as the catalog
 // records it, a compacted tick's as its tick index records it, a .csv's
-// as rendered at lookup (sizeCSV), or a derived file's once it exists
+// as its fragment's footer or its tick index records it (sizeCSV; data
+// written before CSV sizes: rendered at lookup), or a derived file's once it exists
 // (made by an open, now or by an earlier mount sharing the cache). Until
 // then (a tick whose rows DuckDB must gather) the file reports size 0 with
 // an attribute timeout of 0, and open derives it, so the kernel asks again
@@ -337,12 +339,68 @@ func (f *snapFile) knownSize() (int64, bool) {
 	return 0, false
 }
 
-// openContent opens the local file holding the file's bytes under c: for
-// Parquet, openParquet's; for CSV, the tick's Parquet rendered as CSV
-// (engine.WriteCSV) into the cache, once.
-func (f *snapFile) openContent(ctx context.Context, c content) (*os.File, error) {
+// body is the bytes of an open snapshot file: a local file (the bucket's
+// own, or one in the cache), or bytes in memory (a small compacted tick's
+// rebuilt file).
+type body struct {
+	f    *os.File
+	data []byte
+}
+
+func (b body) ReadAt(p []byte, off int64) (int, error) {
+	if b.f != nil {
+		return b.f.ReadAt(p, off)
+	}
+	return bytes.NewReader(b.data).ReadAt(p, off)
+}
+
+// size returns the body's size.
+func (b body) size() (int64, error) {
+	if b.f == nil {
+		return int64(len(b.data)), nil
+	}
+	info, err := b.f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	return info.Size(), nil
+}
+
+func (b body) Close() error {
+	if b.f == nil {
+		return nil
+	}
+	return b.f.Close()
+}
+
+func closeBody(b body) { b.Close() }
+
+// openContent opens the file's bytes under c: for Parquet, openParquet's;
+// for CSV, the tick's Parquet rendered as CSV (frame.WriteCSV): in memory
+// from a small file (see small), else into the cache, once.
+func (f *snapFile) openContent(ctx context.Context, c content) (body, error) {
 	if f.format == wsql.FormatParquet {
 		return f.openParquet(ctx, c)
+	}
+	if small(c) {
+		// Rendered in memory on each open: no file of its own in the cache.
+		start := time.Now()
+		defer f.m.stats.op("materialize", start)
+		src, err := f.openParquet(ctx, c)
+		if err != nil {
+			return body{}, err
+		}
+		defer src.Close()
+		size, err := src.size()
+		if err != nil {
+			return body{}, err
+		}
+		f.m.stats.rendered.Add(1)
+		var out bytes.Buffer
+		if err := frame.WriteCSV(&out, src, size); err != nil {
+			return body{}, fmt.Errorf("%s of tick %d of %s as CSV: %w", f.table, c.t.Tick.Tick, c.t.World, err)
+		}
+		return body{data: out.Bytes()}, nil
 	}
 	p, err := f.m.derive(ctx, f.key(), &f.m.stats.rendered, func(ctx context.Context, tmp string) error {
 		src, err := f.openParquet(ctx, c)
@@ -350,7 +408,7 @@ func (f *snapFile) openContent(ctx context.Context, c content) (*os.File, error)
 			return err
 		}
 		defer src.Close()
-		info, err := src.Stat()
+		size, err := src.size()
 		if err != nil {
 			return err
 		}
@@ -358,61 +416,91 @@ func (f *snapFile) openContent(ctx context.Context, c content) (*os.File, error)
 		if err != nil {
 			return err
 		}
-		if err := engine.WriteCSV(out, src, info.Size()); err != nil {
+		if err := frame.WriteCSV(out, src, size); err != nil {
 			out.Close()
 			return fmt.Errorf("%s of tick %d of %s as CSV: %w", f.table, c.t.Tick.Tick, c.t.World, err)
 		}
 		return out.Close()
 	})
 	if err != nil {
-		return nil, err
+		return body{}, err
 	}
-	return os.Open(p)
+	return openBody(p)
+}
+
+// small reports whether the Parquet file of c is one whose CSV is
+// rendered in memory: a fragment served as is or a compacted tick's file
+// of at most maxInMemory bytes.
+func small(c content) bool {
+	if c.canon != nil {
+		return c.canon.size() <= maxInMemory
+	}
+	return c.asIs && c.tf.Fragments[0].Bytes > 0 && c.tf.Fragments[0].Bytes <= maxInMemory
+}
+
+// openBody opens the local file p.
+func openBody(p string) (body, error) {
+	file, err := os.Open(p)
+	return body{f: file}, err
 }
 
 // openParquet opens the tick's table as Parquet under c: the fragment
 // itself when it is exactly the tick's rows (on a local bucket the
 // bucket's own file, else a verified copy in the cache), checked against
-// its record through the open file; else the file derived into the cache
-// (see materialize), fetched or derived if the cache does not hold it (any
-// more).
-func (f *snapFile) openParquet(ctx context.Context, c content) (*os.File, error) {
+// its record through the open file; a compacted tick's file rebuilt from
+// its rows (see canonical: in memory if small, else into the cache); else
+// the file derived into the cache (see materialize), fetched or derived if
+// the cache does not hold it (any more).
+func (f *snapFile) openParquet(ctx context.Context, c content) (body, error) {
 	if c.asIs {
 		p, err := f.m.fragmentPath(ctx, c.tf.Fragments[0])
 		if err != nil {
-			return nil, err
+			return body{}, err
 		}
 		file, err := os.Open(p)
 		if err != nil {
-			return nil, err
+			return body{}, err
 		}
 		if err := f.m.checkOpen(file, c.tf.Fragments[0]); err != nil {
 			file.Close()
-			return nil, err
+			return body{}, err
 		}
-		return file, nil
+		return body{f: file}, nil
 	}
 	if c.canon != nil {
+		if c.canon.size() <= maxInMemory {
+			start := time.Now()
+			data, err := f.m.rebuilt(ctx, c.canon)
+			f.m.stats.op("materialize", start)
+			return body{data: data}, err
+		}
 		p, err := f.m.derive(ctx, c.canon.key(), &f.m.stats.rebuilt, func(ctx context.Context, tmp string) error {
-			return f.m.rebuild(ctx, c.canon, tmp)
+			data, err := f.m.rebuilt(ctx, c.canon)
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(tmp, data, 0o444)
 		})
 		if err != nil {
-			return nil, err
+			return body{}, err
 		}
-		return os.Open(p)
+		return openBody(p)
 	}
 	p, err := f.m.materialize(ctx, c, f.table, wsql.FormatParquet, f.keyOf(wsql.FormatParquet))
 	if err != nil {
-		return nil, err
+		return body{}, err
 	}
-	return os.Open(p)
+	return openBody(p)
 }
 
-// sizeCSV renders a CSV file whose Parquet source needs no DuckDB (a
-// fragment served as is, or a compacted tick's canonical file: the tick's
-// rows are read and written as CSV), so that its size is known when it is
-// looked up; a CSV of a Parquet file derived through DuckDB (a split tick)
-// is sized at open, as that file is.
+// sizeCSV sizes a CSV file whose Parquet source needs no DuckDB (a
+// fragment served as is, or a compacted tick's canonical file) when it is
+// looked up: as its writer recorded it in the fragment's footer, or its
+// tick index does for a compacted tick (recordedCSV), reading no row; a
+// tick written (or compacted) before CSV sizes were recorded is rendered
+// (its rows are read and written as CSV) to learn it. A CSV of a Parquet
+// file derived through DuckDB (a split tick) is sized at open, as that
+// file is.
 func (f *snapFile) sizeCSV(ctx context.Context, c content) error {
 	if f.format != wsql.FormatCSV || !c.asIs && c.canon == nil {
 		return nil
@@ -420,20 +508,58 @@ func (f *snapFile) sizeCSV(ctx context.Context, c content) error {
 	if _, ok := f.knownSize(); ok {
 		return nil
 	}
+	size, ok, err := f.recordedCSV(ctx, c)
+	if err != nil {
+		return err
+	}
+	if ok {
+		f.mu.Lock()
+		f.mu.size = size
+		f.mu.Unlock()
+		return nil
+	}
 	what := fmt.Sprintf("rendering %s of tick %d of %s as CSV", f.table, f.t.Tick.Tick, f.t.World)
-	file, err := bounded(ctx, f.m, what, closeFile, func(ctx context.Context) (*os.File, error) { return f.openContent(ctx, c) })
+	file, err := bounded(ctx, f.m, what, closeBody, func(ctx context.Context) (body, error) { return f.openContent(ctx, c) })
 	if err != nil {
 		return err
 	}
 	defer file.Close()
-	info, err := file.Stat()
+	size, err = file.size()
 	if err != nil {
 		return err
 	}
 	f.mu.Lock()
-	f.mu.size = info.Size()
+	f.mu.size = size
 	f.mu.Unlock()
 	return nil
+}
+
+// recordedCSV returns the size of the CSV of c's Parquet file as recorded
+// beside its rows: by the writer in the footer of a fragment served as is
+// (frame.ReadCSVSize: the footer alone is read), by compaction in the
+// tick index for a compacted tick; a tick without rows of the table has
+// the header alone. ok is false when nothing records it.
+func (f *snapFile) recordedCSV(ctx context.Context, c content) (int64, bool, error) {
+	switch {
+	case c.canon != nil && c.canon.holder == nil:
+		return frame.EmptyCSVSize(c.canon.table), true, nil
+	case c.canon != nil:
+		return c.canon.entry.CSVSize, c.canon.entry.CSVSize > 0, nil
+	}
+	frag := c.tf.Fragments[0]
+	what := fmt.Sprintf("reading the CSV size of %s of tick %d of %s", f.table, f.t.Tick.Tick, f.t.World)
+	type sized struct {
+		n  int64
+		ok bool
+	}
+	r, err := bounded(ctx, f.m, what, nil, func(ctx context.Context) (sized, error) {
+		n, ok, err := frame.ReadCSVSize(ctx, f.m.b, frag)
+		return sized{n, ok}, err
+	})
+	if err == nil && r.ok {
+		f.m.stats.csvSized.Add(1)
+	}
+	return r.n, r.ok, err
 }
 
 // materialize writes the visible rows of table at c's tick as the cache
@@ -528,19 +654,19 @@ func (f *snapFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 	}
 	what := fmt.Sprintf("opening %s of tick %d of %s", f.table, f.t.Tick.Tick, f.t.World)
 	var c content
-	file, err := bounded(ctx, f.m, what, closeFile, func(ctx context.Context) (*os.File, error) {
+	file, err := bounded(ctx, f.m, what, closeBody, func(ctx context.Context) (body, error) {
 		var err error
 		for _, exact := range []bool{false, true} {
 			if c, err = f.plan(ctx, exact); err != nil {
-				return nil, err
+				return body{}, err
 			}
-			var file *os.File
+			var file body
 			if file, err = f.openContent(ctx, c); err == nil || !vanished(err) {
 				return file, err
 			}
 			f.m.stats.replanned.Add(1)
 		}
-		return nil, err
+		return body{}, err
 	})
 	if err != nil {
 		return nil, 0, f.m.errno(what, err)
@@ -565,25 +691,26 @@ func (f *snapFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 
 func closeFile(f *os.File) { f.Close() }
 
-// handle makes the open file of a local file the mount serves.
-func (m *Mount) handle(file *os.File) (*roFile, error) {
-	info, err := file.Stat()
+// handle makes the open file of bytes the mount serves.
+func (m *Mount) handle(b body) (*roFile, error) {
+	size, err := b.size()
 	if err != nil {
-		file.Close()
+		b.Close()
 		return nil, err
 	}
 	m.stats.opens.Add(1)
-	m.stats.bytesOpened.Add(info.Size())
-	return &roFile{m: m, f: file, size: info.Size()}, nil
+	m.stats.bytesOpened.Add(size)
+	return &roFile{m: m, f: b.f, data: b.data, size: size}, nil
 }
 
-// roFile is an open snapshot or facts file: the kernel reads it directly
-// through passthrough where it can, and through Read otherwise (each read
-// bounded by the read timeout). It offers nothing that could change the
-// file (no write, no setattr).
+// roFile is an open snapshot or facts file: a local file, which the kernel
+// reads directly through passthrough where it can, and through Read
+// otherwise (each read bounded by the read timeout), or bytes in memory.
+// It offers nothing that could change the file (no write, no setattr).
 type roFile struct {
 	m    *Mount
-	f    *os.File
+	f    *os.File // nil: data
+	data []byte
 	size int64 // the file's size when it was opened (its content never changes)
 }
 
@@ -594,11 +721,20 @@ var (
 )
 
 func (r *roFile) PassthroughFd() (int, bool) {
+	if r.f == nil {
+		return 0, false
+	}
 	r.m.stats.passthrough.Add(1)
 	return int(r.f.Fd()), true
 }
 
 func (r *roFile) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	if r.f == nil {
+		data := r.data[min(off, int64(len(r.data))):]
+		data = data[:min(len(dest), len(data))]
+		r.m.stats.bytesRead.Add(int64(len(data)))
+		return fuse.ReadResultData(data), 0
+	}
 	// A buffer of its own: a read given up on may still write into it.
 	buf, err := bounded(ctx, r.m, "reading "+r.f.Name(), nil, func(context.Context) ([]byte, error) {
 		buf := make([]byte, len(dest))
@@ -616,6 +752,9 @@ func (r *roFile) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 }
 
 func (r *roFile) Release(context.Context) syscall.Errno {
+	if r.f == nil {
+		return 0
+	}
 	return gofs.ToErrno(r.f.Close())
 }
 

@@ -32,7 +32,9 @@ type Mount struct {
 	// records (kept in the cache directory).
 	verified *cache.Verified
 	// tickIndexes are the compacted files' tick indexes read so far.
-	tickIndexes tickIndexes
+	tickIndexes    tickIndexes
+	compactedFiles compactedFiles
+	rebuiltFiles   rebuiltFiles
 
 	mu struct {
 		sync.Mutex
@@ -93,6 +95,7 @@ func (m *Mount) Close() error {
 	for _, c := range cats {
 		errs = append(errs, c.c.Close())
 	}
+	m.compactedFiles.close()
 	return errors.Join(errs...)
 }
 

@@ -13,12 +13,12 @@ import (
 // Stats counts what the mount served: snapshot opens, the bytes they
 // exposed, the bytes read through the mount (passthrough reads bypass it),
 // materializations (DuckDB copies), compacted ticks' files rebuilt from
-// their rows (maintenance.TickFile), CSV renderings, opens planned again because maintenance had moved a
-// tick's rows, and per-operation latencies over a recent window.
+// their rows (maintenance.CompactedFile), CSV renderings, CSV sizes read from a fragment's footer, opens planned
+// again because maintenance had moved a tick's rows, and per-operation latencies over a recent window.
 type Stats struct {
 	opens, passthrough, materialized atomic.Int64
 	rendered, replanned, rebuilt     atomic.Int64
-	catalogsClosed                   atomic.Int64
+	catalogsClosed, csvSized         atomic.Int64
 	bytesOpened, bytesRead           atomic.Int64
 
 	mu struct {
@@ -74,6 +74,7 @@ type StatsSnapshot struct {
 	Materialized      int64              `json:"materialized"`
 	Rebuilt           int64              `json:"rebuilt"`
 	Rendered          int64              `json:"rendered_csv"`
+	CSVSizesRead      int64              `json:"csv_sizes_read"`
 	Replanned         int64              `json:"replanned"`
 	CatalogsOpen      int                `json:"catalogs_open"`
 	CatalogsClosed    int64              `json:"catalogs_closed"`
@@ -89,7 +90,7 @@ type StatsSnapshot struct {
 func (s *Stats) Snapshot(c *cache.Disk) StatsSnapshot {
 	out := StatsSnapshot{
 		Opens: s.opens.Load(), PassthroughOpens: s.passthrough.Load(), Materialized: s.materialized.Load(),
-		Rebuilt: s.rebuilt.Load(), Rendered: s.rendered.Load(), Replanned: s.replanned.Load(), CatalogsClosed: s.catalogsClosed.Load(),
+		Rebuilt: s.rebuilt.Load(), Rendered: s.rendered.Load(), CSVSizesRead: s.csvSized.Load(), Replanned: s.replanned.Load(), CatalogsClosed: s.catalogsClosed.Load(),
 		BytesOpened: s.bytesOpened.Load(), BytesReadViaMount: s.bytesRead.Load(), Ops: map[string]OpStats{},
 	}
 	if c != nil {

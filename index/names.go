@@ -15,7 +15,7 @@ import (
 //	worlds/<world>/state/<hash>                     checkpoint shards
 //	data/<world>/<run>/<table>/<token>.parquet      tick fragments
 //	data/<world>/<run>/<table>/<token>/<n>.parquet  fact and claim fragments
-//	data/<world>/<run>/<table>/compacted-<digest>/0.parquet (and 0.ticks)
+//	data/<world>/<run>/<table>/compacted-<digest>/0.parquet (and 0.ticks2, 0.ticks)
 //	data/<world>/<run>/<table>/v0.2/…               legacy fragments
 //	data/<world>/_tables/<id>.json                  table descriptions
 //	data/<world>/_lineage/0.parquet                 a fork's lineage
@@ -230,17 +230,36 @@ func IcebergCheckedName(loc, hex string) string {
 func IcebergStampsName(loc, hex string) string { return fmt.Sprintf("%s/checks/%s.json", loc, hex) }
 
 // TickIndexPath is where the tick index of the compacted file at path
-// lives: beside it, the same name with ".ticks" for ".parquet"
-// (…/compacted-<digest>/0.ticks). ParseFragmentPath does not take it for
-// a fragment; TickIndexOf finds its file.
+// lives: beside it, the same name with ".ticks2" for ".parquet"
+// (…/compacted-<digest>/0.ticks2). An index of the first format (without
+// CSV sizes) is at TickIndexV1Path, ".ticks": a new name for the new
+// format, so that a reader that knows only the first finds no index (and
+// gathers those ticks' rows another way) rather than one it cannot read.
+// ParseFragmentPath takes neither for a fragment; TickIndexOf finds their
+// file.
 func TickIndexPath(path string) string {
-	return strings.TrimSuffix(path, ".parquet") + ".ticks"
+	return strings.TrimSuffix(path, ".parquet") + tickIndexSuffix
 }
 
-// TickIndexOf returns the compacted file of world whose tick index is
-// called name, if name is one (TickIndexPath).
+// TickIndexV1Path is where a tick index of the first format of the
+// compacted file at path lives (see TickIndexPath).
+func TickIndexV1Path(path string) string {
+	return strings.TrimSuffix(path, ".parquet") + tickIndexV1Suffix
+}
+
+const (
+	tickIndexSuffix   = ".ticks2"
+	tickIndexV1Suffix = ".ticks"
+)
+
+// TickIndexOf returns the compacted file of world whose tick index (of
+// either format) is called name, if name is one (TickIndexPath,
+// TickIndexV1Path).
 func TickIndexOf(world, name string) (string, bool) {
-	base, ok := strings.CutSuffix(name, ".ticks")
+	base, ok := strings.CutSuffix(name, tickIndexSuffix)
+	if !ok {
+		base, ok = strings.CutSuffix(name, tickIndexV1Suffix)
+	}
 	if !ok {
 		return "", false
 	}

@@ -237,9 +237,10 @@ type collector struct {
 	enough    bool
 	slotTimes map[uint64]time.Time
 
-	// tickIndexes are the tick indexes listed, by their compacted file's
-	// name (set by fragments before its deleters start).
-	tickIndexes map[string]bucket.Attrs
+	// tickIndexes are the tick indexes listed (of either format), by
+	// their compacted file's name (set by fragments before its deleters
+	// start).
+	tickIndexes map[string][]bucket.Attrs
 }
 
 // deleters bounds the objects collection decides and deletes at once (a
@@ -352,7 +353,7 @@ func (c *collector) fragments(ctx context.Context) error {
 	}
 	var listed []fragment
 	listedNames := map[string]bool{}
-	c.tickIndexes = map[string]bucket.Attrs{}
+	c.tickIndexes = map[string][]bucket.Attrs{}
 	n := 0
 	for a, err := range c.b.List(ctx, prefix, "") {
 		if err != nil {
@@ -363,7 +364,7 @@ func (c *collector) fragments(ctx context.Context) error {
 			c.progress("listing", n)
 		}
 		if file, ok := index.TickIndexOf(c.world, a.Name); ok {
-			c.tickIndexes[file] = a // goes with its file
+			c.tickIndexes[file] = append(c.tickIndexes[file], a) // goes with its file
 			continue
 		}
 		n, ok := index.ParseFragmentPath(c.world, a.Name)
@@ -451,17 +452,21 @@ func (c *collector) fragments(ctx context.Context) error {
 // was not listed, if it is older than the retention and file does not
 // exist.
 func (c *collector) orphanTickIndex(ctx context.Context, file string) error {
-	ix := c.tickIndexes[file]
-	if !c.old(ix.Created, c.opts.Retention) {
-		return nil
-	}
-	if _, err := c.b.Stat(ctx, file); !errors.Is(err, bucket.ErrNotExist) {
-		if err != nil {
-			return fmt.Errorf("world %s: %s: %w", c.world, file, err)
+	for _, ix := range c.tickIndexes[file] {
+		if !c.old(ix.Created, c.opts.Retention) {
+			continue
 		}
-		return nil // created after the listing: decided with it
+		if _, err := c.b.Stat(ctx, file); !errors.Is(err, bucket.ErrNotExist) {
+			if err != nil {
+				return fmt.Errorf("world %s: %s: %w", c.world, file, err)
+			}
+			return nil // created after the listing: decided with it
+		}
+		if err := c.drop(ctx, ix, KindTickIndex, fmt.Sprintf("tick index of %s, which is gone, created %s", file, stamp(ix.Created))); err != nil {
+			return err
+		}
 	}
-	return c.drop(ctx, ix, KindTickIndex, fmt.Sprintf("tick index of %s, which is gone, created %s", file, stamp(ix.Created)))
+	return nil
 }
 
 // fragment decides one fragment no publication names.
@@ -507,7 +512,7 @@ func (c *collector) fragment(ctx context.Context, s *index.State, f fragment, he
 		reason := fmt.Sprintf("compacted file of ticks %d..%d that no tick names since %s", st.tickMin, st.tickMax, stamp(since))
 		// Its tick index first: an index never outlives its file's
 		// collection by a crash between the two.
-		if ix, ok := c.tickIndexes[f.Name]; ok {
+		for _, ix := range c.tickIndexes[f.Name] {
 			if err := c.drop(ctx, ix, KindTickIndex, "tick index of the "+reason); err != nil {
 				return err
 			}

@@ -504,10 +504,12 @@ func (c *compactor) rewrite(ctx context.Context, t *frame.Table, sources []sourc
 		return nil, err
 	}
 	var known map[int64]TickEntry
+	var unrecorded map[int64]bool
 	if ticks {
 		if known, err = c.knownTicks(ctx, sources); err != nil {
 			return nil, err
 		}
+		unrecorded = in.unrecordedCSV(keys)
 	}
 	var out []index.Fragment
 	for lo := 0; lo < len(keys) || (lo == 0 && len(out) == 0); {
@@ -534,7 +536,7 @@ func (c *compactor) rewrite(ctx context.Context, t *frame.Table, sources []sourc
 			return nil, err
 		}
 		if ticks {
-			if err := c.writeTickIndex(ctx, t, f, data, keys[lo:hi], known, res); err != nil {
+			if err := c.writeTickIndex(ctx, t, f, data, keys[lo:hi], known, unrecorded, res); err != nil {
 				return nil, err
 			}
 		}
@@ -559,6 +561,8 @@ type sourceFile struct {
 	source
 	size   int64
 	groups []parquet.RowGroup
+	// csvRecorded: the file's footer records its CSV size (frame.CSVSizeKey).
+	csvRecorded bool
 }
 
 // sourceFiles are a rewrite's sources, opened, and the row groups of all
@@ -566,6 +570,20 @@ type sourceFile struct {
 type sourceFiles struct {
 	files  []sourceFile
 	groups []parquet.RowGroup
+	fileOf []int // the file of each of groups
+}
+
+// unrecordedCSV returns the ticks of keys with rows from a tick's own
+// fragment whose writer recorded no CSV size in its footer (it wrote
+// before sizes were recorded): their canonical files have none.
+func (in *sourceFiles) unrecordedCSV(keys []rowKey) map[int64]bool {
+	out := map[int64]bool{}
+	for _, k := range keys {
+		if f := &in.files[in.fileOf[k.group]]; f.Span == nil && !f.csvRecorded {
+			out[k.tick] = true
+		}
+	}
+	return out
 }
 
 // rowKey is one visible row: where it sorts and where it is.
@@ -590,20 +608,24 @@ func (c *compactor) open(ctx context.Context, t *frame.Table, sources []source) 
 			if frame.Digest(data) != src.Digest {
 				return fmt.Errorf("world %s: fragment %s does not match its catalog digest", c.world, src.Path)
 			}
-			groups, err := openRowGroups(t, data)
+			file, err := openFragment(t, data)
 			if err != nil {
 				return fmt.Errorf("world %s: reading %s: %w", c.world, src.Path, err)
 			}
 			src.proven = src.proven || src.Span != nil
-			in.files[i] = sourceFile{source: src, size: int64(len(data)), groups: groups}
+			_, recorded := file.Lookup(frame.CSVSizeKey)
+			in.files[i] = sourceFile{source: src, size: int64(len(data)), groups: file.RowGroups(), csvRecorded: recorded}
 			return nil
 		})
 	}
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	for _, f := range in.files {
+	for i, f := range in.files {
 		in.groups = append(in.groups, f.groups...)
+		for range f.groups {
+			in.fileOf = append(in.fileOf, i)
+		}
 	}
 	if len(in.groups) > math.MaxInt32 {
 		return nil, fmt.Errorf("world %s: table %s: %d row groups in one compaction", c.world, t.Name, len(in.groups))
@@ -611,9 +633,9 @@ func (c *compactor) open(ctx context.Context, t *frame.Table, sources []source) 
 	return in, nil
 }
 
-// openRowGroups opens a fragment of t and returns its row groups, refusing
-// one of another schema (a changed schema is a new table).
-func openRowGroups(t *frame.Table, data []byte) ([]parquet.RowGroup, error) {
+// openFragment opens a fragment of t, refusing one of another schema (a
+// changed schema is a new table).
+func openFragment(t *frame.Table, data []byte) (*parquet.File, error) {
 	file, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)),
 		parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
 	if err != nil {
@@ -622,7 +644,7 @@ func openRowGroups(t *frame.Table, data []byte) ([]parquet.RowGroup, error) {
 	if err := sameColumns(t, file); err != nil {
 		return nil, err
 	}
-	return file.RowGroups(), nil
+	return file, nil
 }
 
 // sameColumns checks that file has t's columns, in its order, of its
@@ -800,8 +822,8 @@ func (c *compactor) write(ctx context.Context, t *frame.Table, data []byte, rows
 // before any catalog entry names f: a reader that finds f finds its
 // index. A tick known from its source's index (with as many rows) keeps
 // its entry; the others are encoded.
-func (c *compactor) writeTickIndex(ctx context.Context, t *frame.Table, f index.Fragment, data []byte, keys []rowKey, known map[int64]TickEntry, res *CompactResult) error {
-	x, encoded, err := buildTickIndex(t, data, tickRuns(keys), known)
+func (c *compactor) writeTickIndex(ctx context.Context, t *frame.Table, f index.Fragment, data []byte, keys []rowKey, known map[int64]TickEntry, unrecorded map[int64]bool, res *CompactResult) error {
+	x, encoded, err := buildTickIndex(t, data, tickRuns(keys), known, unrecorded)
 	if err != nil {
 		return fmt.Errorf("world %s: %s: %w", c.world, f.Path, err)
 	}

@@ -33,18 +33,20 @@ func WriteCompactedTicks(ctx context.Context, b bucket.Bucket, world, run string
 		if i > 0 && tick <= ticks[i-1] {
 			return index.Fragment{}, nil, fmt.Errorf("table %s: tick %d after tick %d", t.Name, tick, ticks[i-1])
 		}
-		data, err := frame.EncodeFragment(f, frame.Stamp{Tick: tick, CommitToken: tokens[i], WriterEpoch: epoch})
+		s := frame.Stamp{Tick: tick, CommitToken: tokens[i], WriterEpoch: epoch}
+		data, csv, err := frame.Encode(f, func(int) frame.Stamp { return s }, frame.CSVRecord, 0) // as EncodeFragment writes it
 		if err != nil {
 			return index.Fragment{}, nil, err
 		}
-		groups, err := openRowGroups(t, data)
+		file, err := openFragment(t, data)
 		if err != nil {
 			return index.Fragment{}, nil, err
 		}
-		e := TickEntry{Tick: tick, Row: int64(len(keys)), Rows: int64(f.Len()), Size: int64(len(data)), Digest: sha256.Sum256(data)}
+		e := TickEntry{Tick: tick, Row: int64(len(keys)), Rows: int64(f.Len()), Size: int64(len(data)), Digest: sha256.Sum256(data),
+			CSVSize: csv, CSVInFooter: true}
 		known[tick], entries[i] = e, e
 		row := 0
-		for _, rg := range groups {
+		for _, rg := range file.RowGroups() {
 			g := int32(len(in.groups))
 			in.groups = append(in.groups, rg)
 			for r := range rg.NumRows() {
@@ -62,7 +64,7 @@ func WriteCompactedTicks(ctx context.Context, b bucket.Bucket, world, run string
 	if err != nil {
 		return index.Fragment{}, nil, err
 	}
-	if err := c.writeTickIndex(ctx, t, fr, data, keys, known, &CompactResult{}); err != nil {
+	if err := c.writeTickIndex(ctx, t, fr, data, keys, known, nil, &CompactResult{}); err != nil {
 		return index.Fragment{}, nil, err
 	}
 	return fr, entries, nil

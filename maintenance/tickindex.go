@@ -44,10 +44,19 @@ type TickEntry struct {
 	// Size and Digest (sha256) of the tick's canonical file.
 	Size   int64
 	Digest [sha256.Size]byte
+	// CSVSize is the size of the tick's CSV rendering (WriteCSV); 0 if the
+	// index does not record it (written before CSV sizes were).
+	CSVSize int64
+	// CSVInFooter: the canonical file records CSVSize in its footer, as
+	// EncodeFragment writes it; false for a tick whose writer did not (it
+	// wrote before CSV sizes were recorded), so that the file rebuilt is
+	// still the one it published.
+	CSVInFooter bool
 }
 
 // TickIndex is the tick index of one compacted file.
 type TickIndex struct {
+	Version  int               // of the format: 1 (no CSV sizes) or 2
 	File     [sha256.Size]byte // the compacted file's sha256
 	Encoding [sha256.Size]byte // the encoder's fingerprint (see encodingID)
 	Rows     int64             // the compacted file's rows
@@ -76,10 +85,15 @@ func (x *TickIndex) Entry(n int64) (TickEntry, bool) {
 // The tick index's bytes: magic, the compacted file's sha256, the
 // encoder's fingerprint, the file's rows and the count of entries
 // (uvarints), then per entry the tick (the first as is, then the distance
-// from the one before), its rows and its file's size (uvarints) and that
-// file's sha256, and last the sha256 of everything before it. A tick's
-// first row is the sum of the rows before it.
-const tickIndexMagic = "worldfs-ticks/1\n"
+// from the one before), its rows, its file's size and (version 2) its CSV
+// size times two plus one if the file records it in its footer (uvarints)
+// and the file's sha256, and last the sha256 of everything before it. A
+// tick's first row is the sum of the rows before it. Version 1, written
+// before CSV sizes, is read too; version 2 is written.
+const (
+	tickIndexMagic   = "worldfs-ticks/2\n"
+	tickIndexMagicV1 = "worldfs-ticks/1\n"
+)
 
 // encode returns the tick index's bytes.
 func (x *TickIndex) encode() []byte {
@@ -94,6 +108,11 @@ func (x *TickIndex) encode() []byte {
 		out = binary.AppendUvarint(out, uint64(e.Tick-prev))
 		out = binary.AppendUvarint(out, uint64(e.Rows))
 		out = binary.AppendUvarint(out, uint64(e.Size))
+		footer := uint64(0)
+		if e.CSVInFooter {
+			footer = 1
+		}
+		out = binary.AppendUvarint(out, uint64(e.CSVSize)<<1|footer)
 		out = append(out, e.Digest[:]...)
 		prev = e.Tick
 	}
@@ -107,14 +126,21 @@ func decodeTickIndex(data []byte) (*TickIndex, error) {
 	corrupt := func(what string, args ...any) error {
 		return fmt.Errorf("tick index: %s: %w", fmt.Sprintf(what, args...), index.ErrCorrupt)
 	}
-	if len(data) < len(tickIndexMagic)+3*sha256.Size || string(data[:len(tickIndexMagic)]) != tickIndexMagic {
+	x := &TickIndex{}
+	switch {
+	case len(data) < len(tickIndexMagic)+3*sha256.Size:
+		return nil, corrupt("not a tick index")
+	case string(data[:len(tickIndexMagic)]) == tickIndexMagic:
+		x.Version = 2
+	case string(data[:len(tickIndexMagicV1)]) == tickIndexMagicV1:
+		x.Version = 1
+	default:
 		return nil, corrupt("not a tick index")
 	}
 	body := data[:len(data)-sha256.Size]
 	if sum := sha256.Sum256(body); !bytes.Equal(sum[:], data[len(body):]) {
 		return nil, corrupt("checksum mismatch")
 	}
-	x := &TickIndex{}
 	p := body[len(tickIndexMagic):]
 	copy(x.File[:], p)
 	copy(x.Encoding[:], p[sha256.Size:])
@@ -142,6 +168,10 @@ func decodeTickIndex(data []byte) (*TickIndex, error) {
 		d := uvarint(uint64(math.MaxInt64 - tick))
 		e.Rows = uvarint(uint64(math.MaxInt64 - row))
 		e.Size = uvarint(math.MaxInt64)
+		if x.Version >= 2 {
+			csv := uvarint(math.MaxInt64)
+			e.CSVSize, e.CSVInFooter = csv>>1, csv&1 == 1
+		}
 		if bad || len(p) < sha256.Size || i > 0 && d == 0 || e.Rows == 0 || e.Size == 0 {
 			return nil, corrupt("entry %d is not one", i)
 		}
@@ -160,16 +190,21 @@ func decodeTickIndex(data []byte) (*TickIndex, error) {
 	return x, nil
 }
 
-// ReadTickIndex reads the tick index of the compacted file f records and
-// checks it: against its own checksum, and that it describes f (its
-// sha256 and rows). A file without one, or with one another encoder wrote,
-// is ErrNoTickIndex; a damaged one is index.ErrCorrupt.
+// ReadTickIndex reads the tick index of the compacted file f records (of
+// the current format, else of the first: index.TickIndexPath) and checks
+// it: against its own checksum, and that it describes f (its sha256 and
+// rows). A file without one, or with one another encoder wrote, is
+// ErrNoTickIndex; a damaged one is index.ErrCorrupt.
 func ReadTickIndex(ctx context.Context, b bucket.Bucket, f index.Fragment) (*TickIndex, error) {
 	if f.Span == nil {
 		return nil, fmt.Errorf("%s is not a compacted file: %w", f.Path, ErrNoTickIndex)
 	}
-	name := index.TickIndexPath(f.Path)
+	name, version := index.TickIndexPath(f.Path), 2
 	data, _, err := b.Get(ctx, name)
+	if errors.Is(err, bucket.ErrNotExist) {
+		name, version = index.TickIndexV1Path(f.Path), 1
+		data, _, err = b.Get(ctx, name)
+	}
 	if errors.Is(err, bucket.ErrNotExist) {
 		return nil, fmt.Errorf("%s: %w", f.Path, ErrNoTickIndex)
 	}
@@ -177,13 +212,16 @@ func ReadTickIndex(ctx context.Context, b bucket.Bucket, f index.Fragment) (*Tic
 		return nil, fmt.Errorf("reading %s: %w", name, err)
 	}
 	x, err := decodeTickIndex(data)
+	if err == nil && x.Version != version {
+		err = fmt.Errorf("tick index: format %d under the name of format %d: %w", x.Version, version, index.ErrCorrupt)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	if "sha256:"+hex.EncodeToString(x.File[:]) != f.Digest || x.Rows != f.Rows {
 		return nil, fmt.Errorf("%s describes another file than %s (%d rows, %s): %w", name, f.Path, f.Rows, f.Digest, index.ErrCorrupt)
 	}
-	id, err := encodingID()
+	id, err := encodingID(x.Version)
 	if err != nil {
 		return nil, err
 	}
@@ -217,6 +255,12 @@ func TickFile(t *frame.Table, src io.ReaderAt, size int64, e TickEntry) ([]byte,
 	if err != nil {
 		return nil, err
 	}
+	return tickFile(t, file, e)
+}
+
+// tickFile is TickFile of the opened compacted file.
+func tickFile(t *frame.Table, file *parquet.File, e TickEntry) ([]byte, error) {
+	var err error
 	var data []byte
 	n := 0
 	err = frame.ScanTicks(t, file, e.Row, e.Rows, func(tick, row int64, f *frame.Frame, stamps []frame.Stamp) error {
@@ -224,7 +268,7 @@ func TickFile(t *frame.Table, src io.ReaderAt, size int64, e TickEntry) ([]byte,
 		if tick != e.Tick || row != e.Row || int64(f.Len()) != e.Rows {
 			return fmt.Errorf("rows %d..%d hold tick %d, the tick index says tick %d: %w", e.Row, e.Row+e.Rows, tick, e.Tick, index.ErrCorrupt)
 		}
-		data, err = frame.EncodeStamped(f, func(i int) frame.Stamp { return stamps[i] })
+		data, _, err = frame.Encode(f, func(i int) frame.Stamp { return stamps[i] }, e.csvMode(), e.CSVSize)
 		return err
 	})
 	if err == nil && n != 1 {
@@ -239,6 +283,14 @@ func TickFile(t *frame.Table, src io.ReaderAt, size int64, e TickEntry) ([]byte,
 	return data, nil
 }
 
+// csvMode is how the tick's canonical file was encoded.
+func (e TickEntry) csvMode() frame.CSVMode {
+	if e.CSVInFooter {
+		return frame.CSVRecord
+	}
+	return frame.CSVNone
+}
+
 // EmptyTickFile is the canonical file of a tick without rows of table t
 // (a tick that no compacted file of its window holds a row of).
 func EmptyTickFile(t *frame.Table) ([]byte, error) {
@@ -248,15 +300,17 @@ func EmptyTickFile(t *frame.Table) ([]byte, error) {
 // buildTickIndex computes the tick index of data, a compacted file of t
 // whose ticks are runs (each tick's first row and rows): a tick known
 // (from the index of the file its rows came from, with as many rows)
-// keeps its size and digest; the others' rows are read, each stretch of
-// them in one pass, and encoded as their canonical files, measured and
-// hashed. It returns how many it encoded.
-func buildTickIndex(t *frame.Table, data []byte, runs []TickEntry, known map[int64]TickEntry) (*TickIndex, int, error) {
-	id, err := encodingID()
+// keeps its entry; the others' rows are read, each stretch of them in one
+// pass, and encoded as their canonical files, measured (with their CSV
+// renderings) and hashed. A tick in unrecorded came from a fragment whose
+// writer recorded no CSV size in its footer, and its canonical file has
+// none either. It returns how many it encoded.
+func buildTickIndex(t *frame.Table, data []byte, runs []TickEntry, known map[int64]TickEntry, unrecorded map[int64]bool) (*TickIndex, int, error) {
+	id, err := encodingID(2)
 	if err != nil {
 		return nil, 0, err
 	}
-	x := &TickIndex{File: sha256.Sum256(data), Encoding: id, Ticks: runs}
+	x := &TickIndex{Version: 2, File: sha256.Sum256(data), Encoding: id, Ticks: runs}
 	for _, e := range runs {
 		x.Rows += e.Rows
 	}
@@ -264,7 +318,7 @@ func buildTickIndex(t *frame.Table, data []byte, runs []TickEntry, known map[int
 	encoded := 0
 	for i := 0; i < len(runs); {
 		if k, ok := known[runs[i].Tick]; ok && k.Rows == runs[i].Rows {
-			runs[i].Size, runs[i].Digest = k.Size, k.Digest
+			runs[i].Size, runs[i].Digest, runs[i].CSVSize, runs[i].CSVInFooter = k.Size, k.Digest, k.CSVSize, k.CSVInFooter
 			i++
 			continue
 		}
@@ -293,11 +347,15 @@ func buildTickIndex(t *frame.Table, data []byte, runs []TickEntry, known map[int
 			if tick != e.Tick || row != e.Row || int64(f.Len()) != e.Rows {
 				return fmt.Errorf("rows from %d hold tick %d, the compaction wrote tick %d there", row, tick, e.Tick)
 			}
-			enc, err := frame.EncodeStamped(f, func(i int) frame.Stamp { return stamps[i] })
+			mode := frame.CSVRecord
+			if unrecorded[tick] {
+				mode = frame.CSVCount
+			}
+			enc, csv, err := frame.Encode(f, func(i int) frame.Stamp { return stamps[i] }, mode, 0)
 			if err != nil {
 				return err
 			}
-			e.Size, e.Digest = int64(len(enc)), sha256.Sum256(enc)
+			e.Size, e.Digest, e.CSVSize, e.CSVInFooter = int64(len(enc)), sha256.Sum256(enc), csv, mode == frame.CSVRecord
 			next++
 			return nil
 		})
@@ -327,45 +385,53 @@ func openCompacted(t *frame.Table, src io.ReaderAt, size int64) (*parquet.File, 
 	return file, nil
 }
 
-// encodingID fingerprints the encoder: the sha256 of the canonical file
-// of a fixed frame of every column type. A tick index records the
-// fingerprint of the encoder that measured its files; one whose
-// fingerprint differs from this build's (another parquet-go, another
-// codec level or page size) is not used, as its sizes would not be the
-// bytes this build rebuilds.
-func encodingID() ([sha256.Size]byte, error) {
+// encodingID fingerprints the encoder as a tick index of version v
+// records it: the sha256 of the canonical file of a fixed frame of every
+// column type (v1), and (v2) of it and of its file with the CSV size in
+// its footer. A tick index records the fingerprint of the encoder that
+// measured its files; one whose fingerprint differs from this build's
+// (another parquet-go, another codec level or page size) is not used, as
+// its sizes would not be the bytes this build rebuilds.
+func encodingID(v int) ([sha256.Size]byte, error) {
 	probe.once.Do(func() {
-		probe.id, probe.err = func() ([sha256.Size]byte, error) {
-			var id [sha256.Size]byte
+		probe.id, probe.idCSV, probe.err = func() (id, idCSV [sha256.Size]byte, err error) {
 			c, err := frame.NewComponent("probe", frame.Field{Name: "f64", Type: frame.Float64}, frame.Field{Name: "f32", Type: frame.Float32}, frame.Field{Name: "i64", Type: frame.Int64},
 				frame.Field{Name: "i32", Type: frame.Int32}, frame.Field{Name: "b", Type: frame.Bool}, frame.Field{Name: "s", Type: frame.String})
 			if err != nil {
-				return id, err
+				return id, idCSV, err
 			}
 			t, err := frame.NewTable("probe", c)
 			if err != nil {
-				return id, err
+				return id, idCSV, err
 			}
 			f := frame.NewFrame(t)
 			for e := range int64(3) {
 				v := frame.Values{"probe_f64": float64(e) / 3, "probe_f32": float32(e) / 7, "probe_i64": e << 40,
 					"probe_i32": int32(-e), "probe_b": e%2 == 0, "probe_s": strings.Repeat("x", int(e))}
 				if err := f.Append(e, v); err != nil {
-					return id, err
+					return id, idCSV, err
 				}
 			}
-			data, err := frame.EncodeFragment(f, frame.Stamp{Tick: 1, CommitToken: "probe", WriterEpoch: 1})
+			stamp := func(int) frame.Stamp { return frame.Stamp{Tick: 1, CommitToken: "probe", WriterEpoch: 1} }
+			plain, _, err := frame.Encode(f, stamp, frame.CSVNone, 0)
 			if err != nil {
-				return id, fmt.Errorf("the encoder's fingerprint: %w", err)
+				return id, idCSV, fmt.Errorf("the encoder's fingerprint: %w", err)
 			}
-			return sha256.Sum256(data), nil
+			withCSV, _, err := frame.Encode(f, stamp, frame.CSVRecord, 0)
+			if err != nil {
+				return id, idCSV, fmt.Errorf("the encoder's fingerprint: %w", err)
+			}
+			return sha256.Sum256(plain), sha256.Sum256(append(plain, withCSV...)), nil
 		}()
 	})
-	return probe.id, probe.err
+	if v == 1 {
+		return probe.id, probe.err
+	}
+	return probe.idCSV, probe.err
 }
 
 var probe struct {
-	once sync.Once
-	id   [sha256.Size]byte
-	err  error
+	once      sync.Once
+	id, idCSV [sha256.Size]byte
+	err       error
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/engine/enginetest"
 	"github.com/worldfs/worldfs/engine/particles"
+	"github.com/worldfs/worldfs/frame"
 	"github.com/worldfs/worldfs/index"
 	"github.com/worldfs/worldfs/maintenance"
 )
@@ -26,7 +27,33 @@ import (
 // tick has one: this test's worlds are compacted by this build).
 func tickFiles(t *testing.T, b bucket.Bucket, last int64) map[int64]map[string][]byte {
 	t.Helper()
+	files, _ := tickFilesCSV(t, b, last)
+	return files
+}
+
+// tickFilesCSV is tickFiles, and the size of each file's CSV as recorded
+// beside its rows (a fragment's footer, a compacted tick's index entry, a
+// tick without rows: its header), -1 where nothing records it; it fails
+// the test where a recorded size is not the size of frame.WriteCSV of the
+// file.
+func tickFilesCSV(t *testing.T, b bucket.Bucket, last int64) (map[int64]map[string][]byte, map[int64]map[string]int64) {
+	t.Helper()
 	ctx := ctxT(t)
+	csvs := map[int64]map[string]int64{}
+	record := func(tick int64, table string, data []byte, size int64) {
+		t.Helper()
+		var out bytes.Buffer
+		if err := frame.WriteCSV(&out, bytes.NewReader(data), int64(len(data))); err != nil {
+			t.Fatal(err)
+		}
+		if size >= 0 && size != int64(out.Len()) {
+			t.Fatalf("tick %d table %s: CSV size %d recorded, WriteCSV writes %d bytes", tick, table, size, out.Len())
+		}
+		if csvs[tick] == nil {
+			csvs[tick] = map[string]int64{}
+		}
+		csvs[tick][table] = size
+	}
 	s, _, err := index.Load(ctx, b, "w")
 	if err != nil {
 		t.Fatal(err)
@@ -45,6 +72,14 @@ func tickFiles(t *testing.T, b bucket.Bucket, last int64) map[int64]map[string][
 					t.Fatal(err)
 				}
 				files[tf.Table] = data
+				size, ok, err := frame.ReadCSVSize(ctx, b, tf.Fragments[0])
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !ok {
+					size = -1
+				}
+				record(tk.Tick, tf.Table, data, size)
 				continue
 			}
 			info, err := engine.ReadTableInfo(ctx, b, "w", tf.Table)
@@ -68,6 +103,7 @@ func tickFiles(t *testing.T, b bucket.Bucket, last int64) map[int64]map[string][
 				if files[tf.Table], err = maintenance.EmptyTickFile(table); err != nil {
 					t.Fatal(err)
 				}
+				record(tk.Tick, tf.Table, files[tf.Table], frame.EmptyCSVSize(table))
 				continue
 			}
 			x, ok := indexes[holder.Path]
@@ -82,6 +118,7 @@ func tickFiles(t *testing.T, b bucket.Bucket, last int64) map[int64]map[string][
 				if files[tf.Table], err = maintenance.EmptyTickFile(table); err != nil {
 					t.Fatal(err)
 				}
+				record(tk.Tick, tf.Table, files[tf.Table], frame.EmptyCSVSize(table))
 				continue
 			}
 			data, _, err := b.Get(ctx, holder.Path)
@@ -96,11 +133,16 @@ func tickFiles(t *testing.T, b bucket.Bucket, last int64) map[int64]map[string][
 				t.Fatalf("tick %d table %s: %d bytes, the index says %d", tk.Tick, tf.Table, len(got), e.Size)
 			}
 			files[tf.Table] = got
+			size := e.CSVSize
+			if size == 0 {
+				size = -1
+			}
+			record(tk.Tick, tf.Table, got, size)
 		}
 		out[tk.Tick] = files
 		return true
 	})
-	return out
+	return out, csvs
 }
 
 // A tick's file is canonical: encoding the rows of a published fragment
@@ -170,7 +212,14 @@ func TestCompactedTickFileIsTheFragment(t *testing.T) {
 		if all, compacted := files(t, b, "w", 0, compactedTo); compacted != all {
 			t.Fatalf("%s: ticks 0..%d name %d files, %d compacted", level, compactedTo, all, compacted)
 		}
-		after := tickFiles(t, b, 599)
+		after, csvs := tickFilesCSV(t, b, 599)
+		for tick, sizes := range csvs {
+			for id, size := range sizes {
+				if size < 0 {
+					t.Fatalf("%s: tick %d table %s: no CSV size recorded", level, tick, id)
+				}
+			}
+		}
 		for tick, files := range before {
 			for id, data := range files {
 				if got := after[tick][id]; !bytes.Equal(got, data) {
@@ -468,5 +517,199 @@ func BenchmarkTickFile(b *testing.B) {
 		if _, err := maintenance.TickFile(table, bytes.NewReader(file), int64(len(file)), e); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// A tick its writer published before CSV sizes were recorded (its
+// fragment's footer has none) is rebuilt after compaction byte for byte
+// as that fragment, without the size in its footer, while its tick index
+// entry records its CSV size; ticks written since keep theirs in both.
+func TestCompactionKeepsFragmentsWrittenBeforeCSVSizes(t *testing.T) {
+	ctx := ctxT(t)
+	b, _ := local.Open(t.TempDir())
+	restore := frame.WithoutCSVSizes()
+	w := enginetest.World(t, b, "w", 99)
+	restore()
+	enginetest.Run(t, w, 199)
+	before, csvs := tickFilesCSV(t, b, 199)
+	for tick, sizes := range csvs {
+		for id, size := range sizes {
+			data := before[tick][id]
+			f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, recorded := f.Lookup(frame.CSVSizeKey); tick <= 99 && recorded {
+				t.Fatalf("tick %d table %s: a fragment written without CSV sizes records one (%d)", tick, id, size)
+			}
+			if tick > 99 && size < 0 {
+				t.Fatalf("tick %d table %s: no CSV size recorded", tick, id)
+			}
+		}
+	}
+	if res, err := maintenance.Compact(ctx, b, w.Catalog(), maintenance.CompactOptions{Recent: 10}); err != nil || res.Windows == 0 {
+		t.Fatalf("compaction: %+v, %v", res, err)
+	}
+	if all, compacted := files(t, b, "w", 0, 127); compacted != all {
+		t.Fatalf("ticks 0..127 name %d files, %d compacted", all, compacted)
+	}
+	after, csvs := tickFilesCSV(t, b, 199)
+	for tick, files := range before {
+		for id, data := range files {
+			if got := after[tick][id]; !bytes.Equal(got, data) {
+				t.Fatalf("tick %d table %s: %d bytes served after compaction, the fragment had %d", tick, id, len(got), len(data))
+			}
+			if tick <= 127 && csvs[tick][id] < 0 {
+				t.Fatalf("tick %d table %s: compacted without a CSV size", tick, id)
+			}
+		}
+	}
+
+	// The indexes are under the new format's name, none under the first's
+	// (which a build that reads only the first would fail on: it finds
+	// none, and gathers those ticks another way). An index of the first
+	// format, as a build before CSV sizes wrote it, is still read: its
+	// ticks are rebuilt as before, without CSV sizes.
+	s, _, err := index.Load(ctx, b, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk, _ := s.Tick("main", 5)
+	// A compacted file holding rows of tick 5.
+	var holder index.Fragment
+	var x *maintenance.TickIndex
+	for _, tf := range enginetest.Tables(t, tk) {
+		for _, f := range tf.Fragments {
+			if f.Span == nil || f.Span.From > 5 || 5 > f.Span.To {
+				continue
+			}
+			if _, err := b.Stat(ctx, index.TickIndexV1Path(f.Path)); !errors.Is(err, bucket.ErrNotExist) {
+				t.Fatalf("an index under the first format's name: %v", err)
+			}
+			y, err := maintenance.ReadTickIndex(ctx, b, f)
+			if err != nil || y.Version != 2 {
+				t.Fatalf("the new index: %+v, %v", y, err)
+			}
+			if _, ok := y.Entry(5); ok {
+				holder, x = f, y
+			}
+		}
+	}
+	if x == nil {
+		t.Fatal("no compacted file holds rows of tick 5")
+	}
+	v1, err := maintenance.EncodeV1(x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replace(t, b, index.TickIndexPath(holder.Path), nil)
+	if _, err := b.Create(ctx, index.TickIndexV1Path(holder.Path), v1); err != nil {
+		t.Fatal(err)
+	}
+	old, csvs := tickFilesCSV(t, b, 199)
+	if y, err := maintenance.ReadTickIndex(ctx, b, holder); err != nil || y.Version != 1 || len(y.Ticks) != len(x.Ticks) {
+		t.Fatalf("the first format's index: %v", err)
+	}
+	for id, data := range before[5] {
+		if !bytes.Equal(old[5][id], data) {
+			t.Fatalf("tick 5 table %s through a first-format index: %d bytes, the fragment had %d", id, len(old[5][id]), len(data))
+		}
+	}
+	if csvs[5][holderTable(t, tk, holder)] >= 0 {
+		t.Fatalf("a first-format index records a CSV size")
+	}
+	// The new format under the first's name is damage, not a format.
+	replace(t, b, index.TickIndexV1Path(holder.Path), x.Encode())
+	if _, err := maintenance.ReadTickIndex(ctx, b, holder); !errors.Is(err, index.ErrCorrupt) {
+		t.Fatalf("a second-format index under the first's name: %v", err)
+	}
+}
+
+// holderTable returns the table of tick tk whose fragments include f.
+func holderTable(t *testing.T, tk *index.Tick, f index.Fragment) string {
+	for _, tf := range enginetest.Tables(t, tk) {
+		for _, g := range tf.Fragments {
+			if g.Path == f.Path {
+				return tf.Table
+			}
+		}
+	}
+	t.Fatalf("tick %d has no file %s", tk.Tick, f.Path)
+	return ""
+}
+
+// A compacted file opened once rebuilds each of its ticks' files as the
+// package's TickFile does: one tick asked for alone decodes its own rows;
+// rebuilding every tick in turn decodes each block of ticks once, not
+// each tick's pages once per tick.
+func TestCompactedFileDecodesEachBlockOnce(t *testing.T) {
+	ctx := ctxT(t)
+	b, _ := local.Open(t.TempDir())
+	w := enginetest.World(t, b, "w", 599)
+	if res, err := maintenance.Compact(ctx, b, w.Catalog(), maintenance.CompactOptions{Recent: 10}); err != nil || res.Windows == 0 {
+		t.Fatalf("compaction: %+v, %v", res, err)
+	}
+	s, _, err := index.Load(ctx, b, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	holders := map[string]index.TableFragments{}
+	s.Ticks("main", 0, func(tk *index.Tick) bool {
+		for _, tf := range enginetest.Tables(t, tk) {
+			for _, f := range tf.Fragments {
+				if f.Span != nil {
+					holders[f.Path] = index.TableFragments{Table: tf.Table, Fragments: []index.Fragment{f}}
+				}
+			}
+		}
+		return true
+	})
+	checked := 0
+	for _, tf := range holders {
+		f := tf.Fragments[0]
+		info, err := engine.ReadTableInfo(ctx, b, "w", tf.Table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		table, err := engine.TableFromInfo(info)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x, err := maintenance.ReadTickIndex(ctx, b, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _, err := b.Get(ctx, f.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cf, err := maintenance.OpenCompactedFile(table, bytes.NewReader(data), int64(len(data)), x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// One tick asked for alone decodes its own rows, not a block.
+		if _, err := cf.TickFile(x.Ticks[len(x.Ticks)/2]); err != nil || cf.BlocksDecoded() != 0 {
+			t.Fatalf("%s: one tick rebuilt decoded %d blocks (%v); want none", f.Path, cf.BlocksDecoded(), err)
+		}
+		for _, e := range x.Ticks {
+			got, err := cf.TickFile(e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := maintenance.TickFile(table, bytes.NewReader(data), int64(len(data)), e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("%s tick %d: %d bytes rebuilt through the opened file, %d by TickFile", f.Path, e.Tick, len(got), len(want))
+			}
+			checked++
+		}
+		if blocks := x.Rows/maintenance.BlockRows + 1; cf.BlocksDecoded() > blocks || len(x.Ticks) > 8 && cf.BlocksDecoded() >= int64(len(x.Ticks)) {
+			t.Fatalf("%s: %d ticks of %d rows rebuilt in turn decoded %d blocks; at most %d", f.Path, len(x.Ticks), x.Rows, cf.BlocksDecoded(), blocks)
+		}
+	}
+	if checked < 500 {
+		t.Fatalf("only %d ticks rebuilt", checked)
 	}
 }

@@ -1,0 +1,38 @@
+package maintenance
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+)
+
+// BlockRows is the rows of a block a CompactedFile decodes at a time.
+const BlockRows = blockRows
+
+// EncodeV1 is x in the first format of tick indexes (no CSV sizes), as a
+// build before them wrote it, with that build's encoder fingerprint.
+func EncodeV1(x *TickIndex) ([]byte, error) {
+	id, err := encodingID(1)
+	if err != nil {
+		return nil, err
+	}
+	v1 := *x
+	v1.Encoding = id
+	out := append([]byte(nil), tickIndexMagicV1...)
+	out = append(out, v1.File[:]...)
+	out = append(out, v1.Encoding[:]...)
+	out = binary.AppendUvarint(out, uint64(v1.Rows))
+	out = binary.AppendUvarint(out, uint64(len(v1.Ticks)))
+	prev := int64(0)
+	for _, e := range v1.Ticks {
+		out = binary.AppendUvarint(out, uint64(e.Tick-prev))
+		out = binary.AppendUvarint(out, uint64(e.Rows))
+		out = binary.AppendUvarint(out, uint64(e.Size))
+		out = append(out, e.Digest[:]...)
+		prev = e.Tick
+	}
+	sum := sha256.Sum256(out)
+	return append(out, sum[:]...), nil
+}
+
+// Encode is x's bytes as ReadTickIndex reads them.
+func (x *TickIndex) Encode() []byte { return x.encode() }

@@ -1,0 +1,185 @@
+package maintenance
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/parquet-go/parquet-go"
+
+	"github.com/worldfs/worldfs/frame"
+	"github.com/worldfs/worldfs/index"
+)
+
+// CompactedFile is a compacted file opened to rebuild its ticks' files
+// (see TickFile) many times: its footer and page index are read once, and
+// once a second tick of a block (blockRows rows of whole ticks) is asked
+// for, the block's rows are decoded together and kept for the neighbouring
+// ticks (a page holds the rows of many ticks, so a reader of each tick in
+// turn, such as a glob over tables/<t>/, would otherwise decompress each
+// page once per tick); the first tick of a block asked for is decoded
+// alone, so that reading one tick here and there costs no more than its
+// own rows. It is safe for concurrent use.
+type CompactedFile struct {
+	t       *frame.Table
+	file    *parquet.File
+	x       *TickIndex
+	decoded atomic.Int64 // blocks decoded so far
+
+	mu struct {
+		sync.Mutex
+		use    int64
+		blocks map[int]*tickBlock // INVARIANT: at most keptBlocks
+		// asked: blocks one tick of which was decoded alone (not kept:
+		// at most maxAsked, forgotten all at once past it).
+		asked map[int]bool
+	}
+}
+
+// blockRows is the rows of one decoded block (fewer where a tick would be
+// cut: a block holds the ticks whose first row falls in it); keptBlocks,
+// how many decoded blocks a CompactedFile keeps (about 1 MiB each for
+// ticks of eight 8-byte columns).
+const (
+	blockRows  = 2048
+	keptBlocks = 2
+	maxAsked   = 1024
+)
+
+// tickBlock is the decoded rows of the ticks x.Ticks[lo:hi].
+type tickBlock struct {
+	once   sync.Once
+	lo, hi int   // ticks of the index
+	row    int64 // the first row
+	frame  *frame.Frame
+	stamps []frame.Stamp
+	err    error
+	used   int64
+}
+
+// OpenCompactedFile opens the compacted file src (size bytes) of t, whose
+// tick index (ReadTickIndex) is x.
+func OpenCompactedFile(t *frame.Table, src io.ReaderAt, size int64, x *TickIndex) (*CompactedFile, error) {
+	file, err := openCompacted(t, src, size)
+	if err != nil {
+		return nil, err
+	}
+	if file.NumRows() != x.Rows {
+		return nil, fmt.Errorf("table %s: the compacted file has %d rows, its tick index %d: %w", t.Name, file.NumRows(), x.Rows, index.ErrCorrupt)
+	}
+	c := &CompactedFile{t: t, file: file, x: x}
+	c.mu.blocks, c.mu.asked = map[int]*tickBlock{}, map[int]bool{}
+	return c, nil
+}
+
+// TickFile returns the canonical file of tick e.Tick (an entry of the
+// file's tick index), as the package function TickFile does, decoding the
+// block of ticks that holds it unless it is kept.
+func (c *CompactedFile) TickFile(e TickEntry) ([]byte, error) {
+	i, ok := slices.BinarySearchFunc(c.x.Ticks, e.Tick, func(a TickEntry, n int64) int { return compareInt(a.Tick, n) })
+	if !ok || c.x.Ticks[i] != e {
+		return nil, fmt.Errorf("table %s: tick %d is not in the compacted file's tick index", c.t.Name, e.Tick)
+	}
+	b := c.block(i)
+	if b == nil {
+		return tickFile(c.t, c.file, e)
+	}
+	b.once.Do(func() {
+		c.decoded.Add(1)
+		b.frame, b.stamps, b.err = c.decode(b)
+	})
+	if b.err != nil {
+		return nil, fmt.Errorf("table %s tick %d: %w", c.t.Name, e.Tick, b.err)
+	}
+	from, to := int(e.Row-b.row), int(e.Row-b.row+e.Rows)
+	f := b.frame.Slice(from, to)
+	stamps := b.stamps[from:to]
+	for _, s := range stamps {
+		if s.Tick != e.Tick {
+			return nil, fmt.Errorf("table %s: rows %d..%d hold tick %d, the tick index says tick %d: %w", c.t.Name, e.Row, e.Row+e.Rows, s.Tick, e.Tick, index.ErrCorrupt)
+		}
+	}
+	data, _, err := frame.Encode(f, func(i int) frame.Stamp { return stamps[i] }, e.csvMode(), e.CSVSize)
+	if err != nil {
+		return nil, fmt.Errorf("table %s tick %d: %w", c.t.Name, e.Tick, err)
+	}
+	if int64(len(data)) != e.Size || sha256.Sum256(data) != e.Digest {
+		return nil, fmt.Errorf("table %s: %w", c.t.Name, &TickFileMismatchError{Tick: e.Tick, Size: int64(len(data)), Want: e.Size})
+	}
+	return data, nil
+}
+
+// BlocksDecoded returns how many blocks of rows the file has decoded.
+func (c *CompactedFile) BlocksDecoded() int64 { return c.decoded.Load() }
+
+// block returns the block of tick i of the index (kept, or new and not
+// yet decoded), dropping the least recently used past keptBlocks; nil the
+// first time a tick of the block is asked for (decoded alone).
+func (c *CompactedFile) block(i int) *tickBlock {
+	id := int(c.x.Ticks[i].Row / blockRows)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.mu.use++
+	if b, ok := c.mu.blocks[id]; ok {
+		b.used = c.mu.use
+		return b
+	}
+	if !c.mu.asked[id] {
+		if len(c.mu.asked) >= maxAsked {
+			clear(c.mu.asked)
+		}
+		c.mu.asked[id] = true
+		return nil
+	}
+	delete(c.mu.asked, id)
+	// The ticks whose first row falls in block id.
+	start := int64(id) * blockRows
+	lo, _ := slices.BinarySearchFunc(c.x.Ticks, start, func(a TickEntry, row int64) int { return compareInt(a.Row, row) })
+	hi, _ := slices.BinarySearchFunc(c.x.Ticks, start+blockRows, func(a TickEntry, row int64) int { return compareInt(a.Row, row) })
+	b := &tickBlock{lo: lo, hi: hi, row: c.x.Ticks[lo].Row, used: c.mu.use}
+	if len(c.mu.blocks) >= keptBlocks {
+		oldest := -1
+		for k, o := range c.mu.blocks {
+			if oldest < 0 || o.used < c.mu.blocks[oldest].used {
+				oldest = k
+			}
+		}
+		delete(c.mu.blocks, oldest)
+	}
+	c.mu.blocks[id] = b
+	return b
+}
+
+// decode reads the rows of b's ticks, checking them against the index.
+func (c *CompactedFile) decode(b *tickBlock) (*frame.Frame, []frame.Stamp, error) {
+	ticks := c.x.Ticks[b.lo:b.hi]
+	last := ticks[len(ticks)-1]
+	all, stamps := frame.NewFrame(c.t), []frame.Stamp(nil)
+	next := 0
+	err := frame.ScanTicks(c.t, c.file, b.row, last.Row+last.Rows-b.row, func(tick, row int64, f *frame.Frame, s []frame.Stamp) error {
+		if next >= len(ticks) || tick != ticks[next].Tick || row != ticks[next].Row || int64(f.Len()) != ticks[next].Rows {
+			return fmt.Errorf("rows from %d hold tick %d, not what the tick index says: %w", row, tick, index.ErrCorrupt)
+		}
+		next++
+		all.AppendFrame(f)
+		stamps = append(stamps, s...)
+		return nil
+	})
+	if err == nil && next != len(ticks) {
+		err = fmt.Errorf("rows %d..%d hold %d ticks, the tick index says %d: %w", b.row, last.Row+last.Rows, next, len(ticks), index.ErrCorrupt)
+	}
+	return all, stamps, err
+}
+
+func compareInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
