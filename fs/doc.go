@@ -41,8 +41,9 @@
 // fragment served as is has the size its catalog record gives, a
 // compacted tick's Parquet file the size its tick index gives, a tick's
 // .csv the size of its rendering as its writer recorded it in the
-// fragment's footer or compaction in the tick index (no row read; data
-// written before those sizes is rendered into the cache at lookup), a facts/ file the size of its current
+// fragment's footer (engine.Options.CSVSizes) or compaction in the tick
+// index (no row read; a fresh tick without it is rendered into the cache
+// at lookup), a facts/ file the size of its current
 // version (derived by its first stat). Only a tick whose rows DuckDB must
 // gather (a split tick, a compacted file without a tick index) has its
 // size once it is in the cache, and 0 with an attribute timeout of 0
