@@ -59,6 +59,7 @@ func (m *Mount) catalog(ctx context.Context, world string) (*index.Catalog, erro
 		return old.c, nil
 	}
 	m.mu.cats[world] = openCatalog{c, m.mu.lru.PushFront(world)}
+	delete(m.mu.colds, world) // the catalog answers from now on; its cold state would only hold memory
 	for m.mu.lru.Len() > m.opts.MaxCatalogs {
 		last := m.mu.lru.Back()
 		id := m.mu.lru.Remove(last).(string)

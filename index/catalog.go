@@ -1087,6 +1087,7 @@ func (c *Catalog) decided(res created, pipeline []*batch) []*batch {
 	switch {
 	case res.err == nil:
 		c.fair.decided(time.Now(), true)
+		c.unread = 0
 		c.install(head.state)
 		c.stats.slots.Add(1)
 		c.stats.entries.Add(int64(head.entries))

@@ -201,3 +201,22 @@ func TestColdLookupsShareAState(t *testing.T) {
 		t.Fatalf("a tick published after the mount's last read: %v", err)
 	}
 }
+
+// A ctl command that succeeded refreshes every snapshot the mount reads,
+// a world read cold included: after it, head names a tick another writer
+// published, however long the mount's freshness.
+func TestCtlRefreshesColdWorlds(t *testing.T) {
+	b, publish := checkpointedWorld(t)
+	mt := testMountWith(t, b, wfs.Options{Freshness: time.Hour}, wfs.MountOptions{})
+	head := mt.path("w", "runs", "main", "head")
+	if got, err := os.Readlink(head); err != nil || got != "ticks/"+wfs.TickName(coldTicks+1) {
+		t.Fatalf("head of the cold world: %q, %v", got, err)
+	}
+	publish(coldTicks+2, coldTicks+3)
+	if a, errno := ctl(t, mt.path("ctl"), `{"op":"create","world":"x","tables":`+bodyTables+`}`); errno != 0 {
+		t.Fatalf("create x: %v %+v", errno, a)
+	}
+	if got, err := os.Readlink(head); err != nil || got != "ticks/"+wfs.TickName(coldTicks+2) {
+		t.Fatalf("head after a ctl command: %q, %v; want the tick published before it", got, err)
+	}
+}
