@@ -540,42 +540,10 @@ func historyQueries(ctx context.Context, db *stdsql.DB, h *HistoryReport, ph *Hi
 func historySQL(ctx context.Context, self string, h *HistoryReport, cacheDir string, atRows int64, p *historyProcess) error {
 	q := fmt.Sprintf("SELECT count(*) AS n FROM %s(%d)", ident(h.Table+"_at"), h.MidTick)
 	say("a fresh worldfs sql: %s", q)
-	cmd := exec.CommandContext(ctx, self, "sql", "--bucket", h.Bucket, "--world", h.World, "--cache-dir", cacheDir, "--format", "csv", q)
-	var stdout, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	t0 := time.Now()
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("worldfs sql: %w", err)
-	}
-	// The child's rusage is no use: it was started sharing this
-	// process's memory, whose peak its exec inherits. Its own high
-	// water mark is sampled instead (it only grows).
-	sampled := make(chan int64)
-	stopSampling := make(chan struct{})
-	go func() {
-		var hwm int64
-		tk := time.NewTicker(2 * time.Millisecond)
-		defer tk.Stop()
-		for {
-			hwm = max(hwm, vmHWM(cmd.Process.Pid))
-			select {
-			case <-stopSampling:
-				sampled <- hwm
-				return
-			case <-tk.C:
-			}
-		}
-	}()
-	err := cmd.Wait()
-	p.Seconds = time.Since(t0).Seconds()
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		p.CPUSeconds = rusageSeconds(ru)
-	}
-	close(stopSampling)
-	p.PeakRSSBytes = <-sampled
-	out := stdout.String()
+	proc, out, err := freshProcess(ctx, self, "sql", "--bucket", h.Bucket, "--world", h.World, "--cache-dir", cacheDir, "--format", "csv", q)
+	*p = proc
 	if err != nil {
-		return fmt.Errorf("worldfs sql: %w: %s", err, stderr.String())
+		return err
 	}
 	if want := fmt.Sprintf("n\n%d\n", atRows); out != want {
 		return fmt.Errorf("worldfs sql answered %q, the views in process %q", out, want)

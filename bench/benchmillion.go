@@ -450,6 +450,9 @@ func freshProcess(ctx context.Context, self string, args ...string) (historyProc
 	if err := cmd.Start(); err != nil {
 		return p, "", fmt.Errorf("worldfs %s: %w", args[0], err)
 	}
+	// The child's rusage is no use: it was started sharing this
+	// process's memory, whose peak its exec inherits. Its own high
+	// water mark is sampled instead (it only grows).
 	sampled := make(chan int64)
 	stopSampling := make(chan struct{})
 	go func() {
