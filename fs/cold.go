@@ -41,12 +41,10 @@ func (m *Mount) loadCold(ctx context.Context, world string, want index.Want) (*i
 		return nil, nil
 	}
 	defer m.stats.op("cold load", time.Now())
-	p, info, err := index.LoadFor(finish(ctx), m.b, world, want)
-	if err != nil {
+	want.CheckpointOnly = true // a world without one is read through its catalog, loaded once
+	p, _, err := index.LoadFor(finish(ctx), m.b, world, want)
+	if err != nil || p == nil || p.World().Parent != "" {
 		return nil, err
-	}
-	if info.CheckpointSeq == 0 || p.World().Parent != "" {
-		return nil, nil
 	}
 	return p, nil
 }

@@ -24,6 +24,10 @@ type Want struct {
 	// Head: Run's newest tick too (as the checkpoint records it; ticks
 	// published after the checkpoint are always held).
 	Head bool
+	// CheckpointOnly: a world without a checkpoint, which a partial load
+	// would read whole, is not loaded at all: LoadFor returns a nil
+	// Partial (for a reader that then reads it another way).
+	CheckpointOnly bool
 }
 
 // PartTicks is how many ticks of a run one checkpoint part holds: part k
@@ -106,13 +110,17 @@ func (n *State) cover(e *Entry) error {
 // touch is loaded too, so that they apply as to the whole state). The
 // checkpoint's other shards are not read: a corrupt one is not noticed
 // until a reader loads it (ErrCorrupt then). A world without a checkpoint
-// loads whole.
+// loads whole (with want.CheckpointOnly: not at all, and the Partial is
+// nil).
 func LoadFor(ctx context.Context, b bucket.Bucket, world string, want Want) (*Partial, LoadInfo, error) {
 	newest, _, err := newestCheckpoint(ctx, b, world)
 	if err != nil {
 		return nil, LoadInfo{}, fmt.Errorf("world %s: listing checkpoints: %w", world, err)
 	}
 	if newest == "" {
+		if want.CheckpointOnly {
+			return nil, LoadInfo{}, nil
+		}
 		s, info, err := Load(ctx, b, world)
 		if err != nil {
 			return nil, LoadInfo{}, err

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/bucket/buckettest"
 )
 
 // partialAlike checks that p, loaded for want, answers every question it
@@ -395,5 +396,30 @@ func TestPartialLoadGrows(t *testing.T) {
 	}
 	if err := p.Load(ctx, Want{Run: "r", From: 9000, To: 9000}); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("adding a flipped part: %v", err)
+	}
+}
+
+// With CheckpointOnly, a world without a checkpoint is not loaded at all
+// (a reader that reads it another way does not pay for a whole load it
+// throws away); without it, it loads whole.
+func TestPartialLoadCheckpointOnly(t *testing.T) {
+	inner := memBucket()
+	c, epoch := newWorld(t, inner, "w", Options{NoCompactor: true})
+	for tick := range int64(3) {
+		if _, err := c.Commit(ctxT(t), publish("r", tick, fmt.Sprintf("t%d", tick), epoch)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cb := &buckettest.Counting{Bucket: inner}
+	p, _, err := LoadFor(ctxT(t), cb, "w", Want{Run: "r", From: 1, To: 1, CheckpointOnly: true})
+	if err != nil || p != nil || cb.Gets.Load() != 0 {
+		t.Fatalf("CheckpointOnly on a world without a checkpoint: %v, %v, %d objects read; want nothing loaded", p, err, cb.Gets.Load())
+	}
+	p, _, err = LoadFor(ctxT(t), cb, "w", Want{Run: "r", From: 1, To: 1})
+	if err != nil || p == nil {
+		t.Fatalf("a partial load of a world without a checkpoint: %v, %v", p, err)
+	}
+	if _, ok, err := p.Tick("r", 1); !ok || err != nil {
+		t.Fatalf("tick 1 of the whole load: %v, %v", ok, err)
 	}
 }
