@@ -94,6 +94,15 @@ func benchDir(dir, pattern string) (string, func(), error) {
 	return d, func() { os.RemoveAll(d) }, nil
 }
 
+// selfOr is path, or this executable if path is empty: the worldfs a
+// benchmark runs in fresh processes.
+func selfOr(path string) (string, error) {
+	if path != "" {
+		return path, nil
+	}
+	return os.Executable()
+}
+
 // benchMount mounts b at work/name with a fresh cache at work/name-cache
 // (a cold mount); done unmounts it and closes the mount.
 func benchMount(b bucket.Bucket, work, name string, opts wfs.Options, mo wfs.MountOptions) (mnt string, srv *fuse.Server, done func(), err error) {

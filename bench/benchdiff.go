@@ -68,11 +68,9 @@ func diffSpec(env Env) Bench {
 			if *fork == "" {
 				*fork = *world + "-fork"
 			}
-			if *self == "" {
-				var err error
-				if *self, err = os.Executable(); err != nil {
-					return nil, err
-				}
+			var err error
+			if *self, err = selfOr(*self); err != nil {
+				return nil, err
 			}
 			dir, remove, err := benchDir(*work, "worldfs-bench-diff-")
 			if err != nil {

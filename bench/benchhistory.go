@@ -88,11 +88,9 @@ func historySpec(env Env) Bench {
 					res.Entities = 8
 				}
 				sizes, _ := parseCompareAt(*compareAt, *ticks)
-				if *self == "" {
-					var err error
-					if *self, err = os.Executable(); err != nil {
-						return nil, err
-					}
+				var err error
+				if *self, err = selfOr(*self); err != nil {
+					return nil, err
 				}
 				dir, remove, err := benchDir(*work, "worldfs-bench-history-")
 				if err != nil {
@@ -107,11 +105,9 @@ func historySpec(env Env) Bench {
 			if *world == "" {
 				*world = fmt.Sprintf("bench-history-%dx%dx%d", *ticks, *archetypes, *entities)
 			}
-			if *self == "" {
-				var err error
-				if *self, err = os.Executable(); err != nil {
-					return nil, err
-				}
+			var err error
+			if *self, err = selfOr(*self); err != nil {
+				return nil, err
 			}
 			dir, remove, err := benchDir(*work, "worldfs-bench-history-")
 			if err != nil {

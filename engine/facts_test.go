@@ -24,22 +24,19 @@ import (
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/bucket/local"
 	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/engine/enginetest"
 	"github.com/worldfs/worldfs/engine/particles"
 	"github.com/worldfs/worldfs/index"
 	"github.com/worldfs/worldfs/internal/crashtest"
 )
 
-// readingTable is the fact table the tests ingest into.
-func readingTable() *engine.Table {
-	c, _ := engine.NewComponent("reading", engine.Field{Name: "sensor", Type: engine.String}, engine.Field{Name: "value", Type: engine.Float64})
-	t, _ := engine.NewFactTable("reading", c)
-	return t
-}
-
-func reading(producer, id string, value float64) engine.Fact {
-	return engine.Fact{Producer: producer, ExternalID: id, Table: readingTable(),
-		Values: engine.Values{"reading_sensor": producer, "reading_value": value}}
-}
+// The kit's fact fixtures under the names this package's tests use.
+var (
+	readingTable = enginetest.SensorTable
+	reading      = enginetest.SensorReading
+	contract     = enginetest.Contract
+	passing      = enginetest.Passing
+)
 
 // visibleFacts returns, per claim key, the fact rows of table that the
 // catalog's allowlist admits, found by reading every fragment stored under
@@ -582,16 +579,6 @@ func TestBatchedIngestKilledAtEveryFailpoint(t *testing.T) {
 			}
 		})
 	}
-}
-
-func contract(version string) engine.GraderContract {
-	return engine.GraderContract{GraderID: "reach-ground", Implementation: version, Model: "m-1",
-		Config: json.RawMessage(`{"b": 1, "a": [1, 2]}`), Thresholds: map[string]float64{"min": 0.5}, Seed: 7}
-}
-
-func passing(context.Context, engine.Subject) ([]engine.Outcome, error) {
-	score := 0.9
-	return []engine.Outcome{{Criterion: "lands", Verdict: engine.Pass, Score: &score}}, nil
 }
 
 func TestEvaluationReceipts(t *testing.T) {

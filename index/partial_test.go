@@ -216,23 +216,7 @@ func TestPartialLoadCorruptShard(t *testing.T) {
 	ctx := ctxT(t)
 	b := memBucket()
 	spanWorld(t, b, 3*tickShardSpan+100)
-	name, _, err := newestCheckpoint(ctx, b, "w")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cp, err := readCheckpoint(ctx, b, "w", name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	i := slices.IndexFunc(cp.Shards, func(r shardRef) bool { return r.Kind == "t" && r.Run == "r" && r.N == 2 })
-	shard := ShardName("w", cp.Shards[i].Hash)
-	data, _, err := b.Get(ctx, shard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data = slices.Clone(data)
-	data[len(data)/2] ^= 0x40
-	replaceObject(t, b, shard, data)
+	flipTickShard(t, b, "r", 2)
 	p, _, err := LoadFor(ctx, b, "w", Want{Run: "r", From: 5000, To: 5000})
 	if err != nil {
 		t.Fatalf("a load that does not read the flipped shard: %v", err)
@@ -373,23 +357,7 @@ func TestPartialLoadGrows(t *testing.T) {
 	}
 
 	// A flipped byte in a part a step adds fails it closed.
-	name, _, err := newestCheckpoint(ctx, b, "w")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cp, err := readCheckpoint(ctx, b, "w", name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	i := slices.IndexFunc(cp.Shards, func(r shardRef) bool { return r.Kind == "t" && r.Run == "r" && r.N == 2 })
-	shard := ShardName("w", cp.Shards[i].Hash)
-	data, _, err := b.Get(ctx, shard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data = slices.Clone(data)
-	data[len(data)/2] ^= 0x40
-	replaceObject(t, b, shard, data)
+	flipTickShard(t, b, "r", 2)
 	p, _, err = LoadFor(ctx, b, "w", Want{Run: "r", From: 5000, To: 5000})
 	if err != nil {
 		t.Fatal(err)
@@ -422,4 +390,31 @@ func TestPartialLoadCheckpointOnly(t *testing.T) {
 	if _, ok, err := p.Tick("r", 1); !ok || err != nil {
 		t.Fatalf("tick 1 of the whole load: %v, %v", ok, err)
 	}
+}
+
+// flipTickShard flips a byte in the middle of tick shard n of run in world
+// w's newest checkpoint.
+func flipTickShard(t *testing.T, b bucket.Bucket, run string, n int64) {
+	t.Helper()
+	ctx := ctxT(t)
+	name, _, err := newestCheckpoint(ctx, b, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := readCheckpoint(ctx, b, "w", name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(cp.Shards, func(r shardRef) bool { return r.Kind == "t" && r.Run == run && r.N == n })
+	if i < 0 {
+		t.Fatalf("the checkpoint lists no tick shard %d of run %s", n, run)
+	}
+	shard := ShardName("w", cp.Shards[i].Hash)
+	data, _, err := b.Get(ctx, shard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data = slices.Clone(data)
+	data[len(data)/2] ^= 0x40
+	replaceObject(t, b, shard, data)
 }

@@ -125,20 +125,7 @@ func want(t *testing.T, b bucket.Bucket, world, run, q string) *Result {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db, err := sql.Open(ctx, s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	var out bytes.Buffer
-	if err := sql.Run(ctx, db, q, sql.FormatCSV, &out, nil); err != nil {
-		t.Fatalf("%s: %v", q, err)
-	}
-	recs, err := csv.NewReader(&out).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &Result{SQL: q, Columns: recs[0], Rows: append([][]string{}, recs[1:]...)}
+	return answer(t, s, q)
 }
 
 // wantSession is worldfs sql's answer to q in a session of several
@@ -158,7 +145,15 @@ func wantSession(t *testing.T, b bucket.Bucket, q string, sides ...Side) *Result
 	if err != nil {
 		t.Fatal(err)
 	}
-	db, err := sql.Open(ctx, joined)
+	return answer(t, joined, q)
+}
+
+// answer is q's result on views opened from script s, as worldfs sql
+// prints it in csv.
+func answer(t *testing.T, s *sql.Script, q string) *Result {
+	t.Helper()
+	ctx := enginetest.Context(t)
+	db, err := sql.Open(ctx, s)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,14 +3,14 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"github.com/worldfs/worldfs/engine/enginetest"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/worldfs/worldfs/engine/enginetest"
+
 	"github.com/worldfs/worldfs/bucket/local"
-	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/engine/particles"
 	"github.com/worldfs/worldfs/index"
 )
@@ -25,16 +25,7 @@ func checkWorld(t *testing.T, dir string) (string, index.Fragment) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	w, err := engine.CreateWorld(ctx, b, "w", particles.Tables(), engine.Options{Catalog: index.Options{NoCompactor: true}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	particles.Install(w)
-	particles.Setup(w, 3)
-	if err := particles.Run(ctx, w, 5, nil); err != nil {
-		t.Fatal(err)
-	}
-	w.Close()
+	enginetest.World(t, b, "w", 5).Close()
 	s, _, err := index.Load(ctx, b, "w")
 	if err != nil {
 		t.Fatal(err)

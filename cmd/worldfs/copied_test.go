@@ -14,8 +14,7 @@ import (
 	"github.com/worldfs/worldfs/bucket/bucketurl"
 	"github.com/worldfs/worldfs/bucket/gcs/gcstest"
 	"github.com/worldfs/worldfs/cache"
-	"github.com/worldfs/worldfs/engine"
-	"github.com/worldfs/worldfs/engine/particles"
+	"github.com/worldfs/worldfs/engine/enginetest"
 	"github.com/worldfs/worldfs/index"
 	"github.com/worldfs/worldfs/internal/realpart"
 )
@@ -212,16 +211,7 @@ func TestCopiedGCSBucketReadsAsTheOriginal(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer src.Close()
-	w, err := engine.CreateWorld(ctx, src, "w", particles.Tables(), engine.Options{Catalog: index.Options{NoCompactor: true}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	particles.Install(w)
-	particles.Setup(w, 3)
-	if err := particles.Run(ctx, w, 5, nil); err != nil {
-		t.Fatal(err)
-	}
-	w.Close()
+	enginetest.World(t, src, "w", 5).Close()
 	want := readAll(t, "gs://src/worlds")
 
 	dst, err := bucketurl.Open(ctx, "gs://dst/copy")

@@ -8,6 +8,7 @@ package enginetest
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"sync"
 	"testing"
@@ -251,4 +252,32 @@ func Tables(t testing.TB, tk *index.Tick) []index.TableFragments {
 		t.Fatal(err)
 	}
 	return tables
+}
+
+// SensorTable is the fact table "reading" with a sensor and a value, the
+// one the fact and maintenance tests ingest into (Reading's has a value
+// alone).
+func SensorTable() *engine.Table {
+	c, _ := engine.NewComponent("reading", engine.Field{Name: "sensor", Type: engine.String}, engine.Field{Name: "value", Type: engine.Float64})
+	t, _ := engine.NewFactTable("reading", c)
+	return t
+}
+
+// SensorReading is a fact of SensorTable from producer (its sensor) with
+// external id id.
+func SensorReading(producer, id string, value float64) engine.Fact {
+	return engine.Fact{Producer: producer, ExternalID: id, Table: SensorTable(),
+		Values: engine.Values{"reading_sensor": producer, "reading_value": value}}
+}
+
+// Contract is the grader contract the tests evaluate with, at version.
+func Contract(version string) engine.GraderContract {
+	return engine.GraderContract{GraderID: "reach-ground", Implementation: version, Model: "m-1",
+		Config: json.RawMessage(`{"b": 1, "a": [1, 2]}`), Thresholds: map[string]float64{"min": 0.5}, Seed: 7}
+}
+
+// Passing is a grader that passes every subject (criterion "lands", 0.9).
+func Passing(context.Context, engine.Subject) ([]engine.Outcome, error) {
+	score := 0.9
+	return []engine.Outcome{{Criterion: "lands", Verdict: engine.Pass, Score: &score}}, nil
 }
