@@ -98,34 +98,81 @@ func csvHeaderSize(t *Table) int64 {
 	return int64(len(line)) // the first comma stands for the line end
 }
 
-// csvValueSize is the size of v as WriteCSV writes it (its comma or line
-// end not included); scratch is a buffer it may reuse.
-func csvValueSize(scratch *[]byte, v parquet.Value) int64 {
-	*scratch = appendCSVValue((*scratch)[:0], v)
-	return int64(len(*scratch))
+// csvSize is the size of the CSV fields WriteCSV writes for rows lo..hi
+// of column i (called name) of f, commas and line ends not included: each
+// value measured through the formatting WriteCSV writes it with, straight
+// from the frame's typed values. A run of equal stamps (a fragment's
+// stamp columns are one value) is measured once.
+func (enc *encoder) csvSize(name string, f *Frame, i int, stamp func(int) Stamp, lo, hi int) int64 {
+	var size int64
+	switch name {
+	case ColEntity:
+		for _, x := range f.Entities[lo:hi] {
+			size += int64(decimalLen(x))
+		}
+		return size
+	case ColTick, ColWriterEpoch, ColCommitToken:
+		var prev Stamp
+		var n int64
+		for k := lo; k < hi; k++ {
+			s := stamp(k)
+			if k == lo || s != prev {
+				switch name {
+				case ColTick:
+					n = int64(decimalLen(s.Tick))
+				case ColWriterEpoch:
+					n = int64(decimalLen(s.WriterEpoch))
+				default:
+					n = int64(len(appendCSVString(enc.line[:0], s.CommitToken)))
+				}
+				prev = s
+			}
+			size += n
+		}
+		return size
+	}
+	switch v := f.cols[i].(type) {
+	case []float64:
+		for _, x := range v[lo:hi] {
+			enc.line = appendCSVFloat(enc.line[:0], x, 64)
+			size += int64(len(enc.line))
+		}
+	case []float32:
+		for _, x := range v[lo:hi] {
+			enc.line = appendCSVFloat(enc.line[:0], float64(x), 32)
+			size += int64(len(enc.line))
+		}
+	case []int64:
+		for _, x := range v[lo:hi] {
+			size += int64(decimalLen(x))
+		}
+	case []int32:
+		for _, x := range v[lo:hi] {
+			size += int64(decimalLen(int64(x)))
+		}
+	case []bool:
+		for _, x := range v[lo:hi] {
+			size += int64(len(strconv.AppendBool(enc.line[:0], x)))
+		}
+	case []string:
+		for _, x := range v[lo:hi] {
+			enc.line = appendCSVString(enc.line[:0], x)
+			size += int64(len(enc.line))
+		}
+	}
+	return size
 }
 
-// sameValue reports whether a and b are the same value bit for bit (so
-// the same CSV field: unlike parquet.Equal, 0.0 is not -0.0).
-func sameValue(a, b parquet.Value) bool {
-	if a.Kind() != b.Kind() || a.IsNull() != b.IsNull() {
-		return false
+// decimalLen is len(strconv.AppendInt(nil, x, 10)), without writing it.
+func decimalLen(x int64) int {
+	n, u := 1, uint64(x)
+	if x < 0 {
+		n, u = 2, -u
 	}
-	switch a.Kind() {
-	case parquet.Boolean:
-		return a.Boolean() == b.Boolean()
-	case parquet.Int32:
-		return a.Int32() == b.Int32()
-	case parquet.Int64:
-		return a.Int64() == b.Int64()
-	case parquet.Float:
-		return math.Float32bits(a.Float()) == math.Float32bits(b.Float())
-	case parquet.Double:
-		return math.Float64bits(a.Double()) == math.Float64bits(b.Double())
-	case parquet.ByteArray, parquet.FixedLenByteArray:
-		return string(a.ByteArray()) == string(b.ByteArray())
+	for ; u >= 10; u /= 10 {
+		n++
 	}
-	return false
+	return n
 }
 
 // appendCSVValue appends one value.
@@ -163,10 +210,12 @@ func appendCSVFloat(dst []byte, f float64, bits int) []byte {
 	}
 	at := len(dst)
 	dst = strconv.AppendFloat(dst, f, 'g', -1, bits)
-	if !strings.ContainsAny(string(dst[at:]), ".e") {
-		dst = append(dst, ".0"...)
+	for _, c := range dst[at:] {
+		if c == '.' || c == 'e' {
+			return dst
+		}
 	}
-	return dst
+	return append(dst, ".0"...)
 }
 
 // appendCSVString appends s, quoted (with quotes doubled) if it is empty

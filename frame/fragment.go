@@ -81,7 +81,7 @@ const (
 // Encode writes f's rows as one Parquet file (see EncodeFragment) and,
 // unless mode is CSVNone, returns the size of the file's CSV rendering
 // (WriteCSV): measured from the very values written, through WriteCSV's
-// own formatting of each (csvValueSize), so the two never disagree; known,
+// own formatting of each (csvSize), so the two never disagree; known,
 // if not 0, is that size already measured (a tick index's record of the
 // file being rebuilt, whose bytes are then checked), and is not measured
 // again.
@@ -141,7 +141,7 @@ type encoder struct {
 	vals []parquet.Value
 	out  bytes.Buffer
 	csv  int64  // the CSV rendering's size so far; -1: not measured
-	line []byte // scratch for csvValueSize
+	line []byte // scratch for csvSize
 }
 
 // writeColumns writes rows [lo, hi) of f straight into the writer's
@@ -195,15 +195,7 @@ func (enc *encoder) writeColumns(cols []*parquet.ColumnWriter, f *Frame, stamp f
 				return fmt.Errorf("column %s: %w", c.Name, err)
 			}
 			if enc.csv >= 0 {
-				// A run of equal values (the stamp columns are one value)
-				// is measured once.
-				var size int64
-				for k, v := range vals {
-					if k == 0 || !sameValue(v, vals[k-1]) {
-						size = csvValueSize(&enc.line, v)
-					}
-					enc.csv += size
-				}
+				enc.csv += enc.csvSize(c.Name, f, i, stamp, b, b+len(vals))
 			}
 		}
 	}
