@@ -183,7 +183,9 @@ type Catalog struct {
 	}
 	wake chan struct{}
 	done chan struct{}
-	ops  atomic.Uint64
+	// closing is closed by Close: it cuts the committer's waits short.
+	closing chan struct{}
+	ops     atomic.Uint64
 	// deep and perEntry are the committer's own. deep: the queue has
 	// stayed deep, so batches grow up to the deep bounds. perEntry: the
 	// encoded bytes per entry of the last slot built, which turns
@@ -239,7 +241,7 @@ func Open(ctx context.Context, b bucket.Bucket, world string, opts Options) (*Ca
 	if err != nil {
 		return nil, err
 	}
-	c := &Catalog{b: b, world: world, opts: opts, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	c := &Catalog{b: b, world: world, opts: opts, wake: make(chan struct{}, 1), done: make(chan struct{}), closing: make(chan struct{})}
 	c.mu.tip, c.mu.confirmed = state, time.Now()
 	c.ckpt.last, c.ckpt.lastAt = cp, time.Now()
 	go c.commitLoop()
@@ -652,6 +654,7 @@ func (c *Catalog) Close() error {
 	}
 	c.mu.closed = true
 	c.mu.Unlock()
+	close(c.closing)
 	select {
 	case c.wake <- struct{}{}:
 	default:
@@ -1143,7 +1146,7 @@ func (c *Catalog) decided(res created, pipeline []*batch) []*batch {
 	// spin on the CPU until its members' contexts end.
 	if _, err := c.advance(ctx); err != nil {
 		c.unread = min(max(2*c.unread, time.Millisecond), maxUnreadWait)
-		time.Sleep(c.unread)
+		c.pause(c.unread)
 	} else {
 		c.unread = 0
 	}
@@ -1161,7 +1164,17 @@ func (c *Catalog) yieldAfterWin() {
 	if !other.IsZero() && time.Since(other) < c.opts.YieldRecency {
 		d := c.fair.yield(time.Now(), c.opts.YieldRecency, c.opts.YieldJitter, mrand.Int64N)
 		c.stats.yielded.Add(int64(d))
-		time.Sleep(d)
+		c.pause(d)
+	}
+}
+
+// pause waits d, or until the catalog is closed.
+func (c *Catalog) pause(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-c.closing:
 	}
 }
 

@@ -356,3 +356,40 @@ func TestRegressionAmbiguousSlotsNeverDuplicate(t *testing.T) {
 		}
 	}
 }
+
+// Close does not wait out the committer's pause between rounds while its
+// log cannot be read (up to maxUnreadWait). In a synctest bubble: the
+// committer has backed off to full pauses when Close is called between
+// two of them, so any time the bubble's clock moves during Close is the
+// pause it waited out.
+func TestCloseCutsTheCommittersWaitShort(t *testing.T) {
+	synctest.Test(t, testCloseCutsTheCommittersWaitShort)
+}
+
+func testCloseCutsTheCommittersWaitShort(t *testing.T) {
+	inner := memBucket()
+	c0, epoch := newWorld(t, inner, "w", Options{NoCompactor: true})
+	defer c0.Close()
+	script := faulty.NewScript()
+	c1, err := Open(ctxT(t), faulty.Wrap(inner, script), "w", Options{NoCompactor: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c0.Commit(ctxT(t), fence("new")); err != nil { // c1 has not seen it
+		t.Fatal(err)
+	}
+	script.SetRules(faulty.Rule{Op: faulty.OpGet, Prefix: LogPrefix("w"), Fault: faulty.Fault{Kind: faulty.FailBefore}})
+	ctx, cancel := context.WithTimeout(ctxT(t), time.Minute)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { _, err := c1.Commit(ctx, publish("r", 0, "x", epoch)); done <- err }()
+	time.Sleep(time.Second + maxUnreadWait/2) // rounds lost, pauses at their longest
+	start := time.Now()
+	c1.Close()
+	if waited := time.Since(start); waited > 0 {
+		t.Errorf("Close waited %v for the committer's pause to end", waited)
+	}
+	if err := <-done; !errors.Is(err, ErrClosed) {
+		t.Errorf("the member got %v, want ErrClosed", err)
+	}
+}
