@@ -88,14 +88,15 @@ func testRegressionCloseAbandonsSpeculativeRefusals(t *testing.T) {
 	}
 }
 
-// An ambiguous head must not answer the members it refused: they were
-// judged on a base never confirmed as the tip. In a synctest bubble, as
-// above: the old writer's member is queued before the new writer's.
-func TestRegressionAmbiguousHeadRequeuesRefusals(t *testing.T) {
-	synctest.Test(t, testRegressionAmbiguousHeadRequeuesRefusals)
+// While the log cannot be read, a committer whose slots lose pauses
+// between rounds instead of spinning, and never tells a live writer it is
+// stale. In a synctest bubble, as above: the old writer's member is queued
+// before the new writer's.
+func TestRegressionCommitterPausesWhileTheLogIsUnreadable(t *testing.T) {
+	synctest.Test(t, testRegressionCommitterPausesWhileTheLogIsUnreadable)
 }
 
-func testRegressionAmbiguousHeadRequeuesRefusals(t *testing.T) {
+func testRegressionCommitterPausesWhileTheLogIsUnreadable(t *testing.T) {
 	inner := memBucket()
 	c0, epoch := newWorld(t, inner, "w", Options{NoCompactor: true})
 	defer c0.Close()
@@ -143,6 +144,91 @@ func testRegressionAmbiguousHeadRequeuesRefusals(t *testing.T) {
 	if n := creates.n.Load(); n >= spinLimit {
 		t.Fatalf("%d slot creates in the 5 s the log could not be read: the committer spins", n)
 	}
+}
+
+// An ambiguous head must not answer the members it refused: they were
+// judged on a base never confirmed as the tip. In a synctest bubble: b
+// and c are built ahead on a's candidate, where c (the new writer's
+// epoch) is refused as stale; a lands, another writer's fence lands, and
+// b and c's slot fails with its outcome unknown (the log cannot be read
+// back). b gets the unknown outcome; c must be judged again on the tip,
+// where its epoch is the fence's.
+func TestRegressionAmbiguousHeadRequeuesRefusals(t *testing.T) {
+	synctest.Test(t, testRegressionAmbiguousHeadRequeuesRefusals)
+}
+
+func testRegressionAmbiguousHeadRequeuesRefusals(t *testing.T) {
+	inner := memBucket()
+	c0, e0 := newWorld(t, inner, "w", Options{NoCompactor: true})
+	h := &heldCreates{release: []chan struct{}{make(chan struct{}), make(chan struct{})}, arrived: make(chan struct{}, 2)}
+	c1, err := Open(ctxT(t), faulty.Wrap(inner, h), "w", Options{NoCompactor: true, MaxBatch: 2, Ahead: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c1.Close()
+	ctx, cancel := context.WithTimeout(ctxT(t), time.Minute)
+	defer cancel()
+	commit := func(e Entry) <-chan error {
+		done := make(chan error, 1)
+		go func() { _, err := c1.Commit(ctx, e); done <- err }()
+		return done
+	}
+	a := commit(publish("r", 0, "a", e0))
+	<-h.arrived // a's slot is being created
+	b, c := commit(publish("r", 1, "b", e0)), commit(publish("r", 2, "c", e0+1))
+	synctest.Wait() // b and c are built ahead, on a's candidate
+	close(h.release[0])
+	if err := <-a; err != nil {
+		t.Fatalf("a: %v", err)
+	}
+	<-h.arrived // b and c's slot is being created
+	if r, err := c0.Commit(ctxT(t), fence("new")); err != nil || r.Epoch != e0+1 {
+		t.Fatalf("the new writer's fence: %+v, %v", r, err)
+	}
+	h.failReads.Store(true)
+	close(h.release[1])
+	if err := <-b; !errors.Is(err, bucket.ErrAmbiguous) {
+		t.Fatalf("b, in the slot whose outcome is unknown, got %v", err)
+	}
+	h.failReads.Store(false)
+	if err := <-c; err != nil {
+		t.Fatalf("c, refused on a base never confirmed as the tip, got %v; on the tip its epoch is the fence's", err)
+	}
+	if s := c1.Stats(); s.Ambiguous != 1 {
+		t.Fatalf("%d ambiguous slots, want 1: the test did not make the head's outcome unknown", s.Ambiguous)
+	}
+}
+
+// heldCreates holds the first creates of log slots until released (the
+// second then fails without taking effect), and fails every other read
+// of the log while failReads is set.
+type heldCreates struct {
+	n         atomic.Int64
+	release   []chan struct{}
+	arrived   chan struct{}
+	failReads atomic.Bool
+}
+
+func (h *heldCreates) Fault(op faulty.Op, name string) faulty.Fault {
+	if !strings.HasPrefix(name, LogPrefix("w")) {
+		return faulty.Fault{}
+	}
+	if op != faulty.OpCreate {
+		if h.failReads.Load() {
+			return faulty.Fault{Kind: faulty.FailBefore}
+		}
+		return faulty.Fault{}
+	}
+	i := int(h.n.Add(1) - 1)
+	if i >= len(h.release) {
+		return faulty.Fault{}
+	}
+	h.arrived <- struct{}{}
+	<-h.release[i]
+	if i == 1 {
+		return faulty.Fault{Kind: faulty.FailBefore}
+	}
+	return faulty.Fault{}
 }
 
 // countCreates counts the creates of log slots and calls over once they
