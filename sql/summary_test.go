@@ -50,12 +50,12 @@ func frameAt(t *testing.T, tb *engine.Table, k int, tk int64) *engine.Frame {
 	return f
 }
 
-// publishCompacted publishes ticks from..to of w (run main) as a long
-// compacted history has them: one compacted file per table and window
-// of span ticks, each window's ticks first published under their
+// publishCompacted publishes ticks from..to of w (run main), every
+// step-th, as a long compacted history has them: one compacted file per
+// table and window of span tick numbers, each window's ticks first published under their
 // canonical files (never written: collection would have removed them),
 // then replaced by a span fragments.rewrite.
-func publishCompacted(t *testing.T, b bucket.Bucket, w *engine.World, tables []*engine.Table, from, to, span int64) {
+func publishCompacted(t *testing.T, b bucket.Bucket, w *engine.World, tables []*engine.Table, from, to, span, step int64) {
 	t.Helper()
 	ctx := ctxT(t)
 	cat := w.Catalog()
@@ -63,7 +63,7 @@ func publishCompacted(t *testing.T, b bucket.Bucket, w *engine.World, tables []*
 		hi := min(lo+span-1, to)
 		var ticks []int64
 		var tokens []string
-		for tk := lo; tk <= hi; tk++ {
+		for tk := lo; tk <= hi; tk += step {
 			ticks = append(ticks, tk)
 			tokens = append(tokens, fmt.Sprintf("%s-%08d", w.ID(), tk))
 		}
@@ -150,7 +150,7 @@ func summarizedWorlds(t *testing.T) *local.Bucket {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	publishCompacted(t, b, w, tables, 0, 8999, 3000)
+	publishCompacted(t, b, w, tables, 0, 8999, 3000, 1)
 	publishFresh(t, b, w, tables, 9000, 9049)
 	if _, err := w.Ingest(ctx, enginetest.Reading("r1", 2.5)); err != nil {
 		t.Fatal(err)
@@ -331,5 +331,39 @@ func TestViewsOfACatalogWithoutSummaries(t *testing.T) {
 	}
 	if got := viewAnswers(t, s); got != want {
 		t.Fatalf("views of a catalog without summaries differ:\n%s", firstDiff(want, got))
+	}
+}
+
+// Where a summary does not tell what the views' bounds cut (a pin inside
+// a stretch of ticks numbered with gaps: its newest tick at or before
+// the pin), the views are planned from every tick: the same views.
+func TestViewsFromSummariesOfTicksWithGaps(t *testing.T) {
+	ctx := ctxT(t)
+	b, err := local.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables := summaryTables(t)
+	w, err := engine.CreateWorld(ctx, b, "g", tables, enginetest.Quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	publishCompacted(t, b, w, tables, 0, 8191, 8192, 2) // ticks 0, 2, ..., 8190: two shards, one file
+	if _, err := w.Catalog().Checkpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := summaries(t, b, "g"); len(got) != 2 {
+		t.Fatalf("world g has summaries %v, want two", got)
+	}
+	for _, at := range []*int64{nil, ptr[int64](4001), ptr[int64](4096), ptr[int64](8000)} {
+		want := viewAnswers(t, fullBuild(t, b, "g", wsql.Options{AtTick: at, Dir: t.TempDir()}))
+		s, err := wsql.Build(ctx, b, "g", wsql.Options{AtTick: at, Dir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := viewAnswers(t, s); got != want {
+			t.Fatalf("views of g at %v from summaries differ from those from every tick:\n%s", at, firstDiff(want, got))
+		}
 	}
 }
