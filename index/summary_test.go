@@ -6,6 +6,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/bucket/mem"
 )
 
@@ -160,5 +161,34 @@ func TestSummariesFollowTheShardsWritten(t *testing.T) {
 	}
 	if sp, err := OwnView(s, "main").Visible(math.MaxInt64); err != nil || *sp != (Span{From: 0, To: 2*tickShardSpan + 9}) {
 		t.Fatalf("visible ticks from summaries alone: %v, %v", sp, err)
+	}
+}
+
+// WriteSummaries writes the summaries a checkpoint's shards lack (those
+// an older worldfs wrote without them), then none.
+func TestWriteSummariesFillsWhatIsMissing(t *testing.T) {
+	ctx := ctxT(t)
+	b, _, load := summaryWorld(t, 2*tickShardSpan, 1, tickShardSpan)
+	for a, err := range b.List(ctx, ShardPrefix("w"), "") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := ShardOfSummary(a.Name); ok {
+			if err := bucket.DeleteOnce(ctx, b, a.Name, a.Generation); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if n := len(load().part.sums); n != 0 {
+		t.Fatalf("%d summaries read after they were deleted", n)
+	}
+	if n, err := WriteSummaries(ctx, b, "w"); err != nil || n != 2 {
+		t.Fatalf("WriteSummaries wrote %d, %v; want 2", n, err)
+	}
+	if n := len(load().part.sums); n != 2 {
+		t.Fatalf("%d summaries read after WriteSummaries; want 2", n)
+	}
+	if n, err := WriteSummaries(ctx, b, "w"); err != nil || n != 0 {
+		t.Fatalf("WriteSummaries again wrote %d, %v; want none", n, err)
 	}
 }
