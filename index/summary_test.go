@@ -192,3 +192,41 @@ func TestWriteSummariesFillsWhatIsMissing(t *testing.T) {
 		t.Fatalf("WriteSummaries again wrote %d, %v; want none", n, err)
 	}
 }
+
+// The catalog check compares each summary with its shard's ticks: one
+// that decodes and checks out but tells another token is a problem.
+func TestVerifyCatalogComparesSummaries(t *testing.T) {
+	ctx := ctxT(t)
+	b, _, _ := summaryWorld(t, 2*tickShardSpan, 1, tickShardSpan)
+	if chk, err := VerifyCatalog(ctx, b, "w", nil); err != nil || len(chk.Problems) != 0 {
+		t.Fatalf("the check of a sound world: %+v, %v", chk, err)
+	}
+	newest, _, err := newestCheckpoint(ctx, b, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := readCheckpoint(ctx, b, "w", newest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := cp.Shards[0]
+	sum, err := readSummary(ctx, b, "w", newest, r)
+	if err != nil || sum == nil {
+		t.Fatalf("summary of %v: %v, %v", r.key(), sum, err)
+	}
+	sum.spans[0].Token = "another"
+	a, err := b.Stat(ctx, ShardSummaryName("w", r.Hash))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bucket.DeleteOnce(ctx, b, a.Name, a.Generation); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Create(ctx, a.Name, sum.encode()); err != nil {
+		t.Fatal(err)
+	}
+	chk, err := VerifyCatalog(ctx, b, "w", nil)
+	if err != nil || len(chk.Problems) != 1 {
+		t.Fatalf("the check of a world with a misleading summary: %+v, %v; want one problem", chk, err)
+	}
+}
