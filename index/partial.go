@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 
@@ -386,4 +387,67 @@ func (p *Partial) TickByToken(run, token string) (*Tick, bool, error) {
 	}
 	t, ok := p.s.TickByToken(run, token)
 	return t, ok, nil
+}
+
+// Unsummarized returns s with the tick shards it holds as summaries
+// (LoadSummarized) decoded from its checkpoint: the whole state at s's
+// sequence, as Load then returned it. s is unchanged; a state without
+// summaries is returned as it is. A missing or corrupt shard is
+// ErrCorrupt (one collected since s was loaded is missing).
+func (s *State) Unsummarized(ctx context.Context) (*State, error) {
+	p := s.part
+	if p == nil || len(p.sums) == 0 {
+		return s, nil
+	}
+	var refs []shardRef
+	for _, r := range p.cp.Shards {
+		if p.sums[r.key()] != nil {
+			refs = append(refs, r)
+		}
+	}
+	out := make([]*decodedShard, len(refs))
+	err := parallel(ctx, len(refs), func(i int) error {
+		var err error
+		out[i], err = readShard(ctx, p.b, p.name, p.cp, refs[i])
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	n := s.clone()
+	loaded := maps.Clone(p.loaded)
+	for i, d := range out {
+		if err := n.addShard(p.name, p.cp, d); err != nil {
+			return nil, err
+		}
+		loaded[refs[i].key()] = true
+	}
+	n.part = &partial{b: p.b, name: p.name, cp: p.cp, shards: p.shards, loaded: loaded}
+	if _, whole := (&Partial{s: n}).Whole(); whole {
+		n.part = nil
+	}
+	return n, nil
+}
+
+// Unsummarized returns v with each segment's state Unsummarized: the view
+// of the very catalog states v reads, every tick decoded.
+func (v *View) Unsummarized(ctx context.Context) (*View, error) {
+	done := map[*State]*State{}
+	out := &View{World: v.World, Run: v.Run}
+	for _, seg := range v.Segments {
+		st, ok := done[seg.State]
+		if !ok {
+			var err error
+			if st, err = seg.State.Unsummarized(ctx); err != nil {
+				return nil, err
+			}
+			done[seg.State] = st
+		}
+		a := *seg.Allowlist
+		if a.state == seg.State {
+			a.state = st
+		}
+		out.Segments = append(out.Segments, Segment{Allowlist: &a, State: st})
+	}
+	return out, nil
 }

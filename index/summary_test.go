@@ -79,6 +79,18 @@ func TestSummarizedViewsAnswerAsTheWholeState(t *testing.T) {
 			if len(sum.part.sums) != int(c.n/tickShardSpan) {
 				t.Fatalf("%d shards summarized, want %d", len(sum.part.sums), c.n/tickShardSpan)
 			}
+			// Decoded, the summarized state is the whole state; it stays
+			// summarized itself.
+			u, err := sum.Unsummarized(ctxT(t))
+			if err != nil || u.part != nil {
+				t.Fatalf("unsummarized: %v (partial: %v)", err, u.part != nil)
+			}
+			if d := diff(u, whole); d != "" {
+				t.Fatalf("the unsummarized state differs from the whole state: %s", d)
+			}
+			if len(sum.part.sums) == 0 {
+				t.Fatal("Unsummarized changed the state it decoded")
+			}
 			wv, sv := OwnView(whole, "main"), OwnView(sum, "main")
 			bounds := []int64{math.MinInt64, 0, 1, 2999, 3000, 3001, tickShardSpan - 1, tickShardSpan, tickShardSpan + 1, c.n - 1, c.n, c.n + 5, math.MaxInt64}
 			refused := 0

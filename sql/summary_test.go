@@ -367,3 +367,34 @@ func TestViewsFromSummariesOfTicksWithGaps(t *testing.T) {
 		}
 	}
 }
+
+// What reads every tick of views planned from summaries (worldfs_ticks,
+// worldfs_manifests) reads the very catalog states the views were
+// planned from: a tick published since is neither shown nor a reason to
+// fail the query.
+func TestTicksOfSummarizedViewsAreThoseOfTheirStates(t *testing.T) {
+	ctx := ctxT(t)
+	b := summarizedWorlds(t)
+	s, err := wsql.Build(ctx, b, "s", wsql.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat, err := index.Open(ctx, b, "s", index.Options{NoCompactor: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	if _, err := cat.Commit(ctx, index.Entry{Kind: index.KindTickPublish, TickPublish: &index.TickPublish{Run: index.DefaultRun, Tick: 9050,
+		CommitToken: "later", WriterEpoch: cat.Tip().World.Epoch}}); err != nil {
+		t.Fatal(err)
+	}
+	db, err := wsql.Open(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	got := dump(t, db, "SELECT count(*), min(tick), max(tick) FROM worldfs_ticks", "SELECT count(DISTINCT tick), max(tick) FROM worldfs_manifests")
+	if want := "9050 0 9049\n-- 1 rows of SELECT count(*), min(tick), max(tick) FROM worldfs_ticks\n9050 9049\n"; !strings.HasPrefix(got, want) {
+		t.Fatalf("the ticks of views built before tick 9050 was published:\n%s\nwant\n%s", got, want)
+	}
+}

@@ -239,8 +239,8 @@ func BuildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 // buildFrom is BuildFrom; summarized: own was loaded by
 // index.LoadSummarized, and so are the ancestors: the views plan from the
 // states' summaries (View.Files, View.Visible), and what reads the ticks
-// themselves (worldfs_manifests, worldfs_ticks) loads the catalogs whole
-// when a query first reads it, as a reused script does (reuse.go).
+// themselves (worldfs_manifests, worldfs_ticks) decodes the summarized
+// shards of those very states when a query first reads it.
 func buildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Options, summarized bool) (*Script, error) {
 	builds.Add(1)
 	world := own.World.ID
@@ -300,7 +300,7 @@ func buildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 	}
 	whole := func() (*index.View, error) { return view, nil }
 	if summarized {
-		whole = wholeView(ctx, b, world, opts.Run, segs)
+		whole = wholeView(ctx, view)
 	}
 	// worldfs_manifests shows the ticks that name compacted files (a
 	// row per tick) only when a query reads it: see compacted.go.
@@ -373,21 +373,16 @@ func lineageOf(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 	}, world, opts.Run)
 }
 
-// wholeView returns a function that loads, once, the view of (world,
-// run) from whole catalogs, each required to be the state segs holds of
-// its world (ErrCatalogChanged otherwise): what reads the ticks of views
-// planned from summaries.
-func wholeView(ctx context.Context, b bucket.Bucket, world, run string, segs []index.Segment) func() (*index.View, error) {
-	var tips []logTip
-	for _, seg := range segs {
-		tips = append(tips, logTip{World: seg.World, Seq: seg.State.Seq, Hash: seg.State.Hash})
-	}
+// wholeView returns a function that decodes, once, the ticks the
+// states of v hold as summaries: the view of the very states the views
+// were planned from, for what reads every tick.
+func wholeView(ctx context.Context, v *index.View) func() (*index.View, error) {
 	var once sync.Once
-	var view *index.View
+	var whole *index.View
 	var err error
 	return func() (*index.View, error) {
-		once.Do(func() { view, err = keptView(ctx, b, world, run, tips) })
-		return view, err
+		once.Do(func() { whole, err = v.Unsummarized(ctx) })
+		return whole, err
 	}
 }
 
