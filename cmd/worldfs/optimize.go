@@ -24,7 +24,7 @@ func optimizeCmd() command {
 	var asJSON *bool
 	return command{
 		name:    "optimize",
-		summary: "compact a world's small fragments into large files (readers switch at once; safe beside a live writer)",
+		summary: "compact a world's small fragments into large files (readers switch at once; safe beside a live writer), and write the summaries of compacted history the views plan from",
 		example: "worldfs optimize --bucket ./worldfs-data --world w1 --run main",
 		flags: func(fs *flag.FlagSet) {
 			url = bucketFlag(fs)
