@@ -143,6 +143,18 @@ func Lineage(ctx context.Context, load Loader, world, run string) ([]Segment, er
 	return segs, nil
 }
 
+// LoadSummarizedFrom is LoadFrom with LoadSummarized: states for
+// planning views.
+func LoadSummarizedFrom(b bucket.Bucket) Loader {
+	return func(ctx context.Context, world string) (*State, error) {
+		s, _, err := LoadSummarized(ctx, b, world)
+		if err != nil && !errors.Is(err, bucket.ErrNotExist) {
+			return nil, err
+		}
+		return s, err
+	}
+}
+
 // LoadFrom returns a Loader that reads each world's state from the bucket.
 func LoadFrom(b bucket.Bucket) Loader {
 	return func(ctx context.Context, world string) (*State, error) {

@@ -94,8 +94,13 @@ func WriteCheckpoint(ctx context.Context, b bucket.Bucket, s *State, prev *check
 		data := encoder.EncodeAll(plain, nil)
 		sum := sha256.Sum256(data)
 		r.Hash = hex.EncodeToString(sum[:])
-		_, err = bucket.CreateOnce(ctx, b, ShardName(s.World.ID, r.Hash), data)
-		return err
+		if _, err = bucket.CreateOnce(ctx, b, ShardName(s.World.ID, r.Hash), data); err != nil {
+			return err
+		}
+		if r.Kind == "t" {
+			return writeSummary(ctx, b, s, *r)
+		}
+		return nil
 	})
 	if err != nil {
 		return "", nil, fmt.Errorf("checkpoint of world %s at %d: %w", s.World.ID, s.Seq, err)

@@ -13,6 +13,7 @@ import (
 //	worlds/<world>/log/<seq>                        catalog slots
 //	worlds/<world>/checkpoints/<seq>                checkpoints
 //	worlds/<world>/state/<hash>                     checkpoint shards
+//	worlds/<world>/state/<hash>.sum                 tick shard summaries
 //	data/<world>/<run>/<table>/<token>.parquet      tick fragments
 //	data/<world>/<run>/<table>/<token>/<n>.parquet  fact and claim fragments
 //	data/<world>/<run>/<table>/compacted-<digest>/0.parquet (and 0.ticks2, 0.ticks)
@@ -306,6 +307,16 @@ func ShardPrefix(world string) string { return WorldPrefix(world) + "state/" }
 
 // ShardName is a content-addressed checkpoint shard.
 func ShardName(world, hash string) string { return ShardPrefix(world) + hash }
+
+// ShardSummaryName is the summary of the tick shard whose hash is hash
+// (summary.go): the shard's name with ".sum".
+func ShardSummaryName(world, hash string) string { return ShardName(world, hash) + summarySuffix }
+
+// ShardOfSummary returns the name of the shard the summary called name
+// summarizes, if name is a summary's.
+func ShardOfSummary(name string) (string, bool) { return strings.CutSuffix(name, summarySuffix) }
+
+const summarySuffix = ".sum"
 
 // ParseSlotName returns the first sequence of the slot called name.
 func ParseSlotName(world, name string) (uint64, error) {

@@ -45,6 +45,7 @@ func TestBucketLayoutIsPinned(t *testing.T) {
 		{SlotName("w", 0x1f), "worlds/w/log/000000000000001f"},
 		{CheckpointName("w", 0x400), "worlds/w/checkpoints/0000000000000400"},
 		{ShardName("w", "ab12"), "worlds/w/state/ab12"},
+		{ShardSummaryName("w", "ab12"), "worlds/w/state/ab12.sum"},
 		{TickFragmentPath("w", "main", "t1", "tok"), "data/w/main/t1/tok.parquet"},
 		{FragmentPath("w", "main", "t1", "tok", 2), "data/w/main/t1/tok/2.parquet"},
 		{CompactedPath("w", "main", "t1", "d1"), "data/w/main/t1/compacted-d1/0.parquet"},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 
@@ -47,6 +48,10 @@ type partial struct {
 	cp     *checkpoint
 	shards map[string][]int64 // run → the numbers of its tick shards, ascending
 	loaded map[shardKey]bool
+	// sums: the summaries of the tick shards a state for planning
+	// (LoadSummarized) holds instead of their ticks. A shard is loaded or
+	// summarized, never both: loading one drops its summary.
+	sums map[shardKey]*tickSummary
 	// fetch, while the load replays the log after the checkpoint, loads
 	// a shard an entry touches before it is applied; nil afterwards.
 	fetch func(s *State, r shardRef) error
@@ -100,6 +105,7 @@ func (n *State) cover(e *Entry) error {
 			return err
 		}
 		p.loaded[k] = true
+		delete(p.sums, k)
 	}
 	return nil
 }
@@ -127,26 +133,46 @@ func LoadFor(ctx context.Context, b bucket.Bucket, world string, want Want) (*Pa
 		}
 		return &Partial{s: s}, info, nil
 	}
+	s, info, err := loadPart(ctx, b, world, newest, func(ctx context.Context, p *partial) (func(shardRef) bool, error) {
+		head := int64(math.MinInt64)
+		for _, r := range p.cp.Runs {
+			if r.Name == want.Run && want.Head {
+				head = r.Head
+			}
+		}
+		return func(r shardRef) bool {
+			n := r.N
+			return r.Run == want.Run && (want.From <= want.To && tickShard(r.Run, want.From).N <= n && n <= tickShard(r.Run, want.To).N ||
+				head != math.MinInt64 && n == tickShard(r.Run, head).N)
+		}, nil
+	})
+	if err != nil {
+		return nil, LoadInfo{}, err
+	}
+	return &Partial{s: s}, info, nil
+}
+
+// loadPart loads world's state from checkpoint newest and the slots after
+// it, decoding of the checkpoint's tick shards those pick selects (pick
+// sees the partial state before any shard is read) and those the slots
+// touch.
+func loadPart(ctx context.Context, b bucket.Bucket, world, newest string, pick func(context.Context, *partial) (func(shardRef) bool, error)) (*State, LoadInfo, error) {
 	state, cp, err := loadFrom(ctx, b, world, newest, func(ctx context.Context) (*State, *checkpoint, error) {
 		cp, err := readCheckpoint(ctx, b, world, newest)
 		if err != nil {
 			return nil, nil, err
 		}
-		head := int64(math.MinInt64)
-		for _, r := range cp.Runs {
-			if r.Name == want.Run && want.Head {
-				head = r.Head
-			}
-		}
 		p := &partial{b: b, name: newest, cp: cp, shards: map[string][]int64{}, loaded: map[shardKey]bool{}}
+		want, err := pick(ctx, p)
+		if err != nil {
+			return nil, nil, err
+		}
 		s, err := loadShards(ctx, b, newest, cp, func(r shardRef) bool {
 			if r.Kind != "t" {
 				return true
 			}
 			p.shards[r.Run] = append(p.shards[r.Run], r.N) // cp.Shards is in key order
-			n := r.N
-			if r.Run != want.Run || !(want.From <= want.To && tickShard(r.Run, want.From).N <= n && n <= tickShard(r.Run, want.To).N ||
-				head != math.MinInt64 && n == tickShard(r.Run, head).N) {
+			if !want(r) {
 				return false
 			}
 			p.loaded[r.key()] = true
@@ -169,7 +195,53 @@ func LoadFor(ctx context.Context, b bucket.Bucket, world string, want Want) (*Pa
 		return nil, LoadInfo{}, err
 	}
 	state.part.fetch = nil
-	return &Partial{s: state}, LoadInfo{CheckpointSeq: cp.Seq, SlotsReplayed: state.Slots - cp.Slots}, nil
+	return state, LoadInfo{CheckpointSeq: cp.Seq, SlotsReplayed: state.Slots - cp.Slots}, nil
+}
+
+// LoadSummarized reads world's state for planning its views: as Load
+// does, but each tick shard of the newest checkpoint that has a summary
+// (summary.go: its ticks name only compacted files) is held as its
+// summary, not decoded; shards without one, and those the slots after the
+// checkpoint touch, are decoded. A damaged summary is ErrCorrupt.
+//
+// Of the ticks of summarized shards, only View.Files and View.Visible
+// answer (and fail with ErrNotLoaded where a summary does not say what
+// they ask: a view bounded inside one of its spans); the state's and the
+// view's other tick questions do not see them. It is for building views,
+// never for a writer: a state derived from it by Apply refuses entries on
+// ticks it does not hold (ErrNotLoaded).
+func LoadSummarized(ctx context.Context, b bucket.Bucket, world string) (*State, LoadInfo, error) {
+	newest, _, err := newestCheckpoint(ctx, b, world)
+	if err != nil {
+		return nil, LoadInfo{}, fmt.Errorf("world %s: listing checkpoints: %w", world, err)
+	}
+	if newest == "" {
+		return Load(ctx, b, world)
+	}
+	return loadPart(ctx, b, world, newest, func(ctx context.Context, p *partial) (func(shardRef) bool, error) {
+		var ticks []shardRef
+		for _, r := range p.cp.Shards {
+			if r.Kind == "t" {
+				ticks = append(ticks, r)
+			}
+		}
+		sums := make([]*tickSummary, len(ticks))
+		err := parallel(ctx, len(ticks), func(i int) error {
+			var err error
+			sums[i], err = readSummary(ctx, b, world, newest, ticks[i])
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		p.sums = map[shardKey]*tickSummary{}
+		for i, sum := range sums {
+			if sum != nil {
+				p.sums[ticks[i].key()] = sum
+			}
+		}
+		return func(r shardRef) bool { return p.sums[r.key()] == nil }, nil
+	})
 }
 
 // A Partial is the part of a world's catalog state a reader asked for
@@ -257,6 +329,7 @@ func (p *Partial) Load(ctx context.Context, want Want) error {
 			return err
 		}
 		part.loaded[refs[i].key()] = true
+		delete(part.sums, refs[i].key())
 	}
 	return nil
 }
@@ -314,4 +387,67 @@ func (p *Partial) TickByToken(run, token string) (*Tick, bool, error) {
 	}
 	t, ok := p.s.TickByToken(run, token)
 	return t, ok, nil
+}
+
+// Unsummarized returns s with the tick shards it holds as summaries
+// (LoadSummarized) decoded from its checkpoint: the whole state at s's
+// sequence, as Load then returned it. s is unchanged; a state without
+// summaries is returned as it is. A missing or corrupt shard is
+// ErrCorrupt (one collected since s was loaded is missing).
+func (s *State) Unsummarized(ctx context.Context) (*State, error) {
+	p := s.part
+	if p == nil || len(p.sums) == 0 {
+		return s, nil
+	}
+	var refs []shardRef
+	for _, r := range p.cp.Shards {
+		if p.sums[r.key()] != nil {
+			refs = append(refs, r)
+		}
+	}
+	out := make([]*decodedShard, len(refs))
+	err := parallel(ctx, len(refs), func(i int) error {
+		var err error
+		out[i], err = readShard(ctx, p.b, p.name, p.cp, refs[i])
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	n := s.clone()
+	loaded := maps.Clone(p.loaded)
+	for i, d := range out {
+		if err := n.addShard(p.name, p.cp, d); err != nil {
+			return nil, err
+		}
+		loaded[refs[i].key()] = true
+	}
+	n.part = &partial{b: p.b, name: p.name, cp: p.cp, shards: p.shards, loaded: loaded}
+	if _, whole := (&Partial{s: n}).Whole(); whole {
+		n.part = nil
+	}
+	return n, nil
+}
+
+// Unsummarized returns v with each segment's state Unsummarized: the view
+// of the very catalog states v reads, every tick decoded.
+func (v *View) Unsummarized(ctx context.Context) (*View, error) {
+	done := map[*State]*State{}
+	out := &View{World: v.World, Run: v.Run}
+	for _, seg := range v.Segments {
+		st, ok := done[seg.State]
+		if !ok {
+			var err error
+			if st, err = seg.State.Unsummarized(ctx); err != nil {
+				return nil, err
+			}
+			done[seg.State] = st
+		}
+		a := *seg.Allowlist
+		if a.state == seg.State {
+			a.state = st
+		}
+		out.Segments = append(out.Segments, Segment{Allowlist: &a, State: st})
+	}
+	return out, nil
 }

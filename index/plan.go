@@ -1,7 +1,9 @@
 package index
 
 import (
+	"cmp"
 	"context"
+	"fmt"
 	"math"
 )
 
@@ -221,23 +223,43 @@ func (v *View) Files(from, to int64, fn func(File) bool) error {
 	}
 	// The ticks of a compacted span share one fragment list: a tick naming
 	// the very list of compacted files its predecessor named adds no file,
-	// so a compacted history costs a step per tick, not a lookup per file.
+	// so a compacted history costs a step per tick, not a lookup per file;
+	// a summarized one a step per span of its summaries.
 	var prev *Tick
 	prevCompacted := false
-	var err error
-	v.Ticks(from, to, func(t TickRef) bool {
-		if prevCompacted && t.SameTables(prev) {
-			return true
+	last := from - 1
+	if from == math.MinInt64 {
+		last = math.MinInt64
+	}
+	for _, seg := range v.Segments {
+		if seg.Mode != Filtered {
+			continue
 		}
-		var tables []TableFragments
-		if tables, err = t.Tables(); err != nil {
-			return false
+		start := from
+		if last != math.MinInt64 {
+			start = max(from, last+1) // a fork's own ticks follow its fork point
 		}
-		prev, prevCompacted = t.Tick, allCompacted(tables)
-		return emit(File{World: t.World, Run: t.Run, Tick: t.Tick.Tick, Token: t.CommitToken, Epoch: t.WriterEpoch}, tables)
-	})
-	if err != nil || stop {
-		return err
+		var err error
+		werr := seg.steps(start, min(to, seg.UpTo), func(st step) bool {
+			last = st.last
+			if p := st.span; p != nil {
+				prev, prevCompacted = nil, false
+				return emit(File{World: seg.World, Run: seg.Run, Tick: p.From, Token: p.Token, Epoch: p.Epoch}, p.Tables)
+			}
+			t := st.tick
+			if prevCompacted && t.SameTables(prev) {
+				return true
+			}
+			var tables []TableFragments
+			if tables, err = t.Tables(); err != nil {
+				return false
+			}
+			prev, prevCompacted = t, allCompacted(tables)
+			return emit(File{World: seg.World, Run: seg.Run, Tick: t.Tick, Token: t.CommitToken, Epoch: t.WriterEpoch}, tables)
+		})
+		if err = cmp.Or(werr, err); err != nil || stop {
+			return err
+		}
 	}
 	// An unfiltered segment's reader lists its files, facts included.
 	var filtered []Segment
@@ -277,4 +299,146 @@ func allCompacted(tables []TableFragments) bool {
 		}
 	}
 	return n > 0
+}
+
+// step is one step of a segment's walk (Segment.steps): a tick, or a span
+// of a tick shard's summary; last is the last tick it covers.
+type step struct {
+	tick *Tick
+	span *summarySpan
+	last int64
+}
+
+// steps calls fn, in tick order, with the segment's ticks from start to
+// limit, until fn returns false: each tick its state holds, and each span
+// of the summaries it holds instead of ticks (LoadSummarized), whole. A
+// span that the bounds cut where its summary does not tell the ticks
+// (its first tick before start; its last visible tick, past limit, if its
+// ticks have gaps) is ErrNotLoaded.
+func (seg Segment) steps(start, limit int64, fn func(step) bool) error {
+	var sums []*tickSummary
+	if p := seg.State.part; p != nil && len(p.sums) > 0 {
+		for _, n := range p.shards[seg.Run] {
+			if sum := p.sums[shardKey{'t', seg.Run, n}]; sum != nil && n >= tickShard(seg.Run, start).N {
+				sums = append(sums, sum)
+			}
+		}
+	}
+	var err error
+	stop := false
+	// flush steps through the summaries of shards before shard n.
+	flush := func(n int64) bool {
+		for ; len(sums) > 0 && sums[0].key.N < n; sums = sums[1:] {
+			for i := range sums[0].spans {
+				p := &sums[0].spans[i]
+				switch {
+				case p.To < start:
+					continue
+				case p.From > limit:
+					stop = true
+					return false
+				case p.From < start:
+					err = fmt.Errorf("ticks %d..%d of run %s are summarized, and the view starts at %d: %w", p.From, p.To, seg.Run, start, ErrNotLoaded)
+					return false
+				case p.To > limit && !p.contiguous():
+					err = fmt.Errorf("ticks %d..%d of run %s are summarized, and the view ends at %d: %w", p.From, p.To, seg.Run, limit, ErrNotLoaded)
+					return false
+				}
+				if !fn(step{span: p, last: min(p.To, limit)}) {
+					stop = true
+					return false
+				}
+			}
+		}
+		return true
+	}
+	seg.State.Ticks(seg.Run, start, func(t *Tick) bool {
+		if t.Tick > limit || !flush(tickShard(t.Run, t.Tick).N) {
+			return false
+		}
+		if !fn(step{tick: t, last: t.Tick}) {
+			stop = true
+			return false
+		}
+		return true
+	})
+	if err == nil && !stop {
+		flush(math.MaxInt64)
+	}
+	return err
+}
+
+// Visible returns the span from the first visible tick of the view to
+// the newest at or before upTo (To < From: none), or nil if a segment
+// lists no ticks (unfiltered). A few lookups per segment.
+func (v *View) Visible(upTo int64) (*Span, error) {
+	for _, seg := range v.Segments {
+		if seg.Mode != Filtered {
+			return nil, nil
+		}
+	}
+	none := &Span{From: 0, To: -1}
+	first, found := int64(0), false
+	for _, seg := range v.Segments {
+		if err := seg.steps(math.MinInt64, min(upTo, seg.UpTo), func(st step) bool {
+			first, found = st.last, true
+			if st.span != nil {
+				first = st.span.From
+			}
+			return false
+		}); err != nil {
+			return nil, err
+		}
+		if found {
+			break
+		}
+	}
+	if !found {
+		return none, nil
+	}
+	for i := len(v.Segments) - 1; i >= 0; i-- {
+		seg := v.Segments[i]
+		last, ok, err := seg.last(min(seg.UpTo, upTo))
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			return &Span{From: first, To: last}, nil
+		}
+	}
+	return none, nil
+}
+
+// last returns the segment's newest tick at or below upTo: the newest its
+// state holds, or the newest its summaries cover if newer.
+func (seg Segment) last(upTo int64) (int64, bool, error) {
+	t, ok := seg.State.Last(seg.Run, upTo)
+	last := int64(math.MinInt64)
+	if ok {
+		last = t.Tick
+	}
+	var err error
+	if p := seg.State.part; p != nil && len(p.sums) > 0 {
+		ns := p.shards[seg.Run]
+		for i := len(ns) - 1; i >= 0; i-- {
+			sum := p.sums[shardKey{'t', seg.Run, ns[i]}]
+			if sum == nil || sum.spans[0].From > upTo {
+				continue
+			}
+			for j := len(sum.spans) - 1; j >= 0; j-- {
+				sp := &sum.spans[j]
+				switch {
+				case sp.From > upTo:
+					continue
+				case sp.To > upTo && !sp.contiguous():
+					err = fmt.Errorf("ticks %d..%d of run %s are summarized, and the view ends at %d: %w", sp.From, sp.To, seg.Run, upTo, ErrNotLoaded)
+				case min(sp.To, upTo) > last:
+					last, ok = min(sp.To, upTo), true
+				}
+				break
+			}
+			break
+		}
+	}
+	return last, ok, err
 }

@@ -72,11 +72,13 @@ func VerifyCatalog(ctx context.Context, b bucket.Bucket, world string, slot func
 		}
 		if name, ok := bySeq[state.Seq]; ok {
 			out.Checkpoints = append(out.Checkpoints, state.Seq)
-			cp, _, err := LoadCheckpoint(ctx, b, world, name)
+			cp, refs, err := LoadCheckpoint(ctx, b, world, name)
 			if err != nil {
 				out.Problems = append(out.Problems, err.Error())
 			} else if d := stateDiff(state, cp); d != "" {
 				out.Problems = append(out.Problems, fmt.Sprintf("checkpoint %s differs from the log at sequence %d: %s", name, state.Seq, d))
+			} else {
+				out.Problems = append(out.Problems, checkSummaries(ctx, b, name, cp, refs)...)
 			}
 		}
 		return nil
@@ -233,4 +235,32 @@ func (s *State) Fragments(run string, fn func(FragmentRef) bool) error {
 		}
 	}
 	return nil
+}
+
+// checkSummaries compares each summary of a tick shard of checkpoint
+// name (refs) with what the shard's ticks, loaded in s, say: a summary
+// that decodes but tells other ticks or files would mislead every views
+// build. It returns the problems.
+func checkSummaries(ctx context.Context, b bucket.Bucket, name string, s *State, refs *checkpoint) []string {
+	var problems []string
+	for _, r := range refs.Shards {
+		if r.Kind != "t" {
+			continue
+		}
+		sum, err := readSummary(ctx, b, s.World.ID, name, r)
+		if err != nil {
+			problems = append(problems, err.Error())
+			continue
+		}
+		if sum == nil {
+			continue
+		}
+		want, err := s.summarize(r.key(), r.Hash)
+		if err != nil {
+			problems = append(problems, err.Error())
+		} else if want == nil || !bytes.Equal(want.encode(), sum.encode()) {
+			problems = append(problems, fmt.Sprintf("checkpoint %s: the summary of shard %s does not say what its ticks say", name, r.Hash))
+		}
+	}
+	return problems
 }

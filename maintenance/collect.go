@@ -788,7 +788,12 @@ func (c *collector) shards(ctx context.Context) error {
 	retention := max(c.opts.Retention, minShardRetention)
 	var dead []bucket.Attrs
 	for _, a := range shards {
-		if !named[a.Name] && c.old(a.Created, retention) {
+		// A shard's summary lives as long as its shard is named.
+		shard := a.Name
+		if s, ok := index.ShardOfSummary(a.Name); ok {
+			shard = s
+		}
+		if !named[shard] && c.old(a.Created, retention) {
 			dead = append(dead, a)
 		}
 	}

@@ -412,3 +412,78 @@ func TestWorldCollectsByItself(t *testing.T) {
 		t.Fatalf("the catalog check: %v %+v", err, chk)
 	}
 }
+
+// A tick shard's summary lives as long as its shard: collection keeps the
+// summary of a shard a checkpoint names, past the retention, and deletes
+// the summary of a shard none names with the shard.
+func TestCollectKeepsTheSummariesOfNamedShards(t *testing.T) {
+	ctx := ctxT(t)
+	b, _ := local.Open(t.TempDir())
+	opts := quiet
+	opts.Catalog = index.Options{NoCompactor: true}
+	w, err := engine.CreateWorld(ctx, b, "w", particles.Tables(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	cat, table := w.Catalog(), particles.Tables()[0].ID
+	var es []index.Entry
+	for tk := range int64(index.PartTicks) {
+		token := fmt.Sprintf("t%d", tk)
+		es = append(es, index.Entry{Kind: index.KindTickPublish, TickPublish: &index.TickPublish{Run: "main", Tick: tk, CommitToken: token, WriterEpoch: w.Epoch(),
+			Tables: []index.TableFragments{{Table: table, Fragments: []index.Fragment{{Path: index.TickFragmentPath("w", "main", table, token), Rows: 1}}}}}})
+	}
+	if _, err := cat.CommitAll(ctx, es...); err != nil {
+		t.Fatal(err)
+	}
+	compact := func(digest string) {
+		t.Helper()
+		tip, err := cat.Exact(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := index.Fragment{Path: index.CompactedPath("w", "main", table, digest), Rows: index.PartTicks, Span: &index.Span{From: 0, To: index.PartTicks - 1}}
+		rw := &index.FragmentsRewrite{Run: "main", Span: f.Span, ReadSeq: tip.Seq, Tables: []index.TableFragments{{Table: table, Fragments: []index.Fragment{f}}}}
+		if _, err := cat.Commit(ctx, index.Entry{Kind: index.KindFragmentsRewrite, Rewrite: rw}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cat.Checkpoint(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	summaries := func() []string {
+		t.Helper()
+		var out []string
+		for a, err := range b.List(ctx, index.ShardPrefix("w"), "") {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := index.ShardOfSummary(a.Name); ok {
+				out = append(out, a.Name)
+			}
+		}
+		return out
+	}
+	compact("a")
+	first := summaries()
+	compact("b") // the shard again, with another file: a new shard and summary
+	if _, err := cat.Commit(ctx, index.Entry{Kind: index.KindTickPublish, TickPublish: &index.TickPublish{Run: "main", Tick: index.PartTicks, CommitToken: "fresh", WriterEpoch: w.Epoch()}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cat.Checkpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	both := summaries()
+	if len(first) != 1 || len(both) != 2 {
+		t.Fatalf("summaries %v, then %v; want one, then two", first, both)
+	}
+	later := time.Now().Add(100 * maintenance.DefaultRetention)
+	_, seen := collect(t, b, later, false)
+	left := summaries()
+	if seen[first[0]].Kind != maintenance.KindShard || len(left) != 1 || left[0] == first[0] {
+		t.Fatalf("after collection: summaries %v (of %v), the first reported %+v; want only the named shard's", left, both, seen[first[0]])
+	}
+	if shard, _ := index.ShardOfSummary(left[0]); seen[shard].Kind != "" {
+		t.Fatalf("the named shard %s was collected: %+v", shard, seen[shard])
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -202,20 +203,45 @@ func Build(ctx context.Context, b bucket.Bucket, world string, opts Options) (*S
 			return s, err
 		}
 	}
-	own, _, err := index.Load(ctx, b, world)
+	// Views of the whole history plan from the catalogs' summaries of
+	// compacted stretches (index.LoadSummarized) instead of decoding every
+	// tick; views bounded by a token, a time or one tick read ticks.
+	load, summarized := index.Load, opts.Token == "" && opts.AtTime == nil && !opts.Only
+	if summarized {
+		load = index.LoadSummarized
+	}
+	own, _, err := load(ctx, b, world)
 	if err != nil {
 		return nil, err
 	}
 	if _, merr := index.ReadMarker(ctx, b, world); !own.World.Created && errors.Is(merr, bucket.ErrNotExist) && !hasData(ctx, b, world) {
 		return nil, fmt.Errorf("world %s: %w", lit(world), ErrNotFound)
 	}
-	return BuildFrom(ctx, b, own, opts)
+	s, err := buildFrom(ctx, b, own, opts, summarized)
+	if summarized && errors.Is(err, index.ErrNotLoaded) {
+		// A summary does not tell what the views' bounds cut: plan from
+		// every tick.
+		if own, _, err = index.Load(ctx, b, world); err != nil {
+			return nil, err
+		}
+		return buildFrom(ctx, b, own, opts, false)
+	}
+	return s, err
 }
 
 // BuildFrom returns the view definitions of the world whose catalog state
 // own is (ancestors are read from the bucket, unless opts.View, of this
 // world and run, resolves them).
 func BuildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Options) (*Script, error) {
+	return buildFrom(ctx, b, own, opts, false)
+}
+
+// buildFrom is BuildFrom; summarized: own was loaded by
+// index.LoadSummarized, and so are the ancestors: the views plan from the
+// states' summaries (View.Files, View.Visible), and what reads the ticks
+// themselves (worldfs_manifests, worldfs_ticks) decodes the summarized
+// shards of those very states when a query first reads it.
+func buildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Options, summarized bool) (*Script, error) {
 	builds.Add(1)
 	world := own.World.ID
 	path, err := pather(b, opts)
@@ -233,7 +259,7 @@ func BuildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 	if err != nil {
 		return nil, err
 	}
-	segs, err := lineageOf(ctx, b, own, opts)
+	segs, err := lineageOf(ctx, b, own, opts, summarized)
 	if err != nil {
 		return nil, err
 	}
@@ -272,52 +298,31 @@ func BuildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 	if opts.Table != "" {
 		h.frags = slices.DeleteFunc(h.frags, func(f fragment) bool { return infos[f.world+"/"+f.table].Name != opts.Table })
 	}
+	whole := func() (*index.View, error) { return view, nil }
+	if summarized {
+		whole = wholeView(ctx, view)
+	}
 	// worldfs_manifests shows the ticks that name compacted files (a
 	// row per tick) only when a query reads it: see compacted.go.
 	var comp *compacted
 	if opts.Table == "" && slices.ContainsFunc(h.frags, func(f fragment) bool { return f.keep != nil }) {
-		comp = &compacted{view: func() (*index.View, error) { return view, nil }, from: from, to: upTo, dir: dir}
+		comp = &compacted{view: whole, from: from, to: upTo, dir: dir}
 	}
 	// worldfs_ticks, <table>_changes and <table>_as_of read the visible
 	// ticks only when a query does: see ticks.go.
-	ticks := &tickList{view: func() (*index.View, error) { return view, nil }, from: from, to: upTo, dir: dir}
+	ticks := &tickList{view: whole, from: from, to: upTo, dir: dir}
 	s, err := render(world, opts.Run, upTo, h, infos, lineage, dir, comp, ticks)
 	if err != nil {
 		return nil, err
 	}
 	s.checks = checks
 	if !h.listed {
-		s.Visible = visibleSpan(segs, upTo)
+		if s.Visible, err = view.Visible(upTo); err != nil {
+			return nil, err
+		}
 	}
 	keep(ctx, b, opts, dir, own, segs, h, s)
 	return s, nil
-}
-
-// visibleSpan returns the span from the first visible tick of segs to
-// the newest at or before upTo (To < From: none), or nil if a segment
-// lists no ticks (unfiltered). Two lookups per segment.
-func visibleSpan(segs []index.Segment, upTo int64) *index.Span {
-	sp := &index.Span{From: 0, To: -1}
-	first, last := false, false
-	for _, seg := range segs {
-		if seg.Mode != index.Filtered {
-			return nil
-		}
-	}
-	view := &index.View{Segments: segs}
-	view.Ticks(math.MinInt64, upTo, func(t index.TickRef) bool {
-		sp.From, first = t.Tick.Tick, true
-		return false
-	})
-	for i := len(segs) - 1; i >= 0 && first && !last; i-- {
-		if t, ok := segs[i].State.Last(segs[i].Run, min(segs[i].UpTo, upTo)); ok {
-			sp.To, last = t.Tick, true
-		}
-	}
-	if !first || !last {
-		return &index.Span{From: 0, To: -1}
-	}
-	return sp
 }
 
 var builds atomic.Int64
@@ -351,18 +356,34 @@ func pinned(own *index.State, opts Options) (int64, error) {
 
 // lineageOf returns the segments of (own's world, opts.Run): opts.View's
 // if it is of them, else resolved from own and the ancestors' catalogs.
-func lineageOf(ctx context.Context, b bucket.Bucket, own *index.State, opts Options) ([]index.Segment, error) {
+func lineageOf(ctx context.Context, b bucket.Bucket, own *index.State, opts Options, summarized bool) ([]index.Segment, error) {
 	world := own.World.ID
 	if v := opts.View; v != nil && v.World == world && v.Run == opts.Run {
 		return v.Segments, nil
 	}
 	load := index.LoadFrom(b)
+	if summarized {
+		load = index.LoadSummarizedFrom(b)
+	}
 	return index.Lineage(ctx, func(ctx context.Context, w string) (*index.State, error) {
 		if w == world {
 			return own, nil
 		}
 		return load(ctx, w)
 	}, world, opts.Run)
+}
+
+// wholeView returns a function that decodes, once, the ticks the
+// states of v hold as summaries: the view of the very states the views
+// were planned from, for what reads every tick.
+func wholeView(ctx context.Context, v *index.View) func() (*index.View, error) {
+	var once sync.Once
+	var whole *index.View
+	var err error
+	return func() (*index.View, error) {
+		once.Do(func() { whole, err = v.Unsummarized(ctx) })
+		return whole, err
+	}
 }
 
 // history is what the views read, as BuildFrom collects it: the files.

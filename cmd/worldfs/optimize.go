@@ -24,7 +24,7 @@ func optimizeCmd() command {
 	var asJSON *bool
 	return command{
 		name:    "optimize",
-		summary: "compact a world's small fragments into large files (readers switch at once; safe beside a live writer)",
+		summary: "compact a world's small fragments into large files (readers switch at once; safe beside a live writer), and write the summaries of compacted history the views plan from",
 		example: "worldfs optimize --bucket ./worldfs-data --world w1 --run main",
 		flags: func(fs *flag.FlagSet) {
 			url = bucketFlag(fs)
@@ -61,8 +61,15 @@ func optimizeCmd() command {
 			if err != nil {
 				return err
 			}
+			// Summaries of the compacted stretches that a worldfs
+			// writing none left without (a views build reads them instead
+			// of every tick record).
+			sums, err := index.WriteSummaries(ctx, b, *world)
+			if err != nil {
+				return fmt.Errorf("world %s: tick shard summaries: %w", *world, err)
+			}
 			if *asJSON {
-				return json.NewEncoder(out).Encode(map[string]any{"world": *world, "run": *run, "windows": res.Windows,
+				return json.NewEncoder(out).Encode(map[string]any{"world": *world, "run": *run, "windows": res.Windows, "summaries_written": sums,
 					"fact_shards": res.Facts, "refused": res.Refused, "files": res.Files, "files_replaced": res.FilesIn,
 					"rows": res.Rows, "bytes_read": res.BytesIn, "bytes_written": res.BytesOut, "tick_index_bytes": res.IndexBytes, "seconds": secs,
 					"files_per_second": float64(res.FilesIn) / secs, "mb_per_second": float64(res.BytesIn) / 1e6 / secs})
@@ -70,6 +77,9 @@ func optimizeCmd() command {
 			fmt.Fprintf(out, "world %s run %s: %d windows and %d claim shards of facts compacted: %d files replace %d (%d rows, %s read, %s written, %s of tick indexes) in %.1f s (%.0f files/s, %.1f MB/s)",
 				*world, *run, res.Windows, res.Facts, res.Files, res.FilesIn, res.Rows, mib(res.BytesIn), mib(res.BytesOut), mib(res.IndexBytes),
 				secs, float64(res.FilesIn)/secs, float64(res.BytesIn)/1e6/secs)
+			if sums > 0 {
+				fmt.Fprintf(out, "; %d tick shard summaries written", sums)
+			}
 			if res.Refused > 0 {
 				fmt.Fprintf(out, "; %d windows changed meanwhile (a publish or another compactor) and were left", res.Refused)
 			}

@@ -1,0 +1,244 @@
+package index
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/bucket/mem"
+)
+
+// summaryWorld commits to a new world w of b ticks 0, step, 2·step, ...
+// below n, every window of `window` tick numbers compacted into one file
+// (span rewrite), then fresh ticks n..n+9, and writes a checkpoint.
+func summaryWorld(t *testing.T, n, step, window int64) (*mem.Bucket, *Catalog, func() *State) {
+	t.Helper()
+	ctx := ctxT(t)
+	b := memBucket()
+	c, epoch := newWorld(t, b, "w", Options{NoCompactor: true})
+	for lo := int64(0); lo < n; lo += window {
+		var es []Entry
+		for tk := lo; tk < min(lo+window, n); tk += step {
+			es = append(es, ownPublish("w", "main", tk, fmt.Sprintf("t%d", tk), epoch))
+		}
+		if _, err := c.CommitAll(ctx, es...); err != nil {
+			t.Fatal(err)
+		}
+		tip, err := c.Exact(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		file := Fragment{Path: CompactedPath("w", "main", "pos", fmt.Sprint(lo)), Rows: int64(len(es)), Span: &Span{From: lo, To: min(lo+window, n) - 1}}
+		rw := &FragmentsRewrite{Run: "main", Span: file.Span, ReadSeq: tip.Seq, Tables: []TableFragments{{Table: "pos", Fragments: []Fragment{file}}}}
+		if _, err := c.Commit(ctx, Entry{Kind: KindFragmentsRewrite, Rewrite: rw}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for tk := n; tk < n+10; tk++ {
+		if _, err := c.Commit(ctx, ownPublish("w", "main", tk, fmt.Sprintf("t%d", tk), epoch)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Checkpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return b, c, func() *State {
+		s, _, err := LoadSummarized(ctx, b, "w")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+}
+
+// filesOf lists what v.Files(from, to) gives.
+func filesOf(v *View, from, to int64) ([]string, error) {
+	var out []string
+	err := v.Files(from, to, func(f File) bool {
+		out = append(out, fmt.Sprintf("%s@%d/%s/%d keep %v", f.Path, f.Tick, f.Token, f.Epoch, f.Keep))
+		return true
+	})
+	return out, err
+}
+
+// View.Files and View.Visible of a state holding summaries (LoadSummarized)
+// answer as those of the whole state, for every bound, or refuse
+// (ErrNotLoaded) where a summary cannot tell: never another answer. With
+// ticks numbered without gaps only a start inside a stretch is refused.
+func TestSummarizedViewsAnswerAsTheWholeState(t *testing.T) {
+	for _, c := range []struct{ n, step, window int64 }{{3 * tickShardSpan, 1, 3000}, {2 * tickShardSpan, 2, 2 * tickShardSpan}} {
+		t.Run(fmt.Sprintf("step%d", c.step), func(t *testing.T) {
+			_, cat, load := summaryWorld(t, c.n, c.step, c.window)
+			whole, err := cat.Exact(ctxT(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			sum := load()
+			if len(sum.part.sums) != int(c.n/tickShardSpan) {
+				t.Fatalf("%d shards summarized, want %d", len(sum.part.sums), c.n/tickShardSpan)
+			}
+			// Decoded, the summarized state is the whole state; it stays
+			// summarized itself.
+			u, err := sum.Unsummarized(ctxT(t))
+			if err != nil || u.part != nil {
+				t.Fatalf("unsummarized: %v (partial: %v)", err, u.part != nil)
+			}
+			if d := diff(u, whole); d != "" {
+				t.Fatalf("the unsummarized state differs from the whole state: %s", d)
+			}
+			if len(sum.part.sums) == 0 {
+				t.Fatal("Unsummarized changed the state it decoded")
+			}
+			wv, sv := OwnView(whole, "main"), OwnView(sum, "main")
+			bounds := []int64{math.MinInt64, 0, 1, 2999, 3000, 3001, tickShardSpan - 1, tickShardSpan, tickShardSpan + 1, c.n - 1, c.n, c.n + 5, math.MaxInt64}
+			refused := 0
+			for _, from := range bounds {
+				for _, to := range bounds {
+					want, err := filesOf(wv, from, to)
+					if err != nil {
+						t.Fatal(err)
+					}
+					got, err := filesOf(sv, from, to)
+					if errors.Is(err, ErrNotLoaded) {
+						refused++
+						if c.step == 1 && (from == math.MinInt64 || from%c.window == 0) {
+							t.Fatalf("files %d..%d refused: %v", from, to, err)
+						}
+						continue
+					}
+					if err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
+						t.Fatalf("files %d..%d from summaries: %v, %v\nwant %v", from, to, got, err, want)
+					}
+				}
+				wantV, err := wv.Visible(from)
+				if err != nil {
+					t.Fatal(err)
+				}
+				gotV, err := sv.Visible(from)
+				if errors.Is(err, ErrNotLoaded) && c.step > 1 {
+					refused++
+					continue
+				}
+				if err != nil || *gotV != *wantV {
+					t.Fatalf("visible up to %d from summaries: %v, %v; want %v", from, gotV, err, wantV)
+				}
+			}
+			if refused == 0 {
+				t.Fatal("no bound was refused: the summaries were not read")
+			}
+		})
+	}
+}
+
+// A checkpoint writes the summaries of the tick shards it writes that
+// name only compacted files: a shard with a fresh tick has none until its
+// ticks are compacted.
+func TestSummariesFollowTheShardsWritten(t *testing.T) {
+	ctx := ctxT(t)
+	b, cat, load := summaryWorld(t, 2*tickShardSpan, 1, tickShardSpan)
+	count := func() int {
+		t.Helper()
+		n := 0
+		for a, err := range b.List(ctx, ShardPrefix("w"), "") {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := ShardOfSummary(a.Name); ok {
+				n++
+			}
+		}
+		return n
+	}
+	if n, held := count(), len(load().part.sums); n != 2 || held != 2 {
+		t.Fatalf("%d summaries written, %d read; want those of the 2 compacted shards", n, held)
+	}
+	// The fresh ticks 8192..8201 compacted: their shard gets its summary.
+	tip, err := cat.Exact(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := Fragment{Path: CompactedPath("w", "main", "pos", "fresh"), Rows: 10, Span: &Span{From: 2 * tickShardSpan, To: 2*tickShardSpan + 9}}
+	rw := &FragmentsRewrite{Run: "main", Span: file.Span, ReadSeq: tip.Seq, Tables: []TableFragments{{Table: "pos", Fragments: []Fragment{file}}}}
+	if _, err := cat.Commit(ctx, Entry{Kind: KindFragmentsRewrite, Rewrite: rw}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cat.Checkpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s := load()
+	if n, held := count(), len(s.part.sums); n != 3 || held != 3 {
+		t.Fatalf("after the fresh ticks' compaction: %d summaries written, %d read; want 3", n, held)
+	}
+	if sp, err := OwnView(s, "main").Visible(math.MaxInt64); err != nil || *sp != (Span{From: 0, To: 2*tickShardSpan + 9}) {
+		t.Fatalf("visible ticks from summaries alone: %v, %v", sp, err)
+	}
+}
+
+// WriteSummaries writes the summaries a checkpoint's shards lack (those
+// an older worldfs wrote without them), then none.
+func TestWriteSummariesFillsWhatIsMissing(t *testing.T) {
+	ctx := ctxT(t)
+	b, _, load := summaryWorld(t, 2*tickShardSpan, 1, tickShardSpan)
+	for a, err := range b.List(ctx, ShardPrefix("w"), "") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := ShardOfSummary(a.Name); ok {
+			if err := bucket.DeleteOnce(ctx, b, a.Name, a.Generation); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if n := len(load().part.sums); n != 0 {
+		t.Fatalf("%d summaries read after they were deleted", n)
+	}
+	if n, err := WriteSummaries(ctx, b, "w"); err != nil || n != 2 {
+		t.Fatalf("WriteSummaries wrote %d, %v; want 2", n, err)
+	}
+	if n := len(load().part.sums); n != 2 {
+		t.Fatalf("%d summaries read after WriteSummaries; want 2", n)
+	}
+	if n, err := WriteSummaries(ctx, b, "w"); err != nil || n != 0 {
+		t.Fatalf("WriteSummaries again wrote %d, %v; want none", n, err)
+	}
+}
+
+// The catalog check compares each summary with its shard's ticks: one
+// that decodes and checks out but tells another token is a problem.
+func TestVerifyCatalogComparesSummaries(t *testing.T) {
+	ctx := ctxT(t)
+	b, _, _ := summaryWorld(t, 2*tickShardSpan, 1, tickShardSpan)
+	if chk, err := VerifyCatalog(ctx, b, "w", nil); err != nil || len(chk.Problems) != 0 {
+		t.Fatalf("the check of a sound world: %+v, %v", chk, err)
+	}
+	newest, _, err := newestCheckpoint(ctx, b, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := readCheckpoint(ctx, b, "w", newest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := cp.Shards[0]
+	sum, err := readSummary(ctx, b, "w", newest, r)
+	if err != nil || sum == nil {
+		t.Fatalf("summary of %v: %v, %v", r.key(), sum, err)
+	}
+	sum.spans[0].Token = "another"
+	a, err := b.Stat(ctx, ShardSummaryName("w", r.Hash))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bucket.DeleteOnce(ctx, b, a.Name, a.Generation); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Create(ctx, a.Name, sum.encode()); err != nil {
+		t.Fatal(err)
+	}
+	chk, err := VerifyCatalog(ctx, b, "w", nil)
+	if err != nil || len(chk.Problems) != 1 {
+		t.Fatalf("the check of a world with a misleading summary: %+v, %v; want one problem", chk, err)
+	}
+}

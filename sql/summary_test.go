@@ -1,0 +1,400 @@
+package sql_test
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/bucket/local"
+	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/engine/enginetest"
+	"github.com/worldfs/worldfs/index"
+	"github.com/worldfs/worldfs/maintenance"
+	wsql "github.com/worldfs/worldfs/sql"
+)
+
+// summaryTables are the tables of the summarized worlds: two, with an
+// entity count and a value.
+func summaryTables(t *testing.T) []*engine.Table {
+	t.Helper()
+	var out []*engine.Table
+	for i := range 2 {
+		c, err := engine.NewComponent(fmt.Sprintf("kind%d", i), engine.Field{Name: "v", Type: engine.Float64})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tb, err := engine.NewTable(fmt.Sprintf("arch%d", i), c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, tb)
+	}
+	return out
+}
+
+// frameAt is table k's rows at tick tk: three entities whose value
+// says the tick.
+func frameAt(t *testing.T, tb *engine.Table, k int, tk int64) *engine.Frame {
+	t.Helper()
+	f := engine.NewFrame(tb)
+	for e := range int64(3) {
+		if err := f.Append(e, engine.Values{fmt.Sprintf("kind%d_v", k): float64(tk) + float64(e)/10}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return f
+}
+
+// publishCompacted publishes ticks from..to of w (run main), every
+// step-th, as a long compacted history has them: one compacted file per
+// table and window of span tick numbers, each window's ticks first published under their
+// canonical files (never written: collection would have removed them),
+// then replaced by a span fragments.rewrite.
+func publishCompacted(t *testing.T, b bucket.Bucket, w *engine.World, tables []*engine.Table, from, to, span, step int64) {
+	t.Helper()
+	ctx := ctxT(t)
+	cat := w.Catalog()
+	for lo := from; lo <= to; lo += span {
+		hi := min(lo+span-1, to)
+		var ticks []int64
+		var tokens []string
+		for tk := lo; tk <= hi; tk += step {
+			ticks = append(ticks, tk)
+			tokens = append(tokens, fmt.Sprintf("%s-%08d", w.ID(), tk))
+		}
+		compacted := make([]index.TableFragments, len(tables))
+		published := make([][]index.TableFragments, len(ticks))
+		for k, tb := range tables {
+			f, canon, err := maintenance.WriteCompactedTicks(ctx, b, w.ID(), index.DefaultRun, frameAt(t, tb, k, lo), w.Epoch(), ticks, tokens)
+			if err != nil {
+				t.Fatal(err)
+			}
+			compacted[k] = index.TableFragments{Table: tb.ID, Fragments: []index.Fragment{f}}
+			for i, e := range canon {
+				published[i] = append(published[i], index.TableFragments{Table: tb.ID, Fragments: []index.Fragment{{
+					Path: index.TickFragmentPath(w.ID(), index.DefaultRun, tb.ID, tokens[i]), Rows: e.Rows, Bytes: e.Size,
+					Digest: fmt.Sprintf("sha256:%x", e.Digest)}}})
+			}
+		}
+		var entries []index.Entry
+		for i, tk := range ticks {
+			entries = append(entries, index.Entry{Kind: index.KindTickPublish, TickPublish: &index.TickPublish{
+				Run: index.DefaultRun, Tick: tk, CommitToken: tokens[i], WriterEpoch: w.Epoch(), NextEntity: 3, Tables: published[i]}})
+		}
+		if _, err := cat.CommitAll(ctx, entries...); err != nil {
+			t.Fatal(err)
+		}
+		tip, err := cat.Exact(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rw := &index.FragmentsRewrite{Run: index.DefaultRun, Span: &index.Span{From: lo, To: hi}, ReadSeq: tip.Seq, Tables: compacted}
+		if _, err := cat.Commit(ctx, index.Entry{Kind: index.KindFragmentsRewrite, Rewrite: rw}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// publishFresh publishes ticks from..to of w, each table's rows in a
+// fragment of its own, as a writer does.
+func publishFresh(t *testing.T, b bucket.Bucket, w *engine.World, tables []*engine.Table, from, to int64) {
+	t.Helper()
+	ctx := ctxT(t)
+	var entries []index.Entry
+	for tk := from; tk <= to; tk++ {
+		token := fmt.Sprintf("%s-%08d", w.ID(), tk)
+		var fl []index.TableFragments
+		for k, tb := range tables {
+			data, err := engine.EncodeFragment(frameAt(t, tb, k, tk), engine.Stamp{Tick: tk, CommitToken: token, WriterEpoch: w.Epoch()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := index.TickFragmentPath(w.ID(), index.DefaultRun, tb.ID, token)
+			a, err := b.Create(ctx, path, data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fl = append(fl, index.TableFragments{Table: tb.ID, Fragments: []index.Fragment{{Path: path, Rows: 3, Bytes: int64(len(data)),
+				Digest: engine.Digest(data), Generation: a.Generation}}})
+		}
+		entries = append(entries, index.Entry{Kind: index.KindTickPublish, TickPublish: &index.TickPublish{
+			Run: index.DefaultRun, Tick: tk, CommitToken: token, WriterEpoch: w.Epoch(), NextEntity: 3, Tables: fl}})
+	}
+	if _, err := w.Catalog().CommitAll(ctx, entries...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// summarizedWorlds builds, in a local bucket, world "s": ticks 0..8999
+// compacted in windows of 3,000 (so that a window spans two tick shards
+// of 4,096 and a shard holds two windows), ticks 9000..9049 fresh, and a
+// fact; and its fork "f" at tick 5000 (inside a window) with fresh ticks
+// 5001..5020. Each has a checkpoint at its tip: the shards of s holding
+// only compacted ticks (0 and 1) are summarized, the one holding fresh
+// ticks (2) is not.
+func summarizedWorlds(t *testing.T) *local.Bucket {
+	t.Helper()
+	ctx := ctxT(t)
+	b, err := local.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables := summaryTables(t)
+	w, err := engine.CreateWorld(ctx, b, "s", tables, enginetest.Quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	publishCompacted(t, b, w, tables, 0, 8999, 3000, 1)
+	publishFresh(t, b, w, tables, 9000, 9049)
+	if _, err := w.Ingest(ctx, enginetest.Reading("r1", 2.5)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Catalog().Checkpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f, err := engine.ForkWorld(ctx, b, "s", "f", index.DefaultRun, 5000, tables, enginetest.Quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	publishFresh(t, b, f, tables, 5001, 5020)
+	if _, err := f.Catalog().Checkpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// summaries returns the names of world's shard summaries.
+func summaries(t *testing.T, b bucket.Bucket, world string) []string {
+	t.Helper()
+	var out []string
+	for a, err := range b.List(ctxT(t), index.ShardPrefix(world), "") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := index.ShardOfSummary(a.Name); ok {
+			out = append(out, a.Name)
+		}
+	}
+	return out
+}
+
+// viewAnswers is what the views of world (with opts) say: the files they
+// read with their ticks and bounds, the visible span, and rows through
+// DuckDB, whole, at a tick inside a window and across a shard's edge.
+func viewAnswers(t *testing.T, s *wsql.Script) string {
+	t.Helper()
+	db, err := wsql.Open(ctxT(t), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	qs := []string{
+		"SELECT * EXCLUDE (path) FROM worldfs_fragments ORDER BY ALL",
+		"SELECT tick, count(*), sum(round(kind1_v * 10)::BIGINT) FROM arch1 GROUP BY tick HAVING tick % 997 = 0 OR tick BETWEEN 4090 AND 4100 OR tick > 5990 AND tick < 6003 ORDER BY tick",
+		"SELECT * FROM arch1_at(5000) ORDER BY ALL",
+		"SELECT * FROM arch1_at(4096) ORDER BY ALL",
+		"SELECT fact_id, tick, external_id FROM worldfs_facts ORDER BY ALL",
+		"SELECT count(*), min(tick), max(tick) FROM worldfs_ticks",
+		"SELECT count(*), min(tick), max(tick) FROM worldfs_manifests",
+	}
+	if slices.Contains(s.Views, "arch0") {
+		qs = append(qs, "SELECT count(*), min(tick), max(tick), sum(round(kind0_v * 10)::BIGINT) FROM arch0", "SELECT * FROM arch0_at(9010) ORDER BY ALL")
+	}
+	return fmt.Sprintf("visible %+v\n", s.Visible) + dump(t, db, qs...)
+}
+
+// fullBuild builds the views of world from its whole catalog state (every
+// tick record decoded).
+func fullBuild(t *testing.T, b bucket.Bucket, world string, opts wsql.Options) *wsql.Script {
+	t.Helper()
+	own, _, err := index.Load(ctxT(t), b, world)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := wsql.BuildFrom(ctxT(t), b, own, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// Views planned from the summaries of compacted tick shards are the views
+// planned from every tick record: the same files (with their ticks and
+// bounds), the same visible span and the same rows through DuckDB, for a
+// world of compacted and fresh ticks with a fact, for its fork inside a
+// window, and pinned inside a window; and the build reads no summarized
+// shard: with those shards gone it still builds the same views.
+func TestViewsFromSummariesAreTheViewsFromEveryTick(t *testing.T) {
+	ctx := ctxT(t)
+	b := summarizedWorlds(t)
+	if got := summaries(t, b, "s"); len(got) != 2 {
+		t.Fatalf("world s has summaries %v, want those of its two compacted shards", got)
+	}
+	at := int64(5000)
+	cases := []struct {
+		world string
+		opts  wsql.Options
+	}{
+		{"s", wsql.Options{}},
+		{"f", wsql.Options{}},
+		{"s", wsql.Options{AtTick: &at}},
+		{"f", wsql.Options{Table: "arch1"}},
+	}
+	want := make([]string, len(cases))
+	for i, c := range cases {
+		c.opts.Dir = t.TempDir()
+		want[i] = viewAnswers(t, fullBuild(t, b, c.world, c.opts))
+		if !strings.Contains(want[i], "-- 1 rows of SELECT fact_id") && c.world == "s" && c.opts.AtTick == nil {
+			t.Fatalf("the views of s show no fact:\n%s", want[i])
+		}
+	}
+	// The summarized shards are not read: move them away.
+	hide(t, b)
+	for i, c := range cases {
+		c.opts.Dir = t.TempDir()
+		s, err := wsql.Build(ctx, b, c.world, c.opts)
+		if err != nil {
+			t.Fatalf("views of %s (%+v) without the summarized shards: %v", c.world, c.opts, err)
+		}
+		// worldfs_ticks and worldfs_manifests read every tick: they load
+		// the shards, so they are compared with the shards back.
+		restore(t, b)
+		if got := viewAnswers(t, s); got != want[i] {
+			t.Fatalf("views of %s (%+v) from summaries differ from those from every tick:\n%s", c.world, c.opts, firstDiff(want[i], got))
+		}
+		hide(t, b)
+	}
+}
+
+// hide and restore move the summarized shards of world s away and back.
+func hide(t *testing.T, b *local.Bucket) { moveShards(t, b, "", ".away") }
+
+func restore(t *testing.T, b *local.Bucket) { moveShards(t, b, ".away", "") }
+
+func moveShards(t *testing.T, b *local.Bucket, from, to string) {
+	t.Helper()
+	for _, name := range summaries(t, b, "s") {
+		shard, _ := index.ShardOfSummary(name)
+		if err := os.Rename(filepath.Join(b.Root(), shard+from), filepath.Join(b.Root(), shard+to)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A summary with a byte flipped fails the views closed (ErrCorrupt),
+// wherever the byte is; it is never a reason to read the shard instead.
+func TestAFlippedSummaryFailsTheViewsClosed(t *testing.T) {
+	b := summarizedWorlds(t)
+	name := summaries(t, b, "s")[0]
+	path := filepath.Join(b.Root(), name)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, at := range []int{0, len(data) / 2, len(data) - 1} {
+		bad := append([]byte(nil), data...)
+		bad[at] ^= 0x20
+		if err := os.WriteFile(path, bad, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, world := range []string{"s", "f"} {
+			_, err := wsql.Build(ctxT(t), b, world, wsql.Options{Dir: t.TempDir()})
+			if !errors.Is(err, index.ErrCorrupt) {
+				t.Fatalf("views of %s with byte %d of summary %s flipped: %v, want ErrCorrupt", world, at, name, err)
+			}
+		}
+	}
+}
+
+// A catalog written without summaries (by a worldfs that wrote none)
+// builds the same views, from every tick.
+func TestViewsOfACatalogWithoutSummaries(t *testing.T) {
+	b := summarizedWorlds(t)
+	want := viewAnswers(t, fullBuild(t, b, "f", wsql.Options{Dir: t.TempDir()}))
+	for _, w := range []string{"s", "f"} {
+		for _, name := range summaries(t, b, w) {
+			if err := os.Remove(filepath.Join(b.Root(), name)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	s, err := wsql.Build(ctxT(t), b, "f", wsql.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := viewAnswers(t, s); got != want {
+		t.Fatalf("views of a catalog without summaries differ:\n%s", firstDiff(want, got))
+	}
+}
+
+// Where a summary does not tell what the views' bounds cut (a pin inside
+// a stretch of ticks numbered with gaps: its newest tick at or before
+// the pin), the views are planned from every tick: the same views.
+func TestViewsFromSummariesOfTicksWithGaps(t *testing.T) {
+	ctx := ctxT(t)
+	b, err := local.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables := summaryTables(t)
+	w, err := engine.CreateWorld(ctx, b, "g", tables, enginetest.Quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	publishCompacted(t, b, w, tables, 0, 8191, 8192, 2) // ticks 0, 2, ..., 8190: two shards, one file
+	if _, err := w.Catalog().Checkpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := summaries(t, b, "g"); len(got) != 2 {
+		t.Fatalf("world g has summaries %v, want two", got)
+	}
+	for _, at := range []*int64{nil, ptr[int64](4001), ptr[int64](4096), ptr[int64](8000)} {
+		want := viewAnswers(t, fullBuild(t, b, "g", wsql.Options{AtTick: at, Dir: t.TempDir()}))
+		s, err := wsql.Build(ctx, b, "g", wsql.Options{AtTick: at, Dir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := viewAnswers(t, s); got != want {
+			t.Fatalf("views of g at %v from summaries differ from those from every tick:\n%s", at, firstDiff(want, got))
+		}
+	}
+}
+
+// What reads every tick of views planned from summaries (worldfs_ticks,
+// worldfs_manifests) reads the very catalog states the views were
+// planned from: a tick published since is neither shown nor a reason to
+// fail the query.
+func TestTicksOfSummarizedViewsAreThoseOfTheirStates(t *testing.T) {
+	ctx := ctxT(t)
+	b := summarizedWorlds(t)
+	s, err := wsql.Build(ctx, b, "s", wsql.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat, err := index.Open(ctx, b, "s", index.Options{NoCompactor: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	if _, err := cat.Commit(ctx, index.Entry{Kind: index.KindTickPublish, TickPublish: &index.TickPublish{Run: index.DefaultRun, Tick: 9050,
+		CommitToken: "later", WriterEpoch: cat.Tip().World.Epoch}}); err != nil {
+		t.Fatal(err)
+	}
+	db, err := wsql.Open(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	got := dump(t, db, "SELECT count(*), min(tick), max(tick) FROM worldfs_ticks", "SELECT count(DISTINCT tick), max(tick) FROM worldfs_manifests")
+	if want := "9050 0 9049\n-- 1 rows of SELECT count(*), min(tick), max(tick) FROM worldfs_ticks\n9050 9049\n"; !strings.HasPrefix(got, want) {
+		t.Fatalf("the ticks of views built before tick 9050 was published:\n%s\nwant\n%s", got, want)
+	}
+}
