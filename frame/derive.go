@@ -1,0 +1,251 @@
+package frame
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"slices"
+
+	"github.com/parquet-go/parquet-go"
+)
+
+// Source is one Parquet file of a table to gather rows from: its bytes
+// through R, Size of them, Name for errors.
+type Source struct {
+	R    io.ReaderAt
+	Size int64
+	Name string
+}
+
+// Gathered is the rows of one table gathered from several files: a frame
+// and each row's commit identity, in the frame's order.
+type Gathered struct {
+	Frame  *Frame
+	Stamps []Stamp
+}
+
+// Gather reads the rows of table t's files srcs, keeps those keep admits
+// (by their entity and stamp), and returns them ordered by entity id,
+// descending if desc (rows of one entity id keep their files' order): what
+// the SQL views show of a set of fragments, as a frame. A file must have
+// every component column of t; a file without commit columns (legacy
+// history) reads as stamped ""/0.
+func Gather(t *Table, srcs []Source, keep func(StampedRow) bool, desc bool) (Gathered, error) {
+	f := NewFrame(t)
+	var stamps []Stamp
+	for _, src := range srcs {
+		var err error
+		if stamps, err = gatherFile(t, src, keep, f, stamps); err != nil {
+			return Gathered{}, fmt.Errorf("table %s: %s: %w", t.Name, src.Name, err)
+		}
+	}
+	perm := make([]int, f.Len())
+	for i := range perm {
+		perm[i] = i
+	}
+	slices.SortStableFunc(perm, func(a, b int) int {
+		x, y := f.Entities[a], f.Entities[b]
+		if desc {
+			x, y = y, x
+		}
+		switch {
+		case x < y:
+			return -1
+		case x > y:
+			return 1
+		}
+		return 0
+	})
+	out := Gathered{Frame: &Frame{Table: t, Entities: permute(f.Entities, perm), cols: make([]any, len(f.cols))}, Stamps: permute(stamps, perm)}
+	for i, col := range f.cols {
+		switch c := col.(type) {
+		case []float64:
+			out.Frame.cols[i] = permute(c, perm)
+		case []float32:
+			out.Frame.cols[i] = permute(c, perm)
+		case []int64:
+			out.Frame.cols[i] = permute(c, perm)
+		case []int32:
+			out.Frame.cols[i] = permute(c, perm)
+		case []bool:
+			out.Frame.cols[i] = permute(c, perm)
+		case []string:
+			out.Frame.cols[i] = permute(c, perm)
+		}
+	}
+	return out, nil
+}
+
+func permute[T any](xs []T, perm []int) []T {
+	out := make([]T, len(perm))
+	for i, p := range perm {
+		out[i] = xs[p]
+	}
+	return out
+}
+
+// gatherFile appends the rows of src that keep admits to f and their
+// stamps to stamps.
+func gatherFile(t *Table, src Source, keep func(StampedRow) bool, f *Frame, stamps []Stamp) ([]Stamp, error) {
+	file, err := parquet.OpenFile(src.R, src.Size)
+	if err != nil {
+		return stamps, err
+	}
+	leaves := file.Schema().Columns()
+	pos := make([]int, len(leaves)) // file column → table column (-1: not the table's)
+	have := map[string]bool{}
+	for i, path := range leaves {
+		name := path[len(path)-1]
+		pos[i] = t.Column(name)
+		have[name] = true
+	}
+	for _, c := range t.Columns {
+		if c.Component != "" && !have[c.Name] {
+			return stamps, fmt.Errorf("no column %s", c.Name)
+		}
+	}
+	rows := make([]parquet.Row, 256)
+	for _, rg := range file.RowGroups() {
+		rr := rg.Rows()
+		for {
+			n, err := rr.ReadRows(rows)
+			for _, row := range rows[:n] {
+				var sr StampedRow
+				for _, v := range row {
+					ci := v.Column()
+					if ci < 0 || ci >= len(pos) || pos[ci] < 0 {
+						continue
+					}
+					switch t.Columns[pos[ci]].Name {
+					case ColEntity:
+						sr.Entity = v.Int64()
+					case ColTick:
+						sr.Tick = v.Int64()
+					case ColCommitToken:
+						sr.CommitToken = string(v.ByteArray())
+					case ColWriterEpoch:
+						sr.WriterEpoch = v.Int64()
+					}
+				}
+				if keep != nil && !keep(sr) {
+					continue
+				}
+				for _, v := range row {
+					if ci := v.Column(); ci >= 0 && ci < len(pos) && pos[ci] >= 0 && t.Columns[pos[ci]].Component != "" {
+						f.cols[pos[ci]] = appendValue(f.cols[pos[ci]], v)
+					}
+				}
+				f.Entities = append(f.Entities, sr.Entity)
+				stamps = append(stamps, sr.Stamp)
+			}
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				rr.Close()
+				return stamps, err
+			}
+		}
+		if err := rr.Close(); err != nil {
+			return stamps, err
+		}
+	}
+	return stamps, nil
+}
+
+// ViewColumn is one column of a file of a table's rows under other names
+// (a curated view's): Name as the file calls it, From the table's column
+// it holds (a commit column or a component column), JSON for a string
+// column typed JSON (Parquet's JSON logical type).
+type ViewColumn struct {
+	Name, From string
+	JSON       bool
+}
+
+// EncodeView writes g's rows, in g's order, as one Parquet file of cols
+// (zstd, by column name as every file of frame's is), each column its
+// From column's values under its own name and type: a curated view's rows
+// as a file, deterministic bytes.
+func EncodeView(g Gathered, cols []ViewColumn) ([]byte, error) {
+	t := g.Frame.Table
+	group := parquet.Group{}
+	src := map[string]int{} // view column → table column
+	for _, c := range cols {
+		i := t.Column(c.From)
+		if i < 0 {
+			return nil, fmt.Errorf("table %s has no column %s (for %s)", t.Name, c.From, c.Name)
+		}
+		node, err := t.Columns[i].Type.node()
+		if err != nil {
+			return nil, err
+		}
+		if c.JSON {
+			if t.Columns[i].Type != String {
+				return nil, fmt.Errorf("table %s column %s is %s, not a string to type JSON", t.Name, c.From, t.Columns[i].Type)
+			}
+			node = parquet.JSON()
+		}
+		if _, dup := group[c.Name]; dup {
+			return nil, fmt.Errorf("column %s twice", c.Name)
+		}
+		group[c.Name], src[c.Name] = node, i
+	}
+	schema := parquet.NewSchema(t.Name, group)
+	leaves := schema.Columns() // the file's column order: by name
+	var out bytes.Buffer
+	w := parquet.NewWriter(&out, schema, parquet.Compression(zstdCodec), parquet.PageBufferSize(pageBytes),
+		parquet.MaxRowsPerRowGroup(RowGroupRows))
+	f := g.Frame
+	row := make(parquet.Row, len(leaves))
+	for r := range f.Len() {
+		for k, path := range leaves {
+			i := src[path[len(path)-1]]
+			var v parquet.Value
+			switch t.Columns[i].Name {
+			case ColEntity:
+				v = parquet.Int64Value(f.Entities[r])
+			case ColTick:
+				v = parquet.Int64Value(g.Stamps[r].Tick)
+			case ColWriterEpoch:
+				v = parquet.Int64Value(g.Stamps[r].WriterEpoch)
+			case ColCommitToken:
+				v = parquet.ByteArrayValue([]byte(g.Stamps[r].CommitToken))
+			default:
+				switch c := f.cols[i].(type) {
+				case []float64:
+					v = parquet.DoubleValue(c[r])
+				case []float32:
+					v = parquet.FloatValue(c[r])
+				case []int64:
+					v = parquet.Int64Value(c[r])
+				case []int32:
+					v = parquet.Int32Value(c[r])
+				case []bool:
+					v = parquet.BooleanValue(c[r])
+				case []string:
+					v = parquet.ByteArrayValue([]byte(c[r]))
+				}
+			}
+			row[k] = v.Level(0, 0, k)
+		}
+		if _, err := w.WriteRows([]parquet.Row{row}); err != nil {
+			return nil, fmt.Errorf("table %s: %w", t.Name, err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		return nil, fmt.Errorf("table %s: %w", t.Name, err)
+	}
+	return out.Bytes(), nil
+}
+
+// EncodeGathered writes g's rows, in g's order, as one Parquet file of
+// g's table, each row under its own stamp (see Encode), and returns it
+// with the size of its CSV rendering (WriteCSV), which, with record and
+// rows, its footer records as a tick fragment's does (CSVSizeKey).
+func EncodeGathered(g Gathered, record bool) ([]byte, int64, error) {
+	mode := CSVCount
+	if record {
+		mode = CSVRecord
+	}
+	return Encode(g.Frame, func(i int) Stamp { return g.Stamps[i] }, mode, 0)
+}
