@@ -2,6 +2,8 @@ package frame
 
 import (
 	"bytes"
+	"cmp"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -153,8 +155,8 @@ func gatherFile(t *Table, src Source, keep func(StampedRow) bool, f *Frame, stam
 	return stamps, nil
 }
 
-// ViewColumn is one column of a file of a table's rows under other names
-// (a curated view's): Name as the file calls it, From the table's column
+// ViewColumn is one column of a file of tables' rows under other names
+// (a curated view's): Name as the file calls it, From the tables' column
 // it holds (a commit column or a component column), JSON for a string
 // column typed JSON (Parquet's JSON logical type).
 type ViewColumn struct {
@@ -162,46 +164,118 @@ type ViewColumn struct {
 	JSON       bool
 }
 
-// EncodeView writes g's rows, in g's order, as one Parquet file of cols
-// (zstd, by column name as every file of frame's is), each column its
-// From column's values under its own name and type: a curated view's rows
-// as a file, deterministic bytes.
-func EncodeView(g Gathered, cols []ViewColumn) ([]byte, error) {
-	t := g.Frame.Table
-	group := parquet.Group{}
-	src := map[string]int{} // view column → table column
-	for _, c := range cols {
-		i := t.Column(c.From)
-		if i < 0 {
-			return nil, fmt.Errorf("table %s has no column %s (for %s)", t.Name, c.From, c.Name)
+// UnionColumns are the columns of the union of tables (a view of rows
+// of several schemas, each column under its own name): every column of
+// any of them, once; ErrColumnTypes if two tables give one column two
+// types.
+func UnionColumns(tables ...*Table) ([]ViewColumn, error) {
+	var out []ViewColumn
+	seen := map[string]Type{}
+	for _, t := range tables {
+		for _, c := range t.Columns {
+			typ, ok := seen[c.Name]
+			switch {
+			case !ok:
+				seen[c.Name] = c.Type
+				out = append(out, ViewColumn{Name: c.Name, From: c.Name})
+			case typ != c.Type:
+				return nil, fmt.Errorf("column %s: %s in one table, %s in table %s: %w", c.Name, typ, c.Type, t.Name, ErrColumnTypes)
+			}
 		}
-		node, err := t.Columns[i].Type.node()
+	}
+	return out, nil
+}
+
+// ErrColumnTypes: a view's column is of different types in the tables it
+// unions.
+var ErrColumnTypes = errors.New("a column of different types")
+
+// EncodeView writes the rows of parts (each of its own table, each in
+// entity order: see Gather) as one Parquet file of cols, merged by entity
+// id (descending if desc; a tie keeps the parts' order): each column its
+// From column's values under its own name and type, NULL in the rows of a
+// part whose table lacks it (the column is then optional). Columns are in
+// name order (zstd, as every file of frame's is), and the same rows give
+// the same bytes: a curated view's rows as a file. A column of different
+// types in two tables is ErrColumnTypes.
+func EncodeView(parts []Gathered, cols []ViewColumn, desc bool) ([]byte, error) {
+	type source struct {
+		typ      Type
+		optional bool
+		at       []int // by part, the table's column (-1: none)
+	}
+	group := parquet.Group{}
+	srcs := map[string]*source{}
+	for _, c := range cols {
+		if _, dup := group[c.Name]; dup {
+			return nil, fmt.Errorf("column %s twice", c.Name)
+		}
+		src := &source{at: make([]int, len(parts))}
+		found := false
+		for k, g := range parts {
+			t := g.Frame.Table
+			i := t.Column(c.From)
+			src.at[k] = i
+			if i < 0 {
+				src.optional = true
+				continue
+			}
+			if found && t.Columns[i].Type != src.typ {
+				return nil, fmt.Errorf("column %s: %s in one table, %s in table %s: %w", c.From, src.typ, t.Columns[i].Type, t.Name, ErrColumnTypes)
+			}
+			src.typ, found = t.Columns[i].Type, true
+		}
+		if !found {
+			return nil, fmt.Errorf("no table has column %s (for %s)", c.From, c.Name)
+		}
+		node, err := src.typ.node()
 		if err != nil {
 			return nil, err
 		}
 		if c.JSON {
-			if t.Columns[i].Type != String {
-				return nil, fmt.Errorf("table %s column %s is %s, not a string to type JSON", t.Name, c.From, t.Columns[i].Type)
+			if src.typ != String {
+				return nil, fmt.Errorf("column %s is %s, not a string to type JSON", c.From, src.typ)
 			}
 			node = parquet.JSON()
 		}
-		if _, dup := group[c.Name]; dup {
-			return nil, fmt.Errorf("column %s twice", c.Name)
+		if src.optional {
+			node = parquet.Optional(node)
 		}
-		group[c.Name], src[c.Name] = node, i
+		group[c.Name], srcs[c.Name] = node, src
 	}
-	schema := parquet.NewSchema(t.Name, group)
+	// The rows in the file's order: each part's, merged by entity id.
+	type at struct{ part, row int }
+	var order []at
+	for k, g := range parts {
+		for r := range g.Frame.Len() {
+			order = append(order, at{k, r})
+		}
+	}
+	slices.SortStableFunc(order, func(a, b at) int {
+		x, y := parts[a.part].Frame.Entities[a.row], parts[b.part].Frame.Entities[b.row]
+		if desc {
+			x, y = y, x
+		}
+		return cmp.Compare(x, y)
+	})
+	schema := parquet.NewSchema("view", group)
 	leaves := schema.Columns() // the file's column order: by name
 	var out bytes.Buffer
 	w := parquet.NewWriter(&out, schema, parquet.Compression(zstdCodec), parquet.PageBufferSize(pageBytes),
 		parquet.MaxRowsPerRowGroup(RowGroupRows))
-	f := g.Frame
 	row := make(parquet.Row, len(leaves))
-	for r := range f.Len() {
+	for _, o := range order {
+		g := parts[o.part]
+		f, r := g.Frame, o.row
 		for k, path := range leaves {
-			i := src[path[len(path)-1]]
+			src := srcs[path[len(path)-1]]
+			i := src.at[o.part]
+			if i < 0 {
+				row[k] = parquet.NullValue().Level(0, 0, k)
+				continue
+			}
 			var v parquet.Value
-			switch t.Columns[i].Name {
+			switch f.Table.Columns[i].Name {
 			case ColEntity:
 				v = parquet.Int64Value(f.Entities[r])
 			case ColTick:
@@ -226,14 +300,18 @@ func EncodeView(g Gathered, cols []ViewColumn) ([]byte, error) {
 					v = parquet.ByteArrayValue([]byte(c[r]))
 				}
 			}
-			row[k] = v.Level(0, 0, k)
+			def := 0
+			if src.optional {
+				def = 1
+			}
+			row[k] = v.Level(0, def, k)
 		}
 		if _, err := w.WriteRows([]parquet.Row{row}); err != nil {
-			return nil, fmt.Errorf("table %s: %w", t.Name, err)
+			return nil, err
 		}
 	}
 	if err := w.Close(); err != nil {
-		return nil, fmt.Errorf("table %s: %w", t.Name, err)
+		return nil, err
 	}
 	return out.Bytes(), nil
 }

@@ -249,8 +249,8 @@ func (f *factFile) viewRun() string {
 	return f.run
 }
 
-// version is one version of a facts file: its rows (nil: a table of two
-// schemas, see errTwoSchemas), the view it was planned from and its cache
+// version is one version of a facts file: its rows (nil: see
+// errColumnTypes), the view it was planned from and its cache
 // key (named by the facts' claim tokens).
 type version struct {
 	rows *rowSet
@@ -269,7 +269,7 @@ func (f *factFile) current(ctx context.Context) (version, error) {
 		fv = index.OwnView(v.Segments[len(v.Segments)-1].State, f.run)
 	}
 	rs, tokens, err := f.m.factRows(ctx, fv, f.run, f.table)
-	if errors.Is(err, errTwoSchemas) {
+	if errors.Is(err, errColumnTypes) {
 		rs, err = nil, nil
 	}
 	if err != nil {
@@ -279,24 +279,29 @@ func (f *factFile) current(ctx context.Context) (version, error) {
 	return version{rs, v, fmt.Sprintf("facts/%s/%s/%s-%s.%s", f.world, f.run, f.table, hex.EncodeToString(sum[:12]), f.format)}, nil
 }
 
-// errTwoSchemas: a fact table's visible facts are in tables of two
-// schemas (one name, two table ids), whose rows the views union by column
-// name, NULL where a schema lacks a column. Package frame encodes no NULL,
-// so such a file is derived with DuckDB (sql.CopyFacts) when opened, and a
-// stat reports its size once it is in the cache, 0 before.
-var errTwoSchemas = errors.New("more than one schema")
+// errColumnTypes: a fact table's visible facts are in tables of several
+// schemas (one name, several table ids) that give one column different
+// types, which the views cast to one type (DuckDB's UNION ALL BY NAME).
+// Such a file is derived with DuckDB (sql.CopyFacts) when opened, and a
+// stat reports its size once it is in the cache, 0 before: the one case
+// left to DuckDB, never run by a stat.
+var errColumnTypes = errors.New("a column of two types")
 
 // factRows returns the rowSet of the visible facts of the fact table
 // called name that v shows (with run engine.EvaluationRun, the receipts),
 // and their claim tokens, sorted: the rows of the claims' fragments that
 // a claim published (index.RowRule against the completed claims'
 // (tick, token) pairs, as the views keep them), entity ids descending (as
-// sql.CopyFacts orders them), encoded as the fact table's file or, for the
-// receipts, as sql.ReceiptsView's columns.
+// sql.CopyFacts orders them), encoded as the fact table's file (the union
+// of its schemas by column name, NULL where a schema lacks a column, as
+// <name>_raw shows them) or, for the receipts, as sql.ReceiptsView's
+// columns. A column of two types in two schemas is errColumnTypes.
 func (m *Mount) factRows(ctx context.Context, v *index.View, run, name string) (*rowSet, []string, error) {
 	rs := &rowSet{published: pairs{}, desc: true}
+	parts := map[string]*rowPart{}
 	if run == engine.EvaluationRun {
-		rs.table = engine.ReceiptTable() // the file has the view's columns, facts or none
+		t := engine.ReceiptTable() // the file has the view's columns, with receipts or none
+		parts[t.ID] = &rowPart{table: t}
 	}
 	var tokens []string
 	var ferr error
@@ -310,12 +315,12 @@ func (m *Mount) factRows(ctx context.Context, v *index.View, run, name string) (
 			if run != engine.EvaluationRun && t.Name != name {
 				continue
 			}
-			if rs.table != nil && rs.table.ID != t.ID {
-				ferr = fmt.Errorf("fact table %s has two schemas (tables %s and %s): %w", name, rs.table.ID, t.ID, errTwoSchemas)
-				return false
+			p := parts[t.ID]
+			if p == nil {
+				p = &rowPart{table: t}
+				parts[t.ID] = p
 			}
-			rs.table = t
-			rs.frags = append(rs.frags, tf.Fragments...)
+			p.frags = append(p.frags, tf.Fragments...)
 			rs.published[index.Stamp{Tick: c.Claim.Tick, Token: c.CommitToken}] = true
 			tokens = append(tokens, c.CommitToken)
 		}
@@ -324,16 +329,29 @@ func (m *Mount) factRows(ctx context.Context, v *index.View, run, name string) (
 	if ferr != nil {
 		return nil, nil, ferr
 	}
-	slices.Sort(tokens)
-	if rs.table == nil {
+	if len(parts) == 0 {
 		return nil, nil, fmt.Errorf("no visible facts of table %s in world %s: %w", name, v.World, errGone)
 	}
-	rs.encode = func(g frame.Gathered) ([]byte, error) {
-		data, _, err := frame.EncodeGathered(g, false)
-		return data, err
+	slices.Sort(tokens)
+	var tables []*engine.Table
+	for _, id := range sortedKeys(parts) {
+		rs.parts = append(rs.parts, *parts[id])
+		tables = append(tables, parts[id].table)
 	}
-	if run == engine.EvaluationRun {
-		rs.encode = func(g frame.Gathered) ([]byte, error) { return frame.EncodeView(g, wsql.ReceiptColumns) }
+	switch {
+	case run == engine.EvaluationRun:
+		rs.encode = func(g []frame.Gathered) ([]byte, error) { return frame.EncodeView(g, wsql.ReceiptColumns, true) }
+	case len(rs.parts) == 1:
+		rs.encode = func(g []frame.Gathered) ([]byte, error) {
+			data, _, err := frame.EncodeGathered(g[0], false)
+			return data, err
+		}
+	default:
+		cols, err := frame.UnionColumns(tables...)
+		if err != nil {
+			return nil, nil, fmt.Errorf("fact table %s: %w: %w", name, err, errColumnTypes)
+		}
+		rs.encode = func(g []frame.Gathered) ([]byte, error) { return frame.EncodeView(g, cols, true) }
 	}
 	return rs, tokens, nil
 }

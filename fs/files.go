@@ -240,10 +240,10 @@ func (m *Mount) tickRows(ctx context.Context, t tickRef, tf index.TableFragments
 	}
 	n := t.Tick.Tick
 	return &rowSet{
-		table: table, frags: tf.Fragments, tick: &n,
+		parts: []rowPart{{table, tf.Fragments}}, tick: &n,
 		published: pairs{{Tick: n, Token: t.CommitToken}: true},
-		encode: func(g frame.Gathered) ([]byte, error) {
-			data, _, err := frame.EncodeGathered(g, true)
+		encode: func(g []frame.Gathered) ([]byte, error) {
+			data, _, err := frame.EncodeGathered(g[0], true)
 			return data, err
 		},
 	}, nil

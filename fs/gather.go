@@ -12,22 +12,27 @@ import (
 	wsql "github.com/worldfs/worldfs/sql"
 )
 
-// rowSet is a file the mount derives in Go from a table's rows: the rows
-// of its fragments that the catalog's row visibility rule keeps, in the
+// rowSet is a file the mount derives in Go from tables' rows: the rows
+// of their fragments that the catalog's row visibility rule keeps, in the
 // order the SQL views show them, encoded by package frame. It serves both
 // a split tick (a tick whose table's rows no one file holds as they are:
 // see snapFile) and a facts/ file (see factFile), so that a stat sizes
 // either without DuckDB.
 type rowSet struct {
-	table *engine.Table
-	frags []index.Fragment // read in this order; a path once
+	parts []rowPart // one per table (schema), each gathered alone
 	// published: the (tick, token) pairs whose rows index.RowRule keeps;
 	// tick, if not nil, keeps only that tick's rows.
 	published pairs
 	tick      *int64
 	desc      bool // entity ids descending (the facts views' order), else ascending
-	// encode writes the gathered rows as the file's Parquet bytes.
-	encode func(frame.Gathered) ([]byte, error)
+	// encode writes the parts' gathered rows as the file's Parquet bytes.
+	encode func([]frame.Gathered) ([]byte, error)
+}
+
+// rowPart is the fragments of one table a rowSet reads.
+type rowPart struct {
+	table *engine.Table
+	frags []index.Fragment // read in this order; a path once
 }
 
 // pairs is a set of published (tick, token) pairs (index.Published).
@@ -89,34 +94,37 @@ func (m *Mount) gathered(ctx context.Context, key, format string, rs *rowSet) (s
 // else verified copies in the cache, each checked against its record) and
 // returns its file's bytes.
 func (m *Mount) gather(ctx context.Context, rs *rowSet) ([]byte, error) {
-	var srcs []frame.Source
-	seen := map[string]bool{}
-	for _, f := range rs.frags {
-		if seen[f.Path] {
-			continue
+	parts := make([]frame.Gathered, len(rs.parts))
+	for i, part := range rs.parts {
+		var srcs []frame.Source
+		seen := map[string]bool{}
+		for _, f := range part.frags {
+			if seen[f.Path] {
+				continue
+			}
+			seen[f.Path] = true
+			p, err := m.fragmentPath(ctx, f)
+			if err != nil {
+				return nil, err
+			}
+			file, err := os.Open(p)
+			if err != nil {
+				return nil, err
+			}
+			defer file.Close()
+			if err := m.checkOpen(file, f); err != nil {
+				return nil, err
+			}
+			size, err := body{f: file}.size()
+			if err != nil {
+				return nil, err
+			}
+			srcs = append(srcs, frame.Source{R: file, Size: size, Name: f.Path})
 		}
-		seen[f.Path] = true
-		p, err := m.fragmentPath(ctx, f)
-		if err != nil {
+		var err error
+		if parts[i], err = frame.Gather(part.table, srcs, rs.keep, rs.desc); err != nil {
 			return nil, err
 		}
-		file, err := os.Open(p)
-		if err != nil {
-			return nil, err
-		}
-		defer file.Close()
-		if err := m.checkOpen(file, f); err != nil {
-			return nil, err
-		}
-		size, err := body{f: file}.size()
-		if err != nil {
-			return nil, err
-		}
-		srcs = append(srcs, frame.Source{R: file, Size: size, Name: f.Path})
 	}
-	g, err := frame.Gather(rs.table, srcs, rs.keep, rs.desc)
-	if err != nil {
-		return nil, err
-	}
-	return rs.encode(g)
+	return rs.encode(parts)
 }
