@@ -26,21 +26,34 @@ type Gathered struct {
 	Stamps []Stamp
 }
 
-// Gather reads the rows of table t's files srcs, keeps those keep admits
-// (by their entity and stamp), and returns them ordered by entity id,
-// descending if desc (rows of one entity id keep their files' order): what
-// the SQL views show of a set of fragments, as a frame. A file must have
-// every component column of t; a file without commit columns (legacy
-// history) reads as stamped ""/0.
-func Gather(t *Table, srcs []Source, keep func(StampedRow) bool, desc bool) (Gathered, error) {
+// Selection says which rows Gather keeps and in which order.
+type Selection struct {
+	// Tick, if not nil, keeps only that tick's rows, and a file's pages
+	// whose tick statistics (its page index) exclude it are not read: a
+	// tick's rows in a compacted file of many ticks are read alone.
+	Tick *int64
+	// Keep decides, by a row's entity and stamp, whether it is kept (nil:
+	// every row).
+	Keep func(StampedRow) bool
+	// Desc orders the rows by entity id descending, else ascending.
+	Desc bool
+}
+
+// Gather reads the rows of table t's files srcs that sel selects and
+// returns them ordered by entity id (rows of one entity id keep their
+// files' order): what the SQL views show of a set of fragments, as a
+// frame. A file must have every component column of t; a file without
+// commit columns (legacy history) reads as stamped ""/0.
+func Gather(t *Table, srcs []Source, sel Selection) (Gathered, error) {
 	f := NewFrame(t)
 	var stamps []Stamp
 	for _, src := range srcs {
 		var err error
-		if stamps, err = gatherFile(t, src, keep, f, stamps); err != nil {
+		if stamps, err = gatherFile(t, src, sel, f, stamps); err != nil {
 			return Gathered{}, fmt.Errorf("table %s: %s: %w", t.Name, src.Name, err)
 		}
 	}
+	desc := sel.Desc
 	perm := make([]int, f.Len())
 	for i := range perm {
 		perm[i] = i
@@ -86,9 +99,9 @@ func permute[T any](xs []T, perm []int) []T {
 	return out
 }
 
-// gatherFile appends the rows of src that keep admits to f and their
+// gatherFile appends the rows of src that sel selects to f and their
 // stamps to stamps.
-func gatherFile(t *Table, src Source, keep func(StampedRow) bool, f *Frame, stamps []Stamp) ([]Stamp, error) {
+func gatherFile(t *Table, src Source, sel Selection, f *Frame, stamps []Stamp) ([]Stamp, error) {
 	file, err := parquet.OpenFile(src.R, src.Size)
 	if err != nil {
 		return stamps, err
@@ -96,10 +109,14 @@ func gatherFile(t *Table, src Source, keep func(StampedRow) bool, f *Frame, stam
 	leaves := file.Schema().Columns()
 	pos := make([]int, len(leaves)) // file column → table column (-1: not the table's)
 	have := map[string]bool{}
+	tickCol := -1
 	for i, path := range leaves {
 		name := path[len(path)-1]
 		pos[i] = t.Column(name)
 		have[name] = true
+		if name == ColTick && len(path) == 1 {
+			tickCol = i
+		}
 	}
 	for _, c := range t.Columns {
 		if c.Component != "" && !have[c.Name] {
@@ -108,9 +125,26 @@ func gatherFile(t *Table, src Source, keep func(StampedRow) bool, f *Frame, stam
 	}
 	rows := make([]parquet.Row, 256)
 	for _, rg := range file.RowGroups() {
+		from, to := int64(0), rg.NumRows()
+		if sel.Tick != nil && tickCol >= 0 {
+			from, to = tickRows(rg, tickCol, *sel.Tick)
+		}
+		if from >= to {
+			continue
+		}
 		rr := rg.Rows()
-		for {
-			n, err := rr.ReadRows(rows)
+		if from > 0 {
+			if err := rr.SeekToRow(from); err != nil {
+				rr.Close()
+				return stamps, err
+			}
+		}
+		for left := to - from; left > 0; {
+			n, err := rr.ReadRows(rows[:min(int64(len(rows)), left)])
+			left -= int64(n)
+			if err == nil && n == 0 {
+				err = io.ErrNoProgress
+			}
 			for _, row := range rows[:n] {
 				var sr StampedRow
 				for _, v := range row {
@@ -129,7 +163,7 @@ func gatherFile(t *Table, src Source, keep func(StampedRow) bool, f *Frame, stam
 						sr.WriterEpoch = v.Int64()
 					}
 				}
-				if keep != nil && !keep(sr) {
+				if sel.Tick != nil && sr.Tick != *sel.Tick || sel.Keep != nil && !sel.Keep(sr) {
 					continue
 				}
 				for _, v := range row {
@@ -140,7 +174,7 @@ func gatherFile(t *Table, src Source, keep func(StampedRow) bool, f *Frame, stam
 				f.Entities = append(f.Entities, sr.Entity)
 				stamps = append(stamps, sr.Stamp)
 			}
-			if err == io.EOF {
+			if err == io.EOF && left == 0 {
 				break
 			}
 			if err != nil {
@@ -153,6 +187,39 @@ func gatherFile(t *Table, src Source, keep func(StampedRow) bool, f *Frame, stam
 		}
 	}
 	return stamps, nil
+}
+
+// tickRows returns the rows [from, to) of row group rg that may hold
+// tick's rows, by the page index of its tick column col: from the first
+// page whose bounds hold tick to the end of the last (none: from == to);
+// every row if the column has no page index.
+func tickRows(rg parquet.RowGroup, col int, tick int64) (from, to int64) {
+	chunk := rg.ColumnChunks()[col]
+	ci, err := chunk.ColumnIndex()
+	if err != nil {
+		return 0, rg.NumRows()
+	}
+	oi, err := chunk.OffsetIndex()
+	if err != nil || oi.NumPages() != ci.NumPages() {
+		return 0, rg.NumRows()
+	}
+	from, to = -1, -1
+	for p := range ci.NumPages() {
+		if ci.NullPage(p) || ci.MinValue(p).Int64() > tick || ci.MaxValue(p).Int64() < tick {
+			continue
+		}
+		if from < 0 {
+			from = oi.FirstRowIndex(p)
+		}
+		to = rg.NumRows()
+		if p+1 < oi.NumPages() {
+			to = oi.FirstRowIndex(p + 1)
+		}
+	}
+	if from < 0 {
+		return 0, 0
+	}
+	return from, to
 }
 
 // ViewColumn is one column of a file of tables' rows under other names

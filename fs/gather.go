@@ -43,11 +43,9 @@ func (p pairs) Publishes(tick int64, token string) bool {
 }
 
 // keep decides whether a row belongs to the set: index.RowRule, the rule
-// the SQL views render.
+// the SQL views render (rs.tick's rows alone, if it is set: frame.Gather
+// reads no other).
 func (rs *rowSet) keep(r frame.StampedRow) bool {
-	if rs.tick != nil && r.Tick != *rs.tick {
-		return false
-	}
 	return index.RowRule.Eval(index.Stamp{Tick: r.Tick, Token: r.CommitToken, Epoch: r.WriterEpoch}, rs.published)
 }
 
@@ -122,7 +120,7 @@ func (m *Mount) gather(ctx context.Context, rs *rowSet) ([]byte, error) {
 			srcs = append(srcs, frame.Source{R: file, Size: size, Name: f.Path})
 		}
 		var err error
-		if parts[i], err = frame.Gather(part.table, srcs, rs.keep, rs.desc); err != nil {
+		if parts[i], err = frame.Gather(part.table, srcs, frame.Selection{Tick: rs.tick, Keep: rs.keep, Desc: rs.desc}); err != nil {
 			return nil, err
 		}
 	}
