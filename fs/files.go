@@ -617,8 +617,9 @@ func (m *Mount) viewWith(ctx context.Context, world, run string, has func(*index
 }
 
 // derive returns the cache file called key, made once by fill; each fill
-// adds one to count (the mount's stats of DuckDB materializations or of
-// CSV renderings), and the latency is the "materialize" op's.
+// adds one to count (the mount's stats of DuckDB materializations, of
+// files derived in Go, of rebuilt compacted ticks' files or of CSV
+// renderings), and the latency is the "materialize" op's.
 func (m *Mount) derive(ctx context.Context, key string, count *atomic.Int64, fill func(ctx context.Context, tmp string) error) (string, error) {
 	start := time.Now()
 	p, err := m.opts.Cache.Derived(ctx, key, func(tmp string) error {

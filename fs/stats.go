@@ -12,8 +12,8 @@ import (
 
 // Stats counts what the mount served: snapshot opens, the bytes they
 // exposed, the bytes read through the mount (passthrough reads bypass it),
-// materializations (DuckDB copies; none is left: the counter stays for
-// readers of the stats), files derived in Go from their fragments' visible
+// materializations (DuckDB copies: only a facts/ file whose schemas give
+// one column two types), files derived in Go from their fragments' visible
 // rows (split ticks, facts/: see rowSet), compacted ticks' files rebuilt from
 // their rows (maintenance.CompactedFile), CSV renderings, CSV sizes read from a fragment's footer, opens planned
 // again because maintenance had moved a tick's rows, and per-operation latencies over a recent window.
