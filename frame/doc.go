@@ -11,6 +11,12 @@
 //     with its commit columns (EncodeFragment, EncodeStamped), its
 //     decoding (DecodeFragment), and the reading of a file ordered by
 //     (tick, entity) one tick at a time (ScanTicks).
+//   - Derived files (derive.go): a table's rows gathered from several
+//     files by a Selection (a tick, a row rule, an order: Gather, which
+//     reads of a file only the pages that may hold the tick), encoded as a
+//     fragment (EncodeGathered) or as a view's columns, several schemas
+//     merged by column name (EncodeView): what the mount derives for a
+//     split tick or a facts/ file.
 //   - CSV (csv.go): a Parquet file's rows as CSV (WriteCSV), the size of
 //     that rendering a tick fragment's writer records in its footer
 //     (CSVSizeKey, measured by Encode) and its ranged read (ReadCSVSize).

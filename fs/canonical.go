@@ -40,8 +40,9 @@ func (c *canonical) key() string {
 
 // canonicalOf returns the canonical form of tick t's table tf when every
 // fragment is a compacted file and the one holding the tick (if any) has a
-// usable tick index; nil when the file must be derived (sql.CopyTick): a
-// split tick, or a compacted file written before tick indexes. A damaged
+// usable tick index; nil when the file is derived from the tick's rows
+// (see rowSet): a split tick, or a compacted file written before tick
+// indexes. A damaged
 // tick index is an error (EIO), never a fallback.
 func (m *Mount) canonicalOf(ctx context.Context, t tickRef, tf index.TableFragments) (*canonical, error) {
 	if len(tf.Fragments) == 0 {

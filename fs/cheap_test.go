@@ -116,19 +116,21 @@ func TestStatDerivesNothing(t *testing.T) {
 	g := snapOf(t, m, 2, "particle", wsql.FormatCSV)
 	c, err := g.plan(ctx, false)
 	if err == nil {
-		err = g.sizeCSV(ctx, c)
+		err = g.size(ctx, c)
 	}
 	if errno := g.Getattr(ctx, nil, &out); err != nil || errno != 0 || out.Size != uint64(len(data)) || m.stats.materialized.Load() != before || m.stats.rendered.Load() != rendered {
 		t.Errorf("stat of a looked-up CSV: size %d (want %d), %d new materializations, %d renderings (%v)", out.Size, len(data), m.stats.materialized.Load()-before, m.stats.rendered.Load()-rendered, err)
 	}
 	// A facts file (which changes as claims complete) is derived by its
-	// first stat, once per set of visible facts, so its size is true.
+	// first stat, once per set of visible facts, in Go (no DuckDB), so
+	// its size is true.
+	gathered := m.stats.gathered.Load()
 	ff := m.factFile(2, "w", engine.EvaluationRun, wsql.ReceiptsView, wsql.FormatCSV)
-	if errno := ff.Getattr(ctx, nil, &out); errno != 0 || out.Size == 0 || m.stats.materialized.Load() != before+1 {
-		t.Errorf("first stat of a facts file: errno %v, size %d, %d materializations", errno, out.Size, m.stats.materialized.Load()-before)
+	if errno := ff.Getattr(ctx, nil, &out); errno != 0 || out.Size == 0 || m.stats.materialized.Load() != before || m.stats.gathered.Load() != gathered+1 {
+		t.Errorf("first stat of a facts file: errno %v, size %d, %d DuckDB materializations, %d derived in Go; want 0 and 1", errno, out.Size, m.stats.materialized.Load()-before, m.stats.gathered.Load()-gathered)
 	}
-	if errno := ff.Getattr(ctx, nil, &out); errno != 0 || m.stats.materialized.Load() != before+1 {
-		t.Errorf("second stat of a facts file: errno %v, %d materializations", errno, m.stats.materialized.Load()-before)
+	if errno := ff.Getattr(ctx, nil, &out); errno != 0 || m.stats.materialized.Load() != before || m.stats.gathered.Load() != gathered+1 {
+		t.Errorf("second stat of a facts file: errno %v, %d DuckDB materializations, %d derived in Go; want 0 and 1", errno, m.stats.materialized.Load()-before, m.stats.gathered.Load()-gathered)
 	}
 }
 

@@ -19,8 +19,9 @@
 //
 // Every listing and lookup comes from catalog snapshots (index), never from
 // listing the bucket's data; which rows a tick shows follows the allowlist
-// and lineage exactly as package sql does (a snapshot that has to be
-// materialized is written by sql.CopyTick). A fragment that already is
+// and lineage exactly as package sql does (a file no fragment holds as it
+// is, a split tick's or a facts/ file, is derived from its fragments'
+// rows by index.RowRule, the rule the views render: see rowSet). A fragment that already is
 // exactly a tick's visible rows is served as it is: on a local bucket by
 // kernel passthrough of the fragment file (a bucket is local when
 // bucket.As finds bucket.Local in it, through any wrappers). Snapshot entries never change,
@@ -43,12 +44,14 @@
 // .csv the size of its rendering as its writer recorded it in the
 // fragment's footer (engine.Options.CSVSizes) or compaction in the tick
 // index (no row read; a fresh tick without it is rendered into the cache
-// at lookup), a facts/ file the size of its current
-// version (derived by its first stat). Only a tick whose rows DuckDB must
-// gather (a split tick, a compacted file without a tick index) has its
-// size once it is in the cache, and 0 with an attribute timeout of 0
-// before; open derives it, after which fstat, lseek(SEEK_END) and reads
-// see its true size. mtime is the commit time: a tick's entries carry
+// at lookup), a split tick's file (its rows in several fragments, or in a
+// compacted file without a tick index) the size of the file its lookup
+// derives from that tick's rows, and a facts/ file the size of its
+// current version (derived by its first stat), both in Go: no stat runs
+// DuckDB. Only a facts/ file of a table whose schemas give one column two
+// types is derived with DuckDB, at open, and reports 0 with an attribute
+// timeout of 0 before; after the open fstat, lseek(SEEK_END) and reads see
+// its true size. mtime is the commit time: a tick's entries carry
 // Tick.PublishedUnixMs. Every read of the mount's own paths is bounded by
 // Options.ReadTimeout (EIO past it).
 package fs

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/frame"
 	"github.com/worldfs/worldfs/index"
 	wsql "github.com/worldfs/worldfs/sql"
 )
@@ -26,7 +28,8 @@ import (
 //	<run>/<table>.parquet, .csv      the visible facts of each fact table of a run
 //
 // The files change as facts are completed, so they are revalidated like
-// ticks/ and rematerialized (once per set of visible facts) when read.
+// ticks/ and derived again (once per set of visible facts, in Go: see
+// rowSet) when looked up or read.
 
 const receiptsFile = "receipts"
 
@@ -215,8 +218,8 @@ func (m *Mount) factTablesOf(ctx context.Context, v *index.View, run string) (ma
 // factFile is a facts file: the visible facts of table (or the receipts),
 // derived once per set of visible facts. Its size is the current
 // version's: a stat derives that version if the cache does not hold it yet
-// (the one stat that may run DuckDB: once per set of visible facts, so
-// that tar and readers that trust st_size read the facts whole), with an
+// (from the facts' fragments, in Go, never with DuckDB: see rowSet), so
+// that tar and readers that trust st_size read the facts whole, with an
 // attribute timeout of 0, since facts change as claims complete; an open
 // file reports the size of the version it opened.
 type factFile struct {
@@ -246,37 +249,119 @@ func (f *factFile) viewRun() string {
 	return f.run
 }
 
-// current returns the view the facts are read from and the cache key of
-// the file they make (named by the facts' claim tokens): catalog only.
-func (f *factFile) current(ctx context.Context) (*index.View, string, error) {
+// version is one version of a facts file: its rows (nil: see
+// errColumnTypes), the view it was planned from and its cache
+// key (named by the facts' claim tokens).
+type version struct {
+	rows *rowSet
+	v    *index.View
+	key  string
+}
+
+// current returns the file's current version: catalog only.
+func (f *factFile) current(ctx context.Context) (version, error) {
 	v, err := f.m.view(ctx, f.world, f.viewRun(), false)
 	if err != nil {
-		return nil, "", err
+		return version{}, err
 	}
 	fv := v
 	if f.run == engine.EvaluationRun {
 		fv = index.OwnView(v.Segments[len(v.Segments)-1].State, f.run)
 	}
-	tables, err := f.m.factTablesOf(ctx, fv, f.run)
-	if err != nil {
-		return nil, "", err
+	rs, tokens, err := f.m.factRows(ctx, fv, f.run, f.table)
+	if errors.Is(err, errColumnTypes) {
+		rs, err = nil, nil
 	}
-	sum := sha256.Sum256([]byte(strings.Join(tables[f.table], "\n")))
-	return v, fmt.Sprintf("facts/%s/%s/%s-%s.%s", f.world, f.run, f.table, hex.EncodeToString(sum[:12]), f.format), nil
+	if err != nil {
+		return version{}, err
+	}
+	sum := sha256.Sum256([]byte(strings.Join(tokens, "\n")))
+	return version{rs, v, fmt.Sprintf("facts/%s/%s/%s-%s.%s", f.world, f.run, f.table, hex.EncodeToString(sum[:12]), f.format)}, nil
+}
+
+// errColumnTypes: a fact table's visible facts are in tables of several
+// schemas (one name, several table ids) that give one column different
+// types, which the views cast to one type (DuckDB's UNION ALL BY NAME).
+// Such a file is derived with DuckDB (sql.CopyFacts) when opened, and a
+// stat reports its size once it is in the cache, 0 before: the one case
+// left to DuckDB, never run by a stat.
+var errColumnTypes = errors.New("a column of two types")
+
+// factRows returns the rowSet of the visible facts of the fact table
+// called name that v shows (with run engine.EvaluationRun, the receipts),
+// and their claim tokens, sorted: the rows of the claims' fragments that
+// a claim published (index.RowRule against the completed claims'
+// (tick, token) pairs, as the views keep them), entity ids descending (as
+// sql.CopyFacts orders them), encoded as the fact table's file (the union
+// of its schemas by column name, NULL where a schema lacks a column, as
+// <name>_raw shows them) or, for the receipts, as sql.ReceiptsView's
+// columns. A column of two types in two schemas is errColumnTypes.
+func (m *Mount) factRows(ctx context.Context, v *index.View, run, name string) (*rowSet, []string, error) {
+	rs := &rowSet{published: pairs{}, desc: true}
+	parts := map[string]*rowPart{}
+	if run == engine.EvaluationRun {
+		t := engine.ReceiptTable() // the file has the view's columns, with receipts or none
+		parts[t.ID] = &rowPart{table: t}
+	}
+	var tokens []string
+	var ferr error
+	v.Facts(math.MaxInt64, func(c index.FactRef) bool {
+		for _, tf := range c.Tables {
+			t, err := m.table(ctx, c.World, tf.Table)
+			if err != nil {
+				ferr = err
+				return false
+			}
+			if run != engine.EvaluationRun && t.Name != name {
+				continue
+			}
+			p := parts[t.ID]
+			if p == nil {
+				p = &rowPart{table: t}
+				parts[t.ID] = p
+			}
+			p.frags = append(p.frags, tf.Fragments...)
+			rs.published[index.Stamp{Tick: c.Claim.Tick, Token: c.CommitToken}] = true
+			tokens = append(tokens, c.CommitToken)
+		}
+		return true
+	})
+	if ferr != nil {
+		return nil, nil, ferr
+	}
+	if len(parts) == 0 {
+		return nil, nil, fmt.Errorf("no visible facts of table %s in world %s: %w", name, v.World, errGone)
+	}
+	slices.Sort(tokens)
+	var tables []*engine.Table
+	for _, id := range sortedKeys(parts) {
+		rs.parts = append(rs.parts, *parts[id])
+		tables = append(tables, parts[id].table)
+	}
+	switch {
+	case run == engine.EvaluationRun:
+		rs.encode = func(g []frame.Gathered) ([]byte, error) { return frame.EncodeView(g, wsql.ReceiptColumns, true) }
+	case len(rs.parts) == 1:
+		rs.encode = func(g []frame.Gathered) ([]byte, error) {
+			data, _, err := frame.EncodeGathered(g[0], false)
+			return data, err
+		}
+	default:
+		cols, err := frame.UnionColumns(tables...)
+		if err != nil {
+			return nil, nil, fmt.Errorf("fact table %s: %w: %w", name, err, errColumnTypes)
+		}
+		rs.encode = func(g []frame.Gathered) ([]byte, error) { return frame.EncodeView(g, cols, true) }
+	}
+	return rs, tokens, nil
 }
 
 func (f *factFile) fill(ctx context.Context, a *fuse.Attr) syscall.Errno {
 	what := fmt.Sprintf("facts %s of %s", f.table, f.world)
-	file, err := bounded(ctx, f.m, what, closeFile, f.open)
+	size, err := bounded(ctx, f.m, what, nil, f.size)
 	if err != nil {
 		return f.m.errno(what, err)
 	}
-	info, err := file.Stat()
-	file.Close()
-	if err != nil {
-		return f.m.errno(what, err)
-	}
-	size := info.Size()
 	a.Mode = syscall.S_IFREG | 0o444
 	a.Nlink = 1
 	a.Size = uint64(size)
@@ -284,6 +369,29 @@ func (f *factFile) fill(ctx context.Context, a *fuse.Attr) syscall.Errno {
 	a.Ino = f.ino
 	setTimes(a, f.m.worldTime(f.world)(ctx))
 	return 0
+}
+
+// size returns the size of the file's current version, deriving it in Go
+// if the cache does not hold it; never with DuckDB (a table of two
+// schemas: 0 until an open derives it).
+func (f *factFile) size(ctx context.Context) (int64, error) {
+	cur, err := f.current(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if cur.rows == nil {
+		size, _ := f.m.opts.Cache.DerivedSize(cur.key)
+		return size, nil
+	}
+	p, err := f.m.gathered(ctx, cur.key, f.format, cur.rows)
+	if err != nil {
+		return 0, err
+	}
+	info, err := os.Stat(p)
+	if err != nil {
+		return 0, err
+	}
+	return info.Size(), nil
 }
 
 func (f *factFile) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
@@ -322,14 +430,19 @@ func (f *factFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 // open opens the current version of the file, deriving it into the cache
 // if it is not there (any more).
 func (f *factFile) open(ctx context.Context) (*os.File, error) {
-	v, key, err := f.current(ctx)
+	cur, err := f.current(ctx)
 	if err != nil {
 		return nil, err
 	}
-	p, err := f.m.derive(ctx, key, &f.m.stats.materialized, func(ctx context.Context, tmp string) error {
-		return wsql.CopyFacts(ctx, f.m.b, f.world, wsql.Options{Run: f.viewRun(), View: v, Cache: f.m.opts.Cache, BucketID: f.m.opts.BucketID, Verified: f.m.verified},
-			f.table, f.format, tmp)
-	})
+	var p string
+	if cur.rows != nil {
+		p, err = f.m.gathered(ctx, cur.key, f.format, cur.rows)
+	} else {
+		p, err = f.m.derive(ctx, cur.key, &f.m.stats.materialized, func(ctx context.Context, tmp string) error {
+			return wsql.CopyFacts(ctx, f.m.b, f.world, wsql.Options{Run: f.viewRun(), View: cur.v, Cache: f.m.opts.Cache, BucketID: f.m.opts.BucketID, Verified: f.m.verified},
+				f.table, f.format, tmp)
+		})
+	}
 	if err != nil {
 		return nil, err
 	}

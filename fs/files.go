@@ -145,7 +145,7 @@ func (d *snapshotDir) Lookup(ctx context.Context, name string, out *fuse.EntryOu
 			f := &snapFile{m: d.m, ino: id, at: d.at, t: d.t, table: table, format: format}
 			c, err := f.plan(ctx, false) // where the rows live now, not when the directory was read
 			if err == nil {
-				err = f.init(c).sizeCSV(ctx, c)
+				err = f.init(c).size(ctx, c)
 			}
 			if err != nil {
 				return nil, d.m.errno(fmt.Sprintf("%s of tick %d of %s", table, d.t.Tick.Tick, d.t.World), err)
@@ -169,13 +169,13 @@ func (d *snapshotDir) Lookup(ctx context.Context, name string, out *fuse.EntryOu
 //
 // A stat runs no DuckDB: the size is the fragment's as the catalog
 // records it, a compacted tick's as its tick index records it, a .csv's
-// as its fragment's footer or its tick index records it (sizeCSV; data
-// written before CSV sizes: rendered at lookup), or a derived file's once it exists
-// (made by an open, now or by an earlier mount sharing the cache). Until
-// then (a tick whose rows DuckDB must gather) the file reports size 0 with
-// an attribute timeout of 0, and open derives it, so the kernel asks again
-// as soon as a reader looks at the size of the open file (fstat, lseek to
-// the end, a read past the size it knew).
+// as its fragment's footer or its tick index records it (size; data
+// written before CSV sizes: rendered at lookup), or a split tick's as the
+// file derived from its rows at lookup (see rowSet; or by an earlier
+// mount sharing the cache) is. A node made without a lookup's sizing
+// reports 0 with an attribute timeout of 0 until an open learns the size,
+// so the kernel asks again as soon as a reader looks at the size of the
+// open file (fstat, lseek to the end, a read past the size it knew).
 type snapFile struct {
 	gofs.Inode
 	m      *Mount
@@ -206,20 +206,47 @@ type content struct {
 	// canon, for a compacted tick whose compacted file has a tick index:
 	// its Parquet file as its writer published it, rebuilt (see canonical).
 	canon *canonical
+	// split, for a split tick (neither of the above): the tick's visible
+	// rows of its fragments, derived in Go (see rowSet).
+	split *rowSet
 }
 
 // contentOf returns where tick t's table tf comes from, as the view v
 // resolved it: the fragment as it is, the canonical file of a compacted
-// tick, or (neither) a file derived through sql.CopyTick.
+// tick, or (neither: a split tick) the tick's visible rows of its
+// fragments.
 func (m *Mount) contentOf(ctx context.Context, t tickRef, tf index.TableFragments, v *index.View) (content, error) {
 	c := content{t: t, tf: tf, v: v, asIs: isExact(t, tf)}
-	if !c.asIs {
-		var err error
-		if c.canon, err = m.canonicalOf(ctx, t, tf); err != nil {
-			return content{}, err
-		}
+	if c.asIs {
+		return c, nil
 	}
-	return c, nil
+	var err error
+	if c.canon, err = m.canonicalOf(ctx, t, tf); err != nil || c.canon != nil {
+		return c, err
+	}
+	c.split, err = m.tickRows(ctx, t, tf)
+	return c, err
+}
+
+// tickRows is the rowSet of tick t's table tf: the rows of its fragments
+// stamped with the tick (index.RowRule against the tick's own
+// publication, as <table>_at(t) keeps them), in entity order, encoded as
+// the fragment its writer publishes (frame.EncodeFragment's bytes, its
+// footer recording the CSV size).
+func (m *Mount) tickRows(ctx context.Context, t tickRef, tf index.TableFragments) (*rowSet, error) {
+	table, err := m.table(ctx, t.World, tf.Table)
+	if err != nil {
+		return nil, err
+	}
+	n := t.Tick.Tick
+	return &rowSet{
+		parts: []rowPart{{table, tf.Fragments}}, tick: &n,
+		published: pairs{{Tick: n, Token: t.CommitToken}: true},
+		encode: func(g []frame.Gathered) ([]byte, error) {
+			data, _, err := frame.EncodeGathered(g[0], true)
+			return data, err
+		},
+	}, nil
 }
 
 // plan resolves the file's tick in the view it was found through (exact:
@@ -317,7 +344,7 @@ func (f *snapFile) key() string { return f.keyed }
 
 // keyOf is key for the file of the same table and tick in format.
 func (f *snapFile) keyOf(format string) string {
-	return fmt.Sprintf("snapshots/%s/%s/%d-%s/%s.%s", f.t.World, f.t.Run, f.t.Tick.Tick, f.t.CommitToken, f.table, format)
+	return fmt.Sprintf("derived/%s/%s/%d-%s/%s.%s", f.t.World, f.t.Run, f.t.Tick.Tick, f.t.CommitToken, f.table, format)
 }
 
 // knownSize returns the content's size if it is known without deriving
@@ -381,6 +408,13 @@ func closeBody(b body) { b.Close() }
 func (f *snapFile) openContent(ctx context.Context, c content) (body, error) {
 	if f.format == wsql.FormatParquet {
 		return f.openParquet(ctx, c)
+	}
+	if c.split != nil {
+		p, err := f.m.gathered(ctx, f.key(), wsql.FormatCSV, c.split)
+		if err != nil {
+			return body{}, err
+		}
+		return openBody(p)
 	}
 	if small(c) {
 		// Rendered in memory on each open: no file of its own in the cache.
@@ -449,8 +483,8 @@ func openBody(p string) (body, error) {
 // bucket's own file, else a verified copy in the cache), checked against
 // its record through the open file; a compacted tick's file rebuilt from
 // its rows (see canonical: in memory if small, else into the cache); else
-// the file derived into the cache (see materialize), fetched or derived if
-// the cache does not hold it (any more).
+// (a split tick) the file derived into the cache from its rows (see
+// rowSet), derived again if the cache does not hold it (any more).
 func (f *snapFile) openParquet(ctx context.Context, c content) (body, error) {
 	if c.asIs {
 		p, err := f.m.fragmentPath(ctx, c.tf.Fragments[0])
@@ -486,45 +520,47 @@ func (f *snapFile) openParquet(ctx context.Context, c content) (body, error) {
 		}
 		return openBody(p)
 	}
-	p, err := f.m.materialize(ctx, c, f.table, wsql.FormatParquet, f.keyOf(wsql.FormatParquet))
+	p, err := f.m.gathered(ctx, f.keyOf(wsql.FormatParquet), wsql.FormatParquet, c.split)
 	if err != nil {
 		return body{}, err
 	}
 	return openBody(p)
 }
 
-// sizeCSV sizes a CSV file whose Parquet source needs no DuckDB (a
-// fragment served as is, or a compacted tick's canonical file) when it is
-// looked up: as its writer recorded it in the fragment's footer, or its
-// tick index does for a compacted tick (recordedCSV), reading no row; a
-// tick written (or compacted) before CSV sizes were recorded is rendered
-// (its rows are read and written as CSV) to learn it. A CSV of a Parquet
-// file derived through DuckDB (a split tick) is sized at open, as that
-// file is.
-func (f *snapFile) sizeCSV(ctx context.Context, c content) error {
-	if f.format != wsql.FormatCSV || !c.asIs && c.canon == nil {
+// size sizes the file when it is looked up, if init could not. A CSV
+// whose Parquet source is a fragment served as is or a compacted tick's
+// canonical file is sized as its writer recorded it in the fragment's
+// footer, or its tick index does for a compacted tick (recordedCSV),
+// reading no row; a tick written (or compacted) before CSV sizes were
+// recorded is rendered (its rows are read and written as CSV) to learn
+// it. A split tick's file (either format) is derived into the cache from
+// its rows (see rowSet), once, and sized there: no DuckDB either way.
+func (f *snapFile) size(ctx context.Context, c content) error {
+	if f.format != wsql.FormatCSV && c.split == nil {
 		return nil
 	}
 	if _, ok := f.knownSize(); ok {
 		return nil
 	}
-	size, ok, err := f.recordedCSV(ctx, c)
-	if err != nil {
-		return err
+	if c.split == nil {
+		size, ok, err := f.recordedCSV(ctx, c)
+		if err != nil {
+			return err
+		}
+		if ok {
+			f.mu.Lock()
+			f.mu.size = size
+			f.mu.Unlock()
+			return nil
+		}
 	}
-	if ok {
-		f.mu.Lock()
-		f.mu.size = size
-		f.mu.Unlock()
-		return nil
-	}
-	what := fmt.Sprintf("rendering %s of tick %d of %s as CSV", f.table, f.t.Tick.Tick, f.t.World)
+	what := fmt.Sprintf("rendering %s of tick %d of %s as %s", f.table, f.t.Tick.Tick, f.t.World, f.format)
 	file, err := bounded(ctx, f.m, what, closeBody, func(ctx context.Context) (body, error) { return f.openContent(ctx, c) })
 	if err != nil {
 		return err
 	}
 	defer file.Close()
-	size, err = file.size()
+	size, err := file.size()
 	if err != nil {
 		return err
 	}
@@ -562,16 +598,6 @@ func (f *snapFile) recordedCSV(ctx context.Context, c content) (int64, bool, err
 	return r.n, r.ok, err
 }
 
-// materialize writes the visible rows of table at c's tick as the cache
-// file called key, once: sql.CopyTick, so the rows are exactly what the
-// SQL views show for that tick, planned from the view c was resolved in.
-func (m *Mount) materialize(ctx context.Context, c content, table, format, key string) (string, error) {
-	return m.derive(ctx, key, &m.stats.materialized, func(ctx context.Context, tmp string) error {
-		return wsql.CopyTick(ctx, m.b, c.t.World, wsql.Options{Run: c.t.Run, View: c.v, Cache: m.opts.Cache, BucketID: m.opts.BucketID, Verified: m.verified},
-			table, c.t.Tick.Tick, format, tmp)
-	})
-}
-
 // vanished reports whether err says a file a plan named is not in the
 // bucket (any more): collection deleted it after maintenance moved its rows.
 func vanished(err error) bool {
@@ -591,8 +617,9 @@ func (m *Mount) viewWith(ctx context.Context, world, run string, has func(*index
 }
 
 // derive returns the cache file called key, made once by fill; each fill
-// adds one to count (the mount's stats of DuckDB materializations or of
-// CSV renderings), and the latency is the "materialize" op's.
+// adds one to count (the mount's stats of DuckDB materializations, of
+// files derived in Go, of rebuilt compacted ticks' files or of CSV
+// renderings), and the latency is the "materialize" op's.
 func (m *Mount) derive(ctx context.Context, key string, count *atomic.Int64, fill func(ctx context.Context, tmp string) error) (string, error) {
 	start := time.Now()
 	p, err := m.opts.Cache.Derived(ctx, key, func(tmp string) error {

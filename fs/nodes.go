@@ -767,6 +767,9 @@ func (d *tableDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 		return nil, d.m.errno("table "+d.name, err)
 	}
 	f := newSnapFile(d.m, ino(d.world, "runs", d.run, "tables", d.name, name), place{d.world, d.run}, c, d.name, wsql.FormatParquet)
+	if err := f.size(ctx, c); err != nil {
+		return nil, d.m.errno("table "+d.name, err)
+	}
 	return d.m.child(ctx, d.EmbeddedInode(), f, out)
 }
 

@@ -12,13 +12,16 @@ import (
 
 // Stats counts what the mount served: snapshot opens, the bytes they
 // exposed, the bytes read through the mount (passthrough reads bypass it),
-// materializations (DuckDB copies), compacted ticks' files rebuilt from
+// materializations (DuckDB copies: only a facts/ file whose schemas give
+// one column two types), files derived in Go from their fragments' visible
+// rows (split ticks, facts/: see rowSet), compacted ticks' files rebuilt from
 // their rows (maintenance.CompactedFile), CSV renderings, CSV sizes read from a fragment's footer, opens planned
 // again because maintenance had moved a tick's rows, and per-operation latencies over a recent window.
 type Stats struct {
 	opens, passthrough, materialized atomic.Int64
 	rendered, replanned, rebuilt     atomic.Int64
 	catalogsClosed, csvSized         atomic.Int64
+	gathered                         atomic.Int64
 	bytesOpened, bytesRead           atomic.Int64
 
 	mu struct {
@@ -72,6 +75,7 @@ type StatsSnapshot struct {
 	Opens             int64              `json:"opens"`
 	PassthroughOpens  int64              `json:"passthrough_opens"`
 	Materialized      int64              `json:"materialized"`
+	Gathered          int64              `json:"gathered"`
 	Rebuilt           int64              `json:"rebuilt"`
 	Rendered          int64              `json:"rendered_csv"`
 	CSVSizesRead      int64              `json:"csv_sizes_read"`
@@ -89,7 +93,7 @@ type StatsSnapshot struct {
 // Snapshot returns the counters now.
 func (s *Stats) Snapshot(c *cache.Disk) StatsSnapshot {
 	out := StatsSnapshot{
-		Opens: s.opens.Load(), PassthroughOpens: s.passthrough.Load(), Materialized: s.materialized.Load(),
+		Opens: s.opens.Load(), PassthroughOpens: s.passthrough.Load(), Materialized: s.materialized.Load(), Gathered: s.gathered.Load(),
 		Rebuilt: s.rebuilt.Load(), Rendered: s.rendered.Load(), CSVSizesRead: s.csvSized.Load(), Replanned: s.replanned.Load(), CatalogsClosed: s.catalogsClosed.Load(),
 		BytesOpened: s.bytesOpened.Load(), BytesReadViaMount: s.bytesRead.Load(), Ops: map[string]OpStats{},
 	}

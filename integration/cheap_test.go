@@ -67,7 +67,7 @@ func TestStatIsCheapAndDerivedFilesRead(t *testing.T) {
 		t.Fatalf("ls -l of %d entries derived %d files with DuckDB, rendered %d CSVs and rebuilt %d compacted ticks' files; a stat must do none", stats, st.Materialized, st.Rendered, st.Rebuilt)
 	}
 	// facts/ files change as claims complete: a stat derives the current
-	// version once (and only that stat may run DuckDB).
+	// version once (in Go: no DuckDB, which the check below counts).
 	for _, name := range ls(t, mt.path("w", "facts")) {
 		if _, err := os.Lstat(mt.path("w", "facts", name)); err != nil {
 			t.Fatal(err)

@@ -44,6 +44,23 @@ func CopyFacts(ctx context.Context, b bucket.Bucket, world string, opts Options,
 // ReceiptsView names the curated view of evaluation receipts.
 const ReceiptsView = "worldfs_receipts"
 
+// ReceiptColumns are the columns of ReceiptsView, in its order: each a
+// column of the receipts' table (frame.ReceiptTableName) under the view's
+// name, typed JSON where the view types it so. The view and the mount's
+// facts/receipts files are both made from this list.
+var ReceiptColumns = []frame.ViewColumn{
+	{Name: "receipt_id", From: frame.ColEntity},
+	{Name: "tick", From: frame.ColTick},
+	{Name: "evaluation_id", From: "receipt_evaluation_id"},
+	{Name: "grader_id", From: "receipt_grader_id"},
+	{Name: "contract", From: "receipt_contract", JSON: true},
+	{Name: "contract_digest", From: "receipt_contract_digest"},
+	{Name: "subject", From: "receipt_subject", JSON: true},
+	{Name: "subject_digest", From: "receipt_subject_digest"},
+	{Name: "outcomes", From: "receipt_outcomes", JSON: true},
+	{Name: "commit_token", From: frame.ColCommitToken},
+}
+
 // copyView builds the views of world and writes query's rows to dst in
 // format; view, unless empty, must be one of the views.
 func copyView(ctx context.Context, b bucket.Bucket, world string, opts Options, view, query, format, dst string) error {

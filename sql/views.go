@@ -1088,8 +1088,13 @@ func factViews(factNames []string) string {
 	if receipts {
 		from = ident(frame.ReceiptTableName + "_raw")
 	}
-	out += "CREATE OR REPLACE TEMP VIEW worldfs_receipts AS SELECT entity_id AS receipt_id, tick, receipt_evaluation_id AS evaluation_id, receipt_grader_id AS grader_id,\n" +
-		"  receipt_contract::JSON AS contract, receipt_contract_digest AS contract_digest, receipt_subject::JSON AS subject, receipt_subject_digest AS subject_digest,\n" +
-		"  receipt_outcomes::JSON AS outcomes, commit_token FROM " + from + ";\n"
-	return out
+	sel := make([]string, len(ReceiptColumns))
+	for i, c := range ReceiptColumns {
+		sel[i] = ident(c.From)
+		if c.JSON {
+			sel[i] += "::JSON"
+		}
+		sel[i] += " AS " + ident(c.Name)
+	}
+	return out + "CREATE OR REPLACE TEMP VIEW worldfs_receipts AS SELECT " + strings.Join(sel, ", ") + " FROM " + from + ";\n"
 }
