@@ -30,6 +30,7 @@ import (
 // plan of the tick (a later, larger compaction included) finds the same
 // file.
 type canonical struct {
+	world  string
 	table  *engine.Table
 	holder *index.Fragment // the compacted file of the tick's rows; nil: it has none
 	entry  maintenance.TickEntry
@@ -75,7 +76,7 @@ func (m *Mount) canonicalOf(ctx context.Context, t tickRef, tf index.TableFragme
 			return nil, err
 		}
 		if e, ok := x.Entry(n); ok {
-			return &canonical{table: table, holder: holder, entry: e}, nil
+			return &canonical{world: t.World, table: table, holder: holder, entry: e}, nil
 		}
 	}
 	// No compacted file holds a row of the tick: its file is the empty one.
@@ -83,7 +84,7 @@ func (m *Mount) canonicalOf(ctx context.Context, t tickRef, tf index.TableFragme
 	if err != nil {
 		return nil, err
 	}
-	return &canonical{table: table, entry: maintenance.TickEntry{Tick: n, Size: int64(len(data)), Digest: sha256.Sum256(data)}}, nil
+	return &canonical{world: t.World, table: table, entry: maintenance.TickEntry{Tick: n, Size: int64(len(data)), Digest: sha256.Sum256(data)}}, nil
 }
 
 // maxInMemory is the largest compacted tick's file served from memory:
@@ -108,7 +109,8 @@ func (m *Mount) rebuilt(ctx context.Context, c *canonical) ([]byte, error) {
 	}
 	v, err, _ := r.group.Do(string(c.entry.Digest[:]), func() (any, error) {
 		m.stats.rebuilt.Add(1)
-		o, release, err := m.compactedFile(ctx, c.table, *c.holder)
+		whole := m.compactedFiles.swept(c.world, c.table.Name)
+		o, release, err := m.compactedFile(ctx, c.table, *c.holder, whole)
 		if err != nil {
 			return nil, err
 		}
@@ -196,8 +198,9 @@ const minRanged = 1 << 20
 // pays at most that share more than the file.
 const wholeAfter = 0.25
 
-// maxWholeWanted bounds the compacted files remembered as wanted whole
-// (forgotten all at once past it: they are only read by ranges again).
+// maxWholeWanted bounds the compacted files remembered as wanted whole,
+// and the tables as listed (forgotten all at once past it: their files
+// are only read by ranges again).
 const maxWholeWanted = 4096
 
 // compactedFiles keeps compacted files open for rebuilding their ticks'
@@ -211,6 +214,11 @@ type compactedFiles struct {
 	// whole: the remote compacted files that were read by ranges past
 	// wholeAfter, opened from a whole copy in the cache from then on.
 	whole map[string]bool // INVARIANT: at most maxWholeWanted
+	// listed: the tables (world and name) whose tables/<t>/ was listed,
+	// whose compacted files are opened from a whole copy in the cache:
+	// a listing is how a glob over tables/<t>/ starts, which reads every
+	// tick (one whole download costs it less than ranges per tick).
+	listed map[[2]string]bool // INVARIANT: at most maxWholeWanted
 }
 
 // openCompactedFile is a compacted file open for rebuilding its ticks:
@@ -232,8 +240,9 @@ func (o *openCompactedFile) close() {
 }
 
 // compactedFile returns the compacted file f of table t opened (see
-// maintenance.OpenCompactedFile) and a function to call once done with it.
-func (m *Mount) compactedFile(ctx context.Context, t *engine.Table, f index.Fragment) (*openCompactedFile, func(), error) {
+// maintenance.OpenCompactedFile; whole: from a whole copy, not by ranges,
+// if it is not open yet) and a function to call once done with it.
+func (m *Mount) compactedFile(ctx context.Context, t *engine.Table, f index.Fragment, whole bool) (*openCompactedFile, func(), error) {
 	c := &m.compactedFiles
 	for {
 		c.mu.Lock()
@@ -249,7 +258,7 @@ func (m *Mount) compactedFile(ctx context.Context, t *engine.Table, f index.Frag
 		}
 		c.mu.Unlock()
 		_, err, _ := c.group.Do(f.Path, func() (any, error) {
-			o, err := m.openCompactedFile(ctx, t, f)
+			o, err := m.openCompactedFile(ctx, t, f, whole)
 			if err != nil {
 				return nil, err
 			}
@@ -324,18 +333,35 @@ func (c *compactedFiles) wantsWhole(path string) bool {
 	return c.whole[path]
 }
 
+// list records that tables/<table>/ of world was listed.
+func (c *compactedFiles) list(world, table string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.listed == nil || len(c.listed) >= maxWholeWanted {
+		c.listed = map[[2]string]bool{}
+	}
+	c.listed[[2]string{world, table}] = true
+}
+
+// swept reports whether tables/<table>/ of world was listed.
+func (c *compactedFiles) swept(world, table string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.listed[[2]string{world, table}]
+}
+
 // openCompactedFile opens the compacted file f of table t, checking its
 // size against its catalog record: on a local bucket the bucket's own
 // file; on a remote one a verified copy in the cache if there is one (or
-// the file is small, or its ticks were read by ranges past wholeAfter),
-// else the object read by ranges.
-func (m *Mount) openCompactedFile(ctx context.Context, t *engine.Table, f index.Fragment) (*openCompactedFile, error) {
+// whole is set, or the file is small, or its ticks were read by ranges
+// past wholeAfter), else the object read by ranges.
+func (m *Mount) openCompactedFile(ctx context.Context, t *engine.Table, f index.Fragment, whole bool) (*openCompactedFile, error) {
 	x, err := m.tickIndex(ctx, f)
 	if err != nil {
 		return nil, err
 	}
 	if m.local == nil && !m.opts.Cache.HasVerified(wsql.Record(f)) {
-		if f.Bytes >= minRanged && !m.compactedFiles.wantsWhole(f.Path) {
+		if !whole && f.Bytes >= minRanged && !m.compactedFiles.wantsWhole(f.Path) {
 			return m.openRanged(ctx, t, f, x)
 		}
 		m.stats.compactedFetched.Add(f.Bytes) // fetched whole just below

@@ -28,9 +28,11 @@ import (
 // records, and the index names the compacted file's sha256 the catalog
 // records, so a byte that differs in a piece, whichever object generation
 // it came from, is EIO (TickFileMismatchError or a decoding error), never
-// other rows. A reader that goes on asking for the file's ticks (a glob
-// over tables/<t>/) makes the mount fetch the file whole into the cache
-// once the ranges have cost wholeAfter of it (see Mount.rebuilt).
+// other rows. A reader of many ticks gets the file fetched whole into the
+// cache, as before: a glob over tables/<t>/, which starts by listing it
+// (compactedFiles.list), from its first tick; any other reader that goes
+// on asking for the file's ticks once the ranges have cost wholeAfter of
+// it (see Mount.rebuilt).
 
 // rangedFetch is the least a read outside the pieces kept fetches: one
 // request costs much more than a few KiB more of it.
@@ -129,46 +131,71 @@ func (r *rangedObject) done(n, want int) (int, error) {
 	return n, nil
 }
 
-// copyKept copies bytes off..end into p from a piece that holds them all.
+// copyKept copies bytes off..end into p from the pieces kept, if they
+// hold them all (one piece or several that meet).
 func (r *rangedObject) copyKept(p []byte, off, end int64) (int, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, pc := range r.mu.pieces {
-		if pc.off <= off && end <= pc.off+int64(len(pc.data)) {
-			r.mu.use++
-			pc.used = r.mu.use
-			return copy(p, pc.data[off-pc.off:end-pc.off]), true
+	n := 0
+	for pos := off; pos < end; {
+		pc := r.pieceAt(pos)
+		if pc == nil {
+			return 0, false
 		}
+		r.mu.use++
+		pc.used = r.mu.use
+		k := copy(p[pos-off:], pc.data[pos-pc.off:min(end, pc.off+int64(len(pc.data)))-pc.off])
+		n += k
+		pos += int64(k)
 	}
-	return 0, false
+	return n, true
 }
 
-// covered reports whether one piece holds bytes lo..hi.
-func (r *rangedObject) covered(lo, hi int64) bool {
+// pieceAt returns the piece that holds byte pos, or nil. Called with r.mu
+// held.
+func (r *rangedObject) pieceAt(pos int64) *piece {
+	for _, pc := range r.mu.pieces {
+		if pc.off <= pos && pos < pc.off+int64(len(pc.data)) {
+			return pc
+		}
+	}
+	return nil
+}
+
+// missing returns the parts of bytes lo..hi no piece holds.
+func (r *rangedObject) missing(lo, hi int64) [][2]int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, pc := range r.mu.pieces {
-		if pc.off <= lo && hi <= pc.off+int64(len(pc.data)) {
-			return true
+	var out [][2]int64
+	for pos := lo; pos < hi; {
+		if pc := r.pieceAt(pos); pc != nil {
+			pos = pc.off + int64(len(pc.data))
+			continue
 		}
+		next := hi // the start of the next piece kept
+		for _, pc := range r.mu.pieces {
+			if pc.off > pos && pc.off < next {
+				next = pc.off
+			}
+		}
+		out = append(out, [2]int64{pos, next})
+		pos = next
 	}
-	return false
+	return out
 }
 
-// Prefetch fetches the ranges not kept, those less than rangedGap apart
-// in one request, rangedParallel requests at a time.
+// Prefetch fetches the parts of the ranges not kept, those less than
+// rangedGap apart in one request, rangedParallel requests at a time.
 func (r *rangedObject) Prefetch(ranges []maintenance.ByteRange) error {
 	var want [][2]int64
 	for _, br := range ranges {
-		lo, hi := max(0, br.Off), min(r.size, br.Off+br.Len)
-		if lo >= hi || r.covered(lo, hi) {
-			continue
+		for _, m := range r.missing(max(0, br.Off), min(r.size, br.Off+br.Len)) {
+			if k := len(want) - 1; k >= 0 && m[0]-want[k][1] < rangedGap {
+				want[k][1] = max(want[k][1], m[1])
+				continue
+			}
+			want = append(want, m)
 		}
-		if k := len(want) - 1; k >= 0 && lo-want[k][1] < rangedGap {
-			want[k][1] = max(want[k][1], hi)
-			continue
-		}
-		want = append(want, [2]int64{lo, hi})
 	}
 	var g errgroup.Group
 	g.SetLimit(rangedParallel)
