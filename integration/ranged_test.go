@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -19,52 +18,10 @@ import (
 	"github.com/worldfs/worldfs/bucket/buckettest"
 	"github.com/worldfs/worldfs/bucket/bucketurl"
 	"github.com/worldfs/worldfs/bucket/gcs/gcstest"
-	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/engine/enginetest"
-	"github.com/worldfs/worldfs/engine/particles"
 	"github.com/worldfs/worldfs/index"
 	"github.com/worldfs/worldfs/maintenance"
 )
-
-// wideWorld creates world "w" in b with the particle tables, entities
-// particles that move every tick (values that barely compress), and
-// drives it to tick last.
-func wideWorld(t testing.TB, b bucket.Bucket, entities int, last int64) *engine.World {
-	t.Helper()
-	ctx := ctxT(t)
-	w, err := engine.CreateWorld(ctx, b, "w", particles.Tables(), enginetest.Quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { w.Close() })
-	for i := range entities {
-		v := engine.Values{"position_x": float64(i), "position_y": 100.0, "velocity_x": math.Sin(float64(i)), "velocity_y": math.Cos(float64(i))}
-		if _, err := w.Spawn("particle", v); err != nil {
-			t.Fatal(err)
-		}
-	}
-	err = w.AddProcessor(func(tc *engine.TickContext) error {
-		f := tc.Frame("particle")
-		x, y, vx, vy := f.Float64("position_x"), f.Float64("position_y"), f.Float64("velocity_x"), f.Float64("velocity_y")
-		for i := range x {
-			x[i] += vx[i] / 7
-			y[i] += vy[i] / 3
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for w.Tick() < last {
-		if _, err := w.Submit(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := w.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return w
-}
 
 // gcsWideWorld returns a fake GCS bucket holding a wide world whose ticks
 // 0..63 are compacted into one file, that file, and its tick index.
@@ -84,7 +41,7 @@ func compactedWideWorld(t testing.TB, url string) (bucket.Bucket, index.Fragment
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Close() })
-	w := wideWorld(t, b, 2000, 74)
+	w := enginetest.Wide(t, b, "w", 2000, 74)
 	if _, err := maintenance.Compact(ctxT(t), b, w.Catalog(), maintenance.CompactOptions{Recent: 10}); err != nil {
 		t.Fatal(err)
 	}
