@@ -119,7 +119,7 @@ func (m *Mount) rebuilt(ctx context.Context, c *canonical) ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", c.holder.Path, err)
 		}
-		if o.ranged != nil && o.ranged.Fetched() > int64(float64(c.holder.Bytes)*wholeAfter) {
+		if o.ranged != nil && (o.ranged.ticks.Add(1) >= wholeAfterTicks || o.ranged.Fetched() > int64(float64(c.holder.Bytes)*wholeAfter)) {
 			m.compactedFiles.fetchWhole(o)
 		}
 		if int64(len(data)) <= maxInMemory {
@@ -193,10 +193,16 @@ const maxCompactedFiles = 16
 const minRanged = 1 << 20
 
 // wholeAfter is the share of a compacted file that the ranged reads of
-// its ticks may cost before the mount fetches it whole into the cache: a
-// reader asking for tick after tick of it (a glob over tables/<t>/) then
-// pays at most that share more than the file.
-const wholeAfter = 0.25
+// its ticks may cost, and wholeAfterTicks how many of its ticks may be
+// rebuilt from them, before the mount fetches it whole into the cache: a
+// reader asking for tick after tick of it then pays at most that share
+// more than the file, and at most that many ticks' requests (on GCS two
+// round trips each, tens of ms, where the whole download of a file of
+// tens of MB takes a few hundred) before its ticks cost no request.
+const (
+	wholeAfter      = 0.25
+	wholeAfterTicks = 8
+)
 
 // maxWholeWanted bounds the compacted files remembered as wanted whole,
 // and the tables as listed (forgotten all at once past it: their files

@@ -32,7 +32,7 @@ import (
 // cache, as before: a glob over tables/<t>/, which starts by listing it
 // (compactedFiles.list), from its first tick; any other reader that goes
 // on asking for the file's ticks once the ranges have cost wholeAfter of
-// it (see Mount.rebuilt).
+// it or served wholeAfterTicks of its ticks (see Mount.rebuilt).
 
 // rangedFetch is the least a read outside the pieces kept fetches: one
 // request costs much more than a few KiB more of it.
@@ -62,10 +62,12 @@ type rangedObject struct {
 	b    bucket.Bucket
 	name string
 	size int64
-	// fetched counts the bytes read from the bucket; counted, where to
-	// count the mount's too.
+	// fetched counts the bytes read from the bucket, which are added to
+	// counted too (the mount's count of all its files).
 	fetched *atomic.Int64
 	counted *atomic.Int64
+	// ticks counts the tick files rebuilt from the object (Mount.rebuilt).
+	ticks atomic.Int64
 
 	mu struct {
 		sync.Mutex
