@@ -28,11 +28,12 @@ import (
 // records, and the index names the compacted file's sha256 the catalog
 // records, so a byte that differs in a piece, whichever object generation
 // it came from, is EIO (TickFileMismatchError or a decoding error), never
-// other rows. A reader of many ticks gets the file fetched whole into the
-// cache, as before: a glob over tables/<t>/, which starts by listing it
-// (compactedFiles.list), from its first tick; any other reader that goes
-// on asking for the file's ticks once the ranges have cost wholeAfter of
-// it or served wholeAfterTicks of its ticks (see Mount.rebuilt).
+// other rows. A reader of many ticks reads the file from a whole verified
+// copy in the cache instead (cache.Disk.VerifiedPath: one request, and
+// later ticks cost none): a glob over tables/<t>/, which starts by listing
+// it (compactedFiles.list), from its first tick; any other reader once the
+// ranges have cost wholeAfter of the file or served wholeAfterTicks of its
+// ticks (see Mount.rebuilt).
 
 // rangedFetch is the least a read outside the pieces kept fetches: one
 // request costs much more than a few KiB more of it.
@@ -58,16 +59,15 @@ const rangedParallel = 8
 // io.ReaderAt and a maintenance.Prefetcher, keeping what it fetched.
 type rangedObject struct {
 	// Immutable.
-	ctx  context.Context // the bucket calls' (the opener's, never canceled)
-	b    bucket.Bucket
-	name string
-	size int64
-	// fetched counts the bytes read from the bucket, which are added to
-	// counted too (the mount's count of all its files).
-	fetched *atomic.Int64
-	counted *atomic.Int64
-	// ticks counts the tick files rebuilt from the object (Mount.rebuilt).
-	ticks atomic.Int64
+	ctx     context.Context // the bucket calls' (the opener's, never canceled)
+	b       bucket.Bucket
+	name    string
+	size    int64
+	counted *atomic.Int64 // the mount's count of the bytes fetched, of all files
+
+	// fetched counts the bytes read from the bucket (added to counted
+	// too); ticks, the tick files rebuilt from the object (Mount.rebuilt).
+	fetched, ticks atomic.Int64
 
 	mu struct {
 		sync.Mutex
@@ -89,7 +89,7 @@ var (
 )
 
 func newRangedObject(ctx context.Context, b bucket.Bucket, name string, size int64, counted *atomic.Int64) *rangedObject {
-	return &rangedObject{ctx: ctx, b: b, name: name, size: size, fetched: new(atomic.Int64), counted: counted}
+	return &rangedObject{ctx: ctx, b: b, name: name, size: size, counted: counted}
 }
 
 // Fetched returns the bytes read from the bucket so far.
@@ -216,9 +216,7 @@ func (r *rangedObject) get(lo, hi int64) ([]byte, error) {
 		return nil, fmt.Errorf("reading %s bytes %d..%d: %w", r.name, lo, hi, err)
 	}
 	r.fetched.Add(int64(len(data)))
-	if r.counted != nil {
-		r.counted.Add(int64(len(data)))
-	}
+	r.counted.Add(int64(len(data)))
 	if int64(len(data)) != hi-lo {
 		return nil, fmt.Errorf("%s: bytes %d..%d: the bucket returned %d bytes of %d: %w", r.name, lo, hi, len(data), hi-lo, index.ErrCorrupt)
 	}
