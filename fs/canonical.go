@@ -119,7 +119,8 @@ func (m *Mount) rebuilt(ctx context.Context, c *canonical) ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", c.holder.Path, err)
 		}
-		if o.ranged != nil && (o.ranged.ticks.Add(1) >= wholeAfterTicks || o.ranged.Fetched() > int64(float64(c.holder.Bytes)*wholeAfter)) {
+		if o.ranged != nil && (whole || o.ranged.ticks.Add(1) >= wholeAfterTicks || o.ranged.Fetched() > int64(float64(c.holder.Bytes)*wholeAfter)) {
+			// Listed since it was opened, or read enough by ranges.
 			m.compactedFiles.fetchWhole(o)
 		}
 		if int64(len(data)) <= maxInMemory {

@@ -119,23 +119,29 @@ func TestMountReadsACompactedTickByRanges(t *testing.T) {
 		t.Fatalf("the mount's stats count %d compacted bytes fetched, the bucket served %d", st.CompactedFetched, two)
 	}
 
-	// A glob over tables/<t>/ lists it first: the files of its ticks are
-	// fetched whole from the first, once.
+	// A glob over tables/<t>/ lists it first: the compacted files of its
+	// ticks are read from a whole copy from then on, fetched once, even
+	// one already open by ranges (after the tick it serves then).
 	counted = &buckettest.Counting{Bucket: b}
 	mt = testMount(t, counted)
+	if data, err := os.ReadFile(compactedTick(mt, 10)); err != nil {
+		t.Fatal(err)
+	} else {
+		checkTickFile(t, x, 10, data)
+	}
 	table := mt.path("w", "runs", "main", "tables", "particle")
 	if _, err := os.ReadDir(table); err != nil {
 		t.Fatal(err)
 	}
-	for _, n := range []int64{10, 11} {
+	for _, n := range []int64{11, 12} { // ticks of the pages of tick 10: a few bytes more by ranges
 		data, err := os.ReadFile(filepath.Join(table, fmt.Sprintf("%012d.parquet", n)))
 		if err != nil {
 			t.Fatal(err)
 		}
 		checkTickFile(t, x, n, data)
 	}
-	if got := counted.BytesOf(f.Path); counted.GetsOf(f.Path) != 1 || got != f.Bytes {
-		t.Fatalf("after a listing of tables/particle/, two ticks read %d bytes of their compacted file (%d whole reads) of %d; want it fetched whole once",
+	if got := counted.BytesOf(f.Path); counted.GetsOf(f.Path) != 1 || got > f.Bytes*3/2 {
+		t.Fatalf("a tick, a listing of tables/particle/, two ticks: %d bytes of their compacted file read (%d whole reads) of %d; want it fetched whole once",
 			got, counted.GetsOf(f.Path), f.Bytes)
 	}
 
