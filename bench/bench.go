@@ -109,6 +109,9 @@ func benchMount(b bucket.Bucket, work, name string, opts wfs.Options, mo wfs.Mou
 	if opts.Cache, err = cache.Open(filepath.Join(work, name+"-cache"), cache.Options{}); err != nil {
 		return "", nil, nil, err
 	}
+	if opts.BucketID == "" {
+		opts.BucketID = "bench" // the cache is the mount's own: one bucket
+	}
 	m, err := wfs.New(b, opts)
 	if err != nil {
 		return "", nil, nil, err

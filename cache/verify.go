@@ -168,11 +168,7 @@ func (d *Disk) VerifiedPath(ctx context.Context, b bucket.Bucket, bucketID strin
 	if err := bucket.ValidateName(r.Name); err != nil {
 		return "", err
 	}
-	name := hexSum
-	if ext := filepath.Ext(r.Name); ext != "" && !strings.ContainsAny(ext, `/\`) {
-		name += ext
-	}
-	p := filepath.Join(d.dir, "objects", "~sha256", hexSum[:2], name)
+	p := d.verifiedPath(r.Name, hexSum)
 	p, err := d.produce(ctx, p, func(tmp string) error {
 		data, attrs, err := b.Get(ctx, r.Name)
 		if errors.Is(err, bucket.ErrNotExist) {
@@ -195,6 +191,29 @@ func (d *Disk) VerifiedPath(ctx context.Context, b bucket.Bucket, bucketID strin
 		return "", err
 	}
 	return p, checkCopy(r, p)
+}
+
+// verifiedPath is where the verified copy of an object called name, of
+// sha256 hexSum, is kept.
+func (d *Disk) verifiedPath(name, hexSum string) string {
+	file := hexSum
+	if ext := filepath.Ext(name); ext != "" && !strings.ContainsAny(ext, `/\`) {
+		file += ext
+	}
+	return filepath.Join(d.dir, "objects", "~sha256", hexSum[:2], file)
+}
+
+// HasVerified reports whether the cache holds a verified copy of r's
+// object (VerifiedPath made it, in this process or another) of r's size,
+// without fetching it or counting a lookup: a reader that can read part of
+// an object by ranges reads the copy instead when there is one.
+func (d *Disk) HasVerified(r Record) bool {
+	hexSum, ok := strings.CutPrefix(r.Digest, "sha256:")
+	if !ok || len(hexSum) != 64 || bucket.ValidateName(r.Name) != nil {
+		return false
+	}
+	info, err := os.Stat(d.verifiedPath(r.Name, hexSum))
+	return err == nil && info.Mode().IsRegular() && r.CheckSize("", info.Size()) == nil
 }
 
 // checkCopy checks a cached copy's size against r.

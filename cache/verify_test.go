@@ -206,3 +206,50 @@ func TestVerifiedMemoryIsBounded(t *testing.T) {
 		t.Fatalf("a dropped file: %d hashes; want 1", n)
 	}
 }
+
+// HasVerified finds the verified copy VerifiedPath made, in this process
+// or another on the same directory, without a fetch; none before, none of
+// a record of another size or digest.
+func TestHasVerifiedFindsTheCopyVerifiedPathMade(t *testing.T) {
+	ctx := context.Background()
+	b := &buckettest.Counting{Bucket: mem.New(mem.Options{})}
+	data := []byte("PAR1 compacted bytes PAR1")
+	attrs, err := b.Bucket.Create(ctx, "data/w/r/t/compacted-x/0.parquet", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	d, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := Record{Name: attrs.Name, Size: attrs.Size, Generation: attrs.Generation, Digest: digestOf(data)}
+	if d.HasVerified(r) {
+		t.Fatal("a verified copy before any was made")
+	}
+	if _, err := d.VerifiedPath(ctx, b, "b", r); err != nil {
+		t.Fatal(err)
+	}
+	other, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		d    *Disk
+		r    Record
+		want bool
+	}{
+		{d, r, true},
+		{other, r, true},
+		{d, Record{Name: r.Name, Size: r.Size + 1, Digest: r.Digest}, false},
+		{d, Record{Name: r.Name, Size: r.Size, Digest: digestOf([]byte("other bytes"))}, false},
+		{d, Record{Name: r.Name, Size: r.Size}, false},
+	} {
+		if got := c.d.HasVerified(c.r); got != c.want {
+			t.Fatalf("HasVerified(%+v) = %v, want %v", c.r, got, c.want)
+		}
+	}
+	if n := b.GetsOf(r.Name); n != 1 {
+		t.Fatalf("%d fetches; HasVerified fetches nothing", n)
+	}
+}

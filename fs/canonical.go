@@ -10,11 +10,15 @@ import (
 	"os"
 	"sync"
 
+	"golang.org/x/sync/errgroup"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/cache"
 	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/index"
 	"github.com/worldfs/worldfs/maintenance"
+	wsql "github.com/worldfs/worldfs/sql"
 )
 
 // canonical is a compacted tick's Parquet file as the writer published it
@@ -26,6 +30,7 @@ import (
 // plan of the tick (a later, larger compaction included) finds the same
 // file.
 type canonical struct {
+	world  string
 	table  *engine.Table
 	holder *index.Fragment // the compacted file of the tick's rows; nil: it has none
 	entry  maintenance.TickEntry
@@ -72,7 +77,7 @@ func (m *Mount) canonicalOf(ctx context.Context, t tickRef, tf index.TableFragme
 			return nil, err
 		}
 		if e, ok := x.Entry(n); ok {
-			return &canonical{table: table, holder: holder, entry: e}, nil
+			return &canonical{world: t.World, table: table, holder: holder, entry: e}, nil
 		}
 	}
 	// No compacted file holds a row of the tick: its file is the empty one.
@@ -80,7 +85,7 @@ func (m *Mount) canonicalOf(ctx context.Context, t tickRef, tf index.TableFragme
 	if err != nil {
 		return nil, err
 	}
-	return &canonical{table: table, entry: maintenance.TickEntry{Tick: n, Size: int64(len(data)), Digest: sha256.Sum256(data)}}, nil
+	return &canonical{world: t.World, table: table, entry: maintenance.TickEntry{Tick: n, Size: int64(len(data)), Digest: sha256.Sum256(data)}}, nil
 }
 
 // maxInMemory is the largest compacted tick's file served from memory:
@@ -90,8 +95,9 @@ func (m *Mount) canonicalOf(ctx context.Context, t tickRef, tf index.TableFragme
 const maxInMemory = 1 << 20
 
 // rebuilt returns c's bytes: the tick's rows read from its compacted file
-// (on a local bucket the bucket's own file, else a verified copy in the
-// cache) and encoded again, checked against the tick index.
+// (on a local bucket the bucket's own file, else by ranges or a verified
+// copy in the cache: see compactedFile) and encoded again, checked
+// against the tick index.
 // Files up to maxInMemory are kept (rebuiltFiles) for the next open: a
 // reader such as DuckDB opens a file twice, for its schema and its rows.
 func (m *Mount) rebuilt(ctx context.Context, c *canonical) ([]byte, error) {
@@ -104,14 +110,19 @@ func (m *Mount) rebuilt(ctx context.Context, c *canonical) ([]byte, error) {
 	}
 	v, err, _ := r.group.Do(string(c.entry.Digest[:]), func() (any, error) {
 		m.stats.rebuilt.Add(1)
-		cf, release, err := m.compactedFile(ctx, c.table, *c.holder)
+		whole := m.compactedFiles.swept(c.world, c.table.Name)
+		o, release, err := m.compactedFile(ctx, c.table, *c.holder, whole)
 		if err != nil {
 			return nil, err
 		}
 		defer release()
-		data, err := cf.TickFile(c.entry)
+		data, err := o.cf.TickFile(c.entry)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", c.holder.Path, err)
+		}
+		if o.ranged != nil && (whole || o.ranged.ticks.Add(1) >= wholeAfterTicks || o.ranged.Fetched() > int64(float64(c.holder.Bytes)*wholeAfter)) {
+			// Listed since it was opened, or read enough by ranges.
+			m.compactedFiles.fetchWhole(o)
 		}
 		if int64(len(data)) <= maxInMemory {
 			r.put(c.entry.Digest, data)
@@ -178,6 +189,28 @@ func (r *rebuiltFiles) put(digest [sha256.Size]byte, data []byte) {
 // few blocks of decoded rows: see maintenance.CompactedFile).
 const maxCompactedFiles = 16
 
+// minRanged is the smallest compacted file of a remote bucket read by
+// ranges (see rangedObject): a smaller one is fetched whole into the
+// cache, as one request costs less than the few ranged reads of a tick.
+const minRanged = 1 << 20
+
+// wholeAfter is the share of a compacted file that the ranged reads of
+// its ticks may cost, and wholeAfterTicks how many of its ticks may be
+// rebuilt from them, before the mount fetches it whole into the cache: a
+// reader asking for tick after tick of it then pays at most that share
+// more than the file, and at most that many ticks' requests (on GCS two
+// round trips each, tens of ms, where the whole download of a file of
+// tens of MB takes a few hundred) before its ticks cost no request.
+const (
+	wholeAfter      = 0.25
+	wholeAfterTicks = 8
+)
+
+// maxWholeWanted bounds the compacted files remembered as wanted whole,
+// and the tables as listed (forgotten all at once past it: their files
+// are only read by ranges again).
+const maxWholeWanted = 4096
+
 // compactedFiles keeps compacted files open for rebuilding their ticks'
 // files, the least recently used closed first (once no rebuild uses it);
 // each is opened once however many opens want it at once.
@@ -186,19 +219,38 @@ type compactedFiles struct {
 	mu    sync.Mutex
 	order *lru.List               // of *openCompactedFile; front: the newest use
 	byKey map[string]*lru.Element // INVARIANT: the elements of order, by path
+	// whole: the remote compacted files that were read by ranges past
+	// wholeAfter, opened from a whole copy in the cache from then on.
+	whole map[string]bool // INVARIANT: at most maxWholeWanted
+	// listed: the tables (world and name) whose tables/<t>/ was listed,
+	// whose compacted files are opened from a whole copy in the cache:
+	// a listing is how a glob over tables/<t>/ starts, which reads every
+	// tick (one whole download costs it less than ranges per tick).
+	listed map[[2]string]bool // INVARIANT: at most maxWholeWanted
 }
 
+// openCompactedFile is a compacted file open for rebuilding its ticks:
+// a local file (the bucket's own, or a verified copy in the cache), or a
+// remote object read by ranges.
 type openCompactedFile struct {
-	path string
-	cf   *maintenance.CompactedFile
-	file *os.File
-	refs int  // rebuilds using it (guarded by compactedFiles.mu)
-	gone bool // dropped from the list: closed when refs reaches 0
+	path   string
+	cf     *maintenance.CompactedFile
+	file   *os.File      // nil: read by ranges
+	ranged *rangedObject // nil: a local file
+	refs   int           // rebuilds using it (guarded by compactedFiles.mu)
+	gone   bool          // dropped from the list: closed when refs reaches 0
+}
+
+func (o *openCompactedFile) close() {
+	if o.file != nil {
+		o.file.Close()
+	}
 }
 
 // compactedFile returns the compacted file f of table t opened (see
-// maintenance.OpenCompactedFile) and a function to call once done with it.
-func (m *Mount) compactedFile(ctx context.Context, t *engine.Table, f index.Fragment) (*maintenance.CompactedFile, func(), error) {
+// maintenance.OpenCompactedFile; whole: from a whole copy, not by ranges,
+// if it is not open yet) and a function to call once done with it.
+func (m *Mount) compactedFile(ctx context.Context, t *engine.Table, f index.Fragment, whole bool) (*openCompactedFile, func(), error) {
 	c := &m.compactedFiles
 	for {
 		c.mu.Lock()
@@ -210,11 +262,11 @@ func (m *Mount) compactedFile(ctx context.Context, t *engine.Table, f index.Frag
 			o := e.Value.(*openCompactedFile)
 			o.refs++
 			c.mu.Unlock()
-			return o.cf, func() { c.release(o) }, nil
+			return o, func() { c.release(o) }, nil
 		}
 		c.mu.Unlock()
 		_, err, _ := c.group.Do(f.Path, func() (any, error) {
-			o, err := m.openCompactedFile(ctx, t, f)
+			o, err := m.openCompactedFile(ctx, t, f, whole)
 			if err != nil {
 				return nil, err
 			}
@@ -226,7 +278,7 @@ func (m *Mount) compactedFile(ctx context.Context, t *engine.Table, f index.Frag
 				delete(c.byKey, old.path)
 				old.gone = true
 				if old.refs == 0 {
-					old.file.Close()
+					old.close()
 				}
 			}
 			return nil, nil
@@ -249,7 +301,7 @@ func (c *compactedFiles) close() {
 		o := e.Value.(*openCompactedFile)
 		o.gone = true
 		if o.refs == 0 {
-			o.file.Close()
+			o.close()
 		}
 	}
 	c.order.Init()
@@ -261,16 +313,66 @@ func (c *compactedFiles) release(o *openCompactedFile) {
 	defer c.mu.Unlock()
 	o.refs--
 	if o.gone && o.refs == 0 {
-		o.file.Close()
+		o.close()
 	}
 }
 
+// fetchWhole drops o, a file read by ranges, so that its next use opens
+// it from a whole copy in the cache.
+func (c *compactedFiles) fetchWhole(o *openCompactedFile) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.whole == nil || len(c.whole) >= maxWholeWanted {
+		c.whole = map[string]bool{}
+	}
+	c.whole[o.path] = true
+	if e, ok := c.byKey[o.path]; ok && e.Value.(*openCompactedFile) == o {
+		c.order.Remove(e)
+		delete(c.byKey, o.path)
+		o.gone = true
+	}
+}
+
+// wantsWhole reports whether the compacted file path is to be opened from
+// a whole copy in the cache.
+func (c *compactedFiles) wantsWhole(path string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.whole[path]
+}
+
+// list records that tables/<table>/ of world was listed.
+func (c *compactedFiles) list(world, table string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.listed == nil || len(c.listed) >= maxWholeWanted {
+		c.listed = map[[2]string]bool{}
+	}
+	c.listed[[2]string{world, table}] = true
+}
+
+// swept reports whether tables/<table>/ of world was listed.
+func (c *compactedFiles) swept(world, table string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.listed[[2]string{world, table}]
+}
+
 // openCompactedFile opens the compacted file f of table t, checking its
-// size against its catalog record.
-func (m *Mount) openCompactedFile(ctx context.Context, t *engine.Table, f index.Fragment) (*openCompactedFile, error) {
+// size against its catalog record: on a local bucket the bucket's own
+// file; on a remote one a verified copy in the cache if there is one (or
+// whole is set, or the file is small, or its ticks were read by ranges
+// past wholeAfter), else the object read by ranges.
+func (m *Mount) openCompactedFile(ctx context.Context, t *engine.Table, f index.Fragment, whole bool) (*openCompactedFile, error) {
 	x, err := m.tickIndex(ctx, f)
 	if err != nil {
 		return nil, err
+	}
+	if m.local == nil && !m.opts.Cache.HasVerified(wsql.Record(f)) {
+		if !whole && f.Bytes >= minRanged && !m.compactedFiles.wantsWhole(f.Path) {
+			return m.openRanged(ctx, t, f, x)
+		}
+		m.stats.compactedFetched.Add(f.Bytes) // fetched whole just below
 	}
 	p, err := m.fragmentPath(ctx, f)
 	if err != nil {
@@ -293,6 +395,43 @@ func (m *Mount) openCompactedFile(ctx context.Context, t *engine.Table, f index.
 		return nil, fmt.Errorf("%s: %w", f.Path, err)
 	}
 	return &openCompactedFile{path: f.Path, cf: cf, file: file}, nil
+}
+
+// openRanged opens the compacted file f of a remote bucket read by ranges
+// (see rangedObject): its attributes are checked against its catalog
+// record as the cache checks a fragment's (cache.Record.CheckAttrs: its
+// size must be the recorded one; another generation is decided by the
+// bytes, here those of each tick file rebuilt), while its tail (footer
+// and page index) is fetched.
+func (m *Mount) openRanged(ctx context.Context, t *engine.Table, f index.Fragment, x *maintenance.TickIndex) (*openCompactedFile, error) {
+	ctx = finish(ctx)
+	r := wsql.Record(f)
+	ro := newRangedObject(ctx, m.b, f.Path, f.Bytes, &m.stats.compactedFetched)
+	var g errgroup.Group
+	g.Go(func() error {
+		a, err := m.b.Stat(ctx, f.Path)
+		if errors.Is(err, bucket.ErrNotExist) {
+			return &cache.CorruptFragmentError{Name: f.Path, What: "presence", Want: "present", Got: "absent"}
+		}
+		if err != nil {
+			return err
+		}
+		_, err = r.CheckAttrs(a)
+		return err
+	})
+	g.Go(func() error {
+		// The magic number at the start, the footer and page index at the end.
+		return ro.Prefetch([]maintenance.ByteRange{{Off: 0, Len: 8}, {Off: max(0, f.Bytes-rangedTail), Len: rangedTail}})
+	})
+	err := g.Wait()
+	var cf *maintenance.CompactedFile
+	if err == nil {
+		cf, err = maintenance.OpenCompactedFile(t, ro, f.Bytes, x)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", f.Path, err)
+	}
+	return &openCompactedFile{path: f.Path, cf: cf, ranged: ro}, nil
 }
 
 // table returns world's table id, rebuilt from its description (kept).

@@ -696,6 +696,7 @@ func tickFileName(tick int64) string { return TickName(tick) + ".parquet" }
 func (d *tableDir) OpendirHandle(ctx context.Context, _ uint32) (gofs.FileHandle, uint32, syscall.Errno) {
 	start := time.Now()
 	defer d.m.stats.op("readdir", start)
+	d.m.compactedFiles.list(d.world, d.name)
 	s := &tickStream{d: &ticksDir{dirBase{m: d.m}, d.world, d.run}, table: d, has: d.hasTable(ctx), next: math.MinInt64}
 	p, err := d.m.loadCold(ctx, d.world, index.Want{Run: d.run, From: 0, To: index.PartTicks - 1})
 	if err != nil {

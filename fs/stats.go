@@ -15,7 +15,8 @@ import (
 // materializations (DuckDB copies: only a facts/ file whose schemas give
 // one column two types), files derived in Go from their fragments' visible
 // rows (split ticks, facts/: see rowSet), compacted ticks' files rebuilt from
-// their rows (maintenance.CompactedFile), CSV renderings, CSV sizes read from a fragment's footer, opens planned
+// their rows (maintenance.CompactedFile) and the bytes of compacted files
+// fetched from a remote bucket for them, CSV renderings, CSV sizes read from a fragment's footer, opens planned
 // again because maintenance had moved a tick's rows, and per-operation latencies over a recent window.
 type Stats struct {
 	opens, passthrough, materialized atomic.Int64
@@ -23,6 +24,9 @@ type Stats struct {
 	catalogsClosed, csvSized         atomic.Int64
 	gathered                         atomic.Int64
 	bytesOpened, bytesRead           atomic.Int64
+	// compactedFetched: the bytes of compacted files read from a remote
+	// bucket to rebuild their ticks' files, by ranges or whole.
+	compactedFetched atomic.Int64
 
 	mu struct {
 		sync.Mutex
@@ -84,6 +88,7 @@ type StatsSnapshot struct {
 	CatalogsClosed    int64              `json:"catalogs_closed"`
 	BytesOpened       int64              `json:"bytes_opened"`
 	BytesReadViaMount int64              `json:"bytes_read_via_mount"`
+	CompactedFetched  int64              `json:"compacted_bytes_fetched"`
 	CacheHits         int64              `json:"cache_hits"`
 	CacheMisses       int64              `json:"cache_misses"`
 	CacheBytes        int64              `json:"cache_bytes"`
@@ -95,7 +100,8 @@ func (s *Stats) Snapshot(c *cache.Disk) StatsSnapshot {
 	out := StatsSnapshot{
 		Opens: s.opens.Load(), PassthroughOpens: s.passthrough.Load(), Materialized: s.materialized.Load(), Gathered: s.gathered.Load(),
 		Rebuilt: s.rebuilt.Load(), Rendered: s.rendered.Load(), CSVSizesRead: s.csvSized.Load(), Replanned: s.replanned.Load(), CatalogsClosed: s.catalogsClosed.Load(),
-		BytesOpened: s.bytesOpened.Load(), BytesReadViaMount: s.bytesRead.Load(), Ops: map[string]OpStats{},
+		BytesOpened: s.bytesOpened.Load(), BytesReadViaMount: s.bytesRead.Load(),
+		CompactedFetched: s.compactedFetched.Load(), Ops: map[string]OpStats{},
 	}
 	if c != nil {
 		cs := c.Stats()

@@ -17,7 +17,7 @@ import (
 	"github.com/worldfs/worldfs/maintenance"
 )
 
-func mountStats(t *testing.T, mt *mounted) wfs.StatsSnapshot {
+func mountStats(t testing.TB, mt *mounted) wfs.StatsSnapshot {
 	t.Helper()
 	var st wfs.StatsSnapshot
 	data, err := os.ReadFile(mt.path(".worldfs", "stats"))

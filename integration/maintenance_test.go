@@ -252,7 +252,7 @@ func checkSize(t *testing.T, p string) {
 }
 
 // tickOf returns tick n of w as its catalog records it now.
-func tickOf(t *testing.T, b bucket.Bucket, n int64) *index.Tick {
+func tickOf(t testing.TB, b bucket.Bucket, n int64) *index.Tick {
 	t.Helper()
 	s, _, err := index.Load(ctxT(t), b, "w")
 	if err != nil {
@@ -267,7 +267,7 @@ func tickOf(t *testing.T, b bucket.Bucket, n int64) *index.Tick {
 
 // fragmentOf returns tick n's (first) particle fragment as w's catalog
 // records it now.
-func fragmentOf(t *testing.T, b bucket.Bucket, n int64) index.Fragment {
+func fragmentOf(t testing.TB, b bucket.Bucket, n int64) index.Fragment {
 	t.Helper()
 	particle := particles.Tables()[0].ID
 	for _, tf := range enginetest.Tables(t, tickOf(t, b, n)) {

@@ -25,6 +25,7 @@ import (
 // own rows. It is safe for concurrent use.
 type CompactedFile struct {
 	t       *frame.Table
+	src     io.ReaderAt
 	file    *parquet.File
 	x       *TickIndex
 	decoded atomic.Int64 // blocks decoded so far
@@ -61,7 +62,8 @@ type tickBlock struct {
 }
 
 // OpenCompactedFile opens the compacted file src (size bytes) of t, whose
-// tick index (ReadTickIndex) is x.
+// tick index (ReadTickIndex) is x. A src that is a Prefetcher is told the
+// byte ranges of the pages each decoding reads before it reads them.
 func OpenCompactedFile(t *frame.Table, src io.ReaderAt, size int64, x *TickIndex) (*CompactedFile, error) {
 	file, err := openCompacted(t, src, size)
 	if err != nil {
@@ -70,7 +72,7 @@ func OpenCompactedFile(t *frame.Table, src io.ReaderAt, size int64, x *TickIndex
 	if file.NumRows() != x.Rows {
 		return nil, fmt.Errorf("table %s: the compacted file has %d rows, its tick index %d: %w", t.Name, file.NumRows(), x.Rows, index.ErrCorrupt)
 	}
-	c := &CompactedFile{t: t, file: file, x: x}
+	c := &CompactedFile{t: t, src: src, file: file, x: x}
 	c.mu.blocks, c.mu.asked = map[int]*tickBlock{}, map[int]bool{}
 	return c, nil
 }
@@ -85,11 +87,17 @@ func (c *CompactedFile) TickFile(e TickEntry) ([]byte, error) {
 	}
 	b := c.block(i)
 	if b == nil {
+		if err := c.prefetch(e.Row, e.Rows); err != nil {
+			return nil, fmt.Errorf("table %s tick %d: %w", c.t.Name, e.Tick, err)
+		}
 		return tickFile(c.t, c.file, e)
 	}
 	b.once.Do(func() {
 		c.decoded.Add(1)
-		b.frame, b.stamps, b.err = c.decode(b)
+		last := c.x.Ticks[b.hi-1]
+		if b.err = c.prefetch(b.row, last.Row+last.Rows-b.row); b.err == nil {
+			b.frame, b.stamps, b.err = c.decode(b)
+		}
 	})
 	if b.err != nil {
 		return nil, fmt.Errorf("table %s tick %d: %w", c.t.Name, e.Tick, b.err)
@@ -182,4 +190,99 @@ func compareInt(a, b int64) int {
 		return 1
 	}
 	return 0
+}
+
+// Prefetcher is a source of a compacted file whose reads are costly one by
+// one (an object of a remote bucket, read by ranges): CompactedFile calls
+// Prefetch with every byte range a decoding will read, at once, before it
+// reads them, so that the source fetches them together. Prefetch MUST
+// leave the bytes it returns nil for readable by ReadAt; it may fetch more
+// than asked, and a read outside the ranges MUST still succeed (fetched
+// then).
+type Prefetcher interface {
+	io.ReaderAt
+	Prefetch(ranges []ByteRange) error
+}
+
+// ByteRange is Len bytes of a file from offset Off.
+type ByteRange struct{ Off, Len int64 }
+
+// prefetchSlack is how far past a page a decoding may read: the buffer a
+// page reader fills from its column chunk (parquet-go's default
+// ReadBufferSize, which openCompacted keeps).
+const prefetchSlack = 4096
+
+// prefetch tells a Prefetcher source the pages that the decoding of rows
+// from..from+n reads (see pageRanges).
+func (c *CompactedFile) prefetch(from, n int64) error {
+	p, ok := c.src.(Prefetcher)
+	if !ok {
+		return nil
+	}
+	ranges := pageRanges(c.file, from, n)
+	if len(ranges) == 0 {
+		return nil
+	}
+	return p.Prefetch(ranges)
+}
+
+// pageRanges returns the byte ranges of file that hold rows from..from+n
+// by its offset index: in every column chunk of the row groups that hold
+// them, the dictionary page and the data pages of those rows (each with
+// prefetchSlack bytes after it, within the chunk), adjacent ranges
+// merged; nil without an offset index (every read is then fetched as it
+// comes).
+func pageRanges(file *parquet.File, from, n int64) []ByteRange {
+	md, oi := file.Metadata(), file.OffsetIndexes()
+	if len(md.RowGroups) == 0 || len(oi) != len(md.RowGroups)*len(md.RowGroups[0].Columns) {
+		return nil
+	}
+	var out []ByteRange
+	add := func(lo, hi, end int64) {
+		out = append(out, ByteRange{lo, min(hi+prefetchSlack, end) - lo})
+	}
+	to, base := from+n, int64(0)
+	for g, rg := range md.RowGroups {
+		lo, hi := base, base+rg.NumRows
+		base = hi
+		if hi <= from || lo >= to {
+			continue
+		}
+		for j, cc := range rg.Columns {
+			pages := oi[g*len(rg.Columns)+j].PageLocations
+			if len(pages) == 0 {
+				return nil
+			}
+			start := cc.MetaData.DataPageOffset
+			if d := cc.MetaData.DictionaryPageOffset; d > 0 && d < start {
+				start = d
+			}
+			end := start + cc.MetaData.TotalCompressedSize
+			if start < pages[0].Offset {
+				// The dictionary page (frame's encoder writes none today; a
+				// read the ranges miss is still served, fetched then).
+				add(start, pages[0].Offset, end)
+			}
+			for k, p := range pages {
+				first, next := lo+p.FirstRowIndex, hi
+				if k+1 < len(pages) {
+					next = lo + pages[k+1].FirstRowIndex
+				}
+				if next <= from || first >= to {
+					continue
+				}
+				add(p.Offset, p.Offset+int64(p.CompressedPageSize), end)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b ByteRange) int { return compareInt(a.Off, b.Off) })
+	merged := out[:0]
+	for _, r := range out {
+		if k := len(merged) - 1; k >= 0 && merged[k].Off+merged[k].Len >= r.Off {
+			merged[k].Len = max(merged[k].Off+merged[k].Len, r.Off+r.Len) - merged[k].Off
+			continue
+		}
+		merged = append(merged, r)
+	}
+	return merged
 }

@@ -543,8 +543,9 @@ func testCreateOnce(t *testing.T, inner bucket.Bucket) {
 }
 
 // Counting is a bucket that counts the whole-object reads (Get) made
-// through it, in all and by name, and the listings, by prefix, for tests
-// that check what a cache, a snapshot or a load saves.
+// through it, in all and by name, the listings, by prefix, and the bytes
+// read by name (by Get and GetRange), for tests that check what a cache, a
+// snapshot or a load saves.
 type Counting struct {
 	bucket.Bucket
 	Gets atomic.Int64
@@ -552,6 +553,31 @@ type Counting struct {
 	mu       sync.Mutex
 	byName   map[string]int
 	byPrefix map[string]int
+	bytes    map[string]int64
+}
+
+// read counts n bytes read of name.
+func (c *Counting) read(name string, n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.bytes == nil {
+		c.bytes = map[string]int64{}
+	}
+	c.bytes[name] += int64(n)
+}
+
+// BytesOf returns the bytes of name read so far, whole or by ranges.
+func (c *Counting) BytesOf(name string) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.bytes[name]
+}
+
+// GetRange counts the bytes read and passes the read on.
+func (c *Counting) GetRange(ctx context.Context, name string, offset, length int64) ([]byte, error) {
+	data, err := c.Bucket.GetRange(ctx, name, offset, length)
+	c.read(name, len(data))
+	return data, err
 }
 
 // List counts the listing and passes it on.
@@ -581,7 +607,9 @@ func (c *Counting) Get(ctx context.Context, name string) ([]byte, bucket.Attrs, 
 	}
 	c.byName[name]++
 	c.mu.Unlock()
-	return c.Bucket.Get(ctx, name)
+	data, a, err := c.Bucket.Get(ctx, name)
+	c.read(name, len(data))
+	return data, a, err
 }
 
 // GetsOf returns how many reads of name were made (found or not).

@@ -1,7 +1,8 @@
 // Package enginetest is the test kit of worlds: a context for a test's
 // calls, writer options without background work, particle worlds
-// (created, resumed or forked) run to a tick, and the fingerprint of an
-// uninterrupted run to compare a crashed and resumed one against. Every
+// (created, resumed or forked) run to a tick, wide worlds of many rows a
+// tick, and the fingerprint of an uninterrupted run to compare a crashed
+// and resumed one against. Every
 // package that tests through engine worlds (engine, fs, sql, export,
 // integration) uses it instead of its own copy.
 package enginetest
@@ -9,6 +10,7 @@ package enginetest
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"os"
 	"sync"
 	"testing"
@@ -119,6 +121,47 @@ func World(t testing.TB, b bucket.Bucket, id string, last int64, opts ...engine.
 	t.Cleanup(func() { w.Close() })
 	if last >= 0 {
 		Run(t, w, last)
+	}
+	return w
+}
+
+// Wide creates world id in b with the particle tables, entities particles
+// that move every tick (values that barely compress, so that a compacted
+// file of its ticks holds many pages per column), closes it when the test
+// ends, and drives it to tick last.
+func Wide(t testing.TB, b bucket.Bucket, id string, entities int, last int64) *engine.World {
+	t.Helper()
+	ctx := Context(t)
+	w, err := engine.CreateWorld(ctx, b, id, particles.Tables(), Quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	for i := range entities {
+		v := engine.Values{"position_x": float64(i), "position_y": 100.0, "velocity_x": math.Sin(float64(i)), "velocity_y": math.Cos(float64(i))}
+		if _, err := w.Spawn("particle", v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err = w.AddProcessor(func(tc *engine.TickContext) error {
+		f := tc.Frame("particle")
+		x, y, vx, vy := f.Float64("position_x"), f.Float64("position_y"), f.Float64("velocity_x"), f.Float64("velocity_y")
+		for i := range x {
+			x[i] += vx[i] / 7
+			y[i] += vy[i] / 3
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for w.Tick() < last {
+		if _, err := w.Submit(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
 	}
 	return w
 }
