@@ -106,22 +106,9 @@ func gatherFile(t *Table, src Source, sel Selection, f *Frame, stamps []Stamp) (
 	if err != nil {
 		return stamps, err
 	}
-	leaves := file.Schema().Columns()
-	pos := make([]int, len(leaves)) // file column → table column (-1: not the table's)
-	have := map[string]bool{}
-	tickCol := -1
-	for i, path := range leaves {
-		name := path[len(path)-1]
-		pos[i] = t.Column(name)
-		have[name] = true
-		if name == ColTick && len(path) == 1 {
-			tickCol = i
-		}
-	}
-	for _, c := range t.Columns {
-		if c.Component != "" && !have[c.Name] {
-			return stamps, fmt.Errorf("no column %s", c.Name)
-		}
+	pos, tickCol, err := columnsOf(t, file)
+	if err != nil {
+		return stamps, err
 	}
 	rows := make([]parquet.Row, 256)
 	for _, rg := range file.RowGroups() {
@@ -152,16 +139,7 @@ func gatherFile(t *Table, src Source, sel Selection, f *Frame, stamps []Stamp) (
 					if ci < 0 || ci >= len(pos) || pos[ci] < 0 {
 						continue
 					}
-					switch t.Columns[pos[ci]].Name {
-					case ColEntity:
-						sr.Entity = v.Int64()
-					case ColTick:
-						sr.Tick = v.Int64()
-					case ColCommitToken:
-						sr.CommitToken = string(v.ByteArray())
-					case ColWriterEpoch:
-						sr.WriterEpoch = v.Int64()
-					}
+					sr.set(t.Columns[pos[ci]].Name, v)
 				}
 				if sel.Tick != nil && sr.Tick != *sel.Tick || sel.Keep != nil && !sel.Keep(sr) {
 					continue

@@ -230,6 +230,49 @@ type StampedRow struct {
 	Stamp
 }
 
+// set sets the field of r that the column called name holds (the entity
+// or a stamp column) to v, and reports whether it is one of them.
+func (r *StampedRow) set(name string, v parquet.Value) bool {
+	switch name {
+	case ColEntity:
+		r.Entity = v.Int64()
+	case ColTick:
+		r.Tick = v.Int64()
+	case ColCommitToken:
+		r.CommitToken = string(v.ByteArray())
+	case ColWriterEpoch:
+		r.WriterEpoch = v.Int64()
+	default:
+		return false
+	}
+	return true
+}
+
+// columnsOf maps the leaf columns of file to t's columns by name: pos[i]
+// is the table column of file column i (-1: not one of t's), tick the
+// file column of the tick (-1: none). A component column of t the file
+// lacks is an error ("no column …").
+func columnsOf(t *Table, file *parquet.File) (pos []int, tick int, err error) {
+	leaves := file.Schema().Columns()
+	pos = make([]int, len(leaves))
+	have := map[string]bool{}
+	tick = -1
+	for i, path := range leaves {
+		name := path[len(path)-1]
+		pos[i] = t.Column(name)
+		have[name] = true
+		if name == ColTick && len(path) == 1 {
+			tick = i
+		}
+	}
+	for _, c := range t.Columns {
+		if c.Component != "" && !have[c.Name] {
+			return nil, -1, fmt.Errorf("no column %s", c.Name)
+		}
+	}
+	return pos, tick, nil
+}
+
 // DecodeFragment reads a fragment of table t. keep decides, from each
 // row's entity and stamp, whether the row goes into the frame (nil keeps
 // every row). A table without commit columns (legacy history) reads as
@@ -239,19 +282,9 @@ func DecodeFragment(t *Table, data []byte, keep func(StampedRow) bool) (*Frame, 
 	if err != nil {
 		return nil, fmt.Errorf("table %s: %w", t.Name, err)
 	}
-	// Map the file's leaf columns to the table's, by name.
-	leaves := file.Schema().Columns()
-	pos := make([]int, len(leaves)) // file column → table column (-1: unknown)
-	have := map[string]bool{}
-	for i, path := range leaves {
-		name := path[len(path)-1]
-		pos[i] = t.Column(name)
-		have[name] = true
-	}
-	for _, c := range t.Columns {
-		if c.Component != "" && !have[c.Name] {
-			return nil, fmt.Errorf("table %s: fragment has no column %s", t.Name, c.Name)
-		}
+	pos, _, err := columnsOf(t, file)
+	if err != nil {
+		return nil, fmt.Errorf("table %s: fragment has %w", t.Name, err)
 	}
 	f := NewFrame(t)
 	rows := make([]parquet.Row, 256)
@@ -267,17 +300,7 @@ func DecodeFragment(t *Table, data []byte, keep func(StampedRow) bool) (*Frame, 
 					if ci < 0 || ci >= len(pos) || pos[ci] < 0 {
 						continue
 					}
-					c := t.Columns[pos[ci]]
-					switch c.Name {
-					case ColEntity:
-						sr.Entity = v.Int64()
-					case ColTick:
-						sr.Tick = v.Int64()
-					case ColCommitToken:
-						sr.CommitToken = string(v.ByteArray())
-					case ColWriterEpoch:
-						sr.WriterEpoch = v.Int64()
-					default:
+					if c := t.Columns[pos[ci]]; !sr.set(c.Name, v) {
 						vals[c.Name] = valueOf(c.Type, v)
 					}
 				}
