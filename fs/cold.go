@@ -51,9 +51,9 @@ func (m *Mount) loadCold(ctx context.Context, world string, want index.Want) (*i
 
 // withCold calls use with world's partial state holding want, if world is
 // read cold (cold false otherwise, and use is not called): the state read
-// last if it is at most Freshness old and exact is false, else one loaded
-// at the tip now.
-func (m *Mount) withCold(ctx context.Context, world string, want index.Want, exact bool, use func(*index.Partial) error) (cold bool, err error) {
+// last if it is younger than maxAge, else one loaded at the tip now
+// (maxAge 0: always).
+func (m *Mount) withCold(ctx context.Context, world string, want index.Want, maxAge time.Duration, use func(*index.Partial) error) (cold bool, err error) {
 	m.mu.Lock()
 	_, open := m.mu.cats[world]
 	cs := m.mu.colds[world]
@@ -61,7 +61,7 @@ func (m *Mount) withCold(ctx context.Context, world string, want index.Want, exa
 	if open {
 		return false, nil
 	}
-	if cs == nil || exact || time.Since(cs.at) >= m.opts.Freshness {
+	if cs == nil || time.Since(cs.at) >= maxAge {
 		start := time.Now()
 		p, err := m.loadCold(ctx, world, want)
 		if err != nil || p == nil {
@@ -91,7 +91,7 @@ func (m *Mount) withCold(ctx context.Context, world string, want index.Want, exa
 // coldRuns returns the runs of world with published ticks, read cold
 // (cold false: read them through the catalog).
 func (m *Mount) coldRuns(ctx context.Context, world string, exact bool) (runs []string, cold bool, err error) {
-	cold, err = m.withCold(ctx, world, index.Want{From: 1, To: 0}, exact, func(p *index.Partial) error {
+	cold, err = m.withCold(ctx, world, index.Want{From: 1, To: 0}, m.maxAge(exact), func(p *index.Partial) error {
 		runs = []string{}
 		for _, r := range p.Runs() {
 			runs = append(runs, r.Name)
@@ -104,7 +104,7 @@ func (m *Mount) coldRuns(ctx context.Context, world string, exact bool) (runs []
 // coldHead returns the newest published tick of (world, run), read cold
 // (cold false: read it through the catalog).
 func (m *Mount) coldHead(ctx context.Context, world, run string) (t tickRef, ok, cold bool, err error) {
-	cold, err = m.withCold(ctx, world, index.Want{Run: run, From: 1, To: 0, Head: true}, false, func(p *index.Partial) error {
+	cold, err = m.withCold(ctx, world, index.Want{Run: run, From: 1, To: 0, Head: true}, m.opts.Freshness, func(p *index.Partial) error {
 		tk, found, err := p.Last(run, math.MaxInt64)
 		if found {
 			t, ok = tickRef{World: world, Run: run, Tick: tk}, true
@@ -115,8 +115,11 @@ func (m *Mount) coldHead(ctx context.Context, world, run string) (t tickRef, ok,
 }
 
 // coldTick returns tick n of (world, run), read cold (cold false: read it
-// through the catalog); a tick the state read last lacks is looked for at
-// the tip (a tick published a moment ago exists).
+// through the catalog). A published tick never changes (where its rows
+// live is planned again at each open), so one the state read last holds
+// is the tick however old that state is (heldTick); a tick it lacks is
+// looked for in a fresh state, then at the tip (a tick published a moment
+// ago exists).
 func (m *Mount) coldTick(ctx context.Context, world, run string, n int64, exact bool) (t tickRef, ok, cold bool, err error) {
 	find := func(p *index.Partial) error {
 		tk, found, err := p.Tick(run, n)
@@ -125,19 +128,51 @@ func (m *Mount) coldTick(ctx context.Context, world, run string, n int64, exact 
 		}
 		return err
 	}
+	if !exact {
+		if tk, found := m.heldTick(world, run, n); found {
+			return tickRef{World: world, Run: run, Tick: tk}, true, true, nil
+		}
+	}
 	want := index.Want{Run: run, From: n, To: n}
-	cold, err = m.withCold(ctx, world, want, exact, find)
+	cold, err = m.withCold(ctx, world, want, m.maxAge(exact), find)
 	if err == nil && cold && !ok && !exact {
-		cold, err = m.withCold(ctx, world, want, true, find)
+		cold, err = m.withCold(ctx, world, want, 0, find)
 	}
 	return t, ok, cold, err
+}
+
+// heldTick returns tick n of (world, run) if the cold state the mount
+// holds of world has it among the parts it already read, however old
+// that state is; it reads nothing (a part it lacks may be collected by now,
+// if the state is old: such a lookup loads a fresh state).
+func (m *Mount) heldTick(world, run string, n int64) (*index.Tick, bool) {
+	m.mu.Lock()
+	_, open := m.mu.cats[world]
+	cs := m.mu.colds[world]
+	m.mu.Unlock()
+	if open || cs == nil {
+		return nil, false
+	}
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	tk, found, err := cs.p.Tick(run, n)
+	return tk, err == nil && found
+}
+
+// maxAge is how old a cold state may be to answer: exact, none; else
+// Freshness.
+func (m *Mount) maxAge(exact bool) time.Duration {
+	if exact {
+		return 0
+	}
+	return m.opts.Freshness
 }
 
 // coldTime is when world last changed (worldTime), read cold: the newest
 // of its creation and its runs' heads (ok false: read it through the
 // catalog).
 func (m *Mount) coldTime(ctx context.Context, world string) (ms int64, ok bool, err error) {
-	ok, err = m.withCold(ctx, world, index.Want{From: 1, To: 0}, false, func(p *index.Partial) error {
+	ok, err = m.withCold(ctx, world, index.Want{From: 1, To: 0}, m.opts.Freshness, func(p *index.Partial) error {
 		ms = p.World().CreatedUnixMs
 		for _, r := range p.Runs() {
 			if err := p.Load(finish(ctx), index.Want{Run: r.Name, From: 1, To: 0, Head: true}); err != nil {

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/worldfs/worldfs/bucket"
 	wfs "github.com/worldfs/worldfs/fs"
 	"github.com/worldfs/worldfs/index"
@@ -218,5 +220,40 @@ func TestCtlRefreshesColdWorlds(t *testing.T) {
 	}
 	if got, err := os.Readlink(head); err != nil || got != "ticks/"+wfs.TickName(coldTicks+2) {
 		t.Fatalf("head after a ctl command: %q, %v; want the tick published before it", got, err)
+	}
+}
+
+// A published tick never changes: a lookup of one that the mount's cold
+// state already holds reads nothing, however old that state is (a
+// freshness of 1 ns makes every state stale at once); a tick of a part it
+// lacks is looked for in a fresh state. The lookups are made relative to
+// an open ticks/ directory, so that only they reach the mount.
+func TestColdLookupOfAHeldTickReadsNothing(t *testing.T) {
+	b, _ := checkpointedWorld(t)
+	mt := testMountWith(t, b, wfs.Options{Freshness: time.Nanosecond}, wfs.MountOptions{})
+	dir, err := os.Open(mt.path("w", "runs", "main", "ticks"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dir.Close()
+	lookup := func(n int64) {
+		t.Helper()
+		var st unix.Stat_t
+		if err := unix.Fstatat(int(dir.Fd()), wfs.TickName(n), &st, 0); err != nil {
+			t.Fatalf("tick %d: %v", n, err)
+		}
+	}
+	lookup(5000)
+	b.read()
+	b.checkpointsRead()
+	for n := int64(5001); n < 5010; n++ {
+		lookup(n)
+	}
+	if c, p := b.checkpointsRead(), b.read(); c != 0 || p != 0 {
+		t.Fatalf("9 lookups of ticks the cold state holds read the checkpoint %d times and %d parts", c, p)
+	}
+	lookup(2*index.PartTicks + 1)
+	if c := b.checkpointsRead(); c == 0 {
+		t.Fatal("a tick of a part the cold state lacks was not looked for in a fresh state")
 	}
 }
