@@ -115,11 +115,8 @@ func (m *Mount) coldHead(ctx context.Context, world, run string) (t tickRef, ok,
 }
 
 // coldTick returns tick n of (world, run), read cold (cold false: read it
-// through the catalog). A published tick never changes (where its rows
-// live is planned again at each open), so one the state read last holds
-// is the tick however old that state is (heldTick); a tick it lacks is
-// looked for in a fresh state, then at the tip (a tick published a moment
-// ago exists).
+// through the catalog); a tick the state read last lacks is looked for at
+// the tip (a tick published a moment ago exists).
 func (m *Mount) coldTick(ctx context.Context, world, run string, n int64, exact bool) (t tickRef, ok, cold bool, err error) {
 	find := func(p *index.Partial) error {
 		tk, found, err := p.Tick(run, n)
@@ -127,11 +124,6 @@ func (m *Mount) coldTick(ctx context.Context, world, run string, n int64, exact 
 			t, ok = tickRef{World: world, Run: run, Tick: tk}, true
 		}
 		return err
-	}
-	if !exact {
-		if tk, found := m.heldTick(world, run, n); found {
-			return tickRef{World: world, Run: run, Tick: tk}, true, true, nil
-		}
 	}
 	want := index.Want{Run: run, From: n, To: n}
 	cold, err = m.withCold(ctx, world, want, m.maxAge(exact), find)
@@ -143,8 +135,10 @@ func (m *Mount) coldTick(ctx context.Context, world, run string, n int64, exact 
 
 // heldTick returns tick n of (world, run) if the cold state the mount
 // holds of world has it among the parts it already read, however old
-// that state is; it reads nothing (a part it lacks may be collected by now,
-// if the state is old: such a lookup loads a fresh state).
+// that state is: a published tick never changes, so a lookup can take it
+// from there (an open plans where its rows live now: see snapFile.plan).
+// It reads nothing; a part the state lacks may be collected by now, if the
+// state is old, so such a lookup loads a fresh state instead.
 func (m *Mount) heldTick(world, run string, n int64) (*index.Tick, bool) {
 	m.mu.Lock()
 	_, open := m.mu.cats[world]

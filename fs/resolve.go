@@ -64,8 +64,12 @@ func (m *Mount) resolve(ctx context.Context, world, run string, find func(*index
 }
 
 // tick resolves visible tick n of (world, run): cold, from the part that
-// holds it, if the mount has not opened world's catalog.
+// holds it, if the mount has not opened world's catalog (from the cold
+// state it holds, however old, if that has it: heldTick).
 func (m *Mount) tick(ctx context.Context, world, run string, n int64) (tickRef, bool, error) {
+	if tk, ok := m.heldTick(world, run, n); ok {
+		return tickRef{World: world, Run: run, Tick: tk}, true, nil
+	}
 	if t, ok, cold, err := m.coldTick(ctx, world, run, n, false); err != nil || cold {
 		return t, ok, err
 	}
