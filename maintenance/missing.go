@@ -23,10 +23,14 @@ import (
 // the index compaction would have written beside it: the same builder
 // (buildTickIndex, every tick encoded, none known from a source) and the
 // same create-only write (putTickIndex), so the index is byte for byte
-// compaction's for that file. Each tick's canonical file records its CSV
-// size in its footer, as a reader deriving it without an index does (the
-// fragments the file's rows came from are gone; no reader can tell what
-// their footers recorded).
+// the one compaction writes for that file: for a file whose ticks' writers
+// recorded CSV sizes, the one it wrote when it made the file; otherwise
+// the one it writes when the file is a source of a compaction (a
+// compacted file without an index: unrecordedCSV marks none of its
+// ticks). Each tick's canonical file then records its CSV size in its
+// footer, as the mount derives it without an index, so that a tick's
+// size is the same before and after its file is indexed: the fragments
+// the rows came from are gone, and with them what their footers recorded.
 
 // TickIndexOptions tune WriteTickIndexes.
 type TickIndexOptions struct {

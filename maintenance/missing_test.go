@@ -110,6 +110,10 @@ func TestWriteTickIndexesAsCompactionDoes(t *testing.T) {
 			t.Fatalf("%s tick %d: rebuilt from the derived entry: %v", p, want.Tick, err)
 		}
 	}
+	// Tick after tick, each block of neighbouring ticks is decoded once.
+	if blocks := x.Rows/maintenance.BlockRows + 1; len(x.Ticks) > 8 && (cf.BlocksDecoded() == 0 || cf.BlocksDecoded() > blocks) {
+		t.Fatalf("%s: %d ticks of %d rows derived in turn decoded %d blocks; want 1..%d", p, len(x.Ticks), x.Rows, cf.BlocksDecoded(), blocks)
+	}
 
 	res, err = maintenance.WriteTickIndexes(ctx, b, w.Catalog(), maintenance.TickIndexOptions{})
 	if err != nil || res.Missing != missing || res.Written != missing || res.Bytes == 0 {
