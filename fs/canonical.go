@@ -44,11 +44,11 @@ func (c *canonical) key() string {
 }
 
 // canonicalOf returns the canonical form of tick t's table tf when every
-// fragment is a compacted file and the one holding the tick (if any) has a
-// usable tick index; nil when the file is derived from the tick's rows
-// (see rowSet): a split tick, or a compacted file written before tick
-// indexes. A damaged
-// tick index is an error (EIO), never a fallback.
+// fragment is a compacted file; nil when the file is derived from the
+// tick's rows (see rowSet): a split tick. The one holding the tick (if
+// any) sizes it from its tick index, or, written before tick indexes,
+// from the tick's file derived from its rows there (see derivedEntry). A
+// damaged tick index is an error (EIO), never a fallback.
 func (m *Mount) canonicalOf(ctx context.Context, t tickRef, tf index.TableFragments) (*canonical, error) {
 	if len(tf.Fragments) == 0 {
 		return nil, nil
@@ -70,13 +70,18 @@ func (m *Mount) canonicalOf(ctx context.Context, t tickRef, tf index.TableFragme
 	}
 	if holder != nil {
 		x, err := m.tickIndex(ctx, *holder)
-		if errors.Is(err, maintenance.ErrNoTickIndex) {
-			return nil, nil
+		var e maintenance.TickEntry
+		ok := false
+		switch {
+		case errors.Is(err, maintenance.ErrNoTickIndex):
+			e, ok, err = m.derivedEntry(ctx, t.World, table, *holder, n)
+		case err == nil:
+			e, ok = x.Entry(n)
 		}
 		if err != nil {
 			return nil, err
 		}
-		if e, ok := x.Entry(n); ok {
+		if ok {
 			return &canonical{world: t.World, table: table, holder: holder, entry: e}, nil
 		}
 	}
@@ -86,6 +91,45 @@ func (m *Mount) canonicalOf(ctx context.Context, t tickRef, tf index.TableFragme
 		return nil, err
 	}
 	return &canonical{world: t.World, table: table, entry: maintenance.TickEntry{Tick: n, Size: int64(len(data)), Digest: sha256.Sum256(data)}}, nil
+}
+
+// derivedEntry returns the entry of tick n in the compacted file f of
+// table t, a file without a tick index (false: f holds no row of n): the
+// tick's canonical file derived from its rows there (as compaction
+// measures it for an index: maintenance.CompactedFile.Entry) through the
+// file the mount keeps open for rebuilding its ticks (compactedFile), so
+// that a listing of many of its ticks reads its footer and page index
+// once and decodes each block of neighbouring ticks once. The file, if it
+// is small, is kept for the open that follows (rebuiltFiles).
+func (m *Mount) derivedEntry(ctx context.Context, world string, t *engine.Table, f index.Fragment, n int64) (maintenance.TickEntry, bool, error) {
+	whole := m.compactedFiles.swept(world, t.Name)
+	o, release, err := m.compactedFile(ctx, t, f, whole)
+	if err != nil {
+		return maintenance.TickEntry{}, false, err
+	}
+	defer release()
+	e, data, ok, err := o.cf.Entry(n)
+	if err != nil {
+		return maintenance.TickEntry{}, false, fmt.Errorf("%s: %w", f.Path, err)
+	}
+	if data != nil {
+		m.stats.gathered.Add(1)
+		if int64(len(data)) <= maxInMemory {
+			m.rebuiltFiles.put(e.Digest, data)
+		}
+		m.compactedUsed(o, f, whole)
+	}
+	return e, ok, nil
+}
+
+// compactedUsed notes that one tick of o, the compacted file f opened
+// (whole: as listed), was read: a file read by ranges is fetched whole
+// once it was listed or its ticks' ranges cost enough (see wholeAfter).
+func (m *Mount) compactedUsed(o *openCompactedFile, f index.Fragment, whole bool) {
+	if o.ranged != nil && (whole || o.ranged.ticks.Add(1) >= wholeAfterTicks || o.ranged.Fetched() > int64(float64(f.Bytes)*wholeAfter)) {
+		// Listed since it was opened, or read enough by ranges.
+		m.compactedFiles.fetchWhole(o)
+	}
 }
 
 // maxInMemory is the largest compacted tick's file served from memory:
@@ -120,10 +164,7 @@ func (m *Mount) rebuilt(ctx context.Context, c *canonical) ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", c.holder.Path, err)
 		}
-		if o.ranged != nil && (whole || o.ranged.ticks.Add(1) >= wholeAfterTicks || o.ranged.Fetched() > int64(float64(c.holder.Bytes)*wholeAfter)) {
-			// Listed since it was opened, or read enough by ranges.
-			m.compactedFiles.fetchWhole(o)
-		}
+		m.compactedUsed(o, *c.holder, whole)
 		if int64(len(data)) <= maxInMemory {
 			r.put(c.entry.Digest, data)
 		}
@@ -362,12 +403,17 @@ func (c *compactedFiles) swept(world, table string) bool {
 // size against its catalog record: on a local bucket the bucket's own
 // file; on a remote one a verified copy in the cache if there is one (or
 // whole is set, or the file is small, or its ticks were read by ranges
-// past wholeAfter), else the object read by ranges.
+// past wholeAfter), else the object read by ranges; with its tick index,
+// or, if it has none, its ticks found from its tick column.
 func (m *Mount) openCompactedFile(ctx context.Context, t *engine.Table, f index.Fragment, whole bool) (*openCompactedFile, error) {
 	x, err := m.tickIndex(ctx, f)
+	if errors.Is(err, maintenance.ErrNoTickIndex) {
+		x, err = nil, nil // its ticks' rows are found from its tick column
+	}
 	if err != nil {
 		return nil, err
 	}
+	m.stats.compactedOpened.Add(1)
 	if m.local == nil && !m.opts.Cache.HasVerified(wsql.Record(f)) {
 		if !whole && f.Bytes >= minRanged && !m.compactedFiles.wantsWhole(f.Path) {
 			return m.openRanged(ctx, t, f, x)
@@ -462,9 +508,13 @@ func (m *Mount) table(ctx context.Context, world, id string) (*engine.Table, err
 const maxTickIndexes = 256
 
 // tickIndexes keeps decoded tick indexes, and which compacted files have
-// none (an index is written before any tick names its file, so a file
-// found without one never gets one), the least recently used dropped
-// first; each is read once however many lookups want it at once.
+// none, the least recently used dropped first; each is read once however
+// many lookups want it at once. Compaction writes an index before any
+// tick names its file; a file written before tick indexes gets one only
+// from worldfs optimize (maintenance.WriteTickIndexes), which a mount
+// that found it without one uses once the entry is dropped (or at its
+// next start): until then it derives the file's ticks (derivedEntry), the
+// same bytes.
 type tickIndexes struct {
 	group singleflight.Group
 	mu    sync.Mutex

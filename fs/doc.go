@@ -44,9 +44,10 @@
 // .csv the size of its rendering as its writer recorded it in the
 // fragment's footer (engine.Options.CSVSizes) or compaction in the tick
 // index (no row read; a fresh tick without it is rendered into the cache
-// at lookup), a split tick's file (its rows in several fragments, or in a
-// compacted file without a tick index) the size of the file its lookup
-// derives from that tick's rows, and a facts/ file the size of its
+// at lookup; a compacted file without a tick index: the tick's file
+// derived from its rows there, through the file kept open), a split
+// tick's file (its rows in several fragments) the size of the file its
+// lookup derives from that tick's rows, and a facts/ file the size of its
 // current version (derived by its first stat), both in Go: no stat runs
 // DuckDB. Only a facts/ file of a table whose schemas give one column two
 // types is derived with DuckDB, at open, and reports 0 with an attribute

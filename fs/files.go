@@ -168,7 +168,8 @@ func (d *snapshotDir) Lookup(ctx context.Context, name string, out *fuse.EntryOu
 // file the current catalog still names and the bucket lacks is an error.
 //
 // A stat runs no DuckDB: the size is the fragment's as the catalog
-// records it, a compacted tick's as its tick index records it, a .csv's
+// records it, a compacted tick's as its tick index records it (or, for a
+// compacted file without one, as derived from its rows: derivedEntry), a .csv's
 // as its fragment's footer or its tick index records it (size; data
 // written before CSV sizes: rendered at lookup), or a split tick's as the
 // file derived from its rows at lookup (see rowSet; or by an earlier
@@ -894,8 +895,8 @@ func (m *Mount) manifestJSON(ctx context.Context, at place, t tickRef) ([]byte, 
 		ID   string `json:"id"`
 		Name string `json:"name"`
 		// Rows is the tick's rows of the table (null where worldfs
-		// cannot tell without reading them: a compacted file written
-		// before tick indexes).
+		// cannot tell without reading them: a split tick with rows in a
+		// compacted file).
 		Rows *int64 `json:"rows"`
 		// Fragments are the files holding them: the tick's own, or a
 		// compacted file (its span, rows and bytes are the file's).
@@ -943,7 +944,7 @@ func (c content) rows() *int64 {
 	default:
 		for _, f := range c.tf.Fragments {
 			if f.Span != nil {
-				return nil // a compacted file without a tick index
+				return nil // a split tick with rows in a compacted file
 			}
 			n += f.Rows
 		}

@@ -110,6 +110,9 @@ func (m *Mount) gather(ctx context.Context, rs *rowSet) ([]byte, error) {
 				return nil, err
 			}
 			defer file.Close()
+			if f.Span != nil {
+				m.stats.compactedOpened.Add(1)
+			}
 			if err := m.checkOpen(file, f); err != nil {
 				return nil, err
 			}

@@ -14,15 +14,17 @@ import (
 // exposed, the bytes read through the mount (passthrough reads bypass it),
 // materializations (DuckDB copies: only a facts/ file whose schemas give
 // one column two types), files derived in Go from their fragments' visible
-// rows (split ticks, facts/: see rowSet), compacted ticks' files rebuilt from
-// their rows (maintenance.CompactedFile) and the bytes of compacted files
+// rows (split ticks, facts/: see rowSet; and the ticks of compacted files
+// without a tick index, sized at lookup: see derivedEntry), compacted
+// ticks' files rebuilt from their rows (maintenance.CompactedFile), the
+// compacted files opened to read their rows (for either) and the bytes of compacted files
 // fetched from a remote bucket for them, CSV renderings, CSV sizes read from a fragment's footer, opens planned
 // again because maintenance had moved a tick's rows, and per-operation latencies over a recent window.
 type Stats struct {
 	opens, passthrough, materialized atomic.Int64
 	rendered, replanned, rebuilt     atomic.Int64
 	catalogsClosed, csvSized         atomic.Int64
-	gathered                         atomic.Int64
+	gathered, compactedOpened        atomic.Int64
 	bytesOpened, bytesRead           atomic.Int64
 	// compactedFetched: the bytes of compacted files read from a remote
 	// bucket to rebuild their ticks' files, by ranges or whole.
@@ -89,6 +91,7 @@ type StatsSnapshot struct {
 	BytesOpened       int64              `json:"bytes_opened"`
 	BytesReadViaMount int64              `json:"bytes_read_via_mount"`
 	CompactedFetched  int64              `json:"compacted_bytes_fetched"`
+	CompactedOpened   int64              `json:"compacted_files_opened"`
 	CacheHits         int64              `json:"cache_hits"`
 	CacheMisses       int64              `json:"cache_misses"`
 	CacheBytes        int64              `json:"cache_bytes"`
@@ -101,7 +104,7 @@ func (s *Stats) Snapshot(c *cache.Disk) StatsSnapshot {
 		Opens: s.opens.Load(), PassthroughOpens: s.passthrough.Load(), Materialized: s.materialized.Load(), Gathered: s.gathered.Load(),
 		Rebuilt: s.rebuilt.Load(), Rendered: s.rendered.Load(), CSVSizesRead: s.csvSized.Load(), Replanned: s.replanned.Load(), CatalogsClosed: s.catalogsClosed.Load(),
 		BytesOpened: s.bytesOpened.Load(), BytesReadViaMount: s.bytesRead.Load(),
-		CompactedFetched: s.compactedFetched.Load(), Ops: map[string]OpStats{},
+		CompactedFetched: s.compactedFetched.Load(), CompactedOpened: s.compactedOpened.Load(), Ops: map[string]OpStats{},
 	}
 	if c != nil {
 		cs := c.Stats()

@@ -379,3 +379,39 @@ func BenchmarkCompactedTickRemote(b *testing.B) {
 		})
 	}
 }
+
+// On a remote bucket, a tick of a compacted file without a tick index (its
+// index removed, as a file written before tick indexes) is sized at lookup
+// from the file read by ranges (its tail, its tick column, the tick's
+// pages: far fewer bytes than the file, never the file whole), the size
+// the index gave, and a read returns those bytes.
+func TestMountSizesATickWithoutIndexByRanges(t *testing.T) {
+	b, f, x := gcsWideWorld(t)
+	name := index.TickIndexPath(f.Path)
+	a, err := b.Stat(ctxT(t), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Delete(ctxT(t), name, a.Generation); err != nil {
+		t.Fatal(err)
+	}
+	counted := &buckettest.Counting{Bucket: b}
+	mt := testMount(t, counted)
+	info, err := os.Stat(compactedTick(mt, 10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := mustEntry(t, x, 10); info.Size() != e.Size {
+		t.Fatalf("tick 10 without its tick index: %d bytes at lookup, its index said %d", info.Size(), e.Size)
+	}
+	got := counted.BytesOf(f.Path)
+	t.Logf("tick 10 sized without a tick index: %d bytes read of the compacted file's %d (%.1f%%)", got, f.Bytes, 100*float64(got)/float64(f.Bytes))
+	if counted.GetsOf(f.Path) != 0 || got == 0 || got > f.Bytes/4 {
+		t.Fatalf("sizing one tick read %d bytes of its compacted file (%d whole reads) of %d; want a part far below a quarter", got, counted.GetsOf(f.Path), f.Bytes)
+	}
+	data, err := os.ReadFile(compactedTick(mt, 10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkTickFile(t, x, 10, data)
+}

@@ -827,12 +827,11 @@ func (c *compactor) writeTickIndex(ctx context.Context, t *frame.Table, f index.
 	if err != nil {
 		return fmt.Errorf("world %s: %s: %w", c.world, f.Path, err)
 	}
-	enc := x.encode()
-	name := index.TickIndexPath(f.Path)
-	if _, err := bucket.CreateOnce(ctx, c.b, name, enc); err != nil {
-		return fmt.Errorf("world %s: writing %s: %w", c.world, name, err)
+	n, err := putTickIndex(ctx, c.b, f, x)
+	if err != nil {
+		return fmt.Errorf("world %s: %w", c.world, err)
 	}
-	res.IndexBytes += int64(len(enc))
+	res.IndexBytes += n
 	res.TicksEncoded += int64(encoded)
 	res.TicksReused += int64(len(x.Ticks) - encoded)
 	return nil

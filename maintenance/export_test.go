@@ -36,3 +36,6 @@ func EncodeV1(x *TickIndex) ([]byte, error) {
 
 // Encode is x's bytes as ReadTickIndex reads them.
 func (x *TickIndex) Encode() []byte { return x.encode() }
+
+// DecodeTickIndex parses a tick index's bytes.
+func DecodeTickIndex(data []byte) (*TickIndex, error) { return decodeTickIndex(data) }

@@ -22,12 +22,15 @@ import (
 // turn, such as a glob over tables/<t>/, would otherwise decompress each
 // page once per tick); the first tick of a block asked for is decoded
 // alone, so that reading one tick here and there costs no more than its
-// own rows. It is safe for concurrent use.
+// own rows. A file without a tick index (written before tick indexes)
+// is opened too: its ticks' rows are found from its tick column, and each
+// tick's entry is derived the first time it is asked for (Entry). It is
+// safe for concurrent use.
 type CompactedFile struct {
 	t       *frame.Table
 	src     io.ReaderAt
 	file    *parquet.File
-	x       *TickIndex
+	x       *TickIndex   // for a file without one: its ticks' rows alone (Version 0, no sizes)
 	decoded atomic.Int64 // blocks decoded so far
 
 	mu struct {
@@ -37,6 +40,9 @@ type CompactedFile struct {
 		// asked: blocks one tick of which was decoded alone (not kept:
 		// at most maxAsked, forgotten all at once past it).
 		asked map[int]bool
+		// derived: the entries derived so far of a file without a tick
+		// index, by tick (about 100 bytes each, one per tick of the file).
+		derived map[int64]TickEntry
 	}
 }
 
@@ -62,35 +68,119 @@ type tickBlock struct {
 }
 
 // OpenCompactedFile opens the compacted file src (size bytes) of t, whose
-// tick index (ReadTickIndex) is x. A src that is a Prefetcher is told the
-// byte ranges of the pages each decoding reads before it reads them.
+// tick index (ReadTickIndex) is x; x nil: the file has none, and its
+// tick column is read now to find each tick's rows. A src that is a
+// Prefetcher is told the byte ranges of the pages each decoding reads
+// before it reads them.
 func OpenCompactedFile(t *frame.Table, src io.ReaderAt, size int64, x *TickIndex) (*CompactedFile, error) {
 	file, err := openCompacted(t, src, size)
 	if err != nil {
 		return nil, err
 	}
+	if x == nil {
+		runs, err := tickRunsOf(t, file, src)
+		if err != nil {
+			return nil, err
+		}
+		x = &TickIndex{Rows: file.NumRows(), Ticks: runs}
+	}
 	if file.NumRows() != x.Rows {
 		return nil, fmt.Errorf("table %s: the compacted file has %d rows, its tick index %d: %w", t.Name, file.NumRows(), x.Rows, index.ErrCorrupt)
 	}
 	c := &CompactedFile{t: t, src: src, file: file, x: x}
-	c.mu.blocks, c.mu.asked = map[int]*tickBlock{}, map[int]bool{}
+	c.mu.blocks, c.mu.asked, c.mu.derived = map[int]*tickBlock{}, map[int]bool{}, map[int64]TickEntry{}
 	return c, nil
 }
 
+// Indexed reports whether the file was opened with its tick index.
+func (c *CompactedFile) Indexed() bool { return c.x.Version > 0 }
+
+// Entry returns tick n's entry (false: the file holds no row of n): its
+// tick index's, or, for a file without one, derived as compaction
+// measures a tick for the index it writes (the canonical file of the
+// tick's rows, its footer recording its CSV size), once, from the block
+// of ticks that holds it (see TickFile); file is then that tick file (nil
+// when the entry was known).
+func (c *CompactedFile) Entry(n int64) (e TickEntry, file []byte, ok bool, err error) {
+	if c.Indexed() {
+		e, ok = c.x.Entry(n)
+		return e, nil, ok, nil
+	}
+	c.mu.Lock()
+	e, ok = c.mu.derived[n]
+	c.mu.Unlock()
+	if ok {
+		return e, nil, true, nil
+	}
+	i, ok := slices.BinarySearchFunc(c.x.Ticks, n, func(a TickEntry, n int64) int { return compareInt(a.Tick, n) })
+	if !ok {
+		return TickEntry{}, nil, false, nil
+	}
+	e = c.x.Ticks[i]
+	err = c.rows(i, func(f *frame.Frame, stamps []frame.Stamp) error {
+		file, err = e.measure(f, stamps, true)
+		return err
+	})
+	if err != nil {
+		return TickEntry{}, nil, false, fmt.Errorf("table %s tick %d: %w", c.t.Name, n, err)
+	}
+	c.mu.Lock()
+	c.mu.derived[n] = e
+	c.mu.Unlock()
+	return e, file, true, nil
+}
+
 // TickFile returns the canonical file of tick e.Tick (an entry of the
-// file's tick index), as the package function TickFile does, decoding the
-// block of ticks that holds it unless it is kept.
+// file's tick index, or one Entry derived), as the package function
+// TickFile does, decoding the block of ticks that holds it unless it is
+// kept.
 func (c *CompactedFile) TickFile(e TickEntry) ([]byte, error) {
 	i, ok := slices.BinarySearchFunc(c.x.Ticks, e.Tick, func(a TickEntry, n int64) int { return compareInt(a.Tick, n) })
-	if !ok || c.x.Ticks[i] != e {
+	if ok && c.Indexed() {
+		ok = c.x.Ticks[i] == e
+	} else if ok {
+		ok = c.x.Ticks[i].Row == e.Row && c.x.Ticks[i].Rows == e.Rows
+	}
+	if !ok {
 		return nil, fmt.Errorf("table %s: tick %d is not in the compacted file's tick index", c.t.Name, e.Tick)
 	}
+	var data []byte
+	err := c.rows(i, func(f *frame.Frame, stamps []frame.Stamp) error {
+		var err error
+		data, _, err = frame.Encode(f, func(i int) frame.Stamp { return stamps[i] }, e.csvMode(), e.CSVSize)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("table %s tick %d: %w", c.t.Name, e.Tick, err)
+	}
+	if int64(len(data)) != e.Size || sha256.Sum256(data) != e.Digest {
+		return nil, fmt.Errorf("table %s: %w", c.t.Name, &TickFileMismatchError{Tick: e.Tick, Size: int64(len(data)), Want: e.Size})
+	}
+	return data, nil
+}
+
+// rows calls fn with the rows of tick i of the index and their stamps
+// (fn must not keep them): from the block of ticks that holds it, decoded
+// unless it is kept, or read alone (see block).
+func (c *CompactedFile) rows(i int, fn func(f *frame.Frame, stamps []frame.Stamp) error) error {
+	e := c.x.Ticks[i]
 	b := c.block(i)
 	if b == nil {
 		if err := c.prefetch(e.Row, e.Rows); err != nil {
-			return nil, fmt.Errorf("table %s tick %d: %w", c.t.Name, e.Tick, err)
+			return err
 		}
-		return tickFile(c.t, c.file, e)
+		n := 0
+		err := frame.ScanTicks(c.t, c.file, e.Row, e.Rows, func(tick, row int64, f *frame.Frame, stamps []frame.Stamp) error {
+			n++
+			if tick != e.Tick || row != e.Row || int64(f.Len()) != e.Rows {
+				return fmt.Errorf("rows %d..%d hold tick %d, the tick index says tick %d: %w", e.Row, e.Row+e.Rows, tick, e.Tick, index.ErrCorrupt)
+			}
+			return fn(f, stamps)
+		})
+		if err == nil && n != 1 {
+			err = fmt.Errorf("rows %d..%d hold %d ticks, the tick index says one: %w", e.Row, e.Row+e.Rows, n, index.ErrCorrupt)
+		}
+		return err
 	}
 	b.once.Do(func() {
 		c.decoded.Add(1)
@@ -100,24 +190,16 @@ func (c *CompactedFile) TickFile(e TickEntry) ([]byte, error) {
 		}
 	})
 	if b.err != nil {
-		return nil, fmt.Errorf("table %s tick %d: %w", c.t.Name, e.Tick, b.err)
+		return b.err
 	}
 	from, to := int(e.Row-b.row), int(e.Row-b.row+e.Rows)
-	f := b.frame.Slice(from, to)
 	stamps := b.stamps[from:to]
 	for _, s := range stamps {
 		if s.Tick != e.Tick {
-			return nil, fmt.Errorf("table %s: rows %d..%d hold tick %d, the tick index says tick %d: %w", c.t.Name, e.Row, e.Row+e.Rows, s.Tick, e.Tick, index.ErrCorrupt)
+			return fmt.Errorf("rows %d..%d hold tick %d, the tick index says tick %d: %w", e.Row, e.Row+e.Rows, s.Tick, e.Tick, index.ErrCorrupt)
 		}
 	}
-	data, _, err := frame.Encode(f, func(i int) frame.Stamp { return stamps[i] }, e.csvMode(), e.CSVSize)
-	if err != nil {
-		return nil, fmt.Errorf("table %s tick %d: %w", c.t.Name, e.Tick, err)
-	}
-	if int64(len(data)) != e.Size || sha256.Sum256(data) != e.Digest {
-		return nil, fmt.Errorf("table %s: %w", c.t.Name, &TickFileMismatchError{Tick: e.Tick, Size: int64(len(data)), Want: e.Size})
-	}
-	return data, nil
+	return fn(b.frame.Slice(from, to), stamps)
 }
 
 // BlocksDecoded returns how many blocks of rows the file has decoded.

@@ -347,15 +347,9 @@ func buildTickIndex(t *frame.Table, data []byte, runs []TickEntry, known map[int
 			if tick != e.Tick || row != e.Row || int64(f.Len()) != e.Rows {
 				return fmt.Errorf("rows from %d hold tick %d, the compaction wrote tick %d there", row, tick, e.Tick)
 			}
-			mode := frame.CSVRecord
-			if unrecorded[tick] {
-				mode = frame.CSVCount
-			}
-			enc, csv, err := frame.Encode(f, func(i int) frame.Stamp { return stamps[i] }, mode, 0)
-			if err != nil {
+			if _, err := e.measure(f, stamps, !unrecorded[tick]); err != nil {
 				return err
 			}
-			e.Size, e.Digest, e.CSVSize, e.CSVInFooter = int64(len(enc)), sha256.Sum256(enc), csv, mode == frame.CSVRecord
 			next++
 			return nil
 		})
@@ -369,6 +363,90 @@ func buildTickIndex(t *frame.Table, data []byte, runs []TickEntry, known map[int
 		i = j
 	}
 	return x, encoded, nil
+}
+
+// measure encodes f, the rows of e's tick with their stamps, as the
+// tick's canonical file (its footer recording its CSV size if record, as
+// a fragment's writer records it since CSV sizes are: frame.CSVRecord)
+// and fills e's size, sha256 and CSV size from it: what a tick index
+// records of the tick. It returns the file.
+func (e *TickEntry) measure(f *frame.Frame, stamps []frame.Stamp, record bool) ([]byte, error) {
+	mode := frame.CSVCount
+	if record {
+		mode = frame.CSVRecord
+	}
+	enc, csv, err := frame.Encode(f, func(i int) frame.Stamp { return stamps[i] }, mode, 0)
+	if err != nil {
+		return nil, err
+	}
+	e.Size, e.Digest, e.CSVSize, e.CSVInFooter = int64(len(enc)), sha256.Sum256(enc), csv, record
+	return enc, nil
+}
+
+// putTickIndex stores x, the tick index of the compacted file f, beside
+// it (index.TickIndexPath), durably, under a name created once: an
+// index already there of other bytes is not replaced (bucket.ErrExist).
+// It returns the bytes written.
+func putTickIndex(ctx context.Context, b bucket.Bucket, f index.Fragment, x *TickIndex) (int64, error) {
+	enc := x.encode()
+	name := index.TickIndexPath(f.Path)
+	if _, err := bucket.CreateOnce(ctx, b, name, enc); err != nil {
+		return 0, fmt.Errorf("writing %s: %w", name, err)
+	}
+	return int64(len(enc)), nil
+}
+
+// tickRunsOf returns the ticks of file, a compacted file of t, as entries
+// without a size (each tick, its first row and its rows), from its tick
+// column alone (told first to a Prefetcher src); rows out of tick order
+// are index.ErrCorrupt.
+func tickRunsOf(t *frame.Table, file *parquet.File, src io.ReaderAt) ([]TickEntry, error) {
+	col := t.Column(frame.ColTick)
+	if col < 0 {
+		return nil, fmt.Errorf("table %s has no %s column", t.Name, frame.ColTick)
+	}
+	if p, ok := src.(Prefetcher); ok {
+		var ranges []ByteRange
+		for _, rg := range file.Metadata().RowGroups {
+			md := rg.Columns[col].MetaData
+			start := md.DataPageOffset
+			if d := md.DictionaryPageOffset; d > 0 && d < start {
+				start = d
+			}
+			ranges = append(ranges, ByteRange{start, md.TotalCompressedSize})
+		}
+		if len(ranges) > 0 {
+			if err := p.Prefetch(ranges); err != nil {
+				return nil, err
+			}
+		}
+	}
+	var runs []TickEntry
+	var buf []parquet.Value
+	row := int64(0)
+	for _, rg := range file.RowGroups() {
+		var err error
+		if buf, err = columnValues(rg, col, buf[:0]); err != nil {
+			return nil, fmt.Errorf("table %s: the tick column: %w", t.Name, err)
+		}
+		for _, v := range buf {
+			tick := v.Int64()
+			n := len(runs)
+			switch {
+			case n > 0 && runs[n-1].Tick == tick:
+				runs[n-1].Rows++
+			case n > 0 && runs[n-1].Tick > tick:
+				return nil, fmt.Errorf("table %s: row %d holds tick %d after tick %d: %w", t.Name, row, tick, runs[n-1].Tick, index.ErrCorrupt)
+			default:
+				runs = append(runs, TickEntry{Tick: tick, Row: row, Rows: 1})
+			}
+			row++
+		}
+	}
+	if row != file.NumRows() {
+		return nil, fmt.Errorf("table %s: the tick column holds %d values, the file %d rows: %w", t.Name, row, file.NumRows(), index.ErrCorrupt)
+	}
+	return runs, nil
 }
 
 // openCompacted opens a compacted file of t (its page index too, so that

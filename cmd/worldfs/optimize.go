@@ -21,10 +21,10 @@ func optimizeCmd() command {
 	var url, world, run, tables *string
 	var recent, targetRows *int64
 	var workers *int
-	var asJSON *bool
+	var asJSON, dryRun *bool
 	return command{
 		name:    "optimize",
-		summary: "compact a world's small fragments into large files (readers switch at once; safe beside a live writer), and write the summaries of compacted history the views plan from",
+		summary: "compact a world's small fragments into large files (readers switch at once; safe beside a live writer), give compacted files written before tick indexes theirs, and write the summaries of compacted history the views plan from",
 		example: "worldfs optimize --bucket ./worldfs-data --world w1 --run main",
 		flags: func(fs *flag.FlagSet) {
 			url = bucketFlag(fs)
@@ -35,17 +35,21 @@ func optimizeCmd() command {
 			workers = fs.Int("workers", 0, "files rewritten at once (default: the number of CPUs)")
 			targetRows = fs.Int64("target-rows", 1<<20, "most rows in one compacted file")
 			asJSON = fs.Bool("json", false, "print the result as JSON")
+			dryRun = fs.Bool("dry-run", false, "count the compacted files without a tick index (and damaged indexes); compact and write nothing")
 		},
 		run: func(ctx context.Context, _ *flag.FlagSet, _ []string, out io.Writer) error {
 			if *world == "" {
 				return usagef("--world is required")
 			}
-			b, cat, err := openWorld(ctx, *url, *world, true)
+			b, cat, err := openWorld(ctx, *url, *world, !*dryRun)
 			if err != nil {
 				return err
 			}
 			defer b.Close()
 			defer cat.Close()
+			if *dryRun {
+				return tickIndexesDryRun(ctx, b, cat, *world, *run, *workers, *asJSON, out)
+			}
 			opts := maintenance.CompactOptions{Run: *run, Recent: *recent, TargetRows: *targetRows, Workers: *workers}
 			if *tables != "" {
 				opts.Tables = strings.Split(*tables, ",")
@@ -68,11 +72,26 @@ func optimizeCmd() command {
 			if err != nil {
 				return fmt.Errorf("world %s: tick shard summaries: %w", *world, err)
 			}
+			// The tick indexes of the compacted files written before them
+			// (those compaction left as they were): a mount sizes their
+			// ticks from them instead of deriving each from its rows.
+			xopts := maintenance.TickIndexOptions{Run: *run, Workers: *workers, Progress: func(done, total int) {
+				status.Step("writing missing tick indexes", int64(done), int64(total))
+			}}
+			xres, xerr := maintenance.WriteTickIndexes(ctx, b, cat, xopts)
+			status.Done()
+			if xerr != nil && len(xres.Damaged) == 0 {
+				return xerr
+			}
 			if *asJSON {
-				return json.NewEncoder(out).Encode(map[string]any{"world": *world, "run": *run, "windows": res.Windows, "summaries_written": sums,
+				if err := json.NewEncoder(out).Encode(map[string]any{"world": *world, "run": *run, "windows": res.Windows, "summaries_written": sums,
 					"fact_shards": res.Facts, "refused": res.Refused, "files": res.Files, "files_replaced": res.FilesIn,
-					"rows": res.Rows, "bytes_read": res.BytesIn, "bytes_written": res.BytesOut, "tick_index_bytes": res.IndexBytes, "seconds": secs,
-					"files_per_second": float64(res.FilesIn) / secs, "mb_per_second": float64(res.BytesIn) / 1e6 / secs})
+					"rows": res.Rows, "bytes_read": res.BytesIn, "bytes_written": res.BytesOut, "tick_index_bytes": res.IndexBytes + xres.Bytes,
+					"tick_indexes_written": xres.Written, "tick_indexes_damaged": len(xres.Damaged), "seconds": secs,
+					"files_per_second": float64(res.FilesIn) / secs, "mb_per_second": float64(res.BytesIn) / 1e6 / secs}); err != nil {
+					return err
+				}
+				return xerr
 			}
 			fmt.Fprintf(out, "world %s run %s: %d windows and %d claim shards of facts compacted: %d files replace %d (%d rows, %s read, %s written, %s of tick indexes) in %.1f s (%.0f files/s, %.1f MB/s)",
 				*world, *run, res.Windows, res.Facts, res.Files, res.FilesIn, res.Rows, mib(res.BytesIn), mib(res.BytesOut), mib(res.IndexBytes),
@@ -83,10 +102,35 @@ func optimizeCmd() command {
 			if res.Refused > 0 {
 				fmt.Fprintf(out, "; %d windows changed meanwhile (a publish or another compactor) and were left", res.Refused)
 			}
+			if xres.Written > 0 {
+				fmt.Fprintf(out, "; %d compacted files written before tick indexes given theirs (%d ticks, %s)", xres.Written, xres.Ticks, mib(xres.Bytes))
+			}
 			fmt.Fprintln(out)
-			return nil
+			return xerr
 		},
 	}
+}
+
+// tickIndexesDryRun prints how many compacted files of the run lack a
+// tick index (optimize would write them) and names the damaged indexes.
+func tickIndexesDryRun(ctx context.Context, b bucket.Bucket, cat *index.Catalog, world, run string, workers int, asJSON bool, out io.Writer) error {
+	res, err := maintenance.WriteTickIndexes(ctx, b, cat, maintenance.TickIndexOptions{Run: run, Workers: workers, DryRun: true})
+	if err != nil && len(res.Damaged) == 0 {
+		return err
+	}
+	if asJSON {
+		if err := json.NewEncoder(out).Encode(map[string]any{"world": world, "run": run, "dry_run": true, "compacted_files": res.Files,
+			"tick_indexes_missing": res.Missing, "tick_indexes_damaged": len(res.Damaged), "tick_indexes_foreign": len(res.Foreign)}); err != nil {
+			return err
+		}
+		return err
+	}
+	fmt.Fprintf(out, "world %s run %s (dry run, nothing written): %d compacted files, %d without a tick index (optimize writes them)", world, run, res.Files, res.Missing)
+	if len(res.Foreign) > 0 {
+		fmt.Fprintf(out, "; %d with one another build wrote (left)", len(res.Foreign))
+	}
+	fmt.Fprintln(out)
+	return err
 }
 
 func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
