@@ -403,8 +403,9 @@ func (c *compactedFiles) swept(world, table string) bool {
 // size against its catalog record: on a local bucket the bucket's own
 // file; on a remote one a verified copy in the cache if there is one (or
 // whole is set, or the file is small, or its ticks were read by ranges
-// past wholeAfter), else the object read by ranges; with its tick index,
-// or, if it has none, its ticks found from its tick column.
+// past wholeAfter, or it has no tick index to check ranged bytes by), else
+// the object read by ranges; with its tick index, or, if it has none, its
+// ticks found from its tick column.
 func (m *Mount) openCompactedFile(ctx context.Context, t *engine.Table, f index.Fragment, whole bool) (*openCompactedFile, error) {
 	x, err := m.tickIndex(ctx, f)
 	if errors.Is(err, maintenance.ErrNoTickIndex) {
@@ -415,7 +416,10 @@ func (m *Mount) openCompactedFile(ctx context.Context, t *engine.Table, f index.
 	}
 	m.stats.compactedOpened.Add(1)
 	if m.local == nil && !m.opts.Cache.HasVerified(wsql.Record(f)) {
-		if !whole && f.Bytes >= minRanged && !m.compactedFiles.wantsWhole(f.Path) {
+		// Ranged bytes are checked by the tick index's sha256 of each
+		// tick's file; a file without one is read only from a copy
+		// checked whole against its catalog digest.
+		if x != nil && !whole && f.Bytes >= minRanged && !m.compactedFiles.wantsWhole(f.Path) {
 			return m.openRanged(ctx, t, f, x)
 		}
 		m.stats.compactedFetched.Add(f.Bytes) // fetched whole just below

@@ -33,7 +33,9 @@ import (
 // later ticks cost none): a glob over tables/<t>/, which starts by listing
 // it (compactedFiles.list), from its first tick; any other reader once the
 // ranges have cost wholeAfter of the file or served wholeAfterTicks of its
-// ticks (see Mount.rebuilt).
+// ticks (see Mount.rebuilt). A compacted file without a tick index is
+// never read by ranges: nothing would check its pieces, so its ticks are
+// read from the whole copy, checked against its catalog digest.
 
 // rangedFetch is the least a read outside the pieces kept fetches: one
 // request costs much more than a few KiB more of it.

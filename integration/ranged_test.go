@@ -2,17 +2,22 @@ package integration
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/encoding/thrift"
+	"github.com/parquet-go/parquet-go/format"
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/bucket/buckettest"
@@ -380,38 +385,110 @@ func BenchmarkCompactedTickRemote(b *testing.B) {
 	}
 }
 
-// On a remote bucket, a tick of a compacted file without a tick index (its
-// index removed, as a file written before tick indexes) is sized at lookup
-// from the file read by ranges (its tail, its tick column, the tick's
-// pages: far fewer bytes than the file, never the file whole), the size
-// the index gave, and a read returns those bytes.
-func TestMountSizesATickWithoutIndexByRanges(t *testing.T) {
+// A compacted file without a tick index has nothing to check ranged bytes
+// by (the index's sha256 of each tick's file), so on a remote bucket its
+// ticks are read from a copy checked whole against its catalog digest:
+// sizing tick 10 fetches the file whole, once, and the file served is the
+// tick's. A page of tick 10 damaged on the server with its CRC made to
+// match (which parquet-go cannot notice) is then EIO, never other rows.
+func TestMountReadsATickWithoutIndexFromAVerifiedCopy(t *testing.T) {
 	b, f, x := gcsWideWorld(t)
-	name := index.TickIndexPath(f.Path)
-	a, err := b.Stat(ctxT(t), name)
+	ctx := ctxT(t)
+	replace := func(name string, data []byte) {
+		t.Helper()
+		a, err := b.Stat(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Delete(ctx, name, a.Generation); err != nil {
+			t.Fatal(err)
+		}
+		if data != nil {
+			if _, err := b.Create(ctx, name, data); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	good, _, err := b.Get(ctx, f.Path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Delete(ctxT(t), name, a.Generation); err != nil {
-		t.Fatal(err)
-	}
+	replace(index.TickIndexPath(f.Path), nil)
+	e := mustEntry(t, x, 10)
+
 	counted := &buckettest.Counting{Bucket: b}
 	mt := testMount(t, counted)
 	info, err := os.Stat(compactedTick(mt, 10))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e := mustEntry(t, x, 10); info.Size() != e.Size {
+	if info.Size() != e.Size {
 		t.Fatalf("tick 10 without its tick index: %d bytes at lookup, its index said %d", info.Size(), e.Size)
 	}
-	got := counted.BytesOf(f.Path)
-	t.Logf("tick 10 sized without a tick index: %d bytes read of the compacted file's %d (%.1f%%)", got, f.Bytes, 100*float64(got)/float64(f.Bytes))
-	if counted.GetsOf(f.Path) != 0 || got == 0 || got > f.Bytes/4 {
-		t.Fatalf("sizing one tick read %d bytes of its compacted file (%d whole reads) of %d; want a part far below a quarter", got, counted.GetsOf(f.Path), f.Bytes)
+	if whole, got := counted.GetsOf(f.Path), counted.BytesOf(f.Path); whole != 1 || got != f.Bytes {
+		t.Fatalf("sizing tick 10 read %d bytes of its compacted file in %d whole reads; want the %d bytes in one, checked whole", got, whole, f.Bytes)
 	}
 	data, err := os.ReadFile(compactedTick(mt, 10))
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkTickFile(t, x, 10, data)
+
+	replace(f.Path, damagedPageOf(t, good, "position_x", e.Row))
+	mt = testMount(t, b)
+	data, err = os.ReadFile(compactedTick(mt, 10))
+	if err == nil && (int64(len(data)) != e.Size || sha256.Sum256(data) != e.Digest) {
+		t.Fatalf("served %d bytes that are not tick 10's file from a damaged compacted file, with no error", len(data))
+	}
+	if !errors.Is(err, syscall.EIO) {
+		t.Fatalf("tick 10 of a damaged compacted file without its tick index: %v, want EIO", err)
+	}
+}
+
+// damagedPageOf returns file with one byte flipped in the data of the page
+// of column col that holds row, the page's CRC made to match, so that only
+// a check of the whole file's digest can tell.
+func damagedPageOf(t *testing.T, file []byte, col string, row int64) []byte {
+	t.Helper()
+	pf, err := parquet.OpenFile(bytes.NewReader(file), int64(len(file)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := slices.IndexFunc(pf.Schema().Columns(), func(path []string) bool { return path[len(path)-1] == col })
+	if j < 0 {
+		t.Fatalf("no column %s", col)
+	}
+	// The row group that holds row, and row within it.
+	g, groups := 0, pf.Metadata().RowGroups
+	for ; g < len(groups) && row >= groups[g].NumRows; g++ {
+		row -= groups[g].NumRows
+	}
+	pages := pf.OffsetIndexes()[g*len(groups[g].Columns)+j].PageLocations
+	k, _ := slices.BinarySearchFunc(pages, row+1, func(p format.PageLocation, r int64) int { return cmp.Compare(p.FirstRowIndex, r) })
+	loc := pages[k-1]
+	bad := bytes.Clone(file)
+	page := bad[loc.Offset : loc.Offset+int64(loc.CompressedPageSize)]
+	for try := 0; try < 200; try++ {
+		var h format.PageHeader
+		r := (&thrift.CompactProtocol{}).NewReaderFromBytes(slices.Clone(page))
+		if err := thrift.NewDecoder(r).Decode(&h); err != nil {
+			t.Fatal(err)
+		}
+		n := r.BytesRead()
+		data := page[n:]
+		pos := len(data)/2 + try*7
+		data[pos] ^= 1
+		h.CRC = int32(crc32.ChecksumIEEE(data))
+		out, err := thrift.Marshal(&thrift.CompactProtocol{}, &h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(out) == n { // the header keeps its length
+			copy(page, out)
+			return bad
+		}
+		data[pos] ^= 1
+	}
+	t.Fatal("no page header of the same length with the CRC rewritten")
+	return nil
 }
