@@ -76,7 +76,7 @@ func snapOf(t *testing.T, m *Mount, n int64, table, format string) *snapFile {
 		t.Fatal(err)
 	}
 	c := content{t: tr, tf: tables[table], asIs: isExact(tr, tables[table])}
-	return newSnapFile(m, 1, place{"w", "main"}, c, table, format)
+	return (&snapFile{m: m, ino: 1, at: place{"w", "main"}, t: c.t, table: table, format: format}).init(c)
 }
 
 // A stat of a derived file derives nothing: size 0 and an attribute

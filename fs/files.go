@@ -143,10 +143,8 @@ func (d *snapshotDir) Lookup(ctx context.Context, name string, out *fuse.EntryOu
 	if table, format, ok := splitFormat(name); ok {
 		if _, found := d.tables[table]; found {
 			f := &snapFile{m: d.m, ino: id, at: d.at, t: d.t, table: table, format: format}
-			c, err := f.plan(ctx, false) // where the rows live now, not when the directory was read
-			if err == nil {
-				err = f.init(c).size(ctx, c)
-			}
+			// Where the rows live now, not when the directory was read.
+			err := f.sizeAtLookup(ctx, func(ctx context.Context) (content, error) { return f.plan(ctx, false) })
 			if err != nil {
 				return nil, d.m.errno(fmt.Sprintf("%s of tick %d of %s", table, d.t.Tick.Tick, d.t.World), err)
 			}
@@ -297,11 +295,23 @@ func (f *snapFile) planned(ctx context.Context, t tickRef, ok bool, v *index.Vie
 // ticks never go away, so this is a damaged or replaced catalog (EIO).
 var errGone = errors.New("gone from the catalog")
 
-// newSnapFile makes the file of table (in format) of the tick c resolved,
-// found through the view at.
-func newSnapFile(m *Mount, ino uint64, at place, c content, table, format string) *snapFile {
-	f := &snapFile{m: m, ino: ino, at: at, t: c.t, table: table, format: format}
-	return f.init(c)
+// sizeAtLookup plans f (planned) and sizes it. A file the plan names may
+// have vanished since the catalog state it came from was read (maintenance
+// moved the tick's rows and collection deleted it): then the tick is
+// planned again at the catalog's tip, as an open does.
+func (f *snapFile) sizeAtLookup(ctx context.Context, planned func(context.Context) (content, error)) error {
+	c, err := planned(ctx)
+	if err == nil {
+		err = f.init(c).size(ctx, c)
+	}
+	if !vanished(err) {
+		return err
+	}
+	f.m.stats.replanned.Add(1)
+	if c, err = f.plan(ctx, true); err != nil {
+		return err
+	}
+	return f.init(c).size(ctx, c)
 }
 
 // init fixes the file's cache key and takes c's plan for its first size.

@@ -763,12 +763,9 @@ func (d *tableDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 	if !ok {
 		return nil, syscall.ENOENT
 	}
-	c, err := d.m.contentOf(ctx, t, tf, nil)
+	f := &snapFile{m: d.m, ino: ino(d.world, "runs", d.run, "tables", d.name, name), at: place{d.world, d.run}, t: t, table: d.name, format: wsql.FormatParquet}
+	err = f.sizeAtLookup(ctx, func(ctx context.Context) (content, error) { return d.m.contentOf(ctx, t, tf, nil) })
 	if err != nil {
-		return nil, d.m.errno("table "+d.name, err)
-	}
-	f := newSnapFile(d.m, ino(d.world, "runs", d.run, "tables", d.name, name), place{d.world, d.run}, c, d.name, wsql.FormatParquet)
-	if err := f.size(ctx, c); err != nil {
 		return nil, d.m.errno("table "+d.name, err)
 	}
 	return d.m.child(ctx, d.EmbeddedInode(), f, out)

@@ -13,8 +13,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/engine/enginetest"
 	wfs "github.com/worldfs/worldfs/fs"
 	"github.com/worldfs/worldfs/index"
+	"github.com/worldfs/worldfs/maintenance"
 )
 
 // stateReads records the checkpoint parts (worlds/<w>/state/<hash>) read
@@ -255,5 +257,60 @@ func TestColdLookupOfAHeldTickReadsNothing(t *testing.T) {
 	lookup(2*index.PartTicks + 1)
 	if c := b.checkpointsRead(); c == 0 {
 		t.Fatal("a tick of a part the cold state lacks was not looked for in a fresh state")
+	}
+}
+
+// A lookup in tables/<t>/ of a world read cold may take its tick from a
+// state read before maintenance moved the tick's rows (heldTick); when a
+// file that state names is gone, the lookup plans the tick again at the
+// catalog's tip rather than failing. Here tick 41 is split (its rows in two
+// fragments, sized by deriving its file at lookup), the mount reads tick
+// 40 of the same part, then compaction moves tick 41's rows and its two
+// fragments are deleted, as collection does past the retention.
+func TestLookupFollowsRowsMovedSinceTheColdState(t *testing.T) {
+	ctx := ctxT(t)
+	b := localBucket(t)
+	w := particleWorld(t, b, "w", 30)
+	enginetest.Run(t, w, 79)
+	splitFragment(t, b, "w", 40, "particle")
+	splitFragment(t, b, "w", 41, "particle")
+	if _, err := w.Catalog().Checkpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	split := fragmentOf(t, b, 41)
+	want, err := os.Stat(testMount(t, b).path("w", "runs", "main", "tables", "particle", wfs.TickName(41)+".parquet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mt := testMount(t, b)
+	file := func(n int64) string {
+		return mt.path("w", "runs", "main", "tables", "particle", wfs.TickName(n)+".parquet")
+	}
+	if _, err := os.Stat(file(40)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := maintenance.Compact(ctx, b, w.Catalog(), maintenance.CompactOptions{Recent: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if fragmentOf(t, b, 41).Span == nil {
+		t.Fatal("tick 41 was not compacted")
+	}
+	for j := range 2 {
+		name := strings.Replace(split.Path, "/0.parquet", fmt.Sprintf("/%d.parquet", j), 1)
+		a, err := b.Stat(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Delete(ctx, name, a.Generation); err != nil {
+			t.Fatal(err)
+		}
+	}
+	info, err := os.Stat(file(41))
+	if err != nil {
+		t.Fatalf("lookup of tick 41 after its fragments were collected: %v (a mount opened before sized it %d)", err, want.Size())
+	}
+	data, err := os.ReadFile(file(41))
+	if err != nil || info.Size() != want.Size() || int64(len(data)) != want.Size() {
+		t.Fatalf("tick 41: size %d at lookup, %d bytes read (%v); it has %d", info.Size(), len(data), err, want.Size())
 	}
 }
