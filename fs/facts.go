@@ -276,7 +276,9 @@ func (f *factFile) current(ctx context.Context) (version, error) {
 		return version{}, err
 	}
 	sum := sha256.Sum256([]byte(strings.Join(tokens, "\n")))
-	return version{rs, v, fmt.Sprintf("facts/%s/%s/%s-%s.%s", f.world, f.run, f.table, hex.EncodeToString(sum[:12]), f.format)}, nil
+	// Under derived/, not facts/ where earlier builds kept DuckDB's copies
+	// (other columns first) in a cache this mount may share.
+	return version{rs, v, fmt.Sprintf("derived/facts/%s/%s/%s-%s.%s", f.world, f.run, f.table, hex.EncodeToString(sum[:12]), f.format)}, nil
 }
 
 // errColumnTypes: a fact table's visible facts are in tables of several
