@@ -356,6 +356,12 @@ func (p *Partial) Run(name string) (Run, bool) { return p.s.Run(name) }
 // Runs returns every run with at least one publication, by name.
 func (p *Partial) Runs() []Run { return p.s.Runs() }
 
+// State returns the state p holds, to plan with (View.Files,
+// View.Visible): its tick questions answer as the whole state's or, for
+// ticks p does not hold, panic (ErrNotLoaded), never missing them. Load
+// adds to it in place: the views over it see what Load adds.
+func (p *Partial) State() *State { return p.s }
+
 // Whole returns the whole state, if the partial state holds all of it.
 func (p *Partial) Whole() (*State, bool) {
 	if p.s.part == nil {
