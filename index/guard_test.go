@@ -320,3 +320,47 @@ func TestLoadInPartChecksRunHeads(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkWholeStateTickQuestions times the tick questions of a whole
+// state (Load), which check only that it is whole (one branch) before
+// answering: a tick, the newest at or below a tick, a token, a walk of a
+// hundred ticks.
+//
+//	go test ./index -run '^$' -bench WholeStateTickQuestions
+func BenchmarkWholeStateTickQuestions(b *testing.B) {
+	ctx := context.Background()
+	bk := memBucket()
+	c, epoch := newWorld(b, bk, "w", Options{NoCompactor: true})
+	n := int64(3 * tickShardSpan)
+	for lo := int64(0); lo < n; lo += 1000 {
+		var es []Entry
+		for tk := lo; tk < min(lo+1000, n); tk++ {
+			es = append(es, publish("r", tk, fmt.Sprint("t", tk), epoch))
+		}
+		if _, err := c.CommitAll(ctx, es...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if _, err := c.Checkpoint(ctx); err != nil {
+		b.Fatal(err)
+	}
+	s, _, err := Load(ctx, bk, "w")
+	if err != nil || s.part != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		k := int64(i*7919) % n
+		if _, ok := s.Tick("r", k); !ok {
+			b.Fatal("no tick")
+		}
+		if _, ok := s.Last("r", k); !ok {
+			b.Fatal("no last")
+		}
+		if _, ok := s.TickByToken("r", fmt.Sprint("t", k)); !ok {
+			b.Fatal("no token")
+		}
+		m := 0
+		s.Ticks("r", k, func(*Tick) bool { m++; return m < 100 })
+	}
+}
