@@ -71,7 +71,8 @@ func (a *Allowlist) Admits(tick int64, token string, epoch int64) bool {
 }
 
 // Publishes reports whether the segment's run published (tick, token): a
-// tick's manifest, or a completed claim.
+// tick's manifest, or a completed claim. On a state loaded in part that
+// does not hold tick, it panics (State.Tick).
 func (a *Allowlist) Publishes(tick int64, token string) bool {
 	if t, ok := a.state.Tick(a.Run, tick); ok && t.CommitToken == token {
 		return true
@@ -82,8 +83,8 @@ func (a *Allowlist) Publishes(tick int64, token string) bool {
 // Ticks calls fn with each visible (tick, token) of the segment in tick
 // order, until fn returns false. An unfiltered segment has none to list.
 func (a *Allowlist) Ticks(fn func(tick int64, token string) bool) {
-	a.state.Ticks(a.Run, math.MinInt64, func(t *Tick) bool {
-		return t.Tick <= a.UpTo && fn(t.Tick, t.CommitToken)
+	a.state.ticksIn("Allowlist.Ticks", a.Run, math.MinInt64, a.UpTo, func(t *Tick) bool {
+		return fn(t.Tick, t.CommitToken)
 	})
 }
 

@@ -69,6 +69,46 @@ func (p *partial) covers(run string, n0, n1 int64) error {
 	return nil
 }
 
+// coversTicks is nil if s (whose partial p is) holds every tick of run
+// from..to: those past the run's head are none.
+func (p *partial) coversTicks(s *State, run string, from, to int64) error {
+	r, _ := s.Run(run)
+	if to = min(to, r.Head); from > to {
+		return nil
+	}
+	return p.covers(run, tickShard(run, from).N, tickShard(run, to).N)
+}
+
+// held is coversTicks for a planner's walk (Segment.steps): a shard held
+// as its summary counts as held.
+func (p *partial) held(s *State, run string, from, to int64) error {
+	r, _ := s.Run(run)
+	if to = min(to, r.Head); from > to {
+		return nil
+	}
+	ns := p.shards[run]
+	n1 := tickShard(run, to).N
+	i, _ := slices.BinarySearch(ns, tickShard(run, from).N)
+	for ; i < len(ns) && ns[i] <= n1; i++ {
+		k := shardKey{'t', run, ns[i]}
+		if !p.loaded[k] && p.sums[k] == nil {
+			return fmt.Errorf("ticks %d..%d of run %s (checkpoint %s): %w", ns[i]*tickShardSpan, (ns[i]+1)*tickShardSpan-1, run, p.name, ErrNotLoaded)
+		}
+	}
+	return nil
+}
+
+// refuse panics with err (ErrNotLoaded), a tick question that a state
+// loaded in part (LoadFor, LoadSummarized) cannot answer as the whole
+// state would, asked of a method with no error to return: its answer
+// would silently miss ticks, and asking it is a programming error (ask
+// Partial, whose methods return ErrNotLoaded; plan with View.Files and
+// View.Visible, which return it; or load the whole state). The panic's
+// value is an error wrapping err.
+func refuse(method string, err error) {
+	panic(fmt.Errorf("index: %s on a state loaded in part (use Partial's methods, View.Files or View.Visible, or load the whole state): %w", method, err))
+}
+
 // cover makes sure that n, a state being loaded for part of its history,
 // holds the tick shards entry e reads or changes, loading those it lacks
 // while the load replays the log (fetch); after it, it refuses the entry
@@ -181,6 +221,9 @@ func loadPart(ctx context.Context, b bucket.Bucket, world, newest string, pick f
 		if err != nil {
 			return nil, nil, err
 		}
+		if err := p.checkRuns(s); err != nil {
+			return nil, nil, err
+		}
 		p.fetch = func(s *State, r shardRef) error {
 			d, err := readShard(ctx, b, newest, cp, r)
 			if err != nil {
@@ -196,6 +239,55 @@ func loadPart(ctx context.Context, b bucket.Bucket, world, newest string, pick f
 	}
 	state.part.fetch = nil
 	return state, LoadInfo{CheckpointSeq: cp.Seq, SlotsReplayed: state.Slots - cp.Slots}, nil
+}
+
+// checkRuns checks the runs checkpoint p.cp records against the ticks s,
+// its state as loaded in part, holds of them (decoded or summarized), as
+// LoadCheckpoint checks them against every tick: a run's head is in its
+// last tick shard, and is its newest tick if that shard is held; a run
+// whose every shard is held has the head and count its ticks say. It
+// reads no tick, only the ends of the shards held.
+func (p *partial) checkRuns(s *State) error {
+	runs := map[string]*Run{}
+	for _, r := range p.cp.Runs {
+		runs[r.Name] = &Run{Name: r.Name, Head: -1}
+	}
+	add := func(run string, head, n int64) error {
+		r := runs[run]
+		if r == nil {
+			return corruptCheckpoint(p.name, "ticks of runs the checkpoint does not list")
+		}
+		r.Head, r.Published = max(r.Head, head), r.Published+n
+		return nil
+	}
+	for _, ts := range s.tickParts {
+		if err := add(ts[0].Run, ts[len(ts)-1].Tick, int64(len(ts))); err != nil {
+			return err
+		}
+	}
+	for k, sum := range p.sums {
+		if err := add(k.Run, sum.spans[len(sum.spans)-1].To, sum.ticks); err != nil {
+			return err
+		}
+	}
+	for _, r := range p.cp.Runs {
+		got, ns := runs[r.Name], p.shards[r.Name]
+		whole := true
+		for _, n := range ns {
+			k := shardKey{'t', r.Name, n}
+			whole = whole && (p.loaded[k] || p.sums[k] != nil)
+		}
+		switch {
+		case whole && *got != r:
+			return corruptCheckpoint(p.name, "run %s records %+v, its ticks say %+v", r.Name, r, *got)
+		case whole:
+		case ns[len(ns)-1] != tickShard(r.Name, r.Head).N:
+			return corruptCheckpoint(p.name, "run %s records head %d, its last tick shard is %d", r.Name, r.Head, ns[len(ns)-1])
+		case p.held(s, r.Name, r.Head, r.Head) == nil && got.Head != r.Head:
+			return corruptCheckpoint(p.name, "run %s records head %d, its ticks say %d", r.Name, r.Head, got.Head)
+		}
+	}
+	return nil
 }
 
 // LoadSummarized reads world's state for planning its views: as Load
@@ -263,6 +355,12 @@ func (p *Partial) Run(name string) (Run, bool) { return p.s.Run(name) }
 
 // Runs returns every run with at least one publication, by name.
 func (p *Partial) Runs() []Run { return p.s.Runs() }
+
+// State returns the state p holds, to plan with (View.Files,
+// View.Visible): its tick questions answer as the whole state's or, for
+// ticks p does not hold, panic (ErrNotLoaded), never missing them. Load
+// adds to it in place: the views over it see what Load adds.
+func (p *Partial) State() *State { return p.s }
 
 // Whole returns the whole state, if the partial state holds all of it.
 func (p *Partial) Whole() (*State, bool) {
@@ -347,7 +445,7 @@ func (p *Partial) Tick(run string, tick int64) (*Tick, bool, error) {
 	if err := p.covers(run, tick, tick); err != nil {
 		return nil, false, err
 	}
-	t, ok := p.s.Tick(run, tick)
+	t, ok := p.s.tick(run, tick)
 	return t, ok, nil
 }
 
@@ -359,20 +457,15 @@ func (p *Partial) Ticks(run string, from, to int64, fn func(*Tick) bool) error {
 	if err := p.covers(run, from, min(to, r.Head)); err != nil {
 		return err
 	}
-	p.s.Ticks(run, from, func(t *Tick) bool { return t.Tick <= to && fn(t) })
+	p.s.ticksFrom(run, from, func(t *Tick) bool { return t.Tick <= to && fn(t) })
 	return nil
 }
 
 // Last returns run's newest published tick at or below upTo, or
 // ErrNotLoaded if p does not hold the ticks between it and upTo.
 func (p *Partial) Last(run string, upTo int64) (*Tick, bool, error) {
-	t, ok := p.s.Last(run, upTo)
-	from := int64(math.MinInt64)
-	if ok {
-		from = t.Tick
-	}
-	r, _ := p.s.Run(run)
-	if err := p.covers(run, from, min(upTo, r.Head)); err != nil {
+	t, ok := p.s.last(run, upTo)
+	if err := p.s.lastHeld(run, upTo, t, ok); err != nil {
 		return nil, false, err
 	}
 	return t, ok, nil
@@ -385,7 +478,7 @@ func (p *Partial) TickByToken(run, token string) (*Tick, bool, error) {
 	if err := p.covers(run, math.MinInt64, math.MaxInt64); err != nil {
 		return nil, false, err
 	}
-	t, ok := p.s.TickByToken(run, token)
+	t, ok := p.s.tickByToken(run, token)
 	return t, ok, nil
 }
 

@@ -48,6 +48,12 @@ type TickRef struct {
 // Ticks calls fn with each visible tick numbered from..to (inclusive), in
 // tick order, until fn returns false. Only published ticks are visible: an
 // unfiltered (uncoordinated) segment has none to list.
+//
+// View's tick questions (Ticks, Tick, Head, Token) ask the segments'
+// states: on a state loaded in part (LoadFor, LoadSummarized) that does
+// not hold the ticks a question reads, they panic (see refuse) rather
+// than miss them; Files and Visible plan from summaries and return
+// ErrNotLoaded.
 func (v *View) Ticks(from, to int64, fn func(TickRef) bool) {
 	last := from - 1
 	if from == math.MinInt64 {
@@ -63,10 +69,7 @@ func (v *View) Ticks(from, to int64, fn func(TickRef) bool) {
 		}
 		limit := min(to, seg.UpTo)
 		stop := false
-		seg.State.Ticks(seg.Run, start, func(t *Tick) bool {
-			if t.Tick > limit {
-				return false
-			}
+		seg.State.ticksIn("View.Ticks", seg.Run, start, limit, func(t *Tick) bool {
 			last = t.Tick
 			if !fn(TickRef{seg.World, seg.Run, t}) {
 				stop = true
@@ -317,6 +320,11 @@ type step struct {
 // ticks have gaps) is ErrNotLoaded.
 func (seg Segment) steps(start, limit int64, fn func(step) bool) error {
 	var sums []*tickSummary
+	if p := seg.State.part; p != nil {
+		if err := p.held(seg.State, seg.Run, start, limit); err != nil {
+			return err
+		}
+	}
 	if p := seg.State.part; p != nil && len(p.sums) > 0 {
 		for _, n := range p.shards[seg.Run] {
 			if sum := p.sums[shardKey{'t', seg.Run, n}]; sum != nil && n >= tickShard(seg.Run, start).N {
@@ -352,7 +360,7 @@ func (seg Segment) steps(start, limit int64, fn func(step) bool) error {
 		}
 		return true
 	}
-	seg.State.Ticks(seg.Run, start, func(t *Tick) bool {
+	seg.State.ticksFrom(seg.Run, start, func(t *Tick) bool {
 		if t.Tick > limit || !flush(tickShard(t.Run, t.Tick).N) {
 			return false
 		}
@@ -412,7 +420,7 @@ func (v *View) Visible(upTo int64) (*Span, error) {
 // last returns the segment's newest tick at or below upTo: the newest its
 // state holds, or the newest its summaries cover if newer.
 func (seg Segment) last(upTo int64) (int64, bool, error) {
-	t, ok := seg.State.Last(seg.Run, upTo)
+	t, ok := seg.State.last(seg.Run, upTo)
 	last := int64(math.MinInt64)
 	if ok {
 		last = t.Tick
@@ -439,6 +447,13 @@ func (seg Segment) last(upTo int64) (int64, bool, error) {
 			}
 			break
 		}
+	}
+	if p := seg.State.part; p != nil && err == nil {
+		from := int64(math.MinInt64)
+		if ok {
+			from = last
+		}
+		err = p.held(seg.State, seg.Run, from, upTo)
 	}
 	return last, ok, err
 }

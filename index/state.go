@@ -336,8 +336,20 @@ func (s *State) clone() *State {
 	return &c
 }
 
-// Tick returns the manifest of (run, tick).
+// Tick returns the manifest of (run, tick). On a state loaded in part
+// (LoadFor, LoadSummarized) that does not hold tick, it panics (see
+// refuse): Partial.Tick answers such a state with ErrNotLoaded.
 func (s *State) Tick(run string, tick int64) (*Tick, bool) {
+	if s.part != nil {
+		if err := s.part.covers(run, tickShard(run, tick).N, tickShard(run, tick).N); err != nil {
+			refuse("Tick", err)
+		}
+	}
+	return s.tick(run, tick)
+}
+
+// tick is Tick on the ticks s holds.
+func (s *State) tick(run string, tick int64) (*Tick, bool) {
 	k := &Tick{Run: run, Tick: tick}
 	if t, ok := s.ticks.Get(k); ok {
 		return t, true
@@ -446,8 +458,34 @@ func (s *State) foldTokens() {
 	s.byToken = btree.NewG(btreeDegree, tokenLess)
 }
 
-// Last returns run's newest published tick at or below upTo.
+// Last returns run's newest published tick at or below upTo. On a state
+// loaded in part that does not hold the ticks between it and upTo, it
+// panics (see refuse): Partial.Last answers with ErrNotLoaded.
 func (s *State) Last(run string, upTo int64) (*Tick, bool) {
+	t, ok := s.last(run, upTo)
+	if s.part != nil {
+		if err := s.lastHeld(run, upTo, t, ok); err != nil {
+			refuse("Last", err)
+		}
+	}
+	return t, ok
+}
+
+// lastHeld is nil if s holds every tick of run between t (the newest it
+// holds at or below upTo; ok false: none) and upTo.
+func (s *State) lastHeld(run string, upTo int64, t *Tick, ok bool) error {
+	if s.part == nil {
+		return nil
+	}
+	from := int64(math.MinInt64)
+	if ok {
+		from = t.Tick
+	}
+	return s.part.coversTicks(s, run, from, upTo)
+}
+
+// last is Last on the ticks s holds.
+func (s *State) last(run string, upTo int64) (*Tick, bool) {
 	k := &Tick{Run: run, Tick: upTo}
 	var out *Tick
 	s.ticks.DescendLessOrEqual(k, func(t *Tick) bool {
@@ -477,8 +515,20 @@ func (s *State) Last(run string, upTo int64) (*Tick, bool) {
 	return out, true
 }
 
-// TickByToken returns the tick of run that commit token published.
+// TickByToken returns the tick of run that commit token published. A
+// token names no tick by number: on a state loaded in part that does not
+// hold every tick of run, it panics (see refuse).
 func (s *State) TickByToken(run, token string) (*Tick, bool) {
+	if s.part != nil {
+		if err := s.part.covers(run, math.MinInt64, math.MaxInt64); err != nil {
+			refuse("TickByToken", err)
+		}
+	}
+	return s.tickByToken(run, token)
+}
+
+// tickByToken is TickByToken on the ticks s holds.
+func (s *State) tickByToken(run, token string) (*Tick, bool) {
 	// The first tick of the token in each part, in tick order; the lowest
 	// wins.
 	key := tokenKey(run, token)
@@ -487,7 +537,7 @@ func (s *State) TickByToken(run, token string) (*Tick, bool) {
 		if e.key != key || out != nil && out.Tick <= e.tick {
 			return false
 		}
-		if t, ok := s.Tick(run, e.tick); ok && t.CommitToken == token {
+		if t, ok := s.tick(run, e.tick); ok && t.CommitToken == token {
 			out = t
 			return false
 		}
@@ -504,8 +554,54 @@ func (s *State) TickByToken(run, token string) (*Tick, bool) {
 }
 
 // Ticks calls fn for each published tick of run in tick order from `from`,
-// until fn returns false.
+// until fn returns false. On a state loaded in part, it panics (see
+// refuse) before it passes the ticks it does not hold, even if fn would
+// have stopped before them: Partial.Ticks and View.Ticks, bounded, check
+// what they will read before the first call.
 func (s *State) Ticks(run string, from int64, fn func(*Tick) bool) {
+	p := s.part
+	if p == nil {
+		s.ticksFrom(run, from, fn)
+		return
+	}
+	ns := p.shards[run]
+	i, _ := slices.BinarySearch(ns, tickShard(run, from).N)
+	// held refuses a shard before n (inclusive) that s does not hold.
+	held := func(n int64) {
+		for ; i < len(ns) && ns[i] <= n; i++ {
+			if err := p.covers(run, ns[i], ns[i]); err != nil {
+				refuse("Ticks", err)
+			}
+		}
+	}
+	done := true
+	s.ticksFrom(run, from, func(t *Tick) bool {
+		held(tickShard(run, t.Tick).N)
+		if !fn(t) {
+			done = false
+			return false
+		}
+		return true
+	})
+	if done {
+		held(math.MaxInt64)
+	}
+}
+
+// ticksIn calls fn for each published tick of run from..to in tick
+// order, until fn returns false; on a state loaded in part that does not
+// hold them all, it panics (as method, see refuse) before the first call.
+func (s *State) ticksIn(method, run string, from, to int64, fn func(*Tick) bool) {
+	if s.part != nil {
+		if err := s.part.coversTicks(s, run, from, to); err != nil {
+			refuse(method, err)
+		}
+	}
+	s.ticksFrom(run, from, func(t *Tick) bool { return t.Tick <= to && fn(t) })
+}
+
+// ticksFrom is Ticks on the ticks s holds.
+func (s *State) ticksFrom(run string, from int64, fn func(*Tick) bool) {
 	s.ascendTicks(&Tick{Run: run, Tick: from}, func(t *Tick) bool {
 		return t.Run == run && fn(t)
 	})
@@ -878,10 +974,7 @@ func (n *State) applyCompaction(rw *FragmentsRewrite, seq uint64) error {
 	}
 	var ticks []*Tick
 	var lists [][]TableFragments
-	n.Ticks(rw.Run, rw.Span.From, func(t *Tick) bool {
-		if t.Tick > rw.Span.To {
-			return false
-		}
+	n.ticksIn("Apply", rw.Run, rw.Span.From, rw.Span.To, func(t *Tick) bool {
 		ticks = append(ticks, t)
 		return true
 	})

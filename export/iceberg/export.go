@@ -186,8 +186,6 @@ func Export(ctx context.Context, b bucket.Bucket, opts Options) (*Result, error)
 	for attempt := 0; ; attempt++ {
 		res, err := e.export(ctx)
 		switch {
-		case errors.Is(err, errReplan):
-			e.full = true
 		case errors.Is(err, ErrRace) && attempt < 3:
 			// Plan again on the winner's version.
 		default:
@@ -242,9 +240,6 @@ func (e *exporter) loc(table string) string { return index.IcebergTable(e.opts.P
 type exporter struct {
 	b    bucket.Bucket
 	opts Options
-	// full: plan every table in full (an incremental plan met a file it
-	// cannot split).
-	full bool
 
 	// Set by plan.
 	own  *index.State
@@ -286,12 +281,95 @@ type stampSet map[stamp]bool
 
 func (s stampSet) Publishes(tick int64, token string) bool { return s[stamp{tick, token}] }
 
+// planWhole, set by tests, plans every export from the whole state: the
+// reference an export planned from a state loaded in part must equal.
+var planWhole bool
+
+// plan reads the catalog and plans the export: from the world's state
+// loaded in part when the export can be incremental (planIncremental),
+// else from the whole state.
 func (e *exporter) plan(ctx context.Context) error {
-	world, run := e.opts.World, e.opts.Run
-	own, _, err := index.Load(ctx, e.b, world)
+	if !e.opts.Full && e.opts.Token == "" && !planWhole {
+		if ok, err := e.planIncremental(ctx); ok || err != nil {
+			return err
+		}
+	}
+	own, _, err := index.Load(ctx, e.b, e.opts.World)
 	if err != nil {
 		return err
 	}
+	if err := e.open(ctx, own); err != nil {
+		return err
+	}
+	from, err := e.frontier(ctx)
+	if err != nil {
+		return err
+	}
+	if err := e.planFiles(ctx, own, from); err != nil {
+		return err
+	}
+	if from != math.MinInt64 && e.newTable() {
+		// A table no previous snapshot covers (a new one): every tick is
+		// planned.
+		if err := e.planFiles(ctx, own, math.MinInt64); err != nil {
+			return err
+		}
+	}
+	e.markIncremental()
+	return nil
+}
+
+// planIncremental plans an export that appends the ticks since the
+// tables' previous snapshots from the world's state loaded in part
+// (index.LoadFor): the checkpoint's world, runs and claims, the tick
+// shard of the pinned tick (the head's, unpinned) and the log after the
+// checkpoint; then, once the previous snapshots and the change feed say
+// which ticks are new, the shards holding those. The rest of the history
+// is not read: the export's cost is what it appends. ok false: the
+// export must be planned from the whole state (a world without a
+// checkpoint, a first export, a table new or disrupted since). A fork's
+// ancestors are loaded whole.
+func (e *exporter) planIncremental(ctx context.Context) (bool, error) {
+	run := e.opts.Run
+	want := index.Want{Run: run, From: 1, To: 0, Head: true, CheckpointOnly: true}
+	if at := e.opts.AtTick; at != nil {
+		want = index.Want{Run: run, From: *at, To: *at, CheckpointOnly: true}
+	}
+	p, _, err := index.LoadFor(ctx, e.b, e.opts.World, want)
+	if err != nil || p == nil || !p.World().Created {
+		return false, err
+	}
+	own := p.State()
+	if err := e.open(ctx, own); err != nil {
+		return false, err
+	}
+	from, err := e.frontier(ctx)
+	if err != nil || from == math.MinInt64 {
+		return false, err
+	}
+	// The new ticks, and the evaluation receipts (planned in full).
+	if err := p.Load(ctx, index.Want{Run: run, From: from, To: e.pin.Tick.Tick}); err != nil {
+		return false, err
+	}
+	if err := p.Load(ctx, index.Want{Run: index.EvaluationRun, From: math.MinInt64, To: math.MaxInt64}); err != nil {
+		return false, err
+	}
+	if err := e.planFiles(ctx, own, from); err != nil {
+		return false, err
+	}
+	if e.newTable() {
+		return false, nil
+	}
+	e.markIncremental()
+	return true, nil
+}
+
+// open resolves the view of the export's world and run over own (the
+// world's state, whole or loaded in part) and its ancestors' whole
+// states, checks that every segment can be exported, pins the tick
+// exported and reads the tables' previous versions.
+func (e *exporter) open(ctx context.Context, own *index.State) error {
+	world, run := e.opts.World, e.opts.Run
 	if !own.World.Created {
 		for _, err := range e.b.List(ctx, index.DataPrefix(world), "") {
 			if err != nil {
@@ -340,34 +418,29 @@ func (e *exporter) plan(ctx context.Context) error {
 			return fmt.Errorf("world %s run %s: no published tick: %w", world, run, ErrNotFound)
 		}
 	}
-	if e.prevs, err = e.readPrevious(ctx); err != nil {
-		return err
-	}
-	from, err := e.frontier(ctx)
-	if err != nil {
-		return err
-	}
-	if err := e.planFiles(ctx, own, from); err != nil {
-		return err
-	}
-	if from != math.MinInt64 {
-		for name := range e.tables {
-			if _, ok := e.inc[e.loc(name)]; !ok && name != frame.ReceiptTableName {
-				// A table no previous snapshot covers (a new one): every
-				// tick is planned.
-				if err := e.planFiles(ctx, own, math.MinInt64); err != nil {
-					return err
-				}
-				break
-			}
+	e.prevs, err = e.readPrevious(ctx)
+	return err
+}
+
+// newTable reports whether a table planned has no previous snapshot
+// covering it (receipts aside, planned in full anyway).
+func (e *exporter) newTable() bool {
+	for name := range e.tables {
+		if _, ok := e.inc[e.loc(name)]; !ok && name != frame.ReceiptTableName {
+			return true
 		}
 	}
+	return false
+}
+
+// markIncremental marks the tables exported incrementally with the tick
+// their previous snapshot holds files up to.
+func (e *exporter) markIncremental() {
 	for name, t := range e.tables {
 		if last, ok := e.inc[e.loc(name)]; ok {
 			t.inc, t.last = true, last
 		}
 	}
-	return nil
 }
 
 // planFiles collects the visible files of the ticks from..pin, and every
@@ -553,11 +626,8 @@ func (e *exporter) readTable(ctx context.Context, t *table, loc string) (*tableE
 	x.want = map[string]dataFile{}
 	for _, f := range t.files {
 		if t.inc {
-			added, err := newSince(f, t.last)
-			if err != nil {
-				return nil, err
-			}
-			if !added {
+			var added bool
+			if f, added = newSince(f, t.last); !added {
 				continue
 			}
 		}
@@ -578,21 +648,28 @@ func (e *exporter) readTable(ctx context.Context, t *table, loc string) (*tableE
 	return x, nil
 }
 
-// newSince reports whether f holds rows of ticks after last only (it is
-// new since a snapshot of the ticks up to last), or of ticks up to last
-// only. A compacted file across last may be held by the snapshot in part:
-// errReplan.
-func newSince(f index.File, last int64) (bool, error) {
-	if f.Span == nil {
-		return f.Tick > last, nil
-	}
+// newSince returns what of f an export adds to a snapshot of the ticks
+// up to last: f if it holds rows of ticks after last only, nothing
+// (false) if of ticks up to last only. A compacted file across last was
+// kept by that snapshot up to last (a filtered copy: the snapshot was
+// pinned inside its span); the rows of its ticks after last are added in
+// a filtered copy of their own (File.Keep from last+1), so that the
+// table holds each of its kept rows once and the export stays an append.
+func newSince(f index.File, last int64) (index.File, bool) {
 	switch {
+	case f.Span == nil:
+		return f, f.Tick > last
 	case f.Span.From > last:
-		return true, nil
+		return f, true
 	case f.Span.To <= last:
-		return false, nil
+		return f, false
 	}
-	return false, fmt.Errorf("%s holds ticks %d to %d across the exported tick %d: %w", f.Path, f.Span.From, f.Span.To, last, errReplan)
+	keep := index.Span{From: last + 1, To: math.MaxInt64}
+	if f.Keep != nil {
+		keep = index.Span{From: max(f.Keep.From, last+1), To: f.Keep.To}
+	}
+	f.Keep = &keep
+	return f, keep.From <= keep.To
 }
 
 // totals are a snapshot's files, rows and bytes.

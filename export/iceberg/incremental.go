@@ -31,11 +31,6 @@ import (
 // seqKey is the summary key recording the sequence of world's catalog.
 func seqKey(world string) string { return "worldfs.seq." + world }
 
-// errReplan: a table planned incrementally met a file its previous
-// snapshot may hold part of (a compacted file across the exported tick);
-// the export plans again, in full.
-var errReplan = errors.New("export: plan again in full")
-
 // previous is a table's newest metadata version, read when planning.
 type previous struct {
 	ver int
@@ -123,7 +118,7 @@ type disruption struct {
 // under the prefix must be planned in full.
 func (e *exporter) frontier(ctx context.Context) (int64, error) {
 	e.inc = map[string]int64{}
-	if e.full || e.opts.Full {
+	if e.opts.Full {
 		return math.MinInt64, nil
 	}
 	receipts := index.IcebergTable(e.opts.Prefix, frame.ReceiptTableName)
