@@ -485,8 +485,9 @@ func (p *Partial) TickByToken(run, token string) (*Tick, bool, error) {
 // Unsummarized returns s with the tick shards it holds as summaries
 // (LoadSummarized) decoded from its checkpoint: the whole state at s's
 // sequence, as Load then returned it. s is unchanged; a state without
-// summaries is returned as it is. A missing or corrupt shard is
-// ErrCorrupt (one collected since s was loaded is missing).
+// summaries is returned as it is. A corrupt shard, or a missing one of
+// the newest checkpoint, is ErrCorrupt; one collected since a newer
+// checkpoint replaced s's is ErrSuperseded.
 func (s *State) Unsummarized(ctx context.Context) (*State, error) {
 	p := s.part
 	if p == nil || len(p.sums) == 0 {
@@ -505,6 +506,9 @@ func (s *State) Unsummarized(ctx context.Context) (*State, error) {
 		return err
 	})
 	if err != nil {
+		if errors.Is(err, ErrCorrupt) && p.collected(ctx, refs) {
+			return nil, fmt.Errorf("checkpoint %s: %w", p.name, ErrSuperseded)
+		}
 		return nil, err
 	}
 	n := s.clone()
@@ -520,6 +524,29 @@ func (s *State) Unsummarized(ctx context.Context) (*State, error) {
 		n.part = nil
 	}
 	return n, nil
+}
+
+// ErrSuperseded: a state loaded from a checkpoint reads a part of it that
+// collection deleted since, once a newer checkpoint replaced it: the
+// catalog moved on (load it again), it is not damaged.
+var ErrSuperseded = errors.New("replaced by a newer checkpoint, and its parts collected")
+
+// collected reports whether a shard of refs is gone from the bucket and
+// p's checkpoint is no longer the newest: collection may delete the
+// shards of a replaced checkpoint (the newest one's missing shard is
+// corruption).
+func (p *partial) collected(ctx context.Context, refs []shardRef) bool {
+	world := p.cp.World.ID
+	newest, _, err := newestCheckpoint(ctx, p.b, world)
+	if err != nil || newest == "" || newest == p.name {
+		return false
+	}
+	for _, r := range refs {
+		if _, err := p.b.Stat(ctx, ShardName(world, r.Hash)); errors.Is(err, bucket.ErrNotExist) {
+			return true
+		}
+	}
+	return false
 }
 
 // Unsummarized returns v with each segment's state Unsummarized: the view

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	"strings"
-	"sync"
 
 	duckdb "github.com/duckdb/duckdb-go/v2"
 
@@ -51,13 +50,8 @@ type compacted struct {
 	from, to int64
 	dir      string
 
-	rowsOnce sync.Once
-	rowsList []compactedRow
-	rowsErr  error
-
-	listOnce sync.Once
-	listPath string
-	listErr  error
+	rowsList lazy[[]compactedRow]
+	listPath lazy[string]
 }
 
 // rows returns the ticks' rows (TableID empty), in tick order, each with
@@ -66,8 +60,7 @@ type compacted struct {
 // comparing paths. It fails (index.ErrCorrupt) if a fragment list does not
 // decode.
 func (c *compacted) rows() ([]compactedRow, error) {
-	c.rowsOnce.Do(func() { c.rowsList, c.rowsErr = c.walk() })
-	return c.rowsList, c.rowsErr
+	return c.rowsList.get(c.walk)
 }
 
 func (c *compacted) walk() ([]compactedRow, error) {
@@ -127,15 +120,13 @@ func (c *compacted) walk() ([]compactedRow, error) {
 // list returns the path of the list of c's rows in c.dir, writing it on
 // first use.
 func (c *compacted) list() (string, error) {
-	c.listOnce.Do(func() {
+	return c.listPath.get(func() (string, error) {
 		rows, err := c.rows()
 		if err != nil {
-			c.listErr = err
-			return
+			return "", err
 		}
-		c.listPath, c.listErr = writeCompacted(c.dir, rows)
+		return writeCompacted(c.dir, rows)
 	})
-	return c.listPath, c.listErr
 }
 
 // finish sets the SQL worldfs runs from the script's text, serving the

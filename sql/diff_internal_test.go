@@ -79,11 +79,11 @@ CREATE TEMP VIEW worldfs_tick_list AS SELECT * FROM ` + ticksServed + `;
 `
 	macros := changeMacros("t", []string{`"c"`}, false)
 	l := &tickList{}
-	l.rowsOnce.Do(func() {
-		for _, tk := range []int64{1, 2, 4} {
-			l.rowsList = append(l.rowsList, tickRow{World: "w", Run: "main", Tick: tk, PublishedMs: 1000 * tk})
-		}
-	})
+	var rows []tickRow
+	for _, tk := range []int64{1, 2, 4} {
+		rows = append(rows, tickRow{World: "w", Run: "main", Tick: tk, PublishedMs: 1000 * tk})
+	}
+	l.rowsList.v, l.rowsList.done = rows, true
 	results := map[string]string{}
 	var want string
 	for form, text := range map[string]string{"run": strings.ReplaceAll(runText(macros), markRef, ""), "plain": strings.ReplaceAll(plainText(macros), markRef, "")} {
@@ -184,9 +184,9 @@ func TestDiffNeverShowsACrashedAttempt(t *testing.T) {
 	tk, _ := s.Tick("main", 5)
 	var frags []fragment
 	l := &tickList{}
-	l.rowsOnce.Do(func() {})
+	l.rowsList.done = true
 	s.Ticks("main", 0, func(x *index.Tick) bool {
-		l.rowsList = append(l.rowsList, tickRow{World: "w", Run: "main", Tick: x.Tick, PublishedMs: x.PublishedUnixMs, CommitToken: x.CommitToken, WriterEpoch: x.WriterEpoch})
+		l.rowsList.v = append(l.rowsList.v, tickRow{World: "w", Run: "main", Tick: x.Tick, PublishedMs: x.PublishedUnixMs, CommitToken: x.CommitToken, WriterEpoch: x.WriterEpoch})
 		for _, tf := range enginetest.Tables(t, x) {
 			if tf.Table == particle.ID {
 				p, _ := b.Path(tf.Fragments[0].Path)

@@ -10,7 +10,6 @@ import (
 	"math"
 	"regexp"
 	"slices"
-	"sync"
 
 	duckdb "github.com/duckdb/duckdb-go/v2"
 	"github.com/parquet-go/parquet-go/compress/uncompressed"
@@ -90,29 +89,24 @@ type tickList struct {
 	from, to int64
 	dir      string
 
-	rowsOnce sync.Once
-	rowsList []tickRow // in tick order
-	rowsErr  error
-
-	listOnce sync.Once
-	listPath string
-	listErr  error
+	rowsList lazy[[]tickRow] // in tick order
+	listPath lazy[string]
 }
 
 func (l *tickList) rows() ([]tickRow, error) {
-	l.rowsOnce.Do(func() {
+	return l.rowsList.get(func() ([]tickRow, error) {
 		v, err := l.view()
 		if err != nil {
-			l.rowsErr = err
-			return
+			return nil, err
 		}
+		var rows []tickRow
 		v.Ticks(l.from, l.to, func(t index.TickRef) bool {
-			l.rowsList = append(l.rowsList, tickRow{World: t.World, Run: t.Run, Tick: t.Tick.Tick, PublishedMs: t.PublishedUnixMs,
+			rows = append(rows, tickRow{World: t.World, Run: t.Run, Tick: t.Tick.Tick, PublishedMs: t.PublishedUnixMs,
 				CommitToken: t.CommitToken, WriterEpoch: t.WriterEpoch})
 			return true
 		})
+		return rows, nil
 	})
-	return l.rowsList, l.rowsErr
 }
 
 // before returns the newest visible tick before t.
@@ -170,11 +164,10 @@ func cmpInt(a, b int64) int {
 // list returns the path of the list of l's rows in l.dir, writing it on
 // first use (named by the hash of its rows).
 func (l *tickList) list() (string, error) {
-	l.listOnce.Do(func() {
+	return l.listPath.get(func() (string, error) {
 		rows, err := l.rows()
 		if err != nil {
-			l.listErr = err
-			return
+			return "", err
 		}
 		h := sha256.New()
 		buf := []byte("worldfs ticks list 1\x00")
@@ -193,9 +186,8 @@ func (l *tickList) list() (string, error) {
 		}
 		h.Write(buf)
 		name := "fragments-published-" + hex.EncodeToString(h.Sum(nil)[:16]) + ".parquet"
-		l.listPath, l.listErr = reuseOrWrite(l.dir, name, func() ([]byte, error) { return encodeList(rows, &uncompressed.Codec{}) })
+		return reuseOrWrite(l.dir, name, func() ([]byte, error) { return encodeList(rows, &uncompressed.Codec{}) })
 	})
-	return l.listPath, l.listErr
 }
 
 // registerTicks makes ticksFunc, tickBeforeFunc and tickAtFunc (each

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -373,16 +372,24 @@ func lineageOf(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 	}, world, opts.Run)
 }
 
-// wholeView returns a function that decodes, once, the ticks the
-// states of v hold as summaries: the view of the very states the views
-// were planned from, for what reads every tick.
+// wholeView returns a function that decodes the ticks the states of v
+// hold as summaries, once it succeeds: the view of the very states the
+// views were planned from, for what reads every tick. It is called long
+// after the build (its ctx's values are kept, not its end); a failure is
+// not kept, and a part collected since a newer checkpoint replaced the
+// one planned from is ErrCatalogChanged (the views are to be opened
+// again), not a corrupt catalog.
 func wholeView(ctx context.Context, v *index.View) func() (*index.View, error) {
-	var once sync.Once
-	var whole *index.View
-	var err error
+	ctx = context.WithoutCancel(ctx)
+	var whole lazy[*index.View]
 	return func() (*index.View, error) {
-		once.Do(func() { whole, err = v.Unsummarized(ctx) })
-		return whole, err
+		return whole.get(func() (*index.View, error) {
+			w, err := v.Unsummarized(ctx)
+			if errors.Is(err, index.ErrSuperseded) {
+				return nil, fmt.Errorf("world %s: %w (%w)", v.World, ErrCatalogChanged, err)
+			}
+			return w, err
+		})
 	}
 }
 
