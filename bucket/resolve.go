@@ -156,12 +156,20 @@ func ambiguous(name string, last, cause error) error {
 }
 
 // Backoff sleeps before retry number attempt (1, 2, …): exponential from
-// 10 ms, capped at 1 s, with full jitter. It returns ctx's error if ctx ends
-// first.
+// 10 ms, capped at 1 s, with equal jitter (at least half the step). It
+// returns ctx's error if ctx ends first.
 func Backoff(ctx context.Context, attempt int) error {
-	ceiling := 10 * time.Millisecond << min(attempt-1, 7)
-	ceiling = min(ceiling, time.Second)
-	return Sleep(ctx, time.Duration(rand.Int64N(int64(ceiling))+1))
+	return Sleep(ctx, backoff(attempt, rand.Int64N))
+}
+
+// backoff is the wait before retry number attempt, random(n) drawing from
+// [0, n). Half of each step is always waited, so that the retries of one
+// call (MaxAttempts) span more than a second whatever is drawn: GCS allows
+// one mutation of a name a second, and a delete right after a create
+// (answered 429) must not give up before it may succeed.
+func backoff(attempt int, random func(n int64) int64) time.Duration {
+	step := min(10*time.Millisecond<<min(attempt-1, 7), time.Second)
+	return step/2 + time.Duration(random(int64(step/2))) + 1
 }
 
 // Sleep waits d, or returns ctx's error if ctx ends first.
