@@ -206,3 +206,32 @@ func TestSizesAreExactAtLookup(t *testing.T) {
 	}
 	check("after compaction", testMount(t, b), true)
 }
+
+// A tick's file in tables/<t>/ never changes, so a second ls -l (whose
+// listing asks for every entry again, READDIRPLUS) answers each from the
+// file looked up the first time: no lookup resolves a tick or plans its
+// rows again (the mount's "lookup" op counts those that do).
+func TestSecondListingOfATableResolvesNothing(t *testing.T) {
+	b := localBucket(t)
+	w := particleWorld(t, b, "w", 79)
+	if res, err := maintenance.Compact(ctxT(t), b, w.Catalog(), maintenance.CompactOptions{Recent: 8}); err != nil || res.Windows == 0 {
+		t.Fatalf("compaction: %+v %v", res, err)
+	}
+	mt := testMount(t, b)
+	dir := mt.path("w", "runs", "main", "tables", "particle")
+	lsl := func() int64 {
+		for _, name := range ls(t, dir) {
+			if _, err := os.Lstat(filepath.Join(dir, name)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return mountStats(t, mt).Ops["lookup"].Count
+	}
+	first := lsl()
+	if first < 80 {
+		t.Fatalf("the first ls -l of 80 ticks resolved %d", first)
+	}
+	if again := lsl() - first; again != 0 {
+		t.Fatalf("a second ls -l resolved %d ticks again; each was looked up before", again)
+	}
+}
