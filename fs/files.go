@@ -453,24 +453,30 @@ func (f *snapFile) openContent(ctx context.Context, c content) (body, error) {
 			return err
 		}
 		defer src.Close()
-		size, err := src.size()
-		if err != nil {
-			return err
-		}
-		out, err := os.Create(tmp)
-		if err != nil {
-			return err
-		}
-		if err := frame.WriteCSV(out, src, size); err != nil {
-			out.Close()
-			return fmt.Errorf("%s of tick %d of %s as CSV: %w", f.table, c.t.Tick.Tick, c.t.World, err)
-		}
-		return out.Close()
+		return writeCSVFile(tmp, src, fmt.Sprintf("%s of tick %d of %s", f.table, c.t.Tick.Tick, c.t.World))
 	})
 	if err != nil {
 		return body{}, err
 	}
 	return openBody(p)
+}
+
+// writeCSVFile writes the CSV rendering (frame.WriteCSV) of the Parquet
+// file src, which what names in errors, as the file tmp.
+func writeCSVFile(tmp string, src body, what string) error {
+	size, err := src.size()
+	if err != nil {
+		return err
+	}
+	out, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	if err := frame.WriteCSV(out, src, size); err != nil {
+		out.Close()
+		return fmt.Errorf("%s as CSV: %w", what, err)
+	}
+	return out.Close()
 }
 
 // small reports whether the Parquet file of c is one whose CSV is

@@ -2,7 +2,6 @@ package fs
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"strings"
 
@@ -72,19 +71,7 @@ func (m *Mount) gathered(ctx context.Context, key, format string, rs *rowSet) (s
 			return err
 		}
 		defer src.Close()
-		size, err := body{f: src}.size()
-		if err != nil {
-			return err
-		}
-		out, err := os.Create(tmp)
-		if err != nil {
-			return err
-		}
-		if err := frame.WriteCSV(out, src, size); err != nil {
-			out.Close()
-			return fmt.Errorf("%s as CSV: %w", base, err)
-		}
-		return out.Close()
+		return writeCSVFile(tmp, body{f: src}, base)
 	})
 }
 
