@@ -275,19 +275,25 @@ type slowReads struct {
 	bytesPerSec float64
 }
 
-func (s *slowReads) wait(n int) {
-	time.Sleep(s.latency + time.Duration(float64(n)/s.bytesPerSec*float64(time.Second)))
+// wait is the model's time for n bytes (bucket.Sleep, as the mem bucket's
+// latency model waits: a call whose context ends stops waiting).
+func (s *slowReads) wait(ctx context.Context, n int) error {
+	return bucket.Sleep(ctx, s.latency+time.Duration(float64(n)/s.bytesPerSec*float64(time.Second)))
 }
 
 func (s *slowReads) Get(ctx context.Context, name string) ([]byte, bucket.Attrs, error) {
 	data, a, err := s.Bucket.Get(ctx, name)
-	s.wait(len(data))
+	if werr := s.wait(ctx, len(data)); err == nil {
+		err = werr
+	}
 	return data, a, err
 }
 
 func (s *slowReads) GetRange(ctx context.Context, name string, offset, length int64) ([]byte, error) {
 	data, err := s.Bucket.GetRange(ctx, name, offset, length)
-	s.wait(len(data))
+	if werr := s.wait(ctx, len(data)); err == nil {
+		err = werr
+	}
 	return data, err
 }
 

@@ -7,7 +7,6 @@ import (
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/bucket/local"
-	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/engine/enginetest"
 	"github.com/worldfs/worldfs/index"
 	"github.com/worldfs/worldfs/maintenance"
@@ -81,14 +80,7 @@ func TestWriteTickIndexesAsCompactionDoes(t *testing.T) {
 			break
 		}
 	}
-	info, err := engine.ReadTableInfo(ctx, b, "w", tables[p])
-	if err != nil {
-		t.Fatal(err)
-	}
-	table, err := engine.TableFromInfo(info)
-	if err != nil {
-		t.Fatal(err)
-	}
+	table := storedTable(t, b, tables[p])
 	data, _, err := b.Get(ctx, p)
 	if err != nil {
 		t.Fatal(err)

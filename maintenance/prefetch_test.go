@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/worldfs/worldfs/bucket/local"
-	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/engine/enginetest"
 	"github.com/worldfs/worldfs/engine/particles"
 	"github.com/worldfs/worldfs/index"
@@ -87,22 +86,7 @@ func TestCompactedFileAnnouncesThePagesItReads(t *testing.T) {
 	if f.Span == nil {
 		t.Fatal("tick 10 is not compacted; the test proves nothing")
 	}
-	info, err := engine.ReadTableInfo(ctx, b, "w", particles.Tables()[0].ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	table, err := engine.TableFromInfo(info)
-	if err != nil {
-		t.Fatal(err)
-	}
-	x, err := maintenance.ReadTickIndex(ctx, b, f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, _, err := b.Get(ctx, f.Path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	table, x, data := compactedFileOf(t, b, particles.Tables()[0].ID, f)
 	src := &announced{data: data}
 	cf, err := maintenance.OpenCompactedFile(table, src, int64(len(data)), x)
 	if err != nil {

@@ -82,14 +82,7 @@ func tickFilesCSV(t *testing.T, b bucket.Bucket, last int64) (map[int64]map[stri
 				record(tk.Tick, tf.Table, data, size)
 				continue
 			}
-			info, err := engine.ReadTableInfo(ctx, b, "w", tf.Table)
-			if err != nil {
-				t.Fatal(err)
-			}
-			table, err := engine.TableFromInfo(info)
-			if err != nil {
-				t.Fatal(err)
-			}
+			table := storedTable(t, b, tf.Table)
 			var holder *index.Fragment
 			for i, f := range tf.Fragments {
 				if f.Span == nil {
@@ -159,15 +152,7 @@ func TestCanonicalEncodingIsDeterministic(t *testing.T) {
 		}
 		tk, _ := s.Tick("main", tick)
 		for id, data := range files {
-			info, err := engine.ReadTableInfo(ctx, b, "w", id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			table, err := engine.TableFromInfo(info) // not the writer's table value
-			if err != nil {
-				t.Fatal(err)
-			}
-			f, err := engine.DecodeFragment(table, data, nil)
+			f, err := engine.DecodeFragment(storedTable(t, b, id), data, nil) // not the writer's table value
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -266,19 +251,7 @@ func TestTickFileFailsClosed(t *testing.T) {
 		}
 	}
 	holder := tf.Fragments[0]
-	info, _ := engine.ReadTableInfo(ctx, b, "w", tf.Table)
-	table, err := engine.TableFromInfo(info)
-	if err != nil {
-		t.Fatal(err)
-	}
-	x, err := maintenance.ReadTickIndex(ctx, b, holder)
-	if err != nil {
-		t.Fatal(err)
-	}
-	file, _, err := b.Get(ctx, holder.Path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	table, x, file := compactedFileOf(t, b, tf.Table, holder)
 	// Bytes across the whole file, each flipped in turn, and ticks across
 	// the file rebuilt from it: each is refused (any error: it may no
 	// longer read as Parquet) or is the fragment.
@@ -667,22 +640,7 @@ func TestCompactedFileDecodesEachBlockOnce(t *testing.T) {
 	checked := 0
 	for _, tf := range holders {
 		f := tf.Fragments[0]
-		info, err := engine.ReadTableInfo(ctx, b, "w", tf.Table)
-		if err != nil {
-			t.Fatal(err)
-		}
-		table, err := engine.TableFromInfo(info)
-		if err != nil {
-			t.Fatal(err)
-		}
-		x, err := maintenance.ReadTickIndex(ctx, b, f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		data, _, err := b.Get(ctx, f.Path)
-		if err != nil {
-			t.Fatal(err)
-		}
+		table, x, data := compactedFileOf(t, b, tf.Table, f)
 		cf, err := maintenance.OpenCompactedFile(table, bytes.NewReader(data), int64(len(data)), x)
 		if err != nil {
 			t.Fatal(err)
@@ -712,4 +670,35 @@ func TestCompactedFileDecodesEachBlockOnce(t *testing.T) {
 	if checked < 500 {
 		t.Fatalf("only %d ticks rebuilt", checked)
 	}
+}
+
+// storedTable is table id of world w as its table info in b describes it
+// (what a reader has, not the writer's table value).
+func storedTable(t testing.TB, b bucket.Bucket, id string) *engine.Table {
+	t.Helper()
+	info, err := engine.ReadTableInfo(ctxT(t), b, "w", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	table, err := engine.TableFromInfo(info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return table
+}
+
+// compactedFileOf reads the compacted file f of table id of world w: the
+// table as stored, the file's tick index and its bytes.
+func compactedFileOf(t testing.TB, b bucket.Bucket, id string, f index.Fragment) (*engine.Table, *maintenance.TickIndex, []byte) {
+	t.Helper()
+	ctx := ctxT(t)
+	x, err := maintenance.ReadTickIndex(ctx, b, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _, err := b.Get(ctx, f.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return storedTable(t, b, id), x, data
 }
