@@ -1,6 +1,7 @@
 package fs
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -192,7 +193,8 @@ func (r *rangedObject) missing(lo, hi int64) [][2]int64 {
 // rangedGap apart in one request, rangedParallel requests at a time.
 func (r *rangedObject) Prefetch(ranges []maintenance.ByteRange) error {
 	var want [][2]int64
-	for _, br := range ranges {
+	ranges = slices.SortedFunc(slices.Values(ranges), func(a, b maintenance.ByteRange) int { return cmp.Compare(a.Off, b.Off) })
+	for _, br := range ranges { // in order, so that a range meets only the one before it
 		for _, m := range r.missing(max(0, br.Off), min(r.size, br.Off+br.Len)) {
 			if k := len(want) - 1; k >= 0 && m[0]-want[k][1] < rangedGap {
 				want[k][1] = max(want[k][1], m[1])
