@@ -79,7 +79,10 @@ func (m *model) predict(e Entry) (string, func()) {
 	case KindTickPublish:
 		p := e.TickPublish
 		key := fmt.Sprintf("%s/%d", p.Run, p.Tick)
+		named, isNamed := TokenTick(p.CommitToken)
 		switch tok, ok := m.ticks[key]; {
+		case isNamed && named != p.Tick:
+			return refusedClass, nothing
 		case p.WriterEpoch != m.epoch:
 			return staleClass, nothing
 		case ok && tok == p.CommitToken:
@@ -221,7 +224,14 @@ func randomEntry(r *rand.Rand, epochs []int64, now int64) Entry {
 	case x < 13:
 		// Ticks in three checkpoint shards, so that partial loads read
 		// some of them.
-		return publish(runs[r.IntN(2)], int64(r.IntN(6))*tickShardSpan/2, fmt.Sprint("t", r.IntN(3)), epochs[r.IntN(len(epochs))])
+		// Tokens "t0".."t2" publish at several ticks; those that name a
+		// tick (TickToken) publish at theirs, or are refused.
+		tick := int64(r.IntN(6)) * tickShardSpan / 2
+		token := fmt.Sprint("t", r.IntN(3))
+		if r.IntN(3) == 0 {
+			token = spanToken(3 * int64(r.IntN(4)) * tickShardSpan / 2)
+		}
+		return publish(runs[r.IntN(2)], tick, token, epochs[r.IntN(len(epochs))])
 	case x < 16:
 		return claim(KindClaimAcquire)
 	case x < 17:
@@ -338,6 +348,9 @@ func modelRun(seed uint64) (int, error) {
 	ops0 := c0.ops.Load() + c1.ops.Load()
 	for i := range n {
 		e := randomEntry(r, epochs, int64(100+i))
+		for e.validateNew() != nil { // refused before it takes an operation id
+			e = randomEntry(r, epochs, int64(100+i))
+		}
 		if n == burst && i%4 != 0 {
 			// Most random entries conflict; fresh claims fill the slots.
 			e = Entry{Kind: KindClaimAcquire, Claim: &ClaimOp{Key: ClaimKey{Run: "r1", Producer: "burst", ExternalID: fmt.Sprint(i)},

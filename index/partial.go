@@ -25,6 +25,10 @@ type Want struct {
 	// Head: Run's newest tick too (as the checkpoint records it; ticks
 	// published after the checkpoint are always held).
 	Head bool
+	// Token: the tick of Run this commit token names too (TokenTick), if
+	// it names one: Partial.TickByToken then answers for it, if the
+	// token is that tick's.
+	Token string
 	// CheckpointOnly: a world without a checkpoint, which a partial load
 	// would read whole, is not loaded at all: LoadFor returns a nil
 	// Partial (for a reader that then reads it another way).
@@ -180,10 +184,12 @@ func LoadFor(ctx context.Context, b bucket.Bucket, world string, want Want) (*Pa
 				head = r.Head
 			}
 		}
+		named, hasNamed := TokenTick(want.Token)
 		return func(r shardRef) bool {
 			n := r.N
 			return r.Run == want.Run && (want.From <= want.To && tickShard(r.Run, want.From).N <= n && n <= tickShard(r.Run, want.To).N ||
-				head != math.MinInt64 && n == tickShard(r.Run, head).N)
+				head != math.MinInt64 && n == tickShard(r.Run, head).N ||
+				hasNamed && n == tickShard(r.Run, named).N)
 		}, nil
 	})
 	if err != nil {
@@ -403,6 +409,11 @@ func (p *Partial) Load(ctx context.Context, want Want) error {
 			}
 		}
 	}
+	if n, ok := TokenTick(want.Token); ok {
+		if k := tickShard(want.Run, n).N; slices.Contains(all, k) {
+			ns = append(ns, k)
+		}
+	}
 	slices.Sort(ns)
 	var refs []shardRef
 	for _, n := range slices.Compact(ns) {
@@ -471,10 +482,14 @@ func (p *Partial) Last(run string, upTo int64) (*Tick, bool, error) {
 	return t, ok, nil
 }
 
-// TickByToken returns the tick of run that commit token published; a
-// token names no tick by number, so it needs all of run's ticks
+// TickByToken returns the tick of run that commit token published: from
+// the tick the token names (TokenTick), if p holds it (Want.Token) and
+// the token is that tick's; else it needs all of run's ticks
 // (ErrNotLoaded otherwise).
 func (p *Partial) TickByToken(run, token string) (*Tick, bool, error) {
+	if t, ok := p.s.namedTick(run, token); ok {
+		return t, true, nil
+	}
 	if err := p.covers(run, math.MinInt64, math.MaxInt64); err != nil {
 		return nil, false, err
 	}

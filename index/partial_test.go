@@ -2,6 +2,7 @@ package index
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -60,9 +61,12 @@ func partialAlike(full *State, p *Partial, want Want) (refused int, err error) {
 				return refused, err
 			}
 		}
+		// A token that names its tick is answered wherever its tick is.
 		got, ok, err := p.TickByToken(t.Run, t.CommitToken)
 		wanted, wantOK := full.TickByToken(t.Run, t.CommitToken)
-		if err := same(fmt.Sprintf("token %s of %s", t.CommitToken, t.Run), got, ok, err, wanted, wantOK, false); err != nil {
+		named, isNamed := TokenTick(t.CommitToken)
+		mustAnswer := isNamed && named == t.Tick && (asked(t.Run, t.Tick) || t.Run == want.Run && t.CommitToken == want.Token)
+		if err := same(fmt.Sprintf("token %s of %s", t.CommitToken, t.Run), got, ok, err, wanted, wantOK, mustAnswer); err != nil {
 			return refused, err
 		}
 	}
@@ -118,7 +122,7 @@ func spanWorld(t *testing.T, b bucket.Bucket, n int) *State {
 	c, epoch := newWorld(t, b, "w", Options{NoCompactor: true})
 	var entries []Entry
 	for i := range n {
-		entries = append(entries, publish("r", int64(i), fmt.Sprint("t", i), epoch))
+		entries = append(entries, publish("r", int64(i), spanToken(int64(i)), epoch))
 	}
 	for i := range 10 {
 		entries = append(entries, publish("s", int64(i), fmt.Sprint("s", i), epoch))
@@ -147,6 +151,17 @@ func spanWorld(t *testing.T, b bucket.Bucket, n int) *State {
 		t.Fatalf("load: %v (%+v)", err, info)
 	}
 	return full
+}
+
+// spanToken is tick i's token in spanWorld's run "r": one that names its
+// tick (TickToken) for every third tick, "t<i>" for the others.
+func spanToken(i int64) string {
+	if i%3 != 0 {
+		return fmt.Sprint("t", i)
+	}
+	var r [16]byte
+	binary.LittleEndian.PutUint64(r[:], uint64(i)*0x9e3779b97f4a7c15)
+	return TickToken(i, r)
 }
 
 func mustTick(t *testing.T, s *State, run string, n int64) *Tick {
@@ -180,6 +195,7 @@ func TestPartialLoadReadsWhatItAsks(t *testing.T) {
 		{Want{Run: "r", From: 1, To: 0, Head: true}, 2},             // shard 3, the head's at the checkpoint
 		{Want{Run: "s", From: 3, To: 3}, 3},                         // s's only shard
 		{Want{Run: "r", From: math.MinInt64, To: math.MaxInt64}, 4}, // all of r
+		{Want{Run: "r", From: 1, To: 0, Token: spanToken(9000)}, 3}, // shard 2, which holds the tick the token names
 	} {
 		b.shards.Store(0)
 		p, _, err := LoadFor(ctx, b, "w", c.want)
@@ -196,6 +212,14 @@ func TestPartialLoadReadsWhatItAsks(t *testing.T) {
 		whole, ok := p.Whole()
 		if (refused == 0) != ok || ok && diff(whole, full) != "" {
 			t.Fatalf("%+v: %d questions refused, whole %v", c.want, refused, ok)
+		}
+		if c.want.Token != "" {
+			// A token that names a tick it did not publish: the
+			// tick's part cannot tell where it is.
+			forged := TickToken(9000, [16]byte{1})
+			if _, _, err := p.TickByToken("r", forged); !errors.Is(err, ErrNotLoaded) {
+				t.Fatalf("a token naming tick 9000 that tick does not carry: %v", err)
+			}
 		}
 		if c.want.From == 5000 {
 			// Ticks of shard 2 are not held: refused, not absent.

@@ -520,11 +520,33 @@ func (s *State) last(run string, upTo int64) (*Tick, bool) {
 // hold every tick of run, it panics (see refuse).
 func (s *State) TickByToken(run, token string) (*Tick, bool) {
 	if s.part != nil {
+		if t, ok := s.namedTick(run, token); ok {
+			return t, true
+		}
 		if err := s.part.covers(run, math.MinInt64, math.MaxInt64); err != nil {
 			refuse("TickByToken", err)
 		}
 	}
 	return s.tickByToken(run, token)
+}
+
+// namedTick returns the tick token names (TokenTick), if s holds that
+// tick and it carries token: what a state loaded in part answers of a
+// token without every tick. ok false tells nothing of where token is.
+func (s *State) namedTick(run, token string) (*Tick, bool) {
+	n, ok := TokenTick(token)
+	if !ok {
+		return nil, false
+	}
+	if s.part != nil {
+		if k := tickShard(run, n).N; s.part.covers(run, k, k) != nil {
+			return nil, false
+		}
+	}
+	if t, ok := s.tick(run, n); ok && t.CommitToken == token {
+		return t, true
+	}
+	return nil, false
 }
 
 // tickByToken is TickByToken on the ticks s holds.
