@@ -394,6 +394,15 @@ func newToken() string {
 	return hex.EncodeToString(b[:])
 }
 
+// newTickToken returns a fresh commit token for an attempt at tick, one
+// that names its tick (index.TickToken): a reader of the token reads the
+// one catalog part that holds the tick.
+func newTickToken(tick int64) string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return index.TickToken(tick, b)
+}
+
 func newWorld(id string, b bucket.Bucket, cat *index.Catalog, epoch int64, tables []*Table, opts Options) (*World, error) {
 	w := &World{id: id, b: b, cat: cat, opts: opts, epoch: epoch, frames: map[string]*Frame{}, tick: -1,
 		encoding: make(chan struct{}, runtime.GOMAXPROCS(0))}
@@ -489,7 +498,7 @@ func (w *World) compute(ctx context.Context) (*prepared, error) {
 	}
 	failpoint.Hit(FailpointComputed)
 	// 3. One commit context for the whole tick.
-	token := newToken()
+	token := newTickToken(tick)
 	if w.cat == nil {
 		token = "" // uncoordinated: the implicit epoch-0 identity
 	}

@@ -105,6 +105,9 @@ func checkPublished(t *testing.T, b bucket.Bucket, world string, last int64) *in
 		if !ok || len(enginetest.Tables(t, tk)) != 3 {
 			t.Fatalf("tick %d: manifest %+v", tick, tk)
 		}
+		if n, named := index.TokenTick(tk.CommitToken); !named || n != tick {
+			t.Fatalf("tick %d's token %s names tick %d (%v): a reader of the token would read every tick", tick, tk.CommitToken, n, named)
+		}
 		for _, tf := range enginetest.Tables(t, tk) {
 			if !strings.Contains(tf.Fragments[0].Path, tk.CommitToken) {
 				t.Fatalf("tick %d publishes %s under token %s", tick, tf.Fragments[0].Path, tk.CommitToken)
