@@ -107,7 +107,7 @@ func publishFresh(t *testing.T, b bucket.Bucket, w *engine.World, tables []*engi
 	ctx := ctxT(t)
 	var entries []index.Entry
 	for tk := from; tk <= to; tk++ {
-		token := fmt.Sprintf("%s-%08d", w.ID(), tk)
+		token := index.TickToken(tk, [16]byte{byte(len(w.ID())), byte(tk)}) // a writer's: it names its tick
 		var fl []index.TableFragments
 		for k, tb := range tables {
 			data, err := engine.EncodeFragment(frameAt(t, tb, k, tk), engine.Stamp{Tick: tk, CommitToken: token, WriterEpoch: w.Epoch()})
@@ -270,6 +270,45 @@ func TestViewsFromSummariesAreTheViewsFromEveryTick(t *testing.T) {
 			t.Fatalf("views of %s (%+v) from summaries differ from those from every tick:\n%s", c.world, c.opts, firstDiff(want[i], got))
 		}
 		hide(t, b)
+	}
+}
+
+// Views pinned by a token that names its tick read the part holding that
+// tick, not every tick: with the summarized shards moved away, views of
+// world s by the token of fresh tick 9020, and of fork f by its tick
+// 5010's, are the views at those ticks.
+func TestViewsByATokenReadItsTicksPart(t *testing.T) {
+	ctx := ctxT(t)
+	b := summarizedWorlds(t)
+	for _, c := range []struct {
+		world string
+		tick  int64
+	}{{"s", 9020}, {"f", 5010}} {
+		at := c.tick
+		want := viewAnswers(t, fullBuild(t, b, c.world, wsql.Options{AtTick: &at, Dir: t.TempDir()}))
+		tip, _, err := index.Load(ctx, b, c.world)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tk, ok := tip.Tick(index.DefaultRun, c.tick)
+		if !ok {
+			t.Fatalf("%s has no tick %d", c.world, c.tick)
+		}
+		hide(t, b)
+		s, err := wsql.Build(ctx, b, c.world, wsql.Options{Token: tk.CommitToken, Dir: t.TempDir()})
+		restore(t, b)
+		if err != nil {
+			t.Fatalf("views of %s by the token of tick %d without the summarized shards: %v", c.world, c.tick, err)
+		}
+		if got := viewAnswers(t, s); got != want {
+			t.Fatalf("views of %s by the token of tick %d differ from those at the tick:\n%s", c.world, c.tick, firstDiff(want, got))
+		}
+	}
+	// A token naming a tick that does not carry it is looked up in
+	// every tick, and found nowhere.
+	forged := index.TickToken(9020, [16]byte{9})
+	if _, err := wsql.Build(ctx, b, "s", wsql.Options{Token: forged, Dir: t.TempDir()}); !errors.Is(err, wsql.ErrNotFound) {
+		t.Fatalf("views by token %s, which no tick carries: %v", forged, err)
 	}
 }
 

@@ -197,6 +197,15 @@ func Build(ctx context.Context, b bucket.Bucket, world string, opts Options) (*S
 		}
 		return BuildFrom(ctx, b, v.Segments[len(v.Segments)-1].State, opts)
 	}
+	if opts.Token != "" {
+		at, ok, err := namedTick(ctx, b, world, *opts.EnsureDefaults())
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			opts.AtTick, opts.Token = &at, ""
+		}
+	}
 	if opts.Reuse != nil {
 		if s, err := reused(ctx, b, world, opts); s != nil || err != nil {
 			return s, err
@@ -226,6 +235,33 @@ func Build(ctx context.Context, b bucket.Bucket, world string, opts Options) (*S
 		return buildFrom(ctx, b, own, opts, false)
 	}
 	return s, err
+}
+
+// namedTick returns the tick views pinned by opts.Token show up to, read
+// from the one catalog part that holds the tick the token names
+// (index.TokenTick), if the token is that tick's; ok false if only every
+// tick can tell (a token that names no tick, or a world without a
+// checkpoint): pinned then finds it in the whole state.
+func namedTick(ctx context.Context, b bucket.Bucket, world string, opts Options) (int64, bool, error) {
+	if _, ok := index.TokenTick(opts.Token); !ok {
+		return 0, false, nil
+	}
+	p, _, err := index.LoadFor(ctx, b, world, index.Want{Run: opts.Run, From: 1, To: 0, Token: opts.Token, CheckpointOnly: true})
+	if err != nil || p == nil {
+		return 0, false, err
+	}
+	t, ok, err := p.TickByToken(opts.Run, opts.Token)
+	if errors.Is(err, index.ErrNotLoaded) || err == nil && !ok {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	at := t.Tick
+	if opts.AtTick != nil {
+		at = min(at, *opts.AtTick)
+	}
+	return at, true, nil
 }
 
 // BuildFrom returns the view definitions of the world whose catalog state
