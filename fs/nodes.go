@@ -575,6 +575,19 @@ func (d *tokensDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut)
 	if !slices.Contains(runs, index.DefaultRun) {
 		runs = append(runs, index.DefaultRun) // a first publish a moment ago
 	}
+	// A token that names its tick is looked for at that tick first: a
+	// lookup of one tick in each run, which reads the part holding it.
+	if n, named := index.TokenTick(name); named {
+		for _, run := range runs {
+			t, ok, err := d.m.tick(ctx, d.world, run, n)
+			if err != nil {
+				return nil, d.m.errno("token "+name, err)
+			}
+			if ok && t.CommitToken == name {
+				return d.m.snapshot(ctx, d.EmbeddedInode(), place{d.world, run}, t, ino(d.world, "tokens", name), out)
+			}
+		}
+	}
 	for _, run := range runs {
 		t, ok, err := d.m.token(ctx, d.world, run, name)
 		if err != nil {

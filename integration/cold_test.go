@@ -78,7 +78,7 @@ func checkpointedWorld(t *testing.T) (b *stateReads, publish func(from, to int64
 	publish = func(from, to int64) {
 		var entries []index.Entry
 		for tick := from; tick < to; tick++ {
-			token := fmt.Sprintf("%032x", tick)
+			token := coldToken(tick)
 			entries = append(entries, index.Entry{Kind: index.KindTickPublish, TickPublish: &index.TickPublish{
 				Run: "main", Tick: tick, CommitToken: token, WriterEpoch: epoch,
 				Tables: []index.TableFragments{{Table: "t", Fragments: []index.Fragment{{Path: index.FragmentPath("w", "main", "t", token, 0), Rows: 1}}}}}})
@@ -104,6 +104,33 @@ func checkpointedWorld(t *testing.T) (b *stateReads, publish func(from, to int64
 	return b, publish
 }
 
+// coldToken is tick's token in checkpointedWorld: one that names its
+// tick, as a writer's does.
+func coldToken(tick int64) string { return index.TickToken(tick, [16]byte{7}) }
+
+// A lookup of tokens/<token> of a token that names its tick, in a world
+// the mount has not loaded, reads the part holding the tick (and the
+// head's), as a lookup of the tick does; a token that names no tick is
+// still found, in every part.
+func TestColdTokenLookupReadsItsPart(t *testing.T) {
+	b, _ := checkpointedWorld(t)
+	mt := testMount(t, b)
+	tok := coldToken(5000)
+	if got := xattr(t, mt.path("w", "tokens", tok), wfs.XattrTick); got != "5000" {
+		t.Fatalf("tokens/%s is tick %q, want 5000", tok, got)
+	}
+	if n := b.read(); n != 2 {
+		t.Fatalf("a lookup of the token of tick 5000 read %d of the checkpoint's 4 parts; want 2 (its own and the head's)", n)
+	}
+	// Named ticks the token is not of: found nowhere, after every part.
+	if _, err := os.Lstat(mt.path("w", "tokens", index.TickToken(9000, [16]byte{8}))); !os.IsNotExist(err) {
+		t.Fatalf("a lookup of a token no tick carries: %v", err)
+	}
+	if n := b.read(); n != 4 {
+		t.Fatalf("a lookup of a token that its named tick does not carry read %d parts; want all 4", n)
+	}
+}
+
 // A lookup of one tick in a world the mount has not loaded reads the
 // checkpoint part that holds it (and the head's, which the directories'
 // times and the log after the checkpoint read), not the whole history:
@@ -113,7 +140,7 @@ func TestColdTickLookupReadsItsPart(t *testing.T) {
 	b, _ := checkpointedWorld(t)
 	mt := testMount(t, b)
 	ticks := mt.path("w", "runs", "main", "ticks")
-	if got := xattr(t, ticks+"/"+wfs.TickName(5000), wfs.XattrToken); got != fmt.Sprintf("%032x", 5000) {
+	if got := xattr(t, ticks+"/"+wfs.TickName(5000), wfs.XattrToken); got != coldToken(5000) {
 		t.Fatalf("tick 5000's token: %q", got)
 	}
 	if n := b.read(); n != 2 {
