@@ -289,7 +289,8 @@ var planWhole bool
 // loaded in part when the export can be incremental (planIncremental),
 // else from the whole state.
 func (e *exporter) plan(ctx context.Context) error {
-	if !e.opts.Full && e.opts.Token == "" && !planWhole {
+	_, named := index.TokenTick(e.opts.Token)
+	if !e.opts.Full && (e.opts.Token == "" || named) && !planWhole {
 		if ok, err := e.planIncremental(ctx); ok || err != nil {
 			return err
 		}
@@ -335,9 +336,24 @@ func (e *exporter) planIncremental(ctx context.Context) (bool, error) {
 	if at := e.opts.AtTick; at != nil {
 		want = index.Want{Run: run, From: *at, To: *at, CheckpointOnly: true}
 	}
+	token := e.opts.Token // one that names its tick (index.TokenTick)
+	if token != "" {
+		want = index.Want{Run: run, From: 1, To: 0, Token: token, CheckpointOnly: true}
+	}
 	p, _, err := index.LoadFor(ctx, e.b, e.opts.World, want)
 	if err != nil || p == nil || !p.World().Created {
 		return false, err
+	}
+	if token != "" {
+		// The tick it names is not the token's (or the world's own):
+		// only the whole state tells where the token is.
+		_, ok, err := p.TickByToken(run, token)
+		if errors.Is(err, index.ErrNotLoaded) || err == nil && !ok {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
 	}
 	own := p.State()
 	if err := e.open(ctx, own); err != nil {

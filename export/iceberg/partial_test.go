@@ -93,3 +93,44 @@ func TestIncrementalExportPlansFromAPartialState(t *testing.T) {
 		}
 	}
 }
+
+// An export pinned by a token that names its tick plans as one pinned by
+// that tick: from the state loaded in part (the token's shard and the
+// new ticks'), exporting what the whole state's plan exports.
+func TestTokenExportPlansFromAPartialState(t *testing.T) {
+	lb, _ := local.Open(t.TempDir())
+	enginetest.World(t, lb, "w", partLast).Close()
+	checkpoint(t, lb, "w")
+	s, _, err := index.Load(ctxT(t), lb, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk, ok := s.Tick(index.DefaultRun, partLast-10)
+	if !ok {
+		t.Fatalf("no tick %d", partLast-10)
+	}
+	r := &reads{Counting: &buckettest.Counting{Bucket: lb}}
+	at := int64(partLast - 30)
+	results := map[bool]iceberg.TableResult{}
+	shards := map[bool]int{}
+	for _, whole := range []bool{true, false} {
+		iceberg.PlanWhole(whole)
+		prefix := fmt.Sprintf("export/%v", whole)
+		export(t, r, iceberg.Options{World: "w", AtTick: &at, Prefix: prefix})
+		r.read("")
+		res := export(t, r, iceberg.Options{World: "w", Token: tk.CommitToken, Prefix: prefix})
+		shards[whole] = len(slices.DeleteFunc(r.read("worlds/w/state/"), func(n string) bool { return strings.HasSuffix(n, ".sum") }))
+		if res.Tick != tk.Tick || res.Token != tk.CommitToken {
+			t.Fatalf("the export by the token of tick %d pinned tick %d, token %s", tk.Tick, res.Tick, res.Token)
+		}
+		results[whole] = table_(res, "particle")
+	}
+	iceberg.PlanWhole(false)
+	w, p := results[true], results[false]
+	if !p.Incremental || p.Operation != w.Operation || p.Files != w.Files || p.Rows != w.Rows || p.Added != w.Added {
+		t.Fatalf("by token, planned from a state loaded in part: %+v; from the whole state: %+v", p, w)
+	}
+	if shards[false] >= shards[true] {
+		t.Fatalf("the export by token read %d checkpoint shards, the whole state's plan %d", shards[false], shards[true])
+	}
+}
