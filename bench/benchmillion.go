@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	stdsql "database/sql"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -94,6 +95,12 @@ type MillionPoint struct {
 	// empty cache directory (median of Runs, each its own directory).
 	SQLAt  historyProcess `json:"sql_at"`
 	AtRows int64          `json:"at_rows"`
+	// SQLToken: the same query by fresh processes pinned by the commit
+	// token of MidTick (worldfs sql --token), each with an empty cache
+	// directory. TokenNamesTick: the token names its tick (see
+	// index.TokenTick); one that does not is looked up in every tick.
+	SQLToken       historyProcess `json:"sql_token"`
+	TokenNamesTick bool           `json:"token_names_tick"`
 	// SQLAtReused: the same by fresh processes on the cache directory of
 	// the first, which kept its script: the views are reused, not built.
 	SQLAtReused historyProcess `json:"sql_at_reused"`
@@ -230,9 +237,13 @@ func syntheticWorld(ctx context.Context, b bucket.Bucket, p *MillionPoint, table
 	return nil
 }
 
-// syntheticToken is tick t's commit token: 32 hex digits, as the engine's.
+// syntheticToken is tick t's commit token: one that names its tick, as
+// the engine's (index.TickToken), its random bytes drawn from world and t.
 func syntheticToken(world string, t int64) string {
-	return fmt.Sprintf("%016x%016x", uint64(len(world))<<48|uint64(t), uint64(t)*0x9e3779b97f4a7c15)
+	var r [16]byte
+	binary.BigEndian.PutUint64(r[:], uint64(len(world))<<48|uint64(t))
+	binary.BigEndian.PutUint64(r[8:], uint64(t)*0x9e3779b97f4a7c15)
+	return index.TickToken(t, r)
 }
 
 // publishSynthetic publishes ticks, 256 to a request, from 16 callers.
@@ -265,6 +276,7 @@ func measureMillion(ctx context.Context, b bucket.Bucket, res *MillionReport, p 
 		return err
 	}
 	var loads, tickLoads, opens, counts, raws, sqls, cpus []time.Duration
+	var token string // MidTick's
 	// Each round loads one tick, then the whole state; each timed inside
 	// peakHeap, after the collection it starts with.
 	for i := range res.Runs {
@@ -284,6 +296,7 @@ func measureMillion(ctx context.Context, b bucket.Bucket, res *MillionReport, p 
 			return err
 		}
 		p.TickHeldBytes = max(p.TickHeldBytes, heldSince(base))
+		token = t.CommitToken
 		runtime.KeepAlive(part)
 		runtime.KeepAlive(t)
 		var st *index.State
@@ -368,6 +381,23 @@ func measureMillion(ctx context.Context, b bucket.Bucket, res *MillionReport, p 
 		p.SQLAt.PeakRSSBytes = max(p.SQLAt.PeakRSSBytes, proc.PeakRSSBytes)
 	}
 	p.SQLAt.Seconds, p.SQLAt.CPUSeconds = median(sqls).Seconds(), median(cpus).Seconds()
+	sqls, cpus = nil, nil
+	_, p.TokenNamesTick = index.TokenTick(token)
+	for i := range res.Runs {
+		say("world %s: a fresh worldfs sql --token (tick %d's): %s (%d of %d)", p.World, p.MidTick, q, i+1, res.Runs)
+		proc, out, err := freshProcess(ctx, self, "sql", "--bucket", res.Bucket, "--world", p.World, "--token", token,
+			"--cache-dir", filepath.Join(dir, fmt.Sprint("sql-token-cache-", i)), "--format", "csv", q)
+		if err != nil {
+			return err
+		}
+		if want := fmt.Sprintf("n\n%d\n", p.AtRows); out != want {
+			return fmt.Errorf("worldfs sql --token answered %q, the views in process %q", out, want)
+		}
+		sqls = append(sqls, time.Duration(proc.Seconds*float64(time.Second)))
+		cpus = append(cpus, time.Duration(proc.CPUSeconds*float64(time.Second)))
+		p.SQLToken.PeakRSSBytes = max(p.SQLToken.PeakRSSBytes, proc.PeakRSSBytes)
+	}
+	p.SQLToken.Seconds, p.SQLToken.CPUSeconds = median(sqls).Seconds(), median(cpus).Seconds()
 	sqls, cpus = nil, nil
 	for i := range res.Runs {
 		say("world %s: a fresh worldfs sql reusing the kept script: %s (%d of %d)", p.World, q, i+1, res.Runs)
@@ -537,6 +567,14 @@ func MillionGoals(res *MillionReport) []MillionGoal {
 		goals = append(goals, g(fmt.Sprintf("fresh worldfs sql _at(t), kept script reused: %s / %s", n(top), n(p)), top.SQLAtReused.Seconds/p.SQLAtReused.Seconds, 1.3,
 			fmt.Sprintf("%.3f s / %.3f s", top.SQLAtReused.Seconds, p.SQLAtReused.Seconds)))
 	}
+	// One token, as one tick: it reads the part holding its tick.
+	goals = append(goals, g(fmt.Sprintf("fresh worldfs sql --token (tick t's) %s_at(t) at %s (s)", top.Table, n(top)), top.SQLToken.Seconds, 0.3,
+		fmt.Sprintf("an empty cache directory; the token names its tick: %v; CPU %.3f s; peak RSS %.0f MiB",
+			top.TokenNamesTick, top.SQLToken.CPUSeconds, float64(top.SQLToken.PeakRSSBytes)/(1<<20))))
+	for _, p := range res.Points[:len(res.Points)-1] {
+		goals = append(goals, g(fmt.Sprintf("fresh worldfs sql --token: %s / %s", n(top), n(p)), top.SQLToken.Seconds/p.SQLToken.Seconds, 1.3,
+			fmt.Sprintf("%.3f s / %.3f s", top.SQLToken.Seconds, p.SQLToken.Seconds)))
+	}
 	for _, p := range res.Points[:len(res.Points)-1] {
 		goals = append(goals, g(fmt.Sprintf("views open, built cold: %s / %s", n(top), n(p)), top.ViewsOpenSeconds/p.ViewsOpenSeconds, 1.3,
 			fmt.Sprintf("%.3f s / %.3f s", top.ViewsOpenSeconds, p.ViewsOpenSeconds)))
@@ -576,6 +614,8 @@ func printMillionBench(out io.Writer, res *MillionReport) {
 			p.ViewsOpenSeconds, p.CountSeconds, p.RawCountSeconds, p.CountRatio, p.Rows)
 		fmt.Fprintf(out, "  fresh worldfs sql %s_at(%d): %.3f s (CPU %.3f s, peak RSS %.0f MiB); kept script reused %.3f s (CPU %.3f s); worldfs log --limit 10: %.3f s\n",
 			p.Table, p.MidTick, p.SQLAt.Seconds, p.SQLAt.CPUSeconds, float64(p.SQLAt.PeakRSSBytes)/(1<<20), p.SQLAtReused.Seconds, p.SQLAtReused.CPUSeconds, p.LogLimitSeconds)
+		fmt.Fprintf(out, "  fresh worldfs sql --token (tick %d's; it names its tick: %v): %.3f s (CPU %.3f s, peak RSS %.0f MiB)\n",
+			p.MidTick, p.TokenNamesTick, p.SQLToken.Seconds, p.SQLToken.CPUSeconds, float64(p.SQLToken.PeakRSSBytes)/(1<<20))
 		if p.MountError != "" {
 			fmt.Fprintf(out, "  mount: not measured (%s)\n", p.MountError)
 		} else {

@@ -112,7 +112,7 @@ func TestBenchHistorySynthetic(t *testing.T) {
 	}
 	for _, p := range res.Points {
 		if !p.Generated || p.Rows != int64(p.Ticks)*2 || p.AtRows != 2 || p.LoadSeconds <= 0 || p.TickLoadSeconds <= 0 ||
-			p.ViewsOpenSeconds <= 0 || p.SQLAt.Seconds <= 0 || p.SQLAtReused.Seconds <= 0 || p.LogLimitSeconds <= 0 || (p.MountError == "" && p.LsHeadSeconds <= 0) {
+			p.ViewsOpenSeconds <= 0 || p.SQLAt.Seconds <= 0 || p.SQLToken.Seconds <= 0 || !p.TokenNamesTick || p.SQLAtReused.Seconds <= 0 || p.LogLimitSeconds <= 0 || (p.MountError == "" && p.LsHeadSeconds <= 0) {
 			t.Fatalf("N = %d: %+v", p.Ticks, p)
 		}
 		b, err := openBucket(t.Context(), bkt)
