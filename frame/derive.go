@@ -3,7 +3,6 @@ package frame
 import (
 	"bytes"
 	"cmp"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -211,38 +210,36 @@ type ViewColumn struct {
 
 // UnionColumns are the columns of the union of tables (a view of rows
 // of several schemas, each column under its own name): every column of
-// any of them, once; ErrColumnTypes if two tables give one column two
-// types.
+// any of them, once. A column the tables give several types has their
+// UnionType, as the SQL views give it.
 func UnionColumns(tables ...*Table) ([]ViewColumn, error) {
 	var out []ViewColumn
 	seen := map[string]Type{}
 	for _, t := range tables {
 		for _, c := range t.Columns {
 			typ, ok := seen[c.Name]
-			switch {
-			case !ok:
+			if !ok {
 				seen[c.Name] = c.Type
 				out = append(out, ViewColumn{Name: c.Name, From: c.Name})
-			case typ != c.Type:
-				return nil, fmt.Errorf("column %s: %s in one table, %s in table %s: %w", c.Name, typ, c.Type, t.Name, ErrColumnTypes)
+				continue
+			}
+			if _, err := UnionType(typ, c.Type); err != nil {
+				return nil, fmt.Errorf("column %s of table %s: %w", c.Name, t.Name, err)
 			}
 		}
 	}
 	return out, nil
 }
 
-// ErrColumnTypes: a view's column is of different types in the tables it
-// unions.
-var ErrColumnTypes = errors.New("a column of different types")
-
 // EncodeView writes the rows of parts (each of its own table, each in
 // entity order: see Gather) as one Parquet file of cols, merged by entity
 // id (descending if desc; a tie keeps the parts' order): each column its
 // From column's values under its own name and type, NULL in the rows of a
-// part whose table lacks it (the column is then optional). Columns are in
-// name order (zstd, as every file of frame's is), and the same rows give
-// the same bytes: a curated view's rows as a file. A column of different
-// types in two tables is ErrColumnTypes.
+// part whose table lacks it (the column is then optional); a column the
+// tables give several types has their UnionType, each value cast to it as
+// the SQL views cast it (castValue). Columns are in name order (zstd, as
+// every file of frame's is), and the same rows give the same bytes: a
+// curated view's rows as a file.
 func EncodeView(parts []Gathered, cols []ViewColumn, desc bool) ([]byte, error) {
 	type source struct {
 		typ      Type
@@ -265,10 +262,14 @@ func EncodeView(parts []Gathered, cols []ViewColumn, desc bool) ([]byte, error) 
 				src.optional = true
 				continue
 			}
-			if found && t.Columns[i].Type != src.typ {
-				return nil, fmt.Errorf("column %s: %s in one table, %s in table %s: %w", c.From, src.typ, t.Columns[i].Type, t.Name, ErrColumnTypes)
+			typ := t.Columns[i].Type
+			if found {
+				var err error
+				if typ, err = UnionType(src.typ, typ); err != nil {
+					return nil, fmt.Errorf("column %s of table %s: %w", c.From, t.Name, err)
+				}
 			}
-			src.typ, found = t.Columns[i].Type, true
+			src.typ, found = typ, true
 		}
 		if !found {
 			return nil, fmt.Errorf("no table has column %s (for %s)", c.From, c.Name)
@@ -345,6 +346,7 @@ func EncodeView(parts []Gathered, cols []ViewColumn, desc bool) ([]byte, error) 
 					v = parquet.ByteArrayValue([]byte(c[r]))
 				}
 			}
+			v = castValue(v, f.Table.Columns[i].Type, src.typ)
 			def := 0
 			if src.optional {
 				def = 1

@@ -15,8 +15,9 @@
 //     files by a Selection (a tick, a row rule, an order: Gather, which
 //     reads of a file only the pages that may hold the tick), encoded as a
 //     fragment (EncodeGathered) or as a view's columns, several schemas
-//     merged by column name (EncodeView): what the mount derives for a
-//     split tick or a facts/ file.
+//     merged by column name (EncodeView; union.go: a column of several
+//     types widened and cast as the SQL views' union does, UnionType):
+//     what the mount derives for a split tick or a facts/ file.
 //   - CSV (csv.go): a Parquet file's rows as CSV (WriteCSV), the size of
 //     that rendering a tick fragment's writer records in its footer
 //     (CSVSizeKey, measured by Encode) and its ranged read (ReadCSVSize).

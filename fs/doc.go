@@ -48,11 +48,9 @@
 // derived from its rows there, through the file kept open), a split
 // tick's file (its rows in several fragments) the size of the file its
 // lookup derives from that tick's rows, and a facts/ file the size of its
-// current version (derived by its first stat), both in Go: no stat runs
-// DuckDB. Only a facts/ file of a table whose schemas give one column two
-// types is derived with DuckDB, at open, and reports 0 with an attribute
-// timeout of 0 before; after the open fstat, lseek(SEEK_END) and reads see
-// its true size. mtime is the commit time: a tick's entries carry
+// current version (derived by its first stat; a column its table's
+// schemas give several types has the views' type: frame.UnionType), both
+// in Go: no stat runs DuckDB. mtime is the commit time: a tick's entries carry
 // Tick.PublishedUnixMs. Every read of the mount's own paths is bounded by
 // Options.ReadTimeout (EIO past it).
 package fs

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -249,12 +248,10 @@ func (f *factFile) viewRun() string {
 	return f.run
 }
 
-// version is one version of a facts file: its rows (nil: see
-// errColumnTypes), the view it was planned from and its cache
-// key (named by the facts' claim tokens).
+// version is one version of a facts file: its rows and its cache key
+// (named by the facts' claim tokens).
 type version struct {
 	rows *rowSet
-	v    *index.View
 	key  string
 }
 
@@ -269,25 +266,14 @@ func (f *factFile) current(ctx context.Context) (version, error) {
 		fv = index.OwnView(v.Segments[len(v.Segments)-1].State, f.run)
 	}
 	rs, tokens, err := f.m.factRows(ctx, fv, f.run, f.table)
-	if errors.Is(err, errColumnTypes) {
-		rs, err = nil, nil
-	}
 	if err != nil {
 		return version{}, err
 	}
 	sum := sha256.Sum256([]byte(strings.Join(tokens, "\n")))
 	// Under derived/, not facts/ where earlier builds kept DuckDB's copies
 	// (other columns first) in a cache this mount may share.
-	return version{rs, v, fmt.Sprintf("derived/facts/%s/%s/%s-%s.%s", f.world, f.run, f.table, hex.EncodeToString(sum[:12]), f.format)}, nil
+	return version{rs, fmt.Sprintf("derived/facts/%s/%s/%s-%s.%s", f.world, f.run, f.table, hex.EncodeToString(sum[:12]), f.format)}, nil
 }
-
-// errColumnTypes: a fact table's visible facts are in tables of several
-// schemas (one name, several table ids) that give one column different
-// types, which the views cast to one type (DuckDB's UNION ALL BY NAME).
-// Such a file is derived with DuckDB (sql.CopyFacts) when opened, and a
-// stat reports its size once it is in the cache, 0 before: the one case
-// left to DuckDB, never run by a stat.
-var errColumnTypes = errors.New("a column of two types")
 
 // factRows returns the rowSet of the visible facts of the fact table
 // called name that v shows (with run engine.EvaluationRun, the receipts),
@@ -296,8 +282,9 @@ var errColumnTypes = errors.New("a column of two types")
 // (tick, token) pairs, as the views keep them), entity ids descending (as
 // sql.CopyFacts orders them), encoded as the fact table's file (the union
 // of its schemas by column name, NULL where a schema lacks a column, as
-// <name>_raw shows them) or, for the receipts, as sql.ReceiptsView's
-// columns. A column of two types in two schemas is errColumnTypes.
+// <name>_raw shows them: a column the schemas give several types has the
+// type the view gives it, each value cast as the view casts it, see
+// frame.UnionType) or, for the receipts, as sql.ReceiptsView's columns.
 func (m *Mount) factRows(ctx context.Context, v *index.View, run, name string) (*rowSet, []string, error) {
 	rs := &rowSet{published: pairs{}, desc: true}
 	parts := map[string]*rowPart{}
@@ -351,7 +338,7 @@ func (m *Mount) factRows(ctx context.Context, v *index.View, run, name string) (
 	default:
 		cols, err := frame.UnionColumns(tables...)
 		if err != nil {
-			return nil, nil, fmt.Errorf("fact table %s: %w: %w", name, err, errColumnTypes)
+			return nil, nil, fmt.Errorf("fact table %s: %w", name, err)
 		}
 		rs.encode = func(g []frame.Gathered) ([]byte, error) { return frame.EncodeView(g, cols, true) }
 	}
@@ -374,16 +361,11 @@ func (f *factFile) fill(ctx context.Context, a *fuse.Attr) syscall.Errno {
 }
 
 // size returns the size of the file's current version, deriving it in Go
-// if the cache does not hold it; never with DuckDB (a table of two
-// schemas: 0 until an open derives it).
+// if the cache does not hold it; never with DuckDB.
 func (f *factFile) size(ctx context.Context) (int64, error) {
 	cur, err := f.current(ctx)
 	if err != nil {
 		return 0, err
-	}
-	if cur.rows == nil {
-		size, _ := f.m.opts.Cache.DerivedSize(cur.key)
-		return size, nil
 	}
 	p, err := f.m.gathered(ctx, cur.key, f.format, cur.rows)
 	if err != nil {
@@ -436,15 +418,7 @@ func (f *factFile) open(ctx context.Context) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	var p string
-	if cur.rows != nil {
-		p, err = f.m.gathered(ctx, cur.key, f.format, cur.rows)
-	} else {
-		p, err = f.m.derive(ctx, cur.key, &f.m.stats.materialized, func(ctx context.Context, tmp string) error {
-			return wsql.CopyFacts(ctx, f.m.b, f.world, wsql.Options{Run: f.viewRun(), View: cur.v, Cache: f.m.opts.Cache, BucketID: f.m.opts.BucketID, Verified: f.m.verified},
-				f.table, f.format, tmp)
-		})
-	}
+	p, err := f.m.gathered(ctx, cur.key, f.format, cur.rows)
 	if err != nil {
 		return nil, err
 	}

@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hanwen/go-fuse/v2/fuse"
-
 	"github.com/worldfs/worldfs/engine/enginetest"
 
 	_ "github.com/duckdb/duckdb-go/v2"
@@ -171,42 +169,4 @@ func factContent(ctx context.Context, f *factFile) ([]byte, error) {
 	h := fh.(factHandle)
 	defer h.r.f.Close()
 	return os.ReadFile(h.r.f.Name())
-}
-
-// A fact table whose schemas give one column two types (which the views
-// cast to one) is the one facts file left to DuckDB: a stat reports 0
-// and runs no DuckDB; an open derives it with DuckDB, holding what the
-// views show, and a stat then reports its size.
-func TestFactsOfTwoColumnTypesAreDerivedAtOpen(t *testing.T) {
-	ctx := context.Background()
-	b, _ := local.Open(t.TempDir())
-	w := enginetest.World(t, b, "p", 2)
-	c, _ := engine.NewComponent("reading", engine.Field{Name: "value", Type: engine.String})
-	text, _ := engine.NewFactTable("reading", c)
-	for _, f := range []engine.Fact{rFact("a", 1.5), {Producer: "sensor-1", ExternalID: "b", Table: text, Values: engine.Values{"reading_value": "high"}}} {
-		if _, err := w.Ingest(ctx, f); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cc, _ := cache.Open(t.TempDir(), cache.Options{})
-	m, err := New(b, Options{Cache: cc, BucketID: "test", Writer: enginetest.Quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	file := m.factFile(1, "p", "main", "reading", wsql.FormatParquet)
-	var out fuse.AttrOut
-	if errno := file.Getattr(ctx, nil, &out); errno != 0 || out.Size != 0 || m.stats.materialized.Load() != 0 || m.stats.gathered.Load() != 0 {
-		t.Fatalf("stat: errno %v, size %d, %d DuckDB materializations, %d derived in Go; want 0, 0, 0", errno, out.Size, m.stats.materialized.Load(), m.stats.gathered.Load())
-	}
-	data, err := factContent(ctx, file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := rParquetRows(t, data); n != 2 || n != rSQLFacts(t, b, "p") || m.stats.materialized.Load() != 1 {
-		t.Fatalf("opened: %d rows, the views %d, %d DuckDB materializations", n, rSQLFacts(t, b, "p"), m.stats.materialized.Load())
-	}
-	if errno := file.Getattr(ctx, nil, &out); errno != 0 || out.Size != uint64(len(data)) || m.stats.materialized.Load() != 1 {
-		t.Fatalf("stat after open: size %d, file %d bytes, %d materializations", out.Size, len(data), m.stats.materialized.Load())
-	}
 }

@@ -12,8 +12,7 @@ import (
 
 // Stats counts what the mount served: snapshot opens, the bytes they
 // exposed, the bytes read through the mount (passthrough reads bypass it),
-// materializations (DuckDB copies: only a facts/ file whose schemas give
-// one column two types), files derived in Go from their fragments' visible
+// materializations (DuckDB copies: the mount makes none), files derived in Go from their fragments' visible
 // rows (split ticks, facts/: see rowSet; and the ticks of compacted files
 // without a tick index, sized at lookup: see derivedEntry), compacted
 // ticks' files rebuilt from their rows (maintenance.CompactedFile), the

@@ -3,6 +3,7 @@ package integration
 import (
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -163,4 +164,91 @@ func sorted(xs []string) []string {
 func mustJSON(v any) string {
 	data, _ := json.Marshal(v)
 	return string(data)
+}
+
+// A fact table whose schemas give one column several types (value: double,
+// string and int64; count: int32, int64 and float; flag: boolean and
+// int32) is sized exactly at lookup like any facts/ file: ls -l derives
+// its files in Go, each reports before its first open the bytes a read
+// returns, and their rows and column types are what worldfs sql's
+// <table>_raw shows (DuckDB's union of the schemas, each column of the
+// widest type and each value cast to it: VARCHAR, FLOAT and INTEGER here).
+func TestFactsOfTwoColumnTypesAreSizedAtLookup(t *testing.T) {
+	ctx := ctxT(t)
+	b := localBucket(t)
+	w := particleWorld(t, b, "w", 2)
+	schema := func(fields ...engine.Field) *engine.Table {
+		c, err := engine.NewComponent("reading", fields...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tb, err := engine.NewFactTable("reading", c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tb
+	}
+	s1 := schema(engine.Field{Name: "value", Type: engine.Float64}, engine.Field{Name: "count", Type: engine.Int32}, engine.Field{Name: "flag", Type: engine.Bool})
+	s2 := schema(engine.Field{Name: "value", Type: engine.String}, engine.Field{Name: "count", Type: engine.Int64}, engine.Field{Name: "flag", Type: engine.Int32})
+	s3 := schema(engine.Field{Name: "value", Type: engine.Int64}, engine.Field{Name: "count", Type: engine.Float32})
+	for _, f := range []engine.Fact{
+		{ExternalID: "a", Table: s1, Values: engine.Values{"reading_value": 1.5, "reading_count": int32(7), "reading_flag": true}},
+		{ExternalID: "b", Table: s1, Values: engine.Values{"reading_value": 1e16, "reading_count": int32(-1), "reading_flag": false}},
+		{ExternalID: "c", Table: s2, Values: engine.Values{"reading_value": "high, \"very\"", "reading_count": int64(1) << 40, "reading_flag": int32(3)}},
+		{ExternalID: "d", Table: s3, Values: engine.Values{"reading_value": int64(9007199254740993), "reading_count": float32(0.1)}},
+	} {
+		f.Producer = "sensor-1"
+		if _, err := w.Ingest(ctx, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	mt := testMount(t, b)
+	dir := mt.path("w", "facts", "main")
+	sizes := map[string]int64{}
+	for _, name := range ls(t, dir) {
+		info, err := os.Lstat(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sizes[name] = info.Size()
+	}
+	if st := mountStats(t, mt); st.Opens != 0 || st.Gathered != 1 || st.Rendered != 1 {
+		t.Errorf("ls -l of facts/main (%v): %d opens, %d files derived in Go, %d CSV renderings; want 0, 1 and 1", sizes, st.Opens, st.Gathered, st.Rendered)
+	}
+	for _, name := range []string{"reading.parquet", "reading.csv"} {
+		data, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if size, ok := sizes[name]; !ok || size == 0 || size != int64(len(data)) {
+			t.Errorf("%s: st_size %d at lookup (listed: %v), a read returns %d bytes", name, size, ok, len(data))
+		}
+	}
+
+	views := openViews(t, b, "w")
+	db := duck(t)
+	types := rows(t, views, "SELECT column_name || ' ' || column_type FROM (DESCRIBE SELECT * FROM reading_raw) ORDER BY column_name")
+	for _, c := range []string{"reading_value VARCHAR", "reading_count FLOAT", "reading_flag INTEGER"} {
+		if !slices.Contains(types, c) {
+			t.Fatalf("the views type reading_raw %v; want %s among them", types, c)
+		}
+	}
+	file := mt.path("w", "facts", "main", "reading")
+	if got := rows(t, db, "SELECT column_name || ' ' || column_type FROM (DESCRIBE SELECT * FROM read_parquet("+lit(file+".parquet")+")) ORDER BY column_name"); !slices.Equal(got, types) {
+		t.Errorf("reading.parquet's columns %v; the views' %v", got, types)
+	}
+	// The CSV read with the views' types (its columns are in name order).
+	csvTypes := strings.Join(rows(t, views, "SELECT string_agg(lit, ', ' ORDER BY column_name) FROM (SELECT column_name, '''' || column_name || ''': ''' || column_type || '''' AS lit FROM (DESCRIBE SELECT * FROM reading_raw))"), "")
+	cols := "entity_id, tick, commit_token, writer_epoch, fact_external_id, reading_value, reading_count::VARCHAR, reading_flag"
+	want := rows(t, views, "SELECT "+cols+" FROM reading_raw ORDER BY entity_id DESC")
+	if len(want) != 4 || !slices.ContainsFunc(want, func(r string) bool { return strings.Contains(r, "9007199254740993") }) {
+		t.Fatalf("the views show %d facts (want 4, one an int64 as text): %v", len(want), want)
+	}
+	for _, src := range []string{"read_parquet(" + lit(file+".parquet") + ")",
+		"read_csv(" + lit(file+".csv") + ", header = true, quote = '\"', escape = '\"', allow_quoted_nulls = false, columns = {" + csvTypes + "})"} {
+		if got := rows(t, db, "SELECT "+cols+" FROM "+src); !slices.Equal(got, want) {
+			t.Errorf("%s:\n got %v\nwant %v", src, got, want)
+		}
+	}
 }
