@@ -89,8 +89,8 @@ func TestStatDerivesNothing(t *testing.T) {
 	if errno := f.Getattr(ctx, nil, &out); errno != 0 {
 		t.Fatal(errno)
 	}
-	if n := m.stats.materialized.Load(); n != 0 || out.Size != 0 || out.Timeout() != 0 {
-		t.Fatalf("stat of an underived file: %d materializations, size %d, attribute timeout %v; want 0, 0, 0", n, out.Size, out.Timeout())
+	if n := wsql.Databases() - m.stats.duckdbAt; n != 0 || out.Size != 0 || out.Timeout() != 0 {
+		t.Fatalf("stat of an underived file: %d DuckDB runs, size %d, attribute timeout %v; want 0, 0, 0", n, out.Size, out.Timeout())
 	}
 	if out.Mtime == 0 || int64(out.Mtime) != f.t.PublishedUnixMs/1000 {
 		t.Errorf("mtime %d, the tick was published at %d ms", out.Mtime, f.t.PublishedUnixMs)
@@ -112,25 +112,25 @@ func TestStatDerivesNothing(t *testing.T) {
 	// A new node of the same file (the kernel forgot it; a new mount)
 	// sized as a lookup sizes it knows the size its writer recorded,
 	// still deriving and rendering nothing.
-	before, rendered := m.stats.materialized.Load(), m.stats.rendered.Load()
+	before, rendered := (wsql.Databases() - m.stats.duckdbAt), m.stats.rendered.Load()
 	g := snapOf(t, m, 2, "particle", wsql.FormatCSV)
 	c, err := g.plan(ctx, false)
 	if err == nil {
 		err = g.size(ctx, c)
 	}
-	if errno := g.Getattr(ctx, nil, &out); err != nil || errno != 0 || out.Size != uint64(len(data)) || m.stats.materialized.Load() != before || m.stats.rendered.Load() != rendered {
-		t.Errorf("stat of a looked-up CSV: size %d (want %d), %d new materializations, %d renderings (%v)", out.Size, len(data), m.stats.materialized.Load()-before, m.stats.rendered.Load()-rendered, err)
+	if errno := g.Getattr(ctx, nil, &out); err != nil || errno != 0 || out.Size != uint64(len(data)) || (wsql.Databases()-m.stats.duckdbAt) != before || m.stats.rendered.Load() != rendered {
+		t.Errorf("stat of a looked-up CSV: size %d (want %d), %d new DuckDB runs, %d renderings (%v)", out.Size, len(data), (wsql.Databases()-m.stats.duckdbAt)-before, m.stats.rendered.Load()-rendered, err)
 	}
 	// A facts file (which changes as claims complete) is derived by its
 	// first stat, once per set of visible facts, in Go (no DuckDB), so
 	// its size is true.
 	gathered := m.stats.gathered.Load()
 	ff := m.factFile(2, "w", engine.EvaluationRun, wsql.ReceiptsView, wsql.FormatCSV)
-	if errno := ff.Getattr(ctx, nil, &out); errno != 0 || out.Size == 0 || m.stats.materialized.Load() != before || m.stats.gathered.Load() != gathered+1 {
-		t.Errorf("first stat of a facts file: errno %v, size %d, %d DuckDB materializations, %d derived in Go; want 0 and 1", errno, out.Size, m.stats.materialized.Load()-before, m.stats.gathered.Load()-gathered)
+	if errno := ff.Getattr(ctx, nil, &out); errno != 0 || out.Size == 0 || (wsql.Databases()-m.stats.duckdbAt) != before || m.stats.gathered.Load() != gathered+1 {
+		t.Errorf("first stat of a facts file: errno %v, size %d, %d DuckDB runs, %d derived in Go; want 0 and 1", errno, out.Size, (wsql.Databases()-m.stats.duckdbAt)-before, m.stats.gathered.Load()-gathered)
 	}
-	if errno := ff.Getattr(ctx, nil, &out); errno != 0 || m.stats.materialized.Load() != before || m.stats.gathered.Load() != gathered+1 {
-		t.Errorf("second stat of a facts file: errno %v, %d DuckDB materializations, %d derived in Go; want 0 and 1", errno, m.stats.materialized.Load()-before, m.stats.gathered.Load()-gathered)
+	if errno := ff.Getattr(ctx, nil, &out); errno != 0 || (wsql.Databases()-m.stats.duckdbAt) != before || m.stats.gathered.Load() != gathered+1 {
+		t.Errorf("second stat of a facts file: errno %v, %d DuckDB runs, %d derived in Go; want 0 and 1", errno, (wsql.Databases()-m.stats.duckdbAt)-before, m.stats.gathered.Load()-gathered)
 	}
 }
 
@@ -147,8 +147,8 @@ func TestMaterializeReusesTheMountsCatalog(t *testing.T) {
 		t.Fatal(errno)
 	}
 	fh.(*roFile).Release(ctx)
-	if m.stats.rendered.Load() != 1 || m.stats.materialized.Load() != 0 {
-		t.Fatalf("%d renderings and %d DuckDB materializations, want 1 and 0", m.stats.rendered.Load(), m.stats.materialized.Load())
+	if m.stats.rendered.Load() != 1 || (wsql.Databases()-m.stats.duckdbAt) != 0 {
+		t.Fatalf("%d renderings and %d DuckDB runs, want 1 and 0", m.stats.rendered.Load(), (wsql.Databases() - m.stats.duckdbAt))
 	}
 	if n := reads.n.Load(); n != 0 {
 		t.Errorf("materializing tick 3's CSV read %d catalog objects; the mount holds the catalog", n)

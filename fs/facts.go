@@ -270,9 +270,11 @@ func (f *factFile) current(ctx context.Context) (version, error) {
 		return version{}, err
 	}
 	sum := sha256.Sum256([]byte(strings.Join(tokens, "\n")))
-	// Under derived/, not facts/ where earlier builds kept DuckDB's copies
-	// (other columns first) in a cache this mount may share.
-	return version{rs, fmt.Sprintf("derived/facts/%s/%s/%s-%s.%s", f.world, f.run, f.table, hex.EncodeToString(sum[:12]), f.format)}, nil
+	// Under derived/facts2/: earlier builds kept DuckDB's copies (other
+	// columns first) under facts/, and of tables whose schemas give a
+	// column several types under derived/facts/, in a cache this mount
+	// may share.
+	return version{rs, fmt.Sprintf("derived/facts2/%s/%s/%s-%s.%s", f.world, f.run, f.table, hex.EncodeToString(sum[:12]), f.format)}, nil
 }
 
 // factRows returns the rowSet of the visible facts of the fact table

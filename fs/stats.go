@@ -8,11 +8,14 @@ import (
 
 	"github.com/worldfs/worldfs/cache"
 	"github.com/worldfs/worldfs/internal/stats"
+	wsql "github.com/worldfs/worldfs/sql"
 )
 
 // Stats counts what the mount served: snapshot opens, the bytes they
 // exposed, the bytes read through the mount (passthrough reads bypass it),
-// materializations (DuckDB copies: the mount makes none), files derived in Go from their fragments' visible
+// DuckDB databases this process opened since the mount began (the mount
+// itself opens one only to read the rows of a file a ctl command names:
+// none for a stat or a read), files derived in Go from their fragments' visible
 // rows (split ticks, facts/: see rowSet; and the ticks of compacted files
 // without a tick index, sized at lookup: see derivedEntry), compacted
 // ticks' files rebuilt from their rows (maintenance.CompactedFile), the
@@ -20,11 +23,12 @@ import (
 // fetched from a remote bucket for them, CSV renderings, CSV sizes read from a fragment's footer, opens planned
 // again because maintenance had moved a tick's rows, and per-operation latencies over a recent window.
 type Stats struct {
-	opens, passthrough, materialized atomic.Int64
-	rendered, replanned, rebuilt     atomic.Int64
-	catalogsClosed, csvSized         atomic.Int64
-	gathered, compactedOpened        atomic.Int64
-	bytesOpened, bytesRead           atomic.Int64
+	opens, passthrough           atomic.Int64
+	rendered, replanned, rebuilt atomic.Int64
+	duckdbAt                     int64 // wsql.Databases() when the mount began
+	catalogsClosed, csvSized     atomic.Int64
+	gathered, compactedOpened    atomic.Int64
+	bytesOpened, bytesRead       atomic.Int64
 	// compactedFetched: the bytes of compacted files read from a remote
 	// bucket to rebuild their ticks' files, by ranges or whole.
 	compactedFetched atomic.Int64
@@ -44,7 +48,7 @@ type window struct {
 const windowSize = 4096
 
 func newStats() *Stats {
-	s := &Stats{}
+	s := &Stats{duckdbAt: wsql.Databases()}
 	s.mu.ops = map[string]*window{}
 	return s
 }
@@ -79,7 +83,7 @@ type OpStats struct {
 type StatsSnapshot struct {
 	Opens             int64              `json:"opens"`
 	PassthroughOpens  int64              `json:"passthrough_opens"`
-	Materialized      int64              `json:"materialized"`
+	DuckDBRuns        int64              `json:"duckdb_runs"`
 	Gathered          int64              `json:"gathered"`
 	Rebuilt           int64              `json:"rebuilt"`
 	Rendered          int64              `json:"rendered_csv"`
@@ -100,7 +104,7 @@ type StatsSnapshot struct {
 // Snapshot returns the counters now.
 func (s *Stats) Snapshot(c *cache.Disk) StatsSnapshot {
 	out := StatsSnapshot{
-		Opens: s.opens.Load(), PassthroughOpens: s.passthrough.Load(), Materialized: s.materialized.Load(), Gathered: s.gathered.Load(),
+		Opens: s.opens.Load(), PassthroughOpens: s.passthrough.Load(), DuckDBRuns: wsql.Databases() - s.duckdbAt, Gathered: s.gathered.Load(),
 		Rebuilt: s.rebuilt.Load(), Rendered: s.rendered.Load(), CSVSizesRead: s.csvSized.Load(), Replanned: s.replanned.Load(), CatalogsClosed: s.catalogsClosed.Load(),
 		BytesOpened: s.bytesOpened.Load(), BytesReadViaMount: s.bytesRead.Load(),
 		CompactedFetched: s.compactedFetched.Load(), CompactedOpened: s.compactedOpened.Load(), Ops: map[string]OpStats{},

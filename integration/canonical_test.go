@@ -82,8 +82,8 @@ func TestMountServesCompactedTicksAsPublished(t *testing.T) {
 					}
 				}
 				if m.mt == after {
-					if st := mountStats(t, m.mt); st.Materialized != 0 {
-						t.Fatalf("%s: stat of %d compacted ticks' files made %d files; a stat makes none", m.name, len(sizes), st.Materialized)
+					if st := mountStats(t, m.mt); st.DuckDBRuns != 0 {
+						t.Fatalf("%s: stat of %d compacted ticks' files made %d files; a stat makes none", m.name, len(sizes), st.DuckDBRuns)
 					}
 				}
 				for n := int64(0); n <= 127; n++ {

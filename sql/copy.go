@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -121,12 +120,11 @@ func ReadRows(ctx context.Context, path string) ([]map[string]any, error) {
 	default:
 		return nil, fmt.Errorf("%s: rows are read from .parquet, .jsonl or .ndjson files", path)
 	}
-	db, err := sql.Open("duckdb", "")
+	db, err := openDuckDB()
 	if err != nil {
 		return nil, err
 	}
 	defer db.Close()
-	db.SetMaxOpenConns(1)
 	if err := lockDown(ctx, db, nil, []string{path}, ""); err != nil {
 		return nil, fmt.Errorf("reading %s: %w", path, err)
 	}

@@ -32,11 +32,10 @@ func Open(ctx context.Context, s *Script) (*sql.DB, error) {
 // open is Open, with the files in writable (an internal COPY's output)
 // also allowed; it returns the directories the database may read.
 func open(ctx context.Context, s *Script, writable []string) (*sql.DB, []string, error) {
-	db, err := sql.Open("duckdb", "")
+	db, err := openDuckDB()
 	if err != nil {
 		return nil, nil, err
 	}
-	db.SetMaxOpenConns(1) // the views' temp tables live in one connection
 	// The files the views read are verified as queries read them.
 	r := &reader{c: s.checks, ok: map[string]bool{}}
 	if err := r.register(ctx, db); err != nil {
