@@ -206,6 +206,16 @@ func (m *model) check(s *State) error {
 	return nil
 }
 
+// committable is a randomEntry that the catalog does not refuse before
+// it is batched (validateNew).
+func committable(r *rand.Rand, epochs []int64, now int64) Entry {
+	for {
+		if e := randomEntry(r, epochs, now); e.validateNew() == nil {
+			return e
+		}
+	}
+}
+
 func randomEntry(r *rand.Rand, epochs []int64, now int64) Entry {
 	runs := []string{"r1", "r2"}
 	key := ClaimKey{Run: runs[r.IntN(2)], Producer: "p", ExternalID: fmt.Sprint("e", r.IntN(4))}
@@ -347,10 +357,7 @@ func modelRun(seed uint64) (int, error) {
 	gate.hold()
 	ops0 := c0.ops.Load() + c1.ops.Load()
 	for i := range n {
-		e := randomEntry(r, epochs, int64(100+i))
-		for e.validateNew() != nil { // refused before it takes an operation id
-			e = randomEntry(r, epochs, int64(100+i))
-		}
+		e := committable(r, epochs, int64(100+i)) // a refused one takes no operation id
 		if n == burst && i%4 != 0 {
 			// Most random entries conflict; fresh claims fill the slots.
 			e = Entry{Kind: KindClaimAcquire, Claim: &ClaimOp{Key: ClaimKey{Run: "r1", Producer: "burst", ExternalID: fmt.Sprint(i)},
