@@ -622,9 +622,6 @@ func (c *Catalog) newRequest(ctx context.Context, entries []Entry) (*request, er
 		if err := e.validate(); err != nil {
 			return nil, refused("%v", err)
 		}
-		if err := e.validateNew(); err != nil {
-			return nil, refused("%v", err)
-		}
 		e = e.clone() // the caller may reuse its entry; the log's is ours
 		e.Op = fmt.Sprintf("%s-%d", c.opts.Store, c.ops.Add(1))
 		r.entries[i] = e

@@ -241,20 +241,6 @@ func (e *Entry) runs() []string {
 	return nil
 }
 
-// validateNew checks what an entry committed now must hold beyond
-// validate, which also checks the entries of logs written before these
-// rules (replayed as they are): a tick's commit token that names a tick
-// (TokenTick) names the tick it publishes, so that a lookup of the token
-// at the tick it names finds every tick it published.
-func (e *Entry) validateNew() error {
-	if p := e.TickPublish; e.Kind == KindTickPublish {
-		if n, ok := TokenTick(p.CommitToken); ok && n != p.Tick {
-			return fmt.Errorf("tick.publish of tick %d: commit token %s names tick %d", p.Tick, p.CommitToken, n)
-		}
-	}
-	return nil
-}
-
 func (e *Entry) validatePayload() error {
 	set := 0
 	for _, p := range []bool{e.WorldCreate != nil, e.FenceAcquire != nil, e.TickPublish != nil, e.WorldStatus != nil, e.Claim != nil, e.Rewrite != nil, e.Command != nil} {

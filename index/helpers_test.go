@@ -64,7 +64,9 @@ func diff(a, b *State) string {
 		gb, okb := b.TickByToken(t.Run, t.CommitToken)
 		va, _ := valueOf(ga)
 		vb, _ := valueOf(gb)
-		if !oka || !okb || ga.CommitToken != t.CommitToken || !reflect.DeepEqual(va, vb) || ga.Tick > t.Tick {
+		// The tick the token names, if it carries it; else the lowest.
+		named, isNamed := TokenTick(t.CommitToken)
+		if !oka || !okb || ga.CommitToken != t.CommitToken || !reflect.DeepEqual(va, vb) || ga.Tick > t.Tick && !(isNamed && ga.Tick == named) {
 			return fmt.Sprintf("token %s of %s/%d finds %v and %v", t.CommitToken, t.Run, t.Tick, ga, gb)
 		}
 	}

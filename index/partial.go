@@ -482,10 +482,10 @@ func (p *Partial) Last(run string, upTo int64) (*Tick, bool, error) {
 	return t, ok, nil
 }
 
-// TickByToken returns the tick of run that commit token published: from
-// the tick the token names (TokenTick), if p holds it (Want.Token) and
-// the token is that tick's; else it needs all of run's ticks
-// (ErrNotLoaded otherwise).
+// TickByToken returns the tick of run that commit token published, as
+// State.TickByToken: the tick the token names (TokenTick), if p holds it
+// (Want.Token) and it carries the token; else it needs all of run's
+// ticks (ErrNotLoaded otherwise).
 func (p *Partial) TickByToken(run, token string) (*Tick, bool, error) {
 	if t, ok := p.s.namedTick(run, token); ok {
 		return t, true, nil

@@ -58,7 +58,7 @@ func TestRebaseEqualsFullRebuild(t *testing.T) {
 		base := c.Tip()
 		var reqs []*request
 		for i := range 1 + r.IntN(40) {
-			req, err := c.newRequest(ctxT(t), []Entry{committable(r, epochs, int64(50+i))})
+			req, err := c.newRequest(ctxT(t), []Entry{randomEntry(r, epochs, int64(50+i))})
 			if err != nil {
 				t.Fatal(err)
 			}

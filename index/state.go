@@ -515,14 +515,18 @@ func (s *State) last(run string, upTo int64) (*Tick, bool) {
 	return out, true
 }
 
-// TickByToken returns the tick of run that commit token published. A
-// token names no tick by number: on a state loaded in part that does not
-// hold every tick of run, it panics (see refuse).
+// TickByToken returns the tick of run that commit token published: the
+// tick the token names (TokenTick), if that tick carries it; else the
+// lowest that does (a token worldfs minted publishes one tick; a log may
+// hold a token published at several). A token that names no tick, or
+// one its named tick does not carry, is looked for in every tick: on a
+// state loaded in part that does not hold them all, it panics (see
+// refuse).
 func (s *State) TickByToken(run, token string) (*Tick, bool) {
+	if t, ok := s.namedTick(run, token); ok {
+		return t, true
+	}
 	if s.part != nil {
-		if t, ok := s.namedTick(run, token); ok {
-			return t, true
-		}
 		if err := s.part.covers(run, math.MinInt64, math.MaxInt64); err != nil {
 			refuse("TickByToken", err)
 		}
@@ -531,8 +535,9 @@ func (s *State) TickByToken(run, token string) (*Tick, bool) {
 }
 
 // namedTick returns the tick token names (TokenTick), if s holds that
-// tick and it carries token: what a state loaded in part answers of a
-// token without every tick. ok false tells nothing of where token is.
+// tick and it carries token: TickByToken's answer, which a state loaded
+// in part gives without every tick. ok false tells nothing of where
+// token is.
 func (s *State) namedTick(run, token string) (*Tick, bool) {
 	n, ok := TokenTick(token)
 	if !ok {

@@ -22,9 +22,10 @@ func BatchOf(token string) string {
 // looks such a token up decodes the one checkpoint part that holds the
 // tick it names (TokenTick, Want.Token), not a whole history. The name
 // is a hint, never trusted: the tick found there must carry the token,
-// or the lookup reads every tick. Tokens that name no tick (claims',
-// and ticks' minted before tokens named them) are looked up in every
-// tick.
+// or the lookup reads every tick (State.TickByToken). Tokens that name
+// no tick (claims', and ticks' minted before tokens named them, or by a
+// writer of its own) are looked up in every tick; one minted otherwise
+// that names a tick by chance costs a probe of that tick.
 const (
 	tickTokenMark = 0x01
 	tickTokenMax  = 1<<56 - 1
@@ -37,6 +38,8 @@ func TickToken(tick int64, random [16]byte) string {
 	if 0 <= tick && tick <= tickTokenMax {
 		binary.BigEndian.PutUint64(b[8:], uint64(tick))
 		b[8] = tickTokenMark
+	} else {
+		b[8] = 0 // names no tick
 	}
 	return hex.EncodeToString(b[:])
 }

@@ -110,8 +110,8 @@ func coldToken(tick int64) string { return index.TickToken(tick, [16]byte{7}) }
 
 // A lookup of tokens/<token> of a token that names its tick, in a world
 // the mount has not loaded, reads the part holding the tick (and the
-// head's), as a lookup of the tick does; a token that names no tick is
-// still found, in every part.
+// head's), as a lookup of the tick does; one its named tick does not
+// carry is looked for in every part.
 func TestColdTokenLookupReadsItsPart(t *testing.T) {
 	b, _ := checkpointedWorld(t)
 	mt := testMount(t, b)
