@@ -290,16 +290,17 @@ func buildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 	if err != nil {
 		return nil, err
 	}
-	upTo, err := pinned(own, opts)
-	if err != nil {
-		return nil, err
-	}
 	segs, err := lineageOf(ctx, b, own, opts, summarized)
 	if err != nil {
 		return nil, err
 	}
+	view := &index.View{World: world, Run: opts.Run, Segments: segs}
+	upTo, err := pinned(own, view, opts)
+	if err != nil {
+		return nil, err
+	}
 	if opts.AtTime != nil {
-		t, ok := tickAtMs(&index.View{World: world, Run: opts.Run, Segments: segs}, upTo, opts.AtTime.UnixMilli())
+		t, ok := tickAtMs(view, upTo, opts.AtTime.UnixMilli())
 		if !ok {
 			return nil, fmt.Errorf("world %s run %s: no tick was published at or before %s: %w", world, opts.Run, opts.AtTime.Format(time.RFC3339Nano), ErrNotFound)
 		}
@@ -314,7 +315,6 @@ func buildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 	if opts.Only {
 		from = upTo
 	}
-	view := &index.View{World: world, Run: opts.Run, Segments: segs}
 	if err := h.catalogFiles(ctx, view, from, upTo); err != nil {
 		return nil, err
 	}
@@ -367,19 +367,20 @@ var builds atomic.Int64
 func Builds() int64 { return builds.Load() }
 
 // pinned returns the last tick the views show (math.MaxInt64: the head),
-// from opts.AtTick and opts.Token.
-func pinned(own *index.State, opts Options) (int64, error) {
+// from opts.AtTick and opts.Token (a tick of view, the world's own or
+// one it inherits).
+func pinned(own *index.State, view *index.View, opts Options) (int64, error) {
 	world := own.World.ID
 	upTo := int64(math.MaxInt64)
 	if opts.AtTick != nil {
 		upTo = *opts.AtTick
 	}
 	if opts.Token != "" {
-		t, ok := own.TickByToken(opts.Run, opts.Token)
+		t, ok := view.Token(opts.Token)
 		if !ok {
 			return 0, fmt.Errorf("world %s run %s: commit token %q: %w", world, opts.Run, opts.Token, ErrNotFound)
 		}
-		upTo = min(upTo, t.Tick)
+		upTo = min(upTo, t.Tick.Tick)
 	}
 	if opts.AtTick != nil {
 		if run, ok := own.Run(opts.Run); ok && upTo > run.Head {
