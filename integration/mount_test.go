@@ -225,8 +225,10 @@ func TestSnapshotsMatchSQL(t *testing.T) {
 	if err := json.Unmarshal(data, &st); err != nil {
 		t.Fatal(err)
 	}
-	if st.PassthroughOpens == 0 || st.Gathered == 0 || st.DuckDBRuns != 0 {
-		t.Errorf("expected passthrough opens and files derived in Go, and no DuckDB materialization: %s", data)
+	// (This test reads the files with DuckDB itself: that a stat or a
+	// read runs none is TestDerivedFilesAreSizedAtLookup's.)
+	if st.PassthroughOpens == 0 || st.Gathered == 0 {
+		t.Errorf("expected passthrough opens and files derived in Go: %s", data)
 	}
 }
 
