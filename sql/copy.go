@@ -22,7 +22,8 @@ const FormatParquet = "parquet"
 // run opts.Run, through its lineage) to the file dst, in FormatParquet
 // (zstd) or FormatCSV (with a header): every column of the raw view,
 // commit columns included, in entity order. It is what the views show for
-// that tick, written as a file; the mount materializes snapshots with it.
+// that tick, written as a file by DuckDB (the mount derives its files in
+// Go, with the same rows: see package fs).
 func CopyTick(ctx context.Context, b bucket.Bucket, world string, opts Options, name string, tick int64, format, dst string) error {
 	opts.AtTick, opts.Token, opts.Only, opts.Table = &tick, "", true, name
 	return copyView(ctx, b, world, opts, name, fmt.Sprintf("SELECT * FROM %s WHERE tick = %d ORDER BY entity_id", ident(name+"_raw"), tick), format, dst)

@@ -139,7 +139,7 @@ func TestViewsRefuseAFlippedFragment(t *testing.T) {
 			if err := queryViews(t, b, wsql.Options{Dir: opts.Dir, AtTick: &at}, wholeTable); err != nil {
 				t.Fatalf("views before the damaged tick: %v", err)
 			}
-			// CopyTick (what the mount materializes) refuses it too.
+			// CopyTick refuses it too.
 			err = wsql.CopyTick(ctxT(t), b, "w", wsql.Options{Dir: opts.Dir}, "particle", 5, wsql.FormatParquet, filepath.Join(t.TempDir(), "out.parquet"))
 			wantCorrupt(t, err, frag.Path, "sha256")
 		})
