@@ -229,3 +229,46 @@ func TestViewsFailClosed(t *testing.T) {
 		t.Fatalf("views of a corrupt catalog = %v, want ErrCorrupt", err)
 	}
 }
+
+// The component view reads the files itself, not through <table>_raw: a
+// count(*) over it plans no more projections than one over <table>_raw
+// (each view a query goes through adds one to DuckDB's plan, and binding
+// it costs every query), and counts the same rows.
+func TestComponentViewReadsTheFilesItself(t *testing.T) {
+	b, err := local.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	enginetest.World(t, b, "w", 9).Close()
+	db := views(t, b, "w", wsql.Options{})
+	name := particles.Tables()[0].Name
+	projections := func(view string) int {
+		t.Helper()
+		var plan strings.Builder
+		rows, err := db.Query(`EXPLAIN SELECT count(*) FROM "` + view + `"`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var kind, text string
+			if err := rows.Scan(&kind, &text); err != nil {
+				t.Fatal(err)
+			}
+			plan.WriteString(text)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(plan.String(), "READ_PARQUET") {
+			t.Fatalf("the plan of %s reads no Parquet file:\n%s", view, plan.String())
+		}
+		return strings.Count(plan.String(), "PROJECTION")
+	}
+	if got, raw := projections(name), projections(name+"_raw"); got > raw {
+		t.Errorf("count(*) over %s plans %d projections, over %s_raw %d: the component view goes through another view", name, got, name, raw)
+	}
+	if n, raw := count(t, db, `SELECT count(*) FROM "`+name+`"`), count(t, db, `SELECT count(*) FROM "`+name+`_raw"`); n != raw || n == 0 {
+		t.Errorf("count(*): %d rows in %s, %d in %s_raw", n, name, raw, name)
+	}
+}
