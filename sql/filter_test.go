@@ -72,6 +72,12 @@ func TestTokenCheckKeepsForeignRowsOut(t *testing.T) {
 	if foreign != 0 || n != int64(w.Frame("particle").Len()) {
 		t.Fatalf("tick 5 shows %d rows, %d of them crashed attempts'", n, foreign)
 	}
+	// The component view reads the files itself, through the same check.
+	var comp int64
+	db.QueryRow("SELECT count(*) FROM particle WHERE tick = 5").Scan(&comp)
+	if comp != n {
+		t.Fatalf("tick 5 shows %d rows in particle, %d in particle_raw", comp, n)
+	}
 	// The files whose statistics prove their stamp (the published ticks'
 	// that hold rows) are read without the row check; the two crashed
 	// attempts (and empty files, which have no statistics) go through it.
