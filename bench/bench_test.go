@@ -3,11 +3,13 @@ package bench
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"flag"
 	"io"
 	"testing"
+	"time"
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/bucket/bucketurl"
@@ -141,5 +143,31 @@ func TestBenchQuery(t *testing.T) {
 	if res.VisibleRows != 1000 || res.ViewsSeconds <= 0 || res.RawSeconds <= 0 || res.Ratio <= 0 || res.PeakRSSBytes == 0 ||
 		res.Catalog == nil || res.Catalog.BuildSeconds <= 0 || res.Catalog.LoadSeconds <= 0 || res.Catalog.FragmentListBytes == 0 {
 		t.Fatalf("bench query result %+v %+v", res, res.Catalog)
+	}
+}
+
+// The views' count(*) and its raw read_parquet are timed in alternating
+// rounds until both enough rounds and enough time have passed, not for a
+// fixed few rounds whose median a busy machine moves.
+func TestAlternateTimesRoundsForTheTimeGiven(t *testing.T) {
+	db, err := sql.Open("duckdb", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	const minTime = 30 * time.Millisecond
+	start := time.Now()
+	first, times, err := alternate(context.Background(), db, []string{"SELECT 1", "SELECT 2"}, 3, minTime)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took < minTime {
+		t.Errorf("the rounds took %s; want at least %s", took, minTime)
+	}
+	if len(first) != 2 || first[0] != 1 || first[1] != 2 {
+		t.Errorf("first answers %v; want [1 2]", first)
+	}
+	if len(times) != 2 || len(times[0]) < 3 || len(times[1]) != len(times[0]) {
+		t.Errorf("%d and %d times; want the same number, at least 3", len(times[0]), len(times[1]))
 	}
 }

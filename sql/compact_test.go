@@ -63,6 +63,9 @@ func answers(t *testing.T, b bucket.Bucket, world string) string {
 	at := int64(90)
 	pinned := views(t, b, world, wsql.Options{AtTick: &at, Dir: t.TempDir()})
 	one := views(t, b, world, wsql.Options{AtTick: &at, Only: true, Dir: t.TempDir()})
+	for _, db := range []*sql.DB{all, pinned, one} {
+		sameRowsAsRaw(t, db, "particle", "emitter")
+	}
 	return dump(t, all,
 		"SELECT * FROM particle_raw ORDER BY tick, entity_id",
 		"SELECT * FROM emitter_raw ORDER BY tick, entity_id",

@@ -1,6 +1,7 @@
 package sql
 
 import (
+	"errors"
 	"math"
 	"os"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/worldfs/worldfs/bucket/local"
+	"github.com/worldfs/worldfs/cache"
 	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/engine/enginetest"
 	"github.com/worldfs/worldfs/engine/particles"
@@ -71,6 +73,12 @@ func TestTokenCheckKeepsForeignRowsOut(t *testing.T) {
 	db.QueryRow("SELECT count(*), count(*) FILTER (WHERE commit_token LIKE '%crashed-attempt') FROM particle_raw WHERE tick = 5").Scan(&n, &foreign)
 	if foreign != 0 || n != int64(w.Frame("particle").Len()) {
 		t.Fatalf("tick 5 shows %d rows, %d of them crashed attempts'", n, foreign)
+	}
+	// The component view reads the files itself, through the same check.
+	var comp int64
+	db.QueryRow("SELECT count(*) FROM particle WHERE tick = 5").Scan(&comp)
+	if comp != n {
+		t.Fatalf("tick 5 shows %d rows in particle, %d in particle_raw", comp, n)
 	}
 	// The files whose statistics prove their stamp (the published ticks'
 	// that hold rows) are read without the row check; the two crashed
@@ -160,6 +168,39 @@ func TestCatalogProvenFilesSkipTheFooterCheck(t *testing.T) {
 	}
 	if foreign != 0 || n != int64(frame.Len()) {
 		t.Fatalf("tick 6 shows %d rows, %d of them the crashed attempt's", n, foreign)
+	}
+	// The script reads the footers of the files the catalog does not prove
+	// while it runs: each of them is verified first (not only the first of
+	// the list, as for a view's columns). A byte flipped in place in the
+	// crashed attempt's file, its modification time restored, fails the
+	// views' opening.
+	crashed, _ := b.Path(tables[0].Fragments[1].Path)
+	info, err := os.Stat(crashed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(crashed, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c [1]byte
+	if _, err := f.ReadAt(c[:], info.Size()/2); err != nil {
+		t.Fatal(err)
+	}
+	c[0] ^= 1
+	if _, err := f.WriteAt(c[:], info.Size()/2); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if err := os.Chtimes(crashed, info.ModTime(), info.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	again, err := Open(ctx, script)
+	if err == nil {
+		again.Close()
+	}
+	if !errors.Is(err, cache.ErrCorruptFragment) {
+		t.Fatalf("views whose script reads a damaged file's footer opened: %v", err)
 	}
 }
 

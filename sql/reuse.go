@@ -52,7 +52,7 @@ import (
 
 // reuseFormat versions kept scripts: a worldfs that keeps them otherwise
 // reads none of an older format.
-const reuseFormat = 5
+const reuseFormat = 6
 
 // maxKeptFiles bounds the files of a script that is kept: a kept script
 // lists its files, and views of that many files (a long history not yet

@@ -77,11 +77,15 @@ type checks struct {
 	files map[string]cache.Record
 }
 
-// The script names the lists of files DuckDB reads through the function
-// checkedFunc (see reader): the script a user prints reads them as they
-// are (Script.SQL), the one worldfs runs verifies them first.
+// The script names the lists of files DuckDB reads through the functions
+// checkedFunc and checkedNowFunc (see reader): the script a user prints
+// reads them as they are (Script.SQL), the one worldfs runs verifies them
+// first. Two functions of one argument, not one with a flag: DuckDB binds
+// and folds the function at every query of a view (twice: when the query
+// is prepared and when it runs), and a constant argument more costs each
+// of those.
 const (
-	checkedFunc = "worldfs_checked"
+	checkedFunc, checkedNowFunc = "worldfs_checked", "worldfs_checked_now"
 	// markers in the rendered text, replaced by plainSQL and checkedSQL.
 	markLazy, markEager, markEnd, markEndEager = "\x01", "\x03", "\x02", "\x04"
 )
@@ -95,12 +99,12 @@ func verifiedListNow(list string) string { return markEager + list + markEndEage
 
 var (
 	plainSQL   = strings.NewReplacer(markLazy, "", markEager, "", markEnd, "", markEndEager, "")
-	checkedSQL = strings.NewReplacer(markLazy, checkedFunc+"(", markEager, checkedFunc+"(", markEnd, ", false)", markEndEager, ", true)")
+	checkedSQL = strings.NewReplacer(markLazy, checkedFunc+"(", markEager, checkedNowFunc+"(", markEnd, ")", markEndEager, ")")
 )
 
 // reader verifies, for one database, the files its queries read: DuckDB
-// evaluates worldfs_checked(list, now) when it binds the read_parquet (or
-// parquet_metadata) around it, before it opens a file, so the files a
+// evaluates worldfs_checked(list) (worldfs_checked_now(list): now) when it
+// binds the read_parquet (or parquet_metadata) around it, before it opens a file, so the files a
 // query's plan names are verified (size and generation, then the sha256
 // unless remembered) as the query starts, and a mismatch fails it. Files
 // not in checks (a remote bucket's cached copies, verified as fetched;
@@ -116,14 +120,18 @@ type reader struct {
 	ok       map[string]bool // verified for this database
 }
 
-// register makes worldfs_checked of r available on db.
+// register makes worldfs_checked and worldfs_checked_now of r available
+// on db.
 func (r *reader) register(ctx context.Context, db *sql.DB) error {
-	return withTypes(ctx, db, func(conn *sql.Conn, str, _, boolean duckdb.TypeInfo) error {
+	return withTypes(ctx, db, func(conn *sql.Conn, str, _, _ duckdb.TypeInfo) error {
 		list, err := duckdb.NewListInfo(str)
 		if err != nil {
 			return err
 		}
-		return duckdb.RegisterScalarUDF(conn, checkedFunc, checkedUDF{r, []duckdb.TypeInfo{list, boolean}, list})
+		if err := duckdb.RegisterScalarUDF(conn, checkedFunc, checkedUDF{r, []duckdb.TypeInfo{list}, list, false}); err != nil {
+			return err
+		}
+		return duckdb.RegisterScalarUDF(conn, checkedNowFunc, checkedUDF{r, []duckdb.TypeInfo{list}, list, true})
 	})
 }
 
@@ -149,6 +157,7 @@ type checkedUDF struct {
 	r      *reader
 	in     []duckdb.TypeInfo
 	result duckdb.TypeInfo
+	now    bool // the whole list, even while the script runs
 }
 
 func (u checkedUDF) Config() duckdb.ScalarFuncConfig {
@@ -158,8 +167,7 @@ func (u checkedUDF) Config() duckdb.ScalarFuncConfig {
 func (u checkedUDF) Executor() duckdb.ScalarFuncExecutor {
 	return duckdb.ScalarFuncExecutor{RowContextExecutor: func(ctx context.Context, vals []driver.Value) (any, error) {
 		list, _ := vals[0].([]any)
-		now, _ := vals[1].(bool)
-		if u.r.defining.Load() && !now && len(list) > 1 {
+		if u.r.defining.Load() && !u.now && len(list) > 1 {
 			list = list[:1]
 		}
 		if err := u.r.verify(ctx, list); err != nil {
@@ -182,7 +190,7 @@ func (r *reader) verify(ctx context.Context, list []any) error {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	batch := r.c.v.Batch()
+	var batch *cache.Batch // none while every file was verified before
 	var queued []string
 	for _, e := range list {
 		p, _ := e.(string)
@@ -190,10 +198,16 @@ func (r *reader) verify(ctx context.Context, list []any) error {
 		if !ok || r.ok[p] {
 			continue
 		}
+		if batch == nil {
+			batch = r.c.v.Batch()
+		}
 		if err := batch.Add(p, rec); err != nil {
 			return err
 		}
 		queued = append(queued, p)
+	}
+	if batch == nil {
+		return nil
 	}
 	if err := batch.Wait(ctx); err != nil {
 		return err

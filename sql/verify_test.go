@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/bucket/bucketurl"
@@ -215,6 +216,46 @@ func TestVerifiedFilesAreHashedOnce(t *testing.T) {
 	}
 	if again := cache.HashCount() - before; again != 0 {
 		t.Fatalf("the second query hashed %d files again", again)
+	}
+}
+
+// A database checks each file once: a later query of the same database
+// reads the files it verified without checking them again (their records
+// cannot change under it), even after a file's generation moved (its
+// bytes unchanged); a new database checks the file again, and hashes it,
+// its generation no longer the record's.
+func TestADatabaseChecksEachFileOnce(t *testing.T) {
+	b, frag := verifyWorld(t)
+	opts := wsql.Options{Dir: t.TempDir()}
+	s, err := wsql.Build(ctxT(t), b, "w", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := wsql.Open(ctxT(t), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := wsql.Run(ctxT(t), db, wholeTable, wsql.FormatCSV, io.Discard, nil); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := b.Path(frag.Path)
+	later := time.Now().Add(time.Hour)
+	if err := os.Chtimes(p, later, later); err != nil {
+		t.Fatal(err)
+	}
+	before := cache.HashCount()
+	if err := wsql.Run(ctxT(t), db, wholeTable, wsql.FormatCSV, io.Discard, nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := cache.HashCount() - before; n != 0 {
+		t.Fatalf("a second query of the same database hashed %d files: it checked again what the first verified", n)
+	}
+	if err := queryViews(t, b, opts, wholeTable); err != nil {
+		t.Fatal(err)
+	}
+	if n := cache.HashCount() - before; n != 1 {
+		t.Fatalf("a new database hashed %d files; want the one whose generation moved", n)
 	}
 }
 

@@ -45,6 +45,26 @@ func plain(s *wsql.Script) string {
 	return q
 }
 
+// sameRowsAsRaw fails the test unless each component view of names shows
+// exactly the rows of its <view>_raw, commit columns aside (as many times
+// each): the two read their files apart, each with the visibility
+// filters.
+func sameRowsAsRaw(t *testing.T, db *sql.DB, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		view, raw := `"`+name+`"`, `(SELECT * EXCLUDE (commit_token, writer_epoch) FROM "`+name+`_raw")`
+		var only, rawOnly, rows int64
+		q := "SELECT (SELECT count(*) FROM (FROM " + view + " EXCEPT ALL FROM " + raw + ")), " +
+			"(SELECT count(*) FROM (FROM " + raw + " EXCEPT ALL FROM " + view + ")), (SELECT count(*) FROM " + view + ")"
+		if err := db.QueryRow(q).Scan(&only, &rawOnly, &rows); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		if only != 0 || rawOnly != 0 {
+			t.Errorf("view %s shows %d rows %s_raw does not, and misses %d of its rows (%d rows)", name, only, name, rawOnly, rows)
+		}
+	}
+}
+
 func count(t *testing.T, db *sql.DB, q string) int64 {
 	t.Helper()
 	var n int64
@@ -142,6 +162,9 @@ func TestViewsShowExactlyTheVisibleRows(t *testing.T) {
 	if got := count(t, byToken, "SELECT max(tick) FROM particle"); got != 10 {
 		t.Fatalf("views as of tick 10's token end at tick %d", got)
 	}
+	for _, d := range []*sql.DB{db, pinned, byToken} {
+		sameRowsAsRaw(t, d, "particle", "emitter")
+	}
 }
 
 func TestViewsOfAFork(t *testing.T) {
@@ -206,6 +229,16 @@ func TestViewsOfLegacyHistory(t *testing.T) {
 	if got := count(t, db, "SELECT count(*) FROM particle_at(4)"); got != 9 {
 		t.Fatalf("legacy tick 4 shows %d particles, want 9", got)
 	}
+	// Pinned inside the legacy history, the views cut the legacy rows at
+	// the pin.
+	at := int64(3)
+	pinned := views(t, b, "legacyworld", wsql.Options{AtTick: &at})
+	if got := count(t, pinned, "SELECT max(tick) FROM emitter"); got != 3 {
+		t.Fatalf("views pinned at tick 3 end at tick %d", got)
+	}
+	for _, d := range []*sql.DB{db, pinned} {
+		sameRowsAsRaw(t, d, "particle", "emitter")
+	}
 }
 
 func TestViewsFailClosed(t *testing.T) {
@@ -227,5 +260,48 @@ func TestViewsFailClosed(t *testing.T) {
 	b.Create(ctxT(t), name, data)
 	if _, err := wsql.Build(ctxT(t), b, "w", wsql.Options{Dir: t.TempDir()}); !errors.Is(err, index.ErrCorrupt) {
 		t.Fatalf("views of a corrupt catalog = %v, want ErrCorrupt", err)
+	}
+}
+
+// The component view reads the files itself, not through <table>_raw: a
+// count(*) over it plans no more projections than one over <table>_raw
+// (each view a query goes through adds one to DuckDB's plan, and binding
+// it costs every query), and counts the same rows.
+func TestComponentViewReadsTheFilesItself(t *testing.T) {
+	b, err := local.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	enginetest.World(t, b, "w", 9).Close()
+	db := views(t, b, "w", wsql.Options{})
+	name := particles.Tables()[0].Name
+	projections := func(view string) int {
+		t.Helper()
+		var plan strings.Builder
+		rows, err := db.Query(`EXPLAIN SELECT count(*) FROM "` + view + `"`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var kind, text string
+			if err := rows.Scan(&kind, &text); err != nil {
+				t.Fatal(err)
+			}
+			plan.WriteString(text)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(plan.String(), "READ_PARQUET") {
+			t.Fatalf("the plan of %s reads no Parquet file:\n%s", view, plan.String())
+		}
+		return strings.Count(plan.String(), "PROJECTION")
+	}
+	if got, raw := projections(name), projections(name+"_raw"); got > raw {
+		t.Errorf("count(*) over %s plans %d projections, over %s_raw %d: the component view goes through another view", name, got, name, raw)
+	}
+	if n, raw := count(t, db, `SELECT count(*) FROM "`+name+`"`), count(t, db, `SELECT count(*) FROM "`+name+`_raw"`); n != raw || n == 0 {
+		t.Errorf("count(*): %d rows in %s, %d in %s_raw", n, name, raw, name)
 	}
 }
