@@ -278,7 +278,7 @@ func measureMillion(ctx context.Context, b bucket.Bucket, res *MillionReport, p 
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	var loads, tickLoads, opens, sqls, cpus []time.Duration
+	var loads, tickLoads, opens []time.Duration
 	var token string // MidTick's
 	// Each round loads one tick, then the whole state; each timed inside
 	// peakHeap, after the collection it starts with.
@@ -354,54 +354,40 @@ func measureMillion(ctx context.Context, b bucket.Bucket, res *MillionReport, p 
 	if p.AtRows != int64(res.Entities) {
 		return fmt.Errorf("%s answered %d rows, the world has %d a tick", q, p.AtRows, res.Entities)
 	}
-	for i := range res.Runs {
-		say("world %s: a fresh worldfs sql: %s (%d of %d)", p.World, q, i+1, res.Runs)
-		proc, out, err := freshProcess(ctx, self, "sql", "--bucket", res.Bucket, "--world", p.World,
-			"--cache-dir", filepath.Join(dir, fmt.Sprint("sql-cache-", i)), "--format", "csv", q)
-		if err != nil {
-			return err
+	// Fresh worldfs sql processes, res.Runs of each: with an empty cache
+	// directory each, pinned by MidTick's token with one each, and on the
+	// cache directory of the first, which kept its script.
+	want := fmt.Sprintf("n\n%d\n", p.AtRows)
+	fresh := func(what string, cacheDir func(i int) string, extra ...string) (historyProcess, error) {
+		var sqls, cpus []time.Duration
+		var out historyProcess
+		for i := range res.Runs {
+			say("world %s: a fresh worldfs sql%s: %s (%d of %d)", p.World, what, q, i+1, res.Runs)
+			args := append([]string{"sql", "--bucket", res.Bucket, "--world", p.World, "--cache-dir", cacheDir(i), "--format", "csv"}, extra...)
+			proc, got, err := freshProcess(ctx, self, append(args, q)...)
+			if err != nil {
+				return out, err
+			}
+			if got != want {
+				return out, fmt.Errorf("worldfs sql%s answered %q, the views in process %q", what, got, want)
+			}
+			sqls = append(sqls, time.Duration(proc.Seconds*float64(time.Second)))
+			cpus = append(cpus, time.Duration(proc.CPUSeconds*float64(time.Second)))
+			out.PeakRSSBytes = max(out.PeakRSSBytes, proc.PeakRSSBytes)
 		}
-		if want := fmt.Sprintf("n\n%d\n", p.AtRows); out != want {
-			return fmt.Errorf("worldfs sql answered %q, the views in process %q", out, want)
-		}
-		sqls = append(sqls, time.Duration(proc.Seconds*float64(time.Second)))
-		cpus = append(cpus, time.Duration(proc.CPUSeconds*float64(time.Second)))
-		p.SQLAt.PeakRSSBytes = max(p.SQLAt.PeakRSSBytes, proc.PeakRSSBytes)
+		out.Seconds, out.CPUSeconds = median(sqls).Seconds(), median(cpus).Seconds()
+		return out, nil
 	}
-	p.SQLAt.Seconds, p.SQLAt.CPUSeconds = median(sqls).Seconds(), median(cpus).Seconds()
-	sqls, cpus = nil, nil
+	if p.SQLAt, err = fresh("", func(i int) string { return filepath.Join(dir, fmt.Sprint("sql-cache-", i)) }); err != nil {
+		return err
+	}
 	_, p.TokenNamesTick = index.TokenTick(token)
-	for i := range res.Runs {
-		say("world %s: a fresh worldfs sql --token (tick %d's): %s (%d of %d)", p.World, p.MidTick, q, i+1, res.Runs)
-		proc, out, err := freshProcess(ctx, self, "sql", "--bucket", res.Bucket, "--world", p.World, "--token", token,
-			"--cache-dir", filepath.Join(dir, fmt.Sprint("sql-token-cache-", i)), "--format", "csv", q)
-		if err != nil {
-			return err
-		}
-		if want := fmt.Sprintf("n\n%d\n", p.AtRows); out != want {
-			return fmt.Errorf("worldfs sql --token answered %q, the views in process %q", out, want)
-		}
-		sqls = append(sqls, time.Duration(proc.Seconds*float64(time.Second)))
-		cpus = append(cpus, time.Duration(proc.CPUSeconds*float64(time.Second)))
-		p.SQLToken.PeakRSSBytes = max(p.SQLToken.PeakRSSBytes, proc.PeakRSSBytes)
+	if p.SQLToken, err = fresh(fmt.Sprintf(" --token (tick %d's)", p.MidTick), func(i int) string { return filepath.Join(dir, fmt.Sprint("sql-token-cache-", i)) }, "--token", token); err != nil {
+		return err
 	}
-	p.SQLToken.Seconds, p.SQLToken.CPUSeconds = median(sqls).Seconds(), median(cpus).Seconds()
-	sqls, cpus = nil, nil
-	for i := range res.Runs {
-		say("world %s: a fresh worldfs sql reusing the kept script: %s (%d of %d)", p.World, q, i+1, res.Runs)
-		proc, out, err := freshProcess(ctx, self, "sql", "--bucket", res.Bucket, "--world", p.World,
-			"--cache-dir", filepath.Join(dir, "sql-cache-0"), "--format", "csv", q)
-		if err != nil {
-			return err
-		}
-		if want := fmt.Sprintf("n\n%d\n", p.AtRows); out != want {
-			return fmt.Errorf("worldfs sql answered %q, the views in process %q", out, want)
-		}
-		sqls = append(sqls, time.Duration(proc.Seconds*float64(time.Second)))
-		cpus = append(cpus, time.Duration(proc.CPUSeconds*float64(time.Second)))
-		p.SQLAtReused.PeakRSSBytes = max(p.SQLAtReused.PeakRSSBytes, proc.PeakRSSBytes)
+	if p.SQLAtReused, err = fresh(" reusing the kept script", func(int) string { return filepath.Join(dir, "sql-cache-0") }); err != nil {
+		return err
 	}
-	p.SQLAtReused.Seconds, p.SQLAtReused.CPUSeconds = median(sqls).Seconds(), median(cpus).Seconds()
 
 	say("world %s: worldfs log --limit 10", p.World)
 	proc, _, err := freshProcess(ctx, self, "log", "--bucket", res.Bucket, "--world", p.World, "--limit", "10")
