@@ -111,19 +111,29 @@ func (v *View) Head() (TickRef, bool) {
 	return TickRef{}, false
 }
 
-// Token returns the visible tick that commit token published.
+// Token returns the visible tick that commit token published, by
+// State.TickByToken's rule over the lineage: the tick the token names
+// (TokenTick), if it is visible and carries the token; else the lowest
+// visible tick that carries it (a log may hold a token at several ticks;
+// an ancestor's ticks are below the fork's). On a state loaded in part,
+// the second needs every tick (see refuse).
 func (v *View) Token(token string) (TickRef, bool) {
-	for i := len(v.Segments) - 1; i >= 0; i-- {
-		seg := v.Segments[i]
+	if n, ok := TokenTick(token); ok {
+		if t, ok := v.Tick(n); ok && t.CommitToken == token {
+			return t, true
+		}
+	}
+	for _, seg := range v.Segments {
 		if seg.Mode != Filtered {
 			continue
 		}
-		if t, ok := seg.State.TickByToken(seg.Run, token); ok && t.Tick <= seg.UpTo {
-			// A tick the fork re-published hides its ancestor's.
-			if vis, ok := v.Tick(t.Tick); ok && vis.Tick == t {
-				return TickRef{seg.World, seg.Run, t}, true
-			}
-			return TickRef{}, false
+		t, ok := seg.State.lowestByToken("View.Token", seg.Run, token)
+		if !ok || t.Tick > seg.UpTo {
+			continue
+		}
+		// A tick the fork re-published hides its ancestor's.
+		if vis, ok := v.Tick(t.Tick); ok && vis.Tick == t {
+			return TickRef{seg.World, seg.Run, t}, true
 		}
 	}
 	return TickRef{}, false

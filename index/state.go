@@ -526,9 +526,16 @@ func (s *State) TickByToken(run, token string) (*Tick, bool) {
 	if t, ok := s.namedTick(run, token); ok {
 		return t, true
 	}
+	return s.lowestByToken("TickByToken", run, token)
+}
+
+// lowestByToken returns the lowest tick of run that carries token. On a
+// state loaded in part that does not hold every tick of run, it panics
+// (see refuse), naming method.
+func (s *State) lowestByToken(method, run, token string) (*Tick, bool) {
 	if s.part != nil {
 		if err := s.part.covers(run, math.MinInt64, math.MaxInt64); err != nil {
-			refuse("TickByToken", err)
+			refuse(method, err)
 		}
 	}
 	return s.tickByToken(run, token)

@@ -67,6 +67,9 @@ func TestTokenAtSeveralTicksAnswersAlike(t *testing.T) {
 		if tk, ok := whole.TickByToken("r", c.token); !ok || tk.Tick != c.tick {
 			t.Fatalf("the whole state answers token %s with %+v, %v; want tick %d", c.token, tk, ok, c.tick)
 		}
+		if r, ok := OwnView(whole, "r").Token(c.token); !ok || r.Tick.Tick != c.tick {
+			t.Fatalf("the whole state's view answers token %s with %+v, %v; want tick %d", c.token, r, ok, c.tick)
+		}
 		p, _, err := LoadFor(ctx, b, "w", Want{Run: "r", From: 1, To: 0, Token: c.token})
 		if err != nil {
 			t.Fatal(err)
