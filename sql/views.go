@@ -239,30 +239,48 @@ func Build(ctx context.Context, b bucket.Bucket, world string, opts Options) (*S
 
 // namedTick returns the tick views pinned by opts.Token show up to, read
 // from the one catalog part that holds the tick the token names
-// (index.TokenTick), if the token is that tick's; ok false if only every
-// tick can tell (a token that names no tick, or a world without a
-// checkpoint): pinned then finds it in the whole state.
+// (index.TokenTick) in the world, or, for a tick a fork inherits, in the
+// ancestor that published it: the visible tick of that number (as
+// index.View.Tick finds it, newest segment first), if it carries the
+// token. ok false if only every tick can tell (a token that names no
+// tick or another tick's, a world without a checkpoint): pinned then
+// finds it in the whole states (index.View.Token).
 func namedTick(ctx context.Context, b bucket.Bucket, world string, opts Options) (int64, bool, error) {
-	if _, ok := index.TokenTick(opts.Token); !ok {
+	n, ok := index.TokenTick(opts.Token)
+	if !ok {
 		return 0, false, nil
 	}
-	p, _, err := index.LoadFor(ctx, b, world, index.Want{Run: opts.Run, From: 1, To: 0, Token: opts.Token, CheckpointOnly: true})
-	if err != nil || p == nil {
-		return 0, false, err
+	upTo := int64(math.MaxInt64)
+	for w, run, seen := world, opts.Run, 0; n <= upTo && seen < maxLineage; seen++ {
+		p, _, err := index.LoadFor(ctx, b, w, index.Want{Run: run, From: n, To: n, CheckpointOnly: true})
+		if err != nil || p == nil {
+			return 0, false, err
+		}
+		t, found, err := p.Tick(run, n)
+		if err != nil {
+			return 0, false, err
+		}
+		if found {
+			if t.CommitToken != opts.Token {
+				return 0, false, nil
+			}
+			if opts.AtTick != nil {
+				n = min(n, *opts.AtTick)
+			}
+			return n, true, nil
+		}
+		wd := p.World()
+		if wd.Parent == "" {
+			break
+		}
+		w, run, upTo = wd.Parent, wd.ForkRun, min(upTo, wd.ForkTick)
 	}
-	t, ok, err := p.TickByToken(opts.Run, opts.Token)
-	if errors.Is(err, index.ErrNotLoaded) || err == nil && !ok {
-		return 0, false, nil
-	}
-	if err != nil {
-		return 0, false, err
-	}
-	at := t.Tick
-	if opts.AtTick != nil {
-		at = min(at, *opts.AtTick)
-	}
-	return at, true, nil
+	return 0, false, nil
 }
+
+// maxLineage bounds namedTick's walk up a fork's ancestors (a lineage that
+// loops is the whole load's to report).
+const maxLineage = 64
 
 // BuildFrom returns the view definitions of the world whose catalog state
 // own is (ancestors are read from the bucket, unless opts.View, of this
