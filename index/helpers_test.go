@@ -170,3 +170,13 @@ func tickCount(s *State) int {
 	allTicks(s, func(*Tick) bool { n++; return true })
 	return n
 }
+
+// commitEach commits es on c one at a time, failing t on any error.
+func commitEach(t *testing.T, c *Catalog, es ...Entry) {
+	t.Helper()
+	for _, e := range es {
+		if _, err := c.Commit(ctxT(t), e); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -15,19 +15,11 @@ func TestViewTokenOfAForkFollowsTheNamedRule(t *testing.T) {
 	ctx := ctxT(t)
 	b := memBucket()
 	parent, pe := newWorld(t, b, "parent", Options{NoCompactor: true})
-	commit := func(c *Catalog, es ...Entry) {
-		t.Helper()
-		for _, e := range es {
-			if _, err := c.Commit(ctx, e); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
 	far := int64(2*tickShardSpan + 1)
 	named7 := TickToken(7, [16]byte{7})     // the parent's tick 7; the fork also publishes it at 20
 	namedFar := TickToken(far, [16]byte{8}) // the parent's ticks 5 and far (past the fork point)
 	named3 := TickToken(3, [16]byte{3})     // the parent's ticks 2 and 3; a fork re-publishes 3
-	commit(parent,
+	commitEach(t, parent,
 		ownPublish("parent", "main", 2, named3, pe),
 		ownPublish("parent", "main", 3, named3, pe),
 		ownPublish("parent", "main", 5, namedFar, pe),
@@ -42,7 +34,7 @@ func TestViewTokenOfAForkFollowsTheNamedRule(t *testing.T) {
 		}
 		defer c.Close()
 		for _, e := range es {
-			commit(c, e(fe))
+			commitEach(t, c, e(fe))
 		}
 		v, err := OpenView(ctx, LoadFrom(b), name, "main")
 		if err != nil {

@@ -39,18 +39,10 @@ func TestViewOfAFork(t *testing.T) {
 	b := memBucket()
 	ctx := ctxT(t)
 	parent, pe := newWorld(t, b, "parent", Options{NoCompactor: true})
-	commit := func(c *Catalog, es ...Entry) {
-		t.Helper()
-		for _, e := range es {
-			if _, err := c.Commit(ctx, e); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
 	for tick := range int64(10) {
-		commit(parent, ownPublish("parent", "main", tick, fmt.Sprintf("p%d", tick), pe))
+		commitEach(t, parent, ownPublish("parent", "main", tick, fmt.Sprintf("p%d", tick), pe))
 		if tick == 3 || tick == 8 {
-			commit(parent, completedFact("parent", "main", fmt.Sprint(tick), fmt.Sprintf("c%d", tick))...)
+			commitEach(t, parent, completedFact("parent", "main", fmt.Sprint(tick), fmt.Sprintf("c%d", tick))...)
 		}
 	}
 	fork, fe, err := CreateWorld(ctx, b, "fork", WorldCreate{Parent: "parent", ForkRun: "main", ForkTick: 4}, "f", Options{NoCompactor: true})
@@ -70,9 +62,9 @@ func TestViewOfAFork(t *testing.T) {
 	}
 
 	for tick := int64(5); tick < 8; tick++ {
-		commit(fork, ownPublish("fork", "main", tick, fmt.Sprintf("f%d", tick), fe))
+		commitEach(t, fork, ownPublish("fork", "main", tick, fmt.Sprintf("f%d", tick), fe))
 	}
-	commit(fork, completedFact("fork", "main", "x", "cf")...)
+	commitEach(t, fork, completedFact("fork", "main", "x", "cf")...)
 	if v, err = OpenView(ctx, LoadFrom(b), "fork", "main"); err != nil {
 		t.Fatal(err)
 	}
