@@ -7,6 +7,8 @@ import (
 	"math"
 	"reflect"
 	"testing"
+
+	"github.com/worldfs/worldfs/bucket/buckettest"
 )
 
 // asked runs a tick question: refused when it panics with ErrNotLoaded
@@ -311,7 +313,7 @@ func TestLoadInPartChecksRunHeads(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			replaceObject(t, b, name, data)
+			buckettest.Replace(t, b, name, data)
 		}
 		_, _, perr := LoadFor(ctx, b, "w", Want{Run: "main", From: 1, To: 0, Head: true})
 		// Loaded for its newest ticks, not the recorded head's.

@@ -13,6 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/bucket/buckettest"
 )
 
 // A cold start decodes no fragment list, and a reader of a slice of
@@ -135,22 +136,7 @@ func corruptLists(t *testing.T, b bucket.Bucket, world string, lists func(plain 
 	if err != nil {
 		t.Fatal(err)
 	}
-	replaceObject(t, b, name, sealed)
-}
-
-func replaceObject(t *testing.T, b bucket.Bucket, name string, data []byte) {
-	t.Helper()
-	ctx := ctxT(t)
-	a, err := b.Stat(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Delete(ctx, name, a.Generation); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.Create(ctx, name, data); err != nil {
-		t.Fatal(err)
-	}
+	buckettest.Replace(t, b, name, sealed)
 }
 
 // A fragment list that does not decode fails its reader closed
@@ -236,7 +222,7 @@ func TestNewerCheckpointFormatFailsClosed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	replaceObject(t, b, name, sealed)
+	buckettest.Replace(t, b, name, sealed)
 	if _, _, err := Load(ctx, b, "w"); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("Load of a format-%d checkpoint = %v, want ErrCorrupt", cp.Format, err)
 	}

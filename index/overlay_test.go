@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/bucket/buckettest"
 )
 
 // applyEach applies entries to s one slot each (slot hashes numbered from
@@ -221,7 +222,7 @@ func TestCheckpointRepeatingATickFailsClosed(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			replaceObject(t, b, cpName, data)
+			buckettest.Replace(t, b, cpName, data)
 			if _, _, err := LoadCheckpoint(ctx, b, "w", cpName); !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("LoadCheckpoint = %v, want ErrCorrupt", err)
 			}

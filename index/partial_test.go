@@ -440,5 +440,5 @@ func flipTickShard(t *testing.T, b bucket.Bucket, run string, n int64) {
 	}
 	data = slices.Clone(data)
 	data[len(data)/2] ^= 0x40
-	replaceObject(t, b, shard, data)
+	buckettest.Replace(t, b, shard, data)
 }

@@ -177,7 +177,7 @@ func TestMountReadsACompactedTickByRanges(t *testing.T) {
 func TestMountFailsClosedOnDamagedRangesOfGCS(t *testing.T) {
 	b, f, x := gcsWideWorld(t)
 	ctx := ctxT(t)
-	replace := func(name string, data []byte) { replaceObject(t, b, name, data) }
+	replace := func(name string, data []byte) { buckettest.Replace(t, b, name, data) }
 	good, _, err := b.Get(ctx, f.Path)
 	if err != nil {
 		t.Fatal(err)
@@ -388,7 +388,7 @@ func BenchmarkCompactedTickRemote(b *testing.B) {
 func TestMountReadsATickWithoutIndexFromAVerifiedCopy(t *testing.T) {
 	b, f, x := gcsWideWorld(t)
 	ctx := ctxT(t)
-	replace := func(name string, data []byte) { replaceObject(t, b, name, data) }
+	replace := func(name string, data []byte) { buckettest.Replace(t, b, name, data) }
 	good, _, err := b.Get(ctx, f.Path)
 	if err != nil {
 		t.Fatal(err)
@@ -422,25 +422,6 @@ func TestMountReadsATickWithoutIndexFromAVerifiedCopy(t *testing.T) {
 	}
 	if !errors.Is(err, syscall.EIO) {
 		t.Fatalf("tick 10 of a damaged compacted file without its tick index: %v, want EIO", err)
-	}
-}
-
-// replaceObject deletes the object called name from b and, unless data is
-// nil, creates it anew with data (another generation).
-func replaceObject(t *testing.T, b bucket.Bucket, name string, data []byte) {
-	t.Helper()
-	ctx := ctxT(t)
-	a, err := b.Stat(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Delete(ctx, name, a.Generation); err != nil {
-		t.Fatal(err)
-	}
-	if data != nil {
-		if _, err := b.Create(ctx, name, data); err != nil {
-			t.Fatal(err)
-		}
 	}
 }
 

@@ -416,6 +416,26 @@ func createAfterDelete(t *testing.T, b bucket.Bucket, name string, data []byte) 
 	}
 }
 
+// Replace deletes the object called name from b and, unless data is nil,
+// creates it anew with data (another generation): a test's stand-in for
+// damage or a rewrite behind a reader's back.
+func Replace(t testing.TB, b bucket.Bucket, name string, data []byte) {
+	t.Helper()
+	ctx := context.Background()
+	a, err := b.Stat(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Delete(ctx, name, a.Generation); err != nil {
+		t.Fatal(err)
+	}
+	if data != nil {
+		if _, err := b.Create(ctx, name, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // BadNames are names every backend refuses.
 var BadNames = []string{
 	"", "/abs", "a/", "a//b", "../escape", "a/../../escape", "a/./b", ".", "..",
