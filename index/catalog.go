@@ -106,15 +106,21 @@ func (o *Options) EnsureDefaults() *Options {
 	defd(&o.CheckpointDelay, 5*time.Second)
 	defd(&o.CheckpointTimeout, 5*time.Minute)
 	defd(&o.KeepCheckpointAge, time.Hour)
-	defd(&o.ReloadAfter, 12*time.Hour)
+	defd(&o.ReloadAfter, DefaultReloadAfter)
 	if o.CheckpointSlots == 0 {
-		o.CheckpointSlots = 1024
+		o.CheckpointSlots = defaultCheckpointSlots
 	}
 	if o.CheckpointEntries == 0 {
 		o.CheckpointEntries = DefaultCheckpointEntries
 	}
 	return o
 }
+
+// DefaultReloadAfter is Options.ReloadAfter's default.
+const DefaultReloadAfter = 12 * time.Hour
+
+// defaultCheckpointSlots is Options.CheckpointSlots' default.
+const defaultCheckpointSlots = 1024
 
 // DefaultCheckpointEntries is Options.CheckpointEntries' default: 1024
 // slots of the 32 entries a slot held before batches grew with the queue,

@@ -328,6 +328,20 @@ func modelRun(seed uint64) (int, error) {
 	if err := m.check(live); err != nil {
 		return 0, fmt.Errorf("live state: %w", err)
 	}
+	// Partial states loaded here are refreshed from the log after the
+	// burst (Partial.Refresh), and must then answer as a load at the tip.
+	type early struct {
+		want Want
+		p    *Partial
+	}
+	var earlies []early
+	for range 3 {
+		e := early{want: randomWant(r)}
+		if e.p, _, err = LoadFor(ctx, inner, "w", e.want); err != nil {
+			return 0, fmt.Errorf("partial load of %+v: %w", e.want, err)
+		}
+		earlies = append(earlies, e)
+	}
 	// A concurrent burst from both committers exercises batching,
 	// pipelining and rebase: slot creates are held until every request of
 	// the burst is queued (or in a held slot), so that the next slots
@@ -411,6 +425,14 @@ func modelRun(seed uint64) (int, error) {
 	if d := diff(live, cold); d != "" {
 		return 0, fmt.Errorf("cold start differs from the live state: %s", d)
 	}
+	for _, e := range earlies {
+		if err := e.p.Refresh(ctx); err != nil {
+			return 0, fmt.Errorf("refresh of a partial load of %+v: %w", e.want, err)
+		}
+		if _, err := partialAlike(cold, e.p, e.want); err != nil {
+			return 0, fmt.Errorf("partial load of %+v, refreshed after the burst: %w", e.want, err)
+		}
+	}
 	// Partial loads (LoadFor) answer what they were loaded for as the
 	// whole state does, and refuse the rest: from the newest checkpoint
 	// and the log after it, then from a checkpoint of the tip.
@@ -421,8 +443,7 @@ func modelRun(seed uint64) (int, error) {
 			}
 		}
 		for range 4 {
-			from := int64(r.IntN(7)-1) * tickShardSpan / 2
-			want := Want{Run: fmt.Sprint("r", 1+r.IntN(2)), From: from, To: from + int64(r.IntN(3))*tickShardSpan/2, Head: r.IntN(2) == 0}
+			want := randomWant(r)
 			p, _, err := LoadFor(ctx, inner, "w", want)
 			if err != nil {
 				return 0, fmt.Errorf("partial load of %+v: %w", want, err)
@@ -433,6 +454,12 @@ func modelRun(seed uint64) (int, error) {
 		}
 	}
 	return largestSlot(ctx, inner)
+}
+
+// randomWant is what a random reader of the model's world reads.
+func randomWant(r *rand.Rand) Want {
+	from := int64(r.IntN(7)-1) * tickShardSpan / 2
+	return Want{Run: fmt.Sprint("r", 1+r.IntN(2)), From: from, To: from + int64(r.IntN(3))*tickShardSpan/2, Head: r.IntN(2) == 0}
 }
 
 // burst is how many entries the model test offers at once on every tenth

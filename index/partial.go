@@ -7,6 +7,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"time"
 
 	"github.com/worldfs/worldfs/bucket"
 )
@@ -163,6 +164,7 @@ func (n *State) cover(e *Entry) error {
 // loads whole (with want.CheckpointOnly: not at all, and the Partial is
 // nil).
 func LoadFor(ctx context.Context, b bucket.Bucket, world string, want Want) (*Partial, LoadInfo, error) {
+	start := time.Now()
 	newest, _, err := newestCheckpoint(ctx, b, world)
 	if err != nil {
 		return nil, LoadInfo{}, fmt.Errorf("world %s: listing checkpoints: %w", world, err)
@@ -175,7 +177,7 @@ func LoadFor(ctx context.Context, b bucket.Bucket, world string, want Want) (*Pa
 		if err != nil {
 			return nil, LoadInfo{}, err
 		}
-		return &Partial{s: s}, info, nil
+		return &Partial{s: s, b: b, confirmed: start}, info, nil
 	}
 	s, info, err := loadPart(ctx, b, world, newest, func(ctx context.Context, p *partial) (func(shardRef) bool, error) {
 		head := int64(math.MinInt64)
@@ -195,7 +197,7 @@ func LoadFor(ctx context.Context, b bucket.Bucket, world string, want Want) (*Pa
 	if err != nil {
 		return nil, LoadInfo{}, err
 	}
-	return &Partial{s: s}, info, nil
+	return &Partial{s: s, b: b, confirmed: start}, info, nil
 }
 
 // loadPart loads world's state from checkpoint newest and the slots after
@@ -230,13 +232,7 @@ func loadPart(ctx context.Context, b bucket.Bucket, world, newest string, pick f
 		if err := p.checkRuns(s); err != nil {
 			return nil, nil, err
 		}
-		p.fetch = func(s *State, r shardRef) error {
-			d, err := readShard(ctx, b, newest, cp, r)
-			if err != nil {
-				return err
-			}
-			return s.addShard(newest, cp, d)
-		}
+		p.fetch = p.fetcher(ctx)
 		s.part = p
 		return s, cp, nil
 	})
@@ -348,7 +344,13 @@ func LoadSummarized(ctx context.Context, b bucket.Bucket, world string) (*State,
 // changed after the checkpoint. It answers every question about what it
 // holds exactly as the whole state does, and refuses the others with
 // ErrNotLoaded, never answering them from the ticks it holds.
-type Partial struct{ s *State }
+type Partial struct {
+	s *State
+	b bucket.Bucket
+	// confirmed: when the load or refresh that brought s to the log's
+	// tip began.
+	confirmed time.Time
+}
 
 // World is the world's record.
 func (p *Partial) World() World { return p.s.World }
@@ -424,12 +426,7 @@ func (p *Partial) Load(ctx context.Context, want Want) error {
 		j, _ := slices.BinarySearchFunc(part.cp.Shards, k, func(r shardRef, k shardKey) int { return shardKeyCompare(r.key(), k) })
 		refs = append(refs, part.cp.Shards[j])
 	}
-	out := make([]*decodedShard, len(refs))
-	err := parallel(ctx, len(refs), func(i int) error { // several read at once, as LoadFor reads
-		var err error
-		out[i], err = readShard(ctx, part.b, part.name, part.cp, refs[i])
-		return err
-	})
+	out, err := part.readShards(ctx, refs)
 	if err != nil {
 		return err
 	}
@@ -440,6 +437,47 @@ func (p *Partial) Load(ctx context.Context, want Want) error {
 		part.loaded[refs[i].key()] = true
 		delete(part.sums, refs[i].key())
 	}
+	return nil
+}
+
+// ErrReload: a partial state too far behind to refresh from the log
+// (Partial.Refresh); load it anew.
+var ErrReload = errors.New("too far behind to refresh from the log; load it anew")
+
+// Refresh brings p to the log's tip, in place: it applies the slots
+// created after p, in order, up to the first name absent (as
+// Catalog.Exact advances a catalog), reading first each checkpoint part a
+// slot touches that p does not hold, so that every part p holds, or adds
+// later (Load), is as the state at the tip holds it. It reads the log's
+// tail, never the checkpoint again: a reader that keeps a world's state
+// and asks it for new ticks pays for what was published since, not for
+// the history.
+//
+// A state is refreshed only while the log after it is sure to be there
+// and its tail is short. One brought to the tip longer ago than
+// DefaultReloadAfter (collection may have deleted the slots after it), or
+// that holds a checkpoint interval of slots past its checkpoint
+// (CheckpointSlots or CheckpointEntries at their defaults: a newer
+// checkpoint holds them more compactly), is refused with ErrReload: load
+// it anew (LoadFor). After any error p is half refreshed: drop it.
+// Refresh must not be called while another goroutine reads p.
+func (p *Partial) Refresh(ctx context.Context) error {
+	start := time.Now()
+	if age := start.Sub(p.confirmed); age > DefaultReloadAfter {
+		return fmt.Errorf("world %s: a state brought to the tip %v ago: %w", p.s.World.ID, age.Round(time.Second), ErrReload)
+	}
+	if part := p.s.part; part != nil {
+		if p.s.Slots-part.cp.Slots >= defaultCheckpointSlots || p.s.Seq-part.cp.Seq >= DefaultCheckpointEntries {
+			return fmt.Errorf("world %s: %d slots past checkpoint %s: %w", p.s.World.ID, p.s.Slots-part.cp.Slots, part.name, ErrReload)
+		}
+		part.fetch = part.fetcher(ctx)
+		defer func() { part.fetch = nil }()
+	}
+	s, err := follow(ctx, p.b, p.s, nil, nil)
+	if err != nil {
+		return err
+	}
+	p.s, p.confirmed = s, start
 	return nil
 }
 
@@ -514,16 +552,8 @@ func (s *State) Unsummarized(ctx context.Context) (*State, error) {
 			refs = append(refs, r)
 		}
 	}
-	out := make([]*decodedShard, len(refs))
-	err := parallel(ctx, len(refs), func(i int) error {
-		var err error
-		out[i], err = readShard(ctx, p.b, p.name, p.cp, refs[i])
-		return err
-	})
+	out, err := p.readShards(ctx, refs)
 	if err != nil {
-		if errors.Is(err, ErrCorrupt) && p.collected(ctx, refs) {
-			return nil, fmt.Errorf("checkpoint %s: %w", p.name, ErrSuperseded)
-		}
 		return nil, err
 	}
 	n := s.clone()
@@ -539,6 +569,34 @@ func (s *State) Unsummarized(ctx context.Context) (*State, error) {
 		n.part = nil
 	}
 	return n, nil
+}
+
+// readShards reads and decodes the shards refs of p's checkpoint, several
+// at once. A shard collected since a newer checkpoint replaced p's is
+// ErrSuperseded; a corrupt one, or a missing one of the newest
+// checkpoint, is ErrCorrupt.
+func (p *partial) readShards(ctx context.Context, refs []shardRef) ([]*decodedShard, error) {
+	out := make([]*decodedShard, len(refs))
+	err := parallel(ctx, len(refs), func(i int) error {
+		var err error
+		out[i], err = readShard(ctx, p.b, p.name, p.cp, refs[i])
+		return err
+	})
+	if errors.Is(err, ErrCorrupt) && p.collected(ctx, refs) {
+		return nil, fmt.Errorf("checkpoint %s: %w", p.name, ErrSuperseded)
+	}
+	return out, err
+}
+
+// fetcher returns a partial.fetch that reads with ctx.
+func (p *partial) fetcher(ctx context.Context) func(s *State, r shardRef) error {
+	return func(s *State, r shardRef) error {
+		d, err := p.readShards(ctx, []shardRef{r})
+		if err != nil {
+			return err
+		}
+		return s.addShard(p.name, p.cp, d[0])
+	}
 }
 
 // ErrSuperseded: a state loaded from a checkpoint reads a part of it that

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/bucket/buckettest"
@@ -99,15 +100,18 @@ func partialAlike(full *State, p *Partial, want Want) (refused int, err error) {
 	return refused, nil
 }
 
-// countingBucket counts the checkpoint shards read.
+// countingBucket counts the checkpoint shards and checkpoints read.
 type countingBucket struct {
 	bucket.Bucket
-	shards atomic.Int64
+	shards, checkpoints atomic.Int64
 }
 
 func (c *countingBucket) Get(ctx context.Context, name string) ([]byte, bucket.Attrs, error) {
 	if strings.Contains(name, "/state/") {
 		c.shards.Add(1)
+	}
+	if strings.Contains(name, "/checkpoints/") {
+		c.checkpoints.Add(1)
 	}
 	return c.Bucket.Get(ctx, name)
 }
@@ -441,4 +445,111 @@ func flipTickShard(t *testing.T, b bucket.Bucket, run string, n int64) {
 	data = slices.Clone(data)
 	data[len(data)/2] ^= 0x40
 	buckettest.Replace(t, b, shard, data)
+}
+
+// A partial state refreshed from the log (Partial.Refresh) reads the
+// slots after it and the checkpoint parts they touch that it lacks, never
+// the checkpoint again, and then answers as a load at the tip does; a part
+// it adds later is as the tip holds it. A state too far behind is refused
+// (ErrReload), and one whose checkpoint was replaced and collected fails
+// with ErrSuperseded, not as corrupt.
+func TestPartialRefreshReadsTheTail(t *testing.T) {
+	ctx := ctxT(t)
+	b := &countingBucket{Bucket: memBucket()}
+	n := 3*tickShardSpan + 100 // shards 0..3 of run r
+	full := spanWorld(t, b, n)
+	want := Want{Run: "r", From: 5000, To: 5000, Head: true}
+	p, _, err := LoadFor(ctx, b, "w", want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Open(ctx, b, "w", Options{NoCompactor: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	epoch := full.World.Epoch
+	rewrite := func(tick int64) Entry {
+		old := tablesOf(t, mustTick(t, c.Tip(), "r", tick))[0].Fragments
+		return Entry{Kind: KindFragmentsRewrite, Rewrite: &FragmentsRewrite{Run: "r", Tick: tick, Table: "Position",
+			Old: []string{old[0].Path}, New: []Fragment{{Path: fmt.Sprintf("data/w/r/position/m%d/0.parquet", tick), Rows: old[0].Rows, Bytes: 1, Digest: "d-m"}}}}
+	}
+	// A rewrite in shard 2, which p lacks, and two ticks after the head.
+	commitEach(t, c, rewrite(9000), publish("r", int64(n+3), "tail3", epoch), publish("r", int64(n+4), "tail4", epoch))
+	b.shards.Store(0)
+	b.checkpoints.Store(0)
+	if err := p.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s, cps := b.shards.Load(), b.checkpoints.Load(); s != 1 || cps != 0 {
+		t.Fatalf("a refresh read %d tick shards and %d checkpoints; want 1 (shard 2, which the rewrite touched) and none", s, cps)
+	}
+	tip, _, err := Load(ctx, b, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := partialAlike(tip, p, want); err != nil {
+		t.Fatalf("refreshed: %v", err)
+	}
+	later := Want{Run: "r", From: 9000, To: 9000}
+	if err := p.Load(ctx, later); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := partialAlike(tip, p, later); err != nil {
+		t.Fatalf("refreshed, then loaded for tick 9000: %v", err)
+	}
+
+	// Too long unconfirmed: the slots after it may be collected.
+	p.confirmed = time.Now().Add(-DefaultReloadAfter - time.Minute)
+	if err := p.Refresh(ctx); !errors.Is(err, ErrReload) {
+		t.Fatalf("refresh of a state last at the tip 12 h ago: %v; want ErrReload", err)
+	}
+
+	// A checkpoint interval of slots past its checkpoint: load anew.
+	p, _, err = LoadFor(ctx, b, "w", want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range int64(defaultCheckpointSlots) {
+		commitEach(t, c, publish("s", 10+i, fmt.Sprint("s", 10+i), epoch))
+	}
+	if err := p.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Refresh(ctx); !errors.Is(err, ErrReload) {
+		t.Fatalf("refresh of a state %d slots past its checkpoint: %v; want ErrReload", defaultCheckpointSlots, err)
+	}
+
+	// Its checkpoint replaced, and a part of it collected: superseded.
+	if _, err := c.Checkpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p, _, err = LoadFor(ctx, b, "w", want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, _, err := newestCheckpoint(ctx, b, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	commitEach(t, c, rewrite(100)) // shard 0, which p lacks
+	if _, err := c.Checkpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cp, err := readCheckpoint(ctx, b, "w", old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(cp.Shards, func(r shardRef) bool { return r.Kind == "t" && r.Run == "r" && r.N == 0 })
+	shard := ShardName("w", cp.Shards[i].Hash)
+	a, err := b.Stat(ctx, shard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Delete(ctx, shard, a.Generation); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Refresh(ctx); !errors.Is(err, ErrSuperseded) {
+		t.Fatalf("refresh reading a collected part of a replaced checkpoint: %v; want ErrSuperseded", err)
+	}
 }
