@@ -2,6 +2,7 @@ package fs
 
 import (
 	"context"
+	"errors"
 	"math"
 	"sync"
 	"time"
@@ -12,22 +13,32 @@ import (
 // A world whose catalog the mount has not opened is read cold: its runs,
 // a run's head, a lookup of one tick and a listing of ticks/ read only the
 // checkpoint parts that hold them (index.LoadFor), never the whole
-// history. The mount keeps the partial state it read last of each such
-// world and answers from it, adding the parts a question reads, for as
-// long as a catalog snapshot would (Options.Freshness); a tick it does not
-// hold is looked for at the tip, as an exact snapshot would. What needs
-// the whole state (tokens/, facts/, listings of tables/, a writer's ctl)
-// opens the world's catalog as before, and from then on every read of the
-// world uses that catalog. A fork is read through its ancestors' catalogs
-// and a world without a checkpoint by replaying its log once: neither is
-// read cold.
+// history. The mount keeps the partial state it read of each such world
+// and answers from it, adding the parts a question reads, for as long as
+// a catalog snapshot would (Options.Freshness); a tick it does not hold is
+// looked for at the tip, as an exact snapshot would. A state older than
+// that is brought to the tip from the log after it (index.Partial.Refresh:
+// the slots published since and the parts they touch, not the
+// checkpoint), or loaded anew when it is too far behind or its checkpoint
+// was replaced and collected. Questions that need a newer state than the
+// one held wait for one load or refresh and share it: a burst of lookups
+// of ticks not yet published reads the log's tail once, not the
+// checkpoint once each. What needs the whole state (tokens/ of tokens that
+// do not name their tick, facts/, listings of tables/, a writer's ctl)
+// opens the world's catalog as before, and from then on every read of
+// the world uses that catalog. A fork is read through its ancestors'
+// catalogs and a world without a checkpoint by replaying its log once:
+// neither is read cold.
 
 // coldState is the partial state of a world read cold.
 type coldState struct {
-	at time.Time // when its load began: it is at least this fresh
 	mu sync.Mutex
-	// p is read and grown (Partial.Load) only with mu held.
+	// p is read, grown (Partial.Load) and refreshed only with mu held;
+	// nil until it is loaded.
 	p *index.Partial
+	// at is when the load or refresh that brought p to the tip began:
+	// p holds every slot created before it.
+	at time.Time
 }
 
 // loadCold loads world's state at the tip for want, or returns nil if
@@ -50,42 +61,81 @@ func (m *Mount) loadCold(ctx context.Context, world string, want index.Want) (*i
 }
 
 // withCold calls use with world's partial state holding want, if world is
-// read cold (cold false otherwise, and use is not called): the state read
-// last if it is younger than maxAge, else one loaded at the tip now
-// (maxAge 0: always).
+// read cold (cold false otherwise, and use is not called): the state the
+// mount holds if it was at the tip within maxAge of the call (maxAge 0:
+// after the call began), else that state brought to the tip (catchUp).
 func (m *Mount) withCold(ctx context.Context, world string, want index.Want, maxAge time.Duration, use func(*index.Partial) error) (cold bool, err error) {
+	call := time.Now()
 	m.mu.Lock()
-	_, open := m.mu.cats[world]
-	cs := m.mu.colds[world]
-	m.mu.Unlock()
-	if open {
+	if _, open := m.mu.cats[world]; open {
+		m.mu.Unlock()
 		return false, nil
 	}
-	if cs == nil || time.Since(cs.at) >= maxAge {
-		start := time.Now()
-		p, err := m.loadCold(ctx, world, want)
-		if err != nil || p == nil {
-			return false, err
-		}
-		cs = &coldState{at: start, p: p}
-		m.mu.Lock()
-		if old := m.mu.colds[world]; old == nil || old.at.Before(start) {
-			for w := range m.mu.colds {
-				if len(m.mu.colds) < m.opts.MaxCatalogs {
-					break
-				}
-				delete(m.mu.colds, w)
+	cs := m.mu.colds[world]
+	if cs == nil {
+		for w := range m.mu.colds {
+			if len(m.mu.colds) < m.opts.MaxCatalogs {
+				break
 			}
-			m.mu.colds[world] = cs
+			delete(m.mu.colds, w)
 		}
-		m.mu.Unlock()
+		cs = &coldState{}
+		m.mu.colds[world] = cs
 	}
+	stale := m.mu.coldsStale
+	m.mu.Unlock()
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
-	if err := cs.p.Load(finish(ctx), want); err != nil {
-		return true, err
+	if cs.p == nil || cs.at.Before(call.Add(-maxAge)) || cs.at.Before(stale) {
+		if err := m.catchUp(ctx, world, cs, want, false); err != nil || cs.p == nil {
+			return false, err
+		}
+	}
+	err = cs.p.Load(finish(ctx), want)
+	if errors.Is(err, index.ErrSuperseded) { // its checkpoint collected since
+		if err = m.catchUp(ctx, world, cs, want, true); err == nil && cs.p != nil {
+			err = cs.p.Load(finish(ctx), want)
+		}
+	}
+	if err != nil {
+		cs.p = nil // a part half added: load it anew
+		return false, err
+	}
+	if cs.p == nil {
+		return false, nil
 	}
 	return true, use(cs.p)
+}
+
+// catchUp brings cs, the state of world read cold, to the tip: from the
+// log after it (index.Partial.Refresh) if it has one that is not too far
+// behind, else (or if reload) loaded anew for want. It leaves cs.p nil if
+// world is not to be read cold, or on an error. cs.mu is held.
+func (m *Mount) catchUp(ctx context.Context, world string, cs *coldState, want index.Want, reload bool) error {
+	start := time.Now()
+	if p := cs.p; p != nil && !reload {
+		cs.p = nil // half refreshed if the refresh fails
+		err := p.Refresh(finish(ctx))
+		m.stats.op("cold refresh", start)
+		if err == nil {
+			cs.p, cs.at = p, start
+			return nil
+		}
+		if !errors.Is(err, index.ErrReload) && !errors.Is(err, index.ErrSuperseded) {
+			return err
+		}
+	}
+	p, err := m.loadCold(ctx, world, want)
+	if err != nil || p == nil {
+		m.mu.Lock()
+		if m.mu.colds[world] == cs {
+			delete(m.mu.colds, world) // read through its catalog, or loaded again by the next question
+		}
+		m.mu.Unlock()
+		return err
+	}
+	cs.p, cs.at = p, start
+	return nil
 }
 
 // coldRuns returns the runs of world with published ticks, read cold
@@ -149,6 +199,9 @@ func (m *Mount) heldTick(world, run string, n int64) (*index.Tick, bool) {
 	}
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
+	if cs.p == nil {
+		return nil, false
+	}
 	tk, found, err := cs.p.Tick(run, n)
 	return tk, err == nil && found
 }

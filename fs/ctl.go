@@ -73,7 +73,7 @@ func (m *Mount) command(ctx context.Context, world string, line []byte) (any, er
 func (m *Mount) refresh(ctx context.Context) {
 	m.mu.Lock()
 	m.mu.worldsAt = time.Time{}
-	clear(m.mu.colds) // a world read cold is read again at its tip
+	m.mu.coldsStale = time.Now() // a world read cold is brought to its tip again
 	cats := make([]*index.Catalog, 0, len(m.mu.cats))
 	for _, c := range m.mu.cats {
 		cats = append(cats, c.c)

@@ -45,14 +45,18 @@ type Mount struct {
 		lru  *clist.List // of world ids
 		// colds are the partial states of worlds read cold (cold.go), the
 		// last read of each; at most opts.MaxCatalogs.
-		colds    map[string]*coldState
-		infos    map[string]frame.TableInfo          // by world/table id; immutable objects
-		tables   map[string]*engine.Table            // by world/table id, rebuilt from infos
-		worlds   []index.WorldEntry                  // the world directory, sorted by id
-		worldsAt time.Time                           // when worlds was read
-		writers  map[string]*writer                  // by world
-		ingest   map[string]*engine.IngestionService // by world
-		closed   bool
+		colds map[string]*coldState
+		// coldsStale: cold states brought to the tip before it are
+		// brought there again before they answer (a ctl command
+		// succeeded: see refresh).
+		coldsStale time.Time
+		infos      map[string]frame.TableInfo          // by world/table id; immutable objects
+		tables     map[string]*engine.Table            // by world/table id, rebuilt from infos
+		worlds     []index.WorldEntry                  // the world directory, sorted by id
+		worldsAt   time.Time                           // when worlds was read
+		writers    map[string]*writer                  // by world
+		ingest     map[string]*engine.IngestionService // by world
+		closed     bool
 	}
 }
 

@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -26,9 +28,17 @@ type stateReads struct {
 	mu          sync.Mutex
 	names       map[string]int
 	checkpoints int
+	// logDelay, if set, is how long each read of a log slot takes, as on
+	// a remote bucket.
+	logDelay atomic.Int64
 }
 
 func (s *stateReads) Get(ctx context.Context, name string) ([]byte, bucket.Attrs, error) {
+	if d := time.Duration(s.logDelay.Load()); d > 0 && strings.Contains(name, "/log/") {
+		if err := bucket.Sleep(ctx, d); err != nil {
+			return nil, bucket.Attrs{}, err
+		}
+	}
 	s.mu.Lock()
 	if strings.Contains(name, "/state/") {
 		s.names[name]++
@@ -255,7 +265,7 @@ func TestCtlRefreshesColdWorlds(t *testing.T) {
 // A published tick never changes: a lookup of one that the mount's cold
 // state already holds reads nothing, however old that state is (a
 // freshness of 1 ns makes every state stale at once); a tick of a part it
-// lacks is looked for in a fresh state. The lookups are made relative to
+// lacks is looked for in a state brought to the tip. The lookups are made relative to
 // an open ticks/ directory, so that only they reach the mount.
 func TestColdLookupOfAHeldTickReadsNothing(t *testing.T) {
 	b, _ := checkpointedWorld(t)
@@ -281,9 +291,10 @@ func TestColdLookupOfAHeldTickReadsNothing(t *testing.T) {
 	if c, p := b.checkpointsRead(), b.read(); c != 0 || p != 0 {
 		t.Fatalf("9 lookups of ticks the cold state holds read the checkpoint %d times and %d parts", c, p)
 	}
+	refreshes := mountStats(t, mt).Ops["cold refresh"].Count
 	lookup(2*index.PartTicks + 1)
-	if c := b.checkpointsRead(); c == 0 {
-		t.Fatal("a tick of a part the cold state lacks was not looked for in a fresh state")
+	if p, r := b.read(), mountStats(t, mt).Ops["cold refresh"].Count-refreshes; p != 1 || r == 0 {
+		t.Fatalf("a lookup of a tick of a part the cold state lacks read %d parts and refreshed the state %d times; want its part, read in a state brought to the tip", p, r)
 	}
 }
 
@@ -340,4 +351,141 @@ func TestLookupFollowsRowsMovedSinceTheColdState(t *testing.T) {
 	if err != nil || info.Size() != want.Size() || int64(len(data)) != want.Size() {
 		t.Fatalf("tick 41: size %d at lookup, %d bytes read (%v); it has %d", info.Size(), len(data), err, want.Size())
 	}
+}
+
+// Lookups of ticks not published yet, in a world read cold, share one
+// refresh of the mount's state from the log's tail: a burst of them reads
+// no checkpoint (the state is refreshed, not loaded anew), and concurrent
+// ones wait for one refresh rather than each making its own. A tick
+// published afterwards is found the same way.
+func TestColdMissesShareOneRefresh(t *testing.T) {
+	b, publish := checkpointedWorld(t)
+	mt := testMountWith(t, b, wfs.Options{Freshness: time.Hour}, wfs.MountOptions{})
+	ticks := mt.path("w", "runs", "main", "ticks")
+	if _, err := os.Lstat(ticks + "/" + wfs.TickName(5000)); err != nil {
+		t.Fatal(err)
+	}
+	b.read()
+	b.checkpointsRead()
+	b.logDelay.Store(int64(20 * time.Millisecond)) // so that the lookups meet while a refresh reads
+	before := mountStats(t, mt).Ops["cold refresh"].Count
+	const misses = 32
+	var wg sync.WaitGroup
+	errs := make([]error, misses)
+	for i := range misses {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = os.Lstat(ticks + "/" + wfs.TickName(coldTicks+10+int64(i)))
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if !os.IsNotExist(err) {
+			t.Fatalf("lookup of unpublished tick %d: %v", coldTicks+10+i, err)
+		}
+	}
+	refreshes := mountStats(t, mt).Ops["cold refresh"].Count - before
+	if cps := b.checkpointsRead(); cps != 0 || refreshes == 0 || refreshes > misses/4 {
+		t.Fatalf("%d concurrent lookups of unpublished ticks read the checkpoint %d times and refreshed the state %d times; want no checkpoint and a few shared refreshes", misses, cps, refreshes)
+	}
+	publish(coldTicks+2, coldTicks+12)
+	if _, err := os.Lstat(ticks + "/" + wfs.TickName(coldTicks+11)); err != nil {
+		t.Fatalf("a tick published after the misses: %v", err)
+	}
+	if cps := b.checkpointsRead(); cps != 0 {
+		t.Fatalf("finding a tick published since read the checkpoint %d times; want none (the log's tail)", cps)
+	}
+}
+
+// A cold state whose refresh reads a part of a checkpoint that was
+// replaced and collected since is loaded anew from the newest checkpoint:
+// the lookup answers, it does not fail. Here a rewrite of tick 9000 (in a
+// part the state never read) is checkpointed, and the old checkpoint's
+// part holding tick 9000 is deleted, as collection does.
+func TestColdRefreshAfterItsCheckpointWasCollected(t *testing.T) {
+	ctx := ctxT(t)
+	b, _ := checkpointedWorld(t)
+	mt := testMountWith(t, b, wfs.Options{Freshness: time.Nanosecond}, wfs.MountOptions{})
+	// Lookups relative to an open ticks/, so that only they reach the
+	// mount (and its state is refreshed by the lookup under test).
+	dir, err := os.Open(mt.path("w", "runs", "main", "ticks"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dir.Close()
+	var st unix.Stat_t
+	if err := unix.Fstatat(int(dir.Fd()), wfs.TickName(5000), &st, 0); err != nil {
+		t.Fatal(err)
+	}
+	old, err := index.CheckpointShards(ctx, b, "w", newestCheckpointName(t, b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := index.Open(ctx, b, "w", index.Options{NoCompactor: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	tk, ok := c.Tip().Tick("main", 9000)
+	if !ok {
+		t.Fatal("no tick 9000")
+	}
+	tables, err := tk.Tables()
+	if err != nil {
+		t.Fatal(err)
+	}
+	frags := tables[0].Fragments
+	rw := index.Entry{Kind: index.KindFragmentsRewrite, Rewrite: &index.FragmentsRewrite{Run: "main", Tick: 9000, Table: "t",
+		Old: []string{frags[0].Path}, New: []index.Fragment{{Path: index.FragmentPath("w", "main", "t", "moved", 0), Rows: frags[0].Rows}}}}
+	if _, err := c.Commit(ctx, rw); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Checkpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	kept, err := index.CheckpointShards(ctx, b, "w", newestCheckpointName(t, b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	collected := 0
+	for _, name := range old {
+		if slices.Contains(kept, name) {
+			continue
+		}
+		a, err := b.Stat(ctx, index.ShardName("w", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Delete(ctx, a.Name, a.Generation); err != nil {
+			t.Fatal(err)
+		}
+		collected++
+	}
+	if collected == 0 {
+		t.Fatal("the new checkpoint replaced none of the old one's parts")
+	}
+	loads := mountStats(t, mt).Ops["cold load"].Count
+	if err := unix.Fstatat(int(dir.Fd()), wfs.TickName(9001), &st, 0); err != nil {
+		t.Fatalf("a lookup after the cold state's checkpoint was collected: %v", err)
+	}
+	if n := mountStats(t, mt).Ops["cold load"].Count - loads; n != 1 {
+		t.Fatalf("the lookup loaded %d cold states; want 1 (anew, from the newest checkpoint)", n)
+	}
+}
+
+// newestCheckpointName returns the name of world w's newest checkpoint.
+func newestCheckpointName(t *testing.T, b bucket.Bucket) string {
+	t.Helper()
+	var newest string
+	for a, err := range b.List(ctxT(t), index.CheckpointPrefix("w"), "") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		newest = a.Name
+	}
+	if newest == "" {
+		t.Fatal("world w has no checkpoint")
+	}
+	return newest
 }
