@@ -107,13 +107,20 @@ func (m *Mount) withCold(ctx context.Context, world string, want index.Want, max
 	return true, use(cs.p)
 }
 
+// coldKeepParts is the most checkpoint parts a cold state is refreshed
+// with: one that has grown past it (lookups all over the history) is
+// loaded anew for what is asked now, so that it holds what its readers
+// use lately, not everything they ever touched.
+const coldKeepParts = 16
+
 // catchUp brings cs, the state of world read cold, to the tip: from the
 // log after it (index.Partial.Refresh) if it has one that is not too far
-// behind, else (or if reload) loaded anew for want. It leaves cs.p nil if
-// world is not to be read cold, or on an error. cs.mu is held.
+// behind or too large (coldKeepParts), else (or if reload) loaded anew for
+// want. It leaves cs.p nil if world is not to be read cold, or on an
+// error. cs.mu is held.
 func (m *Mount) catchUp(ctx context.Context, world string, cs *coldState, want index.Want, reload bool) error {
 	start := time.Now()
-	if p := cs.p; p != nil && !reload {
+	if p := cs.p; p != nil && !reload && p.Parts() <= coldKeepParts {
 		cs.p = nil // half refreshed if the refresh fails
 		err := p.Refresh(finish(ctx))
 		m.stats.op("cold refresh", start)

@@ -481,6 +481,15 @@ func (p *Partial) Refresh(ctx context.Context) error {
 	return nil
 }
 
+// Parts returns how many tick parts of its checkpoint p holds decoded
+// (0 for a whole state loaded without a checkpoint).
+func (p *Partial) Parts() int {
+	if p.s.part == nil {
+		return 0
+	}
+	return len(p.s.part.loaded)
+}
+
 // covers is nil if p holds every tick of run from..to.
 func (p *Partial) covers(run string, from, to int64) error {
 	if p.s.part == nil || from > to {

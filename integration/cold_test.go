@@ -79,6 +79,13 @@ const coldTicks = 3*index.PartTicks + 100
 // a stateReads; publish publishes ticks from..to-1 more.
 func checkpointedWorld(t *testing.T) (b *stateReads, publish func(from, to int64)) {
 	t.Helper()
+	return checkpointedWorldOf(t, coldTicks)
+}
+
+// checkpointedWorldOf is checkpointedWorld with ticks 0..n-1 before the
+// checkpoint.
+func checkpointedWorldOf(t *testing.T, n int64) (b *stateReads, publish func(from, to int64)) {
+	t.Helper()
 	b = &stateReads{Bucket: localBucket(t), names: map[string]int{}}
 	c, epoch, err := index.CreateWorld(ctxT(t), b, "w", index.WorldCreate{WriterMode: index.ModeResumable, CreatedUnixMs: 1}, "writer", index.Options{NoCompactor: true})
 	if err != nil {
@@ -104,11 +111,11 @@ func checkpointedWorld(t *testing.T) (b *stateReads, publish func(from, to int64
 	if _, err := b.Create(ctxT(t), index.TableInfoPath("w", "t"), []byte(`{"id":"t","name":"t","columns":[]}`)); err != nil {
 		t.Fatal(err)
 	}
-	publish(0, coldTicks)
+	publish(0, n)
 	if _, err := c.Checkpoint(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
-	publish(coldTicks, coldTicks+2)
+	publish(n, n+2)
 	b.read()
 	b.checkpointsRead()
 	return b, publish
@@ -488,4 +495,31 @@ func newestCheckpointName(t *testing.T, b bucket.Bucket) string {
 		t.Fatal("world w has no checkpoint")
 	}
 	return newest
+}
+
+// A cold state holds what its readers use lately: once lookups all over
+// the history have grown it past a bound, it is loaded anew for the
+// question asked rather than refreshed with every part it ever read.
+func TestColdStateGivesBackPartsItGrew(t *testing.T) {
+	const parts = 20
+	b, _ := checkpointedWorldOf(t, parts*index.PartTicks)
+	mt := testMountWith(t, b, wfs.Options{Freshness: time.Nanosecond}, wfs.MountOptions{})
+	dir, err := os.Open(mt.path("w", "runs", "main", "ticks"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dir.Close()
+	var st unix.Stat_t
+	if err := unix.Fstatat(int(dir.Fd()), wfs.TickName(0), &st, 0); err != nil {
+		t.Fatal(err)
+	}
+	loads := mountStats(t, mt).Ops["cold load"].Count
+	for k := int64(1); k < parts; k++ {
+		if err := unix.Fstatat(int(dir.Fd()), wfs.TickName(k*index.PartTicks+7), &st, 0); err != nil {
+			t.Fatalf("tick of part %d: %v", k, err)
+		}
+	}
+	if n := mountStats(t, mt).Ops["cold load"].Count - loads; n == 0 {
+		t.Fatalf("lookups in %d parts of the history kept refreshing one cold state holding them all; it was never loaded anew", parts)
+	}
 }
