@@ -1,6 +1,7 @@
 package fs
 
 import (
+	"cmp"
 	"context"
 	"math"
 	"slices"
@@ -498,21 +499,54 @@ func (d *tokensDir) OpendirHandle(ctx context.Context, _ uint32) (gofs.FileHandl
 	if err != nil {
 		return nil, 0, d.m.errno("tokens of "+d.world, err)
 	}
-	l := &tokenList{d: d}
-	for _, run := range runs {
+	var all []tokenEntry
+	for i, run := range runs {
 		v, err := d.m.view(ctx, d.world, run, false)
 		if err != nil {
 			return nil, 0, d.m.errno("tokens of "+d.world, err)
 		}
-		from := len(l.ticks)
 		v.Ticks(math.MinInt64, math.MaxInt64, func(t tickRef) bool {
-			l.ticks = append(l.ticks, t)
+			all = append(all, tokenEntry{run: run, order: i, t: t})
 			return true
 		})
-		slices.SortFunc(l.ticks[from:], func(a, b tickRef) int { return strings.Compare(a.CommitToken, b.CommitToken) })
-		l.runs = append(l.runs, runSpan{run, len(l.ticks)})
 	}
-	return l, 0, 0
+	return &tokenList{d: d, entries: onePerToken(all)}, 0, 0
+}
+
+// tokenEntry is one entry of tokens/: a token, the run and the tick it
+// names there.
+type tokenEntry struct {
+	run   string
+	order int // the run's place in the world's runs, which a lookup tries in order
+	t     tickRef
+}
+
+// onePerToken sorts entries by token and keeps one entry per token: the
+// one a lookup of the token answers (tokensDir.Lookup), so that a token
+// published at several ticks (or in several runs) is listed once, as the
+// tick a stat of it shows. That is the first run, in the world's order,
+// whose tick the token names carries it (index.TokenTick), else the first
+// run's lowest tick carrying it.
+func onePerToken(entries []tokenEntry) []tokenEntry {
+	slices.SortFunc(entries, func(a, b tokenEntry) int {
+		return cmp.Or(strings.Compare(a.t.CommitToken, b.t.CommitToken), cmp.Compare(a.order, b.order), cmp.Compare(a.t.Tick.Tick, b.t.Tick.Tick))
+	})
+	out := entries[:0]
+	for i := 0; i < len(entries); {
+		j := i + 1
+		for j < len(entries) && entries[j].t.CommitToken == entries[i].t.CommitToken {
+			j++
+		}
+		pick := entries[i]
+		if n, named := index.TokenTick(pick.t.CommitToken); named {
+			if k := slices.IndexFunc(entries[i:j], func(e tokenEntry) bool { return e.t.Tick.Tick == n }); k >= 0 {
+				pick = entries[i+k]
+			}
+		}
+		out = append(out, pick)
+		i = j
+	}
+	return out
 }
 
 // tokenList is an open listing of tokens/ that keeps each entry's tick
@@ -520,11 +554,10 @@ func (d *tokensDir) OpendirHandle(ctx context.Context, _ uint32) (gofs.FileHandl
 // that record instead of searching the catalog for the token again (ls -l
 // of a long tokens/ costs no search per entry).
 type tokenList struct {
-	d     *tokensDir
-	ticks []tickRef // in listing order
-	runs  []runSpan // the run each stretch of ticks was listed from
-	pos   int       // entries returned since the start
-	de    fuse.DirEntry
+	d       *tokensDir
+	entries []tokenEntry // in listing order, one per token
+	pos     int          // entries returned since the start
+	de      fuse.DirEntry
 }
 
 var (
@@ -533,18 +566,11 @@ var (
 	_ = (gofs.FileLookuper)((*tokenList)(nil))
 )
 
-// runSpan: the listing's ticks before index end, after the previous
-// span's, come from run.
-type runSpan struct {
-	run string
-	end int
-}
-
 func (l *tokenList) Readdirent(context.Context) (*fuse.DirEntry, syscall.Errno) {
-	if l.pos >= len(l.ticks) {
+	if l.pos >= len(l.entries) {
 		return nil, 0
 	}
-	tok := l.ticks[l.pos].CommitToken
+	tok := l.entries[l.pos].t.CommitToken
 	l.pos++
 	l.de = fuse.DirEntry{Name: tok, Mode: syscall.S_IFDIR, Ino: ino(l.d.world, "tokens", tok), Off: uint64(l.pos)}
 	return &l.de, 0
@@ -552,7 +578,7 @@ func (l *tokenList) Readdirent(context.Context) (*fuse.DirEntry, syscall.Errno) 
 
 // Seekdir goes to position off (offsets are positions).
 func (l *tokenList) Seekdir(_ context.Context, off uint64) syscall.Errno {
-	l.pos, l.de = int(min(off, uint64(len(l.ticks)))), fuse.DirEntry{}
+	l.pos, l.de = int(min(off, uint64(len(l.entries)))), fuse.DirEntry{}
 	return 0
 }
 
@@ -562,9 +588,8 @@ func (l *tokenList) Lookup(ctx context.Context, name string, out *fuse.EntryOut)
 	if l.pos == 0 || name != l.de.Name {
 		return l.d.Lookup(ctx, name, out)
 	}
-	i := l.pos - 1
-	run := l.runs[slices.IndexFunc(l.runs, func(r runSpan) bool { return i < r.end })].run
-	return l.d.m.snapshot(ctx, l.d.EmbeddedInode(), place{l.d.world, run}, l.ticks[i], l.de.Ino, out)
+	e := l.entries[l.pos-1]
+	return l.d.m.snapshot(ctx, l.d.EmbeddedInode(), place{l.d.world, e.run}, e.t, l.de.Ino, out)
 }
 
 func (d *tokensDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {

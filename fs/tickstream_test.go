@@ -94,7 +94,7 @@ func TestTokenListingSeeks(t *testing.T) {
 	const n = 3000
 	v := index.OwnView(longState(t, n), "main")
 	l := &tokenList{d: &tokensDir{world: "w"}}
-	v.Ticks(math.MinInt64, math.MaxInt64, func(t tickRef) bool { l.ticks = append(l.ticks, t); return true })
+	v.Ticks(math.MinInt64, math.MaxInt64, func(t tickRef) bool { l.entries = append(l.entries, tokenEntry{t: t}); return true })
 	ctx := context.Background()
 	for i := range n + 1 {
 		de, errno := l.Readdirent(ctx)

@@ -177,3 +177,55 @@ func TestTickNamesSortAsTicks(t *testing.T) {
 		}
 	}
 }
+
+// A token published at several ticks is listed once in tokens/, as the
+// tick a lookup of it answers: the tick it names if that tick carries it,
+// else the lowest carrying it. ls -l (whose lookups the listing's records
+// answer) and a stat by name, on another mount, agree.
+func TestTokensAtSeveralTicksListOnce(t *testing.T) {
+	b := localBucket(t)
+	c, epoch, err := index.CreateWorld(ctxT(t), b, "w", index.WorldCreate{WriterMode: index.ModeResumable, CreatedUnixMs: 1}, "writer", index.Options{NoCompactor: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	named5, named9 := index.TickToken(5, [16]byte{1}), index.TickToken(9, [16]byte{2})
+	at := map[int64]string{1: "a", 2: "a", 3: named5, 5: named5, 4: named9, 6: named9, 7: "u"}
+	want := map[string]string{"a": "1", named5: "5", named9: "4", "u": "7"}
+	var entries []index.Entry
+	for tick := int64(1); tick <= 7; tick++ {
+		entries = append(entries, index.Entry{Kind: index.KindTickPublish, TickPublish: &index.TickPublish{
+			Run: "main", Tick: tick, CommitToken: at[tick], WriterEpoch: epoch,
+			Tables: []index.TableFragments{{Table: "t", Fragments: []index.Fragment{{Path: index.FragmentPath("w", "main", "t", fmt.Sprint("f", tick), 0), Rows: 1}}}}}})
+	}
+	if _, err := c.CommitAll(ctxT(t), entries...); err != nil {
+		t.Fatal(err)
+	}
+	listed := testMount(t, b)
+	dir := listed.path("w", "tokens")
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, de := range des {
+		names = append(names, de.Name())
+	}
+	wantNames := []string{named5, named9, "a", "u"}
+	slices.Sort(wantNames)
+	if !slices.Equal(names, wantNames) {
+		t.Fatalf("tokens/ lists %q, want each token once: %q", names, wantNames)
+	}
+	if out, err := exec.Command("ls", "-l", dir).CombinedOutput(); err != nil {
+		t.Fatalf("ls -l %s: %v\n%s", dir, err, out)
+	}
+	looked := testMount(t, b)
+	for tok, tick := range want {
+		if got := xattr(t, filepath.Join(dir, tok), wfs.XattrTick); got != tick {
+			t.Errorf("after ls -l, tokens/%s is tick %s; want %s", tok, got, tick)
+		}
+		if got := xattr(t, looked.path("w", "tokens", tok), wfs.XattrTick); got != tick {
+			t.Errorf("looked up by name, tokens/%s is tick %s; want %s", tok, got, tick)
+		}
+	}
+}
