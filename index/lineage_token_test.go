@@ -1,6 +1,8 @@
 package index
 
 import (
+	"errors"
+	"slices"
 	"strconv"
 	"testing"
 )
@@ -18,7 +20,7 @@ func TestViewTokenOfAForkFollowsTheNamedRule(t *testing.T) {
 	far := int64(2*tickShardSpan + 1)
 	named7 := TickToken(7, [16]byte{7})     // the parent's tick 7; the fork also publishes it at 20
 	namedFar := TickToken(far, [16]byte{8}) // the parent's ticks 5 and far (past the fork point)
-	named3 := TickToken(3, [16]byte{3})     // the parent's ticks 2 and 3; a fork re-publishes 3
+	named3 := TickToken(3, [16]byte{3})     // the parent's ticks 2 and 3
 	commitEach(t, parent,
 		ownPublish("parent", "main", 2, named3, pe),
 		ownPublish("parent", "main", 3, named3, pe),
@@ -52,11 +54,10 @@ func TestViewTokenOfAForkFollowsTheNamedRule(t *testing.T) {
 			fork("f20", 10, func(e int64) Entry { return ownPublish("f20", "main", 20, named7, e) }), named7, "parent:7"},
 		{"a fork at 6000 of a parent whose token is at 5 and at the tick it names, past the fork point",
 			fork("f6000", 6000), namedFar, "parent:5"},
-		{"a fork at 4 that re-published tick 3, the tick its parent's token names (also at 2)",
-			fork("f3", 4, func(e int64) Entry { return ownPublish("f3", "main", 3, "u3", e) }), named3, "parent:2"},
+		{"a fork at 4 of a parent whose token is at 2 and at 3, the tick it names",
+			fork("f3", 4), named3, "parent:3"},
 	} {
-		// The visible ticks that carry the token (View.Tick: a tick the
-		// fork re-published hides its parent's).
+		// The visible ticks that carry the token.
 		var carry []string
 		c.v.Ticks(-1<<62, 1<<62, func(r TickRef) bool {
 			if vis, ok := c.v.Tick(r.Tick.Tick); ok && vis.Tick == r.Tick && r.CommitToken == c.token {
@@ -77,5 +78,40 @@ func TestViewTokenOfAForkFollowsTheNamedRule(t *testing.T) {
 			t.Errorf("%s: View.Token (sql --token, export --token) answers %s, the mount's named-tick probe %s; want %s (the visible ticks that carry it: %v)",
 				c.what, got, probe, c.want, carry)
 		}
+	}
+}
+
+// A fork's own ticks follow its fork point: a publish of a tick at or
+// before it, which readers take from the parent, is refused, so that no
+// view holds two ticks of one number.
+func TestForkPublishesOnlyPastItsForkPoint(t *testing.T) {
+	ctx := ctxT(t)
+	b := memBucket()
+	parent, pe := newWorld(t, b, "parent", Options{NoCompactor: true})
+	commitEach(t, parent, ownPublish("parent", "main", 3, "p3", pe), ownPublish("parent", "main", 4, "p4", pe))
+	c, fe, err := CreateWorld(ctx, b, "f", WorldCreate{Parent: "parent", ForkRun: "main", ForkTick: 4}, "f", Options{NoCompactor: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, tick := range []int64{3, 4} {
+		for _, run := range []string{"main", "other"} {
+			if _, err := c.Commit(ctx, ownPublish("f", run, tick, "f"+strconv.FormatInt(tick, 10), fe)); !errors.Is(err, ErrRefused) {
+				t.Fatalf("a fork at 4 publishing tick %d of run %s: %v; want refused", tick, run, err)
+			}
+		}
+	}
+	commitEach(t, c, ownPublish("f", "main", 5, "f5", fe))
+	v, err := OpenView(ctx, LoadFrom(b), "f", "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	v.Ticks(-1<<62, 1<<62, func(r TickRef) bool {
+		got = append(got, r.World+":"+strconv.FormatInt(r.Tick.Tick, 10))
+		return true
+	})
+	if want := []string{"parent:3", "parent:4", "f:5"}; !slices.Equal(got, want) {
+		t.Fatalf("the fork's ticks: %v, want %v", got, want)
 	}
 }

@@ -834,6 +834,12 @@ func (n *State) applyPublish(p *TickPublish, seq uint64) (Result, error) {
 	if w.Status != StatusActive {
 		return r, refused("world %s is %s", w.ID, w.Status)
 	}
+	if w.Parent != "" && p.Tick <= w.ForkTick {
+		// Readers take ticks up to the fork point from the parent
+		// (Lineage): one of the fork's own there would be a second
+		// tick of that number, listed as one and looked up as the other.
+		return r, refused("world %s forked from %s at tick %d: its own ticks follow the fork point, tick %d is its parent's", w.ID, w.Parent, w.ForkTick, p.Tick)
+	}
 	for _, id := range p.Settle {
 		c, ok := n.Command(id)
 		switch {
