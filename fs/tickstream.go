@@ -3,6 +3,7 @@ package fs
 import (
 	"cmp"
 	"context"
+	"errors"
 	"math"
 	"syscall"
 	"time"
@@ -107,7 +108,15 @@ func (s *tickStream) fillCold(ctx context.Context) error {
 		if from > s.loadedTo {
 			parts := max(s.parts, 1)
 			to := (from/index.PartTicks+parts)*index.PartTicks - 1
-			if err := s.p.Load(ctx, index.Want{Run: run, From: from, To: to}); err != nil {
+			want := index.Want{Run: run, From: from, To: to}
+			err := s.p.Load(ctx, want)
+			if errors.Is(err, index.ErrSuperseded) {
+				// A listing held open past the collection of its
+				// checkpoint goes on from a state loaded anew: the
+				// ticks it listed never change.
+				return s.reload(ctx, want)
+			}
+			if err != nil {
 				return err
 			}
 			s.loadedTo, s.parts = to, min(2*parts, coldParts)
@@ -135,6 +144,25 @@ func (s *tickStream) fillCold(ctx context.Context) error {
 	}
 	s.names = make([]byte, 0, len(s.batch)*28)
 	return nil
+}
+
+// reload replaces the stream's partial state, whose checkpoint was
+// replaced and collected, with one loaded at the tip for want (or, if the
+// world is read through its catalog by now, the view), and fills the
+// batch again from it, from where the batch began (s.next).
+func (s *tickStream) reload(ctx context.Context, want index.Want) error {
+	p, err := s.d.m.loadCold(ctx, s.d.world, want)
+	if err != nil {
+		return err
+	}
+	if p == nil {
+		if s.v, err = s.d.m.view(ctx, s.d.world, s.d.run, false); err != nil {
+			return err
+		}
+		return s.fill(ctx)
+	}
+	s.p, s.loadedTo, s.parts, s.batch = p, math.MinInt64, 1, s.batch[:0]
+	return s.fillCold(ctx)
 }
 
 // coldParts is the most checkpoint parts a cold listing adds at once.

@@ -411,7 +411,6 @@ func TestColdMissesShareOneRefresh(t *testing.T) {
 // part the state never read) is checkpointed, and the old checkpoint's
 // part holding tick 9000 is deleted, as collection does.
 func TestColdRefreshAfterItsCheckpointWasCollected(t *testing.T) {
-	ctx := ctxT(t)
 	b, _ := checkpointedWorld(t)
 	mt := testMountWith(t, b, wfs.Options{Freshness: time.Nanosecond}, wfs.MountOptions{})
 	// Lookups relative to an open ticks/, so that only they reach the
@@ -425,53 +424,7 @@ func TestColdRefreshAfterItsCheckpointWasCollected(t *testing.T) {
 	if err := unix.Fstatat(int(dir.Fd()), wfs.TickName(5000), &st, 0); err != nil {
 		t.Fatal(err)
 	}
-	old, err := index.CheckpointShards(ctx, b, "w", newestCheckpointName(t, b))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := index.Open(ctx, b, "w", index.Options{NoCompactor: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	tk, ok := c.Tip().Tick("main", 9000)
-	if !ok {
-		t.Fatal("no tick 9000")
-	}
-	tables, err := tk.Tables()
-	if err != nil {
-		t.Fatal(err)
-	}
-	frags := tables[0].Fragments
-	rw := index.Entry{Kind: index.KindFragmentsRewrite, Rewrite: &index.FragmentsRewrite{Run: "main", Tick: 9000, Table: "t",
-		Old: []string{frags[0].Path}, New: []index.Fragment{{Path: index.FragmentPath("w", "main", "t", "moved", 0), Rows: frags[0].Rows}}}}
-	if _, err := c.Commit(ctx, rw); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Checkpoint(ctx); err != nil {
-		t.Fatal(err)
-	}
-	kept, err := index.CheckpointShards(ctx, b, "w", newestCheckpointName(t, b))
-	if err != nil {
-		t.Fatal(err)
-	}
-	collected := 0
-	for _, name := range old {
-		if slices.Contains(kept, name) {
-			continue
-		}
-		a, err := b.Stat(ctx, index.ShardName("w", name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := b.Delete(ctx, a.Name, a.Generation); err != nil {
-			t.Fatal(err)
-		}
-		collected++
-	}
-	if collected == 0 {
-		t.Fatal("the new checkpoint replaced none of the old one's parts")
-	}
+	collectReplacedParts(t, b, func(c *index.Catalog) { moveRows(t, c, 9000) })
 	loads := mountStats(t, mt).Ops["cold load"].Count
 	if err := unix.Fstatat(int(dir.Fd()), wfs.TickName(9001), &st, 0); err != nil {
 		t.Fatalf("a lookup after the cold state's checkpoint was collected: %v", err)
@@ -521,5 +474,102 @@ func TestColdStateGivesBackPartsItGrew(t *testing.T) {
 	}
 	if n := mountStats(t, mt).Ops["cold load"].Count - loads; n == 0 {
 		t.Fatalf("lookups in %d parts of the history kept refreshing one cold state holding them all; it was never loaded anew", parts)
+	}
+}
+
+// A listing of ticks/ held open while its checkpoint is replaced and the
+// old one's parts are collected goes on, from a state loaded anew, with
+// every tick once and in order (a file manager may hold a directory open
+// for longer than collection keeps a replaced checkpoint).
+func TestColdListingOutlivesItsCheckpoint(t *testing.T) {
+	b, _ := checkpointedWorld(t)
+	mt := testMount(t, b)
+	f, err := os.Open(mt.path("w", "runs", "main", "ticks"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	first, err := f.Readdirnames(100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	collectReplacedParts(t, b, func(c *index.Catalog) {
+		moveRows(t, c, 5000) // parts 1 and 2, which the listing has not read
+		moveRows(t, c, 9000)
+	})
+	rest, err := f.Readdirnames(-1)
+	if err != nil {
+		t.Fatalf("the listing after its checkpoint was collected: %v", err)
+	}
+	names := append(first, rest...)
+	if len(names) != coldTicks+2 {
+		t.Fatalf("ticks/ listed %d entries, want %d", len(names), coldTicks+2)
+	}
+	for i, name := range names {
+		if name != wfs.TickName(int64(i)) {
+			t.Fatalf("entry %d is %s, want %s", i, name, wfs.TickName(int64(i)))
+		}
+	}
+}
+
+// collectReplacedParts commits what change commits to world w of b,
+// checkpoints it, and deletes the parts of the checkpoint before that the
+// new one no longer names, as collection does once it is replaced.
+func collectReplacedParts(t *testing.T, b bucket.Bucket, change func(*index.Catalog)) {
+	t.Helper()
+	ctx := ctxT(t)
+	old, err := index.CheckpointShards(ctx, b, "w", newestCheckpointName(t, b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := index.Open(ctx, b, "w", index.Options{NoCompactor: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	change(c)
+	if _, err := c.Checkpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	kept, err := index.CheckpointShards(ctx, b, "w", newestCheckpointName(t, b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	collected := 0
+	for _, name := range old {
+		if slices.Contains(kept, name) {
+			continue
+		}
+		a, err := b.Stat(ctx, index.ShardName("w", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Delete(ctx, a.Name, a.Generation); err != nil {
+			t.Fatal(err)
+		}
+		collected++
+	}
+	if collected == 0 {
+		t.Fatal("the new checkpoint replaced none of the old one's parts")
+	}
+}
+
+// moveRows commits, through c, a rewrite of tick's fragment of
+// checkpointedWorld's world into another (never written) file, as
+// maintenance moves rows.
+func moveRows(t *testing.T, c *index.Catalog, tick int64) {
+	t.Helper()
+	tk, ok := c.Tip().Tick("main", tick)
+	if !ok {
+		t.Fatalf("no tick %d", tick)
+	}
+	tables, err := tk.Tables()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rw := index.Entry{Kind: index.KindFragmentsRewrite, Rewrite: &index.FragmentsRewrite{Run: "main", Tick: tick, Table: "t",
+		Old: []string{tables[0].Fragments[0].Path}, New: []index.Fragment{{Path: index.FragmentPath("w", "main", "t", fmt.Sprint("moved", tick), 0), Rows: 1}}}}
+	if _, err := c.Commit(ctxT(t), rw); err != nil {
+		t.Fatal(err)
 	}
 }
