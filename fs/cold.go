@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -26,9 +27,13 @@ import (
 // checkpoint once each. What needs the whole state (tokens/ of tokens that
 // do not name their tick, facts/, listings of tables/, a writer's ctl)
 // opens the world's catalog as before, and from then on every read of
-// the world uses that catalog. A fork is read through its ancestors'
-// catalogs and a world without a checkpoint by replaying its log once:
-// neither is read cold.
+// the world uses that catalog. A world without a checkpoint is read by
+// replaying its log once, not cold. A fork's own ticks are read like any
+// world's; a tick it inherits is its parent's, looked up in the parent
+// the same way (Mount.lineageTick), so a lookup in a fork of a long world
+// reads the parts that hold the tick, not the ancestors' histories. A
+// listing of a fork's ticks/ (its parent's ticks, then its own) reads the
+// catalogs of its lineage.
 
 // coldState is the partial state of a world read cold.
 type coldState struct {
@@ -42,9 +47,10 @@ type coldState struct {
 }
 
 // loadCold loads world's state at the tip for want, or returns nil if
-// world is to be read through its catalog (the mount holds it, it is a
-// fork, or it has no checkpoint).
-func (m *Mount) loadCold(ctx context.Context, world string, want index.Want) (*index.Partial, error) {
+// world is to be read through its catalog (the mount holds it, or it has
+// no checkpoint; or it is a fork and forks is false: a listing of a
+// fork's ticks/ lists its parent's too).
+func (m *Mount) loadCold(ctx context.Context, world string, want index.Want, forks bool) (*index.Partial, error) {
 	m.mu.Lock()
 	_, open := m.mu.cats[world]
 	m.mu.Unlock()
@@ -54,7 +60,7 @@ func (m *Mount) loadCold(ctx context.Context, world string, want index.Want) (*i
 	defer m.stats.op("cold load", time.Now())
 	want.CheckpointOnly = true // a world without one is read through its catalog, loaded once
 	p, _, err := index.LoadFor(finish(ctx), m.b, world, want)
-	if err != nil || p == nil || p.World().Parent != "" {
+	if err != nil || p == nil || !forks && p.World().Parent != "" {
 		return nil, err
 	}
 	return p, nil
@@ -132,7 +138,7 @@ func (m *Mount) catchUp(ctx context.Context, world string, cs *coldState, want i
 			return err
 		}
 	}
-	p, err := m.loadCold(ctx, world, want)
+	p, err := m.loadCold(ctx, world, want, true)
 	if err != nil || p == nil {
 		m.mu.Lock()
 		if m.mu.colds[world] == cs {
@@ -145,37 +151,46 @@ func (m *Mount) catchUp(ctx context.Context, world string, cs *coldState, want i
 	return nil
 }
 
-// coldRuns returns the runs of world with published ticks, read cold
-// (cold false: read them through the catalog).
+// coldRuns returns the runs of world with published ticks (for a fork,
+// and its "main" run, which inherits its parent's), read cold (cold
+// false: read them through the catalog).
 func (m *Mount) coldRuns(ctx context.Context, world string, exact bool) (runs []string, cold bool, err error) {
 	cold, err = m.withCold(ctx, world, index.Want{From: 1, To: 0}, m.maxAge(exact), func(p *index.Partial) error {
 		runs = []string{}
 		for _, r := range p.Runs() {
 			runs = append(runs, r.Name)
 		}
+		if p.World().Parent != "" && !slices.Contains(runs, index.DefaultRun) {
+			runs = append(runs, index.DefaultRun)
+			slices.Sort(runs)
+		}
 		return nil
 	})
 	return runs, cold, err
 }
 
-// coldHead returns the newest published tick of (world, run), read cold
-// (cold false: read it through the catalog).
-func (m *Mount) coldHead(ctx context.Context, world, run string) (t tickRef, ok, cold bool, err error) {
+// coldHead returns the newest tick of (world, run) that world published
+// itself, and world's record, read cold (cold false: read them through
+// the catalog).
+func (m *Mount) coldHead(ctx context.Context, world, run string) (t tickRef, ok bool, w index.World, cold bool, err error) {
 	cold, err = m.withCold(ctx, world, index.Want{Run: run, From: 1, To: 0, Head: true}, m.opts.Freshness, func(p *index.Partial) error {
+		w = p.World()
 		tk, found, err := p.Last(run, math.MaxInt64)
 		if found {
 			t, ok = tickRef{World: world, Run: run, Tick: tk}, true
 		}
 		return err
 	})
-	return t, ok, cold, err
+	return t, ok, w, cold, err
 }
 
-// coldTick returns tick n of (world, run), read cold (cold false: read it
-// through the catalog); a tick the state read last lacks is looked for at
-// the tip (a tick published a moment ago exists).
-func (m *Mount) coldTick(ctx context.Context, world, run string, n int64, exact bool) (t tickRef, ok, cold bool, err error) {
+// coldTick returns tick n of (world, run) if world published it itself,
+// and world's record, read cold (cold false: read them through the
+// catalog); a tick the state read last lacks is looked for at the tip (a
+// tick published a moment ago exists), unless it is one a fork inherits.
+func (m *Mount) coldTick(ctx context.Context, world, run string, n int64, exact bool) (t tickRef, ok bool, w index.World, cold bool, err error) {
 	find := func(p *index.Partial) error {
+		w = p.World()
 		tk, found, err := p.Tick(run, n)
 		if found {
 			t, ok = tickRef{World: world, Run: run, Tick: tk}, true
@@ -184,11 +199,16 @@ func (m *Mount) coldTick(ctx context.Context, world, run string, n int64, exact 
 	}
 	want := index.Want{Run: run, From: n, To: n}
 	cold, err = m.withCold(ctx, world, want, m.maxAge(exact), find)
-	if err == nil && cold && !ok && !exact {
+	if err == nil && cold && !ok && !exact && !inherited(w, n) {
 		cold, err = m.withCold(ctx, world, want, 0, find)
 	}
-	return t, ok, cold, err
+	return t, ok, w, cold, err
 }
+
+// inherited reports whether tick n of a world whose record is w is its
+// parent's: at or before a fork's fork point, where a fork publishes no
+// tick of its own (the catalog refuses it).
+func inherited(w index.World, n int64) bool { return w.Parent != "" && n <= w.ForkTick }
 
 // heldTick returns tick n of (world, run) if the cold state the mount
 // holds of world has it among the parts it already read, however old

@@ -196,11 +196,10 @@ type snapFile struct {
 }
 
 // content is where a tick's table file comes from under one plan of the
-// catalog: the tick's record and fragments as the view v resolved them.
+// catalog: the tick's record and fragments as the catalog names them.
 type content struct {
 	t    tickRef
 	tf   index.TableFragments
-	v    *index.View
 	asIs bool // the table's fragment is exactly the tick's rows (see isExact)
 	// canon, for a compacted tick whose compacted file has a tick index:
 	// its Parquet file as its writer published it, rebuilt (see canonical).
@@ -210,12 +209,11 @@ type content struct {
 	split *rowSet
 }
 
-// contentOf returns where tick t's table tf comes from, as the view v
-// resolved it: the fragment as it is, the canonical file of a compacted
+// contentOf returns where tick t's table tf comes from: the fragment as it is, the canonical file of a compacted
 // tick, or (neither: a split tick) the tick's visible rows of its
 // fragments.
-func (m *Mount) contentOf(ctx context.Context, t tickRef, tf index.TableFragments, v *index.View) (content, error) {
-	c := content{t: t, tf: tf, v: v, asIs: isExact(t, tf)}
+func (m *Mount) contentOf(ctx context.Context, t tickRef, tf index.TableFragments) (content, error) {
+	c := content{t: t, tf: tf, asIs: isExact(t, tf)}
 	if c.asIs {
 		return c, nil
 	}
@@ -248,34 +246,21 @@ func (m *Mount) tickRows(ctx context.Context, t tickRef, tf index.TableFragments
 	}, nil
 }
 
-// plan resolves the file's tick in the view it was found through (exact:
-// at the catalog's tip, else within the mount's freshness, falling back to
-// the tip if the tick is not there yet) and returns where its table's rows
-// live now.
+// plan resolves the file's tick in the view it was found through
+// (lineageTick; exact: at the catalog's tip, else within the mount's
+// freshness, falling back to the tip if the tick is not there yet) and
+// returns where its table's rows live now.
 func (f *snapFile) plan(ctx context.Context, exact bool) (content, error) {
-	n := f.t.Tick.Tick
-	if t, ok, cold, err := f.m.coldTick(ctx, f.at.world, f.at.run, n, exact); err != nil {
-		return content{}, err
-	} else if cold {
-		return f.planned(ctx, t, ok, nil) // read at the tip, from t's part
-	}
-	v, err := f.m.view(ctx, f.at.world, f.at.run, exact)
+	t, ok, err := f.m.lineageTick(ctx, f.at.world, f.at.run, f.t.Tick.Tick, false, exact)
 	if err != nil {
 		return content{}, err
 	}
-	t, ok := v.Tick(n)
-	if !ok && !exact {
-		if v, err = f.m.view(ctx, f.at.world, f.at.run, true); err != nil {
-			return content{}, err
-		}
-		t, ok = v.Tick(n)
-	}
-	return f.planned(ctx, t, ok, v)
+	return f.planned(ctx, t, ok)
 }
 
 // planned is where the rows of the file's table live as tick t (ok: found)
-// of view v says (nil: a world read cold; a derivation resolves it).
-func (f *snapFile) planned(ctx context.Context, t tickRef, ok bool, v *index.View) (content, error) {
+// says.
+func (f *snapFile) planned(ctx context.Context, t tickRef, ok bool) (content, error) {
 	n := f.t.Tick.Tick
 	if !ok || t.CommitToken != f.t.CommitToken {
 		return content{}, fmt.Errorf("tick %d of %s run %s (token %s) is no longer visible: %w", n, f.at.world, f.at.run, f.t.CommitToken, errGone)
@@ -288,7 +273,7 @@ func (f *snapFile) planned(ctx context.Context, t tickRef, ok bool, v *index.Vie
 	if !ok {
 		return content{}, fmt.Errorf("tick %d of %s has no table %s: %w", n, f.at.world, f.table, errGone)
 	}
-	return f.m.contentOf(ctx, t, tf, v)
+	return f.m.contentOf(ctx, t, tf)
 }
 
 // errGone: a file's tick (or its table) is not visible any more. Visible
@@ -927,9 +912,9 @@ func (m *Mount) manifestJSON(ctx context.Context, at place, t tickRef) ([]byte, 
 		Tables      []table `json:"tables"`
 	}{World: t.World, Run: t.Run, Tick: t.Tick.Tick, CommitToken: t.CommitToken, WriterEpoch: t.WriterEpoch, Tables: []table{}}
 	// Where the rows live now (the tick itself never changes).
-	if v, err := m.view(ctx, at.world, at.run, false); err != nil {
+	if now, ok, err := m.lineageTick(ctx, at.world, at.run, t.Tick.Tick, false, false); err != nil {
 		return nil, err
-	} else if now, ok := v.Tick(t.Tick.Tick); ok && now.CommitToken == t.CommitToken {
+	} else if ok && now.CommitToken == t.CommitToken {
 		t = now
 	}
 	tables, err := t.Tables()
@@ -941,7 +926,7 @@ func (m *Mount) manifestJSON(ctx context.Context, at place, t tickRef) ([]byte, 
 		if err != nil {
 			return nil, err
 		}
-		c, err := m.contentOf(ctx, t, tf, nil)
+		c, err := m.contentOf(ctx, t, tf)
 		if err != nil {
 			return nil, err
 		}

@@ -387,7 +387,7 @@ var (
 func (d *ticksDir) OpendirHandle(ctx context.Context, _ uint32) (gofs.FileHandle, uint32, syscall.Errno) {
 	start := time.Now()
 	defer d.m.stats.op("readdir", start)
-	p, err := d.m.loadCold(ctx, d.world, index.Want{Run: d.run, From: 0, To: index.PartTicks - 1})
+	p, err := d.m.loadCold(ctx, d.world, index.Want{Run: d.run, From: 0, To: index.PartTicks - 1}, false)
 	if err != nil {
 		return nil, 0, d.m.errno("ticks of "+d.world, err)
 	}
@@ -689,11 +689,11 @@ func (d *tablesDir) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno)
 }
 
 func (d *tablesDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	// A table the head published is visible: of a world read cold, the
-	// head's part answers (any other name is looked for in every tick).
-	if t, ok, cold, err := d.m.coldHead(ctx, d.world, d.run); err != nil {
+	// A table the head published is visible: the head's part answers (of
+	// a world read cold; any other name is looked for in every tick).
+	if t, ok, err := d.m.head(ctx, d.world, d.run); err != nil {
 		return nil, d.m.errno("tables of "+d.world, err)
-	} else if cold && ok {
+	} else if ok {
 		tables, err := d.m.tickTables(ctx, t)
 		if err != nil {
 			return nil, d.m.errno("tables of "+d.world, err)
@@ -736,7 +736,7 @@ func (d *tableDir) OpendirHandle(ctx context.Context, _ uint32) (gofs.FileHandle
 	defer d.m.stats.op("readdir", start)
 	d.m.compactedFiles.list(d.world, d.name)
 	s := &tickStream{d: &ticksDir{dirBase{m: d.m}, d.world, d.run}, table: d, has: d.hasTable(ctx), next: math.MinInt64}
-	p, err := d.m.loadCold(ctx, d.world, index.Want{Run: d.run, From: 0, To: index.PartTicks - 1})
+	p, err := d.m.loadCold(ctx, d.world, index.Want{Run: d.run, From: 0, To: index.PartTicks - 1}, false)
 	if err != nil {
 		return nil, 0, d.m.errno("table "+d.name, err)
 	}
@@ -812,7 +812,7 @@ func (d *tableDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 		return nil, syscall.ENOENT
 	}
 	f := &snapFile{m: d.m, ino: ino(d.world, "runs", d.run, "tables", d.name, name), at: place{d.world, d.run}, t: t, table: d.name, format: wsql.FormatParquet}
-	err = f.sizeAtLookup(ctx, func(ctx context.Context) (content, error) { return d.m.contentOf(ctx, t, tf, nil) })
+	err = f.sizeAtLookup(ctx, func(ctx context.Context) (content, error) { return d.m.contentOf(ctx, t, tf) })
 	if err != nil {
 		return nil, d.m.errno("table "+d.name, err)
 	}

@@ -2,6 +2,9 @@ package fs
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -63,17 +66,68 @@ func (m *Mount) resolve(ctx context.Context, world, run string, find func(*index
 	return tickRef{}, false, nil
 }
 
-// tick resolves visible tick n of (world, run): cold, from the part that
-// holds it, if the mount has not opened world's catalog (from the cold
-// state it holds, however old, if that has it: heldTick).
+// tick resolves visible tick n of (world, run), for a lookup: from the
+// cold state the mount holds, however old, if that has it (heldTick),
+// else as lineageTick does.
 func (m *Mount) tick(ctx context.Context, world, run string, n int64) (tickRef, bool, error) {
-	if tk, ok := m.heldTick(world, run, n); ok {
-		return tickRef{World: world, Run: run, Tick: tk}, true, nil
+	return m.lineageTick(ctx, world, run, n, true, false)
+}
+
+// lineageTick resolves visible tick n of (world, run) as index.View.Tick
+// does, one world at a time: a tick the world published itself comes
+// from its own state (ownTick); one at or before a fork's fork point is
+// its parent's visible tick n of the fork run, resolved the same way (the
+// parent's segment of the lineage ends there, and a fork publishes no
+// tick there). Each world is read cold where it can be, so a lookup in a
+// fork of a long world reads the parts that hold the tick, not its
+// ancestors' histories. held: a state the mount holds may answer however
+// old it is (a lookup); exact: at the tip.
+func (m *Mount) lineageTick(ctx context.Context, world, run string, n int64, held, exact bool) (tickRef, bool, error) {
+	var seen []string
+	for {
+		t, ok, w, err := m.ownTick(ctx, world, run, n, held, exact)
+		if len(seen) > 0 && errors.Is(err, index.ErrNoWorld) {
+			return tickRef{}, false, fmt.Errorf("world %s: ancestor %s does not exist: %w", seen[0], world, index.ErrCorrupt)
+		}
+		if err != nil || ok || !inherited(w, n) {
+			return t, ok, err
+		}
+		seen = append(seen, world)
+		if slices.Contains(seen, w.Parent) {
+			return tickRef{}, false, fmt.Errorf("world %s: lineage loops through %s: %w", seen[0], w.Parent, index.ErrCorrupt)
+		}
+		world, run, exact = w.Parent, w.ForkRun, false // a tick inherited was published before the fork
 	}
-	if t, ok, cold, err := m.coldTick(ctx, world, run, n, false); err != nil || cold {
-		return t, ok, err
+}
+
+// ownTick returns tick n of (world, run) if world published it itself,
+// and world's record: cold if it can (coldTick), else from world's own
+// catalog, never its ancestors'. A tick not found within the freshness is
+// looked for at the tip, unless it is one a fork inherits (held and exact
+// as for lineageTick).
+func (m *Mount) ownTick(ctx context.Context, world, run string, n int64, held, exact bool) (tickRef, bool, index.World, error) {
+	if held {
+		if tk, ok := m.heldTick(world, run, n); ok {
+			return tickRef{World: world, Run: run, Tick: tk}, true, index.World{}, nil
+		}
 	}
-	return m.resolve(ctx, world, run, func(v *index.View) (tickRef, bool) { return v.Tick(n) })
+	if t, ok, w, cold, err := m.coldTick(ctx, world, run, n, exact); err != nil || cold {
+		return t, ok, w, err
+	}
+	defer m.stats.op("resolve", time.Now())
+	for {
+		s, err := m.state(ctx, world, exact)
+		if err != nil {
+			return tickRef{}, false, index.World{}, err
+		}
+		if tk, ok := s.Tick(run, n); ok {
+			return tickRef{World: world, Run: run, Tick: tk}, true, s.World, nil
+		}
+		if exact || inherited(s.World, n) {
+			return tickRef{}, false, s.World, nil
+		}
+		exact = true
+	}
 }
 
 // token resolves a commit token of (world, run) to its visible tick.
@@ -81,17 +135,36 @@ func (m *Mount) token(ctx context.Context, world, run, token string) (tickRef, b
 	return m.resolve(ctx, world, run, func(v *index.View) (tickRef, bool) { return v.Token(token) })
 }
 
-// head returns the newest visible tick of (world, run): cold, from the
-// part that holds it, if the mount has not opened world's catalog.
+// head returns the newest visible tick of (world, run): the newest the
+// world published itself (cold, from the part that holds it, if the mount
+// has not opened world's catalog); for a fork that published none, its
+// fork point, looked up in its parent as lineageTick does.
 func (m *Mount) head(ctx context.Context, world, run string) (tickRef, bool, error) {
-	if t, ok, cold, err := m.coldHead(ctx, world, run); err != nil || cold {
+	t, ok, w, cold, err := m.coldHead(ctx, world, run)
+	if err != nil {
+		return tickRef{}, false, err
+	}
+	if !cold {
+		s, err := m.state(ctx, world, false)
+		if err != nil {
+			return tickRef{}, false, err
+		}
+		tk, found := s.Last(run, math.MaxInt64)
+		t, ok, w = tickRef{World: world, Run: run, Tick: tk}, found, s.World
+	}
+	if ok || w.Parent == "" {
+		return t, ok, nil
+	}
+	if t, ok, err := m.lineageTick(ctx, w.Parent, w.ForkRun, w.ForkTick, true, false); err != nil || ok {
 		return t, ok, err
 	}
+	// A fork point that is not a visible tick (a fork made without
+	// checking it): the newest visible tick before it, as the view says.
 	v, err := m.view(ctx, world, run, false)
 	if err != nil {
 		return tickRef{}, false, err
 	}
-	t, ok := v.Head()
+	t, ok = v.Head()
 	return t, ok, nil
 }
 

@@ -151,7 +151,7 @@ func (s *tickStream) fillCold(ctx context.Context) error {
 // world is read through its catalog by now, the view), and fills the
 // batch again from it, from where the batch began (s.next).
 func (s *tickStream) reload(ctx context.Context, want index.Want) error {
-	p, err := s.d.m.loadCold(ctx, s.d.world, want)
+	p, err := s.d.m.loadCold(ctx, s.d.world, want, false)
 	if err != nil {
 		return err
 	}

@@ -573,3 +573,50 @@ func moveRows(t *testing.T, c *index.Catalog, tick int64) {
 		t.Fatal(err)
 	}
 }
+
+// A lookup in a fork of a world read cold reads, of the parent, the part
+// holding the tick it inherits (and the head's), not the parent's
+// history: a tick inherited, the fork's head before it published one of
+// its own, a table of that head; then the fork's own tick and head. The
+// parent's catalog is never opened.
+func TestColdForkLookupReadsItsParentsPart(t *testing.T) {
+	ctx := ctxT(t)
+	b, _ := checkpointedWorld(t)
+	forkAt := int64(coldTicks - 1)
+	c, epoch, err := index.CreateWorld(ctx, b, "f", index.WorldCreate{Parent: "w", ForkRun: "main", ForkTick: forkAt, WriterMode: index.ModeResumable, CreatedUnixMs: 2}, "writer", index.Options{NoCompactor: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	mt := testMount(t, b)
+	run := mt.path("f", "runs", "main")
+	if got := xattr(t, run+"/ticks/"+wfs.TickName(5000), wfs.XattrToken); got != coldToken(5000) {
+		t.Fatalf("the fork's tick 5000 has token %q, want its parent's %q", got, coldToken(5000))
+	}
+	if got, err := os.Readlink(run + "/head"); err != nil || got != "ticks/"+wfs.TickName(forkAt) {
+		t.Fatalf("head of a fork with no tick of its own: %q, %v; want its fork point", got, err)
+	}
+	if _, err := os.Stat(run + "/tables/t/" + wfs.TickName(6000) + ".parquet"); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.read(); n > 3 {
+		t.Fatalf("lookups of ticks 5000, 6000 and the head of a fork read %d of its parent's 4 parts; want the parts holding them", n)
+	}
+	tok := "own-" + wfs.TickName(forkAt+1)
+	if _, err := c.Commit(ctx, index.Entry{Kind: index.KindTickPublish, TickPublish: &index.TickPublish{Run: "main", Tick: forkAt + 1, CommitToken: tok, WriterEpoch: epoch,
+		Tables: []index.TableFragments{{Table: "t", Fragments: []index.Fragment{{Path: index.FragmentPath("f", "main", "t", tok, 0), Rows: 1}}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := xattr(t, run+"/ticks/"+wfs.TickName(forkAt+1), wfs.XattrToken); got != tok {
+		t.Fatalf("the fork's own tick: token %q, want %q", got, tok)
+	}
+	if got, err := os.Readlink(run + "/head"); err != nil || got != "ticks/"+wfs.TickName(forkAt+1) {
+		t.Fatalf("head of a fork after its first tick: %q, %v; want that tick", got, err)
+	}
+	if _, err := os.Lstat(run + "/ticks/" + wfs.TickName(coldTicks+1)); !os.IsNotExist(err) {
+		t.Fatalf("the parent's tick %d, after the fork point: %v; want absent", coldTicks+1, err)
+	}
+	if st := mountStats(t, mt); st.CatalogsOpen > 1 {
+		t.Fatalf("%d catalogs open; want the fork's only (its parent is read cold)", st.CatalogsOpen)
+	}
+}
