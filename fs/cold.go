@@ -31,9 +31,9 @@ import (
 // replaying its log once, not cold. A fork's own ticks are read like any
 // world's; a tick it inherits is its parent's, looked up in the parent
 // the same way (Mount.lineageTick), so a lookup in a fork of a long world
-// reads the parts that hold the tick, not the ancestors' histories. A
-// listing of a fork's ticks/ (its parent's ticks, then its own) reads the
-// catalogs of its lineage.
+// reads the parts that hold the tick, not the ancestors' histories; a
+// listing of a fork's ticks/ reads its ancestors' ticks a part at a time
+// too (tickStream).
 
 // coldState is the partial state of a world read cold.
 type coldState struct {
@@ -48,9 +48,8 @@ type coldState struct {
 
 // loadCold loads world's state at the tip for want, or returns nil if
 // world is to be read through its catalog (the mount holds it, or it has
-// no checkpoint; or it is a fork and forks is false: a listing of a
-// fork's ticks/ lists its parent's too).
-func (m *Mount) loadCold(ctx context.Context, world string, want index.Want, forks bool) (*index.Partial, error) {
+// no checkpoint).
+func (m *Mount) loadCold(ctx context.Context, world string, want index.Want) (*index.Partial, error) {
 	m.mu.Lock()
 	_, open := m.mu.cats[world]
 	m.mu.Unlock()
@@ -60,7 +59,7 @@ func (m *Mount) loadCold(ctx context.Context, world string, want index.Want, for
 	defer m.stats.op("cold load", time.Now())
 	want.CheckpointOnly = true // a world without one is read through its catalog, loaded once
 	p, _, err := index.LoadFor(finish(ctx), m.b, world, want)
-	if err != nil || p == nil || !forks && p.World().Parent != "" {
+	if err != nil || p == nil {
 		return nil, err
 	}
 	return p, nil
@@ -138,7 +137,7 @@ func (m *Mount) catchUp(ctx context.Context, world string, cs *coldState, want i
 			return err
 		}
 	}
-	p, err := m.loadCold(ctx, world, want, true)
+	p, err := m.loadCold(ctx, world, want)
 	if err != nil || p == nil {
 		m.mu.Lock()
 		if m.mu.colds[world] == cs {

@@ -3,6 +3,8 @@ package fs
 import (
 	"context"
 	"fmt"
+	"math"
+	"slices"
 	"testing"
 
 	"github.com/worldfs/worldfs/bucket"
@@ -12,9 +14,10 @@ import (
 	"github.com/worldfs/worldfs/index"
 )
 
-// The mount resolves a tick and a head one world of the lineage at a time
-// (lineageTick, head), reading each world cold where it can; its answers
-// are index.View's, over the whole lineage, for every tick of every world
+// The mount resolves a tick, a head and a listing of ticks/ one world of
+// the lineage at a time (lineageTick, head, tickStream), reading each
+// world cold where it can; its answers are index.View's, over the whole
+// lineage, for every tick of every world
 // of a three-level lineage (a fork of a fork, a fork at a tick its parent
 // inherits, a fork that published nothing), read cold and through open
 // catalogs.
@@ -81,6 +84,30 @@ func TestLineageTickIsTheViews(t *testing.T) {
 				if !same(got, want, ok, wantOK) {
 					t.Errorf("catalogs open %v: tick %d of %s: the mount answers %s:%s (%v), the view %s:%s (%v)", open, n, w.name, got.World, tokenOf(got), ok, want.World, tokenOf(want), wantOK)
 				}
+			}
+			// A listing of ticks/: the view's ticks, in order.
+			var listed, wantListed []string
+			st, err := m.openStream(ctx, &ticksDir{dirBase{m: m}, w.name, "main"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for {
+				if err := st.fill(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if len(st.batch) == 0 {
+					break
+				}
+				for _, r := range st.batch {
+					listed = append(listed, r.World+":"+r.CommitToken)
+				}
+			}
+			v.Ticks(math.MinInt64, math.MaxInt64, func(r tickRef) bool {
+				wantListed = append(wantListed, r.World+":"+r.CommitToken)
+				return true
+			})
+			if !slices.Equal(listed, wantListed) {
+				t.Errorf("catalogs open %v: ticks/ of %s lists %v, the view %v", open, w.name, listed, wantListed)
 			}
 			got, ok, err := m.head(ctx, w.name, "main")
 			if err != nil {

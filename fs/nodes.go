@@ -387,23 +387,13 @@ var (
 func (d *ticksDir) OpendirHandle(ctx context.Context, _ uint32) (gofs.FileHandle, uint32, syscall.Errno) {
 	start := time.Now()
 	defer d.m.stats.op("readdir", start)
-	p, err := d.m.loadCold(ctx, d.world, index.Want{Run: d.run, From: 0, To: index.PartTicks - 1}, false)
+	s, err := d.m.openStream(ctx, d)
 	if err != nil {
 		return nil, 0, d.m.errno("ticks of "+d.world, err)
 	}
-	if p != nil {
-		return &tickStream{d: d, p: p, next: math.MinInt64, loadedTo: index.PartTicks - 1, parts: 2}, 0, 0
-	}
-	v, err := d.m.view(ctx, d.world, d.run, false)
-	if err != nil {
-		return nil, 0, d.m.errno("ticks of "+d.world, err)
-	}
-	return &tickStream{d: d, v: v, next: math.MinInt64}, 0, 0
+	return s, 0, 0
 }
 
-// Lookup finds tick N by its name (TickName) or, for scripts written
-// before names were padded, by N in plain decimal: a symbolic link to the
-// padded name, which listings never show.
 func (d *ticksDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	start := time.Now()
 	defer d.m.stats.op("lookup", start)
@@ -735,16 +725,11 @@ func (d *tableDir) OpendirHandle(ctx context.Context, _ uint32) (gofs.FileHandle
 	start := time.Now()
 	defer d.m.stats.op("readdir", start)
 	d.m.compactedFiles.list(d.world, d.name)
-	s := &tickStream{d: &ticksDir{dirBase{m: d.m}, d.world, d.run}, table: d, has: d.hasTable(ctx), next: math.MinInt64}
-	p, err := d.m.loadCold(ctx, d.world, index.Want{Run: d.run, From: 0, To: index.PartTicks - 1}, false)
+	s, err := d.m.openStream(ctx, &ticksDir{dirBase{m: d.m}, d.world, d.run})
 	if err != nil {
 		return nil, 0, d.m.errno("table "+d.name, err)
 	}
-	if p != nil {
-		s.p, s.loadedTo, s.parts = p, index.PartTicks-1, 2
-	} else if s.v, err = d.m.view(ctx, d.world, d.run, false); err != nil {
-		return nil, 0, d.m.errno("table "+d.name, err)
-	}
+	s.table, s.has = d, d.hasTable(ctx)
 	return s, 0, 0
 }
 

@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"math"
+	"slices"
 	"syscall"
 	"time"
 	"unsafe"
@@ -16,13 +18,17 @@ import (
 )
 
 // tickStream is an open listing of ticks/ or of tables/<t>/: it reads the
-// view's tick records a batch at a time as the kernel asks for entries, so
+// run's tick records a batch at a time as the kernel asks for entries, so
 // a listing costs what it returns (a step and no allocation per entry, one
 // descent of the catalog per batch), never a list of the whole history
-// held at once. Of a world read cold (see cold.go) it reads a partial
+// held at once. It reads the run's lineage a world at a time, as
+// index.View.Ticks does (a fork's ancestors up to its fork point, then
+// its own ticks): each world through the catalog the mount holds open,
+// else, if it has a checkpoint, read cold (see cold.go) from a partial
 // state loaded at the open, adding the checkpoint's parts as the listing
-// reaches them: the first entries reach the kernel before the rest of the
-// history is decoded. A READDIRPLUS lookup in ticks/ of the entry it just
+// reaches them, so the first entries reach the kernel before the rest of
+// the history is decoded, and a fork's listing never loads its ancestors'
+// whole catalogs. A READDIRPLUS lookup in ticks/ of the entry it just
 // returned uses that entry's record instead of resolving the tick again.
 type tickStream struct {
 	d *ticksDir
@@ -31,19 +37,26 @@ type tickStream struct {
 	// has the table.
 	table *tableDir
 	has   func(tickRef) (bool, error)
-	v     *index.View    // nil: read cold, from p
-	p     *index.Partial // loaded at the open, parts added as the listing goes
-	// loadedTo: p holds every tick up to it; parts: how many parts the
-	// next step adds.
-	loadedTo int64
-	parts    int64
-	next     int64  // the first tick not yet read from the view
-	pos      uint64 // entries returned since the start
+	segs  []*streamSeg // the lineage, oldest first (see openStream)
+	seg   int          // the segment being read
+	next  int64        // the first tick not yet read
+	pos   uint64       // entries returned since the start
 
 	batch []tickRef // read, not yet returned
 	names []byte    // the batch's names; never modified once a name is cut
 	last  tickRef   // the entry returned last
 	de    fuse.DirEntry
+}
+
+// streamSeg is one world's part of a listing: its run's ticks up to upTo,
+// from p (a state read cold, or its catalog's, whole).
+type streamSeg struct {
+	world, run string
+	upTo       int64
+	p          *index.Partial
+	// loadedTo: p holds every tick up to it; parts: how many parts the
+	// next step adds.
+	loadedTo, parts int64
 }
 
 var (
@@ -52,35 +65,105 @@ var (
 	_ = (gofs.FileLookuper)((*tickStream)(nil))
 )
 
-// tickBatch is how many tick records a stream reads from the view at once.
+// tickBatch is how many tick records a stream reads at once.
 const tickBatch = 512
 
-// fill reads the next batch from the view, with a fresh buffer for its
-// names (go-fuse keeps the entries of its last reply, so a name outlives
-// the batch).
+// openStream opens a listing of the visible ticks of d's run: the
+// lineage's worlds, each through the catalog the mount holds open or
+// read cold (listingState), oldest first.
+func (m *Mount) openStream(ctx context.Context, d *ticksDir) (*tickStream, error) {
+	s := &tickStream{d: d, next: math.MinInt64}
+	world, run, upTo := d.world, d.run, int64(math.MaxInt64)
+	for {
+		p, err := m.listingState(ctx, world, run)
+		if errors.Is(err, index.ErrNoWorld) && len(s.segs) > 0 {
+			return nil, fmt.Errorf("world %s: ancestor %s does not exist: %w", d.world, world, index.ErrCorrupt)
+		}
+		if err != nil {
+			return nil, err
+		}
+		s.segs = append(s.segs, &streamSeg{world: world, run: run, upTo: upTo, p: p, loadedTo: index.PartTicks - 1, parts: 2})
+		w := p.World()
+		if w.Parent == "" {
+			break
+		}
+		if slices.ContainsFunc(s.segs, func(sg *streamSeg) bool { return sg.world == w.Parent }) {
+			return nil, fmt.Errorf("world %s: lineage loops through %s: %w", d.world, w.Parent, index.ErrCorrupt)
+		}
+		world, run, upTo = w.Parent, w.ForkRun, min(upTo, w.ForkTick)
+	}
+	slices.Reverse(s.segs)
+	return s, nil
+}
+
+// listingState is world's state for a listing of run: its catalog's, if
+// the mount holds it open or world has no checkpoint, else read cold from
+// the part holding run's first ticks (more are added as the listing goes).
+func (m *Mount) listingState(ctx context.Context, world, run string) (*index.Partial, error) {
+	p, err := m.loadCold(ctx, world, index.Want{Run: run, From: 0, To: index.PartTicks - 1})
+	if err != nil || p != nil {
+		return p, err
+	}
+	st, err := m.state(ctx, world, false)
+	if err != nil {
+		return nil, err
+	}
+	return index.PartialOf(st), nil
+}
+
+// fill reads the next batch, with a fresh buffer for its names (go-fuse
+// keeps the entries of its last reply, so a name outlives the batch):
+// from each segment in turn its ticks after the ones listed (a fork's own
+// follow its fork point), adding parts of a state read cold as the
+// listing reaches them: one, then twice as many at each step up to
+// coldParts (read at once), so that the first entries wait for one part
+// and the whole listing for few steps.
 func (s *tickStream) fill(ctx context.Context) error {
 	s.batch = s.batch[:0]
-	if s.next == math.MaxInt64 {
-		return nil
-	}
-	if s.v == nil {
-		return s.fillCold(ctx)
-	}
-	var err error
-	s.v.Ticks(s.next, math.MaxInt64, func(t tickRef) bool {
-		s.next = t.Tick.Tick + 1
-		var keep bool
-		if keep, err = s.keep(t); err != nil {
-			return false
+	from := max(s.next, 0) // ticks are numbered from 0
+	for len(s.batch) < tickBatch && s.seg < len(s.segs) {
+		sg := s.segs[s.seg]
+		r, published := sg.p.Run(sg.run)
+		head := min(r.Head, sg.upTo)
+		if !published || from > head {
+			s.seg++
+			continue
 		}
-		return !keep || len(s.batch) < tickBatch
-	})
-	if err != nil {
-		return err
+		if from > sg.loadedTo {
+			parts := max(sg.parts, 1)
+			to := (from/index.PartTicks+parts)*index.PartTicks - 1
+			err := sg.p.Load(ctx, index.Want{Run: sg.run, From: from, To: to})
+			if errors.Is(err, index.ErrSuperseded) {
+				// A listing held open past the collection of its
+				// checkpoint goes on from a state loaded anew: the
+				// ticks it listed never change.
+				if sg.p, err = s.d.m.listingState(ctx, sg.world, sg.run); err == nil {
+					sg.loadedTo, sg.parts = -1, 1
+					continue
+				}
+			}
+			if err != nil {
+				return err
+			}
+			sg.loadedTo, sg.parts = to, min(2*parts, coldParts)
+		}
+		var kerr error
+		err := sg.p.Ticks(sg.run, from, min(sg.loadedTo, head), func(t *index.Tick) bool {
+			from = t.Tick + 1
+			var keep bool
+			if keep, kerr = s.keep(tickRef{World: sg.world, Run: sg.run, Tick: t}); kerr != nil {
+				return false
+			}
+			return !keep || len(s.batch) < tickBatch
+		})
+		if err != nil || kerr != nil {
+			return cmp.Or(err, kerr)
+		}
+		if len(s.batch) < tickBatch {
+			from = min(sg.loadedTo, head) + 1
+		}
 	}
-	if len(s.batch) < tickBatch {
-		s.next = math.MaxInt64 // the view has no more
-	}
+	s.next = from
 	s.names = make([]byte, 0, len(s.batch)*28) // 28: the longest name
 	return nil
 }
@@ -94,75 +177,6 @@ func (s *tickStream) keep(t tickRef) (bool, error) {
 	}
 	s.batch = append(s.batch, t)
 	return true, nil
-}
-
-// fillCold reads the next batch from the partial state, adding parts of
-// the checkpoint as the listing reaches them: one, then twice as many at
-// each step up to coldParts (read at once), so that the first entries
-// wait for one part and the whole listing for few steps.
-func (s *tickStream) fillCold(ctx context.Context) error {
-	run := s.d.run
-	r, _ := s.p.Run(run)
-	from := max(s.next, 0) // ticks are numbered from 0
-	for len(s.batch) < tickBatch && from <= r.Head {
-		if from > s.loadedTo {
-			parts := max(s.parts, 1)
-			to := (from/index.PartTicks+parts)*index.PartTicks - 1
-			want := index.Want{Run: run, From: from, To: to}
-			err := s.p.Load(ctx, want)
-			if errors.Is(err, index.ErrSuperseded) {
-				// A listing held open past the collection of its
-				// checkpoint goes on from a state loaded anew: the
-				// ticks it listed never change.
-				return s.reload(ctx, want)
-			}
-			if err != nil {
-				return err
-			}
-			s.loadedTo, s.parts = to, min(2*parts, coldParts)
-		}
-		var kerr error
-		err := s.p.Ticks(run, from, s.loadedTo, func(t *index.Tick) bool {
-			from = t.Tick + 1
-			var keep bool
-			if keep, kerr = s.keep(tickRef{World: s.d.world, Run: run, Tick: t}); kerr != nil {
-				return false
-			}
-			return !keep || len(s.batch) < tickBatch
-		})
-		if err != nil || kerr != nil {
-			return cmp.Or(err, kerr)
-		}
-		if len(s.batch) < tickBatch {
-			from = s.loadedTo + 1
-		}
-	}
-	if len(s.batch) == tickBatch {
-		s.next = from
-	} else {
-		s.next = math.MaxInt64 // the state has no more
-	}
-	s.names = make([]byte, 0, len(s.batch)*28)
-	return nil
-}
-
-// reload replaces the stream's partial state, whose checkpoint was
-// replaced and collected, with one loaded at the tip for want (or, if the
-// world is read through its catalog by now, the view), and fills the
-// batch again from it, from where the batch began (s.next).
-func (s *tickStream) reload(ctx context.Context, want index.Want) error {
-	p, err := s.d.m.loadCold(ctx, s.d.world, want, false)
-	if err != nil {
-		return err
-	}
-	if p == nil {
-		if s.v, err = s.d.m.view(ctx, s.d.world, s.d.run, false); err != nil {
-			return err
-		}
-		return s.fill(ctx)
-	}
-	s.p, s.loadedTo, s.parts, s.batch = p, math.MinInt64, 1, s.batch[:0]
-	return s.fillCold(ctx)
 }
 
 // coldParts is the most checkpoint parts a cold listing adds at once.
@@ -196,7 +210,7 @@ func (s *tickStream) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Er
 // Seekdir restarts the listing and skips off entries (offsets are
 // positions; the kernel seeks only to an offset it was given).
 func (s *tickStream) Seekdir(ctx context.Context, off uint64) syscall.Errno {
-	s.next, s.pos, s.batch = math.MinInt64, 0, s.batch[:0]
+	s.next, s.seg, s.pos, s.batch = math.MinInt64, 0, 0, s.batch[:0]
 	for s.pos < off {
 		if de, errno := s.Readdirent(ctx); errno != 0 || de == nil {
 			return errno

@@ -32,16 +32,21 @@ func longState(t testing.TB, n int) *index.State {
 	return s
 }
 
+// streamOf is a listing of d's run in st, a whole state.
+func streamOf(d *ticksDir, st *index.State) *tickStream {
+	return &tickStream{d: d, next: math.MinInt64, segs: []*streamSeg{{world: d.world, run: d.run, upTo: math.MaxInt64, p: index.PartialOf(st)}}}
+}
+
 // A listing of ticks/ returns every tick in order, a batch of the view at a
 // time, without an allocation per entry (names are carved from one buffer
 // per batch), and seeks by position.
 func TestTickListingStreams(t *testing.T) {
 	const n = 5000
-	v := index.OwnView(longState(t, n), "main")
+	st := longState(t, n)
 	d := &ticksDir{world: "w", run: "main"}
 	ctx := context.Background()
 	list := func() []string {
-		s := &tickStream{d: d, v: v, next: math.MinInt64}
+		s := streamOf(d, st)
 		var names []string
 		for {
 			de, errno := s.Readdirent(ctx)
@@ -69,7 +74,7 @@ func TestTickListingStreams(t *testing.T) {
 	if !slices.IsSorted(names) {
 		t.Fatal("the names' lexical order is not the ticks' order")
 	}
-	s := &tickStream{d: d, v: v, next: math.MinInt64}
+	s := streamOf(d, st)
 	if errno := s.Seekdir(ctx, 1234); errno != 0 {
 		t.Fatal(errno)
 	}
@@ -77,9 +82,9 @@ func TestTickListingStreams(t *testing.T) {
 		t.Fatalf("after a seek to 1234: %+v", de)
 	}
 
-	s = &tickStream{d: d, v: v, next: math.MinInt64}
+	s = streamOf(d, st)
 	allocs := testing.AllocsPerRun(1, func() {
-		s.next, s.pos, s.batch = math.MinInt64, 0, s.batch[:0]
+		s.next, s.seg, s.pos, s.batch = math.MinInt64, 0, 0, s.batch[:0]
 		for de, _ := s.Readdirent(ctx); de != nil; de, _ = s.Readdirent(ctx) {
 		}
 	})

@@ -352,6 +352,11 @@ type Partial struct {
 	confirmed time.Time
 }
 
+// PartialOf returns s, a whole state (or one loaded in part, whose
+// questions it answers as its own Partial would), as a Partial: a reader
+// of either takes one type. Refresh needs a Partial from LoadFor.
+func PartialOf(s *State) *Partial { return &Partial{s: s} }
+
 // World is the world's record.
 func (p *Partial) World() World { return p.s.World }
 
@@ -462,6 +467,9 @@ var ErrReload = errors.New("too far behind to refresh from the log; load it anew
 // it anew (LoadFor). After any error p is half refreshed: drop it.
 // Refresh must not be called while another goroutine reads p.
 func (p *Partial) Refresh(ctx context.Context) error {
+	if p.b == nil {
+		return errors.New("index: Refresh of a Partial not loaded by LoadFor")
+	}
 	start := time.Now()
 	if age := start.Sub(p.confirmed); age > DefaultReloadAfter {
 		return fmt.Errorf("world %s: a state brought to the tip %v ago: %w", p.s.World.ID, age.Round(time.Second), ErrReload)

@@ -577,8 +577,9 @@ func moveRows(t *testing.T, c *index.Catalog, tick int64) {
 // A lookup in a fork of a world read cold reads, of the parent, the part
 // holding the tick it inherits (and the head's), not the parent's
 // history: a tick inherited, the fork's head before it published one of
-// its own, a table of that head; then the fork's own tick and head. The
-// parent's catalog is never opened.
+// its own, a table of that head; a listing of its ticks/ streams the
+// parent's parts; then the fork's own tick and head. The parent's
+// catalog is never opened.
 func TestColdForkLookupReadsItsParentsPart(t *testing.T) {
 	ctx := ctxT(t)
 	b, _ := checkpointedWorld(t)
@@ -601,6 +602,23 @@ func TestColdForkLookupReadsItsParentsPart(t *testing.T) {
 	}
 	if n := b.read(); n > 3 {
 		t.Fatalf("lookups of ticks 5000, 6000 and the head of a fork read %d of its parent's 4 parts; want the parts holding them", n)
+	}
+	// A listing of the fork's ticks/ streams its parent's a part at a
+	// time too: its first reply reads the parent's first part (and the
+	// one the log after the checkpoint touched).
+	fd, err := syscall.Open(run+"/ticks", syscall.O_RDONLY|syscall.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := syscall.Getdents(fd, make([]byte, 4096)); err != nil || n == 0 {
+		t.Fatalf("getdents of the fork's ticks/: %d, %v", n, err)
+	}
+	syscall.Close(fd)
+	if n := b.read(); n > 2 {
+		t.Fatalf("the first reply of a listing of the fork's ticks/ read %d of its parent's 4 parts; want 2 at most", n)
+	}
+	if names := ls(t, run+"/ticks"); len(names) != int(forkAt)+1 || names[len(names)-1] != wfs.TickName(forkAt) {
+		t.Fatalf("the fork's ticks/ lists %d entries, the last %q; want its parent's 0..%d", len(names), names[len(names)-1], forkAt)
 	}
 	tok := "own-" + wfs.TickName(forkAt+1)
 	if _, err := c.Commit(ctx, index.Entry{Kind: index.KindTickPublish, TickPublish: &index.TickPublish{Run: "main", Tick: forkAt + 1, CommitToken: tok, WriterEpoch: epoch,
