@@ -272,20 +272,15 @@ func TestCtlRefreshesColdWorlds(t *testing.T) {
 // A published tick never changes: a lookup of one that the mount's cold
 // state already holds reads nothing, however old that state is (a
 // freshness of 1 ns makes every state stale at once); a tick of a part it
-// lacks is looked for in a state brought to the tip. The lookups are made relative to
-// an open ticks/ directory, so that only they reach the mount.
+// lacks is looked for in a state brought to the tip. The lookups are made
+// relative to an open ticks/ directory, so that only they reach the mount.
 func TestColdLookupOfAHeldTickReadsNothing(t *testing.T) {
 	b, _ := checkpointedWorld(t)
 	mt := testMountWith(t, b, wfs.Options{Freshness: time.Nanosecond}, wfs.MountOptions{})
-	dir, err := os.Open(mt.path("w", "runs", "main", "ticks"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dir.Close()
+	at := ticksLookup(t, mt)
 	lookup := func(n int64) {
 		t.Helper()
-		var st unix.Stat_t
-		if err := unix.Fstatat(int(dir.Fd()), wfs.TickName(n), &st, 0); err != nil {
+		if err := at(n); err != nil {
 			t.Fatalf("tick %d: %v", n, err)
 		}
 	}
@@ -413,20 +408,13 @@ func TestColdMissesShareOneRefresh(t *testing.T) {
 func TestColdRefreshAfterItsCheckpointWasCollected(t *testing.T) {
 	b, _ := checkpointedWorld(t)
 	mt := testMountWith(t, b, wfs.Options{Freshness: time.Nanosecond}, wfs.MountOptions{})
-	// Lookups relative to an open ticks/, so that only they reach the
-	// mount (and its state is refreshed by the lookup under test).
-	dir, err := os.Open(mt.path("w", "runs", "main", "ticks"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dir.Close()
-	var st unix.Stat_t
-	if err := unix.Fstatat(int(dir.Fd()), wfs.TickName(5000), &st, 0); err != nil {
+	lookup := ticksLookup(t, mt) // only the lookups under test refresh the state
+	if err := lookup(5000); err != nil {
 		t.Fatal(err)
 	}
 	collectReplacedParts(t, b, func(c *index.Catalog) { moveRows(t, c, 9000) })
 	loads := mountStats(t, mt).Ops["cold load"].Count
-	if err := unix.Fstatat(int(dir.Fd()), wfs.TickName(9001), &st, 0); err != nil {
+	if err := lookup(9001); err != nil {
 		t.Fatalf("a lookup after the cold state's checkpoint was collected: %v", err)
 	}
 	if n := mountStats(t, mt).Ops["cold load"].Count - loads; n != 1 {
@@ -457,18 +445,13 @@ func TestColdStateGivesBackPartsItGrew(t *testing.T) {
 	const parts = 20
 	b, _ := checkpointedWorldOf(t, parts*index.PartTicks)
 	mt := testMountWith(t, b, wfs.Options{Freshness: time.Nanosecond}, wfs.MountOptions{})
-	dir, err := os.Open(mt.path("w", "runs", "main", "ticks"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dir.Close()
-	var st unix.Stat_t
-	if err := unix.Fstatat(int(dir.Fd()), wfs.TickName(0), &st, 0); err != nil {
+	lookup := ticksLookup(t, mt)
+	if err := lookup(0); err != nil {
 		t.Fatal(err)
 	}
 	loads := mountStats(t, mt).Ops["cold load"].Count
 	for k := int64(1); k < parts; k++ {
-		if err := unix.Fstatat(int(dir.Fd()), wfs.TickName(k*index.PartTicks+7), &st, 0); err != nil {
+		if err := lookup(k*index.PartTicks + 7); err != nil {
 			t.Fatalf("tick of part %d: %v", k, err)
 		}
 	}
@@ -636,5 +619,21 @@ func TestColdForkLookupReadsItsParentsPart(t *testing.T) {
 	}
 	if st := mountStats(t, mt); st.CatalogsOpen > 1 {
 		t.Fatalf("%d catalogs open; want the fork's only (its parent is read cold)", st.CatalogsOpen)
+	}
+}
+
+// ticksLookup opens ticks/ of checkpointedWorld's world in mt and returns
+// a lookup of one tick relative to it, so that only that lookup reaches
+// the mount (no lookup of the path's directories, nor their times).
+func ticksLookup(t *testing.T, mt *mounted) func(n int64) error {
+	t.Helper()
+	dir, err := os.Open(mt.path("w", "runs", "main", "ticks"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dir.Close() })
+	return func(n int64) error {
+		var st unix.Stat_t
+		return unix.Fstatat(int(dir.Fd()), wfs.TickName(n), &st, 0)
 	}
 }
