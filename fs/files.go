@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -953,9 +954,11 @@ func (c content) rows() *int64 {
 	return &n
 }
 
-// worldJSON is world.json: identity, parent, lineage, fence, heads.
+// worldJSON is world.json: identity, parent, lineage, fence, heads. It
+// reads each world of the lineage as a lookup does (worldInfo), never a
+// whole history it does not hold already.
 func (m *Mount) worldJSON(ctx context.Context, world string) ([]byte, error) {
-	s, err := m.state(ctx, world, false)
+	me, err := m.worldInfo(ctx, world, index.DefaultRun)
 	if err != nil {
 		return nil, err
 	}
@@ -969,7 +972,7 @@ func (m *Mount) worldJSON(ctx context.Context, world string) ([]byte, error) {
 		UpTo  *int64 `json:"up_to_tick"`
 		Mode  string `json:"visibility"`
 	}
-	w := s.World
+	w := me.world
 	doc := struct {
 		ID            string         `json:"id"`
 		Parent        string         `json:"parent,omitempty"`
@@ -985,7 +988,7 @@ func (m *Mount) worldJSON(ctx context.Context, world string) ([]byte, error) {
 		Lineage       []segment      `json:"lineage"`
 		Seq           uint64         `json:"catalog_seq"`
 	}{ID: w.ID, Parent: w.Parent, ForkRun: w.ForkRun, Status: w.Status, WriterMode: w.WriterMode,
-		CreatedUnixMs: w.CreatedUnixMs, FenceEpoch: w.Epoch, FenceHolder: w.FenceHolder, Runs: map[string]run{}, Seq: s.Seq}
+		CreatedUnixMs: w.CreatedUnixMs, FenceEpoch: w.Epoch, FenceHolder: w.FenceHolder, Runs: map[string]run{}, Seq: me.seq}
 	if w.Parent != "" {
 		doc.ForkTick = &w.ForkTick
 	}
@@ -995,8 +998,8 @@ func (m *Mount) worldJSON(ctx context.Context, world string) ([]byte, error) {
 	}
 	for _, r := range runs {
 		var rr run
-		if own, ok := s.Run(r); ok {
-			rr.Published = own.Published
+		if i := slices.IndexFunc(me.runs, func(own index.Run) bool { return own.Name == r }); i >= 0 {
+			rr.Published = me.runs[i].Published
 		}
 		if h, ok, err := m.head(ctx, world, r); err != nil {
 			return nil, err
@@ -1008,19 +1011,65 @@ func (m *Mount) worldJSON(ctx context.Context, world string) ([]byte, error) {
 			doc.Head = rr.Head
 		}
 	}
-	v, err := m.view(ctx, world, index.DefaultRun, false)
-	if err != nil {
-		return nil, err
-	}
-	for _, seg := range v.Segments {
-		sg := segment{World: seg.World, Run: seg.Run, Mode: seg.Mode.String()}
-		if seg.World != world {
-			sg.UpTo = &seg.UpTo
+	// The lineage of the main run, as index.Lineage reads it: each
+	// ancestor's fork run up to the nearest fork point below it.
+	info, segRun, upTo := me, index.DefaultRun, int64(math.MaxInt64)
+	for {
+		sg := segment{World: info.world.ID, Run: segRun, Mode: info.mode.String()}
+		if info.world.ID != world {
+			sg.UpTo = new(int64)
+			*sg.UpTo = upTo
 		}
 		doc.Lineage = append(doc.Lineage, sg)
+		if info.world.Parent == "" {
+			break
+		}
+		if slices.ContainsFunc(doc.Lineage, func(s segment) bool { return s.World == info.world.Parent }) {
+			return nil, fmt.Errorf("world %s: lineage loops through %s: %w", world, info.world.Parent, index.ErrCorrupt)
+		}
+		parent := info.world.Parent
+		segRun, upTo = info.world.ForkRun, min(upTo, info.world.ForkTick)
+		if info, err = m.worldInfo(ctx, parent, segRun); errors.Is(err, index.ErrNoWorld) {
+			return nil, fmt.Errorf("world %s: ancestor %s does not exist: %w", world, parent, index.ErrCorrupt)
+		} else if err != nil {
+			return nil, err
+		}
 	}
+	slices.Reverse(doc.Lineage)
 	data, err := json.MarshalIndent(doc, "", "  ")
 	return append(data, '\n'), err
+}
+
+// worldRecord is what world.json says of one world: its record, its runs
+// with published ticks, its catalog's sequence, and the visibility of one
+// run of it (index.Allowlist's mode).
+type worldRecord struct {
+	world index.World
+	runs  []index.Run
+	seq   uint64
+	mode  index.Visibility
+}
+
+// worldInfo returns world's record, with the visibility of run: read cold
+// if the mount has not opened world's catalog (the checkpoint, no tick
+// part), else from the catalog.
+func (m *Mount) worldInfo(ctx context.Context, world, run string) (worldRecord, error) {
+	var r worldRecord
+	read := func(s *index.State) {
+		r = worldRecord{world: s.World, runs: s.Runs(), seq: s.Seq, mode: s.Allowlist(run).Mode}
+	}
+	if cold, err := m.withCold(ctx, world, index.Want{From: 1, To: 0}, m.opts.Freshness, func(p *index.Partial) error {
+		read(p.State())
+		return nil
+	}); err != nil || cold {
+		return r, err
+	}
+	s, err := m.state(ctx, world, false)
+	if err != nil {
+		return r, err
+	}
+	read(s)
+	return r, nil
 }
 
 // statsJSON is the body of .worldfs/stats.

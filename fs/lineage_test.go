@@ -2,6 +2,7 @@ package fs
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
@@ -108,6 +109,38 @@ func TestLineageTickIsTheViews(t *testing.T) {
 			})
 			if !slices.Equal(listed, wantListed) {
 				t.Errorf("catalogs open %v: ticks/ of %s lists %v, the view %v", open, w.name, listed, wantListed)
+			}
+			// world.json's lineage: the view's segments.
+			data, err := m.worldJSON(ctx, w.name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var doc struct {
+				Lineage []struct {
+					World, Run, Visibility string
+					UpTo                   *int64 `json:"up_to_tick"`
+				}
+			}
+			if err := json.Unmarshal(data, &doc); err != nil {
+				t.Fatal(err)
+			}
+			var gotSegs, wantSegs []string
+			for _, sg := range doc.Lineage {
+				upTo := "-"
+				if sg.UpTo != nil {
+					upTo = fmt.Sprint(*sg.UpTo)
+				}
+				gotSegs = append(gotSegs, fmt.Sprintf("%s/%s<=%s %s", sg.World, sg.Run, upTo, sg.Visibility))
+			}
+			for _, sg := range v.Segments {
+				upTo := "-"
+				if sg.World != w.name {
+					upTo = fmt.Sprint(sg.UpTo)
+				}
+				wantSegs = append(wantSegs, fmt.Sprintf("%s/%s<=%s %s", sg.World, sg.Run, upTo, sg.Mode))
+			}
+			if !slices.Equal(gotSegs, wantSegs) {
+				t.Errorf("catalogs open %v: world.json of %s has lineage %v, the view %v", open, w.name, gotSegs, wantSegs)
 			}
 			got, ok, err := m.head(ctx, w.name, "main")
 			if err != nil {
