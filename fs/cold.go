@@ -25,8 +25,9 @@ import (
 // one held wait for one load or refresh and share it: a burst of lookups
 // of ticks not yet published reads the log's tail once, not the
 // checkpoint once each. What needs the whole state (tokens/ of tokens that
-// do not name their tick, facts/, listings of tables/, a writer's ctl)
-// opens the world's catalog as before, and from then on every read of
+// do not name their tick, facts/, a writer's ctl) opens the world's
+// catalog as before (a listing of tables/ plans from the summaries of its
+// compacted history: tableNames), and from then on every read of
 // the world uses that catalog. A world without a checkpoint is read by
 // replaying its log once, not cold. A fork's own ticks are read like any
 // world's; a tick it inherits is its parent's, looked up in the parent

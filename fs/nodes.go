@@ -3,6 +3,7 @@ package fs
 import (
 	"cmp"
 	"context"
+	"errors"
 	"math"
 	"slices"
 	"strconv"
@@ -627,28 +628,30 @@ var (
 )
 
 // tableNames returns the readable names of the tables visible ticks of
-// (world, run) published.
+// (world, run) published: those of the files the view plans (not facts),
+// planned as the SQL views plan them (planningState), so that a listing
+// of tables/ of a long world read cold reads the summaries of its
+// compacted history, not every tick. Where a summary cannot tell (a fork
+// point inside a compacted stretch) it plans from every tick.
 func (m *Mount) tableNames(ctx context.Context, world, run string, exact bool) ([]string, error) {
-	v, err := m.view(ctx, world, run, exact)
-	if err != nil {
-		return nil, err
-	}
 	ids := map[[2]string]bool{}
-	var prev *index.Tick
-	v.Ticks(math.MinInt64, math.MaxInt64, func(t tickRef) bool {
-		if t.SameTables(prev) {
-			return true // a compacted span's list again: no new table
+	plan := func(load index.Loader) error {
+		v, err := index.OpenView(ctx, load, world, run)
+		if err != nil {
+			return err
 		}
-		prev = t.Tick
-		var tables []index.TableFragments
-		if tables, err = t.Tables(); err != nil {
-			return false
-		}
-		for _, tf := range tables {
-			ids[[2]string{t.World, tf.Table}] = true
-		}
-		return true
-	})
+		return v.Files(math.MinInt64, math.MaxInt64, func(f index.File) bool {
+			if !f.Fact {
+				ids[[2]string{f.World, f.Table}] = true
+			}
+			return true
+		})
+	}
+	err := plan(func(ctx context.Context, w string) (*index.State, error) { return m.planningState(ctx, w, exact) })
+	if errors.Is(err, index.ErrNotLoaded) {
+		clear(ids)
+		err = plan(func(ctx context.Context, w string) (*index.State, error) { return m.state(ctx, w, exact) })
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -664,6 +667,26 @@ func (m *Mount) tableNames(ctx context.Context, world, run string, exact bool) (
 	}
 	slices.Sort(names)
 	return names, nil
+}
+
+// planningState is world's state for planning its files: its catalog's,
+// if the mount holds it open or world has no checkpoint; else its
+// compacted history as the summaries of its checkpoint's parts
+// (index.LoadSummarized), read now and not kept.
+func (m *Mount) planningState(ctx context.Context, world string, exact bool) (*index.State, error) {
+	m.mu.Lock()
+	_, open := m.mu.cats[world]
+	m.mu.Unlock()
+	if !open {
+		s, info, err := index.LoadSummarized(finish(ctx), m.b, world)
+		if err != nil {
+			return nil, err
+		}
+		if info.CheckpointSeq > 0 {
+			return s, nil
+		}
+	}
+	return m.state(ctx, world, exact)
 }
 
 func (d *tablesDir) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {

@@ -637,3 +637,93 @@ func ticksLookup(t *testing.T, mt *mounted) func(n int64) error {
 		return unix.Fstatat(int(dir.Fd()), wfs.TickName(n), &st, 0)
 	}
 }
+
+// summarizedWorld is a bucket holding world w whose run main published
+// ticks 0..n-1 but 5001 of table t, and in its first part of table u too, each
+// part's ticks then compacted into one file per table (no file is
+// written: only the catalog is read), and checkpointed: every part of the
+// checkpoint has a summary. It is read through a stateReads.
+func summarizedWorld(t *testing.T, n int64) *stateReads {
+	t.Helper()
+	ctx := ctxT(t)
+	b := &stateReads{Bucket: localBucket(t), names: map[string]int{}}
+	c, epoch, err := index.CreateWorld(ctx, b, "w", index.WorldCreate{WriterMode: index.ModeResumable, CreatedUnixMs: 1}, "writer", index.Options{NoCompactor: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, table := range []string{"t", "u"} {
+		if _, err := b.Create(ctx, index.TableInfoPath("w", table), []byte(`{"id":"`+table+`","name":"`+table+`","columns":[]}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for from := int64(0); from < n; from += index.PartTicks {
+		to := min(from+index.PartTicks, n) - 1
+		tables := []string{"t"}
+		if from == 0 {
+			tables = append(tables, "u")
+		}
+		var entries []index.Entry
+		for tick := from; tick <= to; tick++ {
+			if tick == 5001 {
+				continue // a gap: the part's stretch is not contiguous
+			}
+			token := coldToken(tick)
+			var tfs []index.TableFragments
+			for _, table := range tables {
+				tfs = append(tfs, index.TableFragments{Table: table, Fragments: []index.Fragment{{Path: index.FragmentPath("w", "main", table, token, 0), Rows: 1}}})
+			}
+			entries = append(entries, index.Entry{Kind: index.KindTickPublish, TickPublish: &index.TickPublish{Run: "main", Tick: tick, CommitToken: token, WriterEpoch: epoch, Tables: tfs}})
+		}
+		if _, err := c.CommitAll(ctx, entries...); err != nil {
+			t.Fatal(err)
+		}
+		var compacted []index.TableFragments
+		for _, table := range tables {
+			compacted = append(compacted, index.TableFragments{Table: table, Fragments: []index.Fragment{{
+				Path: index.FragmentPath("w", "main", table, fmt.Sprint("compacted-", from), 0), Rows: int64(len(entries)), Span: &index.Span{From: from, To: to}}}})
+		}
+		rw := &index.FragmentsRewrite{Run: "main", Span: &index.Span{From: from, To: to}, ReadSeq: c.Tip().Seq, Tables: compacted}
+		if _, err := c.Commit(ctx, index.Entry{Kind: index.KindFragmentsRewrite, Rewrite: rw}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Checkpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b.read()
+	return b
+}
+
+// A listing of tables/ of a long compacted world read cold plans from the
+// summaries of its checkpoint's parts, as the SQL views do: it decodes no
+// part and opens no catalog, and lists a table only its oldest part
+// published. A fork whose fork point cuts a compacted stretch with a gap,
+// which no summary can tell, plans from every tick and lists the same
+// tables.
+func TestColdTablesListingReadsSummaries(t *testing.T) {
+	b := summarizedWorld(t, 3*index.PartTicks+100)
+	if _, _, err := index.CreateWorld(ctxT(t), b, "f", index.WorldCreate{Parent: "w", ForkRun: "main", ForkTick: 5000, WriterMode: index.ModeResumable, CreatedUnixMs: 2}, "writer", index.Options{NoCompactor: true}); err != nil {
+		t.Fatal(err)
+	}
+	mt := testMount(t, b)
+	dir := mt.path("w", "runs", "main", "tables")
+	if _, err := os.Stat(dir); err != nil { // the path's lookups read the head's part
+		t.Fatal(err)
+	}
+	b.read()
+	if got := ls(t, dir); !slices.Equal(got, []string{"t", "u"}) {
+		t.Fatalf("tables/ of w lists %v, want [t u]", got)
+	}
+	for name := range b.names {
+		if !strings.HasSuffix(name, ".sum") {
+			t.Fatalf("a listing of tables/ decoded part %s; want the summaries only", name)
+		}
+	}
+	if st := mountStats(t, mt); st.CatalogsOpen != 0 {
+		t.Fatalf("a listing of tables/ opened %d catalogs; want none", st.CatalogsOpen)
+	}
+	if got := ls(t, mt.path("f", "runs", "main", "tables")); !slices.Equal(got, []string{"t", "u"}) {
+		t.Fatalf("tables/ of the fork lists %v, want [t u]", got)
+	}
+}
