@@ -445,8 +445,9 @@ func (p *Partial) Load(ctx context.Context, want Want) error {
 var ErrReload = errors.New("too far behind to refresh from the log; load it anew")
 
 // Refresh brings p to the log's tip, in place: it applies the slots
-// created after p, in order, up to the first name absent (as
-// Catalog.Exact advances a catalog), reading first each checkpoint part a
+// created after p, in order, as a load reads the log after its
+// checkpoint (followLog: a slot lost before others is ErrCorrupt, never
+// the log's end), reading first each checkpoint part a
 // slot touches that p does not hold, so that every part p holds, or adds
 // later (Load), is as the state at the tip holds it. It reads the log's
 // tail, never the checkpoint again: a reader that keeps a world's state
@@ -473,7 +474,7 @@ func (p *Partial) Refresh(ctx context.Context) error {
 		part.fetch = part.fetcher(ctx)
 		defer func() { part.fetch = nil }()
 	}
-	s, err := follow(ctx, p.b, p.s, nil, nil)
+	s, err := followLog(ctx, p.b, p.s)
 	if err != nil {
 		return err
 	}
