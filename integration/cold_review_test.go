@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"errors"
+	"iter"
 	"os"
 	"strings"
 	"sync"
@@ -18,8 +19,9 @@ import (
 	"github.com/worldfs/worldfs/index"
 )
 
-// gatedLog holds every read of a log slot, once armed, until release is
-// closed; entered is closed when the first such read arrives.
+// gatedLog holds every read of a log slot and every listing of the log,
+// once armed, until release is closed; entered is closed when the first
+// such call arrives.
 type gatedLog struct {
 	bucket.Bucket
 	armed   atomic.Bool
@@ -28,21 +30,36 @@ type gatedLog struct {
 	release chan struct{}
 }
 
-func (g *gatedLog) Get(ctx context.Context, name string) ([]byte, bucket.Attrs, error) {
+// hold waits, if armed, for release when name is in the log.
+func (g *gatedLog) hold(ctx context.Context, name string) error {
 	if g.armed.Load() && strings.Contains(name, "/log/") {
 		g.once.Do(func() { close(g.entered) })
 		select {
 		case <-g.release:
 		case <-ctx.Done():
-			return nil, bucket.Attrs{}, ctx.Err()
+			return ctx.Err()
 		}
+	}
+	return nil
+}
+
+func (g *gatedLog) Get(ctx context.Context, name string) ([]byte, bucket.Attrs, error) {
+	if err := g.hold(ctx, name); err != nil {
+		return nil, bucket.Attrs{}, err
 	}
 	return g.Bucket.Get(ctx, name)
 }
 
+func (g *gatedLog) List(ctx context.Context, prefix, startAfter string) iter.Seq2[bucket.Attrs, error] {
+	if err := g.hold(ctx, prefix); err != nil {
+		return func(yield func(bucket.Attrs, error) bool) { yield(bucket.Attrs{}, err) }
+	}
+	return g.Bucket.List(ctx, prefix, startAfter)
+}
+
 // REVIEW (expected to fail on main): while one question refreshes a world's
 // cold state (here a lookup in tokens/ of a token naming a tick not yet
-// published, whose refresh is held reading the log), a lookup of a tick the
+// published, whose refresh is held reading or listing the log), a lookup of a tick the
 // state already holds, in a state fresh within the mount's freshness,
 // waits for the whole refresh: withCold and heldTick take coldState.mu,
 // which catchUp holds across Partial.Refresh or LoadFor. Before, a load
