@@ -482,6 +482,20 @@ func (p *Partial) Refresh(ctx context.Context) error {
 	return nil
 }
 
+// Clone returns a copy of p that Refresh and Load change without
+// changing p, so that p may be read meanwhile: the copy shares with p
+// what neither changes in place (the checkpoint's parts, the trees'
+// nodes, copied on write).
+func (p *Partial) Clone() *Partial {
+	s := p.s.clone()
+	if part := s.part; part != nil {
+		c := *part
+		c.loaded, c.sums, c.fetch = maps.Clone(part.loaded), maps.Clone(part.sums), nil
+		s.part = &c
+	}
+	return &Partial{s: s, b: p.b, confirmed: p.confirmed}
+}
+
 // Parts returns how many tick parts of its checkpoint p holds decoded
 // (0 for a whole state loaded without a checkpoint).
 func (p *Partial) Parts() int {

@@ -57,7 +57,7 @@ func (g *gatedLog) List(ctx context.Context, prefix, startAfter string) iter.Seq
 	return g.Bucket.List(ctx, prefix, startAfter)
 }
 
-// REVIEW (expected to fail on main): while one question refreshes a world's
+// REVIEW (fails on main; passes with the refresh on a copy): while one question refreshes a world's
 // cold state (here a lookup in tokens/ of a token naming a tick not yet
 // published, whose refresh is held reading or listing the log), a lookup of a tick the
 // state already holds, in a state fresh within the mount's freshness,
