@@ -38,13 +38,24 @@ import (
 
 // coldState is the partial state of a world read cold.
 type coldState struct {
-	mu sync.Mutex
-	// p is read, grown (Partial.Load) and refreshed only with mu held;
-	// nil until it is loaded.
+	// flight is held by the one question that brings the state to the
+	// tip (catchUp); the questions that need a newer state wait for it,
+	// the others go on with the state held.
+	flight sync.Mutex
+	mu     sync.Mutex
+	// p is read and grown (Partial.Load) only with mu held, never
+	// refreshed in place: a refresh works on a copy (Partial.Clone),
+	// put in its place once at the tip. Nil until it is loaded.
 	p *index.Partial
 	// at is when the load or refresh that brought p to the tip began:
 	// p holds every slot created before it.
 	at time.Time
+}
+
+// behind reports whether cs, whose mu is held, lacks a state brought to
+// the tip within maxAge of call and after stale.
+func (cs *coldState) behind(call time.Time, maxAge time.Duration, stale time.Time) bool {
+	return cs.p == nil || cs.at.Before(call.Add(-maxAge)) || cs.at.Before(stale)
 }
 
 // loadCold loads world's state at the tip for want, or returns nil if
@@ -91,15 +102,23 @@ func (m *Mount) withCold(ctx context.Context, world string, want index.Want, max
 	stale := m.mu.coldsStale
 	m.mu.Unlock()
 	cs.mu.Lock()
-	defer cs.mu.Unlock()
-	if cs.p == nil || cs.at.Before(call.Add(-maxAge)) || cs.at.Before(stale) {
-		if err := m.catchUp(ctx, world, cs, want, false); err != nil || cs.p == nil {
+	if cs.behind(call, maxAge, stale) {
+		cs.mu.Unlock()
+		if err := m.catchUp(ctx, world, cs, want, false, func() bool { return cs.behind(call, maxAge, stale) }); err != nil {
 			return false, err
 		}
+		cs.mu.Lock()
+	}
+	defer cs.mu.Unlock()
+	if cs.p == nil {
+		return false, nil
 	}
 	err = cs.p.Load(finish(ctx), want)
 	if errors.Is(err, index.ErrSuperseded) { // its checkpoint collected since
-		if err = m.catchUp(ctx, world, cs, want, true); err == nil && cs.p != nil {
+		cs.mu.Unlock()
+		err = m.catchUp(ctx, world, cs, want, true, nil)
+		cs.mu.Lock()
+		if err == nil && cs.p != nil {
 			err = cs.p.Load(finish(ctx), want)
 		}
 	}
@@ -119,26 +138,48 @@ func (m *Mount) withCold(ctx context.Context, world string, want index.Want, max
 // use lately, not everything they ever touched.
 const coldKeepParts = 16
 
-// catchUp brings cs, the state of world read cold, to the tip: from the
-// log after it (index.Partial.Refresh) if it has one that is not too far
-// behind or too large (coldKeepParts), else (or if reload) loaded anew for
-// want. It leaves cs.p nil if world is not to be read cold, or on an
-// error. cs.mu is held.
-func (m *Mount) catchUp(ctx context.Context, world string, cs *coldState, want index.Want, reload bool) error {
+// catchUp brings cs, the state of world read cold, to the tip, unless
+// behind (asked with cs.mu held) says that another question brought it
+// there meanwhile: from the log after it (index.Partial.Refresh, on a
+// copy, so that questions answered by the state held go on meanwhile) if
+// it has one that is not too far behind or too large (coldKeepParts),
+// else (or if reload) loaded anew for want. It leaves cs.p nil if world
+// is not to be read cold, or on an error. Neither cs.mu nor m.mu is held;
+// it holds cs.flight, and cs.mu only to read and replace cs.p.
+func (m *Mount) catchUp(ctx context.Context, world string, cs *coldState, want index.Want, reload bool, behind func() bool) error {
+	cs.flight.Lock()
+	defer cs.flight.Unlock()
 	start := time.Now()
-	if p := cs.p; p != nil && !reload && p.Parts() <= coldKeepParts {
-		cs.p = nil // half refreshed if the refresh fails
+	cs.mu.Lock()
+	if !reload && !behind() {
+		cs.mu.Unlock()
+		return nil // brought to the tip by the question before
+	}
+	var p *index.Partial
+	if cs.p != nil && !reload && cs.p.Parts() <= coldKeepParts {
+		p = cs.p.Clone()
+	}
+	cs.mu.Unlock()
+	if p != nil {
 		err := p.Refresh(finish(ctx))
 		m.stats.op("cold refresh", start)
 		if err == nil {
+			cs.mu.Lock()
 			cs.p, cs.at = p, start
+			cs.mu.Unlock()
 			return nil
 		}
 		if !errors.Is(err, index.ErrReload) && !errors.Is(err, index.ErrSuperseded) {
+			cs.mu.Lock()
+			cs.p = nil // loaded anew by the next question
+			cs.mu.Unlock()
 			return err
 		}
 	}
 	p, err := m.loadCold(ctx, world, want)
+	cs.mu.Lock()
+	cs.p, cs.at = p, start
+	cs.mu.Unlock()
 	if err != nil || p == nil {
 		m.mu.Lock()
 		if m.mu.colds[world] == cs {
@@ -147,7 +188,6 @@ func (m *Mount) catchUp(ctx context.Context, world string, cs *coldState, want i
 		m.mu.Unlock()
 		return err
 	}
-	cs.p, cs.at = p, start
 	return nil
 }
 

@@ -330,6 +330,18 @@ func loadFrom(ctx context.Context, b bucket.Bucket, world, newest string, readCh
 	return state, cp, nil
 }
 
+// followLog applies to s, in place (it is the caller's own), the slots
+// after it, found as a load finds them (probeLog or listLog, as the
+// bucket lists): a slot lost before slots that exist is ErrCorrupt, not
+// the end of the log.
+func followLog(ctx context.Context, b bucket.Bucket, s *State) (*State, error) {
+	world := s.World.ID
+	if _, byName := bucket.As[bucket.Local](b); byName {
+		return probeLog(ctx, b, s, readByName(ctx, b, world, s.Seq))
+	}
+	return listLog(ctx, b, s, readListed(ctx, b, world, SlotName(world, s.Seq)))
+}
+
 // The log after a state is found in one of two ways, chosen by the bucket.
 // Slots are contiguous (each starts right after its predecessor's last
 // sequence, ApplySlot) and every state, checkpoints included, ends at a

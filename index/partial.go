@@ -450,8 +450,9 @@ func (p *Partial) Load(ctx context.Context, want Want) error {
 var ErrReload = errors.New("too far behind to refresh from the log; load it anew")
 
 // Refresh brings p to the log's tip, in place: it applies the slots
-// created after p, in order, up to the first name absent (as
-// Catalog.Exact advances a catalog), reading first each checkpoint part a
+// created after p, in order, as a load reads the log after its
+// checkpoint (followLog: a slot lost before others is ErrCorrupt, never
+// the log's end), reading first each checkpoint part a
 // slot touches that p does not hold, so that every part p holds, or adds
 // later (Load), is as the state at the tip holds it. It reads the log's
 // tail, never the checkpoint again: a reader that keeps a world's state
@@ -481,12 +482,26 @@ func (p *Partial) Refresh(ctx context.Context) error {
 		part.fetch = part.fetcher(ctx)
 		defer func() { part.fetch = nil }()
 	}
-	s, err := follow(ctx, p.b, p.s, nil, nil)
+	s, err := followLog(ctx, p.b, p.s)
 	if err != nil {
 		return err
 	}
 	p.s, p.confirmed = s, start
 	return nil
+}
+
+// Clone returns a copy of p that Refresh and Load change without
+// changing p, so that p may be read meanwhile: the copy shares with p
+// what neither changes in place (the checkpoint's parts, the trees'
+// nodes, copied on write).
+func (p *Partial) Clone() *Partial {
+	s := p.s.clone()
+	if part := s.part; part != nil {
+		c := *part
+		c.loaded, c.sums, c.fetch = maps.Clone(part.loaded), maps.Clone(part.sums), nil
+		s.part = &c
+	}
+	return &Partial{s: s, b: p.b, confirmed: p.confirmed}
 }
 
 // Parts returns how many tick parts of its checkpoint p holds decoded

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"iter"
 	"os"
 	"slices"
 	"strings"
@@ -28,8 +29,8 @@ type stateReads struct {
 	mu          sync.Mutex
 	names       map[string]int
 	checkpoints int
-	// logDelay, if set, is how long each read of a log slot takes, as on
-	// a remote bucket.
+	// logDelay, if set, is how long each read of a log slot, or listing
+	// of the log, takes, as on a remote bucket.
 	logDelay atomic.Int64
 }
 
@@ -48,6 +49,16 @@ func (s *stateReads) Get(ctx context.Context, name string) ([]byte, bucket.Attrs
 	}
 	s.mu.Unlock()
 	return s.Bucket.Get(ctx, name)
+}
+
+// List lists, taking logDelay first for a listing of the log.
+func (s *stateReads) List(ctx context.Context, prefix, startAfter string) iter.Seq2[bucket.Attrs, error] {
+	if d := time.Duration(s.logDelay.Load()); d > 0 && strings.Contains(prefix, "/log/") {
+		if err := bucket.Sleep(ctx, d); err != nil {
+			return func(yield func(bucket.Attrs, error) bool) { yield(bucket.Attrs{}, err) }
+		}
+	}
+	return s.Bucket.List(ctx, prefix, startAfter)
 }
 
 // read returns how many distinct parts were read, and forgets them.

@@ -1,0 +1,81 @@
+package index
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+)
+
+// A copy of a partial state (Partial.Clone) is refreshed while the state
+// it was copied from is read and grown (Load) on another goroutine (run
+// with -race): the refresh changes the copy alone, and each answers as a
+// load at its own sequence does.
+func TestPartialCloneRefreshesApart(t *testing.T) {
+	ctx := ctxT(t)
+	b := memBucket()
+	n := 3*tickShardSpan + 100
+	spanWorld(t, b, n)
+	want := Want{Run: "r", From: 5000, To: 5000, Head: true}
+	p, _, err := LoadFor(ctx, b, "w", want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _, err := Load(ctx, b, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Open(ctx, b, "w", Options{NoCompactor: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	epoch := before.World.Epoch
+	for i := range int64(20) {
+		commitEach(t, c, publish("r", int64(n)+i, fmt.Sprint("tail", i), epoch))
+	}
+	// A rewrite in shard 2, which neither holds: the refresh reads it.
+	old := tablesOf(t, mustTick(t, c.Tip(), "r", 9000))[0].Fragments
+	commitEach(t, c, Entry{Kind: KindFragmentsRewrite, Rewrite: &FragmentsRewrite{Run: "r", Tick: 9000, Table: "Position",
+		Old: []string{old[0].Path}, New: []Fragment{{Path: "data/w/r/position/m9000/0.parquet", Rows: old[0].Rows, Bytes: 1, Digest: "d-m"}}}})
+	at := p.Seq()
+	cp := p.Clone()
+	var wg sync.WaitGroup
+	var refreshErr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		refreshErr = cp.Refresh(ctx)
+	}()
+	later := Want{Run: "r", From: 100, To: 100}
+	if err := p.Load(ctx, later); err != nil {
+		t.Fatal(err)
+	}
+	for range 100 {
+		if _, _, err := p.Tick("r", 5000); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+	if refreshErr != nil {
+		t.Fatal(refreshErr)
+	}
+	if p.Seq() != at || cp.Seq() == at {
+		t.Fatalf("after refreshing a copy: the state is at %d (was %d), the copy at %d", p.Seq(), at, cp.Seq())
+	}
+	if _, err := partialAlike(before, p, later); err != nil {
+		t.Fatalf("the state copied from: %v", err)
+	}
+	tip, _, err := Load(ctx, b, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := partialAlike(tip, cp, want); err != nil {
+		t.Fatalf("the refreshed copy: %v", err)
+	}
+	if err := cp.Load(ctx, later); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := partialAlike(tip, cp, later); err != nil {
+		t.Fatalf("the refreshed copy, loaded for tick 100 (which the state copied from loaded meanwhile): %v", err)
+	}
+}

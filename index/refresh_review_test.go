@@ -1,0 +1,131 @@
+package index
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/worldfs/worldfs/bucket"
+)
+
+// slotReads counts the log slots read through it.
+type slotReads struct {
+	bucket.Bucket
+	slots atomic.Int64
+}
+
+func (s *slotReads) Get(ctx context.Context, name string) ([]byte, bucket.Attrs, error) {
+	if strings.Contains(name, "/log/") {
+		s.slots.Add(1)
+	}
+	return s.Bucket.Get(ctx, name)
+}
+
+// REVIEW (expected to fail on main): a partial state one slot past its
+// checkpoint whose log has since grown by two checkpoint intervals (and
+// been checkpointed) is refreshed slot by slot through the whole tail:
+// Refresh checks only how far the state is past its own checkpoint, not
+// how far the tip is past it. docs/ARCHITECTURE.md promises a cold state
+// is "loaded anew once it is a checkpoint interval or 12 h behind"; a
+// fresh LoadFor would read the newest checkpoint and no tail.
+func TestReviewRefreshOfALongTailReloads(t *testing.T) {
+	ctx := ctxT(t)
+	b := &slotReads{Bucket: memBucket()}
+	spanWorld(t, b, 100)
+	p, _, err := LoadFor(ctx, b, "w", Want{Run: "r", From: 5, To: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Open(ctx, b, "w", Options{NoCompactor: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	epoch := c.Tip().World.Epoch
+	const behind = 2 * defaultCheckpointSlots
+	for i := range int64(behind) {
+		commitEach(t, c, publish("s", 100+i, fmt.Sprint("t", 100+i), epoch))
+	}
+	if _, err := c.Checkpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b.slots.Store(0)
+	err = p.Refresh(ctx)
+	if read := b.slots.Load(); !errors.Is(err, ErrReload) {
+		t.Fatalf("refresh of a state %d slots behind the tip (a newer checkpoint holds them): %v after reading %d slots one by one; want ErrReload (load it anew)", behind, err, read)
+	}
+}
+
+// REVIEW (documents a compatibility effect; expected to fail on main):
+// a fork's log that holds a publish at or before its fork point, which
+// the catalog accepted before the refusal (TestViewTokenOfAForkFollowsTheNamedRule
+// built one, and View.Token handled "a tick the fork re-published"), now
+// fails to load at all: applySlot turns the refused entry into
+// ErrCorrupt, so every reader of the fork (and of its forks) fails.
+func TestReviewOldForkLogWithAnEarlyPublishStillLoads(t *testing.T) {
+	ctx := ctxT(t)
+	b := memBucket()
+	parent, pe := newWorld(t, b, "parent", Options{NoCompactor: true})
+	commitEach(t, parent, ownPublish("parent", "main", 3, "p3", pe), ownPublish("parent", "main", 4, "p4", pe))
+	c, fe, err := CreateWorld(ctx, b, "f", WorldCreate{Parent: "parent", ForkRun: "main", ForkTick: 4}, "f", Options{NoCompactor: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tip := c.Tip()
+	c.Close()
+	// The slot an earlier catalog wrote for the fork's publish of tick 3.
+	slot := &Slot{Format: SlotFormat, World: "f", FirstSeq: tip.Seq + 1, Prev: tip.Hash, Store: "f",
+		Entries: []Entry{ownPublish("f", "main", 3, "f3", fe)}}
+	data, _, err := EncodeSlot(slot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Create(ctx, SlotName("f", tip.Seq+1), data); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := Load(ctx, b, "f"); err != nil {
+		t.Fatalf("loading a fork whose log an earlier version wrote: %v", err)
+	}
+}
+
+// REVIEW (expected to fail on main): a slot lost from the log's tail
+// (slots after it exist) fails a load closed (ErrCorrupt: probeLog and
+// listLog see the slot past the gap), but Refresh follows the log by name
+// up to the first name absent and takes the gap for the tip: the state
+// silently stops before it, and every later refresh confirms it there
+// again (confirmed moves on, so it is never reloaded).
+func TestReviewRefreshFailsClosedOnALostSlot(t *testing.T) {
+	ctx := ctxT(t)
+	b := memBucket()
+	spanWorld(t, b, 100)
+	p, _, err := LoadFor(ctx, b, "w", Want{Run: "r", From: 5, To: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Open(ctx, b, "w", Options{NoCompactor: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	epoch := c.Tip().World.Epoch
+	at := c.Tip().Seq
+	commitEach(t, c, publish("s", 100, "t100", epoch), publish("s", 101, "t101", epoch), publish("s", 102, "t102", epoch))
+	lost := SlotName("w", at+2)
+	a, err := b.Stat(ctx, lost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Delete(ctx, lost, a.Generation); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := LoadFor(ctx, b, "w", Want{Run: "r", From: 5, To: 5}); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("a load of the log with slot %s lost: %v; want ErrCorrupt", lost, err)
+	}
+	err = p.Refresh(ctx)
+	if !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("a refresh over the log with slot %s lost: %v (state at sequence %d, the log goes on to %d); want ErrCorrupt, as a load gives", lost, err, p.Seq(), at+3)
+	}
+}
