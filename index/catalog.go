@@ -333,13 +333,18 @@ func loadFrom(ctx context.Context, b bucket.Bucket, world, newest string, readCh
 // followLog applies to s, in place (it is the caller's own), the slots
 // after it, found as a load finds them (probeLog or listLog, as the
 // bucket lists): a slot lost before slots that exist is ErrCorrupt, not
-// the end of the log.
-func followLog(ctx context.Context, b bucket.Bucket, s *State) (*State, error) {
+// the end of the log. Past limit slots (if positive) it fails with
+// ErrReload.
+func followLog(ctx context.Context, b bucket.Bucket, s *State, limit int) (*State, error) {
 	world := s.World.ID
 	if _, byName := bucket.As[bucket.Local](b); byName {
-		return probeLog(ctx, b, s, readByName(ctx, b, world, s.Seq))
+		r := readByName(ctx, b, world, s.Seq)
+		r.limit = limit
+		return probeLog(ctx, b, s, r)
 	}
-	return listLog(ctx, b, s, readListed(ctx, b, world, SlotName(world, s.Seq)))
+	r := readListed(ctx, b, world, SlotName(world, s.Seq))
+	r.limit = limit
+	return listLog(ctx, b, s, r)
 }
 
 // The log after a state is found in one of two ways, chosen by the bucket.

@@ -73,6 +73,10 @@ type logReader struct {
 	window chan struct{}   // a token per slot in the window
 	err    error           // why the source ended early; set before queue closes
 	wg     sync.WaitGroup  // the source and its fetches
+	// limit, if positive, is how many slots next returns: past them it
+	// fails with ErrReload (a reader that would rather load anew than
+	// follow a longer tail). given counts those it returned.
+	limit, given int
 }
 
 func newLogReader(ctx context.Context) *logReader {
@@ -166,6 +170,10 @@ func (r *logReader) fetch(b bucket.Bucket, world, name string) bool {
 // next returns the next slot, fetched, and frees its place in the window.
 // At the end of the source it returns nil, or why the source ended early.
 func (r *logReader) next() (*aheadSlot, error) {
+	if r.limit > 0 && r.given == r.limit {
+		return nil, fmt.Errorf("the log goes on past %d slots: %w", r.limit, ErrReload)
+	}
+	r.given++
 	a, ok := <-r.queue
 	if !ok {
 		if r.err != nil {

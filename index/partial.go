@@ -462,10 +462,10 @@ var ErrReload = errors.New("too far behind to refresh from the log; load it anew
 // A state is refreshed only while the log after it is sure to be there
 // and its tail is short. One brought to the tip longer ago than
 // DefaultReloadAfter (collection may have deleted the slots after it), or
-// that holds a checkpoint interval of slots past its checkpoint
+// that would hold a checkpoint interval of slots past its checkpoint
 // (CheckpointSlots or CheckpointEntries at their defaults: a newer
-// checkpoint holds them more compactly), is refused with ErrReload: load
-// it anew (LoadFor). After any error p is half refreshed: drop it.
+// checkpoint holds them more compactly), is refused with ErrReload, the
+// latter once the refresh reaches that many: load it anew (LoadFor). After any error p is half refreshed: drop it.
 // Refresh must not be called while another goroutine reads p.
 func (p *Partial) Refresh(ctx context.Context) error {
 	if p.b == nil {
@@ -475,14 +475,17 @@ func (p *Partial) Refresh(ctx context.Context) error {
 	if age := start.Sub(p.confirmed); age > DefaultReloadAfter {
 		return fmt.Errorf("world %s: a state brought to the tip %v ago: %w", p.s.World.ID, age.Round(time.Second), ErrReload)
 	}
+	budget := uint64(defaultCheckpointSlots)
 	if part := p.s.part; part != nil {
-		if p.s.Slots-part.cp.Slots >= defaultCheckpointSlots || p.s.Seq-part.cp.Seq >= DefaultCheckpointEntries {
-			return fmt.Errorf("world %s: %d slots past checkpoint %s: %w", p.s.World.ID, p.s.Slots-part.cp.Slots, part.name, ErrReload)
+		past := p.s.Slots - part.cp.Slots
+		if past >= defaultCheckpointSlots || p.s.Seq-part.cp.Seq >= DefaultCheckpointEntries {
+			return fmt.Errorf("world %s: %d slots past checkpoint %s: %w", p.s.World.ID, past, part.name, ErrReload)
 		}
+		budget -= past
 		part.fetch = part.fetcher(ctx)
 		defer func() { part.fetch = nil }()
 	}
-	s, err := followLog(ctx, p.b, p.s)
+	s, err := followLog(ctx, p.b, p.s, int(budget))
 	if err != nil {
 		return err
 	}

@@ -727,7 +727,7 @@ func (n *State) applySlot(slot *Slot, hash string) (*State, error) {
 				return nil, fmt.Errorf("world %s: entry at sequence %d: %w", n.World.ID, slot.FirstSeq+uint64(i), err)
 			}
 		}
-		if _, err := n.apply(&slot.Entries[i], slot.FirstSeq+uint64(i)); err != nil {
+		if _, err := n.applyLogged(&slot.Entries[i], slot.FirstSeq+uint64(i)); err != nil {
 			return nil, fmt.Errorf("world %s: entry at sequence %d: %w: %w", n.World.ID, slot.FirstSeq+uint64(i), ErrCorrupt, err)
 		}
 	}
@@ -750,9 +750,32 @@ func (s *State) Check(e *Entry, seq uint64) (*State, Result, error) {
 	return n, r, nil
 }
 
-// apply mutates n (a fresh clone) with e at sequence seq: one method per
-// kind of entry.
+// checkNew refuses what a new entry may not do though a log written by
+// an earlier version may hold it (a replay applies it, see applySlot): a
+// fork's publish at or before its fork point. Readers take a fork's ticks
+// up to the fork point from its parent (Lineage), so one of its own there
+// would be a second tick of that number, listed as one (View.Ticks) and
+// looked up as the other (View.Tick).
+func (s *State) checkNew(e *Entry) error {
+	w := &s.World
+	if p := e.TickPublish; e.Kind == KindTickPublish && w.Parent != "" && p.Tick <= w.ForkTick {
+		return refused("world %s forked from %s at tick %d: its own ticks follow the fork point, tick %d is its parent's", w.ID, w.Parent, w.ForkTick, p.Tick)
+	}
+	return nil
+}
+
+// apply mutates n (a fresh clone) with e, a new entry, at sequence seq
+// (checkNew, then applyLogged).
 func (n *State) apply(e *Entry, seq uint64) (Result, error) {
+	if err := n.checkNew(e); err != nil {
+		return Result{Seq: seq}, err
+	}
+	return n.applyLogged(e, seq)
+}
+
+// applyLogged mutates n with e, an entry of the log, at sequence seq: one
+// method per kind of entry.
+func (n *State) applyLogged(e *Entry, seq uint64) (Result, error) {
 	r := Result{Seq: seq}
 	if n.part != nil {
 		if err := n.cover(e); err != nil {
@@ -833,12 +856,6 @@ func (n *State) applyPublish(p *TickPublish, seq uint64) (Result, error) {
 	}
 	if w.Status != StatusActive {
 		return r, refused("world %s is %s", w.ID, w.Status)
-	}
-	if w.Parent != "" && p.Tick <= w.ForkTick {
-		// Readers take ticks up to the fork point from the parent
-		// (Lineage): one of the fork's own there would be a second
-		// tick of that number, listed as one and looked up as the other.
-		return r, refused("world %s forked from %s at tick %d: its own ticks follow the fork point, tick %d is its parent's", w.ID, w.Parent, w.ForkTick, p.Tick)
 	}
 	for _, id := range p.Settle {
 		c, ok := n.Command(id)

@@ -62,12 +62,15 @@ func (s *stateReads) List(ctx context.Context, prefix, startAfter string) iter.S
 }
 
 // read returns how many distinct parts were read, and forgets them.
-func (s *stateReads) read() int {
+func (s *stateReads) read() int { return len(s.readNames()) }
+
+// readNames returns the names of the parts read, and forgets them.
+func (s *stateReads) readNames() map[string]int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := len(s.names)
+	names := s.names
 	s.names = map[string]int{}
-	return n
+	return names
 }
 
 // checkpointsRead returns how many times a checkpoint was read, and
@@ -726,7 +729,7 @@ func TestColdTablesListingReadsSummaries(t *testing.T) {
 	if got := ls(t, dir); !slices.Equal(got, []string{"t", "u"}) {
 		t.Fatalf("tables/ of w lists %v, want [t u]", got)
 	}
-	for name := range b.names {
+	for name := range b.readNames() {
 		if !strings.HasSuffix(name, ".sum") {
 			t.Fatalf("a listing of tables/ decoded part %s; want the summaries only", name)
 		}

@@ -24,14 +24,11 @@ func (s *slotReads) Get(ctx context.Context, name string) ([]byte, bucket.Attrs,
 	return s.Bucket.Get(ctx, name)
 }
 
-// REVIEW (expected to fail on main): a partial state one slot past its
-// checkpoint whose log has since grown by two checkpoint intervals (and
-// been checkpointed) is refreshed slot by slot through the whole tail:
-// Refresh checks only how far the state is past its own checkpoint, not
-// how far the tip is past it. docs/ARCHITECTURE.md promises a cold state
-// is "loaded anew once it is a checkpoint interval or 12 h behind"; a
-// fresh LoadFor would read the newest checkpoint and no tail.
-func TestReviewRefreshOfALongTailReloads(t *testing.T) {
+// A partial state whose log has since gone on for two checkpoint
+// intervals (and been checkpointed) is not followed slot by slot through
+// the whole tail: the refresh stops within an interval (ErrReload), and a
+// load from the newer checkpoint holds the tail more compactly.
+func TestPartialRefreshOfALongTailReloads(t *testing.T) {
 	ctx := ctxT(t)
 	b := &slotReads{Bucket: memBucket()}
 	spanWorld(t, b, 100)
@@ -54,18 +51,17 @@ func TestReviewRefreshOfALongTailReloads(t *testing.T) {
 	}
 	b.slots.Store(0)
 	err = p.Refresh(ctx)
-	if read := b.slots.Load(); !errors.Is(err, ErrReload) {
-		t.Fatalf("refresh of a state %d slots behind the tip (a newer checkpoint holds them): %v after reading %d slots one by one; want ErrReload (load it anew)", behind, err, read)
+	if read := b.slots.Load(); !errors.Is(err, ErrReload) || read > defaultCheckpointSlots+readAheadSlots {
+		t.Fatalf("refresh of a state %d slots behind the tip (a newer checkpoint holds them): %v after reading %d slots; want ErrReload within an interval (load it anew)", behind, err, read)
 	}
 }
 
-// REVIEW (documents a compatibility effect; expected to fail on main):
-// a fork's log that holds a publish at or before its fork point, which
-// the catalog accepted before the refusal (TestViewTokenOfAForkFollowsTheNamedRule
-// built one, and View.Token handled "a tick the fork re-published"), now
-// fails to load at all: applySlot turns the refused entry into
-// ErrCorrupt, so every reader of the fork (and of its forks) fails.
-func TestReviewOldForkLogWithAnEarlyPublishStillLoads(t *testing.T) {
+// A fork's log that holds a publish at or before its fork point, which an
+// earlier version's catalog accepted (a new one refuses it: see
+// TestForkPublishesOnlyPastItsForkPoint), still loads: the refusal is
+// for new entries only, so readers of such a fork and of its forks, and
+// copies of it, go on working.
+func TestOldForkLogWithAnEarlyPublishStillLoads(t *testing.T) {
 	ctx := ctxT(t)
 	b := memBucket()
 	parent, pe := newWorld(t, b, "parent", Options{NoCompactor: true})
@@ -91,13 +87,11 @@ func TestReviewOldForkLogWithAnEarlyPublishStillLoads(t *testing.T) {
 	}
 }
 
-// REVIEW (expected to fail on main): a slot lost from the log's tail
-// (slots after it exist) fails a load closed (ErrCorrupt: probeLog and
-// listLog see the slot past the gap), but Refresh follows the log by name
-// up to the first name absent and takes the gap for the tip: the state
-// silently stops before it, and every later refresh confirms it there
-// again (confirmed moves on, so it is never reloaded).
-func TestReviewRefreshFailsClosedOnALostSlot(t *testing.T) {
+// A slot lost from the log's tail (slots after it exist) fails a refresh
+// closed, as it fails a load (ErrCorrupt: the slots past the gap are
+// seen), rather than being taken for the log's end, where every later
+// refresh would confirm the state again.
+func TestPartialRefreshFailsClosedOnALostSlot(t *testing.T) {
 	ctx := ctxT(t)
 	b := memBucket()
 	spanWorld(t, b, 100)

@@ -57,14 +57,13 @@ func (g *gatedLog) List(ctx context.Context, prefix, startAfter string) iter.Seq
 	return g.Bucket.List(ctx, prefix, startAfter)
 }
 
-// REVIEW (fails on main; passes with the refresh on a copy): while one question refreshes a world's
-// cold state (here a lookup in tokens/ of a token naming a tick not yet
-// published, whose refresh is held reading or listing the log), a lookup of a tick the
-// state already holds, in a state fresh within the mount's freshness,
-// waits for the whole refresh: withCold and heldTick take coldState.mu,
-// which catchUp holds across Partial.Refresh or LoadFor. Before, a load
-// ran outside the mutex and readers went on with the state held.
-func TestReviewHeldTickLookupDoesNotWaitForARefresh(t *testing.T) {
+// While one question refreshes a world's cold state (here a lookup in
+// tokens/ of a token naming a tick not yet published, whose refresh is
+// held reading or listing the log), a lookup of a tick the state already
+// holds, in a state fresh within the mount's freshness, does not wait for
+// it: the refresh works on a copy (index.Partial.Clone), so the state
+// held goes on answering.
+func TestHeldTickLookupDoesNotWaitForARefresh(t *testing.T) {
 	sr, _ := checkpointedWorld(t)
 	g := &gatedLog{Bucket: sr, entered: make(chan struct{}), release: make(chan struct{})}
 	mt := testMountWith(t, g, wfs.Options{Freshness: time.Hour}, wfs.MountOptions{})
@@ -120,12 +119,11 @@ func TestReviewHeldTickLookupDoesNotWaitForARefresh(t *testing.T) {
 	}
 }
 
-// REVIEW (expected to fail on main): with a slot lost from the log's
-// tail, a world read cold fails closed when its state is loaded (EIO),
-// but a state the mount refreshes takes the gap for the tip: a tick
-// published after the gap is silently absent (ENOENT), lookup after
-// lookup.
-func TestReviewColdRefreshFailsClosedOnALostSlot(t *testing.T) {
+// With a slot lost from the log's tail, a world read cold fails closed
+// (EIO) whether its state is loaded or refreshed: a refresh does not take
+// the gap for the tip, where a tick published after it would be silently
+// absent (ENOENT), lookup after lookup.
+func TestColdRefreshFailsClosedOnALostSlot(t *testing.T) {
 	b, publish := checkpointedWorld(t)
 	mt := testMountWith(t, b, wfs.Options{Freshness: time.Nanosecond}, wfs.MountOptions{})
 	dir, err := os.Open(mt.path("w", "runs", "main", "ticks"))
