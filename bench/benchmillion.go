@@ -108,9 +108,19 @@ type MillionPoint struct {
 	// the first, which kept its script: the views are reused, not built.
 	SQLAtReused historyProcess `json:"sql_at_reused"`
 	// LsHeadSeconds: `ls ticks | head -1` through a fresh mount
-	// (MountError: why it was not measured).
-	LsHeadSeconds float64 `json:"ls_head_seconds"`
-	MountError    string  `json:"mount_error,omitempty"`
+	// (MountError: why it was not measured). Each figure below is the
+	// first of its kind through its own fresh mount too: a stat of
+	// ticks/<MidTick>, a read of world.json, a listing of tables/; of
+	// ForkWorld, a fork of the world at MidTick (made once, then reused),
+	// a stat of its tick MidTick-1 (its parent's) and `ls ticks | head -1`.
+	LsHeadSeconds     float64 `json:"ls_head_seconds"`
+	StatTickSeconds   float64 `json:"mount_stat_tick_seconds"`
+	WorldJSONSeconds  float64 `json:"mount_world_json_seconds"`
+	LsTablesSeconds   float64 `json:"mount_ls_tables_seconds"`
+	ForkWorld         string  `json:"fork_world,omitempty"`
+	ForkStatSeconds   float64 `json:"mount_fork_stat_tick_seconds"`
+	ForkLsHeadSeconds float64 `json:"mount_fork_ls_head_seconds"`
+	MountError        string  `json:"mount_error,omitempty"`
 	// LogLimitSeconds: worldfs log --limit 10 by a fresh process.
 	LogLimitSeconds float64 `json:"log_limit_seconds"`
 }
@@ -396,7 +406,7 @@ func measureMillion(ctx context.Context, b bucket.Bucket, res *MillionReport, p 
 	}
 	p.LogLimitSeconds = proc.Seconds
 
-	if err := millionMount(ctx, b, p, dir); err != nil {
+	if err := millionMount(ctx, b, p, benchTables(res.Archetypes), dir); err != nil {
 		p.MountError = err.Error()
 		say("the mount was not measured: %v", err)
 	}
@@ -521,23 +531,57 @@ func freshProcess(ctx context.Context, self string, args ...string) (historyProc
 	return p, stdout.String(), nil
 }
 
-// millionMount times `ls ticks | head -1` through a fresh mount.
-func millionMount(ctx context.Context, b bucket.Bucket, p *MillionPoint, dir string) error {
-	mnt, _, done, err := benchMount(b, dir, "mount", wfs.Options{}, wfs.MountOptions{})
-	if err != nil {
+// millionMount times what a browser of the world does first, each
+// through a fresh mount (see MillionPoint.LsHeadSeconds): of the world and
+// of a fork of it at MidTick, made once with tables.
+func millionMount(ctx context.Context, b bucket.Bucket, p *MillionPoint, tables []*engine.Table, dir string) error {
+	p.ForkWorld = p.World + "-fork"
+	if _, err := index.ReadMarker(ctx, b, p.ForkWorld); errors.Is(err, bucket.ErrNotExist) {
+		say("world %s: forking it at tick %d as %s", p.World, p.MidTick, p.ForkWorld)
+		w, err := engine.ForkWorld(ctx, b, p.World, p.ForkWorld, index.DefaultRun, p.MidTick, tables, engine.Options{NoMaintenance: true})
+		if err != nil {
+			return err
+		}
+		if err := w.Close(); err != nil {
+			return err
+		}
+	} else if err != nil {
 		return err
 	}
-	defer done()
-	ticks := filepath.Join(mnt, p.World, "runs", index.DefaultRun, "ticks")
-	say("world %s: ls %s | head -1", p.World, ticks)
-	start := time.Now()
-	out, err := exec.CommandContext(ctx, "sh", "-c", `ls "$1" | head -1`, "sh", ticks).Output()
-	if err != nil {
-		return fmt.Errorf("ls %s | head -1: %w", ticks, err)
-	}
-	p.LsHeadSeconds = time.Since(start).Seconds()
-	if strings.TrimSpace(string(out)) == "" {
-		return fmt.Errorf("ls %s | head -1 printed nothing", ticks)
+	run := func(world string) string { return filepath.Join(world, "runs", index.DefaultRun) }
+	lsHead := `ls "$1" | head -1 | grep .`
+	for i, probe := range []struct {
+		what   string
+		into   *float64
+		script string
+		path   string
+	}{
+		{"ls %s | head -1", &p.LsHeadSeconds, lsHead, filepath.Join(run(p.World), "ticks")},
+		{"stat %s", &p.StatTickSeconds, `stat "$1" > /dev/null`, filepath.Join(run(p.World), "ticks", wfs.TickName(p.MidTick))},
+		{"cat %s", &p.WorldJSONSeconds, `cat "$1" > /dev/null`, filepath.Join(p.World, "world.json")},
+		{"ls %s", &p.LsTablesSeconds, `ls "$1" | grep . > /dev/null`, filepath.Join(run(p.World), "tables")},
+		{"stat %s", &p.ForkStatSeconds, `stat "$1" > /dev/null`, filepath.Join(run(p.ForkWorld), "ticks", wfs.TickName(p.MidTick-1))},
+		{"ls %s | head -1", &p.ForkLsHeadSeconds, lsHead, filepath.Join(run(p.ForkWorld), "ticks")},
+	} {
+		mnt, _, done, err := benchMount(b, dir, fmt.Sprint("mount-", i), wfs.Options{}, wfs.MountOptions{})
+		if err != nil {
+			return err
+		}
+		path := filepath.Join(mnt, probe.path)
+		// The path's directories are looked up first, so that the time is
+		// the probe's own.
+		if _, err := os.Stat(filepath.Dir(path)); err != nil {
+			done()
+			return err
+		}
+		say("world %s: "+probe.what+" through a fresh mount", p.World, path)
+		start := time.Now()
+		out, err := exec.CommandContext(ctx, "sh", "-c", probe.script, "sh", path).CombinedOutput()
+		*probe.into = time.Since(start).Seconds()
+		done()
+		if err != nil {
+			return fmt.Errorf("%s: %w (%s)", fmt.Sprintf(probe.what, path), err, strings.TrimSpace(string(out)))
+		}
 	}
 	return nil
 }
@@ -631,7 +675,10 @@ func printMillionBench(out io.Writer, res *MillionReport) {
 		if p.MountError != "" {
 			fmt.Fprintf(out, "  mount: not measured (%s)\n", p.MountError)
 		} else {
-			fmt.Fprintf(out, "  ls ticks | head -1: %.3f s\n", p.LsHeadSeconds)
+			fmt.Fprintf(out, "  through fresh mounts: ls ticks | head -1 %.3f s; stat of tick %d %.3f s; cat world.json %.3f s; ls tables/ %.3f s\n",
+				p.LsHeadSeconds, p.MidTick, p.StatTickSeconds, p.WorldJSONSeconds, p.LsTablesSeconds)
+			fmt.Fprintf(out, "  fork %s at tick %d: stat of tick %d %.3f s; ls ticks | head -1 %.3f s\n",
+				p.ForkWorld, p.MidTick, p.MidTick-1, p.ForkStatSeconds, p.ForkLsHeadSeconds)
 		}
 	}
 	fmt.Fprintln(out, "goals (issue 27):")
