@@ -609,16 +609,6 @@ func vanished(err error) bool {
 		(errors.As(err, &corrupt) && corrupt.What == "presence")
 }
 
-// viewWith returns the view of (world, run) from the catalogs the mount
-// holds: a fresh one, or an exact one if has finds nothing in it.
-func (m *Mount) viewWith(ctx context.Context, world, run string, has func(*index.View) bool) (*index.View, error) {
-	v, err := m.view(ctx, world, run, false)
-	if err == nil && !has(v) {
-		v, err = m.view(ctx, world, run, true)
-	}
-	return v, err
-}
-
 // derive returns the cache file called key, made once by fill; each fill
 // adds one to count (the mount's stats of DuckDB materializations, of
 // files derived in Go, of rebuilt compacted ticks' files or of CSV
