@@ -284,23 +284,26 @@ func (m *Mount) maxAge(exact bool) time.Duration {
 
 // coldTime is when world last changed (worldTime), read cold: the newest
 // of its creation and its runs' heads (ok false: read it through the
-// catalog).
+// catalog). Each head is read as coldHead reads it, so that a part it
+// lacks is added as any question adds one.
 func (m *Mount) coldTime(ctx context.Context, world string) (ms int64, ok bool, err error) {
+	var runs []string
 	ok, err = m.withCold(ctx, world, index.Want{From: 1, To: 0}, m.opts.Freshness, func(p *index.Partial) error {
 		ms = p.World().CreatedUnixMs
 		for _, r := range p.Runs() {
-			if err := p.Load(finish(ctx), index.Want{Run: r.Name, From: 1, To: 0, Head: true}); err != nil {
-				return err
-			}
-			t, found, err := p.Tick(r.Name, r.Head)
-			if err != nil {
-				return err
-			}
-			if found {
-				ms = max(ms, t.PublishedUnixMs)
-			}
+			runs = append(runs, r.Name)
 		}
 		return nil
 	})
+	for _, run := range runs {
+		if !ok || err != nil {
+			break
+		}
+		var t tickRef
+		var found bool
+		if t, found, _, ok, err = m.coldHead(ctx, world, run); found {
+			ms = max(ms, t.PublishedUnixMs)
+		}
+	}
 	return ms, ok, err
 }
