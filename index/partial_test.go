@@ -100,14 +100,18 @@ func partialAlike(full *State, p *Partial, want Want) (refused int, err error) {
 	return refused, nil
 }
 
-// countingBucket counts the checkpoint shards and checkpoints read.
+// countingBucket counts the checkpoint shards (and summaries), token
+// filters and checkpoints read.
 type countingBucket struct {
 	bucket.Bucket
-	shards, checkpoints atomic.Int64
+	shards, filters, checkpoints atomic.Int64
 }
 
 func (c *countingBucket) Get(ctx context.Context, name string) ([]byte, bucket.Attrs, error) {
-	if strings.Contains(name, "/state/") {
+	switch {
+	case strings.HasSuffix(name, tokenFilterSuffix):
+		c.filters.Add(1)
+	case strings.Contains(name, "/state/"):
 		c.shards.Add(1)
 	}
 	if strings.Contains(name, "/checkpoints/") {
