@@ -71,6 +71,16 @@ func partialAlike(full *State, p *Partial, want Want) (refused int, err error) {
 			return refused, err
 		}
 	}
+	if want.Token != "" {
+		// The token asked for: answered as the whole state does (the
+		// lowest tick that carries it), from the shards its filters
+		// name.
+		got, ok, err := p.TickByToken(want.Run, want.Token)
+		wanted, wantOK := full.TickByToken(want.Run, want.Token)
+		if err := same("the token "+want.Token+" of "+want.Run, got, ok, err, wanted, wantOK, true); err != nil {
+			return refused, err
+		}
+	}
 	if want.Head {
 		got, ok, err := p.Last(want.Run, math.MaxInt64)
 		wanted, wantOK := full.Last(want.Run, math.MaxInt64)
