@@ -201,6 +201,12 @@ func WriteSummaries(ctx context.Context, b bucket.Bucket, world string) (int, er
 	return n.Summaries, err
 }
 
+// SidecarCounts is how many sidecars of a world's tick shards
+// WriteSidecars wrote (or, dry, would write).
+type SidecarCounts struct {
+	Summaries, TokenFilters int
+}
+
 // WriteSidecars writes the summaries and token filters (tokenfilter.go)
 // that the tick shards of world's newest checkpoint lack (shards written
 // by a worldfs that wrote none): a views build reads the summaries

@@ -183,12 +183,6 @@ func readTokenFilter(ctx context.Context, b bucket.Bucket, world, name string, r
 	return decodeTokenFilter(name, r, data)
 }
 
-// SidecarCounts is how many sidecars of a world's tick shards
-// WriteSummaries wrote (or, dry, would write).
-type SidecarCounts struct {
-	Summaries, TokenFilters int
-}
-
 // loadToken adds to s (whose partial p is) what Partial.TickByToken needs
 // to answer for token in run: nothing if the tick the token names
 // carries it (namedTick); else the run's token filters that p has not
