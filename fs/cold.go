@@ -213,8 +213,24 @@ func (m *Mount) coldTick(ctx context.Context, world, run string, n int64, exact 
 // token filters say may hold it (index.Want.Token); a token the state
 // read last lacks is looked for at the tip. cold false: read it through
 // the view, as for a fork, whose token may be an ancestor's under the
-// lineage's rules (index.View.Token).
+// lineage's rules (index.View.Token), and for a token that more than
+// coldKeepParts parts may hold (parts without filters, written by a
+// worldfs that wrote none): the world's catalog, kept and refreshed, serves
+// such lookups better than a cold state that would be loaded anew
+// for each.
 func (m *Mount) coldToken(ctx context.Context, world, run, token string) (t tickRef, ok, cold bool, err error) {
+	few := false
+	cold, err = m.withCold(ctx, world, index.Want{Run: run, From: 1, To: 0}, m.opts.Freshness, func(p *index.Partial) error {
+		if p.World().Parent != "" {
+			return nil
+		}
+		n, err := p.TokenCandidates(finish(ctx), run, token)
+		few = n <= coldKeepParts
+		return err
+	})
+	if err != nil || !cold || !few {
+		return tickRef{}, false, false, err
+	}
 	answered := false
 	find := func(p *index.Partial) error {
 		if p.World().Parent != "" {

@@ -185,13 +185,24 @@ func readTokenFilter(ctx context.Context, b bucket.Bucket, world, name string, r
 
 // loadToken adds to s (whose partial p is) what Partial.TickByToken needs
 // to answer for token in run: nothing if the tick the token names
-// carries it (namedTick); else the run's token filters that p has not
-// read (several at once) and the shards that may hold the token: those
-// whose filter may, and those without one. A damaged filter is
-// ErrCorrupt.
+// carries it (namedTick); else the shards that may hold the token
+// (candidates).
 func (p *partial) loadToken(ctx context.Context, s *State, run, token string) error {
+	refs, err := p.candidates(ctx, s, run, token)
+	if err != nil {
+		return err
+	}
+	return p.add(ctx, s, refs)
+}
+
+// candidates returns the tick shards of run that s (whose partial p is)
+// lacks and that may hold a tick carrying token: none if the tick the
+// token names carries it (namedTick); else those whose token filter may
+// hold it and those without one, after reading the run's filters that p
+// has not read (several at once). A damaged filter is ErrCorrupt.
+func (p *partial) candidates(ctx context.Context, s *State, run, token string) ([]shardRef, error) {
 	if _, ok := s.namedTick(run, token); ok {
-		return nil
+		return nil, nil
 	}
 	var unread []shardRef
 	for _, n := range p.shards[run] {
@@ -207,7 +218,7 @@ func (p *partial) loadToken(ctx context.Context, s *State, run, token string) er
 		return err
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if p.filters == nil {
 		p.filters = map[shardKey]*tokenFilter{}
@@ -222,7 +233,20 @@ func (p *partial) loadToken(ctx context.Context, s *State, run, token string) er
 			refs = append(refs, p.ref(k))
 		}
 	}
-	return p.add(ctx, s, refs)
+	return refs, nil
+}
+
+// TokenCandidates returns how many checkpoint parts a Load of p for
+// token in run (Want.Token) would add: those that may hold a tick
+// carrying it, by their token filters, and those without a filter. It
+// reads the run's filters p has not read (Load then reads none again),
+// no part. A damaged filter is ErrCorrupt.
+func (p *Partial) TokenCandidates(ctx context.Context, run, token string) (int, error) {
+	if p.s.part == nil {
+		return 0, nil
+	}
+	refs, err := p.s.part.candidates(ctx, p.s, run, token)
+	return len(refs), err
 }
 
 // coversToken is nil if s (whose partial p is) holds every tick of run

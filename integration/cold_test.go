@@ -203,6 +203,44 @@ func TestColdOldTokenLookupReadsItsCandidateParts(t *testing.T) {
 	}
 }
 
+// A lookup of a token that does not name its tick, in a world whose
+// parts have no token filters (written by a worldfs that wrote none),
+// has every part as a candidate: past coldKeepParts of them it goes
+// through the world's catalog (the view), which the mount keeps and
+// refreshes, not a cold state it would load anew for each lookup. With
+// the filters it reads two parts and no catalog.
+func TestColdOldTokenLookupWithoutFiltersUsesTheCatalog(t *testing.T) {
+	const parts = 20
+	b, _ := checkpointedWorldTokens(t, parts*index.PartTicks, oldToken)
+	lookup := func() (resolved int64, read int) {
+		t.Helper()
+		mt := testMount(t, b)
+		before := mountStats(t, mt).Ops["resolve"].Count
+		b.read()
+		if got := xattr(t, mt.path("w", "tokens", oldToken(5000)), wfs.XattrTick); got != "5000" {
+			t.Fatalf("tokens/%s is tick %q, want 5000", oldToken(5000), got)
+		}
+		return mountStats(t, mt).Ops["resolve"].Count - before, b.read()
+	}
+	if resolved, read := lookup(); resolved != 0 || read != 2 {
+		t.Fatalf("with token filters: %d resolves through the catalog, %d parts read; want none and 2", resolved, read)
+	}
+	ctx := ctxT(t)
+	for a, err := range b.List(ctx, index.ShardPrefix("w"), "") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasSuffix(a.Name, ".tok") {
+			if err := bucket.DeleteOnce(ctx, b, a.Name, a.Generation); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if resolved, read := lookup(); resolved == 0 || read != parts {
+		t.Fatalf("without token filters: %d resolves through the catalog, %d parts read; want the catalog's, every part (%d)", resolved, read, parts)
+	}
+}
+
 // A lookup of one tick in a world the mount has not loaded reads the
 // checkpoint part that holds it (and the head's, which the directories'
 // times and the log after the checkpoint read), not the whole history:
