@@ -24,8 +24,10 @@ import (
 // was replaced and collected. Questions that need a newer state than the
 // one held wait for one load or refresh and share it: a burst of lookups
 // of ticks not yet published reads the log's tail once, not the
-// checkpoint once each. What needs the whole state (tokens/ of tokens that
-// do not name their tick, facts/, a writer's ctl) opens the world's
+// checkpoint once each. A lookup in tokens/ of a token that does not name
+// its tick reads the run's token filters and the parts they say may hold
+// it (coldToken), in a world that is no fork. What needs the whole state
+// (such a lookup in a fork, facts/, a writer's ctl) opens the world's
 // catalog as before (a listing of tables/ plans from the summaries of its
 // compacted history: tableNames), and from then on every read of
 // the world uses that catalog. A world without a checkpoint is read by
@@ -243,6 +245,54 @@ func (m *Mount) coldTick(ctx context.Context, world, run string, n int64, exact 
 		cold, err = m.withCold(ctx, world, want, 0, find)
 	}
 	return t, ok, w, cold, err
+}
+
+// coldToken returns the tick of (world, run) that commit token
+// published (index.Partial.TickByToken: the tick it names if that carries
+// it, else the lowest that does), read cold from the parts the run's
+// token filters say may hold it (index.Want.Token); a token the state
+// read last lacks is looked for at the tip. cold false: read it through
+// the view, as for a fork, whose token may be an ancestor's under the
+// lineage's rules (index.View.Token), and for a token that more than
+// coldKeepParts parts may hold (parts without filters, written by a
+// worldfs that wrote none): the world's catalog, kept and refreshed, serves
+// such lookups better than a cold state that would be loaded anew
+// for each.
+func (m *Mount) coldToken(ctx context.Context, world, run, token string) (t tickRef, ok, cold bool, err error) {
+	few := false
+	cold, err = m.withCold(ctx, world, index.Want{Run: run, From: 1, To: 0}, m.opts.Freshness, func(p *index.Partial) error {
+		if p.World().Parent != "" {
+			return nil
+		}
+		n, err := p.TokenCandidates(finish(ctx), run, token)
+		few = n <= coldKeepParts
+		return err
+	})
+	if err != nil || !cold || !few {
+		return tickRef{}, false, false, err
+	}
+	answered := false
+	find := func(p *index.Partial) error {
+		if p.World().Parent != "" {
+			return nil
+		}
+		tk, found, err := p.TickByToken(run, token)
+		if errors.Is(err, index.ErrNotLoaded) {
+			return nil
+		}
+		answered = err == nil
+		if found {
+			t, ok = tickRef{World: world, Run: run, Tick: tk}, true
+		}
+		return err
+	}
+	want := index.Want{Run: run, From: 1, To: 0, Token: token}
+	cold, err = m.withCold(ctx, world, want, m.opts.Freshness, find)
+	if err == nil && cold && answered && !ok {
+		answered = false
+		cold, err = m.withCold(ctx, world, want, 0, find)
+	}
+	return t, ok, cold && answered, err
 }
 
 // inherited reports whether tick n of a world whose record is w is its

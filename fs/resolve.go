@@ -130,8 +130,13 @@ func (m *Mount) ownTick(ctx context.Context, world, run string, n int64, held, e
 	}
 }
 
-// token resolves a commit token of (world, run) to its visible tick.
+// token resolves a commit token of (world, run) to its visible tick:
+// cold, from the parts its token filters name (coldToken), in a world
+// that is no fork and that the mount reads cold; else from the view.
 func (m *Mount) token(ctx context.Context, world, run, token string) (tickRef, bool, error) {
+	if t, ok, cold, err := m.coldToken(ctx, world, run, token); err != nil || cold {
+		return t, ok, err
+	}
 	return m.resolve(ctx, world, run, func(v *index.View) (tickRef, bool) { return v.Token(token) })
 }
 

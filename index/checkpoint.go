@@ -98,6 +98,9 @@ func WriteCheckpoint(ctx context.Context, b bucket.Bucket, s *State, prev *check
 			return err
 		}
 		if r.Kind == "t" {
+			if err := writeTokenFilter(ctx, b, s, *r); err != nil {
+				return err
+			}
 			return writeSummary(ctx, b, s, *r)
 		}
 		return nil

@@ -133,17 +133,30 @@ func TestCheckpointCostFollowsChange(t *testing.T) {
 	if _, err := c.Checkpoint(ctx); err != nil {
 		t.Fatal(err)
 	}
-	shards := func() int {
+	// The shards, and their sidecars (a token filter beside each tick
+	// shard: tokenfilter.go).
+	shards := func() (n, sidecars int) {
 		all, _ := bucket.Collect(b.List(ctx, WorldPrefix("w")+"state/", ""))
-		return len(all)
+		for _, a := range all {
+			if _, ok := ShardOfSidecar(a.Name); ok {
+				sidecars++
+			} else {
+				n++
+			}
+		}
+		return n, sidecars
 	}
-	before := shards()
+	before, sidecarsBefore := shards()
 	fill(t, c, epoch, 3*tickShardSpan+25, 5) // one tick shard changes (no claim or command)
 	if _, err := c.Checkpoint(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if wrote := shards() - before; wrote != 1 {
+	n, sidecars := shards()
+	if wrote := n - before; wrote != 1 {
 		t.Fatalf("an incremental checkpoint wrote %d shards, want 1 (of %d)", wrote, before+1)
+	}
+	if wrote := sidecars - sidecarsBefore; wrote != 1 {
+		t.Fatalf("an incremental checkpoint wrote %d sidecars, want the token filter of its one tick shard", wrote)
 	}
 }
 

@@ -456,10 +456,17 @@ func modelRun(seed uint64) (int, error) {
 	return largestSlot(ctx, inner)
 }
 
-// randomWant is what a random reader of the model's world reads.
+// randomWant is what a random reader of the model's world reads: ticks,
+// and sometimes the tick of a token.
 func randomWant(r *rand.Rand) Want {
 	from := int64(r.IntN(7)-1) * tickShardSpan / 2
-	return Want{Run: fmt.Sprint("r", 1+r.IntN(2)), From: from, To: from + int64(r.IntN(3))*tickShardSpan/2, Head: r.IntN(2) == 0}
+	want := Want{Run: fmt.Sprint("r", 1+r.IntN(2)), From: from, To: from + int64(r.IntN(3))*tickShardSpan/2, Head: r.IntN(2) == 0}
+	if r.IntN(3) == 0 {
+		// A token: one of those published at many ticks (naming none),
+		// or one never published.
+		want.Token = fmt.Sprint("t", r.IntN(4))
+	}
+	return want
 }
 
 // burst is how many entries the model test offers at once on every tenth

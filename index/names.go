@@ -318,6 +318,24 @@ func ShardOfSummary(name string) (string, bool) { return strings.CutSuffix(name,
 
 const summarySuffix = ".sum"
 
+// ShardTokenFilterName is the token filter of the tick shard whose hash
+// is hash (tokenfilter.go): the shard's name with ".tok".
+func ShardTokenFilterName(world, hash string) string {
+	return ShardName(world, hash) + tokenFilterSuffix
+}
+
+// ShardOfSidecar returns the name of the shard that the object called
+// name lies beside, if name is a shard's summary or token filter: it
+// lives as long as its shard is named.
+func ShardOfSidecar(name string) (string, bool) {
+	if s, ok := ShardOfSummary(name); ok {
+		return s, true
+	}
+	return strings.CutSuffix(name, tokenFilterSuffix)
+}
+
+const tokenFilterSuffix = ".tok"
+
 // ParseSlotName returns the first sequence of the slot called name.
 func ParseSlotName(world, name string) (uint64, error) {
 	hex, ok := strings.CutPrefix(name, LogPrefix(world))

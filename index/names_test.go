@@ -46,6 +46,7 @@ func TestBucketLayoutIsPinned(t *testing.T) {
 		{CheckpointName("w", 0x400), "worlds/w/checkpoints/0000000000000400"},
 		{ShardName("w", "ab12"), "worlds/w/state/ab12"},
 		{ShardSummaryName("w", "ab12"), "worlds/w/state/ab12.sum"},
+		{ShardTokenFilterName("w", "ab12"), "worlds/w/state/ab12.tok"},
 		{TickFragmentPath("w", "main", "t1", "tok"), "data/w/main/t1/tok.parquet"},
 		{FragmentPath("w", "main", "t1", "tok", 2), "data/w/main/t1/tok/2.parquet"},
 		{CompactedPath("w", "main", "t1", "d1"), "data/w/main/t1/compacted-d1/0.parquet"},

@@ -26,9 +26,10 @@ type Want struct {
 	// Head: Run's newest tick too (as the checkpoint records it; ticks
 	// published after the checkpoint are always held).
 	Head bool
-	// Token: the tick of Run this commit token names too (TokenTick), if
-	// it names one: Partial.TickByToken then answers for it, if the
-	// token is that tick's.
+	// Token: what Partial.TickByToken reads to answer for this commit
+	// token in Run: the tick it names (TokenTick), if it names one and
+	// that tick carries it; else the run's token filters
+	// (tokenfilter.go) and the shards that may hold it.
 	Token string
 	// CheckpointOnly: a world without a checkpoint, which a partial load
 	// would read whole, is not loaded at all: LoadFor returns a nil
@@ -57,6 +58,9 @@ type partial struct {
 	// (LoadSummarized) holds instead of their ticks. A shard is loaded or
 	// summarized, never both: loading one drops its summary.
 	sums map[shardKey]*tickSummary
+	// filters: the token filters of the tick shards a lookup of a token
+	// read (loadToken), nil for a shard that has none.
+	filters map[shardKey]*tokenFilter
 	// fetch, while the load replays the log after the checkpoint, loads
 	// a shard an entry touches before it is applied; nil afterwards.
 	fetch func(s *State, r shardRef) error
@@ -196,6 +200,11 @@ func LoadFor(ctx context.Context, b bucket.Bucket, world string, want Want) (*Pa
 	})
 	if err != nil {
 		return nil, LoadInfo{}, err
+	}
+	if want.Token != "" {
+		if err := s.part.loadToken(ctx, s, want.Run, want.Token); err != nil {
+			return nil, LoadInfo{}, err
+		}
 	}
 	return &Partial{s: s, b: b, confirmed: start}, info, nil
 }
@@ -424,23 +433,38 @@ func (p *Partial) Load(ctx context.Context, want Want) error {
 	slices.Sort(ns)
 	var refs []shardRef
 	for _, n := range slices.Compact(ns) {
-		k := shardKey{'t', want.Run, n}
-		if part.loaded[k] {
-			continue
+		if k := (shardKey{'t', want.Run, n}); !part.loaded[k] {
+			refs = append(refs, part.ref(k))
 		}
-		j, _ := slices.BinarySearchFunc(part.cp.Shards, k, func(r shardRef, k shardKey) int { return shardKeyCompare(r.key(), k) })
-		refs = append(refs, part.cp.Shards[j])
 	}
-	out, err := part.readShards(ctx, refs)
+	if err := part.add(ctx, p.s, refs); err != nil {
+		return err
+	}
+	if want.Token != "" {
+		return part.loadToken(ctx, p.s, want.Run, want.Token)
+	}
+	return nil
+}
+
+// ref returns the checkpoint's reference of shard k, which it lists.
+func (p *partial) ref(k shardKey) shardRef {
+	j, _ := slices.BinarySearchFunc(p.cp.Shards, k, func(r shardRef, k shardKey) int { return shardKeyCompare(r.key(), k) })
+	return p.cp.Shards[j]
+}
+
+// add reads the shards refs of p's checkpoint and adds them to s (whose
+// partial p is), as the checkpoint holds them.
+func (p *partial) add(ctx context.Context, s *State, refs []shardRef) error {
+	out, err := p.readShards(ctx, refs)
 	if err != nil {
 		return err
 	}
 	for i, d := range out {
-		if err := p.s.addShard(part.name, part.cp, d); err != nil {
+		if err := s.addShard(p.name, p.cp, d); err != nil {
 			return err
 		}
-		part.loaded[refs[i].key()] = true
-		delete(part.sums, refs[i].key())
+		p.loaded[refs[i].key()] = true
+		delete(p.sums, refs[i].key())
 	}
 	return nil
 }
@@ -501,7 +525,7 @@ func (p *Partial) Clone() *Partial {
 	s := p.s.clone()
 	if part := s.part; part != nil {
 		c := *part
-		c.loaded, c.sums, c.fetch = maps.Clone(part.loaded), maps.Clone(part.sums), nil
+		c.loaded, c.sums, c.filters, c.fetch = maps.Clone(part.loaded), maps.Clone(part.sums), maps.Clone(part.filters), nil
 		s.part = &c
 	}
 	return &Partial{s: s, b: p.b, confirmed: p.confirmed}
@@ -557,14 +581,18 @@ func (p *Partial) Last(run string, upTo int64) (*Tick, bool, error) {
 
 // TickByToken returns the tick of run that commit token published, as
 // State.TickByToken: the tick the token names (TokenTick), if p holds it
-// (Want.Token) and it carries the token; else it needs all of run's
-// ticks (ErrNotLoaded otherwise).
+// (Want.Token) and it carries the token; else the lowest tick that
+// carries it, which needs every tick shard of run that may hold it (the
+// shards p loaded, those whose token filter Want.Token read says they
+// do not; ErrNotLoaded otherwise).
 func (p *Partial) TickByToken(run, token string) (*Tick, bool, error) {
 	if t, ok := p.s.namedTick(run, token); ok {
 		return t, true, nil
 	}
-	if err := p.covers(run, math.MinInt64, math.MaxInt64); err != nil {
-		return nil, false, err
+	if part := p.s.part; part != nil {
+		if err := part.coversToken(run, token); err != nil {
+			return nil, false, err
+		}
 	}
 	t, ok := p.s.tickByToken(run, token)
 	return t, ok, nil

@@ -6,10 +6,10 @@ import (
 	"testing"
 )
 
-// A copy of a partial state (Partial.Clone) is refreshed while the state
-// it was copied from is read and grown (Load) on another goroutine (run
-// with -race): the refresh changes the copy alone, and each answers as a
-// load at its own sequence does.
+// A copy of a partial state (Partial.Clone) is refreshed and reads token
+// filters while the state it was copied from reads its own and is read
+// and grown (Load) on another goroutine (run with -race): each changes
+// itself alone, and each answers as a load at its own sequence does.
 func TestPartialCloneRefreshesApart(t *testing.T) {
 	ctx := ctxT(t)
 	b := memBucket()
@@ -44,8 +44,13 @@ func TestPartialCloneRefreshesApart(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		refreshErr = cp.Refresh(ctx)
+		if refreshErr = cp.Refresh(ctx); refreshErr == nil {
+			_, refreshErr = cp.TokenCandidates(ctx, "r", "t101") // reads the token filters
+		}
 	}()
+	if _, err := p.TokenCandidates(ctx, "r", "t102"); err != nil {
+		t.Fatal(err)
+	}
 	later := Want{Run: "r", From: 100, To: 100}
 	if err := p.Load(ctx, later); err != nil {
 		t.Fatal(err)

@@ -71,6 +71,16 @@ func partialAlike(full *State, p *Partial, want Want) (refused int, err error) {
 			return refused, err
 		}
 	}
+	if want.Token != "" {
+		// The token asked for: answered as the whole state does (the
+		// lowest tick that carries it), from the shards its filters
+		// name.
+		got, ok, err := p.TickByToken(want.Run, want.Token)
+		wanted, wantOK := full.TickByToken(want.Run, want.Token)
+		if err := same("the token "+want.Token+" of "+want.Run, got, ok, err, wanted, wantOK, true); err != nil {
+			return refused, err
+		}
+	}
 	if want.Head {
 		got, ok, err := p.Last(want.Run, math.MaxInt64)
 		wanted, wantOK := full.Last(want.Run, math.MaxInt64)
@@ -100,14 +110,18 @@ func partialAlike(full *State, p *Partial, want Want) (refused int, err error) {
 	return refused, nil
 }
 
-// countingBucket counts the checkpoint shards and checkpoints read.
+// countingBucket counts the checkpoint shards (and summaries), token
+// filters and checkpoints read.
 type countingBucket struct {
 	bucket.Bucket
-	shards, checkpoints atomic.Int64
+	shards, filters, checkpoints atomic.Int64
 }
 
 func (c *countingBucket) Get(ctx context.Context, name string) ([]byte, bucket.Attrs, error) {
-	if strings.Contains(name, "/state/") {
+	switch {
+	case strings.HasSuffix(name, tokenFilterSuffix):
+		c.filters.Add(1)
+	case strings.Contains(name, "/state/"):
 		c.shards.Add(1)
 	}
 	if strings.Contains(name, "/checkpoints/") {

@@ -530,11 +530,13 @@ func (s *State) TickByToken(run, token string) (*Tick, bool) {
 }
 
 // lowestByToken returns the lowest tick of run that carries token. On a
-// state loaded in part that does not hold every tick of run, it panics
-// (see refuse), naming method.
+// state loaded in part that does not hold every tick of run that may
+// carry it (those of the shards it loaded, and of those whose token
+// filter says they do not: Want.Token), it panics (see refuse), naming
+// method.
 func (s *State) lowestByToken(method, run, token string) (*Tick, bool) {
 	if s.part != nil {
-		if err := s.part.covers(run, math.MinInt64, math.MaxInt64); err != nil {
+		if err := s.part.coversToken(run, token); err != nil {
 			refuse(method, err)
 		}
 	}

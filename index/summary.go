@@ -194,47 +194,93 @@ func readSummary(ctx context.Context, b bucket.Bucket, world, name string, r sha
 // WriteSummaries writes the summaries that the tick shards of world's
 // newest checkpoint lack (shards written by a worldfs that wrote none):
 // a views build of the world then reads them instead of decoding those
-// shards. It reads the checkpoint's state whole, and returns how many it
-// wrote.
+// shards. It writes their token filters too (WriteSidecars), and returns
+// how many summaries it wrote.
 func WriteSummaries(ctx context.Context, b bucket.Bucket, world string) (int, error) {
+	n, err := WriteSidecars(ctx, b, world, false)
+	return n.Summaries, err
+}
+
+// SidecarCounts is how many sidecars of a world's tick shards
+// WriteSidecars wrote (or, dry, would write).
+type SidecarCounts struct {
+	Summaries, TokenFilters int
+}
+
+// WriteSidecars writes the summaries and token filters (tokenfilter.go)
+// that the tick shards of world's newest checkpoint lack (shards written
+// by a worldfs that wrote none): a views build reads the summaries
+// instead of decoding those shards, a lookup of a token that names no
+// tick the filters. It reads the checkpoint's state whole, and returns
+// how many of each it wrote (dry: would write, writing none).
+func WriteSidecars(ctx context.Context, b bucket.Bucket, world string, dry bool) (SidecarCounts, error) {
 	newest, _, err := newestCheckpoint(ctx, b, world)
 	if err != nil || newest == "" {
-		return 0, err
+		return SidecarCounts{}, err
 	}
 	have := map[string]bool{}
 	for a, err := range b.List(ctx, ShardPrefix(world), "") {
 		if err != nil {
-			return 0, err
+			return SidecarCounts{}, err
 		}
 		have[a.Name] = true
 	}
 	s, cp, err := LoadCheckpoint(ctx, b, world, newest)
 	if err != nil {
-		return 0, err
+		return SidecarCounts{}, err
 	}
-	var lack []shardRef
+	// A sidecar to write: its name and its bytes (nil: none).
+	type sidecar struct {
+		name   string
+		encode func() ([]byte, error)
+	}
+	var lack []sidecar
 	for _, r := range cp.Shards {
-		if r.Kind == "t" && !have[ShardSummaryName(world, r.Hash)] {
-			lack = append(lack, r)
+		if r.Kind != "t" {
+			continue
+		}
+		if name := ShardSummaryName(world, r.Hash); !have[name] {
+			lack = append(lack, sidecar{name, func() ([]byte, error) {
+				sum, err := s.summarize(r.key(), r.Hash)
+				if err != nil || sum == nil {
+					return nil, err
+				}
+				return sum.encode(), nil
+			}})
+		}
+		if name := ShardTokenFilterName(world, r.Hash); !have[name] {
+			lack = append(lack, sidecar{name, func() ([]byte, error) {
+				if f := s.tokenFilterOf(r.key(), r.Hash); f != nil {
+					return f.encode(), nil
+				}
+				return nil, nil
+			}})
 		}
 	}
 	written := make([]bool, len(lack))
 	err = parallel(ctx, len(lack), func(i int) error {
-		sum, err := s.summarize(lack[i].key(), lack[i].Hash)
-		if err != nil || sum == nil {
+		data, err := lack[i].encode()
+		if err != nil || data == nil {
 			return err
 		}
 		written[i] = true
-		_, err = bucket.CreateOnce(ctx, b, ShardSummaryName(world, lack[i].Hash), sum.encode())
+		if dry {
+			return nil
+		}
+		_, err = bucket.CreateOnce(ctx, b, lack[i].name, data)
 		if errors.Is(err, bucket.ErrExist) {
 			err = nil
 		}
 		return err
 	})
-	n := 0
-	for _, w := range written {
-		if w {
-			n++
+	var n SidecarCounts
+	for i, w := range written {
+		switch _, sum := ShardOfSummary(lack[i].name); {
+		case !w:
+		case sum:
+			n.Summaries++
+		default:
+			n.TokenFilters++
 		}
 	}
 	return n, err

@@ -79,6 +79,7 @@ func VerifyCatalog(ctx context.Context, b bucket.Bucket, world string, slot func
 				out.Problems = append(out.Problems, fmt.Sprintf("checkpoint %s differs from the log at sequence %d: %s", name, state.Seq, d))
 			} else {
 				out.Problems = append(out.Problems, checkSummaries(ctx, b, name, cp, refs)...)
+				out.Problems = append(out.Problems, checkTokenFilters(ctx, b, name, cp, refs)...)
 			}
 		}
 		return nil
@@ -260,6 +261,31 @@ func checkSummaries(ctx context.Context, b bucket.Bucket, name string, s *State,
 			problems = append(problems, err.Error())
 		} else if want == nil || !bytes.Equal(want.encode(), sum.encode()) {
 			problems = append(problems, fmt.Sprintf("checkpoint %s: the summary of shard %s does not say what its ticks say", name, r.Hash))
+		}
+	}
+	return problems
+}
+
+// checkTokenFilters compares each token filter of a tick shard of
+// checkpoint name (refs) with the filter of the shard's ticks, loaded in
+// s: one that decodes but lacks a token its shard carries would hide the
+// shard from a lookup of that token. It returns the problems.
+func checkTokenFilters(ctx context.Context, b bucket.Bucket, name string, s *State, refs *checkpoint) []string {
+	var problems []string
+	for _, r := range refs.Shards {
+		if r.Kind != "t" {
+			continue
+		}
+		f, err := readTokenFilter(ctx, b, s.World.ID, name, r)
+		if err != nil {
+			problems = append(problems, err.Error())
+			continue
+		}
+		if f == nil {
+			continue
+		}
+		if want := s.tokenFilterOf(r.key(), r.Hash); want == nil || !bytes.Equal(want.encode(), f.encode()) {
+			problems = append(problems, fmt.Sprintf("checkpoint %s: the token filter of shard %s does not filter the tokens its ticks carry", name, r.Hash))
 		}
 	}
 	return problems

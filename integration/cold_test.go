@@ -22,12 +22,14 @@ import (
 	"github.com/worldfs/worldfs/maintenance"
 )
 
-// stateReads records the checkpoint parts (worlds/<w>/state/<hash>) read
-// through it, by name, and counts the reads of checkpoints.
+// stateReads records the checkpoint parts (worlds/<w>/state/<hash>) and
+// the parts' token filters read through it, by name, and counts the reads
+// of checkpoints.
 type stateReads struct {
 	bucket.Bucket
 	mu          sync.Mutex
 	names       map[string]int
+	filters     map[string]int
 	checkpoints int
 	// logDelay, if set, is how long each read of a log slot, or listing
 	// of the log, takes, as on a remote bucket.
@@ -41,7 +43,9 @@ func (s *stateReads) Get(ctx context.Context, name string) ([]byte, bucket.Attrs
 		}
 	}
 	s.mu.Lock()
-	if strings.Contains(name, "/state/") {
+	if strings.Contains(name, "/state/") && strings.HasSuffix(name, ".tok") {
+		s.filters[name]++
+	} else if strings.Contains(name, "/state/") {
 		s.names[name]++
 	}
 	if strings.Contains(name, "/checkpoints/") {
@@ -61,16 +65,32 @@ func (s *stateReads) List(ctx context.Context, prefix, startAfter string) iter.S
 	return s.Bucket.List(ctx, prefix, startAfter)
 }
 
-// read returns how many distinct parts were read, and forgets them.
+// read returns how many distinct parts were read, and forgets them (and
+// the filters read).
 func (s *stateReads) read() int { return len(s.readNames()) }
 
-// readNames returns the names of the parts read, and forgets them.
+// readNames returns the names of the parts read, and forgets them (and
+// the filters read).
 func (s *stateReads) readNames() map[string]int {
+	parts, _ := s.take()
+	return parts
+}
+
+// readWithFilters returns how many distinct parts and token filters were
+// read, and forgets them.
+func (s *stateReads) readWithFilters() (parts, filters int) {
+	p, f := s.take()
+	return len(p), len(f)
+}
+
+// take returns the names of the parts and of the token filters read, and
+// forgets them.
+func (s *stateReads) take() (parts, filters map[string]int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	names := s.names
-	s.names = map[string]int{}
-	return names
+	parts, filters = s.names, s.filters
+	s.names, s.filters = map[string]int{}, map[string]int{}
+	return parts, filters
 }
 
 // checkpointsRead returns how many times a checkpoint was read, and
@@ -100,7 +120,14 @@ func checkpointedWorld(t *testing.T) (b *stateReads, publish func(from, to int64
 // checkpoint.
 func checkpointedWorldOf(t *testing.T, n int64) (b *stateReads, publish func(from, to int64)) {
 	t.Helper()
-	b = &stateReads{Bucket: localBucket(t), names: map[string]int{}}
+	return checkpointedWorldTokens(t, n, coldToken)
+}
+
+// checkpointedWorldTokens is checkpointedWorldOf with tick's token
+// token(tick).
+func checkpointedWorldTokens(t *testing.T, n int64, coldToken func(int64) string) (b *stateReads, publish func(from, to int64)) {
+	t.Helper()
+	b = &stateReads{Bucket: localBucket(t), names: map[string]int{}, filters: map[string]int{}}
 	c, epoch, err := index.CreateWorld(ctxT(t), b, "w", index.WorldCreate{WriterMode: index.ModeResumable, CreatedUnixMs: 1}, "writer", index.Options{NoCompactor: true})
 	if err != nil {
 		t.Fatal(err)
@@ -142,7 +169,7 @@ func coldToken(tick int64) string { return index.TickToken(tick, [16]byte{7}) }
 // A lookup of tokens/<token> of a token that names its tick, in a world
 // the mount has not loaded, reads the part holding the tick (and the
 // head's), as a lookup of the tick does; one its named tick does not
-// carry is looked for in every part.
+// carry is looked for in the parts whose token filters may hold it.
 func TestColdTokenLookupReadsItsPart(t *testing.T) {
 	b, _ := checkpointedWorld(t)
 	mt := testMount(t, b)
@@ -153,12 +180,86 @@ func TestColdTokenLookupReadsItsPart(t *testing.T) {
 	if n := b.read(); n != 2 {
 		t.Fatalf("a lookup of the token of tick 5000 read %d of the checkpoint's 4 parts; want 2 (its own and the head's)", n)
 	}
-	// Named ticks the token is not of: found nowhere, after every part.
+	// Named ticks the token is not of: found nowhere, after the named
+	// part and the filter of the one part not read yet.
 	if _, err := os.Lstat(mt.path("w", "tokens", index.TickToken(9000, [16]byte{8}))); !os.IsNotExist(err) {
 		t.Fatalf("a lookup of a token no tick carries: %v", err)
 	}
-	if n := b.read(); n != 4 {
-		t.Fatalf("a lookup of a token that its named tick does not carry read %d parts; want all 4", n)
+	if n, f := b.readWithFilters(); n != 1 || f != 1 {
+		t.Fatalf("a lookup of a token that its named tick does not carry read %d parts and %d token filters; want 1 (the named tick's) and 1 (part 0's)", n, f)
+	}
+}
+
+// oldToken is a token that does not name its tick, as those minted
+// before tokens named their tick.
+func oldToken(tick int64) string { return fmt.Sprintf("old-%d", tick) }
+
+// A lookup of tokens/<token> of a token that does not name its tick, in
+// a world the mount has not loaded, reads the token filters of the run's
+// parts and the parts they say may hold it (and the head's), not every
+// part; one no tick carries reads no part, and one published after the
+// checkpoint is found.
+func TestColdOldTokenLookupReadsItsCandidateParts(t *testing.T) {
+	b, _ := checkpointedWorldTokens(t, coldTicks, oldToken)
+	mt := testMount(t, b)
+	if got := xattr(t, mt.path("w", "tokens", oldToken(5000)), wfs.XattrTick); got != "5000" {
+		t.Fatalf("tokens/%s is tick %q, want 5000", oldToken(5000), got)
+	}
+	if n, f := b.readWithFilters(); n != 2 || f != 3 {
+		t.Fatalf("a lookup of the token of tick 5000 read %d of the checkpoint's 4 parts and %d token filters; want 2 (its own and the head's) and 3 (the others')", n, f)
+	}
+	if _, err := os.Lstat(mt.path("w", "tokens", "old-none")); !os.IsNotExist(err) {
+		t.Fatalf("a lookup of a token no tick carries: %v", err)
+	}
+	if n, f := b.readWithFilters(); n != 0 || f != 0 {
+		t.Fatalf("a lookup of a token no tick carries read %d parts and %d token filters; want none (the filters are held)", n, f)
+	}
+	if got := xattr(t, mt.path("w", "tokens", oldToken(coldTicks+1)), wfs.XattrTick); got != fmt.Sprint(coldTicks+1) {
+		t.Fatalf("tokens/%s is tick %q, want %d", oldToken(coldTicks+1), got, coldTicks+1)
+	}
+	if got := xattr(t, mt.path("w", "tokens", oldToken(100)), wfs.XattrTick); got != "100" {
+		t.Fatalf("tokens/%s is tick %q, want 100", oldToken(100), got)
+	}
+	if n, f := b.readWithFilters(); n != 1 || f != 0 {
+		t.Fatalf("lookups of the tokens of ticks %d and 100 read %d parts and %d token filters; want 1 (part 0) and none", coldTicks+1, n, f)
+	}
+}
+
+// A lookup of a token that does not name its tick, in a world whose
+// parts have no token filters (written by a worldfs that wrote none),
+// has every part as a candidate: past coldKeepParts of them it goes
+// through the world's catalog (the view), which the mount keeps and
+// refreshes, not a cold state it would load anew for each lookup. With
+// the filters it reads two parts and no catalog.
+func TestColdOldTokenLookupWithoutFiltersUsesTheCatalog(t *testing.T) {
+	const parts = 20
+	b, _ := checkpointedWorldTokens(t, parts*index.PartTicks, oldToken)
+	lookup := func() (resolved int64, read int) {
+		t.Helper()
+		mt := testMount(t, b)
+		before := mountStats(t, mt).Ops["resolve"].Count
+		b.read()
+		if got := xattr(t, mt.path("w", "tokens", oldToken(5000)), wfs.XattrTick); got != "5000" {
+			t.Fatalf("tokens/%s is tick %q, want 5000", oldToken(5000), got)
+		}
+		return mountStats(t, mt).Ops["resolve"].Count - before, b.read()
+	}
+	if resolved, read := lookup(); resolved != 0 || read != 2 {
+		t.Fatalf("with token filters: %d resolves through the catalog, %d parts read; want none and 2", resolved, read)
+	}
+	ctx := ctxT(t)
+	for a, err := range b.List(ctx, index.ShardPrefix("w"), "") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasSuffix(a.Name, ".tok") {
+			if err := bucket.DeleteOnce(ctx, b, a.Name, a.Generation); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if resolved, read := lookup(); resolved == 0 || read != parts {
+		t.Fatalf("without token filters: %d resolves through the catalog, %d parts read; want the catalog's, every part (%d)", resolved, read, parts)
 	}
 }
 
@@ -660,7 +761,7 @@ func ticksLookup(t *testing.T, mt *mounted) func(n int64) error {
 func summarizedWorld(t *testing.T, n int64) *stateReads {
 	t.Helper()
 	ctx := ctxT(t)
-	b := &stateReads{Bucket: localBucket(t), names: map[string]int{}}
+	b := &stateReads{Bucket: localBucket(t), names: map[string]int{}, filters: map[string]int{}}
 	c, epoch, err := index.CreateWorld(ctx, b, "w", index.WorldCreate{WriterMode: index.ModeResumable, CreatedUnixMs: 1}, "writer", index.Options{NoCompactor: true})
 	if err != nil {
 		t.Fatal(err)

@@ -788,9 +788,10 @@ func (c *collector) shards(ctx context.Context) error {
 	retention := max(c.opts.Retention, minShardRetention)
 	var dead []bucket.Attrs
 	for _, a := range shards {
-		// A shard's summary lives as long as its shard is named.
+		// A shard's summary and token filter live as long as their
+		// shard is named.
 		shard := a.Name
-		if s, ok := index.ShardOfSummary(a.Name); ok {
+		if s, ok := index.ShardOfSidecar(a.Name); ok {
 			shard = s
 		}
 		if !named[shard] && c.old(a.Created, retention) {

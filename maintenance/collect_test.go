@@ -413,9 +413,28 @@ func TestWorldCollectsByItself(t *testing.T) {
 	}
 }
 
-// A tick shard's summary lives as long as its shard: collection keeps the
-// summary of a shard a checkpoint names, past the retention, and deletes
-// the summary of a shard none names with the shard.
+// tokenFilters returns the token filters of world w's tick shards, by
+// the name of their shard.
+func tokenFilters(t *testing.T, b bucket.Bucket) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for a, err := range b.List(ctxT(t), index.ShardPrefix("w"), "") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if shard, ok := index.ShardOfSidecar(a.Name); ok {
+			if _, sum := index.ShardOfSummary(a.Name); !sum {
+				out[shard] = a.Name
+			}
+		}
+	}
+	return out
+}
+
+// A tick shard's summary and token filter live as long as their shard:
+// collection keeps the summary and filter of a shard a checkpoint names,
+// past the retention, and deletes those of a shard none names with the
+// shard.
 func TestCollectKeepsTheSummariesOfNamedShards(t *testing.T) {
 	ctx := ctxT(t)
 	b, _ := local.Open(t.TempDir())
@@ -477,6 +496,7 @@ func TestCollectKeepsTheSummariesOfNamedShards(t *testing.T) {
 	if len(first) != 1 || len(both) != 2 {
 		t.Fatalf("summaries %v, then %v; want one, then two", first, both)
 	}
+	filtersBefore := tokenFilters(t, b)
 	later := time.Now().Add(100 * maintenance.DefaultRetention)
 	_, seen := collect(t, b, later, false)
 	left := summaries()
@@ -485,5 +505,16 @@ func TestCollectKeepsTheSummariesOfNamedShards(t *testing.T) {
 	}
 	if shard, _ := index.ShardOfSummary(left[0]); seen[shard].Kind != "" {
 		t.Fatalf("the named shard %s was collected: %+v", shard, seen[shard])
+	}
+	// The token filters too: the unnamed shard's goes with it, the named
+	// shards' stay.
+	if n := len(filtersBefore); n != 3 {
+		t.Fatalf("token filters before collection %v; want those of the 3 tick shards written", filtersBefore)
+	}
+	filters := tokenFilters(t, b)
+	gone, _ := index.ShardOfSummary(first[0])
+	named, _ := index.ShardOfSummary(left[0])
+	if filters[gone] != "" || filters[named] == "" || len(filters) != 2 {
+		t.Fatalf("token filters left %v; want those of the 2 named tick shards (%s and the fresh tick's), not of %s", filters, named, gone)
 	}
 }

@@ -312,6 +312,30 @@ func TestViewsByATokenReadItsTicksPart(t *testing.T) {
 	}
 }
 
+// Views pinned by a token that does not name its tick (here, one of the
+// compacted ticks of world s) read the parts its token filters may hold
+// (index.Want.Token), not every tick: with the summarized shards 0 and 1
+// moved away, views of s by the token of tick 8500 (in shard 2, with the
+// fresh ticks) are the views at that tick.
+func TestViewsByAnOldTokenReadItsCandidateParts(t *testing.T) {
+	b := summarizedWorlds(t)
+	at := int64(8500)
+	want := viewAnswers(t, fullBuild(t, b, "s", wsql.Options{AtTick: &at, Dir: t.TempDir()}))
+	token := fmt.Sprintf("s-%08d", at)
+	if _, named := index.TokenTick(token); named {
+		t.Fatalf("token %s names a tick", token)
+	}
+	hide(t, b)
+	s, err := wsql.Build(ctxT(t), b, "s", wsql.Options{Token: token, Dir: t.TempDir()})
+	restore(t, b)
+	if err != nil {
+		t.Fatalf("views of s by the token of tick %d without the summarized shards: %v", at, err)
+	}
+	if got := viewAnswers(t, s); got != want {
+		t.Fatalf("views of s by the token of tick %d differ from those at the tick:\n%s", at, firstDiff(want, got))
+	}
+}
+
 // hide and restore move the summarized shards of world s away and back.
 func hide(t *testing.T, b *local.Bucket) { moveShards(t, b, "", ".away") }
 

@@ -242,13 +242,15 @@ func Build(ctx context.Context, b bucket.Bucket, world string, opts Options) (*S
 // (index.TokenTick) in the world, or, for a tick a fork inherits, in the
 // ancestor that published it: the visible tick of that number (as
 // index.View.Tick finds it, newest segment first), if it carries the
-// token. ok false if only every tick can tell (a token that names no
-// tick or another tick's, a world without a checkpoint): pinned then
-// finds it in the whole states (index.View.Token).
+// token. A token that names no tick, or another tick's, is looked up in
+// the world's parts its token filters name (filteredTick). ok false if
+// only every tick can tell (a world without a checkpoint, a fork's token
+// that names no tick of it, or one not found): pinned then finds it in
+// the whole states (index.View.Token).
 func namedTick(ctx context.Context, b bucket.Bucket, world string, opts Options) (int64, bool, error) {
 	n, ok := index.TokenTick(opts.Token)
 	if !ok {
-		return 0, false, nil
+		return filteredTick(ctx, b, world, opts)
 	}
 	upTo := int64(math.MaxInt64)
 	for w, run, seen := world, opts.Run, 0; n <= upTo && seen < maxLineage; seen++ {
@@ -262,7 +264,7 @@ func namedTick(ctx context.Context, b bucket.Bucket, world string, opts Options)
 		}
 		if found {
 			if t.CommitToken != opts.Token {
-				return 0, false, nil
+				return filteredTick(ctx, b, world, opts)
 			}
 			if opts.AtTick != nil {
 				n = min(n, *opts.AtTick)
@@ -276,6 +278,32 @@ func namedTick(ctx context.Context, b bucket.Bucket, world string, opts Options)
 		w, run, upTo = wd.Parent, wd.ForkRun, min(upTo, wd.ForkTick)
 	}
 	return 0, false, nil
+}
+
+// filteredTick is namedTick for a token whose name does not tell its
+// tick, in a world that is no fork: the lowest tick of the run that
+// carries it (index.View.Token's answer for a world without ancestors),
+// read from the parts whose token filters may hold it
+// (index.Want.Token). ok false for a fork (a token there may be an
+// ancestor's, under the lineage's rules), a world without a checkpoint,
+// or a token not found.
+func filteredTick(ctx context.Context, b bucket.Bucket, world string, opts Options) (int64, bool, error) {
+	p, _, err := index.LoadFor(ctx, b, world, index.Want{Run: opts.Run, From: 1, To: 0, Token: opts.Token, CheckpointOnly: true})
+	if err != nil || p == nil || p.World().Parent != "" || !p.World().Created {
+		return 0, false, err
+	}
+	t, found, err := p.TickByToken(opts.Run, opts.Token)
+	if errors.Is(err, index.ErrNotLoaded) || err == nil && !found {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	n := t.Tick
+	if opts.AtTick != nil {
+		n = min(n, *opts.AtTick)
+	}
+	return n, true, nil
 }
 
 // maxLineage bounds namedTick's walk up a fork's ancestors (a lineage that

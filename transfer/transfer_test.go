@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/worldfs/worldfs/bucket"
@@ -49,6 +50,10 @@ func source(t *testing.T) (bucket.Bucket, string) {
 		func(context.Context, engine.Subject) ([]engine.Outcome, error) {
 			return []engine.Outcome{{Criterion: "c", Verdict: engine.Pass}}, nil
 		}); err != nil {
+		t.Fatal(err)
+	}
+	// A checkpoint, with its parts' sidecars (a token filter each).
+	if _, err := w.Catalog().Checkpoint(ctx); err != nil {
 		t.Fatal(err)
 	}
 	w.Close()
@@ -156,7 +161,8 @@ func TestCopyRefusesAForkWithoutItsParent(t *testing.T) {
 //
 // Mutation: Options.WithLineage ignored (lineage never adds the parent)
 // fails the first copy with MissingParentError; plan leaving out
-// referencedAssets fails sameObjects on assets/sha256/….
+// referencedAssets fails sameObjects on assets/sha256/…; plan leaving out
+// the checkpoint parts' token filters (".tok") fails it on them.
 func TestCopyBetweenBucketKinds(t *testing.T) {
 	ctx := context.Background()
 	src, asset := source(t)
@@ -178,6 +184,15 @@ func TestCopyBetweenBucketKinds(t *testing.T) {
 	chain := []bucket.Bucket{src, lb, open("gs://one/w"), open("gs://two/copy"), mem.New(mem.Options{})}
 	if _, ok := objects(t, src)[asset]; !ok {
 		t.Fatalf("the source lacks the asset %s", asset)
+	}
+	filters := 0
+	for name := range objects(t, src) {
+		if _, ok := index.ShardOfSidecar(name); ok && strings.HasSuffix(name, ".tok") {
+			filters++
+		}
+	}
+	if filters == 0 {
+		t.Fatal("the source lacks a checkpoint part's token filter")
 	}
 	for i := 1; i < len(chain); i++ {
 		from, to := chain[i-1], chain[i]

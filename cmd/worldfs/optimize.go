@@ -65,12 +65,13 @@ func optimizeCmd() command {
 			if err != nil {
 				return err
 			}
-			// Summaries of the compacted stretches that a worldfs
-			// writing none left without (a views build reads them instead
-			// of every tick record).
-			sums, err := index.WriteSummaries(ctx, b, *world)
+			// Summaries of the compacted stretches and token filters
+			// that a worldfs writing none left without (a views build
+			// reads the summaries instead of every tick record, a lookup
+			// of a token that names no tick the filters).
+			sidecars, err := index.WriteSidecars(ctx, b, *world, false)
 			if err != nil {
-				return fmt.Errorf("world %s: tick shard summaries: %w", *world, err)
+				return fmt.Errorf("world %s: tick shard summaries and token filters: %w", *world, err)
 			}
 			// The tick indexes of the compacted files written before them
 			// (those compaction left as they were): a mount sizes their
@@ -84,7 +85,7 @@ func optimizeCmd() command {
 				return xerr
 			}
 			if *asJSON {
-				if err := json.NewEncoder(out).Encode(map[string]any{"world": *world, "run": *run, "windows": res.Windows, "summaries_written": sums,
+				if err := json.NewEncoder(out).Encode(map[string]any{"world": *world, "run": *run, "windows": res.Windows, "summaries_written": sidecars.Summaries, "token_filters_written": sidecars.TokenFilters,
 					"fact_shards": res.Facts, "refused": res.Refused, "files": res.Files, "files_replaced": res.FilesIn,
 					"rows": res.Rows, "bytes_read": res.BytesIn, "bytes_written": res.BytesOut, "tick_index_bytes": res.IndexBytes + xres.Bytes,
 					"tick_indexes_written": xres.Written, "tick_indexes_damaged": len(xres.Damaged), "seconds": secs,
@@ -96,8 +97,11 @@ func optimizeCmd() command {
 			fmt.Fprintf(out, "world %s run %s: %d windows and %d claim shards of facts compacted: %d files replace %d (%d rows, %s read, %s written, %s of tick indexes) in %.1f s (%.0f files/s, %.1f MB/s)",
 				*world, *run, res.Windows, res.Facts, res.Files, res.FilesIn, res.Rows, mib(res.BytesIn), mib(res.BytesOut), mib(res.IndexBytes),
 				secs, float64(res.FilesIn)/secs, float64(res.BytesIn)/1e6/secs)
-			if sums > 0 {
-				fmt.Fprintf(out, "; %d tick shard summaries written", sums)
+			if sidecars.Summaries > 0 {
+				fmt.Fprintf(out, "; %d tick shard summaries written", sidecars.Summaries)
+			}
+			if sidecars.TokenFilters > 0 {
+				fmt.Fprintf(out, "; %d tick shard token filters written", sidecars.TokenFilters)
 			}
 			if res.Refused > 0 {
 				fmt.Fprintf(out, "; %d windows changed meanwhile (a publish or another compactor) and were left", res.Refused)
@@ -114,18 +118,24 @@ func optimizeCmd() command {
 // tickIndexesDryRun prints how many compacted files of the run lack a
 // tick index (optimize would write them) and names the damaged indexes.
 func tickIndexesDryRun(ctx context.Context, b bucket.Bucket, cat *index.Catalog, world, run string, workers int, asJSON bool, out io.Writer) error {
+	sidecars, err := index.WriteSidecars(ctx, b, world, true)
+	if err != nil {
+		return fmt.Errorf("world %s: tick shard summaries and token filters: %w", world, err)
+	}
 	res, err := maintenance.WriteTickIndexes(ctx, b, cat, maintenance.TickIndexOptions{Run: run, Workers: workers, DryRun: true})
 	if err != nil && len(res.Damaged) == 0 {
 		return err
 	}
 	if asJSON {
 		if err := json.NewEncoder(out).Encode(map[string]any{"world": world, "run": run, "dry_run": true, "compacted_files": res.Files,
-			"tick_indexes_missing": res.Missing, "tick_indexes_damaged": len(res.Damaged), "tick_indexes_foreign": len(res.Foreign)}); err != nil {
+			"tick_indexes_missing": res.Missing, "tick_indexes_damaged": len(res.Damaged), "tick_indexes_foreign": len(res.Foreign),
+			"summaries_missing": sidecars.Summaries, "token_filters_missing": sidecars.TokenFilters}); err != nil {
 			return err
 		}
 		return err
 	}
-	fmt.Fprintf(out, "world %s run %s (dry run, nothing written): %d compacted files, %d without a tick index (optimize writes them)", world, run, res.Files, res.Missing)
+	fmt.Fprintf(out, "world %s run %s (dry run, nothing written): %d compacted files, %d without a tick index, %d tick shards without a summary, %d without a token filter (optimize writes them)",
+		world, run, res.Files, res.Missing, sidecars.Summaries, sidecars.TokenFilters)
 	if len(res.Foreign) > 0 {
 		fmt.Fprintf(out, "; %d with one another build wrote (left)", len(res.Foreign))
 	}
