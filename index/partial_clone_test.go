@@ -84,3 +84,30 @@ func TestPartialCloneRefreshesApart(t *testing.T) {
 		t.Fatalf("the refreshed copy, loaded for tick 100 (which the state copied from loaded meanwhile): %v", err)
 	}
 }
+
+// A copy of a partial state keeps the token filters it reads to itself:
+// the state it was copied from, which had read other filters before the
+// copy, reads those the copy read again.
+func TestPartialCloneKeepsItsOwnFilters(t *testing.T) {
+	ctx := ctxT(t)
+	b := &countingBucket{Bucket: memBucket()}
+	spanWorld(t, b, 3*tickShardSpan+100)
+	p, _, err := LoadFor(ctx, b, "w", Want{Run: "r", From: 5000, To: 5000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.TokenCandidates(ctx, "s", "s3"); err != nil { // run s's filter, before the copy
+		t.Fatal(err)
+	}
+	cp := p.Clone()
+	if _, err := cp.TokenCandidates(ctx, "r", "t101"); err != nil {
+		t.Fatal(err)
+	}
+	b.filters.Store(0)
+	if _, err := p.TokenCandidates(ctx, "r", "t101"); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.filters.Load(); n == 0 {
+		t.Fatal("the state copied from took the filters its copy read: it read none of run r's")
+	}
+}
