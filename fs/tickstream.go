@@ -76,7 +76,7 @@ func (m *Mount) openStream(ctx context.Context, d *ticksDir) (*tickStream, error
 	world, run, upTo := d.world, d.run, int64(math.MaxInt64)
 	for {
 		p, err := m.listingState(ctx, world, run)
-		if errors.Is(err, index.ErrNoWorld) && len(s.segs) > 0 {
+		if len(s.segs) > 0 && (errors.Is(err, index.ErrNoWorld) || err == nil && !p.World().Created) {
 			return nil, fmt.Errorf("world %s: ancestor %s does not exist: %w", d.world, world, index.ErrCorrupt)
 		}
 		if err != nil {
