@@ -112,6 +112,11 @@ func (m *Mount) ownTick(ctx context.Context, world, run string, n int64, held, e
 		if tk, ok := m.heldTick(world, run, n); ok {
 			return tickRef{World: world, Run: run, Tick: tk}, true, index.World{}, nil
 		}
+		// A fork's record never changes: a tick it inherits is its
+		// parent's, whatever the fork published since.
+		if w, ok := m.heldWorld(world); ok && inherited(w, n) {
+			return tickRef{}, false, w, nil
+		}
 	}
 	if t, ok, w, cold, err := m.coldTick(ctx, world, run, n, exact); err != nil || cold {
 		return t, ok, w, err
