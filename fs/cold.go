@@ -323,6 +323,24 @@ func (m *Mount) heldTick(world, run string, n int64) (*index.Tick, bool) {
 	return tk, err == nil && found
 }
 
+// heldWorld returns world's record from the cold state the mount holds
+// of it, however old (ok false: none held).
+func (m *Mount) heldWorld(world string) (index.World, bool) {
+	m.mu.Lock()
+	_, open := m.mu.cats[world]
+	cs := m.mu.colds[world]
+	m.mu.Unlock()
+	if open || cs == nil {
+		return index.World{}, false
+	}
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.p == nil {
+		return index.World{}, false
+	}
+	return cs.p.World(), true
+}
+
 // maxAge is how old a cold state may be to answer: exact, none; else
 // Freshness.
 func (m *Mount) maxAge(exact bool) time.Duration {

@@ -1019,7 +1019,7 @@ func (m *Mount) worldJSON(ctx context.Context, world string) ([]byte, error) {
 		}
 		parent := info.world.Parent
 		segRun, upTo = info.world.ForkRun, min(upTo, info.world.ForkTick)
-		if info, err = m.worldInfo(ctx, parent, segRun); errors.Is(err, index.ErrNoWorld) {
+		if info, err = m.worldInfo(ctx, parent, segRun); errors.Is(err, index.ErrNoWorld) || err == nil && !info.world.Created {
 			return nil, fmt.Errorf("world %s: ancestor %s does not exist: %w", world, parent, index.ErrCorrupt)
 		} else if err != nil {
 			return nil, err

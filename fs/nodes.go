@@ -395,6 +395,9 @@ func (d *ticksDir) OpendirHandle(ctx context.Context, _ uint32) (gofs.FileHandle
 	return s, 0, 0
 }
 
+// Lookup finds tick N by its name (TickName) or, for scripts written
+// before names were padded, by N in plain decimal: a symbolic link to the
+// padded name, which listings never show.
 func (d *ticksDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	start := time.Now()
 	defer d.m.stats.op("lookup", start)

@@ -86,7 +86,7 @@ func (m *Mount) lineageTick(ctx context.Context, world, run string, n int64, hel
 	var seen []string
 	for {
 		t, ok, w, err := m.ownTick(ctx, world, run, n, held, exact)
-		if len(seen) > 0 && errors.Is(err, index.ErrNoWorld) {
+		if len(seen) > 0 && (errors.Is(err, index.ErrNoWorld) || err == nil && !ok && !w.Created) {
 			return tickRef{}, false, fmt.Errorf("world %s: ancestor %s does not exist: %w", seen[0], world, index.ErrCorrupt)
 		}
 		if err != nil || ok || !inherited(w, n) {
@@ -96,7 +96,9 @@ func (m *Mount) lineageTick(ctx context.Context, world, run string, n int64, hel
 		if slices.Contains(seen, w.Parent) {
 			return tickRef{}, false, fmt.Errorf("world %s: lineage loops through %s: %w", seen[0], w.Parent, index.ErrCorrupt)
 		}
-		world, run, exact = w.Parent, w.ForkRun, false // a tick inherited was published before the fork
+		// The parent as exact as the fork: an open planned again at the
+		// tip (snapFile.plan) must see where compaction moved the rows.
+		world, run = w.Parent, w.ForkRun
 	}
 }
 
@@ -109,6 +111,11 @@ func (m *Mount) ownTick(ctx context.Context, world, run string, n int64, held, e
 	if held {
 		if tk, ok := m.heldTick(world, run, n); ok {
 			return tickRef{World: world, Run: run, Tick: tk}, true, index.World{}, nil
+		}
+		// A fork's record never changes: a tick it inherits is its
+		// parent's, whatever the fork published since.
+		if w, ok := m.heldWorld(world); ok && inherited(w, n) {
+			return tickRef{}, false, w, nil
 		}
 	}
 	if t, ok, w, cold, err := m.coldTick(ctx, world, run, n, exact); err != nil || cold {

@@ -76,7 +76,7 @@ func (m *Mount) openStream(ctx context.Context, d *ticksDir) (*tickStream, error
 	world, run, upTo := d.world, d.run, int64(math.MaxInt64)
 	for {
 		p, err := m.listingState(ctx, world, run)
-		if errors.Is(err, index.ErrNoWorld) && len(s.segs) > 0 {
+		if len(s.segs) > 0 && (errors.Is(err, index.ErrNoWorld) || err == nil && !p.World().Created) {
 			return nil, fmt.Errorf("world %s: ancestor %s does not exist: %w", d.world, world, index.ErrCorrupt)
 		}
 		if err != nil {
@@ -208,9 +208,15 @@ func (s *tickStream) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Er
 }
 
 // Seekdir restarts the listing and skips off entries (offsets are
-// positions; the kernel seeks only to an offset it was given).
+// positions; the kernel seeks only to an offset it was given). A segment
+// loaded anew mid-listing holds its first part and those read since, not
+// the ones between: each goes on from its first part, adding (Load reads
+// only what it lacks) the parts it reaches.
 func (s *tickStream) Seekdir(ctx context.Context, off uint64) syscall.Errno {
 	s.next, s.seg, s.pos, s.batch = math.MinInt64, 0, 0, s.batch[:0]
+	for _, sg := range s.segs {
+		sg.loadedTo = min(sg.loadedTo, index.PartTicks-1)
+	}
 	for s.pos < off {
 		if de, errno := s.Readdirent(ctx); errno != 0 || de == nil {
 			return errno

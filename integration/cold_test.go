@@ -842,3 +842,59 @@ func TestColdTablesListingReadsSummaries(t *testing.T) {
 		t.Fatalf("tables/ of the fork lists %v, want [t u]", got)
 	}
 }
+
+// A listing of ticks/ whose state was loaded anew after its checkpoint
+// was collected can still be rewound (rewinddir, or a seek the kernel
+// makes when a reply did not fit the reader's buffer): it lists every
+// tick again from the first, in order.
+func TestColdListingRewindsAfterItsCheckpoint(t *testing.T) {
+	const ticks = 5*index.PartTicks + 100
+	b, _ := checkpointedWorldOf(t, ticks)
+	mt := testMount(t, b)
+	fd, err := syscall.Open(mt.path("w", "runs", "main", "ticks"), syscall.O_RDONLY|syscall.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fd)
+	all := func() []string {
+		t.Helper()
+		var names []string
+		buf := make([]byte, 8192)
+		for {
+			n, err := syscall.Getdents(fd, buf)
+			if err != nil {
+				t.Fatalf("getdents after %d entries: %v", len(names), err)
+			}
+			if n == 0 {
+				return names
+			}
+			_, _, names = syscall.ParseDirent(buf[:n], -1, names)
+		}
+	}
+	// Read into part 2 (the listing has read parts 0..2), then replace
+	// part 4: the rest is read from a state loaded anew at part 3.
+	for read := 0; read < 3*index.PartTicks-1500; {
+		buf := make([]byte, 4096)
+		n, err := syscall.Getdents(fd, buf)
+		if err != nil || n == 0 {
+			t.Fatalf("getdents after %d entries: %d, %v", read, n, err)
+		}
+		c, _, _ := syscall.ParseDirent(buf[:n], -1, nil)
+		read += c
+	}
+	collectReplacedParts(t, b, func(c *index.Catalog) { moveRows(t, c, 4*index.PartTicks+50) })
+	all() // the rest, from a state loaded anew
+	// An entry's offset is its position (Readdirent): seek to the 11th.
+	if _, err := syscall.Seek(fd, 10, 0); err != nil {
+		t.Fatal(err)
+	}
+	names := all()
+	if len(names) != ticks+2-10 {
+		t.Fatalf("ticks/ listed from offset 10 %d entries, want %d", len(names), ticks+2-10)
+	}
+	for i, name := range names {
+		if name != wfs.TickName(int64(i+10)) {
+			t.Fatalf("entry %d is %s, want %s", i+10, name, wfs.TickName(int64(i+10)))
+		}
+	}
+}
