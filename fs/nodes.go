@@ -672,21 +672,20 @@ func (m *Mount) tableNames(ctx context.Context, world, run string, exact bool) (
 	return names, nil
 }
 
-// planningState is world's state for planning its files: its catalog's,
-// if the mount holds it open or world has no checkpoint; else its
-// compacted history as the summaries of its checkpoint's parts
-// (index.LoadSummarized), read now and not kept.
+// planningState is world's state for planning its files: if the mount
+// does not hold its catalog open, its compacted history as the summaries
+// of its checkpoint's parts, read now and not kept
+// (index.LoadSummarizedAtMost, decoding at most coldKeepParts parts
+// without one); else, or for a world without a checkpoint or whose
+// history is mostly not summarized, its catalog's, opened and kept.
 func (m *Mount) planningState(ctx context.Context, world string, exact bool) (*index.State, error) {
 	m.mu.Lock()
 	_, open := m.mu.cats[world]
 	m.mu.Unlock()
 	if !open {
-		s, info, err := index.LoadSummarized(finish(ctx), m.b, world)
-		if err != nil {
-			return nil, err
-		}
-		if info.CheckpointSeq > 0 {
-			return s, nil
+		s, _, err := index.LoadSummarizedAtMost(finish(ctx), m.b, world, coldKeepParts)
+		if !errors.Is(err, index.ErrUnsummarized) {
+			return s, err
 		}
 	}
 	return m.state(ctx, world, exact)

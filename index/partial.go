@@ -314,9 +314,31 @@ func (p *partial) checkRuns(s *State) error {
 // never for a writer: a state derived from it by Apply refuses entries on
 // ticks it does not hold (ErrNotLoaded).
 func LoadSummarized(ctx context.Context, b bucket.Bucket, world string) (*State, LoadInfo, error) {
+	return loadSummarized(ctx, b, world, -1)
+}
+
+// ErrUnsummarized: LoadSummarizedAtMost found that more of the history
+// than it was to decode has no summary (or there is no checkpoint): a
+// reader that keeps a whole state should load that instead.
+var ErrUnsummarized = errors.New("history without summaries")
+
+// LoadSummarizedAtMost is LoadSummarized that decodes at most decode tick
+// shards of the checkpoint (those without a summary): past that, or for a
+// world without a checkpoint, it fails with ErrUnsummarized after reading
+// the summaries only, before decoding any shard.
+func LoadSummarizedAtMost(ctx context.Context, b bucket.Bucket, world string, decode int) (*State, LoadInfo, error) {
+	return loadSummarized(ctx, b, world, decode)
+}
+
+// loadSummarized is LoadSummarized, decoding at most decode shards of the
+// checkpoint if decode is not negative (see LoadSummarizedAtMost).
+func loadSummarized(ctx context.Context, b bucket.Bucket, world string, decode int) (*State, LoadInfo, error) {
 	newest, _, err := newestCheckpoint(ctx, b, world)
 	if err != nil {
 		return nil, LoadInfo{}, fmt.Errorf("world %s: listing checkpoints: %w", world, err)
+	}
+	if newest == "" && decode >= 0 {
+		return nil, LoadInfo{}, fmt.Errorf("world %s: no checkpoint: %w", world, ErrUnsummarized)
 	}
 	if newest == "" {
 		return Load(ctx, b, world)
@@ -342,6 +364,9 @@ func LoadSummarized(ctx context.Context, b bucket.Bucket, world string) (*State,
 			if sum != nil {
 				p.sums[ticks[i].key()] = sum
 			}
+		}
+		if unsummarized := len(ticks) - len(p.sums); decode >= 0 && unsummarized > decode {
+			return nil, fmt.Errorf("world %s: %d of checkpoint %s's %d tick parts have no summary: %w", world, unsummarized, newest, len(ticks), ErrUnsummarized)
 		}
 		return func(r shardRef) bool { return p.sums[r.key()] == nil }, nil
 	})

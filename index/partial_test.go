@@ -110,8 +110,8 @@ func partialAlike(full *State, p *Partial, want Want) (refused int, err error) {
 	return refused, nil
 }
 
-// countingBucket counts the checkpoint shards (and summaries), token
-// filters and checkpoints read.
+// countingBucket counts the checkpoint shards (not their summaries), the
+// token filters and the checkpoints read.
 type countingBucket struct {
 	bucket.Bucket
 	shards, filters, checkpoints atomic.Int64
@@ -121,6 +121,7 @@ func (c *countingBucket) Get(ctx context.Context, name string) ([]byte, bucket.A
 	switch {
 	case strings.HasSuffix(name, tokenFilterSuffix):
 		c.filters.Add(1)
+	case strings.HasSuffix(name, summarySuffix):
 	case strings.Contains(name, "/state/"):
 		c.shards.Add(1)
 	}

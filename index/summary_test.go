@@ -242,3 +242,32 @@ func TestVerifyCatalogComparesSummaries(t *testing.T) {
 		t.Fatalf("the check of a world with a misleading summary: %+v, %v; want one problem", chk, err)
 	}
 }
+
+// LoadSummarizedAtMost decodes at most the parts it is given leave to: a
+// history mostly without summaries, or a world without a checkpoint,
+// fails with ErrUnsummarized before any part is decoded; within the
+// bound it loads what LoadSummarized loads.
+func TestLoadSummarizedAtMost(t *testing.T) {
+	ctx := ctxT(t)
+	b := &countingBucket{Bucket: memBucket()}
+	spanWorld(t, b, 3*tickShardSpan+100) // five tick parts, none summarized
+	b.shards.Store(0)
+	if _, _, err := LoadSummarizedAtMost(ctx, b, "w", 2); !errors.Is(err, ErrUnsummarized) || b.shards.Load() != 0 {
+		t.Fatalf("at most 2 of 5 parts without summaries: %v, %d parts decoded; want ErrUnsummarized and none", err, b.shards.Load())
+	}
+	got, _, err := LoadSummarizedAtMost(ctx, b, "w", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _, err := LoadSummarized(ctx, b, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := diff(got, want); d != "" {
+		t.Fatalf("within the bound, a load differs from LoadSummarized's: %s", d)
+	}
+	newWorld(t, b, "young", Options{NoCompactor: true})
+	if _, _, err := LoadSummarizedAtMost(ctx, b, "young", 10); !errors.Is(err, ErrUnsummarized) {
+		t.Fatalf("a world without a checkpoint: %v; want ErrUnsummarized", err)
+	}
+}

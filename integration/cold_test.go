@@ -898,3 +898,28 @@ func TestColdListingRewindsAfterItsCheckpoint(t *testing.T) {
 		}
 	}
 }
+
+// A listing of tables/ of a long world whose history is mostly not
+// compacted (no summaries) opens its catalog and keeps it, as before
+// summaries: the first listing decodes its parts once, a second none.
+func TestTablesListingOfAnUncompactedWorldKeepsItsCatalog(t *testing.T) {
+	const parts = 20
+	b, _ := checkpointedWorldOf(t, parts*index.PartTicks)
+	mt := testMount(t, b)
+	dir := mt.path("w", "runs", "main", "tables")
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []int{parts, 0} {
+		b.read()
+		if got := ls(t, dir); !slices.Equal(got, []string{"t"}) {
+			t.Fatalf("tables/ lists %v, want [t]", got)
+		}
+		if n := b.read(); n < want || want == 0 && n != 0 {
+			t.Fatalf("listing %d of tables/ of a world of %d parts without summaries decoded %d parts; want %d", i+1, parts, n, want)
+		}
+	}
+	if st := mountStats(t, mt); st.CatalogsOpen != 1 {
+		t.Fatalf("%d catalogs open; want the world's, kept", st.CatalogsOpen)
+	}
+}
