@@ -18,21 +18,7 @@ func TestLineageMissingAncestorIsEIO(t *testing.T) {
 	b := mem.New(mem.Options{})
 	for _, cp := range []bool{false, true} {
 		name := fmt.Sprintf("f%v", cp)
-		c, epoch, err := index.CreateWorld(ctx, b, name, index.WorldCreate{Parent: "ghost", ForkRun: "main", ForkTick: 5, WriterMode: index.ModeResumable}, "writer", index.Options{NoCompactor: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		tok := name + "-7"
-		if _, err := c.Commit(ctx, index.Entry{Kind: index.KindTickPublish, TickPublish: &index.TickPublish{Run: "main", Tick: 7, CommitToken: tok, WriterEpoch: epoch,
-			Tables: []index.TableFragments{{Table: "t", Fragments: []index.Fragment{{Path: index.FragmentPath(name, "main", "t", tok, 0), Rows: 1}}}}}}); err != nil {
-			t.Fatal(err)
-		}
-		if cp {
-			if _, err := c.Checkpoint(ctx); err != nil {
-				t.Fatal(err)
-			}
-		}
-		c.Close()
+		buildLineage(t, b, []lineageWorld{{name: name, parent: "ghost", at: 5, own: map[string][]int64{"main": {7}}, checkpoint: cp}})
 		if _, err := index.OpenView(ctx, index.LoadFrom(b), name, "main"); Errno(err) != syscall.EIO {
 			t.Fatalf("%s: index.OpenView: %v; the test assumes it is EIO", name, err)
 		}
@@ -43,7 +29,7 @@ func TestLineageMissingAncestorIsEIO(t *testing.T) {
 				t.Errorf("%s: %s: %v (errno %v), want EIO", name, what, err, Errno(err))
 			}
 		}
-		_, _, err = m.tick(ctx, name, "main", 3)
+		_, _, err := m.tick(ctx, name, "main", 3)
 		check("inherited tick 3", err)
 		_, _, err = m.head(ctx, name, "other")
 		check("head of run other", err)

@@ -2,7 +2,6 @@ package fs
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -13,7 +12,6 @@ import (
 	"github.com/worldfs/worldfs/bucket/mem"
 	"github.com/worldfs/worldfs/cache"
 	"github.com/worldfs/worldfs/engine/enginetest"
-	"github.com/worldfs/worldfs/index"
 )
 
 // worldReads counts the bucket calls that read world f's objects and
@@ -36,31 +34,10 @@ func (c *worldReads) Fault(_ faulty.Op, name string) faulty.Fault {
 func TestColdLookupOfAnInheritedTickReadsNothing(t *testing.T) {
 	ctx := context.Background()
 	b := mem.New(mem.Options{})
-	for _, w := range []struct {
-		name, parent string
-		at           int64
-		ticks        []int64
-	}{{"gp", "", 0, span(0, 20)}, {"f", "gp", 10, []int64{11}}} {
-		create := index.WorldCreate{Parent: w.parent, ForkTick: w.at, WriterMode: index.ModeResumable}
-		if w.parent != "" {
-			create.ForkRun = "main"
-		}
-		c, epoch, err := index.CreateWorld(ctx, b, w.name, create, "writer", index.Options{NoCompactor: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, n := range w.ticks {
-			tok := fmt.Sprintf("%s-%d", w.name, n)
-			if _, err := c.Commit(ctx, index.Entry{Kind: index.KindTickPublish, TickPublish: &index.TickPublish{Run: "main", Tick: n, CommitToken: tok, WriterEpoch: epoch,
-				Tables: []index.TableFragments{{Table: "t", Fragments: []index.Fragment{{Path: index.FragmentPath(w.name, "main", "t", tok, 0), Rows: 1}}}}}}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if _, err := c.Checkpoint(ctx); err != nil {
-			t.Fatal(err)
-		}
-		c.Close()
-	}
+	buildLineage(t, b, []lineageWorld{
+		{name: "gp", own: map[string][]int64{"main": span(0, 20)}, checkpoint: true},
+		{name: "f", parent: "gp", at: 10, own: map[string][]int64{"main": {11}}, checkpoint: true},
+	})
 	reads := &worldReads{}
 	ca, _ := cache.Open(t.TempDir(), cache.Options{})
 	m, err := New(struct{ bucket.Bucket }{faulty.Wrap(b, reads)}, Options{Cache: ca, BucketID: "test", Writer: enginetest.Quiet, Freshness: time.Nanosecond})
