@@ -13,12 +13,13 @@ import (
 	"github.com/worldfs/worldfs/engine/enginetest"
 )
 
-// tickIndexFiles returns the tick indexes under the local bucket dir.
-func tickIndexFiles(t *testing.T, dir string) []string {
+// filesEnding returns the files under the local bucket dir whose names
+// end with suffix.
+func filesEnding(t *testing.T, dir, suffix string) []string {
 	t.Helper()
 	var out []string
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && strings.HasSuffix(p, ".ticks2") {
+		if err == nil && strings.HasSuffix(p, suffix) {
 			out = append(out, p)
 		}
 		return err
@@ -27,6 +28,47 @@ func tickIndexFiles(t *testing.T, dir string) []string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// optimizeRefills removes world w's files ending with suffix from the
+// local bucket dir and checks that optimize --dry-run counts them as
+// <what>_missing and writes none, then that optimize writes them again
+// (<what>_written), byte for byte. It returns them, by path.
+func optimizeRefills(t *testing.T, dir, suffix, what string) map[string][]byte {
+	t.Helper()
+	written := map[string][]byte{}
+	for _, p := range filesEnding(t, dir, suffix) {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		written[p] = data
+		if err := os.Remove(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(written) == 0 {
+		t.Fatalf("no %s file to remove", suffix)
+	}
+	var res map[string]any
+	count := func(key string) int {
+		n, _ := res[key].(float64)
+		return int(n)
+	}
+	code, out, stderr := cli(t, "optimize", "--bucket", dir, "--world", "w", "--dry-run", "--json")
+	if err := json.Unmarshal([]byte(out), &res); code != 0 || err != nil || count(what+"_missing") != len(written) || len(filesEnding(t, dir, suffix)) != 0 {
+		t.Fatalf("optimize --dry-run: exit %d, %v, %+v; want %d %s missing, none written\n%s%s", code, err, res, len(written), what, out, stderr)
+	}
+	code, out, stderr = cli(t, "optimize", "--bucket", dir, "--world", "w", "--json")
+	if err := json.Unmarshal([]byte(out), &res); code != 0 || err != nil || count(what+"_written") != len(written) {
+		t.Fatalf("optimize: exit %d, %v, %+v; want %d %s written\n%s%s", code, err, res, len(written), what, out, stderr)
+	}
+	for p, want := range written {
+		if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("%s: not the %s written before (%v)", p, what, err)
+		}
+	}
+	return written
 }
 
 // worldfs optimize gives each compacted file without a tick index the one
@@ -43,38 +85,9 @@ func TestOptimizeWritesMissingTickIndexes(t *testing.T) {
 	if code, out, stderr := cli(t, "optimize", "--bucket", dir, "--world", "w", "--recent", "8"); code != 0 {
 		t.Fatalf("optimize: exit %d\n%s%s", code, out, stderr)
 	}
-	written := map[string][]byte{}
-	for _, p := range tickIndexFiles(t, dir) {
-		data, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		written[p] = data
-		if err := os.Remove(p); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if len(written) == 0 {
-		t.Fatal("optimize wrote no tick index")
-	}
-	var res struct {
-		Missing int `json:"tick_indexes_missing"`
-		Written int `json:"tick_indexes_written"`
-	}
-	code, out, stderr := cli(t, "optimize", "--bucket", dir, "--world", "w", "--dry-run", "--json")
-	if err := json.Unmarshal([]byte(out), &res); code != 0 || err != nil || res.Missing != len(written) || len(tickIndexFiles(t, dir)) != 0 {
-		t.Fatalf("optimize --dry-run: exit %d, %v, %+v; want %d missing, none written\n%s%s", code, err, res, len(written), out, stderr)
-	}
-	code, out, stderr = cli(t, "optimize", "--bucket", dir, "--world", "w", "--json")
-	if err := json.Unmarshal([]byte(out), &res); code != 0 || err != nil || res.Written != len(written) {
-		t.Fatalf("optimize: exit %d, %v, %+v; want %d written\n%s%s", code, err, res, len(written), out, stderr)
-	}
+	written := optimizeRefills(t, dir, ".ticks2", "tick_indexes")
 	var damaged string
-	for p, want := range written {
-		got, err := os.ReadFile(p)
-		if err != nil || !bytes.Equal(got, want) {
-			t.Fatalf("%s: not the index compaction wrote (%v)", p, err)
-		}
+	for p := range written {
 		damaged = p
 	}
 	bad := bytes.Clone(written[damaged])
@@ -85,7 +98,7 @@ func TestOptimizeWritesMissingTickIndexes(t *testing.T) {
 	if err := os.WriteFile(damaged, bad, 0o444); err != nil {
 		t.Fatal(err)
 	}
-	code, out, stderr = cli(t, "optimize", "--bucket", dir, "--world", "w")
+	code, out, stderr := cli(t, "optimize", "--bucket", dir, "--world", "w")
 	if got, _ := os.ReadFile(damaged); code != exitFailed || !strings.Contains(stderr, filepath.Base(filepath.Dir(damaged))) || !bytes.Equal(got, bad) {
 		t.Fatalf("optimize with a damaged index: exit %d, index left: %v\n%s%s", code, bytes.Equal(got, bad), out, stderr)
 	}
@@ -104,48 +117,5 @@ func TestOptimizeWritesMissingTokenFilters(t *testing.T) {
 	if code, out, stderr := cli(t, "optimize", "--bucket", dir, "--world", "w"); code != 0 {
 		t.Fatalf("optimize: exit %d\n%s%s", code, out, stderr)
 	}
-	filters := func() []string {
-		var out []string
-		err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-			if err == nil && strings.HasSuffix(p, ".tok") {
-				out = append(out, p)
-			}
-			return err
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return out
-	}
-	written := map[string][]byte{}
-	for _, p := range filters() {
-		data, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		written[p] = data
-		if err := os.Remove(p); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if len(written) == 0 {
-		t.Fatal("no token filter written with the world's checkpoint")
-	}
-	var res struct {
-		Missing int `json:"token_filters_missing"`
-		Written int `json:"token_filters_written"`
-	}
-	code, out, stderr := cli(t, "optimize", "--bucket", dir, "--world", "w", "--dry-run", "--json")
-	if err := json.Unmarshal([]byte(out), &res); code != 0 || err != nil || res.Missing != len(written) || len(filters()) != 0 {
-		t.Fatalf("optimize --dry-run: exit %d, %v, %+v; want %d missing, none written\n%s%s", code, err, res, len(written), out, stderr)
-	}
-	code, out, stderr = cli(t, "optimize", "--bucket", dir, "--world", "w", "--json")
-	if err := json.Unmarshal([]byte(out), &res); code != 0 || err != nil || res.Written != len(written) {
-		t.Fatalf("optimize: exit %d, %v, %+v; want %d written\n%s%s", code, err, res, len(written), out, stderr)
-	}
-	for p, want := range written {
-		if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, want) {
-			t.Fatalf("%s: not the filter the checkpoint wrote (%v)", p, err)
-		}
-	}
+	optimizeRefills(t, dir, ".tok", "token_filters")
 }
