@@ -21,7 +21,8 @@ import (
 // shards, the slots after the newest) is first copied into another bucket,
 // which the loads then read: "gcs" (or another mem.Profiles name) a memory
 // bucket with that latency model, "fake-gcs" the real GCS client against
-// an in-process fake GCS server (gcstest).
+// an in-process fake GCS server (gcstest). WORLDFS_BENCH_LOAD=summarized
+// times index.LoadSummarized instead (what the views plan from).
 //
 //	WORLDFS_BENCH_BUCKET=/dev/shm/copy WORLDFS_BENCH_WORLD=bench-history-100000x4x50 \
 //	  go test ./index -run '^$' -bench LoadWorld -count 10
@@ -56,8 +57,16 @@ func BenchmarkLoadWorld(b *testing.B) {
 		copyCatalog(b, ctx, bk, world, mem.Open(name, mem.Options{}))
 		bk = mem.Open(name, mem.Options{Profile: profile})
 	}
+	load := index.Load
+	switch how := os.Getenv("WORLDFS_BENCH_LOAD"); how {
+	case "":
+	case "summarized":
+		load = index.LoadSummarized
+	default:
+		b.Fatalf("WORLDFS_BENCH_LOAD=%s: only summarized, or unset for a whole load", how)
+	}
 	for b.Loop() {
-		if _, _, err := index.Load(ctx, bk, world); err != nil {
+		if _, _, err := load(ctx, bk, world); err != nil {
 			b.Fatal(err)
 		}
 	}

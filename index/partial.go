@@ -351,7 +351,7 @@ func loadSummarized(ctx context.Context, b bucket.Bucket, world string, decode i
 			}
 		}
 		sums := make([]*tickSummary, len(ticks))
-		err := parallel(ctx, len(ticks), func(i int) error {
+		err := parallelReads(ctx, len(ticks), func(i int) error {
 			var err error
 			sums[i], err = readSummary(ctx, b, world, newest, ticks[i])
 			return err

@@ -212,7 +212,7 @@ func (p *partial) candidates(ctx context.Context, s *State, run, token string) (
 		}
 	}
 	fs := make([]*tokenFilter, len(unread))
-	err := parallel(ctx, len(unread), func(i int) error {
+	err := parallelReads(ctx, len(unread), func(i int) error {
 		var err error
 		fs[i], err = readTokenFilter(ctx, p.b, p.cp.World.ID, p.name, unread[i])
 		return err
