@@ -200,13 +200,8 @@ func appendCSVValue(dst []byte, v parquet.Value) []byte {
 // appendCSVFloat appends f in the shortest form that reads back as f
 // (bits 32 or 64), as DuckDB writes it.
 func appendCSVFloat(dst []byte, f float64, bits int) []byte {
-	switch {
-	case math.IsNaN(f):
-		return append(dst, "nan"...)
-	case math.IsInf(f, 1):
-		return append(dst, "inf"...)
-	case math.IsInf(f, -1):
-		return append(dst, "-inf"...)
+	if word := nonFinite(f, false); word != "" {
+		return append(dst, word...)
 	}
 	at := len(dst)
 	dst = strconv.AppendFloat(dst, f, 'g', -1, bits)
@@ -216,6 +211,23 @@ func appendCSVFloat(dst []byte, f float64, bits int) []byte {
 		}
 	}
 	return append(dst, ".0"...)
+}
+
+// nonFinite is how DuckDB writes f if it is not a finite number: nan
+// (-nan with its sign bit set, if signedNaN), inf or -inf; "" for a
+// finite f.
+func nonFinite(f float64, signedNaN bool) string {
+	switch {
+	case math.IsNaN(f) && signedNaN && math.Signbit(f):
+		return "-nan"
+	case math.IsNaN(f):
+		return "nan"
+	case math.IsInf(f, 1):
+		return "inf"
+	case math.IsInf(f, -1):
+		return "-inf"
+	}
+	return ""
 }
 
 // appendCSVString appends s, quoted (with quotes doubled) if it is empty

@@ -2,7 +2,6 @@ package frame
 
 import (
 	"fmt"
-	"math"
 	"slices"
 	"strconv"
 
@@ -100,15 +99,8 @@ func b2i(b bool) int {
 // in -4..15, else in exponent form with at least two exponent digits
 // (1e+16, 1.5e-05); nan (-nan with its sign bit set), inf and -inf.
 func appendSQLFloat(dst []byte, f float64, bits int) []byte {
-	switch {
-	case math.IsNaN(f) && math.Signbit(f):
-		return append(dst, "-nan"...)
-	case math.IsNaN(f):
-		return append(dst, "nan"...)
-	case math.IsInf(f, 1):
-		return append(dst, "inf"...)
-	case math.IsInf(f, -1):
-		return append(dst, "-inf"...)
+	if word := nonFinite(f, true); word != "" {
+		return append(dst, word...)
 	}
 	at := len(dst)
 	dst = strconv.AppendFloat(dst, f, 'e', -1, bits)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -179,4 +180,71 @@ func commitEach(t *testing.T, c *Catalog, es ...Entry) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// newestShards returns the name of world w's newest checkpoint in b and
+// the shards it lists.
+func newestShards(t testing.TB, b bucket.Bucket) (string, []shardRef) {
+	t.Helper()
+	ctx := ctxT(t)
+	name, _, err := newestCheckpoint(ctx, b, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := readCheckpoint(ctx, b, "w", name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return name, cp.Shards
+}
+
+// tickShardOf returns tick shard n of run among shards.
+func tickShardOf(t testing.TB, shards []shardRef, run string, n int64) shardRef {
+	t.Helper()
+	i := slices.IndexFunc(shards, func(r shardRef) bool { return r.Kind == "t" && r.Run == run && r.N == n })
+	if i < 0 {
+		t.Fatalf("the checkpoint lists no tick shard %d of run %s", n, run)
+	}
+	return shards[i]
+}
+
+// loadThenWrite loads world w of b for want (LoadFor) and opens a
+// catalog of w to commit after it (closed when the test ends).
+func loadThenWrite(t *testing.T, b bucket.Bucket, want Want) (*Partial, *Catalog) {
+	t.Helper()
+	ctx := ctxT(t)
+	p, _, err := LoadFor(ctx, b, "w", want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Open(ctx, b, "w", Options{NoCompactor: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return p, c
+}
+
+// moveRows is a rewrite of tick's Position fragment of run r at c's tip
+// into another file, as maintenance moves rows.
+func moveRows(t *testing.T, c *Catalog, tick int64) Entry {
+	t.Helper()
+	old := tablesOf(t, mustTick(t, c.Tip(), "r", tick))[0].Fragments
+	return Entry{Kind: KindFragmentsRewrite, Rewrite: &FragmentsRewrite{Run: "r", Tick: tick, Table: "Position",
+		Old: []string{old[0].Path}, New: []Fragment{{Path: fmt.Sprintf("data/w/r/position/m%d/0.parquet", tick), Rows: old[0].Rows, Bytes: 1, Digest: "d-m"}}}}
+}
+
+// forkAtFour makes world "parent", which publishes ticks 3 and 4 of
+// main, and world "f" forked from it at tick 4, and returns f's catalog
+// and epoch (the catalog closed when the test ends).
+func forkAtFour(t *testing.T, b bucket.Bucket) (*Catalog, int64) {
+	t.Helper()
+	parent, pe := newWorld(t, b, "parent", Options{NoCompactor: true})
+	commitEach(t, parent, ownPublish("parent", "main", 3, "p3", pe), ownPublish("parent", "main", 4, "p4", pe))
+	c, fe, err := CreateWorld(ctxT(t), b, "f", WorldCreate{Parent: "parent", ForkRun: "main", ForkTick: 4}, "f", Options{NoCompactor: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c, fe
 }

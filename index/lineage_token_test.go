@@ -87,13 +87,7 @@ func TestViewTokenOfAForkFollowsTheNamedRule(t *testing.T) {
 func TestForkPublishesOnlyPastItsForkPoint(t *testing.T) {
 	ctx := ctxT(t)
 	b := memBucket()
-	parent, pe := newWorld(t, b, "parent", Options{NoCompactor: true})
-	commitEach(t, parent, ownPublish("parent", "main", 3, "p3", pe), ownPublish("parent", "main", 4, "p4", pe))
-	c, fe, err := CreateWorld(ctx, b, "f", WorldCreate{Parent: "parent", ForkRun: "main", ForkTick: 4}, "f", Options{NoCompactor: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, fe := forkAtFour(t, b)
 	for _, tick := range []int64{3, 4} {
 		for _, run := range []string{"main", "other"} {
 			if _, err := c.Commit(ctx, ownPublish("f", run, tick, "f"+strconv.FormatInt(tick, 10), fe)); !errors.Is(err, ErrRefused) {

@@ -16,27 +16,17 @@ func TestPartialCloneRefreshesApart(t *testing.T) {
 	n := 3*tickShardSpan + 100
 	spanWorld(t, b, n)
 	want := Want{Run: "r", From: 5000, To: 5000, Head: true}
-	p, _, err := LoadFor(ctx, b, "w", want)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, c := loadThenWrite(t, b, want)
 	before, _, err := Load(ctx, b, "w")
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := Open(ctx, b, "w", Options{NoCompactor: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
 	epoch := before.World.Epoch
 	for i := range int64(20) {
 		commitEach(t, c, publish("r", int64(n)+i, fmt.Sprint("tail", i), epoch))
 	}
 	// A rewrite in shard 2, which neither holds: the refresh reads it.
-	old := tablesOf(t, mustTick(t, c.Tip(), "r", 9000))[0].Fragments
-	commitEach(t, c, Entry{Kind: KindFragmentsRewrite, Rewrite: &FragmentsRewrite{Run: "r", Tick: 9000, Table: "Position",
-		Old: []string{old[0].Path}, New: []Fragment{{Path: "data/w/r/position/m9000/0.parquet", Rows: old[0].Rows, Bytes: 1, Digest: "d-m"}}}})
+	commitEach(t, c, moveRows(t, c, 9000))
 	at := p.Seq()
 	cp := p.Clone()
 	var wg sync.WaitGroup

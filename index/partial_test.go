@@ -327,18 +327,10 @@ func TestPartialLoadShardUnavailable(t *testing.T) {
 	ctx := ctxT(t)
 	b := memBucket()
 	spanWorld(t, b, 3*tickShardSpan+100)
-	name, _, err := newestCheckpoint(ctx, b, "w")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cp, err := readCheckpoint(ctx, b, "w", name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	i := slices.IndexFunc(cp.Shards, func(r shardRef) bool { return r.Kind == "t" && r.Run == "r" && r.N == 0 })
-	f := &failingShard{Bucket: b, name: ShardName("w", cp.Shards[i].Hash)}
+	_, shards := newestShards(t, b)
+	f := &failingShard{Bucket: b, name: ShardName("w", tickShardOf(t, shards, "r", 0).Hash)}
 	// Shard 0 holds tick 5, which the log after the checkpoint rewrites.
-	_, _, err = LoadFor(ctx, f, "w", Want{Run: "r", From: 5000, To: 5000})
+	_, _, err := LoadFor(ctx, f, "w", Want{Run: "r", From: 5000, To: 5000})
 	if !errors.Is(err, bucket.ErrUnavailable) || errors.Is(err, ErrCorrupt) {
 		t.Fatalf("a partial load whose tail's shard cannot be read: %v", err)
 	}
@@ -439,21 +431,9 @@ func TestPartialLoadCheckpointOnly(t *testing.T) {
 // w's newest checkpoint.
 func flipTickShard(t *testing.T, b bucket.Bucket, run string, n int64) {
 	t.Helper()
-	ctx := ctxT(t)
-	name, _, err := newestCheckpoint(ctx, b, "w")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cp, err := readCheckpoint(ctx, b, "w", name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	i := slices.IndexFunc(cp.Shards, func(r shardRef) bool { return r.Kind == "t" && r.Run == run && r.N == n })
-	if i < 0 {
-		t.Fatalf("the checkpoint lists no tick shard %d of run %s", n, run)
-	}
-	shard := ShardName("w", cp.Shards[i].Hash)
-	data, _, err := b.Get(ctx, shard)
+	_, shards := newestShards(t, b)
+	shard := ShardName("w", tickShardOf(t, shards, run, n).Hash)
+	data, _, err := b.Get(ctxT(t), shard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -474,21 +454,9 @@ func TestPartialRefreshReadsTheTail(t *testing.T) {
 	n := 3*tickShardSpan + 100 // shards 0..3 of run r
 	full := spanWorld(t, b, n)
 	want := Want{Run: "r", From: 5000, To: 5000, Head: true}
-	p, _, err := LoadFor(ctx, b, "w", want)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := Open(ctx, b, "w", Options{NoCompactor: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	p, c := loadThenWrite(t, b, want)
 	epoch := full.World.Epoch
-	rewrite := func(tick int64) Entry {
-		old := tablesOf(t, mustTick(t, c.Tip(), "r", tick))[0].Fragments
-		return Entry{Kind: KindFragmentsRewrite, Rewrite: &FragmentsRewrite{Run: "r", Tick: tick, Table: "Position",
-			Old: []string{old[0].Path}, New: []Fragment{{Path: fmt.Sprintf("data/w/r/position/m%d/0.parquet", tick), Rows: old[0].Rows, Bytes: 1, Digest: "d-m"}}}}
-	}
+	rewrite := func(tick int64) Entry { return moveRows(t, c, tick) }
 	// A rewrite in shard 2, which p lacks, and two ticks after the head.
 	commitEach(t, c, rewrite(9000), publish("r", int64(n+3), "tail3", epoch), publish("r", int64(n+4), "tail4", epoch))
 	b.shards.Store(0)
@@ -540,20 +508,12 @@ func TestPartialRefreshReadsTheTail(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	old, _, err := newestCheckpoint(ctx, b, "w")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, old := newestShards(t, b)
 	commitEach(t, c, rewrite(100)) // shard 0, which p lacks
 	if _, err := c.Checkpoint(ctx); err != nil {
 		t.Fatal(err)
 	}
-	cp, err := readCheckpoint(ctx, b, "w", old)
-	if err != nil {
-		t.Fatal(err)
-	}
-	i := slices.IndexFunc(cp.Shards, func(r shardRef) bool { return r.Kind == "t" && r.Run == "r" && r.N == 0 })
-	shard := ShardName("w", cp.Shards[i].Hash)
+	shard := ShardName("w", tickShardOf(t, old, "r", 0).Hash)
 	a, err := b.Stat(ctx, shard)
 	if err != nil {
 		t.Fatal(err)

@@ -32,15 +32,7 @@ func TestPartialRefreshOfALongTailReloads(t *testing.T) {
 	ctx := ctxT(t)
 	b := &slotReads{Bucket: memBucket()}
 	spanWorld(t, b, 100)
-	p, _, err := LoadFor(ctx, b, "w", Want{Run: "r", From: 5, To: 5})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := Open(ctx, b, "w", Options{NoCompactor: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	p, c := loadThenWrite(t, b, Want{Run: "r", From: 5, To: 5})
 	epoch := c.Tip().World.Epoch
 	const behind = 2 * defaultCheckpointSlots
 	for i := range int64(behind) {
@@ -50,7 +42,7 @@ func TestPartialRefreshOfALongTailReloads(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.slots.Store(0)
-	err = p.Refresh(ctx)
+	err := p.Refresh(ctx)
 	if read := b.slots.Load(); !errors.Is(err, ErrReload) || read > defaultCheckpointSlots+readAheadSlots {
 		t.Fatalf("refresh of a state %d slots behind the tip (a newer checkpoint holds them): %v after reading %d slots; want ErrReload within an interval (load it anew)", behind, err, read)
 	}
@@ -64,12 +56,7 @@ func TestPartialRefreshOfALongTailReloads(t *testing.T) {
 func TestOldForkLogWithAnEarlyPublishStillLoads(t *testing.T) {
 	ctx := ctxT(t)
 	b := memBucket()
-	parent, pe := newWorld(t, b, "parent", Options{NoCompactor: true})
-	commitEach(t, parent, ownPublish("parent", "main", 3, "p3", pe), ownPublish("parent", "main", 4, "p4", pe))
-	c, fe, err := CreateWorld(ctx, b, "f", WorldCreate{Parent: "parent", ForkRun: "main", ForkTick: 4}, "f", Options{NoCompactor: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, fe := forkAtFour(t, b)
 	tip := c.Tip()
 	c.Close()
 	// The slot an earlier catalog wrote for the fork's publish of tick 3.
@@ -95,15 +82,7 @@ func TestPartialRefreshFailsClosedOnALostSlot(t *testing.T) {
 	ctx := ctxT(t)
 	b := memBucket()
 	spanWorld(t, b, 100)
-	p, _, err := LoadFor(ctx, b, "w", Want{Run: "r", From: 5, To: 5})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := Open(ctx, b, "w", Options{NoCompactor: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	p, c := loadThenWrite(t, b, Want{Run: "r", From: 5, To: 5})
 	epoch := c.Tip().World.Epoch
 	at := c.Tip().Seq
 	commitEach(t, c, publish("s", 100, "t100", epoch), publish("s", 101, "t101", epoch), publish("s", 102, "t102", epoch))

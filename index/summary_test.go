@@ -213,15 +213,8 @@ func TestVerifyCatalogComparesSummaries(t *testing.T) {
 	if chk, err := VerifyCatalog(ctx, b, "w", nil); err != nil || len(chk.Problems) != 0 {
 		t.Fatalf("the check of a sound world: %+v, %v", chk, err)
 	}
-	newest, _, err := newestCheckpoint(ctx, b, "w")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cp, err := readCheckpoint(ctx, b, "w", newest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := cp.Shards[0]
+	newest, shards := newestShards(t, b)
+	r := shards[0]
 	sum, err := readSummary(ctx, b, "w", newest, r)
 	if err != nil || sum == nil {
 		t.Fatalf("summary of %v: %v, %v", r.key(), sum, err)

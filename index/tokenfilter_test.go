@@ -12,19 +12,12 @@ import (
 // world w's newest checkpoint, by shard number (nil: none).
 func tokenFilters(t *testing.T, b bucket.Bucket, run string) map[int64]*tokenFilter {
 	t.Helper()
-	ctx := ctxT(t)
-	newest, _, err := newestCheckpoint(ctx, b, "w")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cp, err := readCheckpoint(ctx, b, "w", newest)
-	if err != nil {
-		t.Fatal(err)
-	}
+	newest, shards := newestShards(t, b)
 	out := map[int64]*tokenFilter{}
-	for _, r := range cp.Shards {
+	for _, r := range shards {
 		if r.Kind == "t" && r.Run == run {
-			if out[r.N], err = readTokenFilter(ctx, b, "w", newest, r); err != nil {
+			var err error
+			if out[r.N], err = readTokenFilter(ctxT(t), b, "w", newest, r); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -36,17 +29,9 @@ func tokenFilters(t *testing.T, b bucket.Bucket, run string) map[int64]*tokenFil
 // shards of run, by shard number.
 func tokenFilterNames(t *testing.T, b bucket.Bucket, run string) map[int64]string {
 	t.Helper()
-	ctx := ctxT(t)
-	newest, _, err := newestCheckpoint(ctx, b, "w")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cp, err := readCheckpoint(ctx, b, "w", newest)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, shards := newestShards(t, b)
 	out := map[int64]string{}
-	for _, r := range cp.Shards {
+	for _, r := range shards {
 		if r.Kind == "t" && r.Run == run {
 			out[r.N] = ShardTokenFilterName("w", r.Hash)
 		}

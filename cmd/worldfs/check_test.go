@@ -104,16 +104,7 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 // table, and check reads it once (fragments: the distinct files; references:
 // every tick's naming of them).
 func TestCheckReadsACompactedFileOnce(t *testing.T) {
-	dir := t.TempDir()
-	b, err := local.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	enginetest.World(t, b, "w", 140).Close()
-	b.Close()
-	if code, out, stderr := cli(t, "optimize", "--bucket", dir, "--world", "w", "--recent", "8"); code != 0 {
-		t.Fatalf("optimize: exit %d\n%s%s", code, out, stderr)
-	}
+	dir := optimizedWorld(t, "--recent", "8")
 	code, out, stderr := cli(t, "check", "--bucket", dir, "--world", "w", "--cache-dir", t.TempDir(), "--read-data", "--json")
 	var res checkResult
 	if err := json.Unmarshal([]byte(out), &res); code != 0 || err != nil {

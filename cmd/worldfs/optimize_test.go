@@ -13,6 +13,23 @@ import (
 	"github.com/worldfs/worldfs/engine/enginetest"
 )
 
+// optimizedWorld is the directory of a local bucket holding world w of
+// 140 ticks of the reference simulation, optimized with args.
+func optimizedWorld(t *testing.T, args ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	b, err := local.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enginetest.World(t, b, "w", 140).Close()
+	b.Close()
+	if code, out, stderr := cli(t, append([]string{"optimize", "--bucket", dir, "--world", "w"}, args...)...); code != 0 {
+		t.Fatalf("optimize: exit %d\n%s%s", code, out, stderr)
+	}
+	return dir
+}
+
 // filesEnding returns the files under the local bucket dir whose names
 // end with suffix.
 func filesEnding(t *testing.T, dir, suffix string) []string {
@@ -75,16 +92,7 @@ func optimizeRefills(t *testing.T, dir, suffix, what string) map[string][]byte {
 // compaction wrote (--dry-run counts them and writes none), and names a
 // damaged index, leaves it as it is and exits 1.
 func TestOptimizeWritesMissingTickIndexes(t *testing.T) {
-	dir := t.TempDir()
-	b, err := local.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	enginetest.World(t, b, "w", 140).Close()
-	b.Close()
-	if code, out, stderr := cli(t, "optimize", "--bucket", dir, "--world", "w", "--recent", "8"); code != 0 {
-		t.Fatalf("optimize: exit %d\n%s%s", code, out, stderr)
-	}
+	dir := optimizedWorld(t, "--recent", "8")
 	written := optimizeRefills(t, dir, ".ticks2", "tick_indexes")
 	var damaged string
 	for p := range written {
@@ -107,15 +115,6 @@ func TestOptimizeWritesMissingTickIndexes(t *testing.T) {
 // worldfs optimize writes the token filters a world's tick shards lack
 // (--dry-run counts them and writes none).
 func TestOptimizeWritesMissingTokenFilters(t *testing.T) {
-	dir := t.TempDir()
-	b, err := local.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	enginetest.World(t, b, "w", 140).Close()
-	b.Close()
-	if code, out, stderr := cli(t, "optimize", "--bucket", dir, "--world", "w"); code != 0 {
-		t.Fatalf("optimize: exit %d\n%s%s", code, out, stderr)
-	}
+	dir := optimizedWorld(t)
 	optimizeRefills(t, dir, ".tok", "token_filters")
 }
