@@ -300,45 +300,29 @@ func (m *Mount) coldToken(ctx context.Context, world, run, token string) (t tick
 // tick of its own (the catalog refuses it).
 func inherited(w index.World, n int64) bool { return w.Parent != "" && n <= w.ForkTick }
 
-// heldTick returns tick n of (world, run) if the cold state the mount
-// holds of world has it among the parts it already read, however old
-// that state is: a published tick never changes, so a lookup can take it
-// from there (an open plans where its rows live now: see snapFile.plan).
-// It reads nothing; a part the state lacks may be collected by now, if the
-// state is old, so such a lookup loads a fresh state instead.
-func (m *Mount) heldTick(world, run string, n int64) (*index.Tick, bool) {
+// held answers from the cold state the mount holds of world, however old
+// (held false: it holds none): tick n of run if that state has it among
+// the parts it already read (found), and world's record. A published
+// tick never changes, nor does a fork's record, so a lookup can take
+// them from there (an open plans where its rows live now: see
+// snapFile.plan). It reads nothing; a part the state lacks may be
+// collected by now, if the state is old, so such a lookup loads a fresh
+// state instead.
+func (m *Mount) held(world, run string, n int64) (tk *index.Tick, found bool, w index.World, held bool) {
 	m.mu.Lock()
 	_, open := m.mu.cats[world]
 	cs := m.mu.colds[world]
 	m.mu.Unlock()
 	if open || cs == nil {
-		return nil, false
+		return nil, false, index.World{}, false
 	}
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	if cs.p == nil {
-		return nil, false
+		return nil, false, index.World{}, false
 	}
 	tk, found, err := cs.p.Tick(run, n)
-	return tk, err == nil && found
-}
-
-// heldWorld returns world's record from the cold state the mount holds
-// of it, however old (ok false: none held).
-func (m *Mount) heldWorld(world string) (index.World, bool) {
-	m.mu.Lock()
-	_, open := m.mu.cats[world]
-	cs := m.mu.colds[world]
-	m.mu.Unlock()
-	if open || cs == nil {
-		return index.World{}, false
-	}
-	cs.mu.Lock()
-	defer cs.mu.Unlock()
-	if cs.p == nil {
-		return index.World{}, false
-	}
-	return cs.p.World(), true
+	return tk, err == nil && found, cs.p.World(), true
 }
 
 // maxAge is how old a cold state may be to answer: exact, none; else

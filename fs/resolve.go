@@ -67,7 +67,7 @@ func (m *Mount) resolve(ctx context.Context, world, run string, find func(*index
 }
 
 // tick resolves visible tick n of (world, run), for a lookup: from the
-// cold state the mount holds, however old, if that has it (heldTick),
+// cold state the mount holds, however old, if that has it (held),
 // else as lineageTick does.
 func (m *Mount) tick(ctx context.Context, world, run string, n int64) (tickRef, bool, error) {
 	return m.lineageTick(ctx, world, run, n, true, false)
@@ -109,12 +109,13 @@ func (m *Mount) lineageTick(ctx context.Context, world, run string, n int64, hel
 // as for lineageTick).
 func (m *Mount) ownTick(ctx context.Context, world, run string, n int64, held, exact bool) (tickRef, bool, index.World, error) {
 	if held {
-		if tk, ok := m.heldTick(world, run, n); ok {
-			return tickRef{World: world, Run: run, Tick: tk}, true, index.World{}, nil
+		tk, found, w, ok := m.held(world, run, n)
+		if found {
+			return tickRef{World: world, Run: run, Tick: tk}, true, w, nil
 		}
 		// A fork's record never changes: a tick it inherits is its
 		// parent's, whatever the fork published since.
-		if w, ok := m.heldWorld(world); ok && inherited(w, n) {
+		if ok && inherited(w, n) {
 			return tickRef{}, false, w, nil
 		}
 	}
