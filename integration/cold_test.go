@@ -416,7 +416,7 @@ func TestColdLookupOfAHeldTickReadsNothing(t *testing.T) {
 }
 
 // A lookup in tables/<t>/ of a world read cold may take its tick from a
-// state read before maintenance moved the tick's rows (heldTick); when a
+// state read before maintenance moved the tick's rows (Mount.held); when a
 // file that state names is gone, the lookup plans the tick again at the
 // catalog's tip rather than failing. Here tick 41 is split (its rows in two
 // fragments, sized by deriving its file at lookup), the mount reads tick
