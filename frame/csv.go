@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/bits"
 	"strconv"
 	"strings"
 
@@ -100,9 +101,10 @@ func csvHeaderSize(t *Table) int64 {
 
 // csvSize is the size of the CSV fields WriteCSV writes for rows lo..hi
 // of column i (called name) of f, commas and line ends not included: each
-// value measured through the formatting WriteCSV writes it with, straight
-// from the frame's typed values. A run of equal stamps (a fragment's
-// stamp columns are one value) is measured once.
+// value measured as WriteCSV writes it, straight from the frame's typed
+// values (floats by csvFloat64Len and csvFloat32Len, which count the
+// shortest digits without writing them). A run of equal stamps (a
+// fragment's stamp columns are one value) is measured once.
 func (enc *encoder) csvSize(name string, f *Frame, i int, stamp func(int) Stamp, lo, hi int) int64 {
 	var size int64
 	switch name {
@@ -134,13 +136,11 @@ func (enc *encoder) csvSize(name string, f *Frame, i int, stamp func(int) Stamp,
 	switch v := f.cols[i].(type) {
 	case []float64:
 		for _, x := range v[lo:hi] {
-			enc.line = appendCSVFloat(enc.line[:0], x, 64)
-			size += int64(len(enc.line))
+			size += int64(csvFloat64Len(x))
 		}
 	case []float32:
 		for _, x := range v[lo:hi] {
-			enc.line = appendCSVFloat(enc.line[:0], float64(x), 32)
-			size += int64(len(enc.line))
+			size += int64(csvFloat32Len(x))
 		}
 	case []int64:
 		for _, x := range v[lo:hi] {
@@ -165,15 +165,25 @@ func (enc *encoder) csvSize(name string, f *Frame, i int, stamp func(int) Stamp,
 
 // decimalLen is len(strconv.AppendInt(nil, x, 10)), without writing it.
 func decimalLen(x int64) int {
-	n, u := 1, uint64(x)
+	n, u := 0, uint64(x)
 	if x < 0 {
-		n, u = 2, -u
+		n, u = 1, -u
 	}
-	for ; u >= 10; u /= 10 {
-		n++
-	}
-	return n
+	return n + digits(u)
 }
+
+// digits is the number of decimal digits of u (1 for 0): its bit length
+// times log10(2) (1233/4096) is the count or one less.
+func digits(u uint64) int {
+	d := bits.Len64(u|1) * 1233 >> 12
+	if d < len(powersOf10) && u >= powersOf10[d] {
+		d++
+	}
+	return max(d, 1)
+}
+
+// powersOf10 is 10^0 .. 10^19.
+var powersOf10 = [...]uint64{1, 10, 100, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19}
 
 // appendCSVValue appends one value.
 func appendCSVValue(dst []byte, v parquet.Value) []byte {

@@ -35,3 +35,34 @@ func BenchmarkEncodeCSVSize(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCSVFloat64Len is measuring a double's CSV length against
+// writing it, over the values a simulation writes:
+//
+//	go test -run '^$' -bench CSVFloat64 ./frame/
+func BenchmarkCSVFloat64Len(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 2))
+	xs := make([]float64, 4096)
+	for i := range xs {
+		xs[i] = r.NormFloat64() * 100
+	}
+	var n int
+	b.Run("measure", func(b *testing.B) {
+		for b.Loop() {
+			for _, x := range xs {
+				n += csvFloat64Len(x)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(xs)), "ns/value")
+	})
+	b.Run("write", func(b *testing.B) {
+		var buf []byte
+		for b.Loop() {
+			for _, x := range xs {
+				buf = appendCSVFloat(buf[:0], x, 64)
+				n += len(buf)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(xs)), "ns/value")
+	})
+}
