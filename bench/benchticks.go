@@ -20,7 +20,7 @@ import (
 func ticksSpec(env Env) Bench {
 	var url *string
 	var entities, archetypes, ticks, depth *int
-	var csvSizes *bool
+	var noCSVSizes *bool
 	return benchSpec[*ticksBench]{
 		name:    "ticks",
 		summary: "measure tick commits: ticks/s, per-tick latency, bytes, and the ratio to the least a crash-safe commit of the same rows costs",
@@ -31,7 +31,7 @@ func ticksSpec(env Env) Bench {
 			archetypes = fs.Int("archetypes", 4, "archetypes (one table and one fragment per tick each)")
 			ticks = fs.Int("ticks", 200, "ticks to commit")
 			depth = fs.Int("depth", engine.DefaultDepth, fmt.Sprintf("ticks in flight: tick k+1 computes and appends while tick k publishes (1 = serial, at most %d)", engine.MaxDepth))
-			csvSizes = fs.Bool("csv-sizes", false, "the writer records each fragment's CSV size in its footer (engine.Options.CSVSizes), to measure what that costs")
+			noCSVSizes = fs.Bool("no-csv-sizes", false, "the writer does not record each fragment's CSV size in its footer (engine.Options.NoCSVSizes), to measure what recording costs")
 		},
 		check: func(args []string) error {
 			if len(args) != 0 || *entities < 1 || *archetypes < 1 || *ticks < 1 {
@@ -44,7 +44,7 @@ func ticksSpec(env Env) Bench {
 		},
 		open: func(ctx context.Context) (bucket.Bucket, error) { return env.OpenBucket(ctx, *url) },
 		run: func(ctx context.Context, b bucket.Bucket) (*ticksBench, error) {
-			return benchTicks(ctx, b, *url, *entities, *archetypes, *ticks, *depth, *csvSizes)
+			return benchTicks(ctx, b, *url, *entities, *archetypes, *ticks, *depth, *noCSVSizes)
 		},
 		table: func(out io.Writer, res *ticksBench) error {
 			fmt.Fprintf(out, "%d ticks of %d archetypes × %d entities, depth %d: %.1f ticks/s, p50 %.2f ms, p99 %.2f ms, %.1f MiB/tick, peak heap %.1f MiB, CPU %.2f ms/tick\n",
@@ -105,10 +105,10 @@ func benchTables(k int) []*engine.Table {
 	return out
 }
 
-func benchTicks(ctx context.Context, b bucket.Bucket, url string, entities, archetypes, ticks, depth int, csvSizes bool) (*ticksBench, error) {
+func benchTicks(ctx context.Context, b bucket.Bucket, url string, entities, archetypes, ticks, depth int, noCSVSizes bool) (*ticksBench, error) {
 	id := fmt.Sprintf("bench-ticks-%d", time.Now().UnixNano())
 	tables := benchTables(archetypes)
-	w, err := engine.CreateWorld(ctx, b, id, tables, engine.Options{Depth: depth, CSVSizes: csvSizes})
+	w, err := engine.CreateWorld(ctx, b, id, tables, engine.Options{Depth: depth, NoCSVSizes: noCSVSizes})
 	if err != nil {
 		return nil, err
 	}

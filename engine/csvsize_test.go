@@ -11,16 +11,15 @@ import (
 	"github.com/worldfs/worldfs/index"
 )
 
-// With Options.CSVSizes a writer records each fragment's CSV size in its
-// footer, the size WriteCSV renders; without it none, and a reader of the
+// A writer records each fragment's CSV size in its footer, the size
+// WriteCSV renders; with Options.NoCSVSizes none, and a reader of the
 // footer is told so (and renders the CSV itself).
-func TestWriterRecordsCSVSizesWhenTold(t *testing.T) {
+func TestWriterRecordsCSVSizes(t *testing.T) {
 	ctx := context.Background()
-	for _, record := range []bool{true, false} {
-		skip := !record
+	for _, skip := range []bool{false, true} {
 		b := mem.New(mem.Options{})
 		opts := enginetest.Quiet
-		opts.CSVSizes = record
+		opts.NoCSVSizes = skip
 		enginetest.World(t, b, "w", 3, opts).Close()
 		s, _, err := index.Load(ctx, b, "w")
 		if err != nil {
@@ -44,9 +43,9 @@ func TestWriterRecordsCSVSizesWhenTold(t *testing.T) {
 			empty := f.Rows == 0
 			switch {
 			case (!skip || empty) && (!ok || size != int64(csv.Len())):
-				t.Fatalf("CSVSizes %v: %s records a CSV size of %d (%v), WriteCSV writes %d", record, f.Path, size, ok, csv.Len())
+				t.Fatalf("NoCSVSizes %v: %s records a CSV size of %d (%v), WriteCSV writes %d", skip, f.Path, size, ok, csv.Len())
 			case skip && !empty && ok:
-				t.Fatalf("without CSVSizes: %s still records a CSV size (%d)", f.Path, size)
+				t.Fatalf("with NoCSVSizes: %s still records a CSV size (%d)", f.Path, size)
 			}
 		}
 	}

@@ -108,15 +108,14 @@ type Options struct {
 	Collection maintenance.CollectOptions
 	// NoMaintenance turns that background compaction off.
 	NoMaintenance bool
-	// CSVSizes records in each fragment's footer the size of its CSV
-	// rendering, so that a mount sizes a fresh tick's .csv without reading
-	// its rows. Measuring a float's shortest form costs about as much CPU
-	// as encoding it: on a 2-core machine it took 18% of a writer's ticks/s
-	// at 4 tables of 200 entities, 37% at 1,000 and 55% at 10,000, so it
-	// is off by default; without it a mount renders a fresh tick's .csv
-	// when it is looked up (reading that tick's rows, no DuckDB) until
-	// compaction records the size in its tick index.
-	CSVSizes bool
+	// NoCSVSizes stops recording in each fragment's footer the size of
+	// its CSV rendering, which lets a mount size a fresh tick's .csv
+	// without reading its rows (without it, the mount renders that .csv
+	// when it is looked up, reading the tick's rows, until compaction
+	// records the size in its tick index). Measuring counts each float's
+	// shortest digits without writing them; `worldfs bench ticks
+	// --no-csv-sizes` measures what it costs a writer.
+	NoCSVSizes bool
 	// Depth bounds the ticks in flight (DefaultDepth; 1 to MaxDepth):
 	// computed, and appending or publishing, not yet published. Submit
 	// computes tick k+1 while tick k appends and publishes; publishes land
@@ -633,9 +632,9 @@ func (w *World) materialize(ctx context.Context, tc *TickContext) ([]string, err
 }
 
 // encodeFragment encodes a tick's fragment of one table, with its CSV size
-// in the footer if Options.CSVSizes.
+// in the footer unless Options.NoCSVSizes.
 func (w *World) encodeFragment(f *Frame, s Stamp) ([]byte, error) {
-	if w.opts.CSVSizes {
+	if !w.opts.NoCSVSizes {
 		return EncodeFragment(f, s)
 	}
 	data, _, err := frame.Encode(f, func(int) Stamp { return s }, frame.CSVNone, 0)

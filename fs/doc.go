@@ -42,7 +42,7 @@
 // fragment served as is has the size its catalog record gives, a
 // compacted tick's Parquet file the size its tick index gives, a tick's
 // .csv the size of its rendering as its writer recorded it in the
-// fragment's footer (engine.Options.CSVSizes) or compaction in the tick
+// fragment's footer (unless engine.Options.NoCSVSizes) or compaction in the tick
 // index (no row read; a fresh tick without it is rendered into the cache
 // at lookup; a compacted file without a tick index: the tick's file
 // derived from its rows there, through the file kept open), a split

@@ -51,9 +51,8 @@ func Context(t testing.TB) context.Context {
 // Quiet are writer options without background work (no catalog
 // compactor, no maintenance, one tick in flight at a time: each published
 // in a slot of its own before the next is computed), so that a test sees
-// only what it does; fragments record their CSV size, so that a mount's
-// stat of a test world reads no row. Tests of the pipeline set Depth.
-var Quiet = engine.Options{Catalog: index.Options{NoCompactor: true}, NoMaintenance: true, Depth: 1, CSVSizes: true}
+// only what it does. Tests of the pipeline set Depth.
+var Quiet = engine.Options{Catalog: index.Options{NoCompactor: true}, NoMaintenance: true, Depth: 1}
 
 // Emitters is how many particle emitters Drive seeds a world with.
 const Emitters = 3
