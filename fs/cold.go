@@ -29,10 +29,10 @@ import (
 // its tick reads the run's token filters and the parts they say may hold
 // it (coldToken), and in a fork those of each world of its lineage in
 // turn, an ancestor's up to the fork point. What needs the whole state
-// (facts/, a writer's ctl) opens the world's
-// catalog as before (a listing of tables/ plans from the summaries of its
-// compacted history: tableNames), and from then on every read of
-// the world uses that catalog. A world without a checkpoint is read by
+// (facts/, a writer's ctl) opens the world's catalog as before (a listing
+// of tables/ plans from the summaries of its compacted history:
+// tableNames), and from then on every read of the world uses that
+// catalog. A world without a checkpoint is read by
 // replaying its log once, not cold. A fork's own ticks are read like any
 // world's; a tick it inherits is its parent's, looked up in the parent
 // the same way (Mount.lineageTick), so a lookup in a fork of a long world
