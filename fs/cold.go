@@ -3,6 +3,7 @@ package fs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"sync"
@@ -26,11 +27,12 @@ import (
 // of ticks not yet published reads the log's tail once, not the
 // checkpoint once each. A lookup in tokens/ of a token that does not name
 // its tick reads the run's token filters and the parts they say may hold
-// it (coldToken), in a world that is no fork. What needs the whole state
-// (such a lookup in a fork, facts/, a writer's ctl) opens the world's
-// catalog as before (a listing of tables/ plans from the summaries of its
-// compacted history: tableNames), and from then on every read of
-// the world uses that catalog. A world without a checkpoint is read by
+// it (coldToken), and in a fork those of each world of its lineage in
+// turn, an ancestor's up to the fork point. What needs the whole state
+// (facts/, a writer's ctl) opens the world's catalog as before (a listing
+// of tables/ plans from the summaries of its compacted history:
+// tableNames), and from then on every read of the world uses that
+// catalog. A world without a checkpoint is read by
 // replaying its log once, not cold. A fork's own ticks are read like any
 // world's; a tick it inherits is its parent's, looked up in the parent
 // the same way (Mount.lineageTick), so a lookup in a fork of a long world
@@ -247,52 +249,65 @@ func (m *Mount) coldTick(ctx context.Context, world, run string, n int64, exact 
 	return t, ok, w, cold, err
 }
 
-// coldToken returns the tick of (world, run) that commit token
-// published (index.Partial.TickByToken: the tick it names if that carries
-// it, else the lowest that does), read cold from the parts the run's
-// token filters say may hold it (index.Want.Token); a token the state
-// read last lacks is looked for at the tip. cold false: read it through
-// the view, as for a fork, whose token may be an ancestor's under the
-// lineage's rules (index.View.Token), and for a token that more than
-// coldKeepParts parts may hold (parts without filters, written by a
-// worldfs that wrote none): the world's catalog, kept and refreshed, serves
-// such lookups better than a cold state that would be loaded anew
-// for each.
+// coldToken returns the tick of (world, run)'s view that commit token
+// published, as index.View.Token finds it, read one world of the lineage
+// at a time (index.LineageToken, through lineageParts): each world the
+// mount reads cold only in the parts that hold the tick the token names,
+// or that the run's token filters say may hold the token (for an
+// ancestor, up to the fork point); a token not found in states at most
+// Freshness old is looked for at the tip. cold false: read it through the
+// view, as for a token that more than coldKeepParts parts of a world read
+// cold may hold (parts without filters, written by a worldfs that wrote
+// none): the world's catalog, kept and refreshed, serves such lookups
+// better than a cold state that would be loaded anew for each.
 func (m *Mount) coldToken(ctx context.Context, world, run, token string) (t tickRef, ok, cold bool, err error) {
-	few := false
-	cold, err = m.withCold(ctx, world, index.Want{Run: run, From: 1, To: 0}, m.opts.Freshness, func(p *index.Partial) error {
-		if p.World().Parent != "" {
-			return nil
+	for _, exact := range []bool{false, true} {
+		t, ok, err = index.LineageToken(ctx, m.lineageParts(exact), world, run, token)
+		if errors.Is(err, errManyParts) || errors.Is(err, index.ErrNotLoaded) {
+			return tickRef{}, false, false, nil
 		}
-		n, err := p.TokenCandidates(finish(ctx), run, token)
-		few = n <= coldKeepParts
-		return err
-	})
-	if err != nil || !cold || !few {
-		return tickRef{}, false, false, err
+		if err != nil || ok {
+			return t, ok, true, err
+		}
 	}
-	answered := false
-	find := func(p *index.Partial) error {
-		if p.World().Parent != "" {
-			return nil
+	return tickRef{}, false, true, nil
+}
+
+// errManyParts is lineageParts' refusal of a token that more than
+// coldKeepParts parts of a world read cold may hold.
+var errManyParts = errors.New("more parts may hold the token than a cold state keeps")
+
+// lineageParts reads each world of a lineage for index.LineageToken:
+// cold if the mount reads it cold, from a state at most Freshness old
+// (exact: at the tip), else from its catalog, as ownTick reads one
+// (counted as a resolve). A token that more than coldKeepParts parts of
+// a world read cold may hold is errManyParts, before any part is read.
+func (m *Mount) lineageParts(exact bool) index.PartReader {
+	return func(ctx context.Context, world string, want index.Want, use func(*index.Partial) error) error {
+		if want.Token != "" {
+			many := false
+			cold, err := m.withCold(ctx, world, index.Want{Run: want.Run, From: 1, To: 0}, m.maxAge(exact), func(p *index.Partial) error {
+				n, err := p.TokenCandidates(finish(ctx), want)
+				many = n > coldKeepParts
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			if cold && many {
+				return fmt.Errorf("world %s, token %s: %w", world, want.Token, errManyParts)
+			}
 		}
-		tk, found, err := p.TickByToken(run, token)
-		if errors.Is(err, index.ErrNotLoaded) {
-			return nil
+		if cold, err := m.withCold(ctx, world, want, m.maxAge(exact), use); err != nil || cold {
+			return err
 		}
-		answered = err == nil
-		if found {
-			t, ok = tickRef{World: world, Run: run, Tick: tk}, true
+		defer m.stats.op("resolve", time.Now())
+		s, err := m.state(ctx, world, exact)
+		if err != nil {
+			return err
 		}
-		return err
+		return use(index.PartialOf(s))
 	}
-	want := index.Want{Run: run, From: 1, To: 0, Token: token}
-	cold, err = m.withCold(ctx, world, want, m.opts.Freshness, find)
-	if err == nil && cold && answered && !ok {
-		answered = false
-		cold, err = m.withCold(ctx, world, want, 0, find)
-	}
-	return t, ok, cold && answered, err
 }
 
 // inherited reports whether tick n of a world whose record is w is its

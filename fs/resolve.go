@@ -138,9 +138,9 @@ func (m *Mount) ownTick(ctx context.Context, world, run string, n int64, held, e
 	}
 }
 
-// token resolves a commit token of (world, run) to its visible tick:
-// cold, from the parts its token filters name (coldToken), in a world
-// that is no fork and that the mount reads cold; else from the view.
+// token resolves a commit token of (world, run) to its visible tick: one
+// world of the lineage at a time, each read cold where it can be, from
+// the parts its token filters name (coldToken); else from the view.
 func (m *Mount) token(ctx context.Context, world, run, token string) (tickRef, bool, error) {
 	if t, ok, cold, err := m.coldToken(ctx, world, run, token); err != nil || cold {
 		return t, ok, err

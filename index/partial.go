@@ -31,6 +31,10 @@ type Want struct {
 	// that tick carries it; else the run's token filters
 	// (tokenfilter.go) and the shards that may hold it.
 	Token string
+	// TokenTo, if positive, bounds Token's lookup: only the ticks up to
+	// it (a fork's ancestor is read up to its fork point) are looked
+	// for, and only the filters and shards of those ticks read.
+	TokenTo int64
 	// CheckpointOnly: a world without a checkpoint, which a partial load
 	// would read whole, is not loaded at all: LoadFor returns a nil
 	// Partial (for a reader that then reads it another way).
@@ -202,7 +206,7 @@ func LoadFor(ctx context.Context, b bucket.Bucket, world string, want Want) (*Pa
 		return nil, LoadInfo{}, err
 	}
 	if want.Token != "" {
-		if err := s.part.loadToken(ctx, s, want.Run, want.Token); err != nil {
+		if err := s.part.loadToken(ctx, s, want); err != nil {
 			return nil, LoadInfo{}, err
 		}
 	}
@@ -466,7 +470,7 @@ func (p *Partial) Load(ctx context.Context, want Want) error {
 		return err
 	}
 	if want.Token != "" {
-		return part.loadToken(ctx, p.s, want.Run, want.Token)
+		return part.loadToken(ctx, p.s, want)
 	}
 	return nil
 }
@@ -615,7 +619,7 @@ func (p *Partial) TickByToken(run, token string) (*Tick, bool, error) {
 		return t, true, nil
 	}
 	if part := p.s.part; part != nil {
-		if err := part.coversToken(run, token); err != nil {
+		if err := part.coversToken(run, token, math.MaxInt64); err != nil {
 			return nil, false, err
 		}
 	}

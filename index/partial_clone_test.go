@@ -35,10 +35,10 @@ func TestPartialCloneRefreshesApart(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		if refreshErr = cp.Refresh(ctx); refreshErr == nil {
-			_, refreshErr = cp.TokenCandidates(ctx, "r", "t101") // reads the token filters
+			_, refreshErr = cp.TokenCandidates(ctx, Want{Run: "r", Token: "t101"}) // reads the token filters
 		}
 	}()
-	if _, err := p.TokenCandidates(ctx, "r", "t102"); err != nil {
+	if _, err := p.TokenCandidates(ctx, Want{Run: "r", Token: "t102"}); err != nil {
 		t.Fatal(err)
 	}
 	later := Want{Run: "r", From: 100, To: 100}
@@ -86,15 +86,15 @@ func TestPartialCloneKeepsItsOwnFilters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.TokenCandidates(ctx, "s", "s3"); err != nil { // run s's filter, before the copy
+	if _, err := p.TokenCandidates(ctx, Want{Run: "s", Token: "s3"}); err != nil { // run s's filter, before the copy
 		t.Fatal(err)
 	}
 	cp := p.Clone()
-	if _, err := cp.TokenCandidates(ctx, "r", "t101"); err != nil {
+	if _, err := cp.TokenCandidates(ctx, Want{Run: "r", Token: "t101"}); err != nil {
 		t.Fatal(err)
 	}
 	b.filters.Store(0)
-	if _, err := p.TokenCandidates(ctx, "r", "t101"); err != nil {
+	if _, err := p.TokenCandidates(ctx, Want{Run: "r", Token: "t101"}); err != nil {
 		t.Fatal(err)
 	}
 	if n := b.filters.Load(); n == 0 {

@@ -536,7 +536,7 @@ func (s *State) TickByToken(run, token string) (*Tick, bool) {
 // method.
 func (s *State) lowestByToken(method, run, token string) (*Tick, bool) {
 	if s.part != nil {
-		if err := s.part.coversToken(run, token); err != nil {
+		if err := s.part.coversToken(run, token, math.MaxInt64); err != nil {
 			refuse(method, err)
 		}
 	}

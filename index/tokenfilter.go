@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/worldfs/worldfs/bucket"
 )
@@ -184,28 +185,42 @@ func readTokenFilter(ctx context.Context, b bucket.Bucket, world, name string, r
 }
 
 // loadToken adds to s (whose partial p is) what Partial.TickByToken needs
-// to answer for token in run: nothing if the tick the token names
-// carries it (namedTick); else the shards that may hold the token
-// (candidates).
-func (p *partial) loadToken(ctx context.Context, s *State, run, token string) error {
-	refs, err := p.candidates(ctx, s, run, token)
+// to answer for want.Token in want.Run (up to want.TokenTo, if set):
+// nothing if the tick the token names carries it (namedTick); else the
+// shards that may hold the token (candidates).
+func (p *partial) loadToken(ctx context.Context, s *State, want Want) error {
+	refs, err := p.candidates(ctx, s, want)
 	if err != nil {
 		return err
 	}
 	return p.add(ctx, s, refs)
 }
 
-// candidates returns the tick shards of run that s (whose partial p is)
-// lacks and that may hold a tick carrying token: none if the tick the
-// token names carries it (namedTick); else those whose token filter may
-// hold it and those without one, after reading the run's filters that p
-// has not read (several at once). A damaged filter is ErrCorrupt.
-func (p *partial) candidates(ctx context.Context, s *State, run, token string) ([]shardRef, error) {
-	if _, ok := s.namedTick(run, token); ok {
+// tokenShards returns the numbers of the tick shards of run that may
+// hold a tick up to want.TokenTo (every shard of run if it is not set).
+func (p *partial) tokenShards(want Want) []int64 {
+	ns := p.shards[want.Run]
+	if want.TokenTo <= 0 {
+		return ns
+	}
+	i, _ := slices.BinarySearch(ns, tickShard(want.Run, want.TokenTo).N+1)
+	return ns[:i]
+}
+
+// candidates returns the tick shards of want.Run (up to want.TokenTo)
+// that s (whose partial p is) lacks and that may hold a tick carrying
+// want.Token: none if the tick the token names carries it (namedTick)
+// within that bound; else those whose token filter may hold it and those
+// without one, after reading the filters of those shards that p has not
+// read (several at once). A damaged filter is ErrCorrupt.
+func (p *partial) candidates(ctx context.Context, s *State, want Want) ([]shardRef, error) {
+	run, token := want.Run, want.Token
+	if t, ok := s.namedTick(run, token); ok && (want.TokenTo <= 0 || t.Tick <= want.TokenTo) {
 		return nil, nil
 	}
+	shards := p.tokenShards(want)
 	var unread []shardRef
-	for _, n := range p.shards[run] {
+	for _, n := range shards {
 		k := shardKey{'t', run, n}
 		if _, read := p.filters[k]; !read && !p.loaded[k] {
 			unread = append(unread, p.ref(k))
@@ -227,7 +242,7 @@ func (p *partial) candidates(ctx context.Context, s *State, run, token string) (
 		p.filters[unread[i].key()] = f
 	}
 	var refs []shardRef
-	for _, n := range p.shards[run] {
+	for _, n := range shards {
 		k := shardKey{'t', run, n}
 		if f := p.filters[k]; !p.loaded[k] && (f == nil || f.may(token)) {
 			refs = append(refs, p.ref(k))
@@ -237,23 +252,24 @@ func (p *partial) candidates(ctx context.Context, s *State, run, token string) (
 }
 
 // TokenCandidates returns how many checkpoint parts a Load of p for
-// token in run (Want.Token) would add: those that may hold a tick
-// carrying it, by their token filters, and those without a filter. It
-// reads the run's filters p has not read (Load then reads none again),
-// no part. A damaged filter is ErrCorrupt.
-func (p *Partial) TokenCandidates(ctx context.Context, run, token string) (int, error) {
+// want.Token in want.Run (Want.Token, Want.TokenTo) would add for the
+// token: those that may hold a tick carrying it, by their token filters,
+// and those without a filter. It reads the filters p has not read (Load
+// then reads none again), no part. A damaged filter is ErrCorrupt.
+func (p *Partial) TokenCandidates(ctx context.Context, want Want) (int, error) {
 	if p.s.part == nil {
 		return 0, nil
 	}
-	refs, err := p.s.part.candidates(ctx, p.s, run, token)
+	refs, err := p.s.part.candidates(ctx, p.s, want)
 	return len(refs), err
 }
 
 // coversToken is nil if s (whose partial p is) holds every tick of run
-// that may carry token: each tick shard of run is loaded, or its token
-// filter (read by loadToken) says it holds no tick that does.
-func (p *partial) coversToken(run, token string) error {
-	for _, n := range p.shards[run] {
+// up to upTo that may carry token: each tick shard of run that may hold
+// one is loaded, or its token filter (read by loadToken) says it holds
+// no tick that does.
+func (p *partial) coversToken(run, token string, upTo int64) error {
+	for _, n := range p.tokenShards(Want{Run: run, TokenTo: upTo}) {
 		k := shardKey{'t', run, n}
 		if p.loaded[k] {
 			continue

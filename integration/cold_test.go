@@ -737,6 +737,69 @@ func TestColdForkLookupReadsItsParentsPart(t *testing.T) {
 	}
 }
 
+// A lookup in tokens/ of a fork of a token that does not name its tick
+// reads its lineage one world at a time: of the parent, read cold, the
+// token filters of the parts up to the fork point and the parts they
+// say may hold the token, not the parent's history; it answers as the
+// view of the whole states does: the parent's tick before the fork
+// point, none past it, the parent's tick of a token the fork published
+// too, the fork's own. The parent's catalog is never opened.
+func TestColdForkOldTokenLookupReadsItsCandidateParts(t *testing.T) {
+	ctx := ctxT(t)
+	const parts = 6
+	b, _ := checkpointedWorldTokens(t, parts*index.PartTicks, oldToken)
+	forkAt := int64(2*index.PartTicks + 10) // in the parent's part 2 of 0..5
+	c, epoch, err := index.CreateWorld(ctx, b, "f", index.WorldCreate{Parent: "w", ForkRun: "main", ForkTick: forkAt, WriterMode: index.ModeResumable, CreatedUnixMs: 2}, "writer", index.Options{NoCompactor: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for i, tok := range []string{"own", oldToken(100)} {
+		tick := forkAt + 1 + int64(i)
+		if _, err := c.Commit(ctx, index.Entry{Kind: index.KindTickPublish, TickPublish: &index.TickPublish{Run: "main", Tick: tick, CommitToken: tok, WriterEpoch: epoch,
+			Tables: []index.TableFragments{{Table: "t", Fragments: []index.Fragment{{Path: index.FragmentPath("f", "main", "t", tok, 0), Rows: 1}}}}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v, err := index.OpenView(ctx, index.LoadFrom(b), "f", "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.read()
+	mt := testMount(t, b)
+	for _, tc := range []struct {
+		token          string
+		parts, filters int // of the parent's
+	}{
+		{oldToken(5000), 1, 3},                      // part 1; the filters of parts 0..2
+		{oldToken(3*index.PartTicks + 5), 0, 0},     // past the fork point: filters held
+		{oldToken(100), 1, 0},                       // part 0: the parent's, not the fork's
+		{"own", 0, 0},                               // the fork's own tick
+		{oldToken(forkAt), 1, 0},                    // the fork point: part 2
+		{oldToken(parts*index.PartTicks + 1), 0, 0}, // published after the checkpoint, past the fork point
+	} {
+		want := "none"
+		if r, ok := v.Token(tc.token); ok {
+			want = fmt.Sprint(r.Tick.Tick)
+		}
+		got, path := "none", mt.path("f", "tokens", tc.token)
+		if _, err := os.Lstat(path); err == nil {
+			got = xattr(t, path, wfs.XattrTick)
+		} else if !os.IsNotExist(err) {
+			t.Fatalf("tokens/%s: %v", tc.token, err)
+		}
+		if got != want {
+			t.Errorf("tokens/%s of the fork is tick %s; the view says %s", tc.token, got, want)
+		}
+		if n, f := b.readWithFilters(); n != tc.parts || f != tc.filters {
+			t.Errorf("a lookup of tokens/%s of the fork read %d of its parent's %d parts and %d token filters; want %d and %d", tc.token, n, parts, f, tc.parts, tc.filters)
+		}
+	}
+	if st := mountStats(t, mt); st.CatalogsOpen > 1 {
+		t.Fatalf("%d catalogs open; want the fork's only (its parent is read cold)", st.CatalogsOpen)
+	}
+}
+
 // ticksLookup opens ticks/ of checkpointedWorld's world in mt and returns
 // a lookup of one tick relative to it, so that only that lookup reaches
 // the mount (no lookup of the path's directories, nor their times).

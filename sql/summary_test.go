@@ -1,6 +1,7 @@
 package sql_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -504,4 +505,69 @@ func TestTicksOfViewsWhosePartsWereCollected(t *testing.T) {
 	if n, err := count(); err != nil || n == 0 {
 		t.Fatalf("worldfs_ticks once the parts are back: %d ticks, %v", n, err)
 	}
+}
+
+// Views of a fork pinned by a token its parent published before the fork
+// point, a token that does not name its tick, read of the parent the
+// parts its token filters may hold (index.LineageToken), not every tick:
+// with the parent's other summarized parts moved away, views of fork f
+// by the token of s's tick 4500 are f's views at that tick. A token of
+// s past the fork point is no tick of f.
+func TestForkViewsByAnOldInheritedTokenReadItsCandidateParts(t *testing.T) {
+	ctx := ctxT(t)
+	b := summarizedWorlds(t)
+	at := int64(4500)
+	want := viewAnswers(t, fullBuild(t, b, "f", wsql.Options{AtTick: &at, Dir: t.TempDir()}))
+	token := fmt.Sprintf("s-%08d", at)
+	if _, named := index.TokenTick(token); named {
+		t.Fatalf("token %s names a tick", token)
+	}
+	// The part that holds tick 4500 (and those the log after s's
+	// checkpoint touches) stay; the other summarized parts go.
+	rec := &stateGets{Bucket: b, names: map[string]bool{}}
+	if _, _, err := index.LoadFor(ctx, rec, "s", index.Want{Run: index.DefaultRun, From: at, To: at}); err != nil {
+		t.Fatal(err)
+	}
+	var away []string
+	for _, name := range summaries(t, b, "s") {
+		if shard, _ := index.ShardOfSummary(name); !rec.names[shard] {
+			away = append(away, shard)
+		}
+	}
+	if len(away) == 0 {
+		t.Fatal("no summarized part of s to move away")
+	}
+	for _, name := range away {
+		if err := os.Rename(filepath.Join(b.Root(), name), filepath.Join(b.Root(), name+".away")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := wsql.Build(ctx, b, "f", wsql.Options{Token: token, Dir: t.TempDir()})
+	for _, name := range away {
+		if err := os.Rename(filepath.Join(b.Root(), name+".away"), filepath.Join(b.Root(), name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err != nil {
+		t.Fatalf("views of f by the token of s's tick %d without %d of s's parts: %v", at, len(away), err)
+	}
+	if got := viewAnswers(t, s); got != want {
+		t.Fatalf("views of f by the token of s's tick %d differ from those at the tick:\n%s", at, firstDiff(want, got))
+	}
+	if _, err := wsql.Build(ctx, b, "f", wsql.Options{Token: "s-00008500", Dir: t.TempDir()}); !errors.Is(err, wsql.ErrNotFound) {
+		t.Fatalf("views of f by the token of s's tick 8500, past the fork point: %v; want ErrNotFound", err)
+	}
+}
+
+// stateGets records the names of the checkpoint parts read through it.
+type stateGets struct {
+	bucket.Bucket
+	names map[string]bool
+}
+
+func (s *stateGets) Get(ctx context.Context, name string) ([]byte, bucket.Attrs, error) {
+	if strings.Contains(name, "/state/") {
+		s.names[name] = true
+	}
+	return s.Bucket.Get(ctx, name)
 }

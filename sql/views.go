@@ -243,10 +243,10 @@ func Build(ctx context.Context, b bucket.Bucket, world string, opts Options) (*S
 // ancestor that published it: the visible tick of that number (as
 // index.View.Tick finds it, newest segment first), if it carries the
 // token. A token that names no tick, or another tick's, is looked up in
-// the world's parts its token filters name (filteredTick). ok false if
-// only every tick can tell (a world without a checkpoint, a fork's token
-// that names no tick of it, or one not found): pinned then finds it in
-// the whole states (index.View.Token).
+// the lineage's parts its token filters name (filteredTick). ok false if
+// only every tick can tell (a named tick in a world without a checkpoint,
+// a token not found): pinned then finds it in the whole states
+// (index.View.Token).
 func namedTick(ctx context.Context, b bucket.Bucket, world string, opts Options) (int64, bool, error) {
 	n, ok := index.TokenTick(opts.Token)
 	if !ok {
@@ -281,25 +281,22 @@ func namedTick(ctx context.Context, b bucket.Bucket, world string, opts Options)
 }
 
 // filteredTick is namedTick for a token whose name does not tell its
-// tick, in a world that is no fork: the lowest tick of the run that
-// carries it (index.View.Token's answer for a world without ancestors),
-// read from the parts whose token filters may hold it
-// (index.Want.Token). ok false for a fork (a token there may be an
-// ancestor's, under the lineage's rules), a world without a checkpoint,
-// or a token not found.
+// tick: the tick index.View.Token finds (for a fork, the lowest visible
+// tick of its lineage that carries it), read one world of the lineage at
+// a time, each from the parts whose token filters may hold it
+// (index.LineageToken). ok false for a token not found, or one that only
+// the whole states can place (index.ErrNotLoaded), or if a world or a
+// part is missing or was collected meanwhile: the whole states tell what
+// is wrong, or find it.
 func filteredTick(ctx context.Context, b bucket.Bucket, world string, opts Options) (int64, bool, error) {
-	p, _, err := index.LoadFor(ctx, b, world, index.Want{Run: opts.Run, From: 1, To: 0, Token: opts.Token, CheckpointOnly: true})
-	if err != nil || p == nil || p.World().Parent != "" || !p.World().Created {
-		return 0, false, err
-	}
-	t, found, err := p.TickByToken(opts.Run, opts.Token)
-	if errors.Is(err, index.ErrNotLoaded) || err == nil && !found {
+	t, found, err := index.LineageToken(ctx, index.PartsFrom(b), world, opts.Run, opts.Token)
+	if errors.Is(err, index.ErrNotLoaded) || errors.Is(err, bucket.ErrNotExist) || errors.Is(err, index.ErrSuperseded) || err == nil && !found {
 		return 0, false, nil
 	}
 	if err != nil {
 		return 0, false, err
 	}
-	n := t.Tick
+	n := t.Tick.Tick
 	if opts.AtTick != nil {
 		n = min(n, *opts.AtTick)
 	}
