@@ -133,29 +133,33 @@ func pick(vb, vbl, vbr, out uint64, k int) (f uint64, e int) {
 	// One digit fewer: the interval is narrower than ten units of 10^k,
 	// so the multiples of ten around s are the only candidates.
 	sp10 := 10 * (s / 10)
-	tp10 := sp10 + 10
-	upin := vbl+out <= sp10<<2
-	wpin := tp10<<2+out <= vbr
-	if upin != wpin {
-		if upin {
-			return sp10, k
-		}
-		return tp10, k
+	if f, ok := alone(sp10, sp10+10, vbl, vbr, out); ok {
+		return f, k
 	}
 	t := s + 1
-	uin := vbl+out <= s<<2
-	win := t<<2+out <= vbr
-	if uin != win {
-		if uin {
-			return s, k
-		}
-		return t, k
+	if f, ok := alone(s, t, vbl, vbr, out); ok {
+		return f, k
 	}
 	// Both lie in the interval: the closer, ties to the even one.
 	if cmp := int64(vb - (s+t)<<1); cmp < 0 || cmp == 0 && s&1 == 0 {
 		return s, k
 	}
 	return t, k
+}
+
+// alone returns whichever of u and w lies in the interval from vbl to
+// vbr (in quarters; its ends excluded if out is 1) when the other does
+// not; ok false if both or neither do.
+func alone(u, w, vbl, vbr, out uint64) (f uint64, ok bool) {
+	uin := vbl+out <= u<<2
+	win := w<<2+out <= vbr
+	switch {
+	case uin == win:
+		return 0, false
+	case uin:
+		return u, true
+	}
+	return w, true
 }
 
 // rop is g×cp/2^127 rounded to odd, g = g[0]×2^63 + g[1].
