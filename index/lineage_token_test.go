@@ -187,7 +187,7 @@ func TestLineageTokenAnswersAsTheView(t *testing.T) {
 		{"f", "past", "none", 0, 5},
 		{"f", "dup", "p:" + fmt.Sprint(span+2), 2, 4},
 		{"f", "twice", "p:" + fmt.Sprint(2*span+5), 1, 4},
-		{"f", "parted", "p:" + fmt.Sprint(3*span+5), 1, 4},
+		{"f", "parted", "p:" + fmt.Sprint(3*span+5), 2, 4}, // and f's shard of that tick: f did not publish it
 		{"f", tokens[100], "p:100", 1, 3},
 		{"f", TickToken(7, [16]byte{7}), "none", 1, 4},
 		{"f", "absent", "none", 0, 5},
@@ -223,6 +223,54 @@ func TestLineageTokenAnswersAsTheView(t *testing.T) {
 		}
 		if n, f := b.shards.Load(), b.filters.Load(); n != c.shards || f != c.filters {
 			t.Errorf("%s, token %s: read %d tick shards and %d token filters; want %d and %d", c.world, c.token, n, f, c.shards, c.filters)
+		}
+	}
+}
+
+// A fork whose log an earlier worldfs wrote with a publish at or before
+// its fork point (such logs still load:
+// TestOldForkLogWithAnEarlyPublishStillLoads) hides its parent's tick of
+// that number: View.Tick answers the fork's, and View.Token does not
+// answer a token that only the hidden tick carries. LineageToken, which
+// reads the lineage one world at a time, answers as the view does.
+func TestLineageTokenOfATickAnOldForkHides(t *testing.T) {
+	ctx := ctxT(t)
+	b := memBucket()
+	c, fe := forkAtFour(t, b) // the parent's ticks 3 (p3) and 4 (p4)
+	tip := c.Tip()
+	c.Close()
+	// The slot an earlier catalog wrote for the fork's publish of tick 3.
+	slot := &Slot{Format: SlotFormat, World: "f", FirstSeq: tip.Seq + 1, Prev: tip.Hash, Store: "f",
+		Entries: []Entry{ownPublish("f", "main", 3, "f3", fe)}}
+	data, _, err := EncodeSlot(slot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Create(ctx, SlotName("f", tip.Seq+1), data); err != nil {
+		t.Fatal(err)
+	}
+	v, err := OpenView(ctx, LoadFrom(b), "f", "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, ok := v.Tick(3); !ok || r.World != "f" {
+		t.Fatalf("the view's tick 3 is %s's (%v); want the fork's own", r.World, ok)
+	}
+	for _, token := range []string{"p3", "p4", "f3"} {
+		want := "none"
+		if r, ok := v.Token(token); ok {
+			want = fmt.Sprintf("%s:%d", r.World, r.Tick.Tick)
+		}
+		r, ok, err := LineageToken(ctx, PartsFrom(b), "f", "main", token)
+		if err != nil {
+			t.Fatalf("token %s: %v", token, err)
+		}
+		got := "none"
+		if ok {
+			got = fmt.Sprintf("%s:%d", r.World, r.Tick.Tick)
+		}
+		if got != want {
+			t.Errorf("token %s: LineageToken answers %s, the view %s", token, got, want)
 		}
 	}
 }

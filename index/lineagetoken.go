@@ -43,9 +43,11 @@ func PartsFrom(b bucket.Bucket) PartReader {
 // first, as View.Tick finds it, if it carries the token; else, oldest
 // segment first, the lowest tick of the segment's run up to its bound
 // that carries the token (Want.Token, Want.TokenTo: the parts whose
-// token filters may hold it). An ancestor's answer is never hidden by a
-// newer segment, as View.Token checks: a fork publishes no tick at or
-// before its fork point (the catalog refuses it). ErrNotLoaded if a
+// token filters may hold it). An ancestor's tick is the answer only if
+// no newer world of the lineage published a tick of its number, as
+// View.Token checks: the catalog refuses a fork's publish at or before
+// its fork point, but a log an earlier worldfs wrote may hold one, which
+// hides the ancestor's tick from every reader. ErrNotLoaded if a
 // state read does not hold every tick that may carry the token (a
 // reader that did not load it): only the whole states can tell. A
 // lineage that loops, or names an ancestor that does not exist, is
@@ -78,8 +80,10 @@ func LineageToken(ctx context.Context, read PartReader, world, run, token string
 		}
 		w, r, upTo = rec.Parent, rec.ForkRun, min(upTo, rec.ForkTick)
 	}
-	if n, ok := TokenTick(token); ok {
-		for _, s := range segs {
+	// tickOf returns tick n of the first of segs that published it (the
+	// newest, as View.Tick finds it) and that segment's index; -1 if none.
+	tickOf := func(segs []segment, n int64) (int, *Tick, error) {
+		for i, s := range segs {
 			if n > s.upTo {
 				continue
 			}
@@ -89,14 +93,21 @@ func LineageToken(ctx context.Context, read PartReader, world, run, token string
 				t, found, err = p.Tick(s.run, n)
 				return err
 			}); err != nil {
-				return TickRef{}, false, err
+				return -1, nil, err
 			}
 			if found {
-				if t.CommitToken == token {
-					return TickRef{s.world, s.run, t}, true, nil
-				}
-				break
+				return i, t, nil
 			}
+		}
+		return -1, nil, nil
+	}
+	if n, ok := TokenTick(token); ok {
+		i, t, err := tickOf(segs, n)
+		if err != nil {
+			return TickRef{}, false, err
+		}
+		if i >= 0 && t.CommitToken == token {
+			return TickRef{segs[i].world, segs[i].run, t}, true, nil
 		}
 	}
 	for i := len(segs) - 1; i >= 0; i-- {
@@ -109,7 +120,16 @@ func LineageToken(ctx context.Context, read PartReader, world, run, token string
 		}); err != nil {
 			return TickRef{}, false, err
 		}
-		if found {
+		if !found {
+			continue
+		}
+		// A tick a newer world re-published (a log an earlier worldfs
+		// wrote) hides the ancestor's.
+		j, _, err := tickOf(segs[:i], t.Tick)
+		if err != nil {
+			return TickRef{}, false, err
+		}
+		if j < 0 {
 			return TickRef{s.world, s.run, t}, true, nil
 		}
 	}
