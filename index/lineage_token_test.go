@@ -274,3 +274,35 @@ func TestLineageTokenOfATickAnOldForkHides(t *testing.T) {
 		}
 	}
 }
+
+// A damaged token filter of an ancestor, of a shard up to the fork point,
+// fails a fork's lookup closed (ErrCorrupt): never "not found", nor the
+// shard decoded instead.
+func TestLineageTokenFailsClosedOnADamagedAncestorFilter(t *testing.T) {
+	ctx := ctxT(t)
+	b := memBucket()
+	spanWorld(t, b, 3*tickShardSpan) // w: run r's shards 0..2, checkpointed
+	f, _, err := CreateWorld(ctx, b, "f", WorldCreate{Parent: "w", ForkRun: "r", ForkTick: tickShardSpan + 10}, "f", Options{NoCompactor: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	names := tokenFilterNames(t, b, "r")
+	damaged := names[1] // shard 0 the log after the checkpoint touches: loaded, its filter unread
+	a, err := b.Stat(ctx, damaged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Delete(ctx, damaged, a.Generation); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Create(ctx, damaged, []byte("worldfs tick token filter 1\nnot a filter, and no sum of it: 32 bytes........")); err != nil {
+		t.Fatal(err)
+	}
+	for _, token := range []string{"t1", "absent"} {
+		r, ok, err := LineageToken(ctx, PartsFrom(b), "f", "r", token)
+		if !errors.Is(err, ErrCorrupt) {
+			t.Errorf("token %s with w's filter of shard 1 damaged: %s:%v %v, %v; want ErrCorrupt", token, r.World, r.Tick, ok, err)
+		}
+	}
+}
