@@ -37,7 +37,7 @@ func open(ctx context.Context, s *Script, writable []string) (*sql.DB, []string,
 		return nil, nil, err
 	}
 	// The files the views read are verified as queries read them.
-	r := &reader{c: s.checks, ok: map[string]bool{}}
+	r := newReader(s)
 	if err := r.register(ctx, db); err != nil {
 		db.Close()
 		return nil, nil, fmt.Errorf("views of world %s: %w", s.World, err)

@@ -118,6 +118,20 @@ type reader struct {
 	defining atomic.Bool
 	mu       sync.Mutex
 	ok       map[string]bool // verified for this database
+	// INVARIANT: pending is the number of files of c.files not in ok.
+	// Once it is 0 (every file the views read, verified), a check looks
+	// at no list, however long: a whole-table query of a long history
+	// pays nothing per file after its first run.
+	pending int
+}
+
+// newReader returns the reader of a database of s's views.
+func newReader(s *Script) *reader {
+	r := &reader{c: s.checks, ok: map[string]bool{}}
+	if r.c != nil {
+		r.pending = len(r.c.files)
+	}
+	return r
 }
 
 // register makes worldfs_checked and worldfs_checked_now of r available
@@ -190,6 +204,9 @@ func (r *reader) verify(ctx context.Context, list []any) error {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.pending == 0 {
+		return nil
+	}
 	var batch *cache.Batch // none while every file was verified before
 	var queued []string
 	for _, e := range list {
@@ -213,7 +230,10 @@ func (r *reader) verify(ctx context.Context, list []any) error {
 		return err
 	}
 	for _, p := range queued {
-		r.ok[p] = true
+		if !r.ok[p] { // a list may name a file twice
+			r.ok[p] = true
+			r.pending--
+		}
 	}
 	return nil
 }
