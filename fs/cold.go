@@ -28,8 +28,10 @@ import (
 // checkpoint once each. A lookup in tokens/ of a token that does not name
 // its tick reads the run's token filters and the parts they say may hold
 // it (coldToken), and in a fork those of each world of its lineage in
-// turn, an ancestor's up to the fork point. What needs the whole state
-// (facts/, a writer's ctl) opens the world's catalog as before (a listing
+// turn, an ancestor's up to the fork point. facts/ reads the claims,
+// which a cold state holds whole: the lineage's states, each world's
+// cold where it can be (claimsState). What needs the whole state (a
+// writer's ctl) opens the world's catalog as before (a listing
 // of tables/ plans from the summaries of its compacted history:
 // tableNames), and from then on every read of the world uses that
 // catalog. A world without a checkpoint is read by

@@ -134,7 +134,7 @@ func sortedKeys[V any](m map[string]V) []string {
 // factRuns returns the runs of world with visible facts: its own (with or
 // without ticks) and, for a fork, those it inherits.
 func (m *Mount) factRuns(ctx context.Context, world string) ([]string, error) {
-	s, err := m.state(ctx, world, false)
+	s, err := m.claimsState(ctx, world)
 	if err != nil {
 		return nil, err
 	}
@@ -172,18 +172,45 @@ func (m *Mount) factRuns(ctx context.Context, world string) ([]string, error) {
 func (m *Mount) factTables(ctx context.Context, world, run string) (map[string][]string, error) {
 	var v *index.View
 	if run == engine.EvaluationRun {
-		s, err := m.state(ctx, world, false)
+		s, err := m.claimsState(ctx, world)
 		if err != nil {
 			return nil, err
 		}
 		v = index.OwnView(s, run)
 	} else {
 		var err error
-		if v, err = m.view(ctx, world, run, false); err != nil {
+		if v, err = m.factsView(ctx, world, run); err != nil {
 			return nil, err
 		}
 	}
 	return m.factTablesOf(ctx, v, run)
+}
+
+// factsView is the view of (world, run) that facts/ reads: its lineage,
+// each world's state from claimsState. Only its facts are asked (View.Facts
+// reads the claims, which a partial state holds whole), never its ticks.
+func (m *Mount) factsView(ctx context.Context, world, run string) (*index.View, error) {
+	return index.OpenView(ctx, m.claimsState, world, run)
+}
+
+// claimsState returns world's state at most Freshness old, for its record,
+// runs and claims: of a world the mount reads cold, a copy of its partial
+// state (withCold: the checkpoint's record, runs, claims and commands and
+// the log after it, no tick part more than it holds already), so that a
+// listing or read of facts/ of a long world never loads its history; else
+// its catalog's, as ticks/ reads it. The copy (Partial.Clone) is the
+// caller's: the state the mount holds grows in place (Partial.Load) while
+// the caller reads it.
+func (m *Mount) claimsState(ctx context.Context, world string) (*index.State, error) {
+	var s *index.State
+	cold, err := m.withCold(ctx, world, index.Want{From: 1, To: 0}, m.opts.Freshness, func(p *index.Partial) error {
+		s = p.Clone().State()
+		return nil
+	})
+	if err != nil || cold {
+		return s, err
+	}
+	return m.state(ctx, world, false)
 }
 
 // factTablesOf is factTables of the facts v shows.
@@ -255,9 +282,10 @@ type version struct {
 	key  string
 }
 
-// current returns the file's current version: catalog only.
+// current returns the file's current version: catalog only (the claims
+// of the lineage's states, factsView).
 func (f *factFile) current(ctx context.Context) (version, error) {
-	v, err := f.m.view(ctx, f.world, f.viewRun(), false)
+	v, err := f.m.factsView(ctx, f.world, f.viewRun())
 	if err != nil {
 		return version{}, err
 	}
