@@ -126,7 +126,7 @@ func WriteCheckpoint(ctx context.Context, b bucket.Bucket, s *State, prev *check
 	// The summaries object is named from the checkpoint's checksum and
 	// lands before the checkpoint: a reader that finds the checkpoint
 	// finds it.
-	if err := writeSummaries(ctx, b, s.World.ID, cp, prev, entries); err != nil {
+	if err := writeSummaries(ctx, b, s, cp, prev, entries); err != nil {
 		return "", nil, fmt.Errorf("checkpoint of world %s at %d: summaries: %w", s.World.ID, s.Seq, err)
 	}
 	name := CheckpointName(s.World.ID, s.Seq)

@@ -350,8 +350,8 @@ func loadSummarized(ctx context.Context, b bucket.Bucket, world string, decode i
 	return loadPart(ctx, b, world, newest, func(ctx context.Context, p *partial) (func(shardRef) bool, error) {
 		// The checkpoint's summaries object first (one read, not one a
 		// tick shard: summary.go), then the summary objects of the
-		// shards it has no summary of.
-		all, _, _, _, err := readSummaries(ctx, b, world, newest, p.cp)
+		// shards it has no entry for.
+		all, none, _, _, err := readSummaries(ctx, b, world, newest, p.cp)
 		if err != nil {
 			return nil, err
 		}
@@ -359,7 +359,7 @@ func loadSummarized(ctx context.Context, b bucket.Bucket, world string, decode i
 		for _, r := range p.cp.Shards {
 			if r.Kind == "t" {
 				ticks = append(ticks, r)
-				if all[r.key()] == nil {
+				if all[r.key()] == nil && !none[r.key()] {
 					lack = append(lack, r)
 				}
 			}

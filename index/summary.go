@@ -90,6 +90,10 @@ func (s *State) summarize(k shardKey, hash string) (*tickSummary, error) {
 	return sum, nil
 }
 
+// holdsTicks reports whether s holds every tick of tick shard k: it is a
+// whole state, or one loaded in part that loaded k.
+func (s *State) holdsTicks(k shardKey) bool { return s.part == nil || s.part.loaded[k] }
+
 // encode returns the summary's bytes: its fields, then the SHA-256 of them.
 func (sum *tickSummary) encode() []byte {
 	var e enc
@@ -283,7 +287,7 @@ func WriteSidecars(ctx context.Context, b bucket.Bucket, world string, dry bool)
 					entries[r.Hash] = sum.encode()
 				}
 			}
-			if err := writeSummaries(ctx, b, world, cp, nil, entries); err != nil {
+			if err := writeSummaries(ctx, b, s, cp, nil, entries); err != nil {
 				return SidecarCounts{}, err
 			}
 		}
@@ -322,8 +326,9 @@ func WriteSidecars(ctx context.Context, b bucket.Bucket, world string, dry bool)
 // object (CheckpointSummariesName, named from the checkpoint's checksum),
 // which LoadSummarized reads first: each entry is a shard's summary as
 // its own object holds it, checked as that one is (decodeSummary), or
-// says that the shard has none. A shard without an entry, or whose entry
-// says none, has its own summary object read as before, so what the
+// says that the shard has none (its ticks said so to the writer). A shard
+// without an entry (one an older worldfs wrote, whose summary it may
+// write later) has its own summary object read as before, so what the
 // views plan from is what the per-shard summaries say, whichever is read.
 // Like them the object is a sidecar a worldfs that knows none ignores;
 // it lives as long as its checkpoint does (CheckpointObjects). A damaged
@@ -438,12 +443,14 @@ func readSummaries(ctx context.Context, b bucket.Bucket, world, name string, cp 
 }
 
 // writeSummaries writes the summaries object of checkpoint cp (sealed)
-// of world: the entries e holds for the shards written with it (their
+// of s's world: the entries e holds for the shards written with it (their
 // summaries, or none), and for the others what the summaries object of
 // the checkpoint prev (may be nil) holds, else what their own summary
-// objects say. A shard whose summary object cannot be read gets no
-// entry: a reader reads that object itself.
-func writeSummaries(ctx context.Context, b bucket.Bucket, world string, cp, prev *checkpoint, e summaryEntries) error {
+// objects hold. A shard without one has none if s holds its ticks to
+// tell; otherwise (a shard an older worldfs wrote, whose summary may be
+// written later) it gets no entry, and a reader reads its own object.
+func writeSummaries(ctx context.Context, b bucket.Bucket, s *State, cp, prev *checkpoint, e summaryEntries) error {
+	world := s.World.ID
 	var old summaryEntries
 	if prev != nil && prev.Sum != "" {
 		// A previous object that is missing or damaged only means its
@@ -453,7 +460,7 @@ func writeSummaries(ctx context.Context, b bucket.Bucket, world string, cp, prev
 			old = raw
 		}
 	}
-	var lack []string
+	var lack []shardRef
 	for _, r := range cp.Shards {
 		if _, ok := e[r.Hash]; ok || r.Kind != "t" {
 			continue
@@ -461,27 +468,37 @@ func writeSummaries(ctx context.Context, b bucket.Bucket, world string, cp, prev
 		if data, ok := old[r.Hash]; ok {
 			e[r.Hash] = data
 		} else {
-			lack = append(lack, r.Hash)
+			lack = append(lack, r)
 		}
 	}
 	got := make([][]byte, len(lack))
-	known := make([]bool, len(lack))
+	missing := make([]bool, len(lack))
 	err := parallelReads(ctx, len(lack), func(i int) error {
-		data, _, err := b.Get(ctx, ShardSummaryName(world, lack[i]))
+		data, _, err := b.Get(ctx, ShardSummaryName(world, lack[i].Hash))
 		switch {
 		case errors.Is(err, bucket.ErrNotExist):
-			known[i] = true // none
+			missing[i] = true
 		case err == nil:
-			got[i], known[i] = data, true
+			got[i] = data
 		}
 		return ctx.Err()
 	})
 	if err != nil {
 		return err
 	}
-	for i, h := range lack {
-		if known[i] {
-			e[h] = got[i]
+	for i, r := range lack {
+		switch {
+		case got[i] != nil:
+			e[r.Hash] = got[i]
+		case missing[i] && s.holdsTicks(r.key()):
+			sum, err := s.summarize(r.key(), r.Hash)
+			if err != nil {
+				return err
+			}
+			e[r.Hash] = nil
+			if sum != nil {
+				e[r.Hash] = sum.encode()
+			}
 		}
 	}
 	_, err = bucket.CreateOnce(ctx, b, CheckpointSummariesName(world, cp.Sum), encodeSummaries(cp, e))

@@ -292,9 +292,9 @@ func TestLoadSummarizedAtMost(t *testing.T) {
 	}
 }
 
-// A views load reads a checkpoint's summaries in one object (the shards'
-// own summaries only for the shards it has none of) and plans from them
-// as from the shards' own; without the object it reads those. A damaged
+// A views load reads a checkpoint's summaries in one object, which also
+// tells the shards that have none, and plans from them as from the
+// shards' own; without the object it reads those. A damaged
 // object fails closed (ErrCorrupt), whatever the shards' summaries say.
 func TestCheckpointSummariesReadInOne(t *testing.T) {
 	ctx := ctxT(t)
@@ -326,9 +326,9 @@ func TestCheckpointSummariesReadInOne(t *testing.T) {
 		return fmt.Sprint(files, *v)
 	}
 	s, objects, shardSums := load()
-	// The fresh ticks' shard has no summary: its own object is looked for.
-	if objects != 1 || shardSums != 1 {
-		t.Fatalf("a load read %d checkpoint summaries objects and %d shard summaries; want 1 and 1 (the fresh ticks' shard)", objects, shardSums)
+	// The fresh ticks' shard has no summary, which its entry says.
+	if objects != 1 || shardSums != 0 {
+		t.Fatalf("a load read %d checkpoint summaries objects and %d shard summaries; want 1 and none", objects, shardSums)
 	}
 	want := plan(s)
 
@@ -367,5 +367,69 @@ func TestCheckpointSummariesReadInOne(t *testing.T) {
 	}
 	if _, _, err := LoadSummarized(ctx, b, "w"); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("a load with a damaged summaries object: %v; want ErrCorrupt", err)
+	}
+}
+
+// A checkpoint writer that holds neither a shard's ticks nor its summary
+// object (one an older worldfs wrote) gives it no entry: a load reads the
+// shard's own summary, so one written later (worldfs optimize) is read.
+// Shards whose ticks it holds get their entry from them.
+func TestCheckpointSummariesLeaveOutWhatTheWriterCannotTell(t *testing.T) {
+	ctx := ctxT(t)
+	mb, _, _ := summaryWorld(t, 3*tickShardSpan, 1, tickShardSpan)
+	b := &countingBucket{Bucket: mb}
+	newest, shards := newestShards(t, b)
+	prev, err := readCheckpoint(ctx, b, "w", newest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	remove := func(name string) {
+		t.Helper()
+		a, err := b.Stat(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := bucket.DeleteOnce(ctx, b, name, a.Generation); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// An older worldfs: no summaries object, and shards 0 and 1 without
+	// their summaries.
+	remove(CheckpointSummariesName("w", prev.Sum))
+	for _, n := range []int64{0, 1} {
+		remove(ShardSummaryName("w", tickShardOf(t, shards, "main", n).Hash))
+	}
+	// A writer holding shard 0's ticks and the head's (the fresh ticks'
+	// shard 3), not shard 1's, checkpoints again.
+	part, _, err := LoadFor(ctx, b, "w", Want{Run: "main", From: 0, To: 0, Head: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := WriteCheckpoint(ctx, b, part.State(), prev); err != nil {
+		t.Fatal(err)
+	}
+	_, _, entries, ok, err := readSummaries(ctx, b, "w", newest, prev)
+	if err != nil || !ok {
+		t.Fatalf("the summaries object written: %v, %v", ok, err)
+	}
+	if e, has := entries[tickShardOf(t, shards, "main", 0).Hash]; !has || len(e) == 0 {
+		t.Fatal("shard 0, whose ticks the writer holds, has no summary in the object")
+	}
+	if _, has := entries[tickShardOf(t, shards, "main", 1).Hash]; has {
+		t.Fatal("shard 1, whose ticks the writer does not hold, has an entry")
+	}
+	if e, has := entries[tickShardOf(t, shards, "main", 3).Hash]; !has || len(e) != 0 {
+		t.Fatal("shard 3, of fresh ticks, has no entry saying it has no summary")
+	}
+	if n, err := WriteSidecars(ctx, b, "w", false); err != nil || n.Summaries != 2 {
+		t.Fatalf("WriteSidecars wrote %+v, %v; want the summaries of shards 0 and 1", n, err)
+	}
+	b.summaries.Store(0)
+	s, _, err := LoadSummarized(ctx, b, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, read := len(s.part.sums), b.summaries.Load(); n != 3 || read != 1 {
+		t.Fatalf("a load holds %d summaries, reading %d shards' own; want 3, reading shard 1's", n, read)
 	}
 }
