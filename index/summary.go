@@ -119,6 +119,14 @@ func (sum *tickSummary) encode() []byte {
 // decodeSummary decodes and checks the summary of shard r (its bytes
 // data): anything wrong with it is ErrCorrupt.
 func decodeSummary(name string, r shardRef, data []byte) (*tickSummary, error) {
+	var tables slab[TableFragments]
+	var frags slab[Fragment]
+	return decodeSummaryInto(name, r, data, &tables, &frags)
+}
+
+// decodeSummaryInto is decodeSummary taking the fragment lists from
+// tables and frags (a checkpoint's summaries share them).
+func decodeSummaryInto(name string, r shardRef, data []byte, tables *slab[TableFragments], frags *slab[Fragment]) (*tickSummary, error) {
 	corrupt := func(format string, args ...any) error {
 		return corruptCheckpoint(name, "summary of shard %s: %s", r.Hash, fmt.Sprintf(format, args...))
 	}
@@ -137,12 +145,10 @@ func decodeSummary(name string, r shardRef, data []byte) (*tickSummary, error) {
 	sum.key.N = d.varint()
 	sum.ticks = d.varint()
 	n := d.count()
-	var tables slab[TableFragments]
-	var frags slab[Fragment]
 	var total int64
 	for i := 0; i < n && d.err == nil; i++ {
 		p := summarySpan{From: d.varint(), To: d.varint(), N: d.varint(), Token: d.str(), Epoch: d.varint()}
-		p.Tables = d.tables(CheckpointFormat, &tables, &frags)
+		p.Tables = d.tables(CheckpointFormat, tables, frags)
 		if d.err != nil {
 			break
 		}
@@ -399,6 +405,8 @@ func decodeSummaries(name string, cp *checkpoint, data []byte) (sums map[shardKe
 	}
 	n := d.count()
 	sums, none, raw = map[shardKey]*tickSummary{}, map[shardKey]bool{}, summaryEntries{}
+	var tables slab[TableFragments]
+	var frags slab[Fragment]
 	for i := 0; i < n && d.err == nil; i++ {
 		hash, data := d.str(), d.bytes()
 		if d.err != nil {
@@ -413,7 +421,7 @@ func decodeSummaries(name string, cp *checkpoint, data []byte) (sums map[shardKe
 			none[r.key()] = true
 			continue
 		}
-		sum, err := decodeSummary(name, r, data)
+		sum, err := decodeSummaryInto(name, r, data, &tables, &frags)
 		if err != nil {
 			return nil, nil, nil, err
 		}
