@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
@@ -80,6 +81,10 @@ func WriteCheckpoint(ctx context.Context, b bucket.Bucket, s *State, prev *check
 		cp.Shards = append(cp.Shards, r)
 		return true
 	})
+	// The summaries of the tick shards written (nil: none), for the
+	// checkpoint's summaries object (summary.go).
+	entries := summaryEntries{}
+	var mu sync.Mutex
 	err := parallel(ctx, len(dirty), func(i int) error {
 		r := &cp.Shards[dirty[i]]
 		plain, err := s.encodeShard(r.key())
@@ -101,7 +106,13 @@ func WriteCheckpoint(ctx context.Context, b bucket.Bucket, s *State, prev *check
 			if err := writeTokenFilter(ctx, b, s, *r); err != nil {
 				return err
 			}
-			return writeSummary(ctx, b, s, *r)
+			sum, err := writeSummary(ctx, b, s, *r)
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			entries[r.Hash] = sum
+			mu.Unlock()
 		}
 		return nil
 	})
@@ -111,6 +122,12 @@ func WriteCheckpoint(ctx context.Context, b bucket.Bucket, s *State, prev *check
 	data, err := cp.seal()
 	if err != nil {
 		return "", nil, err
+	}
+	// The summaries object is named from the checkpoint's checksum and
+	// lands before the checkpoint: a reader that finds the checkpoint
+	// finds it.
+	if err := writeSummaries(ctx, b, s, cp, prev, entries); err != nil {
+		return "", nil, fmt.Errorf("checkpoint of world %s at %d: summaries: %w", s.World.ID, s.Seq, err)
 	}
 	name := CheckpointName(s.World.ID, s.Seq)
 	if _, err := bucket.CreateOnce(ctx, b, name, data); err != nil {

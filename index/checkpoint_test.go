@@ -124,9 +124,12 @@ func TestRacingCompactorsWriteIdenticalBytes(t *testing.T) {
 	}
 }
 
-// A checkpoint writes only the shards that changed since the previous one.
+// A checkpoint writes only the shards that changed since the previous
+// one, and its summaries object (summary.go), whose entries for the other
+// shards it takes from the previous checkpoint's: it reads no shard's
+// summary.
 func TestCheckpointCostFollowsChange(t *testing.T) {
-	b := memBucket()
+	b := &countingBucket{Bucket: memBucket()}
 	c, epoch := newWorld(t, b, "w", Options{NoCompactor: true})
 	fill(t, c, epoch, 0, 3*tickShardSpan)
 	ctx := ctxT(t)
@@ -135,28 +138,34 @@ func TestCheckpointCostFollowsChange(t *testing.T) {
 	}
 	// The shards, and their sidecars (a token filter beside each tick
 	// shard: tokenfilter.go).
-	shards := func() (n, sidecars int) {
+	shards := func() (n, sidecars, summaries int) {
 		all, _ := bucket.Collect(b.List(ctx, WorldPrefix("w")+"state/", ""))
 		for _, a := range all {
 			if _, ok := ShardOfSidecar(a.Name); ok {
 				sidecars++
+			} else if strings.HasSuffix(a.Name, summariesSuffix) {
+				summaries++
 			} else {
 				n++
 			}
 		}
-		return n, sidecars
+		return n, sidecars, summaries
 	}
-	before, sidecarsBefore := shards()
+	before, sidecarsBefore, summariesBefore := shards()
 	fill(t, c, epoch, 3*tickShardSpan+25, 5) // one tick shard changes (no claim or command)
+	b.summaries.Store(0)
 	if _, err := c.Checkpoint(ctx); err != nil {
 		t.Fatal(err)
 	}
-	n, sidecars := shards()
+	n, sidecars, summaries := shards()
 	if wrote := n - before; wrote != 1 {
 		t.Fatalf("an incremental checkpoint wrote %d shards, want 1 (of %d)", wrote, before+1)
 	}
 	if wrote := sidecars - sidecarsBefore; wrote != 1 {
 		t.Fatalf("an incremental checkpoint wrote %d sidecars, want the token filter of its one tick shard", wrote)
+	}
+	if wrote, read := summaries-summariesBefore, b.summaries.Load(); wrote != 1 || read != 0 {
+		t.Fatalf("an incremental checkpoint wrote %d summaries objects and read %d shard summaries; want its own and none", wrote, read)
 	}
 }
 

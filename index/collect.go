@@ -34,6 +34,21 @@ func CheckpointShards(ctx context.Context, b bucket.Bucket, world, name string) 
 	return out, nil
 }
 
+// CheckpointObjects returns the names of the objects the checkpoint
+// called name keeps alive beside it: its shards (each with its summary
+// and token filter, ShardOfSidecar) and its summaries object.
+func CheckpointObjects(ctx context.Context, b bucket.Bucket, world, name string) ([]string, error) {
+	cp, err := readCheckpoint(ctx, b, world, name)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, len(cp.Shards)+1)
+	for _, r := range cp.Shards {
+		out = append(out, ShardName(world, r.Hash))
+	}
+	return append(out, CheckpointSummariesName(world, cp.Sum)), nil
+}
+
 // SlotHolding returns the slot that holds sequence seq, found with one
 // short listing (slots are named by their first sequence and hold at most
 // MaxSlotEntries). If that slot was collected it returns the oldest slot

@@ -14,6 +14,8 @@ import (
 //	worlds/<world>/checkpoints/<seq>                checkpoints
 //	worlds/<world>/state/<hash>                     checkpoint shards
 //	worlds/<world>/state/<hash>.sum                 tick shard summaries
+//	worlds/<world>/state/<hash>.tok                 tick shard token filters
+//	worlds/<world>/state/<checksum>.sums            a checkpoint's summaries
 //	data/<world>/<run>/<table>/<token>.parquet      tick fragments
 //	data/<world>/<run>/<table>/<token>/<n>.parquet  fact and claim fragments
 //	data/<world>/<run>/<table>/compacted-<digest>/0.parquet (and 0.ticks2, 0.ticks)
@@ -317,6 +319,14 @@ func ShardSummaryName(world, hash string) string { return ShardName(world, hash)
 func ShardOfSummary(name string) (string, bool) { return strings.CutSuffix(name, summarySuffix) }
 
 const summarySuffix = ".sum"
+
+// CheckpointSummariesName is the summaries object (summary.go) of the
+// checkpoint whose checksum is sum: the tick shards' summaries in one.
+func CheckpointSummariesName(world, sum string) string {
+	return ShardPrefix(world) + sum + summariesSuffix
+}
+
+const summariesSuffix = ".sums"
 
 // ShardTokenFilterName is the token filter of the tick shard whose hash
 // is hash (tokenfilter.go): the shard's name with ".tok".

@@ -47,6 +47,7 @@ func TestBucketLayoutIsPinned(t *testing.T) {
 		{ShardName("w", "ab12"), "worlds/w/state/ab12"},
 		{ShardSummaryName("w", "ab12"), "worlds/w/state/ab12.sum"},
 		{ShardTokenFilterName("w", "ab12"), "worlds/w/state/ab12.tok"},
+		{CheckpointSummariesName("w", "cd34"), "worlds/w/state/cd34.sums"},
 		{TickFragmentPath("w", "main", "t1", "tok"), "data/w/main/t1/tok.parquet"},
 		{FragmentPath("w", "main", "t1", "tok", 2), "data/w/main/t1/tok/2.parquet"},
 		{CompactedPath("w", "main", "t1", "d1"), "data/w/main/t1/compacted-d1/0.parquet"},

@@ -348,25 +348,37 @@ func loadSummarized(ctx context.Context, b bucket.Bucket, world string, decode i
 		return Load(ctx, b, world)
 	}
 	return loadPart(ctx, b, world, newest, func(ctx context.Context, p *partial) (func(shardRef) bool, error) {
-		var ticks []shardRef
+		// The checkpoint's summaries object first (one read, not one a
+		// tick shard: summary.go), then the summary objects of the
+		// shards it has no entry for.
+		all, none, _, _, err := readSummaries(ctx, b, world, newest, p.cp)
+		if err != nil {
+			return nil, err
+		}
+		var ticks, lack []shardRef
 		for _, r := range p.cp.Shards {
 			if r.Kind == "t" {
 				ticks = append(ticks, r)
+				if all[r.key()] == nil && !none[r.key()] {
+					lack = append(lack, r)
+				}
 			}
 		}
-		sums := make([]*tickSummary, len(ticks))
-		err := parallelReads(ctx, len(ticks), func(i int) error {
+		sums := make([]*tickSummary, len(lack))
+		err = parallelReads(ctx, len(lack), func(i int) error {
 			var err error
-			sums[i], err = readSummary(ctx, b, world, newest, ticks[i])
+			sums[i], err = readSummary(ctx, b, world, newest, lack[i])
 			return err
 		})
 		if err != nil {
 			return nil, err
 		}
-		p.sums = map[shardKey]*tickSummary{}
+		if p.sums = all; all == nil {
+			p.sums = map[shardKey]*tickSummary{}
+		}
 		for i, sum := range sums {
 			if sum != nil {
-				p.sums[ticks[i].key()] = sum
+				p.sums[lack[i].key()] = sum
 			}
 		}
 		if unsummarized := len(ticks) - len(p.sums); decode >= 0 && unsummarized > decode {

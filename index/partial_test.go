@@ -110,11 +110,12 @@ func partialAlike(full *State, p *Partial, want Want) (refused int, err error) {
 	return refused, nil
 }
 
-// countingBucket counts the checkpoint shards (not their summaries), the
-// token filters and the checkpoints read.
+// countingBucket counts the checkpoint shards, the token filters, the
+// shards' summaries, the checkpoints' summaries objects and the
+// checkpoints read.
 type countingBucket struct {
 	bucket.Bucket
-	shards, filters, checkpoints atomic.Int64
+	shards, filters, summaries, checkpointSummaries, checkpoints atomic.Int64
 }
 
 func (c *countingBucket) Get(ctx context.Context, name string) ([]byte, bucket.Attrs, error) {
@@ -122,6 +123,9 @@ func (c *countingBucket) Get(ctx context.Context, name string) ([]byte, bucket.A
 	case strings.HasSuffix(name, tokenFilterSuffix):
 		c.filters.Add(1)
 	case strings.HasSuffix(name, summarySuffix):
+		c.summaries.Add(1)
+	case strings.HasSuffix(name, summariesSuffix):
+		c.checkpointSummaries.Add(1)
 	case strings.Contains(name, "/state/"):
 		c.shards.Add(1)
 	}

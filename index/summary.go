@@ -90,6 +90,10 @@ func (s *State) summarize(k shardKey, hash string) (*tickSummary, error) {
 	return sum, nil
 }
 
+// holdsTicks reports whether s holds every tick of tick shard k: it is a
+// whole state, or one loaded in part that loaded k.
+func (s *State) holdsTicks(k shardKey) bool { return s.part == nil || s.part.loaded[k] }
+
 // encode returns the summary's bytes: its fields, then the SHA-256 of them.
 func (sum *tickSummary) encode() []byte {
 	var e enc
@@ -115,6 +119,14 @@ func (sum *tickSummary) encode() []byte {
 // decodeSummary decodes and checks the summary of shard r (its bytes
 // data): anything wrong with it is ErrCorrupt.
 func decodeSummary(name string, r shardRef, data []byte) (*tickSummary, error) {
+	var tables slab[TableFragments]
+	var frags slab[Fragment]
+	return decodeSummaryInto(name, r, data, &tables, &frags)
+}
+
+// decodeSummaryInto is decodeSummary taking the fragment lists from
+// tables and frags (a checkpoint's summaries share them).
+func decodeSummaryInto(name string, r shardRef, data []byte, tables *slab[TableFragments], frags *slab[Fragment]) (*tickSummary, error) {
 	corrupt := func(format string, args ...any) error {
 		return corruptCheckpoint(name, "summary of shard %s: %s", r.Hash, fmt.Sprintf(format, args...))
 	}
@@ -133,12 +145,10 @@ func decodeSummary(name string, r shardRef, data []byte) (*tickSummary, error) {
 	sum.key.N = d.varint()
 	sum.ticks = d.varint()
 	n := d.count()
-	var tables slab[TableFragments]
-	var frags slab[Fragment]
 	var total int64
 	for i := 0; i < n && d.err == nil; i++ {
 		p := summarySpan{From: d.varint(), To: d.varint(), N: d.varint(), Token: d.str(), Epoch: d.varint()}
-		p.Tables = d.tables(CheckpointFormat, &tables, &frags)
+		p.Tables = d.tables(CheckpointFormat, tables, frags)
 		if d.err != nil {
 			break
 		}
@@ -167,14 +177,18 @@ func decodeSummary(name string, r shardRef, data []byte) (*tickSummary, error) {
 	return sum, nil
 }
 
-// writeSummary writes the summary of tick shard r of s, if it has one.
-func writeSummary(ctx context.Context, b bucket.Bucket, s *State, r shardRef) error {
+// writeSummary writes the summary of tick shard r of s, if it has one,
+// and returns its bytes (nil: none).
+func writeSummary(ctx context.Context, b bucket.Bucket, s *State, r shardRef) ([]byte, error) {
 	sum, err := s.summarize(r.key(), r.Hash)
 	if err != nil || sum == nil {
-		return err
+		return nil, err
 	}
-	_, err = bucket.CreateOnce(ctx, b, ShardSummaryName(s.World.ID, r.Hash), sum.encode())
-	return err
+	data := sum.encode()
+	if _, err = bucket.CreateOnce(ctx, b, ShardSummaryName(s.World.ID, r.Hash), data); err != nil {
+		return nil, err
+	}
+	return data, nil
 }
 
 // readSummary reads the summary of tick shard r of checkpoint name: nil
@@ -202,16 +216,18 @@ func WriteSummaries(ctx context.Context, b bucket.Bucket, world string) (int, er
 }
 
 // SidecarCounts is how many sidecars of a world's tick shards
-// WriteSidecars wrote (or, dry, would write).
+// WriteSidecars wrote (or, dry, would write), and whether it wrote the
+// newest checkpoint's summaries object.
 type SidecarCounts struct {
 	Summaries, TokenFilters int
+	CheckpointSummaries     bool
 }
 
 // WriteSidecars writes the summaries and token filters (tokenfilter.go)
 // that the tick shards of world's newest checkpoint lack (shards written
-// by a worldfs that wrote none): a views build reads the summaries
-// instead of decoding those shards, a lookup of a token that names no
-// tick the filters. It reads the checkpoint's state whole, and returns
+// by a worldfs that wrote none), and the checkpoint's summaries object if
+// it has none: a views build reads the summaries instead of decoding
+// those shards, a lookup of a token that names no tick the filters. It reads the checkpoint's state whole, and returns
 // how many of each it wrote (dry: would write, writing none).
 func WriteSidecars(ctx context.Context, b bucket.Bucket, world string, dry bool) (SidecarCounts, error) {
 	newest, _, err := newestCheckpoint(ctx, b, world)
@@ -258,6 +274,30 @@ func WriteSidecars(ctx context.Context, b bucket.Bucket, world string, dry bool)
 		}
 	}
 	written := make([]bool, len(lack))
+	var n SidecarCounts
+	if name := CheckpointSummariesName(world, cp.Sum); !have[name] {
+		// The checkpoint's summaries object, from the state whole.
+		n.CheckpointSummaries = true
+		if !dry {
+			entries := summaryEntries{}
+			for _, r := range cp.Shards {
+				if r.Kind != "t" {
+					continue
+				}
+				sum, err := s.summarize(r.key(), r.Hash)
+				if err != nil {
+					return SidecarCounts{}, err
+				}
+				entries[r.Hash] = nil
+				if sum != nil {
+					entries[r.Hash] = sum.encode()
+				}
+			}
+			if err := writeSummaries(ctx, b, s, cp, nil, entries); err != nil {
+				return SidecarCounts{}, err
+			}
+		}
+	}
 	err = parallel(ctx, len(lack), func(i int) error {
 		data, err := lack[i].encode()
 		if err != nil || data == nil {
@@ -273,7 +313,6 @@ func WriteSidecars(ctx context.Context, b bucket.Bucket, world string, dry bool)
 		}
 		return err
 	})
-	var n SidecarCounts
 	for i, w := range written {
 		switch _, sum := ShardOfSummary(lack[i].name); {
 		case !w:
@@ -284,4 +323,195 @@ func WriteSidecars(ctx context.Context, b bucket.Bucket, world string, dry bool)
 		}
 	}
 	return n, err
+}
+
+// Checkpoint summaries. At a million ticks a checkpoint has 245 tick
+// shards, and a views build that read each one's summary read 245
+// objects: a cost that grows with the history, a bucket round trip each.
+// So each checkpoint also writes the summaries of its tick shards as one
+// object (CheckpointSummariesName, named from the checkpoint's checksum),
+// which LoadSummarized reads first: each entry is a shard's summary as
+// its own object holds it, checked as that one is (decodeSummary), or
+// says that the shard has none (its ticks said so to the writer). A shard
+// without an entry (one an older worldfs wrote, whose summary it may
+// write later) has its own summary object read as before, so what the
+// views plan from is what the per-shard summaries say, whichever is read.
+// Like them the object is a sidecar a worldfs that knows none ignores;
+// it lives as long as its checkpoint does (CheckpointObjects). A damaged
+// one is ErrCorrupt.
+//
+// A checkpoint writer takes the entries of the shards it did not rewrite
+// from the previous checkpoint's object (or, lacking it, from their own
+// summary objects), so its cost follows the change, plus one read and
+// one write of a few hundred bytes a tick shard.
+
+// summariesMagic begins a checkpoint summaries object (and versions it).
+const summariesMagic = "worldfs checkpoint summaries 1\n"
+
+// summaryEntries are the entries of a checkpoint summaries object, by
+// shard hash: a summary's bytes, or nil for a shard with none.
+type summaryEntries map[string][]byte
+
+// encodeSummaries returns the bytes of the summaries object of the
+// checkpoint cp (sealed) with entries for the tick shards of cp in e, in
+// cp's order, then the SHA-256 of them.
+func encodeSummaries(cp *checkpoint, e summaryEntries) []byte {
+	var out enc
+	out.b = append(out.b, summariesMagic...)
+	out.str(cp.Sum)
+	var n uint64
+	for _, r := range cp.Shards {
+		if _, ok := e[r.Hash]; ok && r.Kind == "t" {
+			n++
+		}
+	}
+	out.uvarint(n)
+	for _, r := range cp.Shards {
+		data, ok := e[r.Hash]
+		if !ok || r.Kind != "t" {
+			continue
+		}
+		out.str(r.Hash)
+		out.bytes(data)
+	}
+	h := sha256.Sum256(out.b)
+	return append(out.b, h[:]...)
+}
+
+// decodeSummaries decodes and checks the summaries object of checkpoint
+// cp (called name): its entries, each summary decoded, by shard key.
+// none holds the shards whose entry says they have none. Anything wrong
+// is ErrCorrupt.
+func decodeSummaries(name string, cp *checkpoint, data []byte) (sums map[shardKey]*tickSummary, none map[shardKey]bool, raw summaryEntries, err error) {
+	corrupt := func(format string, args ...any) error {
+		return corruptCheckpoint(name, "summaries object: %s", fmt.Sprintf(format, args...))
+	}
+	if len(data) < len(summariesMagic)+sha256.Size || !bytes.HasPrefix(data, []byte(summariesMagic)) {
+		return nil, nil, nil, corrupt("not a summaries object")
+	}
+	body := data[:len(data)-sha256.Size]
+	if h := sha256.Sum256(body); !bytes.Equal(h[:], data[len(body):]) {
+		return nil, nil, nil, corrupt("its checksum does not match its contents")
+	}
+	refs := map[string]shardRef{}
+	for _, r := range cp.Shards {
+		if r.Kind == "t" {
+			refs[r.Hash] = r
+		}
+	}
+	d := dec{b: body[len(summariesMagic):]}
+	if s := d.str(); d.err == nil && s != cp.Sum {
+		return nil, nil, nil, corrupt("it is of the checkpoint whose checksum is %s", s)
+	}
+	n := d.count()
+	sums, none, raw = map[shardKey]*tickSummary{}, map[shardKey]bool{}, summaryEntries{}
+	var tables slab[TableFragments]
+	var frags slab[Fragment]
+	for i := 0; i < n && d.err == nil; i++ {
+		hash, data := d.str(), d.bytes()
+		if d.err != nil {
+			break
+		}
+		r, ok := refs[hash]
+		if _, dup := raw[hash]; !ok || dup {
+			return nil, nil, nil, corrupt("an entry for shard %s, which is not a tick shard of the checkpoint or has another entry", hash)
+		}
+		raw[hash] = data
+		if len(data) == 0 {
+			none[r.key()] = true
+			continue
+		}
+		sum, err := decodeSummaryInto(name, r, data, &tables, &frags)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		sums[r.key()] = sum
+	}
+	if d.err == nil && len(d.b) != 0 {
+		d.fail(errors.New("trailing bytes"))
+	}
+	if d.err != nil {
+		return nil, nil, nil, corrupt("%v", d.err)
+	}
+	return sums, none, raw, nil
+}
+
+// readSummaries reads the summaries object of checkpoint cp (called
+// name): ok false if there is none.
+func readSummaries(ctx context.Context, b bucket.Bucket, world, name string, cp *checkpoint) (sums map[shardKey]*tickSummary, none map[shardKey]bool, raw summaryEntries, ok bool, err error) {
+	data, _, err := b.Get(ctx, CheckpointSummariesName(world, cp.Sum))
+	if errors.Is(err, bucket.ErrNotExist) {
+		return nil, nil, nil, false, nil
+	}
+	if err != nil {
+		return nil, nil, nil, false, fmt.Errorf("checkpoint %s: summaries: %w", name, err)
+	}
+	sums, none, raw, err = decodeSummaries(name, cp, data)
+	return sums, none, raw, err == nil, err
+}
+
+// writeSummaries writes the summaries object of checkpoint cp (sealed)
+// of s's world: the entries e holds for the shards written with it (their
+// summaries, or none), and for the others what the summaries object of
+// the checkpoint prev (may be nil) holds, else what their own summary
+// objects hold. A shard without one has none if s holds its ticks to
+// tell; otherwise (a shard an older worldfs wrote, whose summary may be
+// written later) it gets no entry, and a reader reads its own object.
+func writeSummaries(ctx context.Context, b bucket.Bucket, s *State, cp, prev *checkpoint, e summaryEntries) error {
+	world := s.World.ID
+	var old summaryEntries
+	if prev != nil && prev.Sum != "" {
+		// A previous object that is missing or damaged only means its
+		// shards' own summaries are read instead.
+		_, _, raw, ok, err := readSummaries(ctx, b, world, CheckpointName(world, prev.Seq), prev)
+		if ok && err == nil {
+			old = raw
+		}
+	}
+	var lack []shardRef
+	for _, r := range cp.Shards {
+		if _, ok := e[r.Hash]; ok || r.Kind != "t" {
+			continue
+		}
+		if data, ok := old[r.Hash]; ok {
+			e[r.Hash] = data
+		} else {
+			lack = append(lack, r)
+		}
+	}
+	got := make([][]byte, len(lack))
+	missing := make([]bool, len(lack))
+	err := parallelReads(ctx, len(lack), func(i int) error {
+		data, _, err := b.Get(ctx, ShardSummaryName(world, lack[i].Hash))
+		switch {
+		case errors.Is(err, bucket.ErrNotExist):
+			missing[i] = true
+		case err == nil:
+			got[i] = data
+		}
+		return ctx.Err()
+	})
+	if err != nil {
+		return err
+	}
+	for i, r := range lack {
+		switch {
+		case got[i] != nil:
+			e[r.Hash] = got[i]
+		case missing[i] && s.holdsTicks(r.key()):
+			sum, err := s.summarize(r.key(), r.Hash)
+			if err != nil {
+				return err
+			}
+			e[r.Hash] = nil
+			if sum != nil {
+				e[r.Hash] = sum.encode()
+			}
+		}
+	}
+	_, err = bucket.CreateOnce(ctx, b, CheckpointSummariesName(world, cp.Sum), encodeSummaries(cp, e))
+	if errors.Is(err, bucket.ErrExist) {
+		err = nil // a racing writer of the same checkpoint wrote it
+	}
+	return err
 }

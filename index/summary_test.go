@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/worldfs/worldfs/bucket"
@@ -185,7 +187,7 @@ func TestWriteSummariesFillsWhatIsMissing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, ok := ShardOfSummary(a.Name); ok {
+		if _, ok := ShardOfSummary(a.Name); ok || strings.HasSuffix(a.Name, summariesSuffix) {
 			if err := bucket.DeleteOnce(ctx, b, a.Name, a.Generation); err != nil {
 				t.Fatal(err)
 			}
@@ -194,14 +196,14 @@ func TestWriteSummariesFillsWhatIsMissing(t *testing.T) {
 	if n := len(load().part.sums); n != 0 {
 		t.Fatalf("%d summaries read after they were deleted", n)
 	}
-	if n, err := WriteSummaries(ctx, b, "w"); err != nil || n != 2 {
-		t.Fatalf("WriteSummaries wrote %d, %v; want 2", n, err)
+	if n, err := WriteSidecars(ctx, b, "w", false); err != nil || n.Summaries != 2 || !n.CheckpointSummaries {
+		t.Fatalf("WriteSidecars wrote %+v, %v; want 2 summaries and the checkpoint's", n, err)
 	}
 	if n := len(load().part.sums); n != 2 {
 		t.Fatalf("%d summaries read after WriteSummaries; want 2", n)
 	}
-	if n, err := WriteSummaries(ctx, b, "w"); err != nil || n != 0 {
-		t.Fatalf("WriteSummaries again wrote %d, %v; want none", n, err)
+	if n, err := WriteSidecars(ctx, b, "w", false); err != nil || n.Summaries != 0 || n.CheckpointSummaries {
+		t.Fatalf("WriteSidecars again wrote %+v, %v; want none", n, err)
 	}
 }
 
@@ -234,6 +236,31 @@ func TestVerifyCatalogComparesSummaries(t *testing.T) {
 	if err != nil || len(chk.Problems) != 1 {
 		t.Fatalf("the check of a world with a misleading summary: %+v, %v; want one problem", chk, err)
 	}
+	// The same summary in the checkpoint's summaries object, sealed
+	// anew: one more problem.
+	cp, err := readCheckpoint(ctx, b, "w", newest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, entries, _, err := readSummaries(ctx, b, "w", newest, cp)
+	if err != nil || entries[r.Hash] == nil {
+		t.Fatalf("the checkpoint's summaries: %v, %v", entries, err)
+	}
+	entries[r.Hash] = sum.encode()
+	name := CheckpointSummariesName("w", cp.Sum)
+	if a, err = b.Stat(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	if err := bucket.DeleteOnce(ctx, b, name, a.Generation); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Create(ctx, name, encodeSummaries(cp, entries)); err != nil {
+		t.Fatal(err)
+	}
+	chk, err = VerifyCatalog(ctx, b, "w", nil)
+	if err != nil || len(chk.Problems) != 2 {
+		t.Fatalf("the check of a world with a misleading summary in its checkpoint's summaries too: %+v, %v; want two problems", chk, err)
+	}
 }
 
 // LoadSummarizedAtMost decodes at most the parts it is given leave to: a
@@ -262,5 +289,147 @@ func TestLoadSummarizedAtMost(t *testing.T) {
 	newWorld(t, b, "young", Options{NoCompactor: true})
 	if _, _, err := LoadSummarizedAtMost(ctx, b, "young", 10); !errors.Is(err, ErrUnsummarized) {
 		t.Fatalf("a world without a checkpoint: %v; want ErrUnsummarized", err)
+	}
+}
+
+// A views load reads a checkpoint's summaries in one object, which also
+// tells the shards that have none, and plans from them as from the
+// shards' own; without the object it reads those. A damaged
+// object fails closed (ErrCorrupt), whatever the shards' summaries say.
+func TestCheckpointSummariesReadInOne(t *testing.T) {
+	ctx := ctxT(t)
+	mb, _, _ := summaryWorld(t, 3*tickShardSpan, 1, tickShardSpan)
+	b := &countingBucket{Bucket: mb}
+	load := func() (*State, int64, int64) {
+		t.Helper()
+		b.summaries.Store(0)
+		b.checkpointSummaries.Store(0)
+		s, _, err := LoadSummarized(ctx, b, "w")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(s.part.sums); n != 3 {
+			t.Fatalf("%d shards summarized, want the 3 compacted", n)
+		}
+		return s, b.checkpointSummaries.Load(), b.summaries.Load()
+	}
+	plan := func(s *State) string {
+		t.Helper()
+		files, err := filesOf(OwnView(s, "main"), math.MinInt64, math.MaxInt64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := OwnView(s, "main").Visible(math.MaxInt64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprint(files, *v)
+	}
+	s, objects, shardSums := load()
+	// The fresh ticks' shard has no summary, which its entry says.
+	if objects != 1 || shardSums != 0 {
+		t.Fatalf("a load read %d checkpoint summaries objects and %d shard summaries; want 1 and none", objects, shardSums)
+	}
+	want := plan(s)
+
+	newest, _, err := newestCheckpoint(ctx, b, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := readCheckpoint(ctx, b, "w", newest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := CheckpointSummariesName("w", cp.Sum)
+	a, err := b.Stat(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _, err := b.Get(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bucket.DeleteOnce(ctx, b, name, a.Generation); err != nil {
+		t.Fatal(err)
+	}
+	s, _, shardSums = load()
+	if shardSums != 4 {
+		t.Fatalf("without the summaries object a load read %d shard summaries; want the 4 tick shards'", shardSums)
+	}
+	if got := plan(s); got != want {
+		t.Fatalf("planned from the shards' summaries: %s\nfrom the checkpoint's: %s", got, want)
+	}
+
+	damaged := slices.Clone(data)
+	damaged[len(damaged)-1] ^= 1
+	if _, err := b.Create(ctx, name, damaged); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := LoadSummarized(ctx, b, "w"); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("a load with a damaged summaries object: %v; want ErrCorrupt", err)
+	}
+}
+
+// A checkpoint writer that holds neither a shard's ticks nor its summary
+// object (one an older worldfs wrote) gives it no entry: a load reads the
+// shard's own summary, so one written later (worldfs optimize) is read.
+// Shards whose ticks it holds get their entry from them.
+func TestCheckpointSummariesLeaveOutWhatTheWriterCannotTell(t *testing.T) {
+	ctx := ctxT(t)
+	mb, _, _ := summaryWorld(t, 3*tickShardSpan, 1, tickShardSpan)
+	b := &countingBucket{Bucket: mb}
+	newest, shards := newestShards(t, b)
+	prev, err := readCheckpoint(ctx, b, "w", newest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	remove := func(name string) {
+		t.Helper()
+		a, err := b.Stat(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := bucket.DeleteOnce(ctx, b, name, a.Generation); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// An older worldfs: no summaries object, and shards 0 and 1 without
+	// their summaries.
+	remove(CheckpointSummariesName("w", prev.Sum))
+	for _, n := range []int64{0, 1} {
+		remove(ShardSummaryName("w", tickShardOf(t, shards, "main", n).Hash))
+	}
+	// A writer holding shard 0's ticks and the head's (the fresh ticks'
+	// shard 3), not shard 1's, checkpoints again.
+	part, _, err := LoadFor(ctx, b, "w", Want{Run: "main", From: 0, To: 0, Head: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := WriteCheckpoint(ctx, b, part.State(), prev); err != nil {
+		t.Fatal(err)
+	}
+	_, _, entries, ok, err := readSummaries(ctx, b, "w", newest, prev)
+	if err != nil || !ok {
+		t.Fatalf("the summaries object written: %v, %v", ok, err)
+	}
+	if e, has := entries[tickShardOf(t, shards, "main", 0).Hash]; !has || len(e) == 0 {
+		t.Fatal("shard 0, whose ticks the writer holds, has no summary in the object")
+	}
+	if _, has := entries[tickShardOf(t, shards, "main", 1).Hash]; has {
+		t.Fatal("shard 1, whose ticks the writer does not hold, has an entry")
+	}
+	if e, has := entries[tickShardOf(t, shards, "main", 3).Hash]; !has || len(e) != 0 {
+		t.Fatal("shard 3, of fresh ticks, has no entry saying it has no summary")
+	}
+	if n, err := WriteSidecars(ctx, b, "w", false); err != nil || n.Summaries != 2 {
+		t.Fatalf("WriteSidecars wrote %+v, %v; want the summaries of shards 0 and 1", n, err)
+	}
+	b.summaries.Store(0)
+	s, _, err := LoadSummarized(ctx, b, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, read := len(s.part.sums), b.summaries.Load(); n != 3 || read != 1 {
+		t.Fatalf("a load holds %d summaries, reading %d shards' own; want 3, reading shard 1's", n, read)
 	}
 }

@@ -239,11 +239,30 @@ func (s *State) Fragments(run string, fn func(FragmentRef) bool) error {
 }
 
 // checkSummaries compares each summary of a tick shard of checkpoint
-// name (refs) with what the shard's ticks, loaded in s, say: a summary
-// that decodes but tells other ticks or files would mislead every views
-// build. It returns the problems.
+// name (refs), and each entry of its summaries object, with what the
+// shard's ticks, loaded in s, say: a summary that decodes but tells other
+// ticks or files would mislead every views build. It returns the
+// problems.
 func checkSummaries(ctx context.Context, b bucket.Bucket, name string, s *State, refs *checkpoint) []string {
 	var problems []string
+	// The checkpoint's summaries object (summary.go): each entry is what
+	// the shard's ticks say, a summary or none.
+	_, _, entries, _, err := readSummaries(ctx, b, s.World.ID, name, refs)
+	if err != nil {
+		problems = append(problems, err.Error())
+	}
+	for _, r := range refs.Shards {
+		data, ok := entries[r.Hash]
+		if r.Kind != "t" || !ok {
+			continue
+		}
+		want, err := s.summarize(r.key(), r.Hash)
+		if err != nil {
+			problems = append(problems, err.Error())
+		} else if want == nil && len(data) != 0 || want != nil && !bytes.Equal(want.encode(), data) {
+			problems = append(problems, fmt.Sprintf("checkpoint %s: its summaries object's entry for shard %s does not say what its ticks say", name, r.Hash))
+		}
+	}
 	for _, r := range refs.Shards {
 		if r.Kind != "t" {
 			continue

@@ -774,22 +774,22 @@ func (c *collector) shards(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("world %s: listing checkpoints: %w", c.world, err)
 		}
-		hashes, err := index.CheckpointShards(ctx, c.b, c.world, a.Name)
+		kept, err := index.CheckpointObjects(ctx, c.b, c.world, a.Name)
 		if errors.Is(err, bucket.ErrNotExist) {
 			continue
 		}
 		if err != nil {
 			return err
 		}
-		for _, h := range hashes {
-			named[index.ShardName(c.world, h)] = true
+		for _, n := range kept {
+			named[n] = true
 		}
 	}
 	retention := max(c.opts.Retention, minShardRetention)
 	var dead []bucket.Attrs
 	for _, a := range shards {
 		// A shard's summary and token filter live as long as their
-		// shard is named.
+		// shard is named, a checkpoint's summaries as long as it.
 		shard := a.Name
 		if s, ok := index.ShardOfSidecar(a.Name); ok {
 			shard = s

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -431,6 +432,42 @@ func tokenFilters(t *testing.T, b bucket.Bucket) map[string]string {
 	return out
 }
 
+// checkpointSummaries returns world w's checkpoints, each with its
+// summaries object ("": none); a summaries object of no checkpoint in the
+// bucket fails the test.
+func checkpointSummaries(t *testing.T, b bucket.Bucket) map[string]string {
+	t.Helper()
+	ctx := ctxT(t)
+	out, named := map[string]string{}, map[string]bool{}
+	for a, err := range b.List(ctx, index.CheckpointPrefix("w"), "") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[a.Name] = ""
+		kept, err := index.CheckpointObjects(ctx, b, "w", a.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range kept {
+			if strings.HasSuffix(n, ".sums") {
+				named[n] = true
+				if _, err := b.Stat(ctx, n); err == nil {
+					out[a.Name] = n
+				}
+			}
+		}
+	}
+	for a, err := range b.List(ctx, index.ShardPrefix("w"), "") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasSuffix(a.Name, ".sums") && !named[a.Name] {
+			t.Fatalf("the summaries object %s of no checkpoint left", a.Name)
+		}
+	}
+	return out
+}
+
 // A tick shard's summary and token filter live as long as their shard:
 // collection keeps the summary and filter of a shard a checkpoint names,
 // past the retention, and deletes those of a shard none names with the
@@ -497,8 +534,19 @@ func TestCollectKeepsTheSummariesOfNamedShards(t *testing.T) {
 		t.Fatalf("summaries %v, then %v; want one, then two", first, both)
 	}
 	filtersBefore := tokenFilters(t, b)
+	checkpointsBefore := checkpointSummaries(t, b)
 	later := time.Now().Add(100 * maintenance.DefaultRetention)
 	_, seen := collect(t, b, later, false)
+	// A checkpoint's summaries object lives as long as the checkpoint.
+	if kept, left := checkpointSummaries(t, b), len(checkpointsBefore); len(kept) == 0 || len(kept) == left {
+		t.Fatalf("checkpoints with their summaries objects before collection %v, after %v; want some collected", checkpointsBefore, kept)
+	} else {
+		for cp, sums := range kept {
+			if sums == "" {
+				t.Fatalf("the summaries object of the checkpoint %s left was collected", cp)
+			}
+		}
+	}
 	left := summaries()
 	if seen[first[0]].Kind != maintenance.KindShard || len(left) != 1 || left[0] == first[0] {
 		t.Fatalf("after collection: summaries %v (of %v), the first reported %+v; want only the named shard's", left, both, seen[first[0]])

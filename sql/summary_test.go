@@ -352,27 +352,70 @@ func moveShards(t *testing.T, b *local.Bucket, from, to string) {
 	}
 }
 
-// A summary with a byte flipped fails the views closed (ErrCorrupt),
-// wherever the byte is; it is never a reason to read the shard instead.
-func TestAFlippedSummaryFailsTheViewsClosed(t *testing.T) {
-	b := summarizedWorlds(t)
-	name := summaries(t, b, "s")[0]
-	path := filepath.Join(b.Root(), name)
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, at := range []int{0, len(data) / 2, len(data) - 1} {
-		bad := append([]byte(nil), data...)
-		bad[at] ^= 0x20
-		if err := os.WriteFile(path, bad, 0o644); err != nil {
+// checkpointSummaries returns the names of world's checkpoint summaries
+// objects (the summaries of a checkpoint's tick shards in one).
+func checkpointSummaries(t *testing.T, b bucket.Bucket, world string) []string {
+	t.Helper()
+	var out []string
+	for a, err := range b.List(ctxT(t), index.ShardPrefix(world), "") {
+		if err != nil {
 			t.Fatal(err)
 		}
-		for _, world := range []string{"s", "f"} {
-			_, err := wsql.Build(ctxT(t), b, world, wsql.Options{Dir: t.TempDir()})
-			if !errors.Is(err, index.ErrCorrupt) {
-				t.Fatalf("views of %s with byte %d of summary %s flipped: %v, want ErrCorrupt", world, at, name, err)
+		if strings.HasSuffix(a.Name, ".sums") {
+			out = append(out, a.Name)
+		}
+	}
+	return out
+}
+
+// removeCheckpointSummaries removes the checkpoint summaries objects of
+// worlds: the views read the shards' own summaries then.
+func removeCheckpointSummaries(t *testing.T, b *local.Bucket, worlds ...string) {
+	t.Helper()
+	for _, w := range worlds {
+		for _, name := range checkpointSummaries(t, b, w) {
+			if err := os.Remove(filepath.Join(b.Root(), name)); err != nil {
+				t.Fatal(err)
 			}
+		}
+	}
+}
+
+// A summary with a byte flipped fails the views closed (ErrCorrupt),
+// wherever the byte is; it is never a reason to read the shard instead:
+// the checkpoint's summaries object the views read, or, without it, a
+// shard's own.
+func TestAFlippedSummaryFailsTheViewsClosed(t *testing.T) {
+	b := summarizedWorlds(t)
+	objects := checkpointSummaries(t, b, "s")
+	if len(objects) == 0 {
+		t.Fatal("no checkpoint summaries object of s")
+	}
+	for _, name := range []string{objects[len(objects)-1], ""} {
+		if name == "" {
+			removeCheckpointSummaries(t, b, "s", "f")
+			name = summaries(t, b, "s")[0]
+		}
+		path := filepath.Join(b.Root(), name)
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, at := range []int{0, len(data) / 2, len(data) - 1} {
+			bad := append([]byte(nil), data...)
+			bad[at] ^= 0x20
+			if err := os.WriteFile(path, bad, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			for _, world := range []string{"s", "f"} {
+				_, err := wsql.Build(ctxT(t), b, world, wsql.Options{Dir: t.TempDir()})
+				if !errors.Is(err, index.ErrCorrupt) {
+					t.Fatalf("views of %s with byte %d of summary %s flipped: %v, want ErrCorrupt", world, at, name, err)
+				}
+			}
+		}
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
@@ -382,6 +425,7 @@ func TestAFlippedSummaryFailsTheViewsClosed(t *testing.T) {
 func TestViewsOfACatalogWithoutSummaries(t *testing.T) {
 	b := summarizedWorlds(t)
 	want := viewAnswers(t, fullBuild(t, b, "f", wsql.Options{Dir: t.TempDir()}))
+	removeCheckpointSummaries(t, b, "s", "f")
 	for _, w := range []string{"s", "f"} {
 		for _, name := range summaries(t, b, w) {
 			if err := os.Remove(filepath.Join(b.Root(), name)); err != nil {
