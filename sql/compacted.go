@@ -37,7 +37,7 @@ const (
 // path: its tick rows joined with the members of the set each names.
 func compactedFrom(path string) string {
 	return "\n  UNION ALL SELECT t.world, t.run, t.tick, t.commit_token, t.writer_epoch, g.table_id, g.object AS path, NULL::BIGINT AS rows\n" +
-		"  FROM read_parquet(" + lit(path) + ") t JOIN read_parquet(" + lit(path) + ") g ON t.table_id = '' AND g.table_id <> '' AND g.grp = t.grp"
+		"  FROM " + readOne(path) + " t JOIN " + readOne(path) + " g ON t.table_id = '' AND g.table_id <> '' AND g.grp = t.grp"
 }
 
 // compacted is what worldfs_manifests shows of the ticks from..to of a
@@ -167,7 +167,7 @@ func (s *Script) printed() (string, error) {
 		if err != nil {
 			return "", err
 		}
-		ticks = "read_parquet(" + lit(path) + ")"
+		ticks = readOne(path)
 	}
 	return plainSQL.Replace(plainText(strings.NewReplacer(markCompacted, part, markTicks, ticks).Replace(s.text))), nil
 }

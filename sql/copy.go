@@ -115,7 +115,7 @@ func ReadRows(ctx context.Context, path string) ([]map[string]any, error) {
 	var from string
 	switch {
 	case strings.HasSuffix(path, ".parquet"):
-		from = "read_parquet(" + lit(path) + ")"
+		from = readOne(path)
 	case strings.HasSuffix(path, ".jsonl"), strings.HasSuffix(path, ".ndjson"):
 		return readJSONL(path)
 	default:

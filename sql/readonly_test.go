@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -342,5 +343,53 @@ func TestReadRowsReadsOneFile(t *testing.T) {
 	}
 	if rows, err := wsql.ReadRows(ctxT(t), filepath.Join(dir, "*.parquet")); err == nil {
 		t.Fatalf("a glob read %d rows of two files", len(rows))
+	}
+}
+
+// A file in a folder named like a hive partition ("date=2026-01-01")
+// reads as its own columns: ReadRows (what ingest reads a user's file
+// with) gains no "date" column, nor does worldfs_fragments of views whose
+// directory sits under such a folder ("k=3").
+func TestPartitionLikeFoldersAddNoColumns(t *testing.T) {
+	rw := newROWorld(t)
+	dir := filepath.Join(t.TempDir(), "date=2026-01-01")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "a.parquet")
+	if err := wsql.CopyTick(ctxT(t), rw.b, "w", wsql.Options{Dir: rw.viewsDir}, "particle", 4, wsql.FormatParquet, file); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := wsql.ReadRows(ctxT(t), file)
+	if err != nil || len(rows) == 0 {
+		t.Fatalf("%d rows, %v", len(rows), err)
+	}
+	if v, ok := rows[0]["date"]; ok {
+		t.Errorf("ReadRows of %s gave a column date = %v, which the file does not hold", file, v)
+	}
+	s, err := wsql.Build(ctxT(t), rw.b, "w", wsql.Options{Dir: filepath.Join(t.TempDir(), "k=3", "views")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := wsql.Open(ctxT(t), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var cols []string
+	r, err := db.QueryContext(ctxT(t), "SELECT column_name FROM information_schema.columns WHERE table_name = 'worldfs_fragments'")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for r.Next() {
+		var c string
+		if err := r.Scan(&c); err != nil {
+			t.Fatal(err)
+		}
+		cols = append(cols, c)
+	}
+	if len(cols) == 0 || slices.Contains(cols, "k") {
+		t.Errorf("worldfs_fragments of views under k=3/: columns %v", cols)
 	}
 }

@@ -646,6 +646,13 @@ func pather(b bucket.Bucket, opts Options) (pathFunc, error) {
 // lit quotes a SQL string literal.
 func lit(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
+// readOne is read_parquet of the one file at path, its columns alone:
+// DuckDB would add a column for each folder of the path named like
+// "k=v" (hive partitioning), such as a cache directory called
+// /data/run=3, to a file read with SELECT *. (The views of the tables
+// name their columns, and pass no option that every query would bind.)
+func readOne(path string) string { return "read_parquet(" + lit(path) + ", hive_partitioning = false)" }
+
 // ref quotes the name of an object of the views referred to from a macro's
 // body: a macro binds its body where it is called, so in a session of
 // several worlds (Join) the reference is qualified with its world's
@@ -681,7 +688,7 @@ func render(world, run string, upTo int64, h *history, infos map[string]frame.Ta
 	}
 	sb.WriteString(".\n-- Generated from the catalog; visible rows only.\n")
 	fmt.Fprintf(&sb, "-- The fragment list (each file, and the tick and commit token its manifest published) is read from\n-- %s.\n\n", listPath)
-	fmt.Fprintf(&sb, "CREATE OR REPLACE TEMP TABLE worldfs_fragments AS SELECT * FROM read_parquet(%s);\n", lit(listPath))
+	fmt.Fprintf(&sb, "CREATE OR REPLACE TEMP TABLE worldfs_fragments AS SELECT * FROM %s;\n", readOne(listPath))
 	sb.WriteString(ticksViews())
 	script := &Script{World: world, Run: run, AtTick: upTo, FragmentList: listPath, local: []string{listPath}, compacted: comp, ticks: ticks}
 	for _, name := range names {
