@@ -1,8 +1,11 @@
 package integration
 
 import (
+	"encoding/json"
+	"errors"
 	"os"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -140,4 +143,76 @@ func TestColdFactsOfALineageMatchTheCatalogs(t *testing.T) {
 		t.Errorf("%d catalogs open after a listing of g's tokens/; want 4", st.CatalogsOpen)
 	}
 	compare("with every catalog open")
+}
+
+// damageShard replaces the first part of kind ("c": claims, "t": ticks)
+// of world's newest checkpoint with bytes that do not hash to its name.
+func damageShard(t *testing.T, b *stateReads, world, kind string) {
+	t.Helper()
+	var newest string
+	for a, err := range b.List(ctxT(t), "worlds/"+world+"/checkpoints/", "") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		newest = a.Name
+	}
+	data, _, err := b.Get(ctxT(t), newest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cp struct{ Shards []struct{ Kind, Hash string } }
+	if err := json.Unmarshal(data, &cp); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range cp.Shards {
+		if s.Kind != kind {
+			continue
+		}
+		name := index.ShardName(world, s.Hash)
+		a, err := b.Stat(ctxT(t), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Delete(ctxT(t), name, a.Generation); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Create(ctxT(t), name, []byte("damaged")); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Fatalf("checkpoint %s has no part of kind %s", newest, kind)
+}
+
+// facts/ of a world read cold fails closed on a damaged claims part of
+// its checkpoint: the listing of facts/main/ and a read of
+// facts/receipts.csv are EIO, never a listing without the part's facts.
+// A damaged tick part, which holds no claim, is not read: facts/ is
+// served whole (its names and bytes as before the damage), as a cold
+// ticks/ lookup of another part is.
+func TestColdFactsFailClosedOnADamagedClaimsPart(t *testing.T) {
+	for _, kind := range []string{"c", "t"} {
+		b, _ := checkpointedWorld(t)
+		writer := testMount(t, b)
+		ingest(t, writer, "w", "a", "b")
+		if a, errno := ctl(t, writer.path("w", "ctl"), `{"op":"evaluate","id":"e1","at":2,"contract":{"grader_id":"g","implementation_version":"1"},"outcomes":[{"criterion":"c","verdict":"pass","score":0.5}]}`); errno != 0 {
+			t.Fatalf("evaluate: %v %+v", errno, a)
+		}
+		checkpoint(t, b, "w")
+		want := factsTree(t, testMount(t, b).path("w", "facts"))
+		damageShard(t, b, "w", kind)
+		mt := testMount(t, b)
+		_, lerr := os.ReadDir(mt.path("w", "facts", "main"))
+		_, rerr := os.ReadFile(mt.path("w", "facts", "receipts.csv"))
+		if kind == "t" {
+			if lerr != nil || rerr != nil {
+				t.Fatalf("facts/ with a damaged tick part: %v, %v", lerr, rerr)
+			}
+			sameFacts(t, "facts/ with a damaged tick part", factsTree(t, mt.path("w", "facts")), want)
+			continue
+		}
+		if !errors.Is(lerr, syscall.EIO) || !errors.Is(rerr, syscall.EIO) {
+			t.Errorf("facts/ with a damaged claims part: listing facts/main/: %v, reading receipts.csv: %v; want EIO", lerr, rerr)
+		}
+	}
 }
