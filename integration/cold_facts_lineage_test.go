@@ -32,9 +32,9 @@ func checkpoint(t *testing.T, b *stateReads, world string) {
 // checkpointed, with facts before and after the checkpoint), and n, a
 // fork of w without a checkpoint (read through its catalog, its parent
 // cold); facts of main and of a run without ticks, and receipts. The
-// same once g's catalog is open (a tokens/ listing: g through its
-// catalog, f and w cold), and once the mount's ctl wrote to f (f's
-// catalog held by a writer).
+// same once the mount's ctl wrote to g (g's catalog held by a writer, f
+// and w cold), then to f, once every catalog is open, and on a fresh
+// mount whose ctl wrote to f (g cold, its parent through its catalog).
 func TestColdFactsOfALineageMatchTheCatalogs(t *testing.T) {
 	b, publish := checkpointedWorld(t)
 	// The catalogs' answers, at the tip: a mount that ingests through
@@ -143,6 +143,17 @@ func TestColdFactsOfALineageMatchTheCatalogs(t *testing.T) {
 		t.Errorf("%d catalogs open after a listing of g's tokens/; want 4", st.CatalogsOpen)
 	}
 	compare("with every catalog open")
+	// A fresh mount whose ctl writes to f: g read cold, its parent f
+	// through its catalog, its grandparent w cold.
+	mt = testMount(t, b)
+	if a, errno := ctl(t, mt.path("f", "ctl"), `{"op":"ingest","producer":"p","external_id":"f4","table":"reading","components":{"reading":{"value":1.5,"unit":"C"}}}`); errno != 0 {
+		t.Fatalf("ingest f4 into f: %v %+v", errno, a)
+	}
+	refresh()
+	compare("read cold but f, held by a writer")
+	if st := mountStats(t, mt); st.CatalogsOpen != 2 {
+		t.Errorf("%d catalogs open; want 2 (n's and f's)", st.CatalogsOpen)
+	}
 }
 
 // damageShard replaces the first part of kind ("c": claims, "t": ticks)
