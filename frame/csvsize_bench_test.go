@@ -6,9 +6,9 @@ import (
 	"testing"
 )
 
-// BenchmarkEncodeCSVSize is what measuring a fragment's CSV size
-// (engine.Options.CSVSizes) adds to encoding it: 10,000 rows of three
-// random doubles and an id. Run with
+// BenchmarkEncodeCSVSize is what measuring a fragment's CSV size (as
+// every writer does, unless engine.Options.NoCSVSizes) adds to encoding
+// it: 10,000 rows of three random doubles and an id. Run with
 //
 //	go test -run '^$' -bench EncodeCSVSize ./frame/
 func BenchmarkEncodeCSVSize(b *testing.B) {
