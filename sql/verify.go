@@ -119,9 +119,10 @@ type reader struct {
 	mu       sync.Mutex
 	ok       map[string]bool // verified for this database
 	// INVARIANT: pending is the number of files of c.files not in ok.
-	// Once it is 0 (every file the views read, verified), a check looks
-	// at no list, however long: a whole-table query of a long history
-	// pays nothing per file after its first run.
+	// Once it is 0 (every file of every view verified: in a world of one
+	// table, after its first whole-table query), a check looks at no
+	// list, however long. A database that has not read every table's
+	// files still looks each path of a list up.
 	pending int
 }
 
