@@ -487,7 +487,13 @@ func writeSummaries(ctx context.Context, b bucket.Bucket, s *State, cp, prev *ch
 		case errors.Is(err, bucket.ErrNotExist):
 			missing[i] = true
 		case err == nil:
-			got[i] = data
+			// A damaged summary gets no entry: a reader reads it and
+			// fails closed, or reads the one written in its place.
+			// Carried, it would fail every load of the checkpoint even
+			// then, or (emptied) say the shard has none.
+			if _, derr := decodeSummary(CheckpointName(world, cp.Seq), lack[i], data); derr == nil {
+				got[i] = data
+			}
 		}
 		return ctx.Err()
 	})

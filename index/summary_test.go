@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/bucket/local"
 	"github.com/worldfs/worldfs/bucket/mem"
 )
 
@@ -17,8 +18,21 @@ import (
 // (span rewrite), then fresh ticks n..n+9, and writes a checkpoint.
 func summaryWorld(t *testing.T, n, step, window int64) (*mem.Bucket, *Catalog, func() *State) {
 	t.Helper()
-	ctx := ctxT(t)
 	b := memBucket()
+	c := summaryWorldOn(t, b, n, step, window)
+	return b, c, func() *State {
+		s, _, err := LoadSummarized(ctxT(t), b, "w")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+}
+
+// summaryWorldOn is summaryWorld on bucket b.
+func summaryWorldOn(t *testing.T, b bucket.Bucket, n, step, window int64) *Catalog {
+	t.Helper()
+	ctx := ctxT(t)
 	c, epoch := newWorld(t, b, "w", Options{NoCompactor: true})
 	for lo := int64(0); lo < n; lo += window {
 		var es []Entry
@@ -46,13 +60,7 @@ func summaryWorld(t *testing.T, n, step, window int64) (*mem.Bucket, *Catalog, f
 	if _, err := c.Checkpoint(ctx); err != nil {
 		t.Fatal(err)
 	}
-	return b, c, func() *State {
-		s, _, err := LoadSummarized(ctx, b, "w")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
+	return c
 }
 
 // filesOf lists what v.Files(from, to) gives.
@@ -431,5 +439,86 @@ func TestCheckpointSummariesLeaveOutWhatTheWriterCannotTell(t *testing.T) {
 	}
 	if n, read := len(s.part.sums), b.summaries.Load(); n != 3 || read != 1 {
 		t.Fatalf("a load holds %d summaries, reading %d shards' own; want 3, reading shard 1's", n, read)
+	}
+}
+
+// A checkpoint writer that takes a shard's summary from its own object
+// (the previous checkpoint left no summaries object) carries no damage
+// into the checkpoint's: a damaged summary object, emptied or with a byte
+// flipped, gets no entry, so a load reads it and fails closed
+// (ErrCorrupt) as it did without the summaries object, never reading the
+// shard as one without a summary; and once the summary is written anew
+// (worldfs optimize) a load plans from it again. On a local bucket, whose
+// reads give an emptied object as no bytes, not nil.
+func TestCheckpointSummariesCarryNoDamagedSummary(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		damage func([]byte) []byte
+	}{
+		{"emptied", func([]byte) []byte { return []byte{} }},
+		{"flipped", func(data []byte) []byte {
+			data = slices.Clone(data)
+			data[len(data)/2] ^= 1
+			return data
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := ctxT(t)
+			b, err := local.Open(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { b.Close() })
+			summaryWorldOn(t, b, 3*tickShardSpan, 1, tickShardSpan)
+			newest, shards := newestShards(t, b)
+			prev, err := readCheckpoint(ctx, b, "w", newest)
+			if err != nil {
+				t.Fatal(err)
+			}
+			remove := func(name string) {
+				t.Helper()
+				a, err := b.Stat(ctx, name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := bucket.DeleteOnce(ctx, b, name, a.Generation); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// An older worldfs left no summaries object; shard 0's
+			// summary is damaged.
+			remove(CheckpointSummariesName("w", prev.Sum))
+			sum0 := ShardSummaryName("w", tickShardOf(t, shards, "main", 0).Hash)
+			data, _, err := b.Get(ctx, sum0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			remove(sum0)
+			if _, err := b.Create(ctx, sum0, tc.damage(data)); err != nil {
+				t.Fatal(err)
+			}
+			s, _, err := Load(ctx, b, "w")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := WriteCheckpoint(ctx, b, s, prev); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := LoadSummarized(ctx, b, "w"); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("a load with shard 0's summary %s: %v; want ErrCorrupt", tc.name, err)
+			}
+			// The summary written anew: a load plans from it.
+			remove(sum0)
+			if n, err := WriteSidecars(ctx, b, "w", false); err != nil || n.Summaries != 1 {
+				t.Fatalf("WriteSidecars wrote %+v, %v; want shard 0's summary", n, err)
+			}
+			s, _, err = LoadSummarized(ctx, b, "w")
+			if err != nil {
+				t.Fatalf("a load after shard 0's summary was written anew: %v", err)
+			}
+			if n := len(s.part.sums); n != 3 {
+				t.Fatalf("a load after shard 0's summary was written anew holds %d summaries; want the 3 compacted shards'", n)
+			}
+		})
 	}
 }
