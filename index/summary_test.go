@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/bucket/local"
@@ -268,6 +269,67 @@ func TestVerifyCatalogComparesSummaries(t *testing.T) {
 	chk, err = VerifyCatalog(ctx, b, "w", nil)
 	if err != nil || len(chk.Problems) != 2 {
 		t.Fatalf("the check of a world with a misleading summary in its checkpoint's summaries too: %+v, %v; want two problems", chk, err)
+	}
+}
+
+// A log collected behind a checkpoint starts from it: with no slot left
+// to compare the checkpoint with, the check still reads its sidecars,
+// and a damaged summary or token filter of it is a problem.
+func TestVerifyCatalogChecksTheCheckpointALogStartsFrom(t *testing.T) {
+	ctx := ctxT(t)
+	b, _, _ := summaryWorld(t, 2*tickShardSpan, 1, tickShardSpan)
+	plan, err := PlanRebase(ctx, b, "w", time.Now().Add(time.Hour))
+	if err != nil || len(plan.Slots) == 0 {
+		t.Fatalf("plan %+v, %v", plan, err)
+	}
+	if err := Rebase(ctx, b, "w", plan); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range plan.Slots {
+		if err := bucket.DeleteOnce(ctx, b, s.Name, s.Generation); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Only the base stays: a checkpoint after it, sharing its shards,
+	// would be compared with the log and its sidecars checked with it.
+	newest, _ := newestShards(t, b)
+	if a, err := b.Stat(ctx, newest); err != nil || newest == CheckpointName("w", plan.Base) {
+		t.Fatalf("the newest checkpoint %s (%v) is the base", newest, err)
+	} else if err := bucket.DeleteOnce(ctx, b, newest, a.Generation); err != nil {
+		t.Fatal(err)
+	}
+	chk, err := VerifyCatalog(ctx, b, "w", nil)
+	if err != nil || len(chk.Problems) != 0 || len(chk.Checkpoints) != 0 || chk.FirstSlot != plan.Base+1 {
+		t.Fatalf("the check of a sound collected world: %+v, %v; want no problem, no checkpoint compared, the log from slot %d", chk, err, plan.Base+1)
+	}
+	newest, shards := newestShards(t, b)
+	if newest != CheckpointName("w", plan.Base) {
+		t.Fatalf("the newest checkpoint is %s, not the one the log starts from (%d)", newest, plan.Base)
+	}
+	r := tickShardOf(t, shards, "main", 0)
+	flip := func(name string) {
+		t.Helper()
+		data, a, err := b.Get(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data[len(data)/2] ^= 1
+		if err := bucket.DeleteOnce(ctx, b, name, a.Generation); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Create(ctx, name, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, name := range []string{ShardSummaryName("w", r.Hash), ShardTokenFilterName("w", r.Hash)} {
+		flip(name)
+		chk, err := VerifyCatalog(ctx, b, "w", nil)
+		if err != nil || len(chk.Problems) != i+1 {
+			t.Fatalf("the check after %s was damaged: %+v, %v; want %d problems", name, chk, err, i+1)
+		}
+		if !strings.Contains(chk.Problems[i], newest) {
+			t.Fatalf("problem %q does not name checkpoint %s", chk.Problems[i], newest)
+		}
 	}
 }
 

@@ -34,7 +34,8 @@ type CatalogCheck struct {
 // VerifyCatalog checks world's catalog as a reader would never need to:
 // it folds the whole log (every slot must decode, continue its
 // predecessor and apply), and compares every checkpoint with the fold at
-// its sequence, record by record. slot is called after each slot folded
+// its sequence, record by record, and its sidecars with its records (the
+// checkpoint a collected log starts from has only the latter). slot is called after each slot folded
 // (for progress). An error means the catalog could not be read at all
 // (ErrCorrupt if the log itself is damaged); a checkpoint that differs is
 // a Problem, since readers would fold the log past it anyway only if it
@@ -78,8 +79,7 @@ func VerifyCatalog(ctx context.Context, b bucket.Bucket, world string, slot func
 			} else if d := stateDiff(state, cp); d != "" {
 				out.Problems = append(out.Problems, fmt.Sprintf("checkpoint %s differs from the log at sequence %d: %s", name, state.Seq, d))
 			} else {
-				out.Problems = append(out.Problems, checkSummaries(ctx, b, name, cp, refs)...)
-				out.Problems = append(out.Problems, checkTokenFilters(ctx, b, name, cp, refs)...)
+				out.Problems = append(out.Problems, checkSidecars(ctx, b, name, cp, refs)...)
 			}
 		}
 		return nil
@@ -113,9 +113,13 @@ func VerifyCatalog(ctx context.Context, b bucket.Bucket, world string, slot func
 				if !ok {
 					return nil, fmt.Errorf("world %s: the log starts at slot %d and no checkpoint covers the slots before it: %w", world, seq, ErrCorrupt)
 				}
-				if state, _, err = LoadCheckpoint(ctx, b, world, name); err != nil {
+				var refs *checkpoint
+				if state, refs, err = LoadCheckpoint(ctx, b, world, name); err != nil {
 					return nil, err
 				}
+				// No slot is left to compare it with, but its sidecars
+				// mislead a reader all the same.
+				out.Problems = append(out.Problems, checkSidecars(ctx, b, name, state, refs)...)
 			}
 		}
 		if seq <= skip {
@@ -236,6 +240,12 @@ func (s *State) Fragments(run string, fn func(FragmentRef) bool) error {
 		}
 	}
 	return nil
+}
+
+// checkSidecars returns the problems of the sidecars of checkpoint name
+// (refs), loaded as s: its tick shards' summaries and token filters.
+func checkSidecars(ctx context.Context, b bucket.Bucket, name string, s *State, refs *checkpoint) []string {
+	return append(checkSummaries(ctx, b, name, s, refs), checkTokenFilters(ctx, b, name, s, refs)...)
 }
 
 // checkSummaries compares each summary of a tick shard of checkpoint
