@@ -230,33 +230,19 @@ func TestCorruptCatalogFailsClosed(t *testing.T) {
 		}
 		return b, fill(t, c, epoch, 20, 5), cp
 	}
-	replace := func(t *testing.T, b bucket.Bucket, name string, data []byte) {
-		a, err := b.Stat(ctxT(t), name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := b.Delete(ctxT(t), name, a.Generation); err != nil {
-			t.Fatal(err)
-		}
-		if data != nil {
-			if _, err := b.Create(ctxT(t), name, data); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
 	forge := func(t *testing.T, b bucket.Bucket, n string, change func(*Slot)) {
 		data, _, _ := b.Get(ctxT(t), n)
 		slot, _, _ := DecodeSlot("w", n, data)
 		change(slot)
 		forged, _, _ := EncodeSlot(slot)
-		replace(t, b, n, forged)
+		replaceObject(t, b, n, forged)
 	}
 	for name, corrupt := range map[string]func(t *testing.T, b bucket.Bucket, s *State, cp uint64){
 		"flipped slot byte": func(t *testing.T, b bucket.Bucket, s *State, _ uint64) {
 			n := SlotName("w", s.Seq)
 			data, _, _ := b.Get(ctxT(t), n)
 			data[len(data)/2] ^= 0x55
-			replace(t, b, n, data)
+			replaceObject(t, b, n, data)
 		},
 		"broken hash chain": func(t *testing.T, b bucket.Bucket, s *State, _ uint64) {
 			forge(t, b, SlotName("w", s.Seq), func(slot *Slot) { slot.Prev = strings.Repeat("0", 64) })
@@ -265,20 +251,20 @@ func TestCorruptCatalogFailsClosed(t *testing.T) {
 			forge(t, b, SlotName("w", cp+2), func(slot *Slot) { slot.World = "v" })
 		},
 		"gap in the log": func(t *testing.T, b bucket.Bucket, s *State, _ uint64) {
-			replace(t, b, SlotName("w", s.Seq-1), nil)
+			replaceObject(t, b, SlotName("w", s.Seq-1), nil)
 		},
 		"gap right after the checkpoint": func(t *testing.T, b bucket.Bucket, _ *State, cp uint64) {
-			replace(t, b, SlotName("w", cp+1), nil)
+			replaceObject(t, b, SlotName("w", cp+1), nil)
 		},
 		"missing checkpoint shard": func(t *testing.T, b bucket.Bucket, s *State, _ uint64) {
 			// A shard the checkpoint lists, not one of the sidecars
 			// beside the shards, whose loss only costs a reader time.
 			_, shards := newestShards(t, b)
-			replace(t, b, ShardName("w", shards[0].Hash), nil)
+			replaceObject(t, b, ShardName("w", shards[0].Hash), nil)
 		},
 		"corrupt checkpoint": func(t *testing.T, b bucket.Bucket, s *State, _ uint64) {
 			cps, _ := bucket.Collect(b.List(ctxT(t), CheckpointPrefix("w"), ""))
-			replace(t, b, cps[0].Name, []byte(`{"format":1,"world":{"ID":"w"},"seq":3}`))
+			replaceObject(t, b, cps[0].Name, []byte(`{"format":1,"world":{"ID":"w"},"seq":3}`))
 		},
 	} {
 		for backend := range backends {

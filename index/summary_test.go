@@ -231,16 +231,7 @@ func TestVerifyCatalogComparesSummaries(t *testing.T) {
 		t.Fatalf("summary of %v: %v, %v", r.key(), sum, err)
 	}
 	sum.spans[0].Token = "another"
-	a, err := b.Stat(ctx, ShardSummaryName("w", r.Hash))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := bucket.DeleteOnce(ctx, b, a.Name, a.Generation); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.Create(ctx, a.Name, sum.encode()); err != nil {
-		t.Fatal(err)
-	}
+	replaceObject(t, b, ShardSummaryName("w", r.Hash), sum.encode())
 	chk, err := VerifyCatalog(ctx, b, "w", nil)
 	if err != nil || len(chk.Problems) != 1 {
 		t.Fatalf("the check of a world with a misleading summary: %+v, %v; want one problem", chk, err)
@@ -256,16 +247,7 @@ func TestVerifyCatalogComparesSummaries(t *testing.T) {
 		t.Fatalf("the checkpoint's summaries: %v, %v", entries, err)
 	}
 	entries[r.Hash] = sum.encode()
-	name := CheckpointSummariesName("w", cp.Sum)
-	if a, err = b.Stat(ctx, name); err != nil {
-		t.Fatal(err)
-	}
-	if err := bucket.DeleteOnce(ctx, b, name, a.Generation); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.Create(ctx, name, encodeSummaries(cp, entries)); err != nil {
-		t.Fatal(err)
-	}
+	replaceObject(t, b, CheckpointSummariesName("w", cp.Sum), encodeSummaries(cp, entries))
 	chk, err = VerifyCatalog(ctx, b, "w", nil)
 	if err != nil || len(chk.Problems) != 2 {
 		t.Fatalf("the check of a world with a misleading summary in its checkpoint's summaries too: %+v, %v; want two problems", chk, err)
@@ -293,11 +275,10 @@ func TestVerifyCatalogChecksTheCheckpointALogStartsFrom(t *testing.T) {
 	// Only the base stays: a checkpoint after it, sharing its shards,
 	// would be compared with the log and its sidecars checked with it.
 	newest, _ := newestShards(t, b)
-	if a, err := b.Stat(ctx, newest); err != nil || newest == CheckpointName("w", plan.Base) {
-		t.Fatalf("the newest checkpoint %s (%v) is the base", newest, err)
-	} else if err := bucket.DeleteOnce(ctx, b, newest, a.Generation); err != nil {
-		t.Fatal(err)
+	if newest == CheckpointName("w", plan.Base) {
+		t.Fatalf("the newest checkpoint %s is the base", newest)
 	}
+	replaceObject(t, b, newest, nil)
 	chk, err := VerifyCatalog(ctx, b, "w", nil)
 	if err != nil || len(chk.Problems) != 0 || len(chk.Checkpoints) != 0 || chk.FirstSlot != plan.Base+1 {
 		t.Fatalf("the check of a sound collected world: %+v, %v; want no problem, no checkpoint compared, the log from slot %d", chk, err, plan.Base+1)
@@ -309,17 +290,12 @@ func TestVerifyCatalogChecksTheCheckpointALogStartsFrom(t *testing.T) {
 	r := tickShardOf(t, shards, "main", 0)
 	flip := func(name string) {
 		t.Helper()
-		data, a, err := b.Get(ctx, name)
+		data, _, err := b.Get(ctx, name)
 		if err != nil {
 			t.Fatal(err)
 		}
 		data[len(data)/2] ^= 1
-		if err := bucket.DeleteOnce(ctx, b, name, a.Generation); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := b.Create(ctx, name, data); err != nil {
-			t.Fatal(err)
-		}
+		replaceObject(t, b, name, data)
 	}
 	for i, name := range []string{ShardSummaryName("w", r.Hash), ShardTokenFilterName("w", r.Hash)} {
 		flip(name)
@@ -453,16 +429,7 @@ func TestCheckpointSummariesLeaveOutWhatTheWriterCannotTell(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	remove := func(name string) {
-		t.Helper()
-		a, err := b.Stat(ctx, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := bucket.DeleteOnce(ctx, b, name, a.Generation); err != nil {
-			t.Fatal(err)
-		}
-	}
+	remove := func(name string) { replaceObject(t, b, name, nil) }
 	// An older worldfs: no summaries object, and shards 0 and 1 without
 	// their summaries.
 	remove(CheckpointSummariesName("w", prev.Sum))
@@ -537,16 +504,7 @@ func TestCheckpointSummariesCarryNoDamagedSummary(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			remove := func(name string) {
-				t.Helper()
-				a, err := b.Stat(ctx, name)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := bucket.DeleteOnce(ctx, b, name, a.Generation); err != nil {
-					t.Fatal(err)
-				}
-			}
+			remove := func(name string) { replaceObject(t, b, name, nil) }
 			// An older worldfs left no summaries object; shard 0's
 			// summary is damaged.
 			remove(CheckpointSummariesName("w", prev.Sum))
@@ -555,10 +513,7 @@ func TestCheckpointSummariesCarryNoDamagedSummary(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			remove(sum0)
-			if _, err := b.Create(ctx, sum0, tc.damage(data)); err != nil {
-				t.Fatal(err)
-			}
+			replaceObject(t, b, sum0, tc.damage(data))
 			s, _, err := Load(ctx, b, "w")
 			if err != nil {
 				t.Fatal(err)

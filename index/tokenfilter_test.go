@@ -170,21 +170,7 @@ func TestTokenFilterDamagedOrMissing(t *testing.T) {
 		}
 		return p.TickByToken("r", token)
 	}
-	replace := func(name string, data []byte) {
-		t.Helper()
-		a, err := b.Stat(ctx, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := bucket.DeleteOnce(ctx, b, name, a.Generation); err != nil {
-			t.Fatal(err)
-		}
-		if data != nil {
-			if _, err := b.Create(ctx, name, data); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	replace := func(name string, data []byte) { replaceObject(t, b, name, data) }
 	// Missing: the filter of the shard holding t5000 (shard 1), and of
 	// one that does not hold it (shard 3): both decoded.
 	replace(names[1], nil)
