@@ -249,6 +249,25 @@ func forkAtFour(t *testing.T, b bucket.Bucket) (*Catalog, int64) {
 	return c, fe
 }
 
+// oldForkWithAnEarlyPublish makes the worlds of forkAtFour, then gives
+// fork f the slot an earlier catalog wrote for a publish of its tick 3
+// (token f3), at or before its fork point, which a catalog now refuses.
+func oldForkWithAnEarlyPublish(t *testing.T, b bucket.Bucket) {
+	t.Helper()
+	c, fe := forkAtFour(t, b)
+	tip := c.Tip()
+	c.Close()
+	slot := &Slot{Format: SlotFormat, World: "f", FirstSeq: tip.Seq + 1, Prev: tip.Hash, Store: "f",
+		Entries: []Entry{ownPublish("f", "main", 3, "f3", fe)}}
+	data, _, err := EncodeSlot(slot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Create(ctxT(t), SlotName("f", tip.Seq+1), data); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // replaceObject replaces object name of b with data, or deletes it if
 // data is nil: the damage or loss a test makes on purpose.
 func replaceObject(t testing.TB, b bucket.Bucket, name string, data []byte) {

@@ -236,19 +236,7 @@ func TestLineageTokenAnswersAsTheView(t *testing.T) {
 func TestLineageTokenOfATickAnOldForkHides(t *testing.T) {
 	ctx := ctxT(t)
 	b := memBucket()
-	c, fe := forkAtFour(t, b) // the parent's ticks 3 (p3) and 4 (p4)
-	tip := c.Tip()
-	c.Close()
-	// The slot an earlier catalog wrote for the fork's publish of tick 3.
-	slot := &Slot{Format: SlotFormat, World: "f", FirstSeq: tip.Seq + 1, Prev: tip.Hash, Store: "f",
-		Entries: []Entry{ownPublish("f", "main", 3, "f3", fe)}}
-	data, _, err := EncodeSlot(slot)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.Create(ctx, SlotName("f", tip.Seq+1), data); err != nil {
-		t.Fatal(err)
-	}
+	oldForkWithAnEarlyPublish(t, b) // the parent's p3 and p4, the fork's f3
 	v, err := OpenView(ctx, LoadFrom(b), "f", "main")
 	if err != nil {
 		t.Fatal(err)

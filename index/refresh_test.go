@@ -56,19 +56,7 @@ func TestPartialRefreshOfALongTailReloads(t *testing.T) {
 func TestOldForkLogWithAnEarlyPublishStillLoads(t *testing.T) {
 	ctx := ctxT(t)
 	b := memBucket()
-	c, fe := forkAtFour(t, b)
-	tip := c.Tip()
-	c.Close()
-	// The slot an earlier catalog wrote for the fork's publish of tick 3.
-	slot := &Slot{Format: SlotFormat, World: "f", FirstSeq: tip.Seq + 1, Prev: tip.Hash, Store: "f",
-		Entries: []Entry{ownPublish("f", "main", 3, "f3", fe)}}
-	data, _, err := EncodeSlot(slot)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.Create(ctx, SlotName("f", tip.Seq+1), data); err != nil {
-		t.Fatal(err)
-	}
+	oldForkWithAnEarlyPublish(t, b)
 	if _, _, err := Load(ctx, b, "f"); err != nil {
 		t.Fatalf("loading a fork whose log an earlier version wrote: %v", err)
 	}
