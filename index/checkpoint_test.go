@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/bucket/buckettest"
 	"github.com/worldfs/worldfs/bucket/faulty"
 	"github.com/worldfs/worldfs/bucket/local"
 	"github.com/worldfs/worldfs/bucket/mem"
@@ -235,14 +236,14 @@ func TestCorruptCatalogFailsClosed(t *testing.T) {
 		slot, _, _ := DecodeSlot("w", n, data)
 		change(slot)
 		forged, _, _ := EncodeSlot(slot)
-		replaceObject(t, b, n, forged)
+		buckettest.Replace(t, b, n, forged)
 	}
 	for name, corrupt := range map[string]func(t *testing.T, b bucket.Bucket, s *State, cp uint64){
 		"flipped slot byte": func(t *testing.T, b bucket.Bucket, s *State, _ uint64) {
 			n := SlotName("w", s.Seq)
 			data, _, _ := b.Get(ctxT(t), n)
 			data[len(data)/2] ^= 0x55
-			replaceObject(t, b, n, data)
+			buckettest.Replace(t, b, n, data)
 		},
 		"broken hash chain": func(t *testing.T, b bucket.Bucket, s *State, _ uint64) {
 			forge(t, b, SlotName("w", s.Seq), func(slot *Slot) { slot.Prev = strings.Repeat("0", 64) })
@@ -251,20 +252,20 @@ func TestCorruptCatalogFailsClosed(t *testing.T) {
 			forge(t, b, SlotName("w", cp+2), func(slot *Slot) { slot.World = "v" })
 		},
 		"gap in the log": func(t *testing.T, b bucket.Bucket, s *State, _ uint64) {
-			replaceObject(t, b, SlotName("w", s.Seq-1), nil)
+			buckettest.Replace(t, b, SlotName("w", s.Seq-1), nil)
 		},
 		"gap right after the checkpoint": func(t *testing.T, b bucket.Bucket, _ *State, cp uint64) {
-			replaceObject(t, b, SlotName("w", cp+1), nil)
+			buckettest.Replace(t, b, SlotName("w", cp+1), nil)
 		},
 		"missing checkpoint shard": func(t *testing.T, b bucket.Bucket, s *State, _ uint64) {
 			// A shard the checkpoint lists, not one of the sidecars
 			// beside the shards, whose loss only costs a reader time.
 			_, shards := newestShards(t, b)
-			replaceObject(t, b, ShardName("w", shards[0].Hash), nil)
+			buckettest.Replace(t, b, ShardName("w", shards[0].Hash), nil)
 		},
 		"corrupt checkpoint": func(t *testing.T, b bucket.Bucket, s *State, _ uint64) {
 			cps, _ := bucket.Collect(b.List(ctxT(t), CheckpointPrefix("w"), ""))
-			replaceObject(t, b, cps[0].Name, []byte(`{"format":1,"world":{"ID":"w"},"seq":3}`))
+			buckettest.Replace(t, b, cps[0].Name, []byte(`{"format":1,"world":{"ID":"w"},"seq":3}`))
 		},
 	} {
 		for backend := range backends {

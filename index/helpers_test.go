@@ -267,22 +267,3 @@ func oldForkWithAnEarlyPublish(t *testing.T, b bucket.Bucket) {
 		t.Fatal(err)
 	}
 }
-
-// replaceObject replaces object name of b with data, or deletes it if
-// data is nil: the damage or loss a test makes on purpose.
-func replaceObject(t testing.TB, b bucket.Bucket, name string, data []byte) {
-	t.Helper()
-	ctx := ctxT(t)
-	a, err := b.Stat(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := bucket.DeleteOnce(ctx, b, name, a.Generation); err != nil {
-		t.Fatal(err)
-	}
-	if data != nil {
-		if _, err := b.Create(ctx, name, data); err != nil {
-			t.Fatal(err)
-		}
-	}
-}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/bucket/buckettest"
 	"github.com/worldfs/worldfs/bucket/local"
 	"github.com/worldfs/worldfs/bucket/mem"
 )
@@ -231,7 +232,7 @@ func TestVerifyCatalogComparesSummaries(t *testing.T) {
 		t.Fatalf("summary of %v: %v, %v", r.key(), sum, err)
 	}
 	sum.spans[0].Token = "another"
-	replaceObject(t, b, ShardSummaryName("w", r.Hash), sum.encode())
+	buckettest.Replace(t, b, ShardSummaryName("w", r.Hash), sum.encode())
 	chk, err := VerifyCatalog(ctx, b, "w", nil)
 	if err != nil || len(chk.Problems) != 1 {
 		t.Fatalf("the check of a world with a misleading summary: %+v, %v; want one problem", chk, err)
@@ -247,7 +248,7 @@ func TestVerifyCatalogComparesSummaries(t *testing.T) {
 		t.Fatalf("the checkpoint's summaries: %v, %v", entries, err)
 	}
 	entries[r.Hash] = sum.encode()
-	replaceObject(t, b, CheckpointSummariesName("w", cp.Sum), encodeSummaries(cp, entries))
+	buckettest.Replace(t, b, CheckpointSummariesName("w", cp.Sum), encodeSummaries(cp, entries))
 	chk, err = VerifyCatalog(ctx, b, "w", nil)
 	if err != nil || len(chk.Problems) != 2 {
 		t.Fatalf("the check of a world with a misleading summary in its checkpoint's summaries too: %+v, %v; want two problems", chk, err)
@@ -278,7 +279,7 @@ func TestVerifyCatalogChecksTheCheckpointALogStartsFrom(t *testing.T) {
 	if newest == CheckpointName("w", plan.Base) {
 		t.Fatalf("the newest checkpoint %s is the base", newest)
 	}
-	replaceObject(t, b, newest, nil)
+	buckettest.Replace(t, b, newest, nil)
 	chk, err := VerifyCatalog(ctx, b, "w", nil)
 	if err != nil || len(chk.Problems) != 0 || len(chk.Checkpoints) != 0 || chk.FirstSlot != plan.Base+1 {
 		t.Fatalf("the check of a sound collected world: %+v, %v; want no problem, no checkpoint compared, the log from slot %d", chk, err, plan.Base+1)
@@ -295,7 +296,7 @@ func TestVerifyCatalogChecksTheCheckpointALogStartsFrom(t *testing.T) {
 			t.Fatal(err)
 		}
 		data[len(data)/2] ^= 1
-		replaceObject(t, b, name, data)
+		buckettest.Replace(t, b, name, data)
 	}
 	for i, name := range []string{ShardSummaryName("w", r.Hash), ShardTokenFilterName("w", r.Hash)} {
 		flip(name)
@@ -429,7 +430,7 @@ func TestCheckpointSummariesLeaveOutWhatTheWriterCannotTell(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	remove := func(name string) { replaceObject(t, b, name, nil) }
+	remove := func(name string) { buckettest.Replace(t, b, name, nil) }
 	// An older worldfs: no summaries object, and shards 0 and 1 without
 	// their summaries.
 	remove(CheckpointSummariesName("w", prev.Sum))
@@ -504,7 +505,7 @@ func TestCheckpointSummariesCarryNoDamagedSummary(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			remove := func(name string) { replaceObject(t, b, name, nil) }
+			remove := func(name string) { buckettest.Replace(t, b, name, nil) }
 			// An older worldfs left no summaries object; shard 0's
 			// summary is damaged.
 			remove(CheckpointSummariesName("w", prev.Sum))
@@ -513,7 +514,7 @@ func TestCheckpointSummariesCarryNoDamagedSummary(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			replaceObject(t, b, sum0, tc.damage(data))
+			buckettest.Replace(t, b, sum0, tc.damage(data))
 			s, _, err := Load(ctx, b, "w")
 			if err != nil {
 				t.Fatal(err)

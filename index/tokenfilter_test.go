@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/bucket/buckettest"
 )
 
 // tokenFilters returns the token filters of the tick shards of run in
@@ -170,7 +171,7 @@ func TestTokenFilterDamagedOrMissing(t *testing.T) {
 		}
 		return p.TickByToken("r", token)
 	}
-	replace := func(name string, data []byte) { replaceObject(t, b, name, data) }
+	replace := func(name string, data []byte) { buckettest.Replace(t, b, name, data) }
 	// Missing: the filter of the shard holding t5000 (shard 1), and of
 	// one that does not hold it (shard 3): both decoded.
 	replace(names[1], nil)
