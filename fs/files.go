@@ -3,6 +3,7 @@ package fs
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -881,7 +882,10 @@ func (h bytesHandle) Read(_ context.Context, dest []byte, off int64) (fuse.ReadR
 	return fuse.ReadResultData(h[off:min(int64(len(h)), off+int64(len(dest)))]), 0
 }
 
-// manifestJSON is a tick's manifest as a file.
+// manifestJSON is a tick's manifest as a file. Like every file of a tick
+// it is the same bytes for as long as the tick is visible: it describes
+// the tick and the files beside it, never where maintenance has moved
+// their rows (worldfs_manifests in SQL names those objects).
 func (m *Mount) manifestJSON(ctx context.Context, at place, t tickRef) ([]byte, error) {
 	type table struct {
 		ID   string `json:"id"`
@@ -890,9 +894,8 @@ func (m *Mount) manifestJSON(ctx context.Context, at place, t tickRef) ([]byte, 
 		// cannot tell without reading them: a split tick with rows in a
 		// compacted file).
 		Rows *int64 `json:"rows"`
-		// Fragments are the files holding them: the tick's own, or a
-		// compacted file (its span, rows and bytes are the file's).
-		Fragments []index.Fragment `json:"fragments"`
+		// Parquet is the table's Parquet file beside the manifest.
+		Parquet *manifestFile `json:"parquet"`
 	}
 	man := struct {
 		World       string  `json:"world"`
@@ -902,7 +905,8 @@ func (m *Mount) manifestJSON(ctx context.Context, at place, t tickRef) ([]byte, 
 		WriterEpoch int64   `json:"writer_epoch"`
 		Tables      []table `json:"tables"`
 	}{World: t.World, Run: t.Run, Tick: t.Tick.Tick, CommitToken: t.CommitToken, WriterEpoch: t.WriterEpoch, Tables: []table{}}
-	// Where the rows live now (the tick itself never changes).
+	// Where the rows live now: a plan of the lookup may name files
+	// collected since (the description is the same either way).
 	if now, ok, err := m.lineageTick(ctx, at.world, at.run, t.Tick.Tick, false, false); err != nil {
 		return nil, err
 	} else if ok && now.CommitToken == t.CommitToken {
@@ -921,9 +925,33 @@ func (m *Mount) manifestJSON(ctx context.Context, at place, t tickRef) ([]byte, 
 		if err != nil {
 			return nil, err
 		}
-		man.Tables = append(man.Tables, table{tf.Table, info.Name, c.rows(), tf.Fragments})
+		man.Tables = append(man.Tables, table{tf.Table, info.Name, c.rows(), c.parquet()})
 	}
 	return json.MarshalIndent(man, "", "  ")
+}
+
+// manifestFile is a file of a tick as its manifest describes it.
+type manifestFile struct {
+	Bytes  int64  `json:"bytes"`
+	Digest string `json:"digest,omitempty"` // "sha256:<hex>" of its bytes
+}
+
+// parquet describes the tick's Parquet file of c's table where the
+// catalog or a tick index records it: the tick's own fragment, served as
+// it is, or a compacted tick's canonical file, which is that fragment's
+// bytes again. So a tick's description is the same before and after
+// compaction. Nil for a file derived from its fragments (a split tick, a
+// compacted file without a tick index): its size is known at lookup, but
+// only by building it.
+func (c content) parquet() *manifestFile {
+	switch {
+	case c.asIs:
+		f := c.tf.Fragments[0]
+		return &manifestFile{Bytes: f.Bytes, Digest: f.Digest}
+	case c.canon != nil:
+		return &manifestFile{Bytes: c.canon.entry.Size, Digest: "sha256:" + hex.EncodeToString(c.canon.entry.Digest[:])}
+	}
+	return nil
 }
 
 // rows returns the tick's rows of c's table, if the catalog or a tick

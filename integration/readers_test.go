@@ -3,8 +3,11 @@ package integration
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -14,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/worldfs/worldfs/bucket"
 	wfs "github.com/worldfs/worldfs/fs"
@@ -265,26 +269,54 @@ func first(s []string) string {
 }
 
 // A tick's manifest.json describes that tick, compacted or not: each
-// table's rows are the tick's (not its compacted file's), and its files are
-// where they live now.
+// table's rows are the tick's (not its compacted file's), and its Parquet
+// file's size and digest are those of the file beside it. Like every
+// file of the tick it is the same bytes before compaction, after it and
+// after collection deleted the tick's own fragments.
 func TestManifestDescribesItsTick(t *testing.T) {
-	mt, b := compactedWorld(t)
+	b := localBucket(t)
+	w := particleWorld(t, b, "w", 150)
+	ticks := []int64{5, 100, 127, 140}
+	manifests := func(mt *mounted) map[int64][]byte {
+		out := map[int64][]byte{}
+		for _, tick := range ticks {
+			data, err := os.ReadFile(mt.path("w", "runs", "main", "ticks", wfs.TickName(tick), "manifest.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[tick] = data
+		}
+		return out
+	}
+	before := manifests(testMount(t, b))
+	old := fragmentOf(t, b, 5)
+	if _, err := maintenance.Compact(ctxT(t), b, w.Catalog(), maintenance.CompactOptions{Recent: 10}); err != nil {
+		t.Fatal(err)
+	}
+	later := func() time.Time { return time.Now().Add(time.Hour) }
+	if _, err := maintenance.Collect(ctxT(t), b, w.Catalog(), maintenance.CollectOptions{Retention: time.Second, Now: later}); err != nil {
+		t.Fatal(err)
+	}
+	if fragmentOf(t, b, 100).Span == nil {
+		t.Fatal("tick 100 is not compacted; the test proves nothing")
+	}
+	if _, err := b.Stat(ctxT(t), old.Path); !errors.Is(err, bucket.ErrNotExist) {
+		t.Fatalf("collection left %s (%v); the test proves nothing", old.Path, err)
+	}
+	mt := testMount(t, b)
 	db := openViews(t, b, "w")
-	compacted := 0
-	for _, tick := range []int64{5, 100, 127, 140} {
-		data, err := os.ReadFile(mt.path("w", "runs", "main", "ticks", wfs.TickName(tick), "manifest.json"))
-		if err != nil {
-			t.Fatal(err)
+	for tick, data := range manifests(mt) {
+		if !bytes.Equal(data, before[tick]) {
+			t.Errorf("tick %d: manifest.json changed with compaction:\nbefore %s\nafter %s", tick, before[tick], data)
 		}
 		var man struct {
 			Tick   int64
 			Tables []struct {
-				Name      string
-				Rows      *int64
-				Fragments []struct {
-					Path string
-					Rows int64
-					Span *struct{ From, To int64 }
+				Name    string
+				Rows    *int64
+				Parquet *struct {
+					Bytes  int64
+					Digest string
 				}
 			}
 		}
@@ -299,17 +331,14 @@ func TestManifestDescribesItsTick(t *testing.T) {
 				}
 				t.Errorf("tick %d %s: manifest says %s rows, worldfs sql %s", tick, tb.Name, got, want[0])
 			}
-			for _, f := range tb.Fragments {
-				if f.Span != nil {
-					compacted++
-				}
-				if _, err := b.Stat(ctxT(t), f.Path); err != nil {
-					t.Errorf("tick %d %s: manifest names %s: %v", tick, tb.Name, f.Path, err)
-				}
+			file, err := os.ReadFile(mt.path("w", "runs", "main", "ticks", wfs.TickName(tick), tb.Name+".parquet"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			sum := sha256.Sum256(file)
+			if p := tb.Parquet; p == nil || p.Bytes != int64(len(file)) || p.Digest != "sha256:"+hex.EncodeToString(sum[:]) {
+				t.Errorf("tick %d %s: manifest describes its Parquet file as %+v; it has %d bytes, sha256 %x", tick, tb.Name, p, len(file), sum)
 			}
 		}
-	}
-	if compacted == 0 {
-		t.Fatal("no manifest named a compacted file; the test proves little")
 	}
 }

@@ -27,9 +27,9 @@ import (
 )
 
 // checkTick reads a tick directory whole and checks it against its own
-// manifest: every table the manifest names is there, and every passthrough
-// file's bytes are the fragment the manifest names (size and digest). A
-// partial tick fails it.
+// manifest: every table the manifest names is there, and every Parquet
+// file's bytes are those the manifest describes (its digest). A partial
+// tick fails it.
 func checkTick(dir string) error {
 	data, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
 	if err != nil {
@@ -37,8 +37,10 @@ func checkTick(dir string) error {
 	}
 	var man struct {
 		Tables []struct {
-			Name      string           `json:"name"`
-			Fragments []index.Fragment `json:"fragments"`
+			Name    string `json:"name"`
+			Parquet *struct {
+				Digest string `json:"digest"`
+			} `json:"parquet"`
 		} `json:"tables"`
 	}
 	if err := json.Unmarshal(data, &man); err != nil {
@@ -53,7 +55,7 @@ func checkTick(dir string) error {
 			return err
 		}
 		sum := sha256.Sum256(got)
-		if len(tb.Fragments) != 1 || "sha256:"+hex.EncodeToString(sum[:]) != tb.Fragments[0].Digest {
+		if tb.Parquet == nil || "sha256:"+hex.EncodeToString(sum[:]) != tb.Parquet.Digest {
 			return fmt.Errorf("%s/%s.parquet: %d bytes that are not the published fragment", dir, tb.Name, len(got))
 		}
 	}
