@@ -207,6 +207,7 @@ type IngestionService struct {
 	owned bool // Close closes cat
 
 	described sync.Map   // table id → struct{}: its description is in the bucket
+	factNames sync.Map   // table name → struct{}: no entity table has it (checkFactName)
 	parts     partCache  // parts of batch chains read or written while probing
 	chains    chainLocks // walks of one chain take turns
 
@@ -278,6 +279,9 @@ func (s *IngestionService) Ingest(ctx context.Context, f Fact) (FactReceipt, err
 	if err := s.checkFact(f); err != nil {
 		return FactReceipt{}, invalid(err)
 	}
+	if err := s.checkFactName(ctx, f); err != nil {
+		return FactReceipt{}, err
+	}
 	row, digest, err := factRow(f.Table, f.Values)
 	if err != nil {
 		return FactReceipt{}, invalid(fmt.Errorf("world %s: fact %s/%s: %w", s.world, f.Producer, f.ExternalID, err))
@@ -302,6 +306,32 @@ func (s *IngestionService) checkFact(f Fact) error {
 		return fmt.Errorf("world %s: fact %s/%s: table %s holds evaluation receipts, which only Evaluate records", s.world, f.Producer, f.ExternalID, f.Table.Name)
 	}
 	return ValidateUserRun(f.Run)
+}
+
+// checkFactName refuses a fact table named as one of the world's entity
+// tables: the views and the mount join a world's tables by name, so its
+// facts would show as entities of that table in SQL (particle_at(t)
+// counting them) while the mount's tick files and worldfs_facts left them
+// out. A name found free is remembered; a name that is taken stays taken.
+func (s *IngestionService) checkFactName(ctx context.Context, f Fact) error {
+	if _, ok := s.factNames.Load(f.Table.Name); ok {
+		return nil
+	}
+	ids, err := frame.TableIDs(ctx, s.b, s.world)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		ti, err := frame.ReadTableInfo(ctx, s.b, s.world, id)
+		if err != nil {
+			return err
+		}
+		if ti.Name == f.Table.Name && !IsFactColumns(ti.Columns) {
+			return invalid(fmt.Errorf("world %s: fact %s/%s: table %s is an entity table of the world; facts need a fact table of their own name", s.world, f.Producer, f.ExternalID, f.Table.Name))
+		}
+	}
+	s.factNames.Store(f.Table.Name, struct{}{})
+	return nil
 }
 
 // ValidateUserRun checks a run name a caller gives: a valid run name

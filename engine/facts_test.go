@@ -182,6 +182,11 @@ func TestIngestBadInput(t *testing.T) {
 	b, _ := local.Open(t.TempDir())
 	w := simWorld(t, b, "w", 1)
 	sim := particles.Tables()[0]
+	// A fact table named as an entity table would join it in the views.
+	entityNamed, err := engine.NewFactTable(sim.Name, mustComponent(t, "reading", engine.Field{Name: "value", Type: engine.Float64}))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for name, f := range map[string]engine.Fact{
 		"no producer":       reading("", "e", 1),
 		"no external id":    reading("p", "", 1),
@@ -190,6 +195,7 @@ func TestIngestBadInput(t *testing.T) {
 		"unknown column":    {Producer: "p", ExternalID: "e", Table: readingTable(), Values: engine.Values{"nope": 1}},
 		"wrong type":        {Producer: "p", ExternalID: "e", Table: readingTable(), Values: engine.Values{"reading_value": "warm"}},
 		"FactMeta given":    {Producer: "p", ExternalID: "e", Table: readingTable(), Values: engine.Values{engine.ColFactDigest: "sha256:0"}},
+		"entity table name": {Producer: "p", ExternalID: "e", Table: entityNamed, Values: engine.Values{"reading_value": 1.5}},
 	} {
 		if _, err := w.Ingest(ctx, f); err == nil {
 			t.Errorf("%s: accepted", name)
