@@ -367,7 +367,26 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return runCommand(ctx, c.name, c, args[1:], stdout, stderr)
 		}
 	}
-	return usageError{msg: fmt.Sprintf("unknown command %q", args[0]), usage: topUsage()}
+	msg := fmt.Sprintf("unknown command %q", args[0])
+	if groups := groupsOf(args[0]); len(groups) > 0 {
+		msg += fmt.Sprintf("; did you mean %q?", strings.Join(groups, " or "))
+	}
+	return usageError{msg: msg, usage: topUsage()}
+}
+
+// groupsOf returns, sorted, "group name" for each group with a
+// subcommand called name (worldfs fork → "world fork").
+func groupsOf(name string) []string {
+	var out []string
+	for g, cs := range commands {
+		for _, c := range cs {
+			if g != "" && c.name == name {
+				out = append(out, g+" "+name)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 func isHelp(a string) bool { return a == "-h" || a == "-help" || a == "--help" || a == "help" }

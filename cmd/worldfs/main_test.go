@@ -58,6 +58,17 @@ func TestBadCommandLinesExit2(t *testing.T) {
 	}
 }
 
+// A subcommand given without its group is named with it.
+func TestUnknownCommandNamesItsGroup(t *testing.T) {
+	code, _, stderr := cli(t, "fork", "--help")
+	if code != 2 || !strings.Contains(stderr, `unknown command "fork"; did you mean "world fork"?`) {
+		t.Errorf("worldfs fork: exit %d, stderr %q", code, stderr)
+	}
+	if _, _, stderr := cli(t, "nonsense"); strings.Contains(stderr, "did you mean") {
+		t.Errorf("worldfs nonsense: %q", stderr)
+	}
+}
+
 func TestBucketCommands(t *testing.T) {
 	dir := t.TempDir()
 	src := filepath.Join(t.TempDir(), "src")
