@@ -312,26 +312,63 @@ func (s *IngestionService) checkFact(f Fact) error {
 // tables: the views and the mount join a world's tables by name, so its
 // facts would show as entities of that table in SQL (particle_at(t)
 // counting them) while the mount's tick files and worldfs_facts left them
-// out. A name found free is remembered; a name that is taken stays taken.
+// out. A name is remembered as a fact table's once the world describes a
+// fact table of that name: from then on a resume refuses an entity table
+// of that name (checkEntityNames). A name that is taken stays taken.
 func (s *IngestionService) checkFactName(ctx context.Context, f Fact) error {
 	if _, ok := s.factNames.Load(f.Table.Name); ok {
 		return nil
 	}
-	ids, err := frame.TableIDs(ctx, s.b, s.world)
+	infos, err := tableInfos(ctx, s.b, s.world)
 	if err != nil {
 		return err
 	}
-	for _, id := range ids {
-		ti, err := frame.ReadTableInfo(ctx, s.b, s.world, id)
-		if err != nil {
-			return err
+	described := false
+	for _, ti := range infos {
+		if ti.Name != f.Table.Name {
+			continue
 		}
-		if ti.Name == f.Table.Name && !IsFactColumns(ti.Columns) {
+		if !IsFactColumns(ti.Columns) {
 			return invalid(fmt.Errorf("world %s: fact %s/%s: table %s is an entity table of the world; facts need a fact table of their own name", s.world, f.Producer, f.ExternalID, f.Table.Name))
 		}
+		described = true
 	}
-	s.factNames.Store(f.Table.Name, struct{}{})
+	if described {
+		s.factNames.Store(f.Table.Name, struct{}{})
+	}
 	return nil
+}
+
+// checkEntityNames refuses entity tables named as one of the world's fact
+// tables, for the reason checkFactName refuses the converse.
+func checkEntityNames(ctx context.Context, b bucket.Bucket, world string, tables []*Table) error {
+	infos, err := tableInfos(ctx, b, world)
+	if err != nil {
+		return err
+	}
+	for _, ti := range infos {
+		if IsFactColumns(ti.Columns) && slices.ContainsFunc(tables, func(t *Table) bool { return t.Name == ti.Name }) {
+			return invalid(fmt.Errorf("world %s: table %s is a fact table of the world; an entity table needs a name of its own", world, ti.Name))
+		}
+	}
+	return nil
+}
+
+// tableInfos reads the descriptions of the world's tables.
+func tableInfos(ctx context.Context, b bucket.Bucket, world string) ([]frame.TableInfo, error) {
+	ids, err := frame.TableIDs(ctx, b, world)
+	if err != nil {
+		return nil, err
+	}
+	infos := make([]frame.TableInfo, 0, len(ids))
+	for _, id := range ids {
+		ti, err := frame.ReadTableInfo(ctx, b, world, id)
+		if err != nil {
+			return nil, err
+		}
+		infos = append(infos, ti)
+	}
+	return infos, nil
 }
 
 // ValidateUserRun checks a run name a caller gives: a valid run name

@@ -1050,3 +1050,45 @@ func TestBadInputIsErrInvalid(t *testing.T) {
 		t.Fatalf("no outcomes: %v", err)
 	}
 }
+
+// An entity table named as one of the world's fact tables is refused too,
+// when a resume declares it: the views would join the table's rows and
+// the facts under that name, as a fact table named as an entity table
+// would (TestIngestBadInput). A fact refused for its values leaves its
+// table's name free for an entity table, and the ingester does not go on
+// taking the name as free once an entity table has it.
+func TestEntityTableNamedAsFactTable(t *testing.T) {
+	ctx := ctxT(t)
+	b, _ := local.Open(t.TempDir())
+	w := simWorld(t, b, "w", 1)
+	if _, err := w.Ingest(ctx, enginetest.Reading("r-1", 7.5)); err != nil {
+		t.Fatal(err)
+	}
+	entity := func(name string) *engine.Table {
+		tb, err := engine.NewTable(name, mustComponent(t, "reading", engine.Field{Name: "value", Type: engine.Float64}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tb
+	}
+	if w2, err := engine.ResumeWorld(ctx, b, "w", append(particles.Tables(), entity("reading")), quiet); err == nil {
+		w2.Close()
+		t.Fatal("a resume declared entity table reading, the name of a fact table")
+	}
+	// A fact of a new name refused for its values describes no table.
+	probe, err := engine.NewFactTable("probe", mustComponent(t, "reading", engine.Field{Name: "value", Type: engine.Float64}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Ingest(ctx, engine.Fact{Producer: "p", ExternalID: "e", Table: probe, Values: engine.Values{"reading_value": "warm"}}); err == nil {
+		t.Fatal("a fact of the wrong type was accepted")
+	}
+	w2, err := engine.ResumeWorld(ctx, b, "w", append(particles.Tables(), entity("probe")), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w2.Close()
+	if _, err := w.Ingest(ctx, engine.Fact{Producer: "p", ExternalID: "e", Table: probe, Values: engine.Values{"reading_value": 1.5}}); err == nil {
+		t.Fatal("a fact of table probe was accepted after a resume declared entity table probe")
+	}
+}

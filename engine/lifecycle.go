@@ -113,6 +113,9 @@ func resume(ctx context.Context, b bucket.Bucket, cat *index.Catalog, id string,
 	if _, err := newWorld(id, b, nil, 0, tables, opts); err != nil {
 		return nil, invalid(err)
 	}
+	if err := checkEntityNames(ctx, b, id, tables); err != nil {
+		return nil, err
+	}
 	r, err := cat.Commit(ctx, index.Entry{Kind: index.KindFenceAcquire, FenceAcquire: &index.FenceAcquire{Holder: opts.Holder, Resume: true}})
 	if err != nil {
 		return nil, fmt.Errorf("resume %s: %w", id, err)

@@ -3,6 +3,7 @@ package fs
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -341,8 +342,12 @@ func (f *snapFile) attrTimeout() time.Duration {
 func (f *snapFile) key() string { return f.keyed }
 
 // keyOf is key for the file of the same table and tick in format.
-func (f *snapFile) keyOf(format string) string {
-	return fmt.Sprintf("derived/%s/%s/%d-%s/%s.%s", f.t.World, f.t.Run, f.t.Tick.Tick, f.t.CommitToken, f.table, format)
+func (f *snapFile) keyOf(format string) string { return derivedKey(f.t, f.table, format) }
+
+// derivedKey names in the cache the file of tick t's table (by readable
+// name) in format, derived from the tick's fragments.
+func derivedKey(t tickRef, table, format string) string {
+	return fmt.Sprintf("derived/%s/%s/%d-%s/%s.%s", t.World, t.Run, t.Tick.Tick, t.CommitToken, table, format)
 }
 
 // knownSize returns the content's size if it is known without deriving
@@ -925,9 +930,39 @@ func (m *Mount) manifestJSON(ctx context.Context, at place, t tickRef) ([]byte, 
 		if err != nil {
 			return nil, err
 		}
-		man.Tables = append(man.Tables, table{tf.Table, info.Name, c.rows(), c.parquet()})
+		p := c.parquet()
+		if c.split != nil {
+			// A split tick's file is derived from its fragments' rows;
+			// once compacted, the same bytes are its canonical file, which
+			// the manifest describes. So it describes the derived file too
+			// (derived into the cache, as a lookup of it does).
+			if p, err = m.derivedParquet(ctx, derivedKey(t, info.Name, wsql.FormatParquet), c.split); err != nil {
+				return nil, err
+			}
+		}
+		man.Tables = append(man.Tables, table{tf.Table, info.Name, c.rows(), p})
 	}
 	return json.MarshalIndent(man, "", "  ")
+}
+
+// derivedParquet describes the Parquet file of a split tick, derived
+// into the cache under key from rs.
+func (m *Mount) derivedParquet(ctx context.Context, key string, rs *rowSet) (*manifestFile, error) {
+	path, err := m.gathered(ctx, key, wsql.FormatParquet, rs)
+	if err != nil {
+		return nil, err
+	}
+	file, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer file.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, file)
+	if err != nil {
+		return nil, err
+	}
+	return &manifestFile{Bytes: n, Digest: "sha256:" + hex.EncodeToString(h.Sum(nil))}, nil
 }
 
 // manifestFile is a file of a tick as its manifest describes it.
@@ -940,9 +975,9 @@ type manifestFile struct {
 // catalog or a tick index records it: the tick's own fragment, served as
 // it is, or a compacted tick's canonical file, which is that fragment's
 // bytes again. So a tick's description is the same before and after
-// compaction. Nil for a file derived from its fragments (a split tick, a
-// compacted file without a tick index): its size is known at lookup, but
-// only by building it.
+// compaction. A compacted file without a tick index gives the tick's
+// file derived from its rows there (derivedEntry). Nil for a split tick:
+// its file is derived from its fragments (see derivedParquet).
 func (c content) parquet() *manifestFile {
 	switch {
 	case c.asIs:

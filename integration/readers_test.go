@@ -342,3 +342,35 @@ func TestManifestDescribesItsTick(t *testing.T) {
 		}
 	}
 }
+
+// A split tick's manifest.json is the same bytes before and after
+// compaction too: its Parquet file (derived from its fragments' rows
+// before, rebuilt from the compacted file's tick index after) is the same
+// bytes, and the manifest describes it both times.
+func TestSplitTickManifestSurvivesCompaction(t *testing.T) {
+	b := localBucket(t)
+	w := particleWorld(t, b, "w", 100)
+	splitFragment(t, b, "w", 20, "particle")
+	read := func(mt *mounted, name string) []byte {
+		data, err := os.ReadFile(mt.path("w", "runs", "main", "ticks", wfs.TickName(20), name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	mt := testMount(t, b)
+	man, file := read(mt, "manifest.json"), read(mt, "particle.parquet")
+	if _, err := maintenance.Compact(ctxT(t), b, w.Catalog(), maintenance.CompactOptions{Recent: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if fragmentOf(t, b, 20).Span == nil {
+		t.Fatal("tick 20 is not compacted; the test proves nothing")
+	}
+	mt = testMount(t, b)
+	if got := read(mt, "particle.parquet"); !bytes.Equal(got, file) {
+		t.Fatalf("tick 20's particle.parquet changed with compaction: %d bytes, then %d", len(file), len(got))
+	}
+	if got := read(mt, "manifest.json"); !bytes.Equal(got, man) {
+		t.Errorf("tick 20: manifest.json changed with compaction:\nbefore %s\nafter %s", man, got)
+	}
+}
