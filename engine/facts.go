@@ -207,7 +207,7 @@ type IngestionService struct {
 	owned bool // Close closes cat
 
 	described sync.Map   // table id → struct{}: its description is in the bucket
-	factNames sync.Map   // table name → struct{}: no entity table has it (checkFactName)
+	factNames sync.Map   // table name → struct{}: a fact table of the world (checkFactName)
 	parts     partCache  // parts of batch chains read or written while probing
 	chains    chainLocks // walks of one chain take turns
 

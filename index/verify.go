@@ -35,11 +35,11 @@ type CatalogCheck struct {
 // it folds the whole log (every slot must decode, continue its
 // predecessor and apply), and compares every checkpoint with the fold at
 // its sequence, record by record, and its sidecars with its records (the
-// checkpoint a collected log starts from has only the latter). slot is called after each slot folded
-// (for progress). An error means the catalog could not be read at all
-// (ErrCorrupt if the log itself is damaged); a checkpoint that differs is
-// a Problem, since readers would fold the log past it anyway only if it
-// were missing.
+// checkpoint a collected log starts from has only the latter). slot is
+// called after each slot folded (for progress). An error means the
+// catalog could not be read at all (ErrCorrupt if the log itself is
+// damaged); a checkpoint that differs is a Problem, since readers would
+// fold the log past it anyway only if it were missing.
 func VerifyCatalog(ctx context.Context, b bucket.Bucket, world string, slot func(seq uint64)) (*CatalogCheck, error) {
 	cps, err := bucket.Collect(b.List(ctx, CheckpointPrefix(world), ""))
 	if err != nil {
