@@ -16,17 +16,9 @@ func TestCollectSlotsBehindACheckpoint(t *testing.T) {
 	ctx := ctxT(t)
 	c, epoch := newWorld(t, b, "w", Options{NoCompactor: true})
 	fill(t, c, epoch, 0, 30)
-	plan, err := PlanRebase(ctx, b, "w", time.Now().Add(time.Hour))
-	if err != nil || !plan.Write || len(plan.Slots) == 0 {
-		t.Fatalf("plan %+v, %v", plan, err)
-	}
-	if err := Rebase(ctx, b, "w", plan); err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range plan.Slots {
-		if err := bucket.DeleteOnce(ctx, b, s.Name, s.Generation); err != nil {
-			t.Fatal(err)
-		}
+	plan := collectLog(t, b)
+	if !plan.Write {
+		t.Fatalf("plan %+v writes no checkpoint", plan)
 	}
 	// Two newer checkpoints: the base is neither young nor among them.
 	fill(t, c, epoch, 30, 5)
@@ -57,4 +49,25 @@ func TestCollectSlotsBehindACheckpoint(t *testing.T) {
 		}
 		break
 	}
+}
+
+// collectLog collects the slots of world w's log behind a checkpoint, as
+// gc does an hour on (PlanRebase, Rebase, the slots deleted), and returns
+// the plan it carried out.
+func collectLog(t *testing.T, b bucket.Bucket) RebasePlan {
+	t.Helper()
+	ctx := ctxT(t)
+	plan, err := PlanRebase(ctx, b, "w", time.Now().Add(time.Hour))
+	if err != nil || len(plan.Slots) == 0 {
+		t.Fatalf("plan %+v, %v", plan, err)
+	}
+	if err := Rebase(ctx, b, "w", plan); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range plan.Slots {
+		if err := bucket.DeleteOnce(ctx, b, s.Name, s.Generation); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return plan
 }

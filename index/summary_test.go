@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/bucket/buckettest"
@@ -261,18 +260,7 @@ func TestVerifyCatalogComparesSummaries(t *testing.T) {
 func TestVerifyCatalogChecksTheCheckpointALogStartsFrom(t *testing.T) {
 	ctx := ctxT(t)
 	b, _, _ := summaryWorld(t, 2*tickShardSpan, 1, tickShardSpan)
-	plan, err := PlanRebase(ctx, b, "w", time.Now().Add(time.Hour))
-	if err != nil || len(plan.Slots) == 0 {
-		t.Fatalf("plan %+v, %v", plan, err)
-	}
-	if err := Rebase(ctx, b, "w", plan); err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range plan.Slots {
-		if err := bucket.DeleteOnce(ctx, b, s.Name, s.Generation); err != nil {
-			t.Fatal(err)
-		}
-	}
+	plan := collectLog(t, b)
 	// Only the base stays: a checkpoint after it, sharing its shards,
 	// would be compared with the log and its sidecars checked with it.
 	newest, _ := newestShards(t, b)
@@ -425,17 +413,11 @@ func TestCheckpointSummariesLeaveOutWhatTheWriterCannotTell(t *testing.T) {
 	ctx := ctxT(t)
 	mb, _, _ := summaryWorld(t, 3*tickShardSpan, 1, tickShardSpan)
 	b := &countingBucket{Bucket: mb}
-	newest, shards := newestShards(t, b)
-	prev, err := readCheckpoint(ctx, b, "w", newest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	remove := func(name string) { buckettest.Replace(t, b, name, nil) }
 	// An older worldfs: no summaries object, and shards 0 and 1 without
 	// their summaries.
-	remove(CheckpointSummariesName("w", prev.Sum))
+	prev, shards := dropSummariesObject(t, b)
 	for _, n := range []int64{0, 1} {
-		remove(ShardSummaryName("w", tickShardOf(t, shards, "main", n).Hash))
+		buckettest.Replace(t, b, ShardSummaryName("w", tickShardOf(t, shards, "main", n).Hash), nil)
 	}
 	// A writer holding shard 0's ticks and the head's (the fresh ticks'
 	// shard 3), not shard 1's, checkpoints again.
@@ -446,7 +428,7 @@ func TestCheckpointSummariesLeaveOutWhatTheWriterCannotTell(t *testing.T) {
 	if _, _, err := WriteCheckpoint(ctx, b, part.State(), prev); err != nil {
 		t.Fatal(err)
 	}
-	_, _, entries, ok, err := readSummaries(ctx, b, "w", newest, prev)
+	_, _, entries, ok, err := readSummaries(ctx, b, "w", CheckpointName("w", prev.Seq), prev)
 	if err != nil || !ok {
 		t.Fatalf("the summaries object written: %v, %v", ok, err)
 	}
@@ -500,15 +482,9 @@ func TestCheckpointSummariesCarryNoDamagedSummary(t *testing.T) {
 			}
 			t.Cleanup(func() { b.Close() })
 			summaryWorldOn(t, b, 3*tickShardSpan, 1, tickShardSpan)
-			newest, shards := newestShards(t, b)
-			prev, err := readCheckpoint(ctx, b, "w", newest)
-			if err != nil {
-				t.Fatal(err)
-			}
-			remove := func(name string) { buckettest.Replace(t, b, name, nil) }
 			// An older worldfs left no summaries object; shard 0's
 			// summary is damaged.
-			remove(CheckpointSummariesName("w", prev.Sum))
+			prev, shards := dropSummariesObject(t, b)
 			sum0 := ShardSummaryName("w", tickShardOf(t, shards, "main", 0).Hash)
 			data, _, err := b.Get(ctx, sum0)
 			if err != nil {
@@ -526,7 +502,7 @@ func TestCheckpointSummariesCarryNoDamagedSummary(t *testing.T) {
 				t.Fatalf("a load with shard 0's summary %s: %v; want ErrCorrupt", tc.name, err)
 			}
 			// The summary written anew: a load plans from it.
-			remove(sum0)
+			buckettest.Replace(t, b, sum0, nil)
 			if n, err := WriteSidecars(ctx, b, "w", false); err != nil || n.Summaries != 1 {
 				t.Fatalf("WriteSidecars wrote %+v, %v; want shard 0's summary", n, err)
 			}
@@ -539,4 +515,18 @@ func TestCheckpointSummariesCarryNoDamagedSummary(t *testing.T) {
 			}
 		})
 	}
+}
+
+// dropSummariesObject deletes the summaries object of world w's newest
+// checkpoint, as a worldfs that wrote none left it, and returns that
+// checkpoint and its shards.
+func dropSummariesObject(t *testing.T, b bucket.Bucket) (*checkpoint, []shardRef) {
+	t.Helper()
+	newest, shards := newestShards(t, b)
+	cp, err := readCheckpoint(ctxT(t), b, "w", newest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buckettest.Replace(t, b, CheckpointSummariesName("w", cp.Sum), nil)
+	return cp, shards
 }

@@ -367,27 +367,10 @@ func TestPartitionLikeFoldersAddNoColumns(t *testing.T) {
 	if v, ok := rows[0]["date"]; ok {
 		t.Errorf("ReadRows of %s gave a column date = %v, which the file does not hold", file, v)
 	}
-	s, err := wsql.Build(ctxT(t), rw.b, "w", wsql.Options{Dir: filepath.Join(t.TempDir(), "k=3", "views")})
+	db := views(t, rw.b, "w", wsql.Options{Dir: filepath.Join(t.TempDir(), "k=3", "views")})
+	cols, err := column(db, "SELECT column_name FROM information_schema.columns WHERE table_name = 'worldfs_fragments'")
 	if err != nil {
 		t.Fatal(err)
-	}
-	db, err := wsql.Open(ctxT(t), s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	var cols []string
-	r, err := db.QueryContext(ctxT(t), "SELECT column_name FROM information_schema.columns WHERE table_name = 'worldfs_fragments'")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	for r.Next() {
-		var c string
-		if err := r.Scan(&c); err != nil {
-			t.Fatal(err)
-		}
-		cols = append(cols, c)
 	}
 	if len(cols) == 0 || slices.Contains(cols, "k") {
 		t.Errorf("worldfs_fragments of views under k=3/: columns %v", cols)

@@ -174,12 +174,22 @@ func summarizedWorlds(t *testing.T) *local.Bucket {
 // summaries returns the names of world's shard summaries.
 func summaries(t *testing.T, b bucket.Bucket, world string) []string {
 	t.Helper()
+	return shardObjects(t, b, world, func(name string) bool {
+		_, ok := index.ShardOfSummary(name)
+		return ok
+	})
+}
+
+// shardObjects returns the names of world's objects beside its
+// checkpoints' shards that keep accepts.
+func shardObjects(t *testing.T, b bucket.Bucket, world string, keep func(name string) bool) []string {
+	t.Helper()
 	var out []string
 	for a, err := range b.List(ctxT(t), index.ShardPrefix(world), "") {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, ok := index.ShardOfSummary(a.Name); ok {
+		if keep(a.Name) {
 			out = append(out, a.Name)
 		}
 	}
@@ -356,16 +366,7 @@ func moveShards(t *testing.T, b *local.Bucket, from, to string) {
 // objects (the summaries of a checkpoint's tick shards in one).
 func checkpointSummaries(t *testing.T, b bucket.Bucket, world string) []string {
 	t.Helper()
-	var out []string
-	for a, err := range b.List(ctxT(t), index.ShardPrefix(world), "") {
-		if err != nil {
-			t.Fatal(err)
-		}
-		if strings.HasSuffix(a.Name, ".sums") {
-			out = append(out, a.Name)
-		}
-	}
-	return out
+	return shardObjects(t, b, world, func(name string) bool { return strings.HasSuffix(name, ".sums") })
 }
 
 // removeCheckpointSummaries removes the checkpoint summaries objects of
