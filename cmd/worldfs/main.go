@@ -21,6 +21,7 @@ import (
 	"github.com/worldfs/worldfs/bucket/bucketurl"
 	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/index"
+	"github.com/worldfs/worldfs/internal/failpoint"
 	wsql "github.com/worldfs/worldfs/sql"
 )
 
@@ -230,6 +231,10 @@ func withBucket(ctx context.Context, url string, fn func(bucket.Bucket) error) e
 }
 
 func main() {
+	if err := failpoint.EnvError(); err != nil {
+		fmt.Fprintln(os.Stderr, "worldfs:", err)
+		os.Exit(exitUsage)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	// WORLDFS_CPUPROFILE=file profiles the whole command (benchmarks, the

@@ -21,9 +21,12 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/worldfs/worldfs/internal/failpoint"
 )
@@ -44,6 +47,10 @@ type Func func(args []string) int
 // runs the tests.
 func Main(m *testing.M, children map[string]Func) {
 	if name := os.Getenv(envFunc); name != "" {
+		if err := failpoint.EnvError(); err != nil {
+			fmt.Fprintln(os.Stderr, "crashtest:", err)
+			os.Exit(2)
+		}
 		f, ok := children[name]
 		if !ok {
 			fmt.Fprintf(os.Stderr, "crashtest: this test binary has no child function %q\n", name)
@@ -81,6 +88,38 @@ func CommandOf(bin, name string, args ...string) *exec.Cmd {
 // Failpoint is the environment entry that arms failpoint spec ("name" or
 // "name@N", the Nth hit) in a child.
 func Failpoint(spec string) string { return failpoint.Env + "=" + spec }
+
+// Hold arms failpoint spec ("name" or "name@N") in cmd as a hold in dir
+// (failpoint.DirEnv): the child stops there until the test calls the
+// returned release, after waiting for it to arrive with the returned
+// wait.
+func Hold(t testing.TB, cmd *exec.Cmd, spec, dir string) (wait func(), release func()) {
+	t.Helper()
+	point := spec
+	if i := strings.LastIndexByte(point, '@'); i >= 0 {
+		point = point[:i]
+	}
+	cmd.Env = append(cmd.Env, Failpoint(spec+"=hold"), failpoint.DirEnv+"="+dir)
+	wait = func() {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Minute); ; {
+			if _, err := os.Stat(filepath.Join(dir, point+".held")); err == nil {
+				return
+			}
+			if cmd.ProcessState != nil || time.Now().After(deadline) {
+				t.Fatalf("child did not reach failpoint %s: %v", spec, cmd.ProcessState)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	release = func() {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, point+".release"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return wait, release
+}
 
 // Killed reports whether a finished command died of SIGKILL.
 func Killed(cmd *exec.Cmd) bool {
