@@ -44,6 +44,9 @@ type checkpoint struct {
 	Slots  uint64     `json:"slots"`
 	Runs   []Run      `json:"runs"`
 	Shards []shardRef `json:"shards"`
+	// Intents are the open intents (intent.go); a state with none writes
+	// the same bytes as before intents existed.
+	Intents []Intent `json:"intents,omitempty"`
 }
 
 type shardRef struct {
@@ -70,7 +73,7 @@ func WriteCheckpoint(ctx context.Context, b bucket.Bucket, s *State, prev *check
 			old[r.key()] = r
 		}
 	}
-	cp := &checkpoint{Format: CheckpointFormat, World: s.World, Seq: s.Seq, Hash: s.Hash, Slots: s.Slots, Runs: s.Runs()}
+	cp := &checkpoint{Format: CheckpointFormat, World: s.World, Seq: s.Seq, Hash: s.Hash, Slots: s.Slots, Runs: s.Runs(), Intents: s.Intents()}
 	var dirty []int
 	s.shardSeq.Ascend(func(m shardMark) bool {
 		r, ok := old[m.key]
@@ -306,6 +309,7 @@ func loadShards(ctx context.Context, b bucket.Bucket, name string, cp *checkpoin
 	}
 	s := Empty(cp.World.ID)
 	s.World, s.Seq, s.Hash, s.Slots = cp.World, cp.Seq, cp.Hash, cp.Slots
+	s.intents = slices.Clone(cp.Intents)
 	for i := range cp.Runs {
 		s.runs.ReplaceOrInsert(&cp.Runs[i])
 	}
@@ -376,6 +380,11 @@ func readCheckpoint(ctx context.Context, b bucket.Bucket, world, name string) (*
 	for _, r := range cp.Shards {
 		if len(r.Kind) != 1 || len(r.Hash) != 64 {
 			return nil, corrupt("shard reference %+v", r)
+		}
+	}
+	for i, in := range cp.Intents {
+		if !ValidIntentID(in.ID) || in.Holder == "" || in.Seq == 0 || in.Seq > cp.Seq || i > 0 && cp.Intents[i-1].ID >= in.ID {
+			return nil, corrupt("open intent %+v", in)
 		}
 	}
 	return &cp, nil

@@ -381,7 +381,7 @@ func writeFixture(t *testing.T, b bucket.Bucket) {
 	}
 	span := Span{From: 0, To: 1}
 	commit(Entry{Kind: KindFragmentsRewrite, Rewrite: &FragmentsRewrite{Run: "main", Span: &span, ReadSeq: c.Tip().Seq,
-		Tables: []TableFragments{{Table: "Position", Fragments: []Fragment{{Path: CompactedPath("w", DefaultRun, "position", "ab"),
+		Tables: []TableFragments{{Table: "Position", Fragments: []Fragment{{Path: CompactedPath("w", DefaultRun, "position", "ab", ""),
 			Rows: 21, Bytes: 2001, Digest: "d-c", Generation: 7, Span: &span}}}}}})
 	commit(claimEntry(KindClaimAcquire, "main", "p", "e", "d", "c1", "h", 1, 2))
 	commit(claimEntry(KindClaimComplete, "main", "p", "e", "d", "c1", "h", 1, 0))
@@ -428,7 +428,7 @@ func fixtureStillLoads(t *testing.T, format int) {
 	t0, _ := s.Tick("main", 0)
 	t1, _ := s.Tick("main", 1)
 	t2, _ := s.Tick("main", 2)
-	compacted := Fragment{Path: CompactedPath("w", DefaultRun, "position", "ab"), Rows: 21, Bytes: 2001, Digest: "d-c", Generation: 7, Span: &Span{From: 0, To: 1}}
+	compacted := Fragment{Path: CompactedPath("w", DefaultRun, "position", "ab", ""), Rows: 21, Bytes: 2001, Digest: "d-c", Generation: 7, Span: &Span{From: 0, To: 1}}
 	if t0 == nil || t1 == nil || t2 == nil || !reflect.DeepEqual(tablesOf(t, t0)[0].Fragments, []Fragment{compacted}) || !t1.SameTables(t0) ||
 		t2.PublishedUnixMs != 1_700_000_000_002 || tablesOf(t, t2)[0].Fragments[0].Generation != 1_700_000_000_000_000_002 {
 		t.Fatalf("ticks from the format-%d checkpoint: %+v %+v %+v", format, t0, t1, t2)

@@ -20,6 +20,8 @@ const (
 	KindClaimRelease     Kind = "claim.release"
 	KindFragmentsRewrite Kind = "fragments.rewrite"
 	KindCommandEnqueue   Kind = "command.enqueue"
+	KindIntentOpen       Kind = "intent.open"
+	KindIntentClose      Kind = "intent.close"
 )
 
 // Entry is one catalog mutation. Exactly the payload field of its Kind is
@@ -37,6 +39,7 @@ type Entry struct {
 	Claim        *ClaimOp          `json:"claim,omitempty"`
 	Rewrite      *FragmentsRewrite `json:"rewrite,omitempty"`
 	Command      *Command          `json:"command,omitempty"`
+	Intent       *IntentOp         `json:"intent,omitempty"`
 }
 
 // Writer modes (docs/ARCHITECTURE.md, "The catalog").
@@ -210,6 +213,55 @@ type FragmentsRewrite struct {
 
 	Facts      bool  `json:"facts,omitempty"`
 	ClaimShard int64 `json:"claim_shard,omitempty"`
+
+	// Intent is the open intent under which the compacted files were
+	// written (intent.open): a new entry naming one is refused unless the
+	// intent is still open and every compacted file it names carries the
+	// intent's id (CompactedPath). Empty in entries written before
+	// intents existed.
+	Intent string `json:"intent,omitempty"`
+}
+
+// IntentOp is the payload of the two intent entries (docs/ARCHITECTURE.md,
+// invariant 16). An intent announces, before they are written, objects
+// that a later entry will name (a compaction's files) or objects a writer
+// is about to reference from outside the catalog (an export's files):
+// while it is open, collection deletes no object that carries its id
+// (CompactedPath), and nothing the catalog named at or after the
+// sequence that opened it (it pins the catalog there).
+//
+//   - intent.open: ID becomes open, held by Holder until LeaseUntilMs.
+//     Opening an open intent again renews its lease, by its holder only;
+//     the sequence that first opened it stays its pin.
+//   - intent.close: ID is open no more. Its holder closes it at any time;
+//     anyone else (a collector) once its lease ended (NowMs ≥
+//     LeaseUntilMs). Closing an intent that is not open does nothing.
+//     Once closed, no entry can name what was written under it: a
+//     compaction citing it is refused, so its files are garbage at once.
+type IntentOp struct {
+	ID           string `json:"id"`
+	Holder       string `json:"holder"`
+	What         string `json:"what,omitempty"` // for people: "compaction of run main"
+	LeaseUntilMs int64  `json:"lease_until_ms,omitempty"`
+	// NowMs is the caller's clock, recorded as data so that Apply stays
+	// deterministic.
+	NowMs int64 `json:"now_ms"`
+}
+
+// IntentIDLen is the length of an intent's id: 16 lowercase hex digits.
+const IntentIDLen = 16
+
+// ValidIntentID reports whether id is an intent's id.
+func ValidIntentID(id string) bool {
+	if len(id) != IntentIDLen {
+		return false
+	}
+	for _, c := range []byte(id) {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 func (e *Entry) validate() error {
@@ -243,7 +295,7 @@ func (e *Entry) runs() []string {
 
 func (e *Entry) validatePayload() error {
 	set := 0
-	for _, p := range []bool{e.WorldCreate != nil, e.FenceAcquire != nil, e.TickPublish != nil, e.WorldStatus != nil, e.Claim != nil, e.Rewrite != nil, e.Command != nil} {
+	for _, p := range []bool{e.WorldCreate != nil, e.FenceAcquire != nil, e.TickPublish != nil, e.WorldStatus != nil, e.Claim != nil, e.Rewrite != nil, e.Command != nil, e.Intent != nil} {
 		if p {
 			set++
 		}
@@ -304,11 +356,25 @@ func (e *Entry) validatePayload() error {
 		if c == nil || c.ID == "" || c.Run == "" || c.Kind == "" || c.Due < 0 {
 			return errors.New("command.enqueue needs an id, a run, a kind and a due tick ≥ 0")
 		}
+	case KindIntentOpen, KindIntentClose:
+		i := e.Intent
+		switch {
+		case i == nil:
+			return fmt.Errorf("%s without its payload", e.Kind)
+		case !ValidIntentID(i.ID):
+			return fmt.Errorf("%s: id %q is not %d lowercase hex digits", e.Kind, i.ID, IntentIDLen)
+		case i.Holder == "":
+			return fmt.Errorf("%s: needs a holder", e.Kind)
+		case e.Kind == KindIntentOpen && i.LeaseUntilMs <= i.NowMs:
+			return fmt.Errorf("%s: needs a lease ending after now", e.Kind)
+		}
 	case KindFragmentsRewrite:
 		r := e.Rewrite
 		switch {
 		case r == nil || r.Run == "":
 			return errors.New("fragments.rewrite needs a run")
+		case r.Intent != "" && !ValidIntentID(r.Intent):
+			return fmt.Errorf("fragments.rewrite: intent %q is not %d lowercase hex digits", r.Intent, IntentIDLen)
 		case r.Facts:
 			if r.Span != nil || len(r.Tables) == 0 || r.Table != "" || len(r.Old) != 0 || len(r.New) != 0 || r.ClaimShard < 0 || r.ClaimShard >= claimBuckets {
 				return errors.New("fragments.rewrite of facts needs a claim shard and compacted files per table, and nothing of the other forms")
@@ -378,6 +444,10 @@ func (e Entry) clone() Entry {
 	}
 	if e.TickPublish != nil {
 		e.TickPublish.Settle = slices.Clone(e.TickPublish.Settle)
+	}
+	if e.Intent != nil {
+		v := *e.Intent
+		e.Intent = &v
 	}
 	if e.Rewrite != nil {
 		v := *e.Rewrite

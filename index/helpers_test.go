@@ -49,6 +49,9 @@ func diff(a, b *State) string {
 	if !reflect.DeepEqual(a.Runs(), b.Runs()) {
 		return fmt.Sprintf("runs %+v vs %+v", a.Runs(), b.Runs())
 	}
+	if !reflect.DeepEqual(a.Intents(), b.Intents()) {
+		return fmt.Sprintf("open intents %+v vs %+v", a.Intents(), b.Intents())
+	}
 	// The token index finds every tick, and holds nothing else.
 	for _, st := range []*State{a, b} {
 		n := st.byToken.Len()

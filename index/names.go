@@ -18,7 +18,7 @@ import (
 //	worlds/<world>/state/<checksum>.sums            a checkpoint's summaries
 //	data/<world>/<run>/<table>/<token>.parquet      tick fragments
 //	data/<world>/<run>/<table>/<token>/<n>.parquet  fact and claim fragments
-//	data/<world>/<run>/<table>/compacted-<digest>/0.parquet (and 0.ticks2, 0.ticks)
+//	data/<world>/<run>/<table>/compacted-<digest>-<intent>/0.parquet (and 0.ticks2, 0.ticks)
 //	data/<world>/<run>/<table>/v0.2/…               legacy fragments
 //	data/<world>/_tables/<id>.json                  table descriptions
 //	data/<world>/_lineage/0.parquet                 a fork's lineage
@@ -122,11 +122,39 @@ func ParseFragmentPath(world, name string) (FragmentName, bool) {
 	return n, true
 }
 
-// CompactedPath is where a compacted file lives: named by its content's
-// digest (hex), in the place of a commit token, so that two compactors of
-// the same rows write the same object.
-func CompactedPath(world, run, tableID, digest string) string {
-	return FragmentPath(world, run, tableID, compactedToken+digest, 0)
+// CompactedPath is where a compacted file lives: named, in the place of a
+// commit token, by its content's digest (hex) and the id of the intent it
+// was written under (invariant 16: every compaction writes objects of its
+// own, which collection keeps while the intent is open; two compactors of
+// the same rows write two objects, and the catalog names one). An empty
+// intent gives the name of a file compacted before intents existed.
+func CompactedPath(world, run, tableID, digest, intent string) string {
+	token := compactedToken + digest
+	if intent != "" {
+		token += "-" + intent
+	}
+	return FragmentPath(world, run, tableID, token, 0)
+}
+
+// CompactedIntentOf returns the intent a compacted file at path (or its
+// token) was written under ("": none, or not a compacted file).
+func CompactedIntentOf(path string) string {
+	token := path
+	if i := strings.LastIndex(path, "/"+compactedToken); i >= 0 {
+		token = path[i+1:]
+		if j := strings.IndexByte(token, '/'); j >= 0 {
+			token = token[:j]
+		}
+	}
+	rest, ok := strings.CutPrefix(token, compactedToken)
+	if !ok {
+		return ""
+	}
+	_, intent, ok := strings.Cut(rest, "-")
+	if !ok || !ValidIntentID(intent) {
+		return ""
+	}
+	return intent
 }
 
 // IsCompactedToken reports whether a fragment name's token segment

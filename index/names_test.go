@@ -9,7 +9,7 @@ func TestParseFragmentPath(t *testing.T) {
 	for name, want := range map[string]FragmentName{
 		TickFragmentPath("w", "main", "t1", "abc"):       {Run: "main", Table: "t1", Token: "abc"},
 		FragmentPath("w", "main", "t1", "abc", 3):        {Run: "main", Table: "t1", Token: "abc"},
-		CompactedPath("w", "r2", "t1", "ff"):             {Run: "r2", Table: "t1", Token: "compacted-ff"},
+		CompactedPath("w", "r2", "t1", "ff", ""):         {Run: "r2", Table: "t1", Token: "compacted-ff"},
 		"data/w/main/t1/v0.2/4.parquet":                  {Run: "main", Table: "t1", Token: "v0.2"},
 		"data/w/_lineage/0.parquet":                      {},
 		"data/w/_tables/t1.json":                         {},
@@ -50,9 +50,10 @@ func TestBucketLayoutIsPinned(t *testing.T) {
 		{CheckpointSummariesName("w", "cd34"), "worlds/w/state/cd34.sums"},
 		{TickFragmentPath("w", "main", "t1", "tok"), "data/w/main/t1/tok.parquet"},
 		{FragmentPath("w", "main", "t1", "tok", 2), "data/w/main/t1/tok/2.parquet"},
-		{CompactedPath("w", "main", "t1", "d1"), "data/w/main/t1/compacted-d1/0.parquet"},
-		{TickIndexPath(CompactedPath("w", "main", "t1", "d1")), "data/w/main/t1/compacted-d1/0.ticks2"},
-		{TickIndexV1Path(CompactedPath("w", "main", "t1", "d1")), "data/w/main/t1/compacted-d1/0.ticks"},
+		{CompactedPath("w", "main", "t1", "d1", ""), "data/w/main/t1/compacted-d1/0.parquet"},
+		{CompactedPath("w", "main", "t1", "d1", "0123456789abcdef"), "data/w/main/t1/compacted-d1-0123456789abcdef/0.parquet"},
+		{TickIndexPath(CompactedPath("w", "main", "t1", "d1", "")), "data/w/main/t1/compacted-d1/0.ticks2"},
+		{TickIndexV1Path(CompactedPath("w", "main", "t1", "d1", "")), "data/w/main/t1/compacted-d1/0.ticks"},
 		{LegacyPrefix("w", "main", "t1"), "data/w/main/t1/v0.2/"},
 		{TableInfoPath("w", "t1"), "data/w/_tables/t1.json"},
 		{LineagePath("w"), "data/w/_lineage/0.parquet"},
@@ -85,7 +86,7 @@ func TestBucketLayoutIsPinned(t *testing.T) {
 	if id, ok := ParseTableInfoPath("w", TableInfoPath("w", "t1")); !ok || id != "t1" {
 		t.Errorf("ParseTableInfoPath(TableInfoPath(t1)) = %q, %v", id, ok)
 	}
-	if n, ok := ParseFragmentPath("w", CompactedPath("w", "main", "t1", "d1")); !ok || !IsCompactedToken(n.Token) {
+	if n, ok := ParseFragmentPath("w", CompactedPath("w", "main", "t1", "d1", "")); !ok || !IsCompactedToken(n.Token) {
 		t.Errorf("ParseFragmentPath(CompactedPath) = %+v, %v: not a compacted file", n, ok)
 	}
 	if v, ok := ParseIcebergMetadataName("L", IcebergMetadataName("L", 12)); !ok || v != 12 || !strings.HasPrefix(IcebergMetadataName("L", 12), IcebergMetadataPrefix("L")) {
@@ -96,11 +97,23 @@ func TestBucketLayoutIsPinned(t *testing.T) {
 			t.Errorf("ParseIcebergMetadataName took %q", bad)
 		}
 	}
+	for path, want := range map[string]string{
+		CompactedPath("w", "main", "t1", "d1", "0123456789abcdef"):                "0123456789abcdef",
+		TickIndexPath(CompactedPath("w", "main", "t1", "d1", "0123456789abcdef")): "0123456789abcdef",
+		CompactedPath("w", "main", "t1", "d1", ""):                                "",
+		"data/w/main/t1/compacted-d1-0123456789ABCDEF/0.parquet":                  "",
+		"data/w/main/t1/compacted-d1-0123/0.parquet":                              "",
+		TickFragmentPath("w", "main", "t1", "tok-0123456789abcdef"):               "",
+	} {
+		if got := CompactedIntentOf(path); got != want {
+			t.Errorf("CompactedIntentOf(%s) = %q, want %q", path, got, want)
+		}
+	}
 	if IsCompactedToken("tok") {
 		t.Error("IsCompactedToken takes a commit token for a compacted file")
 	}
-	for _, name := range []string{TickIndexPath(CompactedPath("w", "main", "t1", "d1")), TickIndexV1Path(CompactedPath("w", "main", "t1", "d1"))} {
-		if p, ok := TickIndexOf("w", name); !ok || p != CompactedPath("w", "main", "t1", "d1") {
+	for _, name := range []string{TickIndexPath(CompactedPath("w", "main", "t1", "d1", "")), TickIndexV1Path(CompactedPath("w", "main", "t1", "d1", ""))} {
+		if p, ok := TickIndexOf("w", name); !ok || p != CompactedPath("w", "main", "t1", "d1", "") {
 			t.Errorf("TickIndexOf(%s) = %q, %v", name, p, ok)
 		}
 	}

@@ -132,7 +132,7 @@ func (w *scaleWorld) compact(tb testing.TB, span Span) {
 	rw := &FragmentsRewrite{Run: "main", Span: &span, ReadSeq: w.s.Seq}
 	rows := (span.To - span.From + 1) * 50
 	for _, table := range w.tables {
-		path := CompactedPath("long", "main", table, scaleDigest(fmt.Sprint(table, span))[7:])
+		path := CompactedPath("long", "main", table, scaleDigest(fmt.Sprint(table, span))[7:], "")
 		rw.Tables = append(rw.Tables, TableFragments{Table: table, Fragments: []Fragment{w.fragment(path, rows, &span)}})
 	}
 	w.apply(tb, Entry{Kind: KindFragmentsRewrite, Rewrite: rw})
@@ -197,7 +197,7 @@ func (w *scaleWorld) build(tb testing.TB, ticks int64) {
 			continue
 		}
 		span := Span{From: max(lo, 0), To: max(hi, 0)}
-		path := CompactedPath("long", "main", w.tables[0], scaleDigest(fmt.Sprint("facts", shard))[7:])
+		path := CompactedPath("long", "main", w.tables[0], scaleDigest(fmt.Sprint("facts", shard))[7:], "")
 		w.apply(tb, Entry{Kind: KindFragmentsRewrite, Rewrite: &FragmentsRewrite{Run: "main", Facts: true, ClaimShard: shard, ReadSeq: w.s.Seq,
 			Tables: []TableFragments{{Table: w.tables[0], Fragments: []Fragment{w.fragment(path, rows, &span)}}}}})
 	}

@@ -621,6 +621,9 @@ func (r *jsonReader) rewrite(w *FragmentsRewrite) {
 		case "claim_shard":
 			r.once(&seen, 9)
 			r.int64(&w.ClaimShard)
+		case "intent":
+			r.once(&seen, 10)
+			r.str(&w.Intent)
 		default:
 			r.fail()
 		}

@@ -203,6 +203,9 @@ type State struct {
 	// changed it, so a checkpoint rewrites only shards changed since the
 	// previous one.
 	shardSeq *btree.BTreeG[shardMark]
+	// intents are the open intents, by id (intent.go); shared between
+	// clones and copied on change.
+	intents []Intent
 	// part is what a state loaded for part of its history (LoadFor)
 	// holds of its checkpoint's ticks; nil: all of them.
 	part *partial
@@ -754,7 +757,9 @@ func (s *State) Check(e *Entry, seq uint64) (*State, Result, error) {
 
 // checkNew refuses what a new entry may not do though a log written by
 // an earlier version may hold it (a replay applies it, see applySlot): a
-// fork's publish at or before its fork point. Readers take a fork's ticks
+// fork's publish at or before its fork point; a compaction under an
+// intent that is not open, or naming files not written under it
+// (checkIntent). Readers take a fork's ticks
 // up to the fork point from its parent (Lineage), so one of its own there
 // would be a second tick of that number, listed as one (View.Ticks) and
 // looked up as the other (View.Tick).
@@ -762,6 +767,9 @@ func (s *State) checkNew(e *Entry) error {
 	w := &s.World
 	if p := e.TickPublish; e.Kind == KindTickPublish && w.Parent != "" && p.Tick <= w.ForkTick {
 		return refused("world %s forked from %s at tick %d: its own ticks follow the fork point, tick %d is its parent's", w.ID, w.Parent, w.ForkTick, p.Tick)
+	}
+	if e.Kind == KindFragmentsRewrite {
+		return s.checkIntent(e.Rewrite)
 	}
 	return nil
 }
@@ -801,6 +809,8 @@ func (n *State) applyLogged(e *Entry, seq uint64) (Result, error) {
 		return n.applyClaim(e, seq)
 	case KindCommandEnqueue:
 		return r, n.applyCommand(e.Command, seq)
+	case KindIntentOpen, KindIntentClose:
+		return r, n.applyIntent(e.Kind, e.Intent, seq)
 	case KindFragmentsRewrite:
 		switch {
 		case e.Rewrite.Facts:

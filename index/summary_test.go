@@ -47,7 +47,7 @@ func summaryWorldOn(t *testing.T, b bucket.Bucket, n, step, window int64) *Catal
 		if err != nil {
 			t.Fatal(err)
 		}
-		file := Fragment{Path: CompactedPath("w", "main", "pos", fmt.Sprint(lo)), Rows: int64(len(es)), Span: &Span{From: lo, To: min(lo+window, n) - 1}}
+		file := Fragment{Path: CompactedPath("w", "main", "pos", fmt.Sprint(lo), ""), Rows: int64(len(es)), Span: &Span{From: lo, To: min(lo+window, n) - 1}}
 		rw := &FragmentsRewrite{Run: "main", Span: file.Span, ReadSeq: tip.Seq, Tables: []TableFragments{{Table: "pos", Fragments: []Fragment{file}}}}
 		if _, err := c.Commit(ctx, Entry{Kind: KindFragmentsRewrite, Rewrite: rw}); err != nil {
 			t.Fatal(err)
@@ -170,7 +170,7 @@ func TestSummariesFollowTheShardsWritten(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	file := Fragment{Path: CompactedPath("w", "main", "pos", "fresh"), Rows: 10, Span: &Span{From: 2 * tickShardSpan, To: 2*tickShardSpan + 9}}
+	file := Fragment{Path: CompactedPath("w", "main", "pos", "fresh", ""), Rows: 10, Span: &Span{From: 2 * tickShardSpan, To: 2*tickShardSpan + 9}}
 	rw := &FragmentsRewrite{Run: "main", Span: file.Span, ReadSeq: tip.Seq, Tables: []TableFragments{{Table: "pos", Fragments: []Fragment{file}}}}
 	if _, err := cat.Commit(ctx, Entry{Kind: KindFragmentsRewrite, Rewrite: rw}); err != nil {
 		t.Fatal(err)

@@ -109,7 +109,7 @@ func TestMountFollowsCompactionAndCollection(t *testing.T) {
 				t.Fatal("tick 5 is not compacted; the test proves nothing")
 			}
 			later := func() time.Time { return time.Now().Add(time.Hour) }
-			if _, err := maintenance.Collect(ctxT(t), b, w.Catalog(), maintenance.CollectOptions{Retention: time.Second, Now: later}); err != nil {
+			if _, err := maintenance.Collect(ctxT(t), b, w.Catalog(), maintenance.CollectOptions{Retention: time.Second, UnsafeRetention: true, Now: later}); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := b.Stat(ctxT(t), old.Path); !errors.Is(err, bucket.ErrNotExist) {
@@ -157,7 +157,7 @@ func TestMountReadsUnderLiveMaintenance(t *testing.T) {
 	opts := enginetest.Quiet
 	opts.NoMaintenance = false
 	opts.Compaction = maintenance.CompactOptions{Recent: 8}
-	opts.Collection = maintenance.CollectOptions{Retention: time.Millisecond, Every: 1}
+	opts.Collection = maintenance.CollectOptions{Retention: time.Millisecond, UnsafeRetention: true, Every: 1}
 	w := particleWorld(t, b, "w", 20, opts)
 	mt := testMount(t, b)
 	db := duck(t)

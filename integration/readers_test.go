@@ -294,7 +294,7 @@ func TestManifestDescribesItsTick(t *testing.T) {
 		t.Fatal(err)
 	}
 	later := func() time.Time { return time.Now().Add(time.Hour) }
-	if _, err := maintenance.Collect(ctxT(t), b, w.Catalog(), maintenance.CollectOptions{Retention: time.Second, Now: later}); err != nil {
+	if _, err := maintenance.Collect(ctxT(t), b, w.Catalog(), maintenance.CollectOptions{Retention: time.Second, UnsafeRetention: true, Now: later}); err != nil {
 		t.Fatal(err)
 	}
 	if fragmentOf(t, b, 100).Span == nil {

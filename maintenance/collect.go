@@ -32,6 +32,16 @@ const FailpointGCDeleted = "engine.gc.deleted"
 // older snapshot keeps working that long.
 const DefaultRetention = 7 * 24 * time.Hour
 
+// MinRetention is the shortest retention collection takes without
+// CollectOptions.UnsafeRetention: a day, the floor the log's slots already
+// have. The catalog's own consistency never depends on the retention
+// (invariant 16: intents keep what a commit in flight will name); what a
+// shorter one risks is the readers pinned to file paths for longer, a
+// `worldfs views` script in a user's DuckDB, a `worldfs sql` or UI
+// session left open, a file held open on a mount of a remote bucket,
+// which find their files gone.
+const MinRetention = 24 * time.Hour
+
 // Floors under the retention for catalog objects, whatever the flag says:
 // a catalog whose tip went unconfirmed for index.Options.ReloadAfter (12 h)
 // reloads before it commits, so no slot younger than twice that may go; a
@@ -51,35 +61,24 @@ const (
 	KindCheckpoint = "checkpoint"
 	KindShard      = "shard"
 	KindViewList   = "view-list" // the views' fragment lists and witnesses
+	// KindIntent: an intent whose lease ended, closed (nothing deleted:
+	// its files become garbage, see invariant 16).
+	KindIntent = "intent"
 )
-
-// A RefSource names objects that something outside the catalog still
-// references (an export's live snapshots), which collection keeps
-// whatever the catalog says of them. An error fails the collection
-// before it deletes a fragment.
-type RefSource func(ctx context.Context, b bucket.Bucket, world string) (map[string]bool, error)
-
-var refSources struct {
-	sync.Mutex
-	list []RefSource
-}
-
-// RegisterRefSource adds a source every Collect asks; a package that
-// references fragments from outside the catalog registers one when it is
-// linked in (export/iceberg does).
-func RegisterRefSource(s RefSource) {
-	refSources.Lock()
-	defer refSources.Unlock()
-	refSources.list = append(refSources.list, s)
-}
 
 // CollectOptions tune Collect.
 type CollectOptions struct {
 	// Run limits the fragments examined to one run ("": every run). The
 	// catalog's slots, checkpoints and shards are the world's.
 	Run string
-	// Retention (default DefaultRetention).
+	// Retention (default DefaultRetention; at least MinRetention unless
+	// UnsafeRetention).
 	Retention time.Duration
+	// UnsafeRetention takes a Retention under MinRetention: readers pinned
+	// to file paths (a views script, an open session, a file open on a
+	// mount of a remote bucket) may find their files gone. The catalog
+	// stays whole at any retention.
+	UnsafeRetention bool
 	// KeepCheckpoints: the newest this many checkpoints stay (default 2).
 	KeepCheckpoints int
 	// DryRun reports what would be deleted and deletes nothing.
@@ -136,7 +135,21 @@ func (o *CollectOptions) Validate() error {
 	if o.MaxDeletes < 0 {
 		return fmt.Errorf("collect options: MaxDeletes %d (want 0 for no bound, or a positive bound)", o.MaxDeletes)
 	}
+	if o.Retention < MinRetention && !o.UnsafeRetention {
+		return &RetentionError{Retention: o.Retention}
+	}
 	return nil
+}
+
+// RetentionError refuses a retention under MinRetention that was not
+// marked unsafe.
+type RetentionError struct{ Retention time.Duration }
+
+func (e *RetentionError) Error() string {
+	return fmt.Sprintf("retention %v is under the floor of %v: files that a reader of an older snapshot still reads "+
+		"(a `worldfs views` script in your DuckDB, a `worldfs sql` or UI session left open, a file open on a mount "+
+		"of a remote bucket) could be deleted under it; the catalog itself stays whole at any retention. "+
+		"Take the risk with --unsafe-retention (CollectOptions.UnsafeRetention in Go)", e.Retention, strings.TrimSuffix(MinRetention.String(), "0m0s"))
 }
 
 // Collected is one object collection deleted (or, in a dry run, would).
@@ -148,6 +161,9 @@ type Collected struct {
 	// Kept: not deleted, reported because collection could not decide
 	// (a fragment without usable statistics).
 	Kept bool
+	// Closed: not an object but an intent (Kind KindIntent, Name its id)
+	// whose lease ended, closed; what was written under it is garbage.
+	Closed bool
 }
 
 // CollectProgress reports a phase of collection.
@@ -204,7 +220,7 @@ func Collect(ctx context.Context, b bucket.Bucket, cat *index.Catalog, opts Coll
 	}
 	c := &collector{b: b, cat: cat, world: cat.World(), opts: opts, now: opts.Now(),
 		res: CollectResult{ByKind: map[string]int{}}, slotTimes: map[uint64]time.Time{}}
-	steps := []func(context.Context) error{c.fragments, c.log, c.checkpoints, c.shards, c.views}
+	steps := []func(context.Context) error{c.intents, c.fragments, c.log, c.checkpoints, c.shards, c.views}
 	for _, step := range steps {
 		if err := step(ctx); err != nil {
 			if errors.Is(err, errEnough) {
@@ -241,6 +257,46 @@ type collector struct {
 	// their compacted file's name (set by fragments before its deleters
 	// start).
 	tickIndexes map[string][]bucket.Attrs
+	// pin is the lowest sequence an open intent pins (pinned false: none
+	// is open), set by fragments before its deleters start: nothing the
+	// catalog named there or later is deleted (invariant 16).
+	pin    uint64
+	pinned bool
+}
+
+// keptByPin reports whether an object the catalog named until sequence
+// last (its replacement) is kept by an open intent's pin.
+func (c *collector) keptByPin(last uint64) bool { return c.pinned && last > c.pin }
+
+// intents closes the intents whose lease ended by the collector's clock
+// (their holder died or stalled): from then on no entry can name what was
+// written under them (index.IntentOp), so the fragments step that follows
+// judges those files like any other. A dry run closes nothing.
+func (c *collector) intents(ctx context.Context) error {
+	s, err := c.cat.Exact(ctx)
+	if err != nil {
+		return err
+	}
+	var closed []index.Intent
+	if c.opts.DryRun {
+		for _, in := range s.Intents() {
+			if c.now.UnixMilli() >= in.LeaseUntilMs {
+				closed = append(closed, in)
+			}
+		}
+	} else if closed, err = c.cat.CloseExpired(ctx, s, "collector/"+c.cat.Store(), c.now); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, in := range closed {
+		c.res.ByKind[KindIntent]++
+		if c.opts.Report != nil {
+			c.opts.Report(Collected{Name: in.ID, Kind: KindIntent, Closed: true,
+				Reason: fmt.Sprintf("intent of %s opened at sequence %d, held by %s, whose lease ended %s", in.What, in.Seq, in.Holder, stamp(time.UnixMilli(in.LeaseUntilMs)))})
+		}
+	}
+	return nil
 }
 
 // deleters bounds the objects collection decides and deletes at once (a
@@ -386,23 +442,30 @@ func (c *collector) fragments(ctx context.Context) error {
 		named[r.Path] = true
 		return true
 	})
-	refSources.Lock()
-	sources := slices.Clone(refSources.list)
-	refSources.Unlock()
-	for _, src := range sources {
-		refs, err := src(ctx, c.b, c.world)
-		if err != nil {
-			return fmt.Errorf("world %s: what exports reference: %w", c.world, err)
+	// What an open intent writes or pins stays, whatever its age: a
+	// compaction's files until its entry names them (or the intent
+	// closes), and everything the catalog named at the pin.
+	c.pin, c.pinned = s.PinSeq()
+	open := func(name string) bool {
+		id := index.CompactedIntentOf(name)
+		if id == "" {
+			return false
 		}
-		for name := range refs {
-			named[name] = true
-		}
+		_, ok := s.Intent(id)
+		return ok
+	}
+	refs, err := exportReferences(ctx, c.b, c.world)
+	if err != nil {
+		return fmt.Errorf("world %s: what exports reference: %w", c.world, err)
+	}
+	for name := range refs {
+		named[name] = true
 	}
 	claims := map[string]map[string][]*index.Claim{} // run → claims (any state) by token
 	allows := map[string]*index.Allowlist{}
 	var todo []fragment
 	for _, f := range listed {
-		if named[f.Name] {
+		if named[f.Name] || open(f.Name) {
 			continue
 		}
 		allow, ok := allows[f.run]
@@ -429,7 +492,7 @@ func (c *collector) fragments(ctx context.Context) error {
 	// passed its name.
 	var orphans []string
 	for file := range c.tickIndexes {
-		if !listedNames[file] && !named[file] {
+		if !listedNames[file] && !named[file] && !open(file) {
 			orphans = append(orphans, file)
 		}
 	}
@@ -497,6 +560,9 @@ func (c *collector) fragment(ctx context.Context, s *index.State, f fragment, he
 			}
 			return true
 		})
+		if c.keptByPin(last) {
+			return nil
+		}
 		if last > 0 {
 			at, err := c.slotTime(ctx, last)
 			if err != nil {
@@ -522,6 +588,9 @@ func (c *collector) fragment(ctx context.Context, s *index.State, f fragment, he
 	if t, ok := s.TickByToken(f.run, f.token); ok {
 		// Its tick is published under its token and names other files: a
 		// rewrite (compaction) replaced it at the tick's sequence.
+		if c.keptByPin(t.Seq) {
+			return nil
+		}
 		since, err := c.slotTime(ctx, t.Seq)
 		if err != nil {
 			return err
@@ -543,6 +612,9 @@ func (c *collector) fragment(ctx context.Context, s *index.State, f fragment, he
 				return nil // a pending or released claim's: never vacuumed
 			}
 			last = max(last, cl.Seq)
+		}
+		if c.keptByPin(last) {
+			return nil
 		}
 		since, err := c.slotTime(ctx, last)
 		if err != nil {

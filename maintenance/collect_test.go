@@ -498,7 +498,7 @@ func TestCollectKeepsTheSummariesOfNamedShards(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f := index.Fragment{Path: index.CompactedPath("w", "main", table, digest), Rows: index.PartTicks, Span: &index.Span{From: 0, To: index.PartTicks - 1}}
+		f := index.Fragment{Path: index.CompactedPath("w", "main", table, digest, ""), Rows: index.PartTicks, Span: &index.Span{From: 0, To: index.PartTicks - 1}}
 		rw := &index.FragmentsRewrite{Run: "main", Span: f.Span, ReadSeq: tip.Seq, Tables: []index.TableFragments{{Table: table, Fragments: []index.Fragment{f}}}}
 		if _, err := cat.Commit(ctx, index.Entry{Kind: index.KindFragmentsRewrite, Rewrite: rw}); err != nil {
 			t.Fatal(err)

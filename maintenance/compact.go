@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/parquet-go/parquet-go"
 	"golang.org/x/sync/errgroup"
@@ -28,6 +29,10 @@ const (
 	// FailpointCompactWritten: a compacted file is durable; the catalog
 	// does not name it yet.
 	FailpointCompactWritten = "engine.compact.written"
+	// FailpointCompactPublishing: every file of a window (or claim shard)
+	// and its tick index are durable; the entry naming them is about to be
+	// committed.
+	FailpointCompactPublishing = "engine.compact.publishing"
 	// FailpointCompactCommitted: the catalog names the compacted files.
 	FailpointCompactCommitted = "engine.compact.committed"
 )
@@ -68,6 +73,11 @@ type CompactOptions struct {
 	Workers int
 	// Progress, if set, hears of each window as it is done.
 	Progress func(CompactProgress)
+	// IntentLease is the lease of the intent the files are written under
+	// (index.DefaultIntentLease if 0); the compactor renews it while it
+	// works. A collector closes it once the lease ended without a
+	// renewal, and the compactor's entries are then refused.
+	IntentLease time.Duration
 }
 
 // EnsureDefaults fills in the defaults of the fields left zero (or
@@ -169,6 +179,7 @@ func Compact(ctx context.Context, b bucket.Bucket, cat *index.Catalog, opts Comp
 	}
 	c := &compactor{b: b, cat: cat, world: s.World.ID, opts: opts, tables: map[string]*frame.Table{},
 		work: semaphore.NewWeighted(int64(opts.Workers))}
+	defer c.close(ctx)
 	// The windows are disjoint: they are compacted side by side, each
 	// committed on its own.
 	var mu sync.Mutex
@@ -211,18 +222,80 @@ func (c *compactor) facts(ctx context.Context, res *CompactResult) error {
 	if err != nil {
 		return err
 	}
-	type shard struct {
-		sources map[string][]source // by table id
-		order   []string
-		own     int             // fragments of their own (not compacted)
-		owned   map[string]bool // the tables they hold
-		files   map[string]bool
-		rows    int64
+	due, plan := c.planFacts(ctx, s)
+	if len(due) == 0 {
+		return nil
 	}
-	// A fact's row is kept by the rewrite of its claim's shard alone: a
-	// batch's fragment holds the facts of several shards.
-	type factRow struct{ tick, id, shard int64 }
-	shards := map[int64]*shard{}
+	in, err := c.held(ctx)
+	if err != nil {
+		return err
+	}
+	if s.Seq < in.Seq {
+		if s, err = c.pinned(ctx, s, in); err != nil {
+			return err
+		}
+		due, plan = c.planFacts(ctx, s)
+	}
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(c.opts.Workers)
+	for _, k := range due {
+		sh := plan.shards[k]
+		g.Go(func() error {
+			var r CompactResult
+			defer func() {
+				mu.Lock()
+				res.Add(r)
+				mu.Unlock()
+			}()
+			// The facts' rows sort by tick then fact id, like ticks'.
+			tables, err := c.rewriteAll(gctx, sh.order, sh.sources, plan.admitOf(k), false, &r)
+			if err != nil {
+				return err
+			}
+			rw := &index.FragmentsRewrite{Run: c.opts.Run, Facts: true, ClaimShard: k, ReadSeq: s.Seq, Tables: tables, Intent: in.ID()}
+			done, err := c.commit(gctx, rw, fmt.Sprintf("the facts of claim shard %d", k), &r)
+			if done {
+				r.Facts++
+			}
+			return err
+		})
+	}
+	return g.Wait()
+}
+
+// factShard is one claim shard's facts as a compaction reads them.
+type factShard struct {
+	sources map[string][]source // by table id
+	order   []string
+	own     int             // fragments of their own (not compacted)
+	owned   map[string]bool // the tables they hold
+	files   map[string]bool
+	rows    int64
+}
+
+// factRow is a compacted fact's row: a fact's row is kept by the rewrite
+// of its claim's shard alone (a batch's fragment holds the facts of
+// several shards).
+type factRow struct{ tick, id, shard int64 }
+
+// factPlan is what a compaction of facts reads, by claim shard.
+type factPlan struct {
+	shards map[int64]*factShard
+	facts  map[string]factRow // the rows to keep, by claim token
+}
+
+func (p factPlan) admitOf(k int64) admitFunc {
+	return func(tick int64, token string, _, entity int64) bool {
+		r, ok := p.facts[token]
+		return ok && r == factRow{tick, entity, k}
+	}
+}
+
+// planFacts returns the claim shards of s due for compaction, and what
+// they read.
+func (c *compactor) planFacts(ctx context.Context, s *index.State) ([]int64, factPlan) {
+	shards := map[int64]*factShard{}
 	facts := map[string]factRow{} // the rows to keep, by claim token
 	waiting := map[string]int{}   // fragments of their own, by table
 	var keys []int64
@@ -233,7 +306,7 @@ func (c *compactor) facts(ctx context.Context, res *CompactResult) error {
 		k := index.ClaimShardOf(cl.Key)
 		sh := shards[k]
 		if sh == nil {
-			sh = &shard{sources: map[string][]source{}, files: map[string]bool{}, owned: map[string]bool{}}
+			sh = &factShard{sources: map[string][]source{}, files: map[string]bool{}, owned: map[string]bool{}}
 			shards[k] = sh
 			keys = append(keys, k)
 		}
@@ -262,12 +335,6 @@ func (c *compactor) facts(ctx context.Context, res *CompactResult) error {
 		}
 		return true
 	})
-	admitOf := func(k int64) admitFunc {
-		return func(tick int64, token string, _, entity int64) bool {
-			r, ok := facts[token]
-			return ok && r == factRow{tick, entity, k}
-		}
-	}
 	var due []int64
 	for _, k := range keys {
 		sh := shards[k]
@@ -280,38 +347,7 @@ func (c *compactor) facts(ctx context.Context, res *CompactResult) error {
 			due = append(due, k)
 		}
 	}
-	var mu sync.Mutex
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(c.opts.Workers)
-	for _, k := range due {
-		sh := shards[k]
-		g.Go(func() error {
-			var r CompactResult
-			defer func() {
-				mu.Lock()
-				res.Add(r)
-				mu.Unlock()
-			}()
-			// The facts' rows sort by tick then fact id, like ticks'.
-			tables, err := c.rewriteAll(gctx, sh.order, sh.sources, admitOf(k), false, &r)
-			if err != nil {
-				return err
-			}
-			rw := &index.FragmentsRewrite{Run: c.opts.Run, Facts: true, ClaimShard: k, ReadSeq: s.Seq, Tables: tables}
-			_, err = c.cat.Commit(gctx, index.Entry{Kind: index.KindFragmentsRewrite, Rewrite: rw})
-			switch {
-			case errors.Is(err, index.ErrRefused):
-				r.Refused++ // completed or compacted meanwhile
-			case err != nil:
-				return fmt.Errorf("world %s: compaction of the facts of claim shard %d: %w", c.world, k, err)
-			default:
-				failpoint.Hit(FailpointCompactCommitted)
-				r.Facts++
-			}
-			return nil
-		})
-	}
-	return g.Wait()
+	return due, factPlan{shards: shards, facts: facts}
 }
 
 // Add sums o into r.
@@ -338,6 +374,53 @@ type compactor struct {
 	mu    sync.Mutex
 	// tables are the schemas read so far, by id.
 	tables map[string]*frame.Table
+
+	// intent is the intent every file is written under, opened before the
+	// first (invariant 16); nil until a window or shard needs rewriting.
+	imu    sync.Mutex
+	intent *index.HeldIntent
+}
+
+// held returns the compaction's intent, opening it the first time, and
+// renews its lease when half of it has passed. Everything a compaction
+// writes is written after it returns and named by an entry citing it.
+func (c *compactor) held(ctx context.Context) (*index.HeldIntent, error) {
+	c.imu.Lock()
+	defer c.imu.Unlock()
+	if c.intent == nil {
+		in, err := c.cat.OpenIntent(ctx, "compaction of run "+c.opts.Run, c.opts.IntentLease)
+		if err != nil {
+			return nil, err
+		}
+		c.intent = in
+		return in, nil
+	}
+	return c.intent, c.intent.Renew(ctx)
+}
+
+// close closes the compaction's intent, if it opened one: its files that
+// no entry named are garbage from then on. A close that fails leaves the
+// intent to its lease.
+func (c *compactor) close(ctx context.Context) {
+	c.imu.Lock()
+	in := c.intent
+	c.imu.Unlock()
+	if in == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	_ = in.Close(ctx)
+}
+
+// pinned returns the state a rewrite reads its sources from: s if the
+// intent pins the catalog at or before it, else the state now (which
+// does). Its sources then stay in the bucket until the intent closes.
+func (c *compactor) pinned(ctx context.Context, s *index.State, in *index.HeldIntent) (*index.State, error) {
+	if s.Seq >= in.Seq {
+		return s, nil
+	}
+	return c.cat.Exact(ctx)
 }
 
 // rewriteAll rewrites each table of order (side by side, as work allows)
@@ -386,7 +469,65 @@ func (c *compactor) window(ctx context.Context, span index.Span, res *CompactRes
 	if err != nil {
 		return false, err
 	}
+	w, err := c.planWindow(ctx, s, span)
+	if err != nil || !w.needed {
+		return false, err
+	}
+	in, err := c.held(ctx)
+	if err != nil {
+		return false, err
+	}
+	if s, err = c.pinned(ctx, s, in); err != nil {
+		return false, err
+	}
+	if w, err = c.planWindow(ctx, s, span); err != nil || !w.needed {
+		return false, err
+	}
 	allow := s.Allowlist(c.opts.Run)
+	admit := func(tick int64, token string, epoch, _ int64) bool { return allow.Admits(tick, token, epoch) }
+	tables, err := c.rewriteAll(ctx, w.order, w.sources, admit, true, res)
+	if err != nil {
+		return false, err
+	}
+	rw := &index.FragmentsRewrite{Run: c.opts.Run, Span: &span, ReadSeq: s.Seq, Tables: tables, Intent: in.ID()}
+	done, err := c.commit(ctx, rw, fmt.Sprintf("ticks %d..%d", span.From, span.To), res)
+	if done {
+		res.Windows++
+	}
+	return done, err
+}
+
+// commit commits a compaction's entry under its intent, renewed first. A
+// refusal (a publish or another compactor moved the rows first, or the
+// intent was closed) counts in res.Refused; its files are garbage.
+func (c *compactor) commit(ctx context.Context, rw *index.FragmentsRewrite, what string, res *CompactResult) (bool, error) {
+	failpoint.Hit(FailpointCompactPublishing)
+	_, err := c.held(ctx)
+	if err == nil {
+		_, err = c.cat.Commit(ctx, index.Entry{Kind: index.KindFragmentsRewrite, Rewrite: rw})
+	}
+	if errors.Is(err, index.ErrRefused) {
+		res.Refused++
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("world %s: compaction of %s: %w", c.world, what, err)
+	}
+	failpoint.Hit(FailpointCompactCommitted)
+	return true, nil
+}
+
+// windowPlan is what a window's rewrite reads: its tables in order, each
+// one's sources, and whether it needs rewriting at all.
+type windowPlan struct {
+	order   []string
+	sources map[string][]source
+	needed  bool
+}
+
+// planWindow plans the rewrite of span's ticks as s has them.
+func (c *compactor) planWindow(ctx context.Context, s *index.State, span index.Span) (windowPlan, error) {
+	var err error
 	var order []string
 	sources := map[string][]source{}
 	listed := map[string]bool{}
@@ -419,7 +560,7 @@ func (c *compactor) window(ctx context.Context, span index.Span, res *CompactRes
 		return true
 	})
 	if err != nil {
-		return false, err
+		return windowPlan{}, err
 	}
 	// A window is done when each table there is compacted files only, no
 	// more of them than its rows need.
@@ -432,26 +573,7 @@ func (c *compactor) window(ctx context.Context, span index.Span, res *CompactRes
 		}
 		needed = needed || int64(len(sources[id])) > max(1, (rows+c.opts.TargetRows-1)/c.opts.TargetRows)
 	}
-	if !needed {
-		return false, nil
-	}
-	admit := func(tick int64, token string, epoch, _ int64) bool { return allow.Admits(tick, token, epoch) }
-	tables, err := c.rewriteAll(ctx, order, sources, admit, true, res)
-	if err != nil {
-		return false, err
-	}
-	rw := &index.FragmentsRewrite{Run: c.opts.Run, Span: &span, ReadSeq: s.Seq, Tables: tables}
-	_, err = c.cat.Commit(ctx, index.Entry{Kind: index.KindFragmentsRewrite, Rewrite: rw})
-	if errors.Is(err, index.ErrRefused) {
-		res.Refused++ // a publish or another compactor moved the window first
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("world %s: compaction of ticks %d..%d: %w", c.world, span.From, span.To, err)
-	}
-	failpoint.Hit(FailpointCompactCommitted)
-	res.Windows++
-	return true, nil
+	return windowPlan{order: order, sources: sources, needed: needed}, nil
 }
 
 // wanted reports whether table id is one CompactOptions.Tables names.
@@ -807,7 +929,13 @@ func (in *sourceFiles) encode(t *frame.Table, keys []rowKey) ([]byte, error) {
 // named by its digest.
 func (c *compactor) write(ctx context.Context, t *frame.Table, data []byte, rows int64, span index.Span) (index.Fragment, error) {
 	digest := frame.Digest(data)
-	path := index.CompactedPath(c.world, c.opts.Run, t.ID, strings.TrimPrefix(digest, "sha256:")[:32])
+	intent := ""
+	c.imu.Lock()
+	if c.intent != nil { // held before Compact writes a file (WriteCompactedTicks holds none)
+		intent = c.intent.ID()
+	}
+	c.imu.Unlock()
+	path := index.CompactedPath(c.world, c.opts.Run, t.ID, strings.TrimPrefix(digest, "sha256:")[:32], intent)
 	attrs, err := bucket.CreateOnce(ctx, c.b, path, data)
 	if err != nil {
 		return index.Fragment{}, fmt.Errorf("world %s: writing %s: %w", c.world, path, err)

@@ -351,7 +351,7 @@ func TestCollectTickIndexes(t *testing.T) {
 		t.Fatalf("%d replaced and %d named tick indexes", len(replaced), len(named))
 	}
 	// An index whose file is gone (its collection stopped between them).
-	orphan := index.TickIndexPath(index.CompactedPath("w", "main", particles.Tables()[0].ID, "00000000000000000000000000000000"))
+	orphan := index.TickIndexPath(index.CompactedPath("w", "main", particles.Tables()[0].ID, "00000000000000000000000000000000", ""))
 	if _, err := b.Create(ctx, orphan, []byte("an index of a file that is gone")); err != nil {
 		t.Fatal(err)
 	}

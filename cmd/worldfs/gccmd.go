@@ -19,7 +19,7 @@ import (
 func gcCmd() command {
 	var url, world, run, cacheDir *string
 	var retention *time.Duration
-	var dryRun, asJSON *bool
+	var dryRun, asJSON, unsafeRetention *bool
 	return command{
 		name: "gc",
 		summary: "delete what the catalog proves dead: replaced fragments after the retention, dead attempts " +
@@ -30,7 +30,9 @@ func gcCmd() command {
 			world = fs.String("world", "", "world to collect (required)")
 			run = fs.String("run", "", "examine only this run's fragments (default: every run)")
 			retention = fs.Duration("retention", maintenance.DefaultRetention,
-				"replaced files, slots, checkpoints and shards stay this long after nothing names them (a reader pinned before keeps working)")
+				"replaced files, slots, checkpoints and shards stay this long after nothing names them (a reader pinned before keeps working); at least 24h unless --unsafe-retention")
+			unsafeRetention = fs.Bool("unsafe-retention", false,
+				"take a --retention under 24h: readers of older snapshots (a views script, an open session, a file open on a mount of a remote bucket) may find their files gone; the catalog stays whole at any retention")
 			dryRun = fs.Bool("dry-run", false, "print what would be deleted and why; delete nothing")
 			cacheDir = fs.String("cache-dir", defaultCacheDir(), "the cache whose views/ fragment lists unused for the retention are removed")
 			asJSON = fs.Bool("json", false, "print each object and the summary as JSON lines")
@@ -41,6 +43,9 @@ func gcCmd() command {
 			}
 			if *retention <= 0 {
 				return usagef("--retention %v: must be positive (e.g. 168h)", *retention)
+			}
+			if *retention < maintenance.MinRetention && !*unsafeRetention {
+				return usagef("--retention: %v", &maintenance.RetentionError{Retention: *retention})
 			}
 			if *run != "" {
 				if err := index.ValidateRunName(*run); err != nil {
@@ -58,7 +63,7 @@ func gcCmd() command {
 			if *dryRun {
 				verb = "would delete"
 			}
-			opts := maintenance.CollectOptions{Run: *run, Retention: *retention, DryRun: *dryRun}
+			opts := maintenance.CollectOptions{Run: *run, Retention: *retention, UnsafeRetention: *unsafeRetention, DryRun: *dryRun}
 			if *cacheDir != "" {
 				opts.ViewsDir = filepath.Join(*cacheDir, "views")
 			}
@@ -67,12 +72,15 @@ func gcCmd() command {
 				status.Clear()
 				if *asJSON {
 					_ = enc.Encode(map[string]any{"object": c.Name, "kind": c.Kind, "bytes": c.Bytes, "reason": c.Reason,
-						"kept": c.Kept, "deleted": !c.Kept && !*dryRun})
+						"kept": c.Kept, "closed": c.Closed, "deleted": !c.Kept && !c.Closed && !*dryRun})
 					return
 				}
 				v := verb
-				if c.Kept {
+				switch {
+				case c.Kept:
 					v = "kept"
+				case c.Closed:
+					v = "closed"
 				}
 				fmt.Fprintf(out, "%s %s (%s): %s\n", v, c.Name, c.Kind, c.Reason)
 			}
