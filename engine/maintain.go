@@ -37,13 +37,13 @@ func (w *World) maintain(tick int64) {
 	opts := w.opts.Compaction
 	opts.Run = w.opts.Run
 	opts.EnsureDefaults()
-	if m.mu.stopped || m.mu.running || tick < max(m.mu.next, opts.Recent+maintenance.SmallestWindow()-1) {
+	if m.mu.stopped || m.mu.running || tick < max(m.mu.next, opts.Recent+opts.SmallestWindow()-1) {
 		return
 	}
 	if m.ctx == nil {
 		m.ctx, m.cancel = context.WithCancel(context.Background())
 	}
-	m.mu.running, m.mu.next = true, tick+maintenance.SmallestWindow()
+	m.mu.running, m.mu.next = true, tick+opts.SmallestWindow()
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()

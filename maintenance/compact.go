@@ -37,16 +37,13 @@ const (
 	FailpointCompactCommitted = "engine.compact.committed"
 )
 
-// Compaction windows, largest first: a compacted file covers ticks of one
-// aligned window. A run's history below the recent ticks is cut into the
-// largest windows that fit, then smaller ones (LSM-like levels: 64 ticks,
-// then 512, then 4,096), so a table of N ticks has about N/4,096 files plus
-// a bounded tail, and each row is rewritten once per level.
-var compactWindows = []int64{4096, 512, 64}
-
-// SmallestWindow is the ticks of the smallest compaction window: a run
-// has nothing to compact before it holds that many past the recent ones.
-func SmallestWindow() int64 { return compactWindows[len(compactWindows)-1] }
+// DefaultWindows are the compaction windows, largest first: a compacted
+// file covers ticks of one aligned window. A run's history below the
+// recent ticks is cut into the largest windows that fit, then smaller ones
+// (LSM-like levels: 64 ticks, then 512, then 4,096), so a table of N ticks
+// has about N/4,096 files plus a bounded tail, and each row is rewritten
+// once per level.
+var DefaultWindows = []int64{4096, 512, 64}
 
 // CompactOptions tune Compact.
 type CompactOptions struct {
@@ -73,6 +70,10 @@ type CompactOptions struct {
 	Workers int
 	// Progress, if set, hears of each window as it is done.
 	Progress func(CompactProgress)
+	// Windows are the compaction windows, largest first, each a multiple
+	// of the next (default DefaultWindows). Compactors of one run with
+	// other windows nest as long as every window divides the larger ones.
+	Windows []int64
 	// IntentLease is the lease of the intent the files are written under
 	// (index.DefaultIntentLease if 0); the compactor renews it while it
 	// works. A collector closes it once the lease ended without a
@@ -101,7 +102,19 @@ func (o *CompactOptions) EnsureDefaults() *CompactOptions {
 	if o.Workers <= 0 {
 		o.Workers = runtime.GOMAXPROCS(0)
 	}
+	if len(o.Windows) == 0 {
+		o.Windows = DefaultWindows
+	}
 	return o
+}
+
+// SmallestWindow is the ticks of the smallest compaction window: a run
+// has nothing to compact before it holds that many past the recent ones.
+func (o *CompactOptions) SmallestWindow() int64 {
+	if len(o.Windows) == 0 {
+		return DefaultWindows[len(DefaultWindows)-1]
+	}
+	return o.Windows[len(o.Windows)-1]
 }
 
 // Validate checks the options once their defaults are in: the run is a
@@ -115,6 +128,11 @@ func (o *CompactOptions) Validate() error {
 	for i, t := range o.Tables {
 		if t == "" {
 			return fmt.Errorf("compact options: Tables[%d] is empty (want a table's name or id)", i)
+		}
+	}
+	for i, w := range o.Windows {
+		if w < 1 || i > 0 && o.Windows[i-1]%w != 0 || i > 0 && w >= o.Windows[i-1] {
+			return fmt.Errorf("compact options: Windows %v: want windows of at least a tick, largest first, each a multiple of the next", o.Windows)
 		}
 	}
 	return nil
@@ -171,7 +189,7 @@ func Compact(ctx context.Context, b bucket.Bucket, cat *index.Catalog, opts Comp
 	var windows []index.Span
 	if run, ok := s.Run(opts.Run); ok { // a run of facts alone has no ticks
 		bound, start := run.Head-opts.Recent, int64(0)
-		for _, w := range compactWindows {
+		for _, w := range opts.Windows {
 			for ; start+w-1 <= bound; start += w {
 				windows = append(windows, index.Span{From: start, To: start + w - 1})
 			}

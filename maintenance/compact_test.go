@@ -24,6 +24,48 @@ import (
 	"github.com/worldfs/worldfs/internal/crashtest"
 )
 
+// Windows chosen by the caller cut the history into their own levels:
+// with windows of 32 and 8 ticks and 4 recent ones, 60 ticks compact into
+// one file of 0..31 and three of 8 ticks each, per table.
+func TestCompactWithWindowsOfOnesOwn(t *testing.T) {
+	ctx := ctxT(t)
+	b, _ := local.Open(t.TempDir())
+	w := simWorld(t, b, "w", 60)
+	before := visibleRows(t, b, "w", "main")
+	res, err := maintenance.Compact(ctx, b, w.Catalog(), maintenance.CompactOptions{Recent: 4, Windows: []int64{32, 8}})
+	if err != nil || res.Windows != 4 {
+		t.Fatalf("Compact with windows 32, 8: %+v, %v; want 4 windows", res, err)
+	}
+	s, _ := w.Catalog().Exact(ctx)
+	spans := map[index.Span]bool{}
+	s.Ticks("main", 0, func(tk *index.Tick) bool {
+		for _, tf := range enginetest.Tables(t, tk) {
+			for _, f := range tf.Fragments {
+				if f.Span != nil {
+					spans[*f.Span] = true
+				}
+			}
+		}
+		return true
+	})
+	// A table's file spans the ticks of its window it holds rows of.
+	windows := []index.Span{{From: 0, To: 31}, {From: 32, To: 39}, {From: 40, To: 47}, {From: 48, To: 55}}
+	covered := map[index.Span]bool{}
+	for sp := range spans {
+		i := slices.IndexFunc(windows, func(w index.Span) bool { return w.Contains(sp.From) && w.Contains(sp.To) })
+		if i < 0 {
+			t.Fatalf("a compacted file spans %v, in none of the windows %v", sp, windows)
+		}
+		covered[windows[i]] = true
+	}
+	if len(covered) != len(windows) {
+		t.Fatalf("compacted spans %v cover %d of the windows %v", spans, len(covered), windows)
+	}
+	if after := visibleRows(t, b, "w", "main"); !mapsEqual(before, after) {
+		t.Fatal("the visible rows changed")
+	}
+}
+
 // visibleRows returns, per published tick of run, every visible row of
 // every table as the text of its Parquet values, commit columns included:
 // what compaction must keep byte for byte.

@@ -39,8 +39,11 @@ func TestCompactOptionsRefused(t *testing.T) {
 		opts maintenance.CompactOptions
 		want string
 	}{
-		"run":         {maintenance.CompactOptions{Run: "Main/x"}, `compact options: Run: run "Main/x"`},
-		"empty table": {maintenance.CompactOptions{Tables: []string{"particle", ""}}, "compact options: Tables[1] is empty"},
+		"run":                    {maintenance.CompactOptions{Run: "Main/x"}, `compact options: Run: run "Main/x"`},
+		"empty table":            {maintenance.CompactOptions{Tables: []string{"particle", ""}}, "compact options: Tables[1] is empty"},
+		"windows not nested":     {maintenance.CompactOptions{Windows: []int64{512, 96}}, "compact options: Windows [512 96]"},
+		"windows smallest first": {maintenance.CompactOptions{Windows: []int64{8, 64}}, "compact options: Windows [8 64]"},
+		"no tick window":         {maintenance.CompactOptions{Windows: []int64{8, 0}}, "compact options: Windows [8 0]"},
 	}
 	for name, c := range bad {
 		t.Run(name, func(t *testing.T) {
