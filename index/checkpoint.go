@@ -63,10 +63,23 @@ func (r shardRef) key() shardKey { return shardKey{r.Kind[0], r.Run, r.N} }
 // WriteCheckpoint writes a checkpoint of s, reusing the shards of prev (the
 // previous checkpoint's, may be nil) that did not change since, so its cost
 // follows the change, not the world. It returns the checkpoint's name.
+//
+// A checkpoint names objects written before it (its shards), which
+// collection keeps only while a checkpoint names them or they are younger
+// than its floor for shards (an hour). So a write is bounded
+// (CheckpointWriteLimit) and a checkpoint is abandoned rather than name a
+// shard that an earlier, failed attempt wrote long ago and that no
+// checkpoint names (ErrStaleShard): collection may be deleting it. Its
+// shards are otherwise either written by this call, or carried from prev,
+// or written by a racer at the same moment (docs/ARCHITECTURE.md,
+// invariant 16).
 func WriteCheckpoint(ctx context.Context, b bucket.Bucket, s *State, prev *checkpoint) (string, *checkpoint, error) {
 	if s.Seq == 0 {
 		return "", nil, errors.New("checkpoint of an empty log")
 	}
+	start := time.Now()
+	ctx, cancel := context.WithDeadline(ctx, start.Add(CheckpointWriteLimit))
+	defer cancel()
 	old := map[shardKey]shardRef{}
 	if prev != nil && prev.Format == CheckpointFormat { // shards of another format are all rewritten
 		for _, r := range prev.Shards {
@@ -102,8 +115,12 @@ func WriteCheckpoint(ctx context.Context, b bucket.Bucket, s *State, prev *check
 		data := encoder.EncodeAll(plain, nil)
 		sum := sha256.Sum256(data)
 		r.Hash = hex.EncodeToString(sum[:])
-		if _, err = bucket.CreateOnce(ctx, b, ShardName(s.World.ID, r.Hash), data); err != nil {
+		attrs, err := bucket.CreateOnce(ctx, b, ShardName(s.World.ID, r.Hash), data)
+		if err != nil {
 			return err
+		}
+		if !attrs.Created.IsZero() && attrs.Created.Before(start.Add(-CheckpointWriteLimit)) {
+			return fmt.Errorf("shard %s was written %v ago: %w", r.Hash, start.Sub(attrs.Created).Round(time.Second), ErrStaleShard)
 		}
 		if r.Kind == "t" {
 			if err := writeTokenFilter(ctx, b, s, *r); err != nil {
@@ -138,6 +155,18 @@ func WriteCheckpoint(ctx context.Context, b bucket.Bucket, s *State, prev *check
 	}
 	return name, cp, nil
 }
+
+// CheckpointWriteLimit bounds a checkpoint's write, from its first shard
+// to its object: half the hour for which collection keeps a shard that no
+// checkpoint names (maintenance's floor for shards), so that every shard a
+// checkpoint writes is still there when the checkpoint lands.
+const CheckpointWriteLimit = 30 * time.Minute
+
+// ErrStaleShard abandons a checkpoint that would name a shard written
+// long ago by an attempt that never landed (WriteCheckpoint): no
+// checkpoint names it, so collection may delete it at any moment. The
+// next checkpoint, once collection deleted it, writes it anew.
+var ErrStaleShard = errors.New("an earlier attempt wrote this shard long ago and no checkpoint names it; the checkpoint is abandoned")
 
 // MaxShardBytes bounds a checkpoint shard's decoded size: writers refuse
 // larger shards and readers refuse to decode them.

@@ -49,6 +49,27 @@ func CheckpointObjects(ctx context.Context, b bucket.Bucket, world, name string)
 	return append(out, CheckpointSummariesName(world, cp.Sum)), nil
 }
 
+// CheckpointWhole checks that every shard the checkpoint called name names
+// is in the bucket (an object each, read at once by a few): what a
+// collector asks of the checkpoint the log will start from before it
+// deletes the slots behind it. A missing shard is ErrCorrupt.
+func CheckpointWhole(ctx context.Context, b bucket.Bucket, world, name string) error {
+	cp, err := readCheckpoint(ctx, b, world, name)
+	if err != nil {
+		return err
+	}
+	return parallelReads(ctx, len(cp.Shards), func(i int) error {
+		shard := ShardName(world, cp.Shards[i].Hash)
+		if _, err := b.Stat(ctx, shard); err != nil {
+			if errors.Is(err, bucket.ErrNotExist) {
+				return fmt.Errorf("checkpoint %s names shard %s, which is not in the bucket: %w", name, shard, ErrCorrupt)
+			}
+			return fmt.Errorf("checkpoint %s: %w", name, err)
+		}
+		return nil
+	})
+}
+
 // SlotHolding returns the slot that holds sequence seq, found with one
 // short listing (slots are named by their first sequence and hold at most
 // MaxSlotEntries). If that slot was collected it returns the oldest slot

@@ -134,6 +134,13 @@ func (c *Catalog) Checkpoint(ctx context.Context) (uint64, error) {
 	c.ckpt.Lock()
 	prev := c.ckpt.last
 	c.ckpt.Unlock()
+	if seq := checkpointSeq(c.world, newest); seq > 0 && (prev == nil || seq > prev.Seq) {
+		// A peer's newer checkpoint is the base: the shards carried are
+		// those it names, and the shards written changed after it.
+		if cp, err := readCheckpoint(ctx, c.b, c.world, newest); err == nil {
+			prev = cp
+		}
+	}
 	_, cp, err := WriteCheckpoint(ctx, c.b, tip, prev)
 	if err != nil {
 		return 0, err

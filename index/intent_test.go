@@ -2,9 +2,14 @@ package index
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/bucket/local"
 )
 
 // The intent entries, one rule at a time (IntentOp): an open by a fresh
@@ -137,5 +142,73 @@ func TestCheckpointKeepsOpenIntents(t *testing.T) {
 	}
 	if _, err := readCheckpoint(ctx, b2, "w", name); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("a checkpoint pinning an intent past its own sequence: %v, want ErrCorrupt", err)
+	}
+}
+
+// A checkpoint is abandoned rather than name a shard that an attempt
+// which never landed wrote long ago (collection may be deleting it: no
+// checkpoint names it); once that shard is gone, the next checkpoint
+// writes it anew. A log whose base checkpoint names a missing shard is
+// not a whole checkpoint (CheckpointWhole).
+func TestCheckpointNamesNoStaleShard(t *testing.T) {
+	ctx := ctxT(t)
+	dir := t.TempDir()
+	b, err := local.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, epoch := newWorld(t, b, "w", Options{NoCompactor: true})
+	fill(t, c, epoch, 0, 20)
+	seq, err := c.Checkpoint(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := CheckpointName("w", seq)
+	if err := CheckpointWhole(ctx, b, "w", name); err != nil {
+		t.Fatalf("a fresh checkpoint: %v", err)
+	}
+	// An attempt that wrote its shards two hours ago and died before its
+	// checkpoint object.
+	cp, err := readCheckpoint(ctx, b, "w", name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-2 * time.Hour)
+	for _, r := range cp.Shards {
+		if err := os.Chtimes(filepath.Join(dir, ShardName("w", r.Hash)), old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Remove(filepath.Join(dir, name)); err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := Open(ctx, b, "w", Options{NoCompactor: true}) // knows no checkpoint: writes every shard
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fresh.Close()
+	if _, err := fresh.Checkpoint(ctx); !errors.Is(err, ErrStaleShard) {
+		t.Fatalf("a checkpoint over shards an old attempt wrote: %v, want ErrStaleShard", err)
+	}
+	if _, err := b.Stat(ctx, name); !errors.Is(err, bucket.ErrNotExist) {
+		t.Fatalf("the abandoned checkpoint's object: %v, want none", err)
+	}
+	// Collection deleted them: the next checkpoint writes them anew.
+	for _, r := range cp.Shards {
+		if err := os.Remove(filepath.Join(dir, ShardName("w", r.Hash))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := fresh.Checkpoint(ctx); err != nil {
+		t.Fatalf("the checkpoint after collection: %v", err)
+	}
+	if err := CheckpointWhole(ctx, b, "w", name); err != nil {
+		t.Fatalf("the checkpoint after collection: %v", err)
+	}
+	if err := os.Remove(filepath.Join(dir, ShardName("w", cp.Shards[0].Hash))); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckpointWhole(ctx, b, "w", name); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("a checkpoint naming a missing shard: %v, want ErrCorrupt", err)
 	}
 }

@@ -811,6 +811,11 @@ func (c *collector) log(ctx context.Context) error {
 		if err := index.Rebase(ctx, c.b, c.world, plan); err != nil {
 			return fmt.Errorf("world %s: checkpoint for collecting the log: %w", c.world, err)
 		}
+		// The log is the truth until a whole checkpoint stands at its
+		// new start: one that names a missing shard keeps every slot.
+		if err := index.CheckpointWhole(ctx, c.b, c.world, index.CheckpointName(c.world, plan.Base)); err != nil {
+			return fmt.Errorf("world %s: the checkpoint the log would start from; no slot deleted: %w", c.world, err)
+		}
 	}
 	for _, s := range plan.Slots {
 		reason := fmt.Sprintf("slot of sequences %d..%d, created %s, behind the checkpoint at %d", s.First, s.Last, stamp(s.Created), plan.Base)

@@ -87,6 +87,39 @@ func TestGCCommand(t *testing.T) {
 	}
 }
 
+// A retention under the floor is refused, saying what it risks and how to
+// take the risk, and deletes nothing; --unsafe-retention takes it.
+func TestGCRefusesAnUnsafeRetention(t *testing.T) {
+	dir := t.TempDir()
+	b, _ := local.Open(dir)
+	t.Cleanup(func() { b.Close() })
+	w := enginetest.World(t, b, "w", 300)
+	if _, err := maintenance.Compact(context.Background(), b, w.Catalog(), maintenance.CompactOptions{Recent: 10}); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	before, err := bucket.Collect(b.List(context.Background(), "", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := cli(t, "gc", "--bucket", dir, "--world", "w", "--retention", "1s")
+	for _, want := range []string{"--retention", "1s is under the floor of 24h", "views", "the catalog itself stays whole", "--unsafe-retention"} {
+		if code != 2 || !strings.Contains(stderr, want) {
+			t.Fatalf("gc --retention 1s exited %d, want 2 and a message with %q:\n%s", code, want, stderr)
+		}
+	}
+	if after, _ := bucket.Collect(b.List(context.Background(), "", "")); len(after) != len(before) {
+		t.Fatalf("a refused gc changed the bucket: %d objects became %d", len(before), len(after))
+	}
+	code, out, stderr := cli(t, "gc", "--bucket", dir, "--world", "w", "--retention", "1ms", "--unsafe-retention")
+	if code != 0 || !strings.Contains(out, "replaced") {
+		t.Fatalf("gc --retention 1ms --unsafe-retention exited %d, want 0 and replaced fragments deleted:\n%s%s", code, out, stderr)
+	}
+	if code, out, _ := cli(t, "check", "--bucket", dir, "--world", "w", "--read-data"); code != 0 {
+		t.Fatalf("check after gc exited %d:\n%s", code, out)
+	}
+}
+
 // A maintainer leaves a world at rest with a checkpoint at its tip
 // (optimize, gc), but gc --dry-run writes nothing at all: the bucket
 // holds the same objects, generation for generation, after it.
