@@ -393,6 +393,8 @@ func eventOf(seq uint64, e *index.Entry, lastMs *int64) (Event, bool) {
 		}
 	case e.Claim != nil:
 		ev.Run, ev.Claim, ev.Token, ms = e.Claim.Key.Run, e.Claim.Key.String(), e.Claim.CommitToken, e.Claim.NowMs
+	case e.Intent != nil:
+		ev.Detail, ms = e.Intent.What, e.Intent.NowMs
 	case e.Rewrite != nil:
 		ev.Run, ev.Detail = e.Rewrite.Run, e.Rewrite.Table
 		if e.Rewrite.Tick != 0 {

@@ -251,7 +251,7 @@ func disrupts(e index.Entry, runs map[string]int64, s *index.State) (disruption,
 	}
 	switch e.Kind {
 	case index.KindWorldCreate, index.KindFenceAcquire, index.KindWorldStatus, index.KindClaimAcquire,
-		index.KindClaimTakeover, index.KindClaimRelease, index.KindCommandEnqueue:
+		index.KindClaimTakeover, index.KindClaimRelease, index.KindCommandEnqueue, index.KindIntentOpen, index.KindIntentClose:
 		return disruption{}, false
 	case index.KindTickPublish:
 		if e.TickPublish != nil {
