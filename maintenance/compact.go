@@ -426,7 +426,7 @@ func (c *compactor) close(ctx context.Context) {
 	if in == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	_ = in.Close(ctx)
 }
