@@ -152,8 +152,8 @@ type reader struct {
 	ok       map[string]bool // verified for this database
 	// INVARIANT: pending is the number of files of c.files not in ok.
 	// Once it is 0 (every file of every view verified: in a world of one
-	// table, after its first whole-table query), a check looks at no
-	// list, however long. A database that has not read every table's
+	// table, after its first whole-table query) and no file was found lost
+	// as the views were built, a check looks at no list, however long. A database that has not read every table's
 	// files still looks each path of a list up.
 	pending int
 }
