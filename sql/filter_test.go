@@ -2,6 +2,7 @@ package sql
 
 import (
 	"errors"
+	"io"
 	"math"
 	"os"
 	"strings"
@@ -83,13 +84,13 @@ func TestTokenCheckKeepsForeignRowsOut(t *testing.T) {
 	// The files whose statistics prove their stamp (the published ticks'
 	// that hold rows) are read without the row check; the two crashed
 	// attempts (and empty files, which have no statistics) go through it.
-	// Each list also holds the empty witness.
+	// Each list also holds the empty witness, twice.
 	var proven, checked int
 	if err := db.QueryRow("SELECT len(getvariable('worldfs_proven_particle_0')), len(getvariable('worldfs_checked_particle_0'))").Scan(&proven, &checked); err != nil {
 		t.Fatal(err)
 	}
-	if proven != nonEmpty+1 || checked != 6-nonEmpty+2+1 || nonEmpty < 3 {
-		t.Fatalf("%d files proven by statistics and %d checked row by row, want %d and %d (witness included)", proven, checked, nonEmpty+1, 6-nonEmpty+3)
+	if proven != nonEmpty+2 || checked != 6-nonEmpty+2+2 || nonEmpty < 3 {
+		t.Fatalf("%d files proven by statistics and %d checked row by row, want %d and %d (witness included, twice)", proven, checked, nonEmpty+2, 6-nonEmpty+4)
 	}
 	// The token check reaches the Parquet scan as a filter on
 	// commit_token, which DuckDB checks against row group statistics.
@@ -158,9 +159,10 @@ func TestCatalogProvenFilesSkipTheFooterCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Ticks 0..6 each have one fragment under their own token (7 files),
-	// plus the crashed file; each list holds the witness too.
-	if unproven != 2 || proven != 8 || checked != 2 {
-		t.Fatalf("%d footers read, %d files read as they are, %d checked row by row; want 2, 8, 2 (witness included)", unproven, proven, checked)
+	// plus the crashed file; each list holds the witness too (the lists
+	// the views read, twice).
+	if unproven != 2 || proven != 9 || checked != 3 {
+		t.Fatalf("%d footers read, %d files read as they are, %d checked row by row; want 2, 9, 3 (witness included)", unproven, proven, checked)
 	}
 	var n, foreign int64
 	if err := db.QueryRow("SELECT count(*), count(*) FILTER (WHERE commit_token = 'crashed-6') FROM particle_raw WHERE tick = 6").Scan(&n, &foreign); err != nil {
@@ -172,8 +174,9 @@ func TestCatalogProvenFilesSkipTheFooterCheck(t *testing.T) {
 	// The script reads the footers of the files the catalog does not prove
 	// while it runs: each of them is verified first (not only the first of
 	// the list, as for a view's columns). A byte flipped in place in the
-	// crashed attempt's file, its modification time restored, fails the
-	// views' opening.
+	// crashed attempt's file, its modification time restored, is hashed as
+	// the views open and left out of the footers read: the views open, and
+	// the queries that read the file fail naming it.
 	crashed, _ := b.Path(tables[0].Fragments[1].Path)
 	info, err := os.Stat(crashed)
 	if err != nil {
@@ -195,12 +198,19 @@ func TestCatalogProvenFilesSkipTheFooterCheck(t *testing.T) {
 	if err := os.Chtimes(crashed, info.ModTime(), info.ModTime()); err != nil {
 		t.Fatal(err)
 	}
+	hashed := cache.HashCount()
 	again, err := Open(ctx, script)
-	if err == nil {
-		again.Close()
+	if err != nil {
+		t.Fatalf("views whose script reads a damaged file's footer: %v", err)
 	}
-	if !errors.Is(err, cache.ErrCorruptFragment) {
-		t.Fatalf("views whose script reads a damaged file's footer opened: %v", err)
+	defer again.Close()
+	if n := cache.HashCount() - hashed; n != 1 {
+		t.Fatalf("opening the views hashed %d files; want the damaged one, before its footer is read", n)
+	}
+	err = Run(ctx, again, "SELECT count(*) FROM particle_raw", FormatCSV, io.Discard, nil)
+	var le *LostFileError
+	if !errors.Is(err, cache.ErrCorruptFragment) || !errors.As(err, &le) || le.Object != tables[0].Fragments[1].Path || le.From != 6 {
+		t.Fatalf("a query of the damaged file: %v; want a LostFileError naming %s, tick 6", err, tables[0].Fragments[1].Path)
 	}
 }
 

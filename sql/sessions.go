@@ -77,6 +77,12 @@ func Join(scripts ...*Script) (*Script, error) {
 		for p, r := range s.checks.files {
 			j.checks.files[p] = r
 		}
+		for p, err := range s.checks.lost {
+			if j.checks.lost == nil {
+				j.checks.lost = map[string]error{}
+			}
+			j.checks.lost[p] = err
+		}
 	}
 	return j, nil
 }

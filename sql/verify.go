@@ -4,8 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -39,7 +41,9 @@ func VerifiedMemory(dir string) *cache.Verified {
 // only when a query is about to read them (checks), so that the cost of
 // verifying follows what a query touches, not the length of history. A
 // remote bucket's fragments are verified as they are fetched into the
-// cache.
+// cache; one found missing or damaged then is listed under a path of its
+// own (lostPath) that the checks fail every query reading it on, and the
+// views are built all the same.
 func verifier(b bucket.Bucket, path pathFunc, opts Options, dir string) (recordPath, *checks) {
 	if _, ok := bucket.As[bucket.Local](b); ok {
 		v := opts.Verified
@@ -58,6 +62,7 @@ func verifier(b bucket.Bucket, path pathFunc, opts Options, dir string) (recordP
 			return p, nil
 		}, c
 	}
+	c := &checks{}
 	return func(ctx context.Context, f index.Fragment) (string, error) {
 		if !Record(f).Recorded() {
 			return path(ctx, f.Path)
@@ -65,16 +70,36 @@ func verifier(b bucket.Bucket, path pathFunc, opts Options, dir string) (recordP
 		if opts.Cache == nil {
 			return "", fmt.Errorf("fragment %s: a remote bucket is read through the fragment cache; none was given", f.Path)
 		}
-		return opts.Cache.VerifiedPath(ctx, b, opts.BucketID, Record(f))
-	}, nil
+		p, err := opts.Cache.VerifiedPath(ctx, b, opts.BucketID, Record(f))
+		if errors.Is(err, cache.ErrCorruptFragment) {
+			p = lostPath(dir, f.Path)
+			if c.lost == nil {
+				c.lost = map[string]error{}
+			}
+			c.lost[p] = err
+			return p, nil
+		}
+		return p, err
+	}, c
+}
+
+// lostPath is the path the views list a remote bucket's file under when
+// it was found missing or damaged as it was fetched: no such file exists,
+// so that a script printed for another DuckDB fails on it too, naming the
+// object.
+func lostPath(dir, object string) string {
+	return filepath.Join(dir, "lost", filepath.FromSlash(object))
 }
 
 // checks are the files of a script that must be verified before DuckDB
 // reads them (local bucket files read in place), by path, with their
-// records. Built once, then only read.
+// records, and the files found missing or damaged while the views were
+// built (a remote bucket's), by the path the lists name them by, with
+// what is wrong. Built once, then only read.
 type checks struct {
 	v     *cache.Verified
 	files map[string]cache.Record
+	lost  map[string]error
 }
 
 // The script names the lists of files DuckDB reads through the functions
@@ -111,17 +136,24 @@ var (
 // the views' own lists and witnesses) pass as they are.
 //
 // While the script itself runs (defining), DuckDB binds each view once to
-// learn its columns, reading only the first file of its list: only that
-// one is verified then, unless now (a list the script reads whole).
+// learn its columns, reading only the first file of its list (a witness,
+// for the lists of catalog files): only that one is verified then, unless
+// now (a list the script reads whole).
+//
+// A file missing or damaged fails only the queries whose lists name it,
+// with a LostFileError naming its table, its ticks and the object (read
+// from the views' fragment lists, lists); a list the script reads whole
+// is given to DuckDB without it (see verify).
 type reader struct {
 	c        *checks
+	lists    []string // the fragment lists of the views (one per world of a session)
 	defining atomic.Bool
 	mu       sync.Mutex
 	ok       map[string]bool // verified for this database
 	// INVARIANT: pending is the number of files of c.files not in ok.
 	// Once it is 0 (every file of every view verified: in a world of one
-	// table, after its first whole-table query), a check looks at no
-	// list, however long. A database that has not read every table's
+	// table, after its first whole-table query) and no file was found lost
+	// as the views were built, a check looks at no list, however long. A database that has not read every table's
 	// files still looks each path of a list up.
 	pending int
 }
@@ -131,6 +163,15 @@ func newReader(s *Script) *reader {
 	r := &reader{c: s.checks, ok: map[string]bool{}}
 	if r.c != nil {
 		r.pending = len(r.c.files)
+	}
+	parts := s.parts
+	if parts == nil {
+		parts = []*Script{s}
+	}
+	for _, p := range parts {
+		if p.FragmentList != "" {
+			r.lists = append(r.lists, p.FragmentList)
+		}
 	}
 	return r
 }
@@ -185,33 +226,76 @@ func (u checkedUDF) Executor() duckdb.ScalarFuncExecutor {
 		if u.r.defining.Load() && !u.now && len(list) > 1 {
 			list = list[:1]
 		}
-		if err := u.r.verify(ctx, list); err != nil {
+		read, err := u.r.verify(ctx, list, u.now)
+		if err != nil {
 			if s, ok := ctx.Value(sinkKey{}).(*sink); ok {
 				s.set(err)
 			}
 			return nil, err
 		}
-		return vals[0], nil
+		if !u.now {
+			return vals[0], nil
+		}
+		return read, nil
 	}}
 }
 
-// verify checks the files of list not yet verified for this database.
-func (r *reader) verify(ctx context.Context, list []any) error {
+// verify checks the files of list not yet verified for this database and
+// returns the list DuckDB is to read. A file found missing or damaged
+// fails it with a LostFileError, unless drop: then it returns list
+// without such files. The script reads one list whole as it runs (the
+// footers of the files the catalog does not prove, to learn which need the
+// row check): a file dropped from it keeps the row check, and the queries
+// that read it fail on it, not the views.
+func (r *reader) verify(ctx context.Context, list []any, drop bool) ([]any, error) {
 	if r.c == nil {
-		return nil
+		return list, nil
 	}
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.pending == 0 {
-		return nil
+	if r.pending == 0 && len(r.c.lost) == 0 {
+		return list, nil
 	}
+	var bad map[string]bool
+	for {
+		p, err := r.check(ctx, list, bad)
+		if err == nil {
+			break
+		}
+		if p == "" {
+			return nil, err
+		}
+		if !drop {
+			return nil, lostFile(r.lists, p, err)
+		}
+		if bad == nil {
+			bad = map[string]bool{}
+		}
+		bad[p] = true
+	}
+	if len(bad) == 0 {
+		return list, nil
+	}
+	return slices.DeleteFunc(slices.Clone(list), func(e any) bool { p, _ := e.(string); return bad[p] }), nil
+}
+
+// check verifies the files of list not yet verified for this database,
+// but those in skip. A file missing or damaged is the error, with its path
+// in list; any other failure is the error with no path.
+func (r *reader) check(ctx context.Context, list []any, skip map[string]bool) (string, error) {
 	var batch *cache.Batch // none while every file was verified before
 	var queued []string
 	for _, e := range list {
 		p, _ := e.(string)
+		if skip[p] {
+			continue
+		}
+		if err, ok := r.c.lost[p]; ok {
+			return p, err
+		}
 		rec, ok := r.c.files[p]
 		if !ok || r.ok[p] {
 			continue
@@ -220,15 +304,26 @@ func (r *reader) verify(ctx context.Context, list []any) error {
 			batch = r.c.v.Batch()
 		}
 		if err := batch.Add(p, rec); err != nil {
-			return err
+			if errors.Is(err, cache.ErrCorruptFragment) {
+				return p, err
+			}
+			return "", err
 		}
 		queued = append(queued, p)
 	}
 	if batch == nil {
-		return nil
+		return "", nil
 	}
 	if err := batch.Wait(ctx); err != nil {
-		return err
+		var cf *cache.CorruptFragmentError
+		if errors.As(err, &cf) {
+			for _, p := range queued {
+				if p == cf.File || cf.File == "" && r.c.files[p].Name == cf.Name {
+					return p, cf
+				}
+			}
+		}
+		return "", err
 	}
 	for _, p := range queued {
 		if !r.ok[p] { // a list may name a file twice
@@ -236,7 +331,7 @@ func (r *reader) verify(ctx context.Context, list []any) error {
 			r.pending--
 		}
 	}
-	return nil
+	return "", nil
 }
 
 // sink receives the first verification error of the queries run with its

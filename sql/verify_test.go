@@ -276,7 +276,8 @@ func TestVerificationFollowsTheQuery(t *testing.T) {
 
 // A fragment in GCS whose object was replaced (deleted and created again
 // with one byte flipped: a new generation) is refused by its sha256 as it
-// is fetched into the cache, and nothing is left in the cache.
+// is fetched into the cache: the queries that read it fail naming it and
+// its tick, the others answer.
 func TestViewsOfGCSRefuseAReplacedFragment(t *testing.T) {
 	gcstest.Start(t, "worlds")
 	b, err := bucketurl.Open(context.Background(), "gs://worlds/v")
@@ -302,6 +303,14 @@ func TestViewsOfGCSRefuseAReplacedFragment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = wsql.Build(ctxT(t), b, "w", wsql.Options{Cache: c, BucketID: "gs-v", Dir: t.TempDir()})
+	opts := wsql.Options{Cache: c, BucketID: "gs-v", Dir: t.TempDir()}
+	err = queryViews(t, b, opts, wholeTable)
 	wantCorrupt(t, err, frag.Path, "sha256")
+	var le *wsql.LostFileError
+	if !errors.As(err, &le) || le.Table != "particle" || le.From != 5 || le.To != 5 {
+		t.Fatalf("%v; want a LostFileError of table particle, tick 5", err)
+	}
+	if err := queryViews(t, b, opts, "SELECT count(*) FROM particle_at(4)"); err != nil {
+		t.Fatalf("tick 4 of the views: %v", err)
+	}
 }

@@ -999,13 +999,22 @@ type partQuery struct {
 // queries.
 func partQueries(sb *strings.Builder, name string, i int, p part, cols []string, upTo int64, dir string) (pq partQuery, err error) {
 	files := fmt.Sprintf("worldfs_files_%s_%d", name, i)
-	fmt.Fprintf(sb, "SET VARIABLE %s = (SELECT list(path ORDER BY ord) FROM worldfs_fragments WHERE view = %s AND part = %d);\n", ident(files), lit(name), i)
+	legacy := !hasColumn(p.ti, frame.ColCommitToken)
+	var witness string
+	if p.filtered && !legacy {
+		if witness, err = writeWitness(dir, p.ti); err != nil {
+			return partQuery{}, err
+		}
+		fmt.Fprintf(sb, "SET VARIABLE %s = (SELECT %s FROM worldfs_fragments WHERE view = %s AND part = %d);\n",
+			ident(files), witnessed(witness, "list(path ORDER BY ord)"), lit(name), i)
+	} else {
+		fmt.Fprintf(sb, "SET VARIABLE %s = (SELECT list(path ORDER BY ord) FROM worldfs_fragments WHERE view = %s AND part = %d);\n", ident(files), lit(name), i)
+	}
 	visible := ref(fmt.Sprintf("worldfs_visible_%s_%d", name, i))
 	if p.mixed {
 		fmt.Fprintf(sb, "CREATE OR REPLACE TEMP TABLE %s AS SELECT DISTINCT tick AS v_tick, commit_token AS v_token FROM worldfs_fragments WHERE view = %s AND part = %d AND filtered;\n",
 			visible, lit(name), i)
 	}
-	legacy := !hasColumn(p.ti, frame.ColCommitToken)
 	sel := "entity_id, tick, commit_token, writer_epoch"
 	if legacy {
 		sel = "entity_id, tick, '' AS commit_token, 0::BIGINT AS writer_epoch"
@@ -1034,10 +1043,6 @@ func partQueries(sb *strings.Builder, name string, i int, p part, cols []string,
 		pq.at = whole(sel) + " AND tick = t"
 		pq.between = whole(sel) + " AND tick BETWEEN lo AND hi"
 	case p.filtered:
-		witness, err := writeWitness(dir, p.ti)
-		if err != nil {
-			return partQuery{}, err
-		}
 		proven, checked := fmt.Sprintf("worldfs_proven_%s_%d", name, i), fmt.Sprintf("worldfs_checked_%s_%d", name, i)
 		if p.mixed {
 			sb.WriteString(provenFiles(name, i, proven, checked, witness))
@@ -1109,8 +1114,11 @@ func manifestsView(compacted bool) string {
 // of one value, the very pair its manifest published). Only the footers of
 // files the catalog does not prove are read. Every other file (no
 // statistics, a mixed or foreign stamp: a crashed attempt's rows handed in
-// by mistake) keeps the row check. Each list starts with witness, an empty
-// file of the table's schema, so that none is ever empty. Variable
+// by mistake) keeps the row check, and so does a file found missing or
+// damaged as its footer is about to be read (verify.go: only the queries
+// that read it fail). Each list starts with witness, an empty file of the
+// table's schema, so that none is ever empty (the lists the views read
+// name it twice: witnessed). Variable
 // proven_bounds lists the files read as they are with the ticks their
 // rows may hold (the witness first, holding every tick), for
 // <table>_at(t). A file several claims name (a batch of facts shares one)
@@ -1129,10 +1137,22 @@ CREATE OR REPLACE TEMP TABLE %[1]s AS
   GROUP BY f.path, f.tick, f.commit_token
   HAVING bool_and(m.lo IS NOT NULL AND m.lo = m.hi AND m.lo = CASE m.col WHEN 'tick' THEN f.tick::VARCHAR ELSE f.commit_token END)
      AND count(*) FILTER (WHERE m.col = 'tick') = count(*) FILTER (WHERE m.col = 'commit_token');
-SET VARIABLE %[4]s = (SELECT list_prepend(%[6]s, coalesce(list(path ORDER BY ord), []::VARCHAR[])) FROM (SELECT path, min(ord) AS ord FROM worldfs_fragments WHERE %[3]s AND path IN (SELECT path FROM %[1]s) GROUP BY path));
-SET VARIABLE %[5]s = (SELECT list_prepend(%[6]s, coalesce(list(path ORDER BY ord), []::VARCHAR[])) FROM (SELECT path, min(ord) AS ord FROM worldfs_fragments WHERE %[3]s AND path NOT IN (SELECT path FROM %[1]s) GROUP BY path));
-`, set, ident(unproven), where, ident(proven), ident(checked), lit(witness), verifiedListNow("getvariable("+lit(unproven)+")")) +
+SET VARIABLE %[4]s = (SELECT %[8]s FROM (SELECT path, min(ord) AS ord FROM worldfs_fragments WHERE %[3]s AND path IN (SELECT path FROM %[1]s) GROUP BY path));
+SET VARIABLE %[5]s = (SELECT %[8]s FROM (SELECT path, min(ord) AS ord FROM worldfs_fragments WHERE %[3]s AND path NOT IN (SELECT path FROM %[1]s) GROUP BY path));
+`, set, ident(unproven), where, ident(proven), ident(checked), lit(witness), verifiedListNow("getvariable("+lit(unproven)+")"),
+		witnessed(witness, "list(path ORDER BY ord)")) +
 		provenBounds(view, part, proven+"_bounds", witness, "path IN (SELECT path FROM "+set+")")
+}
+
+// witnessed is the SQL of a list of files that a view reads, list (an
+// aggregate, NULL if no file), after the witness named twice. DuckDB
+// learns a list's columns from its first file, and opens its first two
+// entries when it binds it (to tell one file from several), both when the
+// script defines the view and when a query binds it: so no fragment is
+// opened then, and a file missing or damaged in the bucket fails only the
+// queries that read it (verify.go), not the views.
+func witnessed(witness, list string) string {
+	return fmt.Sprintf("list_concat([%[1]s, %[1]s], coalesce(%[2]s, []::VARCHAR[]))", lit(witness), list)
 }
 
 // provenBounds sets variable bounds to the files of a filtered part read

@@ -38,6 +38,9 @@ type checkResult struct {
 	ReverifiedFragments []string     `json:"reverified_fragments"`
 	ReadData            bool         `json:"read_data"`
 	Errors              []checkError `json:"errors"`
+	// Lost is, for each file of Errors, the ticks whose rows it holds and
+	// what can restore them (checklost.go).
+	Lost []checkLoss `json:"lost"`
 }
 
 type checkError struct {
@@ -60,14 +63,15 @@ func checkCmd() command {
 	return command{
 		name: "check",
 		summary: "verify a world's catalog (log, checkpoints) and every fragment it references (presence, size, generation; " +
-			"the sha256 of a fragment whose generation differs, as in a copied bucket; with --read-data the sha256 of every byte); exits 1 on any error",
+			"the sha256 of a fragment whose generation differs, as in a copied bucket; with --read-data the sha256 of every byte), " +
+			"and list, for each fragment missing or damaged, its table, the ticks whose rows it holds and the replaced fragments still in the bucket that can restore them; exits 1 on any error",
 		example: "worldfs check --bucket ./worldfs-data --world w1 --read-data",
 		flags: func(fs *flag.FlagSet) {
 			url = bucketFlag(fs)
 			world = fs.String("world", "", "world to check (required)")
 			runName = fs.String("run", "", "check only this run's fragments (default: every run)")
 			readData = fs.Bool("read-data", false, "read every fragment and check its sha256 (otherwise size and generation, and the sha256 of those whose generation differs)")
-			verbose = fs.Bool("verbose", false, "name every fragment re-verified by its bytes because its generation differs (a copied bucket)")
+			verbose = fs.Bool("verbose", false, "name every fragment re-verified by its bytes because its generation differs (a copied bucket), and every fragment that can restore a lost tick")
 			cacheDir = fs.String("cache-dir", defaultCacheDir(), "the cache whose memory of verified files a check reads and adds to (shared with worldfs sql)")
 			asJSON = fs.Bool("json", false, "print the summary as one JSON object")
 		},
@@ -87,7 +91,7 @@ func checkCmd() command {
 				return err
 			}
 			res := &checkResult{World: *world, Run: *runName, ReadData: *readData, Checkpoints: []uint64{}, Errors: []checkError{},
-				ReverifiedFragments: []string{}}
+				ReverifiedFragments: []string{}, Lost: []checkLoss{}}
 			v := wsql.VerifiedMemory(filepath.Join(*cacheDir, "views"))
 			p := progress.New(os.Stderr)
 			if err := check(ctx, b, v, bucketID(*url), res, p); err != nil {
@@ -160,7 +164,15 @@ func check(ctx context.Context, b bucket.Bucket, v *cache.Verified, id string, r
 			return usagef("world %s has no run %q", res.World, res.Run)
 		}
 	}
-	return checkFragments(ctx, b, v, id, refs, res, p)
+	if err := checkFragments(ctx, b, v, id, refs, res, p); err != nil {
+		return err
+	}
+	lost, err := findLosses(ctx, b, cc.State, res.Run, res.Errors)
+	if err != nil {
+		return err
+	}
+	res.Lost = append(res.Lost, lost...)
+	return nil
 }
 
 // checkFragments checks every fragment of refs through v, several at a
@@ -259,9 +271,69 @@ func printCheck(out io.Writer, res *checkResult, verbose bool) {
 			fmt.Fprintf(out, "error: %s\n", e.Message)
 		}
 	}
+	restorable := false
+	for _, l := range res.Lost {
+		printLoss(out, l, verbose)
+		restorable = restorable || len(l.Restore) > 0
+	}
+	if restorable {
+		fmt.Fprintln(out, "worldfs gc deletes replaced fragments once their compaction is older than its retention: keep those named (--verbose, --json) until the lost files are restored; no worldfs command restores them yet")
+	}
 	if len(res.Errors) == 0 {
 		fmt.Fprintln(out, "no errors were found")
 	} else {
 		fmt.Fprintf(out, "%d errors\n", len(res.Errors))
+	}
+}
+
+// printLoss prints what a missing or damaged file loses and what can
+// restore it (each restoring fragment with verbose).
+func printLoss(out io.Writer, l checkLoss, verbose bool) {
+	table := l.Table
+	if table == "" {
+		table = "id " + l.TableID
+	}
+	ticks := fmt.Sprintf("ticks %d..%d (%d ticks)", l.From, l.To, l.Ticks)
+	if l.Ticks == 1 {
+		ticks = fmt.Sprintf("tick %d", l.From)
+	}
+	if l.Facts {
+		ticks = "the facts of " + ticks
+	}
+	state := "missing from the bucket"
+	switch l.What {
+	case "size", "generation", "sha256":
+		state = "damaged (its " + l.What + " differs from the catalog's record)"
+	case "read":
+		state = "unreadable"
+	}
+	fmt.Fprintf(out, "lost: table %s of world %s, run %s: the rows of %s are in %s, which is %s\n", table, l.World, l.Run, ticks, l.Fragment, state)
+	if n := len(l.Restore); n > 0 {
+		verified := 0
+		for _, r := range l.Restore {
+			if r.Verified {
+				verified++
+			}
+		}
+		fmt.Fprintf(out, "  %d of those ticks can be restored from the fragments a compaction replaced, still in the bucket (%d verified against the lost file's tick index), such as tick %d's %s\n",
+			n, verified, l.Restore[0].Tick, l.Restore[0].Fragments[0])
+		if verbose {
+			for _, r := range l.Restore {
+				mark := ""
+				if r.Verified {
+					mark = " (verified)"
+				}
+				for _, f := range r.Fragments {
+					fmt.Fprintf(out, "  restore: tick %d: %s%s\n", r.Tick, f, mark)
+				}
+			}
+		}
+	}
+	if l.Unrestorable > 0 {
+		fmt.Fprintf(out, "  nothing in the bucket restores %d of those ticks", l.Unrestorable)
+		if l.Differ > 0 {
+			fmt.Fprintf(out, " (for %d, a replaced fragment is there but differs from the lost file's tick index)", l.Differ)
+		}
+		fmt.Fprintln(out)
 	}
 }

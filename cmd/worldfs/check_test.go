@@ -79,6 +79,11 @@ func TestCheckAndSQLFindDamagedFragments(t *testing.T) {
 		res.Errors[0].Fragment != frag.Path || res.Errors[0].What != "sha256" || res.Errors[0].Tick != 3 {
 		t.Fatalf("check --json: exit %d, %v\n%s", code, err, out)
 	}
+	// The tick's own fragment: nothing restores it (the damaged file is
+	// not its own restore).
+	if l := res.Lost; len(l) != 1 || l[0].Table != "particle" || l[0].From != 3 || l[0].To != 3 || l[0].Ticks != 1 || len(l[0].Restore) != 0 || l[0].Unrestorable != 1 {
+		t.Fatalf("check --json lists %+v; want tick 3 of particle lost, nothing to restore it", l)
+	}
 	code, out, stderr = cli(t, "sql", "--bucket", dir, "--world", "w", "--cache-dir", t.TempDir(), "SELECT count(*) FROM particle")
 	if code != 1 || !strings.Contains(stderr, frag.Path) || !strings.Contains(stderr, "does not match the catalog") || !strings.Contains(stderr, "worldfs check --world W --read-data") {
 		t.Fatalf("sql over a flipped fragment: exit %d\n%s%s", code, out, stderr)
