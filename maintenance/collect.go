@@ -219,7 +219,7 @@ func Collect(ctx context.Context, b bucket.Bucket, cat *index.Catalog, opts Coll
 		return CollectResult{}, err
 	}
 	c := &collector{b: b, cat: cat, world: cat.World(), opts: opts, now: opts.Now(),
-		res: CollectResult{ByKind: map[string]int{}}, slotTimes: map[uint64]time.Time{}}
+		res: CollectResult{ByKind: map[string]int{}}, slotTimes: map[uint64]time.Time{}, present: map[string]bool{}}
 	steps := []func(context.Context) error{c.intents, c.fragments, c.log, c.checkpoints, c.shards, c.views}
 	for _, step := range steps {
 		if err := step(ctx); err != nil {
@@ -262,6 +262,9 @@ type collector struct {
 	// catalog named there or later is deleted (invariant 16).
 	pin    uint64
 	pinned bool
+	// present: whether each file a tick names now is in the bucket
+	// (replacementLost), by path.
+	present map[string]bool
 }
 
 // keptByPin reports whether an object the catalog named until sequence
@@ -575,6 +578,12 @@ func (c *collector) fragment(ctx context.Context, s *index.State, f fragment, he
 		if !c.old(since, c.opts.Retention) {
 			return nil
 		}
+		if lost, err := c.replacementLost(ctx, s, f.run, f.table, st.tickMin, st.tickMax); err != nil || lost != "" {
+			if lost != "" {
+				c.keep(f.Attrs, KindCompacted, fmt.Sprintf("compacted file of ticks %d..%d that no tick names, kept: %s, which holds their rows now, is missing or damaged (worldfs check --read-data)", st.tickMin, st.tickMax, lost))
+			}
+			return err
+		}
 		reason := fmt.Sprintf("compacted file of ticks %d..%d that no tick names since %s", st.tickMin, st.tickMax, stamp(since))
 		// Its tick index first: an index never outlives its file's
 		// collection by a crash between the two.
@@ -597,6 +606,12 @@ func (c *collector) fragment(ctx context.Context, s *index.State, f fragment, he
 		}
 		if !c.old(since, c.opts.Retention) {
 			return nil
+		}
+		if lost, err := c.replacementLost(ctx, s, f.run, f.table, t.Tick, t.Tick); err != nil || lost != "" {
+			if lost != "" {
+				c.keep(f.Attrs, KindReplaced, fmt.Sprintf("tick %d's fragment, replaced, kept: %s, which holds its rows now, is missing or damaged (worldfs check --read-data)", t.Tick, lost))
+			}
+			return err
 		}
 		return c.drop(ctx, f.Attrs, KindReplaced, fmt.Sprintf("tick %d's fragment, replaced by a rewrite at sequence %d (%s)", t.Tick, t.Seq, stamp(since)))
 	}
@@ -648,6 +663,56 @@ func (c *collector) fragment(ctx context.Context, s *index.State, f fragment, he
 		return c.drop(ctx, f.Attrs, KindAttempt, fmt.Sprintf("dead attempt: tick %d above the head %d, by epoch %d, fenced out by epoch %d", st.tickMin, run.Head, st.epoch, s.World.Epoch))
 	}
 	return nil // a live writer may still publish it
+}
+
+// replacementLost returns a file that table's ticks from..to of run name
+// now and that is not in the bucket with the size the catalog records
+// ("": every one is): a replaced file is the one thing left that could
+// restore their rows (worldfs check names it), so it stays. Each file is
+// looked at once a collection.
+func (c *collector) replacementLost(ctx context.Context, s *index.State, run, table string, from, to int64) (string, error) {
+	var paths []index.Fragment
+	var err error
+	s.Ticks(run, from, func(t *index.Tick) bool {
+		if t.Tick > to {
+			return false
+		}
+		var tables []index.TableFragments
+		if tables, err = t.Tables(); err != nil {
+			return false
+		}
+		for _, tf := range tables {
+			if tf.Table == table {
+				paths = append(paths, tf.Fragments...)
+			}
+		}
+		return true
+	})
+	if err != nil {
+		return "", err
+	}
+	for _, f := range paths {
+		c.mu.Lock()
+		present, seen := c.present[f.Path]
+		c.mu.Unlock()
+		if !seen {
+			a, err := c.b.Stat(ctx, f.Path)
+			switch {
+			case errors.Is(err, bucket.ErrNotExist):
+			case err != nil:
+				return "", fmt.Errorf("world %s: %w", c.world, err)
+			default:
+				present = a.Size == f.Bytes
+			}
+			c.mu.Lock()
+			c.present[f.Path] = present
+			c.mu.Unlock()
+		}
+		if !present {
+			return f.Path, nil
+		}
+	}
+	return "", nil
 }
 
 // slotTime returns when the slot holding seq was created; a collected

@@ -3,6 +3,7 @@ package maintenance_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -266,5 +267,52 @@ func TestCompactionEntriesNeedTheirIntent(t *testing.T) {
 	}
 	if err := rewrite(in.ID(), index.CompactedPath("w", "main", tables[0].Table, "00", in.ID())); err == nil || !strings.Contains(err.Error(), "not open") {
 		t.Fatalf("a rewrite under a closed intent: %v", err)
+	}
+}
+
+// A replaced fragment stays while the file that replaced it is missing:
+// it is what can restore the rows (worldfs check names it). The others go.
+func TestCollectionKeepsWhatCanRestoreALostFile(t *testing.T) {
+	ctx := ctxT(t)
+	b, _ := local.Open(t.TempDir())
+	w := simWorld(t, b, "w", 150)
+	if res, err := maintenance.Compact(ctx, b, w.Catalog(), maintenance.CompactOptions{Recent: 10}); err != nil || res.Windows != 2 {
+		t.Fatalf("compaction: %+v, %v", res, err)
+	}
+	s, _ := w.Catalog().Exact(ctx)
+	tk, _ := s.Tick("main", 5)
+	tables, _ := tk.Tables()
+	lost := tables[0].Fragments[0]
+	if err := bucket.DeleteOnce(ctx, b, lost.Path, lost.Generation); err != nil {
+		t.Fatal(err)
+	}
+	// The ticks of the lost file's span keep their own fragments of its
+	// table; every other replaced fragment goes.
+	var want []string
+	s.Ticks("main", lost.Span.From, func(tk *index.Tick) bool {
+		if tk.Tick > lost.Span.To {
+			return false
+		}
+		p := index.TickFragmentPath("w", "main", tables[0].Table, tk.CommitToken)
+		if _, err := b.Stat(ctx, p); err == nil {
+			want = append(want, p)
+		}
+		return true
+	})
+	var kept []string
+	opts := maintenance.CollectOptions{Retention: time.Millisecond, UnsafeRetention: true, Report: func(c maintenance.Collected) {
+		if c.Kept {
+			kept = append(kept, c.Name)
+		}
+	}}
+	time.Sleep(2 * time.Millisecond)
+	res, err := maintenance.Collect(ctx, b, w.Catalog(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(kept)
+	slices.Sort(want)
+	if len(want) == 0 || !slices.Equal(kept, want) || res.ByKind[maintenance.KindReplaced] == 0 {
+		t.Fatalf("kept %d objects (%v), want the %d fragments of the lost file's ticks; collected %+v", len(kept), kept, len(want), res)
 	}
 }
