@@ -236,6 +236,8 @@ func noteTicks(ctx context.Context, conn *sql.Conn, stmts []statement, notes io.
 		switch {
 		case head.Int64 < first.Int64:
 			why = "it has no visible tick"
+		case first.Int64 == head.Int64 && at.Int64 == head.Int64 && first.Int64 > 0:
+			why = fmt.Sprintf("the views are pinned to tick %d alone", head.Int64)
 		case t < first.Int64:
 			why = fmt.Sprintf("its first visible tick is %d", first.Int64)
 		case t > head.Int64 && at.Int64 != math.MaxInt64:
