@@ -27,8 +27,8 @@ var ExportFormats = map[string]string{
 // ErrOutputPath: Export was asked to write where it must not.
 var ErrOutputPath = errors.New("not an output path")
 
-// Export runs query like Run (every statement must only read) and writes
-// the rows of its last statement, which must be a query, to the file
+// Export runs query like Run (one statement, which must only read) and
+// writes its rows, which a query must give, to the file
 // path, in the format its extension names (ExportFormats). The file is
 // written beside path under a temporary name and renamed over it, so path
 // holds the whole result or what it held before; a file already there is

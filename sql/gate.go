@@ -88,21 +88,20 @@ type atCall struct {
 	tick  int64
 }
 
-// gated checks query on a connection of db (gate) and runs every
-// statement but the last; it returns the connection (the caller closes it)
-// and the last statement, for the caller to run its own way.
+// gated checks query on a connection of db (gate), and refuses a query of
+// several statements (ErrSeveralStatements): each would have a result,
+// and a run prints one (a CSV, a JSON document, a file of --out, a table
+// of the web interface). It returns the connection (the caller closes
+// it) and the statement, for the caller to run its own way.
 func gated(ctx context.Context, db *sql.DB, query string) (*sql.Conn, []statement, error) {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
 	stmts, err := gate(ctx, conn, query)
-	if err == nil {
-		for _, st := range stmts[:len(stmts)-1] {
-			if _, err = conn.ExecContext(ctx, st.text); err != nil {
-				break
-			}
-		}
+	if err == nil && len(stmts) > 1 {
+		err = fmt.Errorf("%w: this query holds %d (1: %s; 2: %s): run each as a query of its own, or make them one (UNION ALL BY NAME, a WITH, a subquery)",
+			ErrSeveralStatements, len(stmts), abbrev(stmts[0].text), abbrev(stmts[1].text))
 	}
 	if err != nil {
 		conn.Close()
@@ -110,6 +109,10 @@ func gated(ctx context.Context, db *sql.DB, query string) (*sql.Conn, []statemen
 	}
 	return conn, stmts, nil
 }
+
+// ErrSeveralStatements: a query to run holds more than one statement,
+// whose results would not fit the one result a run prints. Nothing ran.
+var ErrSeveralStatements = errors.New("one statement at a time: a query prints one result")
 
 // gate splits query into its statements and checks each (see above) on
 // conn, which holds the views. It returns them in order, or an error

@@ -94,9 +94,10 @@ const (
 	FormatJSON  = "json"
 )
 
-// Run executes query, which may hold several statements, each of which
-// must only read (gate: nothing runs unless all do), and writes the
-// result of the last to out in format. notes, if not nil, gets a line for
+// Run executes query, one statement that must only read (gate: nothing
+// runs unless it does; several statements are refused whole,
+// ErrSeveralStatements, after each is checked), and writes its result to
+// out in format. notes, if not nil, gets a line for
 // each tick a statement's <table>_at(t) names that is not a visible tick
 // of the run (noteTicks): the query runs all the same.
 //
@@ -236,6 +237,8 @@ func noteTicks(ctx context.Context, conn *sql.Conn, stmts []statement, notes io.
 		switch {
 		case head.Int64 < first.Int64:
 			why = "it has no visible tick"
+		case first.Int64 == head.Int64 && at.Int64 == head.Int64 && first.Int64 > 0:
+			why = fmt.Sprintf("the views are pinned to tick %d alone", head.Int64)
 		case t < first.Int64:
 			why = fmt.Sprintf("its first visible tick is %d", first.Int64)
 		case t > head.Int64 && at.Int64 != math.MaxInt64:

@@ -246,8 +246,8 @@ func TestSQLCannotWriteTheCatalog(t *testing.T) {
 }
 
 // Queries of the views run as before under the restrictions: views, time
-// travel, facts and receipts, the statements that describe, several
-// statements in one query, semicolons in strings and comments.
+// travel, facts and receipts, the statements that describe, semicolons
+// in strings and comments (which make no second statement).
 func TestSQLReadsTheViews(t *testing.T) {
 	rw := newROWorld(t)
 	_, db := rw.open(t)
@@ -257,7 +257,7 @@ func TestSQLReadsTheViews(t *testing.T) {
 		"SELECT count(*) AS n FROM worldfs_facts WHERE external_id = 'a' AND tick = 3":                 "n\n1\n",
 		"FROM reading SELECT count(*) AS n":                                                            "n\n1\n",
 		"WITH t AS (SELECT DISTINCT tick FROM particle_raw) SELECT count(*) AS n FROM t":               "n\n6\n",
-		"SELECT 1 AS a; SELECT 'x;y' AS b -- ; COPY\n":                                                 "b\nx;y\n",
+		"SELECT 'x;y' AS b -- ; COPY\n":                                                                "b\nx;y\n",
 		"/* c */ SELECT $$a;b$$ AS c;":                                                                 "c\na;b\n",
 		"(SELECT 2 AS n)":                                                                              "n\n2\n",
 		"VALUES (3)":                                                                                   "col0\n3\n",
@@ -285,6 +285,16 @@ func TestSQLReadsTheViews(t *testing.T) {
 	}
 	if _, err := query(t, db, "PIVOT (SELECT tick, entity_id FROM particle) ON tick USING count(*)"); !errors.Is(err, wsql.ErrNotReadOnly) || !strings.Contains(err.Error(), "IN list") {
 		t.Fatalf("a PIVOT without IN list: %v", err)
+	}
+	// Several statements: each would have a result, and a run prints
+	// one; refused whole, once each is checked (a write among them is
+	// refused as a write).
+	if out, err := query(t, db, "SELECT 1 AS a; SELECT 2 AS b"); !errors.Is(err, wsql.ErrSeveralStatements) ||
+		!strings.Contains(err.Error(), "this query holds 2 (1: SELECT 1 AS a; 2: SELECT 2 AS b): run each as a query of its own") || out != "" {
+		t.Fatalf("two statements: %q %v", out, err)
+	}
+	if _, err := query(t, db, "SELECT 1; COPY particle TO '/tmp/x.csv'"); !errors.Is(err, wsql.ErrNotReadOnly) {
+		t.Fatalf("a write after a query: %v", err)
 	}
 	if _, err := query(t, db, "SELEC nonsense"); err == nil || !strings.Contains(err.Error(), "syntax error") {
 		t.Fatalf("a syntax error: %v", err)

@@ -108,6 +108,9 @@ func reuseKey(b bucket.Bucket, world string, opts Options, dir string) (string, 
 	if opts.AtTime != nil {
 		at += " time " + opts.AtTime.UTC().Format(time.RFC3339Nano)
 	}
+	if opts.At != nil && opts.At.Back != nil {
+		at += fmt.Sprintf(" head~%d", *opts.At.Back)
+	}
 	key := fmt.Sprintf("worldfs views %d\x00%s\x00%s\x00%s\x00%s\x00%s\x00%t\x00%s\x00%s",
 		reuseFormat, where, world, opts.Run, at, opts.Token, opts.Only, opts.Table, dir)
 	sum := sha256.Sum256([]byte(key))

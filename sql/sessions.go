@@ -99,6 +99,23 @@ func (s *Script) Worlds() []string {
 	return out
 }
 
+// ViewsOf returns the per-table views of world in the session s, by
+// name (nil: world is not in it).
+func (s *Script) ViewsOf(world string) []string {
+	if s.parts == nil {
+		if s.World == world {
+			return s.Views
+		}
+		return nil
+	}
+	for _, p := range s.parts {
+		if p.World == world {
+			return p.Views
+		}
+	}
+	return nil
+}
+
 // suffix is the name suffix of the functions worldfs serves for part i
 // of a session.
 func suffix(i int) string { return fmt.Sprintf("_%d", i) }

@@ -138,17 +138,14 @@ func (l *tickList) atMs(ms int64) (int64, bool, error) {
 	return best, ok, nil
 }
 
-// tickAtMs returns the newest tick of v up to upTo published at or before
-// ms (Unix milliseconds), walking its ticks.
-func tickAtMs(v *index.View, upTo, ms int64) (int64, bool) {
-	best, ok := int64(0), false
-	v.Ticks(math.MinInt64, upTo, func(t index.TickRef) bool {
-		if t.PublishedUnixMs > 0 && t.PublishedUnixMs <= ms && (!ok || t.Tick.Tick > best) {
-			best, ok = t.Tick.Tick, true
-		}
-		return true
+// firstTick returns the first visible tick of v.
+func firstTick(v *index.View) (int64, bool) {
+	first, ok := int64(0), false
+	v.Ticks(math.MinInt64, math.MaxInt64, func(t index.TickRef) bool {
+		first, ok = t.Tick.Tick, true
+		return false
 	})
-	return best, ok
+	return first, ok
 }
 
 func cmpInt(a, b int64) int {

@@ -34,8 +34,14 @@ type Options struct {
 	Token string
 	// AtTime pins the views to the newest visible tick published at or
 	// before this instant (to the millisecond the catalog records), as
-	// <table>_as_of does; no tick published by then is ErrNotFound.
+	// <table>_as_of does; before the first tick was published the views
+	// show no tick, as <table>_as_of shows no row.
 	AtTime *time.Time
+	// At pins the views to a point as a person typed it (ParseMoment): a
+	// tick as AtTick does, a commit token as Token, an instant as AtTime,
+	// or head~N, the tick N before the head. Give at most one of AtTick,
+	// Token, AtTime and At.
+	At *Moment
 	// Table, if set, narrows the views to the table of that readable name:
 	// the script defines its views alone, and worldfs_manifests,
 	// worldfs_facts and worldfs_receipts show only what that table holds
@@ -82,10 +88,38 @@ func (o *Options) Validate() error {
 	if err := index.ValidateRunName(o.Run); err != nil {
 		return fmt.Errorf("sql options: %w", err)
 	}
-	if o.Only && o.AtTick == nil && o.Token == "" && o.AtTime == nil {
-		return errors.New("sql options: Only narrows the views to one tick; name it with AtTick, Token or AtTime")
+	if o.Only && o.AtTick == nil && o.Token == "" && o.AtTime == nil && o.At == nil {
+		return errors.New("sql options: Only narrows the views to one tick; name it with AtTick, Token, AtTime or At")
+	}
+	pins := 0
+	for _, set := range []bool{o.AtTick != nil, o.Token != "", o.AtTime != nil, o.At != nil} {
+		if set {
+			pins++
+		}
+	}
+	if pins > 1 {
+		return errors.New("sql options: AtTick, Token, AtTime and At each pin the views; give one")
 	}
 	return nil
+}
+
+// pin moves a point given as At to the field that pins it as typed: a
+// tick to AtTick, a token to Token, an instant to AtTime. Only head~N
+// stays in At, resolved once the lineage is known (buildFrom).
+func (o Options) pin() Options {
+	m := o.At
+	if m == nil || o.AtTick != nil || o.Token != "" || o.AtTime != nil {
+		return o
+	}
+	switch {
+	case m.Tick != nil:
+		o.AtTick, o.At = m.Tick, nil
+	case m.Token != "":
+		o.Token, o.At = m.Token, nil
+	case m.Time != nil:
+		o.AtTime, o.At = m.Time, nil
+	}
+	return o
 }
 
 // ErrNoDir: Build was given no Options.Dir for the views' fragment lists.
@@ -191,6 +225,7 @@ func (s *Script) printedText() (string, error) {
 // Build reads the catalog (and, for forks, every ancestor's) and returns the
 // view definitions. A corrupt catalog fails closed: no views.
 func Build(ctx context.Context, b bucket.Bucket, world string, opts Options) (*Script, error) {
+	opts = opts.pin()
 	if v := opts.View; v != nil {
 		if v.World != world || len(v.Segments) == 0 {
 			return nil, fmt.Errorf("views of world %s: the view given is of world %s", world, v.World)
@@ -214,7 +249,7 @@ func Build(ctx context.Context, b bucket.Bucket, world string, opts Options) (*S
 	// Views of the whole history plan from the catalogs' summaries of
 	// compacted stretches (index.LoadSummarized) instead of decoding every
 	// tick; views bounded by a token, a time or one tick read ticks.
-	load, summarized := index.Load, opts.Token == "" && opts.AtTime == nil && !opts.Only
+	load, summarized := index.Load, opts.Token == "" && opts.AtTime == nil && opts.At == nil && !opts.Only
 	if summarized {
 		load = index.LoadSummarized
 	}
@@ -321,6 +356,7 @@ func BuildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 // shards of those very states when a query first reads it.
 func buildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Options, summarized bool) (*Script, error) {
 	builds.Add(1)
+	opts = opts.pin()
 	world := own.World.ID
 	path, err := pather(b, opts)
 	if err != nil {
@@ -342,10 +378,22 @@ func buildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 	if err != nil {
 		return nil, err
 	}
-	if opts.AtTime != nil {
-		t, ok := tickAtMs(view, upTo, opts.AtTime.UnixMilli())
+	if m := opts.At; m == nil && opts.AtTime != nil {
+		opts.At = &Moment{Text: opts.AtTime.Format(time.RFC3339Nano), Time: opts.AtTime}
+	}
+	if m := opts.At; m != nil {
+		// An instant, or head~N: resolved among the visible ticks. An
+		// instant before the first tick was published pins the views
+		// before it: they show no tick, as <table>_as_of shows no row.
+		t, ok, err := m.In(ViewTicks(view, upTo))
+		if err != nil {
+			return nil, fmt.Errorf("world %s run %s: %w", world, opts.Run, err)
+		}
 		if !ok {
-			return nil, fmt.Errorf("world %s run %s: no tick was published at or before %s: %w", world, opts.Run, opts.AtTime.Format(time.RFC3339Nano), ErrNotFound)
+			t = -1
+			if first, found := firstTick(view); found {
+				t = first - 1
+			}
 		}
 		upTo = t
 	}
@@ -397,6 +445,9 @@ func buildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 	if !h.listed {
 		if s.Visible, err = view.Visible(upTo); err != nil {
 			return nil, err
+		}
+		if v := s.Visible; opts.Only && v != nil && v.From <= upTo && upTo <= v.To {
+			s.Visible = &index.Span{From: upTo, To: upTo} // one tick: the views show it alone
 		}
 	}
 	keep(ctx, b, opts, dir, own, segs, h, s)

@@ -25,8 +25,9 @@ const FailpointCopied = "transfer.copied"
 // Options configure Copy.
 type Options struct {
 	// WithLineage copies, with each fork, the worlds whose history it
-	// reads (its parent, and theirs). Without it a fork whose parent is not
-	// among the worlds copied is refused (MissingParentError).
+	// reads (its parent, and theirs). Without it a fork whose parent is
+	// neither among the worlds copied nor already in the destination up to
+	// the fork point is refused (MissingParentError).
 	WithLineage bool
 	// Parallel is how many objects are copied at once (default 8).
 	Parallel int
@@ -45,6 +46,9 @@ type Progress struct {
 type Result struct {
 	// Worlds copied, parents before their forks.
 	Worlds []string
+	// Present are the parents a fork copied reads that the destination
+	// already held up to the fork point: not copied again.
+	Present []string
 	// Copied objects and their bytes; Skipped objects the destination
 	// already held with the same bytes (a resumed copy).
 	Copied, Skipped, Bytes int64
@@ -59,9 +63,17 @@ type Result struct {
 // forked from, whose history it reads. Nothing was written.
 type MissingParentError struct {
 	World, Parent string
+	// Stale, if set, says why the destination's world of the parent's
+	// name does not serve: another world, or a copy that ends before the
+	// fork point.
+	Stale string
 }
 
 func (e *MissingParentError) Error() string {
+	if e.Stale != "" {
+		return fmt.Sprintf("world %s is a fork of %s and reads its history, and %s; copy %s again (a copy resumes), or pass --with-lineage to bring it along",
+			e.World, e.Parent, e.Stale, e.Parent)
+	}
 	return fmt.Sprintf("world %s is a fork of %s and reads its history; copy %s too, or pass --with-lineage to bring it along",
 		e.World, e.Parent, e.Parent)
 }
@@ -98,7 +110,7 @@ func Copy(ctx context.Context, from, to bucket.Bucket, worlds []string, opts Opt
 	if opts.Parallel <= 0 {
 		opts.Parallel = 8
 	}
-	order, err := lineage(ctx, from, worlds, opts.WithLineage)
+	order, present, err := lineage(ctx, from, to, worlds, opts.WithLineage)
 	if err != nil {
 		return Result{}, err
 	}
@@ -123,15 +135,17 @@ func Copy(ctx context.Context, from, to bucket.Bucket, worlds []string, opts Opt
 	c := &copier{from: from, to: to, opts: opts, total: total}
 	for _, p := range phases {
 		if err := c.phase(ctx, p); err != nil {
-			return c.result(order), err
+			return c.result(order, present), err
 		}
 	}
-	return c.result(order), nil
+	return c.result(order, present), nil
 }
 
 // lineage returns worlds, and with withLineage the worlds their history
-// reads, parents before forks, each once.
-func lineage(ctx context.Context, b bucket.Bucket, worlds []string, withLineage bool) ([]string, error) {
+// reads, parents before forks, each once; and, without withLineage, the
+// parents the destination to already holds up to the fork point
+// (inDestination), which a fork is copied without.
+func lineage(ctx context.Context, b, to bucket.Bucket, worlds []string, withLineage bool) ([]string, []string, error) {
 	markers := map[string]index.Marker{}
 	var read func(w string) (index.Marker, error)
 	read = func(w string) (index.Marker, error) {
@@ -152,19 +166,35 @@ func lineage(ctx context.Context, b bucket.Bucket, worlds []string, withLineage 
 	for _, w := range worlds {
 		want[w] = true
 	}
+	var present []string
 	queue := slices.Clone(worlds)
 	for len(queue) > 0 {
 		w := queue[0]
 		queue = queue[1:]
 		m, err := read(w)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		if m.Parent == "" || want[m.Parent] {
+		if m.Parent == "" || want[m.Parent] || slices.Contains(present, m.Parent) {
 			continue
 		}
 		if !withLineage {
-			return nil, &MissingParentError{World: w, Parent: m.Parent}
+			pm, err := read(m.Parent)
+			if err != nil {
+				return nil, nil, err
+			}
+			stale, err := inDestination(ctx, b, to, pm, m)
+			if err != nil {
+				return nil, nil, err
+			}
+			if stale != "" {
+				if stale == notThere {
+					stale = ""
+				}
+				return nil, nil, &MissingParentError{World: w, Parent: m.Parent, Stale: stale}
+			}
+			present = append(present, m.Parent)
+			continue
 		}
 		want[m.Parent] = true
 		queue = append(queue, m.Parent)
@@ -188,7 +218,53 @@ func lineage(ctx context.Context, b bucket.Bucket, worlds []string, withLineage 
 		}
 		return out[i] < out[j]
 	})
-	return out, nil
+	return out, present, nil
+}
+
+// notThere: inDestination found no world of the parent's name.
+const notThere = "not there"
+
+// inDestination tells whether to already holds the parent (marker pm)
+// whose history the fork (marker child) reads, as from holds it up to the
+// fork point: a world of that name with the same marker, whose run shows
+// the fork tick under the same commit token (a copy holds a prefix of its
+// source's log, so it then holds every tick the fork reads). It returns
+// "" if so, else why not (notThere: no world of that name).
+func inDestination(ctx context.Context, from, to bucket.Bucket, pm, child index.Marker) (string, error) {
+	dm, err := index.ReadMarker(ctx, to, pm.ID)
+	if errors.Is(err, bucket.ErrNotExist) {
+		return notThere, nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("world %s in %v: %w", pm.ID, to, err)
+	}
+	if dm != pm {
+		return fmt.Sprintf("%v holds another world named %s", to, pm.ID), nil
+	}
+	src, err := index.OpenView(ctx, index.LoadFrom(from), pm.ID, child.ForkRun)
+	if err != nil {
+		return "", fmt.Errorf("world %s: %w", pm.ID, err)
+	}
+	want, ok := src.Tick(child.ForkTick)
+	if !ok {
+		return "", fmt.Errorf("world %s: its fork point, tick %d of run %s of %s, is not visible in %v", child.ID, child.ForkTick, child.ForkRun, pm.ID, from)
+	}
+	dst, err := index.OpenView(ctx, index.LoadFrom(to), pm.ID, child.ForkRun)
+	if err != nil {
+		return fmt.Sprintf("the copy of %s in %v does not read whole (%v)", pm.ID, to, err), nil
+	}
+	got, ok := dst.Tick(child.ForkTick)
+	if ok && got.CommitToken != want.CommitToken {
+		return fmt.Sprintf("%v holds another world named %s (its tick %d, the fork point, was committed under another token)", to, pm.ID, child.ForkTick), nil
+	}
+	if !ok {
+		head := "no tick"
+		if h, ok := dst.Head(); ok {
+			head = fmt.Sprintf("tick %d", h.Tick.Tick)
+		}
+		return fmt.Sprintf("the copy of %s in %v ends at %s, before the fork point (tick %d of run %s)", pm.ID, to, head, child.ForkTick, child.ForkRun), nil
+	}
+	return "", nil
 }
 
 // plan lists world w's objects in the order they are copied: its data and
@@ -269,8 +345,8 @@ type copier struct {
 	progressMu               sync.Mutex
 }
 
-func (c *copier) result(order []string) Result {
-	return Result{Worlds: order, Copied: c.copied.Load(), Skipped: c.skipped.Load(), Bytes: c.written.Load(), Verified: c.verified.Load()}
+func (c *copier) result(order, present []string) Result {
+	return Result{Worlds: order, Present: present, Copied: c.copied.Load(), Skipped: c.skipped.Load(), Bytes: c.written.Load(), Verified: c.verified.Load()}
 }
 
 // phase copies objects, several at a time; the next phase starts only when

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -149,6 +150,58 @@ func TestCopyRefusesAForkWithoutItsParent(t *testing.T) {
 	}
 	if n := len(objects(t, dst)); n != 0 {
 		t.Fatalf("the refused copy wrote %d objects", n)
+	}
+}
+
+// A fork whose parent the destination already holds up to the fork point
+// is copied alone, reading its history there; a copy of the parent that
+// ends before the fork point does not serve (the refusal says so, and
+// what to do), and once the parent is copied again it does. Mutation:
+// lineage refusing every fork without its parent fails the first copy;
+// inDestination not comparing the fork tick copies the fork onto the
+// stale parent.
+func TestCopyForkWhoseParentIsThere(t *testing.T) {
+	ctx := enginetest.Context(t)
+	src := mem.New(mem.Options{})
+	p := enginetest.World(t, src, "p", 4)
+	dst := mem.New(mem.Options{})
+	if _, err := transfer.Copy(ctx, src, dst, []string{"p"}, transfer.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	enginetest.Run(t, p, 9)
+	p.Close()
+	enginetest.Fork(t, src, "p", "f", 7, 11).Close()
+
+	// The destination's p ends at tick 4, before the fork point 7.
+	before := len(objects(t, dst))
+	_, err := transfer.Copy(ctx, src, dst, []string{"f"}, transfer.Options{})
+	var mp *transfer.MissingParentError
+	if !errors.As(err, &mp) || mp.Parent != "p" || !strings.Contains(err.Error(), "the copy of p in") ||
+		!strings.Contains(err.Error(), "ends at tick 4, before the fork point (tick 7 of run main); copy p again (a copy resumes)") {
+		t.Fatalf("a fork onto a parent copied before its fork point: %v", err)
+	}
+	if n := len(objects(t, dst)); n != before {
+		t.Fatalf("the refused copy wrote %d objects", n-before)
+	}
+	// p copied again (resumed), the fork copies alone and reads as in the
+	// source: its parent's ticks up to 7, then its own.
+	if _, err := transfer.Copy(ctx, src, dst, []string{"p"}, transfer.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := transfer.Copy(ctx, src, dst, []string{"f"}, transfer.Options{})
+	if err != nil || !slices.Equal(res.Worlds, []string{"f"}) || !slices.Equal(res.Present, []string{"p"}) {
+		t.Fatalf("a fork whose parent is there: %+v %v", res, err)
+	}
+	for _, b := range []bucket.Bucket{src, dst} {
+		v, err := index.OpenView(ctx, index.LoadFrom(b), "f", "main")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ticks []int64
+		v.Ticks(0, 100, func(r index.TickRef) bool { ticks = append(ticks, r.Tick.Tick); return true })
+		if len(ticks) != 12 || ticks[11] != 11 {
+			t.Fatalf("fork f in %v shows ticks %v", b, ticks)
+		}
 	}
 }
 

@@ -224,6 +224,14 @@ func TestBrowser(t *testing.T) {
 		t.Fatalf("tick %d: the scatter plot draws %v, worldfs sql answers %v", at, got, exp)
 	}
 
+	// The tick box takes a point as a person types it, resolved by the
+	// server's one parser: head~2 is two ticks before the head.
+	typed := func(point string) chromedp.Action[chromedp.Void] {
+		return chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`(i => { i.value = %q; i.dispatchEvent(new Event("change")); })(document.getElementById("tick-input"))`, point))
+	}
+	do("type head~2 in the tick box", typed("head~2"), ready(fmt.Sprintf(`[data-shown-tick="%d"]`, head-2)))
+	do("type a tick in the tick box", typed(strconv.Itoa(at)), ready(fmt.Sprintf(`[data-shown-tick="%d"]`, at)))
+
 	// A query typed into the box: its table and chart are worldfs sql's
 	// answer, and the URL holds the query.
 	q := "SELECT tick, count(*) AS n FROM particle GROUP BY tick ORDER BY tick"

@@ -3,16 +3,20 @@ package ui
 import (
 	"context"
 	"embed"
+	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
 	"github.com/worldfs/worldfs/index"
+	"github.com/worldfs/worldfs/sql"
 )
 
 // assets are the pages (html/template), their script and style, and the
@@ -62,6 +66,10 @@ func (s *Server) routes() {
 	})
 	s.mux.HandleFunc("GET /api/w/{world}/tick", func(w http.ResponseWriter, r *http.Request) {
 		res, err := s.tick(r.Context(), r.PathValue("world"), runOf(r), r.URL.Query())
+		writeJSON(w, res, err)
+	})
+	s.mux.HandleFunc("GET /api/w/{world}/point", func(w http.ResponseWriter, r *http.Request) {
+		res, err := s.point(r.Context(), r.PathValue("world"), runOf(r), r.URL.Query().Get("at"))
 		writeJSON(w, res, err)
 	})
 	s.mux.HandleFunc("GET /api/w/{world}/query", func(w http.ResponseWriter, r *http.Request) {
@@ -299,6 +307,38 @@ func (s *Server) tables(ctx context.Context, world, run string) (*Result, error)
 		return nil, err
 	}
 	return s.memoQuery(ctx, world, run, TablesSQL(v.script.Views))
+}
+
+// PointTick is the tick a point typed in the tick box names.
+type PointTick struct {
+	At   string `json:"at"`
+	Tick int64  `json:"tick"`
+}
+
+// point resolves a point as typed in the run page's tick box, by the one
+// parser of points (sql.ParseMoment: 170, head, head~10, 10:00, -1m, 2h
+// ago, a token; times without a zone in this server's time zone), among
+// the run's visible ticks. A point that names no tick (a time before the
+// first tick, head~N past it) is a 404 saying so.
+func (s *Server) point(ctx context.Context, world, run, at string) (*PointTick, error) {
+	m, err := sql.ParseMoment(at, time.Now())
+	if err != nil {
+		return nil, badRequest(err)
+	}
+	v, err := s.view(ctx, world, run)
+	if err != nil {
+		return nil, err
+	}
+	t, ok, err := m.In(sql.ViewTicks(v, math.MaxInt64))
+	switch {
+	case errors.Is(err, sql.ErrNotFound):
+		return nil, notFound(err)
+	case err != nil:
+		return nil, err
+	case !ok:
+		return nil, notFound(fmt.Errorf("%s: no tick of %s was published at or before %s", at, world, m.Time.Format(time.RFC3339)))
+	}
+	return &PointTick{At: at, Tick: t}, nil
 }
 
 // TickPage is a table's rows at one tick: a sorted page of them, their

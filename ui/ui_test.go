@@ -808,3 +808,61 @@ func TestReadResultKeepsWholeRows(t *testing.T) {
 		t.Fatalf("a bound within the header: %v", err)
 	}
 }
+
+// The run page's tick box takes a point as a person types it: the point
+// endpoint resolves it by sql.ParseMoment among the run's visible ticks
+// (a fork's inherited ones too); a point that names no tick is a 404
+// saying why, one that is no point a 400 saying what is.
+func TestTickBoxTakesPoints(t *testing.T) {
+	f := newFixture(t)
+	ctx := enginetest.Context(t)
+	v, err := index.OpenView(ctx, func(ctx context.Context, w string) (*index.State, error) {
+		s, _, err := index.Load(ctx, f.b, w)
+		return s, err
+	}, "w", "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tick7, _ := v.Tick(7)
+	at4 := publishedAt(t, f, "w", 4)
+	newestBy := int64(-1) // the newest tick published at or before tick 4 was
+	v.Ticks(math.MinInt64, math.MaxInt64, func(r index.TickRef) bool {
+		if r.PublishedUnixMs <= at4 {
+			newestBy = r.Tick.Tick
+		}
+		return true
+	})
+	for _, c := range []struct {
+		world, at string
+		want      int64
+	}{
+		{"w", "5", 5}, {"w", "head", head}, {"w", "head~2", head - 2}, {"w", "HEAD~0", head},
+		{"w", tick7.CommitToken, 7},
+		{"w", time.UnixMilli(at4).UTC().Format(time.RFC3339Nano), newestBy},
+		{"w", "now", head}, {"f", "head", 9}, {"f", "head~5", 4}, // 4: inherited from w
+	} {
+		var got PointTick
+		if code := f.get(t, "/api/w/"+c.world+"/point?at="+url.QueryEscape(c.at), &got); code != 200 || got.Tick != c.want {
+			t.Errorf("%s@%s: %d, tick %d; want %d", c.world, c.at, code, got.Tick, c.want)
+		}
+	}
+	for _, c := range []struct {
+		at   string
+		code int
+		says string
+	}{
+		{"2000-01-01 10:00", 404, "no tick of w was published at or before 2000-01-01"},
+		{"head~99", 404, "head~99 is before the first tick"},
+		{"tomorrow", 400, `tomorrow\" is not a point: give a tick (170), head, head~10`},
+	} {
+		resp, err := f.http.Client().Get(f.http.URL + "/api/w/w/point?at=" + url.QueryEscape(c.at))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.code || !strings.Contains(string(body), c.says) {
+			t.Errorf("%s: %d %s; want %d saying %q", c.at, resp.StatusCode, body, c.code, c.says)
+		}
+	}
+}

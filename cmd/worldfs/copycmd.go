@@ -22,12 +22,13 @@ func worldCopyCmd() command {
 		summary: "copy a world (its catalog, fragments, referenced assets) to another bucket of any kind; every fragment is checked against " +
 			"the catalog's sha256 as it is copied; run again after an interruption, it skips what the destination already holds",
 		usage: "WORLD... | --all",
-		example: "worldfs world copy w1 --from ./worldfs-data --to gs://my-bucket/worlds\n" +
+		example: "worldfs world copy w1 --bucket ./worldfs-data --to gs://my-bucket/worlds\n" +
 			"  worldfs world copy w1-fork --to ./backup --with-lineage   # the fork and the parent whose history it reads\n" +
-			"  worldfs world copy --all --from gs://a/worlds --to gs://b/worlds",
+			"  worldfs world copy --all --bucket gs://a/worlds --to gs://b/worlds",
 		flags: func(fs *flag.FlagSet) {
-			timeoutFlag(fs)
-			from = fs.String("from", envOr("WORLDFS_BUCKET", defaultBucket), "the bucket `URL` to copy from (env WORLDFS_BUCKET)")
+			from = bucketFlag(fs)
+			fs.Lookup("bucket").Usage = "the bucket `URL` to copy from, as every command's --bucket (env WORLDFS_BUCKET)"
+			fs.StringVar(from, "from", *from, "the bucket `URL` to copy from: --bucket's older name, the same flag")
 			to = fs.String("to", "", "the bucket `URL` to copy into (required; a local directory is made)")
 			all = fs.Bool("all", false, "copy every world of the source")
 			withLineage = fs.Bool("with-lineage", false, "copy with a fork the worlds whose history it reads (its parent, and theirs)")
@@ -35,6 +36,8 @@ func worldCopyCmd() command {
 		},
 		run: func(ctx context.Context, fs *flag.FlagSet, args []string, out io.Writer) error {
 			switch {
+			case isSet(fs, "bucket") && isSet(fs, "from"):
+				return usagef("--bucket and --from both name the bucket to copy from (--from is --bucket's older name): give one")
 			case *to == "":
 				return usagef("--to is required")
 			case *to == *from:
@@ -82,12 +85,16 @@ func worldCopyCmd() command {
 				return err
 			}
 			if *asJSON {
-				return writeJSON(out, map[string]any{"worlds": res.Worlds, "copied": res.Copied, "skipped": res.Skipped,
+				return writeJSON(out, map[string]any{"worlds": res.Worlds, "parents_there": res.Present, "copied": res.Copied, "skipped": res.Skipped,
 					"bytes": res.Bytes, "verified": res.Verified, "from": *from, "to": *to})
 			}
 			fmt.Fprintf(out, "copied %s from %s to %s: %d objects copied (%.1f MiB), %d already there with the same bytes; "+
-				"%d fragments checked against the catalog's sha256\n",
+				"%d fragments checked against the catalog's sha256",
 				strings.Join(res.Worlds, ", "), *from, *to, res.Copied, float64(res.Bytes)/(1<<20), res.Skipped, res.Verified)
+			if len(res.Present) > 0 {
+				fmt.Fprintf(out, "; the history it reads of %s was there already", strings.Join(res.Present, ", "))
+			}
+			fmt.Fprintln(out)
 			return nil
 		},
 	}

@@ -159,3 +159,31 @@ func TestWorldCopyResumesAfterACrash(t *testing.T) {
 	}
 	sameGenerations(t, before, sourceGenerations(t, src))
 }
+
+// world copy takes the source as --bucket, as every command does (--from,
+// its older name, still works; both at once is refused); a fork whose
+// parent the destination already holds copies alone, and reads there as
+// in the source.
+func TestWorldCopyTakesBucketAndAForkOntoItsParent(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "src")
+	checkWorld(t, src)
+	if code, out, stderr := cli(t, "world", "fork", "wf", "--parent", "w", "--tick", "3", "--bucket", src); code != 0 {
+		t.Fatalf("fork: exit %d\n%s%s", code, out, stderr)
+	}
+	dst := filepath.Join(t.TempDir(), "dst")
+	code, out, stderr := cli(t, "world", "copy", "w", "--bucket", src, "--to", dst)
+	if code != 0 || !strings.Contains(out, "copied w from "+src+" to "+dst) {
+		t.Fatalf("copy --bucket: exit %d\n%s%s", code, out, stderr)
+	}
+	code, out, stderr = cli(t, "world", "copy", "wf", "--from", src, "--to", dst)
+	if code != 0 || !strings.Contains(out, "copied wf from "+src+" to "+dst) || !strings.Contains(out, "; the history it reads of w was there already\n") {
+		t.Fatalf("copy of a fork whose parent is there: exit %d\n%s%s", code, out, stderr)
+	}
+	if got, want := sqlOf(t, dst, "wf"), sqlOf(t, src, "wf"); got != want {
+		t.Fatalf("wf in the copy reads\n%s\nwant\n%s", got, want)
+	}
+	code, _, stderr = cli(t, "world", "copy", "w", "--bucket", src, "--from", src, "--to", dst)
+	if code != exitUsage || !strings.Contains(stderr, "--bucket and --from both name the bucket to copy from (--from is --bucket's older name): give one") {
+		t.Fatalf("--bucket and --from: exit %d %q", code, stderr)
+	}
+}

@@ -206,6 +206,18 @@ func demoSQL(ctx context.Context, b bucket.Bucket, id string, out io.Writer) err
 	return nil
 }
 
+// claimNumber is a fact's or a receipt's id as a person reads it, "#n":
+// facts and receipts take ids from a band below every entity id, the
+// world's nth claim getting index.FactIDBase - n (-2^40 - n), so that they
+// never collide with an entity of a table (a fact is a row of its fact
+// table, its id the row's entity_id).
+func claimNumber(id int64) string {
+	if id < index.FactIDBase {
+		return fmt.Sprintf("#%d", index.FactIDBase-id)
+	}
+	return fmt.Sprint(id)
+}
+
 // demoFacts ingests sensor facts into the live world, exactly once each,
 // and records an evaluation receipt of its head.
 func demoFacts(ctx context.Context, w *engine.World, out io.Writer) error {
@@ -236,8 +248,8 @@ func demoFacts(ctx context.Context, w *engine.World, out io.Writer) error {
 	if !errors.As(conflict, &ce) {
 		return fmt.Errorf("a conflicting fact was not refused: %v", conflict)
 	}
-	fmt.Fprintf(out, "ingested 2 facts (ids %d, %d…) at tick %d without advancing it; a resend was deduplicated and a changed resend refused: %v\n",
-		first.FactID, first.FactID-1, first.Tick, conflict)
+	fmt.Fprintf(out, "ingested facts %s and %s (fact_id %d and %d) at tick %d without advancing it; a resend was deduplicated and a changed resend refused: %v\n",
+		claimNumber(first.FactID), claimNumber(first.FactID-1), first.FactID, first.FactID-1, first.Tick, conflict)
 
 	s, err := w.Catalog().Exact(ctx)
 	if err != nil {
@@ -255,7 +267,7 @@ func demoFacts(ctx context.Context, w *engine.World, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "evaluation %s by %s@%s of tick %d: %s (receipt %d under %s)\n",
-		rec.EvaluationID, contract.GraderID, contract.Implementation, sub.HeadTick, rec.Outcomes[0].Verdict, rec.ReceiptID, rec.CommitToken[:8])
+	fmt.Fprintf(out, "evaluation %s by %s@%s of tick %d: %s (receipt %s, receipt_id %d, under %s)\n",
+		rec.EvaluationID, contract.GraderID, contract.Implementation, sub.HeadTick, rec.Outcomes[0].Verdict, claimNumber(rec.ReceiptID), rec.ReceiptID, rec.CommitToken[:8])
 	return nil
 }

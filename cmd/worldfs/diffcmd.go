@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	wsql "github.com/worldfs/worldfs/sql"
 )
@@ -18,24 +20,51 @@ import (
 // errDiffers: diff --exit-code found the two sides different.
 var errDiffers = errors.New("the two sides differ")
 
-// parsePoint parses W, W@TICK or @TICK (world taken from dflt).
-func parsePoint(arg, dflt string) (wsql.Point, error) {
-	world, tick, hasTick := strings.Cut(arg, "@")
+// side is one side of a diff as typed: a world, and the point of its
+// run (nil: its head).
+type side struct {
+	world string
+	at    *wsql.Moment
+}
+
+// parsePoint parses W, W@POINT or @POINT (world taken from dflt); POINT
+// is any form wsql.ParseMoment takes (170, head~10, 10:00, a token, …).
+func parsePoint(arg, dflt string, now time.Time) (side, error) {
+	world, point, hasPoint := strings.Cut(arg, "@")
 	if world == "" {
 		world = dflt
 	}
 	if world == "" {
-		return wsql.Point{}, usagef("%q names no world: W, W@TICK (the first side names its world)", arg)
+		return side{}, usagef("%q names no world: W, W@POINT (the first side names its world)", arg)
 	}
-	p := wsql.Point{World: world}
-	if hasTick {
-		t, err := strconv.ParseInt(tick, 10, 64)
+	p := side{world: world}
+	if hasPoint {
+		m, err := wsql.ParseMoment(point, now)
 		if err != nil {
-			return wsql.Point{}, usagef("%q: the tick after @ is a number", arg)
+			return side{}, usagef("%s: %v", arg, err)
 		}
-		p.Tick = &t
+		p.at = &m
 	}
 	return p, nil
+}
+
+// resolve is the diff side p in the session s: its tick resolved among
+// the visible ticks of its world.
+func (p side) resolve(s *wsql.Script) (wsql.Point, error) {
+	pt := wsql.Point{World: p.world}
+	if p.at == nil {
+		return pt, nil
+	}
+	t, ok, err := s.Resolve(p.world, *p.at)
+	if err != nil {
+		return pt, fmt.Errorf("%s@%s: %w", p.world, p.at.Text, err)
+	}
+	if !ok {
+		return pt, notFoundError{fmt.Sprintf("%s@%s: no tick of %s was published at or before %s (the views' worldfs_ticks lists when each was)",
+			p.world, p.at.Text, p.world, p.at.Time.Format(time.RFC3339))}
+	}
+	pt.Tick = &t
+	return pt, nil
 }
 
 // diffCmd is "worldfs diff".
@@ -44,10 +73,13 @@ func diffCmd() command {
 	var table, outFile *string
 	var asJSON, rows, exitCode *bool
 	return command{
-		name:    "diff",
-		summary: "the entities inserted, deleted and updated between two (world, tick) points, per table and column; the head of each side by default",
-		usage:   "W[@TICK] [W2][@TICK2]",
+		name: "diff",
+		summary: "the entities inserted, deleted and updated between two (world, point) sides, per table and column; the head of each side by default. " +
+			"POINT is " + wsql.MomentForms,
+		usage: "W[@POINT] [W2][@POINT2]",
 		example: "worldfs diff --bucket ./worldfs-data w1@100 @200                 # two ticks of one world\n" +
+			"  worldfs diff --bucket ./worldfs-data w1@head~10 @head             # the last ten ticks\n" +
+			"  worldfs diff --bucket ./worldfs-data w1@10:00 @-1m                 # the world at 10:00 today against a minute ago\n" +
 			"  worldfs diff --bucket ./worldfs-data w1@170 w1-fork@170 --rows    # a fork against its parent\n" +
 			"  worldfs diff --bucket ./worldfs-data w1@100 --table particle --out changes.parquet --exit-code",
 		flags: func(fs *flag.FlagSet) {
@@ -60,28 +92,29 @@ func diffCmd() command {
 		},
 		run: func(ctx context.Context, fs *flag.FlagSet, args []string, out io.Writer) error {
 			if len(args) < 1 || len(args) > 2 {
-				return usagef("diff takes one or two sides: W[@TICK] [W2][@TICK2]")
+				return usagef("diff takes one or two sides: W[@POINT] [W2][@POINT2]")
 			}
-			a, err := parsePoint(args[0], "")
+			now := time.Now()
+			sa, err := parsePoint(args[0], "", now)
 			if err != nil {
 				return err
 			}
-			b := wsql.Point{World: a.World}
+			sb := side{world: sa.world}
 			if len(args) == 2 {
-				if b, err = parsePoint(args[1], a.World); err != nil {
+				if sb, err = parsePoint(args[1], sa.world, now); err != nil {
 					return err
 				}
-			} else if a.Tick == nil {
-				return usagef("one side without a tick compares its head with itself: name a tick (W@TICK) or a second side")
+			} else if sa.at == nil {
+				return usagef("one side without a point compares its head with itself: name one (W@170, W@head~10, W@10:00) or a second side")
 			}
 			if *outFile != "" {
 				if _, ok := wsql.ExportFormats[strings.ToLower(filepath.Ext(*outFile))]; !ok {
 					return usagef("--out %s: the format comes from the extension: .csv, .json, .jsonl (.ndjson) or .parquet", *outFile)
 				}
 			}
-			worlds := []string{a.World}
-			if b.World != a.World {
-				worlds = append(worlds, b.World)
+			worlds := []string{sa.world}
+			if sb.world != sa.world {
+				worlds = append(worlds, sb.world)
 			}
 			s, refuse, done, err := vf.buildWorlds(ctx, worlds)
 			if err != nil {
@@ -93,6 +126,21 @@ func diffCmd() command {
 				return err
 			}
 			defer db.Close()
+			if *table != "" {
+				names := append(slices.Clone(s.ViewsOf(sa.world)), s.ViewsOf(sb.world)...)
+				if !slices.Contains(names, *table) {
+					return notFoundError{fmt.Sprintf("--table %s: no table %q in %s%s Their tables: %s",
+						*table, *table, strings.Join(worlds, " or "), orStop(*table, names), quotedAll(slices.Compact(slices.Sorted(slices.Values(names)))))}
+				}
+			}
+			a, err := sa.resolve(s)
+			if err != nil {
+				return err
+			}
+			b, err := sb.resolve(s)
+			if err != nil {
+				return err
+			}
 			report, err := wsql.Diff(ctx, db, s, a, b, *table, *rows)
 			if err != nil {
 				return err

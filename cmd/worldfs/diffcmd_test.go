@@ -116,3 +116,56 @@ func TestDiffCommand(t *testing.T) {
 		}
 	}
 }
+
+// A side of worldfs diff takes every form of a point (W@170, W@head~10,
+// W@10:00, a time as worldfs_ticks prints it, a token), resolved by the
+// one parser among the world's visible ticks; a side before the first
+// tick, or a table misspelt, says so and what there is.
+func TestDiffSidesTakeEveryPointForm(t *testing.T) {
+	dir := t.TempDir()
+	b, _ := local.Open(dir)
+	enginetest.World(t, b, "w", 30).Close()
+	flags := []string{"--bucket", dir, "--cache-dir", t.TempDir()}
+	sqlOne := func(q string) string {
+		t.Helper()
+		code, out, stderr := cli(t, append(append([]string{"sql", "--world", "w", "--format", "csv"}, flags...), q)...)
+		rows := strings.Split(strings.TrimSpace(out), "\n")
+		if code != 0 || len(rows) != 2 {
+			t.Fatalf("%s: exit %d %q %s", q, code, out, stderr)
+		}
+		return rows[1]
+	}
+	published := sqlOne("SELECT published_at FROM worldfs_ticks WHERE tick = 12")
+	byThen := sqlOne("SELECT max(tick) FROM worldfs_ticks WHERE published_at <= (SELECT published_at FROM worldfs_ticks WHERE tick = 12)")
+	token := sqlOne("SELECT commit_token FROM worldfs_ticks WHERE tick = 7")
+	for _, c := range []struct {
+		sides []string
+		a, b  string
+	}{
+		{[]string{"w@head~5", "@head"}, "25", "30"},
+		{[]string{"w@head~5"}, "25", "30"},
+		{[]string{"w@" + published, "@20"}, byThen, "20"},
+		{[]string{"w@" + token, "w@now"}, "7", "30"},
+		{[]string{"w@-1h", "@-0.001s"}, "", ""}, // an hour ago: before the first tick
+	} {
+		code, out, stderr := cli(t, append(append([]string{"diff", "--json"}, flags...), c.sides...)...)
+		var r wsql.DiffReport
+		if c.a == "" {
+			if code != exitNotFound || !strings.Contains(stderr, "w@-1h: no tick of w was published at or before ") {
+				t.Errorf("diff %v: exit %d %q; want 4, no tick by then", c.sides, code, stderr)
+			}
+			continue
+		}
+		if code != 0 || json.Unmarshal([]byte(out), &r) != nil || fmt.Sprint(*r.A.Tick) != c.a || fmt.Sprint(*r.B.Tick) != c.b {
+			t.Errorf("diff %v: exit %d, %s -> %s (%s); want %s -> %s", c.sides, code, out[:min(len(out), 80)], stderr, "", c.a, c.b)
+		}
+	}
+	code, _, stderr := cli(t, append(append([]string{"diff", "--table", "partcle"}, flags...), "w@3", "@4")...)
+	if code != exitNotFound || !strings.Contains(stderr, `--table partcle: no table "partcle" in w; did you mean "particle"? Their tables: "debris", "emitter"`) {
+		t.Errorf("--table partcle: exit %d %q", code, stderr)
+	}
+	code, _, stderr = cli(t, append(append([]string{"diff"}, flags...), "w@x")...)
+	if code != exitUsage || !strings.Contains(stderr, `worldfs diff: w@x: "x" is not a point: give a tick (170), head, head~10`) {
+		t.Errorf("w@x: exit %d %q", code, stderr)
+	}
+}

@@ -6,16 +6,16 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strconv"
 	"time"
 
 	"github.com/worldfs/worldfs/export/iceberg"
 	"github.com/worldfs/worldfs/index"
+	wsql "github.com/worldfs/worldfs/sql"
 )
 
 // exportIcebergCmd is "worldfs export iceberg".
 func exportIcebergCmd() command {
-	var url, world, run, at, token, to, base, expire *string
+	var url, world, run, at, until, token, to, base, expire *string
 	var asJSON, full *bool
 	var follow *time.Duration
 	return command{
@@ -27,8 +27,9 @@ func exportIcebergCmd() command {
 			url = bucketFlag(fs)
 			world = fs.String("world", "", "world to export (required)")
 			run = fs.String("run", index.DefaultRun, "run to export")
-			at = fs.String("at", "", "pin the export to this visible tick (default: the head)")
-			token = fs.String("token", "", "pin the export to the tick this commit token published")
+			until = fs.String("until", "", "export the history up to this `POINT` (default: the head): "+wsql.MomentForms+"; "+localZone())
+			at = fs.String("at", "", "the older spelling of --until: the history up to this `POINT` (an Iceberg table holds every tick up to it)")
+			token = fs.String("token", "", "export the history up to the tick this commit `token` published")
 			to = fs.String("to", "", "object prefix of the tables (default export/iceberg/<world>/<run>)")
 			base = fs.String("base", "", "URI of the bucket's root in the metadata (default: file://<dir>/ or gs://<bucket>/<prefix>)")
 			expire = fs.String("expire-before", "", "instead of exporting, drop the export snapshots older than this "+
@@ -43,17 +44,24 @@ func exportIcebergCmd() command {
 				return usagef("--world is required")
 			}
 			opts := iceberg.Options{World: *world, Run: *run, Token: *token, Prefix: *to, Base: *base, Full: *full}
-			var err error
-			if opts.AtTick, err = exportAt(*at); err != nil {
+			if *until != "" && *at != "" {
+				return usagef("--at is the older spelling of --until: give one")
+			}
+			flagName, point := "until", *until
+			if *at != "" {
+				flagName, point = "at", *at
+			}
+			m, err := parsePointFlag(flagName, point)
+			if err != nil {
 				return err
 			}
-			if opts.AtTick != nil && *token != "" {
-				return usagef("--at and --token both pin the export: give one")
+			if m != nil && *token != "" {
+				return usagef("--%s and --token both pin the export: give one", flagName)
 			}
 			var before time.Time
 			if *expire != "" {
-				if opts.AtTick != nil || *token != "" {
-					return usagef("--expire-before expires snapshots; it takes no --at or --token")
+				if m != nil || *token != "" {
+					return usagef("--expire-before expires snapshots; it takes no --until or --token")
 				}
 				if before, err = expireBefore(*expire); err != nil {
 					return err
@@ -64,6 +72,16 @@ func exportIcebergCmd() command {
 				return err
 			}
 			defer b.Close()
+			if m != nil {
+				if opts.Run == "" {
+					opts.Run = index.DefaultRun
+				}
+				t, err := tickOf(ctx, b, *world, opts.Run, *m)
+				if err != nil {
+					return err
+				}
+				opts.AtTick = &t
+			}
 			if *expire != "" {
 				res, err := iceberg.Expire(ctx, b, opts, before)
 				if err != nil {
@@ -81,7 +99,7 @@ func exportIcebergCmd() command {
 			}
 			if *follow != 0 {
 				if *follow < 0 || opts.AtTick != nil || *token != "" {
-					return usagef("--follow %v: give a positive interval and no --at or --token", *follow)
+					return usagef("--follow %v: give a positive interval and no --until or --token", *follow)
 				}
 				return iceberg.Follow(ctx, b, opts, *follow, func(res *iceberg.Result) { _ = report(res) })
 			}
@@ -92,18 +110,6 @@ func exportIcebergCmd() command {
 			return report(res)
 		},
 	}
-}
-
-// exportAt is --at: a tick number, or nil when it is not given.
-func exportAt(at string) (*int64, error) {
-	if at == "" {
-		return nil, nil
-	}
-	n, err := strconv.ParseInt(at, 10, 64)
-	if err != nil {
-		return nil, usagef("--at %q: not a tick number", at)
-	}
-	return &n, nil
 }
 
 // expireBefore is --expire-before: an RFC 3339 time, or a positive

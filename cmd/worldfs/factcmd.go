@@ -20,6 +20,7 @@ import (
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/index"
+	wsql "github.com/worldfs/worldfs/sql"
 )
 
 // factFlags are the flags of the commands that write durable history
@@ -205,8 +206,8 @@ func ingestCmd() command {
 // evaluateCmd is "worldfs evaluate".
 func evaluateCmd() command {
 	var ef *factFlags
-	var evID, evRun, grader, impl, model, prompt, config, execCmd *string
-	var at, seed *int64
+	var evID, evRun, grader, impl, model, prompt, config, execCmd, at *string
+	var seed *int64
 	var outcomes multiFlag
 	return command{
 		name:    "evaluate",
@@ -217,7 +218,7 @@ func evaluateCmd() command {
 			ef = addFactFlags(fs)
 			evID = fs.String("id", "", "evaluation id (each trial is its own id)")
 			evRun = fs.String("run", "", "run whose snapshot is the subject (default main)")
-			at = fs.Int64("at", -1, "tick the subject is pinned at (default: the run's head)")
+			at = fs.String("at", "", "the `POINT` the subject is pinned at, its head tick (default: the run's head): "+wsql.MomentForms+"; "+localZone())
 			grader = fs.String("grader", "", "stable grader id")
 			impl = fs.String("implementation", "", "grader implementation version")
 			model = fs.String("model", "", "grader model version")
@@ -250,8 +251,9 @@ func evaluateCmd() command {
 			if *seed != 0 {
 				d.Contract.Seed = *seed
 			}
-			if *at >= 0 {
-				d.At = at
+			point, err := parsePointFlag("at", *at)
+			if err != nil {
+				return err
 			}
 			if err := addOutcomes(&d, outcomes, *execCmd != ""); err != nil {
 				return err
@@ -261,6 +263,17 @@ func evaluateCmd() command {
 				return err
 			}
 			defer closeAll()
+			if point != nil {
+				run := d.Run
+				if run == "" {
+					run = index.DefaultRun
+				}
+				t, err := tickOf(ctx, b, svc.World(), run, *point)
+				if err != nil {
+					return err
+				}
+				d.At = &t
+			}
 			s, _, err := index.Load(ctx, b, svc.World())
 			if err != nil {
 				return err

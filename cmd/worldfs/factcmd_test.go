@@ -9,6 +9,7 @@ import (
 
 	"github.com/worldfs/worldfs/bucket/local"
 	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/engine/enginetest"
 )
 
 func TestIngestAndEvaluateCommands(t *testing.T) {
@@ -118,5 +119,43 @@ func TestIngestAndEvaluateCommands(t *testing.T) {
 	}
 	if code, out, stderr := cli(t, "evaluate", "--bucket", dir, "--world", "demo", "--wait", "0", "--id", "e3", "--grader", "g", "--implementation", "v", "--outcome", "x=pass"); code != 0 {
 		t.Fatalf("the valid evaluation of e3 after the refusals: %d %q %q", code, out, stderr)
+	}
+}
+
+// The commands that take one tick take it as any point (the one parser):
+// export iceberg --until (and --at, its older spelling) exports the
+// history up to it; evaluate --at pins the subject there.
+func TestTickFlagsTakePoints(t *testing.T) {
+	dir := t.TempDir()
+	b, _ := local.Open(dir)
+	enginetest.World(t, b, "w", 12).Close()
+	for _, c := range []struct {
+		flags []string
+		tick  string
+	}{
+		{[]string{"--until", "head~2"}, "at tick 10 "},
+		{[]string{"--at", "3"}, "at tick 3 "},
+		{[]string{"--until", "now"}, "at tick 12 "},
+	} {
+		code, out, stderr := cli(t, append([]string{"export", "iceberg", "--bucket", dir, "--world", "w", "--to", "export/" + strings.Join(c.flags, "")}, c.flags...)...)
+		if code != 0 || !strings.Contains(out, c.tick) {
+			t.Errorf("export %v: exit %d, %q %s; want %s", c.flags, code, out, stderr, c.tick)
+		}
+	}
+	if code, _, stderr := cli(t, "export", "iceberg", "--bucket", dir, "--world", "w", "--until", "2000-01-01"); code != exitNotFound ||
+		!strings.Contains(stderr, "2000-01-01: no tick of world w run main was published at or before") {
+		t.Errorf("export before the first tick: exit %d %q", code, stderr)
+	}
+	if code, _, stderr := cli(t, "export", "iceberg", "--bucket", dir, "--world", "w", "--until", "3", "--at", "4"); code != exitUsage || !strings.Contains(stderr, "--at is the older spelling of --until: give one") {
+		t.Errorf("--until and --at: exit %d %q", code, stderr)
+	}
+	code, out, stderr := cli(t, "evaluate", "--bucket", dir, "--world", "w", "--id", "e", "--grader", "g", "--implementation", "v1", "--at", "head~4", "--outcome", "x=pass")
+	var r struct {
+		Subject struct {
+			HeadTick int64 `json:"head_tick"`
+		} `json:"subject"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &r) != nil || r.Subject.HeadTick != 8 {
+		t.Errorf("evaluate --at head~4: exit %d, %s %s; want the subject at tick 8", code, out, stderr)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // sizeValue is a byte count given with a unit: 10GiB, 512MiB, 2GB, 4096.
@@ -154,4 +155,104 @@ func unescapeMountinfo(s string) string {
 		b.WriteByte(s[i])
 	}
 	return b.String()
+}
+
+// checkFlags refuses, before the flag package parses args, a flag the
+// command does not have (suggesting the nearest it has) and a flag that
+// takes a value given none, each as one line naming the flag. It walks
+// args as the flag package does: a flag that takes a value takes the
+// next argument (even one starting with a dash: --at -1m); "--" ends the
+// flags.
+func checkFlags(fs *flag.FlagSet, args []string) error {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return nil
+		}
+		if len(a) < 2 || a[0] != '-' || strings.HasPrefix(a, "---") {
+			continue // a positional argument, or bad syntax the flag package names
+		}
+		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if name == "" || name == "h" || name == "help" {
+			continue
+		}
+		f := fs.Lookup(name)
+		if f == nil {
+			var names []string
+			fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+			msg := fmt.Sprintf("unknown flag --%s", name)
+			if c := closest(name, names); c != "" {
+				msg += fmt.Sprintf("; did you mean --%s?", c)
+			}
+			return errors.New(msg)
+		}
+		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() || hasValue {
+			continue
+		}
+		if i+1 >= len(args) {
+			return fmt.Errorf("--%s needs a value", name)
+		}
+		i++
+	}
+	return nil
+}
+
+// watchValues wraps every flag of fs so that a value its flag refuses is
+// kept as an error naming the flag and saying what it takes; it returns
+// where the last one is kept.
+func watchValues(fs *flag.FlagSet) *error {
+	bad := new(error)
+	fs.VisitAll(func(f *flag.Flag) { f.Value = watchedValue{Value: f.Value, name: f.Name, bad: bad} })
+	return bad
+}
+
+// watchedValue is a flag's value that records why it refused a value.
+type watchedValue struct {
+	flag.Value
+	name string
+	bad  *error
+}
+
+func (v watchedValue) Set(s string) error {
+	err := v.Value.Set(s)
+	if err != nil {
+		*v.bad = valueError(v.name, s, v.Value, err)
+	}
+	return err
+}
+
+func (v watchedValue) Get() any {
+	if g, ok := v.Value.(flag.Getter); ok {
+		return g.Get()
+	}
+	return v.Value.String()
+}
+
+func (v watchedValue) IsBoolFlag() bool {
+	b, ok := v.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}
+
+// valueError says that flag name refused s: for the flag package's own
+// kinds of value, what it takes (their errors say only "parse error");
+// for worldfs's own values (sizes, timeouts), their error, which does.
+func valueError(name, s string, v flag.Value, err error) error {
+	g, ok := v.(flag.Getter)
+	if !ok {
+		return fmt.Errorf("--%s: %w", name, err)
+	}
+	switch g.Get().(type) {
+	case int, int64, uint, uint64:
+		if _, err := strconv.ParseFloat(s, 64); err == nil {
+			return fmt.Errorf("--%s: %s is out of range (or not a whole number)", name, s)
+		}
+		return fmt.Errorf("--%s: %q is not a whole number", name, s)
+	case float64:
+		return fmt.Errorf("--%s: %q is not a number", name, s)
+	case bool:
+		return fmt.Errorf("--%s: %q is not true or false (a bare --%s is true)", name, s, name)
+	case time.Duration:
+		return fmt.Errorf("--%s: %q is not a duration (e.g. 30s, 2m, 1h30m)", name, s)
+	}
+	return fmt.Errorf("--%s: %w", name, err)
 }

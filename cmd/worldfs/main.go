@@ -35,11 +35,14 @@ type command struct {
 	flags   func(fs *flag.FlagSet)
 }
 
-// usageError is a mistake in the command line; it exits 2. usage is the
-// command's help, which goes to stderr after the message.
+// usageError is a mistake in the command line; it exits 2. It prints as
+// one line that names the command and points to its --help (cmd, set by
+// runCommand); usage, if set, is help to print in full after the
+// message instead (worldfs alone, a group without its subcommand).
 type usageError struct {
 	msg   string
 	usage string
+	cmd   string
 }
 
 func (e usageError) Error() string { return e.msg }
@@ -83,6 +86,7 @@ var commands = map[string][]command{
 var groupSummaries = map[string]string{
 	"bench":  "benchmarks, each printing its numbers (--json for one object)",
 	"bucket": "read and write a bucket's objects directly",
+	"export": "export a world's visible rows for other engines (Iceberg tables over the files in place)",
 	"world":  "create, fork, resume a world and set its status or writer mode, without a mount; copy worlds to another bucket",
 }
 
@@ -199,11 +203,25 @@ func requireWorld(ctx context.Context, b bucket.Bucket, world string) error {
 			if err := bucketMissing(ctx, b, world); err != nil {
 				return err
 			}
-			return notFoundError{fmt.Sprintf("world %s does not exist in bucket %s ('worldfs worlds' lists them)", world, b)}
+			return notFoundError{fmt.Sprintf("world %s does not exist in bucket %s%s ('worldfs worlds' lists them)", world, b, didYouMean(world, worldNames(ctx, b)))}
 		}
 		return err
 	}
 	return nil
+}
+
+// worldNames lists the worlds of b from its directory's listing alone,
+// for a suggestion (nil if it cannot).
+func worldNames(ctx context.Context, b bucket.Bucket) []string {
+	entries, err := index.ListWorldEntries(ctx, b)
+	if err != nil {
+		return nil
+	}
+	names := make([]string, len(entries))
+	for i, e := range entries {
+		names[i] = e.ID
+	}
+	return names
 }
 
 // bucketMissing tells a missing remote bucket from a missing world: a read
@@ -266,13 +284,12 @@ func report(stderr io.Writer, err error, code int) {
 	var usage usageError
 	switch {
 	case code == 0:
-	case errors.As(err, &usage):
+	case errors.As(err, &usage) && usage.usage != "":
 		fmt.Fprintln(stderr, "worldfs:", err)
-		if usage.usage != "" {
-			fmt.Fprint(stderr, "\n", usage.usage)
-		} else {
-			fmt.Fprintln(stderr, "Run 'worldfs --help' for usage.")
-		}
+		fmt.Fprint(stderr, "\n", usage.usage)
+	case errors.As(err, &usage):
+		name := strings.TrimSpace("worldfs " + usage.cmd)
+		fmt.Fprintf(stderr, "%s: %v (see '%s --help')\n", name, err, name)
 	case code == exitInterrupted:
 		fmt.Fprintln(stderr, "worldfs: interrupted")
 	case errors.As(err, &noReply):
@@ -360,23 +377,35 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			_, err := io.WriteString(stdout, groupUsage(args[0], cs))
 			return err
 		}
+		var names []string
 		for _, c := range cs {
 			if c.name == args[1] {
 				return runCommand(ctx, args[0]+" "+c.name, c, args[2:], stdout, stderr)
 			}
+			names = append(names, c.name)
 		}
-		return usageError{msg: fmt.Sprintf("%s: unknown subcommand %q", args[0], args[1]), usage: groupUsage(args[0], cs)}
+		return usageError{msg: fmt.Sprintf("unknown subcommand %q%s", args[1], didYouMean(args[1], names)), cmd: args[0]}
 	}
+	var names []string
 	for _, c := range commands[""] {
 		if c.name == args[0] {
 			return runCommand(ctx, c.name, c, args[1:], stdout, stderr)
 		}
+		names = append(names, c.name)
 	}
+	for g := range commands {
+		if g != "" {
+			names = append(names, g)
+		}
+	}
+	slices.Sort(names)
 	msg := fmt.Sprintf("unknown command %q", args[0])
 	if groups := groupsOf(args[0]); len(groups) > 0 {
 		msg += fmt.Sprintf("; did you mean %q?", strings.Join(groups, " or "))
+	} else {
+		msg += didYouMean(args[0], names)
 	}
-	return usageError{msg: msg, usage: topUsage()}
+	return usageError{msg: msg}
 }
 
 // groupsOf returns, sorted, "group name" for each group with a
@@ -403,10 +432,14 @@ func runCommand(ctx context.Context, full string, c command, args []string, stdo
 		c.flags(fs)
 	}
 	help := commandUsage(full, c, fs)
+	bad := watchValues(fs)
 	// Accept flags after positional arguments too ("ls PREFIX --bucket X");
 	// everything after "--" is positional.
 	var positional []string
 	for {
+		if err := checkFlags(fs, args); err != nil {
+			return usageError{msg: err.Error(), cmd: full}
+		}
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
 				_, err := io.WriteString(stdout, help)
@@ -415,7 +448,10 @@ func runCommand(ctx context.Context, full string, c command, args []string, stdo
 				}
 				return flag.ErrHelp
 			}
-			return usageError{msg: full + ": " + err.Error(), usage: help}
+			if *bad != nil {
+				err = *bad
+			}
+			return usageError{msg: err.Error(), cmd: full}
 		}
 		if fs.NArg() == 0 {
 			break
@@ -428,8 +464,8 @@ func runCommand(ctx context.Context, full string, c command, args []string, stdo
 		args = fs.Args()[1:]
 	}
 	err := c.run(context.WithValue(ctx, stderrKey{}, stderr), fs, positional, stdout)
-	if u, ok := err.(usageError); ok && u.usage == "" {
-		u.usage = help
+	if u, ok := err.(usageError); ok && u.cmd == "" {
+		u.cmd = full
 		return u
 	}
 	return err

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -40,6 +41,16 @@ func TestEveryCommandHasHelpWithExample(t *testing.T) {
 	if code, out, _ := cli(t, "--help"); code != 0 || !strings.Contains(out, "bench SUBCOMMAND") || strings.Count(out, "\n  bench") != 1 {
 		t.Errorf("top-level --help: exit %d\n%s", code, out)
 	}
+	// Every group says what it is for.
+	for group := range commands {
+		if group == "" {
+			continue
+		}
+		code, out, _ := cli(t, group, "--help")
+		if code != 0 || groupSummaries[group] == "" || !strings.Contains(out, groupSummaries[group]+".\n") {
+			t.Errorf("worldfs %s --help: exit %d, its summary %q\n%s", group, code, groupSummaries[group], out)
+		}
+	}
 }
 
 func TestBadCommandLinesExit2(t *testing.T) {
@@ -52,8 +63,69 @@ func TestBadCommandLinesExit2(t *testing.T) {
 		{"bench", "history", "--synthetic", "--compare-at", "x"}, {"bench", "history", "--synthetic", "--world", "w"},
 		{"mount", "--ctl-group", "nogroup", "bucket", "mnt"}, // a ctl group needs --allow-other
 	} {
-		if code, stdout, stderr := cli(t, args...); code != 2 || !strings.Contains(stderr, "worldfs:") || !strings.Contains(stderr, "Usage:") || stdout != "" {
-			t.Errorf("%q: exit %d, stdout %q, stderr %q; want 2 with a message and the usage on stderr", args, code, stdout, stderr)
+		// worldfs alone, or a group alone, prints what there is to run;
+		// any other mistake is one line that names the command and points
+		// to its --help.
+		full := len(args) == 0 || len(args) == 1 && commands[args[0]] != nil
+		code, stdout, stderr := cli(t, args...)
+		name := "worldfs"
+		named := func(cs []command, n string) bool {
+			return slices.ContainsFunc(cs, func(c command) bool { return c.name == n })
+		}
+		switch {
+		case len(args) > 1 && commands[args[0]] != nil && named(commands[args[0]], args[1]):
+			name += " " + args[0] + " " + args[1]
+		case len(args) > 0 && (commands[args[0]] != nil || named(commands[""], args[0])):
+			name += " " + args[0]
+		}
+		switch {
+		case code != 2 || stdout != "":
+			t.Errorf("%q: exit %d, stdout %q; want 2 and nothing on stdout", args, code, stdout)
+		case full && (!strings.HasPrefix(stderr, "worldfs: ") || !strings.Contains(stderr, "Usage:")):
+			t.Errorf("%q: stderr %q; want the message and the usage", args, stderr)
+		case !full && (strings.Count(stderr, "\n") != 1 || !strings.HasPrefix(stderr, name+": ") || !strings.HasSuffix(stderr, "(see '"+name+" --help')\n")):
+			t.Errorf("%q: stderr %q; want one line naming %s and pointing to its --help", args, stderr, name)
+		}
+	}
+}
+
+// A flag error is one line naming the flag, the value and what it takes;
+// an unknown command, subcommand, flag or world gets the nearest as a
+// suggestion.
+func TestCommandLineErrorsTeach(t *testing.T) {
+	dir := t.TempDir()
+	if code, _, stderr := cli(t, "world", "create", "lab", "--bucket", dir, "--tables", `[{"name":"agent","components":[{"name":"pos","fields":[{"name":"x","type":"double"}]}]}]`); code != 0 {
+		t.Fatal(stderr)
+	}
+	for _, c := range []struct {
+		args []string
+		code int
+		says string
+	}{
+		{[]string{"wrolds"}, 2, `worldfs: unknown command "wrolds"; did you mean "worlds"? (see 'worldfs --help')`},
+		{[]string{"optimise"}, 2, `unknown command "optimise"; did you mean "optimize"?`},
+		{[]string{"world", "frok"}, 2, `worldfs world: unknown subcommand "frok"; did you mean "fork"? (see 'worldfs world --help')`},
+		{[]string{"sql", "--wrold", "lab", "SELECT 1"}, 2, "worldfs sql: unknown flag --wrold; did you mean --world? (see 'worldfs sql --help')"},
+		{[]string{"log", "--bucket", dir, "--world", "lab", "--limit", "ten"}, 2, `worldfs log: --limit: "ten" is not a whole number (see 'worldfs log --help')`},
+		{[]string{"log", "--bucket", dir, "--world", "lab", "--json=maybe"}, 2, `--json: "maybe" is not true or false`},
+		{[]string{"watch", "--bucket", dir, "--world", "lab", "--poll", "often"}, 2, `--poll: "often" is not a duration (e.g. 30s, 2m, 1h30m)`},
+		{[]string{"log", "--bucket", dir, "--world"}, 2, "worldfs log: --world needs a value (see 'worldfs log --help')"},
+		{[]string{"mount", "--cache-size", "lots", "b", "m"}, 2, `--cache-size: "lots" is not a size (e.g. 10GiB, 512MiB, 4096)`},
+		{[]string{"log", "--bucket", dir, "--world", "lbb"}, 4, `world lbb does not exist in bucket ` + dir + `; did you mean "lab"? ('worldfs worlds' lists them)`},
+		{[]string{"log", "--bucket", dir, "--world", "zzzzzz"}, 4, "world zzzzzz does not exist in bucket " + dir + " ('worldfs worlds' lists them)"},
+	} {
+		code, stdout, stderr := cli(t, c.args...)
+		if code != c.code || stdout != "" || !strings.Contains(stderr, c.says) || strings.Count(stderr, "\n") != 1 {
+			t.Errorf("%q: exit %d, stderr %q; want %d and one line saying %q", c.args, code, stderr, c.code, c.says)
+		}
+	}
+}
+
+// A fact's and a receipt's id read as the world's claim they are.
+func TestClaimNumbers(t *testing.T) {
+	for id, want := range map[int64]string{index.FactIDBase - 1: "#1", index.FactIDBase - 1234: "#1234", 7: "7", -3: "-3"} {
+		if got := claimNumber(id); got != want {
+			t.Errorf("claimNumber(%d) = %q, want %q", id, got, want)
 		}
 	}
 }

@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/frame"
 	"github.com/worldfs/worldfs/index"
 	"github.com/worldfs/worldfs/internal/progress"
 	"github.com/worldfs/worldfs/maintenance"
@@ -31,7 +33,7 @@ func optimizeCmd() command {
 			world = fs.String("world", "", "world to compact (required)")
 			run = fs.String("run", index.DefaultRun, "run to compact")
 			tables = fs.String("table", "", "compact only these tables (comma-separated names); default all")
-			recent = fs.Int64("recent", 256, "the newest ticks stay as written")
+			recent = fs.Int64("recent", 256, "the newest ticks stay as written (1 or more)")
 			workers = fs.Int("workers", 0, "files rewritten at once (default: the number of CPUs)")
 			targetRows = fs.Int64("target-rows", 1<<20, "most rows in one compacted file")
 			asJSON = fs.Bool("json", false, "print the result as JSON")
@@ -40,6 +42,9 @@ func optimizeCmd() command {
 		run: func(ctx context.Context, _ *flag.FlagSet, _ []string, out io.Writer) error {
 			if *world == "" {
 				return usagef("--world is required")
+			}
+			if *recent < 1 {
+				return usagef("--recent %d: give 1 or more (the compactor reads 0 as its default, 256); --recent 1 leaves only the head as written", *recent)
 			}
 			b, cat, err := openWorld(ctx, *url, *world, !*dryRun)
 			if err != nil {
@@ -53,10 +58,15 @@ func optimizeCmd() command {
 			opts := maintenance.CompactOptions{Run: *run, Recent: *recent, TargetRows: *targetRows, Workers: *workers}
 			if *tables != "" {
 				opts.Tables = strings.Split(*tables, ",")
+				if err := checkTables(ctx, b, *world, opts.Tables); err != nil {
+					return err
+				}
 			}
 			status := progress.New(os.Stderr)
+			var plan windowsSeen
 			opts.Progress = func(p maintenance.CompactProgress) {
 				status.Step("compacting windows", int64(p.Done), int64(p.Total))
+				plan.see(p)
 			}
 			start := time.Now()
 			res, err := maintenance.Compact(ctx, b, cat, opts)
@@ -104,7 +114,10 @@ func optimizeCmd() command {
 				fmt.Fprintf(out, "; %d tick shard token filters written", sidecars.TokenFilters)
 			}
 			if res.Refused > 0 {
-				fmt.Fprintf(out, "; %d windows changed meanwhile (a publish or another compactor) and were left", res.Refused)
+				fmt.Fprintf(out, "; %d windows changed meanwhile (a publish or another compactor) and were left: run optimize again to compact them", res.Refused)
+			}
+			if res.Windows == 0 && res.Facts == 0 && res.Refused == 0 {
+				fmt.Fprintf(out, "; %s", whyNothing(cat.Tip(), *run, *recent, plan))
 			}
 			if xres.Written > 0 {
 				fmt.Fprintf(out, "; %d compacted files written before tick indexes given theirs (%d ticks, %s)", xres.Written, xres.Ticks, mib(xres.Bytes))
@@ -113,6 +126,60 @@ func optimizeCmd() command {
 			return xerr
 		},
 	}
+}
+
+// windowsSeen is what Compact's progress told of the windows it planned.
+type windowsSeen struct {
+	planned int        // windows planned
+	last    index.Span // the newest of them
+}
+
+func (w *windowsSeen) see(p maintenance.CompactProgress) {
+	w.planned = p.Total
+	if p.Span.To > w.last.To || w.planned == 1 {
+		w.last = p.Span
+	}
+}
+
+// whyNothing says why Compact compacted no window of run, from the state
+// of the catalog and the windows it planned (plan), and what would
+// compact ticks: the run has no ticks of its own, its ticks below the
+// newest --recent fill no whole window, or the windows there had nothing
+// left to compact. Windows are aligned to multiples of
+// maintenance.SmallestWindow from tick 0; a fork's own ticks start past
+// its fork point.
+func whyNothing(s *index.State, run string, recent int64, plan windowsSeen) string {
+	r, ok := s.Run(run)
+	own := int64(-1)
+	s.Ticks(run, 0, func(t *index.Tick) bool { own = t.Tick; return false })
+	if !ok || r.Head < 0 || own < 0 {
+		return fmt.Sprintf("nothing to compact: run %s has no ticks of its own", run)
+	}
+	w := maintenance.SmallestWindow()
+	what := "nothing compacted: "
+	start := own - own%w // the next window that can hold ticks of the run's own
+	if plan.planned > 0 {
+		windows := fmt.Sprintf("the %d windows", plan.planned)
+		if plan.planned == 1 {
+			windows = "the window"
+		}
+		what = fmt.Sprintf("%s of ticks 0..%d had nothing left to compact (compacted already: a writer compacts by itself); ", windows, plan.last.To)
+		start = max(start, plan.last.To+1)
+	}
+	end := start + w - 1 // it compacts once the head is past it by --recent ticks
+	if bound := r.Head - recent; bound >= start {
+		what += fmt.Sprintf("ticks %d..%d, below the newest %d (--recent %d: they stay as written), fill no whole window of %d ticks", start, bound, recent, recent, w)
+	} else {
+		what += fmt.Sprintf("the ticks from %d on are among the newest %d (--recent %d: they stay as written), and compaction takes whole windows of %d ticks", start, recent, recent, w)
+	}
+	if k := r.Head - end; k >= 1 {
+		return fmt.Sprintf("%s; --recent %d would compact ticks %d..%d", what, k, start, end)
+	}
+	later := fmt.Sprintf("%s; the head is tick %d: ticks %d..%d compact once it reaches tick %d with --recent 1", what, r.Head, start, end, end+1)
+	if recent > 1 {
+		later += fmt.Sprintf(" (tick %d with --recent %d)", end+recent, recent)
+	}
+	return later
 }
 
 // tickIndexesDryRun prints how many compacted files of the run lack a
@@ -144,6 +211,31 @@ func tickIndexesDryRun(ctx context.Context, b bucket.Bucket, cat *index.Catalog,
 }
 
 func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
+
+// checkTables refuses a table name world does not describe (by name or
+// id), naming the nearest it does and listing them.
+func checkTables(ctx context.Context, b bucket.Bucket, world string, names []string) error {
+	ids, err := frame.TableIDs(ctx, b, world)
+	if err != nil {
+		return err
+	}
+	known := map[string]bool{}
+	var tables []string
+	for _, id := range ids {
+		info, err := frame.ReadTableInfo(ctx, b, world, id)
+		if err != nil {
+			return err
+		}
+		known[id], known[info.Name] = true, true
+		tables = append(tables, info.Name)
+	}
+	for _, n := range names {
+		if !known[n] {
+			return usagef("--table %s: world %s has no table %q%s Its tables: %s", n, world, n, orStop(n, tables), quotedAll(slices.Compact(slices.Sorted(slices.Values(tables)))))
+		}
+	}
+	return nil
+}
 
 // openWorld opens the bucket at url and the catalog of an existing world in
 // it, for the maintenance commands (optimize, gc); the caller closes both.

@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -117,4 +119,43 @@ func TestOptimizeWritesMissingTickIndexes(t *testing.T) {
 func TestOptimizeWritesMissingTokenFilters(t *testing.T) {
 	dir := optimizedWorld(t)
 	optimizeRefills(t, dir, ".tok", "token_filters")
+}
+
+// optimize that compacts nothing says why, from the catalog and the
+// windows it planned, and what would compact ticks; the --recent it
+// names does. --recent 0 (which the compactor would read as its default,
+// 256) is refused.
+func TestOptimizeSaysWhyItCompactedNothing(t *testing.T) {
+	dir := t.TempDir()
+	b, err := local.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enginetest.World(t, b, "w", 140).Close()
+	b.Close()
+	base := []string{"optimize", "--bucket", dir, "--world", "w"}
+	hint := regexp.MustCompile(`--recent ([0-9]+) would compact ticks ([0-9]+)\.\.([0-9]+)\n$`)
+	steps := []struct {
+		recent, says, compacted string
+	}{
+		{"256", "; nothing compacted: the ticks from 0 on are among the newest 256 (--recent 256: they stay as written), and compaction takes whole windows of 64 ticks; --recent 77 would compact ticks 0..63\n", "0 windows"},
+		{"77", "", "1 windows"},
+		{"77", "; the window of ticks 0..63 had nothing left to compact (compacted already: a writer compacts by itself); the ticks from 64 on are among the newest 77 (--recent 77: they stay as written), and compaction takes whole windows of 64 ticks; --recent 13 would compact ticks 64..127\n", "0 windows"},
+		{"13", "", "1 windows"},
+		{"1", "; the 2 windows of ticks 0..127 had nothing left to compact (compacted already: a writer compacts by itself); ticks 128..139, below the newest 1 (--recent 1: they stay as written), fill no whole window of 64 ticks; the head is tick 140: ticks 128..191 compact once it reaches tick 192 with --recent 1\n", "0 windows"},
+	}
+	for i, s := range steps {
+		code, out, stderr := cli(t, append(slices.Clone(base), "--recent", s.recent)...)
+		if code != 0 || !strings.HasSuffix(out, s.says) || !strings.Contains(out, ": "+s.compacted+" and 0 claim shards") {
+			t.Fatalf("step %d, --recent %s: exit %d\n%s%s\nwant %s compacted, and %q", i, s.recent, code, out, stderr, s.compacted, s.says)
+		}
+		// The --recent a step names is the next step's, and compacts.
+		if m := hint.FindStringSubmatch(out); m != nil && (i+1 >= len(steps) || steps[i+1].recent != m[1]) {
+			t.Fatalf("step %d suggests --recent %s, which the next step does not take", i, m[1])
+		}
+	}
+	code, _, stderr := cli(t, append(slices.Clone(base), "--recent", "0")...)
+	if code != exitUsage || !strings.Contains(stderr, "--recent 0: give 1 or more (the compactor reads 0 as its default, 256)") {
+		t.Fatalf("--recent 0: exit %d, %q", code, stderr)
+	}
 }

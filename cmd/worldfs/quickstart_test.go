@@ -363,11 +363,15 @@ func readmeDemo(t *testing.T) (env []string, work, world string) {
 }
 
 // quickClaims: what some Quick start lines say they print (12-digit tick
-// names, head a link to one, a tick's files); each line must be there.
+// names, head a link to one, a tick's files; the world at a time is one
+// tick's rows, the history up to it a hundred ticks'); each line must be
+// there.
 var quickClaims = []struct {
 	line string
 	out  *regexp.Regexp
 }{
+	{`--at-time "$T"`, regexp.MustCompile(`(?m)\A\S.*\n1\s+1[0-9]{2}\s+[1-9][0-9]*\s*\n\z`)},
+	{`--until "$T"`, regexp.MustCompile(`(?m)\A\S.*\n[0-9]{2,3}\s+1[0-9]{2}\s+[0-9]{4,}\s*\n\z`)},
 	{"/runs/main/ticks | tail -3", regexp.MustCompile(`^([0-9]{12}\n){3}$`)},
 	{"readlink /mnt/worlds/$W/runs/main/head", regexp.MustCompile(`^ticks/[0-9]{12}\n$`)},
 	{"ls /mnt/worlds/$W/runs/main/ticks/42/", regexp.MustCompile(`(?s)manifest\.json.*particle\.csv\nparticle\.parquet\n`)},

@@ -19,11 +19,14 @@ import (
 	wsql "github.com/worldfs/worldfs/sql"
 )
 
-// viewFlags are the flags that pick what the views show.
+// viewFlags are the flags that pick what the views show: a point (--at,
+// --at-time, --token) pins a snapshot, the views showing that one tick;
+// --until pins the history up to a point (README, "Time: points and
+// ranges").
 type viewFlags struct {
-	url, run, token, cacheDir, atTime *string
-	world                             *worldsFlag
-	at, cacheSize                     *int64
+	url, run, token, cacheDir, at, atTime, until *string
+	world                                        *worldsFlag
+	cacheSize                                    *int64
 }
 
 // worldsFlag is --world, which may be given more than once.
@@ -63,23 +66,32 @@ func worldsVar(fs *flag.FlagSet) *worldsFlag {
 func addViewFlags(fs *flag.FlagSet) *viewFlags {
 	v := addSessionFlags(fs)
 	v.world = worldsVar(fs)
-	v.at = fs.Int64("at", math.MinInt64, "pin the views to the state up to this tick")
-	v.token = fs.String("token", "", "pin the views to the tick this commit token published")
-	v.atTime = fs.String("at-time", "", "pin the views to the newest tick published at or before this instant (RFC 3339, e.g. 2026-12-01T10:00:00Z)")
+	v.at = fs.String("at", "", "the world at one `POINT`: the views show that tick alone (a snapshot). POINT is "+wsql.MomentForms+"; "+localZone())
+	v.atTime = fs.String("at-time", "", "the world at a `TIME`: the views show the newest tick published at or before it alone (a snapshot; before the first tick, none). TIME is "+wsql.TimeForms+"; "+localZone())
+	v.token = fs.String("token", "", "the world at the tick this commit `token` published: the views show that tick alone (a snapshot)")
+	v.until = fs.String("until", "", "the history up to a `POINT`: the views show every tick up to it (what --at and --at-time pinned before they pinned one tick); POINT as --at takes it")
 	return v
+}
+
+// localZone says which time zone the times typed without one are read
+// in.
+func localZone() string {
+	name, _ := time.Now().Zone()
+	return fmt.Sprintf("a time without a zone is local: %s (%s, from $TZ or the system)", name, time.Now().Format("-07:00"))
 }
 
 // addSessionFlags adds the flags of a session's bucket, run and cache;
 // its views are of the head, of worlds named otherwise.
 func addSessionFlags(fs *flag.FlagSet) *viewFlags {
-	none, noTick := "", int64(math.MinInt64)
+	none := ""
 	return &viewFlags{
 		url:       bucketFlag(fs),
 		world:     &worldsFlag{},
 		run:       fs.String("run", index.DefaultRun, "run"),
-		at:        &noTick,
+		at:        &none,
 		token:     &none,
 		atTime:    &none,
+		until:     &none,
 		cacheDir:  fs.String("cache-dir", defaultCacheDir(), "where copies of a remote bucket's fragments, and the views' fragment lists, are kept"),
 		cacheSize: sizeFlag(fs, "cache-size", cache.DefaultMaxBytes, "how much the fragment cache may hold"),
 	}
@@ -96,32 +108,61 @@ func (v *viewFlags) build(ctx context.Context) (s *wsql.Script, refuse []string,
 // options are the views' options the flags give for worlds, refusing
 // pins that do not go together.
 func (v *viewFlags) options(worlds []string) (wsql.Options, error) {
-	pins := 0
-	for _, set := range []bool{*v.at != math.MinInt64, *v.token != "", *v.atTime != ""} {
-		if set {
-			pins++
+	var given []string
+	for _, f := range []struct{ name, value string }{{"at", *v.at}, {"at-time", *v.atTime}, {"token", *v.token}, {"until", *v.until}} {
+		if f.value != "" {
+			given = append(given, "--"+f.name)
 		}
 	}
-	if pins > 1 {
-		return wsql.Options{}, usagef("--at, --token and --at-time pin the views; give one")
-	}
-	if *v.token != "" && len(worlds) > 1 {
-		return wsql.Options{}, usagef("--token names a commit of one world; with several worlds pin them with --at or --at-time")
+	if len(given) > 1 {
+		return wsql.Options{}, usagef("%s each pin the views; give one (one tick: --at, --at-time or --token; the history up to a point: --until)", strings.Join(given, " and "))
 	}
 	// The views' fragment lists live beside the fragment cache; a script
 	// printed by worldfs views names its list there.
-	opts := wsql.Options{Run: *v.run, Token: *v.token, Dir: filepath.Join(*v.cacheDir, "views")}
-	if *v.at != math.MinInt64 {
-		opts.AtTick = v.at
-	}
-	if *v.atTime != "" {
-		at, err := time.Parse(time.RFC3339Nano, *v.atTime)
-		if err != nil {
-			return wsql.Options{}, usagef("--at-time %q: an instant in RFC 3339 (2026-12-01T10:00:00Z, or with an offset: +02:00)", *v.atTime)
+	opts := wsql.Options{Run: *v.run, Dir: filepath.Join(*v.cacheDir, "views")}
+	now := time.Now()
+	var m wsql.Moment
+	var err error
+	switch {
+	case *v.at != "":
+		m, err = wsql.ParseMoment(*v.at, now)
+		opts.Only = true
+		err = flagErr("at", err)
+	case *v.atTime != "":
+		var t time.Time
+		t, err = wsql.ParseInstant(*v.atTime, now)
+		m = wsql.Moment{Text: *v.atTime, Time: &t}
+		opts.Only = true
+		err = flagErr("at-time", err)
+		if _, perr := wsql.ParseMoment(*v.atTime, now); err != nil && perr == nil {
+			err = usagef("--at-time takes a time (%s); %q is a tick or a token: pin it with --at %s", wsql.TimeForms, *v.atTime, *v.atTime)
 		}
-		opts.AtTime = &at
+	case *v.token != "":
+		m = wsql.Moment{Text: *v.token, Token: *v.token}
+		opts.Only = true
+	case *v.until != "":
+		m, err = wsql.ParseMoment(*v.until, now)
+		err = flagErr("until", err)
+	default:
+		return opts, nil
 	}
+	if err != nil {
+		return wsql.Options{}, err
+	}
+	if m.Token != "" && len(worlds) > 1 {
+		return wsql.Options{}, usagef("a commit token names a commit of one world; with several worlds pin them with a tick or a time")
+	}
+	opts.At = &m
 	return opts, nil
+}
+
+// flagErr is err, a bad value of --name, as a usage error naming the
+// flag (nil if err is).
+func flagErr(name string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return usagef("--%s: %v", name, err)
 }
 
 // buildWorlds is build of the views of worlds, one session.
@@ -265,4 +306,34 @@ func viewsCmd() command {
 			return err
 		},
 	}
+}
+
+// parsePointFlag parses the point flag name takes (wsql.ParseMoment);
+// nil when it is not given.
+func parsePointFlag(name, text string) (*wsql.Moment, error) {
+	if text == "" {
+		return nil, nil
+	}
+	m, err := wsql.ParseMoment(text, time.Now())
+	if err != nil {
+		return nil, flagErr(name, err)
+	}
+	return &m, nil
+}
+
+// tickOf resolves m among the visible ticks of (world, run) in b, for a
+// command that takes a tick: a point before the first tick names none.
+func tickOf(ctx context.Context, b bucket.Bucket, world, run string, m wsql.Moment) (int64, error) {
+	v, err := index.OpenView(ctx, index.LoadFrom(b), world, run)
+	if err != nil {
+		return 0, err
+	}
+	t, ok, err := m.In(wsql.ViewTicks(v, math.MaxInt64))
+	if err != nil {
+		return 0, fmt.Errorf("world %s run %s: %w", world, run, err)
+	}
+	if !ok {
+		return 0, notFoundError{fmt.Sprintf("%s: no tick of world %s run %s was published at or before %s", m.Text, world, run, m.Time.Format(time.RFC3339))}
+	}
+	return t, nil
 }

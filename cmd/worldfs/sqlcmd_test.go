@@ -143,10 +143,9 @@ func TestSQLOut(t *testing.T) {
 	if ents, _ := os.ReadDir(outDir); len(ents) != 4 {
 		t.Fatalf("%d files in the output directory, want the 4 results (no temporary files)", len(ents))
 	}
-	// Statements that describe are written like queries; only the last
-	// statement's result is.
+	// Statements that describe are written like queries.
 	desc := filepath.Join(t.TempDir(), "describe.csv")
-	if code, _, stderr := cli(t, append(base, "--out", desc, "SELECT 1; DESCRIBE particle")...); code != 0 {
+	if code, _, stderr := cli(t, append(base, "--out", desc, "DESCRIBE particle")...); code != 0 {
 		t.Fatalf("--out of DESCRIBE: %d %s", code, stderr)
 	}
 	if data, _ := os.ReadFile(desc); !strings.HasPrefix(string(data), "column_name,") || !strings.Contains(string(data), "position_x") {
@@ -277,8 +276,12 @@ func TestSQLNotesATickThatIsNotVisible(t *testing.T) {
 	if got := wsql.Builds(); got != n+1 {
 		t.Errorf("%d views built, want 1 (the second run reuses them)", got-n)
 	}
-	code, out, stderr := cli(t, append(slices.Clone(base), "--at", "3", "SELECT count(*) AS n FROM particle_at(5)")...)
+	code, out, stderr := cli(t, append(slices.Clone(base), "--until", "3", "SELECT count(*) AS n FROM particle_at(5)")...)
 	if code != 0 || out != "n\n0\n" || stderr != "note: tick 5 is not a visible tick of run main of w (the views are pinned at tick 3, where its head is 3)\n" {
+		t.Errorf("--until 3: exit %d, %q, stderr %q", code, out, stderr)
+	}
+	code, out, stderr = cli(t, append(slices.Clone(base), "--at", "3", "SELECT count(*) AS n FROM particle_at(2)")...)
+	if code != 0 || out != "n\n0\n" || stderr != "note: tick 2 is not a visible tick of run main of w (the views are pinned to tick 3 alone)\n" {
 		t.Errorf("--at 3: exit %d, %q, stderr %q", code, out, stderr)
 	}
 	file := filepath.Join(t.TempDir(), "out.csv")
@@ -288,5 +291,81 @@ func TestSQLNotesATickThatIsNotVisible(t *testing.T) {
 	}
 	if code, _, stderr := cli(t, append(slices.Clone(base), "SELECT count(*) AS n FROM particle_at(5)")...); code != 0 || stderr != "" {
 		t.Errorf("a visible tick: exit %d, stderr %q", code, stderr)
+	}
+}
+
+// A point pins the views to that one tick (a snapshot: --at, --at-time,
+// --token); --until pins the history up to a point. Every form of a point
+// goes through the one parser; a time before the first tick answers
+// empty (exit 0, as _as_of); a bad or doubled pin is one line naming the
+// flag and what to give.
+func TestPointsPinASnapshotAndUntilPinsHistory(t *testing.T) {
+	dir := sqlWorld(t)
+	base := []string{"sql", "--bucket", dir, "--world", "w", "--cache-dir", t.TempDir(), "--format", "csv"}
+	q := "SELECT count(DISTINCT tick) AS ticks, max(tick) AS last, (SELECT count(*) FROM worldfs_ticks) AS listed FROM emitter"
+	code, out, _ := cli(t, append(slices.Clone(base), "--format", "csv", "SELECT commit_token FROM worldfs_ticks WHERE tick = 2")...)
+	token := strings.TrimSpace(strings.TrimPrefix(out, "commit_token\n"))
+	if code != 0 || len(token) != 32 {
+		t.Fatalf("the token of tick 2: %d %q", code, out)
+	}
+	for _, c := range []struct {
+		flags []string
+		want  string
+	}{
+		{nil, "6,5,6"},
+		{[]string{"--at", "3"}, "1,3,1"},
+		{[]string{"--at", "head~1"}, "1,4,1"},
+		{[]string{"--at", "head"}, "1,5,1"},
+		{[]string{"--at", token}, "1,2,1"},
+		{[]string{"--token", token}, "1,2,1"},
+		{[]string{"--at-time", "now"}, "1,5,1"},
+		{[]string{"--at", "-0.001s"}, "1,5,1"},
+		{[]string{"--until", "3"}, "4,3,4"},
+		{[]string{"--until", "head~2"}, "4,3,4"},
+		{[]string{"--until", "now"}, "6,5,6"},
+	} {
+		code, out, stderr := cli(t, append(append(slices.Clone(base), c.flags...), q)...)
+		if code != 0 || out != "ticks,last,listed\n"+c.want+"\n" {
+			t.Errorf("%v: exit %d, %q, stderr %q; want %s", c.flags, code, out, stderr, c.want)
+		}
+	}
+	// Before the first tick: no tick, exit 0, as _as_of.
+	for _, flags := range [][]string{{"--at-time", "2000-01-01 10:00"}, {"--until", "2000-01-01T10:00:00Z"}, {"--at", "-1h"}} {
+		code, out, stderr := cli(t, append(append(slices.Clone(base), flags...), "SELECT count(*) AS listed FROM worldfs_ticks")...)
+		if code != 0 || out != "listed\n0\n" {
+			t.Errorf("%v: exit %d, %q, stderr %q; want no tick", flags, code, out, stderr)
+		}
+	}
+	for _, c := range []struct {
+		flags []string
+		says  string
+	}{
+		{[]string{"--at", "noon-ish"}, `worldfs sql: --at: "noon-ish" is not a point: give a tick (170), head, head~10`},
+		{[]string{"--at-time", "3"}, `--at-time takes a time (2026-12-01T10:00:00Z (RFC 3339)`},
+		{[]string{"--at-time", "3"}, `"3" is a tick or a token: pin it with --at 3`},
+		{[]string{"--until", "head~x"}, "--until: \"head~x\": after head~ comes how many ticks before the head"},
+		{[]string{"--at", "3", "--until", "4"}, "--at and --until each pin the views; give one (one tick: --at, --at-time or --token; the history up to a point: --until)"},
+	} {
+		code, out, stderr := cli(t, append(append(slices.Clone(base), c.flags...), q)...)
+		if code != exitUsage || out != "" || !strings.Contains(stderr, c.says) || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "worldfs sql --help") {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 and one line saying %q and pointing to --help", c.flags, code, stderr, c.says)
+		}
+	}
+	code, _, stderr := cli(t, append(slices.Clone(base), "--at", "head~9", q)...)
+	if code != exitNotFound || !strings.Contains(stderr, "head~9 is before the first tick: the run's ticks are 0..5") {
+		t.Errorf("--at head~9: exit %d, %q", code, stderr)
+	}
+}
+
+// Several statements are refused whole, naming them and what to do:
+// each would have a result, and worldfs sql prints one.
+func TestSQLRefusesSeveralStatements(t *testing.T) {
+	dir := sqlWorld(t)
+	for _, extra := range [][]string{nil, {"--format", "json"}, {"--out", filepath.Join(t.TempDir(), "x.csv")}} {
+		args := append(append([]string{"sql", "--bucket", dir, "--world", "w", "--cache-dir", t.TempDir()}, extra...), "SELECT 1 AS a; SELECT 2 AS b")
+		code, out, stderr := cli(t, args...)
+		if code != exitFailed || out != "" || !strings.Contains(stderr, "one statement at a time: a query prints one result: this query holds 2 (1: SELECT 1 AS a; 2: SELECT 2 AS b): run each as a query of its own") {
+			t.Errorf("%v: exit %d, %q %q", extra, code, out, stderr)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -129,31 +130,131 @@ func newLogRecord(c index.Change, withEntry bool) logRecord {
 // logBounds returns the first sequence the world's log still holds and the
 // last committed one (0, 0: an empty log).
 func logBounds(ctx context.Context, b bucket.Bucket, world string) (oldest, tip uint64, err error) {
-	var first, last string
+	oldest, tip, _, err = logSlots(ctx, b, world)
+	return oldest, tip, err
+}
+
+// slotAt is a slot of a world's log: its first sequence, and when the
+// bucket created it (the commit of its entries, by the bucket's clock).
+type slotAt struct {
+	first   uint64
+	created time.Time
+}
+
+// logSlots is logBounds, with every slot the log holds, in order.
+func logSlots(ctx context.Context, b bucket.Bucket, world string) (oldest, tip uint64, slots []slotAt, err error) {
+	var last string
 	for a, err := range b.List(ctx, index.LogPrefix(world), "") {
 		if err != nil {
-			return 0, 0, err
+			return 0, 0, nil, err
 		}
-		if first == "" {
-			first = a.Name
+		first, err := index.ParseSlotName(world, a.Name)
+		if err != nil {
+			return 0, 0, nil, err
 		}
+		slots = append(slots, slotAt{first: first, created: a.Created})
 		last = a.Name
 	}
 	if last == "" {
-		return 0, 0, nil
-	}
-	if oldest, err = index.ParseSlotName(world, first); err != nil {
-		return 0, 0, err
+		return 0, 0, nil, nil
 	}
 	data, _, err := b.Get(ctx, last)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, nil, err
 	}
 	slot, _, err := index.DecodeSlot(world, last, data)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, nil, err
 	}
-	return oldest, slot.LastSeq(), nil
+	return slots[0].first, slot.LastSeq(), slots, nil
+}
+
+// committedAt is when the bucket created the slot holding seq (zero if
+// slots do not hold it).
+func committedAt(slots []slotAt, seq uint64) time.Time {
+	i := sort.Search(len(slots), func(i int) bool { return slots[i].first > seq })
+	if i == 0 {
+		return time.Time{}
+	}
+	return slots[i-1].created
+}
+
+// fenceEpochs tells the epoch each fence.acquire of a world's log took,
+// as the log is read in order: one more than the epoch before it, which
+// world.create starts at 0 and each tick publish records (its writer's
+// epoch, the fence's then); for a fence read before any of those, the
+// catalog state's epoch less the fences committed after it.
+type fenceEpochs struct {
+	b     bucket.Bucket
+	world string
+	epoch int64 // in force after the last entry seen; -1: not known
+}
+
+// see is the epoch change c took if it is a fence.acquire, else 0.
+func (f *fenceEpochs) see(ctx context.Context, c index.Change) (int64, error) {
+	e := c.Entry
+	switch {
+	case e.WorldCreate != nil:
+		f.epoch = 0
+	case e.TickPublish != nil:
+		f.epoch = e.TickPublish.WriterEpoch
+	case e.FenceAcquire != nil:
+		if f.epoch >= 0 {
+			f.epoch++
+			return f.epoch, nil
+		}
+		s, _, err := index.LoadSummarized(ctx, f.b, f.world)
+		if err != nil {
+			return 0, err
+		}
+		later := int64(0)
+		if s.Seq > c.Seq {
+			ctx, stop := context.WithCancel(ctx)
+			defer stop()
+			for n, err := range index.Changes(ctx, f.b, f.world, c.Seq+1, time.Second) {
+				if err != nil {
+					return 0, err
+				}
+				if n.Entry.FenceAcquire != nil {
+					later++
+				}
+				if n.Seq >= s.Seq {
+					break
+				}
+			}
+		}
+		f.epoch = s.World.Epoch - later
+		return f.epoch, nil
+	}
+	return 0, nil
+}
+
+// logDetail is what the table of worldfs log shows of an entry under
+// WHAT: its tick or claim, else what it knows of the entry.
+func logDetail(r logRecord, e index.Entry) string {
+	switch {
+	case r.Tick != nil && e.Rewrite == nil:
+		return fmt.Sprint(*r.Tick)
+	case r.Claim != "":
+		return r.Claim
+	case e.WorldCreate != nil && e.WorldCreate.Parent != "":
+		return fmt.Sprintf("fork of %s %s@%d", e.WorldCreate.Parent, e.WorldCreate.ForkRun, e.WorldCreate.ForkTick)
+	case e.WorldCreate != nil:
+		return "writer mode " + e.WorldCreate.WriterMode
+	case e.FenceAcquire != nil:
+		return "holder " + e.FenceAcquire.Holder
+	case e.WorldStatus != nil && e.WorldStatus.WriterMode != "":
+		return "status " + e.WorldStatus.Status + ", writer mode " + e.WorldStatus.WriterMode
+	case e.WorldStatus != nil:
+		return "status " + e.WorldStatus.Status
+	case e.Rewrite != nil && e.Rewrite.Facts:
+		return fmt.Sprintf("facts of claim shard %d", e.Rewrite.ClaimShard)
+	case e.Rewrite != nil && e.Rewrite.Span != nil:
+		return fmt.Sprintf("ticks %d..%d", e.Rewrite.Span.From, e.Rewrite.Span.To)
+	case e.Rewrite != nil:
+		return fmt.Sprintf("tick %d table %s", e.Rewrite.Tick, e.Rewrite.Table)
+	}
+	return ""
 }
 
 // resyncError explains a cursor past the retention (exit status 6).
@@ -242,8 +343,9 @@ func logCmd() command {
 	var since, limit *int64
 	var logJSON *bool
 	return command{
-		name:    "log",
-		summary: "a world's commit history: sequence, time, kind, run, tick or claim, token, epoch (oldest first)",
+		name: "log",
+		summary: "a world's commit history, oldest first: sequence, time (the committer's clock where the entry records it, else when the bucket created its slot), " +
+			"kind, run, what (the tick or claim, else what the entry holds: a fence's holder, compacted ticks, a status), token, epoch (a tick's writer's; the one a fence took)",
 		example: "worldfs log --bucket ./worldfs-data --world w1 --limit 20   # the newest 20\n  worldfs log --world w1 --since 100 --json",
 		flags: func(fs *flag.FlagSet) {
 			logURL = bucketFlag(fs)
@@ -257,7 +359,7 @@ func logCmd() command {
 				return usagef("log takes no arguments, and --since and --limit are not negative")
 			}
 			return withWorld(ctx, *logURL, *logWorld, func(b bucket.Bucket) error {
-				oldest, tip, err := logBounds(ctx, b, *logWorld)
+				oldest, tip, slots, err := logSlots(ctx, b, *logWorld)
 				if err != nil || tip == 0 {
 					return err
 				}
@@ -274,8 +376,9 @@ func logCmd() command {
 				var tw *tabwriter.Writer
 				if !*logJSON {
 					tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-					fmt.Fprintln(tw, "SEQ\tTIME\tKIND\tRUN\tTICK/CLAIM\tTOKEN\tEPOCH")
+					fmt.Fprintln(tw, "SEQ\tTIME\tKIND\tRUN\tWHAT\tTOKEN\tEPOCH")
 				}
+				epochs := &fenceEpochs{b: b, world: *logWorld, epoch: -1}
 				ctx, stop := context.WithCancel(ctx)
 				defer stop()
 				n := int64(0)
@@ -292,11 +395,17 @@ func logCmd() command {
 							return err
 						}
 					} else {
-						what := r.Claim
-						if r.Tick != nil {
-							what = fmt.Sprint(*r.Tick)
+						epoch, err := epochs.see(ctx, c)
+						if err != nil {
+							return err
 						}
-						fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Seq, dash(r.Time), r.Kind, dash(r.Run), dash(what), dash(r.Token), dash(epochText(r.Epoch)))
+						if c.Entry.FenceAcquire != nil {
+							r.Epoch = epoch
+						}
+						if t := committedAt(slots, c.Seq); r.Time == "" && !t.IsZero() {
+							r.Time = t.UTC().Truncate(time.Millisecond).Format(time.RFC3339Nano)
+						}
+						fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Seq, dash(r.Time), r.Kind, dash(r.Run), dash(logDetail(r, c.Entry)), dash(r.Token), dash(epochText(r.Epoch)))
 					}
 					if n++; c.Seq >= tip || (*limit > 0 && n >= *limit) {
 						break
@@ -419,16 +528,9 @@ func worldCreate() worldCmd {
 			if *tables == "" {
 				return nil, usagef("--tables is required")
 			}
-			spec := []byte(*tables)
-			if name, ok := strings.CutPrefix(*tables, "@"); ok {
-				data, err := os.ReadFile(name)
-				if err != nil {
-					return nil, usagef("--tables: %v", err)
-				}
-				spec = data
-			}
-			if !json.Valid(spec) {
-				return nil, usagef("--tables is not JSON")
+			spec, err := readTablesFlag(*tables)
+			if err != nil {
+				return nil, err
 			}
 			return map[string]any{"op": "create", "world": args[0], "tables": json.RawMessage(spec), "writer_mode": *writerMode}, nil
 		},

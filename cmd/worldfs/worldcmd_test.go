@@ -522,3 +522,95 @@ func TestWorldCreateNamesTheColumnTypes(t *testing.T) {
 		t.Errorf("the refused create made %s (%v)", dir, err)
 	}
 }
+
+// worldfs log's table shows what it knows of every entry: a fence's time
+// (its slot's, as it records none), the epoch it took (counted along the
+// log, or from the catalog state when the log is read from the middle)
+// and its holder; a status's value; a tick's number.
+func TestLogShowsWhatEachEntryHolds(t *testing.T) {
+	dir := t.TempDir()
+	if code, _, stderr := cli(t, "world", "create", "w", "--bucket", dir, "--tables", tablesSpec); code != 0 {
+		t.Fatal(stderr)
+	}
+	publish(t, dir, "w", 3) // each publish resumes: a fence, then its ticks
+	publish(t, dir, "w", 2)
+	if code, _, stderr := cli(t, "world", "status", "w", "--bucket", dir, "--set", "archived"); code != 0 {
+		t.Fatal(stderr)
+	}
+	code, out, _ := cli(t, "log", "--bucket", dir, "--world", "w")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 0 || len(lines) < 2 || !strings.HasPrefix(lines[0], "SEQ  TIME") {
+		t.Fatalf("log: exit %d\n%s", code, out)
+	}
+	var fences, fenceSeqs []string // their epochs and sequences
+	for _, l := range lines[1:] {
+		f := strings.Fields(l)
+		if f[1] == "-" {
+			t.Errorf("a row without its time: %s", l)
+		}
+		switch f[2] {
+		case "fence.acquire":
+			if !strings.Contains(l, " holder ") {
+				t.Errorf("a fence without its holder: %s", l)
+			}
+			fences, fenceSeqs = append(fences, f[len(f)-1]), append(fenceSeqs, f[0])
+		case "world.status":
+			if !strings.Contains(l, " status archived ") {
+				t.Errorf("a status without its value: %s", l)
+			}
+		case "tick.publish":
+			if f[len(f)-1] != fences[len(fences)-1] {
+				t.Errorf("a tick published at epoch %s after the fence of epoch %s: %s", f[len(f)-1], fences[len(fences)-1], l)
+			}
+		}
+	}
+	if !slices.Equal(fences, []string{"1", "2", "3"}) {
+		t.Fatalf("the fences' epochs: %v, want 1, 2, 3\n%s", fences, out)
+	}
+	// Read from a fence on, its epoch comes from the catalog: the epoch
+	// now, less the fences since.
+	for i, seq := range fenceSeqs[1:] {
+		code, out, _ = cli(t, "log", "--bucket", dir, "--world", "w", "--since", seq, "--limit", "1")
+		if rows := strings.Split(strings.TrimSpace(out), "\n"); code != 0 || len(rows) != 2 || !strings.HasSuffix(rows[1], " "+fences[i+1]) || !strings.Contains(rows[1], "fence.acquire") {
+			t.Fatalf("log --since %s --limit 1: exit %d\n%s\nwant epoch %s", seq, code, out, fences[i+1])
+		}
+	}
+}
+
+// world create's --tables, wrong, says where (the file, a line and a
+// column) and what was expected there, in one line, and creates nothing:
+// a trailing comma, a file named without its @, an object where the
+// array goes, a key misspelt, a number for a name, JSON cut short.
+func TestTablesJSONErrorsSayWhereAndWhat(t *testing.T) {
+	dir, work := t.TempDir(), t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(work, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	comma := write("tables.json", "[\n  {\"name\": \"agent\", \"components\": [\n    {\"name\": \"pos\", \"fields\": [{\"name\": \"x\", \"type\": \"double\"},]}\n  ]}\n]\n")
+	object := write("object.json", `{"tables": [{"name": "agent", "components": []}]}`)
+	misspelt := write("misspelt.json", "[{\"name\": \"a\",\n  \"components\": [{\"name\": \"p\", \"feilds\": []}]}]")
+	number := write("number.json", `[{"name": 5}]`)
+	short := write("short.json", `[{"name": "a"`)
+	for _, c := range []struct{ tables, says string }{
+		{"@" + comma, "--tables @" + comma + ", line 3, column 63: a comma before a closing bracket (JSON allows none after the last element)"},
+		{comma, "--tables " + comma + ": that is a file's name; to read the tables from it, write --tables @" + comma},
+		{"agents", `--tables takes the tables as a JSON array ([{"name": "agent", "components": [{"name": "pos", "fields": [{"name": "x", "type": "double"}]}]}]), or @FILE to read them from a file; "agents" is neither`},
+		{"@" + object, "--tables @" + object + `, line 1, column 1: the tables are a JSON array ([{"name": "agent", "components": [{"name": "pos", "fields": [{"name": "x", "type": "double"}]}]}]); this is an object; its "tables" is the array to give`},
+		{"@" + misspelt, "--tables @" + misspelt + `, line 2, column 32: a component has no key "feilds"; did you mean "fields"? A component has "fields", "name"`},
+		{"@" + number, "--tables @" + number + `, line 1, column 11: the "name" of a table is a string, not the number 5`},
+		{"@" + short, "--tables @" + short + ", line 1, column 14: the JSON ends before it is complete (a bracket or a brace left open?)"},
+		{"@" + filepath.Join(work, "none.json"), "--tables @" + filepath.Join(work, "none.json") + ": open "},
+	} {
+		code, _, stderr := cli(t, "world", "create", "lab", "--bucket", dir, "--tables", c.tables)
+		if code != exitUsage || !strings.Contains(stderr, c.says) || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "(see 'worldfs world create --help')") {
+			t.Errorf("--tables %s: exit %d, %q; want 2 and one line saying %q", c.tables, code, stderr, c.says)
+		}
+	}
+	if _, err := os.Stat(dir + "/worlds"); !os.IsNotExist(err) {
+		t.Fatalf("a refused create wrote the bucket: %v", err)
+	}
+}

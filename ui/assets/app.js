@@ -187,8 +187,6 @@ async function runPage() {
   if (tl.ticks === 0) { status("this run has no visible tick"); body.dataset.ready = "1"; return; }
   sc.min = firstTick();
   sc.max = lastTick();
-  $("tick-input").min = firstTick();
-  $("tick-input").max = lastTick();
   $("timeline-info").textContent = `ticks ${firstTick()}–${lastTick()} (${tl.ticks})`;
   drawTicksChart(tl);
   drawEvents(tl);
@@ -199,7 +197,7 @@ async function runPage() {
   for (const t of tables) tabs.append(el("button", { "data-table": t, onclick: () => chooseTable(t) }, t));
   setAxes();
   sc.addEventListener("input", () => selectTick(Number(sc.value)));
-  $("tick-input").addEventListener("change", () => selectTick(Number($("tick-input").value)));
+  $("tick-input").addEventListener("change", () => selectPoint($("tick-input").value));
   $("prev").addEventListener("click", () => step(-1));
   $("next").addEventListener("click", () => step(1));
   $("play").addEventListener("click", play);
@@ -207,9 +205,25 @@ async function runPage() {
   $("page-next").addEventListener("click", () => { if (runState.offset + runState.limit < runState.total) { runState.offset += runState.limit; loadTick(); } });
   $("scatter-x").addEventListener("change", () => { runState.x = $("scatter-x").value; loadTick(); });
   $("scatter-y").addEventListener("change", () => { runState.y = $("scatter-y").value; loadTick(); });
-  const want = body.dataset.tick !== "" ? Number(body.dataset.tick) : lastTick();
   loadRows();
-  await selectTick(want);
+  if (body.dataset.tick !== "") await selectPoint(body.dataset.tick);
+  else await selectTick(lastTick());
+}
+
+// selectPoint selects the tick a point names as typed (a tick, head~10,
+// 10:00, -1m, a token: the server's one parser resolves it); a point that
+// names no tick leaves the selection as it was and says why.
+async function selectPoint(text) {
+  text = text.trim();
+  if (/^\d+$/.test(text)) return selectTick(Number(text));
+  try {
+    const res = await api(`/api/w/${encodeURIComponent(world)}/point`, { run, at: text });
+    await selectTick(res.tick);
+  } catch (e) {
+    if (runState.tick != null) $("tick-input").value = runState.tick;
+    else await selectTick(lastTick());
+    status(e.message, true);
+  }
 }
 
 function chooseTable(t) {
