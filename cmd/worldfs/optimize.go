@@ -117,7 +117,7 @@ func optimizeCmd() command {
 				fmt.Fprintf(out, "; %d windows changed meanwhile (a publish or another compactor) and were left: run optimize again to compact them", res.Refused)
 			}
 			if res.Windows == 0 && res.Facts == 0 && res.Refused == 0 {
-				fmt.Fprintf(out, "; %s", whyNothing(cat.Tip(), *run, *recent, plan))
+				fmt.Fprintf(out, "; %s", whyNothing(cat.Tip(), *run, *recent, opts.SmallestWindow(), plan))
 			}
 			if xres.Written > 0 {
 				fmt.Fprintf(out, "; %d compacted files written before tick indexes given theirs (%d ticks, %s)", xres.Written, xres.Ticks, mib(xres.Bytes))
@@ -146,16 +146,15 @@ func (w *windowsSeen) see(p maintenance.CompactProgress) {
 // compact ticks: the run has no ticks of its own, its ticks below the
 // newest --recent fill no whole window, or the windows there had nothing
 // left to compact. Windows are aligned to multiples of
-// maintenance.SmallestWindow from tick 0; a fork's own ticks start past
-// its fork point.
-func whyNothing(s *index.State, run string, recent int64, plan windowsSeen) string {
+// the smallest window w from tick 0; a fork's own ticks start past its
+// fork point.
+func whyNothing(s *index.State, run string, recent, w int64, plan windowsSeen) string {
 	r, ok := s.Run(run)
 	own := int64(-1)
 	s.Ticks(run, 0, func(t *index.Tick) bool { own = t.Tick; return false })
 	if !ok || r.Head < 0 || own < 0 {
 		return fmt.Sprintf("nothing to compact: run %s has no ticks of its own", run)
 	}
-	w := maintenance.SmallestWindow()
 	what := "nothing compacted: "
 	start := own - own%w // the next window that can hold ticks of the run's own
 	if plan.planned > 0 {
