@@ -45,12 +45,17 @@ const (
 // once per level.
 var DefaultWindows = []int64{4096, 512, 64}
 
+// NoRecent as CompactOptions.Recent keeps no recent ticks as written:
+// every whole window up to the head is compacted.
+const NoRecent = -1
+
 // CompactOptions tune Compact.
 type CompactOptions struct {
 	// Run to compact (default index.DefaultRun).
 	Run string
 	// Recent is how many of the newest ticks stay as written (default
-	// 256): they are what live readers read most.
+	// 256; NoRecent: none, compact up to the head): they are what live
+	// readers read most.
 	Recent int64
 	// TargetRows bounds the rows of one compacted file (default 1<<20,
 	// what DuckDB scans well in one file); a window holding more is cut
@@ -87,7 +92,9 @@ func (o *CompactOptions) EnsureDefaults() *CompactOptions {
 	if o.Run == "" {
 		o.Run = index.DefaultRun
 	}
-	if o.Recent <= 0 {
+	switch {
+	case o.Recent == NoRecent:
+	case o.Recent <= 0:
 		o.Recent = 256
 	}
 	if o.TargetRows <= 0 {
@@ -188,7 +195,7 @@ func Compact(ctx context.Context, b bucket.Bucket, cat *index.Catalog, opts Comp
 	}
 	var windows []index.Span
 	if run, ok := s.Run(opts.Run); ok { // a run of facts alone has no ticks
-		bound, start := run.Head-opts.Recent, int64(0)
+		bound, start := run.Head-max(opts.Recent, 0), int64(0)
 		for _, w := range opts.Windows {
 			for ; start+w-1 <= bound; start += w {
 				windows = append(windows, index.Span{From: start, To: start + w - 1})

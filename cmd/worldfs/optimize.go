@@ -33,7 +33,7 @@ func optimizeCmd() command {
 			world = fs.String("world", "", "world to compact (required)")
 			run = fs.String("run", index.DefaultRun, "run to compact")
 			tables = fs.String("table", "", "compact only these tables (comma-separated names); default all")
-			recent = fs.Int64("recent", 256, "the newest ticks stay as written (1 or more)")
+			recent = fs.Int64("recent", 256, "the newest ticks stay as written (0: none, every whole window up to the head is compacted)")
 			workers = fs.Int("workers", 0, "files rewritten at once (default: the number of CPUs)")
 			targetRows = fs.Int64("target-rows", 1<<20, "most rows in one compacted file")
 			asJSON = fs.Bool("json", false, "print the result as JSON")
@@ -43,8 +43,8 @@ func optimizeCmd() command {
 			if *world == "" {
 				return usagef("--world is required")
 			}
-			if *recent < 1 {
-				return usagef("--recent %d: give 1 or more (the compactor reads 0 as its default, 256); --recent 1 leaves only the head as written", *recent)
+			if *recent < 0 {
+				return usagef("--recent %d: give 0 or more (0 compacts every whole window up to the head)", *recent)
 			}
 			b, cat, err := openWorld(ctx, *url, *world, !*dryRun)
 			if err != nil {
@@ -56,6 +56,9 @@ func optimizeCmd() command {
 				return tickIndexesDryRun(ctx, b, cat, *world, *run, *workers, *asJSON, out)
 			}
 			opts := maintenance.CompactOptions{Run: *run, Recent: *recent, TargetRows: *targetRows, Workers: *workers}
+			if *recent == 0 {
+				opts.Recent = maintenance.NoRecent
+			}
 			if *tables != "" {
 				opts.Tables = strings.Split(*tables, ",")
 				if err := checkTables(ctx, b, *world, opts.Tables); err != nil {

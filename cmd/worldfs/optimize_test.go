@@ -12,7 +12,9 @@ import (
 	"testing"
 
 	"github.com/worldfs/worldfs/bucket/local"
+	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/engine/enginetest"
+	"github.com/worldfs/worldfs/engine/particles"
 )
 
 // optimizedWorld is the directory of a local bucket holding world w of
@@ -123,8 +125,7 @@ func TestOptimizeWritesMissingTokenFilters(t *testing.T) {
 
 // optimize that compacts nothing says why, from the catalog and the
 // windows it planned, and what would compact ticks; the --recent it
-// names does. --recent 0 (which the compactor would read as its default,
-// 256) is refused.
+// names does. --recent 0 compacts every whole window up to the head.
 func TestOptimizeSaysWhyItCompactedNothing(t *testing.T) {
 	dir := t.TempDir()
 	b, err := local.Open(dir)
@@ -154,8 +155,26 @@ func TestOptimizeSaysWhyItCompactedNothing(t *testing.T) {
 			t.Fatalf("step %d suggests --recent %s, which the next step does not take", i, m[1])
 		}
 	}
-	code, _, stderr := cli(t, append(slices.Clone(base), "--recent", "0")...)
-	if code != exitUsage || !strings.Contains(stderr, "--recent 0: give 1 or more (the compactor reads 0 as its default, 256)") {
-		t.Fatalf("--recent 0: exit %d, %q", code, stderr)
+	// Ticks 128..191 are one whole window once the head is 191: with
+	// --recent 0 nothing is left as written below it.
+	b, err = local.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := engine.ResumeWorld(enginetest.Context(t), b, "w", particles.Tables(), enginetest.Quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := enginetest.Drive(enginetest.Context(t), w, 191); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	b.Close()
+	code, out, stderr := cli(t, append(slices.Clone(base), "--recent", "0")...)
+	if code != 0 || !strings.Contains(out, ": 1 windows") {
+		t.Fatalf("--recent 0 with the head at tick 191: exit %d\n%s%s\nwant the window 128..191 compacted", code, out, stderr)
+	}
+	if code, _, stderr := cli(t, append(slices.Clone(base), "--recent", "-1")...); code != exitUsage || !strings.Contains(stderr, "--recent -1: give 0 or more") {
+		t.Fatalf("--recent -1: exit %d, %q", code, stderr)
 	}
 }
