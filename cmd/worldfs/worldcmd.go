@@ -117,6 +117,8 @@ func newLogRecord(c index.Change, withEntry bool) logRecord {
 		}
 	case e.Command != nil:
 		r.Run, r.Tick = e.Command.Run, &e.Command.Due
+	case e.Intent != nil:
+		ms = e.Intent.NowMs
 	}
 	if ms != 0 {
 		r.Time = time.UnixMilli(ms).UTC().Format(time.RFC3339Nano)
@@ -253,6 +255,11 @@ func logDetail(r logRecord, e index.Entry) string {
 		return fmt.Sprintf("ticks %d..%d", e.Rewrite.Span.From, e.Rewrite.Span.To)
 	case e.Rewrite != nil:
 		return fmt.Sprintf("tick %d table %s", e.Rewrite.Tick, e.Rewrite.Table)
+	case e.Kind == index.KindIntentOpen:
+		return fmt.Sprintf("intent %s: %s, held by %s until %s", e.Intent.ID, e.Intent.What, e.Intent.Holder,
+			time.UnixMilli(e.Intent.LeaseUntilMs).UTC().Format(time.RFC3339))
+	case e.Intent != nil:
+		return fmt.Sprintf("intent %s, closed by %s", e.Intent.ID, e.Intent.Holder)
 	}
 	return ""
 }

@@ -614,3 +614,18 @@ func TestTablesJSONErrorsSayWhereAndWhat(t *testing.T) {
 		t.Fatalf("a refused create wrote the bucket: %v", err)
 	}
 }
+
+// log shows what an intent is for, who holds it and until when, and who
+// closed it.
+func TestLogShowsIntents(t *testing.T) {
+	open := index.Entry{Kind: index.KindIntentOpen, Intent: &index.IntentOp{ID: "00000000000000aa", Holder: "h1",
+		What: "compaction of run main", NowMs: 1000, LeaseUntilMs: 3_600_000}}
+	r := newLogRecord(index.Change{Seq: 7, Entry: open}, false)
+	if d := logDetail(r, open); d != "intent 00000000000000aa: compaction of run main, held by h1 until 1970-01-01T01:00:00Z" || r.Time == "" {
+		t.Fatalf("intent.open: time %q, detail %q", r.Time, d)
+	}
+	closed := index.Entry{Kind: index.KindIntentClose, Intent: &index.IntentOp{ID: "00000000000000aa", Holder: "collector/x", NowMs: 5000}}
+	if d := logDetail(newLogRecord(index.Change{Seq: 8, Entry: closed}, false), closed); d != "intent 00000000000000aa, closed by collector/x" {
+		t.Fatalf("intent.close: detail %q", d)
+	}
+}
