@@ -18,7 +18,6 @@ import (
 	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/frame"
 	"github.com/worldfs/worldfs/index"
-	wsql "github.com/worldfs/worldfs/sql"
 )
 
 // canonical is a compacted tick's Parquet file as the writer published it
@@ -415,7 +414,7 @@ func (m *Mount) openCompactedFile(ctx context.Context, t *engine.Table, f index.
 		return nil, err
 	}
 	m.stats.compactedOpened.Add(1)
-	if m.local == nil && !m.opts.Cache.HasVerified(wsql.Record(f)) {
+	if m.local == nil && !m.opts.Cache.HasVerified(record(f)) {
 		// Ranged bytes are checked by the tick index's sha256 of each
 		// tick's file; a file without one is read only from a copy
 		// checked whole against its catalog digest.
@@ -455,7 +454,7 @@ func (m *Mount) openCompactedFile(ctx context.Context, t *engine.Table, f index.
 // and page index) is fetched.
 func (m *Mount) openRanged(ctx context.Context, t *engine.Table, f index.Fragment, x *frame.TickIndex) (*openCompactedFile, error) {
 	ctx = finish(ctx)
-	r := wsql.Record(f)
+	r := record(f)
 	ro := newRangedObject(ctx, m.b, f.Path, f.Bytes, &m.stats.compactedFetched)
 	var g errgroup.Group
 	g.Go(func() error {

@@ -26,7 +26,6 @@ import (
 	"github.com/worldfs/worldfs/cache"
 	"github.com/worldfs/worldfs/frame"
 	"github.com/worldfs/worldfs/index"
-	wsql "github.com/worldfs/worldfs/sql"
 )
 
 // Extended attributes of snapshot entries: the commit identity.
@@ -96,7 +95,7 @@ var (
 )
 
 // Snapshot file formats.
-var formats = []string{wsql.FormatParquet, wsql.FormatCSV}
+var formats = []string{frame.FormatParquet, frame.FormatCSV}
 
 // snapshot makes the node of a tick's snapshot directory.
 func (m *Mount) snapshot(ctx context.Context, parent *gofs.Inode, at place, t tickRef, ino uint64, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
@@ -306,11 +305,11 @@ func (f *snapFile) sizeAtLookup(ctx context.Context, planned func(context.Contex
 func (f *snapFile) init(c content) *snapFile {
 	f.keyed = f.keyOf(f.format)
 	f.mu.size = -1
-	f.mu.exact = f.format == wsql.FormatParquet && c.asIs
+	f.mu.exact = f.format == frame.FormatParquet && c.asIs
 	switch {
 	case f.mu.exact && c.tf.Fragments[0].Bytes > 0:
 		f.mu.size = c.tf.Fragments[0].Bytes
-	case f.format == wsql.FormatParquet && c.canon != nil:
+	case f.format == frame.FormatParquet && c.canon != nil:
 		f.mu.size = c.canon.size()
 	}
 	return f
@@ -409,11 +408,11 @@ func closeBody(b body) { b.Close() }
 // for CSV, the tick's Parquet rendered as CSV (frame.WriteCSV): in memory
 // from a small file (see small), else into the cache, once.
 func (f *snapFile) openContent(ctx context.Context, c content) (body, error) {
-	if f.format == wsql.FormatParquet {
+	if f.format == frame.FormatParquet {
 		return f.openParquet(ctx, c)
 	}
 	if c.split != nil {
-		p, err := f.m.gathered(ctx, f.key(), wsql.FormatCSV, c.split)
+		p, err := f.m.gathered(ctx, f.key(), frame.FormatCSV, c.split)
 		if err != nil {
 			return body{}, err
 		}
@@ -529,7 +528,7 @@ func (f *snapFile) openParquet(ctx context.Context, c content) (body, error) {
 		}
 		return openBody(p)
 	}
-	p, err := f.m.gathered(ctx, f.keyOf(wsql.FormatParquet), wsql.FormatParquet, c.split)
+	p, err := f.m.gathered(ctx, f.keyOf(frame.FormatParquet), frame.FormatParquet, c.split)
 	if err != nil {
 		return body{}, err
 	}
@@ -545,7 +544,7 @@ func (f *snapFile) openParquet(ctx context.Context, c content) (body, error) {
 // it. A split tick's file (either format) is derived into the cache from
 // its rows (see rowSet), once, and sized there: no DuckDB either way.
 func (f *snapFile) size(ctx context.Context, c content) error {
-	if f.format != wsql.FormatCSV && c.split == nil {
+	if f.format != frame.FormatCSV && c.split == nil {
 		return nil
 	}
 	if _, ok := f.knownSize(); ok {
@@ -703,7 +702,7 @@ func (f *snapFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 	}
 	f.mu.Lock()
 	prev := f.mu.size
-	f.mu.size, f.mu.exact = h.size, f.format == wsql.FormatParquet && c.asIs
+	f.mu.size, f.mu.exact = h.size, f.format == frame.FormatParquet && c.asIs
 	f.mu.Unlock()
 	if prev >= 0 && prev != h.size {
 		// The rows moved to a file of another size than the kernel was
@@ -936,7 +935,7 @@ func (m *Mount) manifestJSON(ctx context.Context, at place, t tickRef) ([]byte, 
 			// once compacted, the same bytes are its canonical file, which
 			// the manifest describes. So it describes the derived file too
 			// (derived into the cache, as a lookup of it does).
-			if p, err = m.derivedParquet(ctx, derivedKey(t, info.Name, wsql.FormatParquet), c.split); err != nil {
+			if p, err = m.derivedParquet(ctx, derivedKey(t, info.Name, frame.FormatParquet), c.split); err != nil {
 				return nil, err
 			}
 		}
@@ -948,7 +947,7 @@ func (m *Mount) manifestJSON(ctx context.Context, at place, t tickRef) ([]byte, 
 // derivedParquet describes the Parquet file of a split tick, derived
 // into the cache under key from rs.
 func (m *Mount) derivedParquet(ctx context.Context, key string, rs *rowSet) (*manifestFile, error) {
-	path, err := m.gathered(ctx, key, wsql.FormatParquet, rs)
+	path, err := m.gathered(ctx, key, frame.FormatParquet, rs)
 	if err != nil {
 		return nil, err
 	}
