@@ -891,24 +891,7 @@ func (h bytesHandle) Read(_ context.Context, dest []byte, off int64) (fuse.ReadR
 // the tick and the files beside it, never where maintenance has moved
 // their rows (worldfs_manifests in SQL names those objects).
 func (m *Mount) manifestJSON(ctx context.Context, at place, t tickRef) ([]byte, error) {
-	type table struct {
-		ID   string `json:"id"`
-		Name string `json:"name"`
-		// Rows is the tick's rows of the table (null where worldfs
-		// cannot tell without reading them: a split tick with rows in a
-		// compacted file).
-		Rows *int64 `json:"rows"`
-		// Parquet is the table's Parquet file beside the manifest.
-		Parquet *manifestFile `json:"parquet"`
-	}
-	man := struct {
-		World       string  `json:"world"`
-		Run         string  `json:"run"`
-		Tick        int64   `json:"tick"`
-		CommitToken string  `json:"commit_token"`
-		WriterEpoch int64   `json:"writer_epoch"`
-		Tables      []table `json:"tables"`
-	}{World: t.World, Run: t.Run, Tick: t.Tick.Tick, CommitToken: t.CommitToken, WriterEpoch: t.WriterEpoch, Tables: []table{}}
+	man := frame.TickManifest{World: t.World, Run: t.Run, Tick: t.Tick.Tick, CommitToken: t.CommitToken, WriterEpoch: t.WriterEpoch, Tables: []frame.ManifestTable{}}
 	// Where the rows live now: a plan of the lookup may name files
 	// collected since (the description is the same either way).
 	if now, ok, err := m.lineageTick(ctx, at.world, at.run, t.Tick.Tick, false, false); err != nil {
@@ -939,14 +922,14 @@ func (m *Mount) manifestJSON(ctx context.Context, at place, t tickRef) ([]byte, 
 				return nil, err
 			}
 		}
-		man.Tables = append(man.Tables, table{tf.Table, info.Name, c.rows(), p})
+		man.Tables = append(man.Tables, frame.ManifestTable{ID: tf.Table, Name: info.Name, Rows: c.rows(), Parquet: p})
 	}
 	return json.MarshalIndent(man, "", "  ")
 }
 
 // derivedParquet describes the Parquet file of a split tick, derived
 // into the cache under key from rs.
-func (m *Mount) derivedParquet(ctx context.Context, key string, rs *rowSet) (*manifestFile, error) {
+func (m *Mount) derivedParquet(ctx context.Context, key string, rs *rowSet) (*frame.ManifestFile, error) {
 	path, err := m.gathered(ctx, key, frame.FormatParquet, rs)
 	if err != nil {
 		return nil, err
@@ -961,13 +944,7 @@ func (m *Mount) derivedParquet(ctx context.Context, key string, rs *rowSet) (*ma
 	if err != nil {
 		return nil, err
 	}
-	return &manifestFile{Bytes: n, Digest: "sha256:" + hex.EncodeToString(h.Sum(nil))}, nil
-}
-
-// manifestFile is a file of a tick as its manifest describes it.
-type manifestFile struct {
-	Bytes  int64  `json:"bytes"`
-	Digest string `json:"digest,omitempty"` // "sha256:<hex>" of its bytes
+	return &frame.ManifestFile{Bytes: n, Digest: "sha256:" + hex.EncodeToString(h.Sum(nil))}, nil
 }
 
 // parquet describes the tick's Parquet file of c's table where the
@@ -977,13 +954,13 @@ type manifestFile struct {
 // compaction. A compacted file without a tick index gives the tick's
 // file derived from its rows there (derivedEntry). Nil for a split tick:
 // its file is derived from its fragments (see derivedParquet).
-func (c content) parquet() *manifestFile {
+func (c content) parquet() *frame.ManifestFile {
 	switch {
 	case c.asIs:
 		f := c.tf.Fragments[0]
-		return &manifestFile{Bytes: f.Bytes, Digest: f.Digest}
+		return &frame.ManifestFile{Bytes: f.Bytes, Digest: f.Digest}
 	case c.canon != nil:
-		return &manifestFile{Bytes: c.canon.entry.Size, Digest: "sha256:" + hex.EncodeToString(c.canon.entry.Digest[:])}
+		return &frame.ManifestFile{Bytes: c.canon.entry.Size, Digest: "sha256:" + hex.EncodeToString(c.canon.entry.Digest[:])}
 	}
 	return nil
 }
@@ -1014,42 +991,13 @@ func (m *Mount) worldJSON(ctx context.Context, world string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	type run struct {
-		Head      *int64 `json:"head"`
-		Published int64  `json:"published"`
-	}
-	type segment struct {
-		World string `json:"world"`
-		Run   string `json:"run"`
-		UpTo  *int64 `json:"up_to_tick"`
-		Mode  string `json:"visibility"`
-	}
-	w := me.world
-	doc := struct {
-		ID            string         `json:"id"`
-		Parent        string         `json:"parent,omitempty"`
-		ForkRun       string         `json:"fork_run,omitempty"`
-		ForkTick      *int64         `json:"fork_tick,omitempty"`
-		Status        string         `json:"status"`
-		WriterMode    string         `json:"writer_mode"`
-		CreatedUnixMs int64          `json:"created_unix_ms"`
-		FenceEpoch    int64          `json:"fence_epoch"`
-		FenceHolder   string         `json:"fence_holder"`
-		Head          *int64         `json:"head"`
-		Runs          map[string]run `json:"runs"`
-		Lineage       []segment      `json:"lineage"`
-		Seq           uint64         `json:"catalog_seq"`
-	}{ID: w.ID, Parent: w.Parent, ForkRun: w.ForkRun, Status: w.Status, WriterMode: w.WriterMode,
-		CreatedUnixMs: w.CreatedUnixMs, FenceEpoch: w.Epoch, FenceHolder: w.FenceHolder, Runs: map[string]run{}, Seq: me.seq}
-	if w.Parent != "" {
-		doc.ForkTick = &w.ForkTick
-	}
+	doc := frame.WorldJSON{WorldRecord: frame.RecordOf(me.world, me.seq), Runs: map[string]frame.RunHead{}}
 	runs, err := m.runs(ctx, world)
 	if err != nil {
 		return nil, err
 	}
 	for _, r := range runs {
-		var rr run
+		var rr frame.RunHead
 		if i := slices.IndexFunc(me.runs, func(own index.Run) bool { return own.Name == r }); i >= 0 {
 			rr.Published = me.runs[i].Published
 		}
@@ -1067,7 +1015,7 @@ func (m *Mount) worldJSON(ctx context.Context, world string) ([]byte, error) {
 	// ancestor's fork run up to the nearest fork point below it.
 	info, segRun, upTo := me, index.DefaultRun, int64(math.MaxInt64)
 	for {
-		sg := segment{World: info.world.ID, Run: segRun, Mode: info.mode.String()}
+		sg := frame.LineageSegment{World: info.world.ID, Run: segRun, Mode: info.mode.String()}
 		if info.world.ID != world {
 			sg.UpTo = new(int64)
 			*sg.UpTo = upTo
@@ -1076,7 +1024,7 @@ func (m *Mount) worldJSON(ctx context.Context, world string) ([]byte, error) {
 		if info.world.Parent == "" {
 			break
 		}
-		if slices.ContainsFunc(doc.Lineage, func(s segment) bool { return s.World == info.world.Parent }) {
+		if slices.ContainsFunc(doc.Lineage, func(s frame.LineageSegment) bool { return s.World == info.world.Parent }) {
 			return nil, fmt.Errorf("world %s: lineage loops through %s: %w", world, info.world.Parent, index.ErrCorrupt)
 		}
 		parent := info.world.Parent
