@@ -1,15 +1,16 @@
 package fs
 
 import (
-	lru "container/list"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"sync"
 
+	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sync/singleflight"
 
@@ -185,42 +186,33 @@ const maxRebuiltBytes = 32 << 20
 type rebuiltFiles struct {
 	group singleflight.Group
 	mu    sync.Mutex
-	order *lru.List                          // of *rebuiltFile; front: the newest use
-	byKey map[[sha256.Size]byte]*lru.Element // INVARIANT: the elements of order, by digest
-	bytes int64                              // INVARIANT: the sum of the data in order
-}
-
-type rebuiltFile struct {
-	digest [sha256.Size]byte
-	data   []byte
+	files *simplelru.LRU[[sha256.Size]byte, []byte] // nil until the first put
+	bytes int64                                     // INVARIANT: the sum of the data in files
 }
 
 func (r *rebuiltFiles) get(digest [sha256.Size]byte) ([]byte, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	e, ok := r.byKey[digest]
-	if !ok {
+	if r.files == nil {
 		return nil, false
 	}
-	r.order.MoveToFront(e)
-	return e.Value.(*rebuiltFile).data, true
+	return r.files.Get(digest)
 }
 
 func (r *rebuiltFiles) put(digest [sha256.Size]byte, data []byte) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.byKey == nil {
-		r.order, r.byKey = lru.New(), map[[sha256.Size]byte]*lru.Element{}
+	if r.files == nil {
+		// Bounded by bytes, not by count.
+		r.files, _ = simplelru.NewLRU(math.MaxInt, func(_ [sha256.Size]byte, data []byte) { r.bytes -= int64(len(data)) })
 	}
-	if _, ok := r.byKey[digest]; ok {
+	if r.files.Contains(digest) {
 		return
 	}
-	r.byKey[digest] = r.order.PushFront(&rebuiltFile{digest, data})
+	r.files.Add(digest, data)
 	r.bytes += int64(len(data))
 	for r.bytes > maxRebuiltBytes {
-		old := r.order.Remove(r.order.Back()).(*rebuiltFile)
-		delete(r.byKey, old.digest)
-		r.bytes -= int64(len(old.data))
+		r.files.RemoveOldest()
 	}
 }
 
@@ -257,8 +249,10 @@ const maxWholeWanted = 4096
 type compactedFiles struct {
 	group singleflight.Group
 	mu    sync.Mutex
-	order *lru.List               // of *openCompactedFile; front: the newest use
-	byKey map[string]*lru.Element // INVARIANT: the elements of order, by path
+	// open: the files open, by path, at most maxCompactedFiles (nil
+	// until the first open); one evicted is closed once no rebuild uses
+	// it.
+	open *simplelru.LRU[string, *openCompactedFile]
 	// whole: the remote compacted files that were read by ranges past
 	// wholeAfter, opened from a whole copy in the cache from then on.
 	whole map[string]bool // INVARIANT: at most maxWholeWanted
@@ -287,6 +281,16 @@ func (o *openCompactedFile) close() {
 	}
 }
 
+// drop marks o no longer kept, closing it if no rebuild uses it (the
+// last to release it closes it otherwise). The caller holds
+// compactedFiles.mu.
+func (o *openCompactedFile) drop() {
+	o.gone = true
+	if o.refs == 0 {
+		o.close()
+	}
+}
+
 // compactedFile returns the compacted file f of table t opened (see
 // frame.OpenCompactedFile; whole: from a whole copy, not by ranges,
 // if it is not open yet) and a function to call once done with it.
@@ -294,12 +298,10 @@ func (m *Mount) compactedFile(ctx context.Context, t *engine.Table, f index.Frag
 	c := &m.compactedFiles
 	for {
 		c.mu.Lock()
-		if c.byKey == nil {
-			c.order, c.byKey = lru.New(), map[string]*lru.Element{}
+		if c.open == nil {
+			c.open, _ = simplelru.NewLRU(maxCompactedFiles, func(_ string, o *openCompactedFile) { o.drop() })
 		}
-		if e, ok := c.byKey[f.Path]; ok {
-			c.order.MoveToFront(e)
-			o := e.Value.(*openCompactedFile)
+		if o, ok := c.open.Get(f.Path); ok {
 			o.refs++
 			c.mu.Unlock()
 			return o, func() { c.release(o) }, nil
@@ -312,15 +314,7 @@ func (m *Mount) compactedFile(ctx context.Context, t *engine.Table, f index.Frag
 			}
 			c.mu.Lock()
 			defer c.mu.Unlock()
-			c.byKey[f.Path] = c.order.PushFront(o)
-			for c.order.Len() > maxCompactedFiles {
-				old := c.order.Remove(c.order.Back()).(*openCompactedFile)
-				delete(c.byKey, old.path)
-				old.gone = true
-				if old.refs == 0 {
-					old.close()
-				}
-			}
+			c.open.Add(f.Path, o) // past maxCompactedFiles, the least recently used is dropped
 			return nil, nil
 		})
 		if err != nil {
@@ -334,18 +328,9 @@ func (m *Mount) compactedFile(ctx context.Context, t *engine.Table, f index.Frag
 func (c *compactedFiles) close() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.order == nil {
-		return
+	if c.open != nil {
+		c.open.Purge() // drops each
 	}
-	for e := c.order.Front(); e != nil; e = e.Next() {
-		o := e.Value.(*openCompactedFile)
-		o.gone = true
-		if o.refs == 0 {
-			o.close()
-		}
-	}
-	c.order.Init()
-	clear(c.byKey)
 }
 
 func (c *compactedFiles) release(o *openCompactedFile) {
@@ -366,10 +351,8 @@ func (c *compactedFiles) fetchWhole(o *openCompactedFile) {
 		c.whole = map[string]bool{}
 	}
 	c.whole[o.path] = true
-	if e, ok := c.byKey[o.path]; ok && e.Value.(*openCompactedFile) == o {
-		c.order.Remove(e)
-		delete(c.byKey, o.path)
-		o.gone = true
+	if cur, ok := c.open.Peek(o.path); ok && cur == o {
+		c.open.Remove(o.path) // dropped: closed once its rebuilds end
 	}
 }
 
@@ -521,13 +504,9 @@ const maxTickIndexes = 256
 type tickIndexes struct {
 	group singleflight.Group
 	mu    sync.Mutex
-	order *lru.List               // of tickIndexEntry; front: the newest use
-	byKey map[string]*lru.Element // INVARIANT: the elements of order, by path
-}
-
-type tickIndexEntry struct {
-	path string
-	x    *frame.TickIndex // nil: the file has no usable tick index
+	// read: by path, at most maxTickIndexes (nil until the first
+	// read); a nil index: the file has no usable tick index.
+	read *simplelru.LRU[string, *frame.TickIndex]
 }
 
 // tickIndex returns the tick index of the compacted file f (see
@@ -541,13 +520,12 @@ func (m *Mount) tickIndex(ctx context.Context, f index.Fragment) (*frame.TickInd
 		return x, nil
 	}
 	c.mu.Lock()
-	if c.byKey == nil {
-		c.order, c.byKey = lru.New(), map[string]*lru.Element{}
+	if c.read == nil {
+		c.read, _ = simplelru.NewLRU[string, *frame.TickIndex](maxTickIndexes, nil)
 	}
-	if e, ok := c.byKey[f.Path]; ok {
-		c.order.MoveToFront(e)
+	if x, ok := c.read.Get(f.Path); ok {
 		c.mu.Unlock()
-		return found(e.Value.(tickIndexEntry).x)
+		return found(x)
 	}
 	c.mu.Unlock()
 	v, err, _ := c.group.Do(f.Path, func() (any, error) {
@@ -557,12 +535,8 @@ func (m *Mount) tickIndex(ctx context.Context, f index.Fragment) (*frame.TickInd
 		}
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		if _, ok := c.byKey[f.Path]; !ok {
-			c.byKey[f.Path] = c.order.PushFront(tickIndexEntry{f.Path, x})
-			for c.order.Len() > maxTickIndexes {
-				old := c.order.Remove(c.order.Back()).(tickIndexEntry)
-				delete(c.byKey, old.path)
-			}
+		if !c.read.Contains(f.Path) {
+			c.read.Add(f.Path, x)
 		}
 		return x, nil
 	})

@@ -680,7 +680,7 @@ func (m *Mount) tableNames(ctx context.Context, world, run string, exact bool) (
 // history is mostly not summarized, its catalog's, opened and kept.
 func (m *Mount) planningState(ctx context.Context, world string, exact bool) (*index.State, error) {
 	m.mu.Lock()
-	_, open := m.mu.cats[world]
+	open := m.mu.cats.Contains(world)
 	m.mu.Unlock()
 	if !open {
 		s, _, err := index.LoadSummarizedAtMost(finish(ctx), m.b, world, coldKeepParts)

@@ -204,7 +204,7 @@ func (s *Server) size(st *index.State) (int64, error) {
 		return 0, err
 	}
 	s.mu.Lock()
-	if s.mu.catalogs[world] != nil && s.mu.sizes[world].seq <= st.Seq {
+	if s.mu.catalogs.Contains(world) && s.mu.sizes[world].seq <= st.Seq {
 		s.mu.sizes[world] = keptSize{st.Seq, n}
 	}
 	s.mu.Unlock()
