@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/worldfs/worldfs/index"
@@ -35,8 +36,7 @@ type CompactedFile struct {
 
 	mu struct {
 		sync.Mutex
-		use    int64
-		blocks map[int]*tickBlock // INVARIANT: at most keptBlocks
+		blocks *simplelru.LRU[int, *tickBlock] // at most keptBlocks, by block
 		// asked: blocks one tick of which was decoded alone (not kept:
 		// at most maxAsked, forgotten all at once past it).
 		asked map[int]bool
@@ -64,7 +64,6 @@ type tickBlock struct {
 	frame  *Frame
 	stamps []Stamp
 	err    error
-	used   int64
 }
 
 // OpenCompactedFile opens the compacted file src (size bytes) of t, whose
@@ -88,7 +87,8 @@ func OpenCompactedFile(t *Table, src io.ReaderAt, size int64, x *TickIndex) (*Co
 		return nil, fmt.Errorf("table %s: the compacted file has %d rows, its tick index %d: %w", t.Name, file.NumRows(), x.Rows, index.ErrCorrupt)
 	}
 	c := &CompactedFile{t: t, src: src, file: file, x: x}
-	c.mu.blocks, c.mu.asked, c.mu.derived = map[int]*tickBlock{}, map[int]bool{}, map[int64]TickEntry{}
+	c.mu.blocks, _ = simplelru.NewLRU[int, *tickBlock](keptBlocks, nil)
+	c.mu.asked, c.mu.derived = map[int]bool{}, map[int64]TickEntry{}
 	return c, nil
 }
 
@@ -212,9 +212,7 @@ func (c *CompactedFile) block(i int) *tickBlock {
 	id := int(c.x.Ticks[i].Row / blockRows)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.mu.use++
-	if b, ok := c.mu.blocks[id]; ok {
-		b.used = c.mu.use
+	if b, ok := c.mu.blocks.Get(id); ok {
 		return b
 	}
 	if !c.mu.asked[id] {
@@ -229,17 +227,8 @@ func (c *CompactedFile) block(i int) *tickBlock {
 	start := int64(id) * blockRows
 	lo, _ := slices.BinarySearchFunc(c.x.Ticks, start, func(a TickEntry, row int64) int { return cmp.Compare(a.Row, row) })
 	hi, _ := slices.BinarySearchFunc(c.x.Ticks, start+blockRows, func(a TickEntry, row int64) int { return cmp.Compare(a.Row, row) })
-	b := &tickBlock{lo: lo, hi: hi, row: c.x.Ticks[lo].Row, used: c.mu.use}
-	if len(c.mu.blocks) >= keptBlocks {
-		oldest := -1
-		for k, o := range c.mu.blocks {
-			if oldest < 0 || o.used < c.mu.blocks[oldest].used {
-				oldest = k
-			}
-		}
-		delete(c.mu.blocks, oldest)
-	}
-	c.mu.blocks[id] = b
+	b := &tickBlock{lo: lo, hi: hi, row: c.x.Ticks[lo].Row}
+	c.mu.blocks.Add(id, b)
 	return b
 }
 
