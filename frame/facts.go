@@ -43,5 +43,34 @@ func IsFactColumns(cols []Column) bool {
 }
 
 // ReceiptTableName is the name of the fact table evaluation receipts are
-// stored in (SQL shows them curated as worldfs_receipts).
+// stored in (SQL shows them curated as ReceiptsView).
 const ReceiptTableName = "evaluation_receipt"
+
+// ReceiptsView names the curated view of evaluation receipts (the SQL
+// view, and the mount's file of them).
+const ReceiptsView = "worldfs_receipts"
+
+// ReceiptColumns are the columns of ReceiptsView, in its order: each a
+// column of the receipts' table (ReceiptTableName) under the view's name,
+// typed JSON where the view types it so. The SQL view and the mount's
+// facts/receipts files are both made from this list.
+var ReceiptColumns = []ViewColumn{
+	{Name: "receipt_id", From: ColEntity},
+	{Name: "tick", From: ColTick},
+	{Name: "evaluation_id", From: "receipt_evaluation_id"},
+	{Name: "grader_id", From: "receipt_grader_id"},
+	{Name: "contract", From: "receipt_contract", JSON: true},
+	{Name: "contract_digest", From: "receipt_contract_digest"},
+	{Name: "subject", From: "receipt_subject", JSON: true},
+	{Name: "subject_digest", From: "receipt_subject_digest"},
+	{Name: "outcomes", From: "receipt_outcomes", JSON: true},
+	{Name: "commit_token", From: ColCommitToken},
+}
+
+// The formats of a table's rows as a file: its Parquet file, and that
+// file rendered as CSV (WriteCSV). They are the extensions of the mount's
+// files and the formats of sql's copies.
+const (
+	FormatParquet = "parquet"
+	FormatCSV     = "csv"
+)

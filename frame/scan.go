@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/parquet-go/parquet-go"
 
@@ -149,4 +150,64 @@ func truncate(col any) any {
 		return c[:0]
 	}
 	return col
+}
+
+// SameColumns checks that file has t's columns, in its order, of its
+// types, one value per row.
+func SameColumns(t *Table, file *parquet.File) error {
+	leaves := file.Schema().Columns()
+	if len(leaves) != len(t.Columns) {
+		return fmt.Errorf("%d columns, table %s has %d", len(leaves), t.Name, len(t.Columns))
+	}
+	want := t.Schema().Columns()
+	for i, path := range leaves {
+		if path[len(path)-1] != t.Columns[i].Name {
+			return fmt.Errorf("column %d is %s, table %s has %s", i, path[len(path)-1], t.Name, t.Columns[i].Name)
+		}
+		got, _ := file.Schema().Lookup(path...)
+		leaf, _ := t.Schema().Lookup(want[i]...)
+		if got.Node.Type().Kind() != leaf.Node.Type().Kind() || got.MaxRepetitionLevel != leaf.MaxRepetitionLevel ||
+			got.MaxDefinitionLevel != leaf.MaxDefinitionLevel {
+			return fmt.Errorf("column %s is %s, table %s has %s", t.Columns[i].Name, got.Node.Type(), t.Name, leaf.Node.Type())
+		}
+	}
+	for _, rg := range file.RowGroups() {
+		for i, cc := range rg.ColumnChunks() {
+			if n := cc.NumValues(); n != rg.NumRows() {
+				return fmt.Errorf("column %s holds %d values in %d rows", t.Columns[i].Name, n, rg.NumRows())
+			}
+		}
+	}
+	return nil
+}
+
+// ColumnValues appends the values of column col of rg to buf (byte arrays
+// copied: they outlive the page they were read from).
+func ColumnValues(rg parquet.RowGroup, col int, buf []parquet.Value) ([]parquet.Value, error) {
+	pages := rg.ColumnChunks()[col].Pages()
+	defer pages.Close()
+	for {
+		p, err := pages.ReadPage()
+		if errors.Is(err, io.EOF) {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		n := int(p.NumValues())
+		buf = slices.Grow(buf, n)
+		vals := buf[len(buf) : len(buf)+n]
+		got, err := p.Values().ReadValues(vals)
+		for i := range vals[:got] {
+			vals[i] = vals[i].Clone()
+		}
+		parquet.Release(p)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, err
+		}
+		if got != n {
+			return nil, fmt.Errorf("a page of %d values gave %d", n, got)
+		}
+		buf = buf[:len(buf)+n]
+	}
 }

@@ -1,7 +1,6 @@
 package fs
 
 import (
-	clist "container/list"
 	"context"
 	"errors"
 	"fmt"
@@ -14,13 +13,6 @@ import (
 	"github.com/worldfs/worldfs/index"
 )
 
-// openCatalog is a read-only catalog the mount holds, with its place in
-// the mount's LRU.
-type openCatalog struct {
-	c  *index.Catalog
-	el *clist.Element
-}
-
 // catalog returns the read-only catalog of world, opening it on first use.
 // The mount keeps the Options.MaxCatalogs used last; opening one more
 // closes the least recently used. A closed catalog still answers the
@@ -29,13 +21,10 @@ type openCatalog struct {
 func (m *Mount) catalog(ctx context.Context, world string) (*index.Catalog, error) {
 	ctx = finish(ctx)
 	m.mu.Lock()
-	oc, ok := m.mu.cats[world]
-	if ok {
-		m.mu.lru.MoveToFront(oc.el)
-	}
+	c, ok := m.mu.cats.Get(world)
 	m.mu.Unlock()
 	if ok {
-		return oc.c, nil
+		return c, nil
 	}
 	c, err := index.Open(ctx, m.b, world, index.Options{Freshness: m.opts.Freshness, NoCompactor: true})
 	if err != nil {
@@ -53,20 +42,14 @@ func (m *Mount) catalog(ctx context.Context, world string) (*index.Catalog, erro
 		evicted = append(evicted, c)
 		return nil, index.ErrClosed
 	}
-	if old, ok := m.mu.cats[world]; ok {
+	if old, ok := m.mu.cats.Get(world); ok {
 		evicted = append(evicted, c)
-		m.mu.lru.MoveToFront(old.el)
-		return old.c, nil
+		return old, nil
 	}
-	m.mu.cats[world] = openCatalog{c, m.mu.lru.PushFront(world)}
+	m.mu.cats.Add(world, c)
 	delete(m.mu.colds, world) // the catalog answers from now on; its cold state would only hold memory
-	for m.mu.lru.Len() > m.opts.MaxCatalogs {
-		last := m.mu.lru.Back()
-		id := m.mu.lru.Remove(last).(string)
-		evicted = append(evicted, m.mu.cats[id].c)
-		delete(m.mu.cats, id)
-		m.stats.catalogsClosed.Add(1)
-	}
+	m.stats.catalogsClosed.Add(int64(len(m.mu.evicted)))
+	evicted, m.mu.evicted = append(evicted, m.mu.evicted...), nil
 	return c, nil
 }
 

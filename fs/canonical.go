@@ -1,28 +1,28 @@
 package fs
 
 import (
-	lru "container/list"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"sync"
 
+	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sync/singleflight"
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/cache"
 	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/frame"
 	"github.com/worldfs/worldfs/index"
-	"github.com/worldfs/worldfs/maintenance"
-	wsql "github.com/worldfs/worldfs/sql"
 )
 
 // canonical is a compacted tick's Parquet file as the writer published it
-// (maintenance.TickFile): served when the compacted file holding the tick's
+// (frame.TickFile): served when the compacted file holding the tick's
 // rows has a tick index, which gives the file's size at lookup, without a
 // row read. The bytes are rebuilt from the tick's rows when opened: a
 // small file in memory from the rows the mount keeps decoded (see
@@ -33,7 +33,7 @@ type canonical struct {
 	world  string
 	table  *engine.Table
 	holder *index.Fragment // the compacted file of the tick's rows; nil: it has none
-	entry  maintenance.TickEntry
+	entry  frame.TickEntry
 }
 
 func (c *canonical) size() int64 { return c.entry.Size }
@@ -70,10 +70,10 @@ func (m *Mount) canonicalOf(ctx context.Context, t tickRef, tf index.TableFragme
 	}
 	if holder != nil {
 		x, err := m.tickIndex(ctx, *holder)
-		var e maintenance.TickEntry
+		var e frame.TickEntry
 		ok := false
 		switch {
-		case errors.Is(err, maintenance.ErrNoTickIndex):
+		case errors.Is(err, frame.ErrNoTickIndex):
 			e, ok, err = m.derivedEntry(ctx, t.World, table, *holder, n)
 		case err == nil:
 			e, ok = x.Entry(n)
@@ -86,31 +86,31 @@ func (m *Mount) canonicalOf(ctx context.Context, t tickRef, tf index.TableFragme
 		}
 	}
 	// No compacted file holds a row of the tick: its file is the empty one.
-	data, err := maintenance.EmptyTickFile(table)
+	data, err := frame.EmptyTickFile(table)
 	if err != nil {
 		return nil, err
 	}
-	return &canonical{world: t.World, table: table, entry: maintenance.TickEntry{Tick: n, Size: int64(len(data)), Digest: sha256.Sum256(data)}}, nil
+	return &canonical{world: t.World, table: table, entry: frame.TickEntry{Tick: n, Size: int64(len(data)), Digest: sha256.Sum256(data)}}, nil
 }
 
 // derivedEntry returns the entry of tick n in the compacted file f of
 // table t, a file without a tick index (false: f holds no row of n): the
 // tick's canonical file derived from its rows there (as compaction
-// measures it for an index: maintenance.CompactedFile.Entry) through the
+// measures it for an index: frame.CompactedFile.Entry) through the
 // file the mount keeps open for rebuilding its ticks (compactedFile), so
 // that a listing of many of its ticks reads its footer and page index
 // once and decodes each block of neighbouring ticks once. The file, if it
 // is small, is kept for the open that follows (rebuiltFiles).
-func (m *Mount) derivedEntry(ctx context.Context, world string, t *engine.Table, f index.Fragment, n int64) (maintenance.TickEntry, bool, error) {
+func (m *Mount) derivedEntry(ctx context.Context, world string, t *engine.Table, f index.Fragment, n int64) (frame.TickEntry, bool, error) {
 	whole := m.compactedFiles.swept(world, t.Name)
 	o, release, err := m.compactedFile(ctx, t, f, whole)
 	if err != nil {
-		return maintenance.TickEntry{}, false, err
+		return frame.TickEntry{}, false, err
 	}
 	defer release()
 	e, data, ok, err := o.cf.Entry(n)
 	if err != nil {
-		return maintenance.TickEntry{}, false, fmt.Errorf("%s: %w", f.Path, err)
+		return frame.TickEntry{}, false, fmt.Errorf("%s: %w", f.Path, err)
 	}
 	if data != nil {
 		m.stats.gathered.Add(1)
@@ -146,7 +146,7 @@ const maxInMemory = 1 << 20
 // reader such as DuckDB opens a file twice, for its schema and its rows.
 func (m *Mount) rebuilt(ctx context.Context, c *canonical) ([]byte, error) {
 	if c.holder == nil {
-		return maintenance.EmptyTickFile(c.table)
+		return frame.EmptyTickFile(c.table)
 	}
 	r := &m.rebuiltFiles
 	if data, ok := r.get(c.entry.Digest); ok {
@@ -186,48 +186,39 @@ const maxRebuiltBytes = 32 << 20
 type rebuiltFiles struct {
 	group singleflight.Group
 	mu    sync.Mutex
-	order *lru.List                          // of *rebuiltFile; front: the newest use
-	byKey map[[sha256.Size]byte]*lru.Element // INVARIANT: the elements of order, by digest
-	bytes int64                              // INVARIANT: the sum of the data in order
-}
-
-type rebuiltFile struct {
-	digest [sha256.Size]byte
-	data   []byte
+	files *simplelru.LRU[[sha256.Size]byte, []byte] // nil until the first put
+	bytes int64                                     // INVARIANT: the sum of the data in files
 }
 
 func (r *rebuiltFiles) get(digest [sha256.Size]byte) ([]byte, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	e, ok := r.byKey[digest]
-	if !ok {
+	if r.files == nil {
 		return nil, false
 	}
-	r.order.MoveToFront(e)
-	return e.Value.(*rebuiltFile).data, true
+	return r.files.Get(digest)
 }
 
 func (r *rebuiltFiles) put(digest [sha256.Size]byte, data []byte) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.byKey == nil {
-		r.order, r.byKey = lru.New(), map[[sha256.Size]byte]*lru.Element{}
+	if r.files == nil {
+		// Bounded by bytes, not by count.
+		r.files, _ = simplelru.NewLRU(math.MaxInt, func(_ [sha256.Size]byte, data []byte) { r.bytes -= int64(len(data)) })
 	}
-	if _, ok := r.byKey[digest]; ok {
+	if r.files.Contains(digest) {
 		return
 	}
-	r.byKey[digest] = r.order.PushFront(&rebuiltFile{digest, data})
+	r.files.Add(digest, data)
 	r.bytes += int64(len(data))
 	for r.bytes > maxRebuiltBytes {
-		old := r.order.Remove(r.order.Back()).(*rebuiltFile)
-		delete(r.byKey, old.digest)
-		r.bytes -= int64(len(old.data))
+		r.files.RemoveOldest()
 	}
 }
 
 // maxCompactedFiles bounds the compacted files a mount keeps open for
 // rebuilding their ticks (each with its footer, page index and at most a
-// few blocks of decoded rows: see maintenance.CompactedFile).
+// few blocks of decoded rows: see frame.CompactedFile).
 const maxCompactedFiles = 16
 
 // minRanged is the smallest compacted file of a remote bucket read by
@@ -258,8 +249,10 @@ const maxWholeWanted = 4096
 type compactedFiles struct {
 	group singleflight.Group
 	mu    sync.Mutex
-	order *lru.List               // of *openCompactedFile; front: the newest use
-	byKey map[string]*lru.Element // INVARIANT: the elements of order, by path
+	// open: the files open, by path, at most maxCompactedFiles (nil
+	// until the first open); one evicted is closed once no rebuild uses
+	// it.
+	open *simplelru.LRU[string, *openCompactedFile]
 	// whole: the remote compacted files that were read by ranges past
 	// wholeAfter, opened from a whole copy in the cache from then on.
 	whole map[string]bool // INVARIANT: at most maxWholeWanted
@@ -275,7 +268,7 @@ type compactedFiles struct {
 // remote object read by ranges.
 type openCompactedFile struct {
 	path   string
-	cf     *maintenance.CompactedFile
+	cf     *frame.CompactedFile
 	file   *os.File      // nil: read by ranges
 	ranged *rangedObject // nil: a local file
 	refs   int           // rebuilds using it (guarded by compactedFiles.mu)
@@ -288,19 +281,27 @@ func (o *openCompactedFile) close() {
 	}
 }
 
+// drop marks o no longer kept, closing it if no rebuild uses it (the
+// last to release it closes it otherwise). The caller holds
+// compactedFiles.mu.
+func (o *openCompactedFile) drop() {
+	o.gone = true
+	if o.refs == 0 {
+		o.close()
+	}
+}
+
 // compactedFile returns the compacted file f of table t opened (see
-// maintenance.OpenCompactedFile; whole: from a whole copy, not by ranges,
+// frame.OpenCompactedFile; whole: from a whole copy, not by ranges,
 // if it is not open yet) and a function to call once done with it.
 func (m *Mount) compactedFile(ctx context.Context, t *engine.Table, f index.Fragment, whole bool) (*openCompactedFile, func(), error) {
 	c := &m.compactedFiles
 	for {
 		c.mu.Lock()
-		if c.byKey == nil {
-			c.order, c.byKey = lru.New(), map[string]*lru.Element{}
+		if c.open == nil {
+			c.open, _ = simplelru.NewLRU(maxCompactedFiles, func(_ string, o *openCompactedFile) { o.drop() })
 		}
-		if e, ok := c.byKey[f.Path]; ok {
-			c.order.MoveToFront(e)
-			o := e.Value.(*openCompactedFile)
+		if o, ok := c.open.Get(f.Path); ok {
 			o.refs++
 			c.mu.Unlock()
 			return o, func() { c.release(o) }, nil
@@ -313,15 +314,7 @@ func (m *Mount) compactedFile(ctx context.Context, t *engine.Table, f index.Frag
 			}
 			c.mu.Lock()
 			defer c.mu.Unlock()
-			c.byKey[f.Path] = c.order.PushFront(o)
-			for c.order.Len() > maxCompactedFiles {
-				old := c.order.Remove(c.order.Back()).(*openCompactedFile)
-				delete(c.byKey, old.path)
-				old.gone = true
-				if old.refs == 0 {
-					old.close()
-				}
-			}
+			c.open.Add(f.Path, o) // past maxCompactedFiles, the least recently used is dropped
 			return nil, nil
 		})
 		if err != nil {
@@ -335,18 +328,9 @@ func (m *Mount) compactedFile(ctx context.Context, t *engine.Table, f index.Frag
 func (c *compactedFiles) close() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.order == nil {
-		return
+	if c.open != nil {
+		c.open.Purge() // drops each
 	}
-	for e := c.order.Front(); e != nil; e = e.Next() {
-		o := e.Value.(*openCompactedFile)
-		o.gone = true
-		if o.refs == 0 {
-			o.close()
-		}
-	}
-	c.order.Init()
-	clear(c.byKey)
 }
 
 func (c *compactedFiles) release(o *openCompactedFile) {
@@ -367,10 +351,8 @@ func (c *compactedFiles) fetchWhole(o *openCompactedFile) {
 		c.whole = map[string]bool{}
 	}
 	c.whole[o.path] = true
-	if e, ok := c.byKey[o.path]; ok && e.Value.(*openCompactedFile) == o {
-		c.order.Remove(e)
-		delete(c.byKey, o.path)
-		o.gone = true
+	if cur, ok := c.open.Peek(o.path); ok && cur == o {
+		c.open.Remove(o.path) // dropped: closed once its rebuilds end
 	}
 }
 
@@ -408,14 +390,14 @@ func (c *compactedFiles) swept(world, table string) bool {
 // ticks found from its tick column.
 func (m *Mount) openCompactedFile(ctx context.Context, t *engine.Table, f index.Fragment, whole bool) (*openCompactedFile, error) {
 	x, err := m.tickIndex(ctx, f)
-	if errors.Is(err, maintenance.ErrNoTickIndex) {
+	if errors.Is(err, frame.ErrNoTickIndex) {
 		x, err = nil, nil // its ticks' rows are found from its tick column
 	}
 	if err != nil {
 		return nil, err
 	}
 	m.stats.compactedOpened.Add(1)
-	if m.local == nil && !m.opts.Cache.HasVerified(wsql.Record(f)) {
+	if m.local == nil && !m.opts.Cache.HasVerified(record(f)) {
 		// Ranged bytes are checked by the tick index's sha256 of each
 		// tick's file; a file without one is read only from a copy
 		// checked whole against its catalog digest.
@@ -436,9 +418,9 @@ func (m *Mount) openCompactedFile(ctx context.Context, t *engine.Table, f index.
 	if err == nil && info.Size() != f.Bytes {
 		err = fmt.Errorf("%s holds %d bytes, its catalog record %d: %w", f.Path, info.Size(), f.Bytes, index.ErrCorrupt)
 	}
-	var cf *maintenance.CompactedFile
+	var cf *frame.CompactedFile
 	if err == nil {
-		cf, err = maintenance.OpenCompactedFile(t, file, info.Size(), x)
+		cf, err = frame.OpenCompactedFile(t, file, info.Size(), x)
 	}
 	if err != nil {
 		file.Close()
@@ -453,9 +435,9 @@ func (m *Mount) openCompactedFile(ctx context.Context, t *engine.Table, f index.
 // size must be the recorded one; another generation is decided by the
 // bytes, here those of each tick file rebuilt), while its tail (footer
 // and page index) is fetched.
-func (m *Mount) openRanged(ctx context.Context, t *engine.Table, f index.Fragment, x *maintenance.TickIndex) (*openCompactedFile, error) {
+func (m *Mount) openRanged(ctx context.Context, t *engine.Table, f index.Fragment, x *frame.TickIndex) (*openCompactedFile, error) {
 	ctx = finish(ctx)
-	r := wsql.Record(f)
+	r := record(f)
 	ro := newRangedObject(ctx, m.b, f.Path, f.Bytes, &m.stats.compactedFetched)
 	var g errgroup.Group
 	g.Go(func() error {
@@ -471,12 +453,12 @@ func (m *Mount) openRanged(ctx context.Context, t *engine.Table, f index.Fragmen
 	})
 	g.Go(func() error {
 		// The magic number at the start, the footer and page index at the end.
-		return ro.Prefetch([]maintenance.ByteRange{{Off: 0, Len: 8}, {Off: max(0, f.Bytes-rangedTail), Len: rangedTail}})
+		return ro.Prefetch([]frame.ByteRange{{Off: 0, Len: 8}, {Off: max(0, f.Bytes-rangedTail), Len: rangedTail}})
 	})
 	err := g.Wait()
-	var cf *maintenance.CompactedFile
+	var cf *frame.CompactedFile
 	if err == nil {
-		cf, err = maintenance.OpenCompactedFile(t, ro, f.Bytes, x)
+		cf, err = frame.OpenCompactedFile(t, ro, f.Bytes, x)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", f.Path, err)
@@ -522,53 +504,44 @@ const maxTickIndexes = 256
 type tickIndexes struct {
 	group singleflight.Group
 	mu    sync.Mutex
-	order *lru.List               // of tickIndexEntry; front: the newest use
-	byKey map[string]*lru.Element // INVARIANT: the elements of order, by path
-}
-
-type tickIndexEntry struct {
-	path string
-	x    *maintenance.TickIndex // nil: the file has no usable tick index
+	// read: by path, at most maxTickIndexes (nil until the first
+	// read); a nil index: the file has no usable tick index.
+	read *simplelru.LRU[string, *frame.TickIndex]
 }
 
 // tickIndex returns the tick index of the compacted file f (see
-// maintenance.ReadTickIndex; maintenance.ErrNoTickIndex if it has none).
-func (m *Mount) tickIndex(ctx context.Context, f index.Fragment) (*maintenance.TickIndex, error) {
+// frame.ReadTickIndex; frame.ErrNoTickIndex if it has none).
+func (m *Mount) tickIndex(ctx context.Context, f index.Fragment) (*frame.TickIndex, error) {
 	c := &m.tickIndexes
-	found := func(x *maintenance.TickIndex) (*maintenance.TickIndex, error) {
+	found := func(x *frame.TickIndex) (*frame.TickIndex, error) {
 		if x == nil {
-			return nil, fmt.Errorf("%s: %w", f.Path, maintenance.ErrNoTickIndex)
+			return nil, fmt.Errorf("%s: %w", f.Path, frame.ErrNoTickIndex)
 		}
 		return x, nil
 	}
 	c.mu.Lock()
-	if c.byKey == nil {
-		c.order, c.byKey = lru.New(), map[string]*lru.Element{}
+	if c.read == nil {
+		c.read, _ = simplelru.NewLRU[string, *frame.TickIndex](maxTickIndexes, nil)
 	}
-	if e, ok := c.byKey[f.Path]; ok {
-		c.order.MoveToFront(e)
+	if x, ok := c.read.Get(f.Path); ok {
 		c.mu.Unlock()
-		return found(e.Value.(tickIndexEntry).x)
+		return found(x)
 	}
 	c.mu.Unlock()
 	v, err, _ := c.group.Do(f.Path, func() (any, error) {
-		x, err := maintenance.ReadTickIndex(finish(ctx), m.b, f)
-		if err != nil && !errors.Is(err, maintenance.ErrNoTickIndex) {
+		x, err := frame.ReadTickIndex(finish(ctx), m.b, f)
+		if err != nil && !errors.Is(err, frame.ErrNoTickIndex) {
 			return nil, err // damaged or unreadable: asked again next time
 		}
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		if _, ok := c.byKey[f.Path]; !ok {
-			c.byKey[f.Path] = c.order.PushFront(tickIndexEntry{f.Path, x})
-			for c.order.Len() > maxTickIndexes {
-				old := c.order.Remove(c.order.Back()).(tickIndexEntry)
-				delete(c.byKey, old.path)
-			}
+		if !c.read.Contains(f.Path) {
+			c.read.Add(f.Path, x)
 		}
 		return x, nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	return found(v.(*maintenance.TickIndex))
+	return found(v.(*frame.TickIndex))
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/worldfs/worldfs/bucket/local"
 	"github.com/worldfs/worldfs/cache"
 	"github.com/worldfs/worldfs/engine"
+	"github.com/worldfs/worldfs/frame"
 	wsql "github.com/worldfs/worldfs/sql"
 )
 
@@ -84,7 +85,7 @@ func snapOf(t *testing.T, m *Mount, n int64, table, format string) *snapFile {
 func TestStatDerivesNothing(t *testing.T) {
 	m, _, _ := cheapWorld(t, Options{})
 	ctx := context.Background()
-	f := snapOf(t, m, 2, "particle", wsql.FormatCSV)
+	f := snapOf(t, m, 2, "particle", frame.FormatCSV)
 	var out fuse.AttrOut
 	if errno := f.Getattr(ctx, nil, &out); errno != 0 {
 		t.Fatal(errno)
@@ -113,7 +114,7 @@ func TestStatDerivesNothing(t *testing.T) {
 	// sized as a lookup sizes it knows the size its writer recorded,
 	// still deriving and rendering nothing.
 	before, rendered := (wsql.Databases() - m.stats.duckdbAt), m.stats.rendered.Load()
-	g := snapOf(t, m, 2, "particle", wsql.FormatCSV)
+	g := snapOf(t, m, 2, "particle", frame.FormatCSV)
 	c, err := g.plan(ctx, false)
 	if err == nil {
 		err = g.size(ctx, c)
@@ -125,7 +126,7 @@ func TestStatDerivesNothing(t *testing.T) {
 	// first stat, once per set of visible facts, in Go (no DuckDB), so
 	// its size is true.
 	gathered := m.stats.gathered.Load()
-	ff := m.factFile(2, "w", engine.EvaluationRun, wsql.ReceiptsView, wsql.FormatCSV)
+	ff := m.factFile(2, "w", engine.EvaluationRun, frame.ReceiptsView, frame.FormatCSV)
 	if errno := ff.Getattr(ctx, nil, &out); errno != 0 || out.Size == 0 || (wsql.Databases()-m.stats.duckdbAt) != before || m.stats.gathered.Load() != gathered+1 {
 		t.Errorf("first stat of a facts file: errno %v, size %d, %d DuckDB runs, %d derived in Go; want 0 and 1", errno, out.Size, (wsql.Databases()-m.stats.duckdbAt)-before, m.stats.gathered.Load()-gathered)
 	}
@@ -140,7 +141,7 @@ func TestStatDerivesNothing(t *testing.T) {
 func TestMaterializeReusesTheMountsCatalog(t *testing.T) {
 	m, reads, _ := cheapWorld(t, Options{})
 	ctx := context.Background()
-	csv := snapOf(t, m, 3, "particle", wsql.FormatCSV)
+	csv := snapOf(t, m, 3, "particle", frame.FormatCSV)
 	reads.n.Store(0)
 	fh, _, errno := csv.Open(ctx, 0)
 	if errno != 0 {
@@ -172,7 +173,7 @@ func TestStalledReadGivesUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	f := snapOf(t, m, 1, "particle", wsql.FormatParquet)
+	f := snapOf(t, m, 1, "particle", frame.FormatParquet)
 	plan, err := f.plan(ctx, false)
 	if err != nil || !plan.asIs {
 		t.Fatalf("tick 1's particle fragment should be served as is (%v)", err)

@@ -15,7 +15,6 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/worldfs/worldfs/engine"
-	"github.com/worldfs/worldfs/index"
 )
 
 // A ctl command is one JSON object on one line: {"op": NAME, ...}. Each
@@ -74,10 +73,7 @@ func (m *Mount) refresh(ctx context.Context) {
 	m.mu.Lock()
 	m.mu.worldsAt = time.Time{}
 	m.mu.coldsStale = time.Now() // a world read cold is brought to its tip again
-	cats := make([]*index.Catalog, 0, len(m.mu.cats))
-	for _, c := range m.mu.cats {
-		cats = append(cats, c.c)
-	}
+	cats := m.mu.cats.Values()
 	m.mu.Unlock()
 	for _, c := range cats {
 		_, _ = c.Exact(ctx) // a failure here only leaves the snapshot to age out

@@ -35,7 +35,7 @@
 //
 // A compacted tick's Parquet file is the fragment its writer published:
 // the tick's rows, read from the compacted file that holds them, encoded
-// again (maintenance.TickFile), its size and sha256 read at lookup from the
+// again (frame.TickFile), its size and sha256 read at lookup from the
 // compacted file's tick index (see canonical).
 //
 // Semantics of sizes and times. Every file's size is exact at lookup: a

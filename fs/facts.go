@@ -18,7 +18,6 @@ import (
 	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/frame"
 	"github.com/worldfs/worldfs/index"
-	wsql "github.com/worldfs/worldfs/sql"
 )
 
 // <world>/facts/ holds the facts and receipts whose claims are complete:
@@ -61,7 +60,7 @@ func (d *factsDir) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) 
 func (d *factsDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	id := ino(d.world, "facts", name)
 	if base, format, ok := splitFormat(name); ok && base == receiptsFile {
-		return d.m.child(ctx, d.EmbeddedInode(), d.m.factFile(id, d.world, engine.EvaluationRun, wsql.ReceiptsView, format), out)
+		return d.m.child(ctx, d.EmbeddedInode(), d.m.factFile(id, d.world, engine.EvaluationRun, frame.ReceiptsView, format), out)
 	}
 	runs, err := d.m.factRuns(ctx, d.world)
 	if err != nil {
@@ -226,7 +225,7 @@ func (m *Mount) factTablesOf(ctx context.Context, v *index.View, run string) (ma
 			}
 			name := ti.Name
 			if run == engine.EvaluationRun {
-				name = wsql.ReceiptsView
+				name = frame.ReceiptsView
 			}
 			out[name] = append(out[name], c.CommitToken)
 		}
@@ -314,7 +313,7 @@ func (f *factFile) current(ctx context.Context) (version, error) {
 // of its schemas by column name, NULL where a schema lacks a column, as
 // <name>_raw shows them: a column the schemas give several types has the
 // type the view gives it, each value cast as the view casts it, see
-// frame.UnionType) or, for the receipts, as sql.ReceiptsView's columns.
+// frame.UnionType) or, for the receipts, as frame.ReceiptsView's columns.
 func (m *Mount) factRows(ctx context.Context, v *index.View, run, name string) (*rowSet, []string, error) {
 	rs := &rowSet{published: pairs{}, desc: true}
 	parts := map[string]*rowPart{}
@@ -359,7 +358,7 @@ func (m *Mount) factRows(ctx context.Context, v *index.View, run, name string) (
 	}
 	switch {
 	case run == engine.EvaluationRun:
-		rs.encode = func(g []frame.Gathered) ([]byte, error) { return frame.EncodeView(g, wsql.ReceiptColumns, true) }
+		rs.encode = func(g []frame.Gathered) ([]byte, error) { return frame.EncodeView(g, frame.ReceiptColumns, true) }
 	case len(rs.parts) == 1:
 		rs.encode = func(g []frame.Gathered) ([]byte, error) {
 			data, _, err := frame.EncodeGathered(g[0], false)

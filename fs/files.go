@@ -26,7 +26,6 @@ import (
 	"github.com/worldfs/worldfs/cache"
 	"github.com/worldfs/worldfs/frame"
 	"github.com/worldfs/worldfs/index"
-	wsql "github.com/worldfs/worldfs/sql"
 )
 
 // Extended attributes of snapshot entries: the commit identity.
@@ -96,7 +95,7 @@ var (
 )
 
 // Snapshot file formats.
-var formats = []string{wsql.FormatParquet, wsql.FormatCSV}
+var formats = []string{frame.FormatParquet, frame.FormatCSV}
 
 // snapshot makes the node of a tick's snapshot directory.
 func (m *Mount) snapshot(ctx context.Context, parent *gofs.Inode, at place, t tickRef, ino uint64, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
@@ -306,11 +305,11 @@ func (f *snapFile) sizeAtLookup(ctx context.Context, planned func(context.Contex
 func (f *snapFile) init(c content) *snapFile {
 	f.keyed = f.keyOf(f.format)
 	f.mu.size = -1
-	f.mu.exact = f.format == wsql.FormatParquet && c.asIs
+	f.mu.exact = f.format == frame.FormatParquet && c.asIs
 	switch {
 	case f.mu.exact && c.tf.Fragments[0].Bytes > 0:
 		f.mu.size = c.tf.Fragments[0].Bytes
-	case f.format == wsql.FormatParquet && c.canon != nil:
+	case f.format == frame.FormatParquet && c.canon != nil:
 		f.mu.size = c.canon.size()
 	}
 	return f
@@ -409,11 +408,11 @@ func closeBody(b body) { b.Close() }
 // for CSV, the tick's Parquet rendered as CSV (frame.WriteCSV): in memory
 // from a small file (see small), else into the cache, once.
 func (f *snapFile) openContent(ctx context.Context, c content) (body, error) {
-	if f.format == wsql.FormatParquet {
+	if f.format == frame.FormatParquet {
 		return f.openParquet(ctx, c)
 	}
 	if c.split != nil {
-		p, err := f.m.gathered(ctx, f.key(), wsql.FormatCSV, c.split)
+		p, err := f.m.gathered(ctx, f.key(), frame.FormatCSV, c.split)
 		if err != nil {
 			return body{}, err
 		}
@@ -529,7 +528,7 @@ func (f *snapFile) openParquet(ctx context.Context, c content) (body, error) {
 		}
 		return openBody(p)
 	}
-	p, err := f.m.gathered(ctx, f.keyOf(wsql.FormatParquet), wsql.FormatParquet, c.split)
+	p, err := f.m.gathered(ctx, f.keyOf(frame.FormatParquet), frame.FormatParquet, c.split)
 	if err != nil {
 		return body{}, err
 	}
@@ -545,7 +544,7 @@ func (f *snapFile) openParquet(ctx context.Context, c content) (body, error) {
 // it. A split tick's file (either format) is derived into the cache from
 // its rows (see rowSet), once, and sized there: no DuckDB either way.
 func (f *snapFile) size(ctx context.Context, c content) error {
-	if f.format != wsql.FormatCSV && c.split == nil {
+	if f.format != frame.FormatCSV && c.split == nil {
 		return nil
 	}
 	if _, ok := f.knownSize(); ok {
@@ -703,7 +702,7 @@ func (f *snapFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 	}
 	f.mu.Lock()
 	prev := f.mu.size
-	f.mu.size, f.mu.exact = h.size, f.format == wsql.FormatParquet && c.asIs
+	f.mu.size, f.mu.exact = h.size, f.format == frame.FormatParquet && c.asIs
 	f.mu.Unlock()
 	if prev >= 0 && prev != h.size {
 		// The rows moved to a file of another size than the kernel was
@@ -892,24 +891,7 @@ func (h bytesHandle) Read(_ context.Context, dest []byte, off int64) (fuse.ReadR
 // the tick and the files beside it, never where maintenance has moved
 // their rows (worldfs_manifests in SQL names those objects).
 func (m *Mount) manifestJSON(ctx context.Context, at place, t tickRef) ([]byte, error) {
-	type table struct {
-		ID   string `json:"id"`
-		Name string `json:"name"`
-		// Rows is the tick's rows of the table (null where worldfs
-		// cannot tell without reading them: a split tick with rows in a
-		// compacted file).
-		Rows *int64 `json:"rows"`
-		// Parquet is the table's Parquet file beside the manifest.
-		Parquet *manifestFile `json:"parquet"`
-	}
-	man := struct {
-		World       string  `json:"world"`
-		Run         string  `json:"run"`
-		Tick        int64   `json:"tick"`
-		CommitToken string  `json:"commit_token"`
-		WriterEpoch int64   `json:"writer_epoch"`
-		Tables      []table `json:"tables"`
-	}{World: t.World, Run: t.Run, Tick: t.Tick.Tick, CommitToken: t.CommitToken, WriterEpoch: t.WriterEpoch, Tables: []table{}}
+	man := frame.TickManifest{World: t.World, Run: t.Run, Tick: t.Tick.Tick, CommitToken: t.CommitToken, WriterEpoch: t.WriterEpoch, Tables: []frame.ManifestTable{}}
 	// Where the rows live now: a plan of the lookup may name files
 	// collected since (the description is the same either way).
 	if now, ok, err := m.lineageTick(ctx, at.world, at.run, t.Tick.Tick, false, false); err != nil {
@@ -936,19 +918,19 @@ func (m *Mount) manifestJSON(ctx context.Context, at place, t tickRef) ([]byte, 
 			// once compacted, the same bytes are its canonical file, which
 			// the manifest describes. So it describes the derived file too
 			// (derived into the cache, as a lookup of it does).
-			if p, err = m.derivedParquet(ctx, derivedKey(t, info.Name, wsql.FormatParquet), c.split); err != nil {
+			if p, err = m.derivedParquet(ctx, derivedKey(t, info.Name, frame.FormatParquet), c.split); err != nil {
 				return nil, err
 			}
 		}
-		man.Tables = append(man.Tables, table{tf.Table, info.Name, c.rows(), p})
+		man.Tables = append(man.Tables, frame.ManifestTable{ID: tf.Table, Name: info.Name, Rows: c.rows(), Parquet: p})
 	}
 	return json.MarshalIndent(man, "", "  ")
 }
 
 // derivedParquet describes the Parquet file of a split tick, derived
 // into the cache under key from rs.
-func (m *Mount) derivedParquet(ctx context.Context, key string, rs *rowSet) (*manifestFile, error) {
-	path, err := m.gathered(ctx, key, wsql.FormatParquet, rs)
+func (m *Mount) derivedParquet(ctx context.Context, key string, rs *rowSet) (*frame.ManifestFile, error) {
+	path, err := m.gathered(ctx, key, frame.FormatParquet, rs)
 	if err != nil {
 		return nil, err
 	}
@@ -962,13 +944,7 @@ func (m *Mount) derivedParquet(ctx context.Context, key string, rs *rowSet) (*ma
 	if err != nil {
 		return nil, err
 	}
-	return &manifestFile{Bytes: n, Digest: "sha256:" + hex.EncodeToString(h.Sum(nil))}, nil
-}
-
-// manifestFile is a file of a tick as its manifest describes it.
-type manifestFile struct {
-	Bytes  int64  `json:"bytes"`
-	Digest string `json:"digest,omitempty"` // "sha256:<hex>" of its bytes
+	return &frame.ManifestFile{Bytes: n, Digest: "sha256:" + hex.EncodeToString(h.Sum(nil))}, nil
 }
 
 // parquet describes the tick's Parquet file of c's table where the
@@ -978,13 +954,13 @@ type manifestFile struct {
 // compaction. A compacted file without a tick index gives the tick's
 // file derived from its rows there (derivedEntry). Nil for a split tick:
 // its file is derived from its fragments (see derivedParquet).
-func (c content) parquet() *manifestFile {
+func (c content) parquet() *frame.ManifestFile {
 	switch {
 	case c.asIs:
 		f := c.tf.Fragments[0]
-		return &manifestFile{Bytes: f.Bytes, Digest: f.Digest}
+		return &frame.ManifestFile{Bytes: f.Bytes, Digest: f.Digest}
 	case c.canon != nil:
-		return &manifestFile{Bytes: c.canon.entry.Size, Digest: "sha256:" + hex.EncodeToString(c.canon.entry.Digest[:])}
+		return &frame.ManifestFile{Bytes: c.canon.entry.Size, Digest: "sha256:" + hex.EncodeToString(c.canon.entry.Digest[:])}
 	}
 	return nil
 }
@@ -1015,42 +991,13 @@ func (m *Mount) worldJSON(ctx context.Context, world string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	type run struct {
-		Head      *int64 `json:"head"`
-		Published int64  `json:"published"`
-	}
-	type segment struct {
-		World string `json:"world"`
-		Run   string `json:"run"`
-		UpTo  *int64 `json:"up_to_tick"`
-		Mode  string `json:"visibility"`
-	}
-	w := me.world
-	doc := struct {
-		ID            string         `json:"id"`
-		Parent        string         `json:"parent,omitempty"`
-		ForkRun       string         `json:"fork_run,omitempty"`
-		ForkTick      *int64         `json:"fork_tick,omitempty"`
-		Status        string         `json:"status"`
-		WriterMode    string         `json:"writer_mode"`
-		CreatedUnixMs int64          `json:"created_unix_ms"`
-		FenceEpoch    int64          `json:"fence_epoch"`
-		FenceHolder   string         `json:"fence_holder"`
-		Head          *int64         `json:"head"`
-		Runs          map[string]run `json:"runs"`
-		Lineage       []segment      `json:"lineage"`
-		Seq           uint64         `json:"catalog_seq"`
-	}{ID: w.ID, Parent: w.Parent, ForkRun: w.ForkRun, Status: w.Status, WriterMode: w.WriterMode,
-		CreatedUnixMs: w.CreatedUnixMs, FenceEpoch: w.Epoch, FenceHolder: w.FenceHolder, Runs: map[string]run{}, Seq: me.seq}
-	if w.Parent != "" {
-		doc.ForkTick = &w.ForkTick
-	}
+	doc := frame.WorldJSON{WorldRecord: frame.RecordOf(me.world, me.seq), Runs: map[string]frame.RunHead{}}
 	runs, err := m.runs(ctx, world)
 	if err != nil {
 		return nil, err
 	}
 	for _, r := range runs {
-		var rr run
+		var rr frame.RunHead
 		if i := slices.IndexFunc(me.runs, func(own index.Run) bool { return own.Name == r }); i >= 0 {
 			rr.Published = me.runs[i].Published
 		}
@@ -1068,7 +1015,7 @@ func (m *Mount) worldJSON(ctx context.Context, world string) ([]byte, error) {
 	// ancestor's fork run up to the nearest fork point below it.
 	info, segRun, upTo := me, index.DefaultRun, int64(math.MaxInt64)
 	for {
-		sg := segment{World: info.world.ID, Run: segRun, Mode: info.mode.String()}
+		sg := frame.LineageSegment{World: info.world.ID, Run: segRun, Mode: info.mode.String()}
 		if info.world.ID != world {
 			sg.UpTo = new(int64)
 			*sg.UpTo = upTo
@@ -1077,7 +1024,7 @@ func (m *Mount) worldJSON(ctx context.Context, world string) ([]byte, error) {
 		if info.world.Parent == "" {
 			break
 		}
-		if slices.ContainsFunc(doc.Lineage, func(s segment) bool { return s.World == info.world.Parent }) {
+		if slices.ContainsFunc(doc.Lineage, func(s frame.LineageSegment) bool { return s.World == info.world.Parent }) {
 			return nil, fmt.Errorf("world %s: lineage loops through %s: %w", world, info.world.Parent, index.ErrCorrupt)
 		}
 		parent := info.world.Parent
@@ -1129,7 +1076,7 @@ func (m *Mount) worldInfo(ctx context.Context, world, run string) (worldRecord, 
 func (m *Mount) statsJSON() ([]byte, error) {
 	st := m.stats.Snapshot(m.opts.Cache)
 	m.mu.Lock()
-	st.CatalogsOpen = len(m.mu.cats)
+	st.CatalogsOpen = m.mu.cats.Len()
 	m.mu.Unlock()
 	data, err := json.MarshalIndent(st, "", "  ")
 	return append(data, '\n'), err

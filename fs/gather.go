@@ -8,7 +8,6 @@ import (
 	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/frame"
 	"github.com/worldfs/worldfs/index"
-	wsql "github.com/worldfs/worldfs/sql"
 )
 
 // rowSet is a file the mount derives in Go from tables' rows: the rows
@@ -55,17 +54,17 @@ func (rs *rowSet) keep(r frame.StampedRow) bool {
 // (cache.DerivedSize) with no row read.
 func (m *Mount) gathered(ctx context.Context, key, format string, rs *rowSet) (string, error) {
 	base, _ := strings.CutSuffix(key, "."+format)
-	p, err := m.derive(ctx, base+"."+wsql.FormatParquet, &m.stats.gathered, func(ctx context.Context, tmp string) error {
+	p, err := m.derive(ctx, base+"."+frame.FormatParquet, &m.stats.gathered, func(ctx context.Context, tmp string) error {
 		data, err := m.gather(ctx, rs)
 		if err != nil {
 			return err
 		}
 		return os.WriteFile(tmp, data, 0o444)
 	})
-	if err != nil || format == wsql.FormatParquet {
+	if err != nil || format == frame.FormatParquet {
 		return p, err
 	}
-	return m.derive(ctx, base+"."+wsql.FormatCSV, &m.stats.rendered, func(ctx context.Context, tmp string) error {
+	return m.derive(ctx, base+"."+frame.FormatCSV, &m.stats.rendered, func(ctx context.Context, tmp string) error {
 		src, err := os.Open(p)
 		if err != nil {
 			return err

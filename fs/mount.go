@@ -1,7 +1,6 @@
 package fs
 
 import (
-	clist "container/list"
 	"context"
 	"errors"
 	"path/filepath"
@@ -9,6 +8,7 @@ import (
 	"time"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hashicorp/golang-lru/v2/simplelru"
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/cache"
@@ -38,11 +38,11 @@ type Mount struct {
 
 	mu struct {
 		sync.Mutex
-		// cats are the read-only catalogs, by world, each with its
-		// element in lru (front: used last).
-		// INVARIANT: len(cats) == lru.Len() <= opts.MaxCatalogs.
-		cats map[string]openCatalog
-		lru  *clist.List // of world ids
+		// cats are the read-only catalogs, by world, at most
+		// opts.MaxCatalogs, the least recently used evicted first (and
+		// closed outside the lock: evicted holds them until then).
+		cats    *simplelru.LRU[string, *index.Catalog]
+		evicted []*index.Catalog
 		// colds are the partial states of worlds read cold (cold.go), the
 		// last read of each; at most opts.MaxCatalogs.
 		colds map[string]*coldState
@@ -68,8 +68,9 @@ func New(b bucket.Bucket, opts Options) (*Mount, error) {
 	m := &Mount{b: b, opts: opts, stats: newStats(), startedMs: time.Now().UnixMilli()}
 	m.local, _ = bucket.As[bucket.Local](b)
 	m.verified = cache.OpenVerified(filepath.Join(opts.Cache.Dir(), "verified"))
-	m.mu.cats = map[string]openCatalog{}
-	m.mu.lru = clist.New()
+	m.mu.cats, _ = simplelru.NewLRU(opts.MaxCatalogs, func(_ string, c *index.Catalog) {
+		m.mu.evicted = append(m.mu.evicted, c)
+	})
 	m.mu.colds = map[string]*coldState{}
 	m.mu.infos = map[string]frame.TableInfo{}
 	m.mu.tables = map[string]*engine.Table{}
@@ -86,9 +87,9 @@ func (m *Mount) Root() gofs.InodeEmbedder { return &rootDir{dirBase: dirBase{m: 
 func (m *Mount) Close() error {
 	m.mu.Lock()
 	m.mu.closed = true
-	cats, writers := m.mu.cats, m.mu.writers
-	m.mu.cats, m.mu.writers = map[string]openCatalog{}, map[string]*writer{}
-	m.mu.lru.Init()
+	m.mu.cats.Purge()
+	cats, writers := m.mu.evicted, m.mu.writers
+	m.mu.evicted, m.mu.writers = nil, map[string]*writer{}
 	m.mu.Unlock()
 	var errs []error
 	for _, w := range writers {
@@ -97,7 +98,7 @@ func (m *Mount) Close() error {
 		w.mu.Unlock()
 	}
 	for _, c := range cats {
-		errs = append(errs, c.c.Close())
+		errs = append(errs, c.Close())
 	}
 	m.compactedFiles.close()
 	return errors.Join(errs...)

@@ -14,8 +14,8 @@ import (
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/worldfs/worldfs/frame"
 	"github.com/worldfs/worldfs/index"
-	wsql "github.com/worldfs/worldfs/sql"
 )
 
 // node is every node of the tree: it knows its attributes and whether
@@ -680,7 +680,7 @@ func (m *Mount) tableNames(ctx context.Context, world, run string, exact bool) (
 // history is mostly not summarized, its catalog's, opened and kept.
 func (m *Mount) planningState(ctx context.Context, world string, exact bool) (*index.State, error) {
 	m.mu.Lock()
-	_, open := m.mu.cats[world]
+	open := m.mu.cats.Contains(world)
 	m.mu.Unlock()
 	if !open {
 		s, _, err := index.LoadSummarizedAtMost(finish(ctx), m.b, world, coldKeepParts)
@@ -821,7 +821,7 @@ func (d *tableDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 	if !ok {
 		return nil, syscall.ENOENT
 	}
-	f := &snapFile{m: d.m, ino: ino(d.world, "runs", d.run, "tables", d.name, name), at: place{d.world, d.run}, t: t, table: d.name, format: wsql.FormatParquet}
+	f := &snapFile{m: d.m, ino: ino(d.world, "runs", d.run, "tables", d.name, name), at: place{d.world, d.run}, t: t, table: d.name, format: frame.FormatParquet}
 	err = f.sizeAtLookup(ctx, func(ctx context.Context) (content, error) { return d.m.contentOf(ctx, t, tf) })
 	if err != nil {
 		return nil, d.m.errno("table "+d.name, err)

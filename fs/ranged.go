@@ -12,8 +12,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/frame"
 	"github.com/worldfs/worldfs/index"
-	"github.com/worldfs/worldfs/maintenance"
 )
 
 // Ranged reads of a compacted file. On a remote bucket the first open of a
@@ -59,7 +59,7 @@ const maxRangedBytes = 4 << 20
 const rangedParallel = 8
 
 // rangedObject is an object of a remote bucket read by ranges, as an
-// io.ReaderAt and a maintenance.Prefetcher, keeping what it fetched.
+// io.ReaderAt and a frame.Prefetcher, keeping what it fetched.
 type rangedObject struct {
 	// Immutable.
 	ctx     context.Context // the bucket calls' (the opener's, never canceled)
@@ -87,8 +87,8 @@ type piece struct {
 }
 
 var (
-	_ io.ReaderAt            = (*rangedObject)(nil)
-	_ maintenance.Prefetcher = (*rangedObject)(nil)
+	_ io.ReaderAt      = (*rangedObject)(nil)
+	_ frame.Prefetcher = (*rangedObject)(nil)
 )
 
 func newRangedObject(ctx context.Context, b bucket.Bucket, name string, size int64, counted *atomic.Int64) *rangedObject {
@@ -191,9 +191,9 @@ func (r *rangedObject) missing(lo, hi int64) [][2]int64 {
 
 // Prefetch fetches the parts of the ranges not kept, those less than
 // rangedGap apart in one request, rangedParallel requests at a time.
-func (r *rangedObject) Prefetch(ranges []maintenance.ByteRange) error {
+func (r *rangedObject) Prefetch(ranges []frame.ByteRange) error {
 	var want [][2]int64
-	ranges = slices.SortedFunc(slices.Values(ranges), func(a, b maintenance.ByteRange) int { return cmp.Compare(a.Off, b.Off) })
+	ranges = slices.SortedFunc(slices.Values(ranges), func(a, b frame.ByteRange) int { return cmp.Compare(a.Off, b.Off) })
 	for _, br := range ranges { // in order, so that a range meets only the one before it
 		for _, m := range r.missing(max(0, br.Off), min(r.size, br.Off+br.Len)) {
 			if k := len(want) - 1; k >= 0 && m[0]-want[k][1] < rangedGap {

@@ -9,8 +9,8 @@ import (
 	"github.com/worldfs/worldfs/bucket/buckettest"
 	"github.com/worldfs/worldfs/bucket/mem"
 	"github.com/worldfs/worldfs/engine/enginetest"
+	"github.com/worldfs/worldfs/frame"
 	"github.com/worldfs/worldfs/index"
-	"github.com/worldfs/worldfs/maintenance"
 )
 
 // A ranged object fetches each byte once while it keeps it: a prefetch
@@ -30,10 +30,10 @@ func TestRangedObjectFetchesWhatItLacks(t *testing.T) {
 	}
 	var counted atomic.Int64
 	r := newRangedObject(ctx, b, "obj", int64(len(data)), &counted)
-	if err := r.Prefetch([]maintenance.ByteRange{{Off: 0, Len: 100 << 10}}); err != nil {
+	if err := r.Prefetch([]frame.ByteRange{{Off: 0, Len: 100 << 10}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Prefetch([]maintenance.ByteRange{{Off: 50 << 10, Len: 100 << 10}, {Off: 400 << 10, Len: 10}}); err != nil {
+	if err := r.Prefetch([]frame.ByteRange{{Off: 50 << 10, Len: 100 << 10}, {Off: 400 << 10, Len: 10}}); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := b.BytesOf("obj"), int64(150<<10+10); got != want || r.Fetched() != want || counted.Load() != want {
@@ -65,7 +65,7 @@ func TestRangedPrefetchOutOfOrder(t *testing.T) {
 	}
 	var counted atomic.Int64
 	r := newRangedObject(ctx, b, "obj", int64(len(data)), &counted)
-	ranges := []maintenance.ByteRange{{Off: 500 << 10, Len: 10 << 10}, {Off: 100 << 10, Len: 10 << 10}, {Off: 505 << 10, Len: 10 << 10}}
+	ranges := []frame.ByteRange{{Off: 500 << 10, Len: 10 << 10}, {Off: 100 << 10, Len: 10 << 10}, {Off: 505 << 10, Len: 10 << 10}}
 	if err := r.Prefetch(ranges); err != nil {
 		t.Fatal(err)
 	}

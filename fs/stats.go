@@ -18,7 +18,7 @@ import (
 // none for a stat or a read), files derived in Go from their fragments' visible
 // rows (split ticks, facts/: see rowSet; and the ticks of compacted files
 // without a tick index, sized at lookup: see derivedEntry), compacted
-// ticks' files rebuilt from their rows (maintenance.CompactedFile), the
+// ticks' files rebuilt from their rows (frame.CompactedFile), the
 // compacted files opened to read their rows (for either) and the bytes of compacted files
 // fetched from a remote bucket for them, CSV renderings, CSV sizes read from a fragment's footer, opens planned
 // again because maintenance had moved a tick's rows, and per-operation latencies over a recent window.

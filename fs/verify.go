@@ -4,9 +4,14 @@ import (
 	"context"
 	"os"
 
+	"github.com/worldfs/worldfs/cache"
 	"github.com/worldfs/worldfs/index"
-	wsql "github.com/worldfs/worldfs/sql"
 )
+
+// record is the catalog's record of f, as the cache checks it.
+func record(f index.Fragment) cache.Record {
+	return cache.Record{Name: f.Path, Size: f.Bytes, Generation: f.Generation, Digest: f.Digest}
+}
 
 // fragmentPath returns a local file holding the fragment f records: the
 // bucket file itself on a local bucket, else a copy in the cache, verified
@@ -16,7 +21,7 @@ func (m *Mount) fragmentPath(ctx context.Context, f index.Fragment) (string, err
 	if m.local != nil {
 		return m.local.Path(f.Path)
 	}
-	return m.opts.Cache.VerifiedPath(ctx, m.b, m.opts.BucketID, wsql.Record(f))
+	return m.opts.Cache.VerifiedPath(ctx, m.b, m.opts.BucketID, record(f))
 }
 
 // checkOpen checks a fragment file the mount is about to serve as is
@@ -27,7 +32,7 @@ func (m *Mount) fragmentPath(ctx context.Context, f index.Fragment) (string, err
 // generations, are decided so). A cached copy was hashed as it was
 // fetched.
 func (m *Mount) checkOpen(file *os.File, f index.Fragment) error {
-	r := wsql.Record(f)
+	r := record(f)
 	if m.local != nil {
 		return m.verified.CheckOpen(file, r)
 	}

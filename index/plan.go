@@ -55,6 +55,24 @@ type TickRef struct {
 // than miss them; Files and Visible plan from summaries and return
 // ErrNotLoaded.
 func (v *View) Ticks(from, to int64, fn func(TickRef) bool) {
+	v.walk(from, to, func(seg Segment, start, limit, last int64) (int64, bool) {
+		more := true
+		seg.State.ticksIn("View.Ticks", seg.Run, start, limit, func(t *Tick) bool {
+			last = t.Tick
+			more = fn(TickRef{seg.World, seg.Run, t})
+			return more
+		})
+		return last, more
+	})
+}
+
+// walk is the lineage walk of Ticks and Files: it calls visit with each
+// segment that lists its ticks (Filtered), oldest first, and the ticks
+// of it the view shows of from..to: from the one after the last tick an
+// older segment showed (a fork's own ticks follow its fork point) to to
+// or the segment's UpTo. visit returns the last tick it showed (last, as
+// given, if none) and whether to go on.
+func (v *View) walk(from, to int64, visit func(seg Segment, start, limit, last int64) (int64, bool)) {
 	last := from - 1
 	if from == math.MinInt64 {
 		last = math.MinInt64
@@ -65,19 +83,10 @@ func (v *View) Ticks(from, to int64, fn func(TickRef) bool) {
 		}
 		start := from
 		if last != math.MinInt64 {
-			start = max(from, last+1) // a fork's own ticks follow its fork point
+			start = max(from, last+1)
 		}
-		limit := min(to, seg.UpTo)
-		stop := false
-		seg.State.ticksIn("View.Ticks", seg.Run, start, limit, func(t *Tick) bool {
-			last = t.Tick
-			if !fn(TickRef{seg.World, seg.Run, t}) {
-				stop = true
-				return false
-			}
-			return true
-		})
-		if stop {
+		var more bool
+		if last, more = visit(seg, start, min(to, seg.UpTo), last); !more {
 			return
 		}
 	}
@@ -240,20 +249,9 @@ func (v *View) Files(from, to int64, fn func(File) bool) error {
 	// a summarized one a step per span of its summaries.
 	var prev *Tick
 	prevCompacted := false
-	last := from - 1
-	if from == math.MinInt64 {
-		last = math.MinInt64
-	}
-	for _, seg := range v.Segments {
-		if seg.Mode != Filtered {
-			continue
-		}
-		start := from
-		if last != math.MinInt64 {
-			start = max(from, last+1) // a fork's own ticks follow its fork point
-		}
-		var err error
-		werr := seg.steps(start, min(to, seg.UpTo), func(st step) bool {
+	var err error
+	v.walk(from, to, func(seg Segment, start, limit, last int64) (int64, bool) {
+		werr := seg.steps(start, limit, func(st step) bool {
 			last = st.last
 			if p := st.span; p != nil {
 				prev, prevCompacted = nil, false
@@ -270,9 +268,11 @@ func (v *View) Files(from, to int64, fn func(File) bool) error {
 			prev, prevCompacted = t, allCompacted(tables)
 			return emit(File{World: seg.World, Run: seg.Run, Tick: t.Tick, Token: t.CommitToken, Epoch: t.WriterEpoch}, tables)
 		})
-		if err = cmp.Or(werr, err); err != nil || stop {
-			return err
-		}
+		err = cmp.Or(werr, err)
+		return last, err == nil && !stop
+	})
+	if err != nil || stop {
+		return err
 	}
 	// An unfiltered segment's reader lists its files, facts included.
 	var filtered []Segment

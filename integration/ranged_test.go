@@ -24,13 +24,14 @@ import (
 	"github.com/worldfs/worldfs/bucket/bucketurl"
 	"github.com/worldfs/worldfs/bucket/gcs/gcstest"
 	"github.com/worldfs/worldfs/engine/enginetest"
+	"github.com/worldfs/worldfs/frame"
 	"github.com/worldfs/worldfs/index"
 	"github.com/worldfs/worldfs/maintenance"
 )
 
 // gcsWideWorld returns a fake GCS bucket holding a wide world whose ticks
 // 0..63 are compacted into one file, that file, and its tick index.
-func gcsWideWorld(t testing.TB) (bucket.Bucket, index.Fragment, *maintenance.TickIndex) {
+func gcsWideWorld(t testing.TB) (bucket.Bucket, index.Fragment, *frame.TickIndex) {
 	t.Helper()
 	gcstest.Start(t, "worlds")
 	return compactedWideWorld(t, "gs://worlds/ranged")
@@ -39,7 +40,7 @@ func gcsWideWorld(t testing.TB) (bucket.Bucket, index.Fragment, *maintenance.Tic
 // compactedWideWorld opens the bucket at url and makes it hold a wide world
 // whose ticks 0..63 are compacted into one file; it returns the bucket,
 // that file and its tick index.
-func compactedWideWorld(t testing.TB, url string) (bucket.Bucket, index.Fragment, *maintenance.TickIndex) {
+func compactedWideWorld(t testing.TB, url string) (bucket.Bucket, index.Fragment, *frame.TickIndex) {
 	t.Helper()
 	b, err := bucketurl.Open(context.Background(), url)
 	if err != nil {
@@ -57,7 +58,7 @@ func compactedWideWorld(t testing.TB, url string) (bucket.Bucket, index.Fragment
 	if f.Bytes < 2<<20 {
 		t.Fatalf("the compacted file holds %d bytes: too few to tell a tick's pages from the whole file", f.Bytes)
 	}
-	x, err := maintenance.ReadTickIndex(ctxT(t), b, f)
+	x, err := frame.ReadTickIndex(ctxT(t), b, f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +73,7 @@ func compactedTick(mt *mounted, n int64) string {
 // checkTickFile checks that data is tick n's file as its tick index
 // records it (the file its writer published: see
 // TestMountServesCompactedTicksAsPublished).
-func checkTickFile(t testing.TB, x *maintenance.TickIndex, n int64, data []byte) {
+func checkTickFile(t testing.TB, x *frame.TickIndex, n int64, data []byte) {
 	t.Helper()
 	e, ok := x.Entry(n)
 	if !ok {
@@ -213,7 +214,7 @@ func TestMountFailsClosedOnDamagedRangesOfGCS(t *testing.T) {
 	}
 }
 
-func mustEntry(t *testing.T, x *maintenance.TickIndex, n int64) maintenance.TickEntry {
+func mustEntry(t *testing.T, x *frame.TickIndex, n int64) frame.TickEntry {
 	t.Helper()
 	e, ok := x.Entry(n)
 	if !ok {
@@ -225,7 +226,7 @@ func mustEntry(t *testing.T, x *maintenance.TickIndex, n int64) maintenance.Tick
 // pageOfRow returns the offset of the middle of the page of column col
 // of the Parquet file data that holds row, checking that no row of spare
 // is in that page.
-func pageOfRow(t *testing.T, data []byte, col string, row int64, spare maintenance.TickEntry) int {
+func pageOfRow(t *testing.T, data []byte, col string, row int64, spare frame.TickEntry) int {
 	t.Helper()
 	f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
 	if err != nil {

@@ -962,7 +962,7 @@ func (c *collector) views(ctx context.Context) error {
 	var names []string
 	for _, e := range entries {
 		n := e.Name()
-		if e.Type().IsRegular() && strings.HasSuffix(n, ".parquet") && (strings.HasPrefix(n, "fragments-") || strings.HasPrefix(n, "empty-")) {
+		if e.Type().IsRegular() && index.IsViewsFileName(n) {
 			names = append(names, n)
 		}
 	}

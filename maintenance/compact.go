@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"runtime"
 	"slices"
@@ -650,7 +649,7 @@ func (c *compactor) rewrite(ctx context.Context, t *frame.Table, sources []sourc
 	if err != nil {
 		return nil, err
 	}
-	var known map[int64]TickEntry
+	var known map[int64]frame.TickEntry
 	var unrecorded map[int64]bool
 	if ticks {
 		if known, err = c.knownTicks(ctx, sources); err != nil {
@@ -788,39 +787,10 @@ func openFragment(t *frame.Table, data []byte) (*parquet.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := sameColumns(t, file); err != nil {
+	if err := frame.SameColumns(t, file); err != nil {
 		return nil, err
 	}
 	return file, nil
-}
-
-// sameColumns checks that file has t's columns, in its order, of its
-// types, one value per row.
-func sameColumns(t *frame.Table, file *parquet.File) error {
-	leaves := file.Schema().Columns()
-	if len(leaves) != len(t.Columns) {
-		return fmt.Errorf("%d columns, table %s has %d", len(leaves), t.Name, len(t.Columns))
-	}
-	want := t.Schema().Columns()
-	for i, path := range leaves {
-		if path[len(path)-1] != t.Columns[i].Name {
-			return fmt.Errorf("column %d is %s, table %s has %s", i, path[len(path)-1], t.Name, t.Columns[i].Name)
-		}
-		got, _ := file.Schema().Lookup(path...)
-		leaf, _ := t.Schema().Lookup(want[i]...)
-		if got.Node.Type().Kind() != leaf.Node.Type().Kind() || got.MaxRepetitionLevel != leaf.MaxRepetitionLevel ||
-			got.MaxDefinitionLevel != leaf.MaxDefinitionLevel {
-			return fmt.Errorf("column %s is %s, table %s has %s", t.Columns[i].Name, got.Node.Type(), t.Name, leaf.Node.Type())
-		}
-	}
-	for _, rg := range file.RowGroups() {
-		for i, cc := range rg.ColumnChunks() {
-			if n := cc.NumValues(); n != rg.NumRows() {
-				return fmt.Errorf("column %s holds %d values in %d rows", t.Columns[i].Name, n, rg.NumRows())
-			}
-		}
-	}
-	return nil
 }
 
 // admitFunc decides whether a row of a source that is not proven is
@@ -836,20 +806,20 @@ func (in *sourceFiles) visible(t *frame.Table, admit admitFunc) ([]rowKey, error
 	g := 0
 	for _, f := range in.files {
 		for _, rg := range f.groups {
-			ticks, err := columnValues(rg, tickCol, nil)
+			ticks, err := frame.ColumnValues(rg, tickCol, nil)
 			if err != nil {
 				return nil, err
 			}
-			entities, err := columnValues(rg, entityCol, nil)
+			entities, err := frame.ColumnValues(rg, entityCol, nil)
 			if err != nil {
 				return nil, err
 			}
 			var tokens, epochs []parquet.Value
 			if !f.proven {
-				if tokens, err = columnValues(rg, tokenCol, nil); err != nil {
+				if tokens, err = frame.ColumnValues(rg, tokenCol, nil); err != nil {
 					return nil, err
 				}
-				if epochs, err = columnValues(rg, epochCol, nil); err != nil {
+				if epochs, err = frame.ColumnValues(rg, epochCol, nil); err != nil {
 					return nil, err
 				}
 			}
@@ -876,37 +846,6 @@ func compareKeys(a, b rowKey) int {
 	return cmp.Or(cmp.Compare(a.tick, b.tick), cmp.Compare(a.entity, b.entity))
 }
 
-// columnValues appends the values of column col of rg to buf (byte arrays
-// copied: they outlive the page they were read from).
-func columnValues(rg parquet.RowGroup, col int, buf []parquet.Value) ([]parquet.Value, error) {
-	pages := rg.ColumnChunks()[col].Pages()
-	defer pages.Close()
-	for {
-		p, err := pages.ReadPage()
-		if errors.Is(err, io.EOF) {
-			return buf, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		n := int(p.NumValues())
-		buf = slices.Grow(buf, n)
-		vals := buf[len(buf) : len(buf)+n]
-		got, err := p.Values().ReadValues(vals)
-		for i := range vals[:got] {
-			vals[i] = vals[i].Clone()
-		}
-		parquet.Release(p)
-		if err != nil && !errors.Is(err, io.EOF) {
-			return nil, err
-		}
-		if got != n {
-			return nil, fmt.Errorf("a page of %d values gave %d", n, got)
-		}
-		buf = buf[:len(buf)+n]
-	}
-}
-
 // encode writes the rows keys name, in that order, as one Parquet file of
 // t: column by column, each source row group's values decoded once.
 func (in *sourceFiles) encode(t *frame.Table, keys []rowKey) ([]byte, error) {
@@ -923,7 +862,7 @@ func (in *sourceFiles) encode(t *frame.Table, keys []rowKey) ([]byte, error) {
 	for col := range t.Columns {
 		for g := range used {
 			var err error
-			if decoded[g], err = columnValues(in.groups[g], col, decoded[g][:0]); err != nil {
+			if decoded[g], err = frame.ColumnValues(in.groups[g], col, decoded[g][:0]); err != nil {
 				return nil, err
 			}
 		}
@@ -975,12 +914,12 @@ func (c *compactor) write(ctx context.Context, t *frame.Table, data []byte, rows
 // before any catalog entry names f: a reader that finds f finds its
 // index. A tick known from its source's index (with as many rows) keeps
 // its entry; the others are encoded.
-func (c *compactor) writeTickIndex(ctx context.Context, t *frame.Table, f index.Fragment, data []byte, keys []rowKey, known map[int64]TickEntry, unrecorded map[int64]bool, res *CompactResult) error {
-	x, encoded, err := buildTickIndex(t, data, tickRuns(keys), known, unrecorded)
+func (c *compactor) writeTickIndex(ctx context.Context, t *frame.Table, f index.Fragment, data []byte, keys []rowKey, known map[int64]frame.TickEntry, unrecorded map[int64]bool, res *CompactResult) error {
+	x, encoded, err := frame.BuildTickIndex(t, data, tickRuns(keys), known, unrecorded)
 	if err != nil {
 		return fmt.Errorf("world %s: %s: %w", c.world, f.Path, err)
 	}
-	n, err := putTickIndex(ctx, c.b, f, x)
+	n, err := frame.WriteTickIndex(ctx, c.b, f, x)
 	if err != nil {
 		return fmt.Errorf("world %s: %w", c.world, err)
 	}
@@ -992,28 +931,28 @@ func (c *compactor) writeTickIndex(ctx context.Context, t *frame.Table, f index.
 
 // tickRuns returns the ticks of keys (rows in (tick, entity) order) as
 // entries without a size: each tick, its first row and its rows.
-func tickRuns(keys []rowKey) []TickEntry {
-	var out []TickEntry
+func tickRuns(keys []rowKey) []frame.TickEntry {
+	var out []frame.TickEntry
 	for i, k := range keys {
 		if n := len(out); n > 0 && out[n-1].Tick == k.tick {
 			out[n-1].Rows++
 			continue
 		}
-		out = append(out, TickEntry{Tick: k.tick, Row: int64(i), Rows: 1})
+		out = append(out, frame.TickEntry{Tick: k.tick, Row: int64(i), Rows: 1})
 	}
 	return out
 }
 
 // knownTicks returns the entries of the tick indexes of the compacted
 // files among sources, by tick (a file without one adds none).
-func (c *compactor) knownTicks(ctx context.Context, sources []source) (map[int64]TickEntry, error) {
-	known := map[int64]TickEntry{}
+func (c *compactor) knownTicks(ctx context.Context, sources []source) (map[int64]frame.TickEntry, error) {
+	known := map[int64]frame.TickEntry{}
 	for _, src := range sources {
 		if src.Span == nil {
 			continue
 		}
-		x, err := ReadTickIndex(ctx, c.b, src.Fragment)
-		if errors.Is(err, ErrNoTickIndex) {
+		x, err := frame.ReadTickIndex(ctx, c.b, src.Fragment)
+		if errors.Is(err, frame.ErrNoTickIndex) {
 			continue
 		}
 		if err != nil {

@@ -8,9 +8,10 @@
 //     by claim shard, into compacted files holding exactly the visible
 //     rows, named by one fragments.rewrite entry each, so that readers
 //     switch at once (invariant 9 of docs/ARCHITECTURE.md). Beside each
-//     compacted file of ticks it writes a tick index (tickindex.go): where
-//     each tick's rows are and the size and sha256 of the tick's canonical
-//     file, which readers rebuild with TickFile.
+//     compacted file of ticks it writes a tick index (frame.BuildTickIndex,
+//     frame.WriteTickIndex): where each tick's rows are and the size and
+//     sha256 of the tick's canonical file, which readers rebuild with
+//     frame.TickFile.
 //   - Collection (collect.go): Collect deletes, each with
 //     bucket.DeleteOnce, what the catalog proves dead: replaced fragments
 //     and compacted files past the retention, dead attempts' fragments
@@ -25,8 +26,8 @@
 // checked at each start (EnsureDefaults, then Validate).
 //
 // An open World (package engine) runs both by itself; the worldfs optimize
-// and gc commands run them by hand. The package reads and writes the
-// data's format through package frame and the catalog through package
-// index; it never imports engine, so the world runtime can own its
+// and gc commands run them by hand. The package reads and writes every byte
+// layout (fragments, compacted files, tick indexes) through package frame,
+// which readers import too, and the catalog through package index; it never imports engine, so the world runtime can own its
 // background maintenance.
 package maintenance

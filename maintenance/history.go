@@ -20,14 +20,14 @@ import (
 // and then commit the file with a span fragments.rewrite, as a long-lived
 // world's compaction would have. It builds long histories for benchmarks
 // in minutes; ticks must be ascending and f not empty.
-func WriteCompactedTicks(ctx context.Context, b bucket.Bucket, world, run string, f *frame.Frame, epoch int64, ticks []int64, tokens []string) (index.Fragment, []TickEntry, error) {
+func WriteCompactedTicks(ctx context.Context, b bucket.Bucket, world, run string, f *frame.Frame, epoch int64, ticks []int64, tokens []string) (index.Fragment, []frame.TickEntry, error) {
 	t := f.Table
 	if len(ticks) == 0 || len(ticks) != len(tokens) || f.Len() == 0 {
 		return index.Fragment{}, nil, fmt.Errorf("table %s: %d ticks, %d tokens and %d rows a tick: a compacted file needs rows", t.Name, len(ticks), len(tokens), f.Len())
 	}
 	in := &sourceFiles{}
-	known := make(map[int64]TickEntry, len(ticks))
-	entries := make([]TickEntry, len(ticks))
+	known := make(map[int64]frame.TickEntry, len(ticks))
+	entries := make([]frame.TickEntry, len(ticks))
 	keys := make([]rowKey, 0, len(ticks)*f.Len())
 	for i, tick := range ticks {
 		if i > 0 && tick <= ticks[i-1] {
@@ -42,7 +42,7 @@ func WriteCompactedTicks(ctx context.Context, b bucket.Bucket, world, run string
 		if err != nil {
 			return index.Fragment{}, nil, err
 		}
-		e := TickEntry{Tick: tick, Row: int64(len(keys)), Rows: int64(f.Len()), Size: int64(len(data)), Digest: sha256.Sum256(data),
+		e := frame.TickEntry{Tick: tick, Row: int64(len(keys)), Rows: int64(f.Len()), Size: int64(len(data)), Digest: sha256.Sum256(data),
 			CSVSize: csv, CSVInFooter: true}
 		known[tick], entries[i] = e, e
 		row := 0

@@ -46,7 +46,7 @@ func TestWriteCompactedTicksIsACompactedFile(t *testing.T) {
 	if frame.Digest(data) != fr.Digest {
 		t.Fatalf("the file's digest %s, its record %s", frame.Digest(data), fr.Digest)
 	}
-	x, err := maintenance.ReadTickIndex(ctx, b, fr)
+	x, err := frame.ReadTickIndex(ctx, b, fr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestWriteCompactedTicksIsACompactedFile(t *testing.T) {
 		if !ok || e != canon[i] || e.Size != int64(len(want)) || e.Digest != sha256.Sum256(want) {
 			t.Fatalf("tick %d: index entry %+v (%v), returned %+v, the fragment %d bytes", tick, e, ok, canon[i], len(want))
 		}
-		got, err := maintenance.TickFile(table, bytes.NewReader(data), int64(len(data)), e)
+		got, err := frame.TickFile(table, bytes.NewReader(data), int64(len(data)), e)
 		if err != nil || !bytes.Equal(got, want) {
 			t.Fatalf("tick %d: rebuilt %d bytes (%v), the fragment is %d", tick, len(got), err, len(want))
 		}

@@ -46,7 +46,7 @@ func namesNoMissingObject(t *testing.T, b bucket.Bucket, world string) {
 		case frame.Digest(data) != r.Digest:
 			missing = append(missing, r.Path+": other bytes than the catalog records")
 		case r.Span != nil && isTick(s, r):
-			if _, err := maintenance.ReadTickIndex(ctx, b, r.Fragment); err != nil {
+			if _, err := frame.ReadTickIndex(ctx, b, r.Fragment); err != nil {
 				missing = append(missing, fmt.Sprintf("the tick index of %s: %v", r.Path, err))
 			}
 		}

@@ -1,7 +1,6 @@
 package maintenance
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -21,8 +20,9 @@ import (
 // has none: a reader then derives each of its ticks' files from its rows
 // when it needs its size. WriteTickIndexes gives every such file of a run
 // the index compaction would have written beside it: the same builder
-// (buildTickIndex, every tick encoded, none known from a source) and the
-// same create-only write (putTickIndex), so the index is byte for byte
+// (frame.IndexCompactedFile: frame.BuildTickIndex, every tick encoded,
+// none known from a source) and the same create-only write
+// (frame.WriteTickIndex), so the index is byte for byte
 // the one compaction writes for that file: for a file whose ticks' writers
 // recorded CSV sizes, the one it wrote when it made the file; otherwise
 // the one it writes when the file is a source of a compaction (a
@@ -186,14 +186,14 @@ func WriteTickIndexes(ctx context.Context, b bucket.Bucket, cat *index.Catalog, 
 // missingTickIndex writes the tick index of the compacted file f if it
 // has none (counting it in r), as compaction writes one.
 func missingTickIndex(ctx context.Context, b bucket.Bucket, f index.Fragment, table func(context.Context) (*frame.Table, error), dryRun bool, r *TickIndexResult) error {
-	_, err := ReadTickIndex(ctx, b, f)
+	_, err := frame.ReadTickIndex(ctx, b, f)
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, index.ErrCorrupt):
 		r.Damaged = append(r.Damaged, err)
 		return nil
-	case !errors.Is(err, ErrNoTickIndex):
+	case !errors.Is(err, frame.ErrNoTickIndex):
 		return err
 	}
 	for _, name := range []string{index.TickIndexPath(f.Path), index.TickIndexV1Path(f.Path)} {
@@ -225,19 +225,11 @@ func missingTickIndex(ctx context.Context, b bucket.Bucket, f index.Fragment, ta
 	if frame.Digest(data) != f.Digest {
 		return fmt.Errorf("%s does not match its catalog digest: %w", f.Path, index.ErrCorrupt)
 	}
-	file, err := openCompacted(t, bytes.NewReader(data), int64(len(data)))
+	x, err := frame.IndexCompactedFile(t, data)
 	if err != nil {
 		return fmt.Errorf("%s: %w", f.Path, err)
 	}
-	runs, err := tickRunsOf(t, file, nil)
-	if err != nil {
-		return fmt.Errorf("%s: %w", f.Path, err)
-	}
-	x, _, err := buildTickIndex(t, data, runs, nil, nil)
-	if err != nil {
-		return fmt.Errorf("%s: %w", f.Path, err)
-	}
-	n, err := putTickIndex(ctx, b, f, x)
+	n, err := frame.WriteTickIndex(ctx, b, f, x)
 	if err != nil {
 		return err
 	}

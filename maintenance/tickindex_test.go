@@ -59,7 +59,7 @@ func tickFilesCSV(t *testing.T, b bucket.Bucket, last int64) (map[int64]map[stri
 		t.Fatal(err)
 	}
 	out := map[int64]map[string][]byte{}
-	indexes := map[string]*maintenance.TickIndex{}
+	indexes := map[string]*frame.TickIndex{}
 	s.Ticks("main", 0, func(tk *index.Tick) bool {
 		if tk.Tick > last {
 			return false
@@ -82,7 +82,7 @@ func tickFilesCSV(t *testing.T, b bucket.Bucket, last int64) (map[int64]map[stri
 				record(tk.Tick, tf.Table, data, size)
 				continue
 			}
-			table := storedTable(t, b, tf.Table)
+			table := enginetest.StoredTable(t, b, "w", tf.Table)
 			var holder *index.Fragment
 			for i, f := range tf.Fragments {
 				if f.Span == nil {
@@ -93,7 +93,7 @@ func tickFilesCSV(t *testing.T, b bucket.Bucket, last int64) (map[int64]map[stri
 				}
 			}
 			if holder == nil {
-				if files[tf.Table], err = maintenance.EmptyTickFile(table); err != nil {
+				if files[tf.Table], err = frame.EmptyTickFile(table); err != nil {
 					t.Fatal(err)
 				}
 				record(tk.Tick, tf.Table, files[tf.Table], frame.EmptyCSVSize(table))
@@ -101,14 +101,14 @@ func tickFilesCSV(t *testing.T, b bucket.Bucket, last int64) (map[int64]map[stri
 			}
 			x, ok := indexes[holder.Path]
 			if !ok {
-				if x, err = maintenance.ReadTickIndex(ctx, b, *holder); err != nil {
+				if x, err = frame.ReadTickIndex(ctx, b, *holder); err != nil {
 					t.Fatalf("tick %d table %s: %v", tk.Tick, tf.Table, err)
 				}
 				indexes[holder.Path] = x
 			}
 			e, ok := x.Entry(tk.Tick)
 			if !ok {
-				if files[tf.Table], err = maintenance.EmptyTickFile(table); err != nil {
+				if files[tf.Table], err = frame.EmptyTickFile(table); err != nil {
 					t.Fatal(err)
 				}
 				record(tk.Tick, tf.Table, files[tf.Table], frame.EmptyCSVSize(table))
@@ -118,7 +118,7 @@ func tickFilesCSV(t *testing.T, b bucket.Bucket, last int64) (map[int64]map[stri
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := maintenance.TickFile(table, bytes.NewReader(data), int64(len(data)), e)
+			got, err := frame.TickFile(table, bytes.NewReader(data), int64(len(data)), e)
 			if err != nil {
 				t.Fatalf("tick %d table %s: %v", tk.Tick, tf.Table, err)
 			}
@@ -152,7 +152,7 @@ func TestCanonicalEncodingIsDeterministic(t *testing.T) {
 		}
 		tk, _ := s.Tick("main", tick)
 		for id, data := range files {
-			f, err := engine.DecodeFragment(storedTable(t, b, id), data, nil) // not the writer's table value
+			f, err := engine.DecodeFragment(enginetest.StoredTable(t, b, "w", id), data, nil) // not the writer's table value
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -251,7 +251,7 @@ func TestTickFileFailsClosed(t *testing.T) {
 		}
 	}
 	holder := tf.Fragments[0]
-	table, x, file := compactedFileOf(t, b, tf.Table, holder)
+	table, x, file := enginetest.CompactedFile(t, b, "w", tf.Table, holder)
 	// Bytes across the whole file, each flipped in turn, and ticks across
 	// the file rebuilt from it: each is refused (any error: it may no
 	// longer read as Parquet) or is the fragment.
@@ -262,7 +262,7 @@ func TestTickFileFailsClosed(t *testing.T) {
 		bad[off] ^= 0x5a
 		for j := range 4 {
 			e := x.Ticks[j*len(x.Ticks)/4]
-			got, err := maintenance.TickFile(table, bytes.NewReader(bad), int64(len(bad)), e)
+			got, err := frame.TickFile(table, bytes.NewReader(bad), int64(len(bad)), e)
 			if err != nil {
 				refused++
 				continue
@@ -280,11 +280,11 @@ func TestTickFileFailsClosed(t *testing.T) {
 	// decode, and the rebuilt file does not match the index.
 	e := x.Ticks[len(x.Ticks)/2]
 	other := changeValue(t, file, e.Row)
-	if got, err := maintenance.TickFile(table, bytes.NewReader(other), int64(len(other)), e); !errors.Is(err, index.ErrCorrupt) {
+	if got, err := frame.TickFile(table, bytes.NewReader(other), int64(len(other)), e); !errors.Is(err, index.ErrCorrupt) {
 		t.Fatalf("a changed value in tick %d: %d bytes, %v; want ErrCorrupt", e.Tick, len(got), err)
 	}
-	for _, near := range []maintenance.TickEntry{x.Ticks[len(x.Ticks)/2-1], x.Ticks[len(x.Ticks)/2+1]} {
-		if got, err := maintenance.TickFile(table, bytes.NewReader(other), int64(len(other)), near); err != nil || !bytes.Equal(got, before[near.Tick][tf.Table]) {
+	for _, near := range []frame.TickEntry{x.Ticks[len(x.Ticks)/2-1], x.Ticks[len(x.Ticks)/2+1]} {
+		if got, err := frame.TickFile(table, bytes.NewReader(other), int64(len(other)), near); err != nil || !bytes.Equal(got, before[near.Tick][tf.Table]) {
 			t.Fatalf("tick %d beside the changed one: %d bytes, %v", near.Tick, len(got), err)
 		}
 	}
@@ -302,13 +302,13 @@ func TestTickFileFailsClosed(t *testing.T) {
 		bad := bytes.Clone(data)
 		bad[off] ^= 0x01
 		replace(t, m, name, bad)
-		if _, err := maintenance.ReadTickIndex(ctx, m, holder); !errors.Is(err, index.ErrCorrupt) {
+		if _, err := frame.ReadTickIndex(ctx, m, holder); !errors.Is(err, index.ErrCorrupt) {
 			t.Fatalf("index byte %d flipped: %v, want ErrCorrupt", off, err)
 		}
 	}
 	// An index that is gone is no index: the reader derives the tick.
 	replace(t, b, name, nil)
-	if _, err := maintenance.ReadTickIndex(ctx, b, holder); !errors.Is(err, maintenance.ErrNoTickIndex) {
+	if _, err := frame.ReadTickIndex(ctx, b, holder); !errors.Is(err, frame.ErrNoTickIndex) {
 		t.Fatalf("no index: %v, want ErrNoTickIndex", err)
 	}
 }
@@ -478,7 +478,7 @@ func BenchmarkTickFile(b *testing.B) {
 	}
 	info, _ := engine.ReadTableInfo(ctx, bk, "w", tf.Table)
 	table, _ := engine.TableFromInfo(info)
-	x, err := maintenance.ReadTickIndex(ctx, bk, tf.Fragments[0])
+	x, err := frame.ReadTickIndex(ctx, bk, tf.Fragments[0])
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -487,7 +487,7 @@ func BenchmarkTickFile(b *testing.B) {
 	b.ResetTimer()
 	for i := range b.N {
 		e := x.Ticks[i%len(x.Ticks)]
-		if _, err := maintenance.TickFile(table, bytes.NewReader(file), int64(len(file)), e); err != nil {
+		if _, err := frame.TickFile(table, bytes.NewReader(file), int64(len(file)), e); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -537,20 +537,16 @@ func TestCompactionKeepsFragmentsWrittenBeforeCSVSizes(t *testing.T) {
 			}
 		}
 	}
-
 	// The indexes are under the new format's name, none under the first's
 	// (which a build that reads only the first would fail on: it finds
-	// none, and gathers those ticks another way). An index of the first
-	// format, as a build before CSV sizes wrote it, is still read: its
-	// ticks are rebuilt as before, without CSV sizes.
+	// none, and gathers those ticks another way). frame's tests read an
+	// index of the first format.
 	s, _, err := index.Load(ctx, b, "w")
 	if err != nil {
 		t.Fatal(err)
 	}
 	tk, _ := s.Tick("main", 5)
-	// A compacted file holding rows of tick 5.
-	var holder index.Fragment
-	var x *maintenance.TickIndex
+	held := false
 	for _, tf := range enginetest.Tables(t, tk) {
 		for _, f := range tf.Fragments {
 			if f.Span == nil || f.Span.From > 5 || 5 > f.Span.To {
@@ -559,146 +555,16 @@ func TestCompactionKeepsFragmentsWrittenBeforeCSVSizes(t *testing.T) {
 			if _, err := b.Stat(ctx, index.TickIndexV1Path(f.Path)); !errors.Is(err, bucket.ErrNotExist) {
 				t.Fatalf("an index under the first format's name: %v", err)
 			}
-			y, err := maintenance.ReadTickIndex(ctx, b, f)
+			y, err := frame.ReadTickIndex(ctx, b, f)
 			if err != nil || y.Version != 2 {
 				t.Fatalf("the new index: %+v, %v", y, err)
 			}
-			if _, ok := y.Entry(5); ok {
-				holder, x = f, y
-			}
+			_, ok := y.Entry(5)
+			held = held || ok
 		}
 	}
-	if x == nil {
+	if !held {
 		t.Fatal("no compacted file holds rows of tick 5")
 	}
-	v1, err := maintenance.EncodeV1(x)
-	if err != nil {
-		t.Fatal(err)
-	}
-	replace(t, b, index.TickIndexPath(holder.Path), nil)
-	if _, err := b.Create(ctx, index.TickIndexV1Path(holder.Path), v1); err != nil {
-		t.Fatal(err)
-	}
-	old, csvs := tickFilesCSV(t, b, 199)
-	if y, err := maintenance.ReadTickIndex(ctx, b, holder); err != nil || y.Version != 1 || len(y.Ticks) != len(x.Ticks) {
-		t.Fatalf("the first format's index: %v", err)
-	}
-	for id, data := range before[5] {
-		if !bytes.Equal(old[5][id], data) {
-			t.Fatalf("tick 5 table %s through a first-format index: %d bytes, the fragment had %d", id, len(old[5][id]), len(data))
-		}
-	}
-	if csvs[5][holderTable(t, tk, holder)] >= 0 {
-		t.Fatalf("a first-format index records a CSV size")
-	}
-	// The new format under the first's name is damage, not a format.
-	replace(t, b, index.TickIndexV1Path(holder.Path), x.Encode())
-	if _, err := maintenance.ReadTickIndex(ctx, b, holder); !errors.Is(err, index.ErrCorrupt) {
-		t.Fatalf("a second-format index under the first's name: %v", err)
-	}
-}
 
-// holderTable returns the table of tick tk whose fragments include f.
-func holderTable(t *testing.T, tk *index.Tick, f index.Fragment) string {
-	for _, tf := range enginetest.Tables(t, tk) {
-		for _, g := range tf.Fragments {
-			if g.Path == f.Path {
-				return tf.Table
-			}
-		}
-	}
-	t.Fatalf("tick %d has no file %s", tk.Tick, f.Path)
-	return ""
-}
-
-// A compacted file opened once rebuilds each of its ticks' files as the
-// package's TickFile does: one tick asked for alone decodes its own rows;
-// rebuilding every tick in turn decodes each block of ticks once, not
-// each tick's pages once per tick.
-func TestCompactedFileDecodesEachBlockOnce(t *testing.T) {
-	ctx := ctxT(t)
-	b, _ := local.Open(t.TempDir())
-	w := enginetest.World(t, b, "w", 599)
-	if res, err := maintenance.Compact(ctx, b, w.Catalog(), maintenance.CompactOptions{Recent: 10}); err != nil || res.Windows == 0 {
-		t.Fatalf("compaction: %+v, %v", res, err)
-	}
-	s, _, err := index.Load(ctx, b, "w")
-	if err != nil {
-		t.Fatal(err)
-	}
-	holders := map[string]index.TableFragments{}
-	s.Ticks("main", 0, func(tk *index.Tick) bool {
-		for _, tf := range enginetest.Tables(t, tk) {
-			for _, f := range tf.Fragments {
-				if f.Span != nil {
-					holders[f.Path] = index.TableFragments{Table: tf.Table, Fragments: []index.Fragment{f}}
-				}
-			}
-		}
-		return true
-	})
-	checked := 0
-	for _, tf := range holders {
-		f := tf.Fragments[0]
-		table, x, data := compactedFileOf(t, b, tf.Table, f)
-		cf, err := maintenance.OpenCompactedFile(table, bytes.NewReader(data), int64(len(data)), x)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// One tick asked for alone decodes its own rows, not a block.
-		if _, err := cf.TickFile(x.Ticks[len(x.Ticks)/2]); err != nil || cf.BlocksDecoded() != 0 {
-			t.Fatalf("%s: one tick rebuilt decoded %d blocks (%v); want none", f.Path, cf.BlocksDecoded(), err)
-		}
-		for _, e := range x.Ticks {
-			got, err := cf.TickFile(e)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want, err := maintenance.TickFile(table, bytes.NewReader(data), int64(len(data)), e)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Fatalf("%s tick %d: %d bytes rebuilt through the opened file, %d by TickFile", f.Path, e.Tick, len(got), len(want))
-			}
-			checked++
-		}
-		if blocks := x.Rows/maintenance.BlockRows + 1; cf.BlocksDecoded() > blocks || len(x.Ticks) > 8 && cf.BlocksDecoded() >= int64(len(x.Ticks)) {
-			t.Fatalf("%s: %d ticks of %d rows rebuilt in turn decoded %d blocks; at most %d", f.Path, len(x.Ticks), x.Rows, cf.BlocksDecoded(), blocks)
-		}
-	}
-	if checked < 500 {
-		t.Fatalf("only %d ticks rebuilt", checked)
-	}
-}
-
-// storedTable is table id of world w as its table info in b describes it
-// (what a reader has, not the writer's table value).
-func storedTable(t testing.TB, b bucket.Bucket, id string) *engine.Table {
-	t.Helper()
-	info, err := engine.ReadTableInfo(ctxT(t), b, "w", id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	table, err := engine.TableFromInfo(info)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return table
-}
-
-// compactedFileOf reads the compacted file f of table id of world w: the
-// table as stored, the file's tick index and its bytes.
-func compactedFileOf(t testing.TB, b bucket.Bucket, id string, f index.Fragment) (*engine.Table, *maintenance.TickIndex, []byte) {
-	t.Helper()
-	ctx := ctxT(t)
-	x, err := maintenance.ReadTickIndex(ctx, b, f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, _, err := b.Get(ctx, f.Path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return storedTable(t, b, id), x, data
 }

@@ -2,6 +2,9 @@ package sql_test
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -84,5 +87,55 @@ func TestViewsAgreeBeforeAndAfterCollection(t *testing.T) {
 	}
 	if after := answers(t, b, "p"); after != before {
 		t.Fatalf("the views changed with collection:\n%s", firstDiff(before, after))
+	}
+}
+
+// Collection finds the views' files by the names the views give them
+// (index.ViewsFileName): once unused past ViewsAge, every fragment list
+// and witness the views wrote is deleted, and nothing else of their
+// directory.
+func TestCollectionDeletesTheViewsFilesByTheirNames(t *testing.T) {
+	ctx := ctxT(t)
+	b, _ := local.Open(t.TempDir())
+	enginetest.World(t, b, "w", 20)
+	dir := t.TempDir()
+	views(t, b, "w", wsql.Options{Dir: dir})
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	written := map[string]bool{}
+	for _, e := range ents {
+		if e.Type().IsRegular() && strings.HasSuffix(e.Name(), ".parquet") {
+			written[e.Name()] = true
+		}
+	}
+	if len(written) < 2 {
+		t.Fatalf("the views wrote %v; want fragment lists and witnesses", written)
+	}
+	other := filepath.Join(dir, "other.parquet") // not a views' file
+	if err := os.WriteFile(other, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cat, err := index.Open(ctx, b, "w", index.Options{NoCompactor: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	later := time.Now().Add(48 * time.Hour)
+	res, err := maintenance.Collect(ctx, b, cat, maintenance.CollectOptions{ViewsDir: dir, ViewsAge: 24 * time.Hour, Now: func() time.Time { return later }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ByKind[maintenance.KindViewList] != len(written) {
+		t.Errorf("collection deleted %d views' files; the views wrote %d: %v", res.ByKind[maintenance.KindViewList], len(written), written)
+	}
+	for name := range written {
+		if _, err := os.Stat(filepath.Join(dir, name)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s is still there: %v", name, err)
+		}
+	}
+	if _, err := os.Stat(other); err != nil {
+		t.Errorf("collection deleted a file the views did not name: %v", err)
 	}
 }

@@ -15,8 +15,8 @@ import (
 	"github.com/worldfs/worldfs/frame"
 )
 
-// FormatParquet is a CopyTick output format (with FormatCSV).
-const FormatParquet = "parquet"
+// FormatParquet is a CopyTick output format (with FormatCSV): frame's.
+const FormatParquet = frame.FormatParquet
 
 // CopyTick writes the visible rows of the table called name at tick (of
 // run opts.Run, through its lineage) to the file dst, in FormatParquet
@@ -30,35 +30,15 @@ func CopyTick(ctx context.Context, b bucket.Bucket, world string, opts Options, 
 }
 
 // CopyFacts writes the visible facts of the fact table called name (of run
-// opts.Run), or with name ReceiptsView the world's visible evaluation
+// opts.Run), or with name frame.ReceiptsView the world's visible evaluation
 // receipts, to dst in format: what worldfs sql shows, as a file.
 func CopyFacts(ctx context.Context, b bucket.Bucket, world string, opts Options, name, format, dst string) error {
-	if name == ReceiptsView {
+	if name == frame.ReceiptsView {
 		opts.Table = frame.ReceiptTableName
 		return copyView(ctx, b, world, opts, "", "SELECT * FROM worldfs_receipts ORDER BY receipt_id DESC", format, dst)
 	}
 	opts.Table = name
 	return copyView(ctx, b, world, opts, name, fmt.Sprintf("SELECT * FROM %s ORDER BY entity_id DESC", ident(name+"_raw")), format, dst)
-}
-
-// ReceiptsView names the curated view of evaluation receipts.
-const ReceiptsView = "worldfs_receipts"
-
-// ReceiptColumns are the columns of ReceiptsView, in its order: each a
-// column of the receipts' table (frame.ReceiptTableName) under the view's
-// name, typed JSON where the view types it so. The view and the mount's
-// facts/receipts files are both made from this list.
-var ReceiptColumns = []frame.ViewColumn{
-	{Name: "receipt_id", From: frame.ColEntity},
-	{Name: "tick", From: frame.ColTick},
-	{Name: "evaluation_id", From: "receipt_evaluation_id"},
-	{Name: "grader_id", From: "receipt_grader_id"},
-	{Name: "contract", From: "receipt_contract", JSON: true},
-	{Name: "contract_digest", From: "receipt_contract_digest"},
-	{Name: "subject", From: "receipt_subject", JSON: true},
-	{Name: "subject_digest", From: "receipt_subject_digest"},
-	{Name: "outcomes", From: "receipt_outcomes", JSON: true},
-	{Name: "commit_token", From: frame.ColCommitToken},
 }
 
 // copyView builds the views of world and writes query's rows to dst in

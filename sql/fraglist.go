@@ -14,6 +14,8 @@ import (
 	"github.com/parquet-go/parquet-go/compress"
 	"github.com/parquet-go/parquet-go/compress/snappy"
 	"github.com/parquet-go/parquet-go/compress/uncompressed"
+
+	"github.com/worldfs/worldfs/index"
 )
 
 // listRow is one row of a fragment list: a file a view reads, and the
@@ -72,7 +74,7 @@ func writeList(dir string, rows []listRow) (string, error) {
 		return "", err
 	}
 	sum := sha256.Sum256(data)
-	return reuseOrWrite(dir, "fragments-"+hex.EncodeToString(sum[:16])+".parquet", func() ([]byte, error) { return data, nil })
+	return reuseOrWrite(dir, index.ViewsFileName(index.ViewsFragments, hex.EncodeToString(sum[:16])), func() ([]byte, error) { return data, nil })
 }
 
 // writeCompacted writes a list of compacted ticks like writeList, but
@@ -96,7 +98,7 @@ func writeCompacted(dir string, rows []compactedRow) (string, error) {
 		}
 	}
 	h.Write(buf)
-	name := "fragments-ticks-" + hex.EncodeToString(h.Sum(nil)[:16]) + ".parquet"
+	name := index.ViewsFileName(index.ViewsTicksFragments, hex.EncodeToString(h.Sum(nil)[:16]))
 	// Uncompressed: the rows are mostly random commit tokens, which snappy
 	// does not shrink, and compressing them cost more than the rest.
 	return reuseOrWrite(dir, name, func() ([]byte, error) { return encodeList(rows, &uncompressed.Codec{}) })

@@ -16,6 +16,7 @@ import (
 	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/engine/enginetest"
 	"github.com/worldfs/worldfs/engine/particles"
+	"github.com/worldfs/worldfs/frame"
 	"github.com/worldfs/worldfs/index"
 	wsql "github.com/worldfs/worldfs/sql"
 )
@@ -329,7 +330,7 @@ func TestCopyTickAndFactsUnderTheRestrictions(t *testing.T) {
 		t.Fatalf("CopyFacts wrote %d records (%v)", len(recs), err)
 	}
 	receipts := filepath.Join(dir, "receipts.csv")
-	if err := wsql.CopyFacts(ctxT(t), rw.b, "w", wsql.Options{Dir: rw.viewsDir}, wsql.ReceiptsView, wsql.FormatCSV, receipts); err != nil {
+	if err := wsql.CopyFacts(ctxT(t), rw.b, "w", wsql.Options{Dir: rw.viewsDir}, frame.ReceiptsView, wsql.FormatCSV, receipts); err != nil {
 		t.Fatal(err)
 	}
 	if ents, _ := os.ReadDir(dir); len(ents) != 3 {

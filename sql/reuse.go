@@ -314,5 +314,5 @@ func keep(ctx context.Context, b bucket.Bucket, opts Options, dir string, own *i
 
 // witnessPath is where the empty file of a table's schema is kept in dir.
 func witnessPath(dir, tableID string) string {
-	return filepath.Join(dir, "empty-"+tableID+".parquet")
+	return filepath.Join(dir, index.ViewsFileName(index.ViewsEmpty, tableID))
 }

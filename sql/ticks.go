@@ -182,7 +182,7 @@ func (l *tickList) list() (string, error) {
 			}
 		}
 		h.Write(buf)
-		name := "fragments-published-" + hex.EncodeToString(h.Sum(nil)[:16]) + ".parquet"
+		name := index.ViewsFileName(index.ViewsPublishedFragments, hex.EncodeToString(h.Sum(nil)[:16]))
 		return reuseOrWrite(l.dir, name, func() ([]byte, error) { return encodeList(rows, &uncompressed.Codec{}) })
 	})
 }

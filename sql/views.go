@@ -1281,8 +1281,8 @@ func factViews(factNames []string) string {
 	if receipts {
 		from = ident(frame.ReceiptTableName + "_raw")
 	}
-	sel := make([]string, len(ReceiptColumns))
-	for i, c := range ReceiptColumns {
+	sel := make([]string, len(frame.ReceiptColumns))
+	for i, c := range frame.ReceiptColumns {
 		sel[i] = ident(c.From)
 		if c.JSON {
 			sel[i] += "::JSON"

@@ -14,7 +14,6 @@ import (
 
 	"github.com/worldfs/worldfs/frame"
 	"github.com/worldfs/worldfs/index"
-	"github.com/worldfs/worldfs/maintenance"
 )
 
 // The timeline's rows chart: rows per table per tick, the answer of
@@ -250,7 +249,7 @@ func (s *Server) catalogCounts(ctx context.Context, v *views) (*tickCounts, erro
 		names[k] = infos[i]
 	}
 	indexes, err := s.tickIndexes(ctx, compacted)
-	if errors.Is(err, maintenance.ErrNoTickIndex) {
+	if errors.Is(err, frame.ErrNoTickIndex) {
 		return nil, nil
 	}
 	if err != nil {
@@ -303,7 +302,7 @@ func (s *Server) tickIndexes(ctx context.Context, files []index.Fragment) (map[s
 			continue
 		}
 		g.Go(func() error {
-			x, err := maintenance.ReadTickIndex(ctx, s.opts.Bucket, f)
+			x, err := frame.ReadTickIndex(ctx, s.opts.Bucket, f)
 			if err != nil {
 				return err
 			}

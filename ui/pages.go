@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/worldfs/worldfs/frame"
 	"github.com/worldfs/worldfs/index"
 	"github.com/worldfs/worldfs/sql"
 )
@@ -138,16 +139,8 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request, name string) {
 // WorldInfo is one world on the worlds page: its catalog record, its
 // lineage, and its runs.
 type WorldInfo struct {
-	ID            string    `json:"id"`
-	Parent        string    `json:"parent,omitempty"`
-	ForkRun       string    `json:"fork_run,omitempty"`
-	ForkTick      *int64    `json:"fork_tick,omitempty"`
-	Status        string    `json:"status"`
-	WriterMode    string    `json:"writer_mode"`
-	CreatedUnixMs int64     `json:"created_unix_ms"`
-	Epoch         int64     `json:"fence_epoch"`
-	Seq           uint64    `json:"catalog_seq"`
-	Runs          []RunInfo `json:"runs"`
+	frame.WorldRecord
+	Runs []RunInfo `json:"runs"`
 	// LastPublishUnixMs is when its newest head tick was published (0:
 	// none, or not recorded).
 	LastPublishUnixMs int64 `json:"last_publish_unix_ms"`
@@ -219,7 +212,7 @@ func (s *Server) size(st *index.State) (int64, error) {
 		return 0, err
 	}
 	s.mu.Lock()
-	if s.mu.catalogs[world] != nil && s.mu.sizes[world].seq <= st.Seq {
+	if s.mu.catalogs.Contains(world) && s.mu.sizes[world].seq <= st.Seq {
 		s.mu.sizes[world] = keptSize{st.Seq, n}
 	}
 	s.mu.Unlock()
@@ -227,13 +220,7 @@ func (s *Server) size(st *index.State) (int64, error) {
 }
 
 func worldInfo(st *index.State, size int64) WorldInfo {
-	w := st.World
-	info := WorldInfo{ID: w.ID, Parent: w.Parent, ForkRun: w.ForkRun, Status: w.Status, WriterMode: w.WriterMode,
-		CreatedUnixMs: w.CreatedUnixMs, Epoch: w.Epoch, Seq: st.Seq, Runs: []RunInfo{}, SizeBytes: size}
-	if w.Parent != "" {
-		ft := w.ForkTick
-		info.ForkTick = &ft
-	}
+	info := WorldInfo{WorldRecord: frame.RecordOf(st.World, st.Seq), Runs: []RunInfo{}, SizeBytes: size}
 	for _, r := range st.Runs() {
 		ri := RunInfo{Name: r.Name, Head: r.Head, Published: r.Published}
 		if t, ok := st.Tick(r.Name, r.Head); ok {

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/golang-lru/v2/simplelru"
+
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/index"
 	"github.com/worldfs/worldfs/sql"
@@ -140,14 +142,15 @@ type Server struct {
 
 	mu struct {
 		sync.Mutex
-		// INVARIANT: catalogs holds the keys of catalogLRU, and
-		// catalogLRU.len() <= opts.MaxCatalogs between calls.
-		catalogs   map[string]*index.Catalog
-		catalogLRU *lru[string]
-		// INVARIANT: views holds the keys of viewsLRU, and
-		// viewsLRU.len() <= opts.MaxViews between calls.
-		views    map[viewsKey]*views
-		viewsLRU *lru[viewsKey]
+		// catalogs are the worlds' catalogs kept, at most
+		// opts.MaxCatalogs, the least recently used evicted first: its
+		// events and size go with it and it is closed (outside the lock:
+		// evicted holds it until then).
+		catalogs *simplelru.LRU[string, *index.Catalog]
+		evicted  []closing
+		// views are the views kept, at most opts.MaxViews, the least
+		// recently used retired first.
+		views *simplelru.LRU[viewsKey, *views]
 		// events and sizes hold only worlds of catalogs.
 		events map[string]*eventLog
 		sizes  map[string]keptSize
@@ -171,10 +174,14 @@ func New(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("ui pages: %w", err)
 	}
 	s := &Server{opts: opts, mux: http.NewServeMux(), pages: pages, timePoints: maxTimePoints, keptEvents: maxKeptEvents}
-	s.mu.catalogs = map[string]*index.Catalog{}
-	s.mu.catalogLRU = newLRU[string]()
-	s.mu.views = map[viewsKey]*views{}
-	s.mu.viewsLRU = newLRU[viewsKey]()
+	s.mu.catalogs, _ = simplelru.NewLRU(opts.MaxCatalogs, func(world string, c *index.Catalog) {
+		delete(s.mu.events, world)
+		delete(s.mu.sizes, world)
+		s.mu.evicted = append(s.mu.evicted, closing{world, c, true})
+	})
+	s.mu.views, _ = simplelru.NewLRU(opts.MaxViews, func(_ viewsKey, v *views) {
+		v.retire() // databases in use close when released
+	})
 	s.mu.events = map[string]*eventLog{}
 	s.mu.sizes = map[string]keptSize{}
 	s.mu.tickIndexes = map[string]*tickRows{}
@@ -189,12 +196,11 @@ func New(opts Options) (*Server, error) {
 func (s *Server) Close() error {
 	s.mu.Lock()
 	s.mu.closed = true
-	cats, vs := s.mu.catalogs, s.mu.views
-	s.mu.catalogs, s.mu.views = nil, nil
+	cats := s.mu.catalogs.Values()
+	s.mu.views.Purge() // retires each
+	s.mu.catalogs.Purge()
+	s.mu.evicted = nil
 	s.mu.Unlock()
-	for _, v := range vs {
-		v.retire()
-	}
 	var errs []error
 	for _, c := range cats {
 		errs = append(errs, c.Close())

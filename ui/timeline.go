@@ -137,7 +137,7 @@ func (s *Server) eventLogOf(world string) *eventLog {
 	l := s.mu.events[world]
 	if l == nil {
 		l = &eventLog{}
-		if s.mu.catalogs[world] != nil {
+		if s.mu.catalogs.Contains(world) {
 			s.mu.events[world] = l
 		}
 	}

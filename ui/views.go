@@ -23,12 +23,9 @@ func (s *Server) catalog(ctx context.Context, world string) (*index.Catalog, err
 		return nil, badRequest(err)
 	}
 	s.mu.Lock()
-	c := s.mu.catalogs[world]
-	if c != nil {
-		s.mu.catalogLRU.use(world)
-	}
+	c, ok := s.mu.catalogs.Get(world)
 	s.mu.Unlock()
-	if c != nil {
+	if ok {
 		return c, nil
 	}
 	// Opened outside the lock: a slow load never holds up other worlds.
@@ -39,11 +36,6 @@ func (s *Server) catalog(ctx context.Context, world string) (*index.Catalog, err
 	if !c.Tip().World.Created {
 		c.Close()
 		return nil, notFound(fmt.Errorf("world %s does not exist", world))
-	}
-	type closing struct {
-		world   string
-		c       *index.Catalog
-		evicted bool
 	}
 	var closes []closing
 	defer func() {
@@ -60,20 +52,22 @@ func (s *Server) catalog(ctx context.Context, world string) (*index.Catalog, err
 		closes = append(closes, closing{world, c, false})
 		return nil, errClosed
 	}
-	if prev := s.mu.catalogs[world]; prev != nil {
+	if prev, ok := s.mu.catalogs.Get(world); ok {
 		closes = append(closes, closing{world, c, false}) // opened meanwhile by another request
-		s.mu.catalogLRU.use(world)
 		return prev, nil
 	}
-	s.mu.catalogs[world] = c
-	s.mu.catalogLRU.use(world)
-	for _, old := range s.mu.catalogLRU.over(s.opts.MaxCatalogs) {
-		closes = append(closes, closing{old, s.mu.catalogs[old], true})
-		delete(s.mu.catalogs, old)
-		delete(s.mu.events, old)
-		delete(s.mu.sizes, old)
-	}
+	s.mu.catalogs.Add(world, c)
+	closes, s.mu.evicted = append(closes, s.mu.evicted...), nil
 	return c, nil
+}
+
+// closing is a catalog to close once the server's lock is released;
+// evicted: the server no longer keeps its world (catalogClosed hears of
+// it).
+type closing struct {
+	world   string
+	c       *index.Catalog
+	evicted bool
 }
 
 // state returns world's catalog state, confirmed current within a second.
@@ -161,11 +155,11 @@ func (s *Server) viewsOf(ctx context.Context, world, run string) (*views, error)
 func (s *Server) keptViews(key viewsKey, seqs []uint64) *views {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	cur := s.mu.views[key]
-	if cur == nil || !slices.Equal(cur.seqs, seqs) {
+	cur, ok := s.mu.views.Peek(key)
+	if !ok || !slices.Equal(cur.seqs, seqs) {
 		return nil
 	}
-	s.mu.viewsLRU.use(key)
+	s.mu.views.Get(key) // used
 	return cur
 }
 
@@ -201,18 +195,13 @@ func (s *Server) keep(key viewsKey, nv *views) (*views, error) {
 	if s.mu.closed {
 		return nil, errClosed
 	}
-	old := s.mu.views[key]
-	s.mu.viewsLRU.use(key)
-	if old != nil && old.newerThan(seqs) {
+	old, ok := s.mu.views.Get(key)
+	if ok && old.newerThan(seqs) {
 		return old, nil // a request that saw a newer catalog built first
 	}
-	s.mu.views[key] = nv
-	if old != nil {
+	s.mu.views.Add(key, nv) // past MaxViews, the least recently used views are retired
+	if ok {
 		old.retire()
-	}
-	for _, k := range s.mu.viewsLRU.over(s.opts.MaxViews) {
-		s.mu.views[k].retire() // databases in use close when released
-		delete(s.mu.views, k)
 	}
 	return nv, nil
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/frame"
 	wfs "github.com/worldfs/worldfs/fs"
 	"github.com/worldfs/worldfs/index"
 )
@@ -22,17 +23,8 @@ import (
 // show it: its catalog state, with the field names of the mount's
 // world.json (its runs are the world's own, as a list).
 type worldInfo struct {
-	ID            string    `json:"id"`
-	Parent        string    `json:"parent,omitempty"`
-	ForkRun       string    `json:"fork_run,omitempty"`
-	ForkTick      *int64    `json:"fork_tick,omitempty"`
-	Status        string    `json:"status"`
-	WriterMode    string    `json:"writer_mode"`
-	CreatedUnixMs int64     `json:"created_unix_ms"`
-	Epoch         int64     `json:"fence_epoch"`
-	FenceHolder   string    `json:"fence_holder"`
-	Seq           uint64    `json:"catalog_seq"`
-	Runs          []runInfo `json:"runs"`
+	frame.WorldRecord
+	Runs []runInfo `json:"runs"`
 }
 
 type runInfo struct {
@@ -50,12 +42,7 @@ func loadWorldInfo(ctx context.Context, b bucket.Bucket, world string) (worldInf
 	if !s.World.Created {
 		return worldInfo{}, fmt.Errorf("world %s: %w (its marker exists, its log does not: a creation that crashed; create it again with the same arguments)", world, index.ErrNoWorld)
 	}
-	w := s.World
-	info := worldInfo{ID: w.ID, Parent: w.Parent, ForkRun: w.ForkRun, Status: w.Status, WriterMode: w.WriterMode,
-		CreatedUnixMs: w.CreatedUnixMs, Epoch: w.Epoch, FenceHolder: w.FenceHolder, Seq: s.Seq, Runs: []runInfo{}}
-	if w.Parent != "" {
-		info.ForkTick = &w.ForkTick
-	}
+	info := worldInfo{WorldRecord: frame.RecordOf(s.World, s.Seq), Runs: []runInfo{}}
 	for _, r := range s.Runs() {
 		info.Runs = append(info.Runs, runInfo{Name: r.Name, Head: r.Head, Published: r.Published})
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/worldfs/worldfs/bucket/local"
 	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/engine/particles"
+	"github.com/worldfs/worldfs/frame"
 	"github.com/worldfs/worldfs/index"
 )
 
@@ -294,6 +295,36 @@ func Tables(t testing.TB, tk *index.Tick) []index.TableFragments {
 		t.Fatal(err)
 	}
 	return tables
+}
+
+// StoredTable is table id of world as its description in b gives it (what
+// a reader has, not the writer's table value).
+func StoredTable(t testing.TB, b bucket.Bucket, world, id string) *engine.Table {
+	t.Helper()
+	info, err := engine.ReadTableInfo(Context(t), b, world, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	table, err := engine.TableFromInfo(info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return table
+}
+
+// CompactedFile reads the compacted file f of table id of world: the
+// table as stored, the file's tick index and its bytes.
+func CompactedFile(t testing.TB, b bucket.Bucket, world, id string, f index.Fragment) (*engine.Table, *frame.TickIndex, []byte) {
+	t.Helper()
+	x, err := frame.ReadTickIndex(Context(t), b, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _, err := b.Get(Context(t), f.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return StoredTable(t, b, world, id), x, data
 }
 
 // SensorTable is the fact table "reading" with a sensor and a value, the

@@ -1,6 +1,7 @@
-package maintenance
+package frame
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"fmt"
 	"io"
@@ -8,9 +9,9 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"github.com/parquet-go/parquet-go"
 
-	"github.com/worldfs/worldfs/frame"
 	"github.com/worldfs/worldfs/index"
 )
 
@@ -27,7 +28,7 @@ import (
 // tick's entry is derived the first time it is asked for (Entry). It is
 // safe for concurrent use.
 type CompactedFile struct {
-	t       *frame.Table
+	t       *Table
 	src     io.ReaderAt
 	file    *parquet.File
 	x       *TickIndex   // for a file without one: its ticks' rows alone (Version 0, no sizes)
@@ -35,8 +36,7 @@ type CompactedFile struct {
 
 	mu struct {
 		sync.Mutex
-		use    int64
-		blocks map[int]*tickBlock // INVARIANT: at most keptBlocks
+		blocks *simplelru.LRU[int, *tickBlock] // at most keptBlocks, by block
 		// asked: blocks one tick of which was decoded alone (not kept:
 		// at most maxAsked, forgotten all at once past it).
 		asked map[int]bool
@@ -61,10 +61,9 @@ type tickBlock struct {
 	once   sync.Once
 	lo, hi int   // ticks of the index
 	row    int64 // the first row
-	frame  *frame.Frame
-	stamps []frame.Stamp
+	frame  *Frame
+	stamps []Stamp
 	err    error
-	used   int64
 }
 
 // OpenCompactedFile opens the compacted file src (size bytes) of t, whose
@@ -72,7 +71,7 @@ type tickBlock struct {
 // tick column is read now to find each tick's rows. A src that is a
 // Prefetcher is told the byte ranges of the pages each decoding reads
 // before it reads them.
-func OpenCompactedFile(t *frame.Table, src io.ReaderAt, size int64, x *TickIndex) (*CompactedFile, error) {
+func OpenCompactedFile(t *Table, src io.ReaderAt, size int64, x *TickIndex) (*CompactedFile, error) {
 	file, err := openCompacted(t, src, size)
 	if err != nil {
 		return nil, err
@@ -88,7 +87,8 @@ func OpenCompactedFile(t *frame.Table, src io.ReaderAt, size int64, x *TickIndex
 		return nil, fmt.Errorf("table %s: the compacted file has %d rows, its tick index %d: %w", t.Name, file.NumRows(), x.Rows, index.ErrCorrupt)
 	}
 	c := &CompactedFile{t: t, src: src, file: file, x: x}
-	c.mu.blocks, c.mu.asked, c.mu.derived = map[int]*tickBlock{}, map[int]bool{}, map[int64]TickEntry{}
+	c.mu.blocks, _ = simplelru.NewLRU[int, *tickBlock](keptBlocks, nil)
+	c.mu.asked, c.mu.derived = map[int]bool{}, map[int64]TickEntry{}
 	return c, nil
 }
 
@@ -112,12 +112,12 @@ func (c *CompactedFile) Entry(n int64) (e TickEntry, file []byte, ok bool, err e
 	if ok {
 		return e, nil, true, nil
 	}
-	i, ok := slices.BinarySearchFunc(c.x.Ticks, n, func(a TickEntry, n int64) int { return compareInt(a.Tick, n) })
+	i, ok := slices.BinarySearchFunc(c.x.Ticks, n, func(a TickEntry, n int64) int { return cmp.Compare(a.Tick, n) })
 	if !ok {
 		return TickEntry{}, nil, false, nil
 	}
 	e = c.x.Ticks[i]
-	err = c.rows(i, func(f *frame.Frame, stamps []frame.Stamp) error {
+	err = c.rows(i, func(f *Frame, stamps []Stamp) error {
 		file, err = e.measure(f, stamps, true)
 		return err
 	})
@@ -135,7 +135,7 @@ func (c *CompactedFile) Entry(n int64) (e TickEntry, file []byte, ok bool, err e
 // TickFile does, decoding the block of ticks that holds it unless it is
 // kept.
 func (c *CompactedFile) TickFile(e TickEntry) ([]byte, error) {
-	i, ok := slices.BinarySearchFunc(c.x.Ticks, e.Tick, func(a TickEntry, n int64) int { return compareInt(a.Tick, n) })
+	i, ok := slices.BinarySearchFunc(c.x.Ticks, e.Tick, func(a TickEntry, n int64) int { return cmp.Compare(a.Tick, n) })
 	if ok && c.Indexed() {
 		ok = c.x.Ticks[i] == e
 	} else if ok {
@@ -145,9 +145,9 @@ func (c *CompactedFile) TickFile(e TickEntry) ([]byte, error) {
 		return nil, fmt.Errorf("table %s: tick %d is not in the compacted file's tick index", c.t.Name, e.Tick)
 	}
 	var data []byte
-	err := c.rows(i, func(f *frame.Frame, stamps []frame.Stamp) error {
+	err := c.rows(i, func(f *Frame, stamps []Stamp) error {
 		var err error
-		data, _, err = frame.Encode(f, func(i int) frame.Stamp { return stamps[i] }, e.csvMode(), e.CSVSize)
+		data, _, err = Encode(f, func(i int) Stamp { return stamps[i] }, e.csvMode(), e.CSVSize)
 		return err
 	})
 	if err != nil {
@@ -162,7 +162,7 @@ func (c *CompactedFile) TickFile(e TickEntry) ([]byte, error) {
 // rows calls fn with the rows of tick i of the index and their stamps
 // (fn must not keep them): from the block of ticks that holds it, decoded
 // unless it is kept, or read alone (see block).
-func (c *CompactedFile) rows(i int, fn func(f *frame.Frame, stamps []frame.Stamp) error) error {
+func (c *CompactedFile) rows(i int, fn func(f *Frame, stamps []Stamp) error) error {
 	e := c.x.Ticks[i]
 	b := c.block(i)
 	if b == nil {
@@ -170,7 +170,7 @@ func (c *CompactedFile) rows(i int, fn func(f *frame.Frame, stamps []frame.Stamp
 			return err
 		}
 		n := 0
-		err := frame.ScanTicks(c.t, c.file, e.Row, e.Rows, func(tick, row int64, f *frame.Frame, stamps []frame.Stamp) error {
+		err := ScanTicks(c.t, c.file, e.Row, e.Rows, func(tick, row int64, f *Frame, stamps []Stamp) error {
 			n++
 			if tick != e.Tick || row != e.Row || int64(f.Len()) != e.Rows {
 				return fmt.Errorf("rows %d..%d hold tick %d, the tick index says tick %d: %w", e.Row, e.Row+e.Rows, tick, e.Tick, index.ErrCorrupt)
@@ -212,9 +212,7 @@ func (c *CompactedFile) block(i int) *tickBlock {
 	id := int(c.x.Ticks[i].Row / blockRows)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.mu.use++
-	if b, ok := c.mu.blocks[id]; ok {
-		b.used = c.mu.use
+	if b, ok := c.mu.blocks.Get(id); ok {
 		return b
 	}
 	if !c.mu.asked[id] {
@@ -227,29 +225,20 @@ func (c *CompactedFile) block(i int) *tickBlock {
 	delete(c.mu.asked, id)
 	// The ticks whose first row falls in block id.
 	start := int64(id) * blockRows
-	lo, _ := slices.BinarySearchFunc(c.x.Ticks, start, func(a TickEntry, row int64) int { return compareInt(a.Row, row) })
-	hi, _ := slices.BinarySearchFunc(c.x.Ticks, start+blockRows, func(a TickEntry, row int64) int { return compareInt(a.Row, row) })
-	b := &tickBlock{lo: lo, hi: hi, row: c.x.Ticks[lo].Row, used: c.mu.use}
-	if len(c.mu.blocks) >= keptBlocks {
-		oldest := -1
-		for k, o := range c.mu.blocks {
-			if oldest < 0 || o.used < c.mu.blocks[oldest].used {
-				oldest = k
-			}
-		}
-		delete(c.mu.blocks, oldest)
-	}
-	c.mu.blocks[id] = b
+	lo, _ := slices.BinarySearchFunc(c.x.Ticks, start, func(a TickEntry, row int64) int { return cmp.Compare(a.Row, row) })
+	hi, _ := slices.BinarySearchFunc(c.x.Ticks, start+blockRows, func(a TickEntry, row int64) int { return cmp.Compare(a.Row, row) })
+	b := &tickBlock{lo: lo, hi: hi, row: c.x.Ticks[lo].Row}
+	c.mu.blocks.Add(id, b)
 	return b
 }
 
 // decode reads the rows of b's ticks, checking them against the index.
-func (c *CompactedFile) decode(b *tickBlock) (*frame.Frame, []frame.Stamp, error) {
+func (c *CompactedFile) decode(b *tickBlock) (*Frame, []Stamp, error) {
 	ticks := c.x.Ticks[b.lo:b.hi]
 	last := ticks[len(ticks)-1]
-	all, stamps := frame.NewFrame(c.t), []frame.Stamp(nil)
+	all, stamps := NewFrame(c.t), []Stamp(nil)
 	next := 0
-	err := frame.ScanTicks(c.t, c.file, b.row, last.Row+last.Rows-b.row, func(tick, row int64, f *frame.Frame, s []frame.Stamp) error {
+	err := ScanTicks(c.t, c.file, b.row, last.Row+last.Rows-b.row, func(tick, row int64, f *Frame, s []Stamp) error {
 		if next >= len(ticks) || tick != ticks[next].Tick || row != ticks[next].Row || int64(f.Len()) != ticks[next].Rows {
 			return fmt.Errorf("rows from %d hold tick %d, not what the tick index says: %w", row, tick, index.ErrCorrupt)
 		}
@@ -262,16 +251,6 @@ func (c *CompactedFile) decode(b *tickBlock) (*frame.Frame, []frame.Stamp, error
 		err = fmt.Errorf("rows %d..%d hold %d ticks, the tick index says %d: %w", b.row, last.Row+last.Rows, next, len(ticks), index.ErrCorrupt)
 	}
 	return all, stamps, err
-}
-
-func compareInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Prefetcher is a source of a compacted file whose reads are costly one by
@@ -357,7 +336,7 @@ func pageRanges(file *parquet.File, from, n int64) []ByteRange {
 			}
 		}
 	}
-	slices.SortFunc(out, func(a, b ByteRange) int { return compareInt(a.Off, b.Off) })
+	slices.SortFunc(out, func(a, b ByteRange) int { return cmp.Compare(a.Off, b.Off) })
 	merged := out[:0]
 	for _, r := range out {
 		if k := len(merged) - 1; k >= 0 && merged[k].Off+merged[k].Len >= r.Off {

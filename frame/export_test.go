@@ -1,4 +1,4 @@
-package maintenance
+package frame
 
 import (
 	"crypto/sha256"
@@ -33,9 +33,3 @@ func EncodeV1(x *TickIndex) ([]byte, error) {
 	sum := sha256.Sum256(out)
 	return append(out, sum[:]...), nil
 }
-
-// Encode is x's bytes as ReadTickIndex reads them.
-func (x *TickIndex) Encode() []byte { return x.encode() }
-
-// DecodeTickIndex parses a tick index's bytes.
-func DecodeTickIndex(data []byte) (*TickIndex, error) { return decodeTickIndex(data) }

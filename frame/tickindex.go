@@ -1,4 +1,4 @@
-package maintenance
+package frame
 
 import (
 	"bytes"
@@ -17,7 +17,6 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/worldfs/worldfs/bucket"
-	"github.com/worldfs/worldfs/frame"
 	"github.com/worldfs/worldfs/index"
 )
 
@@ -95,8 +94,9 @@ const (
 	tickIndexMagicV1 = "worldfs-ticks/1\n"
 )
 
-// encode returns the tick index's bytes.
-func (x *TickIndex) encode() []byte {
+// Encode returns the tick index's bytes (of the current format, 2), as
+// ReadTickIndex reads them.
+func (x *TickIndex) Encode() []byte {
 	out := make([]byte, 0, len(tickIndexMagic)+3*sha256.Size+20+len(x.Ticks)*(sha256.Size+8))
 	out = append(out, tickIndexMagic...)
 	out = append(out, x.File[:]...)
@@ -120,9 +120,9 @@ func (x *TickIndex) encode() []byte {
 	return append(out, sum[:]...)
 }
 
-// decodeTickIndex parses a tick index, refusing (index.ErrCorrupt) one
+// DecodeTickIndex parses a tick index, refusing (index.ErrCorrupt) one
 // whose checksum, length or entries are wrong.
-func decodeTickIndex(data []byte) (*TickIndex, error) {
+func DecodeTickIndex(data []byte) (*TickIndex, error) {
 	corrupt := func(what string, args ...any) error {
 		return fmt.Errorf("tick index: %s: %w", fmt.Sprintf(what, args...), index.ErrCorrupt)
 	}
@@ -211,7 +211,7 @@ func ReadTickIndex(ctx context.Context, b bucket.Bucket, f index.Fragment) (*Tic
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", name, err)
 	}
-	x, err := decodeTickIndex(data)
+	x, err := DecodeTickIndex(data)
 	if err == nil && x.Version != version {
 		err = fmt.Errorf("tick index: format %d under the name of format %d: %w", x.Version, version, index.ErrCorrupt)
 	}
@@ -250,7 +250,7 @@ func (e *TickFileMismatchError) Unwrap() error { return index.ErrCorrupt }
 // reads only the tick's rows (its row groups, and in them the pages the
 // offset index places at its rows) and checks the bytes against e's size
 // and sha256, failing closed (TickFileMismatchError) on any difference.
-func TickFile(t *frame.Table, src io.ReaderAt, size int64, e TickEntry) ([]byte, error) {
+func TickFile(t *Table, src io.ReaderAt, size int64, e TickEntry) ([]byte, error) {
 	file, err := openCompacted(t, src, size)
 	if err != nil {
 		return nil, err
@@ -259,16 +259,16 @@ func TickFile(t *frame.Table, src io.ReaderAt, size int64, e TickEntry) ([]byte,
 }
 
 // tickFile is TickFile of the opened compacted file.
-func tickFile(t *frame.Table, file *parquet.File, e TickEntry) ([]byte, error) {
+func tickFile(t *Table, file *parquet.File, e TickEntry) ([]byte, error) {
 	var err error
 	var data []byte
 	n := 0
-	err = frame.ScanTicks(t, file, e.Row, e.Rows, func(tick, row int64, f *frame.Frame, stamps []frame.Stamp) error {
+	err = ScanTicks(t, file, e.Row, e.Rows, func(tick, row int64, f *Frame, stamps []Stamp) error {
 		n++
 		if tick != e.Tick || row != e.Row || int64(f.Len()) != e.Rows {
 			return fmt.Errorf("rows %d..%d hold tick %d, the tick index says tick %d: %w", e.Row, e.Row+e.Rows, tick, e.Tick, index.ErrCorrupt)
 		}
-		data, _, err = frame.Encode(f, func(i int) frame.Stamp { return stamps[i] }, e.csvMode(), e.CSVSize)
+		data, _, err = Encode(f, func(i int) Stamp { return stamps[i] }, e.csvMode(), e.CSVSize)
 		return err
 	})
 	if err == nil && n != 1 {
@@ -284,20 +284,20 @@ func tickFile(t *frame.Table, file *parquet.File, e TickEntry) ([]byte, error) {
 }
 
 // csvMode is how the tick's canonical file was encoded.
-func (e TickEntry) csvMode() frame.CSVMode {
+func (e TickEntry) csvMode() CSVMode {
 	if e.CSVInFooter {
-		return frame.CSVRecord
+		return CSVRecord
 	}
-	return frame.CSVNone
+	return CSVNone
 }
 
 // EmptyTickFile is the canonical file of a tick without rows of table t
 // (a tick that no compacted file of its window holds a row of).
-func EmptyTickFile(t *frame.Table) ([]byte, error) {
-	return frame.EncodeFragment(frame.NewFrame(t), frame.Stamp{})
+func EmptyTickFile(t *Table) ([]byte, error) {
+	return EncodeFragment(NewFrame(t), Stamp{})
 }
 
-// buildTickIndex computes the tick index of data, a compacted file of t
+// BuildTickIndex computes the tick index of data, a compacted file of t
 // whose ticks are runs (each tick's first row and rows): a tick known
 // (from the index of the file its rows came from, with as many rows)
 // keeps its entry; the others' rows are read, each stretch of them in one
@@ -305,7 +305,7 @@ func EmptyTickFile(t *frame.Table) ([]byte, error) {
 // renderings) and hashed. A tick in unrecorded came from a fragment whose
 // writer recorded no CSV size in its footer, and its canonical file has
 // none either. It returns how many it encoded.
-func buildTickIndex(t *frame.Table, data []byte, runs []TickEntry, known map[int64]TickEntry, unrecorded map[int64]bool) (*TickIndex, int, error) {
+func BuildTickIndex(t *Table, data []byte, runs []TickEntry, known map[int64]TickEntry, unrecorded map[int64]bool) (*TickIndex, int, error) {
 	id, err := encodingID(2)
 	if err != nil {
 		return nil, 0, err
@@ -339,7 +339,7 @@ func buildTickIndex(t *frame.Table, data []byte, runs []TickEntry, known map[int
 		}
 		next := i
 		from, n := runs[i].Row, runs[j-1].Row+runs[j-1].Rows-runs[i].Row
-		err := frame.ScanTicks(t, file, from, n, func(tick, row int64, f *frame.Frame, stamps []frame.Stamp) error {
+		err := ScanTicks(t, file, from, n, func(tick, row int64, f *Frame, stamps []Stamp) error {
 			if next >= j {
 				return fmt.Errorf("rows from %d hold tick %d, past the ticks the compaction wrote there", row, tick)
 			}
@@ -365,17 +365,33 @@ func buildTickIndex(t *frame.Table, data []byte, runs []TickEntry, known map[int
 	return x, encoded, nil
 }
 
+// IndexCompactedFile computes the tick index of data, a compacted file of
+// t, every tick encoded (none known from another index): the index
+// compaction writes for the file when it is a source of its own.
+func IndexCompactedFile(t *Table, data []byte) (*TickIndex, error) {
+	file, err := openCompacted(t, bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		return nil, err
+	}
+	runs, err := tickRunsOf(t, file, nil)
+	if err != nil {
+		return nil, err
+	}
+	x, _, err := BuildTickIndex(t, data, runs, nil, nil)
+	return x, err
+}
+
 // measure encodes f, the rows of e's tick with their stamps, as the
 // tick's canonical file (its footer recording its CSV size if record, as
-// a fragment's writer records it since CSV sizes are: frame.CSVRecord)
+// a fragment's writer records it since CSV sizes are: CSVRecord)
 // and fills e's size, sha256 and CSV size from it: what a tick index
 // records of the tick. It returns the file.
-func (e *TickEntry) measure(f *frame.Frame, stamps []frame.Stamp, record bool) ([]byte, error) {
-	mode := frame.CSVCount
+func (e *TickEntry) measure(f *Frame, stamps []Stamp, record bool) ([]byte, error) {
+	mode := CSVCount
 	if record {
-		mode = frame.CSVRecord
+		mode = CSVRecord
 	}
-	enc, csv, err := frame.Encode(f, func(i int) frame.Stamp { return stamps[i] }, mode, 0)
+	enc, csv, err := Encode(f, func(i int) Stamp { return stamps[i] }, mode, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -383,12 +399,12 @@ func (e *TickEntry) measure(f *frame.Frame, stamps []frame.Stamp, record bool) (
 	return enc, nil
 }
 
-// putTickIndex stores x, the tick index of the compacted file f, beside
+// WriteTickIndex stores x, the tick index of the compacted file f, beside
 // it (index.TickIndexPath), durably, under a name created once: an
 // index already there of other bytes is not replaced (bucket.ErrExist).
 // It returns the bytes written.
-func putTickIndex(ctx context.Context, b bucket.Bucket, f index.Fragment, x *TickIndex) (int64, error) {
-	enc := x.encode()
+func WriteTickIndex(ctx context.Context, b bucket.Bucket, f index.Fragment, x *TickIndex) (int64, error) {
+	enc := x.Encode()
 	name := index.TickIndexPath(f.Path)
 	if _, err := bucket.CreateOnce(ctx, b, name, enc); err != nil {
 		return 0, fmt.Errorf("writing %s: %w", name, err)
@@ -400,10 +416,10 @@ func putTickIndex(ctx context.Context, b bucket.Bucket, f index.Fragment, x *Tic
 // without a size (each tick, its first row and its rows), from its tick
 // column alone (told first to a Prefetcher src); rows out of tick order
 // are index.ErrCorrupt.
-func tickRunsOf(t *frame.Table, file *parquet.File, src io.ReaderAt) ([]TickEntry, error) {
-	col := t.Column(frame.ColTick)
+func tickRunsOf(t *Table, file *parquet.File, src io.ReaderAt) ([]TickEntry, error) {
+	col := t.Column(ColTick)
 	if col < 0 {
-		return nil, fmt.Errorf("table %s has no %s column", t.Name, frame.ColTick)
+		return nil, fmt.Errorf("table %s has no %s column", t.Name, ColTick)
 	}
 	if p, ok := src.(Prefetcher); ok {
 		var ranges []ByteRange
@@ -426,7 +442,7 @@ func tickRunsOf(t *frame.Table, file *parquet.File, src io.ReaderAt) ([]TickEntr
 	row := int64(0)
 	for _, rg := range file.RowGroups() {
 		var err error
-		if buf, err = columnValues(rg, col, buf[:0]); err != nil {
+		if buf, err = ColumnValues(rg, col, buf[:0]); err != nil {
 			return nil, fmt.Errorf("table %s: the tick column: %w", t.Name, err)
 		}
 		for _, v := range buf {
@@ -452,12 +468,12 @@ func tickRunsOf(t *frame.Table, file *parquet.File, src io.ReaderAt) ([]TickEntr
 // openCompacted opens a compacted file of t (its page index too, so that
 // a seek to a row skips the pages before it), refusing one of another
 // schema.
-func openCompacted(t *frame.Table, src io.ReaderAt, size int64) (*parquet.File, error) {
+func openCompacted(t *Table, src io.ReaderAt, size int64) (*parquet.File, error) {
 	file, err := parquet.OpenFile(src, size, parquet.SkipBloomFilters(true))
 	if err != nil {
 		return nil, fmt.Errorf("table %s: compacted file: %w", t.Name, err)
 	}
-	if err := sameColumns(t, file); err != nil {
+	if err := SameColumns(t, file); err != nil {
 		return nil, fmt.Errorf("table %s: compacted file: %w", t.Name, err)
 	}
 	return file, nil
@@ -473,29 +489,29 @@ func openCompacted(t *frame.Table, src io.ReaderAt, size int64) (*parquet.File, 
 func encodingID(v int) ([sha256.Size]byte, error) {
 	probe.once.Do(func() {
 		probe.id, probe.idCSV, probe.err = func() (id, idCSV [sha256.Size]byte, err error) {
-			c, err := frame.NewComponent("probe", frame.Field{Name: "f64", Type: frame.Float64}, frame.Field{Name: "f32", Type: frame.Float32}, frame.Field{Name: "i64", Type: frame.Int64},
-				frame.Field{Name: "i32", Type: frame.Int32}, frame.Field{Name: "b", Type: frame.Bool}, frame.Field{Name: "s", Type: frame.String})
+			c, err := NewComponent("probe", Field{Name: "f64", Type: Float64}, Field{Name: "f32", Type: Float32}, Field{Name: "i64", Type: Int64},
+				Field{Name: "i32", Type: Int32}, Field{Name: "b", Type: Bool}, Field{Name: "s", Type: String})
 			if err != nil {
 				return id, idCSV, err
 			}
-			t, err := frame.NewTable("probe", c)
+			t, err := NewTable("probe", c)
 			if err != nil {
 				return id, idCSV, err
 			}
-			f := frame.NewFrame(t)
+			f := NewFrame(t)
 			for e := range int64(3) {
-				v := frame.Values{"probe_f64": float64(e) / 3, "probe_f32": float32(e) / 7, "probe_i64": e << 40,
+				v := Values{"probe_f64": float64(e) / 3, "probe_f32": float32(e) / 7, "probe_i64": e << 40,
 					"probe_i32": int32(-e), "probe_b": e%2 == 0, "probe_s": strings.Repeat("x", int(e))}
 				if err := f.Append(e, v); err != nil {
 					return id, idCSV, err
 				}
 			}
-			stamp := func(int) frame.Stamp { return frame.Stamp{Tick: 1, CommitToken: "probe", WriterEpoch: 1} }
-			plain, _, err := frame.Encode(f, stamp, frame.CSVNone, 0)
+			stamp := func(int) Stamp { return Stamp{Tick: 1, CommitToken: "probe", WriterEpoch: 1} }
+			plain, _, err := Encode(f, stamp, CSVNone, 0)
 			if err != nil {
 				return id, idCSV, fmt.Errorf("the encoder's fingerprint: %w", err)
 			}
-			withCSV, _, err := frame.Encode(f, stamp, frame.CSVRecord, 0)
+			withCSV, _, err := Encode(f, stamp, CSVRecord, 0)
 			if err != nil {
 				return id, idCSV, fmt.Errorf("the encoder's fingerprint: %w", err)
 			}

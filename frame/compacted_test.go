@@ -1,0 +1,258 @@
+package frame_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/worldfs/worldfs/bucket/local"
+	"github.com/worldfs/worldfs/engine/enginetest"
+	"github.com/worldfs/worldfs/engine/particles"
+	"github.com/worldfs/worldfs/frame"
+	"github.com/worldfs/worldfs/index"
+	"github.com/worldfs/worldfs/maintenance"
+)
+
+// announced is a compacted file's bytes as a Prefetcher that checks the
+// contract from the reader's side: once the file is open, every read must
+// fall inside a range announced by a Prefetch since the last reset.
+type announced struct {
+	data []byte
+	mu   sync.Mutex
+	open bool // the file is open: reads must be announced
+	said []frame.ByteRange
+	bad  []string // reads outside what was announced
+}
+
+func (a *announced) ReadAt(p []byte, off int64) (int, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.open {
+		in := false
+		for _, r := range a.said {
+			in = in || r.Off <= off && off+int64(len(p)) <= r.Off+r.Len
+		}
+		if !in {
+			a.bad = append(a.bad, fmt.Sprintf("%d bytes at %d", len(p), off))
+		}
+	}
+	return bytes.NewReader(a.data).ReadAt(p, off)
+}
+
+func (a *announced) Prefetch(ranges []frame.ByteRange) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.said = append(a.said, ranges...)
+	return nil
+}
+
+// reset forgets what was announced and returns its bytes in all.
+func (a *announced) reset() int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := int64(0)
+	for _, r := range a.said {
+		n += r.Len
+	}
+	a.said = nil
+	return n
+}
+
+// A compacted file read through a Prefetcher announces, before decoding a
+// tick (or a block of ticks), every byte range the decoding reads: no
+// read falls outside them, and one tick's ranges are its pages, a small
+// part of the file (the ranges a remote bucket's reader fetches at once).
+func TestCompactedFileAnnouncesThePagesItReads(t *testing.T) {
+	ctx := enginetest.Context(t)
+	b, _ := local.Open(t.TempDir())
+	w := enginetest.Wide(t, b, "w", 2000, 74)
+	if _, err := maintenance.Compact(ctx, b, w.Catalog(), maintenance.CompactOptions{Recent: 10}); err != nil {
+		t.Fatal(err)
+	}
+	s, _, err := index.Load(ctx, b, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk, ok := s.Tick("main", 10)
+	if !ok {
+		t.Fatal("no tick 10")
+	}
+	var f index.Fragment
+	for _, tf := range enginetest.Tables(t, tk) {
+		if tf.Table == particles.Tables()[0].ID {
+			f = tf.Fragments[0]
+		}
+	}
+	if f.Span == nil {
+		t.Fatal("tick 10 is not compacted; the test proves nothing")
+	}
+	table, x, data := enginetest.CompactedFile(t, b, "w", particles.Tables()[0].ID, f)
+	src := &announced{data: data}
+	cf, err := frame.OpenCompactedFile(table, src, int64(len(data)), x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.open = true
+	for i, e := range x.Ticks {
+		got, err := cf.TickFile(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := frame.TickFile(table, bytes.NewReader(data), int64(len(data)), e)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("tick %d: %d bytes rebuilt through a Prefetcher, %d by TickFile (%v)", e.Tick, len(got), len(want), err)
+		}
+		if len(src.bad) > 0 {
+			t.Fatalf("tick %d: read %v, outside the ranges announced", e.Tick, src.bad)
+		}
+		if said := src.reset(); i == 0 && (said == 0 || said > int64(len(data))/8) {
+			t.Fatalf("tick %d alone announced %d bytes of the file's %d; want its pages, a small part", e.Tick, said, len(data))
+		}
+	}
+}
+
+// A compacted file opened once rebuilds each of its ticks' files as
+// TickFile does: one tick asked for alone decodes its own rows;
+// rebuilding every tick in turn decodes each block of ticks once, not
+// each tick's pages once per tick.
+func TestCompactedFileDecodesEachBlockOnce(t *testing.T) {
+	ctx := enginetest.Context(t)
+	b, _ := local.Open(t.TempDir())
+	w := enginetest.World(t, b, "w", 599)
+	if res, err := maintenance.Compact(ctx, b, w.Catalog(), maintenance.CompactOptions{Recent: 10}); err != nil || res.Windows == 0 {
+		t.Fatalf("compaction: %+v, %v", res, err)
+	}
+	s, _, err := index.Load(ctx, b, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	holders := map[string]index.TableFragments{}
+	s.Ticks("main", 0, func(tk *index.Tick) bool {
+		for _, tf := range enginetest.Tables(t, tk) {
+			for _, f := range tf.Fragments {
+				if f.Span != nil {
+					holders[f.Path] = index.TableFragments{Table: tf.Table, Fragments: []index.Fragment{f}}
+				}
+			}
+		}
+		return true
+	})
+	checked := 0
+	for _, tf := range holders {
+		f := tf.Fragments[0]
+		table, x, data := enginetest.CompactedFile(t, b, "w", tf.Table, f)
+		cf, err := frame.OpenCompactedFile(table, bytes.NewReader(data), int64(len(data)), x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// One tick asked for alone decodes its own rows, not a block.
+		if _, err := cf.TickFile(x.Ticks[len(x.Ticks)/2]); err != nil || cf.BlocksDecoded() != 0 {
+			t.Fatalf("%s: one tick rebuilt decoded %d blocks (%v); want none", f.Path, cf.BlocksDecoded(), err)
+		}
+		for _, e := range x.Ticks {
+			got, err := cf.TickFile(e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := frame.TickFile(table, bytes.NewReader(data), int64(len(data)), e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("%s tick %d: %d bytes rebuilt through the opened file, %d by TickFile", f.Path, e.Tick, len(got), len(want))
+			}
+			checked++
+		}
+		if blocks := x.Rows/frame.BlockRows + 1; cf.BlocksDecoded() > blocks || len(x.Ticks) > 8 && cf.BlocksDecoded() >= int64(len(x.Ticks)) {
+			t.Fatalf("%s: %d ticks of %d rows rebuilt in turn decoded %d blocks; at most %d", f.Path, len(x.Ticks), x.Rows, cf.BlocksDecoded(), blocks)
+		}
+	}
+	if checked < 500 {
+		t.Fatalf("only %d ticks rebuilt", checked)
+	}
+}
+
+// A tick index of the first format (no CSV sizes), as a build before CSV
+// sizes wrote it, is still read: its ticks are rebuilt as the fragments
+// their writer published, without CSV sizes. The second format under the
+// first's name is damage, not a format.
+func TestTickIndexOfTheFirstFormat(t *testing.T) {
+	ctx := enginetest.Context(t)
+	b, _ := local.Open(t.TempDir())
+	restore := frame.WithoutCSVSizes()
+	w := enginetest.World(t, b, "w", 99)
+	restore()
+	s, _, err := index.Load(ctx, b, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := particles.Tables()[0].ID
+	before := map[int64][]byte{} // each tick's fragment of the table
+	s.Ticks("main", 0, func(tk *index.Tick) bool {
+		for _, tf := range enginetest.Tables(t, tk) {
+			if tf.Table == table {
+				data, _, err := b.Get(ctx, tf.Fragments[0].Path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				before[tk.Tick] = data
+			}
+		}
+		return true
+	})
+	if res, err := maintenance.Compact(ctx, b, w.Catalog(), maintenance.CompactOptions{Recent: 10}); err != nil || res.Windows == 0 {
+		t.Fatalf("compaction: %+v, %v", res, err)
+	}
+	if s, _, err = index.Load(ctx, b, "w"); err != nil {
+		t.Fatal(err)
+	}
+	tk, _ := s.Tick("main", 5)
+	var holder index.Fragment
+	for _, tf := range enginetest.Tables(t, tk) {
+		if tf.Table == table {
+			holder = tf.Fragments[0]
+		}
+	}
+	if holder.Span == nil {
+		t.Fatal("tick 5 is not compacted; the test proves nothing")
+	}
+	tbl, x, data := enginetest.CompactedFile(t, b, "w", table, holder)
+	v1, err := frame.EncodeV1(x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replace := func(name string, data []byte) {
+		t.Helper()
+		if a, err := b.Stat(ctx, name); err == nil {
+			if err := b.Delete(ctx, name, a.Generation); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if data != nil {
+			if _, err := b.Create(ctx, name, data); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	replace(index.TickIndexPath(holder.Path), nil)
+	replace(index.TickIndexV1Path(holder.Path), v1)
+	y, err := frame.ReadTickIndex(ctx, b, holder)
+	if err != nil || y.Version != 1 || len(y.Ticks) != len(x.Ticks) {
+		t.Fatalf("the first format's index: %+v, %v", y, err)
+	}
+	for _, e := range y.Ticks {
+		if e.CSVSize != 0 || e.CSVInFooter {
+			t.Fatalf("tick %d: a first-format index records a CSV size (%d)", e.Tick, e.CSVSize)
+		}
+		got, err := frame.TickFile(tbl, bytes.NewReader(data), int64(len(data)), e)
+		if err != nil || !bytes.Equal(got, before[e.Tick]) {
+			t.Fatalf("tick %d through a first-format index: %d bytes (%v), the fragment had %d", e.Tick, len(got), err, len(before[e.Tick]))
+		}
+	}
+	replace(index.TickIndexV1Path(holder.Path), x.Encode())
+	if _, err := frame.ReadTickIndex(ctx, b, holder); !errors.Is(err, index.ErrCorrupt) {
+		t.Fatalf("a second-format index under the first's name: %v", err)
+	}
+}
