@@ -15,7 +15,6 @@ import (
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/frame"
 	"github.com/worldfs/worldfs/index"
-	"github.com/worldfs/worldfs/maintenance"
 )
 
 // checkLoss is a file the catalog records that check found missing or
@@ -139,9 +138,9 @@ func findLosses(ctx context.Context, b bucket.Bucket, s *index.State, run string
 // lost file itself, checked against the lost file's tick index when it has
 // one.
 func restorers(ctx context.Context, b bucket.Bucket, lost index.Fragment, l *checkLoss, ticks map[int64]index.FragmentRef) error {
-	var x *maintenance.TickIndex
+	var x *frame.TickIndex
 	if lost.Span != nil {
-		x, _ = maintenance.ReadTickIndex(ctx, b, lost) // none, or damaged: nothing to verify by
+		x, _ = frame.ReadTickIndex(ctx, b, lost) // none, or damaged: nothing to verify by
 	}
 	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
@@ -176,7 +175,7 @@ func restorers(ctx context.Context, b bucket.Bucket, lost index.Fragment, l *che
 // restorer returns the fragments that can restore the rows of the tick f
 // names (nil: none found; differs: one found whose bytes are not those
 // the tick index x records).
-func restorer(ctx context.Context, b bucket.Bucket, world, lost string, x *maintenance.TickIndex, f index.FragmentRef) (*checkRestore, bool, error) {
+func restorer(ctx context.Context, b bucket.Bucket, world, lost string, x *frame.TickIndex, f index.FragmentRef) (*checkRestore, bool, error) {
 	present := func(name string) (int64, bool, error) {
 		if name == lost {
 			return 0, false, nil
@@ -230,9 +229,9 @@ func restorer(ctx context.Context, b bucket.Bucket, world, lost string, x *maint
 }
 
 // tickEntry is tick n's entry in x (false: no index, or no row of n).
-func tickEntry(x *maintenance.TickIndex, n int64) (maintenance.TickEntry, bool) {
+func tickEntry(x *frame.TickIndex, n int64) (frame.TickEntry, bool) {
 	if x == nil {
-		return maintenance.TickEntry{}, false
+		return frame.TickEntry{}, false
 	}
 	return x.Entry(n)
 }
