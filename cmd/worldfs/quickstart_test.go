@@ -362,12 +362,15 @@ func readmeDemo(t *testing.T) (env []string, work, world string) {
 	return env, work, string(m[1])
 }
 
-// quickClaims: what some Quick start lines say they print (12-digit tick
-// names, head a link to one, a tick's files); each line must be there.
+// quickClaims: what some Quick start lines say they print (the demo's
+// fork differs from its parent at tick 170: its emitters and particles
+// updated; 12-digit tick names, head a link to one, a tick's files); each
+// line must be there.
 var quickClaims = []struct {
 	line string
 	out  *regexp.Regexp
 }{
+	{"worldfs diff $W@170 $W-fork@170", regexp.MustCompile(`(?m)^emitter +0 +0 +[1-9][0-9]* +[0-9]+ *\n(?s:.*)^particle +[0-9]+ +[0-9]+ +[1-9][0-9]* +[0-9]+ *$`)},
 	{"/runs/main/ticks | tail -3", regexp.MustCompile(`^([0-9]{12}\n){3}$`)},
 	{"readlink /mnt/worlds/$W/runs/main/head", regexp.MustCompile(`^ticks/[0-9]{12}\n$`)},
 	{"ls /mnt/worlds/$W/runs/main/ticks/42/", regexp.MustCompile(`(?s)manifest\.json.*particle\.csv\nparticle\.parquet\n`)},
