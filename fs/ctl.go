@@ -255,6 +255,7 @@ func (h *ctlHandle) Write(ctx context.Context, data []byte, off int64) (uint32, 
 	h.mu.answer = append(h.mu.answer, '\n')
 	h.mu.read = 0
 	if err != nil {
+		h.m.refusals.add(ctx, h.world, line, err)
 		errno := Errno(err)
 		if continued {
 			h.mu.refused.off, h.mu.refused.piece, h.mu.refused.errno = off, bytes.Clone(data), errno
@@ -283,11 +284,12 @@ func (h *ctlHandle) Read(_ context.Context, dest []byte, _ int64) (fuse.ReadResu
 }
 
 // Flush reports a command left incomplete when the file is closed.
-func (h *ctlHandle) Flush(context.Context) syscall.Errno {
+func (h *ctlHandle) Flush(ctx context.Context) syscall.Errno {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if len(bytes.TrimSpace(h.mu.pending)) > 0 {
+	if line := bytes.TrimSpace(h.mu.pending); len(line) > 0 {
 		h.mu.pending, h.mu.scan = nil, cmdScanner{}
+		h.m.refusals.add(ctx, h.world, line, badf("the file was closed in the middle of a command (its JSON object never closed)"))
 		return syscall.EINVAL
 	}
 	return 0

@@ -364,12 +364,13 @@ func readmeDemo(t *testing.T) (env []string, work, world string) {
 
 // quickClaims: what some Quick start lines say they print (the demo's
 // fork differs from its parent at tick 170: its emitters and particles
-// updated; 12-digit tick names, head a link to one, a tick's files); each
+// updated; a refused ctl write's reason in ctl.errors; 12-digit tick names, head a link to one, a tick's files); each
 // line must be there.
 var quickClaims = []struct {
 	line string
 	out  *regexp.Regexp
 }{
+	{"|| cat /mnt/worlds/lab/ctl.errors", regexp.MustCompile(`^[0-9TZ:.-]+ pid [0-9]+ commit_tick EINVAL: .*column pos_y \(double\) is missing`)},
 	{"worldfs diff $W@170 $W-fork@170", regexp.MustCompile(`(?m)^emitter +0 +0 +[1-9][0-9]* +[0-9]+ *\n(?s:.*)^particle +[0-9]+ +[0-9]+ +[1-9][0-9]* +[0-9]+ *$`)},
 	{"/runs/main/ticks | tail -3", regexp.MustCompile(`^([0-9]{12}\n){3}$`)},
 	{"readlink /mnt/worlds/$W/runs/main/head", regexp.MustCompile(`^ticks/[0-9]{12}\n$`)},
