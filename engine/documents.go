@@ -78,11 +78,29 @@ func (d FactDocument) Fact(ctx context.Context, b bucket.Bucket, world string) (
 		}
 		comps = append(comps, c)
 	}
+	// A JSON object's keys have no order a decoder keeps: the components
+	// go by name, as their fields do.
+	slices.SortFunc(comps, func(a, b Component) int { return strings.Compare(a.Name, b.Name) })
 	t, err := NewFactTable(d.Table, comps...)
 	if err != nil {
 		return Fact{}, invalid(err)
 	}
+	// The world's fact table of that name with these columns, in the
+	// order it was declared in, if it has one.
+	if t, err = describedAs(ctx, b, world, t); err != nil {
+		return Fact{}, err
+	}
 	return Fact{Run: d.Run, Producer: d.Producer, ExternalID: d.ExternalID, Table: t, Values: values}, nil
+}
+
+// describedAs returns the table world describes with t's name and
+// columns (in whatever order), else t.
+func describedAs(ctx context.Context, b bucket.Bucket, world string, t *Table) (*Table, error) {
+	ts, err := adoptTables(ctx, b, world, []*Table{t})
+	if err != nil {
+		return nil, err
+	}
+	return ts[0], nil
 }
 
 // factColumnTypes returns the column types of world's existing fact tables

@@ -50,7 +50,7 @@ func TestCtlCommands(t *testing.T) {
 	}
 	// Visible at once, by its token too.
 	csv, err := os.ReadFile(mt.path("w", "tokens", r.Token, "body.csv"))
-	if err != nil || !strings.Contains(string(csv), r.Token+",3,-1.0,0.0,0,1\n") {
+	if err != nil || !strings.Contains(string(csv), "3,0,-1.0,0.0,"+r.Token+",1\n") {
 		t.Fatalf("tick 0 as CSV: %v\n%s", err, csv)
 	}
 	// Tick 1 from the Parquet file the mount serves for tick 0 (its

@@ -846,18 +846,16 @@ func atMacro(name string) string { return name + "_at" }
 // macro name_at(t) (the rows of tick t, reading only the files that may
 // hold it).
 func tableViews(sb *strings.Builder, name string, parts []part, upTo int64, dir string) error {
-	// The component columns of the table's newest schema.
-	var cols []string
-	seen := map[string]bool{}
-	for _, p := range parts {
-		for _, c := range p.ti.Columns {
-			if c.Component != "" && !seen[c.Name] {
-				seen[c.Name] = true
-				cols = append(cols, ident(c.Name))
-			}
-		}
+	// The component columns of every schema of the table, in the order
+	// declared (frame.ComponentColumns).
+	infos := make([]frame.TableInfo, len(parts))
+	for i, p := range parts {
+		infos[i] = p.ti
 	}
-	slices.Sort(cols)
+	var cols []string
+	for _, c := range frame.ComponentColumns(infos...) {
+		cols = append(cols, ident(c.Name))
+	}
 	var qs, comps, ats, betweens []string
 	for i, p := range parts {
 		q, err := partQueries(sb, name, i, p, cols, upTo, dir)
@@ -1005,12 +1003,10 @@ func partQueries(sb *strings.Builder, name string, i int, p part, cols []string,
 		fmt.Fprintf(sb, "CREATE OR REPLACE TEMP TABLE %s AS SELECT DISTINCT tick AS v_tick, commit_token AS v_token FROM worldfs_fragments WHERE view = %s AND part = %d AND filtered;\n",
 			visible, lit(name), i)
 	}
+	// entity_id and tick, the components, then the commit columns: the
+	// order of a table's files (frame.FormatDeclared).
 	legacy := !hasColumn(p.ti, frame.ColCommitToken)
-	sel := "entity_id, tick, commit_token, writer_epoch"
-	if legacy {
-		sel = "entity_id, tick, '' AS commit_token, 0::BIGINT AS writer_epoch"
-	}
-	comp := "entity_id, tick"
+	sel, comp := "entity_id, tick", "entity_id, tick"
 	for _, c := range cols {
 		col := ", NULL AS " + c
 		if hasColumn(p.ti, strings.Trim(c, `"`)) {
@@ -1018,6 +1014,11 @@ func partQueries(sb *strings.Builder, name string, i int, p part, cols []string,
 		}
 		sel += col
 		comp += col
+	}
+	if legacy {
+		sel += ", '' AS commit_token, 0::BIGINT AS writer_epoch"
+	} else {
+		sel += ", commit_token, writer_epoch"
 	}
 	read := func(sel, list string) string {
 		return fmt.Sprintf("SELECT %s FROM read_parquet(%s)", sel, verifiedList("getvariable("+lit(list)+")"))
