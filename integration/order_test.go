@@ -22,7 +22,8 @@ var declaredAgent = []string{"entity_id", "tick", "state_energy", "state_age", "
 // A world created with its tables declared out of name order reads back in
 // the declared order through every door: the mount's Parquet and CSV files
 // of a tick (in ticks/, tables/ and tokens/), and the SQL views (the
-// component view and its macros without the commit columns).
+// component view and its macros without the commit columns), from the
+// world's creation on.
 func TestColumnsInTheDeclaredOrder(t *testing.T) {
 	b := localBucket(t)
 	mt := testMount(t, b)
@@ -30,6 +31,15 @@ func TestColumnsInTheDeclaredOrder(t *testing.T) {
 		t.Fatalf("create: %+v", a)
 	}
 	components := slices.Clone(declaredAgent[:len(declaredAgent)-2])
+	db := openViews(t, b, "lab")
+	// Before the first tick: the views exist, empty, in the declared order.
+	if got := rows(t, db, "SELECT column_name FROM (DESCRIBE SELECT * FROM agent)"); !slices.Equal(got, components) {
+		t.Errorf("agent before the first tick: columns %v, want %v", got, components)
+	}
+	if got := rows(t, db, "SELECT count(*) FROM agent"); !slices.Equal(got, []string{"0"}) {
+		t.Errorf("agent before the first tick: %v rows, want 0", got)
+	}
+
 	a, errno := ctl(t, mt.path("lab", "ctl"), `{"op":"commit_tick","frames":{"agent":[{"entity_id":1,"pos_x":0.5,"pos_y":2,"state_energy":1.5,"state_age":3,"state_alive":true,"state_kind":"grazer"}]}}`)
 	if errno != 0 {
 		t.Fatalf("commit_tick: %+v", a)
@@ -57,7 +67,7 @@ func TestColumnsInTheDeclaredOrder(t *testing.T) {
 			t.Errorf("%s.csv: header %q (%v), want %q", file, header, err, strings.Join(declaredAgent, ","))
 		}
 	}
-	db := openViews(t, b, "lab")
+	db = openViews(t, b, "lab")
 	for q, want := range map[string][]string{
 		"agent":              components,
 		"agent_raw":          declaredAgent,

@@ -376,6 +376,9 @@ func buildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 	if opts.Table != "" {
 		h.frags = slices.DeleteFunc(h.frags, func(f fragment) bool { return infos[f.world+"/"+f.table].Name != opts.Table })
 	}
+	if err := h.emptyTables(ctx, b, infos, opts.Table); err != nil {
+		return nil, err
+	}
 	whole := func() (*index.View, error) { return view, nil }
 	if summarized {
 		whole = wholeView(ctx, view)
@@ -485,6 +488,36 @@ type history struct {
 	read      []keptFile
 	// unkept: too many files to keep the script (maxKeptFiles).
 	unkept bool
+	// described are the tables each world of the lineage describes, by
+	// world/table id (listedFiles lists them); empty, the descriptions of
+	// those whose readable name no file has (emptyTables).
+	described []string
+	empty     []frame.TableInfo
+}
+
+// emptyTables finds the tables the lineage's worlds describe whose
+// readable name no file of the views has (a table declared at the
+// world's creation, before its first tick; a fact table no fact has
+// reached): each gets its views all the same, empty, of its columns.
+// Legacy tables (no commit columns) are only ever described with their
+// history, and are left out; so is every name but only, if set.
+func (h *history) emptyTables(ctx context.Context, b bucket.Bucket, infos map[string]frame.TableInfo, only string) error {
+	have := map[string]bool{}
+	for _, f := range h.frags {
+		have[infos[f.world+"/"+f.table].Name] = true
+	}
+	for _, key := range h.described {
+		world, id, _ := strings.Cut(key, "/")
+		if err := describe(ctx, b, infos, world, id); err != nil {
+			return err
+		}
+		ti := infos[key]
+		if have[ti.Name] || !hasColumn(ti, frame.ColCommitToken) || only != "" && ti.Name != only {
+			continue
+		}
+		h.empty = append(h.empty, ti)
+	}
+	return nil
 }
 
 // catalogFiles appends the files v reads for ticks from..to (see
@@ -528,11 +561,16 @@ func (h *history) listedFiles(ctx context.Context, b bucket.Bucket, path pathFun
 			}
 			h.frags = append(h.frags, fs...)
 		}
-		legacy, err := listLegacy(ctx, b, path, seg.World, seg.Run, min(seg.UpTo, upTo))
+		legacy, ids, err := listLegacy(ctx, b, path, seg.World, seg.Run, min(seg.UpTo, upTo))
 		if err != nil {
 			return nil, err
 		}
 		h.frags = append(h.frags, legacy...)
+		for _, id := range ids {
+			if key := seg.World + "/" + id; !slices.Contains(h.described, key) {
+				h.described = append(h.described, key)
+			}
+		}
 		h.listed = h.listed || len(legacy) > 0 || seg.Mode == index.Unfiltered
 		if i < len(segs)-1 {
 			lineage = append(lineage, fmt.Sprintf("(%d, %s, %s, %d)", i, lit(seg.World), lit(seg.Run), seg.UpTo))
@@ -601,29 +639,29 @@ func listData(ctx context.Context, b bucket.Bucket, path pathFunc, world, run st
 // listLegacy lists a segment's legacy (v0.2) table fragments: always
 // visible epoch-0 history, read through the legacy-name fallback. Only the
 // legacy prefixes of the tables the world describes are listed, never the
-// world's whole data.
-func listLegacy(ctx context.Context, b bucket.Bucket, path pathFunc, world, run string, upTo int64) ([]fragment, error) {
+// world's whole data. It returns those tables' ids too.
+func listLegacy(ctx context.Context, b bucket.Bucket, path pathFunc, world, run string, upTo int64) ([]fragment, []string, error) {
 	var out []fragment
 	ids, err := frame.TableIDs(ctx, b, world)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for _, id := range ids {
 		for a, err := range b.List(ctx, index.LegacyPrefix(world, run, id), "") {
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			if !strings.HasSuffix(a.Name, ".parquet") {
 				continue
 			}
 			p, err := path(ctx, a.Name)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			out = append(out, fragment{world: world, run: run, table: id, object: a.Name, path: p, tick: upTo})
 		}
 	}
-	return out, nil
+	return out, ids, nil
 }
 
 // pathFunc returns a local file DuckDB can read for an object.
@@ -676,6 +714,14 @@ func render(world, run string, upTo int64, h *history, infos map[string]frame.Ta
 		return nil, fmt.Errorf("views of world %q run %q in %q: control characters in a name", world, run, dir)
 	}
 	names, parts, list := partition(h.frags, infos)
+	// A table no file has yet reads its empty witness: views all the same.
+	for _, ti := range h.empty {
+		if _, ok := parts[ti.Name]; !ok {
+			names = append(names, ti.Name)
+		}
+		parts[ti.Name] = append(parts[ti.Name], part{ti: ti, empty: true})
+	}
+	slices.Sort(names)
 	listPath, err := writeList(dir, list)
 	if err != nil {
 		return nil, err
@@ -693,7 +739,7 @@ func render(world, run string, upTo int64, h *history, infos map[string]frame.Ta
 	script := &Script{World: world, Run: run, AtTick: upTo, FragmentList: listPath, local: []string{listPath}, compacted: comp, ticks: ticks}
 	for _, name := range names {
 		for _, p := range parts[name] {
-			if p.filtered {
+			if p.filtered || p.empty {
 				script.local = append(script.local, witnessPath(dir, p.ti.ID))
 			}
 		}
@@ -723,6 +769,8 @@ func render(world, run string, upTo int64, h *history, infos map[string]frame.Ta
 type part struct {
 	ti       frame.TableInfo
 	filtered bool
+	// empty: the table has no file (its views read its empty witness).
+	empty bool
 	// mixed: some files need the row check (filtered and not proven), or
 	// are not filtered beside filtered ones.
 	mixed          bool
@@ -996,6 +1044,9 @@ type partQuery struct {
 // pairs and which files need the row check), and returns the part's
 // queries.
 func partQueries(sb *strings.Builder, name string, i int, p part, cols []string, upTo int64, dir string) (pq partQuery, err error) {
+	if p.empty {
+		return emptyPart(p, cols, dir)
+	}
 	files := fmt.Sprintf("worldfs_files_%s_%d", name, i)
 	fmt.Fprintf(sb, "SET VARIABLE %s = (SELECT list(path ORDER BY ord) FROM worldfs_fragments WHERE view = %s AND part = %d);\n", ident(files), lit(name), i)
 	visible := ref(fmt.Sprintf("worldfs_visible_%s_%d", name, i))
@@ -1085,6 +1136,28 @@ func partQueries(sb *strings.Builder, name string, i int, p part, cols []string,
 	}
 	pq.raw, pq.comp = whole(sel), whole(comp)
 	return pq, nil
+}
+
+// emptyPart is the queries of a part of a table that has no file: they
+// read the table's empty witness, so its views have its columns and no
+// row.
+func emptyPart(p part, cols []string, dir string) (partQuery, error) {
+	witness, err := writeWitness(dir, p.ti)
+	if err != nil {
+		return partQuery{}, err
+	}
+	sel, comp := "entity_id, tick", "entity_id, tick"
+	for _, c := range cols {
+		col := ", NULL AS " + c
+		if hasColumn(p.ti, strings.Trim(c, `"`)) {
+			col = ", " + c
+		}
+		sel += col
+		comp += col
+	}
+	sel += ", commit_token, writer_epoch"
+	read := func(sel string) string { return fmt.Sprintf("SELECT %s FROM %s", sel, readOne(witness)) }
+	return partQuery{raw: read(sel), comp: read(comp), at: read(sel) + " WHERE tick = t", between: read(sel) + " WHERE tick BETWEEN lo AND hi"}, nil
 }
 
 // manifestsView defines worldfs_manifests: a row per published tick and

@@ -14,7 +14,8 @@ import (
 )
 
 // A world whose tables.json declares its components and fields out of
-// name order (state before pos, energy before age): `worldfs sql` prints its columns in the declared order
+// name order (state before pos, energy before age) has its views from
+// its creation, and `worldfs sql` prints its columns in the declared order
 // (entity_id, tick, the components, then the commit columns) in CSV and
 // JSON; JSON keeps the order the query selects.
 func TestSQLPrintsTheDeclaredOrder(t *testing.T) {
@@ -30,6 +31,11 @@ func TestSQLPrintsTheDeclaredOrder(t *testing.T) {
 		t.Fatalf("world create: %d\n%s%s", code, out, stderr)
 	}
 	components := "entity_id,tick,state_energy,state_age,state_kind,pos_x,pos_y"
+	// Before the first tick: the table's view, empty.
+	if code, out, stderr := cli(t, "sql", "--bucket", dir, "--world", "lab", "--format", "csv", "SELECT * FROM agent"); code != 0 || out != components+"\n" {
+		t.Errorf("sql of a world before its first tick: %d %q %s; want the header %s", code, out, stderr, components)
+	}
+
 	// A tick, written by a program that declares the same archetype.
 	b, err := local.Open(dir)
 	if err != nil {
