@@ -26,7 +26,7 @@ type ctlOp func(ctx context.Context, m *Mount, world string, cmd []byte) (any, e
 
 // rootOps are the commands of <mount>/ctl.
 var rootOps = map[string]ctlOp{
-	"create": opCreate, // {"op":"create","world":W,"tables":[{"name":A,"components":[{"name":C,"fields":[{"name":F,"type":T}]}]}]}
+	"create": opCreate, // {"op":"create","world":W,"tables":[{"name":A,"components":[{"name":C,"fields":[{"name":F,"type":T}]}],"fact":false?}]}
 	"fork":   opFork,   // {"op":"fork","world":CHILD,"parent":P,"run":"main","tick":N}
 	"resume": opResume, // {"op":"resume","world":W}
 	"status": opStatus, // {"op":"status","world":W,"status":"active"|"archived"?,"writer_mode":"cleanup_only"?}
@@ -35,7 +35,7 @@ var rootOps = map[string]ctlOp{
 // worldOps are the commands of <mount>/<world>/ctl.
 var worldOps = map[string]ctlOp{
 	"commit_tick": opCommitTick, // {"op":"commit_tick","tick":N?,"frames":{A:[{"entity_id":E,COL:V…}…] or A:"/path.parquet|.jsonl"}}
-	"ingest":      opIngest,     // {"op":"ingest","producer":P,"external_id":X,"table":T,"components":{C:{F:V…}}} (engine.FactDocument)
+	"ingest":      opIngest,     // {"op":"ingest","producer":P,"external_id":X,"table":T,"components":{C:{F:V…}},"create_table":false?} (engine.FactDocument)
 	"evaluate":    opEvaluate,   // {"op":"evaluate","id":E,"at":N?,"selector":{…},"contract":{…},"outcomes":[…]} (engine.EvaluationDocument)
 }
 
