@@ -734,7 +734,9 @@ func render(world, run string, upTo int64, h *history, infos map[string]frame.Ta
 	}
 	sb.WriteString(".\n-- Generated from the catalog; visible rows only.\n")
 	fmt.Fprintf(&sb, "-- The fragment list (each file, and the tick and commit token its manifest published) is read from\n-- %s.\n\n", listPath)
+	sb.WriteString(alt("", listCheck(world, run, listPath)))
 	fmt.Fprintf(&sb, "CREATE OR REPLACE TEMP TABLE worldfs_fragments AS SELECT * FROM %s;\n", readOne(listPath))
+	sb.WriteString(alt("", filesCheck(world, run)))
 	sb.WriteString(ticksViews())
 	script := &Script{World: world, Run: run, AtTick: upTo, FragmentList: listPath, local: []string{listPath}, compacted: comp, ticks: ticks}
 	for _, name := range names {
@@ -762,6 +764,30 @@ func render(world, run string, upTo int64, h *history, infos map[string]frame.Ta
 	script.text = sb.String()
 	script.finish()
 	return script, nil
+}
+
+// listCheck and filesCheck are the first statements of a printed script
+// (a DuckDB outside worldfs runs it, after worldfs has forgotten it): a
+// script names files, not ticks, so one kept past their collection would
+// fail at its first read with DuckDB's own "no files found". Instead it
+// says at once what is gone and how to print it again. listCheck: the
+// fragment list (in the views directory, which collection empties of
+// lists no script used within the retention, and which another machine
+// lacks) is there; filesCheck: every file the list names is (gc deletes
+// the files a compaction replaced once the retention has passed). Each is
+// one glob of the files: a stat each, no read. worldfs's own runs check
+// the files as they read them instead (verify.go).
+func listCheck(world, run, listPath string) string {
+	msg := fmt.Sprintf("worldfs views of world %s run %s: this script's file list %s is gone (the views directory it was printed into was collected since, or the script was printed on another machine); print the views again: worldfs views --world %s > views.sql (with the --bucket it was printed from)",
+		world, run, listPath, world)
+	return fmt.Sprintf("SET VARIABLE worldfs_check = (SELECT CASE WHEN count(*) = 0 THEN error(%s) END FROM glob(%s));\n", lit(msg), lit(listPath))
+}
+
+func filesCheck(world, run string) string {
+	msg := fmt.Sprintf("worldfs views of world %s run %s: %%d of the %%d files this script reads are gone (collected by worldfs gc since it was printed: compaction moved their rows to other files); print the views again: worldfs views --world %s > views.sql (with the --bucket it was printed from)",
+		world, run, world)
+	return "SET VARIABLE worldfs_check = (SELECT list(DISTINCT path) FROM worldfs_fragments);\n" +
+		fmt.Sprintf("SET VARIABLE worldfs_check = (SELECT CASE WHEN count(*) < len(getvariable('worldfs_check')) THEN error(printf(%s, len(getvariable('worldfs_check')) - count(*), len(getvariable('worldfs_check')))) END FROM glob(coalesce(getvariable('worldfs_check'), []::VARCHAR[])));\n", lit(msg))
 }
 
 // part is one read_parquet of a view: the files of one (world, table id)
