@@ -55,10 +55,11 @@ func (d FactDocument) fact(ctx context.Context, b bucket.Bucket, world string, c
 	if d.Table == "" || len(d.Components) == 0 {
 		return Fact{}, invalid(errors.New("a fact document needs a table and components"))
 	}
-	known, names, err := factColumnTypes(ctx, b, world, d.Table)
+	infos, err := tableInfos(ctx, b, world)
 	if err != nil {
 		return Fact{}, err
 	}
+	known, names := factColumnTypes(infos, d.Table)
 	if !create && !slices.Contains(names, d.Table) {
 		held := "it holds none"
 		if len(names) > 0 {
@@ -110,32 +111,19 @@ func (d FactDocument) fact(ctx context.Context, b bucket.Bucket, world string, c
 	}
 	// The world's fact table of that name with these columns, in the
 	// order it was declared in, if it has one.
-	if t, err = describedAs(ctx, b, world, t); err != nil {
+	ts, err := adopt(world, infos, []*Table{t})
+	if err != nil {
 		return Fact{}, err
 	}
-	return Fact{Run: d.Run, Producer: d.Producer, ExternalID: d.ExternalID, Table: t, Values: values}, nil
+	return Fact{Run: d.Run, Producer: d.Producer, ExternalID: d.ExternalID, Table: ts[0], Values: values}, nil
 }
 
-// describedAs returns the table world describes with t's name and
-// columns (in whatever order), else t.
-func describedAs(ctx context.Context, b bucket.Bucket, world string, t *Table) (*Table, error) {
-	ts, err := adoptTables(ctx, b, world, []*Table{t})
-	if err != nil {
-		return nil, err
-	}
-	return ts[0], nil
-}
-
-// factColumnTypes returns the column types of world's existing fact tables
-// named name, and the names of all its fact tables but the receipts',
-// sorted.
-func factColumnTypes(ctx context.Context, b bucket.Bucket, world, name string) (map[string]Type, []string, error) {
+// factColumnTypes returns the column types of the fact tables named name
+// that infos (a world's) describe, and the names of all its fact tables
+// but the receipts', sorted.
+func factColumnTypes(infos []TableInfo, name string) (map[string]Type, []string) {
 	out := map[string]Type{}
 	var names []string
-	infos, err := tableInfos(ctx, b, world)
-	if err != nil {
-		return nil, nil, err
-	}
 	for _, ti := range infos {
 		if !IsFactColumns(ti.Columns) || ti.Name == ReceiptTableName {
 			continue
@@ -151,7 +139,7 @@ func factColumnTypes(ctx context.Context, b bucket.Bucket, world, name string) (
 		}
 	}
 	slices.Sort(names)
-	return out, names, nil
+	return out, names
 }
 
 // DeclareFactTables records tables, fact tables (NewFactTable), as world's,

@@ -226,6 +226,11 @@ func adoptTables(ctx context.Context, b bucket.Bucket, world string, tables []*T
 	if err != nil {
 		return nil, err
 	}
+	return adopt(world, infos, tables)
+}
+
+// adopt is adoptTables with the world's descriptions read.
+func adopt(world string, infos []TableInfo, tables []*Table) ([]*Table, error) {
 	out := slices.Clone(tables)
 	for i, t := range out {
 		if slices.ContainsFunc(infos, func(ti TableInfo) bool { return ti.ID == t.ID }) {
