@@ -99,7 +99,7 @@ func benchTables(k int) []*engine.Table {
 		pos, _ := engine.NewComponent("position", engine.Field{Name: "x", Type: engine.Float64}, engine.Field{Name: "y", Type: engine.Float64}, engine.Field{Name: "z", Type: engine.Float64})
 		vel, _ := engine.NewComponent("velocity", engine.Field{Name: "x", Type: engine.Float64}, engine.Field{Name: "y", Type: engine.Float64}, engine.Field{Name: "z", Type: engine.Float64})
 		kind, _ := engine.NewComponent(fmt.Sprintf("kind%d", i), engine.Field{Name: "id", Type: engine.Int64})
-		t, _ := engine.NewTable(fmt.Sprintf("archetype%d", i), pos, vel, kind)
+		t, _ := engine.NewTable(fmt.Sprintf("archetype%d", i), kind, pos, vel) // the kind first: Components[0]
 		out = append(out, t)
 	}
 	return out

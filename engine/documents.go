@@ -34,14 +34,38 @@ type FactDocument struct {
 // DecodeStrict decodes one JSON value into v (frame.DecodeStrict).
 func DecodeStrict(data []byte, v any) error { return frame.DecodeStrict(data, v) }
 
-// Fact resolves the document against world's fact tables in b.
+// Fact resolves the document against world's fact tables in b. Its table
+// must be one the world holds (declared at the world's creation, by
+// DeclareFactTables, or by an ingestion that created it): another name is
+// refused (ErrInvalid) with the world's fact tables named, so that a
+// mistyped name never makes a table.
 func (d FactDocument) Fact(ctx context.Context, b bucket.Bucket, world string) (Fact, error) {
+	return d.fact(ctx, b, world, false)
+}
+
+// FactCreatingTable is Fact for a table the world may not hold yet: the
+// document's components then declare it, ordered by name (a JSON object's
+// keys have no order a decoder keeps), and its first ingestion records it
+// (worldfs ingest --create-table; the ctl's "create_table": true).
+func (d FactDocument) FactCreatingTable(ctx context.Context, b bucket.Bucket, world string) (Fact, error) {
+	return d.fact(ctx, b, world, true)
+}
+
+func (d FactDocument) fact(ctx context.Context, b bucket.Bucket, world string, create bool) (Fact, error) {
 	if d.Table == "" || len(d.Components) == 0 {
 		return Fact{}, invalid(errors.New("a fact document needs a table and components"))
 	}
-	known, err := factColumnTypes(ctx, b, world, d.Table)
+	infos, err := tableInfos(ctx, b, world)
 	if err != nil {
 		return Fact{}, err
+	}
+	known, names := factColumnTypes(infos, d.Table)
+	if !create && !slices.Contains(names, d.Table) {
+		held := "it holds none"
+		if len(names) > 0 {
+			held = "its fact tables: " + strings.Join(names, ", ")
+		}
+		return Fact{}, invalid(fmt.Errorf("world %s has no fact table %q (%s); declare it when the world is created (\"fact\": true in its tables) or create it with this fact (worldfs ingest --create-table, the ctl's \"create_table\": true)", world, d.Table, held))
 	}
 	var comps []Component
 	values := Values{}
@@ -78,34 +102,70 @@ func (d FactDocument) Fact(ctx context.Context, b bucket.Bucket, world string) (
 		}
 		comps = append(comps, c)
 	}
+	// A JSON object's keys have no order a decoder keeps: the components
+	// go by name, as their fields do.
+	slices.SortFunc(comps, func(a, b Component) int { return strings.Compare(a.Name, b.Name) })
 	t, err := NewFactTable(d.Table, comps...)
 	if err != nil {
 		return Fact{}, invalid(err)
 	}
-	return Fact{Run: d.Run, Producer: d.Producer, ExternalID: d.ExternalID, Table: t, Values: values}, nil
+	// The world's fact table of that name with these columns, in the
+	// order it was declared in, if it has one.
+	ts, err := adopt(world, infos, []*Table{t})
+	if err != nil {
+		return Fact{}, err
+	}
+	return Fact{Run: d.Run, Producer: d.Producer, ExternalID: d.ExternalID, Table: ts[0], Values: values}, nil
 }
 
-// factColumnTypes returns the column types of world's existing fact tables
-// named name.
-func factColumnTypes(ctx context.Context, b bucket.Bucket, world, name string) (map[string]Type, error) {
+// factColumnTypes returns the column types of the fact tables named name
+// that infos (a world's) describe, and the names of all its fact tables
+// but the receipts', sorted.
+func factColumnTypes(infos []TableInfo, name string) (map[string]Type, []string) {
 	out := map[string]Type{}
-	ids, err := frame.TableIDs(ctx, b, world)
-	if err != nil {
-		return nil, err
-	}
-	for _, id := range ids {
-		ti, err := frame.ReadTableInfo(ctx, b, world, id)
-		if err != nil {
-			return nil, err
+	var names []string
+	for _, ti := range infos {
+		if !IsFactColumns(ti.Columns) || ti.Name == ReceiptTableName {
+			continue
 		}
-		if ti.Name != name || !IsFactColumns(ti.Columns) {
+		if !slices.Contains(names, ti.Name) {
+			names = append(names, ti.Name)
+		}
+		if ti.Name != name {
 			continue
 		}
 		for _, c := range ti.Columns {
 			out[c.Name] = c.Type
 		}
 	}
-	return out, nil
+	slices.Sort(names)
+	return out, names
+}
+
+// DeclareFactTables records tables, fact tables (NewFactTable), as world's,
+// so that facts may be ingested into them by name (FactDocument.Fact) and
+// the world's views show them, empty, until the first fact. A table that
+// is not a fact table, the receipts' table, or one named as an entity table
+// of the world is refused before anything is written.
+func DeclareFactTables(ctx context.Context, b bucket.Bucket, world string, tables ...*Table) error {
+	for _, t := range tables {
+		if !IsFactTable(t) {
+			return invalid(fmt.Errorf("world %s: table %s is not a fact table (NewFactTable)", world, t.Name))
+		}
+		if t.Name == ReceiptTableName {
+			return invalid(fmt.Errorf("world %s: table %s holds evaluation receipts, which only Evaluate records", world, t.Name))
+		}
+	}
+	infos, err := tableInfos(ctx, b, world)
+	if err != nil {
+		return err
+	}
+	for _, ti := range infos {
+		if !IsFactColumns(ti.Columns) && slices.ContainsFunc(tables, func(t *Table) bool { return t.Name == ti.Name }) {
+			return invalid(fmt.Errorf("world %s: table %s is an entity table of the world; a fact table needs a name of its own", world, ti.Name))
+		}
+	}
+	return registerTables(ctx, b, world, tables)
 }
 
 // EvaluationDocument is an evaluation as JSON, the form the CLI and the

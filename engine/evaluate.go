@@ -28,12 +28,15 @@ const (
 // (frame.ReceiptTableName).
 const ReceiptTableName = frame.ReceiptTableName
 
-// ReceiptTable is the fact table evaluation receipts are stored in.
+// ReceiptTable is the fact table evaluation receipts are stored in. Its
+// columns are in name order (frame.FormatByName), as every world's
+// receipts have always been: one table in every world, whatever worldfs
+// wrote it (worldfs_receipts names its columns).
 func ReceiptTable() *Table {
 	c, _ := NewComponent("receipt", Field{Name: "evaluation_id", Type: String}, Field{Name: "grader_id", Type: String},
 		Field{Name: "contract", Type: String}, Field{Name: "contract_digest", Type: String},
 		Field{Name: "subject", Type: String}, Field{Name: "subject_digest", Type: String}, Field{Name: "outcomes", Type: String})
-	t, _ := NewFactTable(ReceiptTableName, c)
+	t, _ := frame.NewFactTable(ReceiptTableName, c)
 	return t
 }
 

@@ -54,9 +54,10 @@ const (
 	ColFactCommit     = frame.ColFactCommit
 )
 
-// NewFactTable builds the table a kind of fact is stored in (frame.NewFactTable).
+// NewFactTable builds the table a kind of fact is stored in, its columns
+// in the order declared (frame.NewDeclaredFactTable).
 func NewFactTable(name string, components ...Component) (*Table, error) {
-	return frame.NewFactTable(name, components...)
+	return frame.NewDeclaredFactTable(name, components...)
 }
 
 // IsFactTable reports whether t stores facts (it has the FactMeta columns).
@@ -207,6 +208,7 @@ type IngestionService struct {
 	owned bool // Close closes cat
 
 	described sync.Map   // table id → struct{}: its description is in the bucket
+	tables    sync.Map   // table id → *Table: the world's table of those columns (worldTable)
 	factNames sync.Map   // table name → struct{}: a fact table of the world (checkFactName)
 	parts     partCache  // parts of batch chains read or written while probing
 	chains    chainLocks // walks of one chain take turns
@@ -282,6 +284,11 @@ func (s *IngestionService) Ingest(ctx context.Context, f Fact) (FactReceipt, err
 	if err := s.checkFactName(ctx, f); err != nil {
 		return FactReceipt{}, err
 	}
+	t, err := s.worldTable(ctx, f.Table)
+	if err != nil {
+		return FactReceipt{}, err
+	}
+	f.Table = t
 	row, digest, err := factRow(f.Table, f.Values)
 	if err != nil {
 		return FactReceipt{}, invalid(fmt.Errorf("world %s: fact %s/%s: %w", s.world, f.Producer, f.ExternalID, err))
@@ -292,6 +299,23 @@ func (s *IngestionService) Ingest(ctx context.Context, f Fact) (FactReceipt, err
 		return FactReceipt{}, err
 	}
 	return s.receipt(out, f.Table), nil
+}
+
+// worldTable returns the table the world keeps for t's columns: t, or the
+// world's table of the same name and columns in another order (a table of
+// a worldfs before declared order: adoptTables). A fact's digest and its
+// file are its table's, so a fact resent after an upgrade is the same
+// fact, deduplicated, never a conflict.
+func (s *IngestionService) worldTable(ctx context.Context, t *Table) (*Table, error) {
+	if w, ok := s.tables.Load(t.ID); ok {
+		return w.(*Table), nil
+	}
+	ts, err := adoptTables(ctx, s.b, s.world, []*Table{t})
+	if err != nil {
+		return nil, err
+	}
+	s.tables.Store(t.ID, ts[0])
+	return ts[0], nil
 }
 
 func (s *IngestionService) checkFact(f Fact) error {

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/frame"
 	"github.com/worldfs/worldfs/index"
 )
 
@@ -110,6 +112,10 @@ func resume(ctx context.Context, b bucket.Bucket, cat *index.Catalog, id string,
 	}
 	// The tables are checked before the fence moves: a refused resume
 	// stales no writer.
+	tables, err = adoptTables(ctx, b, id, tables)
+	if err != nil {
+		return nil, err
+	}
 	if _, err := newWorld(id, b, nil, 0, tables, opts); err != nil {
 		return nil, invalid(err)
 	}
@@ -208,6 +214,43 @@ func readTick(ctx context.Context, b bucket.Bucket, tables []*Table, t *index.Ti
 	return frames, nil
 }
 
+// adoptTables returns tables with each table that world describes under
+// another format (its columns the same, in another order: a table of a
+// worldfs before declared order, frame.FormatByName) replaced by the
+// world's own, rebuilt from its description: a world's archetype stays one
+// table, read and written as it always was, whatever order its program
+// declares the columns in now. A table the world describes by its own id,
+// or not at all, is kept as declared.
+func adoptTables(ctx context.Context, b bucket.Bucket, world string, tables []*Table) ([]*Table, error) {
+	infos, err := tableInfos(ctx, b, world)
+	if err != nil {
+		return nil, err
+	}
+	return adopt(world, infos, tables)
+}
+
+// adopt is adoptTables with the world's descriptions read.
+func adopt(world string, infos []TableInfo, tables []*Table) ([]*Table, error) {
+	out := slices.Clone(tables)
+	for i, t := range out {
+		if slices.ContainsFunc(infos, func(ti TableInfo) bool { return ti.ID == t.ID }) {
+			continue
+		}
+		for _, ti := range infos {
+			if ti.Name != t.Name || !frame.SameColumnSet(ti.Columns, t.Columns) {
+				continue
+			}
+			kept, err := frame.TableFromInfo(ti)
+			if err != nil {
+				return nil, fmt.Errorf("world %s: %w", world, err)
+			}
+			out[i] = kept
+			break
+		}
+	}
+	return out, nil
+}
+
 // registerTables records each table's description in the bucket, once.
 // A table already described (perhaps under another readable name, which
 // is not identity) is left as it is.
@@ -225,10 +268,12 @@ func registerTables(ctx context.Context, b bucket.Bucket, world string, tables [
 }
 
 // LineageTable holds a fork's ancestor chain: world metadata with negative
-// entity ids, stamped epoch 0, never token-filtered.
+// entity ids, stamped epoch 0, never token-filtered. Its columns are in
+// name order (frame.FormatByName): a fork retried after a crash must find
+// its lineage file the same bytes, whatever worldfs wrote it.
 func LineageTable() *Table {
 	c, _ := NewComponent("lineage", Field{Name: "world", Type: String}, Field{Name: "parent", Type: String}, Field{Name: "fork_run", Type: String}, Field{Name: "fork_tick", Type: Int64})
-	t, _ := NewTable("lineage", c)
+	t, _ := frame.NewTable("lineage", c)
 	return t
 }
 
@@ -249,6 +294,11 @@ func ForkWorld(ctx context.Context, b bucket.Bucket, parent, child, forkRun stri
 	t, ok := v.Tick(forkTick)
 	if !ok {
 		return nil, fmt.Errorf("fork %s of %s: tick %d of run %s is not visible", child, parent, forkTick, forkRun)
+	}
+	// The fork's archetypes are its parent's tables, in the format the
+	// parent keeps them.
+	if tables, err = adoptTables(ctx, b, parent, tables); err != nil {
+		return nil, fmt.Errorf("fork %s of %s: %w", child, parent, err)
 	}
 	frames, err := readTick(ctx, b, tables, t.Tick)
 	if err != nil {

@@ -242,7 +242,7 @@ func TestFactDocumentExact(t *testing.T) {
 	if err := engine.DecodeStrict([]byte(doc), &d); err != nil {
 		t.Fatal(err)
 	}
-	f, err := d.Fact(ctx, b, "w")
+	f, err := d.FactCreatingTable(ctx, b, "w")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,6 +277,67 @@ func TestFactDocumentExact(t *testing.T) {
 		}
 		sameObjects(t, bad, before, objects(t, b))
 	}
+}
+
+// A fact document names a fact table the world holds: a name it does not
+// hold (a typo) is refused, naming the tables it holds, and writes
+// nothing; a table is declared by DeclareFactTables or made explicitly by
+// a document (FactCreatingTable), and the world keeps it.
+func TestFactTablesAreDeclared(t *testing.T) {
+	ctx := ctxT(t)
+	b, _ := local.Open(t.TempDir())
+	w := simWorld(t, b, "w", 1)
+	doc := func(table string) engine.FactDocument {
+		var d engine.FactDocument
+		if err := engine.DecodeStrict([]byte(`{"producer":"p","external_id":"e-`+table+`","table":"`+table+`","components":{"`+table+`":{"value":1.5}}}`), &d); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	refused := func(table, held string) {
+		t.Helper()
+		before := objects(t, b)
+		_, err := doc(table).Fact(ctx, b, "w")
+		if !errors.Is(err, engine.ErrInvalid) || !strings.Contains(err.Error(), `no fact table "`+table+`" (`+held+`)`) || !strings.Contains(err.Error(), "--create-table") {
+			t.Errorf("a fact into %s: %v; want it refused, naming %q and how to create one", table, err, held)
+		}
+		sameObjects(t, "a refused fact into "+table, before, objects(t, b))
+	}
+	refused("reading", "it holds none")
+	c, _ := engine.NewComponent("reading", engine.Field{Name: "value", Type: engine.Float64})
+	reading, _ := engine.NewFactTable("reading", c)
+	if err := engine.DeclareFactTables(ctx, b, "w", reading); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []*engine.Table{w.Tables()[0], engine.ReceiptTable()} {
+		if err := engine.DeclareFactTables(ctx, b, "w", bad); !errors.Is(err, engine.ErrInvalid) {
+			t.Errorf("declaring %s a fact table: %v, want ErrInvalid", bad.Name, err)
+		}
+	}
+	emitterFacts, _ := engine.NewFactTable(w.Tables()[0].Name, c)
+	if err := engine.DeclareFactTables(ctx, b, "w", emitterFacts); !errors.Is(err, engine.ErrInvalid) || !strings.Contains(err.Error(), "entity table") {
+		t.Errorf("a fact table named as an entity table: %v", err)
+	}
+	f, err := doc("reading").Fact(ctx, b, "w")
+	if err != nil || f.Table.ID != reading.ID {
+		t.Fatalf("a fact into the declared table: %v (table %v, want %s)", err, f.Table, reading.ID)
+	}
+	if _, err := w.Ingest(ctx, f); err != nil {
+		t.Fatal(err)
+	}
+	refused("readng", "its fact tables: reading")
+	// Made by a document that says so; then held like any other.
+	f, err = doc("sensor").FactCreatingTable(ctx, b, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Ingest(ctx, f); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := doc("sensor").Fact(ctx, b, "w"); err != nil {
+		t.Errorf("a fact into the table the world now holds: %v", err)
+	}
+	refused("sensors", "its fact tables: reading, sensor")
 }
 
 // A caller waiting on another holder's pending claim goes on as soon as

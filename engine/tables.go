@@ -65,8 +65,8 @@ const MaxInputDocument = frame.MaxInputDocument
 // Types are the column types, in the order messages list them.
 var Types = frame.Types
 
-// NewComponent declares a component from fields given in any order
-// (frame.NewComponent).
+// NewComponent declares a component from its fields, in the order of its
+// columns (frame.NewComponent).
 func NewComponent(name string, fields ...Field) (Component, error) {
 	return frame.NewComponent(name, fields...)
 }
@@ -75,9 +75,14 @@ func NewComponent(name string, fields ...Field) (Component, error) {
 // (frame.ComponentOf).
 func ComponentOf[T any](name string) (Component, error) { return frame.ComponentOf[T](name) }
 
-// NewTable builds the table of an archetype (frame.NewTable).
+// NewTable builds the table of an archetype, its columns in the order
+// declared: entity_id, tick, the components' fields in the order given,
+// then the commit columns (frame.NewDeclaredTable). A world that already
+// describes the archetype with the same columns in another order (a table
+// of a worldfs before declared order) keeps that table: ResumeWorld and
+// ForkWorld adopt it.
 func NewTable(name string, components ...Component) (*Table, error) {
-	return frame.NewTable(name, components...)
+	return frame.NewDeclaredTable(name, components...)
 }
 
 // NewLegacyTable builds a pre-commit-identity (v0.2) table

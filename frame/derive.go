@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 
 	"github.com/parquet-go/parquet-go"
 )
@@ -210,17 +211,19 @@ type ViewColumn struct {
 
 // UnionColumns are the columns of the union of tables (a view of rows
 // of several schemas, each column under its own name): every column of
-// any of them, once. A column the tables give several types has their
-// UnionType, as the SQL views give it.
+// any of them, once, in the order the SQL views show a table's columns
+// (entity_id, tick, ComponentColumns, commit_token, writer_epoch). A
+// column the tables give several types has their UnionType, as the SQL
+// views give it.
 func UnionColumns(tables ...*Table) ([]ViewColumn, error) {
-	var out []ViewColumn
 	seen := map[string]Type{}
-	for _, t := range tables {
+	infos := make([]TableInfo, len(tables))
+	for i, t := range tables {
+		infos[i] = t.Info()
 		for _, c := range t.Columns {
 			typ, ok := seen[c.Name]
 			if !ok {
 				seen[c.Name] = c.Type
-				out = append(out, ViewColumn{Name: c.Name, From: c.Name})
 				continue
 			}
 			if _, err := UnionType(typ, c.Type); err != nil {
@@ -228,7 +231,54 @@ func UnionColumns(tables ...*Table) ([]ViewColumn, error) {
 			}
 		}
 	}
+	var out []ViewColumn
+	add := func(name string) {
+		if _, ok := seen[name]; ok {
+			out = append(out, ViewColumn{Name: name, From: name})
+		}
+	}
+	add(ColEntity)
+	add(ColTick)
+	for _, c := range ComponentColumns(infos...) {
+		add(c.Name)
+	}
+	add(ColCommitToken)
+	add(ColWriterEpoch)
 	return out, nil
+}
+
+// ComponentColumns are the component columns of tables of one readable
+// name (a changed schema is a new table, and a view shows them all), once
+// each, in the order a view of them shows: the columns of the tables of
+// declared order (FormatDeclared) first, in their order (of several such
+// tables, by table id), then the columns only tables of the formats
+// before it have, by name (their order as declared was never recorded).
+// The order of the tables given does not matter.
+func ComponentColumns(tables ...TableInfo) []Column {
+	tables = slices.Clone(tables)
+	slices.SortStableFunc(tables, func(a, b TableInfo) int { return strings.Compare(a.ID, b.ID) })
+	var out, byName []Column
+	seen := map[string]bool{}
+	for _, declared := range []bool{true, false} {
+		for _, t := range tables {
+			if (t.Format == FormatDeclared) != declared {
+				continue
+			}
+			for _, c := range t.Columns {
+				if c.Component == "" || seen[c.Name] {
+					continue
+				}
+				seen[c.Name] = true
+				if declared {
+					out = append(out, c)
+				} else {
+					byName = append(byName, c)
+				}
+			}
+		}
+	}
+	slices.SortFunc(byName, func(a, b Column) int { return strings.Compare(a.Name, b.Name) })
+	return append(out, byName...)
 }
 
 // EncodeView writes the rows of parts (each of its own table, each in
@@ -237,19 +287,20 @@ func UnionColumns(tables ...*Table) ([]ViewColumn, error) {
 // From column's values under its own name and type, NULL in the rows of a
 // part whose table lacks it (the column is then optional); a column the
 // tables give several types has their UnionType, each value cast to it as
-// the SQL views cast it (castValue). Columns are in name order (zstd, as
-// every file of frame's is), and the same rows give the same bytes: a
-// curated view's rows as a file.
+// the SQL views cast it (castValue). Columns are in the order of cols
+// (zstd, as every file of frame's is), and the same rows give the same
+// bytes: a curated view's rows as a file.
 func EncodeView(parts []Gathered, cols []ViewColumn, desc bool) ([]byte, error) {
 	type source struct {
 		typ      Type
 		optional bool
 		at       []int // by part, the table's column (-1: none)
 	}
-	group := parquet.Group{}
+	names := make([]string, 0, len(cols))
+	nodes := make([]parquet.Node, 0, len(cols))
 	srcs := map[string]*source{}
 	for _, c := range cols {
-		if _, dup := group[c.Name]; dup {
+		if _, dup := srcs[c.Name]; dup {
 			return nil, fmt.Errorf("column %s twice", c.Name)
 		}
 		src := &source{at: make([]int, len(parts))}
@@ -287,7 +338,7 @@ func EncodeView(parts []Gathered, cols []ViewColumn, desc bool) ([]byte, error) 
 		if src.optional {
 			node = parquet.Optional(node)
 		}
-		group[c.Name], srcs[c.Name] = node, src
+		names, nodes, srcs[c.Name] = append(names, c.Name), append(nodes, node), src
 	}
 	// The rows in the file's order: each part's, merged by entity id.
 	type at struct{ part, row int }
@@ -304,8 +355,8 @@ func EncodeView(parts []Gathered, cols []ViewColumn, desc bool) ([]byte, error) 
 		}
 		return cmp.Compare(x, y)
 	})
-	schema := parquet.NewSchema("view", group)
-	leaves := schema.Columns() // the file's column order: by name
+	schema := parquet.NewSchema("view", newOrderedGroup(names, nodes))
+	leaves := schema.Columns() // the file's column order: cols
 	var out bytes.Buffer
 	w := parquet.NewWriter(&out, schema, parquet.Compression(zstdCodec), parquet.PageBufferSize(pageBytes),
 		parquet.MaxRowsPerRowGroup(RowGroupRows))

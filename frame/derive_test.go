@@ -135,8 +135,10 @@ func TestEncodeViewUnion(t *testing.T) {
 	if err := WriteCSV(&csv, bytes.NewReader(data), int64(len(data))); err != nil {
 		t.Fatal(err)
 	}
-	want := "commit_token,entity_id,reading_sensor,reading_value,tick,writer_epoch\n" +
-		`"",4,,4.0,0,0` + "\n" + `"",3,s3,3.0,0,0` + "\n" + `"",2,s2,2.0,0,0` + "\n" + `"",1,,1.0,0,0` + "\n"
+	// The views' order: entity_id, tick, the components (these tables'
+	// by name), the commit columns.
+	want := "entity_id,tick,reading_sensor,reading_value,commit_token,writer_epoch\n" +
+		`4,0,,4.0,"",0` + "\n" + `3,0,s3,3.0,"",0` + "\n" + `2,0,s2,2.0,"",0` + "\n" + `1,0,,1.0,"",0` + "\n"
 	if csv.String() != want {
 		t.Fatalf("union as CSV:\n%s\nwant\n%s", csv.String(), want)
 	}

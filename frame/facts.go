@@ -17,15 +17,27 @@ var factMeta = Component{Name: FactComponent, Fields: []Field{
 
 // NewFactTable builds the table a kind of fact is stored in: commit
 // columns, the FactMeta columns (fact_producer, fact_external_id,
-// fact_digest, fact_commit_id) and the components. A fact table is never
-// an archetype of the simulation.
+// fact_digest, fact_commit_id) and the components, in name order
+// (FormatByName: the evaluation receipts' table). A fact table is never an
+// archetype of the simulation.
 func NewFactTable(name string, components ...Component) (*Table, error) {
+	return newFactTable(name, FormatByName, components)
+}
+
+// NewDeclaredFactTable is NewFactTable with its columns in the order
+// declared (FormatDeclared): entity_id (the fact id), tick, the
+// components' fields, the FactMeta columns, then the commit columns.
+func NewDeclaredFactTable(name string, components ...Component) (*Table, error) {
+	return newFactTable(name, FormatDeclared, components)
+}
+
+func newFactTable(name string, format int, components []Component) (*Table, error) {
 	for _, c := range components {
 		if c.Name == FactComponent {
 			return nil, fmt.Errorf("fact table %s: the component name %q is reserved for FactMeta", name, FactComponent)
 		}
 	}
-	return NewTable(name, append(components[:len(components):len(components)], factMeta)...)
+	return newTable(name, format, append(components[:len(components):len(components)], factMeta))
 }
 
 // IsFactTable reports whether t stores facts (it has the FactMeta columns).

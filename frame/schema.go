@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -104,8 +105,8 @@ func validName(what, s string) error {
 	return nil
 }
 
-// NewComponent declares a component from fields given in any order (the
-// dynamic form, for data that arrives as JSON).
+// NewComponent declares a component from its fields, in the order given:
+// the order of its columns in a table of declared order (NewDeclaredTable).
 func NewComponent(name string, fields ...Field) (Component, error) {
 	c := Component{Name: name, Fields: slices.Clone(fields)}
 	if err := validName("component", name); err != nil {
@@ -114,17 +115,18 @@ func NewComponent(name string, fields ...Field) (Component, error) {
 	if len(fields) == 0 {
 		return c, fmt.Errorf("component %s has no fields", name)
 	}
-	slices.SortFunc(c.Fields, func(a, b Field) int { return strings.Compare(a.Name, b.Name) })
-	for i, f := range c.Fields {
+	seen := map[string]bool{}
+	for _, f := range c.Fields {
 		if err := validName("field", f.Name); err != nil {
 			return c, fmt.Errorf("component %s: %w", name, err)
 		}
 		if _, err := f.Type.node(); err != nil {
 			return c, fmt.Errorf("component %s field %s: %w", name, f.Name, err)
 		}
-		if i > 0 && c.Fields[i-1].Name == f.Name {
+		if seen[f.Name] {
 			return c, fmt.Errorf("component %s: field %s twice", name, f.Name)
 		}
+		seen[f.Name] = true
 	}
 	return c, nil
 }
@@ -195,17 +197,51 @@ type Table struct {
 	// Name is the readable name (the archetype's).
 	Name       string
 	Components []Component
-	// Columns in Parquet order (by name), commit columns included.
-	Columns  []Column
+	// Columns in Parquet order, commit columns included: by name in the
+	// formats before declared order (FormatByName, FormatLegacy); in
+	// FormatDeclared, entity_id and tick, then each component's fields in
+	// the order declared, then commit_token and writer_epoch.
+	Columns []Column
+	// Format is the column order's format, which the ID hashes.
+	Format   int
 	schema   *parquet.Schema
 	index    map[string]int // column name → position
 	encoders sync.Pool      // of *encoder
 }
 
-// NewTable builds the table of an archetype: a name and its set of
-// components.
+// The formats of a table's schema: what orders its columns and how its ID
+// is made. A table keeps the format it was described with for as long as
+// it exists (its ID hashes it), so a world's tables read and are written
+// as they always were; a table declared anew takes FormatDeclared.
+const (
+	// FormatLegacy: worldfs 0.2's tables, without commit columns; columns
+	// by name. Never written again.
+	FormatLegacy = 0
+	// FormatByName: columns by name (parquet-go's Group orders them so),
+	// commit columns among them: every table before declared order, and
+	// worldfs's own tables (evaluation receipts, fork lineage), whose
+	// files must stay the bytes they were.
+	FormatByName = 1
+	// FormatDeclared: entity_id and tick, then each component's fields in
+	// the order declared, components in the order declared, then
+	// commit_token and writer_epoch: the order a reader of a file (pandas,
+	// polars, a spreadsheet) shows.
+	FormatDeclared = 2
+)
+
+// NewTable builds the table of an archetype whose columns are in name
+// order (FormatByName): the tables worldfs keeps for itself. An archetype a
+// program or a user declares is NewDeclaredTable's.
 func NewTable(name string, components ...Component) (*Table, error) {
-	return newTable(name, true, components)
+	return newTable(name, FormatByName, components)
+}
+
+// NewDeclaredTable builds the table of an archetype with its columns in
+// the order declared (FormatDeclared): entity_id, tick, each component's
+// fields in the order given, then the commit columns commit_token and
+// writer_epoch.
+func NewDeclaredTable(name string, components ...Component) (*Table, error) {
+	return newTable(name, FormatDeclared, components)
 }
 
 // NewLegacyTable builds a pre-commit-identity (v0.2) table: entity id,
@@ -213,13 +249,13 @@ func NewTable(name string, components ...Component) (*Table, error) {
 // format. Legacy tables are read as always-visible epoch-0 history and
 // never written again.
 func NewLegacyTable(name string, components ...Component) (*Table, error) {
-	return newTable(name, false, components)
+	return newTable(name, FormatLegacy, components)
 }
 
 // Legacy reports whether t is a pre-commit-identity table.
 func (t *Table) Legacy() bool { return t.Column(ColCommitToken) < 0 }
 
-func newTable(name string, commitColumns bool, components []Component) (*Table, error) {
+func newTable(name string, format int, components []Component) (*Table, error) {
 	if err := validName("archetype", name); err != nil {
 		return nil, err
 	}
@@ -227,22 +263,30 @@ func newTable(name string, commitColumns bool, components []Component) (*Table, 
 		return nil, fmt.Errorf("archetype %s has no components", name)
 	}
 	comps := slices.Clone(components)
-	slices.SortFunc(comps, func(a, b Component) int { return strings.Compare(a.Name, b.Name) })
+	if format != FormatDeclared {
+		slices.SortFunc(comps, func(a, b Component) int { return strings.Compare(a.Name, b.Name) })
+	}
 	cols := []Column{{Name: ColEntity, Type: Int64}, {Name: ColTick, Type: Int64}}
-	if commitColumns {
+	if format == FormatByName {
 		cols = append(cols, Column{Name: ColCommitToken, Type: String}, Column{Name: ColWriterEpoch, Type: Int64})
 	}
-	for i, c := range comps {
-		if i > 0 && comps[i-1].Name == c.Name {
+	seen := map[string]bool{}
+	for _, c := range comps {
+		if seen[c.Name] {
 			return nil, fmt.Errorf("archetype %s: component %s twice", name, c.Name)
 		}
+		seen[c.Name] = true
 		for _, f := range c.Fields {
 			cols = append(cols, Column{Name: c.Name + "_" + f.Name, Type: f.Type, Component: c.Name, Field: f.Name})
 		}
 	}
-	slices.SortFunc(cols, func(a, b Column) int { return strings.Compare(a.Name, b.Name) })
-	group := parquet.Group{}
+	if format == FormatDeclared {
+		cols = append(cols, Column{Name: ColCommitToken, Type: String}, Column{Name: ColWriterEpoch, Type: Int64})
+	} else {
+		slices.SortFunc(cols, func(a, b Column) int { return strings.Compare(a.Name, b.Name) })
+	}
 	index := map[string]int{}
+	nodes := make([]parquet.Node, len(cols))
 	for i, c := range cols {
 		if _, dup := index[c.Name]; dup {
 			return nil, fmt.Errorf("archetype %s: two columns named %s", name, c.Name)
@@ -252,11 +296,11 @@ func newTable(name string, commitColumns bool, components []Component) (*Table, 
 		if err != nil {
 			return nil, err
 		}
-		group[c.Name] = n
+		nodes[i] = n
 	}
-	format, prefix := 1, "t"
-	if !commitColumns {
-		format, prefix = 0, "l" // the v0.2 id format
+	prefix := "t"
+	if format == FormatLegacy {
+		prefix = "l" // the v0.2 id format
 	}
 	canonical, _ := json.Marshal(struct {
 		Format  int      `json:"format"`
@@ -264,9 +308,67 @@ func newTable(name string, commitColumns bool, components []Component) (*Table, 
 	}{format, cols})
 	sum := sha256.Sum256(canonical)
 	return &Table{
-		ID: prefix + hex.EncodeToString(sum[:8]), Name: name, Components: comps, Columns: cols,
-		schema: parquet.NewSchema(name, group), index: index,
+		ID: prefix + hex.EncodeToString(sum[:8]), Name: name, Components: comps, Columns: cols, Format: format,
+		schema: parquet.NewSchema(name, groupOf(format, cols, nodes)), index: index,
 	}, nil
+}
+
+// groupOf is the Parquet group of a table's columns: before declared
+// order parquet-go's Group (which orders fields by name, as the columns
+// are), so that those tables' files stay the bytes they always were; in
+// FormatDeclared a group of the columns in their order.
+func groupOf(format int, cols []Column, nodes []parquet.Node) parquet.Node {
+	if format != FormatDeclared {
+		g := parquet.Group{}
+		for i, c := range cols {
+			g[c.Name] = nodes[i]
+		}
+		return g
+	}
+	names := make([]string, len(cols))
+	for i, c := range cols {
+		names[i] = c.Name
+	}
+	return newOrderedGroup(names, nodes)
+}
+
+// orderedGroup is a Parquet group whose fields are in the order given
+// (parquet-go's Group orders its fields by name, and a file's columns
+// follow its schema's fields). Each field is the one a Group of that field
+// alone gives, so it behaves as a Group's field does.
+type orderedGroup struct {
+	parquet.Group
+	fields []parquet.Field
+}
+
+var _ parquet.Node = orderedGroup{}
+
+func newOrderedGroup(names []string, nodes []parquet.Node) orderedGroup {
+	g := orderedGroup{Group: parquet.Group{}, fields: make([]parquet.Field, len(names))}
+	for i, n := range names {
+		g.Group[n] = nodes[i]
+		g.fields[i] = parquet.Group{n: nodes[i]}.Fields()[0]
+	}
+	return g
+}
+
+// Fields are the group's fields in their order.
+func (g orderedGroup) Fields() []parquet.Field { return g.fields }
+
+func (g orderedGroup) String() string {
+	var sb strings.Builder
+	_ = parquet.PrintSchema(&sb, "", g)
+	return sb.String()
+}
+
+// GoType is a struct of the fields in their order (parquet-go asks it of
+// a schema, though frame writes and reads by column).
+func (g orderedGroup) GoType() reflect.Type {
+	fs := make([]reflect.StructField, len(g.fields))
+	for i, f := range g.fields {
+		fs[i] = reflect.StructField{Name: fmt.Sprintf("F%d", i), Type: f.GoType(), Tag: reflect.StructTag(`parquet:` + strconv.Quote(f.Name()))}
+	}
+	return reflect.StructOf(fs)
 }
 
 // Schema is t's Parquet schema: its columns in order, of their types.
@@ -287,10 +389,19 @@ type TableInfo struct {
 	ID      string   `json:"id"`
 	Name    string   `json:"name"`
 	Columns []Column `json:"columns"`
+	// Format is the table's (FormatDeclared); absent in descriptions of
+	// the formats before it, which their columns tell apart.
+	Format int `json:"format,omitempty"`
 }
 
 // Info describes t.
-func (t *Table) Info() TableInfo { return TableInfo{ID: t.ID, Name: t.Name, Columns: t.Columns} }
+func (t *Table) Info() TableInfo {
+	ti := TableInfo{ID: t.ID, Name: t.Name, Columns: t.Columns}
+	if t.Format == FormatDeclared {
+		ti.Format = t.Format
+	}
+	return ti
+}
 
 // TableIDs returns the ids of the tables world describes, in the order of
 // their descriptions' names.
@@ -321,13 +432,15 @@ func ReadTableInfo(ctx context.Context, b bucket.Bucket, world, id string) (Tabl
 
 // TableFromInfo rebuilds a table from its description, checking that it
 // rebuilds to the same id (a description that does not is ErrCorrupt).
+// The components and their fields are in the order the description's
+// columns give them.
 func TableFromInfo(info TableInfo) (*Table, error) {
 	byComp := map[string][]Field{}
 	var names []string
-	commitColumns := false
+	format := FormatLegacy
 	for _, c := range info.Columns {
 		if c.Name == ColCommitToken {
-			commitColumns = true
+			format = FormatByName
 		}
 		if c.Component == "" {
 			continue
@@ -337,6 +450,16 @@ func TableFromInfo(info TableInfo) (*Table, error) {
 		}
 		byComp[c.Component] = append(byComp[c.Component], Field{Name: c.Field, Type: c.Type})
 	}
+	switch info.Format {
+	case 0:
+	case FormatDeclared:
+		if format != FormatByName {
+			return nil, fmt.Errorf("table %s: its description has format %d and no commit columns: %w", info.Name, info.Format, index.ErrCorrupt)
+		}
+		format = FormatDeclared
+	default:
+		return nil, fmt.Errorf("table %s: its description's format %d is not one this worldfs reads (a newer worldfs wrote it?): %w", info.Name, info.Format, index.ErrCorrupt)
+	}
 	var comps []Component
 	for _, n := range names {
 		c, err := NewComponent(n, byComp[n]...)
@@ -345,7 +468,7 @@ func TableFromInfo(info TableInfo) (*Table, error) {
 		}
 		comps = append(comps, c)
 	}
-	t, err := newTable(info.Name, commitColumns, comps)
+	t, err := newTable(info.Name, format, comps)
 	if err != nil {
 		return nil, err
 	}
@@ -353,4 +476,23 @@ func TableFromInfo(info TableInfo) (*Table, error) {
 		return nil, fmt.Errorf("table %s: its description rebuilds as %s, not %s: %w", info.Name, t.ID, info.ID, index.ErrCorrupt)
 	}
 	return t, nil
+}
+
+// SameColumnSet reports whether a and b have the same columns (names, types,
+// components and fields), in whatever order: one archetype in two formats.
+func SameColumnSet(a, b []Column) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	key := func(c Column) string {
+		return c.Name + "\x00" + string(c.Type) + "\x00" + c.Component + "\x00" + c.Field
+	}
+	as := make([]string, len(a))
+	bs := make([]string, len(b))
+	for i := range a {
+		as[i], bs[i] = key(a[i]), key(b[i])
+	}
+	slices.Sort(as)
+	slices.Sort(bs)
+	return slices.Equal(as, bs)
 }

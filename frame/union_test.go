@@ -161,7 +161,7 @@ func TestUnionTypesAreDuckDBs(t *testing.T) {
 			duck := query(sel + "(" + strings.Join(reads, " UNION ALL BY NAME ") + ") ORDER BY entity_id")
 			got := query(sel + "read_parquet('" + ours + "') ORDER BY entity_id")
 			csvSrc := "read_csv('" + oursCSV + "', header = true, quote = '\"', escape = '\"', allow_quoted_nulls = false, " +
-				"columns = {'c_v': '" + duckTypes[want] + "', 'commit_token': 'VARCHAR', 'entity_id': 'BIGINT', 'tick': 'BIGINT', 'writer_epoch': 'BIGINT'})"
+				"columns = {'entity_id': 'BIGINT', 'tick': 'BIGINT', 'c_v': '" + duckTypes[want] + "', 'commit_token': 'VARCHAR', 'writer_epoch': 'BIGINT'})"
 			gotCSV := query(sel + csvSrc + " ORDER BY entity_id")
 			if len(duck) == 0 || !strings.Contains(duck[0], " "+duckTypes[tc.want]+" ") {
 				t.Errorf("%s: DuckDB's union types the column %v, want %s", name, duck[:min(1, len(duck))], duckTypes[tc.want])

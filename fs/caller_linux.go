@@ -93,3 +93,28 @@ func callerGroups(pid uint32) []uint32 {
 	}
 	return nil
 }
+
+// callerProcess returns the process (thread group) of the thread tid (the
+// FUSE request's, which for a program of several threads is not the
+// process id its user knows), from /proc; tid itself when it cannot be
+// read.
+func callerProcess(tid uint32) uint32 {
+	if tid == 0 {
+		return 0
+	}
+	f, err := os.Open("/proc/" + strconv.FormatUint(uint64(tid), 10) + "/status")
+	if err != nil {
+		return tid
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "Tgid:"); ok {
+			if n, err := strconv.ParseUint(strings.TrimSpace(rest), 10, 32); err == nil {
+				return uint32(n)
+			}
+			break
+		}
+	}
+	return tid
+}

@@ -11,3 +11,5 @@ func openAs(path string, uid, _ uint32, _ []uint32) (int, error) {
 }
 
 func callerGroups(uint32) []uint32 { return nil }
+
+func callerProcess(tid uint32) uint32 { return tid }

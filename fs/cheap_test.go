@@ -104,7 +104,7 @@ func TestStatDerivesNothing(t *testing.T) {
 	defer h.Release(ctx)
 	data := make([]byte, h.size)
 	n, err := body{f: h.f, data: h.data}.ReadAt(data, 0)
-	if err != nil || n != len(data) || !strings.HasPrefix(string(data), "commit_token,entity_id,") {
+	if err != nil || n != len(data) || !strings.HasPrefix(string(data), "entity_id,tick,position_x,position_y,velocity_x,velocity_y,commit_token,writer_epoch\n") {
 		t.Fatalf("derived CSV %q: %v", data, err)
 	}
 	if errno := f.Getattr(ctx, nil, &out); errno != 0 || out.Size != uint64(len(data)) || out.Timeout() == 0 {

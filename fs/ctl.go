@@ -25,7 +25,7 @@ type ctlOp func(ctx context.Context, m *Mount, world string, cmd []byte) (any, e
 
 // rootOps are the commands of <mount>/ctl.
 var rootOps = map[string]ctlOp{
-	"create": opCreate, // {"op":"create","world":W,"tables":[{"name":A,"components":[{"name":C,"fields":[{"name":F,"type":T}]}]}]}
+	"create": opCreate, // {"op":"create","world":W,"tables":[{"name":A,"components":[{"name":C,"fields":[{"name":F,"type":T}]}],"fact":false?}]}
 	"fork":   opFork,   // {"op":"fork","world":CHILD,"parent":P,"run":"main","tick":N}
 	"resume": opResume, // {"op":"resume","world":W}
 	"status": opStatus, // {"op":"status","world":W,"status":"active"|"archived"?,"writer_mode":"cleanup_only"?}
@@ -34,7 +34,7 @@ var rootOps = map[string]ctlOp{
 // worldOps are the commands of <mount>/<world>/ctl.
 var worldOps = map[string]ctlOp{
 	"commit_tick": opCommitTick, // {"op":"commit_tick","tick":N?,"frames":{A:[{"entity_id":E,COL:V…}…] or A:"/path.parquet|.jsonl"}}
-	"ingest":      opIngest,     // {"op":"ingest","producer":P,"external_id":X,"table":T,"components":{C:{F:V…}}} (engine.FactDocument)
+	"ingest":      opIngest,     // {"op":"ingest","producer":P,"external_id":X,"table":T,"components":{C:{F:V…}},"create_table":false?} (engine.FactDocument)
 	"evaluate":    opEvaluate,   // {"op":"evaluate","id":E,"at":N?,"selector":{…},"contract":{…},"outcomes":[…]} (engine.EvaluationDocument)
 }
 
@@ -251,6 +251,7 @@ func (h *ctlHandle) Write(ctx context.Context, data []byte, off int64) (uint32, 
 	h.mu.answer = append(h.mu.answer, '\n')
 	h.mu.read = 0
 	if err != nil {
+		h.m.refusals.add(ctx, h.world, line, err)
 		errno := Errno(err)
 		if continued {
 			h.mu.refused.off, h.mu.refused.piece, h.mu.refused.errno = off, bytes.Clone(data), errno
@@ -279,11 +280,12 @@ func (h *ctlHandle) Read(_ context.Context, dest []byte, _ int64) (fuse.ReadResu
 }
 
 // Flush reports a command left incomplete when the file is closed.
-func (h *ctlHandle) Flush(context.Context) syscall.Errno {
+func (h *ctlHandle) Flush(ctx context.Context) syscall.Errno {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if len(bytes.TrimSpace(h.mu.pending)) > 0 {
+	if line := bytes.TrimSpace(h.mu.pending); len(line) > 0 {
 		h.mu.pending, h.mu.scan = nil, cmdScanner{}
+		h.m.refusals.add(ctx, h.world, line, badf("the file was closed in the middle of a command (its JSON object never closed)"))
 		return syscall.EINVAL
 	}
 	return 0

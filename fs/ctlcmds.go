@@ -12,10 +12,13 @@ import (
 	"github.com/worldfs/worldfs/index"
 )
 
-// opIngest ingests one fact exactly once; the answer is its receipt.
+// opIngest ingests one fact exactly once; the answer is its receipt. The
+// fact's table must be one the world holds, unless the command says
+// "create_table": true (then the fact's components declare it).
 func opIngest(ctx context.Context, m *Mount, world string, cmd []byte) (any, error) {
 	var c struct {
-		Op string `json:"op"`
+		Op          string `json:"op"`
+		CreateTable bool   `json:"create_table"`
 		engine.FactDocument
 	}
 	if err := engine.DecodeStrict(cmd, &c); err != nil {
@@ -25,7 +28,11 @@ func opIngest(ctx context.Context, m *Mount, world string, cmd []byte) (any, err
 	if err != nil {
 		return nil, err
 	}
-	f, err := c.Fact(ctx, m.b, world)
+	resolve := c.Fact
+	if c.CreateTable {
+		resolve = c.FactCreatingTable
+	}
+	f, err := resolve(ctx, m.b, world)
 	if err != nil {
 		return nil, err // engine.ErrInvalid for a bad document (EINVAL); storage errors stay EIO
 	}
@@ -104,9 +111,12 @@ func (m *Mount) hold(w *engine.World) error {
 	return nil
 }
 
+// tableSpec is a table as create takes it: an archetype, or with Fact a
+// fact table (engine.NewFactTable) that facts are ingested into by name.
 type tableSpec struct {
 	Name       string             `json:"name"`
 	Components []engine.Component `json:"components"`
+	Fact       bool               `json:"fact,omitempty"`
 }
 
 func opCreate(ctx context.Context, m *Mount, _ string, cmd []byte) (any, error) {
@@ -131,7 +141,8 @@ func opCreate(ctx context.Context, m *Mount, _ string, cmd []byte) (any, error) 
 	if err := m.absent(ctx, c.World); err != nil {
 		return nil, err
 	}
-	var tables []*engine.Table
+	var tables, facts []*engine.Table
+	seen := map[string]bool{}
 	for _, ts := range c.Tables {
 		var comps []engine.Component
 		for _, cs := range ts.Components {
@@ -140,6 +151,21 @@ func opCreate(ctx context.Context, m *Mount, _ string, cmd []byte) (any, error) 
 				return nil, badf("table %s: %v", ts.Name, err)
 			}
 			comps = append(comps, comp)
+		}
+		if seen[ts.Name] {
+			return nil, badf("create %s: table %s is declared twice", c.World, ts.Name)
+		}
+		seen[ts.Name] = true
+		if ts.Fact {
+			if ts.Name == engine.ReceiptTableName {
+				return nil, badf("create %s: table %s holds evaluation receipts, which worldfs records itself", c.World, ts.Name)
+			}
+			t, err := engine.NewFactTable(ts.Name, comps...)
+			if err != nil {
+				return nil, badf("%v", err)
+			}
+			facts = append(facts, t)
+			continue
 		}
 		t, err := engine.NewTable(ts.Name, comps...)
 		if err != nil {
@@ -151,6 +177,10 @@ func opCreate(ctx context.Context, m *Mount, _ string, cmd []byte) (any, error) 
 	opts.WriterMode = c.WriterMode
 	w, err := engine.CreateWorld(ctx, m.b, c.World, tables, opts)
 	if err != nil {
+		return nil, err
+	}
+	if err := engine.DeclareFactTables(ctx, m.b, c.World, facts...); err != nil {
+		w.Close()
 		return nil, err
 	}
 	if err := m.hold(w); err != nil {

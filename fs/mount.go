@@ -35,6 +35,9 @@ type Mount struct {
 	tickIndexes    tickIndexes
 	compactedFiles compactedFiles
 	rebuiltFiles   rebuiltFiles
+	// refusals are the commands the ctl files refused, by ctl file and
+	// user, for their ctl.errors files (refusals.go).
+	refusals refusals
 
 	mu struct {
 		sync.Mutex

@@ -213,6 +213,7 @@ func (r *rootDir) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
 	out := []fuse.DirEntry{
 		dirEntry(statsDirName, syscall.S_IFDIR, ino(statsDirName)),
 		dirEntry("ctl", syscall.S_IFREG, ino("ctl")),
+		dirEntry(ctlErrorsName, syscall.S_IFREG, ino(ctlErrorsName)),
 	}
 	for _, w := range ws {
 		out = append(out, dirEntry(w.ID, syscall.S_IFDIR, ino(w.ID)))
@@ -228,6 +229,8 @@ func (r *rootDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 		return r.m.child(ctx, r.EmbeddedInode(), &statsDir{dirBase{m: r.m, ino: ino(name)}}, out)
 	case "ctl":
 		return r.m.child(ctx, r.EmbeddedInode(), &ctlFile{m: r.m, ino: ino(name)}, out)
+	case ctlErrorsName:
+		return r.m.child(ctx, r.EmbeddedInode(), r.m.ctlErrors("", ino(name)), out)
 	}
 	e, ok, err := r.m.world(ctx, name)
 	if err != nil {
@@ -255,6 +258,7 @@ func (w *worldDir) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) 
 	return list([]fuse.DirEntry{
 		dirEntry("world.json", syscall.S_IFREG, ino(w.world, "world.json")),
 		dirEntry("ctl", syscall.S_IFREG, ino(w.world, "ctl")),
+		dirEntry(ctlErrorsName, syscall.S_IFREG, ino(w.world, ctlErrorsName)),
 		dirEntry("runs", syscall.S_IFDIR, ino(w.world, "runs")),
 		dirEntry("tokens", syscall.S_IFDIR, ino(w.world, "tokens")),
 		dirEntry("facts", syscall.S_IFDIR, ino(w.world, "facts")),
@@ -270,6 +274,8 @@ func (w *worldDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 		}}
 	case "ctl":
 		n = &ctlFile{m: w.m, ino: ino(w.world, name), world: w.world}
+	case ctlErrorsName:
+		n = w.m.ctlErrors(w.world, ino(w.world, name))
 	case "runs":
 		n = &runsDir{dirBase{m: w.m, ino: ino(w.world, name), when: w.m.worldTime(w.world)}, w.world}
 	case "tokens":

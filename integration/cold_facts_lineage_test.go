@@ -48,7 +48,7 @@ func TestColdFactsOfALineageMatchTheCatalogs(t *testing.T) {
 	}
 	inRun := func(world, run, id string) {
 		t.Helper()
-		cmd := `{"op":"ingest","run":"` + run + `","producer":"p","external_id":"` + id + `","table":"reading","components":{"reading":{"value":1.5,"unit":"C"}}}`
+		cmd := `{"op":"ingest","create_table":true,"run":"` + run + `","producer":"p","external_id":"` + id + `","table":"reading","components":{"reading":{"value":1.5,"unit":"C"}}}`
 		if a, errno := ctl(t, writer.path(world, "ctl"), cmd); errno != 0 {
 			t.Fatalf("ingest %s into run %s of %s: %v %+v", id, run, world, errno, a)
 		}

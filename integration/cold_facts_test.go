@@ -28,7 +28,7 @@ func ingest(t *testing.T, mt *mounted, world string, ids ...string) {
 // ingestInto ingests fact id into table of world through the ctl of mt.
 func ingestInto(t *testing.T, mt *mounted, world, table, id string) {
 	t.Helper()
-	cmd := `{"op":"ingest","producer":"sensor-1","external_id":"` + id + `","table":"` + table + `","components":{"` + table + `":{"value":21.5,"unit":"C"}}}`
+	cmd := `{"op":"ingest","create_table":true,"producer":"sensor-1","external_id":"` + id + `","table":"` + table + `","components":{"` + table + `":{"value":21.5,"unit":"C"}}}`
 	if a, errno := ctl(t, mt.path(world, "ctl"), cmd); errno != 0 {
 		t.Fatalf("ingest %s into %s of %s: %v %+v", id, table, world, errno, a)
 	}

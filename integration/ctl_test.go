@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/bucket/faulty"
 	"github.com/worldfs/worldfs/engine"
+	wfs "github.com/worldfs/worldfs/fs"
 	"github.com/worldfs/worldfs/index"
 )
 
@@ -48,7 +50,7 @@ func TestCtlCommands(t *testing.T) {
 	}
 	// Visible at once, by its token too.
 	csv, err := os.ReadFile(mt.path("w", "tokens", r.Token, "body.csv"))
-	if err != nil || !strings.Contains(string(csv), r.Token+",3,-1.0,0.0,0,1\n") {
+	if err != nil || !strings.Contains(string(csv), "3,0,-1.0,0.0,"+r.Token+",1\n") {
 		t.Fatalf("tick 0 as CSV: %v\n%s", err, csv)
 	}
 	// Tick 1 from the Parquet file the mount serves for tick 0 (its
@@ -164,6 +166,14 @@ func TestCtlErrors(t *testing.T) {
 			if a.Error == "" || a.Errno == "" {
 				t.Errorf("the answer carries no readable error: %+v", a)
 			}
+			// The reason stays where a plain read finds it: the last line
+			// of the ctl.errors beside the ctl file.
+			errs := filepath.Join(filepath.Dir(mt.path(strings.Split(c.file, "/")...)), "ctl.errors")
+			data, err := os.ReadFile(errs)
+			lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+			if last := lines[len(lines)-1]; err != nil || !strings.Contains(last, " "+a.Errno+": "+a.Error) || !strings.Contains(last, fmt.Sprintf(" pid %d ", os.Getpid())) {
+				t.Errorf("%s: %v\n%s\nits last line does not give this refusal (pid %d): %s: %s", errs, err, data, os.Getpid(), a.Errno, a.Error)
+			}
 			for world, s := range before {
 				if got := seq(t, base, world); got != s {
 					t.Errorf("world %s's catalog moved from %d to %d: something was committed", world, s, got)
@@ -178,6 +188,68 @@ func TestCtlErrors(t *testing.T) {
 	}
 	if got := ls(t, mt.path("w", "runs", "main", "ticks")); !slices.Equal(got, ticks(0, 0)) {
 		t.Errorf("ticks after the failed commands: %v", got)
+	}
+}
+
+// A refused "echo … > ctl" in a shell prints only the errno; the reason
+// is read back with a plain cat of ctl.errors beside the ctl file, by the
+// user whose command it was and by no other.
+func TestCtlErrorsReadBackWithCat(t *testing.T) {
+	b := localBucket(t)
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Fatalf("bash: %v", err)
+	}
+	bin := writerBinary(t)
+	mt := testMountWith(t, b, wfs.Options{CtlGroup: "nogroup"}, wfs.MountOptions{AllowOther: true})
+	if a, errno := ctl(t, mt.path("ctl"), `{"op":"create","world":"w","tables":`+bodyTables+`}`); errno != 0 {
+		t.Fatalf("create: %+v", a)
+	}
+	particleWorld(t, b, "p", 1) // a world this mount holds no writer for
+	sh := func(script string) (string, error) {
+		out, err := exec.Command(bash, "-c", script).CombinedOutput()
+		return string(out), err
+	}
+	cases := []struct {
+		file, cmd, why string
+	}{
+		{"p/ctl", `{"op":"commit_tick","frames":{"particle":[]}}`, `commit_tick EINVAL: world p: this mount holds no writer for the world; write {"op":"resume","world":"p"} to the root ctl first`},
+		{"w/ctl", `{"op":"commit_tick","frames":{"body":[{"entity_id":1,"pos_x":1}]}}`, `commit_tick EINVAL: `},
+		{"ctl", `{"op":"resume","world":"nope"}`, `resume ENOENT: resume "nope"`},
+	}
+	for _, c := range cases {
+		out, err := sh(fmt.Sprintf("echo '%s' > %s", c.cmd, mt.path(c.file)))
+		if err == nil || !strings.Contains(out, "Invalid argument") && !strings.Contains(out, "No such file") {
+			t.Errorf("echo > %s: %v %q, want a write error", c.file, err, out)
+		}
+		dir := filepath.Dir(mt.path(c.file))
+		out, err = sh("cat " + filepath.Join(dir, "ctl.errors"))
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if err != nil || !strings.Contains(lines[len(lines)-1], c.why) {
+			t.Errorf("cat %s/ctl.errors after the refused echo: %v\n%s\nwant a last line with %q", c.file, err, out, c.why)
+		}
+	}
+	// The size a stat gives is the bytes a read returns.
+	var st syscall.Stat_t
+	data, err := os.ReadFile(mt.path("w", "ctl.errors"))
+	if err != nil || syscall.Stat(mt.path("w", "ctl.errors"), &st) != nil || st.Size != int64(len(data)) || len(data) == 0 {
+		t.Errorf("w/ctl.errors: %d bytes read (%v), stat says %d", len(data), err, st.Size)
+	}
+	// Another user's refusals are theirs: nobody (in the ctl group) sees
+	// only its own, and the owner never sees nobody's.
+	r := writeAs(t, bin, nobody, nobody, nil, mt.path("w", "ctl"), `{"op":"commit_tick","frames":{"ghost":[]}}`)
+	if r.WriteErrno != int(syscall.EINVAL) {
+		t.Fatalf("nobody's refused commit: %+v", r)
+	}
+	cat := exec.Command("cat", mt.path("w", "ctl.errors"))
+	cat.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	theirs, err := cat.CombinedOutput()
+	if err != nil || strings.Count(string(theirs), "\n") != 1 || !strings.Contains(string(theirs), `has no archetype "ghost"`) {
+		t.Errorf("nobody's cat of w/ctl.errors: %v\n%s\nwant its one refusal alone", err, theirs)
+	}
+	mine, err := os.ReadFile(mt.path("w", "ctl.errors"))
+	if err != nil || strings.Contains(string(mine), "ghost") || string(mine) != string(data) {
+		t.Errorf("the owner's w/ctl.errors after nobody's refusal: %v\n%s\nwant what it read before:\n%s", err, mine, data)
 	}
 }
 

@@ -41,7 +41,7 @@ func TestTree(t *testing.T) {
 	forkWorld(t, b, "w", "f", 2, 4)
 	mt := testMount(t, b)
 
-	if got, want := ls(t, mt.dir), []string{".worldfs", "ctl", "f", "other", "w"}; !slices.Equal(got, want) {
+	if got, want := ls(t, mt.dir), []string{".worldfs", "ctl", "ctl.errors", "f", "other", "w"}; !slices.Equal(got, want) {
 		t.Errorf("root lists %v, want %v", got, want)
 	}
 	if got := ls(t, mt.path("w", "runs", "main", "ticks")); !slices.Equal(got, ticks(0, 5)) {

@@ -324,7 +324,7 @@ func TestCtlCommandFuzz(t *testing.T) {
 	for _, s := range []struct{ file, cmd string }{
 		{"ctl", `{"op":"create","world":"w","tables":` + bodyTables + `}`},
 		{"w/ctl", `{"op":"commit_tick","frames":{"body":[{"entity_id":0,"pos_x":1,"pos_y":1}]}}`},
-		{"w/ctl", `{"op":"ingest","producer":"p","external_id":"seed","table":"reading","components":{"reading":{"value":1.5,"unit":"C"}}}`},
+		{"w/ctl", `{"op":"ingest","create_table":true,"producer":"p","external_id":"seed","table":"reading","components":{"reading":{"value":1.5,"unit":"C"}}}`},
 	} {
 		if a, errno := ctl(t, mt.path(strings.Split(s.file, "/")...), s.cmd); errno != 0 {
 			t.Fatalf("%s: %+v", s.cmd, a)

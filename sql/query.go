@@ -172,19 +172,33 @@ func Run(ctx context.Context, db *sql.DB, query, format string, out, notes io.Wr
 			w = func() error { cw.Flush(); return cw.Error() }
 		}
 	case FormatJSON:
-		records := []map[string]json.RawMessage{}
+		// Each record's keys in the order the query selects its columns
+		// (a name given twice keeps its first place and its last value,
+		// as a JSON object holds one).
+		keys := make([]string, 0, len(last.cols))
+		at := make([]int, len(last.cols)) // each column's key
+		first := map[string]int{}
+		for i, c := range last.cols {
+			k, ok := first[c.name]
+			if !ok {
+				k = len(keys)
+				first[c.name], keys = k, append(keys, c.name)
+			}
+			at[i] = k
+		}
+		records := []orderedRecord{}
 		err = scanText(rows, len(cells), func(vals []sql.NullString) error {
-			rec := make(map[string]json.RawMessage, len(vals))
+			rec := orderedRecord{keys: keys, vals: make([]json.RawMessage, len(keys))}
 			for i, v := range vals {
 				if !v.Valid {
-					rec[last.cols[i].name] = json.RawMessage("null")
+					rec.vals[at[i]] = json.RawMessage("null")
 					continue
 				}
 				b, err := exactJSON(v.String, last.cols[i].info)
 				if err != nil {
 					return fmt.Errorf("column %s: %w", last.cols[i].name, err)
 				}
-				rec[last.cols[i].name] = b
+				rec.vals[at[i]] = b
 			}
 			records = append(records, rec)
 			return nil
@@ -199,6 +213,32 @@ func Run(ctx context.Context, db *sql.DB, query, format string, out, notes io.Wr
 		return sink.or(err)
 	}
 	return w()
+}
+
+// orderedRecord is one row of JSON output: an object whose keys are in
+// the query's column order (a Go map's would be sorted).
+type orderedRecord struct {
+	keys []string
+	vals []json.RawMessage
+}
+
+func (r orderedRecord) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, k := range r.keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		kb, err := json.Marshal(k)
+		if err != nil {
+			return nil, err
+		}
+		b.Write(kb)
+		b.WriteByte(':')
+		b.Write(r.vals[i])
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
 }
 
 // visibleVar is the variable that holds the span of visible ticks the

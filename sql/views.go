@@ -424,6 +424,9 @@ func buildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 	if opts.Table != "" {
 		h.frags = slices.DeleteFunc(h.frags, func(f fragment) bool { return infos[f.world+"/"+f.table].Name != opts.Table })
 	}
+	if err := h.emptyTables(ctx, b, infos, opts.Table); err != nil {
+		return nil, err
+	}
 	whole := func() (*index.View, error) { return view, nil }
 	if summarized {
 		whole = wholeView(ctx, view)
@@ -536,6 +539,36 @@ type history struct {
 	read      []keptFile
 	// unkept: too many files to keep the script (maxKeptFiles).
 	unkept bool
+	// described are the tables each world of the lineage describes, by
+	// world/table id (listedFiles lists them); empty, the descriptions of
+	// those whose readable name no file has (emptyTables).
+	described []string
+	empty     []frame.TableInfo
+}
+
+// emptyTables finds the tables the lineage's worlds describe whose
+// readable name no file of the views has (a table declared at the
+// world's creation, before its first tick; a fact table no fact has
+// reached): each gets its views all the same, empty, of its columns.
+// Legacy tables (no commit columns) are only ever described with their
+// history, and are left out; so is every name but only, if set.
+func (h *history) emptyTables(ctx context.Context, b bucket.Bucket, infos map[string]frame.TableInfo, only string) error {
+	have := map[string]bool{}
+	for _, f := range h.frags {
+		have[infos[f.world+"/"+f.table].Name] = true
+	}
+	for _, key := range h.described {
+		world, id, _ := strings.Cut(key, "/")
+		if err := describe(ctx, b, infos, world, id); err != nil {
+			return err
+		}
+		ti := infos[key]
+		if have[ti.Name] || !hasColumn(ti, frame.ColCommitToken) || only != "" && ti.Name != only {
+			continue
+		}
+		h.empty = append(h.empty, ti)
+	}
+	return nil
 }
 
 // catalogFiles appends the files v reads for ticks from..to (see
@@ -579,11 +612,16 @@ func (h *history) listedFiles(ctx context.Context, b bucket.Bucket, path pathFun
 			}
 			h.frags = append(h.frags, fs...)
 		}
-		legacy, err := listLegacy(ctx, b, path, seg.World, seg.Run, min(seg.UpTo, upTo))
+		legacy, ids, err := listLegacy(ctx, b, path, seg.World, seg.Run, min(seg.UpTo, upTo))
 		if err != nil {
 			return nil, err
 		}
 		h.frags = append(h.frags, legacy...)
+		for _, id := range ids {
+			if key := seg.World + "/" + id; !slices.Contains(h.described, key) {
+				h.described = append(h.described, key)
+			}
+		}
 		h.listed = h.listed || len(legacy) > 0 || seg.Mode == index.Unfiltered
 		if i < len(segs)-1 {
 			lineage = append(lineage, fmt.Sprintf("(%d, %s, %s, %d)", i, lit(seg.World), lit(seg.Run), seg.UpTo))
@@ -652,29 +690,29 @@ func listData(ctx context.Context, b bucket.Bucket, path pathFunc, world, run st
 // listLegacy lists a segment's legacy (v0.2) table fragments: always
 // visible epoch-0 history, read through the legacy-name fallback. Only the
 // legacy prefixes of the tables the world describes are listed, never the
-// world's whole data.
-func listLegacy(ctx context.Context, b bucket.Bucket, path pathFunc, world, run string, upTo int64) ([]fragment, error) {
+// world's whole data. It returns those tables' ids too.
+func listLegacy(ctx context.Context, b bucket.Bucket, path pathFunc, world, run string, upTo int64) ([]fragment, []string, error) {
 	var out []fragment
 	ids, err := frame.TableIDs(ctx, b, world)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for _, id := range ids {
 		for a, err := range b.List(ctx, index.LegacyPrefix(world, run, id), "") {
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			if !strings.HasSuffix(a.Name, ".parquet") {
 				continue
 			}
 			p, err := path(ctx, a.Name)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			out = append(out, fragment{world: world, run: run, table: id, object: a.Name, path: p, tick: upTo})
 		}
 	}
-	return out, nil
+	return out, ids, nil
 }
 
 // pathFunc returns a local file DuckDB can read for an object.
@@ -727,6 +765,14 @@ func render(world, run string, upTo int64, h *history, infos map[string]frame.Ta
 		return nil, fmt.Errorf("views of world %q run %q in %q: control characters in a name", world, run, dir)
 	}
 	names, parts, list := partition(h.frags, infos)
+	// A table no file has yet reads its empty witness: views all the same.
+	for _, ti := range h.empty {
+		if _, ok := parts[ti.Name]; !ok {
+			names = append(names, ti.Name)
+		}
+		parts[ti.Name] = append(parts[ti.Name], part{ti: ti, empty: true})
+	}
+	slices.Sort(names)
 	listPath, err := writeList(dir, list)
 	if err != nil {
 		return nil, err
@@ -739,12 +785,14 @@ func render(world, run string, upTo int64, h *history, infos map[string]frame.Ta
 	}
 	sb.WriteString(".\n-- Generated from the catalog; visible rows only.\n")
 	fmt.Fprintf(&sb, "-- The fragment list (each file, and the tick and commit token its manifest published) is read from\n-- %s.\n\n", listPath)
+	sb.WriteString(alt("", listCheck(world, run, listPath)))
 	fmt.Fprintf(&sb, "CREATE OR REPLACE TEMP TABLE worldfs_fragments AS SELECT * FROM %s;\n", readOne(listPath))
+	sb.WriteString(alt("", filesCheck(world, run)))
 	sb.WriteString(ticksViews())
 	script := &Script{World: world, Run: run, AtTick: upTo, FragmentList: listPath, local: []string{listPath}, compacted: comp, ticks: ticks}
 	for _, name := range names {
 		for _, p := range parts[name] {
-			if p.filtered {
+			if p.filtered || p.empty {
 				script.local = append(script.local, witnessPath(dir, p.ti.ID))
 			}
 		}
@@ -769,11 +817,37 @@ func render(world, run string, upTo int64, h *history, infos map[string]frame.Ta
 	return script, nil
 }
 
+// listCheck and filesCheck are the first statements of a printed script
+// (a DuckDB outside worldfs runs it, after worldfs has forgotten it): a
+// script names files, not ticks, so one kept past their collection would
+// fail at its first read with DuckDB's own "no files found". Instead it
+// says at once what is gone and how to print it again. listCheck: the
+// fragment list (in the views directory, which collection empties of
+// lists no script used within the retention, and which another machine
+// lacks) is there; filesCheck: every file the list names is (gc deletes
+// the files a compaction replaced once the retention has passed). Each is
+// one glob of the files: a stat each, no read. worldfs's own runs check
+// the files as they read them instead (verify.go).
+func listCheck(world, run, listPath string) string {
+	msg := fmt.Sprintf("worldfs views of world %s run %s: this script's file list %s is gone (the views directory it was printed into was collected since, or the script was printed on another machine); print the views again: worldfs views --world %s > views.sql (with the --bucket it was printed from)",
+		world, run, listPath, world)
+	return fmt.Sprintf("SET VARIABLE worldfs_check = (SELECT CASE WHEN count(*) = 0 THEN error(%s) END FROM glob(%s));\n", lit(msg), lit(listPath))
+}
+
+func filesCheck(world, run string) string {
+	msg := fmt.Sprintf("worldfs views of world %s run %s: %%d of the %%d files this script reads are gone (collected by worldfs gc since it was printed: compaction moved their rows to other files); print the views again: worldfs views --world %s > views.sql (with the --bucket it was printed from)",
+		world, run, world)
+	return "SET VARIABLE worldfs_check = (SELECT list(DISTINCT path) FROM worldfs_fragments);\n" +
+		fmt.Sprintf("SET VARIABLE worldfs_check = (SELECT CASE WHEN count(*) < len(getvariable('worldfs_check')) THEN error(printf(%s, len(getvariable('worldfs_check')) - count(*), len(getvariable('worldfs_check')))) END FROM glob(coalesce(getvariable('worldfs_check'), []::VARCHAR[])));\n", lit(msg))
+}
+
 // part is one read_parquet of a view: the files of one (world, table id)
 // with the view's name.
 type part struct {
 	ti       frame.TableInfo
 	filtered bool
+	// empty: the table has no file (its views read its empty witness).
+	empty bool
 	// mixed: some files need the row check (filtered and not proven), or
 	// are not filtered beside filtered ones.
 	mixed          bool
@@ -897,18 +971,16 @@ func atMacro(name string) string { return name + "_at" }
 // macro name_at(t) (the rows of tick t, reading only the files that may
 // hold it).
 func tableViews(sb *strings.Builder, name string, parts []part, upTo int64, dir string) error {
-	// The component columns of the table's newest schema.
-	var cols []string
-	seen := map[string]bool{}
-	for _, p := range parts {
-		for _, c := range p.ti.Columns {
-			if c.Component != "" && !seen[c.Name] {
-				seen[c.Name] = true
-				cols = append(cols, ident(c.Name))
-			}
-		}
+	// The component columns of every schema of the table, in the order
+	// declared (frame.ComponentColumns).
+	infos := make([]frame.TableInfo, len(parts))
+	for i, p := range parts {
+		infos[i] = p.ti
 	}
-	slices.Sort(cols)
+	var cols []string
+	for _, c := range frame.ComponentColumns(infos...) {
+		cols = append(cols, ident(c.Name))
+	}
 	var qs, comps, ats, betweens []string
 	for i, p := range parts {
 		q, err := partQueries(sb, name, i, p, cols, upTo, dir)
@@ -1049,6 +1121,9 @@ type partQuery struct {
 // pairs and which files need the row check), and returns the part's
 // queries.
 func partQueries(sb *strings.Builder, name string, i int, p part, cols []string, upTo int64, dir string) (pq partQuery, err error) {
+	if p.empty {
+		return emptyPart(p, cols, dir)
+	}
 	files := fmt.Sprintf("worldfs_files_%s_%d", name, i)
 	legacy := !hasColumn(p.ti, frame.ColCommitToken)
 	var witness string
@@ -1066,11 +1141,9 @@ func partQueries(sb *strings.Builder, name string, i int, p part, cols []string,
 		fmt.Fprintf(sb, "CREATE OR REPLACE TEMP TABLE %s AS SELECT DISTINCT tick AS v_tick, commit_token AS v_token FROM worldfs_fragments WHERE view = %s AND part = %d AND filtered;\n",
 			visible, lit(name), i)
 	}
-	sel := "entity_id, tick, commit_token, writer_epoch"
-	if legacy {
-		sel = "entity_id, tick, '' AS commit_token, 0::BIGINT AS writer_epoch"
-	}
-	comp := "entity_id, tick"
+	// entity_id and tick, the components, then the commit columns: the
+	// order of a table's files (frame.FormatDeclared).
+	sel, comp := "entity_id, tick", "entity_id, tick"
 	for _, c := range cols {
 		col := ", NULL AS " + c
 		if hasColumn(p.ti, strings.Trim(c, `"`)) {
@@ -1078,6 +1151,11 @@ func partQueries(sb *strings.Builder, name string, i int, p part, cols []string,
 		}
 		sel += col
 		comp += col
+	}
+	if legacy {
+		sel += ", '' AS commit_token, 0::BIGINT AS writer_epoch"
+	} else {
+		sel += ", commit_token, writer_epoch"
 	}
 	read := func(sel, list string) string {
 		return fmt.Sprintf("SELECT %s FROM read_parquet(%s)", sel, verifiedList("getvariable("+lit(list)+")"))
@@ -1140,6 +1218,28 @@ func partQueries(sb *strings.Builder, name string, i int, p part, cols []string,
 	}
 	pq.raw, pq.comp = whole(sel), whole(comp)
 	return pq, nil
+}
+
+// emptyPart is the queries of a part of a table that has no file: they
+// read the table's empty witness, so its views have its columns and no
+// row.
+func emptyPart(p part, cols []string, dir string) (partQuery, error) {
+	witness, err := writeWitness(dir, p.ti)
+	if err != nil {
+		return partQuery{}, err
+	}
+	sel, comp := "entity_id, tick", "entity_id, tick"
+	for _, c := range cols {
+		col := ", NULL AS " + c
+		if hasColumn(p.ti, strings.Trim(c, `"`)) {
+			col = ", " + c
+		}
+		sel += col
+		comp += col
+	}
+	sel += ", commit_token, writer_epoch"
+	read := func(sel string) string { return fmt.Sprintf("SELECT %s FROM %s", sel, readOne(witness)) }
+	return partQuery{raw: read(sel), comp: read(comp), at: read(sel) + " WHERE tick = t", between: read(sel) + " WHERE tick BETWEEN lo AND hi"}, nil
 }
 
 // manifestsView defines worldfs_manifests: a row per published tick and

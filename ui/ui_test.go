@@ -866,3 +866,32 @@ func TestTickBoxTakesPoints(t *testing.T) {
 		}
 	}
 }
+
+// The pages show a table's columns in the order its archetype declares
+// them (the views' order): the emitter's rate before its label, although
+// label sorts first, in the tick page's columns and in the tables list.
+func TestColumnsInTheDeclaredOrder(t *testing.T) {
+	f := newFixture(t)
+	declared := []string{"entity_id", "tick", "position_x", "position_y", "emitter_rate", "emitter_label"}
+	var tp TickPage
+	vals := url.Values{"table": {"emitter"}, "tick": {fmt.Sprint(head)}, "limit": {"10"}}
+	if code := f.get(t, "/api/w/w/tick?"+vals.Encode(), &tp); code != 200 {
+		t.Fatalf("tick page: %d", code)
+	}
+	if !reflect.DeepEqual(tp.Page.Columns, declared) || len(tp.Page.Rows) == 0 {
+		t.Errorf("the emitter's tick page: columns %v (%d rows), want %v", tp.Page.Columns, len(tp.Page.Rows), declared)
+	}
+	var res Result
+	if code := f.get(t, "/api/w/w/tables", &res); code != 200 {
+		t.Fatalf("tables: %d", code)
+	}
+	var cols []string
+	for _, r := range res.Rows {
+		if r[0] == "emitter" {
+			cols = append(cols, r[1])
+		}
+	}
+	if !reflect.DeepEqual(cols, declared) {
+		t.Errorf("the tables list gives the emitter's columns as %v, want %v", cols, declared)
+	}
+}

@@ -121,6 +121,14 @@ func demo(ctx context.Context, b bucket.Bucket, url, id string, ticks int64, emi
 	if err := particles.Install(fork); err != nil {
 		return err
 	}
+	// The fork takes another course: a nudge its parent never had moves
+	// its emitters at the tick after the fork point, so its particles
+	// spawn elsewhere from then on (the simulation is deterministic: a fork
+	// left alone would repeat its parent tick for tick).
+	nudge := particles.Nudge("fork-nudge", forkAt+1, demoNudgeX, demoNudgeY)
+	if err := fork.Enqueue(ctx, nudge); err != nil {
+		return err
+	}
 	if err := particles.Run(ctx, fork, forkAt+20, nil); err != nil {
 		return err
 	}
@@ -128,11 +136,15 @@ func demo(ctx context.Context, b bucket.Bucket, url, id string, ticks int64, emi
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "forked at tick %d into %s and ran it to tick %d; its history reads %d segments: %s up to tick %d, then its own\n",
-		forkAt, fork.ID(), fork.Tick(), len(segs), segs[0].World, segs[0].UpTo)
+	fmt.Fprintf(out, "forked at tick %d into %s, nudged its emitters by (%g, %g) at tick %d and ran it to tick %d; its history reads %d segments: %s up to tick %d, then its own\n",
+		forkAt, fork.ID(), demoNudgeX, demoNudgeY, nudge.Due, fork.Tick(), len(segs), segs[0].World, segs[0].UpTo)
 
 	return demoRead(ctx, b, url, id, out)
 }
+
+// The nudge the demo's fork gets after its fork point (emitter positions
+// move by it): what makes the fork differ from its parent.
+const demoNudgeX, demoNudgeY = 4.0, -3.0
 
 // demoRun runs the first writer w to tick ticks-1 and prints what it
 // committed.

@@ -132,11 +132,13 @@ func ingestCmd() command {
 	var ff *factFlags
 	var producer, id, table, run *string
 	var parallel *int
+	var createTable *bool
 	return command{
 		name:    "ingest",
-		summary: "ingest external facts into a world, exactly once each",
+		summary: "ingest external facts into a world's fact tables, exactly once each",
 		usage:   "[FACT-JSON]",
-		example: `worldfs ingest --world demo '{"producer":"sensor-1","external_id":"evt-9","table":"reading","components":{"reading":{"value":21.5}}}'`,
+		example: `worldfs ingest --world demo '{"producer":"sensor-1","external_id":"evt-9","table":"reading","components":{"reading":{"value":21.5}}}'` + "\n" +
+			`  worldfs ingest --world w1 --create-table '{"producer":"s","external_id":"e1","table":"reading","components":{"reading":{"value":1}}}'   # a new fact table`,
 		flags: func(fs *flag.FlagSet) {
 			ff = addFactFlags(fs)
 			producer = fs.String("producer", "", "producer of facts that name none")
@@ -144,6 +146,7 @@ func ingestCmd() command {
 			table = fs.String("table", "", "fact table of facts that name none")
 			run = fs.String("run", index.DefaultRun, "run of facts that name none")
 			parallel = fs.Int("parallel", 16, "facts from stdin ingested at once")
+			createTable = fs.Bool("create-table", false, "a fact table the world does not hold yet is made from the fact's components (without it, a table the world does not hold is refused, naming those it holds)")
 		},
 		run: func(ctx context.Context, fs *flag.FlagSet, args []string, out io.Writer) error {
 			gate, _, b, p, closeAll, err := ff.open(ctx)
@@ -165,7 +168,11 @@ func ingestCmd() command {
 					fillDefault(&d.ExternalID, *id)
 					fillDefault(&d.Table, *table)
 					fillDefault(&d.Run, *run)
-					f, err := d.Fact(ctx, b, *ff.world)
+					resolve := d.Fact
+					if *createTable {
+						resolve = d.FactCreatingTable
+					}
+					f, err := resolve(ctx, b, *ff.world)
 					if err != nil {
 						return engine.FactReceipt{}, err
 					}

@@ -39,7 +39,8 @@ func TestIngestAndEvaluateCommands(t *testing.T) {
 	}{
 		{[]string{"--world", "demo", `{"producer":"p"`}, "not a fact document"},
 		{[]string{"--world", "demo", `{"producer":"p","external_id":"e","table":"reading","components":{"reading":{"value":[1]}}}`}, "is not a double"},
-		{[]string{"--world", "demo", `{"producer":"p","external_id":"e","table":"other","components":{"c":{"v":[1]}}}`}, "not a number, string or boolean"},
+		{[]string{"--world", "demo", "--create-table", `{"producer":"p","external_id":"e","table":"other","components":{"c":{"v":[1]}}}`}, "not a number, string or boolean"},
+		{[]string{"--world", "demo", `{"producer":"p","external_id":"e","table":"readng","components":{"reading":{"value":1}}}`}, `no fact table \"readng\" (its fact tables: reading)`},
 		{[]string{"--world", "demo", "--role", "viewer", fact}, "needs the operator role"},
 		{[]string{"--world", "nope", fact}, "world nope does not exist"},
 	} {
@@ -47,6 +48,18 @@ func TestIngestAndEvaluateCommands(t *testing.T) {
 		if code == 0 || !strings.Contains(out+stderr, c.want) {
 			t.Errorf("%v: exit %d, %q %q; want %q", c.args, code, out, stderr, c.want)
 		}
+	}
+
+	// A new fact table is made only when asked; then the world holds it.
+	other := `{"producer":"p","external_id":"o1","table":"other","components":{"other":{"v":1}}}`
+	if code, out, _ := cli(t, "ingest", "--bucket", dir, "--world", "demo", other); code == 0 || !strings.Contains(out, `no fact table \"other\"`) || !strings.Contains(out, "--create-table") {
+		t.Errorf("a fact into a table the world does not hold: %d %q; want it refused, saying how to create one", code, out)
+	}
+	if code, out, stderr := cli(t, "ingest", "--bucket", dir, "--world", "demo", "--create-table", other); code != 0 || !strings.HasPrefix(out, `{"status":"original",`) {
+		t.Errorf("ingest --create-table: %d %q %s", code, out, stderr)
+	}
+	if code, out, stderr := cli(t, "ingest", "--bucket", dir, "--world", "demo", strings.Replace(other, "o1", "o2", 1)); code != 0 || !strings.HasPrefix(out, `{"status":"original",`) {
+		t.Errorf("a fact into the table made: %d %q %s", code, out, stderr)
 	}
 
 	// A stream on stdin: receipts in input order, the duplicate deduplicated.
@@ -157,5 +170,34 @@ func TestTickFlagsTakePoints(t *testing.T) {
 	}
 	if code != 0 || json.Unmarshal([]byte(out), &r) != nil || r.Subject.HeadTick != 8 {
 		t.Errorf("evaluate --at head~4: exit %d, %s %s; want the subject at tick 8", code, out, stderr)
+	}
+}
+
+// A fact table declared with the world ("fact": true in --tables) has its
+// views at once, empty, and takes facts by name; a name the world does
+// not hold is refused, naming the tables it holds.
+func TestFactTablesDeclaredAtCreation(t *testing.T) {
+	dir := t.TempDir()
+	tables := `[{"name":"agent","components":[{"name":"pos","fields":[{"name":"x","type":"double"}]}]},
+		{"name":"reading","fact":true,"components":[{"name":"reading","fields":[{"name":"value","type":"double"},{"name":"unit","type":"string"}]}]}]`
+	if code, out, stderr := cli(t, "world", "create", "lab", "--bucket", dir, "--tables", tables); code != 0 {
+		t.Fatalf("world create: %d %s%s", code, out, stderr)
+	}
+	code, out, stderr := cli(t, "sql", "--bucket", dir, "--world", "lab", "--format", "csv", "SELECT * FROM reading_raw")
+	if want := "entity_id,tick,reading_value,reading_unit,fact_producer,fact_external_id,fact_digest,fact_commit_id,commit_token,writer_epoch\n"; code != 0 || out != want {
+		t.Errorf("the declared fact table before any fact: %d %q %s; want %q", code, out, stderr, want)
+	}
+	if code, out, stderr := cli(t, "ingest", "--bucket", dir, "--world", "lab", `{"producer":"s","external_id":"e1","table":"reading","components":{"reading":{"value":21.5,"unit":"C"}}}`); code != 0 || !strings.HasPrefix(out, `{"status":"original",`) {
+		t.Fatalf("a fact into the declared table: %d %q %s", code, out, stderr)
+	}
+	if code, out, _ := cli(t, "ingest", "--bucket", dir, "--world", "lab", `{"producer":"s","external_id":"e2","table":"agent","components":{"pos":{"x":1}}}`); code == 0 || !strings.Contains(out, `no fact table \"agent\" (its fact tables: reading)`) {
+		t.Errorf("a fact into an entity table: %d %q", code, out)
+	}
+	if code, out, _ := cli(t, "sql", "--bucket", dir, "--world", "lab", "--format", "csv", "SELECT table_name, external_id FROM worldfs_facts"); code != 0 || out != "table_name,external_id\nreading,e1\n" {
+		t.Errorf("worldfs_facts: %d %q", code, out)
+	}
+	bad := `[{"name":"x","components":[{"name":"c","fields":[{"name":"v","type":"double"}]}]},{"name":"x","fact":true,"components":[{"name":"c","fields":[{"name":"v","type":"double"}]}]}]`
+	if code, _, stderr := cli(t, "world", "create", "twice", "--bucket", dir, "--tables", bad); code == 0 || !strings.Contains(stderr, "table x is declared twice") {
+		t.Errorf("a fact table named as an entity table: %d %s", code, stderr)
 	}
 }

@@ -362,9 +362,11 @@ func readmeDemo(t *testing.T) (env []string, work, world string) {
 	return env, work, string(m[1])
 }
 
-// quickClaims: what some Quick start lines say they print (12-digit tick
-// names, head a link to one, a tick's files; the world at a time is one
-// tick's rows, the history up to it a hundred ticks'); each line must be
+// quickClaims: what some Quick start lines say they print (the demo's
+// fork differs from its parent at tick 170: its emitters and particles
+// updated; the world at a time is one tick's rows, the history up to it a
+// hundred ticks'; a refused ctl write's reason in ctl.errors; 12-digit
+// tick names, head a link to one, a tick's files); each line must be
 // there.
 var quickClaims = []struct {
 	line string
@@ -372,6 +374,8 @@ var quickClaims = []struct {
 }{
 	{`--at-time "$T"`, regexp.MustCompile(`(?m)\A\S.*\n1\s+1[0-9]{2}\s+[1-9][0-9]*\s*\n\z`)},
 	{`--until "$T"`, regexp.MustCompile(`(?m)\A\S.*\n[0-9]{2,3}\s+1[0-9]{2}\s+[0-9]{4,}\s*\n\z`)},
+	{"|| cat /mnt/worlds/lab/ctl.errors", regexp.MustCompile(`^[0-9TZ:.-]+ pid [0-9]+ commit_tick EINVAL: .*column pos_y \(double\) is missing`)},
+	{"worldfs diff $W@170 $W-fork@170", regexp.MustCompile(`(?m)^emitter +0 +0 +[1-9][0-9]* +[0-9]+ *\n(?s:.*)^particle +[0-9]+ +[0-9]+ +[1-9][0-9]* +[0-9]+ *$`)},
 	{"/runs/main/ticks | tail -3", regexp.MustCompile(`^([0-9]{12}\n){3}$`)},
 	{"readlink /mnt/worlds/$W/runs/main/head", regexp.MustCompile(`^ticks/[0-9]{12}\n$`)},
 	{"ls /mnt/worlds/$W/runs/main/ticks/42/", regexp.MustCompile(`(?s)manifest\.json.*particle\.csv\nparticle\.parquet\n`)},

@@ -283,7 +283,7 @@ func viewsCmd() command {
 	var vf2 *viewFlags
 	return command{
 		name:    "views",
-		summary: "print a world's view definitions as a SQL script for the DuckDB shell or Python's duckdb",
+		summary: "print a world's view definitions as a SQL script for the DuckDB shell or Python's duckdb (it names files: run after gc collected them, it says so; print it again)",
 		example: "worldfs views --bucket ./worldfs-data --world w1 > views.sql && duckdb -init views.sql",
 		flags:   func(fs *flag.FlagSet) { vf2 = addViewFlags(fs) },
 		run: func(ctx context.Context, fs *flag.FlagSet, args []string, out io.Writer) error {
