@@ -118,3 +118,13 @@ func TestBucketLayoutIsPinned(t *testing.T) {
 		}
 	}
 }
+
+// A new world may not take a name a mount's root holds a file of.
+func TestReservedWorldIDs(t *testing.T) {
+	b := memBucket()
+	for _, id := range ReservedWorldIDs {
+		if _, _, err := CreateWorld(ctxT(t), b, id, WorldCreate{}, "creator", Options{}); err == nil || !strings.Contains(err.Error(), "reserved") {
+			t.Errorf("CreateWorld(%q): %v, want refused as reserved", id, err)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -38,6 +39,11 @@ func CreateWorld(ctx context.Context, b bucket.Bucket, world string, create Worl
 	return CreateWorldThen(ctx, b, world, create, holder, opts, nil)
 }
 
+// ReservedWorldIDs are names a new world may not take: a mount's root
+// holds files of those names (the root ctl and its refusals). A world an
+// older worldfs created under one still opens.
+var ReservedWorldIDs = []string{"ctl", "ctl.errors"}
+
 // CreateWorldThen is CreateWorld that runs then once the name is this
 // world's (its marker, which records the lineage, is in the bucket) and
 // before the first slot creates the world. What must exist before the
@@ -48,6 +54,9 @@ func CreateWorld(ctx context.Context, b bucket.Bucket, world string, create Worl
 func CreateWorldThen(ctx context.Context, b bucket.Bucket, world string, create WorldCreate, holder string, opts Options, then func(context.Context) error) (*Catalog, int64, error) {
 	if err := ValidateWorldID(world); err != nil {
 		return nil, 0, err
+	}
+	if slices.Contains(ReservedWorldIDs, world) {
+		return nil, 0, fmt.Errorf("world id %q is reserved: a mount's root holds a file of that name; choose another", world)
 	}
 	if create.Parent != "" {
 		if err := ValidateWorldID(create.Parent); err != nil {
