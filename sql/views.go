@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -187,6 +188,9 @@ type Script struct {
 	// local: the files of Options.Dir the script reads (the fragment
 	// lists and the empty witnesses).
 	local []string
+	// paths: the files the views read, once each (what a printed
+	// script's start checks).
+	paths []string
 	// run is the SQL worldfs runs: the script with the lists of files
 	// verified as queries read them (checks: which files, against what),
 	// and the compacted ticks served by this process.
@@ -207,10 +211,13 @@ type Script struct {
 // rather than plan their files (worldfs's own functions plan them).
 func (s *Script) SQL() (string, error) {
 	if s.parts != nil {
-		return s.sessionText(func(p *Script) (string, error) { return p.printedText() })
+		return s.sessionText(func(p *Script) (string, error) {
+			text, err := p.printedText()
+			return p.missingNow(text), err
+		})
 	}
 	text, err := s.printedText()
-	return strings.ReplaceAll(text, markRef, ""), err
+	return s.missingNow(strings.ReplaceAll(text, markRef, "")), err
 }
 
 // printedText is the plain script, its references from macros marked
@@ -790,6 +797,13 @@ func render(world, run string, upTo int64, h *history, infos map[string]frame.Ta
 	sb.WriteString(alt("", filesCheck(world, run)))
 	sb.WriteString(ticksViews())
 	script := &Script{World: world, Run: run, AtTick: upTo, FragmentList: listPath, local: []string{listPath}, compacted: comp, ticks: ticks}
+	seen := map[string]bool{}
+	for _, r := range list {
+		if !seen[r.Path] {
+			seen[r.Path] = true
+			script.paths = append(script.paths, r.Path)
+		}
+	}
 	for _, name := range names {
 		for _, p := range parts[name] {
 			if p.filtered || p.empty {
@@ -834,11 +848,34 @@ func listCheck(world, run, listPath string) string {
 	return fmt.Sprintf("SET VARIABLE worldfs_check = (SELECT CASE WHEN count(*) = 0 THEN error(%s) END FROM glob(%s));\n", lit(msg), lit(listPath))
 }
 
+// A file already missing when the script is printed (lost: the catalog
+// names it, `worldfs check` says what restores it) does not stop the
+// script, whose other views answer; SQL writes their number in the place
+// of markMissing, and the check counts only files gone since.
 func filesCheck(world, run string) string {
 	msg := fmt.Sprintf("worldfs views of world %s run %s: %%d of the %%d files this script reads are gone (collected by worldfs gc since it was printed: compaction moved their rows to other files); print the views again: worldfs views --world %s > views.sql (with the --bucket it was printed from)",
 		world, run, world)
 	return "SET VARIABLE worldfs_check = (SELECT list(DISTINCT path) FROM worldfs_fragments);\n" +
-		fmt.Sprintf("SET VARIABLE worldfs_check = (SELECT CASE WHEN count(*) < len(getvariable('worldfs_check')) THEN error(printf(%s, len(getvariable('worldfs_check')) - count(*), len(getvariable('worldfs_check')))) END FROM glob(coalesce(getvariable('worldfs_check'), []::VARCHAR[])));\n", lit(msg))
+		fmt.Sprintf("SET VARIABLE worldfs_check = (SELECT CASE WHEN count(*) + %s < len(getvariable('worldfs_check')) THEN error(printf(%s, len(getvariable('worldfs_check')) - %s - count(*), len(getvariable('worldfs_check')))) END FROM glob(coalesce(getvariable('worldfs_check'), []::VARCHAR[])));\n", markMissing, lit(msg), markMissing)
+}
+
+// markMissing stands in a script's text for the number of its files
+// missing when it is printed (SQL).
+const markMissing = "/*worldfs:missing*/0"
+
+// missingNow returns text with markMissing replaced by the number of the
+// files the script's views read that are not there now.
+func (s *Script) missingNow(text string) string {
+	if !strings.Contains(text, markMissing) {
+		return text
+	}
+	n := 0
+	for _, p := range s.paths {
+		if _, err := os.Stat(p); err != nil {
+			n++
+		}
+	}
+	return strings.ReplaceAll(text, markMissing, strconv.Itoa(n))
 }
 
 // part is one read_parquet of a view: the files of one (world, table id)

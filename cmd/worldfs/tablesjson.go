@@ -18,7 +18,7 @@ const tablesExample = `[{"name": "agent", "components": [{"name": "pos", "fields
 // object of keys, or a string.
 type shape struct {
 	what string // its name in a message: "a table", "a field"
-	kind byte   // '[', '{' or 's'
+	kind byte   // '[', '{', 's' or 'b' (a boolean)
 	elem *shape
 	keys map[string]*shape
 }
@@ -27,7 +27,8 @@ var tablesShape = func() *shape {
 	str := &shape{what: "a string", kind: 's'}
 	field := &shape{what: "a field", kind: '{', keys: map[string]*shape{"name": str, "type": str}}
 	comp := &shape{what: "a component", kind: '{', keys: map[string]*shape{"name": str, "fields": {what: "the fields", kind: '[', elem: field}}}
-	table := &shape{what: "a table", kind: '{', keys: map[string]*shape{"name": str, "components": {what: "the components", kind: '[', elem: comp}}}
+	table := &shape{what: "a table", kind: '{', keys: map[string]*shape{"name": str, "components": {what: "the components", kind: '[', elem: comp},
+		"fact": {what: "a boolean", kind: 'b'}}}
 	return &shape{what: "the tables", kind: '[', elem: table}
 }()
 
@@ -181,6 +182,8 @@ func tokenKind(tok json.Token) byte {
 		return byte(v)
 	case string:
 		return 's'
+	case bool:
+		return 'b'
 	}
 	return 0
 }
@@ -191,6 +194,8 @@ func kindWord(k byte) string {
 		return "an array"
 	case '{':
 		return "an object"
+	case 'b':
+		return "true or false"
 	}
 	return "a string"
 }
