@@ -923,57 +923,72 @@ func TestExportRefusesHistoryTheCatalogDoesNotName(t *testing.T) {
 // planned and collection runs at a retention of a millisecond, commits a
 // version that reads back whole (with iceberg-go): the intent it holds
 // pins what it planned. Once it landed, its reference list keeps them
-// from the next collection.
+// from the next collection. The same for a fork's export, whose
+// parent's files are compacted and collected: it holds an intent on the
+// parent's catalog too.
 func TestCollectionKeepsAnExportInFlight(t *testing.T) {
-	dir := t.TempDir()
-	b, _ := local.Open(dir)
-	small(t, b, 100)
-	cmd := crashtest.Command("export", dir, "w")
-	wait, release := crashtest.Hold(t, cmd, iceberg.FailpointPlanned, t.TempDir())
-	p := crashtest.Start(t, cmd)
-	wait()
-	planned := dataObjects(t, b, "w")
-	cat, err := index.Open(ctxT(t), b, "w", index.Options{NoCompactor: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cat.Close()
-	if res, err := maintenance.Compact(ctxT(t), b, cat, maintenance.CompactOptions{Recent: 1, MinFacts: 1}); err != nil || res.Windows == 0 {
-		t.Fatalf("compaction: %+v, %v", res, err)
-	}
-	// Every tick fragment the export planned is replaced: only the pin
-	// of the export's intent keeps them from a collection at 1 ms.
-	replaced := unnamed(t, b, cat, planned)
-	if len(replaced) < 64 {
-		t.Fatalf("the compaction replaced %d of the %d files the export planned; want every window's", len(replaced), len(planned))
-	}
-	collectNow(t, b, cat)
-	release()
-	out, killed := p.Wait()
-	if killed || !p.Cmd.ProcessState.Success() {
-		t.Fatalf("the held export: %v", p.Cmd.ProcessState)
-	}
-	var res iceberg.Result
-	if err := json.Unmarshal(out, &res); err != nil {
-		t.Fatalf("the export printed %q: %v", out, err)
-	}
-	fsys := icebergio.LocalFS{}
-	same(t, b, fsys, &res, nil, nil)
-	refs, err := iceberg.Refs(ctxT(t), b, "w")
-	if err != nil {
-		t.Fatal(err)
-	}
-	kept := slices.DeleteFunc(replaced, func(n string) bool { return !refs[n] })
-	if len(kept) < 64 {
-		t.Fatalf("the export names %d of the files the compaction replaced; want those of every tick of a window", len(kept))
-	}
-	// The intent is closed; the version's reference list keeps them.
-	collectNow(t, b, cat)
-	same(t, b, fsys, &res, nil, nil)
-	for _, name := range kept {
-		if _, err := b.Stat(ctxT(t), name); err != nil {
-			t.Fatalf("%s, which the export names, is gone: %v", name, err)
-		}
+	for _, c := range []struct {
+		name string
+		// exported is the world exported, maintained the world whose
+		// files it names that is compacted and collected.
+		exported, maintained string
+		build                func(t *testing.T, b bucket.Bucket)
+	}{
+		{"world", "w", "w", func(t *testing.T, b bucket.Bucket) { small(t, b, 100) }},
+		{"fork", "f", "p", func(t *testing.T, b bucket.Bucket) {
+			enginetest.World(t, b, "p", 100).Close()
+			enginetest.Fork(t, b, "p", "f", 90, 110).Close()
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			b, _ := local.Open(dir)
+			c.build(t, b)
+			cmd := crashtest.Command("export", dir, c.exported)
+			wait, release := crashtest.Hold(t, cmd, iceberg.FailpointPlanned, t.TempDir())
+			p := crashtest.Start(t, cmd)
+			wait()
+			planned := dataObjects(t, b, c.maintained)
+			cat, err := index.Open(ctxT(t), b, c.maintained, index.Options{NoCompactor: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cat.Close()
+			if res, err := maintenance.Compact(ctxT(t), b, cat, maintenance.CompactOptions{Recent: 1, MinFacts: 1}); err != nil || res.Windows == 0 {
+				t.Fatalf("compaction: %+v, %v", res, err)
+			}
+			// Every tick fragment of the window is replaced: only the pin
+			// of the export's intent keeps them from a collection at 1 ms.
+			replaced := unnamed(t, b, cat, planned)
+			collectNow(t, b, cat)
+			release()
+			out, killed := p.Wait()
+			if killed || !p.Cmd.ProcessState.Success() {
+				t.Fatalf("the held export: %v", p.Cmd.ProcessState)
+			}
+			var res iceberg.Result
+			if err := json.Unmarshal(out, &res); err != nil {
+				t.Fatalf("the export printed %q: %v", out, err)
+			}
+			fsys := icebergio.LocalFS{}
+			same(t, b, fsys, &res, nil, nil)
+			refs, err := iceberg.Refs(ctxT(t), b, c.maintained)
+			if err != nil {
+				t.Fatal(err)
+			}
+			kept := slices.DeleteFunc(replaced, func(n string) bool { return !refs[n] })
+			if len(kept) < 64 {
+				t.Fatalf("the export names %d of the files the compaction replaced; want those of every tick of a window", len(kept))
+			}
+			// The intent is closed; the version's reference list keeps them.
+			collectNow(t, b, cat)
+			same(t, b, fsys, &res, nil, nil)
+			for _, name := range kept {
+				if _, err := b.Stat(ctxT(t), name); err != nil {
+					t.Fatalf("%s, which the export names, is gone: %v", name, err)
+				}
+			}
+		})
 	}
 }
 
@@ -1008,4 +1023,29 @@ func collectNow(t *testing.T, b bucket.Bucket, cat *index.Catalog) maintenance.C
 		t.Fatal(err)
 	}
 	return res
+}
+
+// A fork's export names its parent's files in place, up to the fork
+// point: it is registered in the parent's registry too, so the parent's
+// collection keeps them after a compaction of the parent replaced them.
+func TestParentsCollectionKeepsItsForksExport(t *testing.T) {
+	b, _ := local.Open(t.TempDir())
+	enginetest.World(t, b, "p", 100).Close()
+	enginetest.Fork(t, b, "p", "f", 80, 120).Close()
+	res := export(t, b, iceberg.Options{World: "f"})
+	compact(t, b, "p")
+	cat, err := index.Open(ctxT(t), b, "p", index.Options{NoCompactor: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	gc, err := maintenance.Collect(ctxT(t), b, cat, maintenance.CollectOptions{Now: func() time.Time { return time.Now().Add(30 * 24 * time.Hour) }})
+	if err != nil || gc.ByKind[maintenance.KindReplaced] == 0 {
+		t.Fatalf("the parent's collection: %+v, %v; want replaced fragments collected", gc, err)
+	}
+	same(t, b, icebergio.LocalFS{}, res, nil, nil)
+	kept, err := maintenance.ExportReferences(ctxT(t), b, "p")
+	if err != nil || len(kept) == 0 {
+		t.Fatalf("what the parent's collection keeps: %d objects, %v", len(kept), err)
+	}
 }
