@@ -1049,3 +1049,20 @@ func TestParentsCollectionKeepsItsForksExport(t *testing.T) {
 		t.Fatalf("what the parent's collection keeps: %d objects, %v", len(kept), err)
 	}
 }
+
+// An export of an unchanged world writes nothing, planned in full or
+// incrementally: the intents of the exports before it (entries that
+// change no row) neither disrupt an incremental plan nor make a full
+// plan's snapshot stale.
+func TestExportAgainWritesNothing(t *testing.T) {
+	b, _ := local.Open(t.TempDir())
+	small(t, b, 12)
+	for _, full := range []bool{true, true, false, true} {
+		res := export(t, b, iceberg.Options{World: "w", Full: full})
+		for _, tr := range res.Tables {
+			if tr.Version != 1 {
+				t.Fatalf("export again (full %v): table %s: %+v; want nothing written after version 1", full, tr.Table, tr)
+			}
+		}
+	}
+}
