@@ -14,7 +14,7 @@
 // names). Each table commits alone by creating its next metadata version,
 // create-only like a log slot, after the version's reference list (every
 // object its live snapshots reference, which every collector reads from
-// the bucket: maintenance/exportrefs.go): a crash or a race leaves the
+// the bucket: frame/exportrefs.go): a crash or a race leaves the
 // previous version current. An export in flight holds an intent on the
 // catalogs it reads (see Export).
 //

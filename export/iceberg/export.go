@@ -22,7 +22,6 @@ import (
 	"github.com/worldfs/worldfs/frame"
 	"github.com/worldfs/worldfs/index"
 	"github.com/worldfs/worldfs/internal/failpoint"
-	"github.com/worldfs/worldfs/maintenance"
 )
 
 // Failpoints of an export, for crash tests.
@@ -188,7 +187,7 @@ type TableResult struct {
 // files changed since the table's last export, nothing otherwise. Each
 // table commits alone, by creating its next metadata version (create-only,
 // like a log slot), after the version's reference list (what collection
-// keeps for it, maintenance/exportrefs.go): a crash or a race leaves the
+// keeps for it, frame/exportrefs.go): a crash or a race leaves the
 // previous version current and valid.
 //
 // An export in flight is kept by an intent (invariant 16), on the
@@ -264,7 +263,7 @@ func (e *exporter) export(ctx context.Context) (*Result, error) {
 	// registrations gets them).
 	for _, name := range names {
 		loc := e.loc(name)
-		r := maintenance.ExportRegistration{Table: loc, Base: opts.Base, World: opts.World}
+		r := frame.ExportRegistration{Table: loc, Base: opts.Base, World: opts.World}
 		for w := range e.seqs {
 			if w == opts.World && e.prevs[loc] != nil {
 				continue
@@ -674,15 +673,15 @@ func (e *exporter) upgrade(ctx context.Context, loc string) error {
 	if p == nil || p.m == nil {
 		return nil
 	}
-	_, err := maintenance.ReadExportRefsOf(ctx, e.b, loc, p.ver, p.sum)
-	if !errors.Is(err, maintenance.ErrNoExportRefs) {
+	_, err := frame.ReadExportRefsOf(ctx, e.b, loc, p.ver, p.sum)
+	if !errors.Is(err, frame.ErrNoExportRefs) {
 		return nil // there, or damaged: collection says so, and optimize writes it again
 	}
 	objects, err := referenced(ctx, e.b, p.base, p.m)
 	if err != nil {
 		return err
 	}
-	refs := &maintenance.ExportRefs{Table: loc, Version: p.ver, Metadata: p.sum, Objects: objects}
+	refs := &frame.ExportRefs{Table: loc, Version: p.ver, Metadata: p.sum, Objects: objects}
 	if _, err := bucket.CreateOnce(ctx, e.b, refs.Name(), refs.Encode()); err != nil {
 		return fmt.Errorf("writing the reference list %s: %w", refs.Name(), err)
 	}

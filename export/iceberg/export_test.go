@@ -34,6 +34,7 @@ import (
 	"github.com/worldfs/worldfs/engine/enginetest"
 	"github.com/worldfs/worldfs/engine/particles"
 	"github.com/worldfs/worldfs/export/iceberg"
+	"github.com/worldfs/worldfs/frame"
 	"github.com/worldfs/worldfs/index"
 	"github.com/worldfs/worldfs/internal/crashtest"
 	"github.com/worldfs/worldfs/maintenance"
@@ -581,11 +582,11 @@ func TestCollectionKeepsExportedFiles(t *testing.T) {
 	// The particle table's latest list, damaged: collection deletes
 	// nothing of the world's data, and says which export and what to do.
 	loc := index.IcebergTable(iceberg.DefaultPrefix("w", index.DefaultRun), "particle")
-	v, err := maintenance.LatestExportVersion(ctxT(t), b, loc)
+	v, err := frame.LatestExportVersion(ctxT(t), b, loc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	list, err := maintenance.ReadExportRefs(ctxT(t), b, loc, v)
+	list, err := frame.ReadExportRefs(ctxT(t), b, loc, v)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -608,7 +609,7 @@ func TestCollectionKeepsExportedFiles(t *testing.T) {
 	// Missing (the version written by an older worldfs): the same, and
 	// an export again (nothing to export) writes it.
 	buckettest.Replace(t, b, list.Name(), nil)
-	if _, err = collect(); !errors.Is(err, maintenance.ErrNoExportRefs) || !strings.Contains(err.Error(), "worldfs export iceberg --world w") {
+	if _, err = collect(); !errors.Is(err, frame.ErrNoExportRefs) || !strings.Contains(err.Error(), "worldfs export iceberg --world w") {
 		t.Fatalf("collection without a reference list: %v; want it to fail closed, naming optimize and export", err)
 	}
 	if after := dataObjects(t, b, "w"); !slices.Equal(after, before) {
@@ -626,7 +627,7 @@ func TestCollectionKeepsExportedFiles(t *testing.T) {
 	if _, err := b.Create(ctxT(t), "export/iceberg/w/main/particle/metadata/v9.metadata.json", []byte("{")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := collect(); !errors.Is(err, maintenance.ErrNoExportRefs) {
+	if _, err := collect(); !errors.Is(err, frame.ErrNoExportRefs) {
 		t.Fatalf("collection with export metadata it cannot read a list of: %v; want it to fail closed", err)
 	}
 }

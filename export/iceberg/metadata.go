@@ -11,8 +11,8 @@ import (
 	ice "github.com/apache/iceberg-go"
 
 	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/frame"
 	"github.com/worldfs/worldfs/index"
-	"github.com/worldfs/worldfs/maintenance"
 )
 
 // metadata is an Iceberg table metadata file (format v2), as worldfs
@@ -109,7 +109,7 @@ func metadataName(table string, v int) string { return index.IcebergMetadataName
 // (which name its reference list). The commit of version v+1 is a
 // create-only object, so the newest is the highest number listed.
 func latest(ctx context.Context, b bucket.Bucket, table string) (int, *metadata, [32]byte, error) {
-	best, err := maintenance.LatestExportVersion(ctx, b, table)
+	best, err := frame.LatestExportVersion(ctx, b, table)
 	if err != nil || best == 0 {
 		return 0, nil, [32]byte{}, err
 	}

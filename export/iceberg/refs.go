@@ -10,25 +10,26 @@ import (
 	"slices"
 
 	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/frame"
 	"github.com/worldfs/worldfs/index"
-	"github.com/worldfs/worldfs/maintenance"
 )
 
 // What collection keeps for an export is data in the bucket, which every
-// collector reads whatever code its program links
-// (maintenance/exportrefs.go): the export registry, and beside each
-// metadata version its reference list. This file writes them, and reads
-// what a version references from its manifests (with iceberg-go) where a
-// version has no list: written by a worldfs before reference lists.
+// collector reads whatever code its program links (the formats are
+// frame/exportrefs.go; maintenance.Collect reads them): the export
+// registry, and beside each metadata version its reference list. This
+// file writes them, and reads what a version references from its
+// manifests (with iceberg-go) where a version has no list: written by a
+// worldfs before reference lists.
 
 // register records the table at loc as exported from the export's world
 // in the registry of world (the exported world, or an ancestor whose
 // files the table names). Registering again is a no-op.
-func register(ctx context.Context, b bucket.Bucket, world string, r maintenance.ExportRegistration) error {
+func register(ctx context.Context, b bucket.Bucket, world string, r frame.ExportRegistration) error {
 	if r.World == world {
 		r.World = "" // the registry's own (as a worldfs before ancestors' registrations wrote it)
 	}
-	name := maintenance.ExportRegistrationName(world, r.Table)
+	name := frame.ExportRegistrationName(world, r.Table)
 	_, err := bucket.CreateOnce(ctx, b, name, r.Encode())
 	if errors.Is(err, bucket.ErrExist) {
 		return nil // registered before, with another base URI
@@ -41,12 +42,12 @@ func register(ctx context.Context, b bucket.Bucket, world string, r maintenance.
 
 // registrations lists the tables exported from world (not those of its
 // forks registered there too).
-func registrations(ctx context.Context, b bucket.Bucket, world string) ([]maintenance.ExportRegistration, error) {
-	regs, err := maintenance.ReadExportRegistrations(ctx, b, world)
+func registrations(ctx context.Context, b bucket.Bucket, world string) ([]frame.ExportRegistration, error) {
+	regs, err := frame.ReadExportRegistrations(ctx, b, world)
 	if err != nil {
 		return nil, err
 	}
-	return slices.DeleteFunc(regs, func(r maintenance.ExportRegistration) bool { return r.World != world }), nil
+	return slices.DeleteFunc(regs, func(r frame.ExportRegistration) bool { return r.World != world }), nil
 }
 
 // commitMetadata creates version v of the table at loc, m, after its
@@ -58,7 +59,7 @@ func commitMetadata(ctx context.Context, b bucket.Bucket, loc string, v int, m *
 	if err != nil {
 		return err
 	}
-	refs := &maintenance.ExportRefs{Table: loc, Version: v, Metadata: sha256.Sum256(data), Objects: objects}
+	refs := &frame.ExportRefs{Table: loc, Version: v, Metadata: sha256.Sum256(data), Objects: objects}
 	if _, err := bucket.CreateOnce(ctx, b, refs.Name(), refs.Encode()); err != nil {
 		if errors.Is(err, bucket.ErrExist) {
 			return fmt.Errorf("the reference list %s of version v%d holds other objects than the version's (damaged? `worldfs optimize` writes it again): %w", refs.Name(), v, ErrCorrupt)
@@ -81,11 +82,11 @@ func listed(ctx context.Context, b bucket.Bucket, loc string, p *previous) ([]st
 	if p == nil || p.m == nil {
 		return nil, nil
 	}
-	r, err := maintenance.ReadExportRefsOf(ctx, b, loc, p.ver, p.sum)
+	r, err := frame.ReadExportRefsOf(ctx, b, loc, p.ver, p.sum)
 	if err == nil {
 		return r.Objects, nil
 	}
-	if !errors.Is(err, maintenance.ErrNoExportRefs) && !errors.Is(err, index.ErrCorrupt) {
+	if !errors.Is(err, frame.ErrNoExportRefs) && !errors.Is(err, index.ErrCorrupt) {
 		return nil, fmt.Errorf("export %s: %w", loc, err)
 	}
 	return referenced(ctx, b, p.base, p.m)
@@ -129,7 +130,7 @@ func referenced(ctx context.Context, b bucket.Bucket, base string, m *metadata) 
 // each table's latest version (not from its reference list): what
 // collection of world must keep.
 func Refs(ctx context.Context, b bucket.Bucket, world string) (map[string]bool, error) {
-	regs, err := maintenance.ReadExportRegistrations(ctx, b, world)
+	regs, err := frame.ReadExportRegistrations(ctx, b, world)
 	if err != nil {
 		return nil, err
 	}
@@ -170,7 +171,7 @@ type ReferenceLists struct {
 // can go on. A dry run counts and writes nothing.
 func WriteReferenceLists(ctx context.Context, b bucket.Bucket, world string, dryRun bool) (ReferenceLists, error) {
 	var res ReferenceLists
-	regs, err := maintenance.ReadExportRegistrations(ctx, b, world)
+	regs, err := frame.ReadExportRegistrations(ctx, b, world)
 	if err != nil {
 		return res, err
 	}
@@ -183,14 +184,14 @@ func WriteReferenceLists(ctx context.Context, b bucket.Bucket, world string, dry
 			continue
 		}
 		res.Tables++
-		_, err = maintenance.ReadExportRefsOf(ctx, b, r.Table, v, sum)
+		_, err = frame.ReadExportRefsOf(ctx, b, r.Table, v, sum)
 		damaged := errors.Is(err, index.ErrCorrupt)
 		switch {
 		case err == nil:
 			continue
 		case damaged:
 			res.Damaged++
-		case errors.Is(err, maintenance.ErrNoExportRefs):
+		case errors.Is(err, frame.ErrNoExportRefs):
 			res.Missing++
 		default:
 			return res, fmt.Errorf("export %s: %w", r.Table, err)
@@ -202,7 +203,7 @@ func WriteReferenceLists(ctx context.Context, b bucket.Bucket, world string, dry
 		if err != nil {
 			return res, fmt.Errorf("export %s: version v%d: %w", r.Table, v, err)
 		}
-		refs := &maintenance.ExportRefs{Table: r.Table, Version: v, Metadata: sum, Objects: objs}
+		refs := &frame.ExportRefs{Table: r.Table, Version: v, Metadata: sum, Objects: objs}
 		if damaged {
 			a, err := b.Stat(ctx, refs.Name())
 			if err != nil {
