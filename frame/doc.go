@@ -31,6 +31,10 @@
 //   - CSV (csv.go): a Parquet file's rows as CSV (WriteCSV), the size of
 //     that rendering a tick fragment's writer records in its footer
 //     (CSVSizeKey, measured by Encode) and its ranged read (ReadCSVSize).
+//   - What exports reference (exportrefs.go): the export registry's
+//     records (ExportRegistration) and each exported table version's
+//     reference list (ExportRefs), which an export writes and collection
+//     reads, so that every collector keeps what an export names.
 //
 // It knows the catalog (package index) only for the paths and errors it
 // names; it knows no worlds, ticks in flight, DuckDB or FUSE.

@@ -236,6 +236,15 @@ func ParseIcebergMetadataName(loc, name string) (int, bool) {
 	return n, true
 }
 
+// IcebergRefsName is the reference list of version v of a table's
+// metadata (every bucket object its live snapshots reference, which
+// collection keeps), named by hex (a hash of the version's bytes, so
+// that a racing export's list for the same version number has a name of
+// its own). It is not a name Hadoop catalogs take for a version.
+func IcebergRefsName(loc string, v int, hex string) string {
+	return fmt.Sprintf("%s/metadata/v%d-%s.refs", loc, v, hex)
+}
+
 // IcebergManifestName is the manifest of snapshot snap of a table.
 func IcebergManifestName(loc string, snap int64) string {
 	return fmt.Sprintf("%s/metadata/%016x-m0.avro", loc, uint64(snap))

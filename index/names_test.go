@@ -63,6 +63,7 @@ func TestBucketLayoutIsPinned(t *testing.T) {
 		{ExportRegistryName("w", "ab"), "export/registry/w/ab.json"},
 		{IcebergTable(IcebergPrefix("w", "main"), "particle"), "export/iceberg/w/main/particle"},
 		{IcebergMetadataName("L", 3), "L/metadata/v3.metadata.json"},
+		{IcebergRefsName("L", 3, "ab"), "L/metadata/v3-ab.refs"},
 		{IcebergManifestName("L", 0x2a), "L/metadata/000000000000002a-m0.avro"},
 		{IcebergManifestListName("L", 0x2a), "L/metadata/snap-000000000000002a.avro"},
 		{IcebergKeptName("L", "ab"), "L/data/keep-ab.parquet"},
@@ -92,7 +93,7 @@ func TestBucketLayoutIsPinned(t *testing.T) {
 	if v, ok := ParseIcebergMetadataName("L", IcebergMetadataName("L", 12)); !ok || v != 12 || !strings.HasPrefix(IcebergMetadataName("L", 12), IcebergMetadataPrefix("L")) {
 		t.Errorf("ParseIcebergMetadataName(IcebergMetadataName(12)) = %d, %v", v, ok)
 	}
-	for _, bad := range []string{"L/metadata/v0.metadata.json", "L/metadata/vx.metadata.json", "L/metadata/snap-1.avro"} {
+	for _, bad := range []string{"L/metadata/v0.metadata.json", "L/metadata/vx.metadata.json", "L/metadata/snap-1.avro", IcebergRefsName("L", 3, "ab")} {
 		if _, ok := ParseIcebergMetadataName("L", bad); ok {
 			t.Errorf("ParseIcebergMetadataName took %q", bad)
 		}

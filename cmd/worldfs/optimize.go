@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/export/iceberg"
 	"github.com/worldfs/worldfs/frame"
 	"github.com/worldfs/worldfs/index"
 	"github.com/worldfs/worldfs/internal/progress"
@@ -26,7 +27,7 @@ func optimizeCmd() command {
 	var asJSON, dryRun *bool
 	return command{
 		name:    "optimize",
-		summary: "compact a world's small fragments into large files (readers switch at once; safe beside a live writer), give compacted files written before tick indexes theirs, and write the summaries of compacted history the views plan from",
+		summary: "compact a world's small fragments into large files (readers switch at once; safe beside a live writer), give compacted files written before tick indexes theirs, write the summaries of compacted history the views plan from, and the reference lists of exports an older worldfs wrote (collection keeps what they name)",
 		example: "worldfs optimize --bucket ./worldfs-data --world w1 --run main",
 		flags: func(fs *flag.FlagSet) {
 			url = bucketFlag(fs)
@@ -37,7 +38,7 @@ func optimizeCmd() command {
 			workers = fs.Int("workers", 0, "files rewritten at once (default: the number of CPUs)")
 			targetRows = fs.Int64("target-rows", 1<<20, "most rows in one compacted file")
 			asJSON = fs.Bool("json", false, "print the result as JSON")
-			dryRun = fs.Bool("dry-run", false, "count the compacted files without a tick index (and damaged indexes); compact and write nothing")
+			dryRun = fs.Bool("dry-run", false, "count the compacted files without a tick index (and damaged indexes) and the exports without a reference list; compact and write nothing")
 		},
 		run: func(ctx context.Context, _ *flag.FlagSet, _ []string, out io.Writer) error {
 			if *world == "" {
@@ -64,6 +65,13 @@ func optimizeCmd() command {
 				if err := checkTables(ctx, b, *world, opts.Tables); err != nil {
 					return err
 				}
+			}
+			// First (once the options are checked) the reference lists of exports an older worldfs
+			// wrote (or damaged ones): collection deletes nothing of the
+			// world while one is missing.
+			refs, err := iceberg.WriteReferenceLists(ctx, b, *world, false)
+			if err != nil {
+				return fmt.Errorf("world %s: the reference lists of its exports: %w", *world, err)
 			}
 			status := progress.New(os.Stderr)
 			var plan windowsSeen
@@ -101,7 +109,7 @@ func optimizeCmd() command {
 				if err := json.NewEncoder(out).Encode(map[string]any{"world": *world, "run": *run, "windows": res.Windows, "summaries_written": sidecars.Summaries, "token_filters_written": sidecars.TokenFilters,
 					"fact_shards": res.Facts, "refused": res.Refused, "files": res.Files, "files_replaced": res.FilesIn,
 					"rows": res.Rows, "bytes_read": res.BytesIn, "bytes_written": res.BytesOut, "tick_index_bytes": res.IndexBytes + xres.Bytes,
-					"tick_indexes_written": xres.Written, "tick_indexes_damaged": len(xres.Damaged), "seconds": secs,
+					"tick_indexes_written": xres.Written, "tick_indexes_damaged": len(xres.Damaged), "export_reference_lists_written": refs.Written, "seconds": secs,
 					"files_per_second": float64(res.FilesIn) / secs, "mb_per_second": float64(res.BytesIn) / 1e6 / secs}); err != nil {
 					return err
 				}
@@ -124,6 +132,9 @@ func optimizeCmd() command {
 			}
 			if xres.Written > 0 {
 				fmt.Fprintf(out, "; %d compacted files written before tick indexes given theirs (%d ticks, %s)", xres.Written, xres.Ticks, mib(xres.Bytes))
+			}
+			if refs.Written > 0 {
+				fmt.Fprintf(out, "; %d export reference lists written (%d missing, %d damaged)", refs.Written, refs.Missing, refs.Damaged)
 			}
 			fmt.Fprintln(out)
 			return xerr
@@ -195,10 +206,15 @@ func tickIndexesDryRun(ctx context.Context, b bucket.Bucket, cat *index.Catalog,
 	if err != nil && len(res.Damaged) == 0 {
 		return err
 	}
+	refs, rerr := iceberg.WriteReferenceLists(ctx, b, world, true)
+	if rerr != nil {
+		return fmt.Errorf("world %s: the reference lists of its exports: %w", world, rerr)
+	}
 	if asJSON {
 		if err := json.NewEncoder(out).Encode(map[string]any{"world": world, "run": run, "dry_run": true, "compacted_files": res.Files,
 			"tick_indexes_missing": res.Missing, "tick_indexes_damaged": len(res.Damaged), "tick_indexes_foreign": len(res.Foreign),
-			"summaries_missing": sidecars.Summaries, "token_filters_missing": sidecars.TokenFilters}); err != nil {
+			"summaries_missing": sidecars.Summaries, "token_filters_missing": sidecars.TokenFilters,
+			"export_reference_lists_missing": refs.Missing, "export_reference_lists_damaged": refs.Damaged}); err != nil {
 			return err
 		}
 		return err
@@ -207,6 +223,9 @@ func tickIndexesDryRun(ctx context.Context, b bucket.Bucket, cat *index.Catalog,
 		world, run, res.Files, res.Missing, sidecars.Summaries, sidecars.TokenFilters)
 	if len(res.Foreign) > 0 {
 		fmt.Fprintf(out, "; %d with one another build wrote (left)", len(res.Foreign))
+	}
+	if refs.Missing+refs.Damaged > 0 {
+		fmt.Fprintf(out, "; %d exported tables whose latest version has no reference list, %d a damaged one (optimize writes them; collection deletes nothing of the world until then)", refs.Missing, refs.Damaged)
 	}
 	fmt.Fprintln(out)
 	return err

@@ -178,3 +178,31 @@ func TestOptimizeSaysWhyItCompactedNothing(t *testing.T) {
 		t.Fatalf("--recent -1: exit %d, %q", code, stderr)
 	}
 }
+
+// worldfs optimize writes the reference list an export's latest version
+// lacks (written by a worldfs before reference lists; --dry-run counts
+// them and writes none), byte for byte as the export wrote it. Without
+// it, gc deletes nothing of the world and names the export and optimize.
+func TestOptimizeWritesMissingExportReferenceLists(t *testing.T) {
+	dir := optimizedWorld(t, "--recent", "8")
+	if code, out, stderr := cli(t, "export", "iceberg", "--bucket", dir, "--world", "w"); code != 0 {
+		t.Fatalf("export: exit %d\n%s%s", code, out, stderr)
+	}
+	written := optimizeRefills(t, dir, ".refs", "export_reference_lists")
+	for p := range written {
+		if err := os.Remove(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gc := []string{"gc", "--bucket", dir, "--world", "w", "--retention", "1ms", "--unsafe-retention"}
+	code, out, stderr := cli(t, gc...)
+	if code != exitFailed || !strings.Contains(stderr, "has no reference list") || !strings.Contains(stderr, "worldfs optimize --world w") || strings.Contains(out, "deleted") {
+		t.Fatalf("gc without the exports' reference lists: exit %d; want 1, nothing deleted, naming optimize\n%s%s", code, out, stderr)
+	}
+	if code, out, stderr := cli(t, "optimize", "--bucket", dir, "--world", "w"); code != 0 || !strings.Contains(out, "export reference lists written") {
+		t.Fatalf("optimize: exit %d\n%s%s", code, out, stderr)
+	}
+	if code, out, stderr := cli(t, gc...); code != 0 {
+		t.Fatalf("gc once optimize wrote the lists: exit %d\n%s%s", code, out, stderr)
+	}
+}

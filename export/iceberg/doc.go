@@ -10,15 +10,21 @@
 // writes only under its prefix (DefaultPrefix:
 // export/iceberg/<world>/<run>/<table>/) and records each table under
 // RegistryPrefix (export/registry/<world>/), so that collection finds every
-// export of a world. Each table commits alone by creating its next
-// metadata version, create-only like a log slot: a crash or a race leaves
-// the previous version current.
+// export of a world (and of each ancestor whose files a fork's export
+// names). Each table commits alone by creating its next metadata version,
+// create-only like a log slot, after the version's reference list (every
+// object its live snapshots reference, which every collector reads from
+// the bucket: frame/exportrefs.go): a crash or a race leaves the
+// previous version current. An export in flight holds an intent on the
+// catalogs it reads (see Export).
 //
 // An export after the first is incremental when the catalog's change feed
 // shows only later ticks since the previous snapshot (incremental.go);
-// Follow keeps an export trailing the head. Refs names every object a live
-// snapshot references, which collection keeps; Expire drops old snapshots
-// so that collection may reclaim what only they named.
+// Follow keeps an export trailing the head. Expire drops old snapshots so
+// that collection may reclaim what only they named; WriteReferenceLists
+// writes the lists versions an older worldfs wrote lack (worldfs
+// optimize calls it), and Refs reads what the snapshots reference from
+// their manifests.
 //
 // The bucket layout and the rule that no maintenance deletes what a live
 // export names are in docs/ARCHITECTURE.md.

@@ -39,7 +39,7 @@ func Expire(ctx context.Context, b bucket.Bucket, opts Options, before time.Time
 		if !strings.HasPrefix(r.Table, opts.Prefix+"/") {
 			continue
 		}
-		ver, m, err := latest(ctx, b, r.Table)
+		ver, m, _, err := latest(ctx, b, r.Table)
 		if err != nil {
 			return out, fmt.Errorf("export %s: %w", r.Table, err)
 		}
@@ -68,7 +68,13 @@ func Expire(ctx context.Context, b bucket.Bucket, opts Options, before time.Time
 			next.MetadataLog = append(append([]metadataLog(nil), m.MetadataLog...),
 				metadataLog{TimestampMs: m.LastUpdatedMs, MetadataFile: r.Base + metadataName(r.Table, ver)})
 			next.LastUpdatedMs = m.LastUpdatedMs + 1
-			if err := commitMetadata(ctx, b, r.Table, ver+1, &next); err != nil {
+			// Fewer snapshots reference fewer objects: the new version's
+			// list is read from the manifests of those it keeps.
+			objects, err := referenced(ctx, b, r.Base, &next)
+			if err != nil {
+				return out, fmt.Errorf("export %s: %w", r.Table, err)
+			}
+			if err := commitMetadata(ctx, b, r.Table, ver+1, &next, objects); err != nil {
 				return out, err
 			}
 			ex.Metadata = r.Base + metadataName(r.Table, ver+1)

@@ -6,7 +6,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -14,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	ice "github.com/apache/iceberg-go"
 	"github.com/google/uuid"
@@ -26,6 +26,9 @@ import (
 
 // Failpoints of an export, for crash tests.
 const (
+	// FailpointPlanned: the export holds its intents and planned every
+	// table from the catalog; it has written nothing yet.
+	FailpointPlanned = "export.iceberg.planned"
 	// FailpointWritten: a table's manifests and manifest list are written,
 	// its new metadata version is not.
 	FailpointWritten = "export.iceberg.written"
@@ -59,6 +62,11 @@ type Options struct {
 	// (default: file://<dir>/ of a local bucket, gs://<bucket>/<prefix> of
 	// a GCS bucket); the metadata names every file by Base + object name.
 	Base string
+	// Catalog is World's catalog, open (index.Open), through which the
+	// export holds an intent while it is in flight (see Export); nil:
+	// Export opens one for the call (a whole load of the catalog). A
+	// program that exports again and again (Follow does) passes one.
+	Catalog *index.Catalog
 }
 
 // DefaultPrefix is where a run's tables are exported unless told.
@@ -110,6 +118,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Base == "" {
 		return fmt.Errorf("export: %w", errNoBase)
+	}
+	if o.Catalog != nil && o.Catalog.World() != o.World {
+		return fmt.Errorf("export: Catalog is world %s's, World is %s", o.Catalog.World(), o.World)
 	}
 	return nil
 }
@@ -175,14 +186,56 @@ type TableResult struct {
 // snapshot of its visible rows: a new metadata version when the visible
 // files changed since the table's last export, nothing otherwise. Each
 // table commits alone, by creating its next metadata version (create-only,
-// like a log slot): a crash or a race leaves the previous version current
-// and valid.
+// like a log slot), after the version's reference list (what collection
+// keeps for it, frame/exportrefs.go): a crash or a race leaves the
+// previous version current and valid.
+//
+// An export in flight is kept by an intent (invariant 16), on the
+// catalog of the world and of each ancestor it reads, opened before it
+// plans and closed once every table's version landed. No collector
+// deletes a file the plan names, whatever the retention, for collection
+// (maintenance.Collect) lists a world's data objects, then reads its
+// catalog state S exactly, then reads the export registry and each
+// registered table's latest version and reference list, and deletes only
+// what is listed, not named by S, not pinned by an intent open in S and
+// in none of those lists. The export opens intent I at sequence i, plans
+// from a state P at or after i (so every file f it plans is named at
+// P), registers its tables, writes each table's reference list (the
+// previous version's list and the files of the new snapshot) before the
+// version, and closes I. For a file f the plan names:
+//
+//   - I not yet open in S (S before i): if S names f it stays; if not, f
+//     was first named after S (a replaced file is never named again:
+//     fragments carry their tick's token, compacted files their
+//     compaction's intent), so f was a commit in flight when S was read,
+//     which the catalog keeps by its own writer's token or intent.
+//   - I open in S: if S names f it stays; if not, either f was first named
+//     after S (as above) or an entry after P replaced it, at a sequence
+//     past i, which I's pin keeps (index.State.PinSeq).
+//   - I closed in S: the close came after the version and its reference
+//     list, and after the registration, so the collector, reading the
+//     registry after S, finds that version or a later one: the version's
+//     list holds f; a later one (another export, or Expire) holds every
+//     file of the snapshots it keeps, f among them while a snapshot that
+//     names f is live.
+//
+// The files a new version carries over from the previous snapshot (an
+// incremental export does not plan them) are in the previous version's
+// list and in the new one's, whichever the collector reads. An intent
+// whose lease ended is closed by collection: the export renews it before
+// each commit and refuses to commit once it is closed.
 func Export(ctx context.Context, b bucket.Bucket, opts Options) (*Result, error) {
 	opts, err := ready(b, opts)
 	if err != nil {
 		return nil, err
 	}
-	e := &exporter{b: b, opts: opts}
+	e := &exporter{b: b, opts: opts, cat: opts.Catalog, held: map[string]*index.HeldIntent{}, cats: map[string]*index.Catalog{}}
+	defer e.release(ctx)
+	if e.cat == nil {
+		if e.cat, err = e.catalog(ctx, opts.World); err != nil {
+			return nil, err
+		}
+	}
 	for attempt := 0; ; attempt++ {
 		res, err := e.export(ctx)
 		switch {
@@ -204,10 +257,18 @@ func (e *exporter) export(ctx context.Context) (*Result, error) {
 	names := slices.Sorted(maps.Keys(e.tables))
 	// Every table is registered before any commits, so that a table whose
 	// first export a crash cut short is found (and planned in full) next
-	// time.
+	// time, and so that collection keeps what its versions reference: in
+	// the world's registry, and in that of each ancestor whose files the
+	// export may name (each time: an export written before ancestors'
+	// registrations gets them).
 	for _, name := range names {
-		if loc := e.loc(name); e.prevs[loc] == nil {
-			if err := register(ctx, e.b, opts.World, loc, opts.Base); err != nil {
+		loc := e.loc(name)
+		r := frame.ExportRegistration{Table: loc, Base: opts.Base, World: opts.World}
+		for w := range e.seqs {
+			if w == opts.World && e.prevs[loc] != nil {
+				continue
+			}
+			if err := register(ctx, e.b, w, r); err != nil {
 				return res, err
 			}
 		}
@@ -225,6 +286,9 @@ func (e *exporter) export(ctx context.Context) (*Result, error) {
 		if e.tables[name] != nil {
 			continue
 		}
+		if err := e.upgrade(ctx, loc); err != nil {
+			return res, fmt.Errorf("world %s run %s: table %s: %w", opts.World, opts.Run, name, err)
+		}
 		p := e.prevs[loc]
 		s := p.m.current()
 		tot := totalsOf(s)
@@ -240,6 +304,12 @@ func (e *exporter) loc(table string) string { return index.IcebergTable(e.opts.P
 type exporter struct {
 	b    bucket.Bucket
 	opts Options
+	cat  *index.Catalog // the world's
+
+	// held: the intents the export holds, by world; cats: the catalogs it
+	// opened (the world's, unless given, and its ancestors'), by world.
+	held map[string]*index.HeldIntent
+	cats map[string]*index.Catalog
 
 	// Set by plan.
 	own  *index.State
@@ -281,21 +351,11 @@ type stampSet map[stamp]bool
 
 func (s stampSet) Publishes(tick int64, token string) bool { return s[stamp{tick, token}] }
 
-// planWhole, set by tests, plans every export from the whole state: the
-// reference an export planned from a state loaded in part must equal.
-var planWhole bool
-
-// plan reads the catalog and plans the export: from the world's state
-// loaded in part when the export can be incremental (planIncremental),
-// else from the whole state.
+// plan plans the export from the world's catalog, read at or after the
+// intent the export holds on it (see Export), and its ancestors' (each
+// read the same way).
 func (e *exporter) plan(ctx context.Context) error {
-	_, named := index.TokenTick(e.opts.Token)
-	if !e.opts.Full && (e.opts.Token == "" || named) && !planWhole {
-		if ok, err := e.planIncremental(ctx); ok || err != nil {
-			return err
-		}
-	}
-	own, _, err := index.Load(ctx, e.b, e.opts.World)
+	own, err := e.state(ctx, e.opts.World)
 	if err != nil {
 		return err
 	}
@@ -317,67 +377,70 @@ func (e *exporter) plan(ctx context.Context) error {
 		}
 	}
 	e.markIncremental()
+	failpoint.Hit(FailpointPlanned)
 	return nil
 }
 
-// planIncremental plans an export that appends the ticks since the
-// tables' previous snapshots from the world's state loaded in part
-// (index.LoadFor): the checkpoint's world, runs and claims, the tick
-// shard of the pinned tick (the head's, unpinned) and the log after the
-// checkpoint; then, once the previous snapshots and the change feed say
-// which ticks are new, the shards holding those. The rest of the history
-// is not read: the export's cost is what it appends. ok false: the
-// export must be planned from the whole state (a world without a
-// checkpoint, a first export, a table new or disrupted since). A fork's
-// ancestors are loaded whole.
-func (e *exporter) planIncremental(ctx context.Context) (bool, error) {
-	run := e.opts.Run
-	want := index.Want{Run: run, From: 1, To: 0, Head: true, CheckpointOnly: true}
-	if at := e.opts.AtTick; at != nil {
-		want = index.Want{Run: run, From: *at, To: *at, CheckpointOnly: true}
-	}
-	token := e.opts.Token // one that names its tick (index.TokenTick)
-	if token != "" {
-		want = index.Want{Run: run, From: 1, To: 0, Token: token, CheckpointOnly: true}
-	}
-	p, _, err := index.LoadFor(ctx, e.b, e.opts.World, want)
-	if err != nil || p == nil || !p.World().Created {
-		return false, err
-	}
-	if token != "" {
-		// The tick it names is not the token's (or the world's own):
-		// only the whole state tells where the token is.
-		_, ok, err := p.TickByToken(run, token)
-		if errors.Is(err, index.ErrNotLoaded) || err == nil && !ok {
-			return false, nil
+// state returns world's catalog state, exactly, read after the export's
+// intent on it opened (opening the catalog and the intent the first
+// time). A world that does not exist gets no intent: its state says so.
+func (e *exporter) state(ctx context.Context, world string) (*index.State, error) {
+	cat := e.cat
+	if world != e.opts.World {
+		if cat = e.cats[world]; cat == nil {
+			var err error
+			if cat, err = e.catalog(ctx, world); err != nil {
+				return nil, err
+			}
 		}
+	}
+	if e.held[world] == nil {
+		s, err := cat.Exact(ctx)
+		if err != nil || !s.World.Created {
+			return s, err
+		}
+		in, err := cat.OpenIntent(ctx, fmt.Sprintf("export of world %s run %s to %s", e.opts.World, e.opts.Run, e.opts.Prefix), 0)
 		if err != nil {
-			return false, err
+			return nil, err
+		}
+		e.held[world] = in
+	}
+	return cat.Exact(ctx)
+}
+
+// catalog opens world's catalog for the export (closed by release).
+func (e *exporter) catalog(ctx context.Context, world string) (*index.Catalog, error) {
+	cat, err := index.Open(ctx, e.b, world, index.Options{NoCompactor: true})
+	if err != nil {
+		return nil, err
+	}
+	e.cats[world] = cat
+	return cat, nil
+}
+
+// renew renews the export's intents before a commit: it fails if one was
+// closed (its lease ended), for the files it kept may be gone.
+func (e *exporter) renew(ctx context.Context) error {
+	for _, in := range e.held {
+		if err := in.Renew(ctx); err != nil {
+			return fmt.Errorf("the export's intent: %w", err)
 		}
 	}
-	own := p.State()
-	if err := e.open(ctx, own); err != nil {
-		return false, err
+	return nil
+}
+
+// release closes the export's intents, then the catalogs it opened. A
+// close that fails leaves the intent to its lease: collection keeps more
+// until then, and nothing else.
+func (e *exporter) release(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	for _, in := range e.held {
+		_ = in.Close(ctx)
 	}
-	from, err := e.frontier(ctx)
-	if err != nil || from == math.MinInt64 {
-		return false, err
+	for _, cat := range e.cats {
+		cat.Close()
 	}
-	// The new ticks, and the evaluation receipts (planned in full).
-	if err := p.Load(ctx, index.Want{Run: run, From: from, To: e.pin.Tick.Tick}); err != nil {
-		return false, err
-	}
-	if err := p.Load(ctx, index.Want{Run: index.EvaluationRun, From: math.MinInt64, To: math.MaxInt64}); err != nil {
-		return false, err
-	}
-	if err := e.planFiles(ctx, own, from); err != nil {
-		return false, err
-	}
-	if e.newTable() {
-		return false, nil
-	}
-	e.markIncremental()
-	return true, nil
 }
 
 // open resolves the view of the export's world and run over own (the
@@ -396,12 +459,11 @@ func (e *exporter) open(ctx context.Context, own *index.State) error {
 		return fmt.Errorf("world %s: %w", world, ErrNotFound)
 	}
 	e.own, e.seq = own, own.Seq
-	load := index.LoadFrom(e.b)
 	view, err := index.OpenView(ctx, func(ctx context.Context, w string) (*index.State, error) {
 		if w == world {
 			return own, nil
 		}
-		return load(ctx, w)
+		return e.state(ctx, w)
 	}, world, run)
 	if err != nil {
 		return err
@@ -554,9 +616,19 @@ func (e *exporter) tableOnce(ctx context.Context, t *table, loc string) (TableRe
 		tr.Rows += x.want[u].rows
 	}
 	tr.Added, tr.Removed = len(x.added), len(x.removed)
-	if x.prevSnap != nil && len(x.added) == 0 && len(x.removed) == 0 && x.prevSnap.SchemaID == x.sc.ID && (t.inc || !e.stale(x.prevSnap)) {
+	same := x.prevSnap != nil && len(x.added) == 0 && len(x.removed) == 0 && x.prevSnap.SchemaID == x.sc.ID
+	if same && !t.inc {
+		stale, err := e.stale(ctx, x.prevSnap)
+		if err != nil {
+			return tr, err
+		}
+		same = !stale
+	}
+	if same {
 		tr.Metadata, tr.Version, tr.SnapshotID = e.uri(metadataName(loc, x.ver)), x.ver, x.prevSnap.SnapshotID
-		return tr, nil // already exported as it is
+		// Already exported as it is; a version an older worldfs wrote
+		// gets the reference list it lacks.
+		return tr, e.upgrade(ctx, loc)
 	}
 	e.identify(x)
 	tr.SnapshotID = x.snapID
@@ -567,13 +639,53 @@ func (e *exporter) tableOnce(ctx context.Context, t *table, loc string) (TableRe
 	op, summary := e.summary(x, tr.Rows)
 	tr.Operation = op
 	next := e.nextMetadata(x, listName, summary)
+	// The new version's live snapshots are the previous version's and
+	// the new one: what the previous version references and the new
+	// snapshot's files (an incremental snapshot's others are the
+	// previous one's).
+	objects, err := listed(ctx, e.b, loc, e.prevs[loc])
+	if err != nil {
+		return tr, err
+	}
+	for _, u := range x.uris {
+		obj, err := e.objectOf(u)
+		if err != nil {
+			return tr, err
+		}
+		objects = append(objects, obj)
+	}
 	failpoint.Hit(FailpointWritten)
-	if err := e.commit(ctx, loc, x.ver+1, &next); err != nil {
+	if err := e.renew(ctx); err != nil {
+		return tr, err
+	}
+	if err := commitMetadata(ctx, e.b, loc, x.ver+1, &next, objects); err != nil {
 		return tr, err
 	}
 	failpoint.Hit(FailpointCommitted)
 	tr.Metadata, tr.Version = e.uri(metadataName(loc, x.ver+1)), x.ver+1
 	return tr, nil
+}
+
+// upgrade writes the reference list of the table's latest version if it
+// has none (an older worldfs wrote the version), from its manifests.
+func (e *exporter) upgrade(ctx context.Context, loc string) error {
+	p := e.prevs[loc]
+	if p == nil || p.m == nil {
+		return nil
+	}
+	_, err := frame.ReadExportRefsOf(ctx, e.b, loc, p.ver, p.sum)
+	if !errors.Is(err, frame.ErrNoExportRefs) {
+		return nil // there, or damaged: collection says so, and optimize writes it again
+	}
+	objects, err := referenced(ctx, e.b, p.base, p.m)
+	if err != nil {
+		return err
+	}
+	refs := &frame.ExportRefs{Table: loc, Version: p.ver, Metadata: p.sum, Objects: objects}
+	if _, err := bucket.CreateOnce(ctx, e.b, refs.Name(), refs.Encode()); err != nil {
+		return fmt.Errorf("writing the reference list %s: %w", refs.Name(), err)
+	}
+	return nil
 }
 
 // tableExport is one attempt at exporting a table: the version it builds
@@ -906,27 +1018,6 @@ func (e *exporter) nextMetadata(x *tableExport, listName string, summary map[str
 	next.Properties["worldfs.run"] = e.opts.Run
 	next.Properties["worldfs.table"] = x.t.name
 	return next
-}
-
-// commit creates version v of the table's metadata: the export's one
-// commit point.
-func (e *exporter) commit(ctx context.Context, loc string, v int, m *metadata) error {
-	return commitMetadata(ctx, e.b, loc, v, m)
-}
-
-func commitMetadata(ctx context.Context, b bucket.Bucket, loc string, v int, m *metadata) error {
-	data, err := json.MarshalIndent(m, "", "  ")
-	if err != nil {
-		return err
-	}
-	name := metadataName(loc, v)
-	if _, err := bucket.CreateOnce(ctx, b, name, data); err != nil {
-		if errors.Is(err, bucket.ErrExist) {
-			return fmt.Errorf("%s: %w", name, ErrRace)
-		}
-		return fmt.Errorf("committing %s: %w", name, err)
-	}
-	return nil
 }
 
 func newMetadata(location string) metadata {

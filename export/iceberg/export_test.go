@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	iofs "io/fs"
@@ -33,7 +34,9 @@ import (
 	"github.com/worldfs/worldfs/engine/enginetest"
 	"github.com/worldfs/worldfs/engine/particles"
 	"github.com/worldfs/worldfs/export/iceberg"
+	"github.com/worldfs/worldfs/frame"
 	"github.com/worldfs/worldfs/index"
+	"github.com/worldfs/worldfs/internal/crashtest"
 	"github.com/worldfs/worldfs/maintenance"
 	wsql "github.com/worldfs/worldfs/sql"
 )
@@ -379,7 +382,24 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	crashtest.Main(m, map[string]crashtest.Func{"export": exportChild})
+}
+
+// exportChild exports world args[1] of the bucket in directory args[0]
+// and prints the result as JSON.
+func exportChild(args []string) int {
+	b, err := local.Open(args[0])
+	if err == nil {
+		var res *iceberg.Result
+		if res, err = iceberg.Export(context.Background(), b, iceberg.Options{World: args[1]}); err == nil {
+			err = json.NewEncoder(os.Stdout).Encode(res)
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
 }
 
 func small(t *testing.T, b bucket.Bucket, last int64) {
@@ -492,8 +512,13 @@ func TestExportIsDeterministic(t *testing.T) {
 }
 
 // Collection keeps every file a live export snapshot names, even replaced
-// by compaction past the retention; once the snapshot expires, it goes.
-// Export metadata collection cannot read fails collection closed.
+// by compaction past the retention, by the reference list of the
+// export's latest version, which names exactly what the snapshots'
+// manifests name; once the snapshot expires (a new version, a smaller
+// list), what only it named goes. A reference list damaged, missing
+// (written by an older worldfs) or not readable at all stops collection
+// of the world's data, saying why; optimize's upgrade, or an export
+// again, writes it.
 func TestCollectionKeepsExportedFiles(t *testing.T) {
 	b, _ := local.Open(t.TempDir())
 	small(t, b, 100)
@@ -506,50 +531,118 @@ func TestCollectionKeepsExportedFiles(t *testing.T) {
 		t.Fatalf("after compaction: %+v", table_(second, "particle"))
 	}
 	later := func() time.Time { return time.Now().Add(30 * 24 * time.Hour) }
-	gc := func() maintenance.CollectResult {
+	collect := func() (maintenance.CollectResult, error) {
 		t.Helper()
 		cat, err := index.Open(ctxT(t), b, "w", index.Options{NoCompactor: true})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer cat.Close()
-		res, err := maintenance.Collect(ctxT(t), b, cat, maintenance.CollectOptions{Now: later})
+		return maintenance.Collect(ctxT(t), b, cat, maintenance.CollectOptions{Now: later})
+	}
+	gc := func() maintenance.CollectResult {
+		t.Helper()
+		res, err := collect()
 		if err != nil {
 			t.Fatal(err)
 		}
 		return res
 	}
+	// The lists name what the manifests name (iceberg.Refs reads them).
+	sameRefs := func(when string) map[string]bool {
+		t.Helper()
+		refs, err := iceberg.Refs(ctxT(t), b, "w")
+		if err != nil || len(refs) == 0 {
+			t.Fatalf("%s: refs: %d, %v", when, len(refs), err)
+		}
+		listed, err := maintenance.ExportReferences(ctxT(t), b, "w")
+		if err != nil || !maps.Equal(listed, refs) {
+			t.Fatalf("%s: the reference lists name %d objects (%v), the manifests %d", when, len(listed), err, len(refs))
+		}
+		return refs
+	}
 	gc()
 	if got := scanRows(t, fsys, table_(second, "particle").Metadata, table_(first, "particle").SnapshotID); !slices.Equal(got, firstRows) {
 		t.Fatalf("after gc the first export snapshot reads %d rows, held %d", len(got), len(firstRows))
 	}
-	refs, err := iceberg.Refs(ctxT(t), b, "w")
-	if err != nil || len(refs) == 0 {
-		t.Fatalf("refs: %d, %v", len(refs), err)
-	}
+	refs := sameRefs("after the second export")
 	for name := range refs {
 		if _, err := b.Stat(ctxT(t), name); err != nil {
 			t.Fatalf("gc deleted %s, which an export snapshot names: %v", name, err)
 		}
 	}
-	// Expiring the first snapshot lets collection take what only it named.
+	// Expiring the first snapshot writes a version with a smaller list.
 	ex, err := iceberg.Expire(ctxT(t), b, iceberg.Options{World: "w"}, later())
 	if err != nil || len(ex) == 0 || ex[0].Removed != 1 {
 		t.Fatalf("expire: %+v, %v", ex, err)
 	}
+	if after := sameRefs("after expiry"); len(after) >= len(refs) {
+		t.Fatalf("after expiry the exports reference %d objects, before %d", len(after), len(refs))
+	}
+	// The particle table's latest list, damaged: collection deletes
+	// nothing of the world's data, and says which export and what to do.
+	loc := index.IcebergTable(iceberg.DefaultPrefix("w", index.DefaultRun), "particle")
+	v, err := frame.LatestExportVersion(ctxT(t), b, loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := frame.ReadExportRefs(ctxT(t), b, loc, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good, _, _ := b.Get(ctxT(t), list.Name())
+	damaged := slices.Clone(good)
+	damaged[len(damaged)/2] ^= 1
+	buckettest.Replace(t, b, list.Name(), damaged)
+	before := dataObjects(t, b, "w")
+	_, err = collect()
+	if !errors.Is(err, index.ErrCorrupt) || !strings.Contains(err.Error(), "export "+loc) || !strings.Contains(err.Error(), "worldfs optimize --world w") {
+		t.Fatalf("collection with a damaged reference list: %v; want it to fail closed, naming the export and optimize", err)
+	}
+	if after := dataObjects(t, b, "w"); !slices.Equal(after, before) {
+		t.Fatalf("collection with a damaged reference list deleted %d data objects", len(before)-len(after))
+	}
+	// optimize's upgrade writes it again.
+	if up, err := iceberg.WriteReferenceLists(ctxT(t), b, "w", false); err != nil || up.Damaged != 1 || up.Written != 1 {
+		t.Fatalf("writing the damaged list again: %+v, %v", up, err)
+	}
+	// Missing (the version written by an older worldfs): the same, and
+	// an export again (nothing to export) writes it.
+	buckettest.Replace(t, b, list.Name(), nil)
+	if _, err = collect(); !errors.Is(err, frame.ErrNoExportRefs) || !strings.Contains(err.Error(), "worldfs export iceberg --world w") {
+		t.Fatalf("collection without a reference list: %v; want it to fail closed, naming optimize and export", err)
+	}
+	if after := dataObjects(t, b, "w"); !slices.Equal(after, before) {
+		t.Fatalf("collection without a reference list deleted %d data objects", len(before)-len(after))
+	}
+	if res := export(t, b, iceberg.Options{World: "w"}); table_(res, "particle").Operation != "" {
+		t.Fatalf("the export again: %+v; want nothing exported", table_(res, "particle"))
+	}
+	sameRefs("after the list was written again")
 	if res := gc(); res.ByKind[maintenance.KindReplaced] == 0 {
 		t.Fatalf("after the snapshot expired, gc collected no replaced fragment: %+v", res)
 	}
 	same(t, b, fsys, second, nil, nil)
-	// A registered export whose metadata is corrupt stops collection.
+	// A version collection cannot read a list of stops it.
 	if _, err := b.Create(ctxT(t), "export/iceberg/w/main/particle/metadata/v9.metadata.json", []byte("{")); err != nil {
 		t.Fatal(err)
 	}
-	cat, _ := index.Open(ctxT(t), b, "w", index.Options{NoCompactor: true})
-	defer cat.Close()
-	if _, err := maintenance.Collect(ctxT(t), b, cat, maintenance.CollectOptions{Now: later}); !errors.Is(err, index.ErrCorrupt) {
-		t.Fatalf("collection with unreadable export metadata: %v; want it to fail closed", err)
+	if _, err := collect(); !errors.Is(err, frame.ErrNoExportRefs) {
+		t.Fatalf("collection with export metadata it cannot read a list of: %v; want it to fail closed", err)
 	}
+}
+
+// dataObjects lists the names of world's data objects.
+func dataObjects(t *testing.T, b bucket.Bucket, world string) []string {
+	t.Helper()
+	var out []string
+	for a, err := range b.List(ctxT(t), index.DataPrefix(world), "") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, a.Name)
+	}
+	return out
 }
 
 // The same on GCS (the real client against the fake server): gs:// URIs
@@ -823,5 +916,154 @@ func TestExportRefusesHistoryTheCatalogDoesNotName(t *testing.T) {
 	_, err = iceberg.Export(ctxT(t), b, iceberg.Options{World: "bare"})
 	if err == nil || !strings.Contains(err.Error(), "history without manifests (uncoordinated) cannot be exported") {
 		t.Fatalf("export of an uncoordinated world: %v", err)
+	}
+}
+
+// Invariant 16 for an export: an export held between planning its files
+// and committing its metadata, while a compaction replaces every file it
+// planned and collection runs at a retention of a millisecond, commits a
+// version that reads back whole (with iceberg-go): the intent it holds
+// pins what it planned. Once it landed, its reference list keeps them
+// from the next collection. The same for a fork's export, whose
+// parent's files are compacted and collected: it holds an intent on the
+// parent's catalog too.
+func TestCollectionKeepsAnExportInFlight(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		// exported is the world exported, maintained the world whose
+		// files it names that is compacted and collected.
+		exported, maintained string
+		build                func(t *testing.T, b bucket.Bucket)
+	}{
+		{"world", "w", "w", func(t *testing.T, b bucket.Bucket) { small(t, b, 100) }},
+		{"fork", "f", "p", func(t *testing.T, b bucket.Bucket) {
+			enginetest.World(t, b, "p", 100).Close()
+			enginetest.Fork(t, b, "p", "f", 90, 110).Close()
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			b, _ := local.Open(dir)
+			c.build(t, b)
+			cmd := crashtest.Command("export", dir, c.exported)
+			wait, release := crashtest.Hold(t, cmd, iceberg.FailpointPlanned, t.TempDir())
+			p := crashtest.Start(t, cmd)
+			wait()
+			planned := dataObjects(t, b, c.maintained)
+			cat, err := index.Open(ctxT(t), b, c.maintained, index.Options{NoCompactor: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cat.Close()
+			if res, err := maintenance.Compact(ctxT(t), b, cat, maintenance.CompactOptions{Recent: 1, MinFacts: 1}); err != nil || res.Windows == 0 {
+				t.Fatalf("compaction: %+v, %v", res, err)
+			}
+			// Every tick fragment of the window is replaced: only the pin
+			// of the export's intent keeps them from a collection at 1 ms.
+			replaced := unnamed(t, b, cat, planned)
+			collectNow(t, b, cat)
+			release()
+			out, killed := p.Wait()
+			if killed || !p.Cmd.ProcessState.Success() {
+				t.Fatalf("the held export: %v", p.Cmd.ProcessState)
+			}
+			var res iceberg.Result
+			if err := json.Unmarshal(out, &res); err != nil {
+				t.Fatalf("the export printed %q: %v", out, err)
+			}
+			fsys := icebergio.LocalFS{}
+			same(t, b, fsys, &res, nil, nil)
+			refs, err := iceberg.Refs(ctxT(t), b, c.maintained)
+			if err != nil {
+				t.Fatal(err)
+			}
+			kept := slices.DeleteFunc(replaced, func(n string) bool { return !refs[n] })
+			if len(kept) < 64 {
+				t.Fatalf("the export names %d of the files the compaction replaced; want those of every tick of a window", len(kept))
+			}
+			// The intent is closed; the version's reference list keeps them.
+			collectNow(t, b, cat)
+			same(t, b, fsys, &res, nil, nil)
+			for _, name := range kept {
+				if _, err := b.Stat(ctxT(t), name); err != nil {
+					t.Fatalf("%s, which the export names, is gone: %v", name, err)
+				}
+			}
+		})
+	}
+}
+
+// unnamed returns those of names that cat's catalog does not name.
+func unnamed(t *testing.T, b bucket.Bucket, cat *index.Catalog, names []string) []string {
+	t.Helper()
+	s, err := cat.Exact(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := map[string]bool{}
+	if err := s.Fragments("", func(r index.FragmentRef) bool {
+		named[r.Path] = true
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, n := range names {
+		if !named[n] && strings.HasSuffix(n, ".parquet") {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// collectNow collects world w at a retention of a millisecond.
+func collectNow(t *testing.T, b bucket.Bucket, cat *index.Catalog) maintenance.CollectResult {
+	t.Helper()
+	res, err := maintenance.Collect(ctxT(t), b, cat, maintenance.CollectOptions{Retention: time.Millisecond, UnsafeRetention: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// A fork's export names its parent's files in place, up to the fork
+// point: it is registered in the parent's registry too, so the parent's
+// collection keeps them after a compaction of the parent replaced them.
+func TestParentsCollectionKeepsItsForksExport(t *testing.T) {
+	b, _ := local.Open(t.TempDir())
+	enginetest.World(t, b, "p", 100).Close()
+	enginetest.Fork(t, b, "p", "f", 80, 120).Close()
+	res := export(t, b, iceberg.Options{World: "f"})
+	compact(t, b, "p")
+	cat, err := index.Open(ctxT(t), b, "p", index.Options{NoCompactor: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	gc, err := maintenance.Collect(ctxT(t), b, cat, maintenance.CollectOptions{Now: func() time.Time { return time.Now().Add(30 * 24 * time.Hour) }})
+	if err != nil || gc.ByKind[maintenance.KindReplaced] == 0 {
+		t.Fatalf("the parent's collection: %+v, %v; want replaced fragments collected", gc, err)
+	}
+	same(t, b, icebergio.LocalFS{}, res, nil, nil)
+	kept, err := maintenance.ExportReferences(ctxT(t), b, "p")
+	if err != nil || len(kept) == 0 {
+		t.Fatalf("what the parent's collection keeps: %d objects, %v", len(kept), err)
+	}
+}
+
+// An export of an unchanged world writes nothing, planned in full or
+// incrementally: the intents of the exports before it (entries that
+// change no row) neither disrupt an incremental plan nor make a full
+// plan's snapshot stale.
+func TestExportAgainWritesNothing(t *testing.T) {
+	b, _ := local.Open(t.TempDir())
+	small(t, b, 12)
+	for _, full := range []bool{true, true, false, true} {
+		res := export(t, b, iceberg.Options{World: "w", Full: full})
+		for _, tr := range res.Tables {
+			if tr.Version != 1 {
+				t.Fatalf("export again (full %v): table %s: %+v; want nothing written after version 1", full, tr.Table, tr)
+			}
+		}
 	}
 }

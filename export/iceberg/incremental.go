@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/frame"
 	"github.com/worldfs/worldfs/index"
 )
@@ -35,6 +36,10 @@ func seqKey(world string) string { return "worldfs.seq." + world }
 type previous struct {
 	ver int
 	m   *metadata
+	// sum is the sha256 of the version's bytes (which names its reference
+	// list); base the URI its registration says it names objects by.
+	sum  [32]byte
+	base string
 	// last is the tick the current snapshot was planned up to and seqs
 	// the catalog sequences it read; ok when they are recorded and fit
 	// this export (same world and run, a pin not before last).
@@ -55,11 +60,11 @@ func (e *exporter) readPrevious(ctx context.Context) (map[string]*previous, erro
 		if !strings.HasPrefix(r.Table, e.opts.Prefix+"/") || strings.Contains(strings.TrimPrefix(r.Table, e.opts.Prefix+"/"), "/") {
 			continue
 		}
-		ver, m, err := latest(ctx, e.b, r.Table)
+		ver, m, sum, err := latest(ctx, e.b, r.Table)
 		if err != nil {
 			return nil, fmt.Errorf("export %s: %w", r.Table, err)
 		}
-		p := &previous{ver: ver, m: m}
+		p := &previous{ver: ver, m: m, sum: sum, base: r.Base}
 		out[r.Table] = p
 		if m == nil || r.Base != e.opts.Base {
 			continue
@@ -89,16 +94,51 @@ func (e *exporter) readPrevious(ctx context.Context) (map[string]*previous, erro
 // catalog sequences than this export: a full plan that finds its files
 // unchanged still commits a snapshot (a replace of nothing), recording
 // that they are current, so that the next export can be incremental.
-func (e *exporter) stale(s *snapshot) bool {
+// Sequences that differ by intents only (an export's own, a
+// compaction's: they change no row) are the same.
+func (e *exporter) stale(ctx context.Context, s *snapshot) (bool, error) {
 	if s.Summary["worldfs.tick"] != strconv.FormatInt(e.pin.Tick.Tick, 10) {
-		return true
+		return true, nil
 	}
 	for w, seq := range e.seqs {
-		if s.Summary[seqKey(w)] != strconv.FormatUint(seq, 10) {
-			return true
+		was, err := strconv.ParseUint(s.Summary[seqKey(w)], 10, 64)
+		if err != nil || was > seq {
+			return true, nil
+		}
+		if was == seq {
+			continue
+		}
+		quiet, err := onlyIntents(ctx, e.b, w, was+1, seq)
+		if err != nil || !quiet {
+			return true, err
 		}
 	}
-	return false
+	return false, nil
+}
+
+// onlyIntents reports whether world's entries from..to are all intent
+// entries (false if its slots were collected: the feed cannot tell).
+func onlyIntents(ctx context.Context, b bucket.Bucket, world string, from, to uint64) (bool, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for c, err := range index.Changes(ctx, b, world, from, time.Second) {
+		if errors.Is(err, index.ErrResync) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		if c.Seq > to {
+			break
+		}
+		if k := c.Entry.Kind; k != index.KindIntentOpen && k != index.KindIntentClose {
+			return false, nil
+		}
+		if c.Seq == to {
+			break
+		}
+	}
+	return true, nil
 }
 
 // disruption is a change since an export that may change the files of

@@ -3,6 +3,7 @@ package iceberg
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	ice "github.com/apache/iceberg-go"
 
 	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/frame"
 	"github.com/worldfs/worldfs/index"
 )
 
@@ -103,38 +105,31 @@ var ErrCorrupt = fmt.Errorf("iceberg export: %w", index.ErrCorrupt)
 func metadataName(table string, v int) string { return index.IcebergMetadataName(table, v) }
 
 // latest finds the newest metadata version of the table stored under
-// object prefix table (0 and nil: none yet). The commit of version v+1 is a
+// object prefix table (0 and nil: none yet) and the sha256 of its bytes
+// (which name its reference list). The commit of version v+1 is a
 // create-only object, so the newest is the highest number listed.
-func latest(ctx context.Context, b bucket.Bucket, table string) (int, *metadata, error) {
-	best := 0
-	for a, err := range b.List(ctx, index.IcebergMetadataPrefix(table), "") {
-		if err != nil {
-			return 0, nil, err
-		}
-		if n, ok := index.ParseIcebergMetadataName(table, a.Name); ok {
-			best = max(best, n)
-		}
+func latest(ctx context.Context, b bucket.Bucket, table string) (int, *metadata, [32]byte, error) {
+	best, err := frame.LatestExportVersion(ctx, b, table)
+	if err != nil || best == 0 {
+		return 0, nil, [32]byte{}, err
 	}
-	if best == 0 {
-		return 0, nil, nil
-	}
-	m, err := readMetadata(ctx, b, metadataName(table, best))
-	return best, m, err
+	m, sum, err := readMetadata(ctx, b, metadataName(table, best))
+	return best, m, sum, err
 }
 
-func readMetadata(ctx context.Context, b bucket.Bucket, name string) (*metadata, error) {
+func readMetadata(ctx context.Context, b bucket.Bucket, name string) (*metadata, [32]byte, error) {
 	data, _, err := b.Get(ctx, name)
 	if err != nil {
-		return nil, err
+		return nil, [32]byte{}, err
 	}
 	var m metadata
 	if err := json.Unmarshal(data, &m); err != nil || m.FormatVersion != 2 || m.Location == "" {
-		return nil, fmt.Errorf("%s: not format-v2 table metadata (%v): %w", name, err, ErrCorrupt)
+		return nil, [32]byte{}, fmt.Errorf("%s: not format-v2 table metadata (%v): %w", name, err, ErrCorrupt)
 	}
 	if m.CurrentSnapshotID != nil && m.current() == nil {
-		return nil, fmt.Errorf("%s: current snapshot %d is not among its snapshots: %w", name, *m.CurrentSnapshotID, ErrCorrupt)
+		return nil, [32]byte{}, fmt.Errorf("%s: current snapshot %d is not among its snapshots: %w", name, *m.CurrentSnapshotID, ErrCorrupt)
 	}
-	return &m, nil
+	return &m, sha256.Sum256(data), nil
 }
 
 // entry is one live data file of a snapshot, as its manifest holds it.

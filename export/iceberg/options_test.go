@@ -10,6 +10,7 @@ import (
 	"github.com/worldfs/worldfs/bucket/local"
 	"github.com/worldfs/worldfs/bucket/mem"
 	"github.com/worldfs/worldfs/export/iceberg"
+	"github.com/worldfs/worldfs/index"
 )
 
 // Bad options are refused before anything is read, by an error that names
@@ -18,6 +19,11 @@ func TestOptionsRefusedNamingTheField(t *testing.T) {
 	ctx := context.Background()
 	b := mem.New(mem.Options{})
 	tick := int64(3)
+	other, err := index.Open(ctx, b, "other", index.Options{NoCompactor: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
 	for _, c := range []struct {
 		opts iceberg.Options
 		want string
@@ -28,6 +34,7 @@ func TestOptionsRefusedNamingTheField(t *testing.T) {
 		{iceberg.Options{World: "w", AtTick: &tick, Token: "tok", Base: "file:///x/"}, `AtTick 3 and Token "tok"`},
 		{iceberg.Options{World: "w", Prefix: "../up", Base: "file:///x/"}, `Prefix "../up"`},
 		{iceberg.Options{World: "w"}, "no URI is known for bucket mem"},
+		{iceberg.Options{World: "w", Base: "file:///x/", Catalog: other}, "Catalog is world other's, World is w"},
 	} {
 		if _, err := iceberg.Export(ctx, b, c.opts); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("Export(%+v): %v; want an error saying %q", c.opts, err, c.want)
