@@ -52,7 +52,7 @@ func TestEveryPointFormResolvesToItsTick(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ticks := wsql.ViewTicks(index.OwnView(st, "main"), 1<<62)
+	ticks := index.ViewTicks(index.OwnView(st, "main"), 1<<62)
 
 	const none = -1 // an instant before the first tick: no tick
 	for _, c := range []struct {
@@ -69,7 +69,7 @@ func TestEveryPointFormResolvesToItsTick(t *testing.T) {
 		{"-1m", 5}, {"-6m", 2}, {"-5m30s", 3}, {"-5m31s", 2}, {"5 minutes ago", 4}, {"5m ago", 4}, {"2h ago", none},
 		{"1 hour ago", none}, {"0.1h ago", 2}, {"now", 5}, {" now ", 5},
 	} {
-		m, err := wsql.ParseMoment(c.point, now)
+		m, err := index.ParseMoment(c.point, now)
 		if err != nil {
 			t.Errorf("%q: %v", c.point, err)
 			continue
@@ -106,14 +106,14 @@ func TestEveryPointFormResolvesToItsTick(t *testing.T) {
 		{"yesterday", `"yesterday" is not a point: give a tick (170), head, head~10`}, {"10:61", "is not a point"}, {"2026-13-01", "is not a point"},
 		{"-1 fortnight", "is not a point"}, {"99999999999999999999", "a tick number is at most"},
 	} {
-		if _, err := wsql.ParseMoment(c.point, now); err == nil || !strings.Contains(err.Error(), c.says) {
+		if _, err := index.ParseMoment(c.point, now); err == nil || !strings.Contains(err.Error(), c.says) {
 			t.Errorf("%q: %v; want an error saying %q", c.point, err, c.says)
 		}
 	}
 	for _, c := range []struct{ point, says string }{
 		{"head~6", "head~6 is before the first tick: the run's ticks are 0..5"}, {token(9), "names no visible tick"},
 	} {
-		m, err := wsql.ParseMoment(c.point, now)
+		m, err := index.ParseMoment(c.point, now)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -123,11 +123,11 @@ func TestEveryPointFormResolvesToItsTick(t *testing.T) {
 	}
 	// ParseInstant (--at-time) takes the times alone.
 	for _, p := range []string{"3", "head~1", token(2)} {
-		if _, err := wsql.ParseInstant(p, now); err == nil {
+		if _, err := index.ParseInstant(p, now); err == nil {
 			t.Errorf("ParseInstant(%q) took it as a time", p)
 		}
 	}
-	if got, err := wsql.ParseInstant("10:00", now); err != nil || !got.Equal(at("10:00:00")) {
+	if got, err := index.ParseInstant("10:00", now); err != nil || !got.Equal(at("10:00:00")) {
 		t.Errorf("ParseInstant(10:00) = %v, %v; want 10:00 in now's zone", got, err)
 	}
 }

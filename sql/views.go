@@ -42,7 +42,7 @@ type Options struct {
 	// tick as AtTick does, a commit token as Token, an instant as AtTime,
 	// or head~N, the tick N before the head. Give at most one of AtTick,
 	// Token, AtTime and At.
-	At *Moment
+	At *index.Moment
 	// Table, if set, narrows the views to the table of that readable name:
 	// the script defines its views alone, and worldfs_manifests,
 	// worldfs_facts and worldfs_receipts show only what that table holds
@@ -138,7 +138,7 @@ func (o Options) dir() (string, error) {
 }
 
 // ErrNotFound: the world, run, tick or token named does not exist.
-var ErrNotFound = errors.New("not found")
+var ErrNotFound = index.ErrNotFound
 
 // fragment is one file of a table's visible history.
 type fragment struct {
@@ -386,13 +386,13 @@ func buildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 		return nil, err
 	}
 	if m := opts.At; m == nil && opts.AtTime != nil {
-		opts.At = &Moment{Text: opts.AtTime.Format(time.RFC3339Nano), Time: opts.AtTime}
+		opts.At = &index.Moment{Text: opts.AtTime.Format(time.RFC3339Nano), Time: opts.AtTime}
 	}
 	if m := opts.At; m != nil {
 		// An instant, or head~N: resolved among the visible ticks. An
 		// instant before the first tick was published pins the views
 		// before it: they show no tick, as <table>_as_of shows no row.
-		t, ok, err := m.In(ViewTicks(view, upTo))
+		t, ok, err := m.In(index.ViewTicks(view, upTo))
 		if err != nil {
 			return nil, fmt.Errorf("world %s run %s: %w", world, opts.Run, err)
 		}

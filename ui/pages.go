@@ -17,7 +17,6 @@ import (
 
 	"github.com/worldfs/worldfs/frame"
 	"github.com/worldfs/worldfs/index"
-	"github.com/worldfs/worldfs/sql"
 )
 
 // assets are the pages (html/template), their script and style, and the
@@ -303,12 +302,12 @@ type PointTick struct {
 }
 
 // point resolves a point as typed in the run page's tick box, by the one
-// parser of points (sql.ParseMoment: 170, head, head~10, 10:00, -1m, 2h
+// parser of points (index.ParseMoment: 170, head, head~10, 10:00, -1m, 2h
 // ago, a token; times without a zone in this server's time zone), among
 // the run's visible ticks. A point that names no tick (a time before the
 // first tick, head~N past it) is a 404 saying so.
 func (s *Server) point(ctx context.Context, world, run, at string) (*PointTick, error) {
-	m, err := sql.ParseMoment(at, time.Now())
+	m, err := index.ParseMoment(at, time.Now())
 	if err != nil {
 		return nil, badRequest(err)
 	}
@@ -316,9 +315,9 @@ func (s *Server) point(ctx context.Context, world, run, at string) (*PointTick, 
 	if err != nil {
 		return nil, err
 	}
-	t, ok, err := m.In(sql.ViewTicks(v, math.MaxInt64))
+	t, ok, err := m.In(index.ViewTicks(v, math.MaxInt64))
 	switch {
-	case errors.Is(err, sql.ErrNotFound):
+	case errors.Is(err, index.ErrNotFound):
 		return nil, notFound(err)
 	case err != nil:
 		return nil, err

@@ -810,7 +810,7 @@ func TestReadResultKeepsWholeRows(t *testing.T) {
 }
 
 // The run page's tick box takes a point as a person types it: the point
-// endpoint resolves it by sql.ParseMoment among the run's visible ticks
+// endpoint resolves it by index.ParseMoment among the run's visible ticks
 // (a fork's inherited ones too); a point that names no tick is a 404
 // saying why, one that is no point a 400 saying what is.
 func TestTickBoxTakesPoints(t *testing.T) {

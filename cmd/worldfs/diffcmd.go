@@ -14,6 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/worldfs/worldfs/index"
 	wsql "github.com/worldfs/worldfs/sql"
 )
 
@@ -24,11 +25,11 @@ var errDiffers = errors.New("the two sides differ")
 // run (nil: its head).
 type side struct {
 	world string
-	at    *wsql.Moment
+	at    *index.Moment
 }
 
 // parsePoint parses W, W@POINT or @POINT (world taken from dflt); POINT
-// is any form wsql.ParseMoment takes (170, head~10, 10:00, a token, …).
+// is any form index.ParseMoment takes (170, head~10, 10:00, a token, …).
 func parsePoint(arg, dflt string, now time.Time) (side, error) {
 	world, point, hasPoint := strings.Cut(arg, "@")
 	if world == "" {
@@ -39,7 +40,7 @@ func parsePoint(arg, dflt string, now time.Time) (side, error) {
 	}
 	p := side{world: world}
 	if hasPoint {
-		m, err := wsql.ParseMoment(point, now)
+		m, err := index.ParseMoment(point, now)
 		if err != nil {
 			return side{}, usagef("%s: %v", arg, err)
 		}
@@ -75,7 +76,7 @@ func diffCmd() command {
 	return command{
 		name: "diff",
 		summary: "the entities inserted, deleted and updated between two (world, point) sides, per table and column; the head of each side by default. " +
-			"POINT is " + wsql.MomentForms,
+			"POINT is " + index.MomentForms,
 		usage: "W[@POINT] [W2][@POINT2]",
 		example: "worldfs diff --bucket ./worldfs-data w1@100 @200                 # two ticks of one world\n" +
 			"  worldfs diff --bucket ./worldfs-data w1@head~10 @head             # the last ten ticks\n" +

@@ -10,7 +10,6 @@ import (
 
 	"github.com/worldfs/worldfs/export/iceberg"
 	"github.com/worldfs/worldfs/index"
-	wsql "github.com/worldfs/worldfs/sql"
 )
 
 // exportIcebergCmd is "worldfs export iceberg".
@@ -27,7 +26,7 @@ func exportIcebergCmd() command {
 			url = bucketFlag(fs)
 			world = fs.String("world", "", "world to export (required)")
 			run = fs.String("run", index.DefaultRun, "run to export")
-			until = fs.String("until", "", "export the history up to this `POINT` (default: the head): "+wsql.MomentForms+"; "+localZone())
+			until = fs.String("until", "", "export the history up to this `POINT` (default: the head): "+index.MomentForms+"; "+localZone())
 			at = fs.String("at", "", "the older spelling of --until: the history up to this `POINT` (an Iceberg table holds every tick up to it)")
 			token = fs.String("token", "", "export the history up to the tick this commit `token` published")
 			to = fs.String("to", "", "object prefix of the tables (default export/iceberg/<world>/<run>)")

@@ -20,7 +20,6 @@ import (
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/index"
-	wsql "github.com/worldfs/worldfs/sql"
 )
 
 // factFlags are the flags of the commands that write durable history
@@ -225,7 +224,7 @@ func evaluateCmd() command {
 			ef = addFactFlags(fs)
 			evID = fs.String("id", "", "evaluation id (each trial is its own id)")
 			evRun = fs.String("run", "", "run whose snapshot is the subject (default main)")
-			at = fs.String("at", "", "the `POINT` the subject is pinned at, its head tick (default: the run's head): "+wsql.MomentForms+"; "+localZone())
+			at = fs.String("at", "", "the `POINT` the subject is pinned at, its head tick (default: the run's head): "+index.MomentForms+"; "+localZone())
 			grader = fs.String("grader", "", "stable grader id")
 			impl = fs.String("implementation", "", "grader implementation version")
 			model = fs.String("model", "", "grader model version")

@@ -66,8 +66,8 @@ func worldsVar(fs *flag.FlagSet) *worldsFlag {
 func addViewFlags(fs *flag.FlagSet) *viewFlags {
 	v := addSessionFlags(fs)
 	v.world = worldsVar(fs)
-	v.at = fs.String("at", "", "the world at one `POINT`: the views show that tick alone (a snapshot). POINT is "+wsql.MomentForms+"; "+localZone())
-	v.atTime = fs.String("at-time", "", "the world at a `TIME`: the views show the newest tick published at or before it alone (a snapshot; before the first tick, none). TIME is "+wsql.TimeForms+"; "+localZone())
+	v.at = fs.String("at", "", "the world at one `POINT`: the views show that tick alone (a snapshot). POINT is "+index.MomentForms+"; "+localZone())
+	v.atTime = fs.String("at-time", "", "the world at a `TIME`: the views show the newest tick published at or before it alone (a snapshot; before the first tick, none). TIME is "+index.TimeForms+"; "+localZone())
 	v.token = fs.String("token", "", "the world at the tick this commit `token` published: the views show that tick alone (a snapshot)")
 	v.until = fs.String("until", "", "the history up to a `POINT`: the views show every tick up to it (what --at and --at-time pinned before they pinned one tick); POINT as --at takes it")
 	return v
@@ -121,27 +121,27 @@ func (v *viewFlags) options(worlds []string) (wsql.Options, error) {
 	// printed by worldfs views names its list there.
 	opts := wsql.Options{Run: *v.run, Dir: filepath.Join(*v.cacheDir, "views")}
 	now := time.Now()
-	var m wsql.Moment
+	var m index.Moment
 	var err error
 	switch {
 	case *v.at != "":
-		m, err = wsql.ParseMoment(*v.at, now)
+		m, err = index.ParseMoment(*v.at, now)
 		opts.Only = true
 		err = flagErr("at", err)
 	case *v.atTime != "":
 		var t time.Time
-		t, err = wsql.ParseInstant(*v.atTime, now)
-		m = wsql.Moment{Text: *v.atTime, Time: &t}
+		t, err = index.ParseInstant(*v.atTime, now)
+		m = index.Moment{Text: *v.atTime, Time: &t}
 		opts.Only = true
 		err = flagErr("at-time", err)
-		if _, perr := wsql.ParseMoment(*v.atTime, now); err != nil && perr == nil {
-			err = usagef("--at-time takes a time (%s); %q is a tick or a token: pin it with --at %s", wsql.TimeForms, *v.atTime, *v.atTime)
+		if _, perr := index.ParseMoment(*v.atTime, now); err != nil && perr == nil {
+			err = usagef("--at-time takes a time (%s); %q is a tick or a token: pin it with --at %s", index.TimeForms, *v.atTime, *v.atTime)
 		}
 	case *v.token != "":
-		m = wsql.Moment{Text: *v.token, Token: *v.token}
+		m = index.Moment{Text: *v.token, Token: *v.token}
 		opts.Only = true
 	case *v.until != "":
-		m, err = wsql.ParseMoment(*v.until, now)
+		m, err = index.ParseMoment(*v.until, now)
 		err = flagErr("until", err)
 	default:
 		return opts, nil
@@ -308,13 +308,13 @@ func viewsCmd() command {
 	}
 }
 
-// parsePointFlag parses the point flag name takes (wsql.ParseMoment);
+// parsePointFlag parses the point flag name takes (index.ParseMoment);
 // nil when it is not given.
-func parsePointFlag(name, text string) (*wsql.Moment, error) {
+func parsePointFlag(name, text string) (*index.Moment, error) {
 	if text == "" {
 		return nil, nil
 	}
-	m, err := wsql.ParseMoment(text, time.Now())
+	m, err := index.ParseMoment(text, time.Now())
 	if err != nil {
 		return nil, flagErr(name, err)
 	}
@@ -323,12 +323,12 @@ func parsePointFlag(name, text string) (*wsql.Moment, error) {
 
 // tickOf resolves m among the visible ticks of (world, run) in b, for a
 // command that takes a tick: a point before the first tick names none.
-func tickOf(ctx context.Context, b bucket.Bucket, world, run string, m wsql.Moment) (int64, error) {
+func tickOf(ctx context.Context, b bucket.Bucket, world, run string, m index.Moment) (int64, error) {
 	v, err := index.OpenView(ctx, index.LoadFrom(b), world, run)
 	if err != nil {
 		return 0, err
 	}
-	t, ok, err := m.In(wsql.ViewTicks(v, math.MaxInt64))
+	t, ok, err := m.In(index.ViewTicks(v, math.MaxInt64))
 	if err != nil {
 		return 0, fmt.Errorf("world %s run %s: %w", world, run, err)
 	}
