@@ -3,6 +3,7 @@ package engine
 import (
 	"cmp"
 	"context"
+	"errors"
 	"sync"
 
 	"github.com/worldfs/worldfs/maintenance"
@@ -12,13 +13,16 @@ import (
 type maintainer struct {
 	mu struct {
 		sync.Mutex
-		running   bool
-		next      int64 // the tick that triggers the next run
-		stopped   bool
-		err       error // the last run's failure
-		result    maintenance.CompactResult
-		runs      int // compaction runs so far
-		collected int // objects collection deleted
+		running bool
+		next    int64 // the tick that triggers the next run
+		stopped bool
+		err     error // the last run's failure
+		// collectErr is the last collection's failure, kept until a
+		// collection succeeds: runs that only compact do not hide it.
+		collectErr error
+		result     maintenance.CompactResult
+		runs       int // compaction runs so far
+		collected  int // objects collection deleted
 	}
 	wg     sync.WaitGroup
 	cancel context.CancelFunc
@@ -61,18 +65,22 @@ func (w *World) maintain(tick int64) {
 		collect := err == nil && w.opts.Collection.Every >= 0 && m.mu.runs%max(1, cmp.Or(w.opts.Collection.Every, 8)) == 0
 		m.mu.Unlock()
 		var gc maintenance.CollectResult
+		var gcErr error
 		if collect {
 			copts := w.opts.Collection
 			copts.Run, copts.DryRun, copts.Report, copts.Progress = w.opts.Run, false, nil, nil
 			copts.MaxDeletes = cmp.Or(copts.MaxDeletes, 1000)
-			gc, err = maintenance.Collect(m.ctx, w.b, w.cat, copts)
+			gc, gcErr = maintenance.Collect(m.ctx, w.b, w.cat, copts)
 		}
 		if m.ctx.Err() != nil {
-			err = nil // stopped by Close: no failure, the next open goes on
+			err, gcErr = nil, nil // stopped by Close: no failure, the next open goes on
 		}
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		m.mu.running, m.mu.err = false, err
+		if collect && m.ctx.Err() == nil {
+			m.mu.collectErr = gcErr
+		}
 		m.mu.collected += gc.Deleted
 		m.mu.result.Add(res)
 	}()
@@ -91,12 +99,15 @@ func (m *maintainer) stop() {
 }
 
 // Maintenance reports what the world's background compaction has done so
-// far, and its last failure (nil if it succeeded or never ran). Collected
-// says how many objects its collection deleted.
+// far, and its failures: the last compaction's, and the last collection's
+// until a collection succeeds (nil if both succeeded or never ran; a
+// collection that could not read what an export references deletes
+// nothing and says so here). Collected says how many objects its
+// collection deleted.
 func (w *World) Maintenance() (maintenance.CompactResult, error) {
 	w.maint.mu.Lock()
 	defer w.maint.mu.Unlock()
-	return w.maint.mu.result, w.maint.mu.err
+	return w.maint.mu.result, errors.Join(w.maint.mu.err, w.maint.mu.collectErr)
 }
 
 // Collected reports how many objects the world's background collection
