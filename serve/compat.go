@@ -81,7 +81,7 @@ CREATE OR REPLACE TEMP VIEW worldfs_pg_rels AS
   FROM duckdb_views() WHERE NOT internal AND view_name NOT IN (` + hidden + `) AND NOT starts_with(view_name, 'worldfs_pg_')
   UNION ALL
   SELECT table_oid, schema_oid, table_name, 'r', column_count
-  FROM duckdb_tables() WHERE NOT internal AND table_name NOT IN (` + hidden + `);
+  FROM duckdb_tables() WHERE NOT internal AND table_name NOT IN (` + hidden + `) AND NOT starts_with(table_name, '` + resultPrefix + `');
 CREATE OR REPLACE TEMP MACRO worldfs_pg_table_is_visible(id) AS id IN (SELECT oid FROM worldfs_pg_rels);
 CREATE OR REPLACE TEMP VIEW worldfs_pg_namespace AS
   SELECT oid, CASE WHEN database_name = 'temp' THEN 'main' ELSE schema_name END AS nspname, 10::BIGINT AS nspowner, NULL::VARCHAR AS nspacl

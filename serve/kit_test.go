@@ -212,3 +212,6 @@ func nodePG(t *testing.T) string {
 	}
 	return dir
 }
+
+// viewsOptions are the views' options of a server a test builds itself.
+func viewsOptions(t *testing.T) wsql.Options { return wsql.Options{Dir: t.TempDir()} }

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -177,10 +178,18 @@ type Server struct {
 
 	// builds makes each views once for concurrent sessions.
 	builds singleflight.Group
-	// opened counts the DuckDB databases the server opened (tests).
-	opened atomic.Int64
+	// opened counts the DuckDB databases the server opened; panics the
+	// sessions a bug ended.
+	opened, panics atomic.Int64
 	// nextPID numbers the sessions (BackendKeyData's process id).
 	nextPID atomic.Int32
+	// hooks, if set (tests), hear of a statement starting to run, of a
+	// session ending and of the rows a statement pulled from DuckDB.
+	hooks struct {
+		started func()
+		ended   func()
+		pulled  func(rows int64)
+	}
 
 	mu struct {
 		sync.Mutex
@@ -311,13 +320,16 @@ type Stats struct {
 	Sessions int
 	// Databases is how many DuckDB databases the server has opened.
 	Databases int64
+	// Panics is how many sessions a bug of the server ended (each logged
+	// with its stack).
+	Panics int64
 }
 
 // Stats returns what the server holds now.
 func (s *Server) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return Stats{Sessions: len(s.mu.sessions), Databases: s.opened.Load()}
+	return Stats{Sessions: len(s.mu.sessions), Databases: s.opened.Load(), Panics: s.panics.Load()}
 }
 
 // startupTimeout bounds a client's startup: its packets and its
@@ -377,10 +389,22 @@ func (s *Server) handle(c net.Conn) {
 		}
 		return
 	}
-	defer s.unregister(se)
 	s.opts.Log.Info("session", "pid", se.pid, "remote", c.RemoteAddr().String(), "user", se.user, "database", se.database)
+	defer func() {
+		// A bug of the server ends its session, not the server.
+		if r := recover(); r != nil {
+			s.panics.Add(1)
+			s.opts.Log.Error("a session failed", "pid", se.pid, "panic", r, "stack", string(debug.Stack()))
+			se.close()
+			s.unregister(se)
+		}
+	}()
 	se.run()
 	se.close()
+	s.unregister(se)
+	if s.hooks.ended != nil {
+		s.hooks.ended()
+	}
 }
 
 // errHandled: the connection's startup ended as the protocol says (a

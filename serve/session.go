@@ -64,6 +64,7 @@ type session struct {
 	portals  map[string]*portal
 	held     *held // the database the session holds between statements
 	unsent   int   // bytes sent since the last flush
+	results  int   // the results the session made (their tables' names)
 }
 
 // received is a message the reader copied, or the error that ended its
@@ -433,7 +434,7 @@ type portal struct {
 	mapErr  func(error) error
 	h       *held
 	conn    *dbsql.Conn
-	rows    *dbsql.Rows
+	rows    rowSource
 	types   []wireType
 	vals    []any
 	ptrs    []any
@@ -753,18 +754,27 @@ func (se *session) start(po *portal, describe bool) error {
 		return po.mapErr(err)
 	}
 	se.notices(notes.String())
-	q := st.Text
 	if pr.projectable {
 		exprs := make([]string, len(pr.types))
 		for i, t := range pr.types {
-			exprs[i] = t.expr(i+1, po.format(i))
+			exprs[i] = fmt.Sprintf("%s AS c%d", t.expr(i+1, po.format(i)), i+1)
 		}
-		if q, err = sql.Project(po.ctx, po.conn, st, 1, exprs); err != nil {
+		q, err := sql.Project(po.ctx, po.conn, st, 1, exprs)
+		if err != nil {
 			return po.mapErr(err)
 		}
-	}
-	if po.rows, err = po.conn.QueryContext(po.ctx, q, po.args...); err != nil {
-		return po.mapErr(err)
+		se.results++
+		cur, err := newCursor(po.ctx, po.conn, fmt.Sprintf("%s%d", resultPrefix, se.results), q, po.args)
+		if err != nil {
+			return po.mapErr(err)
+		}
+		po.rows = cur
+	} else {
+		rows, err := po.conn.QueryContext(po.ctx, st.Text, po.args...)
+		if err != nil {
+			return po.mapErr(err)
+		}
+		po.rows = rows
 	}
 	if describe {
 		if len(pr.types) == 0 {
@@ -810,6 +820,9 @@ func (se *session) execute(po *portal, maxRows int64, describe bool) (err error)
 		se.mu.Unlock()
 	}()
 	if !po.started {
+		if h := se.srv.hooks.started; h != nil {
+			h()
+		}
 		if err := se.start(po, describe); err != nil {
 			return se.stopped(po, err)
 		}
@@ -829,6 +842,9 @@ func (se *session) execute(po *portal, maxRows int64, describe bool) (err error)
 		po.peeked = false
 		if err := po.rows.Scan(po.ptrs...); err != nil {
 			return se.stopped(po, err)
+		}
+		if h := se.srv.hooks.pulled; h != nil {
+			h(po.sent + 1)
 		}
 		if err := se.sendRow(po); err != nil {
 			return se.stopped(po, err)

@@ -17,7 +17,8 @@ import (
 // transactions (every statement only reads; a block's statements each
 // see the catalog as it is then, as PostgreSQL's READ COMMITTED does),
 // SET, RESET and SHOW of the settings below, DISCARD and DEALLOCATE.
-// Anything else is SQL for the gate (DuckDB's SHOW of a table too).
+// Anything else is SQL for the gate (DuckDB's SHOW of a table too, and a
+// SET of any other setting, which the gate refuses).
 
 // The worldfs settings of a session (README, "Serve over the PostgreSQL
 // protocol").
@@ -212,7 +213,10 @@ func parseCommand(text string) (*command, error) {
 		name := settingName(strings.Join(rest, " "))
 		if name != "all" {
 			if err := known(name); err != nil {
-				return nil, err
+				if strings.HasPrefix(name, "worldfs.") {
+					return nil, err
+				}
+				return nil, nil // the gate's
 			}
 		}
 		return &command{kind: cmdReset, name: name, tag: "RESET"}, nil
@@ -263,7 +267,10 @@ func parseSet(w []string) (*command, error) {
 	}
 	name := settingName(w[0])
 	if err := known(name); err != nil {
-		return nil, err
+		if strings.HasPrefix(name, "worldfs.") {
+			return nil, err
+		}
+		return nil, nil // DuckDB's settings, and any other: the gate refuses them
 	}
 	if readOnlySettings[name] {
 		return nil, errorf(codeFeatureNotSupported, "parameter %q cannot be changed", name)
