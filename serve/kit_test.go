@@ -36,7 +36,7 @@ const lastTick = 8
 // newFixture makes a bucket with the particle world "w" run to lastTick
 // and the world "typed" (typedWorld), and serves it with opts (edit may
 // change them).
-func newFixture(t *testing.T, edit func(*serve.Options)) *fixture {
+func newFixture(t testing.TB, edit func(*serve.Options)) *fixture {
 	t.Helper()
 	b, err := local.Open(t.TempDir())
 	if err != nil {
@@ -48,7 +48,7 @@ func newFixture(t *testing.T, edit func(*serve.Options)) *fixture {
 }
 
 // serveBucket serves b on a loopback port until the test ends.
-func serveBucket(t *testing.T, b bucket.Bucket, edit func(*serve.Options)) *fixture {
+func serveBucket(t testing.TB, b bucket.Bucket, edit func(*serve.Options)) *fixture {
 	t.Helper()
 	f := &fixture{b: b, dir: t.TempDir()}
 	opts := serve.Options{Bucket: b, Views: wsql.Options{Dir: f.dir}}
@@ -77,7 +77,7 @@ func serveBucket(t *testing.T, b bucket.Bucket, edit func(*serve.Options)) *fixt
 
 // typedWorld creates world "typed": one table, sample, with a column of
 // every type a table's field may have, and two ticks.
-func typedWorld(t *testing.T, b bucket.Bucket) {
+func typedWorld(t testing.TB, b bucket.Bucket) {
 	t.Helper()
 	ctx := enginetest.Context(t)
 	c, err := engine.ComponentOf[struct {
