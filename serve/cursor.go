@@ -16,6 +16,61 @@ import (
 // client that reads nothing holds the table and one batch, never the
 // whole result in memory (docs/INTERNALS.md, "serve").
 
+// newResult returns the rows of q (with args), n columns: a result of at
+// most a batch is read whole at once (one statement, as worldfs sql runs
+// it: most results a dashboard asks for), a larger one goes through a
+// result table (newCursor), q run again.
+func newResult(ctx context.Context, conn *dbsql.Conn, table, q string, args []any, n int) (rowSource, error) {
+	rows, err := conn.QueryContext(ctx, fmt.Sprintf("SELECT * FROM (%s\n) AS worldfs_first LIMIT %d", q, batchRows+1), args...)
+	if err != nil {
+		return nil, err
+	}
+	b := &buffered{}
+	for rows.Next() && len(b.rows) <= batchRows {
+		vals := make([]any, n)
+		ptrs := make([]any, n)
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		b.rows = append(b.rows, vals)
+	}
+	err = rows.Err()
+	rows.Close()
+	if err != nil {
+		return nil, err
+	}
+	if len(b.rows) <= batchRows {
+		b.next = -1
+		return b, nil
+	}
+	return newCursor(ctx, conn, table, q, args)
+}
+
+// buffered is a result read whole.
+type buffered struct {
+	rows [][]any
+	next int
+}
+
+func (b *buffered) Next() bool {
+	b.next++
+	return b.next < len(b.rows)
+}
+
+func (b *buffered) Scan(dest ...any) error {
+	for i, d := range dest {
+		*(d.(*any)) = b.rows[b.next][i]
+	}
+	return nil
+}
+
+func (b *buffered) Err() error   { return nil }
+func (b *buffered) Close() error { b.rows = nil; return nil }
+
 // rowSource is a statement's rows (database/sql's Rows, or a cursor).
 type rowSource interface {
 	Next() bool
@@ -69,7 +124,9 @@ func (c *cursor) Next() bool {
 			return false
 		}
 		end := min(c.next+batchRows, c.total)
-		c.rows, c.err = c.conn.QueryContext(c.ctx, fmt.Sprintf("SELECT * EXCLUDE (rowid) FROM (SELECT rowid, * FROM %s WHERE rowid >= %d AND rowid < %d ORDER BY rowid)", c.table, c.next, end))
+		// A scan keeps the table's order (DuckDB's preserve_insertion_order,
+		// on by default and locked with the configuration).
+		c.rows, c.err = c.conn.QueryContext(c.ctx, fmt.Sprintf("SELECT * FROM %s WHERE rowid >= %d AND rowid < %d", c.table, c.next, end))
 		c.next = end
 	}
 	return false

@@ -441,6 +441,7 @@ type portal struct {
 	buf     []byte
 	offs    []int
 	row     [][]byte
+	plans   []plan
 	peeked  bool // rows.Next returned a row not yet sent
 	sent    int64
 	ok      bool // ended cleanly: its database may be kept
@@ -764,11 +765,11 @@ func (se *session) start(po *portal, describe bool) error {
 			return po.mapErr(err)
 		}
 		se.results++
-		cur, err := newCursor(po.ctx, po.conn, fmt.Sprintf("%s%d", resultPrefix, se.results), q, po.args)
+		rows, err := newResult(po.ctx, po.conn, fmt.Sprintf("%s%d", resultPrefix, se.results), q, po.args, len(exprs))
 		if err != nil {
 			return po.mapErr(err)
 		}
-		po.rows = cur
+		po.rows = rows
 	} else {
 		rows, err := po.conn.QueryContext(po.ctx, st.Text, po.args...)
 		if err != nil {
@@ -793,7 +794,7 @@ func (se *session) start(po *portal, describe bool) error {
 	for i := range po.vals {
 		po.ptrs[i] = &po.vals[i]
 	}
-	po.offs, po.row = make([]int, n+1), make([][]byte, n)
+	po.offs, po.row, po.plans = make([]int, n+1), make([][]byte, n), make([]plan, n)
 	return nil
 }
 
@@ -903,7 +904,7 @@ func (se *session) sendRow(po *portal) error {
 			v = textOf(v)
 		}
 		var err error
-		if buf, err = se.enc.append(buf, po.types[i], po.format(i), v); err != nil {
+		if buf, err = se.enc.append(buf, &po.plans[i], po.types[i], po.format(i), v); err != nil {
 			return fmt.Errorf("column %s: %w", po.p.cols[i].Name, err)
 		}
 	}

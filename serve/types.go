@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math/big"
+	"reflect"
 	"strings"
 	"time"
 
@@ -212,9 +213,28 @@ type encoder struct {
 
 func newEncoder() *encoder { return &encoder{m: pgtype.NewMap()} }
 
+// plan is a column's binary encode plan, kept for the Go type of the
+// values it was made for (planning per value costs more than encoding).
+type plan struct {
+	t reflect.Type
+	p pgtype.EncodePlan
+}
+
+// encode appends v encoded in binary as oid, through p's plan.
+func (e *encoder) encode(p *plan, oid uint32, v any, buf []byte) ([]byte, error) {
+	if t := reflect.TypeOf(v); p.p == nil || p.t != t {
+		p.t, p.p = t, e.m.PlanEncode(oid, pgtype.BinaryFormatCode, v)
+		if p.p == nil {
+			return nil, fmt.Errorf("no binary encoding of a %T as type %d", v, oid)
+		}
+	}
+	return p.p.Encode(v, buf)
+}
+
 // append appends v, a value of the column's expression (expr), rendered
-// in format, to buf. v is not nil (NULL is sent as such).
-func (e *encoder) append(buf []byte, w wireType, format int16, v any) ([]byte, error) {
+// in format, to buf, planning through p. v is not nil (NULL is sent as
+// such).
+func (e *encoder) append(buf []byte, p *plan, w wireType, format int16, v any) ([]byte, error) {
 	if format == pgtype.TextFormatCode {
 		return appendText(buf, w, v)
 	}
@@ -242,9 +262,9 @@ func (e *encoder) append(buf []byte, w wireType, format int16, v any) ([]byte, e
 				elems[i] = pgValue(*w.elem, x)
 			}
 		}
-		return e.m.Encode(w.oid, pgtype.BinaryFormatCode, elems, buf)
+		return e.encode(p, w.oid, elems, buf)
 	}
-	return e.m.Encode(w.oid, pgtype.BinaryFormatCode, pgValue(w, v), buf)
+	return e.encode(p, w.oid, pgValue(w, v), buf)
 }
 
 // pgValue is v, a value the DuckDB driver gives for w's DuckDB type, as
