@@ -333,4 +333,3 @@ func rss() int64 {
 	}
 	return 0
 }
-
