@@ -300,6 +300,9 @@ func (s *Server) Close() error {
 	for c := range s.mu.conns {
 		c.Close()
 	}
+	for _, se := range s.mu.sessions {
+		se.stop(errClosed) // what it runs stops
+	}
 	s.mu.Unlock()
 	s.wg.Wait()
 	s.mu.Lock()

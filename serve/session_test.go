@@ -16,6 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/worldfs/worldfs/bucket/local"
@@ -188,7 +189,12 @@ func TestCancelAndTimeoutStopALongQuery(t *testing.T) {
 	if err := c.PgConn().CancelRequest(ctx); err != nil {
 		t.Fatal(err)
 	}
-	err := <-done
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(time.Minute): // the statement alone runs for hours
+		t.Fatal("the cancelled statement still runs a minute after the cancel request")
+	}
 	took := time.Since(begin)
 	if pgCode(err) != "57014" || !strings.Contains(err.Error(), "canceling statement due to user request") {
 		t.Fatalf("a cancelled statement: %v, want SQLSTATE 57014", err)
@@ -225,10 +231,23 @@ func TestAKilledClientFreesItsConnection(t *testing.T) {
 	if _, err := pgx.Connect(ctx, f.dsn("w")); pgCode(err) != "53300" {
 		t.Fatalf("a second client with room for one: %v, want SQLSTATE 53300", err)
 	}
-	go a.Exec(context.Background(), longQuery)
+	// The client is pgx's no more (pgx would send a cancel request as
+	// its connection fails): the query, then the socket closes.
+	hc, err := a.PgConn().Hijack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc.Frontend.Send(&pgproto3.Query{String: longQuery})
+	if err := hc.Frontend.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	<-started
-	a.PgConn().Conn().Close() // the client dies: its socket closes
-	<-ended
+	hc.Conn.Close() // the client dies
+	select {
+	case <-ended:
+	case <-time.After(time.Minute): // its statement alone runs for hours
+		t.Fatal("the session of a killed client still runs a minute after it died")
+	}
 	if got := f.srv.Stats().Sessions; got != 0 {
 		t.Fatalf("%d sessions open after the only client died", got)
 	}

@@ -221,6 +221,7 @@ func FuzzSession(f *testing.F) {
 	f.Add(q(&pgproto3.Parse{Query: "SELECT * FROM particle_at($1)"}, &pgproto3.Describe{ObjectType: 'S'}, &pgproto3.Sync{},
 		&pgproto3.Bind{Parameters: [][]byte{[]byte("1")}}, &pgproto3.Execute{MaxRows: 2}, &pgproto3.Execute{}, &pgproto3.Sync{}))
 	f.Add(q(&pgproto3.Bind{PreparedStatement: "nope", Parameters: [][]byte{nil}}, &pgproto3.Sync{}))
+	f.Add(q(&pgproto3.Describe{ObjectType: 'P', Name: "none"}, &pgproto3.Execute{Portal: "none"}, &pgproto3.Close{ObjectType: 'P', Name: "none"}, &pgproto3.Sync{}))
 	f.Add(q(&pgproto3.Query{String: "BEGIN; SELECT 1; SET worldfs.at = '2'; COMMIT"}))
 	f.Add([]byte{'Q', 0, 0, 0, 3})
 	f.Add([]byte{'B', 0xff, 0xff, 0xff, 0xff})
