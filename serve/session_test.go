@@ -101,7 +101,10 @@ func TestLiveWriterThirtyTwoClients(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := enginetest.World(t, b, "live", 2)
-	f := serveBucket(t, b, nil)
+	// Each statement confirms the catalog current (a freshness of a
+	// nanosecond): a client asks for ticks the writer has published, and
+	// must find them.
+	f := serveBucket(t, b, func(o *serve.Options) { o.Freshness = time.Nanosecond })
 	ctx := enginetest.Context(t)
 	const lastTick = 14
 	var head atomic.Int64
