@@ -18,7 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/worldfs/worldfs/engine/enginetest"
@@ -547,4 +546,3 @@ func numericText(n pgtype.Numeric) string {
 	return sign + digits[:len(digits)-scale] + "." + digits[len(digits)-scale:]
 }
 
-var _ = pgx.QueryExecModeSimpleProtocol

@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
-
-	"github.com/worldfs/worldfs/index"
 )
 
 // maxMessage bounds a message a client sends (a query's text, a Bind's
@@ -195,14 +193,4 @@ func fatal(be *pgproto3.Backend, err error) {
 func isEOF(err error) bool {
 	var ne net.Error
 	return errors.Is(err, net.ErrClosed) || errors.As(err, &ne) && ne.Timeout() || strings.Contains(err.Error(), "EOF")
-}
-
-// checkWorlds refuses a list of worlds a session cannot hold.
-func checkWorlds(worlds []string) error {
-	for _, w := range worlds {
-		if err := index.ValidateWorldID(w); err != nil {
-			return &noWorldError{world: w, err: err}
-		}
-	}
-	return nil
 }
