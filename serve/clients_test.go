@@ -545,4 +545,3 @@ func numericText(n pgtype.Numeric) string {
 	}
 	return sign + digits[:len(digits)-scale] + "." + digits[len(digits)-scale:]
 }
-
