@@ -25,6 +25,7 @@ func All(env Env) []Bench {
 		historySpec(env),   // history: a long world before and after compaction
 		ingestSpec(env),    // ingest: facts from many producers
 		querySpec(env),     // query: the views against raw read_parquet
+		serveSpec(env),     // serve: the PostgreSQL protocol against worldfs sql in process
 		ticksSpec(env),     // ticks: tick throughput and pipelining
 		uiSpec(env),        // ui: the web interface's server-side time
 	}

@@ -29,9 +29,33 @@ func Open(ctx context.Context, s *Script) (*sql.DB, error) {
 	return db, err
 }
 
+// Limits bound what a database Open returns may use; a zero field keeps
+// DuckDB's default. They are set before its configuration is locked, so
+// no statement can raise them.
+type Limits struct {
+	// Memory is DuckDB's memory_limit, in bytes: what the database may
+	// hold for its queries (a result it materializes included). Past it
+	// a query spills to the views directory where it can, and fails with
+	// DuckDB's "Out of Memory Error" where it cannot.
+	Memory int64
+	// Threads is DuckDB's threads setting.
+	Threads int
+}
+
+// OpenWith is Open, with the database bounded by l.
+func OpenWith(ctx context.Context, s *Script, l Limits) (*sql.DB, error) {
+	db, _, err := openWith(ctx, s, nil, l)
+	return db, err
+}
+
 // open is Open, with the files in writable (an internal COPY's output)
 // also allowed; it returns the directories the database may read.
 func open(ctx context.Context, s *Script, writable []string) (*sql.DB, []string, error) {
+	return openWith(ctx, s, writable, Limits{})
+}
+
+// openWith is open, bounded by l.
+func openWith(ctx context.Context, s *Script, writable []string, l Limits) (*sql.DB, []string, error) {
 	db, err := openDuckDB()
 	if err != nil {
 		return nil, nil, err
@@ -77,6 +101,9 @@ func open(ctx context.Context, s *Script, writable []string) (*sql.DB, []string,
 		}
 	}
 	dirs, paths, err := readDirs(ctx, db, s)
+	if err == nil {
+		err = limit(ctx, db, l)
+	}
 	if err == nil {
 		err = lockDown(ctx, db, dirs, append(paths, writable...), filepath.Dir(s.FragmentList))
 	}

@@ -103,3 +103,20 @@ FROM `+table)
 	}
 	return append(dirs, lists...), paths, nil
 }
+
+// limit sets l's bounds on db (before lockDown locks them).
+func limit(ctx context.Context, db *sql.DB, l Limits) error {
+	var stmts []string
+	if l.Memory > 0 {
+		stmts = append(stmts, fmt.Sprintf("SET memory_limit = '%dB'", l.Memory))
+	}
+	if l.Threads > 0 {
+		stmts = append(stmts, fmt.Sprintf("SET threads = %d", l.Threads))
+	}
+	for _, s := range stmts {
+		if _, err := db.ExecContext(ctx, s); err != nil {
+			return fmt.Errorf("bounding DuckDB (%s): %w", s, err)
+		}
+	}
+	return nil
+}

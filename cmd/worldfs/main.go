@@ -72,7 +72,7 @@ const (
 var commands = map[string][]command{
 	"": {
 		checkCmd(), demoCmd(), diffCmd(), evaluateCmd(), gcCmd(), ingestCmd(),
-		initCmd(), logCmd(), mountCmd(), optimizeCmd(), sqlCmd(), uiCmd(),
+		initCmd(), logCmd(), mountCmd(), optimizeCmd(), serveCmd(), sqlCmd(), uiCmd(),
 		umountCmd(), versionCmd(), viewsCmd(), watchCmd(), worldsCmd(),
 	},
 	"bucket": {bucketLsCmd(), bucketCatCmd(), bucketStatCmd(), bucketPutCmd(), bucketRmCmd()},
