@@ -25,6 +25,7 @@ func All(env Env) []Bench {
 		historySpec(env),   // history: a long world before and after compaction
 		ingestSpec(env),    // ingest: facts from many producers
 		querySpec(env),     // query: the views against raw read_parquet
+		soakSpec(env),      // soak: a writer, maintenance, gc, checks and readers at once, for a duration
 		ticksSpec(env),     // ticks: tick throughput and pipelining
 		uiSpec(env),        // ui: the web interface's server-side time
 	}
