@@ -79,16 +79,22 @@ type soak struct {
 		sync.RWMutex
 		ticks []tickRecord
 		facts []uint32 // when each fact was ingested, ms after the start
+		// begun counts the facts whose ingest started: a fact is
+		// visible before its Ingest returns.
+		begun int
 	}
 	mu struct {
 		sync.Mutex
 		r          *SoakReport
 		openIntent map[string]bool
 	}
-	mountPid atomic.Int64
-	feedSeq  atomic.Uint64
-	reads    [4]atomic.Int64 // by readKinds
-	read     atomic.Int64    // bytes
+	// factsRead lets one reader at a time read the mount's facts file:
+	// see readFacts.
+	factsRead sync.Mutex
+	mountPid  atomic.Int64
+	feedSeq   atomic.Uint64
+	reads     [4]atomic.Int64 // by readKinds
+	read      atomic.Int64    // bytes
 }
 
 var readKinds = [4]string{"parquet", "csv", "manifest", "facts"}
@@ -374,9 +380,10 @@ func (s *soak) write(ctx context.Context, w *engine.World) error {
 			return fmt.Errorf("background maintenance: %w", err)
 		}
 		if s.o.factsEvery > 0 && w.Tick()%int64(s.o.factsEvery) == 0 {
-			s.rec.RLock()
-			n := len(s.rec.facts) + 1
-			s.rec.RUnlock()
+			s.rec.Lock()
+			s.rec.begun++
+			n := s.rec.begun
+			s.rec.Unlock()
 			_, err := w.Ingest(s.live, engine.Fact{Producer: "soak", ExternalID: strconv.Itoa(n), Table: facts,
 				Values: engine.Values{"reading_seq": int64(n)}})
 			if err != nil {
@@ -566,7 +573,9 @@ func (s *soak) startMount() (*soakMount, error) {
 	if err := os.MkdirAll(s.mnt, 0o755); err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(s.o.self, "mount", "--bucket", s.url, "--cache-dir", s.mountCache, s.mnt)
+	// A small cache: each set of visible facts is a version of the facts
+	// file derived into it, so it fills and evicts within minutes.
+	cmd := exec.Command(s.o.self, "mount", "--bucket", s.url, "--cache-dir", s.mountCache, "--cache-size", "256MiB", s.mnt)
 	cmd.SysProcAttr = childAttrs()
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
