@@ -56,7 +56,7 @@ func soakSpec(env Env) Bench {
 			fs.DurationVar(&o.tickEvery, "tick-every", 10*time.Millisecond, "the writer submits a tick this often (0: as fast as it can)")
 			fs.IntVar(&o.emitters, "emitters", 4, "particle emitters of the simulation (about 130 rows a tick each)")
 			fs.IntVar(&o.readers, "readers", 4, "goroutines reading random visible ticks' files through the mount")
-			fs.IntVar(&o.factsEvery, "facts-every", 4, "the writer ingests one fact every this many ticks (0: none), so fact shards are compacted too")
+			fs.IntVar(&o.factsEvery, "facts-every", 8, "the writer ingests one fact every this many ticks (0: none), so fact shards are compacted too")
 			fs.DurationVar(&o.optimizeEvery, "optimize-every", 2*time.Second, "a worldfs optimize process starts about this often (each wait drawn from half to one and a half times it)")
 			fs.DurationVar(&o.gcEvery, "gc-every", 3*time.Second, "a worldfs gc process starts about this often")
 			fs.DurationVar(&o.checkEvery, "check-every", 30*time.Second, "a worldfs check --read-data process starts about this often")
@@ -77,6 +77,9 @@ func soakSpec(env Env) Bench {
 				return usagef("--windows %q: want tick counts, largest first, each a multiple of the next (e.g. 4096,512,64,8)", *windows)
 			}
 			o.windows = ws
+			if strings.HasPrefix(o.url, "mem://") {
+				return usagef("--bucket %s: the soak's other processes (mount, optimize, gc, check, sql) cannot open a bucket in this process's memory; give a directory or gs:// URL", o.url)
+			}
 			if o.retentions, err = parseDurations(*retentions); err != nil {
 				return usagef("--retentions %q: %v (e.g. 1s,100ms,1ms)", *retentions, err)
 			}

@@ -91,7 +91,9 @@ type soak struct {
 	// factsRead lets one reader at a time read the mount's facts file:
 	// see readFacts.
 	factsRead sync.Mutex
+	factsNext time.Time // guarded by factsRead: the next read's earliest time
 	mountPid  atomic.Int64
+	staleSQL  atomic.Int32 // sql runs in a row that met a collected snapshot
 	feedSeq   atomic.Uint64
 	reads     [4]atomic.Int64 // by readKinds
 	read      atomic.Int64    // bytes
@@ -159,7 +161,12 @@ func (s *soak) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer w.Close()
+	closed := false
+	defer func() {
+		if !closed {
+			w.Close()
+		}
+	}()
 	s.tableOf = map[string]int{}
 	for i, t := range w.Tables() {
 		s.tables = append(s.tables, t.Name)
@@ -199,17 +206,17 @@ func (s *soak) run(ctx context.Context) error {
 	if werr != nil && s.live.Err() == nil {
 		s.fail("the writer: %v", werr)
 	}
+	closed = true
 	if err := w.Close(); err != nil && s.live.Err() == nil {
 		s.fail("closing the writer: %v", err)
 	}
-	if _, err := w.Maintenance(); err != nil && s.live.Err() == nil {
+	res, err := w.Maintenance()
+	if err != nil && s.live.Err() == nil {
 		s.fail("the writer's background maintenance: %v", err)
 	}
 	s.mu.Lock()
 	s.mu.r.WriterDeleted = w.Collected()
-	if res, _ := w.Maintenance(); true {
-		s.mu.r.Refused += res.Refused
-	}
+	s.mu.r.Refused += res.Refused
 	s.mu.Unlock()
 	s.sampleNow(ctx, mount)
 	mount.stop()

@@ -112,7 +112,6 @@ func (s *soak) check(final bool) {
 	if final {
 		what = "the final worldfs check --read-data"
 	}
-	const attempts = 3
 	for attempt := 1; ; attempt++ {
 		out, errOut, err := s.proc("check", "--bucket", s.url, "--world", s.world, "--read-data", "--json", "--cache-dir", s.checkCache)
 		if s.live.Err() != nil {
@@ -156,8 +155,8 @@ func (s *soak) check(final bool) {
 		case len(named) > 0:
 			s.fail("%s: %s (the catalog's tip still names %s)", what, strings.Join(msgs, "; "), strings.Join(named, ", "))
 			return
-		case catalog && attempt == attempts:
-			s.fail("%s: catalog errors in %d runs in a row: %s", what, attempts, strings.Join(msgs, "; "))
+		case catalog && attempt == staleInARow:
+			s.fail("%s: catalog errors in %d runs in a row: %s", what, staleInARow, strings.Join(msgs, "; "))
 			return
 		case catalog:
 			say("soak: %s: %s; checking again", what, strings.Join(msgs, "; "))
@@ -167,6 +166,11 @@ func (s *soak) check(final bool) {
 		return
 	}
 }
+
+// staleInARow stale runs in a row of one kind (sql, or check finding
+// catalog errors) fail the soak: a snapshot collected under a reader is
+// a race it rarely loses twice, damage is there every time.
+const staleInARow = 3
 
 // stale counts a reader of an older snapshot that met a file collected
 // since, which the tip proved no longer named.
@@ -232,11 +236,14 @@ func (s *soak) sql(rng *rand.Rand, final bool) {
 			s.fail("%s: %v: %s (the catalog's tip names %d absent objects: %s)", what, err, lastLines(errOut), len(gone), strings.Join(gone, ", "))
 		case final:
 			s.fail("%s: %v: %s", what, err, lastLines(errOut))
+		case s.staleSQL.Add(1) == staleInARow:
+			s.fail("%s: %v: %s; %d sql runs in a row failed while the catalog names no absent object", what, err, lastLines(errOut), staleInARow)
 		default:
 			s.stale(what, lastLines(errOut))
 		}
 		return
 	}
+	s.staleSQL.Store(0)
 	s.rec.RLock()
 	facts1 := s.rec.begun
 	s.rec.RUnlock()
@@ -432,15 +439,27 @@ func (s *soak) compareFile(kind, table int, tick int64, rec tickRecord, data []b
 	return ""
 }
 
+// factsReadEvery: the facts file is read at most this often. Each read
+// of a new set of visible facts derives the whole file into the mount's
+// cache, where it stays for the cache's grace (10 minutes) whatever
+// --cache-size says.
+const factsReadEvery = 2 * time.Second
+
 // readFacts reads the mount's file of visible facts: it holds at least
 // the facts ingested readLag before and at most those whose ingest began
-// by the end of the read. One reader at a time reads it: opens of two
-// versions of a facts file at once share the inode's size in the kernel,
-// and a read of one is cut at the other's size (a mount bug of its own,
-// outside what this soak is for).
+// by the end of the read. One reader at a time reads it, at most every
+// factsReadEvery: opens of two versions of a facts file at once share
+// the inode's size in the kernel, and a read of one is cut at the other's
+// size (a mount bug of its own, outside what this soak is for).
 func (s *soak) readFacts() {
-	s.factsRead.Lock()
+	if !s.factsRead.TryLock() {
+		return
+	}
 	defer s.factsRead.Unlock()
+	if time.Now().Before(s.factsNext) {
+		return
+	}
+	s.factsNext = time.Now().Add(factsReadEvery)
 	s.rec.RLock()
 	before := uint32(max(0, (time.Since(s.start) - readLag).Milliseconds()))
 	least := sort.Search(len(s.rec.facts), func(i int) bool { return s.rec.facts[i] > before })
