@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -588,9 +589,16 @@ func (s *soak) startMount() (*soakMount, error) {
 	if err != nil {
 		return nil, err
 	}
+	// What the mount logs (each errno it answers with its cause) goes to
+	// mount.log in the work directory, kept after a failure.
+	log, err := os.Create(filepath.Join(s.work, "mount.log"))
+	if err != nil {
+		return nil, err
+	}
 	var errb lockedTail
-	cmd.Stderr = &errb
+	cmd.Stderr = io.MultiWriter(&errb, log)
 	if err := cmd.Start(); err != nil {
+		log.Close()
 		return nil, fmt.Errorf("worldfs mount: %w", err)
 	}
 	m := &soakMount{cmd: cmd, self: s.o.self, mnt: s.mnt, exited: make(chan struct{})}
@@ -611,6 +619,7 @@ func (s *soak) startMount() (*soakMount, error) {
 	}()
 	go func() {
 		err := cmd.Wait()
+		log.Close()
 		s.mountPid.Store(0)
 		close(m.exited)
 		if !m.stopped.Load() && s.live.Err() == nil {

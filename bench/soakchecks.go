@@ -357,7 +357,7 @@ func (s *soak) reader(ctx context.Context, rng *rand.Rand) {
 		}
 		age := time.Since(s.start).Seconds() - float64(rec.at)/1000
 		if err != nil {
-			s.fail("mount: tick %d (published %.1f s ago): %v", tick, age, err)
+			s.fail("mount: tick %d (published %.1f s ago): %v (the mount's log: %s)", tick, age, err, filepath.Join(s.work, "mount.log"))
 			return
 		}
 		s.reads[kind].Add(1)
