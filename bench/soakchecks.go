@@ -439,7 +439,7 @@ func (s *soak) compareFile(kind, table int, tick int64, rec tickRecord, data []b
 // of a new set of visible facts derives the whole file into the mount's
 // cache, where it stays for the cache's grace (10 minutes) whatever
 // --cache-size says.
-const factsReadEvery = 2 * time.Second
+const factsReadEvery = 10 * time.Second
 
 // readFacts reads the mount's file of visible facts: it holds at least
 // the facts ingested readLag before and at most those whose ingest began
