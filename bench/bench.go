@@ -79,6 +79,9 @@ type benchSpec[R any] struct {
 	run func(ctx context.Context, b bucket.Bucket) (R, error)
 	// table prints the result for a reader (without --json).
 	table func(out io.Writer, res R) error
+	// verdict, if set, fails a result once it is printed (a soak that
+	// found damage prints what it did, then fails).
+	verdict func(res R) error
 }
 
 // benchDir returns dir, or when it is empty a new temporary directory
@@ -129,8 +132,9 @@ func benchMount(b bucket.Bucket, work, name string, opts wfs.Options, mo wfs.Mou
 }
 
 // bench is s as a Bench: the scaffold adds --json; its run checks the
-// command line, opens the bucket (closed after), runs, and prints the
-// result as one JSON object (--json) or as a table.
+// command line, opens the bucket (closed after), runs, prints the result
+// as one JSON object (--json) or as a table, and then fails if its
+// verdict does.
 func (s benchSpec[R]) bench() Bench {
 	return Bench{
 		Name:    s.name,
@@ -156,9 +160,14 @@ func (s benchSpec[R]) bench() Bench {
 					return err
 				}
 				if *asJSON {
-					return writeJSON(out, res)
+					err = writeJSON(out, res)
+				} else {
+					err = s.table(out, res)
 				}
-				return s.table(out, res)
+				if err == nil && s.verdict != nil {
+					err = s.verdict(res)
+				}
+				return err
 			}
 		},
 	}

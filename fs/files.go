@@ -889,12 +889,27 @@ func (h bytesHandle) Read(_ context.Context, dest []byte, off int64) (fuse.ReadR
 // manifestJSON is a tick's manifest as a file. Like every file of a tick
 // it is the same bytes for as long as the tick is visible: it describes
 // the tick and the files beside it, never where maintenance has moved
-// their rows (worldfs_manifests in SQL names those objects).
+// their rows (worldfs_manifests in SQL names those objects). A file the
+// mount's state named that vanished since (maintenance moved the tick's
+// rows again and collection deleted it) is planned again at the
+// catalog's tip, as an open does (snapFile.Open).
 func (m *Mount) manifestJSON(ctx context.Context, at place, t tickRef) ([]byte, error) {
+	data, err := m.manifestAt(ctx, at, t, false)
+	if vanished(err) {
+		m.stats.replanned.Add(1)
+		data, err = m.manifestAt(ctx, at, t, true)
+	}
+	return data, err
+}
+
+// manifestAt is tick t's manifest, its tables' files described where the
+// catalog's state says they are now (exact: at its tip, else within the
+// mount's freshness).
+func (m *Mount) manifestAt(ctx context.Context, at place, t tickRef, exact bool) ([]byte, error) {
 	man := frame.TickManifest{World: t.World, Run: t.Run, Tick: t.Tick.Tick, CommitToken: t.CommitToken, WriterEpoch: t.WriterEpoch, Tables: []frame.ManifestTable{}}
 	// Where the rows live now: a plan of the lookup may name files
 	// collected since (the description is the same either way).
-	if now, ok, err := m.lineageTick(ctx, at.world, at.run, t.Tick.Tick, false, false); err != nil {
+	if now, ok, err := m.lineageTick(ctx, at.world, at.run, t.Tick.Tick, false, exact); err != nil {
 		return nil, err
 	} else if ok && now.CommitToken == t.CommitToken {
 		t = now

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -21,14 +22,15 @@ import (
 
 // optimizeCmd is "worldfs optimize".
 func optimizeCmd() command {
-	var url, world, run, tables *string
+	var url, world, run, tables, windows *string
 	var recent, targetRows *int64
 	var workers *int
 	var asJSON, dryRun *bool
 	return command{
 		name:    "optimize",
 		summary: "compact a world's small fragments into large files (readers switch at once; safe beside a live writer), give compacted files written before tick indexes theirs, write the summaries of compacted history the views plan from, and the reference lists of exports an older worldfs wrote (collection keeps what they name)",
-		example: "worldfs optimize --bucket ./worldfs-data --world w1 --run main",
+		example: "worldfs optimize --bucket ./worldfs-data --world w1 --run main\n" +
+			"  worldfs optimize --bucket ./worldfs-data --world w1 --recent 8 --windows 4096,512,64,8",
 		flags: func(fs *flag.FlagSet) {
 			url = bucketFlag(fs)
 			world = fs.String("world", "", "world to compact (required)")
@@ -37,6 +39,8 @@ func optimizeCmd() command {
 			recent = fs.Int64("recent", 256, "the newest ticks stay as written (0: none, every whole window up to the head is compacted)")
 			workers = fs.Int("workers", 0, "files rewritten at once (default: the number of CPUs)")
 			targetRows = fs.Int64("target-rows", 1<<20, "most rows in one compacted file")
+			windows = fs.String("windows", "", "compaction windows in ticks, comma-separated, largest first, each a multiple of the next "+
+				"(default 4096,512,64; a writer's background compaction and other compactors nest with them while every window divides the larger ones)")
 			asJSON = fs.Bool("json", false, "print the result as JSON")
 			dryRun = fs.Bool("dry-run", false, "count the compacted files without a tick index (and damaged indexes) and the exports without a reference list; compact and write nothing")
 		},
@@ -47,6 +51,20 @@ func optimizeCmd() command {
 			if *recent < 0 {
 				return usagef("--recent %d: give 0 or more (0 compacts every whole window up to the head)", *recent)
 			}
+			opts := maintenance.CompactOptions{Run: *run, Recent: *recent, TargetRows: *targetRows, Workers: *workers}
+			if *recent == 0 {
+				opts.Recent = maintenance.NoRecent
+			}
+			if *windows != "" {
+				ws, err := parseWindows(*windows)
+				if err != nil {
+					return usagef("--windows %q: %v", *windows, err)
+				}
+				opts.Windows = ws
+				if err := (&maintenance.CompactOptions{Run: index.DefaultRun, Windows: ws}).Validate(); err != nil {
+					return usagef("--windows %q: want windows of at least a tick, largest first, each a multiple of the next (e.g. 4096,512,64)", *windows)
+				}
+			}
 			b, cat, err := openWorld(ctx, *url, *world, !*dryRun)
 			if err != nil {
 				return err
@@ -55,10 +73,6 @@ func optimizeCmd() command {
 			defer cat.Close()
 			if *dryRun {
 				return tickIndexesDryRun(ctx, b, cat, *world, *run, *workers, *asJSON, out)
-			}
-			opts := maintenance.CompactOptions{Run: *run, Recent: *recent, TargetRows: *targetRows, Workers: *workers}
-			if *recent == 0 {
-				opts.Recent = maintenance.NoRecent
 			}
 			if *tables != "" {
 				opts.Tables = strings.Split(*tables, ",")
@@ -229,6 +243,20 @@ func tickIndexesDryRun(ctx context.Context, b bucket.Bucket, cat *index.Catalog,
 	}
 	fmt.Fprintln(out)
 	return err
+}
+
+// parseWindows parses a comma-separated list of tick counts (the
+// windows' order and multiples are CompactOptions.Validate's to check).
+func parseWindows(s string) ([]int64, error) {
+	var ws []int64
+	for _, f := range strings.Split(s, ",") {
+		w, err := strconv.ParseInt(strings.TrimSpace(f), 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a number of ticks", f)
+		}
+		ws = append(ws, w)
+	}
+	return ws, nil
 }
 
 func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }

@@ -206,3 +206,32 @@ func TestOptimizeWritesMissingExportReferenceLists(t *testing.T) {
 		t.Fatalf("gc once optimize wrote the lists: exit %d\n%s%s", code, out, stderr)
 	}
 }
+
+// worldfs optimize --windows compacts with the windows given; windows that
+// do not nest are refused with exit 2, writing nothing.
+func TestOptimizeWindows(t *testing.T) {
+	dir := t.TempDir()
+	b, err := local.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enginetest.World(t, b, "w", 140).Close()
+	b.Close()
+	before := filesEnding(t, dir, "")
+	for _, bad := range []string{"64,48", "8,64", "x", "64,0"} {
+		code, out, stderr := cli(t, "optimize", "--bucket", dir, "--world", "w", "--windows", bad)
+		if code != 2 || !strings.Contains(stderr, "--windows") || out != "" {
+			t.Errorf("optimize --windows %s: exit %d\n%s%s", bad, code, out, stderr)
+		}
+	}
+	if after := filesEnding(t, dir, ""); len(after) != len(before) {
+		t.Fatalf("refused optimizes wrote %d objects", len(after)-len(before))
+	}
+	// Ticks 0..131 are past the recent 8: eight windows of 16 ticks
+	// (0..127); the default windows would compact two of 64.
+	code, out, stderr := cli(t, "optimize", "--bucket", dir, "--world", "w", "--recent", "8", "--windows", "16,8", "--json")
+	var res struct{ Windows int }
+	if err := json.Unmarshal([]byte(out), &res); code != 0 || err != nil || res.Windows != 8 {
+		t.Fatalf("optimize --windows 16,8: exit %d, %v, %+v; want 8 windows\n%s%s", code, err, res, out, stderr)
+	}
+}
