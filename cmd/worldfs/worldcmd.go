@@ -197,7 +197,7 @@ func (f *fenceEpochs) see(ctx context.Context, c index.Change) (int64, error) {
 			return 0, err
 		}
 		later := int64(0)
-		if s.Seq > c.Seq {
+		if s.Seq() > c.Seq {
 			ctx, stop := context.WithCancel(ctx)
 			defer stop()
 			for n, err := range index.Changes(ctx, f.b, f.world, c.Seq+1, time.Second) {
@@ -207,12 +207,12 @@ func (f *fenceEpochs) see(ctx context.Context, c index.Change) (int64, error) {
 				if n.Entry.FenceAcquire != nil {
 					later++
 				}
-				if n.Seq >= s.Seq {
+				if n.Seq >= s.Seq() {
 					break
 				}
 			}
 		}
-		f.epoch = s.World.Epoch - later
+		f.epoch = s.World().Epoch - later
 		return f.epoch, nil
 	}
 	return 0, nil
