@@ -357,13 +357,7 @@ func logCmd() command {
 				if err != nil || tip == 0 {
 					return err
 				}
-				from := uint64(*since)
-				switch {
-				case from == 0 && *limit > 0 && tip >= uint64(*limit):
-					from = max(oldest, tip-uint64(*limit)+1)
-				case from == 0:
-					from = oldest
-				}
+				from := logFrom(oldest, tip, *since, *limit)
 				if from > tip {
 					return nil
 				}
@@ -412,6 +406,19 @@ func logCmd() command {
 			})
 		},
 	}
+}
+
+// logFrom is the first sequence worldfs log shows of a log holding
+// oldest..tip: since, or the newest limit (since 0), or the oldest.
+func logFrom(oldest, tip uint64, since, limit int64) uint64 {
+	from := uint64(since)
+	switch {
+	case from == 0 && limit > 0 && tip >= uint64(limit):
+		from = max(oldest, tip-uint64(limit)+1)
+	case from == 0:
+		from = oldest
+	}
+	return from
 }
 
 // watchCmd is "worldfs watch".
