@@ -210,21 +210,14 @@ func (c *checker) records() (int64, error) {
 // yields them, and records in the report what it read, what it found
 // damaged and what it verified again, in the walk's order.
 func (c *checker) fragments(ctx context.Context, total int64) error {
-	res, opts := c.res, c.opts
 	desc := "fragments checked"
-	if opts.ReadData {
+	if c.opts.ReadData {
 		desc = "fragments read"
 	}
 	c.progress(desc, 0, total)
-	type found struct {
-		i      int64
-		err    *Error
-		copied string
-	}
-	var mu sync.Mutex
-	var errs, copied []found
-	var done, bytes, unrecorded atomic.Int64
-	workers := opts.Workers
+	var t tally
+	var done atomic.Int64
+	workers := c.opts.Workers
 	if workers <= 0 {
 		workers = max(4, 2*runtime.GOMAXPROCS(0))
 	}
@@ -232,7 +225,7 @@ func (c *checker) fragments(ctx context.Context, total int64) error {
 	var wg sync.WaitGroup
 	i := int64(0)
 	var prev *index.Fragment
-	err := c.s.Fragments(opts.Run, func(f index.FragmentRef) bool {
+	err := c.s.Fragments(c.opts.Run, func(f index.FragmentRef) bool {
 		if prev != nil && sameRecord(f.Fragment, *prev) {
 			return true
 		}
@@ -249,25 +242,7 @@ func (c *checker) fragments(ctx context.Context, total int64) error {
 		wg.Add(1)
 		go func(i int64) {
 			defer func() { c.progress(desc, done.Add(1), total); <-sem; wg.Done() }()
-			r := record(f.Fragment)
-			if !r.Recorded() {
-				unrecorded.Add(1)
-			}
-			ch, err := opts.Verified.Check(ctx, c.b, opts.BucketID, r, opts.ReadData)
-			bytes.Add(ch.Read)
-			mu.Lock()
-			defer mu.Unlock()
-			if err == nil && ch.Copied {
-				copied = append(copied, found{i: i, copied: f.Path})
-			}
-			if err != nil {
-				e := Error{Fragment: f.Path, Run: f.Run, Tick: f.Tick, What: "read", Message: err.Error()}
-				var cf *cache.CorruptFragmentError
-				if errors.As(err, &cf) {
-					e.What, e.Want, e.Got = cf.What, cf.Want, cf.Got
-				}
-				errs = append(errs, found{i: i, err: &e})
-			}
+			c.one(ctx, f, i, &t)
 		}(i)
 		i++
 		return true
@@ -279,18 +254,60 @@ func (c *checker) fragments(ctx context.Context, total int64) error {
 	if err != nil {
 		return err // the walk decoded every list before (records)
 	}
+	t.report(c.res, total)
+	return nil
+}
+
+// tally is what the checks of fragments found, each by the place of its
+// record in the walk (found.i).
+type tally struct {
+	mu                sync.Mutex
+	errs, copied      []found
+	bytes, unrecorded atomic.Int64
+}
+
+type found struct {
+	i      int64
+	err    *Error
+	copied string
+}
+
+// one checks the record of f, the walk's i-th distinct one, into t.
+func (c *checker) one(ctx context.Context, f index.FragmentRef, i int64, t *tally) {
+	r := record(f.Fragment)
+	if !r.Recorded() {
+		t.unrecorded.Add(1)
+	}
+	ch, err := c.opts.Verified.Check(ctx, c.b, c.opts.BucketID, r, c.opts.ReadData)
+	t.bytes.Add(ch.Read)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err == nil && ch.Copied {
+		t.copied = append(t.copied, found{i: i, copied: f.Path})
+	}
+	if err != nil {
+		e := Error{Fragment: f.Path, Run: f.Run, Tick: f.Tick, What: "read", Message: err.Error()}
+		var cf *cache.CorruptFragmentError
+		if errors.As(err, &cf) {
+			e.What, e.Want, e.Got = cf.What, cf.Want, cf.Got
+		}
+		t.errs = append(t.errs, found{i: i, err: &e})
+	}
+}
+
+// report adds to res what t found of total records, in the walk's order.
+func (t *tally) report(res *Report, total int64) {
 	byWalk := func(a, b found) int { return cmp.Compare(a.i, b.i) }
-	slices.SortFunc(errs, byWalk)
-	slices.SortFunc(copied, byWalk)
-	res.Fragments, res.Bytes, res.Unrecorded = total, bytes.Load(), unrecorded.Load()
-	for _, e := range errs {
+	slices.SortFunc(t.errs, byWalk)
+	slices.SortFunc(t.copied, byWalk)
+	res.Fragments, res.Bytes, res.Unrecorded = total, t.bytes.Load(), t.unrecorded.Load()
+	for _, e := range t.errs {
 		res.Errors = append(res.Errors, *e.err)
 	}
-	for _, f := range copied {
+	for _, f := range t.copied {
 		res.Reverified++
 		res.ReverifiedFragments = append(res.ReverifiedFragments, f.copied)
 	}
-	return nil
 }
 
 // record is what the catalog records of fragment f, as the cache checks it.
