@@ -381,8 +381,8 @@ func TestLoadInPartChecksRunHeads(t *testing.T) {
 }
 
 // BenchmarkWholeStateTickQuestions times the tick questions of a whole
-// state (Load), which check only that it is whole (one branch) before
-// answering: a tick, the newest at or below a tick, a token, a walk of a
+// state (Load), which answer at once (a build that checks invariants
+// first checks that it is whole): a tick, the newest at or below a tick, a token, a walk of a
 // hundred ticks.
 //
 //	go test ./index -run '^$' -bench WholeStateTickQuestions
