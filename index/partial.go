@@ -418,9 +418,9 @@ type Partial struct {
 	confirmed time.Time
 }
 
-// PartialOf returns s, a whole state (or one loaded in part, whose
-// questions it answers as its own Partial would), as a Partial: a reader
-// of either takes one type. Refresh needs a Partial from LoadFor.
+// PartialOf returns s, a whole state, as a Partial that holds all of it:
+// a reader of states whole or loaded in part takes one type (a Plan over
+// both, OpenPlan). Refresh needs a Partial from LoadFor.
 func PartialOf(s *State) *Partial { return &Partial{s: s} }
 
 // World is the world's record.
