@@ -169,13 +169,13 @@ func (m *Mount) factRuns(ctx context.Context, world string) ([]string, error) {
 // to its fork point). Run engine.EvaluationRun gives the receipts, which
 // are the world's own.
 func (m *Mount) factTables(ctx context.Context, world, run string) (map[string][]string, error) {
-	var v *index.View
+	var v *index.Plan
 	if run == engine.EvaluationRun {
 		s, err := m.claimsState(ctx, world)
 		if err != nil {
 			return nil, err
 		}
-		v = index.OwnView(s, run)
+		v = index.OwnPlan(s, run)
 	} else {
 		var err error
 		if v, err = m.factsView(ctx, world, run); err != nil {
@@ -185,11 +185,11 @@ func (m *Mount) factTables(ctx context.Context, world, run string) (map[string][
 	return m.factTablesOf(ctx, v, run)
 }
 
-// factsView is the view of (world, run) that facts/ reads: its lineage,
-// each world's state from claimsState. Only its facts are asked (View.Facts
+// factsView is the plan of (world, run) that facts/ reads: its lineage,
+// each world's state from claimsState. Only its facts are asked (Plan.Facts
 // reads the claims, which a partial state holds whole), never its ticks.
-func (m *Mount) factsView(ctx context.Context, world, run string) (*index.View, error) {
-	return index.OpenView(ctx, m.claimsState, world, run)
+func (m *Mount) factsView(ctx context.Context, world, run string) (*index.Plan, error) {
+	return index.OpenPlan(ctx, m.claimsState, world, run)
 }
 
 // claimsState returns world's state at most Freshness old, for its record,
@@ -200,20 +200,24 @@ func (m *Mount) factsView(ctx context.Context, world, run string) (*index.View, 
 // its catalog's, as ticks/ reads it. The copy (Partial.Clone) is the
 // caller's: the state the mount holds grows in place (Partial.Load) while
 // the caller reads it.
-func (m *Mount) claimsState(ctx context.Context, world string) (*index.State, error) {
-	var s *index.State
+func (m *Mount) claimsState(ctx context.Context, world string) (*index.Partial, error) {
+	var s *index.Partial
 	cold, err := m.withCold(ctx, world, index.Want{From: 1, To: 0}, m.opts.Freshness, func(p *index.Partial) error {
-		s = p.Clone().State()
+		s = p.Clone()
 		return nil
 	})
 	if err != nil || cold {
 		return s, err
 	}
-	return m.state(ctx, world, false)
+	st, err := m.state(ctx, world, false)
+	if err != nil {
+		return nil, err
+	}
+	return index.PartialOf(st), nil
 }
 
 // factTablesOf is factTables of the facts v shows.
-func (m *Mount) factTablesOf(ctx context.Context, v *index.View, run string) (map[string][]string, error) {
+func (m *Mount) factTablesOf(ctx context.Context, v *index.Plan, run string) (map[string][]string, error) {
 	out := map[string][]string{}
 	var ferr error
 	v.Facts(math.MaxInt64, func(c index.FactRef) bool {
@@ -290,7 +294,7 @@ func (f *factFile) current(ctx context.Context) (version, error) {
 	}
 	fv := v
 	if f.run == engine.EvaluationRun {
-		fv = index.OwnView(v.Segments[len(v.Segments)-1].State, f.run)
+		fv = v.Own(f.run)
 	}
 	rs, tokens, err := f.m.factRows(ctx, fv, f.run, f.table)
 	if err != nil {
@@ -314,7 +318,7 @@ func (f *factFile) current(ctx context.Context) (version, error) {
 // <name>_raw shows them: a column the schemas give several types has the
 // type the view gives it, each value cast as the view casts it, see
 // frame.UnionType) or, for the receipts, as frame.ReceiptsView's columns.
-func (m *Mount) factRows(ctx context.Context, v *index.View, run, name string) (*rowSet, []string, error) {
+func (m *Mount) factRows(ctx context.Context, v *index.Plan, run, name string) (*rowSet, []string, error) {
 	rs := &rowSet{published: pairs{}, desc: true}
 	parts := map[string]*rowPart{}
 	if run == engine.EvaluationRun {

@@ -1070,11 +1070,11 @@ type worldRecord struct {
 // part), else from the catalog.
 func (m *Mount) worldInfo(ctx context.Context, world, run string) (worldRecord, error) {
 	var r worldRecord
-	read := func(s *index.State) {
-		r = worldRecord{world: s.World, runs: s.Runs(), seq: s.Seq, mode: s.Allowlist(run).Mode}
+	read := func(p *index.Partial) {
+		r = worldRecord{world: p.World(), runs: p.Runs(), seq: p.Seq(), mode: p.Visibility(run)}
 	}
 	if cold, err := m.withCold(ctx, world, index.Want{From: 1, To: 0}, m.opts.Freshness, func(p *index.Partial) error {
-		read(p.State())
+		read(p)
 		return nil
 	}); err != nil || cold {
 		return r, err
@@ -1083,7 +1083,7 @@ func (m *Mount) worldInfo(ctx context.Context, world, run string) (worldRecord, 
 	if err != nil {
 		return r, err
 	}
-	read(s)
+	read(index.PartialOf(s))
 	return r, nil
 }
 

@@ -644,22 +644,28 @@ var (
 // point inside a compacted stretch) it plans from every tick.
 func (m *Mount) tableNames(ctx context.Context, world, run string, exact bool) ([]string, error) {
 	ids := map[[2]string]bool{}
-	plan := func(load index.Loader) error {
-		v, err := index.OpenView(ctx, load, world, run)
+	plan := func(load index.PartLoader) error {
+		p, err := index.OpenPlan(ctx, load, world, run)
 		if err != nil {
 			return err
 		}
-		return v.Files(math.MinInt64, math.MaxInt64, func(f index.File) bool {
+		return p.Files(math.MinInt64, math.MaxInt64, func(f index.File) bool {
 			if !f.Fact {
 				ids[[2]string{f.World, f.Table}] = true
 			}
 			return true
 		})
 	}
-	err := plan(func(ctx context.Context, w string) (*index.State, error) { return m.planningState(ctx, w, exact) })
+	err := plan(func(ctx context.Context, w string) (*index.Partial, error) { return m.planningState(ctx, w, exact) })
 	if errors.Is(err, index.ErrNotLoaded) {
 		clear(ids)
-		err = plan(func(ctx context.Context, w string) (*index.State, error) { return m.state(ctx, w, exact) })
+		err = plan(func(ctx context.Context, w string) (*index.Partial, error) {
+			s, err := m.state(ctx, w, exact)
+			if err != nil {
+				return nil, err
+			}
+			return index.PartialOf(s), nil
+		})
 	}
 	if err != nil {
 		return nil, err
@@ -684,17 +690,21 @@ func (m *Mount) tableNames(ctx context.Context, world, run string, exact bool) (
 // (index.LoadSummarizedAtMost, decoding at most coldKeepParts parts
 // without one); else, or for a world without a checkpoint or whose
 // history is mostly not summarized, its catalog's, opened and kept.
-func (m *Mount) planningState(ctx context.Context, world string, exact bool) (*index.State, error) {
+func (m *Mount) planningState(ctx context.Context, world string, exact bool) (*index.Partial, error) {
 	m.mu.Lock()
 	open := m.mu.cats.Contains(world)
 	m.mu.Unlock()
 	if !open {
-		s, _, err := index.LoadSummarizedAtMost(finish(ctx), m.b, world, coldKeepParts)
+		p, _, err := index.LoadSummarizedAtMost(finish(ctx), m.b, world, coldKeepParts)
 		if !errors.Is(err, index.ErrUnsummarized) {
-			return s, err
+			return p, err
 		}
 	}
-	return m.state(ctx, world, exact)
+	s, err := m.state(ctx, world, exact)
+	if err != nil {
+		return nil, err
+	}
+	return index.PartialOf(s), nil
 }
 
 func (d *tablesDir) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {

@@ -46,12 +46,9 @@ type Allowlist struct {
 // Allowlist returns the allowlist of run in s.
 func (s *State) Allowlist(run string) *Allowlist {
 	a := &Allowlist{World: s.World.ID, Run: run, UpTo: math.MaxInt64, state: s, claims: map[string]bool{}}
-	_, published := s.Run(run)
-	if !published && s.World.Epoch == 0 {
-		a.Mode = Unfiltered
+	if a.Mode = s.visibility(run); a.Mode == Unfiltered {
 		return a
 	}
-	a.Mode = Filtered
 	s.Claims(run, func(c *Claim) bool {
 		if c.State == ClaimComplete {
 			a.claims[c.CommitToken] = true
@@ -59,6 +56,15 @@ func (s *State) Allowlist(run string) *Allowlist {
 		return true
 	})
 	return a
+}
+
+// visibility is how run's rows are filtered: unfiltered while it has no
+// publication and no writer ever fenced the world.
+func (s *State) visibility(run string) Visibility {
+	if _, published := s.Run(run); !published && s.World.Epoch == 0 {
+		return Unfiltered
+	}
+	return Filtered
 }
 
 // Admits reports whether a row of the segment stamped (tick, token, epoch)
@@ -71,8 +77,7 @@ func (a *Allowlist) Admits(tick int64, token string, epoch int64) bool {
 }
 
 // Publishes reports whether the segment's run published (tick, token): a
-// tick's manifest, or a completed claim. On a state loaded in part that
-// does not hold tick, it panics (State.Tick).
+// tick's manifest, or a completed claim.
 func (a *Allowlist) Publishes(tick int64, token string) bool {
 	if t, ok := a.state.Tick(a.Run, tick); ok && t.CommitToken == token {
 		return true
@@ -145,14 +150,14 @@ func Lineage(ctx context.Context, load Loader, world, run string) ([]Segment, er
 }
 
 // LoadSummarizedFrom is LoadFrom with LoadSummarized: states for
-// planning views.
-func LoadSummarizedFrom(b bucket.Bucket) Loader {
-	return func(ctx context.Context, world string) (*State, error) {
-		s, _, err := LoadSummarized(ctx, b, world)
+// planning views (OpenPlan).
+func LoadSummarizedFrom(b bucket.Bucket) PartLoader {
+	return func(ctx context.Context, world string) (*Partial, error) {
+		p, _, err := LoadSummarized(ctx, b, world)
 		if err != nil && !errors.Is(err, bucket.ErrNotExist) {
 			return nil, err
 		}
-		return s, err
+		return p, err
 	}
 }
 

@@ -16,10 +16,13 @@
 // cold start (newest checkpoint plus the slots listed after it), and
 // LoadFor the cold start of a reader of one tick, a range or the head: it
 // decodes only the checkpoint shards that hold them (a Partial, which
-// refuses questions about the rest with ErrNotLoaded); Changes is
-// the change feed over slots; Allowlist and Lineage are the visibility rules,
-// and View is the one planner that applies them (docs/ARCHITECTURE.md,
-// "Visibility"). The row-visibility rule itself is RowRule (rule.go), one
+// refuses questions about the rest with ErrNotLoaded; LoadSummarized's
+// holds compacted stretches as summaries); Changes is the change feed
+// over slots; Allowlist and Lineage are the visibility rules, and View is
+// the one planner that applies them (docs/ARCHITECTURE.md, "Visibility"):
+// over whole states, and as a Plan over states loaded in part, which
+// asks them only what they answer or refuse with an error. A State, a
+// View and an Allowlist are whole: their tick questions return no error. The row-visibility rule itself is RowRule (rule.go), one
 // expression that Go evaluates and the views render as SQL. Every bucket
 // name is built in names.go, each builder beside its parser, with the
 // default run (DefaultRun). Corrupt data fails closed with ErrCorrupt, a

@@ -6,35 +6,21 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"testing"
 
+	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/bucket/buckettest"
 )
 
-// asked runs a tick question: refused when it panics with ErrNotLoaded
-// (refuse); any other panic is the test's failure.
-func asked(q func()) (refused bool) {
-	defer func() {
-		if r := recover(); r != nil {
-			if err, ok := r.(error); ok && errors.Is(err, ErrNotLoaded) {
-				refused = true
-				return
-			}
-			panic(r)
-		}
-	}()
-	q()
-	return false
-}
-
 // tickQuestions asks part, a state loaded in part, and whole, the whole
-// state at the same sequence, every tick question of State, View and
-// Allowlist about run at and between the ticks ns (each tick, each range,
-// Last at each tick, the token of each tick): part answers each as whole
-// does or refuses it. held(n) says whether part holds tick n: a question
+// state at the same sequence, every tick question of a Partial about run
+// at and between the ticks ns (each tick, each range, Last at each tick,
+// the token of each tick): part answers each as whole does or refuses it
+// with ErrNotLoaded. held(n) says whether part holds tick n: a question
 // that reads only held ticks must be answered. It returns how many
 // questions part refused and answered.
-func tickQuestions(t *testing.T, part, whole *State, run string, ns []int64, held func(n int64) bool) (refused, answered int) {
+func tickQuestions(t *testing.T, part *Partial, whole *State, run string, ns []int64, held func(n int64) bool) (refused, answered int) {
 	t.Helper()
 	val := func(tk *Tick, ok bool) string {
 		if !ok {
@@ -46,76 +32,144 @@ func tickQuestions(t *testing.T, part, whole *State, run string, ns []int64, hel
 		}
 		return fmt.Sprintf("%+v", v)
 	}
-	ref := func(r TickRef, ok bool) string { return fmt.Sprintf("%s/%s %s", r.World, r.Run, val(r.Tick, ok)) }
 	heldAll := func(from, to int64) bool { return heldRange(whole, run, held, from, to) }
-	check := func(q string, mustAnswer bool, got func() string, want string) {
+	check := func(q string, mustAnswer bool, got func() (string, error), want string) {
 		t.Helper()
-		var g string
-		if asked(func() { g = got() }) {
-			if mustAnswer {
-				t.Fatalf("%s: refused, though the state holds what it reads", q)
-			}
+		g, err := got()
+		switch {
+		case errors.Is(err, ErrNotLoaded) && mustAnswer:
+			t.Fatalf("%s: refused, though the state holds what it reads: %v", q, err)
+		case errors.Is(err, ErrNotLoaded):
 			refused++
-			return
-		}
-		answered++
-		if g != want {
+		case err != nil:
+			t.Fatalf("%s: %v", q, err)
+		case g != want:
 			t.Fatalf("%s: the state loaded in part answers %s, the whole state %s", q, g, want)
+		default:
+			answered++
 		}
 	}
-	pv, wv := OwnView(part, run), OwnView(whole, run)
-	pa, wa := part.Allowlist(run), whole.Allowlist(run)
+	answer := func(tk *Tick, ok bool, err error) (string, error) { return val(tk, ok), err }
 	for _, n := range ns {
-		check(fmt.Sprintf("State.Tick(%d)", n), held(n), func() string { return val(part.Tick(run, n)) }, val(whole.Tick(run, n)))
-		check(fmt.Sprintf("View.Tick(%d)", n), held(n), func() string { return ref(pv.Tick(n)) }, ref(wv.Tick(n)))
+		check(fmt.Sprintf("Partial.Tick(%d)", n), held(n), func() (string, error) { return answer(part.Tick(run, n)) }, val(whole.Tick(run, n)))
 		wt, wok := whole.Last(run, n)
 		from := int64(math.MinInt64)
 		if wok {
 			from = wt.Tick
 		}
-		check(fmt.Sprintf("State.Last(%d)", n), heldAll(from, n), func() string { return val(part.Last(run, n)) }, val(wt, wok))
+		check(fmt.Sprintf("Partial.Last(%d)", n), heldAll(from, n), func() (string, error) { return answer(part.Last(run, n)) }, val(wt, wok))
 		token := fmt.Sprint("t", n)
 		if tk, ok := whole.Tick(run, n); ok {
 			token = tk.CommitToken
-			check(fmt.Sprintf("Allowlist.Publishes(%d)", n), held(n), func() string { return fmt.Sprint(pa.Publishes(n, token)) }, fmt.Sprint(wa.Publishes(n, token)))
 		}
 		// A token that names its tick is answered wherever that tick is
 		// held; the others need every tick.
 		named, isNamed := TokenTick(token)
 		byToken := heldAll(math.MinInt64, math.MaxInt64) || isNamed && named == n && held(n)
-		check("State.TickByToken("+token+")", byToken, func() string { return val(part.TickByToken(run, token)) }, val(whole.TickByToken(run, token)))
-		check("View.Token("+token+")", byToken, func() string { return ref(pv.Token(token)) }, ref(wv.Token(token)))
+		check("Partial.TickByToken("+token+")", byToken, func() (string, error) { return answer(part.TickByToken(run, token)) }, val(whole.TickByToken(run, token)))
 		for _, to := range ns {
-			walk := func(s *State) string {
+			var want []string
+			whole.Ticks(run, n, func(tk *Tick) bool {
+				if tk.Tick > to {
+					return false
+				}
+				want = append(want, val(tk, true))
+				return true
+			})
+			check(fmt.Sprintf("Partial.Ticks(%d, %d)", n, to), heldAll(n, to), func() (string, error) {
 				var out []string
-				s.Ticks(run, n, func(tk *Tick) bool {
-					if tk.Tick > to {
-						return false
-					}
-					out = append(out, val(tk, true))
-					return true
-				})
-				return fmt.Sprint(len(out), out)
-			}
-			// State.Ticks is not bounded: it may refuse what a bounded
-			// walk would answer, never answer otherwise.
-			check(fmt.Sprintf("State.Ticks(%d) up to %d", n, to), false, func() string { return walk(part) }, walk(whole))
-			view := func(v *View) string {
-				var out []string
-				v.Ticks(n, to, func(r TickRef) bool { out = append(out, ref(r, true)); return true })
-				return fmt.Sprint(len(out), out)
-			}
-			check(fmt.Sprintf("View.Ticks(%d, %d)", n, to), heldAll(n, to), func() string { return view(pv) }, view(wv))
+				err := part.Ticks(run, n, to, func(tk *Tick) bool { out = append(out, val(tk, true)); return true })
+				return fmt.Sprint(len(out), out), err
+			}, fmt.Sprint(len(want), want))
 		}
 	}
-	check("View.Head", heldAll(math.MinInt64, math.MaxInt64) || held(math.MaxInt64), func() string { return ref(pv.Head()) }, ref(wv.Head()))
-	allow := func(a *Allowlist) string {
-		k := 0
-		a.Ticks(func(int64, string) bool { k++; return true })
-		return fmt.Sprint(k)
-	}
-	check("Allowlist.Ticks", heldAll(math.MinInt64, math.MaxInt64), func() string { return allow(pa) }, allow(wa))
 	return refused, answered
+}
+
+// A state loaded in part says so in its type. LoadFor, LoadSummarized
+// and LoadSummarizedAtMost return a *Partial, and a plan over such
+// states is a *Plan: a whole state's tick questions (which return no
+// error) are not among their methods, and those they have return an
+// error (ErrNotLoaded for what the state does not hold); neither hands
+// out a *State, *View or *Allowlist but whole (Partial.Whole,
+// Partial.LoadAll, Plan.View). Much of it holds at compile time; the
+// rest is checked on the method sets.
+func TestPartialStatesSayWhatTheyHold(t *testing.T) {
+	var (
+		_ func(context.Context, bucket.Bucket, string, Want) (*Partial, LoadInfo, error) = LoadFor
+		_ func(context.Context, bucket.Bucket, string) (*Partial, LoadInfo, error)       = LoadSummarized
+		_ func(context.Context, bucket.Bucket, string, int) (*Partial, LoadInfo, error)  = LoadSummarizedAtMost
+		_ PartLoader                                                                     = LoadSummarizedFrom(nil)
+		_ interface {
+			Tick(run string, tick int64) (*Tick, bool, error)
+			Last(run string, upTo int64) (*Tick, bool, error)
+			TickByToken(run, token string) (*Tick, bool, error)
+			Ticks(run string, from, to int64, fn func(*Tick) bool) error
+		} = (*Partial)(nil)
+		_ interface {
+			Files(from, to int64, fn func(File) bool) error
+			Visible(upTo int64) (*Span, error)
+		} = (*Plan)(nil)
+	)
+	questions := []string{"Tick", "Last", "TickByToken", "Ticks", "Head", "Token", "Files", "Visible", "Allowlist", "Publishes"}
+	wholeTypes := []reflect.Type{reflect.TypeFor[*State](), reflect.TypeFor[*View](), reflect.TypeFor[*Allowlist](), reflect.TypeFor[[]Segment]()}
+	whole := map[string]bool{"Partial.Whole": true, "Partial.LoadAll": true, "Plan.View": true}
+	errType := reflect.TypeFor[error]()
+	for _, typ := range []reflect.Type{reflect.TypeFor[*Partial](), reflect.TypeFor[*Plan]()} {
+		for i := range typ.NumMethod() {
+			m := typ.Method(i)
+			name := typ.Elem().Name() + "." + m.Name
+			for j := range m.Type.NumOut() {
+				if slices.Contains(wholeTypes, m.Type.Out(j)) && !whole[name] {
+					t.Errorf("%s returns a %v: a state loaded in part would pass for a whole one", name, m.Type.Out(j))
+				}
+			}
+			if n := m.Type.NumOut(); slices.Contains(questions, m.Name) && (n == 0 || m.Type.Out(n-1) != errType) {
+				t.Errorf("%s %v asks about ticks without an error to refuse what the state does not hold", name, m.Type)
+			}
+		}
+		for j := range typ.Elem().NumField() {
+			if f := typ.Elem().Field(j); f.IsExported() && slices.Contains(wholeTypes, f.Type) {
+				t.Errorf("%s.%s is a %v: a state loaded in part would pass for a whole one", typ.Elem().Name(), f.Name, f.Type)
+			}
+		}
+	}
+}
+
+// What a Partial from LoadSummarized cannot answer it refuses with
+// ErrNotLoaded, never a panic nor an answer from the ticks it holds: a
+// summarized tick, a walk over summarized ticks, the newest tick below
+// them, a plan that starts inside a summarized stretch. LoadAll answers.
+func TestSummarizedPartialRefusesWithAnError(t *testing.T) {
+	ctx := ctxT(t)
+	n := int64(3 * tickShardSpan) // shards 0..2 summarized, ticks n..n+9 decoded
+	b, _, _ := summaryWorld(t, n, 1, 3000)
+	p, _, err := LoadSummarized(ctx, b, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := p.Tick("main", 5); !errors.Is(err, ErrNotLoaded) {
+		t.Errorf("Tick(5), summarized: %v; want ErrNotLoaded", err)
+	}
+	if err := p.Ticks("main", 0, n+9, func(*Tick) bool { return true }); !errors.Is(err, ErrNotLoaded) {
+		t.Errorf("Ticks(0, %d): %v; want ErrNotLoaded", n+9, err)
+	}
+	if _, _, err := p.Last("main", n-1); !errors.Is(err, ErrNotLoaded) {
+		t.Errorf("Last(%d): %v; want ErrNotLoaded", n-1, err)
+	}
+	if err := OwnPlan(p, "main").Files(4000, math.MaxInt64, func(File) bool { return true }); !errors.Is(err, ErrNotLoaded) {
+		t.Errorf("Plan.Files from 4000, inside a stretch of ticks 3000..5999: %v; want ErrNotLoaded", err)
+	}
+	if tk, ok, err := p.Tick("main", n+4); err != nil || !ok || tk.Tick != n+4 {
+		t.Errorf("Tick(%d), decoded: %v, %v, %v", n+4, tk, ok, err)
+	}
+	s, err := p.LoadAll(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tk, ok := s.Tick("main", 5); !ok || tk.CommitToken != "t5" {
+		t.Errorf("Tick(5) of the state loaded whole: %v, %v", tk, ok)
+	}
 }
 
 // heldRange reports whether every tick of run from..to (up to its head in
@@ -134,10 +188,9 @@ func heldRange(whole *State, run string, held func(n int64) bool, from, to int64
 	return held(to)
 }
 
-// Every tick question of State, View and Allowlist asked of a state from
-// LoadSummarized is answered as the whole state answers it or refused
-// (a panic wrapping ErrNotLoaded): never answered from the decoded ticks
-// alone, which miss the summarized ones.
+// Every tick question of the Partial LoadSummarized returns is answered
+// as the whole state answers it or refused with ErrNotLoaded: never
+// answered from the decoded ticks alone, which miss the summarized ones.
 func TestSummarizedStateAnswersOrRefuses(t *testing.T) {
 	n := int64(3 * tickShardSpan) // shards 0..2 summarized; ticks n..n+9 decoded
 	_, cat, load := summaryWorld(t, n, 1, 3000)
@@ -147,16 +200,16 @@ func TestSummarizedStateAnswersOrRefuses(t *testing.T) {
 	}
 	sum := load()
 	ns := []int64{0, 5, 2999, 3000, tickShardSpan, 2*tickShardSpan + 7, n - 1, n, n + 4, n + 9, n + 10, math.MaxInt64}
-	refused, answered := tickQuestions(t, sum, whole, "main", ns, func(k int64) bool { return k >= n })
+	refused, answered := tickQuestions(t, &Partial{s: sum}, whole, "main", ns, func(k int64) bool { return k >= n })
 	if refused == 0 || answered == 0 {
 		t.Fatalf("%d questions refused, %d answered: want some of each", refused, answered)
 	}
 }
 
-// The same of the state of a Partial (LoadFor): the questions about what
-// it loaded are answered, the others answered as the whole state does or
-// refused; View.Files and View.Visible, which return errors, return
-// ErrNotLoaded where they would read ticks it does not hold.
+// The same of a Partial from LoadFor: the questions about what it loaded
+// are answered, the others answered as the whole state does or refused;
+// a Plan's Files and Visible return ErrNotLoaded where they would read
+// ticks it does not hold.
 func TestPartialStateAnswersOrRefuses(t *testing.T) {
 	ctx := ctxT(t)
 	b := memBucket()
@@ -168,19 +221,18 @@ func TestPartialStateAnswersOrRefuses(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s := p.s
 		// Held: the shards asked for, shard 0 (the log after the
 		// checkpoint rewrote tick 5) and shard 3 (it published ticks).
 		held := func(k int64) bool {
 			sh := k / tickShardSpan
 			return sh == 0 || sh >= 3 || want.From <= want.To && want.From/tickShardSpan <= sh && sh <= min(want.To, int64(n))/tickShardSpan
 		}
-		refused, answered := tickQuestions(t, s, whole, "r", ns, held)
+		refused, answered := tickQuestions(t, p, whole, "r", ns, held)
 		// Loaded for all of r, it holds every tick the questions read.
 		if all := want.From <= 0 && want.To == math.MaxInt64; all != (refused == 0) || answered == 0 {
 			t.Fatalf("%+v: %d questions refused, %d answered", want, refused, answered)
 		}
-		pv, wv := OwnView(s, "r"), OwnView(whole, "r")
+		pv, wv := OwnPlan(p, "r"), OwnView(whole, "r")
 		for _, from := range ns {
 			for _, to := range ns {
 				wf, err := filesOf(wv, from, to)
@@ -208,11 +260,11 @@ func TestPartialStateAnswersOrRefuses(t *testing.T) {
 	}
 }
 
-// A fork's view whose own state is loaded in part (its head's shard) and
-// whose parent's is whole: View.Visible and View.Files answer as the
-// whole states' view or return ErrNotLoaded, View.Head answers, never
-// falling back to the parent's ticks for the fork's own that the state
-// does not hold.
+// A fork's plan whose own state is loaded in part (its head's shard) and
+// whose parent's is whole: Plan.Visible and Plan.Files answer as the
+// whole states' view or return ErrNotLoaded; the Partial's head is the
+// view's, never a parent's tick for the fork's own that the state does
+// not hold.
 func TestForkViewOfAStateLoadedInPart(t *testing.T) {
 	ctx := ctxT(t)
 	b := memBucket()
@@ -250,18 +302,19 @@ func TestForkViewOfAStateLoadedInPart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	part, err := OpenView(ctx, func(ctx context.Context, w string) (*State, error) {
+	part, err := OpenPlan(ctx, func(ctx context.Context, w string) (*Partial, error) {
 		if w == "fork" {
-			return p.s, nil
+			return p, nil
 		}
-		return LoadFrom(b)(ctx, w)
+		s, err := LoadFrom(b)(ctx, w)
+		return PartialOf(s), err
 	}, "fork", "main")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ph, _ := part.Head()
+	ph, _, err := p.Last("main", math.MaxInt64)
 	wh, _ := whole.Head()
-	if got, want := fmt.Sprint(ph.World, ph.Tick.Tick, ph.CommitToken), fmt.Sprint(wh.World, wh.Tick.Tick, wh.CommitToken); got != want {
+	if got, want := fmt.Sprint("fork", ph.Tick, ph.CommitToken, err), fmt.Sprint(wh.World, wh.Tick.Tick, wh.CommitToken, nil); got != want {
 		t.Fatalf("head of the fork: %s, the whole view's %s", got, want)
 	}
 	refused := 0
@@ -328,8 +381,8 @@ func TestLoadInPartChecksRunHeads(t *testing.T) {
 }
 
 // BenchmarkWholeStateTickQuestions times the tick questions of a whole
-// state (Load), which check only that it is whole (one branch) before
-// answering: a tick, the newest at or below a tick, a token, a walk of a
+// state (Load), which answer at once (a build that checks invariants
+// first checks that it is whole): a tick, the newest at or below a tick, a token, a walk of a
 // hundred ticks.
 //
 //	go test ./index -run '^$' -bench WholeStateTickQuestions

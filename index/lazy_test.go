@@ -7,10 +7,12 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
 	"unsafe"
+	"weak"
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/bucket/buckettest"
@@ -272,6 +274,37 @@ func residentShards() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.lru.Len()
+}
+
+// The decoded-list cache holds its shards weakly: once no state holds a
+// shard, neither the shard nor the checkpoint bytes its records share
+// stay alive for the cache, whose bound counts decoded lists only (a
+// shard of compacted ticks decodes to a few bytes). A process loading
+// many states, such as worldfs check comparing every checkpoint of a long
+// log with the fold, holds about the states it holds.
+func TestDecodedListsKeepNoDroppedState(t *testing.T) {
+	w := newScaleWorld(t, 4)
+	w.build(t, 10_000)
+	bk, name := checkpointOf(t, w.s)
+	s, _, err := LoadCheckpoint(ctxT(t), bk, "long", name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk, ok := s.Tick("main", 5000)
+	if !ok {
+		t.Fatal("no tick 5000")
+	}
+	tablesOf(t, tk) // its shard's lists decoded, in the cache
+	shard := weak.Make(tk.frags.lazy)
+	if shard.Value() == nil {
+		t.Fatal("tick 5000's lists are not held lazily by its shard")
+	}
+	s, tk = nil, nil
+	runtime.GC()
+	runtime.GC()
+	if shard.Value() != nil {
+		t.Fatal("the decoded-list cache keeps the shard of a state no one holds")
+	}
 }
 
 // Decoded fragment lists are a bounded cache: beyond its bound, the lists

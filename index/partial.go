@@ -111,15 +111,17 @@ func (p *partial) held(s *State, run string, from, to int64) error {
 	return nil
 }
 
-// refuse panics with err (ErrNotLoaded), a tick question that a state
-// loaded in part (LoadFor, LoadSummarized) cannot answer as the whole
-// state would, asked of a method with no error to return: its answer
-// would silently miss ticks, and asking it is a programming error (ask
-// Partial, whose methods return ErrNotLoaded; plan with View.Files and
-// View.Visible, which return it; or load the whole state). The panic's
-// value is an error wrapping err.
+// refuse panics with err (ErrNotLoaded): a whole state's tick question
+// (State's, View's, Allowlist's, which return no error) asked of a state
+// loaded in part that does not hold the ticks it reads, whose answer
+// would silently miss them. No caller can ask one: a state loaded in part
+// is a Partial, whose questions return ErrNotLoaded, or a Plan's, which
+// asks only Files, Visible and Facts; only a bug of this package could.
+// It is an invariant assertion, checked in builds that check them
+// (internal/invariants: tag invariants, or -race). The panic's value is
+// an error wrapping err.
 func refuse(method string, err error) {
-	panic(fmt.Errorf("index: %s on a state loaded in part (use Partial's methods, View.Files or View.Visible, or load the whole state): %w", method, err))
+	panic(fmt.Errorf("index: invariant: %s asked of a state loaded in part: %w", method, err))
 }
 
 // cover makes sure that n, a state being loaded for part of its history,
@@ -311,13 +313,12 @@ func (p *partial) checkRuns(s *State) error {
 // summary, not decoded; shards without one, and those the slots after the
 // checkpoint touch, are decoded. A damaged summary is ErrCorrupt.
 //
-// Of the ticks of summarized shards, only View.Files and View.Visible
-// answer (and fail with ErrNotLoaded where a summary does not say what
-// they ask: a view bounded inside one of its spans); the state's and the
-// view's other tick questions do not see them. It is for building views,
-// never for a writer: a state derived from it by Apply refuses entries on
-// ticks it does not hold (ErrNotLoaded).
-func LoadSummarized(ctx context.Context, b bucket.Bucket, world string) (*State, LoadInfo, error) {
+// The state is a Partial: of the ticks of summarized shards, only a
+// Plan's Files and Visible answer (and fail with ErrNotLoaded where a
+// summary does not say what they ask: a plan bounded inside one of its
+// spans); the Partial's tick questions refuse them (ErrNotLoaded), and
+// LoadAll decodes them.
+func LoadSummarized(ctx context.Context, b bucket.Bucket, world string) (*Partial, LoadInfo, error) {
 	return loadSummarized(ctx, b, world, -1)
 }
 
@@ -330,13 +331,14 @@ var ErrUnsummarized = errors.New("history without summaries")
 // shards of the checkpoint (those without a summary): past that, or for a
 // world without a checkpoint, it fails with ErrUnsummarized after reading
 // the summaries only, before decoding any shard.
-func LoadSummarizedAtMost(ctx context.Context, b bucket.Bucket, world string, decode int) (*State, LoadInfo, error) {
+func LoadSummarizedAtMost(ctx context.Context, b bucket.Bucket, world string, decode int) (*Partial, LoadInfo, error) {
 	return loadSummarized(ctx, b, world, decode)
 }
 
 // loadSummarized is LoadSummarized, decoding at most decode shards of the
 // checkpoint if decode is not negative (see LoadSummarizedAtMost).
-func loadSummarized(ctx context.Context, b bucket.Bucket, world string, decode int) (*State, LoadInfo, error) {
+func loadSummarized(ctx context.Context, b bucket.Bucket, world string, decode int) (*Partial, LoadInfo, error) {
+	start := time.Now()
 	newest, _, err := newestCheckpoint(ctx, b, world)
 	if err != nil {
 		return nil, LoadInfo{}, fmt.Errorf("world %s: listing checkpoints: %w", world, err)
@@ -344,10 +346,24 @@ func loadSummarized(ctx context.Context, b bucket.Bucket, world string, decode i
 	if newest == "" && decode >= 0 {
 		return nil, LoadInfo{}, fmt.Errorf("world %s: no checkpoint: %w", world, ErrUnsummarized)
 	}
+	var s *State
+	var info LoadInfo
 	if newest == "" {
-		return Load(ctx, b, world)
+		s, info, err = Load(ctx, b, world)
+	} else {
+		s, info, err = loadPart(ctx, b, world, newest, pickUnsummarized(b, world, newest, decode))
 	}
-	return loadPart(ctx, b, world, newest, func(ctx context.Context, p *partial) (func(shardRef) bool, error) {
+	if s == nil {
+		return nil, info, err
+	}
+	return &Partial{s: s, b: b, confirmed: start}, info, err
+}
+
+// pickUnsummarized is the pick of loadSummarized's loadPart: it reads the
+// summaries of checkpoint newest's tick shards and picks those without
+// one, at most decode of them if decode is not negative.
+func pickUnsummarized(b bucket.Bucket, world, newest string, decode int) func(context.Context, *partial) (func(shardRef) bool, error) {
+	return func(ctx context.Context, p *partial) (func(shardRef) bool, error) {
 		// The checkpoint's summaries object first (one read, not one a
 		// tick shard: summary.go), then the summary objects of the
 		// shards it has no entry for.
@@ -385,7 +401,7 @@ func loadSummarized(ctx context.Context, b bucket.Bucket, world string, decode i
 			return nil, fmt.Errorf("world %s: %d of checkpoint %s's %d tick parts have no summary: %w", world, unsummarized, newest, len(ticks), ErrUnsummarized)
 		}
 		return func(r shardRef) bool { return p.sums[r.key()] == nil }, nil
-	})
+	}
 }
 
 // A Partial is the part of a world's catalog state a reader asked for
@@ -402,9 +418,9 @@ type Partial struct {
 	confirmed time.Time
 }
 
-// PartialOf returns s, a whole state (or one loaded in part, whose
-// questions it answers as its own Partial would), as a Partial: a reader
-// of either takes one type. Refresh needs a Partial from LoadFor.
+// PartialOf returns s, a whole state, as a Partial that holds all of it:
+// a reader of states whole or loaded in part takes one type (a Plan over
+// both, OpenPlan). Refresh needs a Partial from LoadFor.
 func PartialOf(s *State) *Partial { return &Partial{s: s} }
 
 // World is the world's record.
@@ -419,11 +435,18 @@ func (p *Partial) Run(name string) (Run, bool) { return p.s.Run(name) }
 // Runs returns every run with at least one publication, by name.
 func (p *Partial) Runs() []Run { return p.s.Runs() }
 
-// State returns the state p holds, to plan with (View.Files,
-// View.Visible): its tick questions answer as the whole state's or, for
-// ticks p does not hold, panic (ErrNotLoaded), never missing them. Load
-// adds to it in place: the views over it see what Load adds.
-func (p *Partial) State() *State { return p.s }
+// Hash is the hash of the slot holding the last sequence applied.
+func (p *Partial) Hash() string { return p.s.Hash }
+
+// Claims calls fn for each claim of run, until fn returns false: a state
+// loaded in part holds every claim.
+func (p *Partial) Claims(run string, fn func(*Claim) bool) { p.s.Claims(run, fn) }
+
+// ClaimRuns returns the runs that have claims, sorted (State.ClaimRuns).
+func (p *Partial) ClaimRuns() []string { return p.s.ClaimRuns() }
+
+// Visibility is how run's rows are filtered (State.Allowlist's mode).
+func (p *Partial) Visibility(run string) Visibility { return p.s.visibility(run) }
 
 // Whole returns the whole state, if the partial state holds all of it.
 func (p *Partial) Whole() (*State, bool) {
@@ -639,39 +662,41 @@ func (p *Partial) TickByToken(run, token string) (*Tick, bool, error) {
 	return t, ok, nil
 }
 
-// Unsummarized returns s with the tick shards it holds as summaries
-// (LoadSummarized) decoded from its checkpoint: the whole state at s's
-// sequence, as Load then returned it. s is unchanged; a state without
-// summaries is returned as it is. A corrupt shard, or a missing one of
-// the newest checkpoint, is ErrCorrupt; one collected since a newer
-// checkpoint replaced s's is ErrSuperseded.
-func (s *State) Unsummarized(ctx context.Context) (*State, error) {
+// LoadAll returns the whole state at p's sequence: p's own if it holds
+// every tick, else a new state with the tick parts p lacks (held as
+// summaries, LoadSummarized, or not loaded, LoadFor) decoded from its
+// checkpoint, as Load would have returned it then. p is unchanged. A
+// corrupt part, or a missing one of the newest checkpoint, is
+// ErrCorrupt; one collected since a newer checkpoint replaced p's is
+// ErrSuperseded.
+func (p *Partial) LoadAll(ctx context.Context) (*State, error) { return p.s.loadAll(ctx) }
+
+// loadAll is Partial.LoadAll of the Partial whose state s is.
+func (s *State) loadAll(ctx context.Context) (*State, error) {
 	p := s.part
-	if p == nil || len(p.sums) == 0 {
+	if p == nil {
 		return s, nil
 	}
 	var refs []shardRef
 	for _, r := range p.cp.Shards {
-		if p.sums[r.key()] != nil {
+		if r.Kind == "t" && !p.loaded[r.key()] {
 			refs = append(refs, r)
 		}
+	}
+	if len(refs) == 0 {
+		return s, nil
 	}
 	out, err := p.readShards(ctx, refs)
 	if err != nil {
 		return nil, err
 	}
 	n := s.clone()
-	loaded := maps.Clone(p.loaded)
-	for i, d := range out {
+	for _, d := range out {
 		if err := n.addShard(p.name, p.cp, d); err != nil {
 			return nil, err
 		}
-		loaded[refs[i].key()] = true
 	}
-	n.part = &partial{b: p.b, name: p.name, cp: p.cp, shards: p.shards, loaded: loaded}
-	if _, whole := (&Partial{s: n}).Whole(); whole {
-		n.part = nil
-	}
+	n.part = nil
 	return n, nil
 }
 
@@ -726,16 +751,17 @@ func (p *partial) collected(ctx context.Context, refs []shardRef) bool {
 	return false
 }
 
-// Unsummarized returns v with each segment's state Unsummarized: the view
-// of the very catalog states v reads, every tick decoded.
-func (v *View) Unsummarized(ctx context.Context) (*View, error) {
+// View returns the view of the very catalog states p plans from, each
+// whole (Partial.LoadAll): every tick question answers.
+func (p *Plan) View(ctx context.Context) (*View, error) {
+	v := &p.v
 	done := map[*State]*State{}
 	out := &View{World: v.World, Run: v.Run}
 	for _, seg := range v.Segments {
 		st, ok := done[seg.State]
 		if !ok {
 			var err error
-			if st, err = seg.State.Unsummarized(ctx); err != nil {
+			if st, err = seg.State.loadAll(ctx); err != nil {
 				return nil, err
 			}
 			done[seg.State] = st

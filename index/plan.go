@@ -38,6 +38,94 @@ func OwnView(s *State, run string) *View {
 	return &View{World: s.World.ID, Run: run, Segments: []Segment{{Allowlist: a, State: s}}}
 }
 
+// A Plan is what a reader of one (world, run) plans its files from: the
+// run's lineage, each segment pinned to one catalog state, whole or
+// loaded in part (LoadSummarized, LoadFor). It asks only the questions a
+// state loaded in part can answer or refuse: the files of a range of
+// ticks and the span of visible ticks (ErrNotLoaded where a state does
+// not hold, nor summarize, the ticks they read), and the facts (a state
+// loaded in part holds every claim). A question about single ticks is
+// the View's (Plan.View: the same states, whole).
+type Plan struct {
+	World, Run string
+	// v is the view of the plan's states: only the planning questions
+	// (Files, Visible, Facts), which read what a state does not hold
+	// through errors, are ever asked of it.
+	v View
+}
+
+// A PartLoader returns the current state of a world, whole or loaded in
+// part (for example LoadSummarized's).
+type PartLoader func(ctx context.Context, world string) (*Partial, error)
+
+// OpenPlan resolves the lineage of (world, run) through load.
+func OpenPlan(ctx context.Context, load PartLoader, world, run string) (*Plan, error) {
+	segs, err := Lineage(ctx, func(ctx context.Context, w string) (*State, error) {
+		p, err := load(ctx, w)
+		if p == nil {
+			return nil, err
+		}
+		return p.s, err
+	}, world, run)
+	if err != nil {
+		return nil, err
+	}
+	return &Plan{World: world, Run: run, v: View{World: world, Run: run, Segments: segs}}, nil
+}
+
+// OwnPlan is the plan of one run of p alone, as OwnView.
+func OwnPlan(p *Partial, run string) *Plan {
+	v := OwnView(p.s, run)
+	return &Plan{World: v.World, Run: run, v: *v}
+}
+
+// Plan returns the plan of v's states (whole: every question answers).
+func (v *View) Plan() *Plan { return &Plan{World: v.World, Run: v.Run, v: *v} }
+
+// Own returns the plan of run of the world's own state alone (its last
+// segment's), as OwnPlan: what the world holds itself, such as its
+// evaluation receipts.
+func (p *Plan) Own(run string) *Plan {
+	s := p.v.Segments[len(p.v.Segments)-1].State
+	v := OwnView(s, run)
+	return &Plan{World: v.World, Run: run, v: *v}
+}
+
+// A PlanSegment is what a Plan tells of one segment of its lineage: the
+// run of one world, read up to a tick, with its visibility, and the
+// position of the catalog state it is planned from.
+type PlanSegment struct {
+	World, Run string
+	Mode       Visibility
+	// UpTo is the last tick of the segment (see Allowlist.UpTo).
+	UpTo int64
+	// Seq and Hash: the state's last sequence and the hash of the slot
+	// holding it.
+	Seq  uint64
+	Hash string
+}
+
+// Segments returns the plan's lineage, oldest ancestor first; the last is
+// the world's own run.
+func (p *Plan) Segments() []PlanSegment {
+	out := make([]PlanSegment, len(p.v.Segments))
+	for i, seg := range p.v.Segments {
+		out[i] = PlanSegment{World: seg.World, Run: seg.Run, Mode: seg.Mode, UpTo: seg.UpTo, Seq: seg.State.Seq, Hash: seg.State.Hash}
+	}
+	return out
+}
+
+// Files is View.Files over the plan's states: ErrNotLoaded where a state
+// neither holds nor summarizes the ticks from..to it reads.
+func (p *Plan) Files(from, to int64, fn func(File) bool) error { return p.v.Files(from, to, fn) }
+
+// Visible is View.Visible over the plan's states: ErrNotLoaded where a
+// state neither holds nor summarizes the ticks it reads.
+func (p *Plan) Visible(upTo int64) (*Span, error) { return p.v.Visible(upTo) }
+
+// Facts is View.Facts: the claims, which every state holds whole.
+func (p *Plan) Facts(to int64, fn func(FactRef) bool) { p.v.Facts(to, fn) }
+
 // TickRef is a visible tick: its manifest and the segment (world, run)
 // whose catalog published it (an ancestor's, for an inherited tick).
 type TickRef struct {
@@ -49,11 +137,9 @@ type TickRef struct {
 // tick order, until fn returns false. Only published ticks are visible: an
 // unfiltered (uncoordinated) segment has none to list.
 //
-// View's tick questions (Ticks, Tick, Head, Token) ask the segments'
-// states: on a state loaded in part (LoadFor, LoadSummarized) that does
-// not hold the ticks a question reads, they panic (see refuse) rather
-// than miss them; Files and Visible plan from summaries and return
-// ErrNotLoaded.
+// A View's states are whole, so its tick questions (Ticks, Tick, Head,
+// Token) answer; states loaded in part (LoadFor, LoadSummarized) are
+// planned from by a Plan, which asks only what returns ErrNotLoaded.
 func (v *View) Ticks(from, to int64, fn func(TickRef) bool) {
 	v.walk(from, to, func(seg Segment, start, limit, last int64) (int64, bool) {
 		more := true
@@ -124,8 +210,7 @@ func (v *View) Head() (TickRef, bool) {
 // State.TickByToken's rule over the lineage: the tick the token names
 // (TokenTick), if it is visible and carries the token; else the lowest
 // visible tick that carries it (a log may hold a token at several ticks;
-// an ancestor's ticks are below the fork's). On a state loaded in part,
-// the second needs every tick (see refuse).
+// an ancestor's ticks are below the fork's).
 func (v *View) Token(token string) (TickRef, bool) {
 	if n, ok := TokenTick(token); ok {
 		if t, ok := v.Tick(n); ok && t.CommitToken == token {

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"unsafe"
+	"weak"
 )
 
 // Checkpoint shards. A world's state is cut into shards that change
@@ -215,9 +216,21 @@ var decodedLists = listCache{limit: ListCacheBytes}
 
 type listCache struct {
 	mu    sync.Mutex
-	lru   list.List // *shardLists, the most recently read first
+	lru   list.List // *listEntry, the most recently read first
 	bytes int64
 	limit int64
+}
+
+// listEntry is a shard in the cache. It holds the shard weakly: the
+// cache bounds the decoded lists of shards that states still hold, and
+// never keeps a shard, nor the decoded checkpoint bytes its state's
+// records share, past the last state that holds it (a process that loads
+// many states, such as worldfs check comparing every checkpoint with the
+// log, would otherwise keep all of them). A shard collected with its
+// state leaves its entry, which counts its size until it is trimmed.
+type listEntry struct {
+	l    weak.Pointer[shardLists]
+	size int64
 }
 
 // cached returns l's lists if they are resident, marking them read.
@@ -240,7 +253,7 @@ func (l *shardLists) keep(lists [][]TableFragments, size int64) {
 	if l.elem != nil {
 		c.drop(l)
 	}
-	l.lists, l.size, l.elem = lists, size, c.lru.PushFront(l)
+	l.lists, l.size, l.elem = lists, size, c.lru.PushFront(&listEntry{l: weak.Make(l), size: size})
 	c.bytes += size
 	c.trim(l)
 }
@@ -250,18 +263,30 @@ func (l *shardLists) keep(lists [][]TableFragments, size int64) {
 func (c *listCache) trim(keep *shardLists) {
 	for c.bytes > c.limit {
 		e := c.lru.Back()
-		if e == nil || e.Value == keep {
+		if e == nil {
 			return
 		}
-		c.drop(e.Value.(*shardLists))
+		l := e.Value.(*listEntry).l.Value()
+		if l != nil && l == keep {
+			return
+		}
+		c.remove(e)
+		if l != nil {
+			l.lists, l.size, l.elem = nil, 0, nil
+		}
 	}
 }
 
 // drop takes l out of the cache and lets its lists go (under mu).
 func (c *listCache) drop(l *shardLists) {
-	c.lru.Remove(l.elem)
-	c.bytes -= l.size
+	c.remove(l.elem)
 	l.lists, l.size, l.elem = nil, 0, nil
+}
+
+// remove takes entry e out of the cache (under mu).
+func (c *listCache) remove(e *list.Element) {
+	c.lru.Remove(e)
+	c.bytes -= e.Value.(*listEntry).size
 }
 
 func (l *shardLists) decode() ([][]TableFragments, error) {

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 
 	"github.com/google/btree"
+
+	"github.com/worldfs/worldfs/internal/invariants"
 )
 
 // FactIDBase is the top of the negative id band facts are allocated from:
@@ -339,11 +341,11 @@ func (s *State) clone() *State {
 	return &c
 }
 
-// Tick returns the manifest of (run, tick). On a state loaded in part
-// (LoadFor, LoadSummarized) that does not hold tick, it panics (see
-// refuse): Partial.Tick answers such a state with ErrNotLoaded.
+// Tick returns the manifest of (run, tick). A state loaded in part
+// (LoadFor, LoadSummarized) is a Partial, whose Tick returns ErrNotLoaded
+// for a tick it does not hold.
 func (s *State) Tick(run string, tick int64) (*Tick, bool) {
-	if s.part != nil {
+	if invariants.Enabled && s.part != nil {
 		if err := s.part.covers(run, tickShard(run, tick).N, tickShard(run, tick).N); err != nil {
 			refuse("Tick", err)
 		}
@@ -461,12 +463,11 @@ func (s *State) foldTokens() {
 	s.byToken = btree.NewG(btreeDegree, tokenLess)
 }
 
-// Last returns run's newest published tick at or below upTo. On a state
-// loaded in part that does not hold the ticks between it and upTo, it
-// panics (see refuse): Partial.Last answers with ErrNotLoaded.
+// Last returns run's newest published tick at or below upTo (of a state
+// loaded in part: Partial.Last).
 func (s *State) Last(run string, upTo int64) (*Tick, bool) {
 	t, ok := s.last(run, upTo)
-	if s.part != nil {
+	if invariants.Enabled && s.part != nil {
 		if err := s.lastHeld(run, upTo, t, ok); err != nil {
 			refuse("Last", err)
 		}
@@ -522,9 +523,8 @@ func (s *State) last(run string, upTo int64) (*Tick, bool) {
 // tick the token names (TokenTick), if that tick carries it; else the
 // lowest that does (a token worldfs minted publishes one tick; a log may
 // hold a token published at several). A token that names no tick, or
-// one its named tick does not carry, is looked for in every tick: on a
-// state loaded in part that does not hold them all, it panics (see
-// refuse).
+// one its named tick does not carry, is looked for in every tick (of a
+// state loaded in part: Partial.TickByToken).
 func (s *State) TickByToken(run, token string) (*Tick, bool) {
 	if t, ok := s.namedTick(run, token); ok {
 		return t, true
@@ -532,13 +532,12 @@ func (s *State) TickByToken(run, token string) (*Tick, bool) {
 	return s.lowestByToken("TickByToken", run, token)
 }
 
-// lowestByToken returns the lowest tick of run that carries token. On a
-// state loaded in part that does not hold every tick of run that may
-// carry it (those of the shards it loaded, and of those whose token
-// filter says they do not: Want.Token), it panics (see refuse), naming
-// method.
+// lowestByToken returns the lowest tick of run that carries token. A
+// state loaded in part must hold every tick of run that may carry it
+// (those of the shards it loaded, and of those whose token filter says
+// they do not: Want.Token): an invariant (see refuse), naming method.
 func (s *State) lowestByToken(method, run, token string) (*Tick, bool) {
-	if s.part != nil {
+	if invariants.Enabled && s.part != nil {
 		if err := s.part.coversToken(run, token, math.MaxInt64); err != nil {
 			refuse(method, err)
 		}
@@ -593,13 +592,11 @@ func (s *State) tickByToken(run, token string) (*Tick, bool) {
 }
 
 // Ticks calls fn for each published tick of run in tick order from `from`,
-// until fn returns false. On a state loaded in part, it panics (see
-// refuse) before it passes the ticks it does not hold, even if fn would
-// have stopped before them: Partial.Ticks and View.Ticks, bounded, check
-// what they will read before the first call.
+// until fn returns false (of a state loaded in part: Partial.Ticks,
+// bounded, which checks what it will read before the first call).
 func (s *State) Ticks(run string, from int64, fn func(*Tick) bool) {
 	p := s.part
-	if p == nil {
+	if p == nil || !invariants.Enabled {
 		s.ticksFrom(run, from, fn)
 		return
 	}
@@ -628,10 +625,10 @@ func (s *State) Ticks(run string, from int64, fn func(*Tick) bool) {
 }
 
 // ticksIn calls fn for each published tick of run from..to in tick
-// order, until fn returns false; on a state loaded in part that does not
-// hold them all, it panics (as method, see refuse) before the first call.
+// order, until fn returns false; a state loaded in part must hold them
+// all (an invariant: see refuse, as method).
 func (s *State) ticksIn(method, run string, from, to int64, fn func(*Tick) bool) {
-	if s.part != nil {
+	if invariants.Enabled && s.part != nil {
 		if err := s.part.coversTicks(s, run, from, to); err != nil {
 			refuse(method, err)
 		}

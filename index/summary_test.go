@@ -22,11 +22,11 @@ func summaryWorld(t *testing.T, n, step, window int64) (*mem.Bucket, *Catalog, f
 	b := memBucket()
 	c := summaryWorldOn(t, b, n, step, window)
 	return b, c, func() *State {
-		s, _, err := LoadSummarized(ctxT(t), b, "w")
+		p, _, err := LoadSummarized(ctxT(t), b, "w")
 		if err != nil {
 			t.Fatal(err)
 		}
-		return s
+		return p.s
 	}
 }
 
@@ -64,8 +64,10 @@ func summaryWorldOn(t *testing.T, b bucket.Bucket, n, step, window int64) *Catal
 	return c
 }
 
-// filesOf lists what v.Files(from, to) gives.
-func filesOf(v *View, from, to int64) ([]string, error) {
+// filesOf lists what v.Files(from, to) gives (of a View or a Plan).
+func filesOf(v interface {
+	Files(from, to int64, fn func(File) bool) error
+}, from, to int64) ([]string, error) {
 	var out []string
 	err := v.Files(from, to, func(f File) bool {
 		out = append(out, fmt.Sprintf("%s@%d/%s/%d keep %v", f.Path, f.Tick, f.Token, f.Epoch, f.Keep))
@@ -92,15 +94,15 @@ func TestSummarizedViewsAnswerAsTheWholeState(t *testing.T) {
 			}
 			// Decoded, the summarized state is the whole state; it stays
 			// summarized itself.
-			u, err := sum.Unsummarized(ctxT(t))
+			u, err := (&Partial{s: sum}).LoadAll(ctxT(t))
 			if err != nil || u.part != nil {
-				t.Fatalf("unsummarized: %v (partial: %v)", err, u.part != nil)
+				t.Fatalf("LoadAll: %v (partial: %v)", err, u.part != nil)
 			}
 			if d := diff(u, whole); d != "" {
-				t.Fatalf("the unsummarized state differs from the whole state: %s", d)
+				t.Fatalf("the state decoded whole differs from the whole state: %s", d)
 			}
 			if len(sum.part.sums) == 0 {
-				t.Fatal("Unsummarized changed the state it decoded")
+				t.Fatal("LoadAll changed the state it decoded")
 			}
 			wv, sv := OwnView(whole, "main"), OwnView(sum, "main")
 			bounds := []int64{math.MinInt64, 0, 1, 2999, 3000, 3001, tickShardSpan - 1, tickShardSpan, tickShardSpan + 1, c.n - 1, c.n, c.n + 5, math.MaxInt64}
@@ -318,7 +320,7 @@ func TestLoadSummarizedAtMost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := diff(got, want); d != "" {
+	if d := diff(got.s, want.s); d != "" {
 		t.Fatalf("within the bound, a load differs from LoadSummarized's: %s", d)
 	}
 	newWorld(t, b, "young", Options{NoCompactor: true})
@@ -339,14 +341,14 @@ func TestCheckpointSummariesReadInOne(t *testing.T) {
 		t.Helper()
 		b.summaries.Store(0)
 		b.checkpointSummaries.Store(0)
-		s, _, err := LoadSummarized(ctx, b, "w")
+		p, _, err := LoadSummarized(ctx, b, "w")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n := len(s.part.sums); n != 3 {
+		if n := len(p.s.part.sums); n != 3 {
 			t.Fatalf("%d shards summarized, want the 3 compacted", n)
 		}
-		return s, b.checkpointSummaries.Load(), b.summaries.Load()
+		return p.s, b.checkpointSummaries.Load(), b.summaries.Load()
 	}
 	plan := func(s *State) string {
 		t.Helper()
@@ -425,7 +427,7 @@ func TestCheckpointSummariesLeaveOutWhatTheWriterCannotTell(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := WriteCheckpoint(ctx, b, part.State(), prev); err != nil {
+	if _, _, err := WriteCheckpoint(ctx, b, part.s, prev); err != nil {
 		t.Fatal(err)
 	}
 	_, _, entries, ok, err := readSummaries(ctx, b, "w", CheckpointName("w", prev.Seq), prev)
@@ -449,7 +451,7 @@ func TestCheckpointSummariesLeaveOutWhatTheWriterCannotTell(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n, read := len(s.part.sums), b.summaries.Load(); n != 3 || read != 1 {
+	if n, read := len(s.s.part.sums), b.summaries.Load(); n != 3 || read != 1 {
 		t.Fatalf("a load holds %d summaries, reading %d shards' own; want 3, reading shard 1's", n, read)
 	}
 }
@@ -506,11 +508,11 @@ func TestCheckpointSummariesCarryNoDamagedSummary(t *testing.T) {
 			if n, err := WriteSidecars(ctx, b, "w", false); err != nil || n.Summaries != 1 {
 				t.Fatalf("WriteSidecars wrote %+v, %v; want shard 0's summary", n, err)
 			}
-			s, _, err = LoadSummarized(ctx, b, "w")
+			p, _, err := LoadSummarized(ctx, b, "w")
 			if err != nil {
 				t.Fatalf("a load after shard 0's summary was written anew: %v", err)
 			}
-			if n := len(s.part.sums); n != 3 {
+			if n := len(p.s.part.sums); n != 3 {
 				t.Fatalf("a load after shard 0's summary was written anew holds %d summaries; want the 3 compacted shards'", n)
 			}
 		})

@@ -86,7 +86,7 @@ func TestTokenLookupReadsItsCandidates(t *testing.T) {
 		if err != nil || ok != wantOK || ok && got.Tick != wanted.Tick {
 			t.Fatalf("token %s: the partial state answers %+v, %v, %v; the whole %+v, %v", c.token, got, ok, err, wanted, wantOK)
 		}
-		if r, ok := OwnView(p.State(), "r").Token(c.token); ok != wantOK || ok && r.Tick.Tick != wanted.Tick {
+		if r, ok := OwnView(p.s, "r").Token(c.token); ok != wantOK || ok && r.Tick.Tick != wanted.Tick {
 			t.Fatalf("token %s: the partial state's view answers %+v, %v; the whole %+v, %v", c.token, r, ok, wanted, wantOK)
 		}
 		if _, err := partialAlike(full, p, want); err != nil {

@@ -5,7 +5,9 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"math"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -73,14 +75,7 @@ func VerifyCatalog(ctx context.Context, b bucket.Bucket, world string, slot func
 		}
 		if name, ok := bySeq[state.Seq]; ok {
 			out.Checkpoints = append(out.Checkpoints, state.Seq)
-			cp, refs, err := LoadCheckpoint(ctx, b, world, name)
-			if err != nil {
-				out.Problems = append(out.Problems, err.Error())
-			} else if d := stateDiff(state, cp); d != "" {
-				out.Problems = append(out.Problems, fmt.Sprintf("checkpoint %s differs from the log at sequence %d: %s", name, state.Seq, d))
-			} else {
-				out.Problems = append(out.Problems, checkSidecars(ctx, b, name, cp, refs)...)
-			}
+			out.Problems = append(out.Problems, compareCheckpoint(ctx, b, world, name, state)...)
 		}
 		return nil
 	}
@@ -145,37 +140,121 @@ func VerifyCatalog(ctx context.Context, b bucket.Bucket, world string, slot func
 	return out, nil
 }
 
-// stateDiff describes how two states differ, shard by shard ("": equal).
-func stateDiff(a, b *State) string {
-	if a.World != b.World {
-		return fmt.Sprintf("world %+v, the log says %+v", b.World, a.World)
+// compareCheckpoint compares checkpoint name with s, the fold of the log
+// at its sequence, and returns the problems: the checkpoint's damage as
+// LoadCheckpoint finds it, else how it differs from s, else what its
+// sidecars say that its ticks (those of s, which it then holds) do not.
+// It reads the checkpoint's shards a few at a time (checkpointDiff), so
+// that a check of a long log holds the fold, not a second state beside
+// it.
+func compareCheckpoint(ctx context.Context, b bucket.Bucket, world, name string, s *State) []string {
+	cp, err := readCheckpoint(ctx, b, world, name)
+	if err != nil {
+		return []string{err.Error()}
 	}
-	if a.Seq != b.Seq || a.Hash != b.Hash || a.Slots != b.Slots {
-		return fmt.Sprintf("position %d/%.12s/%d, the log says %d/%.12s/%d", b.Seq, b.Hash, b.Slots, a.Seq, a.Hash, a.Slots)
+	d, err := checkpointDiff(ctx, b, name, cp, s)
+	switch {
+	case err != nil:
+		return []string{err.Error()}
+	case d != "":
+		return []string{fmt.Sprintf("checkpoint %s differs from the log at sequence %d: %s", name, s.Seq, d)}
 	}
-	if !slices.Equal(a.Runs(), b.Runs()) {
-		return "runs differ"
+	return checkSidecars(ctx, b, name, s, cp)
+}
+
+// checkpointDiff describes how the state checkpoint cp (called name)
+// records differs from s ("": equal): its world, then its position, then
+// its runs, then shard by shard, s's shards in order and then cp's
+// others. It reads cp's shards a window at a time, each checked as
+// LoadCheckpoint checks it (missing, damaged, not this checkpoint's,
+// overlapping another, ticks of a run cp does not list: ErrCorrupt, as
+// are runs its ticks contradict), compares each shard's encoding with s's
+// and drops it.
+func checkpointDiff(ctx context.Context, b bucket.Bucket, name string, cp *checkpoint, s *State) (string, error) {
+	runs := map[string]Run{} // what the ticks say, as LoadCheckpoint checks them
+	for _, r := range cp.Runs {
+		runs[r.Name] = Run{Name: r.Name, Head: -1}
 	}
-	var keys []shardKey
-	seen := map[shardKey]bool{}
-	for _, s := range []*State{a, b} {
-		s.shardSeq.Ascend(func(m shardMark) bool {
-			if !seen[m.key] {
-				seen[m.key] = true
-				keys = append(keys, m.key)
+	differs := map[shardKey]string{}
+	listed := map[shardKey]bool{}
+	window := 4 * runtime.GOMAXPROCS(0)
+	for lo := 0; lo < len(cp.Shards); lo += window {
+		refs := cp.Shards[lo:min(lo+window, len(cp.Shards))]
+		out := make([]*decodedShard, len(refs))
+		if err := parallel(ctx, len(refs), func(i int) error {
+			var err error
+			out[i], err = readShard(ctx, b, name, cp, refs[i])
+			return err
+		}); err != nil {
+			return "", err
+		}
+		for i, d := range out {
+			k := refs[i].key()
+			one := Empty(cp.World.ID) // the checkpoint's state of this shard alone
+			for j := range cp.Runs {
+				one.runs.ReplaceOrInsert(&cp.Runs[j])
 			}
-			return true
-		})
+			if err := one.addShard(name, cp, d); err != nil {
+				return "", err
+			}
+			if ts := d.ticks; len(ts) > 0 {
+				if listed[k] {
+					return "", corruptCheckpoint(name, "tick shards of %s overlap at tick %d", ts[0].Run, ts[0].Tick)
+				}
+				r := runs[ts[0].Run]
+				r.Head, r.Published = max(r.Head, ts[len(ts)-1].Tick), r.Published+int64(len(ts))
+				runs[r.Name] = r
+			}
+			listed[k] = true
+			if d := shardDiff(k, s, one); d != "" {
+				differs[k] = d
+			}
+		}
 	}
-	for _, k := range keys {
-		ea, erra := a.encodeShard(k)
-		eb, errb := b.encodeShard(k)
-		if err := cmp.Or(errb, erra); err != nil {
-			return fmt.Sprintf("shard %c/%s/%d: %v", k.Kind, k.Run, k.N, err)
+	for _, r := range cp.Runs {
+		if got := runs[r.Name]; got != r {
+			return "", corruptCheckpoint(name, "run %s records %+v, its ticks say %+v", r.Name, r, got)
 		}
-		if !bytes.Equal(ea, eb) {
-			return fmt.Sprintf("shard %c/%s/%d differs", k.Kind, k.Run, k.N)
+	}
+	cpRuns := slices.SortedFunc(slices.Values(cp.Runs), func(a, b Run) int { return cmp.Compare(a.Name, b.Name) })
+	switch {
+	case s.World != cp.World:
+		return fmt.Sprintf("world %+v, the log says %+v", cp.World, s.World), nil
+	case s.Seq != cp.Seq || s.Hash != cp.Hash || s.Slots != cp.Slots:
+		return fmt.Sprintf("position %d/%.12s/%d, the log says %d/%.12s/%d", cp.Seq, cp.Hash, cp.Slots, s.Seq, s.Hash, s.Slots), nil
+	case !slices.Equal(s.Runs(), cpRuns):
+		return "runs differ", nil
+	}
+	var first string
+	s.shardSeq.Ascend(func(m shardMark) bool {
+		if listed[m.key] {
+			first = differs[m.key]
+		} else {
+			first = shardDiff(m.key, s, Empty(cp.World.ID)) // the checkpoint holds none of it
 		}
+		delete(differs, m.key)
+		return first == ""
+	})
+	if first != "" {
+		return first, nil
+	}
+	rest := slices.SortedFunc(maps.Keys(differs), shardKeyCompare)
+	if len(rest) > 0 {
+		return differs[rest[0]], nil
+	}
+	return "", nil
+}
+
+// shardDiff describes how shard k of state a and of state b differ ("":
+// they encode alike).
+func shardDiff(k shardKey, a, b *State) string {
+	ea, erra := a.encodeShard(k)
+	eb, errb := b.encodeShard(k)
+	if err := cmp.Or(errb, erra); err != nil {
+		return fmt.Sprintf("shard %c/%s/%d: %v", k.Kind, k.Run, k.N, err)
+	}
+	if !bytes.Equal(ea, eb) {
+		return fmt.Sprintf("shard %c/%s/%d differs", k.Kind, k.Run, k.N)
 	}
 	return ""
 }

@@ -79,3 +79,63 @@ func TestVerifyCatalog(t *testing.T) {
 		t.Fatalf("a damaged slot: %v, want ErrCorrupt", err)
 	}
 }
+
+// A checkpoint at the log's very position whose shard says otherwise than
+// the log (a tick's token forged) is reported by its shard, read and
+// compared a few shards at a time; a checkpoint of the same log is not.
+func TestVerifyCatalogComparesEachShard(t *testing.T) {
+	ctx := ctxT(t)
+	b := memBucket()
+	c, epoch := newWorld(t, b, "w", Options{NoCompactor: true})
+	var es []Entry
+	for i := range int64(2*tickShardSpan + 10) {
+		es = append(es, publish("r", i, fmt.Sprint("t", i), epoch))
+	}
+	for len(es) > 0 {
+		k := min(len(es), 1000)
+		if _, err := c.CommitAll(ctx, es[:k]...); err != nil {
+			t.Fatal(err)
+		}
+		es = es[k:]
+	}
+	seq, err := c.Checkpoint(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := VerifyCatalog(ctx, b, "w", nil); err != nil || len(got.Problems) != 0 || len(got.Checkpoints) != 1 {
+		t.Fatalf("VerifyCatalog = %+v, %v; want one checkpoint, no problem", got, err)
+	}
+	s, _, err := Load(ctx, b, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := s.clone()
+	tk, _ := forged.Tick("r", tickShardSpan+3)
+	f := *tk
+	f.CommitToken = "forged"
+	forged.putTick(&f)
+	other := memBucket()
+	name, _, err := WriteCheckpoint(ctx, other, forged, nil)
+	if err != nil || name != CheckpointName("w", seq) {
+		t.Fatalf("forged checkpoint %s, %v; want %s", name, err, CheckpointName("w", seq))
+	}
+	for a, err := range other.List(ctx, ShardPrefix("w"), "") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _, _ := other.Get(ctx, a.Name)
+		b.Create(ctx, a.Name, data)
+	}
+	data, _, _ := other.Get(ctx, name)
+	attrs, _ := b.Stat(ctx, name)
+	if err := b.Delete(ctx, name, attrs.Generation); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Create(ctx, name, data); err != nil {
+		t.Fatal(err)
+	}
+	got, err := VerifyCatalog(ctx, b, "w", nil)
+	if err != nil || len(got.Problems) != 1 || !strings.Contains(got.Problems[0], "shard t/r/1 differs") {
+		t.Fatalf("a checkpoint with a forged tick: %+v, %v; want shard t/r/1 reported", got.Problems, err)
+	}
+}

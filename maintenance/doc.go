@@ -17,6 +17,11 @@
 //     and compacted files past the retention, dead attempts' fragments
 //     (vacuum), old log slots, checkpoints and shards, and the views'
 //     unused fragment lists.
+//   - Optimize (optimize.go) is worldfs optimize as a Go program calls
+//     it: the exports' reference lists an older worldfs left out (written
+//     by a function the caller passes: maintenance imports no exporter),
+//     then Compact, the tick shards' sidecars (index.WriteSidecars) and
+//     the tick indexes compaction left out (WriteTickIndexes).
 //   - Long histories at once (history.go): WriteCompactedTicks writes what
 //     compaction leaves of a window of ticks, through the compactor's own
 //     writer, so that a benchmark builds a million-tick world in minutes.

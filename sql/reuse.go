@@ -224,12 +224,13 @@ func (t logTip) current(ctx context.Context, b bucket.Bucket) (bool, error) {
 // tries before it lists the log.
 const probes = 16
 
-// tipOf returns where the log of s's world ends for the state s: the slot
-// holding its last sequence, read to check that it is the very slot s
-// ends with. ok is false if that cannot be shown (no log, the slot
-// collected or replaced): the build is then not kept.
-func tipOf(ctx context.Context, b bucket.Bucket, s *index.State) (logTip, bool, error) {
-	world := s.World.ID
+// tipOf returns where the log of s's world ends for the state at s: the
+// slot holding its last sequence, read to check that it is the very slot
+// s ends with. ok is false if that cannot
+// be shown (no log, the slot collected or replaced): the build is then
+// not kept.
+func tipOf(ctx context.Context, b bucket.Bucket, s position) (logTip, bool, error) {
+	world := s.World
 	if s.Seq == 0 {
 		return logTip{}, false, nil
 	}
@@ -265,20 +266,28 @@ func tipOf(ctx context.Context, b bucket.Bucket, s *index.State) (logTip, bool, 
 	return logTip{World: world, Slot: last, Generation: attrs.Generation, Seq: s.Seq, Hash: hash}, true, nil
 }
 
+// position is where a catalog state is in its world's log: its last
+// sequence, and the hash of the slot holding it.
+type position struct {
+	World string
+	Seq   uint64
+	Hash  string
+}
+
 // keep stores the script built from segs (and own, the world's state)
 // for reuse, unless the views read files no catalog names. A failure to
 // keep it costs only a build next time.
-func keep(ctx context.Context, b bucket.Bucket, opts Options, dir string, own *index.State, segs []index.Segment, h *history, s *Script) {
+func keep(ctx context.Context, b bucket.Bucket, opts Options, dir string, own *index.Partial, segs []index.PlanSegment, h *history, s *Script) {
 	if opts.Reuse == nil || opts.View != nil || h.listed || h.unkept {
 		return
 	}
-	states := []*index.State{own}
+	states := []position{{own.World().ID, own.Seq(), own.Hash()}}
 	for _, seg := range segs {
 		if seg.Mode != index.Filtered {
 			return
 		}
-		if !slices.ContainsFunc(states, func(st *index.State) bool { return st.World.ID == seg.State.World.ID }) {
-			states = append(states, seg.State)
+		if !slices.ContainsFunc(states, func(st position) bool { return st.World == seg.World }) {
+			states = append(states, position{seg.World, seg.Seq, seg.Hash})
 		}
 	}
 	k := keptScript{Format: reuseFormat, Script: Script{World: s.World, Run: s.Run, AtTick: s.AtTick, Views: s.Views, FragmentList: s.FragmentList, Visible: s.Visible},
@@ -289,7 +298,7 @@ func keep(ctx context.Context, b bucket.Bucket, opts Options, dir string, own *i
 	if t := s.ticks; t != nil {
 		k.Ticks = &index.Span{From: t.from, To: t.to}
 	}
-	k.Key, _ = reuseKey(b, own.World.ID, opts, dir)
+	k.Key, _ = reuseKey(b, own.World().ID, opts, dir)
 	for _, st := range states {
 		t, ok, err := tipOf(ctx, b, st)
 		if err != nil || !ok {
@@ -308,7 +317,7 @@ func keep(ctx context.Context, b bucket.Bucket, opts Options, dir string, own *i
 	if err != nil {
 		return
 	}
-	_, name := reuseKey(b, own.World.ID, opts, dir)
+	_, name := reuseKey(b, own.World().ID, opts, dir)
 	_ = opts.Reuse.Keep(name, data)
 }
 

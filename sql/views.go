@@ -256,27 +256,44 @@ func Build(ctx context.Context, b bucket.Bucket, world string, opts Options) (*S
 	// Views of the whole history plan from the catalogs' summaries of
 	// compacted stretches (index.LoadSummarized) instead of decoding every
 	// tick; views bounded by a token, a time or one tick read ticks.
-	load, summarized := index.Load, opts.Token == "" && opts.AtTime == nil && opts.At == nil && !opts.Only
-	if summarized {
-		load = index.LoadSummarized
+	if opts.Token == "" && opts.AtTime == nil && opts.At == nil && !opts.Only {
+		own, _, err := index.LoadSummarized(ctx, b, world)
+		if err != nil {
+			return nil, err
+		}
+		if err := exists(ctx, b, world, own.World()); err != nil {
+			return nil, err
+		}
+		s, err := buildSummarized(ctx, b, own, opts)
+		if !errors.Is(err, index.ErrNotLoaded) {
+			return s, err
+		}
+		// A summary does not tell what the views' bounds cut: plan from
+		// every tick.
+		whole, _, err := index.Load(ctx, b, world)
+		if err != nil {
+			return nil, err
+		}
+		return BuildFrom(ctx, b, whole, opts)
 	}
-	own, _, err := load(ctx, b, world)
+	own, _, err := index.Load(ctx, b, world)
 	if err != nil {
 		return nil, err
 	}
-	if _, merr := index.ReadMarker(ctx, b, world); !own.World.Created && errors.Is(merr, bucket.ErrNotExist) && !hasData(ctx, b, world) {
-		return nil, fmt.Errorf("world %s: %w", lit(world), ErrNotFound)
+	if err := exists(ctx, b, world, own.World); err != nil {
+		return nil, err
 	}
-	s, err := buildFrom(ctx, b, own, opts, summarized)
-	if summarized && errors.Is(err, index.ErrNotLoaded) {
-		// A summary does not tell what the views' bounds cut: plan from
-		// every tick.
-		if own, _, err = index.Load(ctx, b, world); err != nil {
-			return nil, err
-		}
-		return buildFrom(ctx, b, own, opts, false)
+	return BuildFrom(ctx, b, own, opts)
+}
+
+// exists is ErrNotFound for a world that is not in the bucket: its
+// catalog (whose record is w) was never created, it has no marker and no
+// data.
+func exists(ctx context.Context, b bucket.Bucket, world string, w index.World) error {
+	if _, merr := index.ReadMarker(ctx, b, world); !w.Created && errors.Is(merr, bucket.ErrNotExist) && !hasData(ctx, b, world) {
+		return fmt.Errorf("world %s: %w", lit(world), ErrNotFound)
 	}
-	return s, err
+	return nil
 }
 
 // namedTick returns the tick views pinned by opts.Token show up to, read
@@ -353,35 +370,73 @@ const maxLineage = 64
 // own is (ancestors are read from the bucket, unless opts.View, of this
 // world and run, resolves them).
 func BuildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Options) (*Script, error) {
-	return buildFrom(ctx, b, own, opts, false)
+	builds.Add(1)
+	opts, path, dir, err := prepare(b, opts)
+	if err != nil {
+		return nil, err
+	}
+	view, err := lineageOf(ctx, b, own, opts)
+	if err != nil {
+		return nil, err
+	}
+	c := catalogs{own: index.PartialOf(own), plan: view.Plan(), whole: func() (*index.View, error) { return view, nil }}
+	return build(ctx, b, c, opts, path, dir)
 }
 
-// buildFrom is BuildFrom; summarized: own was loaded by
-// index.LoadSummarized, and so are the ancestors: the views plan from the
-// states' summaries (View.Files, View.Visible), and what reads the ticks
-// themselves (worldfs_manifests, worldfs_ticks) decodes the summarized
-// shards of those very states when a query first reads it.
-func buildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Options, summarized bool) (*Script, error) {
+// buildSummarized is BuildFrom of own, loaded by index.LoadSummarized, and
+// of its ancestors loaded the same way: the views plan from the states'
+// summaries (index.Plan), and what reads the ticks themselves
+// (worldfs_manifests, worldfs_ticks) decodes the summarized shards of
+// those very states when a query first reads it (wholeView).
+func buildSummarized(ctx context.Context, b bucket.Bucket, own *index.Partial, opts Options) (*Script, error) {
 	builds.Add(1)
+	opts, path, dir, err := prepare(b, opts)
+	if err != nil {
+		return nil, err
+	}
+	world, load := own.World().ID, index.LoadSummarizedFrom(b)
+	plan, err := index.OpenPlan(ctx, func(ctx context.Context, w string) (*index.Partial, error) {
+		if w == world {
+			return own, nil
+		}
+		return load(ctx, w)
+	}, world, opts.Run)
+	if err != nil {
+		return nil, err
+	}
+	return build(ctx, b, catalogs{own: own, plan: plan, whole: wholeView(ctx, plan)}, opts, path, dir)
+}
+
+// prepare returns opts pinned (Options.pin), with their defaults, checked;
+// the function that gives the path the views read a file by, and the
+// directory of their lists.
+func prepare(b bucket.Bucket, opts Options) (Options, pathFunc, string, error) {
 	opts = opts.pin()
-	world := own.World.ID
 	path, err := pather(b, opts)
 	if err != nil {
-		return nil, err
+		return opts, nil, "", err
 	}
 	if err := opts.EnsureDefaults().Validate(); err != nil {
-		return nil, err
+		return opts, nil, "", err
 	}
 	dir, err := opts.dir()
-	if err != nil {
-		return nil, err
-	}
-	segs, err := lineageOf(ctx, b, own, opts, summarized)
-	if err != nil {
-		return nil, err
-	}
-	view := &index.View{World: world, Run: opts.Run, Segments: segs}
-	upTo, err := pinned(own, view, opts)
+	return opts, path, dir, err
+}
+
+// catalogs is what a build reads of the catalogs: the world's own state
+// (whole, or summarized), the plan of its lineage, and the view of the
+// same states whole, for what reads ticks (decoded when first asked, if
+// the states are summarized).
+type catalogs struct {
+	own   *index.Partial
+	plan  *index.Plan
+	whole func() (*index.View, error)
+}
+
+// build is BuildFrom of the catalogs c, with opts prepared (path, dir).
+func build(ctx context.Context, b bucket.Bucket, c catalogs, opts Options, path pathFunc, dir string) (*Script, error) {
+	world := c.own.World().ID
+	upTo, err := pinned(c, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -392,6 +447,10 @@ func buildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 		// An instant, or head~N: resolved among the visible ticks. An
 		// instant before the first tick was published pins the views
 		// before it: they show no tick, as <table>_as_of shows no row.
+		view, err := c.whole()
+		if err != nil {
+			return nil, err
+		}
 		t, ok, err := m.In(index.ViewTicks(view, upTo))
 		if err != nil {
 			return nil, fmt.Errorf("world %s run %s: %w", world, opts.Run, err)
@@ -413,15 +472,16 @@ func buildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 	if opts.Only {
 		from = upTo
 	}
-	if err := h.catalogFiles(ctx, view, from, upTo); err != nil {
+	if err := h.catalogFiles(ctx, c.plan, from, upTo); err != nil {
 		return nil, err
 	}
+	segs := c.plan.Segments()
 	lineage, err := h.listedFiles(ctx, b, path, segs, upTo)
 	if err != nil {
 		return nil, err
 	}
 	// Evaluation receipts are the world's, whatever run they judged.
-	if err := h.catalogFiles(ctx, index.OwnView(own, index.EvaluationRun), math.MinInt64, math.MaxInt64); err != nil {
+	if err := h.catalogFiles(ctx, index.OwnPlan(c.own, index.EvaluationRun), math.MinInt64, math.MaxInt64); err != nil {
 		return nil, err
 	}
 	infos, err := describeAll(ctx, b, h.frags)
@@ -434,10 +494,7 @@ func buildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 	if err := h.emptyTables(ctx, b, infos, opts.Table); err != nil {
 		return nil, err
 	}
-	whole := func() (*index.View, error) { return view, nil }
-	if summarized {
-		whole = wholeView(ctx, view)
-	}
+	whole := c.whole
 	// worldfs_manifests shows the ticks that name compacted files (a
 	// row per tick) only when a query reads it: see compacted.go.
 	var comp *compacted
@@ -453,14 +510,14 @@ func buildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 	}
 	s.checks = checks
 	if !h.listed {
-		if s.Visible, err = view.Visible(upTo); err != nil {
+		if s.Visible, err = c.plan.Visible(upTo); err != nil {
 			return nil, err
 		}
 		if v := s.Visible; opts.Only && v != nil && v.From <= upTo && upTo <= v.To {
 			s.Visible = &index.Span{From: upTo, To: upTo} // one tick: the views show it alone
 		}
 	}
-	keep(ctx, b, opts, dir, own, segs, h, s)
+	keep(ctx, b, opts, dir, c.own, segs, h, s)
 	return s, nil
 }
 
@@ -471,15 +528,20 @@ var builds atomic.Int64
 func Builds() int64 { return builds.Load() }
 
 // pinned returns the last tick the views show (math.MaxInt64: the head),
-// from opts.AtTick and opts.Token (a tick of view, the world's own or
+// from opts.AtTick and opts.Token (a tick of c's view, the world's own or
 // one it inherits).
-func pinned(own *index.State, view *index.View, opts Options) (int64, error) {
-	world := own.World.ID
+func pinned(c catalogs, opts Options) (int64, error) {
+	own := c.own
+	world := own.World().ID
 	upTo := int64(math.MaxInt64)
 	if opts.AtTick != nil {
 		upTo = *opts.AtTick
 	}
 	if opts.Token != "" {
+		view, err := c.whole()
+		if err != nil {
+			return 0, err
+		}
 		t, ok := view.Token(opts.Token)
 		if !ok {
 			return 0, fmt.Errorf("world %s run %s: commit token %q: %w", world, opts.Run, opts.Token, ErrNotFound)
@@ -494,18 +556,15 @@ func pinned(own *index.State, view *index.View, opts Options) (int64, error) {
 	return upTo, nil
 }
 
-// lineageOf returns the segments of (own's world, opts.Run): opts.View's
-// if it is of them, else resolved from own and the ancestors' catalogs.
-func lineageOf(ctx context.Context, b bucket.Bucket, own *index.State, opts Options, summarized bool) ([]index.Segment, error) {
+// lineageOf returns the view of (own's world, opts.Run): opts.View if it
+// is of them, else resolved from own and the ancestors' catalogs.
+func lineageOf(ctx context.Context, b bucket.Bucket, own *index.State, opts Options) (*index.View, error) {
 	world := own.World.ID
 	if v := opts.View; v != nil && v.World == world && v.Run == opts.Run {
-		return v.Segments, nil
+		return v, nil
 	}
 	load := index.LoadFrom(b)
-	if summarized {
-		load = index.LoadSummarizedFrom(b)
-	}
-	return index.Lineage(ctx, func(ctx context.Context, w string) (*index.State, error) {
+	return index.OpenView(ctx, func(ctx context.Context, w string) (*index.State, error) {
 		if w == world {
 			return own, nil
 		}
@@ -513,21 +572,21 @@ func lineageOf(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 	}, world, opts.Run)
 }
 
-// wholeView returns a function that decodes the ticks the states of v
+// wholeView returns a function that decodes the ticks the states of p
 // hold as summaries, once it succeeds: the view of the very states the
 // views were planned from, for what reads every tick. It is called long
 // after the build (its ctx's values are kept, not its end); a failure is
 // not kept, and a part collected since a newer checkpoint replaced the
 // one planned from is ErrCatalogChanged (the views are to be opened
 // again), not a corrupt catalog.
-func wholeView(ctx context.Context, v *index.View) func() (*index.View, error) {
+func wholeView(ctx context.Context, p *index.Plan) func() (*index.View, error) {
 	ctx = context.WithoutCancel(ctx)
 	var whole lazy[*index.View]
 	return func() (*index.View, error) {
 		return whole.get(func() (*index.View, error) {
-			w, err := v.Unsummarized(ctx)
+			w, err := p.View(ctx)
 			if errors.Is(err, index.ErrSuperseded) {
-				return nil, fmt.Errorf("world %s: %w (%w)", v.World, ErrCatalogChanged, err)
+				return nil, fmt.Errorf("world %s: %w (%w)", p.World, ErrCatalogChanged, err)
 			}
 			return w, err
 		})
@@ -580,7 +639,7 @@ func (h *history) emptyTables(ctx context.Context, b bucket.Bucket, infos map[st
 
 // catalogFiles appends the files v reads for ticks from..to (see
 // index.View.Files).
-func (h *history) catalogFiles(ctx context.Context, v *index.View, from, to int64) error {
+func (h *history) catalogFiles(ctx context.Context, v *index.Plan, from, to int64) error {
 	var ferr error
 	err := v.Files(from, to, func(f index.File) bool {
 		p, err := h.fpath(ctx, f.Fragment)
@@ -609,7 +668,7 @@ func (h *history) catalogFiles(ctx context.Context, v *index.View, from, to int6
 // listedFiles appends the files the catalog does not name: each
 // unfiltered segment's and each segment's legacy history, listed from the
 // bucket. It returns the rows of worldfs_lineage.
-func (h *history) listedFiles(ctx context.Context, b bucket.Bucket, path pathFunc, segs []index.Segment, upTo int64) ([]string, error) {
+func (h *history) listedFiles(ctx context.Context, b bucket.Bucket, path pathFunc, segs []index.PlanSegment, upTo int64) ([]string, error) {
 	var lineage []string
 	for i, seg := range segs {
 		if seg.Mode == index.Unfiltered {

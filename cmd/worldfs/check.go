@@ -8,55 +8,16 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
-	"sync"
-	"sync/atomic"
 
-	"github.com/worldfs/worldfs/bucket"
-	"github.com/worldfs/worldfs/cache"
-	"github.com/worldfs/worldfs/index"
+	"github.com/worldfs/worldfs/check"
 	"github.com/worldfs/worldfs/internal/progress"
 	wsql "github.com/worldfs/worldfs/sql"
 )
 
-// checkResult is the summary of worldfs check (printed, or as JSON).
-type checkResult struct {
-	World       string   `json:"world"`
-	Run         string   `json:"run,omitempty"`
-	Slots       uint64   `json:"slots"`
-	FirstSlot   uint64   `json:"first_slot"`
-	Checkpoints []uint64 `json:"checkpoints"`
-	Fragments   int64    `json:"fragments"`  // distinct files checked (each distinct record of a file once)
-	References  int64    `json:"references"` // the catalog's references to them (a compacted file: one per tick it holds)
-	Unrecorded  int64    `json:"unrecorded"` // fragments with no size, generation or digest to check
-	Bytes       int64    `json:"bytes"`
-	// Reverified counts the fragments whose generation differs from the
-	// catalog's (a copied bucket: new mtimes, new GCS generations) and
-	// whose bytes were found to be the recorded ones: not damage.
-	Reverified int64 `json:"reverified"`
-	// ReverifiedFragments names them.
-	ReverifiedFragments []string     `json:"reverified_fragments"`
-	ReadData            bool         `json:"read_data"`
-	Errors              []checkError `json:"errors"`
-	// Lost is, for each file of Errors, the ticks whose rows it holds and
-	// what can restore them (checklost.go).
-	Lost []checkLoss `json:"lost"`
-}
-
-type checkError struct {
-	Fragment string `json:"fragment,omitempty"` // the bucket object ("": the catalog)
-	Run      string `json:"run,omitempty"`
-	Tick     int64  `json:"tick,omitempty"`
-	What     string `json:"what"` // size, generation, sha256, presence, catalog, read
-	Want     string `json:"want,omitempty"`
-	Got      string `json:"got,omitempty"`
-	Message  string `json:"message"`
-}
-
 // errCheckFailed: check found errors (they are in the summary).
 var errCheckFailed = errors.New("check found errors")
 
-// checkCmd is "worldfs check".
+// checkCmd is "worldfs check": check.World, printed.
 func checkCmd() command {
 	var url, world, runName, cacheDir *string
 	var readData, asJSON, verbose *bool
@@ -90,15 +51,16 @@ func checkCmd() command {
 			if err := requireWorld(ctx, b, *world); err != nil {
 				return err
 			}
-			res := &checkResult{World: *world, Run: *runName, ReadData: *readData, Checkpoints: []uint64{}, Errors: []checkError{},
-				ReverifiedFragments: []string{}, Lost: []checkLoss{}}
-			v := wsql.VerifiedMemory(filepath.Join(*cacheDir, "views"))
 			p := progress.New(os.Stderr)
-			if err := check(ctx, b, v, bucketID(*url), res, p); err != nil {
-				p.Done()
+			res, err := check.World(ctx, b, *world, check.Options{Run: *runName, ReadData: *readData, BucketID: bucketID(*url),
+				Verified: wsql.VerifiedMemory(filepath.Join(*cacheDir, "views")), Progress: p.Step})
+			p.Done()
+			if errors.Is(err, check.ErrNoRun) {
+				return usagef("world %s has no run %q", *world, *runName)
+			}
+			if err != nil {
 				return err
 			}
-			p.Done()
 			if *asJSON {
 				if err := writeJSON(out, res); err != nil {
 					return err
@@ -114,126 +76,7 @@ func checkCmd() command {
 	}
 }
 
-// check fills res: the catalog first (a catalog that cannot be folded ends
-// the check), then every fragment it references, several at a time.
-func check(ctx context.Context, b bucket.Bucket, v *cache.Verified, id string, res *checkResult, p *progress.Line) error {
-	var folded atomic.Int64
-	cc, err := index.VerifyCatalog(ctx, b, res.World, func(uint64) { p.Step("catalog: slots folded", folded.Add(1), -1) })
-	if errors.Is(err, index.ErrCorrupt) {
-		res.Errors = append(res.Errors, checkError{What: "catalog", Message: err.Error()})
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if !cc.State.World.Created && cc.Slots == 0 {
-		if _, merr := index.ReadMarker(ctx, b, res.World); errors.Is(merr, bucket.ErrNotExist) {
-			return fmt.Errorf("world %s: no such world in %v", res.World, b)
-		}
-	}
-	res.Slots, res.FirstSlot, res.Checkpoints = cc.Slots, cc.FirstSlot, append(res.Checkpoints, cc.Checkpoints...)
-	for _, msg := range cc.Problems {
-		res.Errors = append(res.Errors, checkError{What: "catalog", Message: msg})
-	}
-	// A compacted file is named by every tick it holds (a million ticks
-	// of a long world name a few hundred files): each file is checked
-	// once for each distinct record of it, and the references counted.
-	type record struct {
-		path, digest      string
-		bytes, generation int64
-	}
-	seen := map[record]bool{}
-	var refs []index.FragmentRef
-	collect := func(f index.FragmentRef) bool {
-		res.References++
-		r := record{f.Path, f.Digest, f.Bytes, f.Generation}
-		if !seen[r] {
-			seen[r] = true
-			refs = append(refs, f)
-		}
-		return true
-	}
-	if err := cc.State.Fragments(res.Run, collect); errors.Is(err, index.ErrCorrupt) {
-		res.Errors = append(res.Errors, checkError{What: "catalog", Message: err.Error()})
-		return nil
-	} else if err != nil {
-		return err
-	}
-	if res.Run != "" && len(refs) == 0 {
-		if _, ok := cc.State.Run(res.Run); !ok {
-			return usagef("world %s has no run %q", res.World, res.Run)
-		}
-	}
-	if err := checkFragments(ctx, b, v, id, refs, res, p); err != nil {
-		return err
-	}
-	lost, err := findLosses(ctx, b, cc.State, res.Run, res.Errors)
-	if err != nil {
-		return err
-	}
-	res.Lost = append(res.Lost, lost...)
-	return nil
-}
-
-// checkFragments checks every fragment of refs through v, several at a
-// time, and records in res what it read, what it found damaged and what
-// it verified again.
-func checkFragments(ctx context.Context, b bucket.Bucket, v *cache.Verified, id string, refs []index.FragmentRef, res *checkResult, p *progress.Line) error {
-	var done, bytes atomic.Int64
-	total := int64(len(refs))
-	desc := "fragments checked"
-	if res.ReadData {
-		desc = "fragments read"
-	}
-	p.Step(desc, 0, total)
-	errs := make([]*checkError, len(refs))
-	copied := make([]bool, len(refs))
-	var unrecorded atomic.Int64
-	sem := make(chan struct{}, max(4, 2*runtime.GOMAXPROCS(0)))
-	var wg sync.WaitGroup
-	for i, f := range refs {
-		if ctx.Err() != nil {
-			break
-		}
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { p.Step(desc, done.Add(1), total); <-sem; wg.Done() }()
-			r := wsql.Record(f.Fragment)
-			if !r.Recorded() {
-				unrecorded.Add(1)
-			}
-			c, err := v.Check(ctx, b, id, r, res.ReadData)
-			bytes.Add(c.Read)
-			copied[i] = err == nil && c.Copied
-			if err != nil {
-				ce := checkError{Fragment: f.Path, Run: f.Run, Tick: f.Tick, What: "read", Message: err.Error()}
-				var cf *cache.CorruptFragmentError
-				if errors.As(err, &cf) {
-					ce.What, ce.Want, ce.Got = cf.What, cf.Want, cf.Got
-				}
-				errs[i] = &ce
-			}
-		}()
-	}
-	wg.Wait()
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	res.Fragments, res.Bytes, res.Unrecorded = int64(len(refs)), bytes.Load(), unrecorded.Load()
-	for i, e := range errs {
-		if e != nil {
-			res.Errors = append(res.Errors, *e)
-		}
-		if copied[i] {
-			res.Reverified++
-			res.ReverifiedFragments = append(res.ReverifiedFragments, refs[i].Path)
-		}
-	}
-	return nil
-}
-
-func printCheck(out io.Writer, res *checkResult, verbose bool) {
+func printCheck(out io.Writer, res *check.Report, verbose bool) {
 	fmt.Fprintf(out, "world %s: catalog of %d slots", res.World, res.Slots)
 	if res.FirstSlot > 1 {
 		fmt.Fprintf(out, " (from slot %d; older ones collected)", res.FirstSlot)
@@ -288,7 +131,7 @@ func printCheck(out io.Writer, res *checkResult, verbose bool) {
 
 // printLoss prints what a missing or damaged file loses and what can
 // restore it (each restoring fragment with verbose).
-func printLoss(out io.Writer, l checkLoss, verbose bool) {
+func printLoss(out io.Writer, l check.Loss, verbose bool) {
 	table := l.Table
 	if table == "" {
 		table = "id " + l.TableID

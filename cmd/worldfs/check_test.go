@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/worldfs/worldfs/check"
 	"github.com/worldfs/worldfs/engine/enginetest"
 
 	"github.com/worldfs/worldfs/bucket/local"
@@ -74,7 +75,7 @@ func TestCheckAndSQLFindDamagedFragments(t *testing.T) {
 		t.Fatalf("check --read-data of a flipped fragment: exit %d\n%s%s", code, out, stderr)
 	}
 	code, out, _ = cli(t, "check", "--bucket", dir, "--world", "w", "--read-data", "--json")
-	var res checkResult
+	var res check.Report
 	if err := json.Unmarshal([]byte(out), &res); code != 1 || err != nil || len(res.Errors) != 1 ||
 		res.Errors[0].Fragment != frag.Path || res.Errors[0].What != "sha256" || res.Errors[0].Tick != 3 {
 		t.Fatalf("check --json: exit %d, %v\n%s", code, err, out)
@@ -111,7 +112,7 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 func TestCheckReadsACompactedFileOnce(t *testing.T) {
 	dir := optimizedWorld(t, "--recent", "8")
 	code, out, stderr := cli(t, "check", "--bucket", dir, "--world", "w", "--cache-dir", t.TempDir(), "--read-data", "--json")
-	var res checkResult
+	var res check.Report
 	if err := json.Unmarshal([]byte(out), &res); code != 0 || err != nil {
 		t.Fatalf("check --json: exit %d, %v\n%s%s", code, err, out, stderr)
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/worldfs/worldfs/check"
 	"github.com/worldfs/worldfs/engine/enginetest"
 	"github.com/worldfs/worldfs/engine/particles"
 	"github.com/worldfs/worldfs/index"
@@ -99,10 +100,10 @@ func TestCheckListsWhatALostCompactedFileLoses(t *testing.T) {
 				}
 			}
 
-			check := func() checkLoss {
+			checkJSON := func() check.Loss {
 				t.Helper()
 				code, out, stderr := cli(t, append([]string{"check", "--bucket", dir, "--world", "w", "--cache-dir", t.TempDir(), "--json"}, readData...)...)
-				var res checkResult
+				var res check.Report
 				if err := json.Unmarshal([]byte(out), &res); code != exitFailed || err != nil || len(res.Lost) != 1 {
 					t.Fatalf("check --json: exit %d, %v\n%s%s\nwant exit 1 and one lost file", code, err, out, stderr)
 				}
@@ -113,7 +114,7 @@ func TestCheckListsWhatALostCompactedFileLoses(t *testing.T) {
 				}
 				return l
 			}
-			l := check()
+			l := checkJSON()
 			if l.Unrestorable != 0 || len(l.Restore) != len(tokens) {
 				t.Fatalf("check: %d ticks restorable, %d not; want all %d by the fragments compaction replaced", len(l.Restore), l.Unrestorable, len(tokens))
 			}
@@ -147,7 +148,7 @@ func TestCheckListsWhatALostCompactedFileLoses(t *testing.T) {
 			if err := os.WriteFile(p2, data, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			l = check()
+			l = checkJSON()
 			if l.Unrestorable != 2 || l.Differ != 1 || len(l.Restore) != len(tokens)-2 || l.Restore[0].Tick == first.Tick || l.Restore[0].Tick == second.Tick {
 				t.Fatalf("check after tick %d's replaced fragment was collected and tick %d's changed: %d ticks restorable from tick %d, %d not, %d differ; want %d, 2, 1",
 					first.Tick, second.Tick, len(l.Restore), l.Restore[0].Tick, l.Unrestorable, l.Differ, len(tokens)-2)

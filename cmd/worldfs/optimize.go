@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/export/iceberg"
@@ -20,140 +19,169 @@ import (
 	"github.com/worldfs/worldfs/maintenance"
 )
 
-// optimizeCmd is "worldfs optimize".
+// optimizeCmd is "worldfs optimize": maintenance.Optimize, with the
+// exports' reference lists written by export/iceberg.
 func optimizeCmd() command {
-	var url, world, run, tables, windows *string
-	var recent, targetRows *int64
-	var workers *int
-	var asJSON, dryRun *bool
+	f := &optimizeFlags{}
 	return command{
 		name:    "optimize",
 		summary: "compact a world's small fragments into large files (readers switch at once; safe beside a live writer), give compacted files written before tick indexes theirs, write the summaries of compacted history the views plan from, and the reference lists of exports an older worldfs wrote (collection keeps what they name)",
 		example: "worldfs optimize --bucket ./worldfs-data --world w1 --run main\n" +
 			"  worldfs optimize --bucket ./worldfs-data --world w1 --recent 8 --windows 4096,512,64,8",
-		flags: func(fs *flag.FlagSet) {
-			url = bucketFlag(fs)
-			world = fs.String("world", "", "world to compact (required)")
-			run = fs.String("run", index.DefaultRun, "run to compact")
-			tables = fs.String("table", "", "compact only these tables (comma-separated names); default all")
-			recent = fs.Int64("recent", 256, "the newest ticks stay as written (0: none, every whole window up to the head is compacted)")
-			workers = fs.Int("workers", 0, "files rewritten at once (default: the number of CPUs)")
-			targetRows = fs.Int64("target-rows", 1<<20, "most rows in one compacted file")
-			windows = fs.String("windows", "", "compaction windows in ticks, comma-separated, largest first, each a multiple of the next "+
-				"(default 4096,512,64; a writer's background compaction and other compactors nest with them while every window divides the larger ones)")
-			asJSON = fs.Bool("json", false, "print the result as JSON")
-			dryRun = fs.Bool("dry-run", false, "count the compacted files without a tick index (and damaged indexes) and the exports without a reference list; compact and write nothing")
-		},
+		flags: f.define,
 		run: func(ctx context.Context, _ *flag.FlagSet, _ []string, out io.Writer) error {
-			if *world == "" {
-				return usagef("--world is required")
-			}
-			if *recent < 0 {
-				return usagef("--recent %d: give 0 or more (0 compacts every whole window up to the head)", *recent)
-			}
-			opts := maintenance.CompactOptions{Run: *run, Recent: *recent, TargetRows: *targetRows, Workers: *workers}
-			if *recent == 0 {
-				opts.Recent = maintenance.NoRecent
-			}
-			if *windows != "" {
-				ws, err := parseWindows(*windows)
-				if err != nil {
-					return usagef("--windows %q: %v", *windows, err)
-				}
-				opts.Windows = ws
-				if err := (&maintenance.CompactOptions{Run: index.DefaultRun, Windows: ws}).Validate(); err != nil {
-					return usagef("--windows %q: want windows of at least a tick, largest first, each a multiple of the next (e.g. 4096,512,64)", *windows)
-				}
-			}
-			b, cat, err := openWorld(ctx, *url, *world, !*dryRun)
-			if err != nil {
-				return err
-			}
-			defer b.Close()
-			defer cat.Close()
-			if *dryRun {
-				return tickIndexesDryRun(ctx, b, cat, *world, *run, *workers, *asJSON, out)
-			}
-			if *tables != "" {
-				opts.Tables = strings.Split(*tables, ",")
-				if err := checkTables(ctx, b, *world, opts.Tables); err != nil {
-					return err
-				}
-			}
-			// First (once the options are checked) the reference lists of exports an older worldfs
-			// wrote (or damaged ones): collection deletes nothing of the
-			// world while one is missing.
-			refs, err := iceberg.WriteReferenceLists(ctx, b, *world, false)
-			if err != nil {
-				return fmt.Errorf("world %s: the reference lists of its exports: %w", *world, err)
-			}
-			status := progress.New(os.Stderr)
-			var plan windowsSeen
-			opts.Progress = func(p maintenance.CompactProgress) {
-				status.Step("compacting windows", int64(p.Done), int64(p.Total))
-				plan.see(p)
-			}
-			start := time.Now()
-			res, err := maintenance.Compact(ctx, b, cat, opts)
-			secs := time.Since(start).Seconds()
-			status.Done()
-			if err != nil {
-				return err
-			}
-			// Summaries of the compacted stretches and token filters
-			// that a worldfs writing none left without (a views build
-			// reads the summaries instead of every tick record, a lookup
-			// of a token that names no tick the filters).
-			sidecars, err := index.WriteSidecars(ctx, b, *world, false)
-			if err != nil {
-				return fmt.Errorf("world %s: tick shard summaries and token filters: %w", *world, err)
-			}
-			// The tick indexes of the compacted files written before them
-			// (those compaction left as they were): a mount sizes their
-			// ticks from them instead of deriving each from its rows.
-			xopts := maintenance.TickIndexOptions{Run: *run, Workers: *workers, Progress: func(done, total int) {
-				status.Step("writing missing tick indexes", int64(done), int64(total))
-			}}
-			xres, xerr := maintenance.WriteTickIndexes(ctx, b, cat, xopts)
-			status.Done()
-			if xerr != nil && len(xres.Damaged) == 0 {
-				return xerr
-			}
-			if *asJSON {
-				if err := json.NewEncoder(out).Encode(map[string]any{"world": *world, "run": *run, "windows": res.Windows, "summaries_written": sidecars.Summaries, "token_filters_written": sidecars.TokenFilters,
-					"fact_shards": res.Facts, "refused": res.Refused, "files": res.Files, "files_replaced": res.FilesIn,
-					"rows": res.Rows, "bytes_read": res.BytesIn, "bytes_written": res.BytesOut, "tick_index_bytes": res.IndexBytes + xres.Bytes,
-					"tick_indexes_written": xres.Written, "tick_indexes_damaged": len(xres.Damaged), "export_reference_lists_written": refs.Written, "seconds": secs,
-					"files_per_second": float64(res.FilesIn) / secs, "mb_per_second": float64(res.BytesIn) / 1e6 / secs}); err != nil {
-					return err
-				}
-				return xerr
-			}
-			fmt.Fprintf(out, "world %s run %s: %d windows and %d claim shards of facts compacted: %d files replace %d (%d rows, %s read, %s written, %s of tick indexes) in %.1f s (%.0f files/s, %.1f MB/s)",
-				*world, *run, res.Windows, res.Facts, res.Files, res.FilesIn, res.Rows, mib(res.BytesIn), mib(res.BytesOut), mib(res.IndexBytes),
-				secs, float64(res.FilesIn)/secs, float64(res.BytesIn)/1e6/secs)
-			if sidecars.Summaries > 0 {
-				fmt.Fprintf(out, "; %d tick shard summaries written", sidecars.Summaries)
-			}
-			if sidecars.TokenFilters > 0 {
-				fmt.Fprintf(out, "; %d tick shard token filters written", sidecars.TokenFilters)
-			}
-			if res.Refused > 0 {
-				fmt.Fprintf(out, "; %d windows changed meanwhile (a publish or another compactor) and were left: run optimize again to compact them", res.Refused)
-			}
-			if res.Windows == 0 && res.Facts == 0 && res.Refused == 0 {
-				fmt.Fprintf(out, "; %s", whyNothing(cat.Tip(), *run, *recent, opts.SmallestWindow(), plan))
-			}
-			if xres.Written > 0 {
-				fmt.Fprintf(out, "; %d compacted files written before tick indexes given theirs (%d ticks, %s)", xres.Written, xres.Ticks, mib(xres.Bytes))
-			}
-			if refs.Written > 0 {
-				fmt.Fprintf(out, "; %d export reference lists written (%d missing, %d damaged)", refs.Written, refs.Missing, refs.Damaged)
-			}
-			fmt.Fprintln(out)
-			return xerr
+			return f.optimize(ctx, out)
 		},
 	}
+}
+
+// optimizeFlags are worldfs optimize's flags.
+type optimizeFlags struct {
+	url, world, run, tables *string
+	windows                 *string
+	recent, targetRows      *int64
+	workers                 *int
+	asJSON, dryRun          *bool
+}
+
+func (f *optimizeFlags) define(fs *flag.FlagSet) {
+	f.url = bucketFlag(fs)
+	f.world = fs.String("world", "", "world to compact (required)")
+	f.run = fs.String("run", index.DefaultRun, "run to compact")
+	f.tables = fs.String("table", "", "compact only these tables (comma-separated names); default all")
+	f.recent = fs.Int64("recent", 256, "the newest ticks stay as written (0: none, every whole window up to the head is compacted)")
+	f.workers = fs.Int("workers", 0, "files rewritten at once (default: the number of CPUs)")
+	f.targetRows = fs.Int64("target-rows", 1<<20, "most rows in one compacted file")
+	f.windows = fs.String("windows", "", "compaction windows in ticks, comma-separated, largest first, each a multiple of the next "+
+		"(default 4096,512,64; a writer's background compaction and other compactors nest with them while every window divides the larger ones)")
+	f.asJSON = fs.Bool("json", false, "print the result as JSON")
+	f.dryRun = fs.Bool("dry-run", false, "count the compacted files without a tick index (and damaged indexes) and the exports without a reference list; compact and write nothing")
+}
+
+// optimize checks the flags, runs maintenance.Optimize and prints what it
+// did; damaged tick indexes (left as they are) are its error after the
+// report.
+func (f *optimizeFlags) optimize(ctx context.Context, out io.Writer) error {
+	if *f.world == "" {
+		return usagef("--world is required")
+	}
+	if *f.recent < 0 {
+		return usagef("--recent %d: give 0 or more (0 compacts every whole window up to the head)", *f.recent)
+	}
+	var windows []int64
+	if *f.windows != "" {
+		ws, err := parseWindows(*f.windows)
+		if err == nil {
+			err = (&maintenance.CompactOptions{Run: index.DefaultRun, Windows: ws}).Validate()
+		}
+		if err != nil {
+			return usagef("--windows %q: want windows of at least a tick, largest first, each a multiple of the next (e.g. 4096,512,64)", *f.windows)
+		}
+		windows = ws
+	}
+	b, cat, err := openWorld(ctx, *f.url, *f.world, !*f.dryRun)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	defer cat.Close()
+	opts := maintenance.OptimizeOptions{DryRun: *f.dryRun, ExportRefs: exportRefLists,
+		Compact: maintenance.CompactOptions{Run: *f.run, Recent: *f.recent, TargetRows: *f.targetRows, Workers: *f.workers, Windows: windows}}
+	if *f.recent == 0 {
+		opts.Compact.Recent = maintenance.NoRecent
+	}
+	if *f.tables != "" && !*f.dryRun {
+		opts.Compact.Tables = strings.Split(*f.tables, ",")
+		if err := checkTables(ctx, b, *f.world, opts.Compact.Tables); err != nil {
+			return err
+		}
+	}
+	status := progress.New(os.Stderr)
+	var plan windowsSeen
+	if !*f.dryRun {
+		opts.Compact.Progress = func(p maintenance.CompactProgress) {
+			status.Step("compacting windows", int64(p.Done), int64(p.Total))
+			plan.see(p)
+		}
+		opts.IndexProgress = func(done, total int) { status.Step("writing missing tick indexes", int64(done), int64(total)) }
+	}
+	res, err := maintenance.Optimize(ctx, b, cat, opts)
+	status.Done()
+	if err != nil && !res.Done {
+		return err
+	}
+	switch {
+	case *f.asJSON:
+		if jerr := json.NewEncoder(out).Encode(optimizeJSON(res)); jerr != nil {
+			return jerr
+		}
+	case res.DryRun:
+		printOptimizeDry(out, res)
+	default:
+		printOptimize(out, res, optimizeWhy(cat.Tip(), res, *f.recent, opts.Compact.SmallestWindow(), plan))
+	}
+	return err
+}
+
+// exportRefLists is maintenance.OptimizeOptions.ExportRefs by
+// export/iceberg, which maintenance does not import.
+func exportRefLists(ctx context.Context, b bucket.Bucket, world string, dryRun bool) (maintenance.RefLists, error) {
+	r, err := iceberg.WriteReferenceLists(ctx, b, world, dryRun)
+	return maintenance.RefLists{Tables: r.Tables, Missing: r.Missing, Damaged: r.Damaged, Written: r.Written}, err
+}
+
+// optimizeJSON is worldfs optimize --json's object.
+func optimizeJSON(res maintenance.OptimizeResult) map[string]any {
+	x, refs := res.TickIndexes, res.RefLists
+	if res.DryRun {
+		return map[string]any{"world": res.World, "run": res.Run, "dry_run": true, "compacted_files": x.Files,
+			"tick_indexes_missing": x.Missing, "tick_indexes_damaged": len(x.Damaged), "tick_indexes_foreign": len(x.Foreign),
+			"summaries_missing": res.Sidecars.Summaries, "token_filters_missing": res.Sidecars.TokenFilters,
+			"export_reference_lists_missing": refs.Missing, "export_reference_lists_damaged": refs.Damaged}
+	}
+	c, secs := res.Compact, res.Seconds
+	return map[string]any{"world": res.World, "run": res.Run, "windows": c.Windows, "summaries_written": res.Sidecars.Summaries, "token_filters_written": res.Sidecars.TokenFilters,
+		"fact_shards": c.Facts, "refused": c.Refused, "files": c.Files, "files_replaced": c.FilesIn,
+		"rows": c.Rows, "bytes_read": c.BytesIn, "bytes_written": c.BytesOut, "tick_index_bytes": c.IndexBytes + x.Bytes,
+		"tick_indexes_written": x.Written, "tick_indexes_damaged": len(x.Damaged), "export_reference_lists_written": refs.Written, "seconds": secs,
+		"files_per_second": float64(c.FilesIn) / secs, "mb_per_second": float64(c.BytesIn) / 1e6 / secs}
+}
+
+// optimizeWhy is why optimize compacted nothing (whyNothing), or "" if it
+// compacted something or another compactor changed what it planned.
+func optimizeWhy(s *index.State, res maintenance.OptimizeResult, recent, w int64, plan windowsSeen) string {
+	if c := res.Compact; c.Windows > 0 || c.Facts > 0 || c.Refused > 0 {
+		return ""
+	}
+	return whyNothing(s, res.Run, recent, w, plan)
+}
+
+// printOptimize prints what optimize did, and why (a whyNothing) it
+// compacted nothing.
+func printOptimize(out io.Writer, res maintenance.OptimizeResult, why string) {
+	c, x, refs, secs := res.Compact, res.TickIndexes, res.RefLists, res.Seconds
+	fmt.Fprintf(out, "world %s run %s: %d windows and %d claim shards of facts compacted: %d files replace %d (%d rows, %s read, %s written, %s of tick indexes) in %.1f s (%.0f files/s, %.1f MB/s)",
+		res.World, res.Run, c.Windows, c.Facts, c.Files, c.FilesIn, c.Rows, mib(c.BytesIn), mib(c.BytesOut), mib(c.IndexBytes),
+		secs, float64(c.FilesIn)/secs, float64(c.BytesIn)/1e6/secs)
+	if res.Sidecars.Summaries > 0 {
+		fmt.Fprintf(out, "; %d tick shard summaries written", res.Sidecars.Summaries)
+	}
+	if res.Sidecars.TokenFilters > 0 {
+		fmt.Fprintf(out, "; %d tick shard token filters written", res.Sidecars.TokenFilters)
+	}
+	if c.Refused > 0 {
+		fmt.Fprintf(out, "; %d windows changed meanwhile (a publish or another compactor) and were left: run optimize again to compact them", c.Refused)
+	}
+	if why != "" {
+		fmt.Fprintf(out, "; %s", why)
+	}
+	if x.Written > 0 {
+		fmt.Fprintf(out, "; %d compacted files written before tick indexes given theirs (%d ticks, %s)", x.Written, x.Ticks, mib(x.Bytes))
+	}
+	if refs.Written > 0 {
+		fmt.Fprintf(out, "; %d export reference lists written (%d missing, %d damaged)", refs.Written, refs.Missing, refs.Damaged)
+	}
+	fmt.Fprintln(out)
 }
 
 // windowsSeen is what Compact's progress told of the windows it planned.
@@ -209,44 +237,23 @@ func whyNothing(s *index.State, run string, recent, w int64, plan windowsSeen) s
 	return later
 }
 
-// tickIndexesDryRun prints how many compacted files of the run lack a
-// tick index (optimize would write them) and names the damaged indexes.
-func tickIndexesDryRun(ctx context.Context, b bucket.Bucket, cat *index.Catalog, world, run string, workers int, asJSON bool, out io.Writer) error {
-	sidecars, err := index.WriteSidecars(ctx, b, world, true)
-	if err != nil {
-		return fmt.Errorf("world %s: tick shard summaries and token filters: %w", world, err)
-	}
-	res, err := maintenance.WriteTickIndexes(ctx, b, cat, maintenance.TickIndexOptions{Run: run, Workers: workers, DryRun: true})
-	if err != nil && len(res.Damaged) == 0 {
-		return err
-	}
-	refs, rerr := iceberg.WriteReferenceLists(ctx, b, world, true)
-	if rerr != nil {
-		return fmt.Errorf("world %s: the reference lists of its exports: %w", world, rerr)
-	}
-	if asJSON {
-		if err := json.NewEncoder(out).Encode(map[string]any{"world": world, "run": run, "dry_run": true, "compacted_files": res.Files,
-			"tick_indexes_missing": res.Missing, "tick_indexes_damaged": len(res.Damaged), "tick_indexes_foreign": len(res.Foreign),
-			"summaries_missing": sidecars.Summaries, "token_filters_missing": sidecars.TokenFilters,
-			"export_reference_lists_missing": refs.Missing, "export_reference_lists_damaged": refs.Damaged}); err != nil {
-			return err
-		}
-		return err
-	}
+// printOptimizeDry prints what optimize --dry-run counted: the compacted
+// files of the run without a tick index, the damaged indexes, the tick
+// shards without sidecars, the exports without a reference list.
+func printOptimizeDry(out io.Writer, res maintenance.OptimizeResult) {
+	x, refs := res.TickIndexes, res.RefLists
 	fmt.Fprintf(out, "world %s run %s (dry run, nothing written): %d compacted files, %d without a tick index, %d tick shards without a summary, %d without a token filter (optimize writes them)",
-		world, run, res.Files, res.Missing, sidecars.Summaries, sidecars.TokenFilters)
-	if len(res.Foreign) > 0 {
-		fmt.Fprintf(out, "; %d with one another build wrote (left)", len(res.Foreign))
+		res.World, res.Run, x.Files, x.Missing, res.Sidecars.Summaries, res.Sidecars.TokenFilters)
+	if len(x.Foreign) > 0 {
+		fmt.Fprintf(out, "; %d with one another build wrote (left)", len(x.Foreign))
 	}
 	if refs.Missing+refs.Damaged > 0 {
 		fmt.Fprintf(out, "; %d exported tables whose latest version has no reference list, %d a damaged one (optimize writes them; collection deletes nothing of the world until then)", refs.Missing, refs.Damaged)
 	}
 	fmt.Fprintln(out)
-	return err
 }
 
-// parseWindows parses a comma-separated list of tick counts (the
-// windows' order and multiples are CompactOptions.Validate's to check).
+// parseWindows reads --windows: ticks, comma-separated.
 func parseWindows(s string) ([]int64, error) {
 	var ws []int64
 	for _, f := range strings.Split(s, ",") {

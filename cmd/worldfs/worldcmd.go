@@ -197,7 +197,7 @@ func (f *fenceEpochs) see(ctx context.Context, c index.Change) (int64, error) {
 			return 0, err
 		}
 		later := int64(0)
-		if s.Seq > c.Seq {
+		if s.Seq() > c.Seq {
 			ctx, stop := context.WithCancel(ctx)
 			defer stop()
 			for n, err := range index.Changes(ctx, f.b, f.world, c.Seq+1, time.Second) {
@@ -207,12 +207,12 @@ func (f *fenceEpochs) see(ctx context.Context, c index.Change) (int64, error) {
 				if n.Entry.FenceAcquire != nil {
 					later++
 				}
-				if n.Seq >= s.Seq {
+				if n.Seq >= s.Seq() {
 					break
 				}
 			}
 		}
-		f.epoch = s.World.Epoch - later
+		f.epoch = s.World().Epoch - later
 		return f.epoch, nil
 	}
 	return 0, nil
@@ -357,13 +357,7 @@ func logCmd() command {
 				if err != nil || tip == 0 {
 					return err
 				}
-				from := uint64(*since)
-				switch {
-				case from == 0 && *limit > 0 && tip >= uint64(*limit):
-					from = max(oldest, tip-uint64(*limit)+1)
-				case from == 0:
-					from = oldest
-				}
+				from := logFrom(oldest, tip, *since, *limit)
 				if from > tip {
 					return nil
 				}
@@ -412,6 +406,19 @@ func logCmd() command {
 			})
 		},
 	}
+}
+
+// logFrom is the first sequence worldfs log shows of a log holding
+// oldest..tip: since, or the newest limit (since 0), or the oldest.
+func logFrom(oldest, tip uint64, since, limit int64) uint64 {
+	from := uint64(since)
+	switch {
+	case from == 0 && limit > 0 && tip >= uint64(limit):
+		from = max(oldest, tip-uint64(limit)+1)
+	case from == 0:
+		from = oldest
+	}
+	return from
 }
 
 // watchCmd is "worldfs watch".

@@ -181,6 +181,14 @@ func TestLayerRules(t *testing.T) {
 		{"serve/views.go", module + "sql", false},
 		{"serve/views.go", module + "index", false},
 		{"serve/server_test.go", module + "engine", false},
+		// A check reads what jobs wrote; it runs no SQL and no job.
+		{"check/check.go", module + "sql", true},
+		{"check/check.go", duckdb, true},
+		{"check/lost.go", module + "maintenance", true},
+		{"check/check.go", module + "engine", true},
+		{"check/check_test.go", module + "maintenance", false},
+		{"index/verify.go", module + "check", true},
+		{"cache/check.go", module + "check", true},
 		// Tests may reach across.
 		{"fs/ranged_test.go", module + "maintenance", false},
 		{"ui/counts_test.go", module + "sql", false},

@@ -1,4 +1,4 @@
-package main
+package check
 
 import (
 	"cmp"
@@ -17,11 +17,11 @@ import (
 	"github.com/worldfs/worldfs/index"
 )
 
-// checkLoss is a file the catalog records that check found missing or
+// Loss is a file the catalog records that a check found missing or
 // damaged: the rows of the ticks that name it are lost to every reader
 // (the views fail the queries that read them, the mount answers EIO for
 // those ticks) until it is restored.
-type checkLoss struct {
+type Loss struct {
 	Fragment string `json:"fragment"`
 	What     string `json:"what"` // presence, size, generation, sha256, read
 	World    string `json:"world"`
@@ -41,7 +41,7 @@ type checkLoss struct {
 	// writer published, still in the bucket because a compaction replaced
 	// them and collection has not deleted them yet (it does once the
 	// compaction is older than the retention).
-	Restore []checkRestore `json:"restore"`
+	Restore []Restore `json:"restore"`
 	// Unrestorable counts the ticks nothing found can restore; Differ, of
 	// those, the ticks whose replaced fragment is there but differs from
 	// what the compacted file's tick index records for the tick.
@@ -49,8 +49,8 @@ type checkLoss struct {
 	Differ       int64 `json:"differ,omitempty"`
 }
 
-// checkRestore is a tick's fragments that can restore its rows.
-type checkRestore struct {
+// Restore is a tick's fragments that can restore its rows.
+type Restore struct {
 	Tick      int64    `json:"tick"`
 	Fragments []string `json:"fragments"` // one, or a split tick's parts in order
 	Bytes     int64    `json:"bytes"`
@@ -60,12 +60,12 @@ type checkRestore struct {
 	Verified bool `json:"verified"`
 }
 
-// findLosses returns what check's fragment errors lose: for each file
+// findLosses returns what a check's fragment errors lose: for each file
 // found missing or damaged, its table, the ticks that name it in s, and
 // the replaced fragments that can restore them.
-func findLosses(ctx context.Context, b bucket.Bucket, s *index.State, run string, errs []checkError) ([]checkLoss, error) {
+func findLosses(ctx context.Context, b bucket.Bucket, s *index.State, run string, errs []Error) ([]Loss, error) {
 	type refs struct {
-		loss  *checkLoss
+		loss  *Loss
 		frag  index.Fragment
 		ticks []index.FragmentRef
 	}
@@ -75,7 +75,7 @@ func findLosses(ctx context.Context, b bucket.Bucket, s *index.State, run string
 		if e.Fragment == "" || byPath[e.Fragment] != nil {
 			continue
 		}
-		r := &refs{loss: &checkLoss{Fragment: e.Fragment, What: e.What, World: s.World.ID, Restore: []checkRestore{}}}
+		r := &refs{loss: &Loss{Fragment: e.Fragment, What: e.What, World: s.World.ID, Restore: []Restore{}}}
 		byPath[e.Fragment], order = r, append(order, r)
 	}
 	if len(order) == 0 {
@@ -90,7 +90,7 @@ func findLosses(ctx context.Context, b bucket.Bucket, s *index.State, run string
 	}); err != nil {
 		return nil, err
 	}
-	var out []checkLoss
+	var out []Loss
 	for _, r := range order {
 		l := r.loss
 		if len(r.ticks) == 0 {
@@ -137,7 +137,7 @@ func findLosses(ctx context.Context, b bucket.Bucket, s *index.State, run string
 // index.FragmentPath's parts), if still in the bucket and other than the
 // lost file itself, checked against the lost file's tick index when it has
 // one.
-func restorers(ctx context.Context, b bucket.Bucket, lost index.Fragment, l *checkLoss, ticks map[int64]index.FragmentRef) error {
+func restorers(ctx context.Context, b bucket.Bucket, lost index.Fragment, l *Loss, ticks map[int64]index.FragmentRef) error {
 	var x *frame.TickIndex
 	if lost.Span != nil {
 		x, _ = frame.ReadTickIndex(ctx, b, lost) // none, or damaged: nothing to verify by
@@ -168,14 +168,14 @@ func restorers(ctx context.Context, b bucket.Bucket, lost index.Fragment, l *che
 	if err := g.Wait(); err != nil {
 		return err
 	}
-	slices.SortFunc(l.Restore, func(a, b checkRestore) int { return cmp.Compare(a.Tick, b.Tick) })
+	slices.SortFunc(l.Restore, func(a, b Restore) int { return cmp.Compare(a.Tick, b.Tick) })
 	return nil
 }
 
 // restorer returns the fragments that can restore the rows of the tick f
 // names (nil: none found; differs: one found whose bytes are not those
 // the tick index x records).
-func restorer(ctx context.Context, b bucket.Bucket, world, lost string, x *frame.TickIndex, f index.FragmentRef) (*checkRestore, bool, error) {
+func restorer(ctx context.Context, b bucket.Bucket, world, lost string, x *frame.TickIndex, f index.FragmentRef) (*Restore, bool, error) {
 	present := func(name string) (int64, bool, error) {
 		if name == lost {
 			return 0, false, nil
@@ -186,7 +186,7 @@ func restorer(ctx context.Context, b bucket.Bucket, world, lost string, x *frame
 		}
 		return a.Size, err == nil, err
 	}
-	r := &checkRestore{Tick: f.Tick}
+	r := &Restore{Tick: f.Tick}
 	one := index.TickFragmentPath(world, f.Run, f.Table, f.Token)
 	size, ok, err := present(one)
 	if err != nil {

@@ -1,0 +1,83 @@
+package check_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/worldfs/worldfs/bucket/local"
+	"github.com/worldfs/worldfs/cache"
+	"github.com/worldfs/worldfs/check"
+	"github.com/worldfs/worldfs/engine/enginetest"
+	"github.com/worldfs/worldfs/index"
+	"github.com/worldfs/worldfs/maintenance"
+)
+
+// check.World is worldfs check for a Go program: a compacted world's
+// references are counted and each distinct file checked once; a byte
+// flipped in a compacted file (its size and time kept) is found by
+// reading the data, named with the ticks whose rows it loses and the
+// replaced fragments that restore them; a run the world does not have is
+// ErrNoRun.
+func TestWorldChecksWhatTheCatalogNames(t *testing.T) {
+	ctx := enginetest.Context(t)
+	dir := t.TempDir()
+	b, err := local.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	w := enginetest.World(t, b, "w", 140)
+	if res, err := maintenance.Compact(ctx, b, w.Catalog(), maintenance.CompactOptions{Recent: maintenance.NoRecent}); err != nil || res.Windows == 0 {
+		t.Fatalf("compaction: %+v, %v", res, err)
+	}
+	opts := func(readData bool) check.Options {
+		return check.Options{ReadData: readData, Verified: cache.OpenVerified(filepath.Join(t.TempDir(), "verified")), BucketID: "test"}
+	}
+	res, err := check.World(ctx, b, "w", opts(true))
+	if err != nil || len(res.Errors) != 0 || res.Fragments == 0 || res.References <= res.Fragments || res.Slots == 0 {
+		t.Fatalf("a clean compacted world: %+v, %v; want no error, each file checked once and named more often", res, err)
+	}
+	s, err := w.Catalog().Exact(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk, _ := s.Tick(index.DefaultRun, 10)
+	lost := enginetest.Tables(t, tk)[0].Fragments[0]
+	if lost.Span == nil {
+		t.Fatalf("tick 10 names %s, not a compacted file", lost.Path)
+	}
+	p, err := b.Path(lost.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)/2] ^= 1
+	if err := os.Chmod(p, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, data, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(p, info.ModTime(), info.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	res, err = check.World(ctx, b, "w", opts(true))
+	if err != nil || len(res.Errors) != 1 || res.Errors[0].Fragment != lost.Path || res.Errors[0].What != "sha256" {
+		t.Fatalf("a flipped byte, read: %+v, %v; want one sha256 error naming %s", res, err, lost.Path)
+	}
+	if len(res.Lost) != 1 || res.Lost[0].From != lost.Span.From || res.Lost[0].To != lost.Span.To || len(res.Lost[0].Restore) == 0 {
+		t.Fatalf("lost: %+v; want ticks %d..%d, restorable from the replaced fragments", res.Lost, lost.Span.From, lost.Span.To)
+	}
+	if _, err := check.World(ctx, b, "w", check.Options{Run: "nope", Verified: opts(false).Verified}); !errors.Is(err, check.ErrNoRun) {
+		t.Fatalf("run nope: %v; want ErrNoRun", err)
+	}
+}

@@ -1,0 +1,6 @@
+//go:build !invariants && !race
+
+package invariants
+
+// Enabled: this build checks invariants (tag invariants, or -race).
+const Enabled = false
