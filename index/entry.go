@@ -22,6 +22,8 @@ const (
 	KindCommandEnqueue   Kind = "command.enqueue"
 	KindIntentOpen       Kind = "intent.open"
 	KindIntentClose      Kind = "intent.close"
+	KindTagCreate        Kind = "tag.create"
+	KindTagDelete        Kind = "tag.delete"
 )
 
 // Entry is one catalog mutation. Exactly the payload field of its Kind is
@@ -40,6 +42,7 @@ type Entry struct {
 	Rewrite      *FragmentsRewrite `json:"rewrite,omitempty"`
 	Command      *Command          `json:"command,omitempty"`
 	Intent       *IntentOp         `json:"intent,omitempty"`
+	Tag          *TagOp            `json:"tag,omitempty"`
 }
 
 // Writer modes (docs/ARCHITECTURE.md, "The catalog").
@@ -289,13 +292,15 @@ func (e *Entry) runs() []string {
 		return []string{e.Command.Run}
 	case e.Rewrite != nil:
 		return []string{e.Rewrite.Run}
+	case e.Tag != nil && e.Tag.Run != "":
+		return []string{e.Tag.Run}
 	}
 	return nil
 }
 
 func (e *Entry) validatePayload() error {
 	set := 0
-	for _, p := range []bool{e.WorldCreate != nil, e.FenceAcquire != nil, e.TickPublish != nil, e.WorldStatus != nil, e.Claim != nil, e.Rewrite != nil, e.Command != nil, e.Intent != nil} {
+	for _, p := range []bool{e.WorldCreate != nil, e.FenceAcquire != nil, e.TickPublish != nil, e.WorldStatus != nil, e.Claim != nil, e.Rewrite != nil, e.Command != nil, e.Intent != nil, e.Tag != nil} {
 		if p {
 			set++
 		}
@@ -368,6 +373,8 @@ func (e *Entry) validatePayload() error {
 		case e.Kind == KindIntentOpen && i.LeaseUntilMs <= i.NowMs:
 			return fmt.Errorf("%s: needs a lease ending after now", e.Kind)
 		}
+	case KindTagCreate, KindTagDelete:
+		return validateTag(e.Kind, e.Tag)
 	case KindFragmentsRewrite:
 		r := e.Rewrite
 		switch {
@@ -448,6 +455,10 @@ func (e Entry) clone() Entry {
 	if e.Intent != nil {
 		v := *e.Intent
 		e.Intent = &v
+	}
+	if e.Tag != nil {
+		v := *e.Tag
+		e.Tag = &v
 	}
 	if e.Rewrite != nil {
 		v := *e.Rewrite

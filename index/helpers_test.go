@@ -52,6 +52,9 @@ func diff(a, b *State) string {
 	if !reflect.DeepEqual(a.Intents(), b.Intents()) {
 		return fmt.Sprintf("open intents %+v vs %+v", a.Intents(), b.Intents())
 	}
+	if !reflect.DeepEqual(a.Tags(), b.Tags()) {
+		return fmt.Sprintf("tags %+v vs %+v", a.Tags(), b.Tags())
+	}
 	// The token index finds every tick, and holds nothing else.
 	for _, st := range []*State{a, b} {
 		n := st.byToken.Len()
