@@ -29,6 +29,8 @@ var rootOps = map[string]ctlOp{
 	"fork":   opFork,   // {"op":"fork","world":CHILD,"parent":P,"run":"main","tick":N}
 	"resume": opResume, // {"op":"resume","world":W}
 	"status": opStatus, // {"op":"status","world":W,"status":"active"|"archived"?,"writer_mode":"cleanup_only"?}
+	"tag":    opTag,    // {"op":"tag","world":W,"run":"main"?,"at":POINT,"name":N,"message":M?}
+	"untag":  opUntag,  // {"op":"untag","world":W,"name":N}
 }
 
 // worldOps are the commands of <mount>/<world>/ctl.

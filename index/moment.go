@@ -38,17 +38,16 @@ type Moment struct {
 }
 
 // MomentForms says what ParseMoment takes, for help texts and errors.
-const MomentForms = "a tick (170), head, head~10 (10 ticks before the head), a commit token, a tag (tag:NAME, or NAME), or a time: " +
+const MomentForms = "a tick (170), head, head~10 (10 ticks before the head), a commit token, a tag (tag:NAME), or a time: " +
 	"2026-12-01T10:00:00Z (RFC 3339), 2026-12-01 10:00 or 10:00 (local time; today), -1m, 2h ago or now"
 
 // TimeForms says what ParseInstant takes.
 const TimeForms = "2026-12-01T10:00:00Z (RFC 3339), 2026-12-01 10:00 or 10:00 (local time; today), -1m, 2h ago or now"
 
 // ParseMoment parses a point of a run's history: a tick number, head or
-// head~N, a commit token (32 lowercase hex digits), a tag (tag:NAME, or
-// a NAME no other form reads), or an instant as ParseInstant takes it.
-// now is the present, and its location the time zone of the forms
-// without one.
+// head~N, a commit token (32 lowercase hex digits), a tag (tag:NAME), or
+// an instant as ParseInstant takes it. now is the present, and its
+// location the time zone of the forms without one.
 func ParseMoment(s string, now time.Time) (Moment, error) {
 	text := strings.TrimSpace(s)
 	m := Moment{Text: text}
@@ -88,10 +87,6 @@ func ParseMoment(s string, now time.Time) (Moment, error) {
 	}
 	t, err := ParseInstant(text, now)
 	if err != nil {
-		if tagLike(text) {
-			m.Tag = text
-			return m, nil
-		}
 		return m, fmt.Errorf("%q is not a point: give %s", text, MomentForms)
 	}
 	m.Time = &t
@@ -199,6 +194,17 @@ func parseSpan(s string) (time.Duration, bool) {
 	return time.Duration(total), true
 }
 
+// ParseMomentOrTag is ParseMoment, taking also a bare NAME that no other
+// form reads as the tag NAME: the POINT of W@POINT (worldfs diff
+// W@fig3), where a name reads naturally.
+func ParseMomentOrTag(s string, now time.Time) (Moment, error) {
+	m, err := ParseMoment(s, now)
+	if err != nil && tagLike(m.Text) {
+		return Moment{Text: m.Text, Tag: m.Text}, nil
+	}
+	return m, err
+}
+
 // tagLike reports whether s is spelled as a tag's name (ValidateTagName
 // without the check against the other forms, which ParseMoment has
 // made).
@@ -300,11 +306,21 @@ func (m Moment) InView(v *View, upTo int64) (tick int64, ok bool, err error) {
 	if m.Tag != "" {
 		t, err := TickOfTag(v, m.Tag, upTo)
 		if err != nil {
-			return 0, false, err
+			return 0, false, m.NotATag(err)
 		}
 		return t.Tick.Tick, true, nil
 	}
 	return m.In(ViewTicks(v, upTo))
+}
+
+// NotATag is err, the failure to resolve m as a tag, saying also that m
+// is no other point when it was typed as a bare name (not tag:NAME): a
+// mistyped time reads as a tag the world lacks.
+func (m Moment) NotATag(err error) error {
+	if m.Tag == "" || strings.HasPrefix(strings.ToLower(m.Text), TagPrefix) || !errors.Is(err, ErrNoTag) {
+		return err
+	}
+	return fmt.Errorf("%q is not a point (give %s), nor a tag: %w", m.Text, MomentForms, err)
 }
 
 // ViewTicks lists the visible ticks of v up to upTo, in tick order, as

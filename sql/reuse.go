@@ -52,7 +52,7 @@ import (
 
 // reuseFormat versions kept scripts: a worldfs that keeps them otherwise
 // reads none of an older format.
-const reuseFormat = 6
+const reuseFormat = 7
 
 // maxKeptFiles bounds the files of a script that is kept: a kept script
 // lists its files, and views of that many files (a long history not yet
@@ -110,6 +110,9 @@ func reuseKey(b bucket.Bucket, world string, opts Options, dir string) (string, 
 	}
 	if opts.At != nil && opts.At.Back != nil {
 		at += fmt.Sprintf(" head~%d", *opts.At.Back)
+	}
+	if opts.At != nil && opts.At.Tag != "" {
+		at += " " + index.TagPrefix + opts.At.Tag
 	}
 	key := fmt.Sprintf("worldfs views %d\x00%s\x00%s\x00%s\x00%s\x00%s\x00%t\x00%s\x00%s",
 		reuseFormat, where, world, opts.Run, at, opts.Token, opts.Only, opts.Table, dir)

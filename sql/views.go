@@ -105,8 +105,8 @@ func (o *Options) Validate() error {
 }
 
 // pin moves a point given as At to the field that pins it as typed: a
-// tick to AtTick, a token to Token, an instant to AtTime. Only head~N
-// stays in At, resolved once the lineage is known (buildFrom).
+// tick to AtTick, a token to Token, an instant to AtTime. Only head~N and
+// a tag stay in At, resolved once the lineage is known (buildFrom).
 func (o Options) pin() Options {
 	m := o.At
 	if m == nil || o.AtTick != nil || o.Token != "" || o.AtTime != nil {
@@ -199,6 +199,9 @@ type Script struct {
 	// parts, if set, are the scripts of a session of several worlds
 	// (Join), this one their union.
 	parts []*Script
+	// Tags are the world's tags (worldfs_tags, and the points tag:NAME
+	// of Resolve), by name.
+	Tags []index.Tag `json:",omitempty"`
 }
 
 // SQL returns the script for a DuckDB outside worldfs (the DuckDB shell,
@@ -389,10 +392,11 @@ func buildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 		opts.At = &index.Moment{Text: opts.AtTime.Format(time.RFC3339Nano), Time: opts.AtTime}
 	}
 	if m := opts.At; m != nil {
-		// An instant, or head~N: resolved among the visible ticks. An
-		// instant before the first tick was published pins the views
-		// before it: they show no tick, as <table>_as_of shows no row.
-		t, ok, err := m.In(index.ViewTicks(view, upTo))
+		// An instant, head~N or a tag: resolved among the visible ticks
+		// (a tag among the world's tags). An instant before the first
+		// tick was published pins the views before it: they show no
+		// tick, as <table>_as_of shows no row.
+		t, ok, err := m.InView(view, upTo)
 		if err != nil {
 			return nil, fmt.Errorf("world %s run %s: %w", world, opts.Run, err)
 		}
@@ -447,7 +451,7 @@ func buildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 	// worldfs_ticks, <table>_changes and <table>_as_of read the visible
 	// ticks only when a query does: see ticks.go.
 	ticks := &tickList{view: whole, from: from, to: upTo, dir: dir}
-	s, err := render(world, opts.Run, upTo, h, infos, lineage, dir, comp, ticks)
+	s, err := render(world, opts.Run, upTo, h, infos, lineage, dir, comp, ticks, own.Tags())
 	if err != nil {
 		return nil, err
 	}
@@ -767,7 +771,7 @@ func ident(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"
 // script stays small whatever the size of the catalog; the commit
 // identities of the ticks that name compacted files (comp, if any), which
 // only worldfs_manifests reads, are served or written apart (compacted.go).
-func render(world, run string, upTo int64, h *history, infos map[string]frame.TableInfo, lineage []string, dir string, comp *compacted, ticks *tickList) (*Script, error) {
+func render(world, run string, upTo int64, h *history, infos map[string]frame.TableInfo, lineage []string, dir string, comp *compacted, ticks *tickList, tags []index.Tag) (*Script, error) {
 	if strings.ContainsAny(world+run+dir, markLazy+markEager+markEnd+markEndEager+markCompacted+markTicks+markRun+markPlain+markAltEnd+markRef) {
 		return nil, fmt.Errorf("views of world %q run %q in %q: control characters in a name", world, run, dir)
 	}
@@ -796,7 +800,7 @@ func render(world, run string, upTo int64, h *history, infos map[string]frame.Ta
 	fmt.Fprintf(&sb, "CREATE OR REPLACE TEMP TABLE worldfs_fragments AS SELECT * FROM %s;\n", readOne(listPath))
 	sb.WriteString(alt("", filesCheck(world, run)))
 	sb.WriteString(ticksViews())
-	script := &Script{World: world, Run: run, AtTick: upTo, FragmentList: listPath, local: []string{listPath}, compacted: comp, ticks: ticks}
+	script := &Script{World: world, Run: run, AtTick: upTo, FragmentList: listPath, local: []string{listPath}, compacted: comp, ticks: ticks, Tags: tags}
 	seen := map[string]bool{}
 	for _, r := range list {
 		if !seen[r.Path] {
@@ -825,6 +829,7 @@ func render(world, run string, upTo int64, h *history, infos map[string]frame.Ta
 		}
 	}
 	sb.WriteString(factViews(factNames))
+	sb.WriteString(tagsView(world, tags))
 	fmt.Fprintf(&sb, "CREATE OR REPLACE TEMP VIEW worldfs_lineage AS SELECT segment::INTEGER AS segment, world::VARCHAR AS world, run::VARCHAR AS run, up_to_tick::BIGINT AS up_to_tick FROM (VALUES %s) l(segment, world, run, up_to_tick);\n", strings.Join(lineage, ", "))
 	script.text = sb.String()
 	script.finish()

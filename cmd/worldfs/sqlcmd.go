@@ -328,7 +328,7 @@ func tickOf(ctx context.Context, b bucket.Bucket, world, run string, m index.Mom
 	if err != nil {
 		return 0, err
 	}
-	t, ok, err := m.In(index.ViewTicks(v, math.MaxInt64))
+	t, ok, err := m.InView(v, math.MaxInt64)
 	if err != nil {
 		return 0, fmt.Errorf("world %s run %s: %w", world, run, err)
 	}

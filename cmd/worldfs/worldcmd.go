@@ -106,6 +106,11 @@ func newLogRecord(c index.Change, withEntry bool) logRecord {
 		r.Run, r.Tick = e.Command.Run, &e.Command.Due
 	case e.Intent != nil:
 		ms = e.Intent.NowMs
+	case e.Tag != nil:
+		r.Run, ms = e.Tag.Run, e.Tag.NowMs
+		if e.Kind == index.KindTagCreate {
+			r.Tick, r.Token = &e.Tag.Tick, e.Tag.CommitToken
+		}
 	}
 	if ms != 0 {
 		r.Time = time.UnixMilli(ms).UTC().Format(time.RFC3339Nano)
@@ -222,7 +227,7 @@ func (f *fenceEpochs) see(ctx context.Context, c index.Change) (int64, error) {
 // WHAT: its tick or claim, else what it knows of the entry.
 func logDetail(r logRecord, e index.Entry) string {
 	switch {
-	case r.Tick != nil && e.Rewrite == nil:
+	case r.Tick != nil && e.Rewrite == nil && e.Tag == nil:
 		return fmt.Sprint(*r.Tick)
 	case r.Claim != "":
 		return r.Claim
@@ -247,6 +252,10 @@ func logDetail(r logRecord, e index.Entry) string {
 			time.UnixMilli(e.Intent.LeaseUntilMs).UTC().Format(time.RFC3339))
 	case e.Intent != nil:
 		return fmt.Sprintf("intent %s, closed by %s", e.Intent.ID, e.Intent.Holder)
+	case e.Kind == index.KindTagCreate:
+		return fmt.Sprintf("tag %s: %s@%d", e.Tag.Name, e.Tag.Run, e.Tag.Tick)
+	case e.Tag != nil:
+		return "tag " + e.Tag.Name + " deleted"
 	}
 	return ""
 }
@@ -654,22 +663,29 @@ func ctlCommand(wc worldCmd) command {
 // worldCommand runs one root ctl command on b through a mount that is not
 // served: the same code a write to <mount>/ctl runs.
 func worldCommand(ctx context.Context, b bucket.Bucket, url string, line map[string]any) error {
+	_, err := ctlAnswer(ctx, b, url, line)
+	return err
+}
+
+// ctlAnswer is worldCommand, returning the command's answer.
+func ctlAnswer(ctx context.Context, b bucket.Bucket, url string, line map[string]any) (any, error) {
 	data, err := json.Marshal(line)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	c, id, err := openCache(url, defaultCacheDir(), 1<<30)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	host, _ := os.Hostname()
 	m, err := wfs.New(b, wfs.Options{Cache: c, BucketID: id, Holder: fmt.Sprintf("cli@%s:%d", host, os.Getpid())})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer m.Close()
-	if _, err := m.Command(ctx, "", data); err != nil {
-		return fmt.Errorf("world %s %s: %w", line["op"], line["world"], err)
+	answer, err := m.Command(ctx, "", data)
+	if err != nil {
+		return nil, fmt.Errorf("world %s %s: %w", line["op"], line["world"], err)
 	}
-	return nil
+	return answer, nil
 }
