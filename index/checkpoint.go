@@ -400,7 +400,7 @@ func readCheckpoint(ctx context.Context, b bucket.Bucket, world, name string) (*
 	if err := dec.Decode(&cp); err != nil {
 		return nil, corrupt("undecodable: %v", err)
 	}
-	if cp.Format < 1 || cp.Format > CheckpointFormat || cp.World.ID != world || cp.Seq == 0 || cp.Hash == "" {
+	if cp.Format < 1 || cp.Format > CheckpointFormat || cp.World.ID != world || cp.Seq == 0 || cp.Hash == "" || ValidateMeta(cp.World.Meta) != nil {
 		return nil, corrupt("format %d world %q seq %d", cp.Format, cp.World.ID, cp.Seq)
 	}
 	sum := cp.Sum

@@ -3,6 +3,7 @@ package index
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 )
 
@@ -60,6 +61,10 @@ type WorldCreate struct {
 	WriterMode string `json:"writer_mode"`
 	// CreatedUnixMs is the creator's clock, recorded as data.
 	CreatedUnixMs int64 `json:"created_unix_ms"`
+	// Meta is the world's run parameters (meta.go): immutable key-value
+	// metadata, within ValidateMeta's bounds. A fork's holds its parent's
+	// with its own keys over them (engine.ForkWorld).
+	Meta map[string]string `json:"meta,omitempty"`
 }
 
 // FenceAcquire makes its writer the world's one live writer: the epoch
@@ -316,6 +321,8 @@ func (e *Entry) validatePayload() error {
 			return fmt.Errorf("world.create: writer mode %q (want %q or %q)", c.WriterMode, ModeResumable, ModeCleanupOnly)
 		} else if (c.Parent == "") != (c.ForkRun == "") {
 			return errors.New("world.create: a fork names both its parent and fork run")
+		} else if err := ValidateMeta(c.Meta); err != nil {
+			return fmt.Errorf("world.create: %w", err)
 		}
 	case KindFenceAcquire:
 		if e.FenceAcquire == nil || e.FenceAcquire.Holder == "" {
@@ -425,6 +432,7 @@ func (e *Entry) validatePayload() error {
 func (e Entry) clone() Entry {
 	if e.WorldCreate != nil {
 		v := *e.WorldCreate
+		v.Meta = maps.Clone(v.Meta)
 		e.WorldCreate = &v
 	}
 	if e.FenceAcquire != nil {

@@ -21,7 +21,7 @@ func ctxT(t testing.TB) context.Context {
 
 // diff describes how two states differ ("" if they are equal).
 func diff(a, b *State) string {
-	if a.World != b.World {
+	if !reflect.DeepEqual(a.World, b.World) {
 		return fmt.Sprintf("world %+v vs %+v", a.World, b.World)
 	}
 	if a.Seq != b.Seq || a.Hash != b.Hash || a.Slots != b.Slots {

@@ -165,6 +165,10 @@ type World struct {
 	Epoch       int64
 	FenceHolder string
 	Claims      int64 // claims ever acquired; allocates fact ids
+	// Meta is the world's run parameters (WorldCreate.Meta), immutable
+	// once created; nil: none. Shared by every state of the world: never
+	// written in place.
+	Meta map[string]string `json:",omitempty"`
 }
 
 // State is a world's catalog state after sequence Seq. A State is
@@ -841,7 +845,7 @@ func (n *State) applyWorldCreate(c *WorldCreate) error {
 		return fmt.Errorf("world %s: %w", w.ID, ErrWorldExists)
 	}
 	*w = World{ID: w.ID, Created: true, Parent: c.Parent, ForkRun: c.ForkRun, ForkTick: c.ForkTick,
-		WriterMode: c.WriterMode, Status: StatusActive, CreatedUnixMs: c.CreatedUnixMs}
+		WriterMode: c.WriterMode, Status: StatusActive, CreatedUnixMs: c.CreatedUnixMs, Meta: metaOf(c.Meta)}
 	return nil
 }
 

@@ -2,6 +2,7 @@ package index
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"sync"
@@ -252,5 +253,53 @@ func TestCheckpointKeepsTags(t *testing.T) {
 	}
 	if _, err := readCheckpoint(ctx, b2, "w", name); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("a checkpoint with a tag created after it: %v, want ErrCorrupt", err)
+	}
+}
+
+// A world's metadata is its world.create's, within bounds: kept by a
+// checkpoint, and a create over a bound is refused with the bound named.
+func TestWorldMeta(t *testing.T) {
+	ctx := ctxT(t)
+	b := memBucket()
+	meta := map[string]string{"seed": "17", "gravity": "9.81"}
+	c, _, err := CreateWorld(ctx, b, "w", WorldCreate{CreatedUnixMs: 1, Meta: meta}, "creator", Options{NoCompactor: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	meta["seed"] = "changed by the caller" // the state holds its own copy
+	if got := c.Tip().World.Meta; got["seed"] != "17" || got["gravity"] != "9.81" || len(got) != 2 {
+		t.Fatalf("the world's metadata: %v", got)
+	}
+	if _, err := c.Checkpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	loaded, _, err := Load(ctx, b, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := diff(c.Tip(), loaded); d != "" || loaded.World.Meta["seed"] != "17" {
+		t.Fatalf("the checkpoint's world: %s (%v)", d, loaded.World.Meta)
+	}
+	big := map[string]string{}
+	for i := range MaxMetaKeys + 1 {
+		big[fmt.Sprintf("k%d", i)] = "v"
+	}
+	for _, bad := range []struct {
+		meta map[string]string
+		says string
+	}{
+		{map[string]string{"Seed": "1"}, `metadata key "Seed"`},
+		{map[string]string{"a/b": "1"}, `character '/'`},
+		{map[string]string{"seed": strings.Repeat("x", MaxMetaValueLen+1)}, "over the 1024"},
+		{big, "at most 64"},
+		{map[string]string{"a": strings.Repeat("x", 1000), "b": strings.Repeat("x", 1000), "c": strings.Repeat("x", 1000), "d": strings.Repeat("x", 1000),
+			"e": strings.Repeat("x", 1000), "f": strings.Repeat("x", 1000), "g": strings.Repeat("x", 1000), "h": strings.Repeat("x", 1000), "i": strings.Repeat("x", 1000)}, "at most 8192"},
+	} {
+		s := Empty("x")
+		e := Entry{Kind: KindWorldCreate, WorldCreate: &WorldCreate{WriterMode: ModeResumable, Meta: bad.meta}}
+		if _, _, err := s.Check(&e, 1); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), bad.says) {
+			t.Errorf("world.create with %d keys of metadata: %v; want refused saying %q", len(bad.meta), err, bad.says)
+		}
 	}
 }

@@ -147,7 +147,7 @@ func VerifyCatalog(ctx context.Context, b bucket.Bucket, world string, slot func
 
 // stateDiff describes how two states differ, shard by shard ("": equal).
 func stateDiff(a, b *State) string {
-	if a.World != b.World {
+	if !a.World.Same(b.World) {
 		return fmt.Sprintf("world %+v, the log says %+v", b.World, a.World)
 	}
 	if a.Seq != b.Seq || a.Hash != b.Hash || a.Slots != b.Slots {
@@ -155,6 +155,9 @@ func stateDiff(a, b *State) string {
 	}
 	if !slices.Equal(a.Runs(), b.Runs()) {
 		return "runs differ"
+	}
+	if !slices.Equal(a.Tags(), b.Tags()) {
+		return fmt.Sprintf("tags %+v, the log says %+v", b.Tags(), a.Tags())
 	}
 	var keys []shardKey
 	seen := map[shardKey]bool{}

@@ -2,10 +2,13 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -169,4 +172,52 @@ func arrowValue(t *testing.T, col arrow.Array, i int) any {
 	}
 	t.Fatalf("unexpected Arrow column %T", col)
 	return nil
+}
+
+// Run parameters through the root ctl: a create's "meta" (strings,
+// numbers, booleans as their text) and a fork's over its parent's show in
+// each world's world.json; metadata over a bound is refused (EINVAL)
+// and the name stays free.
+func TestRunParametersOnTheMount(t *testing.T) {
+	b := localBucket(t)
+	mt := testMount(t, b)
+	root := mt.path("ctl")
+	tables := `[{"name":"agent","components":[{"name":"pos","fields":[{"name":"x","type":"double"}]}]}]`
+	if a, errno := ctl(t, root, `{"op":"create","world":"base","tables":`+tables+`,"meta":{"seed":17,"gravity":"9.81","fast":true}}`); errno != 0 {
+		t.Fatalf("create: %+v", a)
+	}
+	if a, errno := ctl(t, mt.path("base", "ctl"), `{"op":"commit_tick","frames":{"agent":[{"entity_id":1,"pos_x":0.5}]}}`); errno != 0 {
+		t.Fatalf("commit_tick: %+v", a)
+	}
+	if a, errno := ctl(t, root, `{"op":"fork","world":"base-18","parent":"base","tick":0,"meta":{"seed":"18"}}`); errno != 0 {
+		t.Fatalf("fork: %+v", a)
+	}
+	for world, want := range map[string]map[string]string{
+		"base":    {"seed": "17", "gravity": "9.81", "fast": "true"},
+		"base-18": {"seed": "18", "gravity": "9.81", "fast": "true"},
+	} {
+		data, err := os.ReadFile(mt.path(world, "world.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc struct {
+			Meta map[string]string `json:"meta"`
+		}
+		if err := json.Unmarshal(data, &doc); err != nil || !maps.Equal(doc.Meta, want) {
+			t.Errorf("%s/world.json meta: %v (%v), want %v", world, doc.Meta, err, want)
+		}
+	}
+	big := strings.Repeat("x", index.MaxMetaValueLen+1)
+	for _, cmd := range []string{
+		`{"op":"create","world":"big","tables":` + tables + `,"meta":{"seed":"` + big + `"}}`,
+		`{"op":"create","world":"big","tables":` + tables + `,"meta":{"seed":{"nested":1}}}`,
+		`{"op":"fork","world":"big","parent":"base","tick":0,"meta":{"Seed":"1"}}`,
+	} {
+		if a, errno := ctl(t, root, cmd); errno != syscall.EINVAL {
+			t.Errorf("%.80s: %v (%+v), want EINVAL", cmd, errno, a)
+		}
+	}
+	if _, err := os.Stat(mt.path("big")); !os.IsNotExist(err) {
+		t.Fatalf("a refused world exists: %v", err)
+	}
 }

@@ -88,3 +88,66 @@ func TestTagCommands(t *testing.T) {
 		t.Fatalf("sql at a deleted tag: %d %s", code, stderr)
 	}
 }
+
+// worldfs world create and fork take --meta KEY=VALUE: shown by worldfs
+// world status --json and worlds; a fork's over its parent's; a bad key,
+// a key given twice or a value over the bound is a usage error that
+// writes nothing.
+func TestRunParameterFlags(t *testing.T) {
+	dir := t.TempDir()
+	tables := `[{"name":"agent","components":[{"name":"pos","fields":[{"name":"x","type":"double"}]}]}]`
+	flags := []string{"--bucket", dir}
+	run := func(args ...string) (int, string, string) {
+		t.Helper()
+		return cli(t, append(append(append([]string{}, args[:2]...), flags...), args[2:]...)...)
+	}
+	if code, _, stderr := run("world", "create", "base", "--tables", tables, "--meta", "seed=17", "--meta", "gravity=9.81"); code != 0 {
+		t.Fatalf("create: %d %s", code, stderr)
+	}
+	meta := func(world string) map[string]string {
+		t.Helper()
+		code, out, stderr := run("world", "status", world, "--json")
+		var info worldInfo
+		if code != 0 || json.Unmarshal([]byte(out), &info) != nil {
+			t.Fatalf("status %s: %d %s %s", world, code, out, stderr)
+		}
+		return info.Meta
+	}
+	if m := meta("base"); m["seed"] != "17" || m["gravity"] != "9.81" || len(m) != 2 {
+		t.Fatalf("base's metadata: %v", m)
+	}
+	// A fork forks a visible tick: give base one through the library.
+	b, _ := local.Open(dir)
+	c, err := index.Open(enginetest.Context(t), b, "base", index.Options{NoCompactor: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := c.Tip()
+	if _, err := c.Commit(enginetest.Context(t), index.Entry{Kind: index.KindTickPublish, TickPublish: &index.TickPublish{Run: "main", Tick: 0, CommitToken: "t0", WriterEpoch: s.World.Epoch}}); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	if code, out, stderr := run("world", "fork", "base-18", "--parent", "base", "--tick", "0", "--meta", "seed=18"); code != 0 || !strings.Contains(out, "gravity=9.81,seed=18") {
+		t.Fatalf("fork: %d %s %s", code, out, stderr)
+	}
+	if m := meta("base-18"); m["seed"] != "18" || m["gravity"] != "9.81" {
+		t.Fatalf("the fork's metadata: %v", m)
+	}
+	for _, c := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"--meta", "Seed=1"}, `metadata key "Seed"`},
+		{[]string{"--meta", "seed"}, `"seed" is not KEY=VALUE`},
+		{[]string{"--meta", "seed=1", "--meta", "seed=2"}, "key seed is given twice"},
+		{[]string{"--meta", "seed=" + strings.Repeat("x", index.MaxMetaValueLen+1)}, "over the 1024"},
+	} {
+		code, _, stderr := run(append([]string{"world", "create", "bad", "--tables", tables}, c.args...)...)
+		if code != exitUsage || !strings.Contains(stderr, c.says) {
+			t.Errorf("create %v: %d %q; want a usage error saying %q", c.args, code, stderr, c.says)
+		}
+	}
+	if code, _, _ := run("world", "status", "bad"); code != exitNotFound {
+		t.Fatalf("a refused create left world bad: status exit %d", code)
+	}
+}

@@ -112,7 +112,8 @@ async function worldsPage() {
       el("td", {}, el("a", { href: worldPath(w.id) }, w.id)), el("td", {}, fork), runs,
       el("td", {}, w.status), el("td", {}, w.writer_mode), el("td", { class: "num" }, w.fence_epoch),
       el("td", {}, fmtTime(w.last_publish_unix_ms)), el("td", {}, fmtTime(w.created_unix_ms)),
-      el("td", { class: "num size", title: w.size_bytes + " bytes" }, fmtBytes(w.size_bytes))));
+      el("td", { class: "num size", title: w.size_bytes + " bytes" }, fmtBytes(w.size_bytes)),
+      el("td", { class: "meta" }, Object.keys(w.meta || {}).sort().map((k) => `${k}=${w.meta[k]}`).join(" ") || "–")));
   }
   drawLineage($("lineage"), ws);
   status(ws.length + " worlds");
