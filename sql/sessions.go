@@ -51,6 +51,11 @@ func Join(scripts ...*Script) (*Script, error) {
 	if len(scripts) == 1 {
 		return scripts[0], nil
 	}
+	return join(scripts)
+}
+
+// join is Join of one or more scripts: always a session of parts.
+func join(scripts []*Script) (*Script, error) {
 	seen := map[string]bool{}
 	for _, s := range scripts {
 		if s.parts != nil {
@@ -152,6 +157,9 @@ func (s *Script) sessionText(part func(p *Script) (string, error)) (string, erro
 	}
 	fmt.Fprintf(&sb, "SET schema = 'main';\nSET search_path = %s;\n", lit(ident(s.parts[0].World)))
 	sb.WriteString(diffMacroAcross())
+	if s.sweep {
+		sb.WriteString(s.sweepText())
+	}
 	return sb.String(), nil
 }
 

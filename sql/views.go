@@ -202,6 +202,12 @@ type Script struct {
 	// Tags are the world's tags (worldfs_tags, and the points tag:NAME
 	// of Resolve), by name.
 	Tags []index.Tag `json:",omitempty"`
+	// Columns are each view's component columns (after entity_id and
+	// tick), by view: what a sweep (sweep.go) checks its worlds' views
+	// join by.
+	Columns map[string][]frame.Column `json:",omitempty"`
+	// sweep: a session of several worlds read as one (Sweep).
+	sweep bool
 }
 
 // SQL returns the script for a DuckDB outside worldfs (the DuckDB shell,
@@ -451,19 +457,25 @@ func buildFrom(ctx context.Context, b bucket.Bucket, own *index.State, opts Opti
 	// worldfs_ticks, <table>_changes and <table>_as_of read the visible
 	// ticks only when a query does: see ticks.go.
 	ticks := &tickList{view: whole, from: from, to: upTo, dir: dir}
-	s, err := render(world, opts.Run, upTo, h, infos, lineage, dir, comp, ticks, own.Tags())
+	var visible *index.Span
+	if !h.listed {
+		if visible, err = view.Visible(upTo); err != nil {
+			return nil, err
+		}
+		if v := visible; opts.Only && v != nil && v.From <= upTo && upTo <= v.To {
+			visible = &index.Span{From: upTo, To: upTo} // one tick: the views show it alone
+		}
+	}
+	rec := worldRow{world: own.World, run: opts.Run, tags: own.Tags()}
+	if v := visible; v != nil && v.From <= v.To {
+		rec.head = &v.To
+	}
+	s, err := render(world, opts.Run, upTo, h, infos, lineage, dir, comp, ticks, rec)
 	if err != nil {
 		return nil, err
 	}
 	s.checks = checks
-	if !h.listed {
-		if s.Visible, err = view.Visible(upTo); err != nil {
-			return nil, err
-		}
-		if v := s.Visible; opts.Only && v != nil && v.From <= upTo && upTo <= v.To {
-			s.Visible = &index.Span{From: upTo, To: upTo} // one tick: the views show it alone
-		}
-	}
+	s.Visible = visible
 	keep(ctx, b, opts, dir, own, segs, h, s)
 	return s, nil
 }
@@ -771,7 +783,7 @@ func ident(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"
 // script stays small whatever the size of the catalog; the commit
 // identities of the ticks that name compacted files (comp, if any), which
 // only worldfs_manifests reads, are served or written apart (compacted.go).
-func render(world, run string, upTo int64, h *history, infos map[string]frame.TableInfo, lineage []string, dir string, comp *compacted, ticks *tickList, tags []index.Tag) (*Script, error) {
+func render(world, run string, upTo int64, h *history, infos map[string]frame.TableInfo, lineage []string, dir string, comp *compacted, ticks *tickList, rec worldRow) (*Script, error) {
 	if strings.ContainsAny(world+run+dir, markLazy+markEager+markEnd+markEndEager+markCompacted+markTicks+markRun+markPlain+markAltEnd+markRef) {
 		return nil, fmt.Errorf("views of world %q run %q in %q: control characters in a name", world, run, dir)
 	}
@@ -800,7 +812,8 @@ func render(world, run string, upTo int64, h *history, infos map[string]frame.Ta
 	fmt.Fprintf(&sb, "CREATE OR REPLACE TEMP TABLE worldfs_fragments AS SELECT * FROM %s;\n", readOne(listPath))
 	sb.WriteString(alt("", filesCheck(world, run)))
 	sb.WriteString(ticksViews())
-	script := &Script{World: world, Run: run, AtTick: upTo, FragmentList: listPath, local: []string{listPath}, compacted: comp, ticks: ticks, Tags: tags}
+	script := &Script{World: world, Run: run, AtTick: upTo, FragmentList: listPath, local: []string{listPath}, compacted: comp, ticks: ticks, Tags: rec.tags,
+		Columns: map[string][]frame.Column{}}
 	seen := map[string]bool{}
 	for _, r := range list {
 		if !seen[r.Path] {
@@ -816,10 +829,12 @@ func render(world, run string, upTo int64, h *history, infos map[string]frame.Ta
 		}
 	}
 	for _, name := range names {
-		if err := tableViews(&sb, name, parts[name], upTo, dir); err != nil {
+		cols, err := tableViews(&sb, name, parts[name], upTo, dir)
+		if err != nil {
 			return nil, err
 		}
 		script.Views = append(script.Views, name)
+		script.Columns[name] = cols
 	}
 	sb.WriteString(manifestsView(comp != nil))
 	var factNames []string
@@ -829,7 +844,8 @@ func render(world, run string, upTo int64, h *history, infos map[string]frame.Ta
 		}
 	}
 	sb.WriteString(factViews(factNames))
-	sb.WriteString(tagsView(world, tags))
+	sb.WriteString(tagsView(world, rec.tags))
+	sb.WriteString(worldsView(rec))
 	fmt.Fprintf(&sb, "CREATE OR REPLACE TEMP VIEW worldfs_lineage AS SELECT segment::INTEGER AS segment, world::VARCHAR AS world, run::VARCHAR AS run, up_to_tick::BIGINT AS up_to_tick FROM (VALUES %s) l(segment, world, run, up_to_tick);\n", strings.Join(lineage, ", "))
 	script.text = sb.String()
 	script.finish()
@@ -992,6 +1008,11 @@ func partition(frags []fragment, infos map[string]frame.TableInfo) ([]string, ma
 func (s *Script) Macros() []string {
 	if s.parts != nil {
 		out := []string{diffFunc}
+		if s.sweep {
+			for _, v := range s.Views {
+				out = append(out, atMacro(v), diffMacro(v), changesMacro(v), asOfMacro(v))
+			}
+		}
 		for _, p := range s.parts {
 			out = append(out, p.Macros()...)
 		}
@@ -1012,22 +1033,23 @@ func atMacro(name string) string { return name + "_at" }
 // visible row, commit columns included), name (its components) and the
 // macro name_at(t) (the rows of tick t, reading only the files that may
 // hold it).
-func tableViews(sb *strings.Builder, name string, parts []part, upTo int64, dir string) error {
+func tableViews(sb *strings.Builder, name string, parts []part, upTo int64, dir string) ([]frame.Column, error) {
 	// The component columns of every schema of the table, in the order
 	// declared (frame.ComponentColumns).
 	infos := make([]frame.TableInfo, len(parts))
 	for i, p := range parts {
 		infos[i] = p.ti
 	}
+	components := frame.ComponentColumns(infos...)
 	var cols []string
-	for _, c := range frame.ComponentColumns(infos...) {
+	for _, c := range components {
 		cols = append(cols, ident(c.Name))
 	}
 	var qs, comps, ats, betweens []string
 	for i, p := range parts {
 		q, err := partQueries(sb, name, i, p, cols, upTo, dir)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		qs = append(qs, q.raw)
 		comps = append(comps, q.comp)
@@ -1048,7 +1070,7 @@ func tableViews(sb *strings.Builder, name string, parts []part, upTo int64, dir 
 	unlisted := slices.ContainsFunc(parts, func(p part) bool { return !p.filtered })
 	sb.WriteString(changeMacros(name, cols, unlisted))
 	sb.WriteString("\n")
-	return nil
+	return components, nil
 }
 
 // Macro names of the view called name besides name_at: its changes
