@@ -25,6 +25,7 @@ func All(env Env) []Bench {
 		historySpec(env),   // history: a long world before and after compaction
 		ingestSpec(env),    // ingest: facts from many producers
 		querySpec(env),     // query: the views against raw read_parquet
+		sweepSpec(env),     // sweep: many forks read as one table
 		ticksSpec(env),     // ticks: tick throughput and pipelining
 		uiSpec(env),        // ui: the web interface's server-side time
 	}

@@ -284,7 +284,8 @@ func keep(ctx context.Context, b bucket.Bucket, opts Options, dir string, own *i
 			states = append(states, seg.State)
 		}
 	}
-	k := keptScript{Format: reuseFormat, Script: Script{World: s.World, Run: s.Run, AtTick: s.AtTick, Views: s.Views, FragmentList: s.FragmentList, Visible: s.Visible},
+	k := keptScript{Format: reuseFormat, Script: Script{World: s.World, Run: s.Run, AtTick: s.AtTick, Views: s.Views, FragmentList: s.FragmentList, Visible: s.Visible,
+		Tags: s.Tags, Columns: s.Columns, TableIDs: s.TableIDs, Mixed: s.Mixed, Unlisted: s.Unlisted, WorldRow: s.WorldRow},
 		Local: s.local, Text: s.text}
 	if c := s.compacted; c != nil {
 		k.Compacted = &index.Span{From: c.from, To: c.to}

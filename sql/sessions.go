@@ -157,9 +157,6 @@ func (s *Script) sessionText(part func(p *Script) (string, error)) (string, erro
 	}
 	fmt.Fprintf(&sb, "SET schema = 'main';\nSET search_path = %s;\n", lit(ident(s.parts[0].World)))
 	sb.WriteString(diffMacroAcross())
-	if s.sweep {
-		sb.WriteString(s.sweepText())
-	}
 	return sb.String(), nil
 }
 
@@ -187,6 +184,9 @@ func diffMacroAcross() string {
 // register makes the functions worldfs serves for s's views (each
 // world's, in a session of several) available on db.
 func (s *Script) register(ctx context.Context, db *sql.DB) error {
+	if s.sweep {
+		return s.registerSweepTicks(ctx, db)
+	}
 	parts := s.parts
 	if parts == nil {
 		parts = []*Script{s}
@@ -212,6 +212,10 @@ func (s *Script) register(ctx context.Context, db *sql.DB) error {
 
 // runText is the SQL worldfs runs to define s's views.
 func (s *Script) runText() string {
+	if s.sweep {
+		text, _ := s.sweepText(false) // only the printed form writes lists
+		return text
+	}
 	if s.parts == nil {
 		return strings.ReplaceAll(s.run, markRef, "")
 	}
@@ -222,8 +226,13 @@ func (s *Script) runText() string {
 // fragmentTables names the fragment list table of each world of s, with
 // the directory of its lists.
 func (s *Script) fragmentTables() (tables, dirs []string) {
-	if s.parts == nil {
-		return []string{"worldfs_fragments"}, []string{filepath.Dir(s.FragmentList)}
+	if s.parts == nil || s.sweep {
+		for _, p := range append([]*Script{s}, s.parts...) {
+			if d := filepath.Dir(p.FragmentList); !slices.Contains(dirs, d) {
+				dirs = append(dirs, d)
+			}
+		}
+		return []string{"worldfs_fragments"}, dirs
 	}
 	for _, p := range s.parts {
 		tables, dirs = append(tables, ident(p.World)+".worldfs_fragments"), append(dirs, filepath.Dir(p.FragmentList))

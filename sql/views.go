@@ -202,10 +202,16 @@ type Script struct {
 	// Tags are the world's tags (worldfs_tags, and the points tag:NAME
 	// of Resolve), by name.
 	Tags []index.Tag `json:",omitempty"`
-	// Columns are each view's component columns (after entity_id and
-	// tick), by view: what a sweep (sweep.go) checks its worlds' views
-	// join by.
-	Columns map[string][]frame.Column `json:",omitempty"`
+	// What a sweep (sweep.go) reads the world's views by: each view's
+	// component columns (after entity_id and tick) and the ids of its
+	// tables (one read each), by view; the views with files that need the
+	// row check (Mixed) or hold history no catalog lists (Unlisted); the
+	// world's row of worldfs_worlds (SQL values).
+	Columns  map[string][]frame.Column `json:",omitempty"`
+	TableIDs map[string][]string       `json:",omitempty"`
+	Mixed    []string                  `json:",omitempty"`
+	Unlisted []string                  `json:",omitempty"`
+	WorldRow string                    `json:",omitempty"`
 	// sweep: a session of several worlds read as one (Sweep).
 	sweep bool
 }
@@ -219,6 +225,9 @@ type Script struct {
 // written by the first call. Its _changes and _as_of filter the views
 // rather than plan their files (worldfs's own functions plan them).
 func (s *Script) SQL() (string, error) {
+	if s.sweep {
+		return s.sweepText(true)
+	}
 	if s.parts != nil {
 		return s.sessionText(func(p *Script) (string, error) {
 			text, err := p.printedText()
@@ -813,7 +822,7 @@ func render(world, run string, upTo int64, h *history, infos map[string]frame.Ta
 	sb.WriteString(alt("", filesCheck(world, run)))
 	sb.WriteString(ticksViews())
 	script := &Script{World: world, Run: run, AtTick: upTo, FragmentList: listPath, local: []string{listPath}, compacted: comp, ticks: ticks, Tags: rec.tags,
-		Columns: map[string][]frame.Column{}}
+		Columns: map[string][]frame.Column{}, TableIDs: map[string][]string{}, WorldRow: rec.values()}
 	seen := map[string]bool{}
 	for _, r := range list {
 		if !seen[r.Path] {
@@ -835,6 +844,18 @@ func render(world, run string, upTo int64, h *history, infos map[string]frame.Ta
 		}
 		script.Views = append(script.Views, name)
 		script.Columns[name] = cols
+		mixed, unlisted := false, false
+		for _, p := range parts[name] {
+			script.TableIDs[name] = append(script.TableIDs[name], p.ti.ID)
+			mixed = mixed || p.mixed
+			unlisted = unlisted || !p.filtered && !p.empty
+		}
+		if mixed {
+			script.Mixed = append(script.Mixed, name)
+		}
+		if unlisted {
+			script.Unlisted = append(script.Unlisted, name)
+		}
 	}
 	sb.WriteString(manifestsView(comp != nil))
 	var factNames []string
@@ -845,7 +866,7 @@ func render(world, run string, upTo int64, h *history, infos map[string]frame.Ta
 	}
 	sb.WriteString(factViews(factNames))
 	sb.WriteString(tagsView(world, rec.tags))
-	sb.WriteString(worldsView(rec))
+	sb.WriteString(worldsView(rec.values()))
 	fmt.Fprintf(&sb, "CREATE OR REPLACE TEMP VIEW worldfs_lineage AS SELECT segment::INTEGER AS segment, world::VARCHAR AS world, run::VARCHAR AS run, up_to_tick::BIGINT AS up_to_tick FROM (VALUES %s) l(segment, world, run, up_to_tick);\n", strings.Join(lineage, ", "))
 	script.text = sb.String()
 	script.finish()
@@ -1012,6 +1033,7 @@ func (s *Script) Macros() []string {
 			for _, v := range s.Views {
 				out = append(out, atMacro(v), diffMacro(v), changesMacro(v), asOfMacro(v))
 			}
+			return out
 		}
 		for _, p := range s.parts {
 			out = append(out, p.Macros()...)

@@ -15,8 +15,6 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/cache"
 	"github.com/worldfs/worldfs/index"
@@ -199,9 +197,6 @@ func (v *viewFlags) buildWorlds(ctx context.Context, worlds []string) (s *wsql.S
 	return v.session(ctx, func(bucket.Bucket) ([]string, error) { return worlds, nil }, false)
 }
 
-// sweepBuilds is how many worlds' views a sweep builds at once.
-const sweepBuilds = 8
-
 // session builds the views of the worlds pick names in the bucket: one
 // session of a schema each (Join), or a sweep (Sweep).
 func (v *viewFlags) session(ctx context.Context, pick func(bucket.Bucket) ([]string, error), sweep bool) (s *wsql.Script, refuse []string, done func(), err error) {
@@ -264,30 +259,19 @@ func (v *viewFlags) session(ctx context.Context, pick func(bucket.Bucket) ([]str
 		}
 		rb = mem.Wrap(b)
 	}
-	scripts := make([]*wsql.Script, len(worlds))
-	// Not errgroup.WithContext: a script keeps its build's context for
-	// what it reads later (the ticks of compacted files, reused views'
-	// catalogs), which must outlive the builds.
-	var g errgroup.Group
-	g.SetLimit(sweepBuilds)
-	for i, w := range worlds {
-		g.Go(func() error {
-			ws, err := wsql.Build(ctx, rb, w, opts)
-			if err != nil && sweep {
-				return fmt.Errorf("world %s of the sweep: %w", w, err)
-			}
-			scripts[i] = ws
-			return err
-		})
-	}
-	if err := g.Wait(); err != nil {
-		return nil, nil, nil, err
-	}
 	if sweep {
-		s, err = wsql.Sweep(scripts...)
-	} else {
-		s, err = wsql.Join(scripts...)
+		s, err = wsql.BuildSweep(ctx, rb, worlds, opts)
+		return s, refuse, closeAll, err
 	}
+	var scripts []*wsql.Script
+	for _, w := range worlds {
+		ws, err := wsql.Build(ctx, rb, w, opts)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		scripts = append(scripts, ws)
+	}
+	s, err = wsql.Join(scripts...)
 	return s, refuse, closeAll, err
 }
 
