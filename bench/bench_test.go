@@ -65,8 +65,8 @@ func TestAllListsEachBenchOnce(t *testing.T) {
 		}
 		seen[b.Name] = true
 	}
-	if len(seen) != 12 {
-		t.Errorf("%d benchmarks listed, want 12", len(seen))
+	if len(seen) != 13 {
+		t.Errorf("%d benchmarks listed, want 13", len(seen))
 	}
 }
 
@@ -74,7 +74,7 @@ func TestAllListsEachBenchOnce(t *testing.T) {
 func TestBadFlagIsUsageError(t *testing.T) {
 	for _, args := range [][]string{
 		{"bench", "commit", "--writers", "0"}, {"bench", "coldstart", "--ticks", "0"}, {"bench", "ticks", "--depth", "65"},
-		{"bench", "bucket", "--ops", "0"}, {"bench", "query", "extra"},
+		{"bench", "bucket", "--ops", "0"}, {"bench", "query", "extra"}, {"bench", "sweep", "--forks", "100"}, {"bench", "sweep", "--dir", "x", "--late", "1000"},
 	} {
 		if code, _, msg := cli(t, args...); code != 2 || msg == "" {
 			t.Errorf("%q: exit %d (%s), want a usage error", args, code, msg)
