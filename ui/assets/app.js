@@ -112,7 +112,8 @@ async function worldsPage() {
       el("td", {}, el("a", { href: worldPath(w.id) }, w.id)), el("td", {}, fork), runs,
       el("td", {}, w.status), el("td", {}, w.writer_mode), el("td", { class: "num" }, w.fence_epoch),
       el("td", {}, fmtTime(w.last_publish_unix_ms)), el("td", {}, fmtTime(w.created_unix_ms)),
-      el("td", { class: "num size", title: w.size_bytes + " bytes" }, fmtBytes(w.size_bytes))));
+      el("td", { class: "num size", title: w.size_bytes + " bytes" }, fmtBytes(w.size_bytes)),
+      el("td", { class: "meta" }, Object.keys(w.meta || {}).sort().map((k) => `${k}=${w.meta[k]}`).join(" ") || "–")));
   }
   drawLineage($("lineage"), ws);
   status(ws.length + " worlds");
@@ -373,7 +374,7 @@ function drawTicksChart(tl) {
 
   const kindColor = (k) => k.startsWith("claim") ? "#2ca02c" : k === "fragments.rewrite" ? "#9467bd" : k === "fence.acquire" ? "#d62728" : "#7f7f7f";
   const u = new uPlot({
-    title: "ticks over wall-clock time (drag to zoom, double-click to reset; marks: commits)",
+    title: "ticks over wall-clock time (drag to zoom, double-click to reset; marks: commits; flags: tags)",
     width: chartWidth(div), height: 220,
     scales: { x: { time: true } },
     series: [{}, { label: "tick", stroke: palette[0], width: 1.5, points: { show: ts.length < 200 } }],
@@ -389,6 +390,20 @@ function drawTicksChart(tl) {
           ctx.strokeStyle = kindColor(e.kind);
           ctx.lineWidth = 1;
           ctx.beginPath(); ctx.moveTo(x, u.bbox.top); ctx.lineTo(x, u.bbox.top + 10 * devicePixelRatio); ctx.stroke();
+        }
+        // Tags: a flag at the publish time of the tick each names (the
+        // nearest sampled tick at or before it), labelled with its name.
+        for (const tg of tl.tags || []) {
+          let at = null;
+          for (const t of ts) if (t[0] <= tg.tick && (at === null || t[0] > at[0])) at = t;
+          if (!at) continue;
+          const x = u.valToPos(at[1] / 1000, "x", true);
+          if (x < u.bbox.left || x > u.bbox.left + u.bbox.width) continue;
+          ctx.strokeStyle = "#1f77b4"; ctx.fillStyle = "#1f77b4"; ctx.lineWidth = 1;
+          const y = u.bbox.top + u.bbox.height;
+          ctx.beginPath(); ctx.moveTo(x, y); ctx.lineTo(x, y - 14 * devicePixelRatio); ctx.stroke();
+          ctx.font = `${10 * devicePixelRatio}px sans-serif`;
+          ctx.fillText(tg.name, x + 2 * devicePixelRatio, y - 6 * devicePixelRatio);
         }
         if (runState.tickMs) {
           const x = u.valToPos(runState.tickMs / 1000, "x", true);
