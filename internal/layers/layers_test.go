@@ -52,10 +52,15 @@ func rules(t *testing.T) map[string]rule {
 	return rs
 }
 
+// configPath is golangci-lint's placeholder for the directory of
+// .golangci.yml, the repository's root, in a rule's file patterns.
+const configPath = "${config-path}"
+
 // glob turns a depguard file pattern into a regular expression over a
 // file's absolute path ("**" any run of characters, "*" any within one
-// path segment).
-func glob(t *testing.T, p string) *regexp.Regexp {
+// path segment), with configPath standing for root.
+func glob(t *testing.T, root, p string) *regexp.Regexp {
+	p = strings.ReplaceAll(p, configPath, root)
 	var b strings.Builder
 	b.WriteString("^")
 	for i := 0; i < len(p); i++ {
@@ -80,7 +85,7 @@ func glob(t *testing.T, p string) *regexp.Regexp {
 // matches reports whether a rule's files take file (an absolute path), as
 // depguard decides it: some positive pattern matches ($all: any file,
 // $test: a _test.go file) and no negated one does.
-func matches(t *testing.T, r rule, file string) bool {
+func matches(t *testing.T, r rule, root, file string) bool {
 	in := false
 	for _, p := range r.Files {
 		neg := strings.HasPrefix(p, "!")
@@ -92,7 +97,7 @@ func matches(t *testing.T, r rule, file string) bool {
 		case "$test":
 			m = strings.HasSuffix(file, "_test.go")
 		default:
-			m = glob(t, p).MatchString(file)
+			m = glob(t, root, p).MatchString(file)
 		}
 		if m && neg {
 			return false
@@ -103,10 +108,10 @@ func matches(t *testing.T, r rule, file string) bool {
 }
 
 // denied returns the rules that deny file an import of pkg.
-func denied(t *testing.T, rs map[string]rule, file, pkg string) []string {
+func denied(t *testing.T, rs map[string]rule, root, file, pkg string) []string {
 	var by []string
 	for name, r := range rs {
-		if !matches(t, r, file) {
+		if !matches(t, r, root, file) {
 			continue
 		}
 		for _, d := range r.Deny {
@@ -193,12 +198,41 @@ func TestLayerRules(t *testing.T) {
 		{"fs/ranged_test.go", module + "maintenance", false},
 		{"ui/counts_test.go", module + "sql", false},
 	} {
-		by := denied(t, rs, filepath.Join(root, c.file), c.pkg)
+		by := denied(t, rs, root, filepath.Join(root, c.file), c.pkg)
 		if c.deny && len(by) == 0 {
 			t.Errorf("no rule of .golangci.yml denies %s an import of %s", c.file, c.pkg)
 		}
 		if !c.deny && len(by) > 0 {
 			t.Errorf("%s may import %s, but rules %v deny it", c.file, c.pkg, by)
+		}
+	}
+}
+
+// TestLayerRulesAreAnchored holds every file pattern to the repository's
+// root: depguard matches a pattern against a file's absolute path, so
+// "**/check/**" takes every file of a clone that sits under a directory
+// named check (a CI machine's checkout did, and the check package's rule
+// then denied the views their DuckDB).
+func TestLayerRulesAreAnchored(t *testing.T) {
+	rs := rules(t)
+	for name, r := range rs {
+		for _, p := range r.Files {
+			p = strings.TrimPrefix(p, "!")
+			if p != "$all" && p != "$test" && !strings.HasPrefix(p, configPath+"/") {
+				t.Errorf("rule %s: file pattern %q is not anchored at %s/", name, p, configPath)
+			}
+		}
+	}
+	// A clone under directories named as the layers judges the same.
+	root := "/ci/check/sql/fs/bucket/ui/worldfs"
+	for _, c := range []struct{ file, pkg string }{
+		{"sql/gate.go", "github.com/duckdb/duckdb-go/v2"},
+		{"serve/types.go", "github.com/duckdb/duckdb-go/v2"},
+		{"transfer/assets.go", module + "engine"},
+		{"engine/world.go", module + "maintenance"},
+	} {
+		if by := denied(t, rs, root, filepath.Join(root, c.file), c.pkg); len(by) > 0 {
+			t.Errorf("in a clone at %s, %s may import %s, but rules %v deny it", root, c.file, c.pkg, by)
 		}
 	}
 }
