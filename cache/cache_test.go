@@ -135,8 +135,7 @@ func TestDerived(t *testing.T) {
 	// each of them shares it.
 	var makes atomic.Int64
 	waiters := make(chan struct{}, 8)
-	testWaiting = func() { waiters <- struct{}{} }
-	defer func() { testWaiting = nil }()
+	d.waiting = func() { waiters <- struct{}{} }
 	mk := func(tmp string) error {
 		makes.Add(1)
 		for range 7 {
@@ -213,8 +212,7 @@ func TestWaiterOutlivesTheFirstCallersCancellation(t *testing.T) {
 		t.Fatal(err)
 	}
 	waiting := make(chan struct{}, 1)
-	testWaiting = func() { waiting <- struct{}{} }
-	defer func() { testWaiting = nil }()
+	d.waiting = func() { waiting <- struct{}{} }
 	first, cancel := context.WithCancel(context.Background())
 	firstErr := make(chan error, 1)
 	go func() {
