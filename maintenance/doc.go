@@ -17,9 +17,6 @@
 //     and compacted files past the retention, dead attempts' fragments
 //     (vacuum), old log slots, checkpoints and shards, and the views'
 //     unused fragment lists.
-//   - Long histories at once (history.go): WriteCompactedTicks writes what
-//     compaction leaves of a window of ticks, through the compactor's own
-//     writer, so that a benchmark builds a million-tick world in minutes.
 //
 // Both are safe beside a live writer and beside each other, and a crash
 // at any moment leaves the history as it was or as maintained. Options are
@@ -30,4 +27,8 @@
 // layout (fragments, compacted files, tick indexes) through package frame,
 // which readers import too, and the catalog through package index; it never imports engine, so the world runtime can own its
 // background maintenance.
+//
+// Package maintenancetest writes what compaction leaves of a window of
+// ticks at once, for tests and benchmarks: a million-tick world in
+// minutes.
 package maintenance

@@ -15,7 +15,7 @@ import (
 	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/engine/enginetest"
 	"github.com/worldfs/worldfs/index"
-	"github.com/worldfs/worldfs/maintenance"
+	"github.com/worldfs/worldfs/maintenance/maintenancetest"
 	wsql "github.com/worldfs/worldfs/sql"
 )
 
@@ -71,7 +71,7 @@ func publishCompacted(t *testing.T, b bucket.Bucket, w *engine.World, tables []*
 		compacted := make([]index.TableFragments, len(tables))
 		published := make([][]index.TableFragments, len(ticks))
 		for k, tb := range tables {
-			f, canon, err := maintenance.WriteCompactedTicks(ctx, b, w.ID(), index.DefaultRun, frameAt(t, tb, k, lo), w.Epoch(), ticks, tokens)
+			f, canon, err := maintenancetest.WriteCompactedTicks(ctx, b, w.ID(), index.DefaultRun, frameAt(t, tb, k, lo), w.Epoch(), ticks, tokens)
 			if err != nil {
 				t.Fatal(err)
 			}
