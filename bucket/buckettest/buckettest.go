@@ -17,6 +17,7 @@ import (
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/bucket/faulty"
+	"github.com/worldfs/worldfs/internal/ctxtest"
 )
 
 // Factory returns a new, empty bucket for one case. It MUST NOT skip: a
@@ -63,11 +64,7 @@ func Run(t *testing.T, newBucket Factory) {
 	}
 }
 
-func ctxFor(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
+func ctxFor(t *testing.T) context.Context { return ctxtest.Context(t) }
 
 func mustCreate(t *testing.T, b bucket.Bucket, name string, data []byte) bucket.Attrs {
 	t.Helper()
