@@ -17,6 +17,7 @@ import (
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/bucket/buckettest"
+	"github.com/worldfs/worldfs/internal/ctxtest"
 
 	"github.com/worldfs/worldfs/bucket/mem"
 )
@@ -136,12 +137,13 @@ func TestDerived(t *testing.T) {
 	var makes atomic.Int64
 	waiters := make(chan struct{}, 8)
 	d.waiting = func() { waiters <- struct{}{} }
+	deadline := ctxtest.Context(t).Done()
 	mk := func(tmp string) error {
 		makes.Add(1)
 		for range 7 {
 			select {
 			case <-waiters:
-			case <-time.After(10 * time.Second):
+			case <-deadline:
 				return errors.New("the other callers never waited for the make")
 			}
 		}

@@ -401,13 +401,13 @@ func testDeleteGeneration(t *testing.T, b bucket.Bucket) {
 // applied) if it has one.
 func createAfterDelete(t *testing.T, b bucket.Bucket, name string, data []byte) bucket.Attrs {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	ctx := ctxFor(t)
 	for {
-		a, err := bucket.CreateOnce(ctxFor(t), b, name, data)
+		a, err := bucket.CreateOnce(ctx, b, name, data)
 		if err == nil {
 			return a
 		}
-		if !errors.Is(err, bucket.ErrAmbiguous) || time.Now().After(deadline) {
+		if !errors.Is(err, bucket.ErrAmbiguous) || ctx.Err() != nil {
 			t.Fatalf("re-create %s: %v", name, err)
 		}
 	}
