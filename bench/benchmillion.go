@@ -24,7 +24,7 @@ import (
 	wfs "github.com/worldfs/worldfs/fs"
 	"github.com/worldfs/worldfs/index"
 	"github.com/worldfs/worldfs/internal/progress"
-	"github.com/worldfs/worldfs/maintenance"
+	"github.com/worldfs/worldfs/maintenance/maintenancetest"
 	wsql "github.com/worldfs/worldfs/sql"
 )
 
@@ -216,7 +216,7 @@ func syntheticWorld(ctx context.Context, b bucket.Bucket, p *MillionPoint, table
 		compacted := make([]index.TableFragments, len(tables))
 		published := make([][]index.TableFragments, len(ticks))
 		for k, t := range tables {
-			f, canon, err := maintenance.WriteCompactedTicks(ctx, b, p.World, index.DefaultRun, frames[k], epoch, ticks, tokens)
+			f, canon, err := maintenancetest.WriteCompactedTicks(ctx, b, p.World, index.DefaultRun, frames[k], epoch, ticks, tokens)
 			if err != nil {
 				return err
 			}

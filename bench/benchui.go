@@ -2,19 +2,28 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/worldfs/worldfs/bucket"
+	"github.com/worldfs/worldfs/index"
+	"github.com/worldfs/worldfs/internal/stats"
 	"github.com/worldfs/worldfs/ui"
 )
 
 func uiSpec(env Env) Bench {
 	var url, world, run, dir *string
 	var requests *int
-	return benchSpec[*ui.BenchResult]{
+	return benchSpec[*uiBench]{
 		name: "ui",
 		summary: "measure the web interface's server-side time per page and endpoint (first request, then median, p99 and max of repeats): " +
 			"worlds, a run's timeline, rows per tick (the whole run and zoomed), older commit events, a tick's page and points, a scrubber step to the next tick, " +
@@ -34,7 +43,7 @@ func uiSpec(env Env) Bench {
 			return nil
 		},
 		open: func(ctx context.Context) (bucket.Bucket, error) { return env.OpenExisting(ctx, *url) },
-		run: func(ctx context.Context, b bucket.Bucket) (*ui.BenchResult, error) {
+		run: func(ctx context.Context, b bucket.Bucket) (*uiBench, error) {
 			d, remove, err := benchDir(*dir, "worldfs-bench-ui-")
 			if err != nil {
 				return nil, err
@@ -45,9 +54,9 @@ func uiSpec(env Env) Bench {
 				return nil, err
 			}
 			defer done()
-			return ui.Bench(ctx, opts, *world, *run, *requests)
+			return uiVisit(ctx, opts, *world, *run, *requests)
 		},
-		table: func(out io.Writer, res *ui.BenchResult) error {
+		table: func(out io.Writer, res *uiBench) error {
 			fmt.Fprintf(out, "world %s run %s: %d ticks, table %s, %d requests each after the first (server-side time, no network)\n",
 				res.World, res.Run, res.Ticks, res.Table, res.Requests)
 			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -58,4 +67,199 @@ func uiSpec(env Env) Bench {
 			return tw.Flush()
 		},
 	}.bench()
+}
+
+// uiBench is the server-side time of each page and endpoint (uiVisit).
+type uiBench struct {
+	World    string       `json:"world"`
+	Run      string       `json:"run"`
+	Ticks    int          `json:"ticks"`
+	Table    string       `json:"table"`
+	Requests int          `json:"requests_each"`
+	Steps    []uiEndpoint `json:"endpoints"`
+}
+
+// uiEndpoint is one request's times: the first (which builds the
+// views and opens a database), then the median, p99 and max of the
+// repeats.
+type uiEndpoint struct {
+	Name    string  `json:"name"`
+	Path    string  `json:"path"`
+	FirstMs float64 `json:"first_ms"`
+	P50ms   float64 `json:"p50_ms"`
+	P99ms   float64 `json:"p99_ms"`
+	MaxMs   float64 `json:"max_ms"`
+	Bytes   int     `json:"bytes"`
+}
+
+// uiVisit measures the server's time for each page and JSON endpoint of
+// (world, run), n times each, calling ServeHTTP directly (no network):
+// the pages, the worlds list, the timeline, the tables, rows per tick
+// (the whole run, then 1,000 ticks of it as a zoom asks), the page of
+// commit events before the timeline's, one tick's page and points, a
+// scrubber step (each request the next tick, from the middle of the run),
+// a comparison of adjacent ticks, a query and the facts. The scrubber's
+// table is particle if the run has one, else its first view.
+//
+// What a visit needs to know first (the ticks, the table's columns) is
+// asked of a server of its own, closed before the measured one starts, so
+// each first request is the first of its kind on a fresh server.
+func uiVisit(ctx context.Context, opts ui.Options, world, run string, n int) (*uiBench, error) {
+	if n < 1 {
+		return nil, fmt.Errorf("bench: %d requests", n)
+	}
+	w := url.PathEscape(world)
+	rq := "?run=" + url.QueryEscape(run)
+	s, err := ui.New(opts)
+	if err != nil {
+		return nil, err
+	}
+	var tl ui.Timeline
+	var cols ui.Result
+	err = uiGet(ctx, s, "/api/w/"+w+"/timeline"+rq, &tl)
+	if err == nil {
+		err = uiGet(ctx, s, "/api/w/"+w+"/tables"+rq, &cols)
+	}
+	s.Close()
+	if err != nil {
+		return nil, err
+	}
+	ticks := tl.TickNumbers()
+	if len(ticks) == 0 || len(tl.Views) == 0 {
+		return nil, fmt.Errorf("bench: run %s of %s has no visible tick or no table", run, world)
+	}
+	res := &uiBench{World: world, Run: run, Ticks: len(ticks), Requests: n}
+	res.Table = tl.Views[0]
+	if slices.Contains(tl.Views, "particle") {
+		res.Table = "particle"
+	}
+	var parent *index.State
+	own, _, err := index.Load(ctx, opts.Bucket, world)
+	if err == nil && own.World.Parent != "" {
+		parent, _, err = index.Load(ctx, opts.Bucket, own.World.Parent)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if s, err = ui.New(opts); err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	var numeric []string
+	for _, r := range cols.Rows {
+		if r[0] == res.Table && r[1] != "tick" && r[1] != "entity_id" && (strings.Contains(r[2], "INT") || r[2] == "DOUBLE" || r[2] == "FLOAT") {
+			numeric = append(numeric, r[1])
+		}
+	}
+	x, y := "", ""
+	switch {
+	case slices.Contains(numeric, "position_x") && slices.Contains(numeric, "position_y"):
+		x, y = "position_x", "position_y"
+	case len(numeric) >= 2:
+		x, y = numeric[0], numeric[1]
+	}
+	tickPath := func(t int64) string {
+		v := url.Values{"run": {run}, "table": {res.Table}, "tick": {fmt.Sprint(t)}, "limit": {"50"}}
+		if x != "" {
+			v.Set("x", x)
+			v.Set("y", y)
+		}
+		return "/api/w/" + w + "/tick?" + v.Encode()
+	}
+	mid := len(ticks) / 2
+	// The registry: what a person's visit asks, in the order a visit asks it.
+	steps := []uiStep{
+		{"worlds page", func(int) string { return "/" }},
+		{"worlds", func(int) string { return "/api/worlds" }},
+		{"run page", func(int) string { return "/w/" + w + rq }},
+		{"timeline", func(int) string { return "/api/w/" + w + "/timeline" + rq }},
+		{"tables", func(int) string { return "/api/w/" + w + "/tables" + rq }},
+		{"rows per tick", func(int) string { return "/api/w/" + w + "/counts" + rq }},
+		{"rows per tick, zoomed", func(i int) string { // 1,000 ticks about the middle, moving on
+			from := ticks[(mid+i)%len(ticks)] - 500
+			return "/api/w/" + w + "/counts" + rq + fmt.Sprintf("&from=%d&to=%d", from, from+999)
+		}},
+		{"older events", func(int) string {
+			return "/api/w/" + w + "/events" + rq + fmt.Sprintf("&before=%d", max(tl.LogFrom, 1))
+		}},
+		{"tick", func(int) string { return tickPath(ticks[mid]) }},
+		{"scrubber step", func(i int) string { return tickPath(ticks[(mid+1+i)%len(ticks)]) }},
+		{"compare adjacent ticks", func(i int) string {
+			v := url.Values{"run": {run}, "table": {res.Table}, "a": {fmt.Sprint(ticks[(mid+i)%len(ticks)])},
+				"b": {fmt.Sprint(ticks[(mid+i+1)%len(ticks)])}, "limit": {"50"}}
+			if x != "" {
+				v.Set("x", x)
+				v.Set("y", y)
+			}
+			return "/api/w/" + w + "/compare?" + v.Encode()
+		}},
+		{"sql page", func(int) string { return "/w/" + w + "/sql" + rq }},
+		{"query", func(int) string {
+			return "/api/w/" + w + "/query" + rq + "&q=" + url.QueryEscape("SELECT count(*) FROM "+ident(res.Table))
+		}},
+		{"facts page", func(int) string { return "/w/" + w + "/facts" + rq }},
+		{"facts", func(int) string { return "/api/w/" + w + "/facts" + rq }},
+	}
+	if p := own.World; parent != nil {
+		// A fork against its parent at a tick both publish, the newest
+		// first, then back to the fork point.
+		hi := ticks[len(ticks)-1]
+		if r, ok := parent.Run(p.ForkRun); ok {
+			hi = min(hi, r.Head)
+		}
+		at := func(i int) string { return fmt.Sprint(max(hi-int64(i), min(p.ForkTick, hi))) }
+		steps = slices.Insert(steps, slices.IndexFunc(steps, func(st uiStep) bool { return st.name == "sql page" }), uiStep{
+			"compare with the parent", func(i int) string {
+				v := url.Values{"run": {run}, "table": {res.Table}, "a": {at(i)}, "vs": {p.Parent}, "vsrun": {p.ForkRun}, "b": {at(i)}, "limit": {"50"}}
+				if x != "" {
+					v.Set("x", x)
+					v.Set("y", y)
+				}
+				return "/api/w/" + w + "/compare?" + v.Encode()
+			}})
+	}
+	for _, st := range steps {
+		ep := uiEndpoint{Name: st.name, Path: st.path(0)}
+		var rec stats.Recorder
+		for i := -1; i < n; i++ {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			p := st.path(i + 1)
+			req := httptest.NewRequestWithContext(ctx, "GET", "http://127.0.0.1"+p, nil)
+			w := httptest.NewRecorder()
+			start := time.Now()
+			s.ServeHTTP(w, req)
+			d := time.Since(start)
+			if w.Code != http.StatusOK {
+				return nil, fmt.Errorf("bench: %s: %d %s", p, w.Code, strings.TrimSpace(w.Body.String()))
+			}
+			if i < 0 {
+				ep.FirstMs, ep.Bytes = ms(d), w.Body.Len()
+				continue
+			}
+			rec.Add(d)
+		}
+		sum := rec.Summarize(0)
+		ep.P50ms, ep.P99ms, ep.MaxMs = sum.P50ms, sum.P99ms, sum.MaxMs
+		res.Steps = append(res.Steps, ep)
+	}
+	return res, nil
+}
+
+// uiGet asks s for path and decodes its JSON answer into v.
+func uiGet(ctx context.Context, s http.Handler, path string, v any) error {
+	req := httptest.NewRequestWithContext(ctx, "GET", "http://127.0.0.1"+path, nil)
+	rec := httptest.NewRecorder()
+	s.ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK {
+		return fmt.Errorf("bench: %s: %d %s", path, rec.Code, strings.TrimSpace(rec.Body.String()))
+	}
+	return json.Unmarshal(rec.Body.Bytes(), v)
+}
+
+// uiStep is one request of a visit, the ith repeat's path.
+type uiStep struct {
+	name string
+	path func(i int) string
 }

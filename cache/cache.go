@@ -70,7 +70,10 @@ func (o *Options) Validate() error {
 type Disk struct {
 	dir  string
 	opts Options
-	mu   struct {
+	// waiting, if set (by this package's tests, before any call), is
+	// called when a caller starts waiting for another's load.
+	waiting func()
+	mu      struct {
 		sync.Mutex
 		size    int64
 		entries map[string]*entry // by file path
@@ -203,8 +206,8 @@ func (d *Disk) produce(ctx context.Context, p string, fill func(tmp string) erro
 		}
 		if l, ok := d.mu.loads[p]; ok {
 			d.mu.Unlock()
-			if testWaiting != nil {
-				testWaiting()
+			if d.waiting != nil {
+				d.waiting()
 			}
 			select {
 			case <-l.done:
@@ -251,10 +254,6 @@ func (d *Disk) produce(ctx context.Context, p string, fill func(tmp string) erro
 func loaderGaveUp(err error) bool {
 	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
-
-// testWaiting, if set (by tests), is called when a caller starts waiting
-// for another's load.
-var testWaiting func()
 
 // fill makes p through a temporary file and a rename, so readers never
 // see a partial file.

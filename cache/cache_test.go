@@ -17,6 +17,7 @@ import (
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/bucket/buckettest"
+	"github.com/worldfs/worldfs/internal/ctxtest"
 
 	"github.com/worldfs/worldfs/bucket/mem"
 )
@@ -135,14 +136,14 @@ func TestDerived(t *testing.T) {
 	// each of them shares it.
 	var makes atomic.Int64
 	waiters := make(chan struct{}, 8)
-	testWaiting = func() { waiters <- struct{}{} }
-	defer func() { testWaiting = nil }()
+	d.waiting = func() { waiters <- struct{}{} }
+	deadline := ctxtest.Context(t).Done()
 	mk := func(tmp string) error {
 		makes.Add(1)
 		for range 7 {
 			select {
 			case <-waiters:
-			case <-time.After(10 * time.Second):
+			case <-deadline:
 				return errors.New("the other callers never waited for the make")
 			}
 		}
@@ -213,8 +214,7 @@ func TestWaiterOutlivesTheFirstCallersCancellation(t *testing.T) {
 		t.Fatal(err)
 	}
 	waiting := make(chan struct{}, 1)
-	testWaiting = func() { waiting <- struct{}{} }
-	defer func() { testWaiting = nil }()
+	d.waiting = func() { waiting <- struct{}{} }
 	first, cancel := context.WithCancel(context.Background())
 	firstErr := make(chan error, 1)
 	go func() {

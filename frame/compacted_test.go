@@ -181,9 +181,9 @@ func TestCompactedFileDecodesEachBlockOnce(t *testing.T) {
 func TestTickIndexOfTheFirstFormat(t *testing.T) {
 	ctx := enginetest.Context(t)
 	b, _ := local.Open(t.TempDir())
-	restore := frame.WithoutCSVSizes()
-	w := enginetest.World(t, b, "w", 99)
-	restore()
+	noSizes := enginetest.Quiet
+	noSizes.NoCSVSizes = true // as writers did before sizes were recorded
+	w := enginetest.World(t, b, "w", 99, noSizes)
 	s, _, err := index.Load(ctx, b, "w")
 	if err != nil {
 		t.Fatal(err)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"sync/atomic"
 	"unsafe"
 
 	"github.com/parquet-go/parquet-go"
@@ -38,26 +37,8 @@ type Stamp struct {
 // size of its CSV rendering (CSVSizeKey), so that a reader knows the size
 // of a tick's .csv from the footer alone, without a row read.
 func EncodeFragment(f *Frame, s Stamp) ([]byte, error) {
-	mode := CSVRecord
-	if withoutCSVSizes.Load() {
-		mode = CSVNone
-	}
-	data, _, err := Encode(f, func(int) Stamp { return s }, mode, 0)
+	data, _, err := Encode(f, func(int) Stamp { return s }, CSVRecord, 0)
 	return data, err
-}
-
-// withoutCSVSizes makes EncodeFragment write fragments as writers did
-// before CSV sizes were recorded: only tests of such data set it
-// (WithoutCSVSizes).
-var withoutCSVSizes atomic.Bool
-
-// WithoutCSVSizes makes EncodeFragment write fragments as writers did
-// before CSV sizes were recorded in their footers, until restore is
-// called. It exists for tests of data written before; nothing else calls
-// it.
-func WithoutCSVSizes() (restore func()) {
-	withoutCSVSizes.Store(true)
-	return func() { withoutCSVSizes.Store(false) }
 }
 
 // EncodeStamped is EncodeFragment with a stamp per row and no CSV size:

@@ -22,15 +22,22 @@ import (
 // questions part refused and answered.
 func tickQuestions(t *testing.T, part *Partial, whole *State, run string, ns []int64, held func(n int64) bool) (refused, answered int) {
 	t.Helper()
+	// Each tick record is printed once: the walks below visit it for every
+	// pair of bounds around it (printing was most of the test's time).
+	printed := map[*Tick]string{}
 	val := func(tk *Tick, ok bool) string {
 		if !ok {
 			return "none"
+		}
+		if s, ok := printed[tk]; ok {
+			return s
 		}
 		v, err := valueOf(tk)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return fmt.Sprintf("%+v", v)
+		printed[tk] = fmt.Sprintf("%+v", v)
+		return printed[tk]
 	}
 	heldAll := func(from, to int64) bool { return heldRange(whole, run, held, from, to) }
 	check := func(q string, mustAnswer bool, got func() (string, error), want string) {

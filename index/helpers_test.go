@@ -7,17 +7,16 @@ import (
 	"reflect"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/bucket/mem"
+	"github.com/worldfs/worldfs/internal/ctxtest"
 )
 
-func ctxT(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
+// ctxT is the context of a test's calls: it ends with the test and
+// shortly before the binary's deadline, never on a wall-clock bound of its
+// own (ctxtest.Context).
+func ctxT(t testing.TB) context.Context { return ctxtest.Context(t) }
 
 // diff describes how two states differ ("" if they are equal).
 func diff(a, b *State) string {

@@ -14,6 +14,7 @@ import (
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/bucket/faulty"
 	"github.com/worldfs/worldfs/bucket/mem"
+	"github.com/worldfs/worldfs/internal/race"
 )
 
 // model is a deliberately simple in-memory model of the catalog: plain
@@ -248,9 +249,13 @@ func TestModel(t *testing.T) {
 	if testing.Short() {
 		runs = 100
 	}
+	if race.Enabled {
+		runs = 200 // each seed is as concurrent; the detector needs no thousand of them
+	}
+	ctx := ctxT(t)
 	most := 0
 	for seed := range uint64(runs) {
-		n, err := modelRun(seed)
+		n, err := modelRun(ctx, seed)
 		if err != nil {
 			t.Fatalf("seed %d: %v", seed, err)
 		}
@@ -265,9 +270,8 @@ func TestModel(t *testing.T) {
 }
 
 // modelRun runs one seed and returns the most entries a slot held.
-func modelRun(seed uint64) (int, error) {
+func modelRun(ctx context.Context, seed uint64) (int, error) {
 	r := rand.New(rand.NewPCG(seed, 42))
-	ctx := ctxT(&testing.T{})
 	inner := mem.New(mem.Options{})
 	gate := &gateBucket{Bucket: inner}
 	c0, epoch, err := CreateWorld(ctx, gate, "w", WorldCreate{CreatedUnixMs: 1}, "w0", Options{NoCompactor: true, YieldJitter: time.Nanosecond})

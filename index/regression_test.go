@@ -146,43 +146,74 @@ func testRegressionCommitterPausesWhileTheLogIsUnreadable(t *testing.T) {
 	}
 }
 
-// An ambiguous head must not answer the members it refused: they were
-// judged on a base never confirmed as the tip. In a synctest bubble: b
-// and c are built ahead on a's candidate, where c (the new writer's
-// epoch) is refused as stale; a lands, another writer's fence lands, and
-// b and c's slot fails with its outcome unknown (the log cannot be read
-// back). b gets the unknown outcome; c must be judged again on the tip,
-// where its epoch is the fence's.
+// An ambiguous head must not answer the members it refused, nor those
+// refused in the batches built ahead on its candidate: they were all
+// judged on a base never confirmed as the tip, and are judged again on
+// the tip. Two cases, each in a synctest bubble (synctest.Wait returns
+// once every member is queued and built ahead):
+//
+//   - refused in the ambiguous slot: b and c are built ahead on a's
+//     candidate, where c (the new writer's epoch) is refused as stale; a
+//     lands, another writer's fence lands, and b and c's slot fails with
+//     its outcome unknown (the log cannot be read back). b gets the
+//     unknown outcome; c must be judged again on the tip, where its epoch
+//     is the fence's.
+//   - refused behind the ambiguous slot: b and c are built ahead on a's
+//     candidate as above; another writer's fence takes the slot a is
+//     after, and a's create fails with its outcome unknown (the log cannot
+//     be read back). a gets the
+//     unknown outcome; c, refused in the batch built ahead on a, must be
+//     judged again on the tip and commit, and b with it (refused there
+//     as stale).
 func TestRegressionAmbiguousHeadRequeuesRefusals(t *testing.T) {
-	synctest.Test(t, testRegressionAmbiguousHeadRequeuesRefusals)
+	t.Run("refused in the ambiguous slot", func(t *testing.T) {
+		synctest.Test(t, testAmbiguousHeadRequeuesItsRefusals)
+	})
+	t.Run("refused behind the ambiguous slot", func(t *testing.T) {
+		synctest.Test(t, testAmbiguousHeadRequeuesRefusalsBuiltAhead)
+	})
 }
 
-func testRegressionAmbiguousHeadRequeuesRefusals(t *testing.T) {
+// ambiguousHead is a catalog c1 of world w beside c0, another writer's
+// catalog of the same world (epoch e0), whose slot creates are held as h
+// says, with commit to send c1 a member.
+type ambiguousHead struct {
+	c0, c1 *Catalog
+	e0     int64
+	h      *heldCreates
+	commit func(Entry) <-chan error
+}
+
+func newAmbiguousHead(t *testing.T, h *heldCreates) *ambiguousHead {
 	inner := memBucket()
 	c0, e0 := newWorld(t, inner, "w", Options{NoCompactor: true})
-	h := &heldCreates{release: []chan struct{}{make(chan struct{}), make(chan struct{})}, arrived: make(chan struct{}, 2)}
 	c1, err := Open(ctxT(t), faulty.Wrap(inner, h), "w", Options{NoCompactor: true, MaxBatch: 2, Ahead: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c1.Close()
+	t.Cleanup(func() { c1.Close() })
 	ctx, cancel := context.WithTimeout(ctxT(t), time.Minute)
-	defer cancel()
-	commit := func(e Entry) <-chan error {
+	t.Cleanup(cancel)
+	return &ambiguousHead{c0: c0, c1: c1, e0: e0, h: h, commit: func(e Entry) <-chan error {
 		done := make(chan error, 1)
 		go func() { _, err := c1.Commit(ctx, e); done <- err }()
 		return done
-	}
-	a := commit(publish("r", 0, "a", e0))
+	}}
+}
+
+func testAmbiguousHeadRequeuesItsRefusals(t *testing.T) {
+	h := &heldCreates{release: []chan struct{}{make(chan struct{}), make(chan struct{})}, fail: 1, arrived: make(chan struct{}, 2)}
+	w := newAmbiguousHead(t, h)
+	a := w.commit(publish("r", 0, "a", w.e0))
 	<-h.arrived // a's slot is being created
-	b, c := commit(publish("r", 1, "b", e0)), commit(publish("r", 2, "c", e0+1))
+	b, c := w.commit(publish("r", 1, "b", w.e0)), w.commit(publish("r", 2, "c", w.e0+1))
 	synctest.Wait() // b and c are built ahead, on a's candidate
 	close(h.release[0])
 	if err := <-a; err != nil {
 		t.Fatalf("a: %v", err)
 	}
 	<-h.arrived // b and c's slot is being created
-	if r, err := c0.Commit(ctxT(t), fence("new")); err != nil || r.Epoch != e0+1 {
+	if r, err := w.c0.Commit(ctxT(t), fence("new")); err != nil || r.Epoch != w.e0+1 {
 		t.Fatalf("the new writer's fence: %+v, %v", r, err)
 	}
 	h.failReads.Store(true)
@@ -194,17 +225,46 @@ func testRegressionAmbiguousHeadRequeuesRefusals(t *testing.T) {
 	if err := <-c; err != nil {
 		t.Fatalf("c, refused on a base never confirmed as the tip, got %v; on the tip its epoch is the fence's", err)
 	}
-	if s := c1.Stats(); s.Ambiguous != 1 {
+	if s := w.c1.Stats(); s.Ambiguous != 1 {
+		t.Fatalf("%d ambiguous slots, want 1: the test did not make the head's outcome unknown", s.Ambiguous)
+	}
+}
+
+func testAmbiguousHeadRequeuesRefusalsBuiltAhead(t *testing.T) {
+	h := &heldCreates{release: []chan struct{}{make(chan struct{})}, fail: 0, arrived: make(chan struct{}, 1)}
+	w := newAmbiguousHead(t, h)
+	a := w.commit(publish("r", 0, "a", w.e0))
+	<-h.arrived // a's slot is being created
+	b, c := w.commit(publish("r", 1, "b", w.e0)), w.commit(publish("r", 2, "c", w.e0+1))
+	synctest.Wait() // b and c are built ahead on a's candidate, c refused there
+	if r, err := w.c0.Commit(ctxT(t), fence("new")); err != nil || r.Epoch != w.e0+1 {
+		t.Fatalf("the new writer's fence (in the slot a's create is after): %+v, %v", r, err)
+	}
+	h.failReads.Store(true)
+	close(h.release[0]) // a's create fails, and cannot be read back: its outcome is unknown
+	if err := <-a; !errors.Is(err, bucket.ErrAmbiguous) {
+		t.Fatalf("a, in the slot whose outcome is unknown, got %v", err)
+	}
+	h.failReads.Store(false)
+	if err := <-c; err != nil {
+		t.Fatalf("c, refused in a batch built ahead on a head whose outcome is unknown, got %v; on the tip its epoch is the fence's", err)
+	}
+	var se *StaleWriterError
+	if err := <-b; !errors.As(err, &se) || se.Current != w.e0+1 {
+		t.Fatalf("b, judged again on the tip (the fence's epoch %d), got %v", w.e0+1, err)
+	}
+	if s := w.c1.Stats(); s.Ambiguous != 1 {
 		t.Fatalf("%d ambiguous slots, want 1: the test did not make the head's outcome unknown", s.Ambiguous)
 	}
 }
 
 // heldCreates holds the first creates of log slots until released (the
-// second then fails without taking effect), and fails every other read
-// of the log while failReads is set.
+// one numbered fail then fails without taking effect), and fails every
+// other read of the log while failReads is set.
 type heldCreates struct {
 	n         atomic.Int64
 	release   []chan struct{}
+	fail      int
 	arrived   chan struct{}
 	failReads atomic.Bool
 }
@@ -225,7 +285,7 @@ func (h *heldCreates) Fault(op faulty.Op, name string) faulty.Fault {
 	}
 	h.arrived <- struct{}{}
 	<-h.release[i]
-	if i == 1 {
+	if i == h.fail {
 		return faulty.Fault{Kind: faulty.FailBefore}
 	}
 	return faulty.Fault{}

@@ -895,7 +895,7 @@ func (c *compactor) write(ctx context.Context, t *frame.Table, data []byte, rows
 	digest := frame.Digest(data)
 	intent := ""
 	c.imu.Lock()
-	if c.intent != nil { // held before Compact writes a file (WriteCompactedTicks holds none)
+	if c.intent != nil { // held before Compact writes a file
 		intent = c.intent.ID()
 	}
 	c.imu.Unlock()

@@ -22,9 +22,6 @@
 //     by a function the caller passes: maintenance imports no exporter),
 //     then Compact, the tick shards' sidecars (index.WriteSidecars) and
 //     the tick indexes compaction left out (WriteTickIndexes).
-//   - Long histories at once (history.go): WriteCompactedTicks writes what
-//     compaction leaves of a window of ticks, through the compactor's own
-//     writer, so that a benchmark builds a million-tick world in minutes.
 //
 // Both are safe beside a live writer and beside each other, and a crash
 // at any moment leaves the history as it was or as maintained. Options are
@@ -35,4 +32,8 @@
 // layout (fragments, compacted files, tick indexes) through package frame,
 // which readers import too, and the catalog through package index; it never imports engine, so the world runtime can own its
 // background maintenance.
+//
+// Package maintenancetest writes what compaction leaves of a window of
+// ticks at once, for tests and benchmarks: a million-tick world in
+// minutes.
 package maintenance

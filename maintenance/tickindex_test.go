@@ -500,10 +500,10 @@ func BenchmarkTickFile(b *testing.B) {
 func TestCompactionKeepsFragmentsWrittenBeforeCSVSizes(t *testing.T) {
 	ctx := ctxT(t)
 	b, _ := local.Open(t.TempDir())
-	restore := frame.WithoutCSVSizes()
-	w := enginetest.World(t, b, "w", 99)
-	restore()
-	enginetest.Run(t, w, 199)
+	noSizes := enginetest.Quiet
+	noSizes.NoCSVSizes = true // as writers did before sizes were recorded
+	enginetest.World(t, b, "w", 99, noSizes).Close()
+	w := enginetest.Resume(t, b, "w", 199) // a writer that records them
 	before, csvs := tickFilesCSV(t, b, 199)
 	for tick, sizes := range csvs {
 		for id, size := range sizes {

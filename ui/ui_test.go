@@ -533,25 +533,6 @@ func TestSlowQueryIsCancelledAndBlocksNothing(t *testing.T) {
 	}
 }
 
-// Bench asks every page and endpoint, each answering 200, and times them.
-func TestBenchAsksEveryEndpoint(t *testing.T) {
-	f := newFixture(t)
-	res, err := Bench(enginetest.Context(t), Options{Bucket: f.b, Views: sql.Options{Dir: t.TempDir()}}, "f", "main", 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, e := range res.Steps {
-		names = append(names, e.Name)
-		if e.Bytes == 0 || e.P50ms <= 0 || e.MaxMs < e.P50ms {
-			t.Errorf("%s: %+v", e.Name, e)
-		}
-	}
-	if res.Table != "particle" || res.Ticks != 10 || strings.Join(names, ",") != "worlds page,worlds,run page,timeline,tables,rows per tick,rows per tick, zoomed,older events,tick,scrubber step,compare adjacent ticks,compare with the parent,sql page,query,facts page,facts" {
-		t.Fatalf("bench: %+v", res)
-	}
-}
-
 // A page shows the world as it is now: after more ticks, the timeline,
 // rows per tick and the head tick's rows include them (the views are
 // built again for the new catalog state, and what they remembered goes

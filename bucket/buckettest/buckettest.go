@@ -17,6 +17,7 @@ import (
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/bucket/faulty"
+	"github.com/worldfs/worldfs/internal/ctxtest"
 )
 
 // Factory returns a new, empty bucket for one case. It MUST NOT skip: a
@@ -63,11 +64,7 @@ func Run(t *testing.T, newBucket Factory) {
 	}
 }
 
-func ctxFor(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
+func ctxFor(t *testing.T) context.Context { return ctxtest.Context(t) }
 
 func mustCreate(t *testing.T, b bucket.Bucket, name string, data []byte) bucket.Attrs {
 	t.Helper()
@@ -404,13 +401,13 @@ func testDeleteGeneration(t *testing.T, b bucket.Bucket) {
 // applied) if it has one.
 func createAfterDelete(t *testing.T, b bucket.Bucket, name string, data []byte) bucket.Attrs {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	ctx := ctxFor(t)
 	for {
-		a, err := bucket.CreateOnce(ctxFor(t), b, name, data)
+		a, err := bucket.CreateOnce(ctx, b, name, data)
 		if err == nil {
 			return a
 		}
-		if !errors.Is(err, bucket.ErrAmbiguous) || time.Now().After(deadline) {
+		if !errors.Is(err, bucket.ErrAmbiguous) || ctx.Err() != nil {
 			t.Fatalf("re-create %s: %v", name, err)
 		}
 	}

@@ -16,6 +16,13 @@ import (
 // table, created by several ticks in flight at once, so cost one
 // directory fsync between them rather than one each.
 type dirSyncs struct {
+	// fsync and onWait are set by this package's tests only, before the
+	// bucket is used: fsync replaces (*os.File).Sync for every file and
+	// directory the bucket syncs (nil: (*os.File).Sync); onWait is called
+	// when a caller starts waiting for a round that another caller runs.
+	fsync  func(*os.File) error
+	onWait func(dir string)
+
 	mu   sync.Mutex
 	dirs map[string]*dirSync
 }
@@ -31,10 +38,6 @@ type dirSync struct {
 	err      error
 	cond     sync.Cond
 }
-
-// onWait, if set (tests), is called when a caller starts waiting for a
-// round that another caller runs.
-var onWait func(dir string)
 
 // sync makes dir's entries durable as of the call: it returns once an
 // fsync of dir that began after the call has ended. The error is that of
@@ -61,8 +64,8 @@ func (s *dirSyncs) sync(dir string) error {
 	waited := false
 	for d.finished < need {
 		if d.running {
-			if !waited && onWait != nil {
-				onWait(dir)
+			if !waited && s.onWait != nil {
+				s.onWait(dir)
 			}
 			waited = true
 			d.cond.Wait()
@@ -72,7 +75,7 @@ func (s *dirSyncs) sync(dir string) error {
 		d.started++
 		round := d.started
 		s.mu.Unlock()
-		err := syncDir(dir)
+		err := s.syncDir(dir)
 		s.mu.Lock()
 		d.running, d.finished = false, round
 		if err != nil {
@@ -86,14 +89,22 @@ func (s *dirSyncs) sync(dir string) error {
 	return nil
 }
 
-func syncDir(dir string) error {
+func (s *dirSyncs) syncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err
 	}
-	err = fsync(d)
+	err = s.fsyncFile(d)
 	if cerr := d.Close(); err == nil {
 		err = cerr
 	}
 	return err
+}
+
+// fsyncFile is f.Sync, or the tests' fsync.
+func (s *dirSyncs) fsyncFile(f *os.File) error {
+	if s.fsync != nil {
+		return s.fsync(f)
+	}
+	return f.Sync()
 }

@@ -51,17 +51,15 @@ func TestCreateSyncsBeforeReturning(t *testing.T) {
 	}
 }
 
-// watchSyncs watches every fsync until the test ends; the function it
+// watchSyncs watches every fsync of b from now on; the function it
 // returns takes the syncs seen since it was last called: each path synced
 // ("temp" for a temporary file), with whether probe's path existed right
 // after the sync.
 func watchSyncs(t *testing.T, b *Bucket, probe string) func() map[string]bool {
 	var mu sync.Mutex
 	synced := map[string]bool{}
-	orig := fsync
-	t.Cleanup(func() { fsync = orig })
-	fsync = func(f *os.File) error {
-		err := orig(f)
+	b.syncs.fsync = func(f *os.File) error {
+		err := f.Sync()
 		_, lerr := os.Lstat(probe)
 		mu.Lock()
 		defer mu.Unlock()
@@ -176,11 +174,9 @@ func TestConcurrentCreatesShareDirectorySyncs(t *testing.T) {
 			covered := map[string]bool{} // names a directory sync began after and has ended
 			syncs := 0
 			entered, gate := make(chan struct{}), make(chan struct{})
-			orig := fsync
-			t.Cleanup(func() { fsync = orig })
-			fsync = func(f *os.File) error {
+			b.syncs.fsync = func(f *os.File) error {
 				if f.Name() != dir {
-					return orig(f)
+					return f.Sync()
 				}
 				des, err := os.ReadDir(dir)
 				if err != nil {
@@ -194,7 +190,7 @@ func TestConcurrentCreatesShareDirectorySyncs(t *testing.T) {
 					close(entered)
 					<-gate
 				}
-				err = orig(f)
+				err = f.Sync()
 				mu.Lock()
 				defer mu.Unlock()
 				for _, de := range des {
@@ -206,8 +202,7 @@ func TestConcurrentCreatesShareDirectorySyncs(t *testing.T) {
 				return err
 			}
 			waiting := make(chan string, 8)
-			onWait = func(string) { waiting <- "" }
-			t.Cleanup(func() { onWait = nil })
+			b.syncs.onWait = func(string) { waiting <- "" }
 			type result struct {
 				name    string
 				covered bool

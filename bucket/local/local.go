@@ -348,7 +348,7 @@ func (b *Bucket) writeTemp(data []byte) (string, bucket.Attrs, error) {
 		err = os.Chtimes(tmp, created, created)
 	}
 	if err == nil {
-		err = fsync(f)
+		err = b.syncs.fsyncFile(f)
 	}
 	var info fs.FileInfo
 	if err == nil {
@@ -412,9 +412,6 @@ func (b *Bucket) rel(path string) string {
 	}
 	return filepath.ToSlash(r)
 }
-
-// fsync is (*os.File).Sync; the durability tests watch it.
-var fsync = (*os.File).Sync
 
 func attrsOf(name string, info fs.FileInfo) bucket.Attrs {
 	return bucket.Attrs{Name: name, Size: info.Size(), Generation: Generation(info), Created: info.ModTime()}

@@ -14,7 +14,6 @@ import (
 	"os"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/bucket/local"
@@ -22,32 +21,13 @@ import (
 	"github.com/worldfs/worldfs/engine/particles"
 	"github.com/worldfs/worldfs/frame"
 	"github.com/worldfs/worldfs/index"
+	"github.com/worldfs/worldfs/internal/ctxtest"
 )
 
-// Timeout bounds one test's calls (Context) when the test binary has no
-// deadline of its own.
-const Timeout = 2 * time.Minute
-
-// grace is what Context leaves of the binary's deadline for the test to
-// report what hung.
-const grace = 30 * time.Second
-
-// Context returns a context for one test's calls: cancelled when the test
-// ends, and shortly before the test binary's deadline (go test -timeout),
-// or after Timeout without one. A call that hangs fails its test with the
-// context's error rather than killing the binary, and a slow machine gets
-// the whole -timeout.
-func Context(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
-	if d, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
-		if end, ok := d.Deadline(); ok && time.Until(end) > 2*grace {
-			cancel()
-			ctx, cancel = context.WithDeadline(context.Background(), end.Add(-grace))
-		}
-	}
-	t.Cleanup(cancel)
-	return ctx
-}
+// Context returns a context for one test's calls: cancelled when the
+// test ends, and shortly before the test binary's deadline (go test
+// -timeout), with no wall-clock bound of its own (ctxtest.Context).
+func Context(t testing.TB) context.Context { return ctxtest.Context(t) }
 
 // Quiet are writer options without background work (no catalog
 // compactor, no maintenance, one tick in flight at a time: each published
