@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
+	"github.com/worldfs/worldfs/engine/enginetest"
 	"github.com/worldfs/worldfs/index"
 	"github.com/worldfs/worldfs/internal/realpart"
 )
@@ -38,7 +40,7 @@ func chromium(t *testing.T) context.Context {
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
 		chromedp.UserDataDir(filepath.Join(t.TempDir(), "chromium")),
-		chromedp.WindowSize(1300, 1400),
+		chromedp.WindowSize(pageWidth, 1400),
 	)
 	t.Cleanup(cancel)
 	ctx, cancel2 := chromedp.NewContext(actx)
@@ -47,6 +49,13 @@ func chromium(t *testing.T) context.Context {
 	t.Cleanup(cancel3)
 	return ctx
 }
+
+// pageWidth is the browser's width in the tests: a laptop's 1,280 px.
+const pageWidth = 1280
+
+// longName is a world id of 60 characters: a name as long as people give
+// them, which every page must fit without scrolling sideways.
+const longName = "parameter-sweep-2026-12-07-learning-rate-0.0003-seed-0042-ab"
 
 // A person's way through the pages, in a real browser: the worlds page,
 // a run, the scrubber moved with the keyboard, the tick's table and
@@ -68,6 +77,7 @@ func TestBrowser(t *testing.T) {
 			ended <- err
 		}
 	}
+	enginetest.Fork(t, f.b, "w", longName, 6, 9)
 	shots := t.TempDir()
 	if d := os.Getenv("WORLDFS_UI_SCREENSHOTS"); d != "" {
 		shots = d // to look at them after the test
@@ -114,6 +124,26 @@ func TestBrowser(t *testing.T) {
 		return v
 	}
 
+	// fits checks that the page does not scroll sideways at pageWidth,
+	// naming what sticks out if it does.
+	fits := func(what string) {
+		t.Helper()
+		var w struct {
+			Scroll, Client int
+			Wide           []string
+		}
+		eval(&w, `(() => { const d = document.documentElement, c = d.clientWidth;
+			const wide = [...document.querySelectorAll("body *")].filter(e => e.getBoundingClientRect().right > c + 0.5)
+				.filter(e => !e.parentElement || e.parentElement.getBoundingClientRect().right <= c + 0.5)
+				.slice(0, 5).map(e => e.tagName + (e.id ? "#" + e.id : "") + "." + e.className + " " + Math.round(e.getBoundingClientRect().right));
+			return {Scroll: d.scrollWidth, Client: c, Wide: wide}; })()`)
+		if w.Client == 0 || w.Client > pageWidth {
+			t.Fatalf("%s: the page is %d px wide; want the browser's %d px less its scroll bar", what, w.Client, pageWidth)
+		}
+		if w.Scroll > w.Client {
+			t.Fatalf("%s: the page scrolls sideways at %d px: %d px of content in %d; sticking out: %v", what, pageWidth, w.Scroll, w.Client, w.Wide)
+		}
+	}
 	// The worlds page lists both worlds, the fork drawn under its parent,
 	// each with the size of its live data.
 	var worlds, sizes []string
@@ -123,7 +153,8 @@ func TestBrowser(t *testing.T) {
 	eval(&sizes, `[...document.querySelectorAll("#worlds tbody td.size")].map(td => td.title)`)
 	eval(&edges, `document.querySelectorAll("#lineage path.edge").length`)
 	shot("worlds")
-	if !reflect.DeepEqual(worlds, []string{"f", "w"}) || edges != 1 {
+	fits("worlds page")
+	if !reflect.DeepEqual(worlds, []string{"f", longName, "w"}) || edges != 2 {
 		t.Fatalf("worlds page: %v, %d lineage edges", worlds, edges)
 	}
 	for i, w := range worlds {
@@ -212,6 +243,7 @@ func TestBrowser(t *testing.T) {
 	eval(&scatter, `window.__ui.scatter.data`)
 	scrubber, href := str(chromedp.Value(chromedp.ID("scrubber"))), str(chromedp.Location())
 	shot("run")
+	fits("run page")
 	page := want(t, f.b, "w", "main", TickQuery{Table: "particle", Tick: int64(at), Limit: 50}.PageSQL())
 	if !reflect.DeepEqual(table.Head, page.Columns) || !reflect.DeepEqual(table.Rows, page.Rows) {
 		t.Fatalf("tick %d: the page shows\n%v\n%v\nworldfs sql answers\n%v\n%v", at, table.Head, table.Rows, page.Columns, page.Rows)
@@ -247,6 +279,7 @@ func TestBrowser(t *testing.T) {
 	eval(&chart, `window.__ui.chart.data`)
 	href = str(chromedp.Location())
 	shot("sql")
+	fits("sql page")
 	exp := want(t, f.b, "w", "main", q)
 	if !reflect.DeepEqual(result.Head, exp.Columns) || !reflect.DeepEqual(result.Rows, exp.Rows) {
 		t.Fatalf("query: the page shows\n%v\n%v\nworldfs sql answers\n%v\n%v", result.Head, result.Rows, exp.Columns, exp.Rows)
@@ -288,6 +321,7 @@ func TestBrowser(t *testing.T) {
 		rows: [...document.querySelectorAll("#compare-counts tbody tr")].map(tr => [...tr.children].map(td => td.textContent))})`)
 	eval(&overlay, `window.__ui.overlay`)
 	shot("compare")
+	fits("compare page")
 	cq := CompareQuery{Table: "particle", A: Side{"w", "main", 9}, B: Side{"w", "main", 12}, X: "position_x", Y: "position_y"}
 	if exp := want(t, f.b, "w", "main", cq.CountsSQL()); !reflect.DeepEqual(counts.Head, exp.Columns) || !reflect.DeepEqual(counts.Rows, exp.Rows) {
 		t.Fatalf("compare: the page shows %v %v, worldfs sql answers %v %v", counts.Head, counts.Rows, exp.Columns, exp.Rows)
@@ -302,8 +336,47 @@ func TestBrowser(t *testing.T) {
 	do("facts page", chromedp.Navigate(f.http.URL+"/w/w/facts"), ready(`[data-ready="1"]`))
 	eval(&links, `[...document.querySelectorAll("#receipts a.tick-link")].map(a => a.getAttribute("href"))`)
 	shot("facts")
+	fits("facts page")
 	if !reflect.DeepEqual(links, []string{"/w/w?run=main&tick=8"}) {
 		t.Fatalf("receipt links: %v", links)
+	}
+
+	// The world of a long name: each of its pages fits, the name cut to
+	// fit or wrapped.
+	lw := "/w/" + longName
+	for _, p := range []struct{ name, path, ready string }{
+		{"long-run", lw + "?tick=7", `[data-shown-tick="7"]`},
+		{"long-sql", lw + "/sql?q=" + url.QueryEscape("FROM particle_at(9)"), `[data-queries="1"]`},
+		{"long-compare", lw + "/compare?a=6&b=9&table=particle", `[data-compared]`},
+		{"long-facts", lw + "/facts", `[data-ready="1"]`},
+	} {
+		do(p.name, chromedp.Navigate(f.http.URL+p.path), ready(p.ready))
+		shot(p.name)
+		fits(p.name)
+	}
+
+	// What does not exist is a not-found page, HTTP 404, that says what.
+	for _, p := range []struct{ name, path, says string }{
+		{"missing-world", "/w/nope", "world nope does not exist"},
+		{"missing-run", "/w/w?run=nope", "world w has no run nope"},
+		{"missing-tick", "/w/w?tick=999", "has no tick 999"},
+		{"missing-compared-tick", "/w/w/compare?a=3&b=999", "has no tick 999"},
+		{"missing-world-long", "/w/" + longName + "x/sql", "does not exist"},
+	} {
+		resp, err := f.http.Client().Get(f.http.URL + p.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Fatalf("%s: %s answers %d; want 404", p.name, p.path, resp.StatusCode)
+		}
+		do(p.name, chromedp.Navigate(f.http.URL+p.path), chromedp.WaitVisible(chromedp.ID("not-found")))
+		if says := str(chromedp.Text(chromedp.ID("not-found"))); !strings.Contains(says, p.says) {
+			t.Fatalf("%s: the page says %q; want it to say %q", p.name, says, p.says)
+		}
+		shot(p.name)
+		fits(p.name)
 	}
 	t.Logf("screenshots in %s", shots)
 }

@@ -46,6 +46,9 @@ function fmtTime(ms) {
   return new Date(ms).toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z");
 }
 
+// fmtInt writes a count with thousands separators.
+function fmtInt(n) { return n == null ? "" : Number(n).toLocaleString("en-US"); }
+
 function fmtBytes(n) {
   const units = ["B", "KiB", "MiB", "GiB", "TiB"];
   let i = 0;
@@ -107,9 +110,10 @@ async function worldsPage() {
       if (i) runs.append(" ");
       runs.append(el("a", { href: worldPath(w.id, "?run=" + encodeURIComponent(r.name)), class: "run-link", "data-world": w.id, "data-run": r.name }, `${r.name}@${r.head_tick}`));
     });
-    const fork = w.parent ? el("a", { href: worldPath(w.parent, "?run=" + encodeURIComponent(w.fork_run) + "&tick=" + w.fork_tick) }, `${w.parent} ${w.fork_run}@${w.fork_tick}`) : "–";
+    const forkText = w.parent && `${w.parent} ${w.fork_run}@${w.fork_tick}`;
+    const fork = w.parent ? el("a", { href: worldPath(w.parent, "?run=" + encodeURIComponent(w.fork_run) + "&tick=" + w.fork_tick), title: forkText }, forkText) : "–";
     tbody.append(el("tr", { "data-world": w.id },
-      el("td", {}, el("a", { href: worldPath(w.id) }, w.id)), el("td", {}, fork), runs,
+      el("td", { class: "clip", title: w.id }, el("a", { href: worldPath(w.id) }, w.id)), el("td", { class: "clip" }, fork), runs,
       el("td", {}, w.status), el("td", {}, w.writer_mode), el("td", { class: "num" }, w.fence_epoch),
       el("td", {}, fmtTime(w.last_publish_unix_ms)), el("td", {}, fmtTime(w.created_unix_ms)),
       el("td", { class: "num size", title: w.size_bytes + " bytes" }, fmtBytes(w.size_bytes))));
@@ -131,10 +135,13 @@ function drawLineage(div, ws) {
       kids.get(w.parent).push(w);
     } else roots.push(w);
   }
+  // Each node is a box of a fixed width: the world's name (cut to fit,
+  // whole on hover) over its runs' head ticks.
+  const W = 260, H = 34, DX = 290, DY = 46;
   const pos = new Map();
   let row = 0;
   const place = (w, depth) => {
-    pos.set(w.id, { x: 20 + depth * 230, y: 20 + row * 44 });
+    pos.set(w.id, { x: 20 + depth * DX, y: 16 + row * DY });
     row++;
     for (const k of kids.get(w.id) || []) place(k, depth + 1);
   };
@@ -142,34 +149,47 @@ function drawLineage(div, ws) {
   const maxX = Math.max(0, ...[...pos.values()].map((p) => p.x));
   const NS = "http://www.w3.org/2000/svg";
   const svg = document.createElementNS(NS, "svg");
-  svg.setAttribute("width", maxX + 230);
-  svg.setAttribute("height", 20 + row * 44);
-  const add = (tag, attrs, text) => {
+  svg.setAttribute("width", maxX + W + 20);
+  svg.setAttribute("height", 16 + row * DY);
+  const make = (tag, attrs, text) => {
     const e = document.createElementNS(NS, tag);
     for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
     if (text !== undefined) e.textContent = text;
-    svg.append(e);
     return e;
   };
   for (const w of ws) {
     const p = pos.get(w.id), pp = w.parent && pos.get(w.parent);
     if (!pp) continue;
-    add("path", { d: `M${pp.x + 8} ${pp.y + 10} V${p.y + 10} H${p.x}`, class: "edge" });
-    add("text", { x: pp.x + 14, y: p.y + 6, class: "edge-label" }, `${w.fork_run}@${w.fork_tick}`);
+    svg.append(make("path", { d: `M${pp.x + 10} ${pp.y + H} V${p.y + H / 2} H${p.x}`, class: "edge" }));
+    svg.append(make("text", { x: pp.x + 16, y: p.y + H / 2 - 4, class: "edge-label" }, `${w.fork_run}@${fmtInt(w.fork_tick)}`));
   }
+  const names = [];
   for (const w of ws) {
     const p = pos.get(w.id);
-    const a = add("a", { href: worldPath(w.id) });
-    const r = document.createElementNS(NS, "rect");
-    Object.entries({ x: p.x, y: p.y, width: 200, height: 24, rx: 4, class: "node " + w.status }).forEach(([k, v]) => r.setAttribute(k, v));
-    const t = document.createElementNS(NS, "text");
-    t.setAttribute("x", p.x + 8);
-    t.setAttribute("y", p.y + 16);
-    const head = w.runs.map((r) => `${r.name}@${r.head_tick}`).join(" ") || "no ticks";
-    t.textContent = `${w.id}  ${head}`;
-    a.append(r, t);
+    const a = make("a", { href: worldPath(w.id), class: "lineage-node", "data-world": w.id });
+    const head = w.runs.map((r) => `${r.name}@${fmtInt(r.head_tick)}`).join(" ") || "no ticks";
+    const name = make("text", { x: p.x + 8, y: p.y + 14, class: "name" }, w.id);
+    a.append(make("title", {}, `${w.id}: ${head}`), make("rect", { x: p.x, y: p.y, width: W, height: H, rx: 4, class: "node " + w.status }),
+      name, make("text", { x: p.x + 8, y: p.y + 28, class: "head" }, head));
+    svg.append(a);
+    names.push(name);
   }
   div.replaceChildren(svg);
+  for (const t of names) fitText(t, W - 16);
+  for (const t of svg.querySelectorAll("text.head")) fitText(t, W - 16);
+}
+
+// fitText cuts an SVG text to maxPx wide, ending it with an ellipsis.
+function fitText(t, maxPx) {
+  const full = t.textContent;
+  if (t.getComputedTextLength() <= maxPx) return;
+  let lo = 0, hi = full.length;
+  while (lo < hi) {
+    const m = (lo + hi + 1) >> 1;
+    t.textContent = full.slice(0, m) + "…";
+    if (t.getComputedTextLength() <= maxPx) lo = m; else hi = m - 1;
+  }
+  t.textContent = full.slice(0, lo) + "…";
 }
 
 // ---------- a run: timeline and tick ----------
