@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"os"
@@ -17,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 	"github.com/worldfs/worldfs/engine/enginetest"
@@ -45,6 +48,12 @@ func chromium(t *testing.T) context.Context {
 	t.Cleanup(cancel)
 	ctx, cancel2 := chromedp.NewContext(actx)
 	t.Cleanup(cancel2)
+	if err := chromedp.Do(ctx, chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		_, err := cdp.Call(ctx, t, emulation.SetTimezoneOverride, emulation.SetTimezoneOverrideParams{TimezoneID: "Asia/Kolkata"})
+		return err
+	})); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel3 := context.WithTimeout(ctx, 2*time.Minute)
 	t.Cleanup(cancel3)
 	return ctx
@@ -163,7 +172,7 @@ func TestBrowser(t *testing.T) {
 			t.Fatal(err)
 		}
 		n, err := liveBytes(st)
-		if err != nil || sizes[i] != fmt.Sprintf("%d bytes", n) {
+		if err != nil || strings.ReplaceAll(sizes[i], ",", "") != fmt.Sprintf("%d bytes", n) {
 			t.Fatalf("worlds page: %s's size says %q, its live data is %d bytes (%v)", w, sizes[i], n, err)
 		}
 	}
@@ -230,8 +239,11 @@ func TestBrowser(t *testing.T) {
 	}{{"next", at + 1}, {"prev", at}, {"prev", at - 1}, {"next", at}} {
 		do("step "+s.button, chromedp.Click(chromedp.ID(s.button)), ready(fmt.Sprintf(`[data-shown-tick="%d"]`, s.tick)))
 	}
-	if got := str(chromedp.Text(chromedp.ID("tick-time"))); got != "published "+fmtTime(publishedAt(t, f, "w", int64(at))) {
-		t.Fatalf("tick %d: the page says %q", at, got)
+	// Times are the reader's local time (the browser's zone is India's,
+	// +05:30), the UTC time on hover.
+	pub := publishedAt(t, f, "w", int64(at))
+	if got, utc := str(chromedp.Text(chromedp.ID("tick-time"))), str(chromedp.Evaluate[string](`document.querySelector("#tick-time time").title`)); got != "published "+localTime(pub) || utc != utcTime(pub) {
+		t.Fatalf("tick %d: the page says %q (%q on hover); want %q (%q)", at, got, utc, "published "+localTime(pub), utcTime(pub))
 	}
 	var table struct {
 		Head []string   `json:"head"`
@@ -239,8 +251,11 @@ func TestBrowser(t *testing.T) {
 	}
 	var scatter [][]float64
 	eval(&table, `({head: [...document.querySelectorAll("#tick-rows thead th")].map(th => th.dataset.col),
-		rows: [...document.querySelectorAll("#tick-rows tbody tr")].map(tr => [...tr.children].map(td => td.textContent))})`)
+		rows: [...document.querySelectorAll("#tick-rows tbody tr")].map(tr => [...tr.children].map(td => td.title || td.textContent))})`)
 	eval(&scatter, `window.__ui.scatter.data`)
+	var cells [][2]string
+	eval(&cells, `[...document.querySelectorAll("#tick-rows tbody td.num")].map(td => [td.textContent, td.title])`)
+	checkNumbers(t, "the tick's table", cells)
 	scrubber, href := str(chromedp.Value(chromedp.ID("scrubber"))), str(chromedp.Location())
 	shot("run")
 	fits("run page")
@@ -275,7 +290,7 @@ func TestBrowser(t *testing.T) {
 	do("run a query", chromedp.Navigate(f.http.URL+"/w/w/sql"), ready(`[data-ready="1"]`),
 		chromedp.SendKeys(chromedp.ID("query"), q), chromedp.Click(chromedp.ID("run-query")), ready(`[data-queries="1"]`))
 	eval(&result, `({head: [...document.querySelectorAll("#query-result thead th")].map(th => th.dataset.col),
-		rows: [...document.querySelectorAll("#query-result tbody tr")].map(tr => [...tr.children].map(td => td.textContent))})`)
+		rows: [...document.querySelectorAll("#query-result tbody tr")].map(tr => [...tr.children].map(td => td.title || td.textContent))})`)
 	eval(&chart, `window.__ui.chart.data`)
 	href = str(chromedp.Location())
 	shot("sql")
@@ -318,7 +333,7 @@ func TestBrowser(t *testing.T) {
 	var overlay [][]*float64
 	do("compare", chromedp.Navigate(f.http.URL+"/w/w/compare?a=9&b=12&table=particle"), ready(`[data-compared="w@9 w@12"]`))
 	eval(&counts, `({head: [...document.querySelectorAll("#compare-counts thead th")].map(th => th.dataset.col),
-		rows: [...document.querySelectorAll("#compare-counts tbody tr")].map(tr => [...tr.children].map(td => td.textContent))})`)
+		rows: [...document.querySelectorAll("#compare-counts tbody tr")].map(tr => [...tr.children].map(td => td.title || td.textContent))})`)
 	eval(&overlay, `window.__ui.overlay`)
 	shot("compare")
 	fits("compare page")
@@ -381,8 +396,54 @@ func TestBrowser(t *testing.T) {
 	t.Logf("screenshots in %s", shots)
 }
 
-// fmtTime is the page's fmtTime: a time as UTC to the second.
-func fmtTime(ms int64) string { return time.UnixMilli(ms).UTC().Format("2006-01-02 15:04:05Z") }
+// browserZone is the time zone the browser is told it is in
+// (Asia/Kolkata, which has no summer time): localTime is a time as the
+// page shows it there, utcTime as it shows it on hover.
+var browserZone = time.FixedZone("IST", 5*3600+1800)
+
+func localTime(ms int64) string { return time.UnixMilli(ms).In(browserZone).Format("2006-01-02 15:04:05") }
+func utcTime(ms int64) string   { return time.UnixMilli(ms).UTC().Format("2006-01-02 15:04:05 UTC") }
+
+// checkNumbers checks cells as the page shows numbers: each number's text
+// within 6 significant digits of its exact value, which is its title
+// (or its text, when it is short enough to show whole), integers with
+// thousands separators.
+func checkNumbers(t *testing.T, what string, cells [][2]string) {
+	t.Helper()
+	if len(cells) == 0 {
+		t.Fatalf("%s: no numbers to check", what)
+	}
+	for _, c := range cells {
+		text, title := c[0], c[1]
+		exact := title
+		if exact == "" {
+			exact = text
+		}
+		v, err := strconv.ParseFloat(exact, 64)
+		if err != nil {
+			continue // NULL, nan
+		}
+		shown, err := strconv.ParseFloat(strings.ReplaceAll(text, ",", ""), 64)
+		if err != nil {
+			t.Fatalf("%s: %q (exact %q) is not a number as shown", what, text, exact)
+		}
+		digits := len(strings.TrimLeft(strings.Map(func(r rune) rune {
+			if r >= '0' && r <= '9' {
+				return r
+			}
+			return -1
+		}, strings.Split(strings.ToLower(text), "e")[0]), "0"))
+		if strings.Contains(text, ".") && digits > 6 {
+			t.Fatalf("%s: %q shows %d significant digits; want at most 6", what, text, digits)
+		}
+		if math.Abs(shown-v) > 5e-6*math.Abs(v) {
+			t.Fatalf("%s: %q is not %q to 6 significant digits", what, text, exact)
+		}
+		if !strings.ContainsAny(exact, ".eE") && len(strings.TrimLeft(exact, "-")) > 3 && !strings.Contains(text, ",") {
+			t.Fatalf("%s: the integer %q shows as %q, without thousands separators", what, exact, text)
+		}
+	}
+}
 
 // pairs turns a chart's data ([xs, ys]) into sorted points.
 func pairs(t *testing.T, data [][]float64) [][2]float64 {

@@ -41,13 +41,41 @@ async function api(path, params, signal) {
 
 function worldPath(w, rest) { return "/w/" + encodeURIComponent(w) + (rest || ""); }
 
+// Times show in the reader's local time, to the second; the UTC time is
+// on hover (timeEl).
+const pad = (n, w) => String(n).padStart(w || 2, "0");
 function fmtTime(ms) {
   if (!ms) return "–";
-  return new Date(ms).toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z");
+  const d = new Date(ms);
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
+}
+function fmtUTC(ms) { return ms ? new Date(ms).toISOString().replace("T", " ").replace(/\.\d+Z$/, " UTC") : ""; }
+
+// timeEl is a time as a <time> element: local, UTC on hover.
+function timeEl(ms, prefix) {
+  return el("time", ms ? { datetime: new Date(ms).toISOString(), title: fmtUTC(ms) } : {}, (prefix || "") + fmtTime(ms));
 }
 
 // fmtInt writes a count with thousands separators.
 function fmtInt(n) { return n == null ? "" : Number(n).toLocaleString("en-US"); }
+
+// fmtValue writes a value as DuckDB renders it (sql.Run's csv) for a
+// person: integers with thousands separators, other numbers to 6
+// significant digits (enough to tell neighbours apart at a glance; the
+// exact value is the cell's title and the downloads'), the rest as it is.
+const sig6 = new Intl.NumberFormat("en-US", { maximumSignificantDigits: 6 });
+function fmtValue(v) {
+  if (typeof v !== "string" || v === "NULL") return v;
+  if (/^-?\d+$/.test(v)) return v.length > 4 ? BigInt(v).toLocaleString("en-US") : v;
+  if (/^-?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?$/i.test(v)) return fmtNum(Number(v));
+  return v;
+}
+function fmtNum(x) {
+  if (x == null || !isFinite(x)) return String(x);
+  const a = Math.abs(x);
+  if (a !== 0 && (a < 1e-4 || a >= 1e15)) return x.toExponential(5).replace(/\.?0+e/, "e");
+  return sig6.format(x);
+}
 
 function fmtBytes(n) {
   const units = ["B", "KiB", "MiB", "GiB", "TiB"];
@@ -85,7 +113,12 @@ function renderTable(table, res, opts) {
   for (let r = 0; r < shown; r++) {
     const row = res.rows[r];
     const tr = el("tr");
-    row.forEach((v, i) => tr.append(el("td", { class: (nums.has(i) ? "num" : "") + (v === "NULL" ? " null" : "") }, v)));
+    row.forEach((v, i) => {
+      const shown = nums.has(i) ? fmtValue(v) : v;
+      const attrs = { class: (nums.has(i) ? "num" : "") + (v === "NULL" ? " null" : "") };
+      if (shown !== v || v.length > 24) attrs.title = v; // the exact value on hover
+      tr.append(el("td", attrs, shown));
+    });
     if (opts.extra) { const td = el("td"); td.append(opts.extra.cell(row, res.columns)); tr.append(td); }
     frag.append(tr);
   }
@@ -108,15 +141,15 @@ async function worldsPage() {
     if (w.runs.length === 0) runs.append("–");
     w.runs.forEach((r, i) => {
       if (i) runs.append(" ");
-      runs.append(el("a", { href: worldPath(w.id, "?run=" + encodeURIComponent(r.name)), class: "run-link", "data-world": w.id, "data-run": r.name }, `${r.name}@${r.head_tick}`));
+      runs.append(el("a", { href: worldPath(w.id, "?run=" + encodeURIComponent(r.name)), class: "run-link", "data-world": w.id, "data-run": r.name }, `${r.name}@${fmtInt(r.head_tick)}`));
     });
     const forkText = w.parent && `${w.parent} ${w.fork_run}@${w.fork_tick}`;
     const fork = w.parent ? el("a", { href: worldPath(w.parent, "?run=" + encodeURIComponent(w.fork_run) + "&tick=" + w.fork_tick), title: forkText }, forkText) : "–";
     tbody.append(el("tr", { "data-world": w.id },
       el("td", { class: "clip", title: w.id }, el("a", { href: worldPath(w.id) }, w.id)), el("td", { class: "clip" }, fork), runs,
-      el("td", {}, w.status), el("td", {}, w.writer_mode), el("td", { class: "num" }, w.fence_epoch),
-      el("td", {}, fmtTime(w.last_publish_unix_ms)), el("td", {}, fmtTime(w.created_unix_ms)),
-      el("td", { class: "num size", title: w.size_bytes + " bytes" }, fmtBytes(w.size_bytes))));
+      el("td", {}, w.status), el("td", {}, w.writer_mode), el("td", { class: "num" }, fmtInt(w.fence_epoch)),
+      el("td", {}, timeEl(w.last_publish_unix_ms)), el("td", {}, timeEl(w.created_unix_ms)),
+      el("td", { class: "num size", title: fmtInt(w.size_bytes) + " bytes" }, fmtBytes(w.size_bytes))));
   }
   drawLineage($("lineage"), ws);
   status(ws.length + " worlds");
@@ -207,7 +240,7 @@ async function runPage() {
   if (tl.ticks === 0) { status("this run has no visible tick"); body.dataset.ready = "1"; return; }
   sc.min = firstTick();
   sc.max = lastTick();
-  $("timeline-info").textContent = `ticks ${firstTick()}–${lastTick()} (${tl.ticks})`;
+  $("timeline-info").textContent = `ticks ${fmtInt(firstTick())}–${fmtInt(lastTick())} (${fmtInt(tl.ticks)} ticks)`;
   drawTicksChart(tl);
   drawEvents(tl);
   // Tables: the particle simulation's first, then by name.
@@ -255,14 +288,22 @@ function chooseTable(t) {
   loadTick();
 }
 
-// setAxes picks the scatter plot's columns: position_x/position_y when the
-// table has them, else its first two numeric columns.
-function setAxes() {
-  const cols = runState.columns[runState.table] || [];
+// scatterAxes picks a table's scatter plot columns among its numeric ones
+// (not tick): a pair NAME_x and NAME_y (position_x and position_y first),
+// else x and y, else the first two that are not entity_id.
+function scatterAxes(cols) {
   const numeric = cols.filter((c) => /INT|DOUBLE|FLOAT|DECIMAL|REAL/.test(c.type) && c.name !== "tick").map((c) => c.name);
-  let x = "", y = "";
-  if (numeric.includes("position_x") && numeric.includes("position_y")) { x = "position_x"; y = "position_y"; }
-  else if (numeric.length >= 2) { x = numeric[0]; y = numeric[1]; }
+  const has = (n) => numeric.includes(n);
+  const pairs = ["position_x", ...numeric.filter((n) => n.endsWith("_x"))].filter((n) => has(n) && has(n.slice(0, -2) + "_y"));
+  if (pairs.length) return { numeric, x: pairs[0], y: pairs[0].slice(0, -2) + "_y" };
+  if (has("x") && has("y")) return { numeric, x: "x", y: "y" };
+  const rest = numeric.filter((n) => n !== "entity_id");
+  return rest.length >= 2 ? { numeric, x: rest[0], y: rest[1] } : { numeric, x: "", y: "" };
+}
+
+// setAxes sets the scatter plot's columns for the table shown.
+function setAxes() {
+  const { numeric, x, y } = scatterAxes(runState.columns[runState.table] || []);
   runState.x = x;
   runState.y = y;
   for (const [id, v] of [["scatter-x", x], ["scatter-y", y]]) {
@@ -342,15 +383,15 @@ async function loadTick() {
   if (ctl !== runState.ctl) return;
   runState.total = res.total;
   runState.tickMs = res.published_unix_ms;
-  $("tick-time").textContent = res.published_unix_ms ? "published " + fmtTime(res.published_unix_ms) : "";
+  $("tick-time").replaceChildren(res.published_unix_ms ? timeEl(res.published_unix_ms, "published ") : "");
   if (runState.charts.ticks) runState.charts.ticks.redraw(false);
   ui.tick = res;
   renderTable($("tick-rows"), res.page, { order: runState.order, desc: runState.desc, onSort: sortBy });
   const last = Math.min(res.offset + res.page.rows.length, res.total);
-  $("page-info").textContent = res.total ? `rows ${res.offset + 1}–${last} of ${res.total}` : "no rows";
+  $("page-info").textContent = res.total ? `rows ${fmtInt(res.offset + 1)}–${fmtInt(last)} of ${fmtInt(res.total)}` : "no rows";
   $("tick-sql").href = worldPath(world, "/sql?run=" + encodeURIComponent(run) + "&q=" + encodeURIComponent(res.page.sql));
   drawScatter(res.points);
-  status(`tick ${t}: ${res.total} rows of ${res.table}`);
+  status(`tick ${fmtInt(t)}: ${fmtInt(res.total)} rows of ${res.table}`);
   body.dataset.shownTick = String(t);
   body.dataset.ready = "1";
 }
@@ -528,7 +569,7 @@ function drawEvents(tl) {
   tbody.replaceChildren();
   for (const e of tl.events.slice(-1000).reverse()) {
     const tick = e.tick != null ? el("a", { href: "#", onclick: (ev) => { ev.preventDefault(); selectTick(e.tick); } }, e.tick) : "";
-    tbody.append(el("tr", {}, el("td", { class: "num" }, e.seq), el("td", {}, (e.approx ? "≈ " : "") + fmtTime(e.unix_ms)), el("td", {}, e.kind),
+    tbody.append(el("tr", {}, el("td", { class: "num" }, fmtInt(e.seq)), el("td", {}, timeEl(e.unix_ms, e.approx ? "≈ " : "")), el("td", {}, e.kind),
       el("td", {}, e.run || ""), el("td", {}, tick), el("td", {}, e.claim || ""), el("td", {}, e.detail || "")));
   }
 }
@@ -698,10 +739,8 @@ async function comparePage() {
 }
 
 function axes() {
-  const cols = cmp.columns[cmp.table] || [];
-  const numeric = cols.filter((c) => /INT|DOUBLE|FLOAT|DECIMAL|REAL/.test(c.type) && c.name !== "tick" && c.name !== "entity_id").map((c) => c.name);
-  [cmp.x, cmp.y] = numeric.includes("position_x") && numeric.includes("position_y") ? ["position_x", "position_y"] : [numeric[0] || "", numeric[1] || ""];
-  if (!cmp.y) cmp.x = "";
+  const { numeric, x, y } = scatterAxes(cmp.columns[cmp.table] || []);
+  [cmp.x, cmp.y] = [x, y];
   for (const [id, v] of [["scatter-x", cmp.x], ["scatter-y", cmp.y]]) {
     $(id).replaceChildren(...numeric.map((n) => el("option", { value: n }, n)));
     $(id).value = v;
