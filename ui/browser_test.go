@@ -401,8 +401,10 @@ func TestBrowser(t *testing.T) {
 // page shows it there, utcTime as it shows it on hover.
 var browserZone = time.FixedZone("IST", 5*3600+1800)
 
-func localTime(ms int64) string { return time.UnixMilli(ms).In(browserZone).Format("2006-01-02 15:04:05") }
-func utcTime(ms int64) string   { return time.UnixMilli(ms).UTC().Format("2006-01-02 15:04:05 UTC") }
+func localTime(ms int64) string {
+	return time.UnixMilli(ms).In(browserZone).Format("2006-01-02 15:04:05")
+}
+func utcTime(ms int64) string { return time.UnixMilli(ms).UTC().Format("2006-01-02 15:04:05 UTC") }
 
 // checkNumbers checks cells as the page shows numbers: each number's text
 // within 6 significant digits of its exact value, which is its title
