@@ -221,6 +221,28 @@ func TestBrowser(t *testing.T) {
 		do("older events", chromedp.Evaluate[chromedp.Void](`document.getElementById("older-events").click()`),
 			ready(fmt.Sprintf(`:not([data-log-from="%s"])`, from)))
 	}
+	// The events say what they count: the entries of the log read, the
+	// events among them, the rest tick publications.
+	var logEntries, events string
+	eval(&logEntries, `document.body.dataset.logEntries`)
+	eval(&events, `document.body.dataset.events`)
+	if summary := str(chromedp.Text(chromedp.ID("events-summary"))); logEntries != strconv.FormatUint(headSeq, 10) ||
+		!strings.Contains(summary, fmt.Sprintf("commit events: %s (", events)) || !strings.Contains(summary, fmt.Sprintf("among %d entries of w's log (the whole log)", headSeq)) {
+		t.Fatalf("the events' summary says %q (%s entries read); the log holds %d entries", summary, logEntries, headSeq)
+	}
+	// The rows chart draws one line per table, the min-max bands no
+	// series of their own; the wall-clock chart is collapsed for a run of
+	// seconds.
+	var legend []string
+	eval(&legend, `window.__ui.run.charts.rows.series.slice(1).map(s => s.label)`)
+	var tlViews []string
+	eval(&tlViews, `window.__ui.counts.tables.map(t => t.table)`)
+	if !reflect.DeepEqual(legend, tlViews) || len(legend) < 2 {
+		t.Fatalf("the rows chart's series: %v; want one per table with rows: %v", legend, tlViews)
+	}
+	if wc := str(chromedp.Evaluate[string](`document.body.dataset.wallclock`)); wc != "collapsed" {
+		t.Fatalf("the wall-clock chart of a run of seconds is %s", wc)
+	}
 	var seqs []uint64
 	eval(&seqs, `[...document.querySelectorAll("#events tbody tr")].map(tr => Number(tr.children[0].textContent))`)
 	var logSeqs []uint64
@@ -368,6 +390,49 @@ func TestBrowser(t *testing.T) {
 		do(p.name, chromedp.Navigate(f.http.URL+p.path), ready(p.ready))
 		shot(p.name)
 		fits(p.name)
+	}
+
+	// A compacted fork: its timeline marks the fork point and each of its
+	// compactions (the ticks each rewrote), as its log records them.
+	compactedWorlds(t, f)
+	do("a compacted fork", chromedp.Navigate(f.http.URL+"/w/cf"), ready(`[data-shown-tick="140"]`))
+	for {
+		var from string
+		eval(&from, `document.body.dataset.logFrom`)
+		if from == "1" {
+			break
+		}
+		do("older events of cf", chromedp.Evaluate[chromedp.Void](`document.getElementById("older-events").click()`),
+			ready(fmt.Sprintf(`:not([data-log-from="%s"])`, from)))
+	}
+	var marks []struct {
+		Kind string `json:"kind"`
+		Tick int64  `json:"tick"`
+		From *int64 `json:"from"`
+	}
+	eval(&marks, `window.__ui.marks`)
+	shot("compacted-fork")
+	fits("compacted fork's run page")
+	cfState, _, err := index.Load(ctx, f.b, "cf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantMarks := []string{"fork 100"}
+	for _, e := range logEvents(t, f.b, "cf", cfState.Seq) {
+		if e.Kind == "fragments.rewrite" && e.From != nil {
+			wantMarks = append(wantMarks, fmt.Sprintf("compaction %d-%d", *e.From, *e.Tick))
+		}
+	}
+	var gotMarks []string
+	for _, m := range marks {
+		if m.From != nil {
+			gotMarks = append(gotMarks, fmt.Sprintf("%s %d-%d", m.Kind, *m.From, m.Tick))
+		} else {
+			gotMarks = append(gotMarks, fmt.Sprintf("%s %d", m.Kind, m.Tick))
+		}
+	}
+	if len(wantMarks) < 2 || !reflect.DeepEqual(gotMarks, wantMarks) {
+		t.Fatalf("cf's timeline marks %v; its lineage and log: %v", gotMarks, wantMarks)
 	}
 
 	// What does not exist is a not-found page, HTTP 404, that says what.

@@ -241,7 +241,8 @@ async function runPage() {
   sc.min = firstTick();
   sc.max = lastTick();
   $("timeline-info").textContent = `ticks ${fmtInt(firstTick())}–${fmtInt(lastTick())} (${fmtInt(tl.ticks)} ticks)`;
-  drawTicksChart(tl);
+  showMarks(tl);
+  wallClock(tl);
   drawEvents(tl);
   // Tables: the particle simulation's first, then by name.
   const tables = tl.views.slice();
@@ -424,18 +425,42 @@ function drawScatter(points) {
   runState.charts.scatter = u;
 }
 
+// wallClock sets up the chart of ticks over wall-clock time: secondary to
+// the rows chart, it is open (and small) only when the run took a minute
+// or more; otherwise it is collapsed, saying how long the run took, and
+// drawn when opened.
+function wallClock(tl) {
+  const ts = tl.published.filter((t) => t[1] > 0);
+  const box = $("wallclock-box");
+  if (ts.length === 0) { $("wallclock-info").textContent = "(no publish times recorded)"; return; }
+  const first = Math.min(...ts.map((t) => t[1])), last = Math.max(...ts.map((t) => t[1]));
+  const took = last - first;
+  $("wallclock-info").textContent = `(the run's ticks were published over ${fmtDuration(took)}, ${fmtTime(first)} to ${fmtTime(last)})`;
+  box.open = took >= 60_000;
+  body.dataset.wallclock = box.open ? "open" : "collapsed";
+  const draw = () => { if (box.open && !runState.charts.ticks) drawTicksChart(tl); };
+  box.addEventListener("toggle", draw);
+  draw();
+}
+
+function fmtDuration(ms) {
+  if (ms < 1000) return `${fmtInt(ms)} ms`;
+  if (ms < 120_000) return `${fmtNum(ms / 1000)} s`;
+  if (ms < 7_200_000) return `${fmtNum(Math.round(ms / 6000) / 10)} min`;
+  return `${fmtNum(Math.round(ms / 360_000) / 10)} h`;
+}
+
 // drawTicksChart: each tick at the wall-clock time it was published, the
 // commit events as marks on the same axis, the selected tick as a line.
 function drawTicksChart(tl) {
   const ts = tl.published.filter((t) => t[1] > 0).sort((a, b) => a[1] - b[1]);
   const div = $("ticks-chart");
-  if (ts.length === 0) { div.replaceChildren(el("p", { class: "note" }, "no publish times recorded")); return; }
   const data = [ts.map((t) => t[1] / 1000), ts.map((t) => t[0])];
 
   const kindColor = (k) => k.startsWith("claim") ? "#2ca02c" : k === "fragments.rewrite" ? "#9467bd" : k === "fence.acquire" ? "#d62728" : "#7f7f7f";
   const u = new uPlot({
-    title: "ticks over wall-clock time (drag to zoom, double-click to reset; marks: commits)",
-    width: chartWidth(div), height: 220,
+    title: "ticks over wall-clock time (drag to zoom, double-click to reset; marks at the top: commit events)",
+    width: chartWidth(div), height: 160,
     scales: { x: { time: true } },
     series: [{}, { label: "tick", stroke: palette[0], width: 1.5, points: { show: ts.length < 200 } }],
     axes: [{}, { label: "tick" }],
@@ -487,23 +512,108 @@ async function loadRows(from, to) {
   drawRowsChart(res);
 }
 
+// drawBands fills each table's min-to-max band behind its line.
+function drawBands(u, res) {
+  const ctx = u.ctx;
+  ctx.save();
+  ctx.beginPath(); ctx.rect(u.bbox.left, u.bbox.top, u.bbox.width, u.bbox.height); ctx.clip();
+  res.tables.forEach((t, i) => {
+    ctx.fillStyle = palette[i % palette.length] + "2a";
+    const xs = res.x.map((x) => u.valToPos(x, "x", true));
+    let open = false;
+    const flush = (from, to) => {
+      if (to < from) return;
+      ctx.beginPath();
+      for (let k = from; k <= to; k++) ctx.lineTo(xs[k], u.valToPos(t.max[k], "y", true));
+      for (let k = to; k >= from; k--) ctx.lineTo(xs[k], u.valToPos(t.min[k], "y", true));
+      ctx.closePath(); ctx.fill();
+    };
+    let start = 0;
+    for (let k = 0; k <= res.x.length; k++) {
+      const has = k < res.x.length && t.min[k] != null;
+      if (has && !open) { start = k; open = true; }
+      if (!has && open) { flush(start, k - 1); open = false; }
+    }
+  });
+  ctx.restore();
+}
+
+// timelineMarks are what the timeline marks on the tick axis: where the
+// run's lineage forks (each ancestor's last tick), the world's
+// compactions (the ticks each rewrote) and its tags.
+function timelineMarks(tl) {
+  const marks = [];
+  tl.lineage.forEach((seg, i) => {
+    if (seg.up_to == null) return;
+    const next = tl.lineage[i + 1];
+    marks.push({ kind: "fork", tick: seg.up_to, label: `${next.world} forks from ${seg.world} (run ${seg.run}) after tick ${fmtInt(seg.up_to)}` });
+  });
+  for (const e of tl.events) {
+    if (e.kind === "fragments.rewrite" && e.tick != null) marks.push({ kind: "compaction", from: e.from ?? e.tick, tick: e.tick, label: `compaction: ${e.detail}` });
+  }
+  for (const t of tl.tags || []) marks.push({ kind: "tag", tick: t.tick, label: `tag ${t.name}` });
+  return marks;
+}
+
+// showMarks lists the timeline's marks above the rows chart and draws
+// them on it.
+function showMarks(tl) {
+  runState.marks = timelineMarks(tl);
+  ui.marks = runState.marks;
+  $("timeline-marks").replaceChildren(...runState.marks.filter((m) => m.kind !== "compaction").map((m) =>
+    el("span", { class: "mark " + m.kind, "data-kind": m.kind, "data-tick": m.tick }, m.label)));
+  const compactions = runState.marks.filter((m) => m.kind === "compaction").length;
+  if (compactions) $("timeline-marks").append(el("span", { class: "mark compaction", "data-kind": "compaction" }, `${compactions} compaction${compactions > 1 ? "s" : ""} (bars under the ticks each rewrote)`));
+  if (runState.charts.rows) runState.charts.rows.redraw(false);
+}
+
+const markColor = { fork: "#d62728", compaction: "#9467bd", tag: "#2ca02c" };
+
+// drawMarks draws the timeline's marks on a chart whose x is ticks: a
+// fork as a dashed line, a compaction as a bar under the ticks it
+// rewrote, a tag as a flag.
+function drawMarks(u) {
+  const ctx = u.ctx, top = u.bbox.top, bottom = u.bbox.top + u.bbox.height, dpr = devicePixelRatio;
+  const left = u.bbox.left, right = u.bbox.left + u.bbox.width;
+  ctx.save();
+  ctx.font = `${11 * dpr}px system-ui, sans-serif`;
+  for (const m of runState.marks || []) {
+    const x = u.valToPos(m.tick, "x", true);
+    ctx.strokeStyle = ctx.fillStyle = markColor[m.kind];
+    if (m.kind === "compaction") {
+      const x0 = Math.max(left, u.valToPos(m.from - 0.5, "x", true)), x1 = Math.min(right, u.valToPos(m.tick + 0.5, "x", true));
+      if (x1 < left || x0 > right) continue;
+      ctx.globalAlpha = 0.5;
+      ctx.fillRect(x0, bottom - 6 * dpr, Math.max(x1 - x0, 2 * dpr), 6 * dpr);
+      ctx.globalAlpha = 1;
+      continue;
+    }
+    if (x < left || x > right) continue;
+    ctx.lineWidth = 1.5 * dpr;
+    ctx.setLineDash(m.kind === "fork" ? [5 * dpr, 4 * dpr] : []);
+    ctx.beginPath(); ctx.moveTo(x, top); ctx.lineTo(x, bottom); ctx.stroke();
+    ctx.setLineDash([]);
+    const text = m.kind === "fork" ? "fork" : m.label;
+    const w = ctx.measureText(text).width;
+    ctx.fillText(text, x + 3 * dpr + w > right ? x - 3 * dpr - w : x + 3 * dpr, top + 12 * dpr);
+  }
+  ctx.restore();
+}
+
 function drawRowsChart(res) {
   ui.counts = res;
   rowsState.res = res;
   const div = $("rows-chart");
+  // One line per table (each bin's last value); a bin's min to max is a
+  // band drawn behind it, not a series of its own.
   const data = [res.x];
-  const series = [{ label: "tick" }];
-  const bands = [];
+  const series = [{ label: "tick", value: (u, v) => (v == null ? "–" : fmtInt(v)) }];
   res.tables.forEach((t, i) => {
-    const c = palette[i % palette.length];
-    data.push(t.last, t.max, t.min);
-    const n = data.length - 1;
-    series.push({ label: t.table, stroke: c, width: 1.5, points: { show: res.x.length < 200 } },
-      { label: t.table + " max", stroke: c + "55", width: 0.5, points: { show: false } },
-      { label: t.table + " min", stroke: c + "55", width: 0.5, points: { show: false } });
-    if (res.width > 1) bands.push({ series: [n - 1, n], fill: c + "22" });
+    data.push(t.last);
+    series.push({ label: t.table, stroke: palette[i % palette.length], width: 1.5, points: { show: res.x.length < 200 },
+      value: (u, v) => (v == null ? "–" : fmtInt(v)) });
   });
-  const title = `rows per table per tick, ${res.width === 1 ? "every tick" : res.width + " ticks a bin (line: last; band: min to max)"}` +
+  const title = `rows per table per tick, ${res.width === 1 ? "every tick" : fmtInt(res.width) + " ticks a bin (line: the bin's last tick; band: its min to max)"}` +
     " — drag to zoom, double-click for the whole run, click to select a tick";
   if (runState.charts.rows) runState.charts.rows.destroy();
   clearTimeout(rowsState.timer);
@@ -514,10 +624,12 @@ function drawRowsChart(res) {
   const u = new uPlot({
     title, width: chartWidth(div), height: 240,
     scales: { x: { time: false, auto: false, min: xmin, max: xmax } },
-    series, bands,
-    axes: [{ label: "tick" }, { label: "rows" }],
+    series,
+    axes: [{ label: "tick", values: (u, vals) => vals.map(fmtInt) }, { label: "rows", values: (u, vals) => vals.map(fmtInt) }],
     hooks: {
+      drawSeries: [(u, si) => { if (si === 1 && res.width > 1) drawBands(u, res); }],
       draw: [(u) => {
+        drawMarks(u);
         if (runState.tick == null) return;
         const x = u.valToPos(runState.tick, "x", true);
         const ctx = u.ctx;
@@ -543,11 +655,33 @@ function drawRowsChart(res) {
   body.dataset.rowsWidth = String(res.width);
 }
 
+// eventGroup is what an event of the log is about: the writer (world
+// creation, fences, status), claims, commands, compactions, tags, or
+// maintenance (intents that protect work in flight from collection).
+function eventGroup(kind) {
+  if (kind.startsWith("intent.")) return "maintenance";
+  if (kind.startsWith("claim.")) return "claim";
+  if (kind.startsWith("tag.")) return "tag";
+  if (kind === "fragments.rewrite") return "compaction";
+  if (kind === "command.enqueue") return "command";
+  return "writer";
+}
+
 // drawEvents lists the commit events read so far, newest first; older
 // ones are asked for page by page (the server reads the log backward).
 function drawEvents(tl) {
-  $("event-count").textContent = tl.events.length;
-  $("event-from").textContent = tl.log_from > 1 ? `the log from seq ${tl.log_from}` : "the whole log";
+  // What the count counts: the entries read of this world's own log, the
+  // events among them by group, and the rest (tick publications).
+  const groups = {};
+  for (const e of tl.events) groups[eventGroup(e.kind)] = (groups[eventGroup(e.kind)] || 0) + 1;
+  const read = tl.log_to >= tl.log_from ? tl.log_to - tl.log_from + 1 : 0;
+  const order = ["writer", "claim", "command", "compaction", "tag", "maintenance"];
+  const parts = order.filter((g) => groups[g]).map((g) => `${fmtInt(groups[g])} ${g}`);
+  $("events-summary").textContent = `commit events: ${fmtInt(tl.events.length)}${parts.length ? " (" + parts.join(", ") + ")" : ""} ` +
+    `among ${fmtInt(read)} entries of ${world}'s log ${tl.log_from > 1 ? `(seq ${fmtInt(tl.log_from)}–${fmtInt(tl.log_to)}; older ones not read yet)` : "(the whole log)"}; ` +
+    `the other ${fmtInt(read - tl.events.length)} publish ticks`;
+  body.dataset.events = String(tl.events.length);
+  body.dataset.logEntries = String(read);
   body.dataset.logFrom = String(tl.log_from);
   const older = $("older-events");
   older.hidden = !(tl.log_from > 1);
@@ -558,6 +692,7 @@ function drawEvents(tl) {
       tl.events = p.events.concat(tl.events);
       tl.log_from = p.log_from;
       drawEvents(tl);
+      showMarks(tl);
       if (runState.charts.ticks) runState.charts.ticks.redraw(false);
     } catch (e) {
       status("older events: " + e.message, true);
@@ -569,7 +704,9 @@ function drawEvents(tl) {
   tbody.replaceChildren();
   for (const e of tl.events.slice(-1000).reverse()) {
     const tick = e.tick != null ? el("a", { href: "#", onclick: (ev) => { ev.preventDefault(); selectTick(e.tick); } }, e.tick) : "";
-    tbody.append(el("tr", {}, el("td", { class: "num" }, fmtInt(e.seq)), el("td", {}, timeEl(e.unix_ms, e.approx ? "≈ " : "")), el("td", {}, e.kind),
+    const g = eventGroup(e.kind);
+    tbody.append(el("tr", { class: "event " + g, "data-group": g }, el("td", { class: "num" }, fmtInt(e.seq)), el("td", {}, timeEl(e.unix_ms, e.approx ? "≈ " : "")),
+      el("td", {}, g), el("td", {}, e.kind),
       el("td", {}, e.run || ""), el("td", {}, tick), el("td", {}, e.claim || ""), el("td", {}, e.detail || "")));
   }
 }
