@@ -22,9 +22,11 @@ import (
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
+	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/engine/enginetest"
 	"github.com/worldfs/worldfs/index"
 	"github.com/worldfs/worldfs/internal/realpart"
+	"github.com/worldfs/worldfs/sql"
 )
 
 // chromium starts Debian's headless chromium for the test, with a
@@ -346,26 +348,36 @@ func TestBrowser(t *testing.T) {
 		t.Fatal("the server's query ran on 30 s after the page cancelled it")
 	}
 
-	// Compare two ticks: the counts by change type are worldfs sql's,
-	// and the overlaid plot holds both sides' points.
-	var counts struct {
-		Head []string   `json:"head"`
-		Rows [][]string `json:"rows"`
-	}
+	// Compare two ticks: the page shows worldfs diff's report of a → b
+	// (per table, per column of the table shown), and the overlaid plot
+	// holds both sides' points.
 	var overlay [][]*float64
 	do("compare", chromedp.Navigate(f.http.URL+"/w/w/compare?a=9&b=12&table=particle"), ready(`[data-compared="w@9 w@12"]`))
-	eval(&counts, `({head: [...document.querySelectorAll("#compare-counts thead th")].map(th => th.dataset.col),
-		rows: [...document.querySelectorAll("#compare-counts tbody tr")].map(tr => [...tr.children].map(td => td.title || td.textContent))})`)
 	eval(&overlay, `window.__ui.overlay`)
 	shot("compare")
 	fits("compare page")
+	sameDiff(t, "compare w@9 → w@12", pageDiff(t, eval), wantDiff(t, f.b, Side{"w", "main", 9}, Side{"w", "main", 12}), "particle")
 	cq := CompareQuery{Table: "particle", A: Side{"w", "main", 9}, B: Side{"w", "main", 12}, X: "position_x", Y: "position_y"}
-	if exp := want(t, f.b, "w", "main", cq.CountsSQL()); !reflect.DeepEqual(counts.Head, exp.Columns) || !reflect.DeepEqual(counts.Rows, exp.Rows) {
-		t.Fatalf("compare: the page shows %v %v, worldfs sql answers %v %v", counts.Head, counts.Rows, exp.Columns, exp.Rows)
-	}
 	na, nb := len(want(t, f.b, "w", "main", cq.PointsSQL(cq.A)).Rows), len(want(t, f.b, "w", "main", cq.PointsSQL(cq.B)).Rows)
 	if len(overlay) != 3 || nonNull(overlay[1]) != na || nonNull(overlay[2]) != nb {
 		t.Fatalf("overlay: %d series; want %d points of tick 9 and %d of tick 12", len(overlay), na, nb)
+	}
+	// A fork against its parent goes as worldfs diff PARENT@T FORK@T:
+	// from the parent to the fork, so inserted means only in the fork.
+	var parentLink string
+	do("compare a fork", chromedp.Navigate(f.http.URL+"/w/f/compare?a=8&b=9&table=particle"), ready(`[data-compared="f@8 f@9"]`))
+	eval(&parentLink, `document.getElementById("vs-parent").getAttribute("href")`)
+	do("the parent → the fork", chromedp.Navigate(f.http.URL+parentLink), ready(`[data-compared="w@9 f@9"]`))
+	shot("compare-fork")
+	fits("the parent → the fork")
+	sameDiff(t, "compare w@9 → f@9", pageDiff(t, eval), wantDiff(t, f.b, Side{"w", "main", 9}, Side{"f", "main", 9}), "particle")
+	// (The fork runs as its parent did: at one tick they agree. At two
+	// ticks they differ, counted from a to b.)
+	do("w@6 → f@9", chromedp.Navigate(f.http.URL+"/w/w/compare?a=6&vs=f&vsrun=main&b=9&table=particle"), ready(`[data-compared="w@6 f@9"]`))
+	if d := pageDiff(t, eval); d.Report.Differ {
+		sameDiff(t, "compare w@6 → f@9", d, wantDiff(t, f.b, Side{"w", "main", 6}, Side{"f", "main", 9}), "particle")
+	} else {
+		t.Fatalf("compare w@6 → f@9: no differences: %+v", d.Report)
 	}
 
 	// Facts and receipts: the receipt links to the tick it graded.
@@ -568,4 +580,87 @@ func nonNull(vs []*float64) int {
 		}
 	}
 	return n
+}
+
+// shownDiff is what the compare page shows of worldfs diff's report: the
+// report it got, and the text of its two summary tables (exact values).
+type shownDiff struct {
+	Report  sql.DiffReport `json:"report"`
+	Table   string         `json:"table"`
+	Tables  [][]string     `json:"tables"`
+	Columns [][]string     `json:"columns"`
+}
+
+func pageDiff(t *testing.T, eval func(any, string)) *shownDiff {
+	t.Helper()
+	var d shownDiff
+	eval(&d, `({report: window.__ui.comparison.report, table: window.__ui.comparison.table,
+		tables: [...document.querySelectorAll("#diff-tables tbody tr")].map(tr => [...tr.children].map(td => td.title || td.textContent)),
+		columns: [...document.querySelectorAll("#diff-columns tbody tr")].map(tr => [...tr.children].map(td => td.title || td.textContent))})`)
+	return &d
+}
+
+// wantDiff is worldfs diff's report of a → b: sql.Diff on views built
+// apart from the server's, in a session of both worlds if they differ.
+func wantDiff(t *testing.T, b bucket.Bucket, a, bs Side) *sql.DiffReport {
+	t.Helper()
+	ctx := enginetest.Context(t)
+	var scripts []*sql.Script
+	for _, sd := range []Side{a, bs} {
+		if len(scripts) == 1 && sd.World == a.World {
+			break
+		}
+		sc, err := sql.Build(ctx, b, sd.World, sql.Options{Run: sd.Run, Dir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		scripts = append(scripts, sc)
+	}
+	s := scripts[0]
+	if len(scripts) == 2 {
+		var err error
+		if s, err = sql.Join(scripts...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db, err := sql.Open(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	r, err := sql.Diff(ctx, db, s, sql.Point{World: a.World, Tick: &a.Tick}, sql.Point{World: bs.World, Tick: &bs.Tick}, "", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// sameDiff checks the page shows report exp: its direction, each table's
+// counts and each column of table's.
+func sameDiff(t *testing.T, what string, got *shownDiff, exp *sql.DiffReport, table string) {
+	t.Helper()
+	if !reflect.DeepEqual(&got.Report, exp) {
+		t.Fatalf("%s: the page's report\n%+v\nworldfs diff's\n%+v", what, got.Report, *exp)
+	}
+	var tables, columns [][]string
+	for _, td := range exp.Tables {
+		name := td.Table
+		if td.OnlyIn != "" {
+			name += " (only in " + td.OnlyIn + ")"
+		}
+		tables = append(tables, []string{name, fmt.Sprint(td.Inserted), fmt.Sprint(td.Deleted), fmt.Sprint(td.Updated), fmt.Sprint(td.Unchanged)})
+		if td.Table != table {
+			continue
+		}
+		for _, c := range td.Columns {
+			m := "–"
+			if c.MaxAbsChange != nil {
+				m = strconv.FormatFloat(*c.MaxAbsChange, 'g', -1, 64)
+			}
+			columns = append(columns, []string{c.Column, fmt.Sprint(c.Changed), m})
+		}
+	}
+	if !reflect.DeepEqual(got.Tables, tables) || !reflect.DeepEqual(got.Columns, columns) || got.Table != table {
+		t.Fatalf("%s: the page shows\n%v\n%v (table %s)\nworldfs diff prints\n%v\n%v", what, got.Tables, got.Columns, got.Table, tables, columns)
+	}
 }

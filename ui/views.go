@@ -110,6 +110,9 @@ type views struct {
 		// the whole history (rows per tick, the columns), by their SQL:
 		// the views are one catalog state, so the answer cannot change.
 		memo map[string]*Result
+		// reports are diff reports of two of the views' ticks, or of
+		// two worlds' (at most maxReports).
+		reports map[string]*sql.DiffReport
 		// counts is the rows per tick of each view (counts.go), once
 		// computed.
 		counts *tickCounts

@@ -88,7 +88,7 @@ const isNum = (s) => s !== "NULL" && s !== "" && !isNaN(Number(s));
 
 // numericCols returns the indexes of the columns whose values are all numbers.
 function numericCols(res) {
-  return res.columns.map((_, i) => i).filter((i) => res.rows.length > 0 && res.rows.every((r) => r[i] === "NULL" || isNum(r[i])));
+  return res.columns.map((_, i) => i).filter((i) => res.rows.length > 0 && res.rows.every((r) => r[i] === "NULL" || r[i] === "–" || isNum(r[i])));
 }
 
 // renderTable draws a Result into a <table>; sortable headers call onSort.
@@ -856,13 +856,20 @@ async function comparePage() {
   $("tick-b").value = p.get("b") || head;
   cmp.vsrun = p.get("vsrun") || "";
   if (me && me.parent) {
+    // The parent → this fork at the newest tick both have, as worldfs
+    // diff PARENT@T FORK@T: inserted means only in the fork.
     const parent = ws.find((w) => w.id === me.parent);
     const run0 = parent && parent.runs.find((r) => r.name === me.fork_run);
     const t = Math.min(head, run0 ? run0.head_tick : head);
     const a = $("vs-parent");
     a.hidden = false;
-    a.href = worldPath(world, `/compare?run=${encodeURIComponent(run)}&a=${t}&vs=${encodeURIComponent(me.parent)}&vsrun=${encodeURIComponent(me.fork_run)}&b=${t}`);
+    a.href = worldPath(me.parent, `/compare?run=${encodeURIComponent(me.fork_run)}&a=${t}&vs=${encodeURIComponent(world)}&vsrun=${encodeURIComponent(run)}&b=${t}`);
   }
+  $("swap").addEventListener("click", () => {
+    const bw = $("vs-world").value, brun = bw === world ? run : cmp.vsrun || run;
+    const q = new URLSearchParams({ run: brun, a: $("tick-b").value, vs: world, vsrun: run, b: $("tick-a").value, table: cmp.table });
+    location.href = worldPath(bw, "/compare?" + q);
+  });
   const tables = tl.views.slice();
   cmp.table = p.get("table") || (tables.includes("particle") ? "particle" : tables[0] || "");
   for (const t of tables) $("table-tabs").append(el("button", { "data-table": t, onclick: () => { cmp.table = t; cmp.offset = 0; axes(); loadCompare(); } }, t));
@@ -903,16 +910,47 @@ async function loadCompare() {
   }
   if (ctl !== cmp.ctl) return;
   ui.comparison = res;
-  renderTable($("compare-counts"), res.counts);
+  drawReport(res);
   cmp.changed = res.counts.rows.reduce((n, r) => n + Number(r[1]), 0);
-  renderTable($("compare-rows"), res.rows);
-  $("page-info").textContent = cmp.changed ? `rows ${res.offset + 1}–${res.offset + res.rows.rows.length} of ${cmp.changed}` : "no changes";
-  $("compare-sql").textContent = res.counts.sql;
+  $("rows-table").textContent = res.table;
+  renderTable($("compare-rows"), res.rows, { entity: { world: res.b.world, run: res.b.run, table: res.table, tick: res.b.tick } });
+  $("page-info").textContent = cmp.changed ? `rows ${fmtInt(res.offset + 1)}–${fmtInt(res.offset + res.rows.rows.length)} of ${fmtInt(cmp.changed)}` : "no changes";
+  $("compare-sql").textContent = res.rows.sql;
   drawOverlay(res);
   const side = (s) => `${s.world}@${s.tick}`;
-  status(`${side(res.a)} → ${side(res.b)}: ${cmp.changed} changed rows of ${res.table}`);
+  status(`${side(res.a)} → ${side(res.b)}: ${fmtInt(cmp.changed)} changed rows of ${res.table}`);
   body.dataset.compared = `${side(res.a)} ${side(res.b)}`;
   body.dataset.ready = "1";
+}
+
+// drawReport shows worldfs diff's report of a → b: per table its
+// entities inserted, deleted, updated and unchanged (a click shows that
+// table), and per column of the table shown how many updates changed it
+// and the largest change.
+function drawReport(res) {
+  const r = res.report;
+  const side = (p) => `${p.world}@${p.tick}`;
+  $("diff-head").textContent = `${side(r.a)} → ${side(r.b)}${r.differ ? "" : ": no differences"}`;
+  $("diff-cli").textContent = `worldfs diff ${side(r.a)} ${side(r.b)}`;
+  const tables = {
+    columns: ["table", "inserted", "deleted", "updated", "unchanged"],
+    rows: r.tables.map((t) => [t.table + (t.only_in ? ` (only in ${t.only_in})` : ""), String(t.inserted), String(t.deleted), String(t.updated), String(t.unchanged)]),
+  };
+  renderTable($("diff-tables"), tables);
+  [...$("diff-tables").tBodies[0].rows].forEach((tr, i) => {
+    const t = r.tables[i];
+    tr.dataset.table = t.table;
+    tr.classList.toggle("here", t.table === res.table);
+    if (!t.only_in) {
+      tr.classList.add("pick");
+      tr.addEventListener("click", () => { cmp.table = t.table; cmp.offset = 0; axes(); loadCompare(); });
+    }
+  });
+  const td = r.tables.find((t) => t.table === res.table) || { columns: [] };
+  renderTable($("diff-columns"), {
+    columns: [`column of ${res.table}`, "changed", "max |change|"],
+    rows: (td.columns || []).map((c) => [c.column, String(c.changed), c.max_abs_change == null ? "–" : String(c.max_abs_change)]),
+  });
 }
 
 // drawOverlay: both sides' points on one plot, a in blue, b in red.
@@ -927,8 +965,10 @@ function drawOverlay(res) {
   ui.overlay = data;
   // a as rings, b as dots: where both sides hold a point, the dot sits in the ring.
   const pointSeries = (label, color, size, fill) => ({ label, stroke: color, fill: color, paths: () => null, points: { show: true, size, width: 1.5, fill }, spanGaps: false });
+  $("overlay-legend").replaceChildren(el("span", { class: "ring", title: `a: ${res.a.world}@${res.a.tick}` }, `○ a: ${res.a.world}@${fmtInt(res.a.tick)}`),
+    el("span", { class: "dot", title: `b: ${res.b.world}@${res.b.tick}` }, `● b: ${res.b.world}@${fmtInt(res.b.tick)}`));
   cmp.chart = new uPlot({
-    width: Math.min(chartWidth(div), 520), height: 420, scales: { x: { time: false } },
+    width: Math.min(chartWidth(div), 520), height: 420, scales: { x: { time: false } }, legend: { show: false },
     axes: [{ label: res.points_a.columns[0] }, { label: res.points_a.columns[1] }],
     series: [{ label: res.points_a.columns[0] }, pointSeries(`${res.a.world}@${res.a.tick}`, palette[0], 8, "#fff0"), pointSeries(`${res.b.world}@${res.b.tick}`, palette[1], 4, palette[1])],
   }, data, div);
