@@ -65,8 +65,8 @@ func TestAllListsEachBenchOnce(t *testing.T) {
 		}
 		seen[b.Name] = true
 	}
-	if len(seen) != 14 {
-		t.Errorf("%d benchmarks listed, want 14", len(seen))
+	if len(seen) != 15 {
+		t.Errorf("%d benchmarks listed, want 15", len(seen))
 	}
 }
 
@@ -76,6 +76,7 @@ func TestBadFlagIsUsageError(t *testing.T) {
 		{"bench", "commit", "--writers", "0"}, {"bench", "coldstart", "--ticks", "0"}, {"bench", "ticks", "--depth", "65"},
 		{"bench", "bucket", "--ops", "0"}, {"bench", "query", "extra"},
 		{"bench", "soak", "--windows", "64,48"}, {"bench", "soak", "--retentions", "1s,0s"}, {"bench", "soak", "--duration", "0s"}, {"bench", "soak", "--bucket", "mem://b"},
+		{"bench", "sweep", "--forks", "100"}, {"bench", "sweep", "--dir", "x", "--late", "1000"},
 	} {
 		if code, _, msg := cli(t, args...); code != 2 || msg == "" {
 			t.Errorf("%q: exit %d (%s), want a usage error", args, code, msg)

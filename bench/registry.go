@@ -27,6 +27,7 @@ func All(env Env) []Bench {
 		querySpec(env),     // query: the views against raw read_parquet
 		serveSpec(env),     // serve: the PostgreSQL protocol against worldfs sql in process
 		soakSpec(env),      // soak: a writer, maintenance, gc, checks and readers at once, for a duration
+		sweepSpec(env),     // sweep: many forks read as one table
 		ticksSpec(env),     // ticks: tick throughput and pipelining
 		uiSpec(env),        // ui: the web interface's server-side time
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/worldfs/worldfs/bucket"
@@ -28,7 +29,7 @@ func CreateWorld(ctx context.Context, b bucket.Bucket, id string, tables []*Tabl
 	if _, err := newWorld(id, b, nil, 0, tables, opts); err != nil {
 		return nil, invalid(err)
 	}
-	cat, epoch, err := index.CreateWorld(ctx, b, id, index.WorldCreate{WriterMode: opts.WriterMode}, opts.Holder, opts.Catalog)
+	cat, epoch, err := index.CreateWorld(ctx, b, id, index.WorldCreate{WriterMode: opts.WriterMode, Meta: opts.Meta}, opts.Holder, opts.Catalog)
 	if err != nil {
 		return nil, err
 	}
@@ -295,6 +296,15 @@ func ForkWorld(ctx context.Context, b bucket.Bucket, parent, child, forkRun stri
 	if !ok {
 		return nil, fmt.Errorf("fork %s of %s: tick %d of run %s is not visible", child, parent, forkTick, forkRun)
 	}
+	// The fork's run parameters: its parent's, with its own over them.
+	meta := maps.Clone(v.Segments[len(v.Segments)-1].State.World.Meta)
+	if len(opts.Meta) > 0 && meta == nil {
+		meta = map[string]string{}
+	}
+	maps.Copy(meta, opts.Meta)
+	if err := index.ValidateMeta(meta); err != nil {
+		return nil, invalid(fmt.Errorf("fork %s of %s: its parent's metadata with its own: %w", child, parent, err))
+	}
 	// The fork's archetypes are its parent's tables, in the format the
 	// parent keeps them.
 	if tables, err = adoptTables(ctx, b, parent, tables); err != nil {
@@ -336,7 +346,7 @@ func ForkWorld(ctx context.Context, b bucket.Bucket, parent, child, forkRun stri
 		}
 		return nil
 	}
-	cat, epoch, err := index.CreateWorldThen(ctx, b, child, index.WorldCreate{Parent: parent, ForkRun: forkRun, ForkTick: forkTick}, opts.Holder, opts.Catalog, persist)
+	cat, epoch, err := index.CreateWorldThen(ctx, b, child, index.WorldCreate{Parent: parent, ForkRun: forkRun, ForkTick: forkTick, Meta: meta}, opts.Holder, opts.Catalog, persist)
 	if err != nil {
 		return nil, err
 	}

@@ -91,6 +91,11 @@ type Options struct {
 	// WriterMode of a new world: index.ModeResumable (default) or
 	// index.ModeCleanupOnly, which no mutable resume will ever take.
 	WriterMode string
+	// Meta is a new world's run parameters (immutable key-value metadata,
+	// within index.ValidateMeta's bounds): CreateWorld records them,
+	// ForkWorld records its parent's with these keys over them. Other
+	// calls ignore it.
+	Meta map[string]string
 	// Catalog options for the world's control catalog.
 	Catalog index.Options
 	// Ingest configures World.Ingest and World.Evaluate.
@@ -163,6 +168,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Depth < 1 || o.Depth > MaxDepth {
 		return fmt.Errorf("world options: depth %d (want 1 to %d ticks in flight)", o.Depth, MaxDepth)
+	}
+	if err := index.ValidateMeta(o.Meta); err != nil {
+		return fmt.Errorf("world options: Meta: %w", err)
 	}
 	// The catalog's and the ingestion's defaults are filled in where the
 	// catalog opens and the service starts: check copies.

@@ -1,6 +1,10 @@
 package frame
 
-import "github.com/worldfs/worldfs/index"
+import (
+	"maps"
+
+	"github.com/worldfs/worldfs/index"
+)
 
 // The JSON documents worldfs shows of a world and of a tick: the mount's
 // world.json and manifest.json, and the world records of worldfs worlds,
@@ -19,12 +23,15 @@ type WorldRecord struct {
 	Epoch         int64  `json:"fence_epoch"`
 	FenceHolder   string `json:"fence_holder"`
 	Seq           uint64 `json:"catalog_seq"` // of the catalog state read
+	// Meta is the world's run parameters (index.World.Meta): immutable,
+	// set at its creation or fork.
+	Meta map[string]string `json:"meta,omitempty"`
 }
 
 // RecordOf is w's record, read from a catalog state at sequence seq.
 func RecordOf(w index.World, seq uint64) WorldRecord {
 	r := WorldRecord{ID: w.ID, Parent: w.Parent, ForkRun: w.ForkRun, Status: w.Status, WriterMode: w.WriterMode,
-		CreatedUnixMs: w.CreatedUnixMs, Epoch: w.Epoch, FenceHolder: w.FenceHolder, Seq: seq}
+		CreatedUnixMs: w.CreatedUnixMs, Epoch: w.Epoch, FenceHolder: w.FenceHolder, Seq: seq, Meta: maps.Clone(w.Meta)}
 	if w.Parent != "" {
 		ft := w.ForkTick
 		r.ForkTick = &ft

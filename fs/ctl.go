@@ -25,10 +25,12 @@ type ctlOp func(ctx context.Context, m *Mount, world string, cmd []byte) (any, e
 
 // rootOps are the commands of <mount>/ctl.
 var rootOps = map[string]ctlOp{
-	"create": opCreate, // {"op":"create","world":W,"tables":[{"name":A,"components":[{"name":C,"fields":[{"name":F,"type":T}]}],"fact":false?}]}
-	"fork":   opFork,   // {"op":"fork","world":CHILD,"parent":P,"run":"main","tick":N}
+	"create": opCreate, // {"op":"create","world":W,"tables":[{"name":A,"components":[{"name":C,"fields":[{"name":F,"type":T}]}],"fact":false?}],"meta":{K:V}?}
+	"fork":   opFork,   // {"op":"fork","world":CHILD,"parent":P,"run":"main","tick":N,"meta":{K:V}?}
 	"resume": opResume, // {"op":"resume","world":W}
 	"status": opStatus, // {"op":"status","world":W,"status":"active"|"archived"?,"writer_mode":"cleanup_only"?}
+	"tag":    opTag,    // {"op":"tag","world":W,"run":"main"?,"at":POINT,"name":N,"message":M?}
+	"untag":  opUntag,  // {"op":"untag","world":W,"name":N}
 }
 
 // worldOps are the commands of <mount>/<world>/ctl.

@@ -121,16 +121,21 @@ type tableSpec struct {
 
 func opCreate(ctx context.Context, m *Mount, _ string, cmd []byte) (any, error) {
 	c, err := decode[struct {
-		Op         string      `json:"op"`
-		World      string      `json:"world"`
-		Tables     []tableSpec `json:"tables"`
-		WriterMode string      `json:"writer_mode"`
+		Op         string                     `json:"op"`
+		World      string                     `json:"world"`
+		Tables     []tableSpec                `json:"tables"`
+		WriterMode string                     `json:"writer_mode"`
+		Meta       map[string]json.RawMessage `json:"meta"`
 	}](cmd)
 	if err != nil {
 		return nil, err
 	}
 	if err := index.ValidateWorldID(c.World); err != nil {
 		return nil, badf("world: %v", err)
+	}
+	meta, err := metaOf("create "+c.World, c.Meta)
+	if err != nil {
+		return nil, err
 	}
 	if c.WriterMode != "" && c.WriterMode != index.ModeResumable && c.WriterMode != index.ModeCleanupOnly {
 		return nil, badf("writer_mode %q: %s or %s", c.WriterMode, index.ModeResumable, index.ModeCleanupOnly)
@@ -174,7 +179,7 @@ func opCreate(ctx context.Context, m *Mount, _ string, cmd []byte) (any, error) 
 		tables = append(tables, t)
 	}
 	opts := m.opts.Writer
-	opts.WriterMode = c.WriterMode
+	opts.WriterMode, opts.Meta = c.WriterMode, meta
 	w, err := engine.CreateWorld(ctx, m.b, c.World, tables, opts)
 	if err != nil {
 		return nil, err
@@ -187,6 +192,31 @@ func opCreate(ctx context.Context, m *Mount, _ string, cmd []byte) (any, error) 
 		return nil, err
 	}
 	return map[string]any{"world": c.World, "writer_epoch": w.Epoch()}, nil
+}
+
+// metaOf is a create's or fork's "meta": an object of scalars (a string
+// as it is; a number or a boolean as its JSON text), within
+// index.ValidateMeta's bounds.
+func metaOf(what string, raw map[string]json.RawMessage) (map[string]string, error) {
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	meta := make(map[string]string, len(raw))
+	for k, v := range raw {
+		var s string
+		switch {
+		case json.Unmarshal(v, &s) == nil:
+		case len(v) > 0 && (v[0] == '-' || v[0] >= '0' && v[0] <= '9' || string(v) == "true" || string(v) == "false"):
+			s = string(v)
+		default:
+			return nil, badf("%s: meta %s: a value is a string, a number or a boolean, not %s", what, k, v)
+		}
+		meta[k] = s
+	}
+	if err := index.ValidateMeta(meta); err != nil {
+		return nil, badf("%s: %v", what, err)
+	}
+	return meta, nil
 }
 
 // absent refuses a world name that is taken, before anything is written
@@ -205,17 +235,22 @@ func (m *Mount) absent(ctx context.Context, world string) error {
 
 func opFork(ctx context.Context, m *Mount, _ string, cmd []byte) (any, error) {
 	c, err := decode[struct {
-		Op     string `json:"op"`
-		World  string `json:"world"`
-		Parent string `json:"parent"`
-		Run    string `json:"run"`
-		Tick   *int64 `json:"tick"`
+		Op     string                     `json:"op"`
+		World  string                     `json:"world"`
+		Parent string                     `json:"parent"`
+		Run    string                     `json:"run"`
+		Tick   *int64                     `json:"tick"`
+		Meta   map[string]json.RawMessage `json:"meta"`
 	}](cmd)
 	if err != nil {
 		return nil, err
 	}
 	if c.Run == "" {
 		c.Run = index.DefaultRun
+	}
+	meta, err := metaOf("fork "+c.World, c.Meta)
+	if err != nil {
+		return nil, err
 	}
 	if err := index.ValidateWorldID(c.World); err != nil {
 		return nil, badf("world: %v", err)
@@ -243,7 +278,9 @@ func opFork(ctx context.Context, m *Mount, _ string, cmd []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	w, err := engine.ForkWorld(ctx, m.b, c.Parent, c.World, c.Run, *c.Tick, tables, m.opts.Writer)
+	opts := m.opts.Writer
+	opts.Meta = meta
+	w, err := engine.ForkWorld(ctx, m.b, c.Parent, c.World, c.Run, *c.Tick, tables, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -28,9 +28,9 @@ var ErrNoWriter = errors.New("this mount holds no writer for the world")
 //	EACCES  the mount's role may not write facts (engine.ErrForbidden); the
 //	        command names a file its writer may not read (ErrCallerAccess)
 //	ESTALE  a stale writer (index.StaleWriterError)
-//	EEXIST  a conflict: the tick or fact is taken, the world exists
+//	EEXIST  a conflict: the tick, fact or tag name is taken, the world exists
 //	EAGAIN  a claim is pending under another holder
-//	ENOENT  the world does not exist
+//	ENOENT  the world, or the tick or tag named, does not exist
 //	EINTR   the request was interrupted (its context canceled)
 //	EIO     storage, a read past Options.ReadTimeout (ReadTimeoutError), corruption (bucket.ErrCorruption, first, whatever
 //	        else the error says: a fragment that differs from its catalog record, even when it is missing; a damaged
@@ -40,6 +40,7 @@ func Errno(err error) syscall.Errno {
 	var conflict *index.CatalogConflictError
 	var claimConflict *index.ClaimConflictError
 	var pending *index.ClaimPendingError
+	var tagTaken *index.TagExistsError
 	switch {
 	case err == nil:
 		return 0
@@ -57,11 +58,11 @@ func Errno(err error) syscall.Errno {
 	case errors.As(err, &stale):
 		return syscall.ESTALE
 	case errors.As(err, &conflict), errors.As(err, &claimConflict), errors.Is(err, index.ErrWorldExists),
-		errors.Is(err, bucket.ErrExist):
+		errors.Is(err, bucket.ErrExist), errors.As(err, &tagTaken):
 		return syscall.EEXIST
 	case errors.As(err, &pending):
 		return syscall.EAGAIN
-	case errors.Is(err, index.ErrNoWorld), errors.Is(err, bucket.ErrNotExist):
+	case errors.Is(err, index.ErrNoWorld), errors.Is(err, bucket.ErrNotExist), errors.Is(err, index.ErrNotFound):
 		return syscall.ENOENT
 	}
 	return syscall.EIO

@@ -333,7 +333,7 @@ func (r *runsDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 	return r.m.child(ctx, r.EmbeddedInode(), &runDir{dirBase{m: r.m, ino: ino(r.world, "runs", name), when: r.m.headTime(r.world, name)}, r.world, name}, out)
 }
 
-// runDir is one run: head, ticks/, tables/.
+// runDir is one run: head, ticks/, tables/, tags/.
 type runDir struct {
 	dirBase
 	world, run string
@@ -348,6 +348,7 @@ func (r *runDir) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
 	out := []fuse.DirEntry{
 		dirEntry("ticks", syscall.S_IFDIR, ino(r.world, "runs", r.run, "ticks")),
 		dirEntry("tables", syscall.S_IFDIR, ino(r.world, "runs", r.run, "tables")),
+		dirEntry("tags", syscall.S_IFDIR, ino(r.world, "runs", r.run, "tags")),
 	}
 	if _, ok, err := r.m.head(ctx, r.world, r.run); err != nil {
 		return nil, r.m.errno("head of "+r.world, err)
@@ -365,6 +366,8 @@ func (r *runDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*
 		n = &ticksDir{dirBase{m: r.m, ino: id, when: r.m.headTime(r.world, r.run)}, r.world, r.run}
 	case "tables":
 		n = &tablesDir{dirBase{m: r.m, ino: id, when: r.m.headTime(r.world, r.run)}, r.world, r.run}
+	case "tags":
+		n = &tagsDir{dirBase{m: r.m, ino: id}, r.world, r.run}
 	case "head":
 		if _, ok, err := r.m.head(ctx, r.world, r.run); err != nil {
 			return nil, r.m.errno("head of "+r.world, err)

@@ -47,6 +47,9 @@ type checkpoint struct {
 	// Intents are the open intents (intent.go); a state with none writes
 	// the same bytes as before intents existed.
 	Intents []Intent `json:"intents,omitempty"`
+	// Tags are the world's tags (tag.go), by name; a state with none
+	// writes the same bytes as before tags existed.
+	Tags []Tag `json:"tags,omitempty"`
 }
 
 type shardRef struct {
@@ -86,7 +89,7 @@ func WriteCheckpoint(ctx context.Context, b bucket.Bucket, s *State, prev *check
 			old[r.key()] = r
 		}
 	}
-	cp := &checkpoint{Format: CheckpointFormat, World: s.World, Seq: s.Seq, Hash: s.Hash, Slots: s.Slots, Runs: s.Runs(), Intents: s.Intents()}
+	cp := &checkpoint{Format: CheckpointFormat, World: s.World, Seq: s.Seq, Hash: s.Hash, Slots: s.Slots, Runs: s.Runs(), Intents: s.Intents(), Tags: s.Tags()}
 	var dirty []int
 	s.shardSeq.Ascend(func(m shardMark) bool {
 		r, ok := old[m.key]
@@ -339,6 +342,7 @@ func loadShards(ctx context.Context, b bucket.Bucket, name string, cp *checkpoin
 	s := Empty(cp.World.ID)
 	s.World, s.Seq, s.Hash, s.Slots = cp.World, cp.Seq, cp.Hash, cp.Slots
 	s.intents = slices.Clone(cp.Intents)
+	s.tags = slices.Clone(cp.Tags)
 	for i := range cp.Runs {
 		s.runs.ReplaceOrInsert(&cp.Runs[i])
 	}
@@ -396,7 +400,7 @@ func readCheckpoint(ctx context.Context, b bucket.Bucket, world, name string) (*
 	if err := dec.Decode(&cp); err != nil {
 		return nil, corrupt("undecodable: %v", err)
 	}
-	if cp.Format < 1 || cp.Format > CheckpointFormat || cp.World.ID != world || cp.Seq == 0 || cp.Hash == "" {
+	if cp.Format < 1 || cp.Format > CheckpointFormat || cp.World.ID != world || cp.Seq == 0 || cp.Hash == "" || ValidateMeta(cp.World.Meta) != nil {
 		return nil, corrupt("format %d world %q seq %d", cp.Format, cp.World.ID, cp.Seq)
 	}
 	sum := cp.Sum
@@ -414,6 +418,11 @@ func readCheckpoint(ctx context.Context, b bucket.Bucket, world, name string) (*
 	for i, in := range cp.Intents {
 		if !ValidIntentID(in.ID) || in.Holder == "" || in.Seq == 0 || in.Seq > cp.Seq || i > 0 && cp.Intents[i-1].ID >= in.ID {
 			return nil, corrupt("open intent %+v", in)
+		}
+	}
+	for i, t := range cp.Tags {
+		if ValidateTagName(t.Name) != nil || t.Run == "" || t.CommitToken == "" || t.Tick < 0 || t.Seq == 0 || t.Seq > cp.Seq || i > 0 && cp.Tags[i-1].Name >= t.Name {
+			return nil, corrupt("tag %+v", t)
 		}
 	}
 	return &cp, nil

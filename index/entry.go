@@ -3,6 +3,7 @@ package index
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 )
 
@@ -22,6 +23,8 @@ const (
 	KindCommandEnqueue   Kind = "command.enqueue"
 	KindIntentOpen       Kind = "intent.open"
 	KindIntentClose      Kind = "intent.close"
+	KindTagCreate        Kind = "tag.create"
+	KindTagDelete        Kind = "tag.delete"
 )
 
 // Entry is one catalog mutation. Exactly the payload field of its Kind is
@@ -40,6 +43,7 @@ type Entry struct {
 	Rewrite      *FragmentsRewrite `json:"rewrite,omitempty"`
 	Command      *Command          `json:"command,omitempty"`
 	Intent       *IntentOp         `json:"intent,omitempty"`
+	Tag          *TagOp            `json:"tag,omitempty"`
 }
 
 // Writer modes (docs/ARCHITECTURE.md, "The catalog").
@@ -57,6 +61,10 @@ type WorldCreate struct {
 	WriterMode string `json:"writer_mode"`
 	// CreatedUnixMs is the creator's clock, recorded as data.
 	CreatedUnixMs int64 `json:"created_unix_ms"`
+	// Meta is the world's run parameters (meta.go): immutable key-value
+	// metadata, within ValidateMeta's bounds. A fork's holds its parent's
+	// with its own keys over them (engine.ForkWorld).
+	Meta map[string]string `json:"meta,omitempty"`
 }
 
 // FenceAcquire makes its writer the world's one live writer: the epoch
@@ -289,13 +297,15 @@ func (e *Entry) runs() []string {
 		return []string{e.Command.Run}
 	case e.Rewrite != nil:
 		return []string{e.Rewrite.Run}
+	case e.Tag != nil && e.Tag.Run != "":
+		return []string{e.Tag.Run}
 	}
 	return nil
 }
 
 func (e *Entry) validatePayload() error {
 	set := 0
-	for _, p := range []bool{e.WorldCreate != nil, e.FenceAcquire != nil, e.TickPublish != nil, e.WorldStatus != nil, e.Claim != nil, e.Rewrite != nil, e.Command != nil, e.Intent != nil} {
+	for _, p := range []bool{e.WorldCreate != nil, e.FenceAcquire != nil, e.TickPublish != nil, e.WorldStatus != nil, e.Claim != nil, e.Rewrite != nil, e.Command != nil, e.Intent != nil, e.Tag != nil} {
 		if p {
 			set++
 		}
@@ -311,6 +321,8 @@ func (e *Entry) validatePayload() error {
 			return fmt.Errorf("world.create: writer mode %q (want %q or %q)", c.WriterMode, ModeResumable, ModeCleanupOnly)
 		} else if (c.Parent == "") != (c.ForkRun == "") {
 			return errors.New("world.create: a fork names both its parent and fork run")
+		} else if err := ValidateMeta(c.Meta); err != nil {
+			return fmt.Errorf("world.create: %w", err)
 		}
 	case KindFenceAcquire:
 		if e.FenceAcquire == nil || e.FenceAcquire.Holder == "" {
@@ -368,6 +380,8 @@ func (e *Entry) validatePayload() error {
 		case e.Kind == KindIntentOpen && i.LeaseUntilMs <= i.NowMs:
 			return fmt.Errorf("%s: needs a lease ending after now", e.Kind)
 		}
+	case KindTagCreate, KindTagDelete:
+		return validateTag(e.Kind, e.Tag)
 	case KindFragmentsRewrite:
 		r := e.Rewrite
 		switch {
@@ -418,6 +432,7 @@ func (e *Entry) validatePayload() error {
 func (e Entry) clone() Entry {
 	if e.WorldCreate != nil {
 		v := *e.WorldCreate
+		v.Meta = maps.Clone(v.Meta)
 		e.WorldCreate = &v
 	}
 	if e.FenceAcquire != nil {
@@ -448,6 +463,10 @@ func (e Entry) clone() Entry {
 	if e.Intent != nil {
 		v := *e.Intent
 		e.Intent = &v
+	}
+	if e.Tag != nil {
+		v := *e.Tag
+		e.Tag = &v
 	}
 	if e.Rewrite != nil {
 		v := *e.Rewrite

@@ -21,7 +21,7 @@ func ctxT(t testing.TB) context.Context {
 
 // diff describes how two states differ ("" if they are equal).
 func diff(a, b *State) string {
-	if a.World != b.World {
+	if !reflect.DeepEqual(a.World, b.World) {
 		return fmt.Sprintf("world %+v vs %+v", a.World, b.World)
 	}
 	if a.Seq != b.Seq || a.Hash != b.Hash || a.Slots != b.Slots {
@@ -51,6 +51,9 @@ func diff(a, b *State) string {
 	}
 	if !reflect.DeepEqual(a.Intents(), b.Intents()) {
 		return fmt.Sprintf("open intents %+v vs %+v", a.Intents(), b.Intents())
+	}
+	if !reflect.DeepEqual(a.Tags(), b.Tags()) {
+		return fmt.Sprintf("tags %+v vs %+v", a.Tags(), b.Tags())
 	}
 	// The token index finds every tick, and holds nothing else.
 	for _, st := range []*State{a, b} {

@@ -17,8 +17,8 @@ var ErrNotFound = errors.New("not found")
 // A Moment is a point of a run's history as a person types it, parsed by
 // ParseMoment: the one parser of every point worldfs takes (README, "Time:
 // points and ranges"): worldfs sql's --at, --at-time and --until, the
-// W@POINT of worldfs diff, and the web interface's tick box. Exactly one of
-// Tick, Back, Token and Time is set.
+// W@POINT of worldfs diff, worldfs tag, and the web interface's tick box.
+// Exactly one of Tick, Back, Token, Time and Tag is set.
 type Moment struct {
 	// Text is the point as it was typed.
 	Text string
@@ -32,19 +32,22 @@ type Moment struct {
 	Token string
 	// Time is an instant: the newest tick published at or before it.
 	Time *time.Time
+	// Tag is a tag of the world (tag.go): the tick it names. Resolved by
+	// InView, which knows the world's tags; In refuses it.
+	Tag string
 }
 
 // MomentForms says what ParseMoment takes, for help texts and errors.
-const MomentForms = "a tick (170), head, head~10 (10 ticks before the head), a commit token, or a time: " +
+const MomentForms = "a tick (170), head, head~10 (10 ticks before the head), a commit token, a tag (tag:NAME), or a time: " +
 	"2026-12-01T10:00:00Z (RFC 3339), 2026-12-01 10:00 or 10:00 (local time; today), -1m, 2h ago or now"
 
 // TimeForms says what ParseInstant takes.
 const TimeForms = "2026-12-01T10:00:00Z (RFC 3339), 2026-12-01 10:00 or 10:00 (local time; today), -1m, 2h ago or now"
 
 // ParseMoment parses a point of a run's history: a tick number, head or
-// head~N, a commit token (32 lowercase hex digits), or an instant as
-// ParseInstant takes it. now is the present, and its location the time
-// zone of the forms without one.
+// head~N, a commit token (32 lowercase hex digits), a tag (tag:NAME), or
+// an instant as ParseInstant takes it. now is the present, and its
+// location the time zone of the forms without one.
 func ParseMoment(s string, now time.Time) (Moment, error) {
 	text := strings.TrimSpace(s)
 	m := Moment{Text: text}
@@ -74,6 +77,13 @@ func ParseMoment(s string, now time.Time) (Moment, error) {
 		return m, nil
 	case len(text) > 1 && text[0] == '-' && isDigits(text[1:]):
 		return m, fmt.Errorf("%q: ticks are 0 or more; for ticks before the head write head~%s, for a time before now add a unit (%sm)", text, text[1:], text)
+	case strings.HasPrefix(lower, TagPrefix):
+		name := text[len(TagPrefix):]
+		if err := ValidateTagName(name); err != nil {
+			return m, fmt.Errorf("%q: %w", text, err)
+		}
+		m.Tag = name
+		return m, nil
 	}
 	t, err := ParseInstant(text, now)
 	if err != nil {
@@ -184,6 +194,33 @@ func parseSpan(s string) (time.Duration, bool) {
 	return time.Duration(total), true
 }
 
+// ParseMomentOrTag is ParseMoment, taking also a bare NAME that no other
+// form reads as the tag NAME: the POINT of W@POINT (worldfs diff
+// W@fig3), where a name reads naturally.
+func ParseMomentOrTag(s string, now time.Time) (Moment, error) {
+	m, err := ParseMoment(s, now)
+	if err != nil && tagLike(m.Text) {
+		return Moment{Text: m.Text, Tag: m.Text}, nil
+	}
+	return m, err
+}
+
+// tagLike reports whether s is spelled as a tag's name (ValidateTagName
+// without the check against the other forms, which ParseMoment has
+// made).
+func tagLike(s string) bool {
+	if s == "" || len(s) > MaxTagNameLen || !(s[0] >= 'a' && s[0] <= 'z') {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
 func isDigits(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if s[i] < '0' || s[i] > '9' {
@@ -249,6 +286,8 @@ func (m Moment) In(ticks iter.Seq[TickAt]) (tick int64, ok bool, err error) {
 			}
 		}
 		return 0, false, fmt.Errorf("commit token %s names no visible tick of the run: %w", m.Token, ErrNotFound)
+	case m.Tag != "":
+		return 0, false, fmt.Errorf("%s names a tag: resolve it among the world's tags (Moment.InView)", m.Text)
 	case m.Time != nil:
 		ms := m.Time.UnixMilli()
 		for t := range ticks {
@@ -259,6 +298,29 @@ func (m Moment) In(ticks iter.Seq[TickAt]) (tick int64, ok bool, err error) {
 		return tick, ok, nil
 	}
 	return 0, false, errors.New("an empty point")
+}
+
+// InView resolves m among the visible ticks of v up to upTo, as In does,
+// and a tag among the tags of v's world (TickOfTag).
+func (m Moment) InView(v *View, upTo int64) (tick int64, ok bool, err error) {
+	if m.Tag != "" {
+		t, err := TickOfTag(v, m.Tag, upTo)
+		if err != nil {
+			return 0, false, m.NotATag(err)
+		}
+		return t.Tick.Tick, true, nil
+	}
+	return m.In(ViewTicks(v, upTo))
+}
+
+// NotATag is err, the failure to resolve m as a tag, saying also that m
+// is no other point when it was typed as a bare name (not tag:NAME): a
+// mistyped time reads as a tag the world lacks.
+func (m Moment) NotATag(err error) error {
+	if m.Tag == "" || strings.HasPrefix(strings.ToLower(m.Text), TagPrefix) || !errors.Is(err, ErrNoTag) {
+		return err
+	}
+	return fmt.Errorf("%q is not a point (give %s), nor a tag: %w", m.Text, MomentForms, err)
 }
 
 // ViewTicks lists the visible ticks of v up to upTo, in tick order, as

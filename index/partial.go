@@ -435,6 +435,9 @@ func (p *Partial) Run(name string) (Run, bool) { return p.s.Run(name) }
 // Runs returns every run with at least one publication, by name.
 func (p *Partial) Runs() []Run { return p.s.Runs() }
 
+// Tags returns the world's tags (a state loaded in part holds them whole).
+func (p *Partial) Tags() []Tag { return p.s.Tags() }
+
 // Hash is the hash of the slot holding the last sequence applied.
 func (p *Partial) Hash() string { return p.s.Hash }
 

@@ -22,7 +22,7 @@ import (
 // does or with ErrNotLoaded, never otherwise. It returns how many
 // questions p refused.
 func partialAlike(full *State, p *Partial, want Want) (refused int, err error) {
-	if p.World() != full.World || p.Seq() != full.Seq || !reflect.DeepEqual(p.Runs(), full.Runs()) {
+	if !p.World().Same(full.World) || p.Seq() != full.Seq || !reflect.DeepEqual(p.Runs(), full.Runs()) {
 		return 0, fmt.Errorf("partial state at %d (%+v, runs %+v), the whole at %d (%+v, runs %+v)", p.Seq(), p.World(), p.Runs(), full.Seq, full.World, full.Runs())
 	}
 	same := func(q string, got *Tick, gotOK bool, gotErr error, wanted *Tick, wantOK bool, mustAnswer bool) error {

@@ -167,6 +167,10 @@ type World struct {
 	Epoch       int64
 	FenceHolder string
 	Claims      int64 // claims ever acquired; allocates fact ids
+	// Meta is the world's run parameters (WorldCreate.Meta), immutable
+	// once created; nil: none. Shared by every state of the world: never
+	// written in place.
+	Meta map[string]string `json:",omitempty"`
 }
 
 // State is a world's catalog state after sequence Seq. A State is
@@ -208,6 +212,9 @@ type State struct {
 	// intents are the open intents, by id (intent.go); shared between
 	// clones and copied on change.
 	intents []Intent
+	// tags are the world's tags, by name (tag.go); shared between clones
+	// and copied on change.
+	tags []Tag
 	// part is what a state loaded for part of its history (LoadFor)
 	// holds of its checkpoint's ticks; nil: all of them.
 	part *partial
@@ -756,7 +763,9 @@ func (s *State) Check(e *Entry, seq uint64) (*State, Result, error) {
 // an earlier version may hold it (a replay applies it, see applySlot): a
 // fork's publish at or before its fork point; a compaction under an
 // intent that is not open, or naming files not written under it
-// (checkIntent). Readers take a fork's ticks
+// (checkIntent); a tag of a tick of the world's own history that is not
+// published (checkTag: a state loaded in part replays a tag without the
+// tick's part). Readers take a fork's ticks
 // up to the fork point from its parent (Lineage), so one of its own there
 // would be a second tick of that number, listed as one (View.Ticks) and
 // looked up as the other (View.Tick).
@@ -767,6 +776,9 @@ func (s *State) checkNew(e *Entry) error {
 	}
 	if e.Kind == KindFragmentsRewrite {
 		return s.checkIntent(e.Rewrite)
+	}
+	if e.Kind == KindTagCreate {
+		return s.checkTag(e.Tag)
 	}
 	return nil
 }
@@ -808,6 +820,8 @@ func (n *State) applyLogged(e *Entry, seq uint64) (Result, error) {
 		return r, n.applyCommand(e.Command, seq)
 	case KindIntentOpen, KindIntentClose:
 		return r, n.applyIntent(e.Kind, e.Intent, seq)
+	case KindTagCreate, KindTagDelete:
+		return r, n.applyTag(e.Kind, e.Tag, seq)
 	case KindFragmentsRewrite:
 		switch {
 		case e.Rewrite.Facts:
@@ -828,7 +842,7 @@ func (n *State) applyWorldCreate(c *WorldCreate) error {
 		return fmt.Errorf("world %s: %w", w.ID, ErrWorldExists)
 	}
 	*w = World{ID: w.ID, Created: true, Parent: c.Parent, ForkRun: c.ForkRun, ForkTick: c.ForkTick,
-		WriterMode: c.WriterMode, Status: StatusActive, CreatedUnixMs: c.CreatedUnixMs}
+		WriterMode: c.WriterMode, Status: StatusActive, CreatedUnixMs: c.CreatedUnixMs, Meta: metaOf(c.Meta)}
 	return nil
 }
 

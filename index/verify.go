@@ -218,12 +218,16 @@ func checkpointDiff(ctx context.Context, b bucket.Bucket, name string, cp *check
 	}
 	cpRuns := slices.SortedFunc(slices.Values(cp.Runs), func(a, b Run) int { return cmp.Compare(a.Name, b.Name) })
 	switch {
-	case s.World != cp.World:
+	case !s.World.Same(cp.World):
 		return fmt.Sprintf("world %+v, the log says %+v", cp.World, s.World), nil
 	case s.Seq != cp.Seq || s.Hash != cp.Hash || s.Slots != cp.Slots:
 		return fmt.Sprintf("position %d/%.12s/%d, the log says %d/%.12s/%d", cp.Seq, cp.Hash, cp.Slots, s.Seq, s.Hash, s.Slots), nil
 	case !slices.Equal(s.Runs(), cpRuns):
 		return "runs differ", nil
+	case !slices.Equal(s.Intents(), cp.Intents):
+		return fmt.Sprintf("open intents %+v, the log says %+v", cp.Intents, s.Intents()), nil
+	case !slices.Equal(s.Tags(), cp.Tags):
+		return fmt.Sprintf("tags %+v, the log says %+v", cp.Tags, s.Tags()), nil
 	}
 	var first string
 	s.shardSeq.Ascend(func(m shardMark) bool {

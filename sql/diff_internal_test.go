@@ -210,7 +210,7 @@ func TestDiffNeverShowsACrashedAttempt(t *testing.T) {
 	p, _ := b.Path(orphan)
 	frags = append(frags, fragment{world: "w", run: "main", table: particle.ID, path: p, tick: 5, token: tk.CommitToken, epoch: tk.WriterEpoch, filtered: true, first: 5, last: 5})
 	infos := map[string]engine.TableInfo{"w/" + particle.ID: particle.Info()}
-	script, err := render("w", "main", math.MaxInt64, &history{frags: frags}, infos, []string{"(0, 'w', 'main', NULL)"}, t.TempDir(), nil, l)
+	script, err := render("w", "main", math.MaxInt64, &history{frags: frags}, infos, []string{"(0, 'w', 'main', NULL)"}, t.TempDir(), nil, l, worldRow{world: index.World{ID: "w"}, run: "main"})
 	if err != nil {
 		t.Fatal(err)
 	}

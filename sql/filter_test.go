@@ -61,7 +61,7 @@ func TestTokenCheckKeepsForeignRowsOut(t *testing.T) {
 		frags = append(frags, fragment{world: "w", run: "main", table: particle.ID, path: p, tick: 5, token: tk.CommitToken, epoch: tk.WriterEpoch, filtered: true})
 	}
 	infos["w/"+particle.ID] = particle.Info()
-	script, err := render("w", "main", math.MaxInt64, &history{frags: frags}, infos, []string{"(0, 'w', 'main', NULL)"}, t.TempDir(), nil, nil)
+	script, err := render("w", "main", math.MaxInt64, &history{frags: frags}, infos, []string{"(0, 'w', 'main', NULL)"}, t.TempDir(), nil, nil, worldRow{world: index.World{ID: "w"}, run: "main"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,6 +29,10 @@ func (s *Script) Resolve(world string, m index.Moment) (int64, bool, error) {
 	if err != nil {
 		return 0, false, err
 	}
+	if m.Tag != "" {
+		t, err := part.resolveTag(m.Tag, rows)
+		return t, err == nil, m.NotATag(err)
+	}
 	return m.In(func(yield func(index.TickAt) bool) {
 		for _, r := range rows {
 			if !yield(index.TickAt{Tick: r.Tick, PublishedMs: r.PublishedMs, Token: r.CommitToken}) {

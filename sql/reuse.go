@@ -52,7 +52,7 @@ import (
 
 // reuseFormat versions kept scripts: a worldfs that keeps them otherwise
 // reads none of an older format.
-const reuseFormat = 6
+const reuseFormat = 7
 
 // maxKeptFiles bounds the files of a script that is kept: a kept script
 // lists its files, and views of that many files (a long history not yet
@@ -110,6 +110,9 @@ func reuseKey(b bucket.Bucket, world string, opts Options, dir string) (string, 
 	}
 	if opts.At != nil && opts.At.Back != nil {
 		at += fmt.Sprintf(" head~%d", *opts.At.Back)
+	}
+	if opts.At != nil && opts.At.Tag != "" {
+		at += " " + index.TagPrefix + opts.At.Tag
 	}
 	key := fmt.Sprintf("worldfs views %d\x00%s\x00%s\x00%s\x00%s\x00%s\x00%t\x00%s\x00%s",
 		reuseFormat, where, world, opts.Run, at, opts.Token, opts.Only, opts.Table, dir)
@@ -290,7 +293,8 @@ func keep(ctx context.Context, b bucket.Bucket, opts Options, dir string, own *i
 			states = append(states, position{seg.World, seg.Seq, seg.Hash})
 		}
 	}
-	k := keptScript{Format: reuseFormat, Script: Script{World: s.World, Run: s.Run, AtTick: s.AtTick, Views: s.Views, FragmentList: s.FragmentList, Visible: s.Visible},
+	k := keptScript{Format: reuseFormat, Script: Script{World: s.World, Run: s.Run, AtTick: s.AtTick, Views: s.Views, FragmentList: s.FragmentList, Visible: s.Visible,
+		Tags: s.Tags, Columns: s.Columns, TableIDs: s.TableIDs, Mixed: s.Mixed, Unlisted: s.Unlisted, WorldRow: s.WorldRow},
 		Local: s.local, Text: s.text}
 	if c := s.compacted; c != nil {
 		k.Compacted = &index.Span{From: c.from, To: c.to}

@@ -51,6 +51,11 @@ func Join(scripts ...*Script) (*Script, error) {
 	if len(scripts) == 1 {
 		return scripts[0], nil
 	}
+	return join(scripts)
+}
+
+// join is Join of one or more scripts: always a session of parts.
+func join(scripts []*Script) (*Script, error) {
 	seen := map[string]bool{}
 	for _, s := range scripts {
 		if s.parts != nil {
@@ -179,6 +184,9 @@ func diffMacroAcross() string {
 // register makes the functions worldfs serves for s's views (each
 // world's, in a session of several) available on db.
 func (s *Script) register(ctx context.Context, db *sql.DB) error {
+	if s.sweep {
+		return s.registerSweepTicks(ctx, db)
+	}
 	parts := s.parts
 	if parts == nil {
 		parts = []*Script{s}
@@ -204,6 +212,10 @@ func (s *Script) register(ctx context.Context, db *sql.DB) error {
 
 // runText is the SQL worldfs runs to define s's views.
 func (s *Script) runText() string {
+	if s.sweep {
+		text, _ := s.sweepText(false) // only the printed form writes lists
+		return text
+	}
 	if s.parts == nil {
 		return strings.ReplaceAll(s.run, markRef, "")
 	}
@@ -214,8 +226,13 @@ func (s *Script) runText() string {
 // fragmentTables names the fragment list table of each world of s, with
 // the directory of its lists.
 func (s *Script) fragmentTables() (tables, dirs []string) {
-	if s.parts == nil {
-		return []string{"worldfs_fragments"}, []string{filepath.Dir(s.FragmentList)}
+	if s.parts == nil || s.sweep {
+		for _, p := range append([]*Script{s}, s.parts...) {
+			if d := filepath.Dir(p.FragmentList); !slices.Contains(dirs, d) {
+				dirs = append(dirs, d)
+			}
+		}
+		return []string{"worldfs_fragments"}, dirs
 	}
 	for _, p := range s.parts {
 		tables, dirs = append(tables, ident(p.World)+".worldfs_fragments"), append(dirs, filepath.Dir(p.FragmentList))

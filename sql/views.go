@@ -105,8 +105,8 @@ func (o *Options) Validate() error {
 }
 
 // pin moves a point given as At to the field that pins it as typed: a
-// tick to AtTick, a token to Token, an instant to AtTime. Only head~N
-// stays in At, resolved once the lineage is known (buildFrom).
+// tick to AtTick, a token to Token, an instant to AtTime. Only head~N and
+// a tag stay in At, resolved once the lineage is known (buildFrom).
 func (o Options) pin() Options {
 	m := o.At
 	if m == nil || o.AtTick != nil || o.Token != "" || o.AtTime != nil {
@@ -199,6 +199,21 @@ type Script struct {
 	// parts, if set, are the scripts of a session of several worlds
 	// (Join), this one their union.
 	parts []*Script
+	// Tags are the world's tags (worldfs_tags, and the points tag:NAME
+	// of Resolve), by name.
+	Tags []index.Tag `json:",omitempty"`
+	// What a sweep (sweep.go) reads the world's views by: each view's
+	// component columns (after entity_id and tick) and the ids of its
+	// tables (one read each), by view; the views with files that need the
+	// row check (Mixed) or hold history no catalog lists (Unlisted); the
+	// world's row of worldfs_worlds (SQL values).
+	Columns  map[string][]frame.Column `json:",omitempty"`
+	TableIDs map[string][]string       `json:",omitempty"`
+	Mixed    []string                  `json:",omitempty"`
+	Unlisted []string                  `json:",omitempty"`
+	WorldRow string                    `json:",omitempty"`
+	// sweep: a session of several worlds read as one (Sweep).
+	sweep bool
 }
 
 // SQL returns the script for a DuckDB outside worldfs (the DuckDB shell,
@@ -210,6 +225,9 @@ type Script struct {
 // written by the first call. Its _changes and _as_of filter the views
 // rather than plan their files (worldfs's own functions plan them).
 func (s *Script) SQL() (string, error) {
+	if s.sweep {
+		return s.sweepText(true)
+	}
 	if s.parts != nil {
 		return s.sessionText(func(p *Script) (string, error) {
 			text, err := p.printedText()
@@ -444,14 +462,15 @@ func build(ctx context.Context, b bucket.Bucket, c catalogs, opts Options, path 
 		opts.At = &index.Moment{Text: opts.AtTime.Format(time.RFC3339Nano), Time: opts.AtTime}
 	}
 	if m := opts.At; m != nil {
-		// An instant, or head~N: resolved among the visible ticks. An
-		// instant before the first tick was published pins the views
-		// before it: they show no tick, as <table>_as_of shows no row.
+		// An instant, head~N or a tag: resolved among the visible ticks
+		// (a tag among the world's tags). An instant before the first
+		// tick was published pins the views before it: they show no
+		// tick, as <table>_as_of shows no row.
 		view, err := c.whole()
 		if err != nil {
 			return nil, err
 		}
-		t, ok, err := m.In(index.ViewTicks(view, upTo))
+		t, ok, err := m.InView(view, upTo)
 		if err != nil {
 			return nil, fmt.Errorf("world %s run %s: %w", world, opts.Run, err)
 		}
@@ -504,19 +523,25 @@ func build(ctx context.Context, b bucket.Bucket, c catalogs, opts Options, path 
 	// worldfs_ticks, <table>_changes and <table>_as_of read the visible
 	// ticks only when a query does: see ticks.go.
 	ticks := &tickList{view: whole, from: from, to: upTo, dir: dir}
-	s, err := render(world, opts.Run, upTo, h, infos, lineage, dir, comp, ticks)
+	var visible *index.Span
+	if !h.listed {
+		if visible, err = c.plan.Visible(upTo); err != nil {
+			return nil, err
+		}
+		if v := visible; opts.Only && v != nil && v.From <= upTo && upTo <= v.To {
+			visible = &index.Span{From: upTo, To: upTo} // one tick: the views show it alone
+		}
+	}
+	rec := worldRow{world: c.own.World(), run: opts.Run, tags: c.own.Tags()}
+	if v := visible; v != nil && v.From <= v.To {
+		rec.head = &v.To
+	}
+	s, err := render(world, opts.Run, upTo, h, infos, lineage, dir, comp, ticks, rec)
 	if err != nil {
 		return nil, err
 	}
 	s.checks = checks
-	if !h.listed {
-		if s.Visible, err = c.plan.Visible(upTo); err != nil {
-			return nil, err
-		}
-		if v := s.Visible; opts.Only && v != nil && v.From <= upTo && upTo <= v.To {
-			s.Visible = &index.Span{From: upTo, To: upTo} // one tick: the views show it alone
-		}
-	}
+	s.Visible = visible
 	keep(ctx, b, opts, dir, c.own, segs, h, s)
 	return s, nil
 }
@@ -826,7 +851,7 @@ func ident(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"
 // script stays small whatever the size of the catalog; the commit
 // identities of the ticks that name compacted files (comp, if any), which
 // only worldfs_manifests reads, are served or written apart (compacted.go).
-func render(world, run string, upTo int64, h *history, infos map[string]frame.TableInfo, lineage []string, dir string, comp *compacted, ticks *tickList) (*Script, error) {
+func render(world, run string, upTo int64, h *history, infos map[string]frame.TableInfo, lineage []string, dir string, comp *compacted, ticks *tickList, rec worldRow) (*Script, error) {
 	if strings.ContainsAny(world+run+dir, markLazy+markEager+markEnd+markEndEager+markCompacted+markTicks+markRun+markPlain+markAltEnd+markRef) {
 		return nil, fmt.Errorf("views of world %q run %q in %q: control characters in a name", world, run, dir)
 	}
@@ -855,7 +880,8 @@ func render(world, run string, upTo int64, h *history, infos map[string]frame.Ta
 	fmt.Fprintf(&sb, "CREATE OR REPLACE TEMP TABLE worldfs_fragments AS SELECT * FROM %s;\n", readOne(listPath))
 	sb.WriteString(alt("", filesCheck(world, run)))
 	sb.WriteString(ticksViews())
-	script := &Script{World: world, Run: run, AtTick: upTo, FragmentList: listPath, local: []string{listPath}, compacted: comp, ticks: ticks}
+	script := &Script{World: world, Run: run, AtTick: upTo, FragmentList: listPath, local: []string{listPath}, compacted: comp, ticks: ticks, Tags: rec.tags,
+		Columns: map[string][]frame.Column{}, TableIDs: map[string][]string{}, WorldRow: rec.values()}
 	seen := map[string]bool{}
 	for _, r := range list {
 		if !seen[r.Path] {
@@ -871,10 +897,24 @@ func render(world, run string, upTo int64, h *history, infos map[string]frame.Ta
 		}
 	}
 	for _, name := range names {
-		if err := tableViews(&sb, name, parts[name], upTo, dir); err != nil {
+		cols, err := tableViews(&sb, name, parts[name], upTo, dir)
+		if err != nil {
 			return nil, err
 		}
 		script.Views = append(script.Views, name)
+		script.Columns[name] = cols
+		mixed, unlisted := false, false
+		for _, p := range parts[name] {
+			script.TableIDs[name] = append(script.TableIDs[name], p.ti.ID)
+			mixed = mixed || p.mixed
+			unlisted = unlisted || !p.filtered && !p.empty
+		}
+		if mixed {
+			script.Mixed = append(script.Mixed, name)
+		}
+		if unlisted {
+			script.Unlisted = append(script.Unlisted, name)
+		}
 	}
 	sb.WriteString(manifestsView(comp != nil))
 	var factNames []string
@@ -884,6 +924,8 @@ func render(world, run string, upTo int64, h *history, infos map[string]frame.Ta
 		}
 	}
 	sb.WriteString(factViews(factNames))
+	sb.WriteString(tagsView(world, rec.tags))
+	sb.WriteString(worldsView(rec.values()))
 	fmt.Fprintf(&sb, "CREATE OR REPLACE TEMP VIEW worldfs_lineage AS SELECT segment::INTEGER AS segment, world::VARCHAR AS world, run::VARCHAR AS run, up_to_tick::BIGINT AS up_to_tick FROM (VALUES %s) l(segment, world, run, up_to_tick);\n", strings.Join(lineage, ", "))
 	script.text = sb.String()
 	script.finish()
@@ -1046,6 +1088,12 @@ func partition(frags []fragment, infos map[string]frame.TableInfo) ([]string, ma
 func (s *Script) Macros() []string {
 	if s.parts != nil {
 		out := []string{diffFunc}
+		if s.sweep {
+			for _, v := range s.Views {
+				out = append(out, atMacro(v), diffMacro(v), changesMacro(v), asOfMacro(v))
+			}
+			return out
+		}
 		for _, p := range s.parts {
 			out = append(out, p.Macros()...)
 		}
@@ -1066,22 +1114,23 @@ func atMacro(name string) string { return name + "_at" }
 // visible row, commit columns included), name (its components) and the
 // macro name_at(t) (the rows of tick t, reading only the files that may
 // hold it).
-func tableViews(sb *strings.Builder, name string, parts []part, upTo int64, dir string) error {
+func tableViews(sb *strings.Builder, name string, parts []part, upTo int64, dir string) ([]frame.Column, error) {
 	// The component columns of every schema of the table, in the order
 	// declared (frame.ComponentColumns).
 	infos := make([]frame.TableInfo, len(parts))
 	for i, p := range parts {
 		infos[i] = p.ti
 	}
+	components := frame.ComponentColumns(infos...)
 	var cols []string
-	for _, c := range frame.ComponentColumns(infos...) {
+	for _, c := range components {
 		cols = append(cols, ident(c.Name))
 	}
 	var qs, comps, ats, betweens []string
 	for i, p := range parts {
 		q, err := partQueries(sb, name, i, p, cols, upTo, dir)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		qs = append(qs, q.raw)
 		comps = append(comps, q.comp)
@@ -1102,7 +1151,7 @@ func tableViews(sb *strings.Builder, name string, parts []part, upTo int64, dir 
 	unlisted := slices.ContainsFunc(parts, func(p part) bool { return !p.filtered })
 	sb.WriteString(changeMacros(name, cols, unlisted))
 	sb.WriteString("\n")
-	return nil
+	return components, nil
 }
 
 // Macro names of the view called name besides name_at: its changes

@@ -440,7 +440,7 @@ func (s *Server) point(ctx context.Context, world, run, at string) (*PointTick, 
 	if err != nil {
 		return nil, err
 	}
-	t, ok, err := m.In(index.ViewTicks(v, math.MaxInt64))
+	t, ok, err := m.InView(v, math.MaxInt64)
 	switch {
 	case errors.Is(err, index.ErrNotFound):
 		return nil, notFound(err)

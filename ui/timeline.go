@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"math"
@@ -50,6 +51,9 @@ type Timeline struct {
 	// world's own run (UpTo null). A segment's UpTo is where the next
 	// one forked from it: the timeline marks it.
 	Lineage []LineageSegment `json:"lineage"`
+	// Tags are the world's tags that name a visible tick of the run, by
+	// tick then name: marks on the timeline.
+	Tags []TimelineTag `json:"tags"`
 }
 
 // LineageSegment is one world's part of a run's ticks (Timeline.Lineage).
@@ -57,6 +61,15 @@ type LineageSegment struct {
 	World string `json:"world"`
 	Run   string `json:"run"`
 	UpTo  *int64 `json:"up_to"`
+}
+
+// TimelineTag is a tag on the timeline: its name, the tick it names, its
+// message and when it was made.
+type TimelineTag struct {
+	Name    string `json:"name"`
+	Tick    int64  `json:"tick"`
+	Message string `json:"message,omitempty"`
+	UnixMs  int64  `json:"unix_ms"`
 }
 
 // maxTimePoints bounds Timeline.Published; maxKeptEvents the events the
@@ -144,6 +157,15 @@ func (s *Server) timeline(ctx context.Context, world, run string) (*Timeline, er
 	}
 	own := v.Segments[len(v.Segments)-1].State
 	tl.LogTo = own.Seq
+	tl.Tags = []TimelineTag{}
+	for _, tg := range own.Tags() {
+		if t, err := index.TickOfTag(v, tg.Name, math.MaxInt64); err == nil {
+			tl.Tags = append(tl.Tags, TimelineTag{Name: tg.Name, Tick: t.Tick.Tick, Message: tg.Message, UnixMs: tg.CreatedUnixMs})
+		}
+	}
+	slices.SortFunc(tl.Tags, func(a, b TimelineTag) int {
+		return cmp.Or(cmp.Compare(a.Tick, b.Tick), strings.Compare(a.Name, b.Name))
+	})
 	tl.Events, tl.LogFrom, err = s.events(ctx, world, own.Seq)
 	if err != nil {
 		return nil, err
@@ -434,6 +456,13 @@ func eventOf(seq uint64, e *index.Entry, lastMs *int64) (Event, bool) {
 		}
 	case e.Command != nil:
 		ev.Run, ev.Tick = e.Command.Run, &e.Command.Due
+	case e.Tag != nil:
+		ev.Detail, ms = "tag "+e.Tag.Name, e.Tag.NowMs
+		if e.Kind == index.KindTagCreate {
+			ev.Run, ev.Tick, ev.Token = e.Tag.Run, &e.Tag.Tick, e.Tag.CommitToken
+		} else {
+			ev.Detail += " deleted"
+		}
 	}
 	if ms != 0 {
 		ev.UnixMs, *lastMs = ms, ms

@@ -86,3 +86,42 @@ func TestKeptEventsAreBounded(t *testing.T) {
 		t.Fatalf("after a page of older events the server keeps %d", len(tl.Events))
 	}
 }
+
+// The timeline shows the world's tags that name a visible tick of its
+// run, by tick (a fork's tag of a tick it inherits among them), and a
+// tag's creation among its events.
+func TestTimelineShowsTags(t *testing.T) {
+	f := newFixture(t)
+	ctx := enginetest.Context(t)
+	for _, c := range []struct {
+		world, name string
+		tick        int64
+	}{{"f", "own", 8}, {"f", "inherited", 3}, {"w", "parents", 5}} {
+		cat, err := index.Open(ctx, f.b, c.world, index.Options{NoCompactor: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tick := c.tick
+		if _, err := cat.Tag(ctx, index.LoadFrom(f.b), index.DefaultRun, index.Moment{Text: "n", Tick: &tick}, c.name, "why "+c.name); err != nil {
+			t.Fatal(err)
+		}
+		cat.Close()
+	}
+	var tl Timeline
+	if code := f.get(t, "/api/w/f/timeline", &tl); code != 200 {
+		t.Fatalf("timeline of f: %d", code)
+	}
+	got := fmt.Sprint(tl.Tags)
+	if len(tl.Tags) != 2 || tl.Tags[0].Name != "inherited" || tl.Tags[0].Tick != 3 || tl.Tags[1].Name != "own" || tl.Tags[1].Message != "why own" || tl.Tags[1].UnixMs == 0 {
+		t.Fatalf("the fork's timeline tags: %s; want inherited at 3, own at 8 (not its parent's)", got)
+	}
+	tagged := 0
+	for _, e := range tl.Events {
+		if e.Kind == string(index.KindTagCreate) && e.Tick != nil {
+			tagged++
+		}
+	}
+	if tagged != 2 {
+		t.Fatalf("the fork's events hold %d tag creations, want 2: %+v", tagged, tl.Events)
+	}
+}

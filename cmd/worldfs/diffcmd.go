@@ -29,7 +29,8 @@ type side struct {
 }
 
 // parsePoint parses W, W@POINT or @POINT (world taken from dflt); POINT
-// is any form index.ParseMoment takes (170, head~10, 10:00, a token, …).
+// is any form index.ParseMoment takes (170, head~10, 10:00, a token, …),
+// or a tag's bare name (index.ParseMomentOrTag: w1@fig3).
 func parsePoint(arg, dflt string, now time.Time) (side, error) {
 	world, point, hasPoint := strings.Cut(arg, "@")
 	if world == "" {
@@ -40,7 +41,7 @@ func parsePoint(arg, dflt string, now time.Time) (side, error) {
 	}
 	p := side{world: world}
 	if hasPoint {
-		m, err := index.ParseMoment(point, now)
+		m, err := index.ParseMomentOrTag(point, now)
 		if err != nil {
 			return side{}, usagef("%s: %v", arg, err)
 		}
@@ -76,7 +77,7 @@ func diffCmd() command {
 	return command{
 		name: "diff",
 		summary: "the entities inserted, deleted and updated between two (world, point) sides, per table and column; the head of each side by default. " +
-			"POINT is " + index.MomentForms,
+			"POINT is " + index.MomentForms + "; or a tag's bare name (w1@fig3)",
 		usage: "W[@POINT] [W2][@POINT2]",
 		example: "worldfs diff --bucket ./worldfs-data w1@100 @200                 # two ticks of one world\n" +
 			"  worldfs diff --bucket ./worldfs-data w1@head~10 @head             # the last ten ticks\n" +

@@ -104,7 +104,7 @@ func TestDiffCommand(t *testing.T) {
 			t.Fatalf("diff --out %s: %d particle rows, --rows printed %d", what, n, len(td.Rows))
 		}
 	}
-	for _, bad := range [][]string{{"w"}, {"@3"}, {"w@x"}, {"w@1", "w@2", "w@3"}} {
+	for _, bad := range [][]string{{"w"}, {"@3"}, {"w@x!"}, {"w@1", "w@2", "w@3"}} { // (w@x is a tag: TestTagCommands)
 		if code, _, _ := cli(t, append(append([]string{"diff"}, flags...), bad...)...); code != 2 {
 			t.Fatalf("diff %v: exit %d, want 2 (usage)", bad, code)
 		}
@@ -164,8 +164,14 @@ func TestDiffSidesTakeEveryPointForm(t *testing.T) {
 	if code != exitNotFound || !strings.Contains(stderr, `--table partcle: no table "partcle" in w; did you mean "particle"? Their tables: "debris", "emitter"`) {
 		t.Errorf("--table partcle: exit %d %q", code, stderr)
 	}
+	code, _, stderr = cli(t, append(append([]string{"diff"}, flags...), "w@10:61")...)
+	if code != exitUsage || !strings.Contains(stderr, `worldfs diff: w@10:61: "10:61" is not a point: give a tick (170), head, head~10`) {
+		t.Errorf("w@10:61: exit %d %q", code, stderr)
+	}
+	// A bare name is a tag (w@fig3): one the world lacks is no other
+	// point either.
 	code, _, stderr = cli(t, append(append([]string{"diff"}, flags...), "w@x")...)
-	if code != exitUsage || !strings.Contains(stderr, `worldfs diff: w@x: "x" is not a point: give a tick (170), head, head~10`) {
+	if code != exitNotFound || !strings.Contains(stderr, `"x" is not a point (give a tick (170), head, head~10`) || !strings.Contains(stderr, "nor a tag: world w has no tag x") {
 		t.Errorf("w@x: exit %d %q", code, stderr)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/worldfs/worldfs/export/iceberg"
@@ -32,7 +34,8 @@ func exportIcebergCmd() command {
 			to = fs.String("to", "", "object prefix of the tables (default export/iceberg/<world>/<run>)")
 			base = fs.String("base", "", "URI of the bucket's root in the metadata (default: file://<dir>/ or gs://<bucket>/<prefix>)")
 			expire = fs.String("expire-before", "", "instead of exporting, drop the export snapshots older than this "+
-				"(an RFC 3339 time, or a duration before now such as 168h); collection then stops keeping their files")
+				"(an RFC 3339 time, or a duration before now such as 168h; 0s: all), but each table's current one and those a tag of the world names "+
+				"(worldfs tag: an Iceberg tag ref, until the tag is deleted and an export follows); collection then stops keeping their files")
 			follow = fs.Duration("follow", 0, "keep exporting the head, within this long of each change the world's change feed shows (e.g. 10s), until interrupted")
 			full = fs.Bool("full", false, "plan every table in full (read its previous manifests, check every file against the catalog) "+
 				"instead of appending the files of the ticks since its previous snapshot")
@@ -111,15 +114,16 @@ func exportIcebergCmd() command {
 	}
 }
 
-// expireBefore is --expire-before: an RFC 3339 time, or a positive
-// duration before now.
+// expireBefore is --expire-before: an RFC 3339 time, or a duration
+// before now (0s: every snapshot but the current ones and those a tag
+// names).
 func expireBefore(s string) (time.Time, error) {
-	if d, err := time.ParseDuration(s); err == nil && d > 0 {
+	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
 		return time.Now().Add(-d), nil
 	} else if t, err := time.Parse(time.RFC3339, s); err == nil {
 		return t, nil
 	}
-	return time.Time{}, usagef("--expire-before %q: neither an RFC 3339 time (2026-11-30T12:00:00Z) nor a positive duration (168h)", s)
+	return time.Time{}, usagef("--expire-before %q: neither an RFC 3339 time (2026-11-30T12:00:00Z) nor a duration before now (168h; 0s: all but the current and the tagged)", s)
 }
 
 // printExpired prints what --expire-before dropped: a line per table, or
@@ -151,5 +155,8 @@ func printExport(out io.Writer, res *iceberg.Result) {
 		}
 		fmt.Fprintf(out, "  %s: %s (%s), %d files (+%d -%d, %d rewritten filtered, %d reused), %d rows\n    %s\n",
 			t.Table, what, plan, t.Files, t.Added, t.Removed, t.Rewritten, t.Reused, t.Rows, t.Metadata)
+		for _, name := range slices.Sorted(maps.Keys(t.Tags)) {
+			fmt.Fprintf(out, "    tag %s: snapshot %d\n", name, t.Tags[name])
+		}
 	}
 }

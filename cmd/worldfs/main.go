@@ -62,7 +62,7 @@ const (
 	exitUsage       = 2   // a bad command line
 	exitInDoubt     = 3   // the bucket did not answer within --bucket-timeout, or a write's outcome is in doubt
 	exitNotFound    = 4   // the bucket, world or object does not exist
-	exitConflict    = 5   // a stale writer, or a conflict: the name, tick or fact is taken
+	exitConflict    = 5   // a stale writer, or a conflict: the name, tick, fact or tag is taken
 	exitResync      = 6   // watch: the cursor is past the change feed's retention
 	exitInterrupted = 130 // interrupted (SIGINT, SIGTERM)
 )
@@ -73,7 +73,7 @@ var commands = map[string][]command{
 	"": {
 		checkCmd(), demoCmd(), diffCmd(), evaluateCmd(), gcCmd(), ingestCmd(),
 		initCmd(), logCmd(), mountCmd(), optimizeCmd(), serveCmd(), sqlCmd(), uiCmd(),
-		umountCmd(), versionCmd(), viewsCmd(), watchCmd(), worldsCmd(),
+		tagCmd(), tagsCmd(), umountCmd(), versionCmd(), viewsCmd(), watchCmd(), worldsCmd(),
 	},
 	"bucket": {bucketLsCmd(), bucketCatCmd(), bucketStatCmd(), bucketPutCmd(), bucketRmCmd()},
 	"world":  append([]command{worldCopyCmd()}, worldCommands()...),
@@ -328,7 +328,8 @@ func exitCode(ctx context.Context, err error) int {
 	case errors.As(err, new(notFoundError)), errors.Is(err, index.ErrNoWorld), errors.Is(err, wsql.ErrNotFound):
 		return exitNotFound
 	case errors.As(err, &stale), errors.As(err, &conflict), errors.As(err, &claimConflict),
-		errors.Is(err, index.ErrWorldExists), errors.Is(err, bucket.ErrExist), errors.Is(err, errFactConflict):
+		errors.Is(err, index.ErrWorldExists), errors.Is(err, bucket.ErrExist), errors.Is(err, errFactConflict),
+		errors.As(err, new(*index.TagExistsError)):
 		return exitConflict
 	case errors.Is(err, index.ErrResync):
 		return exitResync

@@ -4,11 +4,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"math"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"time"
@@ -26,7 +28,10 @@ import (
 type viewFlags struct {
 	url, run, token, cacheDir, at, atTime, until *string
 	world                                        *worldsFlag
-	cacheSize                                    *int64
+	// worlds and lineage pick the worlds of a sweep (sql.Sweep): a glob
+	// of ids, or a world and every fork below it.
+	worlds, lineage *string
+	cacheSize       *int64
 }
 
 // worldsFlag is --world, which may be given more than once.
@@ -66,6 +71,10 @@ func worldsVar(fs *flag.FlagSet) *worldsFlag {
 func addViewFlags(fs *flag.FlagSet) *viewFlags {
 	v := addSessionFlags(fs)
 	v.world = worldsVar(fs)
+	v.worlds = fs.String("worlds", "", "a sweep: every world whose id matches this `GLOB` ('sweep-*'), read as one: each view and macro (particle, particle_at, _diff, _changes, _as_of) "+
+		"over them all with a world column first, each world under its own visibility and lineage, joined by column name (a column a world lacks is NULL); "+
+		"worldfs_worlds lists them (parent, fork tick, head tick, created, meta, tags); each world's own views in a schema named after it")
+	v.lineage = fs.String("lineage", "", "a sweep of `WORLD` and every fork below it (its forks, theirs, …), read as one as --worlds reads them")
 	v.at = fs.String("at", "", "the world at one `POINT`: the views show that tick alone (a snapshot). POINT is "+index.MomentForms+"; "+localZone())
 	v.atTime = fs.String("at-time", "", "the world at a `TIME`: the views show the newest tick published at or before it alone (a snapshot; before the first tick, none). TIME is "+index.TimeForms+"; "+localZone())
 	v.token = fs.String("token", "", "the world at the tick this commit `token` published: the views show that tick alone (a snapshot)")
@@ -83,10 +92,12 @@ func localZone() string {
 // addSessionFlags adds the flags of a session's bucket, run and cache;
 // its views are of the head, of worlds named otherwise.
 func addSessionFlags(fs *flag.FlagSet) *viewFlags {
-	none := ""
+	none, noneW, noneL := "", "", ""
 	return &viewFlags{
 		url:       bucketFlag(fs),
 		world:     &worldsFlag{},
+		worlds:    &noneW,
+		lineage:   &noneL,
 		run:       fs.String("run", index.DefaultRun, "run"),
 		at:        &none,
 		token:     &none,
@@ -102,6 +113,19 @@ func addSessionFlags(fs *flag.FlagSet) *viewFlags {
 // once the caller has used the views: views reused from a kept script
 // read the catalog if a query reads worldfs_manifests.
 func (v *viewFlags) build(ctx context.Context) (s *wsql.Script, refuse []string, done func(), err error) {
+	switch {
+	case *v.worlds != "" && *v.lineage != "":
+		return nil, nil, nil, usagef("--worlds and --lineage each pick the worlds of a sweep; give one")
+	case (*v.worlds != "" || *v.lineage != "") && len(*v.world) > 0:
+		return nil, nil, nil, usagef("--world names worlds one schema each; --worlds and --lineage read a sweep as one: give one of them")
+	case *v.worlds != "":
+		return v.session(ctx, func(b bucket.Bucket) ([]string, error) { return index.MatchWorlds(ctx, b, *v.worlds) }, true)
+	case *v.lineage != "":
+		if err := index.ValidateWorldID(*v.lineage); err != nil {
+			return nil, nil, nil, usagef("--lineage: %v", err)
+		}
+		return v.session(ctx, func(b bucket.Bucket) ([]string, error) { return index.LineageWorlds(ctx, b, *v.lineage) }, true)
+	}
 	return v.buildWorlds(ctx, *v.world)
 }
 
@@ -168,15 +192,33 @@ func flagErr(name string, err error) error {
 // buildWorlds is build of the views of worlds, one session.
 func (v *viewFlags) buildWorlds(ctx context.Context, worlds []string) (s *wsql.Script, refuse []string, done func(), err error) {
 	if len(worlds) == 0 {
-		return nil, nil, nil, usagef("--world is required")
+		return nil, nil, nil, usagef("--world is required (or --worlds GLOB, --lineage W for a sweep)")
 	}
-	opts, err := v.options(worlds)
-	if err != nil {
-		return nil, nil, nil, err
-	}
+	return v.session(ctx, func(bucket.Bucket) ([]string, error) { return worlds, nil }, false)
+}
+
+// session builds the views of the worlds pick names in the bucket: one
+// session of a schema each (Join), or a sweep (Sweep).
+func (v *viewFlags) session(ctx context.Context, pick func(bucket.Bucket) ([]string, error), sweep bool) (s *wsql.Script, refuse []string, done func(), err error) {
 	refuse = []string{*v.cacheDir}
 	b, err := openExisting(ctx, *v.url)
 	if err != nil {
+		return nil, nil, nil, err
+	}
+	worlds, err := pick(b)
+	if err != nil {
+		b.Close()
+		if errors.Is(err, path.ErrBadPattern) {
+			return nil, nil, nil, usagef("--worlds: %v", err)
+		}
+		if errors.Is(err, index.ErrNotFound) {
+			return nil, nil, nil, notFoundError{err.Error()}
+		}
+		return nil, nil, nil, err
+	}
+	opts, err := v.options(worlds)
+	if err != nil {
+		b.Close()
 		return nil, nil, nil, err
 	}
 	var mem *cache.Memory
@@ -191,9 +233,11 @@ func (v *viewFlags) buildWorlds(ctx context.Context, worlds []string) (s *wsql.S
 			closeAll()
 		}
 	}()
-	for _, w := range worlds {
-		if err := requireWorld(ctx, b, w); err != nil {
-			return nil, nil, nil, err
+	if !sweep { // a sweep's worlds are the bucket's, listed
+		for _, w := range worlds {
+			if err := requireWorld(ctx, b, w); err != nil {
+				return nil, nil, nil, err
+			}
 		}
 	}
 	// The cache also keeps the scripts built, which a later process
@@ -214,6 +258,10 @@ func (v *viewFlags) buildWorlds(ctx context.Context, worlds []string) (s *wsql.S
 			return nil, nil, nil, err
 		}
 		rb = mem.Wrap(b)
+	}
+	if sweep {
+		s, err = wsql.BuildSweep(ctx, rb, worlds, opts)
+		return s, refuse, closeAll, err
 	}
 	var scripts []*wsql.Script
 	for _, w := range worlds {
@@ -328,7 +376,7 @@ func tickOf(ctx context.Context, b bucket.Bucket, world, run string, m index.Mom
 	if err != nil {
 		return 0, err
 	}
-	t, ok, err := m.In(index.ViewTicks(v, math.MaxInt64))
+	t, ok, err := m.InView(v, math.MaxInt64)
 	if err != nil {
 		return 0, fmt.Errorf("world %s run %s: %w", world, run, err)
 	}

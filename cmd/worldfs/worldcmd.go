@@ -7,7 +7,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -51,7 +53,7 @@ func loadWorldInfo(ctx context.Context, b bucket.Bucket, world string) (worldInf
 
 func printWorlds(out io.Writer, ws []worldInfo) error {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "WORLD\tFORKED FROM\tRUNS (head tick)\tEPOCH\tSTATUS\tWRITER MODE")
+	fmt.Fprintln(tw, "WORLD\tFORKED FROM\tRUNS (head tick)\tEPOCH\tSTATUS\tWRITER MODE\tMETA")
 	for _, w := range ws {
 		fork := "-"
 		if w.Parent != "" {
@@ -64,7 +66,7 @@ func printWorlds(out io.Writer, ws []worldInfo) error {
 		if len(runs) == 0 {
 			runs = append(runs, "-")
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", w.ID, fork, strings.Join(runs, " "), w.Epoch, w.Status, w.WriterMode)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", w.ID, fork, strings.Join(runs, " "), w.Epoch, w.Status, w.WriterMode, dash(metaFlag(w.Meta).String()))
 	}
 	return tw.Flush()
 }
@@ -106,6 +108,11 @@ func newLogRecord(c index.Change, withEntry bool) logRecord {
 		r.Run, r.Tick = e.Command.Run, &e.Command.Due
 	case e.Intent != nil:
 		ms = e.Intent.NowMs
+	case e.Tag != nil:
+		r.Run, ms = e.Tag.Run, e.Tag.NowMs
+		if e.Kind == index.KindTagCreate {
+			r.Tick, r.Token = &e.Tag.Tick, e.Tag.CommitToken
+		}
 	}
 	if ms != 0 {
 		r.Time = time.UnixMilli(ms).UTC().Format(time.RFC3339Nano)
@@ -222,7 +229,7 @@ func (f *fenceEpochs) see(ctx context.Context, c index.Change) (int64, error) {
 // WHAT: its tick or claim, else what it knows of the entry.
 func logDetail(r logRecord, e index.Entry) string {
 	switch {
-	case r.Tick != nil && e.Rewrite == nil:
+	case r.Tick != nil && e.Rewrite == nil && e.Tag == nil:
 		return fmt.Sprint(*r.Tick)
 	case r.Claim != "":
 		return r.Claim
@@ -247,6 +254,10 @@ func logDetail(r logRecord, e index.Entry) string {
 			time.UnixMilli(e.Intent.LeaseUntilMs).UTC().Format(time.RFC3339))
 	case e.Intent != nil:
 		return fmt.Sprintf("intent %s, closed by %s", e.Intent.ID, e.Intent.Holder)
+	case e.Kind == index.KindTagCreate:
+		return fmt.Sprintf("tag %s: %s@%d", e.Tag.Name, e.Tag.Run, e.Tag.Tick)
+	case e.Tag != nil:
+		return "tag " + e.Tag.Name + " deleted"
 	}
 	return ""
 }
@@ -514,16 +525,51 @@ func worldCommands() []command {
 	return cs
 }
 
+// metaFlag is --meta KEY=VALUE, given once per key: a world's run
+// parameters (index.ValidateMeta).
+type metaFlag map[string]string
+
+func (m metaFlag) String() string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, k+"="+m[k])
+	}
+	return strings.Join(out, ",")
+}
+
+func (m metaFlag) Set(v string) error {
+	k, val, ok := strings.Cut(v, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("%q is not KEY=VALUE (seed=17)", v)
+	}
+	if _, dup := m[k]; dup {
+		return fmt.Errorf("key %s is given twice", k)
+	}
+	m[k] = val
+	return nil
+}
+
+// metaVar adds --meta to fs.
+func metaVar(fs *flag.FlagSet, what string) metaFlag {
+	m := metaFlag{}
+	fs.Var(m, "meta", "a run parameter as `KEY=VALUE`, once per key ("+what+"): immutable metadata, shown by worldfs world, world.json, SQL (worldfs_worlds) and the web interface; "+
+		fmt.Sprintf("keys are a-z 0-9 . _ - (starting with a letter), at most %d keys, %d bytes a value, %d bytes in all", index.MaxMetaKeys, index.MaxMetaValueLen, index.MaxMetaBytes))
+	return m
+}
+
 // worldCreate is "worldfs world create" as a root ctl command.
 func worldCreate() worldCmd {
 	var tables, writerMode *string
+	var meta metaFlag
 	return worldCmd{
 		name: "create", summary: "create a world with its tables (a writer then resumes it: world resume, the mount's ctl, engine.ResumeWorld)",
-		usage:   "WORLD",
-		example: `worldfs world create w1 --tables '[{"name":"particle","components":[{"name":"pos","fields":[{"name":"x","type":"double"}]}]}]'`,
+		usage: "WORLD",
+		example: `worldfs world create w1 --tables '[{"name":"particle","components":[{"name":"pos","fields":[{"name":"x","type":"double"}]}]}]'` + "\n" +
+			`  worldfs world create sweep-base --tables @tables.json --meta seed=17 --meta gravity=9.81`,
 		flags: func(fs *flag.FlagSet) {
 			tables = fs.String("tables", "", "the tables, as the root ctl's create takes them: a JSON array, or @FILE holding one (required)")
 			writerMode = fs.String("writer-mode", index.ModeResumable, "resumable, or cleanup_only (a writer that dies is never resumed)")
+			meta = metaVar(fs, "seed=17 --meta gravity=9.81")
 		},
 		line: func(fs *flag.FlagSet, args []string) (map[string]any, error) {
 			if *tables == "" {
@@ -533,7 +579,14 @@ func worldCreate() worldCmd {
 			if err != nil {
 				return nil, err
 			}
-			return map[string]any{"op": "create", "world": args[0], "tables": json.RawMessage(spec), "writer_mode": *writerMode}, nil
+			if err := index.ValidateMeta(meta); err != nil {
+				return nil, usagef("--meta: %v", err)
+			}
+			line := map[string]any{"op": "create", "world": args[0], "tables": json.RawMessage(spec), "writer_mode": *writerMode}
+			if len(meta) > 0 {
+				line["meta"] = map[string]string(meta)
+			}
+			return line, nil
 		},
 	}
 }
@@ -542,19 +595,28 @@ func worldCreate() worldCmd {
 func worldFork() worldCmd {
 	var parent, forkRun *string
 	var forkTick *int64
+	var meta metaFlag
 	return worldCmd{
-		name: "fork", summary: "fork a world from a visible tick of a parent's run", usage: "WORLD",
-		example: "worldfs world fork w1-b --parent w1 --tick 20",
+		name: "fork", summary: "fork a world from a visible tick of a parent's run; its run parameters are its parent's, each --meta adding or replacing one", usage: "WORLD",
+		example: "worldfs world fork w1-b --parent w1 --tick 20\n  worldfs world fork sweep-18 --parent sweep-base --tick 0 --meta seed=18",
 		flags: func(fs *flag.FlagSet) {
 			parent = fs.String("parent", "", "the world to fork from (required)")
 			forkRun = fs.String("run", index.DefaultRun, "the parent's run")
 			forkTick = fs.Int64("tick", -1, "the parent's tick to fork from (required)")
+			meta = metaVar(fs, "seed=18: over the parent's")
 		},
 		line: func(fs *flag.FlagSet, args []string) (map[string]any, error) {
 			if *parent == "" || !isSet(fs, "tick") {
 				return nil, usagef("fork needs --parent and --tick")
 			}
-			return map[string]any{"op": "fork", "world": args[0], "parent": *parent, "run": *forkRun, "tick": *forkTick}, nil
+			if err := index.ValidateMeta(meta); err != nil {
+				return nil, usagef("--meta: %v", err)
+			}
+			line := map[string]any{"op": "fork", "world": args[0], "parent": *parent, "run": *forkRun, "tick": *forkTick}
+			if len(meta) > 0 {
+				line["meta"] = map[string]string(meta)
+			}
+			return line, nil
 		},
 	}
 }
@@ -661,22 +723,29 @@ func ctlCommand(wc worldCmd) command {
 // worldCommand runs one root ctl command on b through a mount that is not
 // served: the same code a write to <mount>/ctl runs.
 func worldCommand(ctx context.Context, b bucket.Bucket, url string, line map[string]any) error {
+	_, err := ctlAnswer(ctx, b, url, line)
+	return err
+}
+
+// ctlAnswer is worldCommand, returning the command's answer.
+func ctlAnswer(ctx context.Context, b bucket.Bucket, url string, line map[string]any) (any, error) {
 	data, err := json.Marshal(line)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	c, id, err := openCache(url, defaultCacheDir(), 1<<30)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	host, _ := os.Hostname()
 	m, err := wfs.New(b, wfs.Options{Cache: c, BucketID: id, Holder: fmt.Sprintf("cli@%s:%d", host, os.Getpid())})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer m.Close()
-	if _, err := m.Command(ctx, "", data); err != nil {
-		return fmt.Errorf("world %s %s: %w", line["op"], line["world"], err)
+	answer, err := m.Command(ctx, "", data)
+	if err != nil {
+		return nil, fmt.Errorf("world %s %s: %w", line["op"], line["world"], err)
 	}
-	return nil
+	return answer, nil
 }

@@ -204,7 +204,7 @@ func TestWorldCommandsRoundTrip(t *testing.T) {
 			t.Errorf("worlds lists %+v; the library reads %+v", w, lib)
 		}
 	}
-	if code, out, _ := cli(t, "worlds", "--bucket", dir); code != 0 || !regexp.MustCompile(`\nw2 +w1 main@1 +- +1 +active +resumable\n`).MatchString(out) {
+	if code, out, _ := cli(t, "worlds", "--bucket", dir); code != 0 || !regexp.MustCompile(`\nw2 +w1 main@1 +- +1 +active +resumable +-\n`).MatchString(out) {
 		t.Errorf("worlds table: %d\n%s", code, out)
 	}
 }

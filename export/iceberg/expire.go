@@ -21,7 +21,9 @@ type Expired struct {
 
 // Expire drops, from every table exported under opts.Prefix, the
 // snapshots taken (their tick published) before before, except each
-// table's current one, committing one new metadata version per table.
+// table's current one and those a ref names (a tag's: the export writes a
+// tag ref per tag of the world, tags.go), committing one new metadata
+// version per table.
 // Collection keeps only what the remaining snapshots reference, so a
 // reader of an expired snapshot may then find its files gone.
 func Expire(ctx context.Context, b bucket.Bucket, opts Options, before time.Time) ([]Expired, error) {
@@ -50,8 +52,12 @@ func Expire(ctx context.Context, b bucket.Bucket, opts Options, before time.Time
 		next := *m
 		next.Snapshots = nil
 		dropped := map[int64]bool{}
+		named := map[int64]bool{} // by a ref: a branch's head, or a tag (tags.go)
+		for _, r := range m.Refs {
+			named[r.SnapshotID] = true
+		}
 		for _, s := range m.Snapshots {
-			if s.TimestampMs < cut && (m.CurrentSnapshotID == nil || s.SnapshotID != *m.CurrentSnapshotID) {
+			if s.TimestampMs < cut && !named[s.SnapshotID] && (m.CurrentSnapshotID == nil || s.SnapshotID != *m.CurrentSnapshotID) {
 				dropped[s.SnapshotID] = true
 				continue
 			}

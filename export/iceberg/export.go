@@ -180,6 +180,9 @@ type TableResult struct {
 	// Reused: files of rows checked by an earlier export whose filtered
 	// copy served again, unread.
 	Reused int
+	// Tags are the table's Iceberg tags, the exported world's tags of the
+	// run up to the pin (tags.go): the snapshot each names, by tag.
+	Tags map[string]int64 `json:"Tags,omitempty"`
 }
 
 // Export writes, for every table of the pinned (world, run), one Iceberg
@@ -286,6 +289,13 @@ func (e *exporter) export(ctx context.Context) (*Result, error) {
 		if e.tables[name] != nil {
 			continue
 		}
+		if tr, changed, err := e.retag(ctx, loc, name); err != nil {
+			return res, fmt.Errorf("world %s run %s: table %s: %w", opts.World, opts.Run, name, err)
+		} else if changed {
+			tr.Incremental = true
+			res.Tables = append(res.Tables, tr)
+			continue
+		}
 		if err := e.upgrade(ctx, loc); err != nil {
 			return res, fmt.Errorf("world %s run %s: table %s: %w", opts.World, opts.Run, name, err)
 		}
@@ -293,7 +303,7 @@ func (e *exporter) export(ctx context.Context) (*Result, error) {
 		s := p.m.current()
 		tot := totalsOf(s)
 		res.Tables = append(res.Tables, TableResult{Table: name, Metadata: e.uri(metadataName(loc, p.ver)), Version: p.ver,
-			SnapshotID: s.SnapshotID, Incremental: true, Files: int(tot.files), Rows: tot.rows})
+			SnapshotID: s.SnapshotID, Incremental: true, Files: int(tot.files), Rows: tot.rows, Tags: tagsOf(p.m)})
 	}
 	slices.SortFunc(res.Tables, func(a, b TableResult) int { return strings.Compare(a.Table, b.Table) })
 	return res, nil
@@ -324,6 +334,10 @@ type exporter struct {
 	// their current snapshot holds files up to.
 	inc    map[string]int64
 	tables map[string]*table // by readable name
+	// tagged: the tags written as refs (tags.go); upTo: the tables'
+	// files up to a tagged tick, planned once.
+	tagged []taggedTick
+	upTo   map[int64]map[string]*table
 }
 
 // table is one readable table's visible files (of every table id and
@@ -362,6 +376,8 @@ func (e *exporter) plan(ctx context.Context) error {
 	if err := e.open(ctx, own); err != nil {
 		return err
 	}
+	e.upTo = nil
+	e.planTags()
 	from, err := e.frontier(ctx)
 	if err != nil {
 		return err
@@ -525,11 +541,23 @@ func (e *exporter) markIncremental() {
 // receipt, by table.
 func (e *exporter) planFiles(ctx context.Context, own *index.State, from int64) error {
 	e.tables = map[string]*table{}
+	if err := e.collect(ctx, e.tables, e.view, from, e.pin.Tick.Tick); err != nil {
+		return err
+	}
+	// Evaluation receipts are the world's, whatever run they judged (as
+	// the views show them); they land at no tick, so they are planned in
+	// full.
+	return e.collect(ctx, e.tables, index.OwnView(own, index.EvaluationRun), math.MinInt64, math.MaxInt64)
+}
+
+// collect adds to tables, by readable name, the visible files of view's
+// ticks from..to.
+func (e *exporter) collect(ctx context.Context, tables map[string]*table, view *index.View, from, to int64) error {
 	var ferr error
 	add := func(f index.File) bool {
 		key := f.World + "/" + f.Table
 		var t *table
-		for _, c := range e.tables {
+		for _, c := range tables {
 			if _, ok := c.infos[key]; ok {
 				t = c
 			}
@@ -540,9 +568,9 @@ func (e *exporter) planFiles(ctx context.Context, own *index.State, from int64) 
 				ferr = fmt.Errorf("world %s: table %s has no description: %w", f.World, f.Table, err)
 				return false
 			}
-			if t = e.tables[ti.Name]; t == nil {
+			if t = tables[ti.Name]; t == nil {
 				t = &table{name: ti.Name, infos: map[string]frame.TableInfo{}, visible: map[string]stampSet{}}
-				e.tables[ti.Name] = t
+				tables[ti.Name] = t
 			}
 			t.infos[key] = ti
 			t.visible[key] = stampSet{}
@@ -551,13 +579,7 @@ func (e *exporter) planFiles(ctx context.Context, own *index.State, from int64) 
 		t.visible[key][stamp{f.Tick, f.Token}] = true
 		return true
 	}
-	if err := e.view.Files(from, e.pin.Tick.Tick, add); err != nil || ferr != nil {
-		return cmp.Or(err, ferr)
-	}
-	// Evaluation receipts are the world's, whatever run they judged (as
-	// the views show them); they land at no tick, so they are planned in
-	// full.
-	err := index.OwnView(own, index.EvaluationRun).Files(math.MinInt64, math.MaxInt64, add)
+	err := view.Files(from, to, add)
 	return cmp.Or(err, ferr)
 }
 
@@ -625,9 +647,14 @@ func (e *exporter) tableOnce(ctx context.Context, t *table, loc string) (TableRe
 		same = !stale
 	}
 	if same {
-		tr.Metadata, tr.Version, tr.SnapshotID = e.uri(metadataName(loc, x.ver)), x.ver, x.prevSnap.SnapshotID
-		// Already exported as it is; a version an older worldfs wrote
-		// gets the reference list it lacks.
+		// Already exported as it is: a new version only if the tags
+		// changed (the refs), and a version an older worldfs wrote gets
+		// the reference list it lacks.
+		if rt, changed, err := e.retag(ctx, loc, t.name); err != nil || changed {
+			rt.Incremental, rt.Rewritten, rt.Reused = tr.Incremental, tr.Rewritten, tr.Reused
+			return rt, err
+		}
+		tr.Metadata, tr.Version, tr.SnapshotID, tr.Tags = e.uri(metadataName(loc, x.ver)), x.ver, x.prevSnap.SnapshotID, tagsOf(x.prev)
 		return tr, e.upgrade(ctx, loc)
 	}
 	e.identify(x)
@@ -639,14 +666,22 @@ func (e *exporter) tableOnce(ctx context.Context, t *table, loc string) (TableRe
 	op, summary := e.summary(x, tr.Rows)
 	tr.Operation = op
 	next := e.nextMetadata(x, listName, summary)
-	// The new version's live snapshots are the previous version's and
-	// the new one: what the previous version references and the new
-	// snapshot's files (an incremental snapshot's others are the
-	// previous one's).
+	// The tags' refs, with the snapshots of tagged ticks no snapshot
+	// holds yet.
+	tagged, err := e.tagRefs(ctx, loc, t.name, x.sc, &next)
+	if err != nil {
+		return tr, err
+	}
+	tr.Tags = tagsOf(&next)
+	// The new version's live snapshots are the previous version's, the
+	// new one and those of tagged ticks: what the previous version
+	// references and the new snapshots' files (an incremental snapshot's
+	// others are the previous one's).
 	objects, err := listed(ctx, e.b, loc, e.prevs[loc])
 	if err != nil {
 		return tr, err
 	}
+	objects = append(objects, tagged...)
 	for _, u := range x.uris {
 		obj, err := e.objectOf(u)
 		if err != nil {

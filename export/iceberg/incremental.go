@@ -94,8 +94,9 @@ func (e *exporter) readPrevious(ctx context.Context) (map[string]*previous, erro
 // catalog sequences than this export: a full plan that finds its files
 // unchanged still commits a snapshot (a replace of nothing), recording
 // that they are current, so that the next export can be incremental.
-// Sequences that differ by intents only (an export's own, a
-// compaction's: they change no row) are the same.
+// Sequences that differ by intents and tags only (an export's own, a
+// compaction's: they change no row; the refs of tags are set apart) are
+// the same.
 func (e *exporter) stale(ctx context.Context, s *snapshot) (bool, error) {
 	if s.Summary["worldfs.tick"] != strconv.FormatInt(e.pin.Tick.Tick, 10) {
 		return true, nil
@@ -116,8 +117,8 @@ func (e *exporter) stale(ctx context.Context, s *snapshot) (bool, error) {
 	return false, nil
 }
 
-// onlyIntents reports whether world's entries from..to are all intent
-// entries (false if its slots were collected: the feed cannot tell).
+// onlyIntents reports whether world's entries from..to are all intent or
+// tag entries (false if its slots were collected: the feed cannot tell).
 func onlyIntents(ctx context.Context, b bucket.Bucket, world string, from, to uint64) (bool, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -131,7 +132,7 @@ func onlyIntents(ctx context.Context, b bucket.Bucket, world string, from, to ui
 		if c.Seq > to {
 			break
 		}
-		if k := c.Entry.Kind; k != index.KindIntentOpen && k != index.KindIntentClose {
+		if k := c.Entry.Kind; k != index.KindIntentOpen && k != index.KindIntentClose && k != index.KindTagCreate && k != index.KindTagDelete {
 			return false, nil
 		}
 		if c.Seq == to {
@@ -291,7 +292,8 @@ func disrupts(e index.Entry, runs map[string]int64, s *index.State) (disruption,
 	}
 	switch e.Kind {
 	case index.KindWorldCreate, index.KindFenceAcquire, index.KindWorldStatus, index.KindClaimAcquire,
-		index.KindClaimTakeover, index.KindClaimRelease, index.KindCommandEnqueue, index.KindIntentOpen, index.KindIntentClose:
+		index.KindClaimTakeover, index.KindClaimRelease, index.KindCommandEnqueue, index.KindIntentOpen, index.KindIntentClose,
+		index.KindTagCreate, index.KindTagDelete:
 		return disruption{}, false
 	case index.KindTickPublish:
 		if e.TickPublish != nil {

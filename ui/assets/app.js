@@ -149,12 +149,16 @@ async function worldsPage() {
       el("td", { class: "clip", title: w.id }, el("a", { href: worldPath(w.id) }, w.id)), el("td", { class: "clip" }, fork), runs,
       el("td", {}, w.status), el("td", {}, w.writer_mode), el("td", { class: "num" }, fmtInt(w.fence_epoch)),
       el("td", {}, timeEl(w.last_publish_unix_ms)), el("td", {}, timeEl(w.created_unix_ms)),
-      el("td", { class: "num size", title: fmtInt(w.size_bytes) + " bytes" }, fmtBytes(w.size_bytes))));
+      el("td", { class: "num size", title: fmtInt(w.size_bytes) + " bytes" }, fmtBytes(w.size_bytes)),
+      el("td", { class: "meta clip", title: metaText(w) }, metaText(w) || "–")));
   }
   drawLineage($("lineage"), ws);
   status(ws.length + " worlds");
   body.dataset.ready = "1";
 }
+
+// metaText is a world's run parameters as KEY=VALUE pairs, by key.
+function metaText(w) { return Object.keys(w.meta || {}).sort().map((k) => `${k}=${w.meta[k]}`).join(" "); }
 
 // drawLineage draws the forks as a tree: each world right of its parent,
 // the edge labelled with the run and tick it forked at.
@@ -475,6 +479,20 @@ function drawTicksChart(tl) {
           ctx.strokeStyle = kindColor(e.kind);
           ctx.lineWidth = 1;
           ctx.beginPath(); ctx.moveTo(x, u.bbox.top); ctx.lineTo(x, u.bbox.top + 10 * devicePixelRatio); ctx.stroke();
+        }
+        // Tags: a flag at the publish time of the tick each names (the
+        // nearest sampled tick at or before it), labelled with its name.
+        for (const tg of tl.tags || []) {
+          let at = null;
+          for (const t of ts) if (t[0] <= tg.tick && (at === null || t[0] > at[0])) at = t;
+          if (!at) continue;
+          const x = u.valToPos(at[1] / 1000, "x", true);
+          if (x < u.bbox.left || x > u.bbox.left + u.bbox.width) continue;
+          ctx.strokeStyle = "#1f77b4"; ctx.fillStyle = "#1f77b4"; ctx.lineWidth = 1;
+          const y = u.bbox.top + u.bbox.height;
+          ctx.beginPath(); ctx.moveTo(x, y); ctx.lineTo(x, y - 14 * devicePixelRatio); ctx.stroke();
+          ctx.font = `${10 * devicePixelRatio}px sans-serif`;
+          ctx.fillText(tg.name, x + 2 * devicePixelRatio, y - 6 * devicePixelRatio);
         }
         if (runState.tickMs) {
           const x = u.valToPos(runState.tickMs / 1000, "x", true);
