@@ -17,7 +17,7 @@ func uiSpec(env Env) Bench {
 	return benchSpec[*ui.BenchResult]{
 		name: "ui",
 		summary: "measure the web interface's server-side time per page and endpoint (first request, then median, p99 and max of repeats): " +
-			"worlds, a run's timeline, rows per tick (the whole run and zoomed), older commit events, a tick's page and points, a scrubber step to the next tick, " +
+			"worlds, a run's timeline, rows per tick (the whole run and zoomed), older commit events, a tick's page and points, a scrubber step to the next tick, an entity's history, " +
 			"two ticks compared (and a fork against its parent), a query, facts",
 		example: "worldfs bench ui --bucket ./worldfs-data --world w1 --requests 50",
 		flags: func(fs *flag.FlagSet) {

@@ -43,7 +43,8 @@ type BenchEndpoint struct {
 // (the whole run, then 1,000 ticks of it as a zoom asks), the page of
 // commit events before the timeline's, one tick's page and points, a
 // scrubber step (each request the next tick, from the middle of the run),
-// a comparison of adjacent ticks, a query and the facts. The scrubber's
+// an entity's history (the lowest entity_id at the head, through the
+// whole run), a comparison of adjacent ticks, a query and the facts. The scrubber's
 // table is particle if the run has one, else its first view.
 //
 // What a visit needs to know first (the ticks, the table's columns) is
@@ -73,6 +74,16 @@ func Bench(ctx context.Context, opts Options, world, run string, n int) (*BenchR
 		res.Table = "particle"
 	}
 	cols, err := s.tables(ctx, world, run)
+	// The entity followed: the lowest entity_id at the head (the oldest
+	// there, whose history is the longest).
+	entity := ""
+	if err == nil && slices.ContainsFunc(cols.Rows, func(r []string) bool { return r[0] == res.Table && r[1] == "entity_id" }) {
+		var ids *Result
+		ids, err = s.query(ctx, world, run, fmt.Sprintf("SELECT min(entity_id) FROM %s(%d)", quoteIdent(res.Table+"_at"), ticks[len(ticks)-1]))
+		if err == nil && len(ids.Rows) == 1 && ids.Rows[0][0] != "NULL" {
+			entity = ids.Rows[0][0]
+		}
+	}
 	var own, parent *index.State
 	if err == nil {
 		own, err = s.state(ctx, world)
@@ -144,6 +155,14 @@ func Bench(ctx context.Context, opts Options, world, run string, n int) (*BenchR
 		}},
 		{"facts page", func(int) string { return "/w/" + w + "/facts" + rq }},
 		{"facts", func(int) string { return "/api/w/" + w + "/facts" + rq }},
+	}
+	if entity != "" {
+		// One click from a row to its history: the entity page, then its
+		// every row through the lineage.
+		v := url.Values{"run": {run}, "table": {res.Table}, "id": {entity}}
+		steps = slices.Insert(steps, slices.IndexFunc(steps, func(st benchStep) bool { return st.name == "compare adjacent ticks" }),
+			benchStep{"entity page", func(int) string { return "/w/" + w + "/entity?" + v.Encode() }},
+			benchStep{"trajectory", func(int) string { return "/api/w/" + w + "/entity?" + v.Encode() }})
 	}
 	if p := own.World; parent != nil {
 		// A fork against its parent at a tick both publish, the newest

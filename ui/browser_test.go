@@ -303,6 +303,45 @@ func TestBrowser(t *testing.T) {
 	do("type head~2 in the tick box", typed("head~2"), ready(fmt.Sprintf(`[data-shown-tick="%d"]`, head-2)))
 	do("type a tick in the tick box", typed(strconv.Itoa(at)), ready(fmt.Sprintf(`[data-shown-tick="%d"]`, at)))
 
+	// One click from a row to its history: an entity of the fork f,
+	// followed through its lineage (w's ticks up to the fork point, then
+	// f's own), is worldfs sql's answer for that entity, each numeric
+	// column a small chart over ticks, its path on the scatter plot.
+	var id string
+	do("a tick of the fork", chromedp.Navigate(f.http.URL+"/w/f?tick=8"), ready(`[data-shown-tick="8"]`))
+	eval(&id, `document.querySelector("#tick-rows a.entity").textContent`)
+	do("follow an entity", chromedp.Click(chromedp.CSS("#tick-rows a.entity")), ready(`[data-page="entity"][data-ready="1"]`))
+	var traj struct {
+		Columns   []string               `json:"columns"`
+		Rows      [][]string             `json:"rows"`
+		Multiples map[string][][]float64 `json:"multiples"`
+		Path      [][]float64            `json:"path"`
+	}
+	eval(&traj, `({columns: window.__ui.trajectory.columns, rows: window.__ui.trajectory.rows, multiples: window.__ui.multiples, path: window.__ui.path.data})`)
+	shot("entity")
+	fits("entity page")
+	exp := want(t, f.b, "f", "main", TrajectorySQL("particle", id))
+	if !reflect.DeepEqual(traj.Columns, exp.Columns) || !reflect.DeepEqual(traj.Rows, exp.Rows) || len(exp.Rows) < 3 {
+		t.Fatalf("entity %s of f: the page shows\n%v\n%v\nworldfs sql answers\n%v\n%v", id, traj.Columns, traj.Rows, exp.Columns, exp.Rows)
+	}
+	if first := floats(t, []string{exp.Rows[0][indexOf(exp.Columns, "tick")]})[0]; first > 6 {
+		t.Fatalf("entity %s of f: its history starts at tick %v, not in its parent's ticks", id, first)
+	}
+	for _, col := range []string{"position_x", "position_y", "velocity_x", "velocity_y"} {
+		i := indexOf(exp.Columns, col)
+		var ticks, vals []string
+		for _, r := range exp.Rows {
+			ticks, vals = append(ticks, r[indexOf(exp.Columns, "tick")]), append(vals, r[i])
+		}
+		m := traj.Multiples[col]
+		if len(m) != 2 || !reflect.DeepEqual(floats(t, ticks), m[0]) || !reflect.DeepEqual(floats(t, vals), m[1]) {
+			t.Fatalf("entity %s's chart of %s: %v; worldfs sql answers ticks %v values %v", id, col, m, ticks, vals)
+		}
+		if col == "position_x" && !reflect.DeepEqual(traj.Path[0], m[1]) {
+			t.Fatalf("entity %s's path: x %v; its position_x %v", id, traj.Path[0], m[1])
+		}
+	}
+
 	// A query typed into the box: its table and chart are worldfs sql's
 	// answer, and the URL holds the query.
 	q := "SELECT tick, count(*) AS n FROM particle GROUP BY tick ORDER BY tick"
@@ -319,7 +358,7 @@ func TestBrowser(t *testing.T) {
 	href = str(chromedp.Location())
 	shot("sql")
 	fits("sql page")
-	exp := want(t, f.b, "w", "main", q)
+	exp = want(t, f.b, "w", "main", q)
 	if !reflect.DeepEqual(result.Head, exp.Columns) || !reflect.DeepEqual(result.Rows, exp.Rows) {
 		t.Fatalf("query: the page shows\n%v\n%v\nworldfs sql answers\n%v\n%v", result.Head, result.Rows, exp.Columns, exp.Rows)
 	}
@@ -663,4 +702,17 @@ func sameDiff(t *testing.T, what string, got *shownDiff, exp *sql.DiffReport, ta
 	if !reflect.DeepEqual(got.Tables, tables) || !reflect.DeepEqual(got.Columns, columns) || got.Table != table {
 		t.Fatalf("%s: the page shows\n%v\n%v (table %s)\nworldfs diff prints\n%v\n%v", what, got.Tables, got.Columns, got.Table, tables, columns)
 	}
+}
+
+func floats(t *testing.T, ss []string) []float64 {
+	t.Helper()
+	out := make([]float64, len(ss))
+	for i, s := range ss {
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[i] = v
+	}
+	return out
 }

@@ -37,6 +37,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /w/{world}/sql", page("sql"))
 	s.mux.HandleFunc("GET /w/{world}/facts", page("facts"))
 	s.mux.HandleFunc("GET /w/{world}/compare", page("compare"))
+	s.mux.HandleFunc("GET /w/{world}/entity", page("entity"))
 
 	s.mux.HandleFunc("GET /api/worlds", func(w http.ResponseWriter, r *http.Request) {
 		ws, err := s.worlds(r.Context())
@@ -86,6 +87,10 @@ func (s *Server) routes() {
 		res, err := s.compare(r.Context(), r.PathValue("world"), r.URL.Query())
 		writeJSON(w, res, err)
 	})
+	s.mux.HandleFunc("GET /api/w/{world}/entity", func(w http.ResponseWriter, r *http.Request) {
+		res, err := s.trajectory(r.Context(), r.PathValue("world"), runOf(r), r.URL.Query().Get("table"), r.URL.Query().Get("id"))
+		writeJSON(w, res, err)
+	})
 	s.mux.HandleFunc("GET /api/w/{world}/facts", func(w http.ResponseWriter, r *http.Request) {
 		res, err := s.facts(r.Context(), r.PathValue("world"), runOf(r))
 		writeJSON(w, res, err)
@@ -128,6 +133,8 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request, name string) {
 		d.Title = d.World + " · facts and receipts"
 	case "compare":
 		d.Title = d.World + " · compare"
+	case "entity":
+		d.Title = d.World + " · " + r.URL.Query().Get("table") + " " + r.URL.Query().Get("id")
 	}
 	if d.World != "" {
 		if err := s.pageExists(r.Context(), name, d, r.URL.Query()); err != nil {
@@ -475,6 +482,9 @@ type TickQuery struct {
 	Limit        int64
 	Offset       int64
 	X, Y         string // the scatter plot's columns (empty: none)
+	// ID, if set, is a column the points carry third (entity_id): a
+	// click on a point follows that entity.
+	ID string
 }
 
 // PageSQL, CountSQL and PointsSQL are the tick endpoint's questions.
@@ -495,7 +505,33 @@ func (q TickQuery) CountSQL() string {
 }
 
 func (q TickQuery) PointsSQL() string {
-	return fmt.Sprintf("SELECT %s, %s FROM %s(%d)", quoteIdent(q.X), quoteIdent(q.Y), quoteIdent(q.Table+"_at"), q.Tick)
+	id := ""
+	if q.ID != "" {
+		id = ", " + quoteIdent(q.ID)
+	}
+	return fmt.Sprintf("SELECT %s, %s%s FROM %s(%d)", quoteIdent(q.X), quoteIdent(q.Y), id, quoteIdent(q.Table+"_at"), q.Tick)
+}
+
+// TrajectorySQL is an entity's history: every row of table whose
+// entity_id is id, by tick, through the run's lineage (the view of a
+// fork reads its parent's ticks up to the fork point).
+func TrajectorySQL(table, id string) string {
+	return fmt.Sprintf("FROM %s WHERE entity_id = %s ORDER BY tick", quoteIdent(table), quoteLit(id))
+}
+
+// trajectory answers TrajectorySQL for (world, run).
+func (s *Server) trajectory(ctx context.Context, world, run, table, id string) (*Result, error) {
+	if id == "" {
+		return nil, badRequest(fmt.Errorf("id (the entity_id to follow) is required"))
+	}
+	v, err := s.viewsOf(ctx, world, run)
+	if err != nil {
+		return nil, err
+	}
+	if !slices.Contains(v.script.Views, table) {
+		return nil, badRequest(fmt.Errorf("table %q is not a view of %s (run %s): %s", table, world, run, strings.Join(v.script.Views, ", ")))
+	}
+	return s.queryOn(ctx, v, TrajectorySQL(table, id))
 }
 
 // maxPage bounds the rows of one page of a tick's table.
@@ -523,7 +559,7 @@ func (s *Server) tick(ctx context.Context, world, run string, vals map[string][]
 		}
 		return ""
 	}
-	q := TickQuery{Table: get("table"), Order: get("order"), Desc: get("desc") == "1" || get("desc") == "true", X: get("x"), Y: get("y")}
+	q := TickQuery{Table: get("table"), Order: get("order"), Desc: get("desc") == "1" || get("desc") == "true", X: get("x"), Y: get("y"), ID: get("id")}
 	var err error
 	if _, ok := vals["tick"]; !ok {
 		return nil, badRequest(fmt.Errorf("tick is required"))

@@ -41,6 +41,14 @@ async function api(path, params, signal) {
 
 function worldPath(w, rest) { return "/w/" + encodeURIComponent(w) + (rest || ""); }
 
+// entityPath is the page of an entity's history in (w, r)'s table,
+// showing tick (optional) selected.
+function entityPath(w, r, table, id, tick) {
+  const q = new URLSearchParams({ run: r, table, id });
+  if (tick != null && tick !== "") q.set("tick", tick);
+  return worldPath(w, "/entity?" + q);
+}
+
 // Times show in the reader's local time, to the second; the UTC time is
 // on hover (timeEl).
 const pad = (n, w) => String(n).padStart(w || 2, "0");
@@ -109,6 +117,7 @@ function renderTable(table, res, opts) {
   if (opts.extra) hr.append(el("th", {}, opts.extra.header));
   thead.append(hr);
   const frag = document.createDocumentFragment();
+  const idCol = opts.entity ? res.columns.indexOf("entity_id") : -1;
   const shown = Math.min(res.rows.length, opts.max || 1000);
   for (let r = 0; r < shown; r++) {
     const row = res.rows[r];
@@ -117,6 +126,12 @@ function renderTable(table, res, opts) {
       const shown = nums.has(i) ? fmtValue(v) : v;
       const attrs = { class: (nums.has(i) ? "num" : "") + (v === "NULL" ? " null" : "") };
       if (shown !== v || v.length > 24) attrs.title = v; // the exact value on hover
+      if (i === idCol && v !== "NULL") {
+        // One click from a row to its history.
+        const e = opts.entity;
+        tr.append(el("td", attrs, el("a", { class: "entity", href: entityPath(e.world, e.run, e.table, v, e.tick), title: `the history of entity ${v}` }, shown)));
+        return;
+      }
       tr.append(el("td", attrs, shown));
     });
     if (opts.extra) { const td = el("td"); td.append(opts.extra.cell(row, res.columns)); tr.append(td); }
@@ -378,7 +393,7 @@ async function loadTick() {
   try {
     res = await api(`/api/w/${encodeURIComponent(world)}/tick`, {
       run, tick: t, table: runState.table, order: runState.order, desc: runState.desc ? "1" : "", limit: runState.limit, offset: runState.offset,
-      x: runState.x, y: runState.y,
+      x: runState.x, y: runState.y, id: runState.x && hasColumn(runState.table, "entity_id") ? "entity_id" : "",
     }, ctl.signal);
   } catch (e) {
     if (e.name === "AbortError") return;
@@ -391,7 +406,7 @@ async function loadTick() {
   $("tick-time").replaceChildren(res.published_unix_ms ? timeEl(res.published_unix_ms, "published ") : "");
   if (runState.charts.ticks) runState.charts.ticks.redraw(false);
   ui.tick = res;
-  renderTable($("tick-rows"), res.page, { order: runState.order, desc: runState.desc, onSort: sortBy });
+  renderTable($("tick-rows"), res.page, { order: runState.order, desc: runState.desc, onSort: sortBy, entity: { world, run, table: res.table, tick: t } });
   const last = Math.min(res.offset + res.page.rows.length, res.total);
   $("page-info").textContent = res.total ? `rows ${fmtInt(res.offset + 1)}–${fmtInt(last)} of ${fmtInt(res.total)}` : "no rows";
   $("tick-sql").href = worldPath(world, "/sql?run=" + encodeURIComponent(run) + "&q=" + encodeURIComponent(res.page.sql));
@@ -408,13 +423,16 @@ function sortBy(col) {
   loadTick();
 }
 
+function hasColumn(table, col) { return (runState.columns[table] || []).some((c) => c.name === col); }
+
 function drawScatter(points) {
   const div = $("scatter");
   if (!points) { div.replaceChildren(el("p", { class: "note" }, "no two numeric columns to plot")); ui.scatter = null; return; }
-  const pts = points.rows.filter((r) => isNum(r[0]) && isNum(r[1])).map((r) => [Number(r[0]), Number(r[1])]);
+  const pts = points.rows.filter((r) => isNum(r[0]) && isNum(r[1])).map((r) => [Number(r[0]), Number(r[1]), r[2]]);
   pts.sort((a, b) => a[0] - b[0]);
   const data = [pts.map((p) => p[0]), pts.map((p) => p[1])];
-  ui.scatter = { columns: points.columns, data };
+  ui.scatter = { columns: points.columns.slice(0, 2), data };
+  runState.pointIds = points.columns.length > 2 ? pts.map((p) => p[2]) : null;
   let u = runState.charts.scatter;
   if (u && u.series[1].label === points.columns[1] && u.__x === points.columns[0]) { u.setData(data); return; }
   if (u) u.destroy();
@@ -426,6 +444,12 @@ function drawScatter(points) {
     legend: { show: false },
   }, data, div);
   u.__x = points.columns[0];
+  // A click on a point opens that entity's history.
+  u.over.title = "click a point to follow its entity";
+  u.over.addEventListener("click", () => {
+    const i = nearestPoint(u);
+    if (i != null && runState.pointIds) location.href = entityPath(world, run, runState.table, runState.pointIds[i], runState.tick);
+  });
   runState.charts.scatter = u;
 }
 
@@ -452,6 +476,21 @@ function fmtDuration(ms) {
   if (ms < 120_000) return `${fmtNum(ms / 1000)} s`;
   if (ms < 7_200_000) return `${fmtNum(Math.round(ms / 6000) / 10)} min`;
   return `${fmtNum(Math.round(ms / 360_000) / 10)} h`;
+}
+
+// nearestPoint is the index of the scatter point nearest the cursor
+// (within 12 px), or null.
+function nearestPoint(u) {
+  const { left, top } = u.cursor;
+  if (left == null || left < 0) return null;
+  let best = null, bd = 144;
+  const xs = u.data[0], ys = u.data[1];
+  for (let i = 0; i < xs.length; i++) {
+    if (ys[i] == null) continue;
+    const dx = u.valToPos(xs[i], "x") - left, dy = u.valToPos(ys[i], "y") - top;
+    if (dx * dx + dy * dy < bd) { bd = dx * dx + dy * dy; best = i; }
+  }
+  return best;
 }
 
 // drawTicksChart: each tick at the wall-clock time it was published, the
@@ -992,5 +1031,105 @@ function drawOverlay(res) {
   }, data, div);
 }
 
-const pages = { worlds: worldsPage, run: runPage, sql: sqlPage, facts: factsPage, compare: comparePage };
+// ---------- an entity's history ----------
+
+// entityPage: every row of one entity through the run's lineage
+// (TrajectorySQL), each numeric column over ticks as a small chart with
+// the timeline's marks, and its path on the scatter plot.
+async function entityPage() {
+  const p = new URL(location.href).searchParams;
+  const table = p.get("table") || "", id = p.get("id") || "", sel = p.get("tick");
+  $("entity-id").textContent = id;
+  $("entity-table").textContent = table;
+  status("loading the history…");
+  const w = encodeURIComponent(world);
+  const [tl, res, cols] = await Promise.all([api(`/api/w/${w}/timeline`, { run }), api(`/api/w/${w}/entity`, { run, table, id }),
+    api(`/api/w/${w}/tables`, { run })]);
+  ui.timeline = tl;
+  ui.trajectory = res;
+  for (const [t, c, type] of cols.rows) (runState.columns[t] = runState.columns[t] || []).push({ name: c, type });
+  runState.tick = sel != null && sel !== "" ? Number(sel) : null;
+  showMarks(tl);
+  const ti = res.columns.indexOf("tick");
+  const ticks = res.rows.map((r) => Number(r[ti]));
+  const from = tl.lineage.length > 1 ? " · " + tl.lineage.map((seg, i) => (seg.up_to != null ? `ticks to ${fmtInt(seg.up_to)} from ${seg.world}` : i ? `then ${seg.world}'s own` : "")).join(", ") : "";
+  $("entity-info").textContent = res.rows.length ? `${fmtInt(res.rows.length)} rows, ticks ${fmtInt(ticks[0])}–${fmtInt(ticks[ticks.length - 1])}${from}` +
+    (res.truncated ? " (truncated: the server's bound on a result)" : "") : `no rows of ${table} have entity_id ${id}`;
+  $("entity-sql").href = worldPath(world, "/sql?run=" + encodeURIComponent(run) + "&q=" + encodeURIComponent(res.sql));
+  renderTable($("entity-rows"), res, { max: 1000 });
+  // Small multiples: each numeric column over ticks.
+  const numeric = numericCols(res).filter((i) => i !== ti && res.columns[i] !== "entity_id");
+  const box = $("entity-charts");
+  const width = Math.max(260, Math.floor((box.clientWidth - 32) / 3));
+  ui.multiples = {};
+  for (const i of numeric) {
+    const name = res.columns[i];
+    const data = [ticks, res.rows.map((r) => (isNum(r[i]) ? Number(r[i]) : null))];
+    ui.multiples[name] = data;
+    const div = el("div", { class: "chart", "data-col": name });
+    box.append(div);
+    new uPlot({
+      title: name, width, height: 150, legend: { show: false }, cursor: { points: { show: false } },
+      scales: { x: { time: false } },
+      series: [{}, { stroke: palette[0], width: 1.5, points: { show: ticks.length < 60 } }],
+      axes: [{ values: (u, vals) => vals.map(fmtInt), size: 30 }, { values: (u, vals) => vals.map(fmtNum), size: 56 }],
+      hooks: { draw: [(u) => { drawMarks(u); selectedLine(u); }] },
+    }, data, div);
+  }
+  // Its path on the scatter plot, the selected tick as a ring.
+  const { numeric: nc, x, y } = scatterAxes(runState.columns[table] || []);
+  const fill = (sid, v, on) => { $(sid).replaceChildren(...nc.map((n) => el("option", { value: n }, n))); $(sid).value = v; $(sid).onchange = on; };
+  const path = () => drawPath(res, $("scatter-x").value, $("scatter-y").value, ticks);
+  fill("scatter-x", x, path);
+  fill("scatter-y", y, path);
+  if (x) path();
+  status(`${fmtInt(res.rows.length)} rows of entity ${id}`);
+  body.dataset.ready = "1";
+}
+
+// selectedLine draws the selected tick on a chart over ticks.
+function selectedLine(u) {
+  if (runState.tick == null) return;
+  const x = u.valToPos(runState.tick, "x", true);
+  if (x < u.bbox.left || x > u.bbox.left + u.bbox.width) return;
+  const ctx = u.ctx;
+  ctx.save(); ctx.strokeStyle = "#ff7f0e"; ctx.lineWidth = 2;
+  ctx.beginPath(); ctx.moveTo(x, u.bbox.top); ctx.lineTo(x, u.bbox.top + u.bbox.height); ctx.stroke();
+  ctx.restore();
+}
+
+// drawPath draws an entity's path through two of its columns: its points,
+// joined in tick order, the selected tick as a ring.
+function drawPath(res, xc, yc, ticks) {
+  const div = $("scatter");
+  if (runState.charts.path) runState.charts.path.destroy();
+  const xi = res.columns.indexOf(xc), yi = res.columns.indexOf(yc);
+  const pts = []; // [x, y, tick], in tick order
+  res.rows.forEach((r, k) => { if (isNum(r[xi]) && isNum(r[yi])) pts.push([Number(r[xi]), Number(r[yi]), ticks[k]]); });
+  ui.path = { x: xc, y: yc, data: [pts.map((p) => p[0]), pts.map((p) => p[1])] };
+  const sorted = pts.slice().sort((a, b) => a[0] - b[0]);
+  const at = pts.find((p) => p[2] === runState.tick);
+  runState.charts.path = new uPlot({
+    width: Math.min(chartWidth(div), 420), height: 380, legend: { show: false },
+    scales: { x: { time: false } },
+    axes: [{ label: xc, values: (u, vals) => vals.map(fmtNum) }, { label: yc, values: (u, vals) => vals.map(fmtNum) }],
+    series: [{}, { stroke: palette[0], fill: palette[0], paths: () => null, points: { show: true, size: 3, fill: palette[0] } }],
+    hooks: { draw: [(u) => {
+      const ctx = u.ctx;
+      ctx.save();
+      ctx.beginPath(); ctx.rect(u.bbox.left, u.bbox.top, u.bbox.width, u.bbox.height); ctx.clip();
+      ctx.strokeStyle = palette[0] + "99"; ctx.lineWidth = 1.2 * devicePixelRatio;
+      ctx.beginPath();
+      pts.forEach((p, k) => { const X = u.valToPos(p[0], "x", true), Y = u.valToPos(p[1], "y", true); if (k) ctx.lineTo(X, Y); else ctx.moveTo(X, Y); });
+      ctx.stroke();
+      if (at) {
+        ctx.strokeStyle = "#ff7f0e"; ctx.lineWidth = 2 * devicePixelRatio;
+        ctx.beginPath(); ctx.arc(u.valToPos(at[0], "x", true), u.valToPos(at[1], "y", true), 6 * devicePixelRatio, 0, 2 * Math.PI); ctx.stroke();
+      }
+      ctx.restore();
+    }] },
+  }, [sorted.map((p) => p[0]), sorted.map((p) => p[1])], div);
+}
+
+const pages = { worlds: worldsPage, run: runPage, sql: sqlPage, facts: factsPage, compare: comparePage, entity: entityPage };
 Promise.resolve(pages[page] && pages[page]()).catch((e) => { status(e.message, true); body.dataset.error = e.message; });
