@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"net/url"
@@ -368,6 +369,83 @@ func TestBrowser(t *testing.T) {
 	if u, err := url.Parse(href); err != nil || u.Query().Get("q") != q {
 		t.Fatalf("the query is not in the URL: %s", href)
 	}
+	// The query's time shows, the server's and the round trip's.
+	if info := str(chromedp.Text(chromedp.ID("query-info"))); !strings.Contains(info, " ms on the server, ") {
+		t.Fatalf("the query's time is not shown: %q", info)
+	}
+	// The downloads are worldfs sql's: the CSV byte for byte as
+	// worldfs sql --format csv prints it, the Parquet's rows as
+	// worldfs sql --out FILE.parquet writes them.
+	var csvHref, parquetHref string
+	eval(&csvHref, `document.getElementById("download-csv").getAttribute("href")`)
+	eval(&parquetHref, `document.getElementById("download-parquet").getAttribute("href")`)
+	if got, exp := fetch(t, f, csvHref), sqlCSV(t, f.b, "w", "main", q); got != exp {
+		t.Fatalf("the CSV download:\n%s\nworldfs sql --format csv prints:\n%s", got, exp)
+	}
+	gotPq := filepath.Join(t.TempDir(), "got.parquet")
+	if err := os.WriteFile(gotPq, []byte(fetch(t, f, parquetHref)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, exp := parquetRows(t, gotPq), parquetRows(t, sqlParquet(t, f.b, "w", "main", q)); !reflect.DeepEqual(got, exp) || len(exp) == 0 {
+		t.Fatalf("the Parquet download's rows:\n%v\nworldfs sql --out writes:\n%v", got, exp)
+	}
+	// The schema browser lists every view with its columns and the
+	// macros; a click inserts a name at the cursor.
+	var schemaViews []string
+	eval(&schemaViews, `[...document.querySelectorAll("#schema-views details")].map(d => d.dataset.view)`)
+	var tlv []string
+	eval(&tlv, `window.__ui.schema.rows.filter(r => r[0] === "view").map(r => r[1]).filter((v, i, a) => a.indexOf(v) === i)`)
+	for _, v := range append([]string{"particle", "worldfs_ticks"}, tlViews...) {
+		if !slices.Contains(schemaViews, v) {
+			t.Fatalf("the schema browser lists %v; not %s", schemaViews, v)
+		}
+	}
+	if !reflect.DeepEqual(schemaViews, tlv) {
+		t.Fatalf("the schema browser lists %v; the schema %v", schemaViews, tlv)
+	}
+	var macros int
+	eval(&macros, `[...document.querySelectorAll("#schema-macros .macro")].filter(m => m.dataset.insert.startsWith("particle_at(")).length`)
+	if macros != 1 {
+		t.Fatalf("the schema browser lists particle_at %d times", macros)
+	}
+	do("insert a column", chromedp.Evaluate[chromedp.Void](`(q => { q.value = "SELECT  FROM particle"; q.selectionStart = q.selectionEnd = 7; })(document.getElementById("query"))`),
+		chromedp.Evaluate[chromedp.Void](`document.querySelector('#schema-views details[data-view="particle"]').open = true`),
+		chromedp.Click(chromedp.CSS(`#schema-views details[data-view="particle"] .col[data-insert="position_x"]`)))
+	if got := str(chromedp.Value(chromedp.ID("query"))); got != "SELECT position_x FROM particle" {
+		t.Fatalf("a click on position_x made the query %q", got)
+	}
+	// Several y series, and one series per value of a column.
+	q2 := "SELECT tick, table_name, n, n * 2 AS twice FROM (" + CountsSQL([]string{"emitter", "particle"}) + ") ORDER BY tick, table_name"
+	var multi struct {
+		Labels []string     `json:"labels"`
+		Data   [][]*float64 `json:"data"`
+	}
+	do("several y", chromedp.Navigate(f.http.URL+"/w/w/sql?x=tick&y=n&y=twice&q="+url.QueryEscape(q2)), ready(`[data-queries="1"]`))
+	eval(&multi, `window.__ui.chart`)
+	exp2 := want(t, f.b, "w", "main", q2)
+	if !reflect.DeepEqual(multi.Labels, []string{"n", "twice"}) || len(multi.Data) != 3 {
+		t.Fatalf("two y series: %v", multi.Labels)
+	}
+	do("split by table", chromedp.Navigate(f.http.URL+"/w/w/sql?x=tick&y=n&split=table_name&q="+url.QueryEscape(q2)), ready(`[data-queries="1"]`))
+	eval(&multi, `window.__ui.chart`)
+	shot("sql-split")
+	fits("sql page split by a column")
+	if !reflect.DeepEqual(multi.Labels, []string{"table_name=emitter", "table_name=particle"}) {
+		t.Fatalf("one series per table: %v", multi.Labels)
+	}
+	// Each series holds its table's n at each tick, as worldfs sql
+	// answers.
+	for k, table := range []string{"emitter", "particle"} {
+		for _, r := range exp2.Rows {
+			if r[1] != table {
+				continue
+			}
+			i := slices.IndexFunc(multi.Data[0], func(x *float64) bool { return x != nil && strconv.FormatFloat(*x, 'f', -1, 64) == r[0] })
+			if i < 0 || multi.Data[k+1][i] == nil || strconv.FormatFloat(*multi.Data[k+1][i], 'f', -1, 64) != r[2] {
+				t.Fatalf("series %s at tick %s: want %s; chart %v", table, r[0], r[2], multi.Data)
+			}
+		}
+	}
 
 	// A slow query, cancelled from the page: the fetch is aborted, and
 	// the server's query ends with its context cancelled.
@@ -715,4 +793,64 @@ func floats(t *testing.T, ss []string) []float64 {
 		out[i] = v
 	}
 	return out
+}
+
+// fetch GETs path of the server and returns its body; it must answer 200.
+func fetch(t *testing.T, f *fixture, path string) string {
+	t.Helper()
+	resp, err := f.http.Client().Get(f.http.URL + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %v\n%s", path, resp.StatusCode, err, data)
+	}
+	return string(data)
+}
+
+// sqlCSV is what worldfs sql --format csv prints for q on (world, run):
+// sql.Run on views built apart from the server's.
+func sqlCSV(t *testing.T, b bucket.Bucket, world, run, q string) string {
+	t.Helper()
+	ctx := enginetest.Context(t)
+	s, err := sql.Build(ctx, b, world, sql.Options{Run: run, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var out strings.Builder
+	if err := sql.Run(ctx, db, q, sql.FormatCSV, &out, nil); err != nil {
+		t.Fatal(err)
+	}
+	return out.String()
+}
+
+// sqlParquet is the file worldfs sql --out FILE.parquet writes for q.
+func sqlParquet(t *testing.T, b bucket.Bucket, world, run, q string) string {
+	t.Helper()
+	ctx := enginetest.Context(t)
+	s, err := sql.Build(ctx, b, world, sql.Options{Run: run, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "want.parquet")
+	if err := sql.Export(ctx, s, q, path, nil, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func parquetRows(t *testing.T, path string) []map[string]any {
+	t.Helper()
+	rows, err := sql.ReadRows(enginetest.Context(t), path)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return rows
 }

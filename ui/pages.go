@@ -87,6 +87,11 @@ func (s *Server) routes() {
 		res, err := s.compare(r.Context(), r.PathValue("world"), r.URL.Query())
 		writeJSON(w, res, err)
 	})
+	s.mux.HandleFunc("GET /api/w/{world}/schema", func(w http.ResponseWriter, r *http.Request) {
+		res, err := s.schema(r.Context(), r.PathValue("world"), runOf(r))
+		writeJSON(w, res, err)
+	})
+	s.mux.HandleFunc("GET /api/w/{world}/download", s.download)
 	s.mux.HandleFunc("GET /api/w/{world}/entity", func(w http.ResponseWriter, r *http.Request) {
 		res, err := s.trajectory(r.Context(), r.PathValue("world"), runOf(r), r.URL.Query().Get("table"), r.URL.Query().Get("id"))
 		writeJSON(w, res, err)

@@ -10,6 +10,7 @@ import (
 	"io"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/worldfs/worldfs/index"
 	"github.com/worldfs/worldfs/sql"
@@ -273,6 +274,10 @@ type Result struct {
 	Truncated bool `json:"truncated,omitempty"`
 	// Notes are sql.Run's notes (a tick that is not visible, …).
 	Notes string `json:"notes,omitempty"`
+	// ElapsedMs is the server's time for the query, from asking for a
+	// database to the last row read (a page's own question kept in memory
+	// shows the time it took when it ran).
+	ElapsedMs float64 `json:"elapsed_ms,omitempty"`
 }
 
 // memoQuery is query for a page's own question about the whole history:
@@ -334,6 +339,7 @@ func (s *Server) query(ctx context.Context, world, run, q string) (*Result, erro
 
 // queryOn runs q on views v (query).
 func (s *Server) queryOn(ctx context.Context, v *views, q string) (*Result, error) {
+	start := time.Now()
 	db, err := v.acquire(ctx)
 	if err != nil {
 		return nil, err
@@ -361,7 +367,7 @@ func (s *Server) queryOn(ctx context.Context, v *views, q string) (*Result, erro
 	if err != nil {
 		return nil, err
 	}
-	res.SQL, res.Notes = q, notes.String()
+	res.SQL, res.Notes, res.ElapsedMs = q, notes.String(), ms(time.Since(start))
 	return res, nil
 }
 

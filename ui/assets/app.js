@@ -778,22 +778,67 @@ function sqlPage() {
   form.addEventListener("submit", (e) => { e.preventDefault(); runQuery(); });
   $("query").addEventListener("keydown", (e) => { if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) { e.preventDefault(); runQuery(); } });
   $("cancel-query").addEventListener("click", () => { if (sqlState.ctl) sqlState.ctl.abort(); });
-  for (const id of ["chart-x", "chart-y", "chart-kind"]) $(id).addEventListener("change", () => { saveURL(); drawQueryChart(); });
+  for (const id of ["chart-x", "chart-split", "chart-kind"]) $(id).addEventListener("change", () => { saveURL(); drawQueryChart(); });
   const p = new URL(location.href).searchParams;
   if (p.get("kind")) $("chart-kind").value = p.get("kind");
   sqlState.wantX = p.get("x");
-  sqlState.wantY = p.get("y");
+  sqlState.wantY = p.getAll("y");
+  sqlState.wantSplit = p.get("split");
+  const schema = loadSchema();
   if ($("query").value.trim() !== "") runQuery();
-  else body.dataset.ready = "1";
+  else schema.finally(() => { body.dataset.ready = "1"; });
+}
+
+// loadSchema lists the views with their columns and types, and the
+// macros with their parameters; a click inserts a name at the cursor.
+async function loadSchema() {
+  let res;
+  try {
+    res = await api(`/api/w/${encodeURIComponent(world)}/schema`, { run });
+  } catch (e) {
+    $("schema-views").replaceChildren(el("p", { class: "error" }, e.message));
+    return;
+  }
+  ui.schema = res;
+  const views = new Map();
+  const macros = [];
+  for (const [kind, name, detail, type] of res.rows) {
+    if (kind === "view") { if (!views.has(name)) views.set(name, []); views.get(name).push([detail, type]); }
+    else macros.push([name, detail, type]);
+  }
+  const ins = (text, label, cls, type) => el("span", { class: cls, "data-insert": text, title: `insert ${text}`, onclick: () => insertText(text) },
+    label, type ? el("span", { class: "type" }, type) : "");
+  $("schema-views").replaceChildren(...[...views].map(([name, cols]) => {
+    const d = el("details", { "data-view": name }, el("summary", {}, el("button", { class: "ins", type: "button", onclick: (e) => { e.preventDefault(); insertText(quoteName(name)); } }, name),
+      el("span", { class: "type" }, ` ${cols.length} columns`)));
+    for (const [c, type] of cols) d.append(ins(quoteName(c), c, "col", type));
+    return d;
+  }));
+  $("schema-macros").replaceChildren(...macros.map(([name, params, type]) =>
+    ins(`${name}(${params})`, `${name}(${params})`, "macro", type === "table_macro" ? "table" : "")));
+}
+
+// quoteName quotes a name for SQL when it is not a plain lower-case one.
+function quoteName(n) { return /^[a-z_][a-z0-9_]*$/.test(n) ? n : '"' + n.replaceAll('"', '""') + '"'; }
+
+// insertText puts text at the query box's cursor.
+function insertText(text) {
+  const q = $("query");
+  const a = q.selectionStart ?? q.value.length, b = q.selectionEnd ?? a;
+  q.value = q.value.slice(0, a) + text + q.value.slice(b);
+  q.focus();
+  q.selectionStart = q.selectionEnd = a + text.length;
 }
 
 function saveURL() {
   const u = new URL(location.href);
   u.searchParams.set("q", $("query").value);
   u.searchParams.set("run", run);
+  u.searchParams.delete("y");
   if (sqlState.res) {
     u.searchParams.set("x", $("chart-x").value);
-    u.searchParams.set("y", $("chart-y").value);
+    for (const y of chosenYs()) u.searchParams.append("y", y);
+    u.searchParams.set("split", $("chart-split").value);
     u.searchParams.set("kind", $("chart-kind").value);
   }
   history.replaceState(null, "", u);
@@ -806,6 +851,7 @@ async function runQuery() {
   $("cancel-query").disabled = false;
   $("run-query").disabled = true;
   $("query-error").hidden = true;
+  $("downloads").hidden = true;
   saveURL();
   const t0 = performance.now();
   $("query-info").textContent = "running…";
@@ -813,7 +859,14 @@ async function runQuery() {
     const res = await api(`/api/w/${encodeURIComponent(world)}/query`, { run, q }, ctl.signal);
     sqlState.res = res;
     renderTable($("query-result"), res, { max: 2000 });
-    $("query-info").textContent = `${res.rows.length} rows${res.truncated ? " (truncated)" : ""} in ${Math.round(performance.now() - t0)} ms` + (res.notes ? " · " + res.notes : "");
+    // The query's time: the server's, and the whole round trip.
+    $("query-info").textContent = `${fmtInt(res.rows.length)} rows${res.truncated ? " (truncated: download the whole result)" : ""} · ` +
+      `query ${fmtNum(res.elapsed_ms || 0)} ms on the server, ${fmtInt(Math.round(performance.now() - t0))} ms in all` + (res.notes ? " · " + res.notes : "");
+    body.dataset.elapsedMs = String(res.elapsed_ms);
+    const dl = (format) => `/api/w/${encodeURIComponent(world)}/download?` + new URLSearchParams({ run, q, format });
+    $("download-csv").href = dl("csv");
+    $("download-parquet").href = dl("parquet");
+    $("downloads").hidden = false;
     chartChoices(res);
     drawQueryChart();
     saveURL();
@@ -834,41 +887,73 @@ async function runQuery() {
   }
 }
 
+function chosenYs() { return [...$("chart-ys").querySelectorAll("input:checked")].map((i) => i.value); }
+
+// chartChoices offers the result's columns: x any, y any numeric ones
+// (several), and a column whose values each get a series of their own.
 function chartChoices(res) {
   const nums = numericCols(res).map((i) => res.columns[i]);
   $("chart-box").hidden = res.columns.length < 2 || nums.length === 0;
-  const fill = (id, want, def) => {
-    const s = $(id);
-    s.replaceChildren(...res.columns.map((c) => el("option", { value: c }, c)));
-    s.value = res.columns.includes(want) ? want : def;
-  };
-  fill("chart-x", sqlState.wantX, res.columns[0]);
-  fill("chart-y", sqlState.wantY, nums.find((c) => c !== res.columns[0]) || nums[0]);
-  sqlState.wantX = sqlState.wantY = null;
+  const x = res.columns.includes(sqlState.wantX) ? sqlState.wantX : res.columns[0];
+  $("chart-x").replaceChildren(...res.columns.map((c) => el("option", { value: c }, c)));
+  $("chart-x").value = x;
+  const want = (sqlState.wantY || []).filter((y) => nums.includes(y));
+  const ys = want.length ? want : [nums.find((c) => c !== x) || nums[0]];
+  $("chart-ys").replaceChildren(...nums.map((c) => {
+    const box = el("input", { type: "checkbox", value: c, onchange: () => { saveURL(); drawQueryChart(); } });
+    box.checked = ys.includes(c);
+    return el("label", {}, box, " " + c);
+  }));
+  $("chart-split").replaceChildren(el("option", { value: "" }, "(none)"), ...res.columns.map((c) => el("option", { value: c }, c)));
+  $("chart-split").value = res.columns.includes(sqlState.wantSplit) ? sqlState.wantSplit : "";
+  sqlState.wantX = sqlState.wantY = sqlState.wantSplit = null;
 }
 
-// drawQueryChart: a line or bar chart of two result columns; an x column
-// that is not numeric becomes the categories of the x axis.
+// drawQueryChart: a line or bar chart of result columns against x: each
+// chosen y a series, or, split by a column, each y for each of its
+// values a series. An x column that is not numeric becomes the x axis's
+// categories.
 function drawQueryChart() {
   const res = sqlState.res;
   const div = $("query-chart");
   if (sqlState.chart) { sqlState.chart.destroy(); sqlState.chart = null; }
   if (!res || $("chart-box").hidden) return;
-  const xi = res.columns.indexOf($("chart-x").value), yi = res.columns.indexOf($("chart-y").value);
+  const xc = $("chart-x").value, xi = res.columns.indexOf(xc);
+  const ys = chosenYs();
+  const split = $("chart-split").value, si = split ? res.columns.indexOf(split) : -1;
+  if (ys.length === 0) { ui.chart = null; return; }
   const numX = res.rows.every((r) => isNum(r[xi]));
-  let rows = res.rows.map((r, i) => [numX ? Number(r[xi]) : i, isNum(r[yi]) ? Number(r[yi]) : null, r[xi]]);
-  if (numX) rows.sort((a, b) => a[0] - b[0]);
-  const data = [rows.map((r) => r[0]), rows.map((r) => r[1])];
-  const labels = rows.map((r) => r[2]);
+  // The x values, in order: numbers ascending, else as they come.
+  const keys = [];
+  const seen = new Map();
+  for (const r of res.rows) if (!seen.has(r[xi])) { seen.set(r[xi], keys.length); keys.push(r[xi]); }
+  if (numX) keys.sort((a, b) => Number(a) - Number(b));
+  const at = new Map(keys.map((k, i) => [k, i]));
+  const groups = si < 0 ? [null] : [...new Set(res.rows.map((r) => r[si]))];
+  const series = [{ label: xc, value: (u, v) => (v == null ? "–" : numX ? fmtNum(v) : keys[v]) }];
+  const data = [keys.map((k, i) => (numX ? Number(k) : i))];
   const bar = $("chart-kind").value === "bar";
-  ui.chart = { x: res.columns[xi], y: res.columns[yi], kind: bar ? "bar" : "line", data };
+  let n = 0;
+  for (const g of groups) {
+    for (const y of ys) {
+      const yi = res.columns.indexOf(y);
+      const col = new Array(keys.length).fill(null);
+      for (const r of res.rows) if ((g === null || r[si] === g) && isNum(r[yi])) col[at.get(r[xi])] = Number(r[yi]);
+      const c = palette[n++ % palette.length];
+      const label = g === null ? y : ys.length > 1 ? `${y} (${split}=${g})` : `${split}=${g}`;
+      series.push({ label, stroke: c, fill: bar ? c + "99" : undefined, width: 1.5, spanGaps: true,
+        paths: bar ? uPlot.paths.bars({ size: [0.7 / Math.max(1, groups.length * ys.length), 60] }) : undefined,
+        points: { show: !bar && keys.length < 100 }, value: (u, v) => (v == null ? "–" : fmtNum(v)) });
+      data.push(col);
+    }
+  }
+  ui.chart = { x: xc, ys, split, kind: bar ? "bar" : "line", labels: series.slice(1).map((s) => s.label), data };
   sqlState.chart = new uPlot({
     width: chartWidth(div), height: 300,
     scales: { x: { time: false } },
-    series: [{ label: res.columns[xi], value: (u, v) => (numX || v == null ? v : labels[v]) },
-      { label: res.columns[yi], stroke: palette[0], fill: bar ? palette[0] + "99" : undefined, width: 1.5,
-        paths: bar ? uPlot.paths.bars({ size: [0.7, 60] }) : undefined, points: { show: !bar && rows.length < 100 } }],
-    axes: [{ label: res.columns[xi], values: numX ? undefined : (u, vals) => vals.map((v) => (Number.isInteger(v) ? labels[v] ?? "" : "")) }, { label: res.columns[yi] }],
+    series,
+    axes: [{ label: xc, values: numX ? (u, vals) => vals.map(fmtNum) : (u, vals) => vals.map((v) => (Number.isInteger(v) ? keys[v] ?? "" : "")) },
+      { label: ys.join(", "), values: (u, vals) => vals.map(fmtNum) }],
   }, data, div);
 }
 
