@@ -26,7 +26,7 @@ func uiSpec(env Env) Bench {
 	return benchSpec[*uiBench]{
 		name: "ui",
 		summary: "measure the web interface's server-side time per page and endpoint (first request, then median, p99 and max of repeats): " +
-			"worlds, a run's timeline, rows per tick (the whole run and zoomed), older commit events, a tick's page and points, a scrubber step to the next tick, " +
+			"worlds, a run's timeline, rows per tick (the whole run and zoomed), older commit events, a tick's page and points, a scrubber step to the next tick, an entity's history, " +
 			"two ticks compared (and a fork against its parent), a query, facts",
 		example: "worldfs bench ui --bucket ./worldfs-data --world w1 --requests 50",
 		flags: func(fs *flag.FlagSet) {
@@ -98,7 +98,8 @@ type uiEndpoint struct {
 // (the whole run, then 1,000 ticks of it as a zoom asks), the page of
 // commit events before the timeline's, one tick's page and points, a
 // scrubber step (each request the next tick, from the middle of the run),
-// a comparison of adjacent ticks, a query and the facts. The scrubber's
+// an entity's history (the lowest entity_id at the head, through the whole
+// run), a comparison of adjacent ticks, a query and the facts. The scrubber's
 // table is particle if the run has one, else its first view.
 //
 // What a visit needs to know first (the ticks, the table's columns) is
@@ -120,18 +121,31 @@ func uiVisit(ctx context.Context, opts ui.Options, world, run string, n int) (*u
 	if err == nil {
 		err = uiGet(ctx, s, "/api/w/"+w+"/tables"+rq, &cols)
 	}
+	ticks := tl.TickNumbers()
+	if err == nil && (len(ticks) == 0 || len(tl.Views) == 0) {
+		err = fmt.Errorf("bench: run %s of %s has no visible tick or no table", run, world)
+	}
+	res := &uiBench{World: world, Run: run, Ticks: len(ticks), Requests: n}
+	// The entity followed: the lowest entity_id at the head (the oldest
+	// there, whose history is the longest).
+	entity := ""
+	if err == nil {
+		res.Table = tl.Views[0]
+		if slices.Contains(tl.Views, "particle") {
+			res.Table = "particle"
+		}
+		if slices.ContainsFunc(cols.Rows, func(r []string) bool { return r[0] == res.Table && r[1] == "entity_id" }) {
+			var ids ui.Result
+			q := fmt.Sprintf("SELECT min(entity_id) FROM %s(%d)", ident(res.Table+"_at"), ticks[len(ticks)-1])
+			err = uiGet(ctx, s, "/api/w/"+w+"/query"+rq+"&q="+url.QueryEscape(q), &ids)
+			if err == nil && len(ids.Rows) == 1 && ids.Rows[0][0] != "NULL" {
+				entity = ids.Rows[0][0]
+			}
+		}
+	}
 	s.Close()
 	if err != nil {
 		return nil, err
-	}
-	ticks := tl.TickNumbers()
-	if len(ticks) == 0 || len(tl.Views) == 0 {
-		return nil, fmt.Errorf("bench: run %s of %s has no visible tick or no table", run, world)
-	}
-	res := &uiBench{World: world, Run: run, Ticks: len(ticks), Requests: n}
-	res.Table = tl.Views[0]
-	if slices.Contains(tl.Views, "particle") {
-		res.Table = "particle"
 	}
 	var parent *index.State
 	own, _, err := index.Load(ctx, opts.Bucket, world)
@@ -199,6 +213,14 @@ func uiVisit(ctx context.Context, opts ui.Options, world, run string, n int) (*u
 		}},
 		{"facts page", func(int) string { return "/w/" + w + "/facts" + rq }},
 		{"facts", func(int) string { return "/api/w/" + w + "/facts" + rq }},
+	}
+	if entity != "" {
+		// One click from a row to its history: the entity page, then its
+		// every row through the lineage.
+		v := url.Values{"run": {run}, "table": {res.Table}, "id": {entity}}
+		steps = slices.Insert(steps, slices.IndexFunc(steps, func(st uiStep) bool { return st.name == "compare adjacent ticks" }),
+			uiStep{"entity page", func(int) string { return "/w/" + w + "/entity?" + v.Encode() }},
+			uiStep{"trajectory", func(int) string { return "/api/w/" + w + "/entity?" + v.Encode() }})
 	}
 	if p := own.World; parent != nil {
 		// A fork against its parent at a tick both publish, the newest

@@ -30,7 +30,7 @@ func TestBenchUIAsksEveryEndpoint(t *testing.T) {
 			t.Errorf("%s: %+v", e.Name, e)
 		}
 	}
-	if res.Table != "particle" || res.Ticks != 10 || strings.Join(names, ",") != "worlds page,worlds,run page,timeline,tables,rows per tick,rows per tick, zoomed,older events,tick,scrubber step,compare adjacent ticks,compare with the parent,sql page,query,facts page,facts" {
+	if res.Table != "particle" || res.Ticks != 10 || strings.Join(names, ",") != "worlds page,worlds,run page,timeline,tables,rows per tick,rows per tick, zoomed,older events,tick,scrubber step,entity page,trajectory,compare adjacent ticks,compare with the parent,sql page,query,facts page,facts" {
 		t.Fatalf("bench: %+v", res)
 	}
 }

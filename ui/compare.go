@@ -2,6 +2,7 @@ package ui
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"slices"
@@ -68,6 +69,11 @@ type Comparison struct {
 	// PointsA and PointsB are the scatter plot's columns of each side.
 	PointsA *Result `json:"points_a,omitempty"`
 	PointsB *Result `json:"points_b,omitempty"`
+	// Report is what worldfs diff A B prints (sql.Diff): per table the
+	// entities inserted, deleted, updated and unchanged from a to b, per
+	// component column how many updates changed it and the largest
+	// change.
+	Report *sql.DiffReport `json:"report"`
 }
 
 // session returns the views of two (world, run)s in one session
@@ -152,6 +158,9 @@ func (s *Server) compare(ctx context.Context, world string, vals url.Values) (*C
 		return nil, badRequest(fmt.Errorf("table %q is not a view of both sides: %s", q.Table, strings.Join(tables, ", ")))
 	}
 	out := &Comparison{A: q.A, B: q.B, Table: q.Table, Offset: q.Offset}
+	if out.Report, err = s.diffReport(ctx, v, q.A, q.B); err != nil {
+		return nil, err
+	}
 	if out.Counts, err = s.queryOn(ctx, v, q.CountsSQL()); err != nil {
 		return nil, err
 	}
@@ -168,3 +177,42 @@ func (s *Server) compare(ctx context.Context, world string, vals url.Values) (*C
 	}
 	return out, nil
 }
+
+// diffReport is sql.Diff of a to b on views v, every table: the report
+// worldfs diff prints. Asked of the same views, it is memoized with them.
+func (s *Server) diffReport(ctx context.Context, v *views, a, b Side) (*sql.DiffReport, error) {
+	key := fmt.Sprintf("diff %s@%d %s@%d", a.World, a.Tick, b.World, b.Tick)
+	v.mu.Lock()
+	r := v.mu.reports[key]
+	v.mu.Unlock()
+	if r != nil {
+		return r, nil
+	}
+	db, err := v.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r, err = sql.Diff(ctx, db, v.script, sql.Point{World: a.World, Tick: &a.Tick}, sql.Point{World: b.World, Tick: &b.Tick}, "", false)
+	v.release(db, ctx.Err() == nil)
+	switch {
+	case errors.Is(err, sql.ErrNotFound):
+		return nil, notFound(err)
+	case err != nil && ctx.Err() != nil:
+		return nil, ctx.Err()
+	case err != nil:
+		return nil, queryError{err}
+	}
+	v.mu.Lock()
+	if v.mu.reports == nil {
+		v.mu.reports = map[string]*sql.DiffReport{}
+	}
+	if len(v.mu.reports) >= maxReports {
+		clear(v.mu.reports)
+	}
+	v.mu.reports[key] = r
+	v.mu.Unlock()
+	return r, nil
+}
+
+// maxReports bounds the diff reports kept with one views.
+const maxReports = 64

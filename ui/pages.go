@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"bytes"
 	"context"
 	"embed"
 	"errors"
@@ -36,6 +37,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /w/{world}/sql", page("sql"))
 	s.mux.HandleFunc("GET /w/{world}/facts", page("facts"))
 	s.mux.HandleFunc("GET /w/{world}/compare", page("compare"))
+	s.mux.HandleFunc("GET /w/{world}/entity", page("entity"))
 
 	s.mux.HandleFunc("GET /api/worlds", func(w http.ResponseWriter, r *http.Request) {
 		ws, err := s.worlds(r.Context())
@@ -85,6 +87,15 @@ func (s *Server) routes() {
 		res, err := s.compare(r.Context(), r.PathValue("world"), r.URL.Query())
 		writeJSON(w, res, err)
 	})
+	s.mux.HandleFunc("GET /api/w/{world}/schema", func(w http.ResponseWriter, r *http.Request) {
+		res, err := s.schema(r.Context(), r.PathValue("world"), runOf(r))
+		writeJSON(w, res, err)
+	})
+	s.mux.HandleFunc("GET /api/w/{world}/download", s.download)
+	s.mux.HandleFunc("GET /api/w/{world}/entity", func(w http.ResponseWriter, r *http.Request) {
+		res, err := s.trajectory(r.Context(), r.PathValue("world"), runOf(r), r.URL.Query().Get("table"), r.URL.Query().Get("id"))
+		writeJSON(w, res, err)
+	})
 	s.mux.HandleFunc("GET /api/w/{world}/facts", func(w http.ResponseWriter, r *http.Request) {
 		res, err := s.facts(r.Context(), r.PathValue("world"), runOf(r))
 		writeJSON(w, res, err)
@@ -127,12 +138,138 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request, name string) {
 		d.Title = d.World + " · facts and receipts"
 	case "compare":
 		d.Title = d.World + " · compare"
+	case "entity":
+		d.Title = d.World + " · " + r.URL.Query().Get("table") + " " + r.URL.Query().Get("id")
+	}
+	if d.World != "" {
+		if err := s.pageExists(r.Context(), name, d, r.URL.Query()); err != nil {
+			s.notFoundPage(r.Context(), w, d, err)
+			return
+		}
+	}
+	s.render(w, http.StatusOK, name, d)
+}
+
+// render writes page name with d, answering status.
+func (s *Server) render(w http.ResponseWriter, status int, name string, d any) {
+	var buf bytes.Buffer
+	if err := s.pages.ExecuteTemplate(&buf, name+".html", d); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
-	if err := s.pages.ExecuteTemplate(w, name+".html", d); err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// notFound is the not-found page's data: what was asked, why it is not
+// there, and where to go instead.
+type notFoundData struct {
+	pageData
+	Reason string
+	// Runs are the world's runs when the world exists (the run asked is
+	// not one of them, or the tick is not visible in it).
+	Runs []RunInfo
+}
+
+// pageExists checks that what a page of world d.World is asked to show
+// exists: the world, its run (a run with no visible tick of its own or its
+// lineage that the world does not name), and the tick of a run page or the
+// ticks of a comparison. A missing one is a notFound error saying which.
+func (s *Server) pageExists(ctx context.Context, name string, d pageData, vals url.Values) error {
+	st, err := s.state(ctx, d.World)
+	if err != nil {
+		return err
 	}
+	v, err := s.view(ctx, d.World, d.Run)
+	if err != nil {
+		return err
+	}
+	if _, ok := st.Run(d.Run); !ok && !hasTicks(v) {
+		return notFound(fmt.Errorf("world %s has no run %s", d.World, d.Run))
+	}
+	var points []string
+	switch name {
+	case "run", "entity":
+		points = []string{d.Tick}
+	case "compare":
+		if vals.Get("vs") == "" || vals.Get("vs") == d.World {
+			points = []string{vals.Get("a"), vals.Get("b")}
+		} else {
+			points = []string{vals.Get("a")}
+		}
+	}
+	for _, p := range points {
+		if p == "" {
+			continue
+		}
+		pt, err := s.point(ctx, d.World, d.Run, p)
+		if err != nil {
+			if statusOf(err) == http.StatusNotFound || statusOf(err) == http.StatusBadRequest {
+				return notFound(fmt.Errorf("run %s of world %s has no tick %s: %w", d.Run, d.World, p, err))
+			}
+			return err
+		}
+		if _, ok := v.Tick(pt.Tick); !ok {
+			return notFound(fmt.Errorf("run %s of world %s has no tick %s: its ticks are %s", d.Run, d.World, p, tickSpans(v)))
+		}
+	}
+	return nil
+}
+
+// tickSpans describes v's visible ticks as spans (0–12, 20–30), at most
+// a few.
+func tickSpans(v *index.View) string {
+	var spans [][2]int64
+	v.Ticks(math.MinInt64, math.MaxInt64, func(t index.TickRef) bool {
+		if n := len(spans); n > 0 && spans[n-1][1] == t.Tick.Tick-1 {
+			spans[n-1][1]++
+		} else {
+			spans = append(spans, [2]int64{t.Tick.Tick, t.Tick.Tick})
+		}
+		return true
+	})
+	if len(spans) == 0 {
+		return "none yet"
+	}
+	var parts []string
+	for i, sp := range spans {
+		if i == 4 {
+			parts = append(parts, fmt.Sprintf("… (%d spans)", len(spans)))
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%d–%d", sp[0], sp[1]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// hasTicks reports whether v shows any tick.
+func hasTicks(v *index.View) bool {
+	found := false
+	v.Ticks(math.MinInt64, math.MaxInt64, func(index.TickRef) bool {
+		found = true
+		return false
+	})
+	return found
+}
+
+// notFoundPage answers a page whose world, run or tick does not exist
+// with the not-found page (404), or another error's status.
+func (s *Server) notFoundPage(ctx context.Context, w http.ResponseWriter, d pageData, err error) {
+	status := statusOf(err)
+	nd := notFoundData{pageData: d, Reason: err.Error()}
+	nd.Page = "notfound"
+	nd.Title = "not found"
+	if status != http.StatusNotFound {
+		nd.Title = http.StatusText(status)
+	}
+	if st, e := s.state(ctx, d.World); e == nil {
+		nd.Runs = worldInfo(st, 0).Runs
+	} else {
+		nd.World = "" // no world: no links into it
+	}
+	s.render(w, status, "notfound", nd)
 }
 
 // WorldInfo is one world on the worlds page: its catalog record, its
@@ -350,6 +487,9 @@ type TickQuery struct {
 	Limit        int64
 	Offset       int64
 	X, Y         string // the scatter plot's columns (empty: none)
+	// ID, if set, is a column the points carry third (entity_id): a
+	// click on a point follows that entity.
+	ID string
 }
 
 // PageSQL, CountSQL and PointsSQL are the tick endpoint's questions.
@@ -370,7 +510,33 @@ func (q TickQuery) CountSQL() string {
 }
 
 func (q TickQuery) PointsSQL() string {
-	return fmt.Sprintf("SELECT %s, %s FROM %s(%d)", quoteIdent(q.X), quoteIdent(q.Y), quoteIdent(q.Table+"_at"), q.Tick)
+	id := ""
+	if q.ID != "" {
+		id = ", " + quoteIdent(q.ID)
+	}
+	return fmt.Sprintf("SELECT %s, %s%s FROM %s(%d)", quoteIdent(q.X), quoteIdent(q.Y), id, quoteIdent(q.Table+"_at"), q.Tick)
+}
+
+// TrajectorySQL is an entity's history: every row of table whose
+// entity_id is id, by tick, through the run's lineage (the view of a
+// fork reads its parent's ticks up to the fork point).
+func TrajectorySQL(table, id string) string {
+	return fmt.Sprintf("FROM %s WHERE entity_id = %s ORDER BY tick", quoteIdent(table), quoteLit(id))
+}
+
+// trajectory answers TrajectorySQL for (world, run).
+func (s *Server) trajectory(ctx context.Context, world, run, table, id string) (*Result, error) {
+	if id == "" {
+		return nil, badRequest(fmt.Errorf("id (the entity_id to follow) is required"))
+	}
+	v, err := s.viewsOf(ctx, world, run)
+	if err != nil {
+		return nil, err
+	}
+	if !slices.Contains(v.script.Views, table) {
+		return nil, badRequest(fmt.Errorf("table %q is not a view of %s (run %s): %s", table, world, run, strings.Join(v.script.Views, ", ")))
+	}
+	return s.queryOn(ctx, v, TrajectorySQL(table, id))
 }
 
 // maxPage bounds the rows of one page of a tick's table.
@@ -398,7 +564,7 @@ func (s *Server) tick(ctx context.Context, world, run string, vals map[string][]
 		}
 		return ""
 	}
-	q := TickQuery{Table: get("table"), Order: get("order"), Desc: get("desc") == "1" || get("desc") == "true", X: get("x"), Y: get("y")}
+	q := TickQuery{Table: get("table"), Order: get("order"), Desc: get("desc") == "1" || get("desc") == "true", X: get("x"), Y: get("y"), ID: get("id")}
 	var err error
 	if _, ok := vals["tick"]; !ok {
 		return nil, badRequest(fmt.Errorf("tick is required"))

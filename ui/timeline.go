@@ -40,11 +40,27 @@ type Timeline struct {
 	Events []Event `json:"events"`
 	// LogFrom is the first sequence the events were read from (1: the
 	// log's start; older entries were collected, or not read yet).
-	LogFrom uint64   `json:"log_from"`
-	Views   []string `json:"views"`
+	LogFrom uint64 `json:"log_from"`
+	// LogTo is the newest sequence of the world's log the events were
+	// read to: entries LogFrom..LogTo were read, and those that are not
+	// events publish ticks.
+	LogTo uint64   `json:"log_to"`
+	Views []string `json:"views"`
+	// Lineage is where the run's ticks come from, oldest first: for a
+	// fork, each ancestor's run up to its fork point (UpTo), then the
+	// world's own run (UpTo null). A segment's UpTo is where the next
+	// one forked from it: the timeline marks it.
+	Lineage []LineageSegment `json:"lineage"`
 	// Tags are the world's tags that name a visible tick of the run, by
 	// tick then name: marks on the timeline.
 	Tags []TimelineTag `json:"tags"`
+}
+
+// LineageSegment is one world's part of a run's ticks (Timeline.Lineage).
+type LineageSegment struct {
+	World string `json:"world"`
+	Run   string `json:"run"`
+	UpTo  *int64 `json:"up_to"`
 }
 
 // TimelineTag is a tag on the timeline: its name, the tick it names, its
@@ -85,6 +101,8 @@ type Event struct {
 	Approx bool   `json:"approx,omitempty"`
 	Run    string `json:"run,omitempty"`
 	Tick   *int64 `json:"tick,omitempty"`
+	// From is the first tick of a compaction's span (Tick its last).
+	From   *int64 `json:"from,omitempty"`
 	Claim  string `json:"claim,omitempty"`
 	Token  string `json:"token,omitempty"`
 	Detail string `json:"detail,omitempty"`
@@ -129,7 +147,16 @@ func (s *Server) timeline(ctx context.Context, world, run string) (*Timeline, er
 		i++
 		return true
 	})
+	for i, seg := range v.Segments {
+		ls := LineageSegment{World: seg.World, Run: seg.Run}
+		if i < len(v.Segments)-1 {
+			upTo := seg.UpTo
+			ls.UpTo = &upTo
+		}
+		tl.Lineage = append(tl.Lineage, ls)
+	}
 	own := v.Segments[len(v.Segments)-1].State
+	tl.LogTo = own.Seq
 	tl.Tags = []TimelineTag{}
 	for _, tg := range own.Tags() {
 		if t, err := index.TickOfTag(v, tg.Name, math.MaxInt64); err == nil {
@@ -424,7 +451,7 @@ func eventOf(seq uint64, e *index.Entry, lastMs *int64) (Event, bool) {
 		}
 		if sp := e.Rewrite.Span; sp != nil {
 			from, to := sp.From, sp.To
-			ev.Tick = &to
+			ev.Tick, ev.From = &to, &from
 			ev.Detail = strings.TrimSpace(e.Rewrite.Table + " ticks " + itoa(from) + "–" + itoa(to))
 		}
 	case e.Command != nil:

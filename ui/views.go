@@ -10,6 +10,7 @@ import (
 	"io"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/worldfs/worldfs/index"
 	"github.com/worldfs/worldfs/sql"
@@ -110,6 +111,9 @@ type views struct {
 		// the whole history (rows per tick, the columns), by their SQL:
 		// the views are one catalog state, so the answer cannot change.
 		memo map[string]*Result
+		// reports are diff reports of two of the views' ticks, or of
+		// two worlds' (at most maxReports).
+		reports map[string]*sql.DiffReport
 		// counts is the rows per tick of each view (counts.go), once
 		// computed.
 		counts *tickCounts
@@ -270,6 +274,10 @@ type Result struct {
 	Truncated bool `json:"truncated,omitempty"`
 	// Notes are sql.Run's notes (a tick that is not visible, …).
 	Notes string `json:"notes,omitempty"`
+	// ElapsedMs is the server's time for the query, from asking for a
+	// database to the last row read (a page's own question kept in memory
+	// shows the time it took when it ran).
+	ElapsedMs float64 `json:"elapsed_ms,omitempty"`
 }
 
 // memoQuery is query for a page's own question about the whole history:
@@ -329,8 +337,12 @@ func (s *Server) query(ctx context.Context, world, run, q string) (*Result, erro
 	return s.queryOn(ctx, v, q)
 }
 
+// ms is d in milliseconds, to the microsecond.
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
 // queryOn runs q on views v (query).
 func (s *Server) queryOn(ctx context.Context, v *views, q string) (*Result, error) {
+	start := time.Now()
 	db, err := v.acquire(ctx)
 	if err != nil {
 		return nil, err
@@ -358,7 +370,7 @@ func (s *Server) queryOn(ctx context.Context, v *views, q string) (*Result, erro
 	if err != nil {
 		return nil, err
 	}
-	res.SQL, res.Notes = q, notes.String()
+	res.SQL, res.Notes, res.ElapsedMs = q, notes.String(), ms(time.Since(start))
 	return res, nil
 }
 

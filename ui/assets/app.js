@@ -41,9 +41,48 @@ async function api(path, params, signal) {
 
 function worldPath(w, rest) { return "/w/" + encodeURIComponent(w) + (rest || ""); }
 
+// entityPath is the page of an entity's history in (w, r)'s table,
+// showing tick (optional) selected.
+function entityPath(w, r, table, id, tick) {
+  const q = new URLSearchParams({ run: r, table, id });
+  if (tick != null && tick !== "") q.set("tick", tick);
+  return worldPath(w, "/entity?" + q);
+}
+
+// Times show in the reader's local time, to the second; the UTC time is
+// on hover (timeEl).
+const pad = (n, w) => String(n).padStart(w || 2, "0");
 function fmtTime(ms) {
   if (!ms) return "–";
-  return new Date(ms).toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z");
+  const d = new Date(ms);
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
+}
+function fmtUTC(ms) { return ms ? new Date(ms).toISOString().replace("T", " ").replace(/\.\d+Z$/, " UTC") : ""; }
+
+// timeEl is a time as a <time> element: local, UTC on hover.
+function timeEl(ms, prefix) {
+  return el("time", ms ? { datetime: new Date(ms).toISOString(), title: fmtUTC(ms) } : {}, (prefix || "") + fmtTime(ms));
+}
+
+// fmtInt writes a count with thousands separators.
+function fmtInt(n) { return n == null ? "" : Number(n).toLocaleString("en-US"); }
+
+// fmtValue writes a value as DuckDB renders it (sql.Run's csv) for a
+// person: integers with thousands separators, other numbers to 6
+// significant digits (enough to tell neighbours apart at a glance; the
+// exact value is the cell's title and the downloads'), the rest as it is.
+const sig6 = new Intl.NumberFormat("en-US", { maximumSignificantDigits: 6 });
+function fmtValue(v) {
+  if (typeof v !== "string" || v === "NULL") return v;
+  if (/^-?\d+$/.test(v)) return v.length > 4 ? BigInt(v).toLocaleString("en-US") : v;
+  if (/^-?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?$/i.test(v)) return fmtNum(Number(v));
+  return v;
+}
+function fmtNum(x) {
+  if (x == null || !isFinite(x)) return String(x);
+  const a = Math.abs(x);
+  if (a !== 0 && (a < 1e-4 || a >= 1e15)) return x.toExponential(5).replace(/\.?0+e/, "e");
+  return sig6.format(x);
 }
 
 function fmtBytes(n) {
@@ -57,7 +96,7 @@ const isNum = (s) => s !== "NULL" && s !== "" && !isNaN(Number(s));
 
 // numericCols returns the indexes of the columns whose values are all numbers.
 function numericCols(res) {
-  return res.columns.map((_, i) => i).filter((i) => res.rows.length > 0 && res.rows.every((r) => r[i] === "NULL" || isNum(r[i])));
+  return res.columns.map((_, i) => i).filter((i) => res.rows.length > 0 && res.rows.every((r) => r[i] === "NULL" || r[i] === "–" || isNum(r[i])));
 }
 
 // renderTable draws a Result into a <table>; sortable headers call onSort.
@@ -78,11 +117,23 @@ function renderTable(table, res, opts) {
   if (opts.extra) hr.append(el("th", {}, opts.extra.header));
   thead.append(hr);
   const frag = document.createDocumentFragment();
+  const idCol = opts.entity ? res.columns.indexOf("entity_id") : -1;
   const shown = Math.min(res.rows.length, opts.max || 1000);
   for (let r = 0; r < shown; r++) {
     const row = res.rows[r];
     const tr = el("tr");
-    row.forEach((v, i) => tr.append(el("td", { class: (nums.has(i) ? "num" : "") + (v === "NULL" ? " null" : "") }, v)));
+    row.forEach((v, i) => {
+      const shown = nums.has(i) ? fmtValue(v) : v;
+      const attrs = { class: (nums.has(i) ? "num" : "") + (v === "NULL" ? " null" : "") };
+      if (shown !== v || v.length > 24) attrs.title = v; // the exact value on hover
+      if (i === idCol && v !== "NULL") {
+        // One click from a row to its history.
+        const e = opts.entity;
+        tr.append(el("td", attrs, el("a", { class: "entity", href: entityPath(e.world, e.run, e.table, v, e.tick), title: `the history of entity ${v}` }, shown)));
+        return;
+      }
+      tr.append(el("td", attrs, shown));
+    });
     if (opts.extra) { const td = el("td"); td.append(opts.extra.cell(row, res.columns)); tr.append(td); }
     frag.append(tr);
   }
@@ -105,20 +156,24 @@ async function worldsPage() {
     if (w.runs.length === 0) runs.append("–");
     w.runs.forEach((r, i) => {
       if (i) runs.append(" ");
-      runs.append(el("a", { href: worldPath(w.id, "?run=" + encodeURIComponent(r.name)), class: "run-link", "data-world": w.id, "data-run": r.name }, `${r.name}@${r.head_tick}`));
+      runs.append(el("a", { href: worldPath(w.id, "?run=" + encodeURIComponent(r.name)), class: "run-link", "data-world": w.id, "data-run": r.name }, `${r.name}@${fmtInt(r.head_tick)}`));
     });
-    const fork = w.parent ? el("a", { href: worldPath(w.parent, "?run=" + encodeURIComponent(w.fork_run) + "&tick=" + w.fork_tick) }, `${w.parent} ${w.fork_run}@${w.fork_tick}`) : "–";
+    const forkText = w.parent && `${w.parent} ${w.fork_run}@${w.fork_tick}`;
+    const fork = w.parent ? el("a", { href: worldPath(w.parent, "?run=" + encodeURIComponent(w.fork_run) + "&tick=" + w.fork_tick), title: forkText }, forkText) : "–";
     tbody.append(el("tr", { "data-world": w.id },
-      el("td", {}, el("a", { href: worldPath(w.id) }, w.id)), el("td", {}, fork), runs,
-      el("td", {}, w.status), el("td", {}, w.writer_mode), el("td", { class: "num" }, w.fence_epoch),
-      el("td", {}, fmtTime(w.last_publish_unix_ms)), el("td", {}, fmtTime(w.created_unix_ms)),
-      el("td", { class: "num size", title: w.size_bytes + " bytes" }, fmtBytes(w.size_bytes)),
-      el("td", { class: "meta" }, Object.keys(w.meta || {}).sort().map((k) => `${k}=${w.meta[k]}`).join(" ") || "–")));
+      el("td", { class: "clip", title: w.id }, el("a", { href: worldPath(w.id) }, w.id)), el("td", { class: "clip" }, fork), runs,
+      el("td", {}, w.status), el("td", {}, w.writer_mode), el("td", { class: "num" }, fmtInt(w.fence_epoch)),
+      el("td", {}, timeEl(w.last_publish_unix_ms)), el("td", {}, timeEl(w.created_unix_ms)),
+      el("td", { class: "num size", title: fmtInt(w.size_bytes) + " bytes" }, fmtBytes(w.size_bytes)),
+      el("td", { class: "meta clip", title: metaText(w) }, metaText(w) || "–")));
   }
   drawLineage($("lineage"), ws);
   status(ws.length + " worlds");
   body.dataset.ready = "1";
 }
+
+// metaText is a world's run parameters as KEY=VALUE pairs, by key.
+function metaText(w) { return Object.keys(w.meta || {}).sort().map((k) => `${k}=${w.meta[k]}`).join(" "); }
 
 // drawLineage draws the forks as a tree: each world right of its parent,
 // the edge labelled with the run and tick it forked at.
@@ -132,10 +187,13 @@ function drawLineage(div, ws) {
       kids.get(w.parent).push(w);
     } else roots.push(w);
   }
+  // Each node is a box of a fixed width: the world's name (cut to fit,
+  // whole on hover) over its runs' head ticks.
+  const W = 260, H = 34, DX = 290, DY = 46;
   const pos = new Map();
   let row = 0;
   const place = (w, depth) => {
-    pos.set(w.id, { x: 20 + depth * 230, y: 20 + row * 44 });
+    pos.set(w.id, { x: 20 + depth * DX, y: 16 + row * DY });
     row++;
     for (const k of kids.get(w.id) || []) place(k, depth + 1);
   };
@@ -143,34 +201,47 @@ function drawLineage(div, ws) {
   const maxX = Math.max(0, ...[...pos.values()].map((p) => p.x));
   const NS = "http://www.w3.org/2000/svg";
   const svg = document.createElementNS(NS, "svg");
-  svg.setAttribute("width", maxX + 230);
-  svg.setAttribute("height", 20 + row * 44);
-  const add = (tag, attrs, text) => {
+  svg.setAttribute("width", maxX + W + 20);
+  svg.setAttribute("height", 16 + row * DY);
+  const make = (tag, attrs, text) => {
     const e = document.createElementNS(NS, tag);
     for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
     if (text !== undefined) e.textContent = text;
-    svg.append(e);
     return e;
   };
   for (const w of ws) {
     const p = pos.get(w.id), pp = w.parent && pos.get(w.parent);
     if (!pp) continue;
-    add("path", { d: `M${pp.x + 8} ${pp.y + 10} V${p.y + 10} H${p.x}`, class: "edge" });
-    add("text", { x: pp.x + 14, y: p.y + 6, class: "edge-label" }, `${w.fork_run}@${w.fork_tick}`);
+    svg.append(make("path", { d: `M${pp.x + 10} ${pp.y + H} V${p.y + H / 2} H${p.x}`, class: "edge" }));
+    svg.append(make("text", { x: pp.x + 16, y: p.y + H / 2 - 4, class: "edge-label" }, `${w.fork_run}@${fmtInt(w.fork_tick)}`));
   }
+  const names = [];
   for (const w of ws) {
     const p = pos.get(w.id);
-    const a = add("a", { href: worldPath(w.id) });
-    const r = document.createElementNS(NS, "rect");
-    Object.entries({ x: p.x, y: p.y, width: 200, height: 24, rx: 4, class: "node " + w.status }).forEach(([k, v]) => r.setAttribute(k, v));
-    const t = document.createElementNS(NS, "text");
-    t.setAttribute("x", p.x + 8);
-    t.setAttribute("y", p.y + 16);
-    const head = w.runs.map((r) => `${r.name}@${r.head_tick}`).join(" ") || "no ticks";
-    t.textContent = `${w.id}  ${head}`;
-    a.append(r, t);
+    const a = make("a", { href: worldPath(w.id), class: "lineage-node", "data-world": w.id });
+    const head = w.runs.map((r) => `${r.name}@${fmtInt(r.head_tick)}`).join(" ") || "no ticks";
+    const name = make("text", { x: p.x + 8, y: p.y + 14, class: "name" }, w.id);
+    a.append(make("title", {}, `${w.id}: ${head}`), make("rect", { x: p.x, y: p.y, width: W, height: H, rx: 4, class: "node " + w.status }),
+      name, make("text", { x: p.x + 8, y: p.y + 28, class: "head" }, head));
+    svg.append(a);
+    names.push(name);
   }
   div.replaceChildren(svg);
+  for (const t of names) fitText(t, W - 16);
+  for (const t of svg.querySelectorAll("text.head")) fitText(t, W - 16);
+}
+
+// fitText cuts an SVG text to maxPx wide, ending it with an ellipsis.
+function fitText(t, maxPx) {
+  const full = t.textContent;
+  if (t.getComputedTextLength() <= maxPx) return;
+  let lo = 0, hi = full.length;
+  while (lo < hi) {
+    const m = (lo + hi + 1) >> 1;
+    t.textContent = full.slice(0, m) + "…";
+    if (t.getComputedTextLength() <= maxPx) lo = m; else hi = m - 1;
+  }
+  t.textContent = full.slice(0, lo) + "…";
 }
 
 // ---------- a run: timeline and tick ----------
@@ -188,8 +259,9 @@ async function runPage() {
   if (tl.ticks === 0) { status("this run has no visible tick"); body.dataset.ready = "1"; return; }
   sc.min = firstTick();
   sc.max = lastTick();
-  $("timeline-info").textContent = `ticks ${firstTick()}–${lastTick()} (${tl.ticks})`;
-  drawTicksChart(tl);
+  $("timeline-info").textContent = `ticks ${fmtInt(firstTick())}–${fmtInt(lastTick())} (${fmtInt(tl.ticks)} ticks)`;
+  showMarks(tl);
+  wallClock(tl);
   drawEvents(tl);
   // Tables: the particle simulation's first, then by name.
   const tables = tl.views.slice();
@@ -236,14 +308,22 @@ function chooseTable(t) {
   loadTick();
 }
 
-// setAxes picks the scatter plot's columns: position_x/position_y when the
-// table has them, else its first two numeric columns.
-function setAxes() {
-  const cols = runState.columns[runState.table] || [];
+// scatterAxes picks a table's scatter plot columns among its numeric ones
+// (not tick): a pair NAME_x and NAME_y (position_x and position_y first),
+// else x and y, else the first two that are not entity_id.
+function scatterAxes(cols) {
   const numeric = cols.filter((c) => /INT|DOUBLE|FLOAT|DECIMAL|REAL/.test(c.type) && c.name !== "tick").map((c) => c.name);
-  let x = "", y = "";
-  if (numeric.includes("position_x") && numeric.includes("position_y")) { x = "position_x"; y = "position_y"; }
-  else if (numeric.length >= 2) { x = numeric[0]; y = numeric[1]; }
+  const has = (n) => numeric.includes(n);
+  const pairs = ["position_x", ...numeric.filter((n) => n.endsWith("_x"))].filter((n) => has(n) && has(n.slice(0, -2) + "_y"));
+  if (pairs.length) return { numeric, x: pairs[0], y: pairs[0].slice(0, -2) + "_y" };
+  if (has("x") && has("y")) return { numeric, x: "x", y: "y" };
+  const rest = numeric.filter((n) => n !== "entity_id");
+  return rest.length >= 2 ? { numeric, x: rest[0], y: rest[1] } : { numeric, x: "", y: "" };
+}
+
+// setAxes sets the scatter plot's columns for the table shown.
+function setAxes() {
+  const { numeric, x, y } = scatterAxes(runState.columns[runState.table] || []);
   runState.x = x;
   runState.y = y;
   for (const [id, v] of [["scatter-x", x], ["scatter-y", y]]) {
@@ -313,7 +393,7 @@ async function loadTick() {
   try {
     res = await api(`/api/w/${encodeURIComponent(world)}/tick`, {
       run, tick: t, table: runState.table, order: runState.order, desc: runState.desc ? "1" : "", limit: runState.limit, offset: runState.offset,
-      x: runState.x, y: runState.y,
+      x: runState.x, y: runState.y, id: runState.x && hasColumn(runState.table, "entity_id") ? "entity_id" : "",
     }, ctl.signal);
   } catch (e) {
     if (e.name === "AbortError") return;
@@ -323,15 +403,15 @@ async function loadTick() {
   if (ctl !== runState.ctl) return;
   runState.total = res.total;
   runState.tickMs = res.published_unix_ms;
-  $("tick-time").textContent = res.published_unix_ms ? "published " + fmtTime(res.published_unix_ms) : "";
+  $("tick-time").replaceChildren(res.published_unix_ms ? timeEl(res.published_unix_ms, "published ") : "");
   if (runState.charts.ticks) runState.charts.ticks.redraw(false);
   ui.tick = res;
-  renderTable($("tick-rows"), res.page, { order: runState.order, desc: runState.desc, onSort: sortBy });
+  renderTable($("tick-rows"), res.page, { order: runState.order, desc: runState.desc, onSort: sortBy, entity: { world, run, table: res.table, tick: t } });
   const last = Math.min(res.offset + res.page.rows.length, res.total);
-  $("page-info").textContent = res.total ? `rows ${res.offset + 1}–${last} of ${res.total}` : "no rows";
+  $("page-info").textContent = res.total ? `rows ${fmtInt(res.offset + 1)}–${fmtInt(last)} of ${fmtInt(res.total)}` : "no rows";
   $("tick-sql").href = worldPath(world, "/sql?run=" + encodeURIComponent(run) + "&q=" + encodeURIComponent(res.page.sql));
   drawScatter(res.points);
-  status(`tick ${t}: ${res.total} rows of ${res.table}`);
+  status(`tick ${fmtInt(t)}: ${fmtInt(res.total)} rows of ${res.table}`);
   body.dataset.shownTick = String(t);
   body.dataset.ready = "1";
 }
@@ -343,13 +423,16 @@ function sortBy(col) {
   loadTick();
 }
 
+function hasColumn(table, col) { return (runState.columns[table] || []).some((c) => c.name === col); }
+
 function drawScatter(points) {
   const div = $("scatter");
   if (!points) { div.replaceChildren(el("p", { class: "note" }, "no two numeric columns to plot")); ui.scatter = null; return; }
-  const pts = points.rows.filter((r) => isNum(r[0]) && isNum(r[1])).map((r) => [Number(r[0]), Number(r[1])]);
+  const pts = points.rows.filter((r) => isNum(r[0]) && isNum(r[1])).map((r) => [Number(r[0]), Number(r[1]), r[2]]);
   pts.sort((a, b) => a[0] - b[0]);
   const data = [pts.map((p) => p[0]), pts.map((p) => p[1])];
-  ui.scatter = { columns: points.columns, data };
+  ui.scatter = { columns: points.columns.slice(0, 2), data };
+  runState.pointIds = points.columns.length > 2 ? pts.map((p) => p[2]) : null;
   let u = runState.charts.scatter;
   if (u && u.series[1].label === points.columns[1] && u.__x === points.columns[0]) { u.setData(data); return; }
   if (u) u.destroy();
@@ -361,7 +444,53 @@ function drawScatter(points) {
     legend: { show: false },
   }, data, div);
   u.__x = points.columns[0];
+  // A click on a point opens that entity's history.
+  u.over.title = "click a point to follow its entity";
+  u.over.addEventListener("click", () => {
+    const i = nearestPoint(u);
+    if (i != null && runState.pointIds) location.href = entityPath(world, run, runState.table, runState.pointIds[i], runState.tick);
+  });
   runState.charts.scatter = u;
+}
+
+// wallClock sets up the chart of ticks over wall-clock time: secondary to
+// the rows chart, it is open (and small) only when the run took a minute
+// or more; otherwise it is collapsed, saying how long the run took, and
+// drawn when opened.
+function wallClock(tl) {
+  const ts = tl.published.filter((t) => t[1] > 0);
+  const box = $("wallclock-box");
+  if (ts.length === 0) { $("wallclock-info").textContent = "(no publish times recorded)"; return; }
+  const first = Math.min(...ts.map((t) => t[1])), last = Math.max(...ts.map((t) => t[1]));
+  const took = last - first;
+  $("wallclock-info").textContent = `(the run's ticks were published over ${fmtDuration(took)}, ${fmtTime(first)} to ${fmtTime(last)})`;
+  box.open = took >= 60_000;
+  body.dataset.wallclock = box.open ? "open" : "collapsed";
+  const draw = () => { if (box.open && !runState.charts.ticks) drawTicksChart(tl); };
+  box.addEventListener("toggle", draw);
+  draw();
+}
+
+function fmtDuration(ms) {
+  if (ms < 1000) return `${fmtInt(ms)} ms`;
+  if (ms < 120_000) return `${fmtNum(ms / 1000)} s`;
+  if (ms < 7_200_000) return `${fmtNum(Math.round(ms / 6000) / 10)} min`;
+  return `${fmtNum(Math.round(ms / 360_000) / 10)} h`;
+}
+
+// nearestPoint is the index of the scatter point nearest the cursor
+// (within 12 px), or null.
+function nearestPoint(u) {
+  const { left, top } = u.cursor;
+  if (left == null || left < 0) return null;
+  let best = null, bd = 144;
+  const xs = u.data[0], ys = u.data[1];
+  for (let i = 0; i < xs.length; i++) {
+    if (ys[i] == null) continue;
+    const dx = u.valToPos(xs[i], "x") - left, dy = u.valToPos(ys[i], "y") - top;
+    if (dx * dx + dy * dy < bd) { bd = dx * dx + dy * dy; best = i; }
+  }
+  return best;
 }
 
 // drawTicksChart: each tick at the wall-clock time it was published, the
@@ -369,13 +498,12 @@ function drawScatter(points) {
 function drawTicksChart(tl) {
   const ts = tl.published.filter((t) => t[1] > 0).sort((a, b) => a[1] - b[1]);
   const div = $("ticks-chart");
-  if (ts.length === 0) { div.replaceChildren(el("p", { class: "note" }, "no publish times recorded")); return; }
   const data = [ts.map((t) => t[1] / 1000), ts.map((t) => t[0])];
 
   const kindColor = (k) => k.startsWith("claim") ? "#2ca02c" : k === "fragments.rewrite" ? "#9467bd" : k === "fence.acquire" ? "#d62728" : "#7f7f7f";
   const u = new uPlot({
-    title: "ticks over wall-clock time (drag to zoom, double-click to reset; marks: commits; flags: tags)",
-    width: chartWidth(div), height: 220,
+    title: "ticks over wall-clock time (drag to zoom, double-click to reset; marks at the top: commit events)",
+    width: chartWidth(div), height: 160,
     scales: { x: { time: true } },
     series: [{}, { label: "tick", stroke: palette[0], width: 1.5, points: { show: ts.length < 200 } }],
     axes: [{}, { label: "tick" }],
@@ -441,23 +569,108 @@ async function loadRows(from, to) {
   drawRowsChart(res);
 }
 
+// drawBands fills each table's min-to-max band behind its line.
+function drawBands(u, res) {
+  const ctx = u.ctx;
+  ctx.save();
+  ctx.beginPath(); ctx.rect(u.bbox.left, u.bbox.top, u.bbox.width, u.bbox.height); ctx.clip();
+  res.tables.forEach((t, i) => {
+    ctx.fillStyle = palette[i % palette.length] + "2a";
+    const xs = res.x.map((x) => u.valToPos(x, "x", true));
+    let open = false;
+    const flush = (from, to) => {
+      if (to < from) return;
+      ctx.beginPath();
+      for (let k = from; k <= to; k++) ctx.lineTo(xs[k], u.valToPos(t.max[k], "y", true));
+      for (let k = to; k >= from; k--) ctx.lineTo(xs[k], u.valToPos(t.min[k], "y", true));
+      ctx.closePath(); ctx.fill();
+    };
+    let start = 0;
+    for (let k = 0; k <= res.x.length; k++) {
+      const has = k < res.x.length && t.min[k] != null;
+      if (has && !open) { start = k; open = true; }
+      if (!has && open) { flush(start, k - 1); open = false; }
+    }
+  });
+  ctx.restore();
+}
+
+// timelineMarks are what the timeline marks on the tick axis: where the
+// run's lineage forks (each ancestor's last tick), the world's
+// compactions (the ticks each rewrote) and its tags.
+function timelineMarks(tl) {
+  const marks = [];
+  tl.lineage.forEach((seg, i) => {
+    if (seg.up_to == null) return;
+    const next = tl.lineage[i + 1];
+    marks.push({ kind: "fork", tick: seg.up_to, label: `${next.world} forks from ${seg.world} (run ${seg.run}) after tick ${fmtInt(seg.up_to)}` });
+  });
+  for (const e of tl.events) {
+    if (e.kind === "fragments.rewrite" && e.tick != null) marks.push({ kind: "compaction", from: e.from ?? e.tick, tick: e.tick, label: `compaction: ${e.detail}` });
+  }
+  for (const t of tl.tags || []) marks.push({ kind: "tag", tick: t.tick, label: `tag ${t.name}` });
+  return marks;
+}
+
+// showMarks lists the timeline's marks above the rows chart and draws
+// them on it.
+function showMarks(tl) {
+  runState.marks = timelineMarks(tl);
+  ui.marks = runState.marks;
+  $("timeline-marks").replaceChildren(...runState.marks.filter((m) => m.kind !== "compaction").map((m) =>
+    el("span", { class: "mark " + m.kind, "data-kind": m.kind, "data-tick": m.tick }, m.label)));
+  const compactions = runState.marks.filter((m) => m.kind === "compaction").length;
+  if (compactions) $("timeline-marks").append(el("span", { class: "mark compaction", "data-kind": "compaction" }, `${compactions} compaction${compactions > 1 ? "s" : ""} (bars under the ticks each rewrote)`));
+  if (runState.charts.rows) runState.charts.rows.redraw(false);
+}
+
+const markColor = { fork: "#d62728", compaction: "#9467bd", tag: "#2ca02c" };
+
+// drawMarks draws the timeline's marks on a chart whose x is ticks: a
+// fork as a dashed line, a compaction as a bar under the ticks it
+// rewrote, a tag as a flag.
+function drawMarks(u) {
+  const ctx = u.ctx, top = u.bbox.top, bottom = u.bbox.top + u.bbox.height, dpr = devicePixelRatio;
+  const left = u.bbox.left, right = u.bbox.left + u.bbox.width;
+  ctx.save();
+  ctx.font = `${11 * dpr}px system-ui, sans-serif`;
+  for (const m of runState.marks || []) {
+    const x = u.valToPos(m.tick, "x", true);
+    ctx.strokeStyle = ctx.fillStyle = markColor[m.kind];
+    if (m.kind === "compaction") {
+      const x0 = Math.max(left, u.valToPos(m.from - 0.5, "x", true)), x1 = Math.min(right, u.valToPos(m.tick + 0.5, "x", true));
+      if (x1 < left || x0 > right) continue;
+      ctx.globalAlpha = 0.5;
+      ctx.fillRect(x0, bottom - 6 * dpr, Math.max(x1 - x0, 2 * dpr), 6 * dpr);
+      ctx.globalAlpha = 1;
+      continue;
+    }
+    if (x < left || x > right) continue;
+    ctx.lineWidth = 1.5 * dpr;
+    ctx.setLineDash(m.kind === "fork" ? [5 * dpr, 4 * dpr] : []);
+    ctx.beginPath(); ctx.moveTo(x, top); ctx.lineTo(x, bottom); ctx.stroke();
+    ctx.setLineDash([]);
+    const text = m.kind === "fork" ? "fork" : m.label;
+    const w = ctx.measureText(text).width;
+    ctx.fillText(text, x + 3 * dpr + w > right ? x - 3 * dpr - w : x + 3 * dpr, top + 12 * dpr);
+  }
+  ctx.restore();
+}
+
 function drawRowsChart(res) {
   ui.counts = res;
   rowsState.res = res;
   const div = $("rows-chart");
+  // One line per table (each bin's last value); a bin's min to max is a
+  // band drawn behind it, not a series of its own.
   const data = [res.x];
-  const series = [{ label: "tick" }];
-  const bands = [];
+  const series = [{ label: "tick", value: (u, v) => (v == null ? "–" : fmtInt(v)) }];
   res.tables.forEach((t, i) => {
-    const c = palette[i % palette.length];
-    data.push(t.last, t.max, t.min);
-    const n = data.length - 1;
-    series.push({ label: t.table, stroke: c, width: 1.5, points: { show: res.x.length < 200 } },
-      { label: t.table + " max", stroke: c + "55", width: 0.5, points: { show: false } },
-      { label: t.table + " min", stroke: c + "55", width: 0.5, points: { show: false } });
-    if (res.width > 1) bands.push({ series: [n - 1, n], fill: c + "22" });
+    data.push(t.last);
+    series.push({ label: t.table, stroke: palette[i % palette.length], width: 1.5, points: { show: res.x.length < 200 },
+      value: (u, v) => (v == null ? "–" : fmtInt(v)) });
   });
-  const title = `rows per table per tick, ${res.width === 1 ? "every tick" : res.width + " ticks a bin (line: last; band: min to max)"}` +
+  const title = `rows per table per tick, ${res.width === 1 ? "every tick" : fmtInt(res.width) + " ticks a bin (line: the bin's last tick; band: its min to max)"}` +
     " — drag to zoom, double-click for the whole run, click to select a tick";
   if (runState.charts.rows) runState.charts.rows.destroy();
   clearTimeout(rowsState.timer);
@@ -468,10 +681,12 @@ function drawRowsChart(res) {
   const u = new uPlot({
     title, width: chartWidth(div), height: 240,
     scales: { x: { time: false, auto: false, min: xmin, max: xmax } },
-    series, bands,
-    axes: [{ label: "tick" }, { label: "rows" }],
+    series,
+    axes: [{ label: "tick", values: (u, vals) => vals.map(fmtInt) }, { label: "rows", values: (u, vals) => vals.map(fmtInt) }],
     hooks: {
+      drawSeries: [(u, si) => { if (si === 1 && res.width > 1) drawBands(u, res); }],
       draw: [(u) => {
+        drawMarks(u);
         if (runState.tick == null) return;
         const x = u.valToPos(runState.tick, "x", true);
         const ctx = u.ctx;
@@ -497,11 +712,33 @@ function drawRowsChart(res) {
   body.dataset.rowsWidth = String(res.width);
 }
 
+// eventGroup is what an event of the log is about: the writer (world
+// creation, fences, status), claims, commands, compactions, tags, or
+// maintenance (intents that protect work in flight from collection).
+function eventGroup(kind) {
+  if (kind.startsWith("intent.")) return "maintenance";
+  if (kind.startsWith("claim.")) return "claim";
+  if (kind.startsWith("tag.")) return "tag";
+  if (kind === "fragments.rewrite") return "compaction";
+  if (kind === "command.enqueue") return "command";
+  return "writer";
+}
+
 // drawEvents lists the commit events read so far, newest first; older
 // ones are asked for page by page (the server reads the log backward).
 function drawEvents(tl) {
-  $("event-count").textContent = tl.events.length;
-  $("event-from").textContent = tl.log_from > 1 ? `the log from seq ${tl.log_from}` : "the whole log";
+  // What the count counts: the entries read of this world's own log, the
+  // events among them by group, and the rest (tick publications).
+  const groups = {};
+  for (const e of tl.events) groups[eventGroup(e.kind)] = (groups[eventGroup(e.kind)] || 0) + 1;
+  const read = tl.log_to >= tl.log_from ? tl.log_to - tl.log_from + 1 : 0;
+  const order = ["writer", "claim", "command", "compaction", "tag", "maintenance"];
+  const parts = order.filter((g) => groups[g]).map((g) => `${fmtInt(groups[g])} ${g}`);
+  $("events-summary").textContent = `commit events: ${fmtInt(tl.events.length)}${parts.length ? " (" + parts.join(", ") + ")" : ""} ` +
+    `among ${fmtInt(read)} entries of ${world}'s log ${tl.log_from > 1 ? `(seq ${fmtInt(tl.log_from)}–${fmtInt(tl.log_to)}; older ones not read yet)` : "(the whole log)"}; ` +
+    `the other ${fmtInt(read - tl.events.length)} publish ticks`;
+  body.dataset.events = String(tl.events.length);
+  body.dataset.logEntries = String(read);
   body.dataset.logFrom = String(tl.log_from);
   const older = $("older-events");
   older.hidden = !(tl.log_from > 1);
@@ -512,6 +749,7 @@ function drawEvents(tl) {
       tl.events = p.events.concat(tl.events);
       tl.log_from = p.log_from;
       drawEvents(tl);
+      showMarks(tl);
       if (runState.charts.ticks) runState.charts.ticks.redraw(false);
     } catch (e) {
       status("older events: " + e.message, true);
@@ -523,7 +761,9 @@ function drawEvents(tl) {
   tbody.replaceChildren();
   for (const e of tl.events.slice(-1000).reverse()) {
     const tick = e.tick != null ? el("a", { href: "#", onclick: (ev) => { ev.preventDefault(); selectTick(e.tick); } }, e.tick) : "";
-    tbody.append(el("tr", {}, el("td", { class: "num" }, e.seq), el("td", {}, (e.approx ? "≈ " : "") + fmtTime(e.unix_ms)), el("td", {}, e.kind),
+    const g = eventGroup(e.kind);
+    tbody.append(el("tr", { class: "event " + g, "data-group": g }, el("td", { class: "num" }, fmtInt(e.seq)), el("td", {}, timeEl(e.unix_ms, e.approx ? "≈ " : "")),
+      el("td", {}, g), el("td", {}, e.kind),
       el("td", {}, e.run || ""), el("td", {}, tick), el("td", {}, e.claim || ""), el("td", {}, e.detail || "")));
   }
 }
@@ -538,22 +778,67 @@ function sqlPage() {
   form.addEventListener("submit", (e) => { e.preventDefault(); runQuery(); });
   $("query").addEventListener("keydown", (e) => { if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) { e.preventDefault(); runQuery(); } });
   $("cancel-query").addEventListener("click", () => { if (sqlState.ctl) sqlState.ctl.abort(); });
-  for (const id of ["chart-x", "chart-y", "chart-kind"]) $(id).addEventListener("change", () => { saveURL(); drawQueryChart(); });
+  for (const id of ["chart-x", "chart-split", "chart-kind"]) $(id).addEventListener("change", () => { saveURL(); drawQueryChart(); });
   const p = new URL(location.href).searchParams;
   if (p.get("kind")) $("chart-kind").value = p.get("kind");
   sqlState.wantX = p.get("x");
-  sqlState.wantY = p.get("y");
+  sqlState.wantY = p.getAll("y");
+  sqlState.wantSplit = p.get("split");
+  const schema = loadSchema();
   if ($("query").value.trim() !== "") runQuery();
-  else body.dataset.ready = "1";
+  else schema.finally(() => { body.dataset.ready = "1"; });
+}
+
+// loadSchema lists the views with their columns and types, and the
+// macros with their parameters; a click inserts a name at the cursor.
+async function loadSchema() {
+  let res;
+  try {
+    res = await api(`/api/w/${encodeURIComponent(world)}/schema`, { run });
+  } catch (e) {
+    $("schema-views").replaceChildren(el("p", { class: "error" }, e.message));
+    return;
+  }
+  ui.schema = res;
+  const views = new Map();
+  const macros = [];
+  for (const [kind, name, detail, type] of res.rows) {
+    if (kind === "view") { if (!views.has(name)) views.set(name, []); views.get(name).push([detail, type]); }
+    else macros.push([name, detail, type]);
+  }
+  const ins = (text, label, cls, type) => el("span", { class: cls, "data-insert": text, title: `insert ${text}`, onclick: () => insertText(text) },
+    label, type ? el("span", { class: "type" }, type) : "");
+  $("schema-views").replaceChildren(...[...views].map(([name, cols]) => {
+    const d = el("details", { "data-view": name }, el("summary", {}, el("button", { class: "ins", type: "button", onclick: (e) => { e.preventDefault(); insertText(quoteName(name)); } }, name),
+      el("span", { class: "type" }, ` ${cols.length} columns`)));
+    for (const [c, type] of cols) d.append(ins(quoteName(c), c, "col", type));
+    return d;
+  }));
+  $("schema-macros").replaceChildren(...macros.map(([name, params, type]) =>
+    ins(`${name}(${params})`, `${name}(${params})`, "macro", type === "table_macro" ? "table" : "")));
+}
+
+// quoteName quotes a name for SQL when it is not a plain lower-case one.
+function quoteName(n) { return /^[a-z_][a-z0-9_]*$/.test(n) ? n : '"' + n.replaceAll('"', '""') + '"'; }
+
+// insertText puts text at the query box's cursor.
+function insertText(text) {
+  const q = $("query");
+  const a = q.selectionStart ?? q.value.length, b = q.selectionEnd ?? a;
+  q.value = q.value.slice(0, a) + text + q.value.slice(b);
+  q.focus();
+  q.selectionStart = q.selectionEnd = a + text.length;
 }
 
 function saveURL() {
   const u = new URL(location.href);
   u.searchParams.set("q", $("query").value);
   u.searchParams.set("run", run);
+  u.searchParams.delete("y");
   if (sqlState.res) {
     u.searchParams.set("x", $("chart-x").value);
-    u.searchParams.set("y", $("chart-y").value);
+    for (const y of chosenYs()) u.searchParams.append("y", y);
+    u.searchParams.set("split", $("chart-split").value);
     u.searchParams.set("kind", $("chart-kind").value);
   }
   history.replaceState(null, "", u);
@@ -566,6 +851,7 @@ async function runQuery() {
   $("cancel-query").disabled = false;
   $("run-query").disabled = true;
   $("query-error").hidden = true;
+  $("downloads").hidden = true;
   saveURL();
   const t0 = performance.now();
   $("query-info").textContent = "running…";
@@ -573,7 +859,14 @@ async function runQuery() {
     const res = await api(`/api/w/${encodeURIComponent(world)}/query`, { run, q }, ctl.signal);
     sqlState.res = res;
     renderTable($("query-result"), res, { max: 2000 });
-    $("query-info").textContent = `${res.rows.length} rows${res.truncated ? " (truncated)" : ""} in ${Math.round(performance.now() - t0)} ms` + (res.notes ? " · " + res.notes : "");
+    // The query's time: the server's, and the whole round trip.
+    $("query-info").textContent = `${fmtInt(res.rows.length)} rows${res.truncated ? " (truncated: download the whole result)" : ""} · ` +
+      `query ${fmtNum(res.elapsed_ms || 0)} ms on the server, ${fmtInt(Math.round(performance.now() - t0))} ms in all` + (res.notes ? " · " + res.notes : "");
+    body.dataset.elapsedMs = String(res.elapsed_ms);
+    const dl = (format) => `/api/w/${encodeURIComponent(world)}/download?` + new URLSearchParams({ run, q, format });
+    $("download-csv").href = dl("csv");
+    $("download-parquet").href = dl("parquet");
+    $("downloads").hidden = false;
     chartChoices(res);
     drawQueryChart();
     saveURL();
@@ -594,41 +887,73 @@ async function runQuery() {
   }
 }
 
+function chosenYs() { return [...$("chart-ys").querySelectorAll("input:checked")].map((i) => i.value); }
+
+// chartChoices offers the result's columns: x any, y any numeric ones
+// (several), and a column whose values each get a series of their own.
 function chartChoices(res) {
   const nums = numericCols(res).map((i) => res.columns[i]);
   $("chart-box").hidden = res.columns.length < 2 || nums.length === 0;
-  const fill = (id, want, def) => {
-    const s = $(id);
-    s.replaceChildren(...res.columns.map((c) => el("option", { value: c }, c)));
-    s.value = res.columns.includes(want) ? want : def;
-  };
-  fill("chart-x", sqlState.wantX, res.columns[0]);
-  fill("chart-y", sqlState.wantY, nums.find((c) => c !== res.columns[0]) || nums[0]);
-  sqlState.wantX = sqlState.wantY = null;
+  const x = res.columns.includes(sqlState.wantX) ? sqlState.wantX : res.columns[0];
+  $("chart-x").replaceChildren(...res.columns.map((c) => el("option", { value: c }, c)));
+  $("chart-x").value = x;
+  const want = (sqlState.wantY || []).filter((y) => nums.includes(y));
+  const ys = want.length ? want : [nums.find((c) => c !== x) || nums[0]];
+  $("chart-ys").replaceChildren(...nums.map((c) => {
+    const box = el("input", { type: "checkbox", value: c, onchange: () => { saveURL(); drawQueryChart(); } });
+    box.checked = ys.includes(c);
+    return el("label", {}, box, " " + c);
+  }));
+  $("chart-split").replaceChildren(el("option", { value: "" }, "(none)"), ...res.columns.map((c) => el("option", { value: c }, c)));
+  $("chart-split").value = res.columns.includes(sqlState.wantSplit) ? sqlState.wantSplit : "";
+  sqlState.wantX = sqlState.wantY = sqlState.wantSplit = null;
 }
 
-// drawQueryChart: a line or bar chart of two result columns; an x column
-// that is not numeric becomes the categories of the x axis.
+// drawQueryChart: a line or bar chart of result columns against x: each
+// chosen y a series, or, split by a column, each y for each of its
+// values a series. An x column that is not numeric becomes the x axis's
+// categories.
 function drawQueryChart() {
   const res = sqlState.res;
   const div = $("query-chart");
   if (sqlState.chart) { sqlState.chart.destroy(); sqlState.chart = null; }
   if (!res || $("chart-box").hidden) return;
-  const xi = res.columns.indexOf($("chart-x").value), yi = res.columns.indexOf($("chart-y").value);
+  const xc = $("chart-x").value, xi = res.columns.indexOf(xc);
+  const ys = chosenYs();
+  const split = $("chart-split").value, si = split ? res.columns.indexOf(split) : -1;
+  if (ys.length === 0) { ui.chart = null; return; }
   const numX = res.rows.every((r) => isNum(r[xi]));
-  let rows = res.rows.map((r, i) => [numX ? Number(r[xi]) : i, isNum(r[yi]) ? Number(r[yi]) : null, r[xi]]);
-  if (numX) rows.sort((a, b) => a[0] - b[0]);
-  const data = [rows.map((r) => r[0]), rows.map((r) => r[1])];
-  const labels = rows.map((r) => r[2]);
+  // The x values, in order: numbers ascending, else as they come.
+  const keys = [];
+  const seen = new Map();
+  for (const r of res.rows) if (!seen.has(r[xi])) { seen.set(r[xi], keys.length); keys.push(r[xi]); }
+  if (numX) keys.sort((a, b) => Number(a) - Number(b));
+  const at = new Map(keys.map((k, i) => [k, i]));
+  const groups = si < 0 ? [null] : [...new Set(res.rows.map((r) => r[si]))];
+  const series = [{ label: xc, value: (u, v) => (v == null ? "–" : numX ? fmtNum(v) : keys[v]) }];
+  const data = [keys.map((k, i) => (numX ? Number(k) : i))];
   const bar = $("chart-kind").value === "bar";
-  ui.chart = { x: res.columns[xi], y: res.columns[yi], kind: bar ? "bar" : "line", data };
+  let n = 0;
+  for (const g of groups) {
+    for (const y of ys) {
+      const yi = res.columns.indexOf(y);
+      const col = new Array(keys.length).fill(null);
+      for (const r of res.rows) if ((g === null || r[si] === g) && isNum(r[yi])) col[at.get(r[xi])] = Number(r[yi]);
+      const c = palette[n++ % palette.length];
+      const label = g === null ? y : ys.length > 1 ? `${y} (${split}=${g})` : `${split}=${g}`;
+      series.push({ label, stroke: c, fill: bar ? c + "99" : undefined, width: 1.5, spanGaps: true,
+        paths: bar ? uPlot.paths.bars({ size: [0.7 / Math.max(1, groups.length * ys.length), 60] }) : undefined,
+        points: { show: !bar && keys.length < 100 }, value: (u, v) => (v == null ? "–" : fmtNum(v)) });
+      data.push(col);
+    }
+  }
+  ui.chart = { x: xc, ys, split, kind: bar ? "bar" : "line", labels: series.slice(1).map((s) => s.label), data };
   sqlState.chart = new uPlot({
     width: chartWidth(div), height: 300,
     scales: { x: { time: false } },
-    series: [{ label: res.columns[xi], value: (u, v) => (numX || v == null ? v : labels[v]) },
-      { label: res.columns[yi], stroke: palette[0], fill: bar ? palette[0] + "99" : undefined, width: 1.5,
-        paths: bar ? uPlot.paths.bars({ size: [0.7, 60] }) : undefined, points: { show: !bar && rows.length < 100 } }],
-    axes: [{ label: res.columns[xi], values: numX ? undefined : (u, vals) => vals.map((v) => (Number.isInteger(v) ? labels[v] ?? "" : "")) }, { label: res.columns[yi] }],
+    series,
+    axes: [{ label: xc, values: numX ? (u, vals) => vals.map(fmtNum) : (u, vals) => vals.map((v) => (Number.isInteger(v) ? keys[v] ?? "" : "")) },
+      { label: ys.join(", "), values: (u, vals) => vals.map(fmtNum) }],
   }, data, div);
 }
 
@@ -673,13 +998,20 @@ async function comparePage() {
   $("tick-b").value = p.get("b") || head;
   cmp.vsrun = p.get("vsrun") || "";
   if (me && me.parent) {
+    // The parent → this fork at the newest tick both have, as worldfs
+    // diff PARENT@T FORK@T: inserted means only in the fork.
     const parent = ws.find((w) => w.id === me.parent);
     const run0 = parent && parent.runs.find((r) => r.name === me.fork_run);
     const t = Math.min(head, run0 ? run0.head_tick : head);
     const a = $("vs-parent");
     a.hidden = false;
-    a.href = worldPath(world, `/compare?run=${encodeURIComponent(run)}&a=${t}&vs=${encodeURIComponent(me.parent)}&vsrun=${encodeURIComponent(me.fork_run)}&b=${t}`);
+    a.href = worldPath(me.parent, `/compare?run=${encodeURIComponent(me.fork_run)}&a=${t}&vs=${encodeURIComponent(world)}&vsrun=${encodeURIComponent(run)}&b=${t}`);
   }
+  $("swap").addEventListener("click", () => {
+    const bw = $("vs-world").value, brun = bw === world ? run : cmp.vsrun || run;
+    const q = new URLSearchParams({ run: brun, a: $("tick-b").value, vs: world, vsrun: run, b: $("tick-a").value, table: cmp.table });
+    location.href = worldPath(bw, "/compare?" + q);
+  });
   const tables = tl.views.slice();
   cmp.table = p.get("table") || (tables.includes("particle") ? "particle" : tables[0] || "");
   for (const t of tables) $("table-tabs").append(el("button", { "data-table": t, onclick: () => { cmp.table = t; cmp.offset = 0; axes(); loadCompare(); } }, t));
@@ -693,10 +1025,8 @@ async function comparePage() {
 }
 
 function axes() {
-  const cols = cmp.columns[cmp.table] || [];
-  const numeric = cols.filter((c) => /INT|DOUBLE|FLOAT|DECIMAL|REAL/.test(c.type) && c.name !== "tick" && c.name !== "entity_id").map((c) => c.name);
-  [cmp.x, cmp.y] = numeric.includes("position_x") && numeric.includes("position_y") ? ["position_x", "position_y"] : [numeric[0] || "", numeric[1] || ""];
-  if (!cmp.y) cmp.x = "";
+  const { numeric, x, y } = scatterAxes(cmp.columns[cmp.table] || []);
+  [cmp.x, cmp.y] = [x, y];
   for (const [id, v] of [["scatter-x", cmp.x], ["scatter-y", cmp.y]]) {
     $(id).replaceChildren(...numeric.map((n) => el("option", { value: n }, n)));
     $(id).value = v;
@@ -722,16 +1052,47 @@ async function loadCompare() {
   }
   if (ctl !== cmp.ctl) return;
   ui.comparison = res;
-  renderTable($("compare-counts"), res.counts);
+  drawReport(res);
   cmp.changed = res.counts.rows.reduce((n, r) => n + Number(r[1]), 0);
-  renderTable($("compare-rows"), res.rows);
-  $("page-info").textContent = cmp.changed ? `rows ${res.offset + 1}–${res.offset + res.rows.rows.length} of ${cmp.changed}` : "no changes";
-  $("compare-sql").textContent = res.counts.sql;
+  $("rows-table").textContent = res.table;
+  renderTable($("compare-rows"), res.rows, { entity: { world: res.b.world, run: res.b.run, table: res.table, tick: res.b.tick } });
+  $("page-info").textContent = cmp.changed ? `rows ${fmtInt(res.offset + 1)}–${fmtInt(res.offset + res.rows.rows.length)} of ${fmtInt(cmp.changed)}` : "no changes";
+  $("compare-sql").textContent = res.rows.sql;
   drawOverlay(res);
   const side = (s) => `${s.world}@${s.tick}`;
-  status(`${side(res.a)} → ${side(res.b)}: ${cmp.changed} changed rows of ${res.table}`);
+  status(`${side(res.a)} → ${side(res.b)}: ${fmtInt(cmp.changed)} changed rows of ${res.table}`);
   body.dataset.compared = `${side(res.a)} ${side(res.b)}`;
   body.dataset.ready = "1";
+}
+
+// drawReport shows worldfs diff's report of a → b: per table its
+// entities inserted, deleted, updated and unchanged (a click shows that
+// table), and per column of the table shown how many updates changed it
+// and the largest change.
+function drawReport(res) {
+  const r = res.report;
+  const side = (p) => `${p.world}@${p.tick}`;
+  $("diff-head").textContent = `${side(r.a)} → ${side(r.b)}${r.differ ? "" : ": no differences"}`;
+  $("diff-cli").textContent = `worldfs diff ${side(r.a)} ${side(r.b)}`;
+  const tables = {
+    columns: ["table", "inserted", "deleted", "updated", "unchanged"],
+    rows: r.tables.map((t) => [t.table + (t.only_in ? ` (only in ${t.only_in})` : ""), String(t.inserted), String(t.deleted), String(t.updated), String(t.unchanged)]),
+  };
+  renderTable($("diff-tables"), tables);
+  [...$("diff-tables").tBodies[0].rows].forEach((tr, i) => {
+    const t = r.tables[i];
+    tr.dataset.table = t.table;
+    tr.classList.toggle("here", t.table === res.table);
+    if (!t.only_in) {
+      tr.classList.add("pick");
+      tr.addEventListener("click", () => { cmp.table = t.table; cmp.offset = 0; axes(); loadCompare(); });
+    }
+  });
+  const td = r.tables.find((t) => t.table === res.table) || { columns: [] };
+  renderTable($("diff-columns"), {
+    columns: [`column of ${res.table}`, "changed", "max |change|"],
+    rows: (td.columns || []).map((c) => [c.column, String(c.changed), c.max_abs_change == null ? "–" : String(c.max_abs_change)]),
+  });
 }
 
 // drawOverlay: both sides' points on one plot, a in blue, b in red.
@@ -746,12 +1107,114 @@ function drawOverlay(res) {
   ui.overlay = data;
   // a as rings, b as dots: where both sides hold a point, the dot sits in the ring.
   const pointSeries = (label, color, size, fill) => ({ label, stroke: color, fill: color, paths: () => null, points: { show: true, size, width: 1.5, fill }, spanGaps: false });
+  $("overlay-legend").replaceChildren(el("span", { class: "ring", title: `a: ${res.a.world}@${res.a.tick}` }, `○ a: ${res.a.world}@${fmtInt(res.a.tick)}`),
+    el("span", { class: "dot", title: `b: ${res.b.world}@${res.b.tick}` }, `● b: ${res.b.world}@${fmtInt(res.b.tick)}`));
   cmp.chart = new uPlot({
-    width: Math.min(chartWidth(div), 520), height: 420, scales: { x: { time: false } },
+    width: Math.min(chartWidth(div), 520), height: 420, scales: { x: { time: false } }, legend: { show: false },
     axes: [{ label: res.points_a.columns[0] }, { label: res.points_a.columns[1] }],
     series: [{ label: res.points_a.columns[0] }, pointSeries(`${res.a.world}@${res.a.tick}`, palette[0], 8, "#fff0"), pointSeries(`${res.b.world}@${res.b.tick}`, palette[1], 4, palette[1])],
   }, data, div);
 }
 
-const pages = { worlds: worldsPage, run: runPage, sql: sqlPage, facts: factsPage, compare: comparePage };
+// ---------- an entity's history ----------
+
+// entityPage: every row of one entity through the run's lineage
+// (TrajectorySQL), each numeric column over ticks as a small chart with
+// the timeline's marks, and its path on the scatter plot.
+async function entityPage() {
+  const p = new URL(location.href).searchParams;
+  const table = p.get("table") || "", id = p.get("id") || "", sel = p.get("tick");
+  $("entity-id").textContent = id;
+  $("entity-table").textContent = table;
+  status("loading the history…");
+  const w = encodeURIComponent(world);
+  const [tl, res, cols] = await Promise.all([api(`/api/w/${w}/timeline`, { run }), api(`/api/w/${w}/entity`, { run, table, id }),
+    api(`/api/w/${w}/tables`, { run })]);
+  ui.timeline = tl;
+  ui.trajectory = res;
+  for (const [t, c, type] of cols.rows) (runState.columns[t] = runState.columns[t] || []).push({ name: c, type });
+  runState.tick = sel != null && sel !== "" ? Number(sel) : null;
+  showMarks(tl);
+  const ti = res.columns.indexOf("tick");
+  const ticks = res.rows.map((r) => Number(r[ti]));
+  const from = tl.lineage.length > 1 ? " · " + tl.lineage.map((seg, i) => (seg.up_to != null ? `ticks to ${fmtInt(seg.up_to)} from ${seg.world}` : i ? `then ${seg.world}'s own` : "")).join(", ") : "";
+  $("entity-info").textContent = res.rows.length ? `${fmtInt(res.rows.length)} rows, ticks ${fmtInt(ticks[0])}–${fmtInt(ticks[ticks.length - 1])}${from}` +
+    (res.truncated ? " (truncated: the server's bound on a result)" : "") : `no rows of ${table} have entity_id ${id}`;
+  $("entity-sql").href = worldPath(world, "/sql?run=" + encodeURIComponent(run) + "&q=" + encodeURIComponent(res.sql));
+  renderTable($("entity-rows"), res, { max: 1000 });
+  // Small multiples: each numeric column over ticks.
+  const numeric = numericCols(res).filter((i) => i !== ti && res.columns[i] !== "entity_id");
+  const box = $("entity-charts");
+  const width = Math.max(260, Math.floor((box.clientWidth - 32) / 3));
+  ui.multiples = {};
+  for (const i of numeric) {
+    const name = res.columns[i];
+    const data = [ticks, res.rows.map((r) => (isNum(r[i]) ? Number(r[i]) : null))];
+    ui.multiples[name] = data;
+    const div = el("div", { class: "chart", "data-col": name });
+    box.append(div);
+    new uPlot({
+      title: name, width, height: 150, legend: { show: false }, cursor: { points: { show: false } },
+      scales: { x: { time: false } },
+      series: [{}, { stroke: palette[0], width: 1.5, points: { show: ticks.length < 60 } }],
+      axes: [{ values: (u, vals) => vals.map(fmtInt), size: 30 }, { values: (u, vals) => vals.map(fmtNum), size: 56 }],
+      hooks: { draw: [(u) => { drawMarks(u); selectedLine(u); }] },
+    }, data, div);
+  }
+  // Its path on the scatter plot, the selected tick as a ring.
+  const { numeric: nc, x, y } = scatterAxes(runState.columns[table] || []);
+  const fill = (sid, v, on) => { $(sid).replaceChildren(...nc.map((n) => el("option", { value: n }, n))); $(sid).value = v; $(sid).onchange = on; };
+  const path = () => drawPath(res, $("scatter-x").value, $("scatter-y").value, ticks);
+  fill("scatter-x", x, path);
+  fill("scatter-y", y, path);
+  if (x) path();
+  status(`${fmtInt(res.rows.length)} rows of entity ${id}`);
+  body.dataset.ready = "1";
+}
+
+// selectedLine draws the selected tick on a chart over ticks.
+function selectedLine(u) {
+  if (runState.tick == null) return;
+  const x = u.valToPos(runState.tick, "x", true);
+  if (x < u.bbox.left || x > u.bbox.left + u.bbox.width) return;
+  const ctx = u.ctx;
+  ctx.save(); ctx.strokeStyle = "#ff7f0e"; ctx.lineWidth = 2;
+  ctx.beginPath(); ctx.moveTo(x, u.bbox.top); ctx.lineTo(x, u.bbox.top + u.bbox.height); ctx.stroke();
+  ctx.restore();
+}
+
+// drawPath draws an entity's path through two of its columns: its points,
+// joined in tick order, the selected tick as a ring.
+function drawPath(res, xc, yc, ticks) {
+  const div = $("scatter");
+  if (runState.charts.path) runState.charts.path.destroy();
+  const xi = res.columns.indexOf(xc), yi = res.columns.indexOf(yc);
+  const pts = []; // [x, y, tick], in tick order
+  res.rows.forEach((r, k) => { if (isNum(r[xi]) && isNum(r[yi])) pts.push([Number(r[xi]), Number(r[yi]), ticks[k]]); });
+  ui.path = { x: xc, y: yc, data: [pts.map((p) => p[0]), pts.map((p) => p[1])] };
+  const sorted = pts.slice().sort((a, b) => a[0] - b[0]);
+  const at = pts.find((p) => p[2] === runState.tick);
+  runState.charts.path = new uPlot({
+    width: Math.min(chartWidth(div), 420), height: 380, legend: { show: false },
+    scales: { x: { time: false } },
+    axes: [{ label: xc, values: (u, vals) => vals.map(fmtNum) }, { label: yc, values: (u, vals) => vals.map(fmtNum) }],
+    series: [{}, { stroke: palette[0], fill: palette[0], paths: () => null, points: { show: true, size: 3, fill: palette[0] } }],
+    hooks: { draw: [(u) => {
+      const ctx = u.ctx;
+      ctx.save();
+      ctx.beginPath(); ctx.rect(u.bbox.left, u.bbox.top, u.bbox.width, u.bbox.height); ctx.clip();
+      ctx.strokeStyle = palette[0] + "99"; ctx.lineWidth = 1.2 * devicePixelRatio;
+      ctx.beginPath();
+      pts.forEach((p, k) => { const X = u.valToPos(p[0], "x", true), Y = u.valToPos(p[1], "y", true); if (k) ctx.lineTo(X, Y); else ctx.moveTo(X, Y); });
+      ctx.stroke();
+      if (at) {
+        ctx.strokeStyle = "#ff7f0e"; ctx.lineWidth = 2 * devicePixelRatio;
+        ctx.beginPath(); ctx.arc(u.valToPos(at[0], "x", true), u.valToPos(at[1], "y", true), 6 * devicePixelRatio, 0, 2 * Math.PI); ctx.stroke();
+      }
+      ctx.restore();
+    }] },
+  }, [sorted.map((p) => p[0]), sorted.map((p) => p[1])], div);
+}
+
+const pages = { worlds: worldsPage, run: runPage, sql: sqlPage, facts: factsPage, compare: comparePage, entity: entityPage };
 Promise.resolve(pages[page] && pages[page]()).catch((e) => { status(e.message, true); body.dataset.error = e.message; });
