@@ -149,8 +149,8 @@ func TestLayerRules(t *testing.T) {
 		{"fs/nodes.go", "database/sql", true},
 		{"fs/caller.go", module + "sql", false},
 		{"fs/stats.go", module + "sql", false},
-		// The web interface runs SQL in views.go, compare.go and
-		// server.go only.
+		// The web interface runs SQL in views.go, compare.go,
+		// server.go and sqlpage.go only.
 		{"ui/counts.go", module + "sql", true},
 		{"ui/timeline.go", module + "sql", true},
 		{"ui/counts.go", "database/sql", true},
@@ -158,6 +158,7 @@ func TestLayerRules(t *testing.T) {
 		{"ui/views.go", "database/sql", false},
 		{"ui/compare.go", module + "sql", false},
 		{"ui/server.go", module + "sql", false},
+		{"ui/sqlpage.go", module + "sql", false},
 		{"ui/server.go", module + "fs", true},
 		// An export writes what it references through frame; it
 		// imports no job.
