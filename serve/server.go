@@ -16,9 +16,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hashicorp/golang-lru/v2/simplelru"
-	"golang.org/x/sync/singleflight"
-
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/index"
 	"github.com/worldfs/worldfs/sql"
@@ -176,11 +173,13 @@ type Server struct {
 	// (the session's TimeZone).
 	zone string
 
-	// builds makes each views once for concurrent sessions.
-	builds singleflight.Group
-	// opened counts the DuckDB databases the server opened; panics the
-	// sessions a bug ended.
-	opened, panics atomic.Int64
+	// catalogs are the worlds' catalogs kept, at most opts.MaxCatalogs.
+	catalogs *index.Catalogs
+	// shelf keeps the views built, at most opts.MaxViews, and counts the
+	// DuckDB databases opened on them.
+	shelf *sql.Shelf[viewsKey, struct{}]
+	// panics counts the sessions a bug ended.
+	panics atomic.Int64
 	// nextPID numbers the sessions (BackendKeyData's process id).
 	nextPID atomic.Int32
 	// hooks, if set (tests), hear of a statement starting to run, of a
@@ -193,9 +192,6 @@ type Server struct {
 
 	mu struct {
 		sync.Mutex
-		catalogs *simplelru.LRU[string, *index.Catalog]
-		evicted  []*index.Catalog // closed outside the lock
-		views    *simplelru.LRU[viewsKey, *views]
 		// sessions are the sessions open, by process id, for cancel
 		// requests and the bound on connections.
 		sessions  map[int32]*session
@@ -224,10 +220,12 @@ func New(opts Options) (*Server, error) {
 		}
 		s.verifier = v
 	}
-	s.mu.catalogs, _ = simplelru.NewLRU(opts.MaxCatalogs, func(_ string, c *index.Catalog) {
-		s.mu.evicted = append(s.mu.evicted, c)
+	s.catalogs = index.NewCatalogs(opts.Bucket, index.CatalogsOptions{Max: opts.MaxCatalogs, Freshness: opts.Freshness})
+	s.shelf = sql.NewShelf[viewsKey, struct{}](sql.ShelfOptions{
+		Max:     opts.MaxViews,
+		Limits:  sql.Limits{Memory: opts.QueryMemory, Threads: opts.Threads},
+		Prepare: compat,
 	})
-	s.mu.views, _ = simplelru.NewLRU(opts.MaxViews, func(_ viewsKey, v *views) { v.retire() })
 	s.mu.sessions = map[int32]*session{}
 	s.mu.listeners = map[net.Listener]bool{}
 	s.mu.conns = map[net.Conn]bool{}
@@ -305,15 +303,8 @@ func (s *Server) Close() error {
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
-	s.mu.Lock()
-	cats := append(s.mu.catalogs.Values(), s.mu.evicted...)
-	s.mu.evicted = nil
-	s.mu.views.Purge() // retires each
-	s.mu.catalogs.Purge()
-	s.mu.Unlock()
-	for _, c := range cats {
-		c.Close()
-	}
+	s.shelf.Close() // databases in use close when released
+	s.catalogs.Close()
 	return nil
 }
 
@@ -332,7 +323,7 @@ type Stats struct {
 func (s *Server) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return Stats{Sessions: len(s.mu.sessions), Databases: s.opened.Load(), Panics: s.panics.Load()}
+	return Stats{Sessions: len(s.mu.sessions), Databases: s.shelf.Opened(), Panics: s.panics.Load()}
 }
 
 // startupTimeout bounds a client's startup: its packets and its

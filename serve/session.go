@@ -208,7 +208,7 @@ func (se *session) close() {
 	}
 	if h := se.held; h != nil {
 		se.held = nil
-		h.v.release(h.db, true)
+		h.v.Release(h.db, true)
 	}
 	se.stop(errClientGone)
 }
@@ -994,9 +994,9 @@ func (se *session) hold(ctx context.Context) (*held, error) {
 			return h, nil
 		}
 		se.held = nil
-		h.v.release(h.db, true)
+		h.v.Release(h.db, true)
 	}
-	db, err := se.srv.acquire(ctx, v)
+	db, err := v.Acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -1018,7 +1018,7 @@ func (se *session) unhold(h *held, ok bool) {
 		}
 		se.held = nil
 	}
-	h.v.release(h.db, ok)
+	h.v.Release(h.db, ok)
 }
 
 // cancelStatement stops the statement the session runs, if any (a

@@ -2,12 +2,9 @@ package serve
 
 import (
 	"context"
-	dbsql "database/sql"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/worldfs/worldfs/index"
@@ -61,64 +58,24 @@ type viewsKey struct {
 }
 
 // views is one session's views, built from one view of each world's
-// catalog, with the DuckDB databases that hold them.
-type views struct {
-	script *sql.Script
-	// seqs is the catalog sequence of each segment of each world's view
-	// they were built from: views whose catalogs moved on are built
-	// again.
-	seqs []uint64
+// catalog, kept on the server's shelf (sql.Shelf) with the DuckDB
+// databases that hold them.
+type views = sql.Kept[struct{}]
 
-	mu struct {
-		sync.Mutex
-		idle    []*dbsql.DB
-		retired bool // replaced by newer views: no database goes back to idle
-	}
-}
-
-// maxIdle is how many databases one views keeps open between sessions'
-// statements beyond those the sessions hold.
-const maxIdle = 2
-
-// catalog returns world's catalog, opened read-only on first use (no
-// compactor: it never writes) and kept.
+// catalog returns world's catalog, opened read-only on first use and kept
+// (index.Catalogs).
 func (s *Server) catalog(ctx context.Context, world string) (*index.Catalog, error) {
 	if err := index.ValidateWorldID(world); err != nil {
 		return nil, &noWorldError{world: world, err: err}
 	}
-	s.mu.Lock()
-	c, ok := s.mu.catalogs.Get(world)
-	s.mu.Unlock()
-	if ok {
-		return c, nil
-	}
-	c, err := index.Open(ctx, s.opts.Bucket, world, index.Options{NoCompactor: true, Freshness: s.opts.Freshness})
-	if err != nil {
-		return nil, err
-	}
-	if !c.Tip().World.Created {
-		c.Close()
+	c, err := s.catalogs.Get(ctx, world)
+	switch {
+	case errors.Is(err, index.ErrNoWorld):
 		return nil, &noWorldError{world: world}
-	}
-	var closes []*index.Catalog
-	defer func() {
-		for _, c := range closes {
-			c.Close() // a closed catalog still answers those who hold it
-		}
-	}()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.mu.closed {
-		closes = append(closes, c)
+	case errors.Is(err, index.ErrClosed):
 		return nil, errClosed
 	}
-	if prev, ok := s.mu.catalogs.Get(world); ok {
-		closes = append(closes, c) // opened meanwhile by another session
-		return prev, nil
-	}
-	s.mu.catalogs.Add(world, c)
-	closes, s.mu.evicted = append(closes, s.mu.evicted...), nil
-	return c, nil
+	return c, err
 }
 
 // noWorldError: a session named a world the bucket does not hold.
@@ -166,15 +123,7 @@ func (s *Server) viewsOf(ctx context.Context, worlds []string, run string, p pin
 		}
 	}
 	key := viewsKey{strings.Join(worlds, ","), run, p.key()}
-	s.mu.Lock()
-	cur, ok := s.mu.views.Get(key)
-	s.mu.Unlock()
-	if ok && slices.Equal(cur.seqs, seqs) {
-		return cur, nil
-	}
-	flight := fmt.Sprintf("%s\x00%s\x00%s\x00%v", key.worlds, key.run, key.pin, seqs)
-	ch := s.builds.DoChan(flight, func() (any, error) {
-		bctx := context.WithoutCancel(ctx)
+	v, err := s.shelf.Get(ctx, key, seqs, func(ctx context.Context) (*sql.Script, struct{}, error) {
 		scripts := make([]*sql.Script, len(worlds))
 		for i, w := range worlds {
 			opts := s.opts.Views
@@ -183,106 +132,17 @@ func (s *Server) viewsOf(ctx context.Context, worlds []string, run string, p pin
 				m := *p.m
 				opts.At, opts.Only = &m, !p.until
 			}
-			sc, err := sql.Build(bctx, s.opts.Bucket, w, opts)
+			sc, err := sql.Build(ctx, s.opts.Bucket, w, opts)
 			if err != nil {
-				return nil, err
+				return nil, struct{}{}, err
 			}
 			scripts[i] = sc
 		}
 		script, err := sql.Join(scripts...)
-		if err != nil {
-			return nil, err
-		}
-		return s.keep(key, &views{script: script, seqs: seqs})
+		return script, struct{}{}, err
 	})
-	select {
-	case r := <-ch:
-		if r.Err != nil {
-			return nil, r.Err
-		}
-		return r.Val.(*views), nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-
-// keep makes nv the views of key, unless views at least as new are kept.
-func (s *Server) keep(key viewsKey, nv *views) (*views, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.mu.closed {
+	if errors.Is(err, sql.ErrShelfClosed) {
 		return nil, errClosed
 	}
-	old, ok := s.mu.views.Get(key)
-	if ok && old.newerThan(nv.seqs) {
-		return old, nil
-	}
-	s.mu.views.Add(key, nv) // past MaxViews, the least recently used are retired
-	if ok {
-		old.retire()
-	}
-	return nv, nil
-}
-
-// newerThan reports whether v was built from catalogs at least as new as
-// seqs, segment by segment.
-func (v *views) newerThan(seqs []uint64) bool {
-	if len(v.seqs) != len(seqs) {
-		return false
-	}
-	for i := range seqs {
-		if v.seqs[i] < seqs[i] {
-			return false
-		}
-	}
-	return true
-}
-
-// acquire returns a database holding the views: an idle one, or a new
-// one bounded by the server's limits.
-func (s *Server) acquire(ctx context.Context, v *views) (*dbsql.DB, error) {
-	v.mu.Lock()
-	if n := len(v.mu.idle); n > 0 {
-		db := v.mu.idle[n-1]
-		v.mu.idle = v.mu.idle[:n-1]
-		v.mu.Unlock()
-		return db, nil
-	}
-	v.mu.Unlock()
-	db, err := sql.OpenWith(ctx, v.script, sql.Limits{Memory: s.opts.QueryMemory, Threads: s.opts.Threads})
-	if err != nil {
-		return nil, err
-	}
-	if err := compat(ctx, db); err != nil {
-		db.Close()
-		return nil, err
-	}
-	s.opened.Add(1)
-	return db, nil
-}
-
-// release gives db back, or closes it if enough are idle, the views were
-// replaced, or its statement did not end cleanly (which may leave it
-// busy).
-func (v *views) release(db *dbsql.DB, ok bool) {
-	v.mu.Lock()
-	if ok && !v.mu.retired && len(v.mu.idle) < maxIdle {
-		v.mu.idle = append(v.mu.idle, db)
-		db = nil
-	}
-	v.mu.Unlock()
-	if db != nil {
-		db.Close()
-	}
-}
-
-// retire closes the idle databases; those in use close when released.
-func (v *views) retire() {
-	v.mu.Lock()
-	idle := v.mu.idle
-	v.mu.idle, v.mu.retired = nil, true
-	v.mu.Unlock()
-	for _, db := range idle {
-		db.Close()
-	}
+	return v, err
 }

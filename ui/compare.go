@@ -88,17 +88,14 @@ func (s *Server) session(ctx context.Context, a, b Side) (*views, error) {
 	if err != nil {
 		return nil, err
 	}
-	seqs := append(slices.Clone(va.seqs), vb.seqs...)
+	seqs := append(slices.Clone(va.Seqs), vb.Seqs...)
 	key := viewsKey{world: a.World + "\x00" + b.World, run: a.Run + "\x00" + b.Run}
-	if cur := s.keptViews(key, seqs); cur != nil {
-		return cur, nil
-	}
-	return s.install(ctx, key, seqs, nil, func(context.Context) (*sql.Script, error) {
-		joined, err := sql.Join(va.script, vb.script)
+	return s.keep(ctx, key, seqs, func(context.Context) (*sql.Script, *memory, error) {
+		joined, err := sql.Join(va.Script, vb.Script)
 		if err != nil {
-			return nil, badRequest(err)
+			return nil, nil, badRequest(err)
 		}
-		return joined, nil
+		return joined, &memory{}, nil
 	})
 }
 
@@ -146,13 +143,13 @@ func (s *Server) compare(ctx context.Context, world string, vals url.Values) (*C
 	if err != nil {
 		return nil, err
 	}
-	tables := v.script.Views
+	tables := v.Script.Views
 	if q.across() {
 		vb, err := s.viewsOf(ctx, q.B.World, q.B.Run)
 		if err != nil {
 			return nil, err
 		}
-		tables = slices.DeleteFunc(slices.Clone(tables), func(t string) bool { return !slices.Contains(vb.script.Views, t) })
+		tables = slices.DeleteFunc(slices.Clone(tables), func(t string) bool { return !slices.Contains(vb.Script.Views, t) })
 	}
 	if !slices.Contains(tables, q.Table) {
 		return nil, badRequest(fmt.Errorf("table %q is not a view of both sides: %s", q.Table, strings.Join(tables, ", ")))
@@ -182,18 +179,18 @@ func (s *Server) compare(ctx context.Context, world string, vals url.Values) (*C
 // worldfs diff prints. Asked of the same views, it is memoized with them.
 func (s *Server) diffReport(ctx context.Context, v *views, a, b Side) (*sql.DiffReport, error) {
 	key := fmt.Sprintf("diff %s@%d %s@%d", a.World, a.Tick, b.World, b.Tick)
-	v.mu.Lock()
-	r := v.mu.reports[key]
-	v.mu.Unlock()
+	v.Extra.mu.Lock()
+	r := v.Extra.mu.reports[key]
+	v.Extra.mu.Unlock()
 	if r != nil {
 		return r, nil
 	}
-	db, err := v.acquire(ctx)
+	db, err := v.Acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
-	r, err = sql.Diff(ctx, db, v.script, sql.Point{World: a.World, Tick: &a.Tick}, sql.Point{World: b.World, Tick: &b.Tick}, "", false)
-	v.release(db, ctx.Err() == nil)
+	r, err = sql.Diff(ctx, db, v.Script, sql.Point{World: a.World, Tick: &a.Tick}, sql.Point{World: b.World, Tick: &b.Tick}, "", false)
+	v.Release(db, ctx.Err() == nil)
 	switch {
 	case errors.Is(err, sql.ErrNotFound):
 		return nil, notFound(err)
@@ -202,15 +199,15 @@ func (s *Server) diffReport(ctx context.Context, v *views, a, b Side) (*sql.Diff
 	case err != nil:
 		return nil, queryError{err}
 	}
-	v.mu.Lock()
-	if v.mu.reports == nil {
-		v.mu.reports = map[string]*sql.DiffReport{}
+	v.Extra.mu.Lock()
+	if v.Extra.mu.reports == nil {
+		v.Extra.mu.reports = map[string]*sql.DiffReport{}
 	}
-	if len(v.mu.reports) >= maxReports {
-		clear(v.mu.reports)
+	if len(v.Extra.mu.reports) >= maxReports {
+		clear(v.Extra.mu.reports)
 	}
-	v.mu.reports[key] = r
-	v.mu.Unlock()
+	v.Extra.mu.reports[key] = r
+	v.Extra.mu.Unlock()
 	return r, nil
 }
 

@@ -112,18 +112,18 @@ func (s *Server) rowsPerTick(ctx context.Context, world, run string, from, to *i
 
 // countsOf returns the rows per tick of views v, computed once.
 func (s *Server) countsOf(ctx context.Context, world, run string, v *views) (*tickCounts, error) {
-	v.mu.Lock()
-	c := v.mu.counts
-	v.mu.Unlock()
+	v.Extra.mu.Lock()
+	c := v.Extra.mu.counts
+	v.Extra.mu.Unlock()
 	if c != nil {
 		return c, nil
 	}
-	r, err, _ := v.countsFlight.Do("", func() (any, error) {
+	r, err, _ := v.Extra.countsFlight.Do("", func() (any, error) {
 		c, err := s.catalogCounts(context.WithoutCancel(ctx), v)
 		if err != nil || c != nil {
 			return c, err
 		}
-		res, err := s.queryOn(context.WithoutCancel(ctx), v, CountsSQL(v.script.Views))
+		res, err := s.queryOn(context.WithoutCancel(ctx), v, CountsSQL(v.Script.Views))
 		if err != nil {
 			return nil, err
 		}
@@ -136,9 +136,9 @@ func (s *Server) countsOf(ctx context.Context, world, run string, v *views) (*ti
 		return nil, err
 	}
 	c = r.(*tickCounts)
-	v.mu.Lock()
-	v.mu.counts = c
-	v.mu.Unlock()
+	v.Extra.mu.Lock()
+	v.Extra.mu.counts = c
+	v.Extra.mu.Unlock()
 	return c, nil
 }
 
@@ -194,10 +194,10 @@ func (c *tickCounts) sortSums() {
 // the world's evaluation receipts, as sql.Build lists them), each file's
 // rows at its tick. It returns nil when the catalog does not tell them.
 func (s *Server) catalogCounts(ctx context.Context, v *views) (*tickCounts, error) {
-	if v.view == nil || v.script.Visible == nil {
+	if v.Extra.view == nil || v.Script.Visible == nil {
 		return nil, nil // a session, or files no catalog names
 	}
-	own := v.view.Segments[len(v.view.Segments)-1].State
+	own := v.Extra.view.Segments[len(v.Extra.view.Segments)-1].State
 	var files []index.File
 	unknown := false
 	collect := func(f index.File) bool {
@@ -208,7 +208,7 @@ func (s *Server) catalogCounts(ctx context.Context, v *views) (*tickCounts, erro
 		files = append(files, f)
 		return true
 	}
-	if err := v.view.Files(math.MinInt64, math.MaxInt64, collect); err != nil || unknown {
+	if err := v.Extra.view.Files(math.MinInt64, math.MaxInt64, collect); err != nil || unknown {
 		return nil, err
 	}
 	if err := index.OwnView(own, index.EvaluationRun).Files(math.MinInt64, math.MaxInt64, collect); err != nil || unknown {

@@ -36,12 +36,15 @@ func TestKeptCatalogsAndViewsAreBounded(t *testing.T) {
 			t.Fatalf("tick 1 of %s: %d, %d rows", world, code, tp.Total)
 		}
 		s := g.srv
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if n, m := s.mu.catalogs.Len(), s.mu.views.Len(); n > 2 || m > 2 {
+		if n, m := s.catalogs.Len(), len(s.shelf.Values()); n > 2 || m > 2 {
 			t.Fatalf("after %s: %d catalogs and %d views kept, at most 2 each", world, n, m)
 		}
-		for _, v := range s.mu.views.Values() {
+		s.mu.Lock()
+		if n := len(s.mu.events); n > 2 {
+			t.Errorf("after %s: the events of %d worlds kept, at most 2", world, n)
+		}
+		s.mu.Unlock()
+		for _, v := range s.shelf.Values() {
 			seen[v] = true
 		}
 	}
@@ -56,13 +59,10 @@ func TestKeptCatalogsAndViewsAreBounded(t *testing.T) {
 		}
 	}
 	mu.Unlock()
-	s := g.srv
-	s.mu.Lock()
 	kept := map[*views]bool{}
-	for _, v := range s.mu.views.Values() {
+	for _, v := range g.srv.shelf.Values() {
 		kept[v] = true
 	}
-	s.mu.Unlock()
 	if len(seen) < len(worlds) {
 		t.Fatalf("%d views seen for %d worlds", len(seen), len(worlds))
 	}
@@ -70,11 +70,8 @@ func TestKeptCatalogsAndViewsAreBounded(t *testing.T) {
 		if kept[v] {
 			continue
 		}
-		v.mu.Lock()
-		retired, idle := v.mu.retired, len(v.mu.idle)
-		v.mu.Unlock()
-		if !retired || idle != 0 {
-			t.Errorf("views of %s no longer kept: retired %v, %d databases open", v.script.World, retired, idle)
+		if retired, idle := v.Retired(); !retired || idle != 0 {
+			t.Errorf("views of %s no longer kept: retired %v, %d databases open", v.Script.World, retired, idle)
 		}
 	}
 }

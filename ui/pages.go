@@ -348,7 +348,7 @@ func (s *Server) size(st *index.State) (int64, error) {
 		return 0, err
 	}
 	s.mu.Lock()
-	if s.mu.catalogs.Contains(world) && s.mu.sizes[world].seq <= st.Seq {
+	if s.catalogs.Contains(world) && s.mu.sizes[world].seq <= st.Seq {
 		s.mu.sizes[world] = keptSize{st.Seq, n}
 	}
 	s.mu.Unlock()
@@ -429,7 +429,7 @@ func (s *Server) tables(ctx context.Context, world, run string) (*Result, error)
 	if err != nil {
 		return nil, err
 	}
-	return s.memoQuery(ctx, world, run, TablesSQL(v.script.Views))
+	return s.memoQuery(ctx, world, run, TablesSQL(v.Script.Views))
 }
 
 // PointTick is the tick a point typed in the tick box names.
@@ -533,8 +533,8 @@ func (s *Server) trajectory(ctx context.Context, world, run, table, id string) (
 	if err != nil {
 		return nil, err
 	}
-	if !slices.Contains(v.script.Views, table) {
-		return nil, badRequest(fmt.Errorf("table %q is not a view of %s (run %s): %s", table, world, run, strings.Join(v.script.Views, ", ")))
+	if !slices.Contains(v.Script.Views, table) {
+		return nil, badRequest(fmt.Errorf("table %q is not a view of %s (run %s): %s", table, world, run, strings.Join(v.Script.Views, ", ")))
 	}
 	return s.queryOn(ctx, v, TrajectorySQL(table, id))
 }
@@ -588,12 +588,12 @@ func (s *Server) tick(ctx context.Context, world, run string, vals map[string][]
 	if err != nil {
 		return nil, err
 	}
-	if !slices.Contains(v.script.Views, q.Table) {
-		return nil, badRequest(fmt.Errorf("table %q is not a view of %s (run %s): %s", q.Table, world, run, strings.Join(v.script.Views, ", ")))
+	if !slices.Contains(v.Script.Views, q.Table) {
+		return nil, badRequest(fmt.Errorf("table %q is not a view of %s (run %s): %s", q.Table, world, run, strings.Join(v.Script.Views, ", ")))
 	}
 	out := &TickPage{Tick: q.Tick, Table: q.Table, Offset: q.Offset}
-	if v.view != nil {
-		if t, ok := v.view.Tick(q.Tick); ok {
+	if v.Extra.view != nil {
+		if t, ok := v.Extra.view.Tick(q.Tick); ok {
 			out.PublishedUnixMs = t.PublishedUnixMs
 		}
 	}

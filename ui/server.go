@@ -13,12 +13,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/golang-lru/v2/simplelru"
-
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/index"
 	"github.com/worldfs/worldfs/sql"
-	"golang.org/x/sync/singleflight"
 )
 
 // Options configure a Server.
@@ -125,8 +122,11 @@ type Server struct {
 	mux   *http.ServeMux
 	pages *template.Template
 
-	// builds makes each (world, run)'s views once for concurrent requests.
-	builds singleflight.Group
+	// catalogs are the worlds' catalogs kept, at most opts.MaxCatalogs:
+	// an evicted world's events and size go with it (evicted).
+	catalogs *index.Catalogs
+	// shelf keeps the views built, at most opts.MaxViews.
+	shelf *sql.Shelf[viewsKey, *memory]
 
 	// queryStarted and queryEnded, if set (tests), are called as each
 	// query starts and ends.
@@ -142,16 +142,8 @@ type Server struct {
 
 	mu struct {
 		sync.Mutex
-		// catalogs are the worlds' catalogs kept, at most
-		// opts.MaxCatalogs, the least recently used evicted first: its
-		// events and size go with it and it is closed (outside the lock:
-		// evicted holds it until then).
-		catalogs *simplelru.LRU[string, *index.Catalog]
-		evicted  []closing
-		// views are the views kept, at most opts.MaxViews, the least
-		// recently used retired first.
-		views *simplelru.LRU[viewsKey, *views]
-		// events and sizes hold only worlds of catalogs.
+		// events and sizes hold worlds of catalogs (evicted forgets a
+		// world's).
 		events map[string]*eventLog
 		sizes  map[string]keptSize
 		// tickIndexes are compacted files' ticks and rows, by the
@@ -174,14 +166,8 @@ func New(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("ui pages: %w", err)
 	}
 	s := &Server{opts: opts, mux: http.NewServeMux(), pages: pages, timePoints: maxTimePoints, keptEvents: maxKeptEvents}
-	s.mu.catalogs, _ = simplelru.NewLRU(opts.MaxCatalogs, func(world string, c *index.Catalog) {
-		delete(s.mu.events, world)
-		delete(s.mu.sizes, world)
-		s.mu.evicted = append(s.mu.evicted, closing{world, c, true})
-	})
-	s.mu.views, _ = simplelru.NewLRU(opts.MaxViews, func(_ viewsKey, v *views) {
-		v.retire() // databases in use close when released
-	})
+	s.catalogs = index.NewCatalogs(opts.Bucket, index.CatalogsOptions{Max: opts.MaxCatalogs, Freshness: opts.Freshness, Evicted: s.evicted})
+	s.shelf = sql.NewShelf[viewsKey, *memory](sql.ShelfOptions{Max: opts.MaxViews})
 	s.mu.events = map[string]*eventLog{}
 	s.mu.sizes = map[string]keptSize{}
 	s.mu.tickIndexes = map[string]*tickRows{}
@@ -196,16 +182,10 @@ func New(opts Options) (*Server, error) {
 func (s *Server) Close() error {
 	s.mu.Lock()
 	s.mu.closed = true
-	cats := s.mu.catalogs.Values()
-	s.mu.views.Purge() // retires each
-	s.mu.catalogs.Purge()
-	s.mu.evicted = nil
 	s.mu.Unlock()
-	var errs []error
-	for _, c := range cats {
-		errs = append(errs, c.Close())
-	}
-	return errors.Join(errs...)
+	s.shelf.Close() // databases in use close when released
+	s.catalogs.Close()
+	return nil
 }
 
 var errClosed = errors.New("ui server closed")

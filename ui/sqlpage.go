@@ -64,14 +64,14 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-store")
 	}
 	if format == "csv" {
-		db, err := v.acquire(r.Context())
+		db, err := v.Acquire(r.Context())
 		if err != nil {
 			fail(err)
 			return
 		}
 		out := &firstWrite{w: w, start: start}
 		err = sql.Run(r.Context(), db, q, sql.FormatCSV, out, nil)
-		v.release(db, r.Context().Err() == nil)
+		v.Release(db, r.Context().Err() == nil)
 		if err != nil && !out.started {
 			fail(s.queryFailed(r.Context(), err))
 		}
@@ -88,7 +88,7 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request) {
 	}
 	defer os.RemoveAll(dir)
 	path := filepath.Join(dir, name)
-	if err := sql.Export(r.Context(), v.script, q, path, nil, io.Discard); err != nil {
+	if err := sql.Export(r.Context(), v.Script, q, path, nil, io.Discard); err != nil {
 		fail(s.queryFailed(r.Context(), err))
 		return
 	}

@@ -174,7 +174,7 @@ func (s *Server) timeline(ctx context.Context, world, run string) (*Timeline, er
 	if err != nil {
 		return nil, err
 	}
-	tl.Views = vs.script.Views
+	tl.Views = vs.Script.Views
 	return tl, nil
 }
 
@@ -186,7 +186,7 @@ func (s *Server) eventLogOf(world string) *eventLog {
 	l := s.mu.events[world]
 	if l == nil {
 		l = &eventLog{}
-		if s.mu.catalogs.Contains(world) {
+		if s.catalogs.Contains(world) {
 			s.mu.events[world] = l
 		}
 	}

@@ -3,12 +3,10 @@ package ui
 import (
 	"bytes"
 	"context"
-	dbsql "database/sql"
 	"encoding/csv"
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"sync"
 	"time"
 
@@ -17,58 +15,32 @@ import (
 	"golang.org/x/sync/singleflight"
 )
 
-// catalog returns world's catalog, opened read-only on first use (no
-// compactor: it never writes, not even a closing checkpoint) and kept.
+// catalog returns world's catalog, opened read-only on first use and kept
+// (index.Catalogs).
 func (s *Server) catalog(ctx context.Context, world string) (*index.Catalog, error) {
 	if err := index.ValidateWorldID(world); err != nil {
 		return nil, badRequest(err)
 	}
-	s.mu.Lock()
-	c, ok := s.mu.catalogs.Get(world)
-	s.mu.Unlock()
-	if ok {
-		return c, nil
-	}
-	// Opened outside the lock: a slow load never holds up other worlds.
-	c, err := index.Open(ctx, s.opts.Bucket, world, index.Options{NoCompactor: true, Freshness: s.opts.Freshness})
-	if err != nil {
-		return nil, err
-	}
-	if !c.Tip().World.Created {
-		c.Close()
+	c, err := s.catalogs.Get(ctx, world)
+	switch {
+	case errors.Is(err, index.ErrNoWorld):
 		return nil, notFound(fmt.Errorf("world %s does not exist", world))
-	}
-	var closes []closing
-	defer func() {
-		for _, cl := range closes {
-			cl.c.Close() // a closed catalog still answers those who hold it
-			if cl.evicted && s.catalogClosed != nil {
-				s.catalogClosed(cl.world)
-			}
-		}
-	}()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.mu.closed {
-		closes = append(closes, closing{world, c, false})
+	case errors.Is(err, index.ErrClosed):
 		return nil, errClosed
 	}
-	if prev, ok := s.mu.catalogs.Get(world); ok {
-		closes = append(closes, closing{world, c, false}) // opened meanwhile by another request
-		return prev, nil
-	}
-	s.mu.catalogs.Add(world, c)
-	closes, s.mu.evicted = append(closes, s.mu.evicted...), nil
-	return c, nil
+	return c, err
 }
 
-// closing is a catalog to close once the server's lock is released;
-// evicted: the server no longer keeps its world (catalogClosed hears of
-// it).
-type closing struct {
-	world   string
-	c       *index.Catalog
-	evicted bool
+// evicted forgets what the server kept of a world whose catalog it no
+// longer keeps (index.CatalogsOptions.Evicted).
+func (s *Server) evicted(world string) {
+	s.mu.Lock()
+	delete(s.mu.events, world)
+	delete(s.mu.sizes, world)
+	s.mu.Unlock()
+	if s.catalogClosed != nil {
+		s.catalogClosed(world)
+	}
 }
 
 // state returns world's catalog state, confirmed current within a second.
@@ -89,27 +61,25 @@ func (s *Server) view(ctx context.Context, world, run string) (*index.View, erro
 	return index.OpenView(ctx, s.state, world, run)
 }
 
-// views is one (world, run)'s SQL views, built from one view of the
-// catalogs, with the DuckDB databases that hold them.
-type views struct {
-	script *sql.Script
-	// view is the lineage they were built from (nil: a session of two
-	// worlds' views).
+// views is one (world, run)'s SQL views, kept on the server's shelf
+// (sql.Shelf) with the DuckDB databases that hold them, and the pages'
+// memory of them.
+type views = sql.Kept[*memory]
+
+// memory is what the pages remember of one views: the views are one
+// catalog state, so an answer about them cannot change.
+type memory struct {
+	// view is the lineage the views were built from (nil: a session of
+	// two worlds' views).
 	view *index.View
-	// seqs is the catalog sequence of each segment of the view they were
-	// built from: views whose catalogs moved on are built again.
-	seqs []uint64
 	// countsFlight computes the rows per tick once for concurrent
 	// requests.
 	countsFlight singleflight.Group
 
 	mu struct {
 		sync.Mutex
-		idle    []*dbsql.DB
-		retired bool // replaced by newer views: no database goes back to idle
 		// memo holds the answers to the pages' own questions that read
-		// the whole history (rows per tick, the columns), by their SQL:
-		// the views are one catalog state, so the answer cannot change.
+		// the whole history (rows per tick, the columns), by their SQL.
 		memo map[string]*Result
 		// reports are diff reports of two of the views' ticks, or of
 		// two worlds' (at most maxReports).
@@ -119,11 +89,6 @@ type views struct {
 		counts *tickCounts
 	}
 }
-
-// maxIdle is how many databases one views keeps open between requests;
-// a request that finds none idle opens its own, so a slow query never
-// holds up another page.
-const maxIdle = 2
 
 func viewSeqs(v *index.View) []uint64 {
 	seqs := make([]uint64, len(v.Segments))
@@ -142,124 +107,22 @@ func (s *Server) viewsOf(ctx context.Context, world, run string) (*views, error)
 	if err != nil {
 		return nil, err
 	}
-	seqs := viewSeqs(v)
-	key := viewsKey{world, run}
-	if cur := s.keptViews(key, seqs); cur != nil {
-		return cur, nil
-	}
-	return s.install(ctx, key, seqs, v, func(ctx context.Context) (*sql.Script, error) {
+	return s.keep(ctx, viewsKey{world, run}, viewSeqs(v), func(ctx context.Context) (*sql.Script, *memory, error) {
 		opts := s.opts.Views
 		opts.Run, opts.View, opts.Reuse = run, v, nil
-		return sql.Build(ctx, s.opts.Bucket, world, opts)
+		sc, err := sql.Build(ctx, s.opts.Bucket, world, opts)
+		return sc, &memory{view: v}, err
 	})
 }
 
-// keptViews returns the views of key the server keeps if they were
-// built at catalog sequences seqs.
-func (s *Server) keptViews(key viewsKey, seqs []uint64) *views {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	cur, ok := s.mu.views.Peek(key)
-	if !ok || !slices.Equal(cur.seqs, seqs) {
-		return nil
-	}
-	s.mu.views.Get(key) // used
-	return cur
-}
-
-// install builds views for key at catalog sequences seqs, once for all
-// the requests that ask at the same time (the build goes on for the
-// others if the first request ends), and keeps them unless newer ones were
-// kept meanwhile.
-func (s *Server) install(ctx context.Context, key viewsKey, seqs []uint64, view *index.View, build func(context.Context) (*sql.Script, error)) (*views, error) {
-	flight := fmt.Sprintf("%s\x00%s\x00%v", key.world, key.run, seqs)
-	ch := s.builds.DoChan(flight, func() (any, error) {
-		script, err := build(context.WithoutCancel(ctx))
-		if err != nil {
-			return nil, err
-		}
-		return s.keep(key, &views{script: script, view: view, seqs: seqs})
-	})
-	select {
-	case r := <-ch:
-		if r.Err != nil {
-			return nil, r.Err
-		}
-		return r.Val.(*views), nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-
-// keep makes nv the views of key, unless views at least as new are kept.
-func (s *Server) keep(key viewsKey, nv *views) (*views, error) {
-	seqs := nv.seqs
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.mu.closed {
+// keep returns the views of key at catalog sequences seqs from the
+// shelf, built there if need be (sql.Shelf.Get).
+func (s *Server) keep(ctx context.Context, key viewsKey, seqs []uint64, build func(context.Context) (*sql.Script, *memory, error)) (*views, error) {
+	v, err := s.shelf.Get(ctx, key, seqs, build)
+	if errors.Is(err, sql.ErrShelfClosed) {
 		return nil, errClosed
 	}
-	old, ok := s.mu.views.Get(key)
-	if ok && old.newerThan(seqs) {
-		return old, nil // a request that saw a newer catalog built first
-	}
-	s.mu.views.Add(key, nv) // past MaxViews, the least recently used views are retired
-	if ok {
-		old.retire()
-	}
-	return nv, nil
-}
-
-// newerThan reports whether v was built from catalogs at least as new as
-// seqs, segment by segment.
-func (v *views) newerThan(seqs []uint64) bool {
-	if len(v.seqs) != len(seqs) {
-		return false
-	}
-	for i := range seqs {
-		if v.seqs[i] < seqs[i] {
-			return false
-		}
-	}
-	return true
-}
-
-// acquire returns a database holding the views: an idle one, or a new one.
-func (v *views) acquire(ctx context.Context) (*dbsql.DB, error) {
-	v.mu.Lock()
-	if n := len(v.mu.idle); n > 0 {
-		db := v.mu.idle[n-1]
-		v.mu.idle = v.mu.idle[:n-1]
-		v.mu.Unlock()
-		return db, nil
-	}
-	v.mu.Unlock()
-	return sql.Open(ctx, v.script)
-}
-
-// release gives db back, or closes it if enough are idle, the views were
-// replaced, or its query was cancelled (which may leave it busy).
-func (v *views) release(db *dbsql.DB, ok bool) {
-	v.mu.Lock()
-	if ok && !v.mu.retired && len(v.mu.idle) < maxIdle {
-		v.mu.idle = append(v.mu.idle, db)
-		db = nil
-	}
-	v.mu.Unlock()
-	if db != nil {
-		db.Close()
-	}
-}
-
-// retire closes the idle databases; those in use close when released.
-func (v *views) retire() {
-	v.mu.Lock()
-	idle := v.mu.idle
-	v.mu.idle, v.mu.retired = nil, true
-	v.mu.Unlock()
-	for _, db := range idle {
-		db.Close()
-	}
+	return v, err
 }
 
 // Result is a query's answer as the pages get it: the column names in
@@ -287,9 +150,9 @@ func (s *Server) memoQuery(ctx context.Context, world, run, q string) (*Result, 
 	if err != nil {
 		return nil, err
 	}
-	v.mu.Lock()
-	res := v.mu.memo[q]
-	v.mu.Unlock()
+	v.Extra.mu.Lock()
+	res := v.Extra.mu.memo[q]
+	v.Extra.mu.Unlock()
 	if res != nil {
 		return res, nil
 	}
@@ -297,12 +160,12 @@ func (s *Server) memoQuery(ctx context.Context, world, run, q string) (*Result, 
 	if err != nil || res.Truncated {
 		return res, err
 	}
-	v.mu.Lock()
-	if v.mu.memo == nil {
-		v.mu.memo = map[string]*Result{}
+	v.Extra.mu.Lock()
+	if v.Extra.mu.memo == nil {
+		v.Extra.mu.memo = map[string]*Result{}
 	}
-	v.mu.memo[q] = res
-	v.mu.Unlock()
+	v.Extra.mu.memo[q] = res
+	v.Extra.mu.Unlock()
 	return res, nil
 }
 
@@ -343,7 +206,7 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 // queryOn runs q on views v (query).
 func (s *Server) queryOn(ctx context.Context, v *views, q string) (*Result, error) {
 	start := time.Now()
-	db, err := v.acquire(ctx)
+	db, err := v.Acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -356,7 +219,7 @@ func (s *Server) queryOn(ctx context.Context, v *views, q string) (*Result, erro
 	if s.queryEnded != nil {
 		s.queryEnded(q, err)
 	}
-	v.release(db, ctx.Err() == nil)
+	v.Release(db, ctx.Err() == nil)
 	if err != nil && !out.full {
 		if errors.Is(err, sql.ErrNotReadOnly) {
 			return nil, badRequest(err)
