@@ -27,7 +27,8 @@ import (
 // tables/<t>/ reads every tick in order) has larger blocks (sweepRows, a
 // few pages of each column) decoded at once, the first tick of each
 // included, so that each page is decompressed about once for all the
-// ticks it holds. A file without a tick index (written before tick indexes)
+// ticks it holds (only for ticks asked for near the one before: see
+// sweepGap). A file without a tick index (written before tick indexes)
 // is opened too: its ticks' rows are found from its tick column, and each
 // tick's entry is derived the first time it is asked for (Entry). It is
 // safe for concurrent use.
@@ -48,6 +49,10 @@ type CompactedFile struct {
 		// derived: the entries derived so far of a file without a tick
 		// index, by tick (about 100 bytes each, one per tick of the file).
 		derived map[int64]TickEntry
+		// last: the index of the tick asked for last (asks: whether one
+		// was), to tell a sweep from reads here and there.
+		last int
+		asks bool
 	}
 }
 
@@ -66,6 +71,14 @@ const (
 // cut off at a block's end is decompressed at most twice (about 2 MiB
 // decoded for ticks of eight 8-byte columns and their stamps).
 const sweepRows = 2 * pageBytes / 8
+
+// sweepGap is how far (in ticks of the index) a tick asked for may be
+// from the one asked for before for the two to be read in a sweep (a
+// glob's readers, and the mount's read-ahead, ask for neighbours in
+// about their order): only then is a block of sweepRows decoded for it.
+// A reader of a listed table that asks for ticks far apart (cp -r, in
+// inode order) has each decoded as an unswept file does.
+const sweepGap = 8
 
 // blockID names a decoded block: its size and its number among the
 // blocks of that size.
@@ -241,20 +254,30 @@ func (c *CompactedFile) BlocksDecoded() int64 { return c.decoded.Load() }
 
 // block returns the block of tick i of the index (kept, or new and not
 // yet decoded), dropping the least recently used past keptBlocks; nil the
-// first time a tick of the block is asked for (decoded alone), unless the
-// file is swept.
+// first time a tick of the block is asked for (decoded alone). In a
+// swept file a tick near the one asked for before (sweepGap) has a block
+// of sweepRows, decoded at once.
 func (c *CompactedFile) block(i int) *tickBlock {
-	size, swept := int64(blockRows), c.swept.Load()
-	if swept {
-		size = sweepRows
-	}
-	id := blockID{size, c.x.Ticks[i].Row / size}
+	row := c.x.Ticks[i].Row
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	near := c.mu.asks && i-c.mu.last <= sweepGap && c.mu.last-i <= sweepGap
+	c.mu.last, c.mu.asks = i, true
+	if c.swept.Load() {
+		id := blockID{sweepRows, row / sweepRows}
+		if b, ok := c.mu.blocks.Get(id); ok {
+			return b
+		}
+		if near {
+			return c.newBlock(id)
+		}
+	}
+	size := int64(blockRows)
+	id := blockID{size, row / size}
 	if b, ok := c.mu.blocks.Get(id); ok {
 		return b
 	}
-	if !swept && !c.mu.asked[int(id.n)] {
+	if !c.mu.asked[int(id.n)] {
 		if len(c.mu.asked) >= maxAsked {
 			clear(c.mu.asked)
 		}
@@ -262,10 +285,16 @@ func (c *CompactedFile) block(i int) *tickBlock {
 		return nil
 	}
 	delete(c.mu.asked, int(id.n))
+	return c.newBlock(id)
+}
+
+// newBlock adds block id, not yet decoded, to those kept (dropping the
+// least recently used past keptBlocks). Called with c.mu held.
+func (c *CompactedFile) newBlock(id blockID) *tickBlock {
 	// The ticks whose first row falls in block id.
-	start := id.n * size
+	start := id.n * id.rows
 	lo, _ := slices.BinarySearchFunc(c.x.Ticks, start, func(a TickEntry, row int64) int { return cmp.Compare(a.Row, row) })
-	hi, _ := slices.BinarySearchFunc(c.x.Ticks, start+size, func(a TickEntry, row int64) int { return cmp.Compare(a.Row, row) })
+	hi, _ := slices.BinarySearchFunc(c.x.Ticks, start+id.rows, func(a TickEntry, row int64) int { return cmp.Compare(a.Row, row) })
 	b := &tickBlock{lo: lo, hi: hi, row: c.x.Ticks[lo].Row}
 	c.mu.blocks.Add(id, b)
 	return b

@@ -148,11 +148,18 @@ func (m *Mount) rebuilt(ctx context.Context, c *canonical) ([]byte, error) {
 	if c.holder == nil {
 		return frame.EmptyTickFile(c.table)
 	}
-	whole := m.compactedFiles.swept(c.world, c.table.Name)
-	if whole && c.entry.Size <= maxInMemory {
+	return m.rebuild(ctx, c, m.opened(c))
+}
+
+// opened notes that c, a compacted tick's file, is being opened: in a
+// listed table, for the read-ahead (see readAhead). It returns whether
+// the table was listed.
+func (m *Mount) opened(c *canonical) (whole bool) {
+	whole = m.compactedFiles.swept(c.world, c.table.Name)
+	if whole && c.holder != nil && c.entry.Size <= maxInMemory {
 		m.readAhead(c)
 	}
-	return m.rebuild(ctx, c, whole)
+	return whole
 }
 
 // rebuild returns c's bytes (see rebuilt) kept, or rebuilt once however
@@ -242,22 +249,34 @@ type aheadFiles struct {
 	mu   sync.Mutex
 	busy map[string]bool  // compacted files a worker rebuilds ticks of
 	to   map[string]int64 // by compacted file, the last tick rebuilt ahead (or being)
+	last map[string]int64 // by compacted file, the tick opened last
 }
 
+// aheadGap is how far apart (in ticks) two ticks opened one after the
+// other may be for the reader to be reading tick after tick (a glob's
+// readers open neighbours in about their order), and so for the ticks
+// after them to be rebuilt ahead: a reader of ticks far apart (cp -r
+// opens them in inode order) gets none.
+const aheadGap = 8
+
 // readAhead starts rebuilding the ticks' files that follow c in its
-// compacted file into rebuiltFiles, in the background, unless a worker
-// does so for that file already or the ticks rebuilt ahead reach far
-// enough past c. Each is rebuilt once (rebuild: an open that wants one
+// compacted file into rebuiltFiles, in the background, if the tick opened
+// before c in that file was near it (aheadGap), unless a worker does so
+// for that file already or the ticks rebuilt ahead reach far enough past
+// c. Each is rebuilt once (rebuild: an open that wants one
 // being rebuilt waits for it) and checked as any other; a failure is the
 // open's to meet and report, if one wants the tick.
 func (m *Mount) readAhead(c *canonical) {
 	a, path := &m.ahead, c.holder.Path
 	a.mu.Lock()
-	if a.busy == nil || len(a.to) >= maxWholeWanted {
-		a.busy, a.to = map[string]bool{}, map[string]int64{}
+	if a.busy == nil || len(a.last) >= maxWholeWanted {
+		a.busy, a.to, a.last = map[string]bool{}, map[string]int64{}, map[string]int64{}
 	}
+	n := c.entry.Tick
+	last, opened := a.last[path]
+	a.last[path] = n
 	to, seen := a.to[path]
-	if a.busy[path] || seen && to >= c.entry.Tick+aheadTicks/2 {
+	if !opened || n-last > aheadGap || last-n > aheadGap || a.busy[path] || seen && to >= n+aheadTicks/2 {
 		a.mu.Unlock()
 		return
 	}

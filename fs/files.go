@@ -194,9 +194,9 @@ type snapFile struct {
 		size int64
 		// exact: the newest plan serves the fragment's own bytes.
 		exact bool
-		// canon: the sha256 of the compacted tick's file under the newest
-		// plan, if it is rebuilt in memory (see canonical); nil otherwise.
-		canon *[sha256.Size]byte
+		// canon: the compacted tick's file under the newest plan, if it
+		// is rebuilt in memory (see canonical); nil otherwise.
+		canon *canonical
 	}
 }
 
@@ -319,14 +319,13 @@ func (f *snapFile) init(c content) *snapFile {
 	return f
 }
 
-// canonDigest returns the sha256 of the file of format under c if it is a
-// compacted tick's file rebuilt in memory (see canonical), else nil.
-func canonDigest(format string, c content) *[sha256.Size]byte {
+// canonDigest returns the file of format under c if it is a compacted
+// tick's file rebuilt in memory (see canonical), else nil.
+func canonDigest(format string, c content) *canonical {
 	if format != frame.FormatParquet || c.canon == nil || c.canon.holder == nil || c.canon.size() > maxInMemory {
 		return nil
 	}
-	d := c.canon.entry.Digest
-	return &d
+	return c.canon
 }
 
 // kept returns the file's bytes if they are a compacted tick's file the
@@ -335,12 +334,16 @@ func canonDigest(format string, c content) *[sha256.Size]byte {
 // twice) or an open after the read-ahead needs no plan.
 func (f *snapFile) kept() ([]byte, bool) {
 	f.mu.Lock()
-	d := f.mu.canon
+	c := f.mu.canon
 	f.mu.Unlock()
-	if d == nil {
+	if c == nil {
 		return nil, false
 	}
-	return f.m.rebuiltFiles.get(*d)
+	data, ok := f.m.rebuiltFiles.get(c.entry.Digest)
+	if ok {
+		f.m.opened(c) // a reader of tick after tick: the read-ahead keeps ahead
+	}
+	return data, ok
 }
 
 var (

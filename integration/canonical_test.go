@@ -217,8 +217,9 @@ func midColumn(t *testing.T, b *local.Bucket, name, col string) int {
 // file) has the mount decode blocks of pages at once and rebuild the
 // ticks after the one opened ahead of the reader, an open of a tick kept
 // rebuilt needing no plan: each file read is still the fragment its
-// writer published, read forward (each twice), backward, or by several
-// readers at once in their own orders, each through a new mount.
+// writer published, read forward (each twice), backward, far apart (none
+// rebuilt ahead), or by several readers at once in their own orders,
+// each through a new mount.
 func TestMountServesASweptCompactedTableAsPublished(t *testing.T) {
 	for _, bk := range maintenanceBuckets {
 		t.Run(bk.name, func(t *testing.T) {
@@ -278,6 +279,18 @@ func TestMountServesASweptCompactedTableAsPublished(t *testing.T) {
 				if err := read(backward, all[i]); err != nil {
 					t.Fatal("backward: ", err)
 				}
+			}
+			// Ticks far apart (as cp -r opens them, in inode order) are
+			// rebuilt one by one, none ahead.
+			scattered := testMount(t, b)
+			all = names(scattered)
+			for k := range all {
+				if err := read(scattered, all[k*37%len(all)]); err != nil {
+					t.Fatal("scattered: ", err)
+				}
+			}
+			if st := mountStats(t, scattered); st.RebuiltAhead != 0 {
+				t.Fatalf("ticks read far apart rebuilt %d ahead; want none", st.RebuiltAhead)
 			}
 			several := testMount(t, b)
 			all = names(several)
