@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/chromedp/chromedp"
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/bucket/local"
 	"github.com/worldfs/worldfs/engine"
@@ -112,6 +113,11 @@ func TestSweepEndpoint(t *testing.T) {
 		}
 		exp := wantSweep(t, f.b, glob, lineage, q.SeriesSQL())
 		sameResult(t, p, got.Series, exp)
+		// The same numbers as the query a person would type.
+		lit := wantSweep(t, f.b, glob, lineage, fmt.Sprintf("SELECT world, tick, %s(%s) FROM particle GROUP BY ALL ORDER BY ALL", q.Agg, q.Column))
+		if !reflect.DeepEqual(got.Series.Rows, lit.Rows) {
+			t.Fatalf("%s: the server answers\n%v\n%s answers\n%v", p, got.Series.Rows, lit.SQL, lit.Rows)
+		}
 		worlds := map[string]bool{}
 		for _, r := range exp.Rows {
 			worlds[r[0]] = true
@@ -182,3 +188,162 @@ func TestSweepEndpoint(t *testing.T) {
 	}
 }
 
+// The sweep page in a real browser at 1,280 px: the overlay's lines and
+// band and the small multiples hold worldfs sql --worlds's answers of the
+// same aggregate (for a glob, another aggregate chosen on the page, and a
+// lineage); the worlds' table sorts and filters, the band following the
+// filter; two ticked worlds open the compare page of those two at their
+// common head tick; bad input says what was wrong. Each page fits the
+// width; a screenshot of each is kept.
+func TestBrowserSweep(t *testing.T) {
+	ctx := chromium(t)
+	f := sweepFixture(t)
+	br := newBrowser(t, ctx)
+	do, eval, str := br.do, br.eval, br.str
+	long := "sw-" + longName
+
+	// series checks the page's series and band against worldfs sql
+	// --worlds's answer to q (over the worlds of glob, or lineage).
+	series := func(what, glob, lineage string, q SweepQuery) {
+		t.Helper()
+		var got map[string][2][]float64
+		var band [3][]*float64
+		eval(&got, `window.__ui.series`)
+		eval(&band, `window.__ui.band`)
+		// The query as a person would type it, not the page's own.
+		lit := fmt.Sprintf("SELECT world, tick, %s(%s) FROM %s GROUP BY ALL ORDER BY world, tick", q.Agg, q.Column, q.Table)
+		exp := wantSweep(t, f.b, glob, lineage, lit)
+		want := map[string][2][]float64{}
+		for _, r := range exp.Rows {
+			s := want[r[0]]
+			v := floats(t, r[1:3])
+			s[0], s[1] = append(s[0], v[0]), append(s[1], v[1])
+			want[r[0]] = s
+		}
+		if len(exp.Rows) == 0 || !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s: the page draws\n%v\nworldfs sql --worlds answers\n%v", what, got, want)
+		}
+		bq := "SELECT tick, min(v), max(v) FROM (" + strings.Replace(lit, "FROM", "AS v FROM", 1) + ") GROUP BY tick ORDER BY tick"
+		sameBand(t, what, band, wantSweep(t, f.b, glob, lineage, bq))
+	}
+	rows := func() []string {
+		t.Helper()
+		var ws []string
+		eval(&ws, `[...document.querySelectorAll("#sweep-worlds tbody tr")].map(r => r.dataset.world)`)
+		return ws
+	}
+
+	// The overlay: every world's line over the band.
+	do("sweep page", chromedp.Navigate(f.http.URL+"/sweep?worlds="+url.QueryEscape("sw-*")), readyAt(`[data-swept="particle.position_x avg 4"]`))
+	series("avg(position_x) of sw-*", "sw-*", "", SweepQuery{Table: "particle", Column: "position_x", Agg: "avg"})
+	var lines int
+	eval(&lines, `window.__ui.sweepState.chart.series.length - 1`)
+	if lines != 4 {
+		t.Fatalf("the overlay draws %d lines; want one per world, 4", lines)
+	}
+	br.shot("sweep-overlay")
+	br.fits("sweep page, overlay")
+	if ws := rows(); !reflect.DeepEqual(ws, []string{"sw-a", "sw-b", "sw-c", long}) {
+		t.Fatalf("the worlds' table lists %v", ws)
+	}
+	// Its numbers as the rest of the pages show them.
+	var cells [][2]string
+	eval(&cells, `[...document.querySelectorAll("#sweep-worlds tbody td.num")].map(td => [td.textContent, td.title])`)
+	checkNumbers(t, "the worlds' table", cells)
+
+	// Another aggregate and column, chosen on the page.
+	do("max(position_y)", chromedp.Evaluate[chromedp.Void](`(() => { const s = document.getElementById("sweep-column"); s.value = "position_y"; s.dispatchEvent(new Event("change")); })()`),
+		readyAt(`[data-swept="particle.position_y avg 4"]`),
+		chromedp.Evaluate[chromedp.Void](`(() => { const s = document.getElementById("sweep-agg"); s.value = "max"; s.dispatchEvent(new Event("change")); })()`),
+		readyAt(`[data-swept="particle.position_y max 4"]`))
+	series("max(position_y) of sw-*", "sw-*", "", SweepQuery{Table: "particle", Column: "position_y", Agg: "max"})
+	if u := str(chromedp.Evaluate[string](`location.search`)); !strings.Contains(u, "column=position_y") || !strings.Contains(u, "agg=max") {
+		t.Fatalf("the URL does not keep the choice: %s", u)
+	}
+
+	// Sorted by a run parameter (numbers as numbers), then filtered: the
+	// band is of the worlds the filter keeps.
+	do("sort by seed", chromedp.Click(chromedp.CSS(`#sweep-worlds th[data-col="seed"]`)))
+	if ws := rows(); !reflect.DeepEqual(ws, []string{"sw-a", "sw-c", "sw-b", long}) { // seeds 3, 7, 11, 42
+		t.Fatalf("sorted by seed: %v", ws)
+	}
+	do("filter", chromedp.SendKeys(chromedp.ID("sweep-filter"), "seed>5 lr!=0.001"))
+	var shown []string
+	eval(&shown, `window.__ui.shown`)
+	if ws := rows(); !reflect.DeepEqual(ws, []string{"sw-c", "sw-b"}) || !reflect.DeepEqual(shown, ws) {
+		t.Fatalf("seed>5 lr!=0.001: the table lists %v, the chart draws %v; want sw-c, sw-b", ws, shown)
+	}
+	var band [3][]*float64
+	eval(&band, `window.__ui.band`)
+	eb := wantSweep(t, f.b, "sw-[bc]", "", "SELECT tick, min(v), max(v) FROM (SELECT world, tick, max(position_y) AS v FROM particle GROUP BY ALL) GROUP BY tick ORDER BY tick")
+	sameBand(t, "the band of seed>5 lr!=0.001", band, eb)
+
+	// Small multiples: a chart per world the filter keeps.
+	do("small multiples", chromedp.Click(chromedp.CSS(`#sweep-mode button[data-mode="multiples"]`)), readyAt(`[data-sweep-mode="multiples"]`))
+	var charts []string
+	eval(&charts, `[...document.querySelectorAll("#sweep-multiples .chart")].map(d => d.dataset.world)`)
+	if !reflect.DeepEqual(charts, []string{"sw-c", "sw-b"}) {
+		t.Fatalf("small multiples of %v", charts)
+	}
+	do("no filter", chromedp.Evaluate[chromedp.Void](`(() => { const i = document.getElementById("sweep-filter"); i.value = ""; i.dispatchEvent(new Event("input")); })()`))
+	var multiples map[string][2][]*float64
+	eval(&multiples, `window.__ui.multiples`)
+	if len(multiples) != 4 {
+		t.Fatalf("small multiples of %d worlds; want 4", len(multiples))
+	}
+	br.shot("sweep-multiples")
+	br.fits("sweep page, small multiples")
+
+	// Two worlds ticked: the compare page of the two at the newer of
+	// their heads' lower (sw-a's 9, sw-b's 10).
+	do("tick two", chromedp.Click(chromedp.CSS(`#sweep-worlds tr[data-world="sw-a"] input`)), chromedp.Click(chromedp.CSS(`#sweep-worlds tr[data-world="sw-b"] input`)))
+	href := str(chromedp.Evaluate[string](`document.getElementById("compare-two").getAttribute("href")`))
+	if want := "/w/sw-a/compare?run=main&a=9&vs=sw-b&vsrun=main&b=9&table=particle"; href != want {
+		t.Fatalf("compare link %s; want %s", href, want)
+	}
+	br.shot("sweep-two-ticked")
+	do("compare the two", chromedp.Click(chromedp.ID("compare-two")), readyAt(`[data-compared="sw-a@9 sw-b@9"]`))
+	sameDiff(t, "compare sw-a@9 → sw-b@9", pageDiff(t, eval), wantDiff(t, f.b, Side{"sw-a", "main", 9}, Side{"sw-b", "main", 9}), "particle")
+	br.shot("sweep-compare")
+	br.fits("compare from the sweep")
+
+	// A lineage: the base world and its forks.
+	do("lineage", chromedp.Navigate(f.http.URL+"/sweep?lineage=base&agg=sum"), readyAt(`[data-swept="particle.position_x sum 5"]`))
+	series("sum(position_x) of base's lineage", "", "base", SweepQuery{Table: "particle", Column: "position_x", Agg: "sum"})
+	br.shot("sweep-lineage")
+	br.fits("sweep page, a lineage")
+
+	// Bad input: the page says what was wrong.
+	for _, c := range []struct{ name, query, says string }{
+		{"sweep-no-world", "worlds=nothing-*", `no world matches "nothing-*"`},
+		{"sweep-no-column", "worlds=sw-*&table=particle&column=nope", `column "nope" is not a numeric column of table particle`},
+	} {
+		do(c.name, chromedp.Navigate(f.http.URL+"/sweep?"+c.query), readyAt(`[data-sweep-error]`))
+		if says := str(chromedp.Text(chromedp.ID("sweep-error"))); !strings.Contains(says, c.says) {
+			t.Fatalf("%s: the page says %q; want %q", c.name, says, c.says)
+		}
+		br.shot(c.name)
+		br.fits(c.name)
+	}
+	t.Logf("screenshots in %s", br.shots)
+}
+
+// sameBand checks a band the page draws ([ticks, min, max], null where no
+// world has a value) against SQL's tick, min, max.
+func sameBand(t *testing.T, what string, band [3][]*float64, exp *Result) {
+	t.Helper()
+	var got [][3]float64
+	for i := range band[0] {
+		if band[1][i] != nil {
+			got = append(got, [3]float64{*band[0][i], *band[1][i], *band[2][i]})
+		}
+	}
+	var want [][3]float64
+	for _, r := range exp.Rows {
+		v := floats(t, r)
+		want = append(want, [3]float64{v[0], v[1], v[2]})
+	}
+	if len(want) == 0 || !reflect.DeepEqual(got, want) {
+		t.Fatalf("%s: the page's band (tick, min, max)\n%v\nworldfs sql --worlds answers\n%v", what, got, want)
+	}
+}
