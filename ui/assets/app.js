@@ -1562,7 +1562,8 @@ function drawSweep() {
   // the y scale of the band, the band behind each.
   const box = $("sweep-multiples");
   const gap = parseFloat(getComputedStyle(box).columnGap) || 14;
-  const width = Math.max(240, Math.floor((box.clientWidth - 3 * gap - 1) / 4));
+  // Room for the box's own scroll bar, which many worlds bring.
+  const width = Math.max(240, Math.floor((box.clientWidth - 3 * gap - 18) / 4));
   const ys = band[1].concat(band[2]).filter((v) => v != null);
   let ymin = Math.min(...ys), ymax = Math.max(...ys);
   if (ymin === ymax) { ymin -= 1; ymax += 1; }
