@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/worldfs/worldfs/bucket"
@@ -86,8 +87,9 @@ func wantSweep(t *testing.T, b bucket.Bucket, glob, lineage, q string) *Result {
 // The sweep endpoint answers a column's aggregate per world per tick as
 // worldfs sql --worlds answers it (each aggregate, a glob and a lineage),
 // the worlds' records with a column per run parameter, the tables and
-// numeric columns the worlds have in common; what it cannot answer is a
-// 400 or 404 naming what was wrong.
+// numeric columns the worlds have in common; the sweep is kept while no
+// world moves on and built again when one does or the glob matches a new
+// one; what it cannot answer is a 400 or 404 naming what was wrong.
 func TestSweepEndpoint(t *testing.T) {
 	f := sweepFixture(t)
 	for _, c := range []struct{ pick, agg, column string }{
@@ -179,6 +181,28 @@ func TestSweepEndpoint(t *testing.T) {
 		if code := f.get(t, "/api/sweep?"+c.query, &e); code != c.code || !strings.Contains(e.Error, c.says) {
 			t.Errorf("%s: %d %q; want %d saying %q", c.query, code, e.Error, c.code, c.says)
 		}
+	}
+
+	// A world that moves on, and a new world the glob matches: the next
+	// answer shows them (the sweep is built again), worldfs sql's still.
+	before := f.srv.shelf.Opened()
+	enginetest.Resume(t, f.b, "sw-c", 12)
+	enginetest.Fork(t, f.b, "base", "sw-d", 3, 5)
+	time.Sleep(f.srv.opts.Freshness)
+	var moved Sweep
+	f.get(t, "/api/sweep?worlds=sw-*", &moved)
+	lit := wantSweep(t, f.b, "sw-*", "", "SELECT world, tick, avg(position_x) FROM particle GROUP BY ALL ORDER BY ALL")
+	if !reflect.DeepEqual(moved.Series.Rows, lit.Rows) || len(moved.Worlds) != 5 || moved.Meta.Rows[2][4] != "12" {
+		t.Fatalf("after sw-c ran on to 12 and sw-d was forked: worlds %v, records %v;\nseries\n%v\nworldfs sql --worlds\n%v", moved.Worlds, moved.Meta.Rows, moved.Series.Rows, lit.Rows)
+	}
+	if f.srv.shelf.Opened() == before {
+		t.Fatalf("the sweep was not built again")
+	}
+	// While nothing moves on, the sweep is kept: another aggregate is a
+	// query on the same views.
+	opened := f.srv.shelf.Opened()
+	if code := f.get(t, "/api/sweep?worlds=sw-*&agg=max", nil); code != http.StatusOK || f.srv.shelf.Opened() != opened {
+		t.Fatalf("another aggregate: %d, %d databases opened since", code, f.srv.shelf.Opened()-opened)
 	}
 
 	// The page itself answers 200 and says what it sweeps.
