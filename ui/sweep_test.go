@@ -215,7 +215,8 @@ func TestSweepEndpoint(t *testing.T) {
 // The sweep page in a real browser at 1,280 px: the overlay's lines and
 // band and the small multiples hold worldfs sql --worlds's answers of the
 // same aggregate (for a glob, another aggregate chosen on the page, and a
-// lineage); the worlds' table sorts and filters, the band following the
+// lineage, reached from the worlds page); the worlds' table sorts and
+// filters, the band following the
 // filter; two ticked worlds open the compare page of those two at their
 // common head tick; bad input says what was wrong. Each page fits the
 // width; a screenshot of each is kept.
@@ -331,7 +332,15 @@ func TestBrowserSweep(t *testing.T) {
 	br.shot("sweep-compare")
 	br.fits("compare from the sweep")
 
-	// A lineage: the base world and its forks.
+	// A lineage, from the worlds page: the base world and its forks.
+	var roots []string
+	do("worlds page", chromedp.Navigate(f.http.URL+"/"), readyAt(`[data-ready="1"]`))
+	eval(&roots, `[...document.querySelectorAll("#sweep-lineage option")].map(o => o.value)`)
+	if !reflect.DeepEqual(roots, []string{"base"}) {
+		t.Fatalf("the worlds page offers the lineages of %v; want base's", roots)
+	}
+	do("sweep base's lineage", chromedp.Click(chromedp.CSS(`#sweep-lineage button`)), readyAt(`[data-swept="particle.position_x avg 5"]`))
+	series("avg(position_x) of base's lineage", "", "base", SweepQuery{Table: "particle", Column: "position_x", Agg: "avg"})
 	do("lineage", chromedp.Navigate(f.http.URL+"/sweep?lineage=base&agg=sum"), readyAt(`[data-swept="particle.position_x sum 5"]`))
 	series("sum(position_x) of base's lineage", "", "base", SweepQuery{Table: "particle", Column: "position_x", Agg: "sum"})
 	br.shot("sweep-lineage")

@@ -168,6 +168,12 @@ async function worldsPage() {
       el("td", { class: "meta clip", title: metaText(w) }, metaText(w) || "–")));
   }
   drawLineage($("lineage"), ws);
+  // The worlds with forks: each the root of a lineage to sweep.
+  const parents = [...new Set(ws.map((w) => w.parent).filter((p) => p && ws.some((w) => w.id === p)))].sort();
+  if (parents.length) {
+    $("sweep-lineage").elements.lineage.replaceChildren(...parents.map((p) => el("option", { value: p }, p)));
+    $("sweep-lineage").hidden = false;
+  }
   status(ws.length + " worlds");
   body.dataset.ready = "1";
 }
