@@ -266,6 +266,13 @@ func TestBrowserSweep(t *testing.T) {
 	if lines != 4 {
 		t.Fatalf("the overlay draws %d lines; want one per world, 4", lines)
 	}
+	// The cursor over the chart reads out the tick and the band there.
+	do("hover", chromedp.Evaluate[chromedp.Void](`(() => { const u = window.__ui.sweepState.chart; u.setCursor({left: u.valToPos(6, "x"), top: u.valToPos(window.__ui.band[2][5], "y")}); })()`))
+	var band6 [3]*float64
+	eval(&band6, `[window.__ui.band[0][5], window.__ui.band[1][5], window.__ui.band[2][5]]`)
+	if says := str(chromedp.Text(chromedp.ID("sweep-readout"))); band6[0] == nil || *band6[0] != 6 || !strings.HasPrefix(says, "tick 6: ") || !strings.Contains(says, "across the worlds") {
+		t.Fatalf("the readout at tick 6 says %q", says)
+	}
 	br.shot("sweep-overlay")
 	br.fits("sweep page, overlay")
 	if ws := rows(); !reflect.DeepEqual(ws, []string{"sw-a", "sw-b", "sw-c", long}) {
