@@ -21,24 +21,26 @@ import (
 )
 
 func uiSpec(env Env) Bench {
-	var url, world, run, dir *string
+	var url, world, worlds, run, dir *string
 	var requests *int
 	return benchSpec[*uiBench]{
 		name: "ui",
 		summary: "measure the web interface's server-side time per page and endpoint (first request, then median, p99 and max of repeats): " +
 			"worlds, a run's timeline, rows per tick (the whole run and zoomed), older commit events, a tick's page and points, a scrubber step to the next tick, an entity's history, " +
-			"two ticks compared (and a fork against its parent), a query, facts",
-		example: "worldfs bench ui --bucket ./worldfs-data --world w1 --requests 50",
+			"two ticks compared (and a fork against its parent), a query, facts; with --worlds, the sweep page of the worlds a glob matches",
+		example: "worldfs bench ui --bucket ./worldfs-data --world w1 --requests 50\n" +
+			"  worldfs bench ui --bucket /var/tmp/bench-sweep/bucket --worlds 'sweep-[0-9]*' --requests 30   # the sweep page of bench sweep's 100 forks",
 		flags: func(fs *flag.FlagSet) {
 			url = env.BucketFlag(fs)
-			world = fs.String("world", "", "world to measure (required)")
+			world = fs.String("world", "", "world to measure (required without --worlds)")
+			worlds = fs.String("worlds", "", "a `GLOB` of world ids: also measure the sweep page of the worlds it matches (alone without --world)")
 			run = fs.String("run", "main", "run")
 			requests = fs.Int("requests", 30, "repeats of each request after the first")
 			dir = fs.String("dir", "", "work directory for the views' fragment lists and caches (default: a temporary one, removed after)")
 		},
 		check: func(args []string) error {
-			if len(args) != 0 || *world == "" || *requests < 1 {
-				return usagef("bench ui takes no arguments, --world, and a positive --requests")
+			if len(args) != 0 || (*world == "" && *worlds == "") || *requests < 1 {
+				return usagef("bench ui takes no arguments, --world or --worlds (or both), and a positive --requests")
 			}
 			return nil
 		},
@@ -54,11 +56,16 @@ func uiSpec(env Env) Bench {
 				return nil, err
 			}
 			defer done()
-			return uiVisit(ctx, opts, *world, *run, *requests)
+			return uiVisit(ctx, opts, *world, *worlds, *run, *requests)
 		},
 		table: func(out io.Writer, res *uiBench) error {
-			fmt.Fprintf(out, "world %s run %s: %d ticks, table %s, %d requests each after the first (server-side time, no network)\n",
-				res.World, res.Run, res.Ticks, res.Table, res.Requests)
+			if res.World != "" {
+				fmt.Fprintf(out, "world %s run %s: %d ticks, table %s\n", res.World, res.Run, res.Ticks, res.Table)
+			}
+			if res.Sweep != "" {
+				fmt.Fprintf(out, "sweep %s run %s: %d worlds, %d points of %s\n", res.Sweep, res.Run, res.SweepWorlds, res.SweepPoints, res.SweepOf)
+			}
+			fmt.Fprintf(out, "%d requests each after the first (server-side time, no network)\n", res.Requests)
 			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 			fmt.Fprintln(tw, "endpoint\tfirst ms\tp50 ms\tp99 ms\tmax ms\tbytes\t")
 			for _, e := range res.Steps {
@@ -77,6 +84,13 @@ type uiBench struct {
 	Table    string       `json:"table"`
 	Requests int          `json:"requests_each"`
 	Steps    []uiEndpoint `json:"endpoints"`
+	// Sweep is the glob of the sweep measured (empty: none): its worlds,
+	// the points of its default aggregate (SweepOf: the query) per world
+	// per tick.
+	Sweep       string `json:"sweep,omitempty"`
+	SweepWorlds int    `json:"sweep_worlds,omitempty"`
+	SweepPoints int    `json:"sweep_points,omitempty"`
+	SweepOf     string `json:"sweep_query,omitempty"`
 }
 
 // uiEndpoint is one request's times: the first (which builds the
@@ -93,22 +107,105 @@ type uiEndpoint struct {
 }
 
 // uiVisit measures the server's time for each page and JSON endpoint of
-// (world, run), n times each, calling ServeHTTP directly (no network):
-// the pages, the worlds list, the timeline, the tables, rows per tick
-// (the whole run, then 1,000 ticks of it as a zoom asks), the page of
-// commit events before the timeline's, one tick's page and points, a
-// scrubber step (each request the next tick, from the middle of the run),
-// an entity's history (the lowest entity_id at the head, through the whole
-// run), a comparison of adjacent ticks, a query and the facts. The scrubber's
-// table is particle if the run has one, else its first view.
+// (world, run) (worldSteps), then of the sweep of the worlds glob matches
+// (sweepSteps; none if glob is empty, nothing of a world if world is), n
+// times each, calling ServeHTTP directly (no network).
 //
 // What a visit needs to know first (the ticks, the table's columns) is
 // asked of a server of its own, closed before the measured one starts, so
 // each first request is the first of its kind on a fresh server.
-func uiVisit(ctx context.Context, opts ui.Options, world, run string, n int) (*uiBench, error) {
+func uiVisit(ctx context.Context, opts ui.Options, world, glob, run string, n int) (*uiBench, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("bench: %d requests", n)
 	}
+	res := &uiBench{World: world, Run: run, Requests: n}
+	var steps []uiStep
+	if world != "" {
+		ws, err := worldSteps(ctx, opts, res)
+		if err != nil {
+			return nil, err
+		}
+		steps = ws
+	}
+	if glob != "" {
+		ss, err := sweepSteps(ctx, opts, glob, res)
+		if err != nil {
+			return nil, err
+		}
+		steps = append(steps, ss...)
+	}
+	s, err := ui.New(opts)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	for _, st := range steps {
+		ep := uiEndpoint{Name: st.name, Path: st.path(0)}
+		var rec stats.Recorder
+		for i := -1; i < n; i++ {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			p := st.path(i + 1)
+			req := httptest.NewRequestWithContext(ctx, "GET", "http://127.0.0.1"+p, nil)
+			w := httptest.NewRecorder()
+			start := time.Now()
+			s.ServeHTTP(w, req)
+			d := time.Since(start)
+			if w.Code != http.StatusOK {
+				return nil, fmt.Errorf("bench: %s: %d %s", p, w.Code, strings.TrimSpace(w.Body.String()))
+			}
+			if i < 0 {
+				ep.FirstMs, ep.Bytes = ms(d), w.Body.Len()
+				continue
+			}
+			rec.Add(d)
+		}
+		sum := rec.Summarize(0)
+		ep.P50ms, ep.P99ms, ep.MaxMs = sum.P50ms, sum.P99ms, sum.MaxMs
+		res.Steps = append(res.Steps, ep)
+	}
+	return res, nil
+}
+
+// sweepSteps are the sweep page's requests for the worlds glob matches:
+// the page, the sweep endpoint as the page first asks it (the default
+// aggregate: the first request builds the views of every world and runs
+// the query, the repeats find both kept), and each aggregate in turn (a
+// person trying them: each a query the first time, then remembered).
+func sweepSteps(ctx context.Context, opts ui.Options, glob string, res *uiBench) ([]uiStep, error) {
+	s, err := ui.New(opts)
+	if err != nil {
+		return nil, err
+	}
+	v := url.Values{"worlds": {glob}, "run": {res.Run}}
+	var sw ui.Sweep
+	err = uiGet(ctx, s, "/api/sweep?"+v.Encode(), &sw)
+	s.Close()
+	if err != nil {
+		return nil, err
+	}
+	res.Sweep, res.SweepWorlds, res.SweepPoints, res.SweepOf = glob, len(sw.Worlds), len(sw.Series.Rows), sw.Series.SQL
+	return []uiStep{
+		{"sweep page", func(int) string { return "/sweep?" + v.Encode() }},
+		{"sweep", func(int) string { return "/api/sweep?" + v.Encode() }},
+		{"sweep, each aggregate in turn", func(i int) string {
+			a := url.Values{"worlds": {glob}, "run": {res.Run}, "table": {sw.Table}, "column": {sw.Column}, "agg": {ui.SweepAggs[(i+1)%len(ui.SweepAggs)]}}
+			return "/api/sweep?" + a.Encode()
+		}},
+	}, nil
+}
+
+// worldSteps are the requests of a visit to res.World's run res.Run: the
+// pages, the worlds list, the timeline, the tables, rows per tick (the
+// whole run, then 1,000 ticks of it as a zoom asks), the page of commit
+// events before the timeline's, one tick's page and points, a scrubber
+// step (each request the next tick, from the middle of the run), an
+// entity's history (the lowest entity_id at the head, through the whole
+// run), a comparison of adjacent ticks, a query and the facts. The
+// scrubber's table is particle if the run has one, else its first view.
+func worldSteps(ctx context.Context, opts ui.Options, res *uiBench) ([]uiStep, error) {
+	world, run := res.World, res.Run
 	w := url.PathEscape(world)
 	rq := "?run=" + url.QueryEscape(run)
 	s, err := ui.New(opts)
@@ -125,7 +222,7 @@ func uiVisit(ctx context.Context, opts ui.Options, world, run string, n int) (*u
 	if err == nil && (len(ticks) == 0 || len(tl.Views) == 0) {
 		err = fmt.Errorf("bench: run %s of %s has no visible tick or no table", run, world)
 	}
-	res := &uiBench{World: world, Run: run, Ticks: len(ticks), Requests: n}
+	res.Ticks = len(ticks)
 	// The entity followed: the lowest entity_id at the head (the oldest
 	// there, whose history is the longest).
 	entity := ""
@@ -155,10 +252,6 @@ func uiVisit(ctx context.Context, opts ui.Options, world, run string, n int) (*u
 	if err != nil {
 		return nil, err
 	}
-	if s, err = ui.New(opts); err != nil {
-		return nil, err
-	}
-	defer s.Close()
 	var numeric []string
 	for _, r := range cols.Rows {
 		if r[0] == res.Table && r[1] != "tick" && r[1] != "entity_id" && (strings.Contains(r[2], "INT") || r[2] == "DOUBLE" || r[2] == "FLOAT") {
@@ -240,33 +333,7 @@ func uiVisit(ctx context.Context, opts ui.Options, world, run string, n int) (*u
 				return "/api/w/" + w + "/compare?" + v.Encode()
 			}})
 	}
-	for _, st := range steps {
-		ep := uiEndpoint{Name: st.name, Path: st.path(0)}
-		var rec stats.Recorder
-		for i := -1; i < n; i++ {
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-			p := st.path(i + 1)
-			req := httptest.NewRequestWithContext(ctx, "GET", "http://127.0.0.1"+p, nil)
-			w := httptest.NewRecorder()
-			start := time.Now()
-			s.ServeHTTP(w, req)
-			d := time.Since(start)
-			if w.Code != http.StatusOK {
-				return nil, fmt.Errorf("bench: %s: %d %s", p, w.Code, strings.TrimSpace(w.Body.String()))
-			}
-			if i < 0 {
-				ep.FirstMs, ep.Bytes = ms(d), w.Body.Len()
-				continue
-			}
-			rec.Add(d)
-		}
-		sum := rec.Summarize(0)
-		ep.P50ms, ep.P99ms, ep.MaxMs = sum.P50ms, sum.P99ms, sum.MaxMs
-		res.Steps = append(res.Steps, ep)
-	}
-	return res, nil
+	return steps, nil
 }
 
 // uiGet asks s for path and decodes its JSON answer into v.

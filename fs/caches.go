@@ -13,43 +13,18 @@ import (
 	"github.com/worldfs/worldfs/index"
 )
 
-// catalog returns the read-only catalog of world, opening it on first use.
-// The mount keeps the Options.MaxCatalogs used last; opening one more
-// closes the least recently used. A closed catalog still answers the
-// readers that hold it (Fresh and Exact read the bucket); closing stops
-// its committer and lets its state go once they are done.
+// catalog returns the read-only catalog of world, opening it on first use
+// and keeping it (index.Catalogs: the Options.MaxCatalogs used last).
 func (m *Mount) catalog(ctx context.Context, world string) (*index.Catalog, error) {
-	ctx = finish(ctx)
-	m.mu.Lock()
-	c, ok := m.mu.cats.Get(world)
-	m.mu.Unlock()
-	if ok {
-		return c, nil
-	}
-	c, err := index.Open(ctx, m.b, world, index.Options{Freshness: m.opts.Freshness, NoCompactor: true})
+	c, err := m.cats.Get(finish(ctx), world)
 	if err != nil {
 		return nil, err
 	}
-	var evicted []*index.Catalog
-	defer func() {
-		for _, e := range evicted {
-			e.Close()
-		}
-	}()
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.mu.closed {
-		evicted = append(evicted, c)
-		return nil, index.ErrClosed
+	if _, ok := m.mu.colds[world]; ok {
+		delete(m.mu.colds, world) // the catalog answers from now on; its cold state would only hold memory
 	}
-	if old, ok := m.mu.cats.Get(world); ok {
-		evicted = append(evicted, c)
-		return old, nil
-	}
-	m.mu.cats.Add(world, c)
-	delete(m.mu.colds, world) // the catalog answers from now on; its cold state would only hold memory
-	m.stats.catalogsClosed.Add(int64(len(m.mu.evicted)))
-	evicted, m.mu.evicted = append(evicted, m.mu.evicted...), nil
+	m.mu.Unlock()
 	return c, nil
 }
 

@@ -69,7 +69,7 @@ func (cs *coldState) behind(call time.Time, maxAge time.Duration, stale time.Tim
 // no checkpoint).
 func (m *Mount) loadCold(ctx context.Context, world string, want index.Want) (*index.Partial, error) {
 	m.mu.Lock()
-	open := m.mu.cats.Contains(world)
+	open := m.cats.Contains(world)
 	m.mu.Unlock()
 	if open {
 		return nil, nil
@@ -90,7 +90,7 @@ func (m *Mount) loadCold(ctx context.Context, world string, want index.Want) (*i
 func (m *Mount) withCold(ctx context.Context, world string, want index.Want, maxAge time.Duration, use func(*index.Partial) error) (cold bool, err error) {
 	call := time.Now()
 	m.mu.Lock()
-	if open := m.mu.cats.Contains(world); open {
+	if open := m.cats.Contains(world); open {
 		m.mu.Unlock()
 		return false, nil
 	}
@@ -327,7 +327,7 @@ func inherited(w index.World, n int64) bool { return w.Parent != "" && n <= w.Fo
 // state instead.
 func (m *Mount) held(world, run string, n int64) (tk *index.Tick, found bool, w index.World, held bool) {
 	m.mu.Lock()
-	open := m.mu.cats.Contains(world)
+	open := m.cats.Contains(world)
 	cs := m.mu.colds[world]
 	m.mu.Unlock()
 	if open || cs == nil {

@@ -75,7 +75,7 @@ func (m *Mount) refresh(ctx context.Context) {
 	m.mu.Lock()
 	m.mu.worldsAt = time.Time{}
 	m.mu.coldsStale = time.Now() // a world read cold is brought to its tip again
-	cats := m.mu.cats.Values()
+	cats := m.cats.Values()
 	m.mu.Unlock()
 	for _, c := range cats {
 		_, _ = c.Exact(ctx) // a failure here only leaves the snapshot to age out

@@ -1130,7 +1130,7 @@ func (m *Mount) worldInfo(ctx context.Context, world, run string) (worldRecord, 
 func (m *Mount) statsJSON() ([]byte, error) {
 	st := m.stats.Snapshot(m.opts.Cache)
 	m.mu.Lock()
-	st.CatalogsOpen = m.mu.cats.Len()
+	st.CatalogsOpen = m.cats.Len()
 	m.mu.Unlock()
 	data, err := json.MarshalIndent(st, "", "  ")
 	return append(data, '\n'), err

@@ -81,7 +81,7 @@ func TestLineageTickIsTheViews(t *testing.T) {
 			continue
 		}
 		m.mu.Lock()
-		opened := m.mu.cats.Len()
+		opened := m.cats.Len()
 		m.mu.Unlock()
 		if opened != 2 {
 			t.Errorf("resolving every tick cold opened %d catalogs; want 2 (the worlds without a checkpoint)", opened)

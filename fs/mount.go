@@ -8,7 +8,6 @@ import (
 	"time"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
-	"github.com/hashicorp/golang-lru/v2/simplelru"
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/cache"
@@ -28,6 +27,9 @@ type Mount struct {
 	// startedMs is when the mount began (Unix ms): the modification time
 	// of what has no commit time of its own (the root, ctl files, stats).
 	startedMs int64
+	// cats are the read-only catalogs, by world, at most
+	// opts.MaxCatalogs (index.Catalogs).
+	cats *index.Catalogs
 	// verified remembers the bucket files found to match their catalog
 	// records (kept in the cache directory).
 	verified *cache.Verified
@@ -42,11 +44,6 @@ type Mount struct {
 
 	mu struct {
 		sync.Mutex
-		// cats are the read-only catalogs, by world, at most
-		// opts.MaxCatalogs, the least recently used evicted first (and
-		// closed outside the lock: evicted holds them until then).
-		cats    *simplelru.LRU[string, *index.Catalog]
-		evicted []*index.Catalog
 		// colds are the partial states of worlds read cold (cold.go), the
 		// last read of each; at most opts.MaxCatalogs.
 		colds map[string]*coldState
@@ -72,8 +69,9 @@ func New(b bucket.Bucket, opts Options) (*Mount, error) {
 	m := &Mount{b: b, opts: opts, stats: newStats(), startedMs: time.Now().UnixMilli()}
 	m.local, _ = bucket.As[bucket.Local](b)
 	m.verified = cache.OpenVerified(filepath.Join(opts.Cache.Dir(), "verified"))
-	m.mu.cats, _ = simplelru.NewLRU(opts.MaxCatalogs, func(_ string, c *index.Catalog) {
-		m.mu.evicted = append(m.mu.evicted, c)
+	m.cats = index.NewCatalogs(b, index.CatalogsOptions{
+		Max: opts.MaxCatalogs, Freshness: opts.Freshness, Uncreated: true,
+		Evicted: func(string) { m.stats.catalogsClosed.Add(1) },
 	})
 	m.mu.colds = map[string]*coldState{}
 	m.mu.infos = map[string]frame.TableInfo{}
@@ -91,9 +89,8 @@ func (m *Mount) Root() gofs.InodeEmbedder { return &rootDir{dirBase: dirBase{m: 
 func (m *Mount) Close() error {
 	m.mu.Lock()
 	m.mu.closed = true
-	m.mu.cats.Purge()
-	cats, writers := m.mu.evicted, m.mu.writers
-	m.mu.evicted, m.mu.writers = nil, map[string]*writer{}
+	writers := m.mu.writers
+	m.mu.writers = map[string]*writer{}
 	m.mu.Unlock()
 	var errs []error
 	for _, w := range writers {
@@ -101,9 +98,7 @@ func (m *Mount) Close() error {
 		errs = append(errs, w.w.Close())
 		w.mu.Unlock()
 	}
-	for _, c := range cats {
-		errs = append(errs, c.Close())
-	}
+	m.cats.Close()
 	m.compactedFiles.close()
 	return errors.Join(errs...)
 }

@@ -695,7 +695,7 @@ func (m *Mount) tableNames(ctx context.Context, world, run string, exact bool) (
 // history is mostly not summarized, its catalog's, opened and kept.
 func (m *Mount) planningState(ctx context.Context, world string, exact bool) (*index.Partial, error) {
 	m.mu.Lock()
-	open := m.mu.cats.Contains(world)
+	open := m.cats.Contains(world)
 	m.mu.Unlock()
 	if !open {
 		p, _, err := index.LoadSummarizedAtMost(finish(ctx), m.b, world, coldKeepParts)

@@ -40,6 +40,10 @@ type CatalogsOptions struct {
 	// Evicted, if set, is called with a world whose catalog is no
 	// longer kept, after it closed (outside any lock of Catalogs).
 	Evicted func(world string)
+	// Uncreated keeps the catalog of a world that records no creation
+	// yet, as any other (the mount: a world being created shows once its
+	// creation lands); without it such a world is ErrNoWorld.
+	Uncreated bool
 }
 
 // NewCatalogs returns the catalogs of b's worlds, none open yet.
@@ -53,7 +57,8 @@ func NewCatalogs(b bucket.Bucket, opts CatalogsOptions) *Catalogs {
 }
 
 // Get returns world's catalog, opened on first use and kept. A world
-// whose catalog records no creation is ErrNoWorld (and not kept); a
+// whose catalog records no creation is ErrNoWorld (and not kept) unless
+// Uncreated is set; a
 // name that cannot be a world's is ValidateWorldID's error; after Close,
 // ErrClosed.
 func (cs *Catalogs) Get(ctx context.Context, world string) (*Catalog, error) {
@@ -75,7 +80,7 @@ func (cs *Catalogs) Get(ctx context.Context, world string) (*Catalog, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !c.Tip().World.Created {
+	if !cs.opts.Uncreated && !c.Tip().World.Created {
 		c.Close()
 		return nil, fmt.Errorf("world %s: %w", world, ErrNoWorld)
 	}
@@ -127,6 +132,13 @@ func (cs *Catalogs) Contains(world string) bool {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	return cs.mu.kept.Contains(world)
+}
+
+// Values returns the catalogs kept, the least recently used first.
+func (cs *Catalogs) Values() []*Catalog {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return cs.mu.kept.Values()
 }
 
 // Len is how many catalogs are kept.

@@ -62,8 +62,8 @@ func TestTarReproducesTheMount(t *testing.T) {
 	tarPath := tool(t, "tar")
 	pack := exec.Command(tarPath, "-C", mt.dir, "-cf", "-", "w")
 	unpack := exec.Command(tarPath, "-C", out, "-xf", "-")
-	var errs bytes.Buffer
-	pack.Stderr, unpack.Stderr = &errs, &errs
+	var packErrs, unpackErrs bytes.Buffer // one each: the two processes write at once
+	pack.Stderr, unpack.Stderr = &packErrs, &unpackErrs
 	pipe, err := pack.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -73,10 +73,10 @@ func TestTarReproducesTheMount(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := pack.Run(); err != nil {
-		t.Fatalf("tar c: %v\n%s", err, errs.String())
+		t.Fatalf("tar c: %v\n%s", err, packErrs.String())
 	}
 	if err := unpack.Wait(); err != nil {
-		t.Fatalf("tar x: %v\n%s", err, errs.String())
+		t.Fatalf("tar x: %v\n%s", err, unpackErrs.String())
 	}
 	files, compacted := 0, 0
 	err = filepath.WalkDir(mt.path("w"), func(p string, d fs.DirEntry, err error) error {

@@ -96,6 +96,11 @@ func (s *Shelf[K, T]) Get(ctx context.Context, key K, seqs []uint64, build func(
 	s.mu.Unlock()
 	flight := fmt.Sprintf("%#v\x00%v", key, seqs)
 	ch := s.builds.DoChan(flight, func() (any, error) {
+		// A flight for these sequences may have ended between the look
+		// above and this one starting: its views are kept, take them.
+		if cur, ok := s.kept(key); ok && slices.Equal(cur.Seqs, seqs) {
+			return cur, nil
+		}
 		script, extra, err := build(context.WithoutCancel(ctx))
 		if err != nil {
 			return nil, err
@@ -111,6 +116,13 @@ func (s *Shelf[K, T]) Get(ctx context.Context, key K, seqs []uint64, build func(
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+}
+
+// kept returns key's views, if any, without marking them used.
+func (s *Shelf[K, T]) kept(key K) (*Kept[T], bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.kept.Peek(key)
 }
 
 // keep makes nv the views of key, unless views at least as new are kept.

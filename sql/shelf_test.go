@@ -2,8 +2,8 @@ package sql_test
 
 import (
 	"context"
-	"runtime"
 	"errors"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"

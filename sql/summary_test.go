@@ -689,15 +689,19 @@ func TestForkViewsByAnOldInheritedTokenReadItsCandidateParts(t *testing.T) {
 	}
 }
 
-// stateGets records the names of the checkpoint parts read through it.
+// stateGets records the names of the checkpoint parts read through it
+// (index reads parts in parallel).
 type stateGets struct {
 	bucket.Bucket
+	mu    sync.Mutex
 	names map[string]bool
 }
 
 func (s *stateGets) Get(ctx context.Context, name string) ([]byte, bucket.Attrs, error) {
 	if strings.Contains(name, "/state/") {
+		s.mu.Lock()
 		s.names[name] = true
+		s.mu.Unlock()
 	}
 	return s.Bucket.Get(ctx, name)
 }

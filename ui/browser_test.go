@@ -90,72 +90,8 @@ func TestBrowser(t *testing.T) {
 		}
 	}
 	enginetest.Fork(t, f.b, "w", longName, 6, 9)
-	shots := t.TempDir()
-	if d := os.Getenv("WORLDFS_UI_SCREENSHOTS"); d != "" {
-		shots = d // to look at them after the test
-	}
-	shot := func(name string) {
-		t.Helper()
-		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-		if err == nil {
-			err = os.WriteFile(filepath.Join(shots, name+".png"), png, 0o644)
-		}
-		if err != nil {
-			t.Fatalf("screenshot of %s: %v", name, err)
-		}
-	}
-	ready := func(sel string) chromedp.Action[chromedp.Void] {
-		return chromedp.WaitVisible(chromedp.CSS("body" + sel))
-	}
-	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(ctx, steps...); err != nil {
-			msg, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.dataset.error || document.getElementById("status")?.textContent || ""`))
-			t.Fatalf("%s: %v (page says %q)", what, err, msg)
-		}
-	}
-	eval := func(v any, expr string) {
-		t.Helper()
-		raw, err := chromedp.Run(ctx, chromedp.Evaluate[json.RawMessage]("JSON.stringify("+expr+")"))
-		if err == nil {
-			var text string
-			if err = json.Unmarshal(raw, &text); err == nil {
-				err = json.Unmarshal([]byte(text), v)
-			}
-		}
-		if err != nil {
-			t.Fatalf("%s: %v", expr, err)
-		}
-	}
-	str := func(a chromedp.Action[string]) string {
-		t.Helper()
-		v, err := chromedp.Run(ctx, a)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
-
-	// fits checks that the page does not scroll sideways at pageWidth,
-	// naming what sticks out if it does.
-	fits := func(what string) {
-		t.Helper()
-		var w struct {
-			Scroll, Client int
-			Wide           []string
-		}
-		eval(&w, `(() => { const d = document.documentElement, c = d.clientWidth;
-			const wide = [...document.querySelectorAll("body *")].filter(e => e.getBoundingClientRect().right > c + 0.5)
-				.filter(e => !e.parentElement || e.parentElement.getBoundingClientRect().right <= c + 0.5)
-				.slice(0, 5).map(e => e.tagName + (e.id ? "#" + e.id : "") + "." + e.className + " " + Math.round(e.getBoundingClientRect().right));
-			return {Scroll: d.scrollWidth, Client: c, Wide: wide}; })()`)
-		if w.Client == 0 || w.Client > pageWidth {
-			t.Fatalf("%s: the page is %d px wide; want the browser's %d px less its scroll bar", what, w.Client, pageWidth)
-		}
-		if w.Scroll > w.Client {
-			t.Fatalf("%s: the page scrolls sideways at %d px: %d px of content in %d; sticking out: %v", what, pageWidth, w.Scroll, w.Client, w.Wide)
-		}
-	}
+	br := newBrowser(t, ctx)
+	shot, ready, do, eval, str, fits := br.shot, readyAt, br.do, br.eval, br.str, br.fits
 	// The worlds page lists both worlds, the fork drawn under its parent,
 	// each with the size of its live data.
 	var worlds, sizes []string
@@ -587,7 +523,96 @@ func TestBrowser(t *testing.T) {
 		shot(p.name)
 		fits(p.name)
 	}
-	t.Logf("screenshots in %s", shots)
+	t.Logf("screenshots in %s", br.shots)
+}
+
+// browser is a test's page in chromium (chromium) and what the test does
+// with it: each helper fails the test, saying what the page says.
+type browser struct {
+	t   *testing.T
+	ctx context.Context
+	// shots is where screenshots go: the test's temp dir, or
+	// $WORLDFS_UI_SCREENSHOTS to look at them after the test.
+	shots string
+}
+
+func newBrowser(t *testing.T, ctx context.Context) *browser {
+	shots := t.TempDir()
+	if d := os.Getenv("WORLDFS_UI_SCREENSHOTS"); d != "" {
+		shots = d
+	}
+	return &browser{t: t, ctx: ctx, shots: shots}
+}
+
+// shot saves a screenshot of the whole page as name.png.
+func (b *browser) shot(name string) {
+	b.t.Helper()
+	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100))
+	if err == nil {
+		err = os.WriteFile(filepath.Join(b.shots, name+".png"), png, 0o644)
+	}
+	if err != nil {
+		b.t.Fatalf("screenshot of %s: %v", name, err)
+	}
+}
+
+// readyAt waits for the page's body to match sel (its data attributes).
+func readyAt(sel string) chromedp.Action[chromedp.Void] {
+	return chromedp.WaitVisible(chromedp.CSS("body" + sel))
+}
+
+// do runs steps, failing with what the page says if one fails.
+func (b *browser) do(what string, steps ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	if err := chromedp.Do(b.ctx, steps...); err != nil {
+		msg, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`document.body.dataset.error || document.getElementById("status")?.textContent || ""`))
+		b.t.Fatalf("%s: %v (page says %q)", what, err, msg)
+	}
+}
+
+// eval decodes the JSON of expr's value on the page into v.
+func (b *browser) eval(v any, expr string) {
+	b.t.Helper()
+	raw, err := chromedp.Run(b.ctx, chromedp.Evaluate[json.RawMessage]("JSON.stringify("+expr+")"))
+	if err == nil {
+		var text string
+		if err = json.Unmarshal(raw, &text); err == nil {
+			err = json.Unmarshal([]byte(text), v)
+		}
+	}
+	if err != nil {
+		b.t.Fatalf("%s: %v", expr, err)
+	}
+}
+
+func (b *browser) str(a chromedp.Action[string]) string {
+	b.t.Helper()
+	v, err := chromedp.Run(b.ctx, a)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return v
+}
+
+// fits checks that the page does not scroll sideways at pageWidth,
+// naming what sticks out if it does.
+func (b *browser) fits(what string) {
+	b.t.Helper()
+	var w struct {
+		Scroll, Client int
+		Wide           []string
+	}
+	b.eval(&w, `(() => { const d = document.documentElement, c = d.clientWidth;
+		const wide = [...document.querySelectorAll("body *")].filter(e => e.getBoundingClientRect().right > c + 0.5)
+			.filter(e => !e.parentElement || e.parentElement.getBoundingClientRect().right <= c + 0.5)
+			.slice(0, 5).map(e => e.tagName + (e.id ? "#" + e.id : "") + "." + e.className + " " + Math.round(e.getBoundingClientRect().right));
+		return {Scroll: d.scrollWidth, Client: c, Wide: wide}; })()`)
+	if w.Client == 0 || w.Client > pageWidth {
+		b.t.Fatalf("%s: the page is %d px wide; want the browser's %d px less its scroll bar", what, w.Client, pageWidth)
+	}
+	if w.Scroll > w.Client {
+		b.t.Fatalf("%s: the page scrolls sideways at %d px: %d px of content in %d; sticking out: %v", what, pageWidth, w.Scroll, w.Client, w.Wide)
+	}
 }
 
 // browserZone is the time zone the browser is told it is in

@@ -38,10 +38,15 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /w/{world}/facts", page("facts"))
 	s.mux.HandleFunc("GET /w/{world}/compare", page("compare"))
 	s.mux.HandleFunc("GET /w/{world}/entity", page("entity"))
+	s.mux.HandleFunc("GET /sweep", page("sweep"))
 
 	s.mux.HandleFunc("GET /api/worlds", func(w http.ResponseWriter, r *http.Request) {
 		ws, err := s.worlds(r.Context())
 		writeJSON(w, ws, err)
+	})
+	s.mux.HandleFunc("GET /api/sweep", func(w http.ResponseWriter, r *http.Request) {
+		res, err := s.sweep(r.Context(), r.URL.Query())
+		writeJSON(w, res, err)
 	})
 	s.mux.HandleFunc("GET /api/w/{world}/timeline", func(w http.ResponseWriter, r *http.Request) {
 		tl, err := s.timeline(r.Context(), r.PathValue("world"), runOf(r))
@@ -140,6 +145,13 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request, name string) {
 		d.Title = d.World + " · compare"
 	case "entity":
 		d.Title = d.World + " · " + r.URL.Query().Get("table") + " " + r.URL.Query().Get("id")
+	case "sweep":
+		d.Title = "sweep"
+		if g := r.URL.Query().Get("worlds"); g != "" {
+			d.Title += " · " + g
+		} else if l := r.URL.Query().Get("lineage"); l != "" {
+			d.Title += " · lineage of " + l
+		}
 	}
 	if d.World != "" {
 		if err := s.pageExists(r.Context(), name, d, r.URL.Query()); err != nil {

@@ -70,8 +70,11 @@ type views = sql.Kept[*memory]
 // catalog state, so an answer about them cannot change.
 type memory struct {
 	// view is the lineage the views were built from (nil: a session of
-	// two worlds' views).
+	// two worlds' views, or a sweep).
 	view *index.View
+	// tables, of a sweep, are the tables its worlds have in common with
+	// their numeric columns in common (sweep.go).
+	tables sweepTables
 	// countsFlight computes the rows per tick once for concurrent
 	// requests.
 	countsFlight singleflight.Group
@@ -150,13 +153,18 @@ func (s *Server) memoQuery(ctx context.Context, world, run, q string) (*Result, 
 	if err != nil {
 		return nil, err
 	}
+	return s.memoOn(ctx, v, q)
+}
+
+// memoOn is memoQuery on views v.
+func (s *Server) memoOn(ctx context.Context, v *views, q string) (*Result, error) {
 	v.Extra.mu.Lock()
 	res := v.Extra.mu.memo[q]
 	v.Extra.mu.Unlock()
 	if res != nil {
 		return res, nil
 	}
-	res, err = s.queryOn(ctx, v, q)
+	res, err := s.queryOn(ctx, v, q)
 	if err != nil || res.Truncated {
 		return res, err
 	}

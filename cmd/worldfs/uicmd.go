@@ -31,7 +31,7 @@ func uiCmd() command {
 	return command{
 		name: "ui",
 		summary: "serve a read-only web interface over the bucket's worlds: lineage, a run's timeline with a scrubber, a tick's rows and scatter plot, " +
-			"SQL with charts, facts and receipts (the views and gate of worldfs sql); loopback only unless --listen, which then requires a token",
+			"two ticks or two worlds compared, sweeps of many worlds (a column's aggregate per tick for each, with their run parameters), SQL with charts, facts and receipts (the views and gate of worldfs sql); loopback only unless --listen, which then requires a token",
 		example: "worldfs ui --bucket ./worldfs-data --open   # prints http://127.0.0.1:PORT/\n" +
 			"  worldfs ui --bucket ./worldfs-data --listen 0.0.0.0:8080   # prints a URL with ?token=…; every request needs it",
 		flags: func(fs *flag.FlagSet) {

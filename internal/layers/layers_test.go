@@ -150,7 +150,7 @@ func TestLayerRules(t *testing.T) {
 		{"fs/caller.go", module + "sql", false},
 		{"fs/stats.go", module + "sql", false},
 		// The web interface runs SQL in views.go, compare.go,
-		// server.go and sqlpage.go only.
+		// server.go, sqlpage.go and sweep.go only.
 		{"ui/counts.go", module + "sql", true},
 		{"ui/timeline.go", module + "sql", true},
 		{"ui/counts.go", "database/sql", true},
@@ -159,6 +159,7 @@ func TestLayerRules(t *testing.T) {
 		{"ui/compare.go", module + "sql", false},
 		{"ui/server.go", module + "sql", false},
 		{"ui/sqlpage.go", module + "sql", false},
+		{"ui/sweep.go", module + "sql", false},
 		{"ui/server.go", module + "fs", true},
 		// An export writes what it references through frame; it
 		// imports no job.

@@ -168,6 +168,12 @@ async function worldsPage() {
       el("td", { class: "meta clip", title: metaText(w) }, metaText(w) || "–")));
   }
   drawLineage($("lineage"), ws);
+  // The worlds with forks: each the root of a lineage to sweep.
+  const parents = [...new Set(ws.map((w) => w.parent).filter((p) => p && ws.some((w) => w.id === p)))].sort();
+  if (parents.length) {
+    $("sweep-lineage").elements.lineage.replaceChildren(...parents.map((p) => el("option", { value: p }, p)));
+    $("sweep-lineage").hidden = false;
+  }
   status(ws.length + " worlds");
   body.dataset.ready = "1";
 }
@@ -1216,5 +1222,384 @@ function drawPath(res, xc, yc, ticks) {
   }, [sorted.map((p) => p[0]), sorted.map((p) => p[1])], div);
 }
 
-const pages = { worlds: worldsPage, run: runPage, sql: sqlPage, facts: factsPage, compare: comparePage, entity: entityPage };
+// ---------- a sweep: many worlds as one table ----------
+
+// The sweep page: a column's aggregate per tick for every world of a sweep
+// (one query over them all, as worldfs sql --worlds answers it), as lines
+// over the band of their min to max, or a small chart per world; the
+// worlds' records and run parameters as a table to filter and sort; two
+// ticked rows compared on the compare page.
+const sw = { mode: "overlay", sort: "world", desc: false, picked: [], res: null, ctl: null, charts: [], focus: null };
+ui.sweepState = sw;
+
+async function sweepPage() {
+  const p = new URL(location.href).searchParams;
+  sw.mode = p.get("view") === "multiples" ? "multiples" : "overlay";
+  const pick = p.get("lineage") && !p.get("worlds") ? "lineage" : "worlds";
+  $("pick").value = pick;
+  $("pick-value").value = p.get(pick) || "";
+  $("sweep-filter").value = p.get("filter") || "";
+  if (p.get("sort")) { sw.sort = p.get("sort"); sw.desc = p.get("desc") === "1"; }
+  $("sweep-form").addEventListener("submit", (e) => { e.preventDefault(); sw.picked = []; loadSweep({ agg: $("sweep-agg").value }); });
+  for (const id of ["sweep-table", "sweep-column", "sweep-agg"]) {
+    $(id).addEventListener("change", () => loadSweep({ table: $("sweep-table").value, column: id === "sweep-table" ? "" : $("sweep-column").value, agg: $("sweep-agg").value }));
+  }
+  for (const b of $("sweep-mode").children) b.addEventListener("click", () => { sw.mode = b.dataset.mode; saveSweepURL(); drawSweep(); });
+  $("sweep-filter").addEventListener("input", () => { saveSweepURL(); drawWorldsTable(); drawSweep(); });
+  if (!$("pick-value").value) {
+    status("name the worlds of the sweep: a glob of their ids, or a world whose lineage to sweep");
+    body.dataset.ready = "1";
+    return;
+  }
+  await loadSweep({ table: p.get("table"), column: p.get("column"), agg: p.get("agg") });
+}
+
+// saveSweepURL keeps what the page shows in its URL.
+function saveSweepURL() {
+  const u = new URL(location.href);
+  const set = (k, v) => { if (v) u.searchParams.set(k, v); else u.searchParams.delete(k); };
+  const pick = $("pick").value;
+  set("worlds", pick === "worlds" ? $("pick-value").value.trim() : "");
+  set("lineage", pick === "lineage" ? $("pick-value").value.trim() : "");
+  if (sw.res) { set("table", sw.res.table); set("column", sw.res.column); set("agg", sw.res.agg); }
+  set("view", sw.mode === "multiples" ? "multiples" : "");
+  set("filter", $("sweep-filter").value.trim());
+  set("sort", sw.sort !== "world" || sw.desc ? sw.sort : "");
+  set("desc", sw.desc ? "1" : "");
+  history.replaceState(null, "", u);
+}
+
+function sweepError(msg) {
+  $("sweep-error").textContent = msg;
+  $("sweep-error").hidden = !msg;
+}
+
+async function loadSweep(params) {
+  if (sw.ctl) sw.ctl.abort();
+  const ctl = (sw.ctl = new AbortController());
+  const pick = $("pick").value, value = $("pick-value").value.trim();
+  status("sweeping…");
+  let res;
+  try {
+    res = await api("/api/sweep", { run: run === "main" ? "" : run, [pick]: value, table: params.table, column: params.column, agg: params.agg }, ctl.signal);
+  } catch (e) {
+    if (e.name === "AbortError") return;
+    sweepError(e.message);
+    $("sweep-body").hidden = true;
+    status("no sweep", true);
+    body.dataset.sweepError = e.message;
+    body.dataset.ready = "1";
+    return;
+  }
+  if (ctl !== sw.ctl) return;
+  sweepError("");
+  $("sweep-body").hidden = false;
+  delete body.dataset.sweepError;
+  sw.res = res;
+  ui.sweep = res;
+  // Each world's series: [ticks, values], from the query's rows (world,
+  // tick, value, ordered by world and tick); x is every tick any has.
+  const series = {};
+  const ticks = new Set();
+  for (const [w, t, v] of res.series.rows) {
+    const s = (series[w] = series[w] || [[], []]);
+    s[0].push(Number(t));
+    s[1].push(isNum(v) ? Number(v) : null);
+    ticks.add(Number(t));
+  }
+  sw.series = series;
+  sw.x = [...ticks].sort((a, b) => a - b);
+  ui.series = series;
+  const fill = (id, opts, v) => { $(id).replaceChildren(...opts.map((o) => el("option", { value: o }, o))); $(id).value = v; };
+  fill("sweep-table", Object.keys(res.tables).sort(), res.table);
+  fill("sweep-column", res.tables[res.table], res.column);
+  fill("sweep-agg", ["avg", "min", "max", "sum", "count"], res.agg);
+  const how = res.glob ? `worlds matching ${res.glob}` : `the lineage of ${res.lineage}`;
+  $("sweep-of").textContent = `${fmtInt(res.worlds.length)} ${how} · run ${res.run}`;
+  $("sweep-of").title = res.worlds.join(" ");
+  const pickFlag = res.glob ? `--worlds '${res.glob}'` : `--lineage ${res.lineage}`;
+  $("sweep-cli").textContent = `worldfs sql ${pickFlag}${res.run !== "main" ? " --run " + res.run : ""}`;
+  $("sweep-sql").textContent = res.series.sql;
+  sw.picked = sw.picked.filter((w) => res.worlds.includes(w));
+  saveSweepURL();
+  drawWorldsTable();
+  drawSweep();
+  status(`${res.agg}(${res.column}) of ${res.table} per tick, ${fmtInt(res.worlds.length)} worlds, ${fmtInt(res.series.rows.length)} points` +
+    (res.series.truncated ? " (truncated: the server's bound on a result)" : "") + ` · ${fmtNum(res.series.elapsed_ms)} ms`);
+  body.dataset.swept = `${res.table}.${res.column} ${res.agg} ${res.worlds.length}`;
+  body.dataset.ready = "1";
+}
+
+// sweepRows are the worlds' rows as the table shows them: the records,
+// the aggregate at each world's last tick, filtered, sorted.
+function sweepRows() {
+  const res = sw.res, m = res.meta;
+  const valueCol = `${res.agg}(${res.column}) at head`;
+  const cols = [...m.columns, valueCol];
+  let rows = m.rows.map((r) => {
+    const s = sw.series[r[0]];
+    const last = s && s[1].length ? s[1][s[1].length - 1] : null;
+    return [...r, last == null ? "NULL" : String(last)];
+  });
+  const test = sweepFilter($("sweep-filter").value, cols);
+  rows = rows.filter(test);
+  const i = Math.max(0, cols.indexOf(sw.sort));
+  const cmpv = (a, b) => {
+    const x = a[i], y = b[i];
+    if (x === y) return 0;
+    if (x === "NULL") return 1;
+    if (y === "NULL") return -1;
+    const d = isNum(x) && isNum(y) ? Number(x) - Number(y) : x < y ? -1 : 1;
+    return sw.desc ? -d : d;
+  };
+  rows.sort((a, b) => cmpv(a, b) || (a[0] < b[0] ? -1 : 1));
+  return { cols, rows };
+}
+
+// sweepFilter is a row test for the filter's terms, each of which a row
+// must match: COLUMN=VALUE, !=, <, <=, >, >= (numbers as numbers), or
+// text anywhere in the row.
+function sweepFilter(text, cols) {
+  const tests = text.trim().split(/\s+/).filter(Boolean).map((term) => {
+    const m = /^([^=!<>]+)(=|!=|<=|>=|<|>)(.*)$/.exec(term);
+    const ci = m ? cols.indexOf(m[1]) : -1;
+    if (ci < 0) return (r) => r.some((v) => v.toLowerCase().includes(term.toLowerCase()));
+    const [, , op, want] = m;
+    return (r) => {
+      const v = r[ci];
+      const num = isNum(v) && isNum(want);
+      const d = num ? Number(v) - Number(want) : v < want ? -1 : v > want ? 1 : 0;
+      return { "=": d === 0, "!=": d !== 0, "<": d < 0, "<=": d <= 0, ">": d > 0, ">=": d >= 0 }[op] && (v !== "NULL" || op === "!=");
+    };
+  });
+  return (r) => tests.every((t) => t(r));
+}
+
+// sweepShown are the worlds the filter keeps, in the table's order.
+function sweepShown() { return sweepRows().rows.map((r) => r[0]); }
+
+// drawWorldsTable draws the worlds' table: a tick box to pick two to
+// compare, each world linked to its run, the columns sortable.
+function drawWorldsTable() {
+  const res = sw.res;
+  if (!res) return;
+  const { cols, rows } = sweepRows();
+  const table = $("sweep-worlds");
+  const nums = new Set(cols.map((_, i) => i).filter((i) => i > 0 && rows.length && rows.every((r) => r[i] === "NULL" || isNum(r[i]))));
+  const hr = el("tr", {}, el("th", { title: "tick two to compare" }, "compare"));
+  cols.forEach((c, i) => {
+    const th = el("th", { "data-col": c, class: "sortable" + (nums.has(i) ? " num" : "") + (i >= cols.length - 1 - res.params.length && i < cols.length - 1 ? " param" : "") },
+      c + (sw.sort === c ? (sw.desc ? " ▼" : " ▲") : ""));
+    th.addEventListener("click", () => { sw.desc = sw.sort === c ? !sw.desc : false; sw.sort = c; saveSweepURL(); drawWorldsTable(); drawSweep(); });
+    hr.append(th);
+  });
+  table.tHead.replaceChildren(hr);
+  const frag = document.createDocumentFragment();
+  for (const r of rows) {
+    const w = r[0];
+    const box = el("input", { type: "checkbox", "aria-label": `compare ${w}` });
+    box.checked = sw.picked.includes(w);
+    box.addEventListener("change", () => {
+      sw.picked = sw.picked.filter((x) => x !== w);
+      if (box.checked) sw.picked.push(w);
+      if (sw.picked.length > 2) sw.picked.shift();
+      drawWorldsTable();
+      if (sw.mode === "overlay" && sw.chart) sw.chart.redraw(false);
+    });
+    const tr = el("tr", { "data-world": w, class: sw.picked.includes(w) ? "here" : "" }, el("td", {}, box));
+    r.forEach((v, i) => {
+      const shown = nums.has(i) ? fmtValue(v) : v;
+      const attrs = { class: (nums.has(i) ? "num" : "") + (v === "NULL" ? " null" : "") + (i === 0 ? " clip" : "") };
+      if (shown !== v || v.length > 24) attrs.title = v;
+      if (i === 0) tr.append(el("td", attrs, el("a", { href: worldPath(w, "?run=" + encodeURIComponent(res.run)) }, v)));
+      else tr.append(el("td", attrs, shown));
+    });
+    frag.append(tr);
+  }
+  table.tBodies[0].replaceChildren(frag);
+  $("sweep-worlds-info").textContent = rows.length === res.worlds.length ? `${fmtInt(rows.length)} worlds` : `${fmtInt(rows.length)} of ${fmtInt(res.worlds.length)} worlds (filtered)`;
+  compareLink();
+}
+
+// compareLink points the compare link at the two ticked worlds, first →
+// second, at their common head tick: the newer of the two heads' lower.
+function compareLink() {
+  const a = $("compare-two"), res = sw.res;
+  const head = (w) => { const r = res.meta.rows.find((r) => r[0] === w); return r ? r[res.meta.columns.indexOf("head_tick")] : "NULL"; };
+  if (sw.picked.length !== 2) {
+    a.setAttribute("aria-disabled", "true");
+    a.href = "#";
+    a.textContent = "compare two worlds";
+    $("compare-note").textContent = sw.picked.length ? `and one more: ${sw.picked[0]} →` : "tick two rows to compare them at their common head tick";
+    return;
+  }
+  const [wa, wb] = sw.picked, ha = head(wa), hb = head(wb);
+  if (!isNum(ha) || !isNum(hb)) {
+    a.setAttribute("aria-disabled", "true");
+    a.href = "#";
+    $("compare-note").textContent = `${isNum(ha) ? wb : wa} has no visible tick`;
+    return;
+  }
+  const t = Math.min(Number(ha), Number(hb));
+  const q = new URLSearchParams({ run: res.run, a: t, vs: wb, vsrun: res.run, b: t, table: res.table });
+  a.href = worldPath(wa, "/compare?" + q);
+  a.removeAttribute("aria-disabled");
+  a.textContent = `compare ${wa} → ${wb} at tick ${fmtInt(t)}`;
+  a.title = a.textContent;
+  $("compare-note").textContent = "";
+}
+
+// sweepBand is, per tick of x, the least and greatest value among the
+// worlds' (null where none has one).
+function sweepBand(worlds) {
+  const at = new Map(sw.x.map((t, i) => [t, i]));
+  const lo = sw.x.map(() => null), hi = sw.x.map(() => null);
+  for (const w of worlds) {
+    const [ts, vs] = sw.series[w] || [[], []];
+    ts.forEach((t, k) => {
+      const v = vs[k], i = at.get(t);
+      if (v == null) return;
+      if (lo[i] == null || v < lo[i]) lo[i] = v;
+      if (hi[i] == null || v > hi[i]) hi[i] = v;
+    });
+  }
+  return [sw.x, lo, hi];
+}
+
+// aligned is a world's values on x (null at ticks it does not show).
+function aligned(w) {
+  const [ts, vs] = sw.series[w] || [[], []];
+  const m = new Map(ts.map((t, k) => [t, vs[k]]));
+  return sw.x.map((t) => (m.has(t) ? m.get(t) : null));
+}
+
+// tickIncrs are the steps of a tick axis: whole ticks.
+const tickIncrs = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1e3, 2e3, 5e3, 1e4, 2e4, 5e4, 1e5, 2e5, 5e5, 1e6, 2e6, 5e6, 1e7, 1e8, 1e9];
+
+// fillBand fills band's min to max on u, behind its lines.
+function fillBand(u, band, color) {
+  const [xs, lo, hi] = band;
+  const ctx = u.ctx;
+  ctx.save();
+  ctx.beginPath(); ctx.rect(u.bbox.left, u.bbox.top, u.bbox.width, u.bbox.height); ctx.clip();
+  ctx.fillStyle = color;
+  let start = -1;
+  const flush = (from, to) => {
+    ctx.beginPath();
+    for (let k = from; k <= to; k++) ctx.lineTo(u.valToPos(xs[k], "x", true), u.valToPos(hi[k], "y", true));
+    for (let k = to; k >= from; k--) ctx.lineTo(u.valToPos(xs[k], "x", true), u.valToPos(lo[k], "y", true));
+    ctx.closePath(); ctx.fill();
+  };
+  for (let k = 0; k <= xs.length; k++) {
+    const has = k < xs.length && lo[k] != null;
+    if (has && start < 0) start = k;
+    if (!has && start >= 0) { flush(start, k - 1); start = -1; }
+  }
+  ctx.restore();
+}
+
+function drawSweep() {
+  const res = sw.res;
+  for (const c of sw.charts) c.destroy();
+  sw.charts = [];
+  sw.chart = null;
+  for (const b of $("sweep-mode").children) b.classList.toggle("here", b.dataset.mode === sw.mode);
+  $("sweep-chart").replaceChildren();
+  $("sweep-multiples").replaceChildren();
+  $("sweep-readout").textContent = "";
+  if (!res) return;
+  const shown = sweepShown();
+  const band = sweepBand(shown);
+  ui.band = band;
+  ui.shown = shown;
+  const label = `${res.agg}(${res.column})`;
+  $("sweep-chart").hidden = sw.mode !== "overlay";
+  $("sweep-multiples").hidden = sw.mode !== "multiples";
+  body.dataset.sweepMode = sw.mode;
+  if (shown.length === 0) { $("sweep-chart").append(el("p", { class: "note" }, "no world passes the filter")); return; }
+  const color = (w) => palette[sw.res.worlds.indexOf(w) % palette.length];
+  if (sw.mode === "overlay") {
+    const div = $("sweep-chart");
+    const data = [sw.x, ...shown.map(aligned)];
+    const many = shown.length > 12;
+    const series = [{ label: "tick" }, ...shown.map((w) => ({
+      label: w, stroke: color(w) + (many ? "99" : ""), width: 1, spanGaps: false, points: { show: sw.x.length < 60 && !many },
+      value: (u, v) => (v == null ? "–" : fmtNum(v)),
+    }))];
+    const u = new uPlot({
+      title: `${label} of ${res.table} per tick: each world's line over the band of their min to max (${fmtInt(shown.length)} worlds)`,
+      width: chartWidth(div), height: 360, legend: { show: false },
+      scales: { x: { time: false } }, focus: { alpha: 0.25 }, cursor: { focus: { prox: 12 } },
+      series,
+      axes: [{ label: "tick", incrs: tickIncrs, values: (u, vals) => vals.map(fmtInt) }, { label, values: (u, vals) => vals.map(fmtNum), size: 70 }],
+      hooks: {
+        drawAxes: [(u) => fillBand(u, band, "#8c959f33")],
+        draw: [(u) => {
+          // The ticked worlds drawn again, thick, over the others.
+          const ctx = u.ctx;
+          ctx.save();
+          ctx.beginPath(); ctx.rect(u.bbox.left, u.bbox.top, u.bbox.width, u.bbox.height); ctx.clip();
+          for (const w of sw.picked) {
+            const si = shown.indexOf(w) + 1;
+            if (si < 1) continue;
+            ctx.strokeStyle = color(w); ctx.lineWidth = 3 * devicePixelRatio;
+            ctx.beginPath();
+            let on = false;
+            u.data[si].forEach((v, k) => {
+              if (v == null) { on = false; return; }
+              const X = u.valToPos(u.data[0][k], "x", true), Y = u.valToPos(v, "y", true);
+              if (on) ctx.lineTo(X, Y); else ctx.moveTo(X, Y);
+              on = true;
+            });
+            ctx.stroke();
+          }
+          ctx.restore();
+        }],
+        setSeries: [(u, si) => { sw.focus = si; readout(u); }],
+        setCursor: [(u) => readout(u)],
+      },
+    }, data, div);
+    sw.chart = u;
+    sw.charts.push(u);
+    ui.overlay = data;
+    return;
+  }
+  // Small multiples: a chart per world, in the table's order, all on
+  // the y scale of the band, the band behind each.
+  const box = $("sweep-multiples");
+  const gap = parseFloat(getComputedStyle(box).columnGap) || 14;
+  // Room for the box's own scroll bar, which many worlds bring.
+  const width = Math.max(240, Math.floor((box.clientWidth - 3 * gap - 18) / 4));
+  const ys = band[1].concat(band[2]).filter((v) => v != null);
+  let ymin = Math.min(...ys), ymax = Math.max(...ys);
+  if (ymin === ymax) { ymin -= 1; ymax += 1; }
+  ui.multiples = {};
+  for (const w of shown) {
+    const data = [sw.x, aligned(w)];
+    ui.multiples[w] = data;
+    const div = el("div", { class: "chart", "data-world": w, title: w, style: `width: ${width}px` });
+    box.append(div);
+    sw.charts.push(new uPlot({
+      title: w, width, height: 140, legend: { show: false }, cursor: { points: { show: false } },
+      scales: { x: { time: false }, y: { auto: false, min: ymin, max: ymax } },
+      series: [{}, { stroke: color(w), width: sw.picked.includes(w) ? 2.5 : 1.5, spanGaps: false }],
+      axes: [{ incrs: tickIncrs, values: (u, vals) => vals.map(fmtInt), size: 30 }, { values: (u, vals) => vals.map(fmtNum), size: 60 }],
+      hooks: { drawAxes: [(u) => fillBand(u, band, "#8c959f26")] },
+    }, data, div));
+  }
+}
+
+// readout says, under the cursor, the tick, the band there and the
+// nearest world's value.
+function readout(u) {
+  const i = u.cursor.idx;
+  if (i == null) { $("sweep-readout").textContent = ""; return; }
+  const t = u.data[0][i], band = ui.band;
+  let text = `tick ${fmtInt(t)}: ${fmtNum(band[1][i])} to ${fmtNum(band[2][i])} across the worlds`;
+  const si = sw.focus;
+  if (si != null && si > 0 && u.series[si]) text += ` · ${u.series[si].label}: ${u.data[si][i] == null ? "–" : fmtNum(u.data[si][i])}`;
+  $("sweep-readout").textContent = text;
+}
+
+const pages = { sweep: sweepPage, worlds: worldsPage, run: runPage, sql: sqlPage, facts: factsPage, compare: comparePage, entity: entityPage };
 Promise.resolve(pages[page] && pages[page]()).catch((e) => { status(e.message, true); body.dataset.error = e.message; });
