@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/worldfs/worldfs/bucket"
@@ -26,7 +27,8 @@ import (
 
 func compactedSpec(env Env) Bench {
 	var url, world, table, dir *string
-	var files *int
+	var files, runs *int
+	var globOnly *bool
 	return benchSpec[*compactedBench]{
 		name:    "fs-compacted",
 		summary: "measure a compacted world's tick files through a fresh mount: stat at lookup, open + first byte (first and again), st_size against the bytes read, ls -l of ticks/ and tables/<t>/, a cold glob read against the views",
@@ -37,10 +39,12 @@ func compactedSpec(env Env) Bench {
 			table = fs.String("table", "", "the table whose files are read (default: the first by name)")
 			files = fs.Int("files", 200, "compacted ticks read, chosen at random (seeded) across the compacted history")
 			dir = fs.String("dir", "", "work directory for the cache and mount point (default: a temporary one, removed after)")
+			runs = fs.Int("runs", 3, "cold globs through a fresh mount and over a local copy of its files, in alternation")
+			globOnly = fs.Bool("glob-only", false, "measure only the cold glob through the mount against the local copy (no stat, open or ls -l)")
 		},
 		check: func(args []string) error {
-			if len(args) != 0 || *world == "" || *files < 1 {
-				return usagef("bench fs-compacted takes no arguments, a --world and a positive --files")
+			if len(args) != 0 || *world == "" || *files < 1 || *runs < 1 {
+				return usagef("bench fs-compacted takes no arguments, a --world, a positive --files and a positive --runs")
 			}
 			return nil
 		},
@@ -51,19 +55,16 @@ func compactedSpec(env Env) Bench {
 				return nil, err
 			}
 			defer remove()
-			return benchCompacted(ctx, b, work, *world, *table, *files)
+			return benchCompacted(ctx, b, work, *world, *table, *files, *runs, *globOnly)
 		},
 		table: func(out io.Writer, res *compactedBench) error {
-			fmt.Fprintf(out, "world %s, table %s: %d of %d ticks compacted, %d read (%d with a tick index)\n",
-				res.World, res.Table, res.Compacted, res.Ticks, res.Files, res.Indexed)
-			fmt.Fprintf(out, "stat at lookup: p50 %.3f ms p99 %.3f ms; %d reported size 0\n", res.Stat.P50ms, res.Stat.P99ms, res.ZeroSizes)
-			fmt.Fprintf(out, "open + first byte: first open p50 %.3f ms p99 %.3f ms max %.3f ms; again p50 %.3f ms p99 %.3f ms; %d compacted bytes fetched by the first opens\n",
-				res.FirstOpen.P50ms, res.FirstOpen.P99ms, res.FirstOpen.MaxMs, res.Reopen.P50ms, res.Reopen.P99ms, res.FirstOpenFetched)
-			fmt.Fprintf(out, "st_size at lookup differs from the bytes a full read returns for %d of %d files\n", res.SizeMismatches, res.Files)
-			fmt.Fprintf(out, "ls -l of ticks/ (%d entries): cold %.3f s, warm %.3f s; of tables/%s/ (%d): cold %.3f s, warm %.3f s\n",
-				res.LsTicksN, res.LsTicks[0], res.LsTicks[1], res.Table, res.LsTableN, res.LsTable[0], res.LsTable[1])
-			fmt.Fprintf(out, "read_parquet of tables/%s/*.parquet through a fresh mount: %.3f s for %d rows (%d compacted bytes fetched); the views built cold, same query: %.3f s (%.2fx)\n",
-				res.Table, res.GlobSeconds, res.GlobRows, res.GlobFetched, res.ViewsSeconds, res.GlobRatio)
+			fmt.Fprintf(out, "world %s, table %s: %d of %d ticks compacted\n", res.World, res.Table, res.Compacted, res.Ticks)
+			if !res.GlobOnly {
+				compactedTable(out, res)
+			}
+			c := res.Copy
+			fmt.Fprintf(out, "cold %s over %d files: through a fresh mount %s s (median %.3f; CPU %s s), over a local copy %s s (median %.3f; CPU %s s): %.2fx; answers equal (%d rows, sum %d); copied in %.3f s; load average %.2f to %.2f\n",
+				c.Query, c.Files, seconds(c.MountSeconds), c.MountMedian, seconds(c.MountCPU), seconds(c.LocalSeconds), c.LocalMedian, seconds(c.LocalCPU), c.Ratio, c.Rows, c.Sum, c.CopySeconds, c.Load[0], c.Load[1])
 			return nil
 		},
 	}.bench()
@@ -99,12 +100,40 @@ type compactedBench struct {
 	ViewsSeconds float64 `json:"views_seconds"`
 	GlobRatio    float64 `json:"glob_over_views"`
 	GlobRows     int64   `json:"glob_rows"`
+	// GlobOnly: only Copy was measured.
+	GlobOnly bool       `json:"glob_only,omitempty"`
+	Copy     copiedGlob `json:"glob_against_local_copy"`
+}
+
+// copiedGlob is issue 39's measure: a cold read_parquet of every file of
+// tables/<table>/ through a fresh mount (its own cache, nothing read
+// before) against the same query over a copy of those files on a local
+// disk (copied through the mount, then synced), each in a fresh DuckDB
+// database, alternating, runs of each; every answer must be the same or
+// the bench fails.
+type copiedGlob struct {
+	Query        string    `json:"query"`
+	Files        int       `json:"files"`
+	Rows         int64     `json:"rows"`
+	Sum          int64     `json:"sum"`
+	MountSeconds []float64 `json:"mount_seconds"`
+	LocalSeconds []float64 `json:"local_seconds"`
+	// This process's CPU time (user + system) during each query: DuckDB's
+	// and, through the mount, the mount's too (it serves in process).
+	MountCPU    []float64 `json:"mount_cpu_seconds"`
+	LocalCPU    []float64 `json:"local_cpu_seconds"`
+	MountMedian float64   `json:"mount_median_seconds"`
+	LocalMedian float64   `json:"local_median_seconds"`
+	// Ratio: MountMedian over LocalMedian (issue 39's goal: at most 1.5).
+	Ratio       float64    `json:"mount_over_local"`
+	CopySeconds float64    `json:"copy_seconds"`
+	Load        [2]float64 `json:"load_average"` // 1-minute, at the start and the end
 }
 
 // benchCompacted mounts b (fresh cache under work) and measures the files
 // of table in files compacted ticks of world.
-func benchCompacted(ctx context.Context, b bucket.Bucket, work, world, table string, files int) (*compactedBench, error) {
-	res := &compactedBench{World: world}
+func benchCompacted(ctx context.Context, b bucket.Bucket, work, world, table string, files, runs int, globOnly bool) (*compactedBench, error) {
+	res := &compactedBench{World: world, GlobOnly: globOnly}
 	s, _, err := index.Load(ctx, b, world)
 	if err != nil {
 		return nil, err
@@ -163,6 +192,12 @@ func benchCompacted(ctx context.Context, b bucket.Bucket, work, world, table str
 	ticks = ticks[:min(files, len(ticks))]
 	slices.Sort(ticks)
 	res.Files = len(ticks)
+	if globOnly {
+		if err := benchCopiedGlob(ctx, b, work, world, table, runs, &res.Copy); err != nil {
+			return nil, err
+		}
+		return res, nil
+	}
 	for _, n := range ticks {
 		if h, ok := holders[n]; ok {
 			for _, name := range []string{index.TickIndexPath(h.Path), index.TickIndexV1Path(h.Path)} {
@@ -238,6 +273,9 @@ func benchCompacted(ctx context.Context, b bucket.Bucket, work, world, table str
 		}
 	}
 	if err := benchMountReads(ctx, b, work, world, table, res); err != nil {
+		return nil, err
+	}
+	if err := benchCopiedGlob(ctx, b, work, world, table, runs, &res.Copy); err != nil {
 		return nil, err
 	}
 	return res, nil
@@ -337,5 +375,133 @@ func benchMountReads(ctx context.Context, b bucket.Bucket, work, world, table st
 		return fmt.Errorf("the glob through the mount read %d rows (sum %d), the views %d (sum %d)", globRows, globSum, viewRows, viewSum)
 	}
 	res.GlobRows, res.GlobRatio = globRows, res.GlobSeconds/res.ViewsSeconds
+	return nil
+}
+
+// benchCopiedGlob measures res (see copiedGlob): runs cold globs of
+// tables/<table>/*.parquet, each through a mount of its own (a fresh
+// cache), and as many over a copy of the files on a local disk (under
+// work, made through the first mount after its glob), in alternation.
+func benchCopiedGlob(ctx context.Context, b bucket.Bucket, work, world, table string, runs int, res *copiedGlob) error {
+	res.Load[0] = loadAverage()
+	res.Query = "SELECT count(*), sum(entity_id) FROM read_parquet('<dir>/*.parquet')"
+	local := filepath.Join(work, "local-copy")
+	if err := os.RemoveAll(local); err != nil {
+		return err
+	}
+	var answer [2]int64
+	query := func(dir string, cpu *[]float64) (float64, error) {
+		db, err := sql.Open("duckdb", "")
+		if err != nil {
+			return 0, err
+		}
+		defer db.Close()
+		var got [2]int64
+		start, cpu0 := time.Now(), cpuSeconds()
+		q := strings.ReplaceAll(res.Query, "<dir>", dir)
+		if err := db.QueryRowContext(ctx, q).Scan(&got[0], &got[1]); err != nil {
+			return 0, err
+		}
+		took := time.Since(start).Seconds()
+		*cpu = append(*cpu, cpuSeconds()-cpu0)
+		if answer == ([2]int64{}) {
+			answer = got
+		} else if got != answer {
+			return 0, fmt.Errorf("%s: %d rows (sum %d), another run read %d (sum %d)", q, got[0], got[1], answer[0], answer[1])
+		}
+		return took, nil
+	}
+	for i := range runs {
+		name := fmt.Sprintf("glob-copy-%d", i)
+		mnt, _, done, err := benchMount(b, work, name, wfs.Options{}, wfs.MountOptions{})
+		if err != nil {
+			return err
+		}
+		dir := filepath.Join(mnt, world, "runs", "main", "tables", table)
+		say("cold glob %d of %d through a fresh mount: %s", i+1, runs, dir)
+		took, err := query(dir, &res.MountCPU)
+		if err == nil && i == 0 {
+			say("copying %s to %s", dir, local)
+			start := time.Now()
+			err = copyDir(dir, local)
+			res.CopySeconds = time.Since(start).Seconds()
+			syscall.Sync() // the copy written back before it is read: no writeback in its timing
+		}
+		done()
+		os.RemoveAll(filepath.Join(work, name+"-cache"))
+		if err != nil {
+			return err
+		}
+		res.MountSeconds = append(res.MountSeconds, took)
+		say("cold glob %d of %d over the local copy", i+1, runs)
+		if took, err = query(local, &res.LocalCPU); err != nil {
+			return err
+		}
+		res.LocalSeconds = append(res.LocalSeconds, took)
+	}
+	entries, err := os.ReadDir(local)
+	if err != nil {
+		return err
+	}
+	res.Files, res.Rows, res.Sum = len(entries), answer[0], answer[1]
+	res.MountMedian, res.LocalMedian = medianSeconds(res.MountSeconds), medianSeconds(res.LocalSeconds)
+	res.Ratio = res.MountMedian / res.LocalMedian
+	res.Load[1] = loadAverage()
+	return os.RemoveAll(local)
+}
+
+// medianSeconds returns the median of xs (the mean of the middle two of an even
+// count).
+func medianSeconds(xs []float64) float64 {
+	s := slices.Sorted(slices.Values(xs))
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// seconds prints xs as a list of seconds.
+func seconds(xs []float64) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = fmt.Sprintf("%.3f", x)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// compactedTable prints the measures of res other than Copy.
+func compactedTable(out io.Writer, res *compactedBench) {
+	fmt.Fprintf(out, "%d files read (%d with a tick index)\n", res.Files, res.Indexed)
+	fmt.Fprintf(out, "stat at lookup: p50 %.3f ms p99 %.3f ms; %d reported size 0\n", res.Stat.P50ms, res.Stat.P99ms, res.ZeroSizes)
+	fmt.Fprintf(out, "open + first byte: first open p50 %.3f ms p99 %.3f ms max %.3f ms; again p50 %.3f ms p99 %.3f ms; %d compacted bytes fetched by the first opens\n",
+		res.FirstOpen.P50ms, res.FirstOpen.P99ms, res.FirstOpen.MaxMs, res.Reopen.P50ms, res.Reopen.P99ms, res.FirstOpenFetched)
+	fmt.Fprintf(out, "st_size at lookup differs from the bytes a full read returns for %d of %d files\n", res.SizeMismatches, res.Files)
+	fmt.Fprintf(out, "ls -l of ticks/ (%d entries): cold %.3f s, warm %.3f s; of tables/%s/ (%d): cold %.3f s, warm %.3f s\n",
+		res.LsTicksN, res.LsTicks[0], res.LsTicks[1], res.Table, res.LsTableN, res.LsTable[0], res.LsTable[1])
+	fmt.Fprintf(out, "read_parquet of tables/%s/*.parquet through a fresh mount: %.3f s for %d rows (%d compacted bytes fetched); the views built cold, same query: %.3f s (%.2fx)\n",
+		res.Table, res.GlobSeconds, res.GlobRows, res.GlobFetched, res.ViewsSeconds, res.GlobRatio)
+}
+
+// copyDir copies the files of directory src into a new directory dst, in
+// the order of their names (cp -r copies in the order of their inode
+// numbers, which through the mount are hashes: ticks far apart, each
+// decoded alone).
+func copyDir(src, dst string) error {
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		return err
+	}
+	if err := os.Mkdir(dst, 0o755); err != nil {
+		return err
+	}
+	for _, e := range entries {
+		data, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dst, e.Name()), data, 0o444); err != nil {
+			return err
+		}
+	}
 	return nil
 }

@@ -29,13 +29,14 @@ func TestBenchCompactedOnGCS(t *testing.T) {
 		t.Fatalf("compaction: %+v, %v", res, err)
 	}
 	code, out, stderr := cli(t, "bench", "fs-compacted", "--bucket", "gs://worlds/bench", "--world", "w", "--table", "particle",
-		"--files", "2", "--dir", t.TempDir(), "--json")
+		"--files", "2", "--runs", "1", "--dir", t.TempDir(), "--json")
 	var got compactedBench
 	if code != 0 || json.Unmarshal([]byte(out), &got) != nil {
 		t.Fatalf("bench fs-compacted: %d\n%s\n%s", code, out, stderr)
 	}
 	if got.Files != 2 || got.Indexed != 2 || got.SizeMismatches != 0 || got.GlobRows != 75*2000 ||
-		got.FirstOpenFetched == 0 || got.FirstOpenFetched >= got.GlobFetched/2 || got.GlobFetched < 2<<20 {
+		got.FirstOpenFetched == 0 || got.FirstOpenFetched >= got.GlobFetched/2 || got.GlobFetched < 2<<20 ||
+		got.Copy.Files != 75 || got.Copy.Rows != 75*2000 || len(got.Copy.MountSeconds) != 1 || len(got.Copy.LocalSeconds) != 1 || got.Copy.Ratio <= 0 {
 		t.Fatalf("bench fs-compacted on GCS: %+v", got)
 	}
 }

@@ -23,7 +23,12 @@ import (
 // turn, such as a glob over tables/<t>/, would otherwise decompress each
 // page once per tick); the first tick of a block asked for is decoded
 // alone, so that reading one tick here and there costs no more than its
-// own rows. A file without a tick index (written before tick indexes)
+// own rows. A reader that sweeps the file (Sweep: a glob over
+// tables/<t>/ reads every tick in order) has larger blocks (sweepRows, a
+// few pages of each column) decoded at once, the first tick of each
+// included, so that each page is decompressed about once for all the
+// ticks it holds (only for ticks asked for near the one before: see
+// sweepGap). A file without a tick index (written before tick indexes)
 // is opened too: its ticks' rows are found from its tick column, and each
 // tick's entry is derived the first time it is asked for (Entry). It is
 // safe for concurrent use.
@@ -33,16 +38,21 @@ type CompactedFile struct {
 	file    *parquet.File
 	x       *TickIndex   // for a file without one: its ticks' rows alone (Version 0, no sizes)
 	decoded atomic.Int64 // blocks decoded so far
+	swept   atomic.Bool  // Sweep was called: blocks of sweepRows, none read alone
 
 	mu struct {
 		sync.Mutex
-		blocks *simplelru.LRU[int, *tickBlock] // at most keptBlocks, by block
+		blocks *simplelru.LRU[blockID, *tickBlock] // at most keptBlocks
 		// asked: blocks one tick of which was decoded alone (not kept:
 		// at most maxAsked, forgotten all at once past it).
 		asked map[int]bool
 		// derived: the entries derived so far of a file without a tick
 		// index, by tick (about 100 bytes each, one per tick of the file).
 		derived map[int64]TickEntry
+		// last: the index of the tick asked for last (asks: whether one
+		// was), to tell a sweep from reads here and there.
+		last int
+		asks bool
 	}
 }
 
@@ -55,6 +65,24 @@ const (
 	keptBlocks = 2
 	maxAsked   = 1024
 )
+
+// sweepRows is the rows of one decoded block of a swept file: two pages
+// of an 8-byte column (pageBytes), four of a 4-byte one, so that a page
+// cut off at a block's end is decompressed at most twice (about 2 MiB
+// decoded for ticks of eight 8-byte columns and their stamps).
+const sweepRows = 2 * pageBytes / 8
+
+// sweepGap is how far (in ticks of the index) a tick asked for may be
+// from the one asked for before for the two to be read in a sweep (a
+// glob's readers, and the mount's read-ahead, ask for neighbours in
+// about their order): only then is a block of sweepRows decoded for it.
+// A reader of a listed table that asks for ticks far apart (cp -r, in
+// inode order) has each decoded as an unswept file does.
+const sweepGap = 8
+
+// blockID names a decoded block: its size and its number among the
+// blocks of that size.
+type blockID struct{ rows, n int64 }
 
 // tickBlock is the decoded rows of the ticks x.Ticks[lo:hi].
 type tickBlock struct {
@@ -87,9 +115,28 @@ func OpenCompactedFile(t *Table, src io.ReaderAt, size int64, x *TickIndex) (*Co
 		return nil, fmt.Errorf("table %s: the compacted file has %d rows, its tick index %d: %w", t.Name, file.NumRows(), x.Rows, index.ErrCorrupt)
 	}
 	c := &CompactedFile{t: t, src: src, file: file, x: x}
-	c.mu.blocks, _ = simplelru.NewLRU[int, *tickBlock](keptBlocks, nil)
+	c.mu.blocks, _ = simplelru.NewLRU[blockID, *tickBlock](keptBlocks, nil)
 	c.mu.asked, c.mu.derived = map[int]bool{}, map[int64]TickEntry{}
 	return c, nil
+}
+
+// Sweep marks the file as read tick after tick from now on (a glob over
+// its table's files): each block of ticks decoded is larger and decoded
+// whole from its first tick asked for (see CompactedFile).
+func (c *CompactedFile) Sweep() { c.swept.Store(true) }
+
+// Following returns the entries of the tick index after tick n (at most
+// max): the ticks a sweep reads next. Nil for a file without a tick
+// index, whose entries are derived one by one (Entry).
+func (c *CompactedFile) Following(n int64, max int) []TickEntry {
+	if !c.Indexed() {
+		return nil
+	}
+	i, ok := slices.BinarySearchFunc(c.x.Ticks, n, func(a TickEntry, n int64) int { return cmp.Compare(a.Tick, n) })
+	if ok {
+		i++
+	}
+	return slices.Clone(c.x.Ticks[i:min(len(c.x.Ticks), i+max)])
 }
 
 // Indexed reports whether the file was opened with its tick index.
@@ -207,26 +254,47 @@ func (c *CompactedFile) BlocksDecoded() int64 { return c.decoded.Load() }
 
 // block returns the block of tick i of the index (kept, or new and not
 // yet decoded), dropping the least recently used past keptBlocks; nil the
-// first time a tick of the block is asked for (decoded alone).
+// first time a tick of the block is asked for (decoded alone). In a
+// swept file a tick near the one asked for before (sweepGap) has a block
+// of sweepRows, decoded at once.
 func (c *CompactedFile) block(i int) *tickBlock {
-	id := int(c.x.Ticks[i].Row / blockRows)
+	row := c.x.Ticks[i].Row
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	near := c.mu.asks && i-c.mu.last <= sweepGap && c.mu.last-i <= sweepGap
+	c.mu.last, c.mu.asks = i, true
+	if c.swept.Load() {
+		id := blockID{sweepRows, row / sweepRows}
+		if b, ok := c.mu.blocks.Get(id); ok {
+			return b
+		}
+		if near {
+			return c.newBlock(id)
+		}
+	}
+	size := int64(blockRows)
+	id := blockID{size, row / size}
 	if b, ok := c.mu.blocks.Get(id); ok {
 		return b
 	}
-	if !c.mu.asked[id] {
+	if !c.mu.asked[int(id.n)] {
 		if len(c.mu.asked) >= maxAsked {
 			clear(c.mu.asked)
 		}
-		c.mu.asked[id] = true
+		c.mu.asked[int(id.n)] = true
 		return nil
 	}
-	delete(c.mu.asked, id)
+	delete(c.mu.asked, int(id.n))
+	return c.newBlock(id)
+}
+
+// newBlock adds block id, not yet decoded, to those kept (dropping the
+// least recently used past keptBlocks). Called with c.mu held.
+func (c *CompactedFile) newBlock(id blockID) *tickBlock {
 	// The ticks whose first row falls in block id.
-	start := int64(id) * blockRows
+	start := id.n * id.rows
 	lo, _ := slices.BinarySearchFunc(c.x.Ticks, start, func(a TickEntry, row int64) int { return cmp.Compare(a.Row, row) })
-	hi, _ := slices.BinarySearchFunc(c.x.Ticks, start+blockRows, func(a TickEntry, row int64) int { return cmp.Compare(a.Row, row) })
+	hi, _ := slices.BinarySearchFunc(c.x.Ticks, start+id.rows, func(a TickEntry, row int64) int { return cmp.Compare(a.Row, row) })
 	b := &tickBlock{lo: lo, hi: hi, row: c.x.Ticks[lo].Row}
 	c.mu.blocks.Add(id, b)
 	return b

@@ -174,6 +174,120 @@ func TestCompactedFileDecodesEachBlockOnce(t *testing.T) {
 	}
 }
 
+// A swept compacted file (a glob reading every tick) decodes blocks of
+// several pages, each shared by many ticks, and keeps two: every tick's
+// file rebuilt from them is the one TickFile rebuilds from the file
+// alone, whatever the order the ticks are asked in (forward, backward,
+// far apart, from several readers at once, after ticks read unswept),
+// and a sweep in order decodes each block once.
+func TestSweptCompactedFileRebuildsEveryTickInAnyOrder(t *testing.T) {
+	ctx := enginetest.Context(t)
+	b, _ := local.Open(t.TempDir())
+	w := enginetest.Wide(t, b, "w", 2000, 74)
+	if _, err := maintenance.Compact(ctx, b, w.Catalog(), maintenance.CompactOptions{Recent: 10}); err != nil {
+		t.Fatal(err)
+	}
+	s, _, err := index.Load(ctx, b, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk, ok := s.Tick("main", 10)
+	if !ok {
+		t.Fatal("no tick 10")
+	}
+	var f index.Fragment
+	for _, tf := range enginetest.Tables(t, tk) {
+		if tf.Table == particles.Tables()[0].ID {
+			f = tf.Fragments[0]
+		}
+	}
+	if f.Span == nil {
+		t.Fatal("tick 10 is not compacted; the test proves nothing")
+	}
+	table, x, data := enginetest.CompactedFile(t, b, "w", particles.Tables()[0].ID, f)
+	if x.Rows < 4*frame.SweepRows {
+		t.Fatalf("the compacted file has %d rows; want several blocks of %d", x.Rows, frame.SweepRows)
+	}
+	want := map[int64][]byte{}
+	for _, e := range x.Ticks {
+		if want[e.Tick], err = frame.TickFile(table, bytes.NewReader(data), int64(len(data)), e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	open := func() *frame.CompactedFile {
+		cf, err := frame.OpenCompactedFile(table, bytes.NewReader(data), int64(len(data)), x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cf
+	}
+	check := func(how string, cf *frame.CompactedFile, e frame.TickEntry) error {
+		got, err := cf.TickFile(e)
+		if err != nil {
+			return fmt.Errorf("%s: tick %d: %w", how, e.Tick, err)
+		}
+		if !bytes.Equal(got, want[e.Tick]) {
+			return fmt.Errorf("%s: tick %d: %d bytes rebuilt, %d by TickFile", how, e.Tick, len(got), len(want[e.Tick]))
+		}
+		return nil
+	}
+	forward := open()
+	forward.Sweep()
+	for _, e := range x.Ticks {
+		if err := check("forward", forward, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if blocks := x.Rows/frame.SweepRows + 1; forward.BlocksDecoded() > blocks {
+		t.Fatalf("a sweep of %d rows in order decoded %d blocks; at most %d", x.Rows, forward.BlocksDecoded(), blocks)
+	}
+	backward := open()
+	backward.Sweep()
+	for i := len(x.Ticks) - 1; i >= 0; i-- {
+		if err := check("backward", backward, x.Ticks[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	scattered := open()
+	scattered.Sweep()
+	for k := range x.Ticks {
+		if err := check("scattered", scattered, x.Ticks[k*37%len(x.Ticks)]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mixed := open()
+	for _, e := range x.Ticks[:len(x.Ticks)/2] { // unswept first: blocks of the other size kept
+		if err := check("unswept", mixed, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mixed.Sweep()
+	var g sync.WaitGroup
+	errs := make(chan error, 4*len(x.Ticks))
+	for r := range 4 {
+		g.Go(func() {
+			for k := range x.Ticks {
+				// Each reader in its own order: strides through the file.
+				if err := check(fmt.Sprintf("reader %d", r), mixed, x.Ticks[(k*(2*r+3)+r)%len(x.Ticks)]); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	g.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if got := mixed.Following(x.Ticks[3].Tick, 2); len(got) != 2 || got[0] != x.Ticks[4] || got[1] != x.Ticks[5] {
+		t.Fatalf("the two ticks following tick %d: %+v", x.Ticks[3].Tick, got)
+	}
+	if got := mixed.Following(x.Ticks[len(x.Ticks)-1].Tick, 2); len(got) != 0 {
+		t.Fatalf("ticks following the last: %+v", got)
+	}
+}
+
 // A tick index of the first format (no CSV sizes), as a build before CSV
 // sizes wrote it, is still read: its ticks are rebuilt as the fragments
 // their writer published, without CSV sizes. The second format under the

@@ -33,3 +33,6 @@ func EncodeV1(x *TickIndex) ([]byte, error) {
 	sum := sha256.Sum256(out)
 	return append(out, sum[:]...), nil
 }
+
+// SweepRows is the rows of a block a swept CompactedFile decodes at a time.
+const SweepRows = sweepRows

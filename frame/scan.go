@@ -35,6 +35,77 @@ func ScanTicks(t *Table, file *parquet.File, from, n int64, emit func(tick, row 
 		}
 		return nil
 	}
+	// Each column's part in a row, decided once: its key, stamp or a
+	// component's values.
+	const (
+		component = iota
+		entityCol
+		tickCol
+		epochCol
+		tokenCol
+		otherCol
+	)
+	roles := make([]int, len(t.Columns))
+	for i, c := range t.Columns {
+		switch {
+		case c.Name == ColEntity:
+			roles[i] = entityCol
+		case c.Name == ColTick:
+			roles[i] = tickCol
+		case c.Name == ColWriterEpoch:
+			roles[i] = epochCol
+		case c.Name == ColCommitToken:
+			roles[i] = tokenCol
+		case c.Component != "":
+			roles[i] = component
+		default:
+			roles[i] = otherCol
+		}
+	}
+	// values appends the component values of rows to the frame, a column
+	// at a time (one type switch per column, not per value).
+	values := func(rows []parquet.Row) {
+		if len(rows) == 0 {
+			return
+		}
+		for ci, role := range roles {
+			if role != component {
+				continue
+			}
+			switch col := f.cols[ci].(type) {
+			case []float64:
+				for _, r := range rows {
+					col = append(col, r[ci].Double())
+				}
+				f.cols[ci] = col
+			case []float32:
+				for _, r := range rows {
+					col = append(col, r[ci].Float())
+				}
+				f.cols[ci] = col
+			case []int64:
+				for _, r := range rows {
+					col = append(col, r[ci].Int64())
+				}
+				f.cols[ci] = col
+			case []int32:
+				for _, r := range rows {
+					col = append(col, r[ci].Int32())
+				}
+				f.cols[ci] = col
+			case []bool:
+				for _, r := range rows {
+					col = append(col, r[ci].Boolean())
+				}
+				f.cols[ci] = col
+			case []string:
+				for _, r := range rows {
+					col = append(col, string(r[ci].ByteArray()))
+				}
+				f.cols[ci] = col
+			}
+		}
+	}
 	row, base := from, int64(0)
 	buf := make([]parquet.Row, 256)
 	var token string
@@ -52,7 +123,8 @@ func ScanTicks(t *Table, file *parquet.File, from, n int64, emit func(tick, row 
 		for err == nil && row < min(end, base+nr) {
 			var got int
 			got, err = rr.ReadRows(buf[:min(int64(len(buf)), min(end, base+nr)-row)])
-			for _, r := range buf[:got] {
+			pending := 0 // the first row of buf whose values are not in the frame yet
+			for k, r := range buf[:got] {
 				if len(r) != len(t.Columns) {
 					err = fmt.Errorf("row %d has %d values, table %s %d columns: %w", row, len(r), t.Name, len(t.Columns), index.ErrCorrupt)
 					break
@@ -61,39 +133,48 @@ func ScanTicks(t *Table, file *parquet.File, from, n int64, emit func(tick, row 
 				// this one before its values join the frame.
 				var s Stamp
 				var entity int64
-				for _, v := range r {
-					switch t.Columns[v.Column()].Name {
-					case ColEntity:
+				var bad error
+				for ci, v := range r {
+					if v.Column() != ci {
+						bad = fmt.Errorf("row %d: value %d is of column %d: %w", row, ci, v.Column(), index.ErrCorrupt)
+						break
+					}
+					switch roles[ci] {
+					case entityCol:
 						entity = v.Int64()
-					case ColTick:
+					case tickCol:
 						s.Tick = v.Int64()
-					case ColWriterEpoch:
+					case epochCol:
 						s.WriterEpoch = v.Int64()
-					case ColCommitToken:
+					case tokenCol:
 						if b := v.ByteArray(); string(b) != token {
 							token = string(b)
 						}
 						s.CommitToken = token
 					}
 				}
+				if bad != nil {
+					err = bad
+					break
+				}
 				if k := len(stamps); k > 0 && (s.Tick < stamps[k-1].Tick || s.Tick == stamps[k-1].Tick && entity <= f.Entities[k-1]) {
 					err = fmt.Errorf("row %d (tick %d, entity %d) out of (tick, entity) order: %w", row, s.Tick, entity, index.ErrCorrupt)
 					break
 				}
-				if k := len(stamps); k > 0 && s.Tick != stamps[k-1].Tick {
+				if n := len(stamps); n > 0 && s.Tick != stamps[n-1].Tick {
+					values(buf[pending:k])
+					pending = k
 					if err = flush(); err != nil {
 						break
 					}
 					start = row
 				}
-				for _, v := range r {
-					if ci := v.Column(); t.Columns[ci].Component != "" {
-						f.cols[ci] = appendValue(f.cols[ci], v)
-					}
-				}
 				f.Entities = append(f.Entities, entity)
 				stamps = append(stamps, s)
 				row++
+			}
+			if err == nil || errors.Is(err, io.EOF) {
+				values(buf[pending:got])
 			}
 			if errors.Is(err, io.EOF) && row == min(end, base+nr) {
 				err = nil

@@ -148,13 +148,29 @@ func (m *Mount) rebuilt(ctx context.Context, c *canonical) ([]byte, error) {
 	if c.holder == nil {
 		return frame.EmptyTickFile(c.table)
 	}
+	return m.rebuild(ctx, c, m.opened(c))
+}
+
+// opened notes that c, a compacted tick's file, is being opened: in a
+// listed table, for the read-ahead (see readAhead). It returns whether
+// the table was listed.
+func (m *Mount) opened(c *canonical) (whole bool) {
+	whole = m.compactedFiles.swept(c.world, c.table.Name)
+	if whole && c.holder != nil && c.entry.Size <= maxInMemory {
+		m.readAhead(c)
+	}
+	return whole
+}
+
+// rebuild returns c's bytes (see rebuilt) kept, or rebuilt once however
+// many want them at once (whole: c's table was listed).
+func (m *Mount) rebuild(ctx context.Context, c *canonical, whole bool) ([]byte, error) {
 	r := &m.rebuiltFiles
 	if data, ok := r.get(c.entry.Digest); ok {
 		return data, nil
 	}
 	v, err, _ := r.group.Do(string(c.entry.Digest[:]), func() (any, error) {
 		m.stats.rebuilt.Add(1)
-		whole := m.compactedFiles.swept(c.world, c.table.Name)
 		o, release, err := m.compactedFile(ctx, c.table, *c.holder, whole)
 		if err != nil {
 			return nil, err
@@ -214,6 +230,93 @@ func (r *rebuiltFiles) put(digest [sha256.Size]byte, data []byte) {
 	for r.bytes > maxRebuiltBytes {
 		r.files.RemoveOldest()
 	}
+}
+
+// aheadTicks is how many ticks of a compacted file the mount rebuilds
+// ahead of a reader of a listed table (a glob over tables/<t>/, which
+// opens tick after tick), aheadBytes the most bytes of their files: the
+// reader's next opens find them kept (rebuiltFiles), rebuilt meanwhile
+// on another core while it reads the files before.
+const (
+	aheadTicks = 64
+	aheadBytes = 8 << 20
+)
+
+// aheadFiles is the read-ahead of compacted ticks' files (see
+// Mount.readAhead): at most one worker per compacted file, and how far
+// each went.
+type aheadFiles struct {
+	mu   sync.Mutex
+	busy map[string]bool  // compacted files a worker rebuilds ticks of
+	to   map[string]int64 // by compacted file, the last tick rebuilt ahead (or being)
+	last map[string]int64 // by compacted file, the tick opened last
+}
+
+// aheadGap is how far apart (in ticks) two ticks opened one after the
+// other may be for the reader to be reading tick after tick (a glob's
+// readers open neighbours in about their order), and so for the ticks
+// after them to be rebuilt ahead: a reader of ticks far apart (cp -r
+// opens them in inode order) gets none.
+const aheadGap = 8
+
+// readAhead starts rebuilding the ticks' files that follow c in its
+// compacted file into rebuiltFiles, in the background, if the tick opened
+// before c in that file was near it (aheadGap), unless a worker does so
+// for that file already or the ticks rebuilt ahead reach far enough past
+// c. Each is rebuilt once (rebuild: an open that wants one
+// being rebuilt waits for it) and checked as any other; a failure is the
+// open's to meet and report, if one wants the tick.
+func (m *Mount) readAhead(c *canonical) {
+	a, path := &m.ahead, c.holder.Path
+	a.mu.Lock()
+	if a.busy == nil || len(a.last) >= maxWholeWanted {
+		a.busy, a.to, a.last = map[string]bool{}, map[string]int64{}, map[string]int64{}
+	}
+	n := c.entry.Tick
+	last, opened := a.last[path]
+	a.last[path] = n
+	to, seen := a.to[path]
+	if !opened || n-last > aheadGap || last-n > aheadGap || a.busy[path] || seen && to >= n+aheadTicks/2 {
+		a.mu.Unlock()
+		return
+	}
+	a.busy[path] = true
+	from := c.entry.Tick
+	if seen && to > from {
+		from = to
+	}
+	a.mu.Unlock()
+	go func() {
+		defer func() {
+			a.mu.Lock()
+			delete(a.busy, path)
+			a.mu.Unlock()
+		}()
+		ctx, cancel := context.WithTimeout(context.Background(), m.opts.ReadTimeout)
+		defer cancel()
+		o, release, err := m.compactedFile(ctx, c.table, *c.holder, true)
+		if err != nil {
+			return
+		}
+		next := o.cf.Following(from, aheadTicks)
+		release()
+		if len(next) == 0 {
+			return
+		}
+		a.mu.Lock()
+		a.to[path] = max(a.to[path], next[len(next)-1].Tick)
+		a.mu.Unlock()
+		bytes := int64(0)
+		for _, e := range next {
+			if bytes += e.Size; e.Size > maxInMemory || bytes > aheadBytes || m.closed() {
+				return
+			}
+			m.stats.rebuiltAhead.Add(1)
+			if _, err := m.rebuild(ctx, &canonical{world: c.world, table: c.table, holder: c.holder, entry: e}, true); err != nil {
+				return
+			}
+		}
+	}()
 }
 
 // maxCompactedFiles bounds the compacted files a mount keeps open for
@@ -304,6 +407,9 @@ func (m *Mount) compactedFile(ctx context.Context, t *engine.Table, f index.Frag
 		if o, ok := c.open.Get(f.Path); ok {
 			o.refs++
 			c.mu.Unlock()
+			if whole {
+				o.cf.Sweep() // its table was listed: a glob reads tick after tick
+			}
 			return o, func() { c.release(o) }, nil
 		}
 		c.mu.Unlock()

@@ -194,6 +194,9 @@ type snapFile struct {
 		size int64
 		// exact: the newest plan serves the fragment's own bytes.
 		exact bool
+		// canon: the compacted tick's file under the newest plan, if it
+		// is rebuilt in memory (see canonical); nil otherwise.
+		canon *canonical
 	}
 }
 
@@ -312,7 +315,35 @@ func (f *snapFile) init(c content) *snapFile {
 	case f.format == frame.FormatParquet && c.canon != nil:
 		f.mu.size = c.canon.size()
 	}
+	f.mu.canon = canonDigest(f.format, c)
 	return f
+}
+
+// canonDigest returns the file of format under c if it is a compacted
+// tick's file rebuilt in memory (see canonical), else nil.
+func canonDigest(format string, c content) *canonical {
+	if format != frame.FormatParquet || c.canon == nil || c.canon.holder == nil || c.canon.size() > maxInMemory {
+		return nil
+	}
+	return c.canon
+}
+
+// kept returns the file's bytes if they are a compacted tick's file the
+// mount keeps rebuilt (rebuiltFiles, by sha256): they are the tick's
+// whatever file its rows live in now, so an open (DuckDB opens each file
+// twice) or an open after the read-ahead needs no plan.
+func (f *snapFile) kept() ([]byte, bool) {
+	f.mu.Lock()
+	c := f.mu.canon
+	f.mu.Unlock()
+	if c == nil {
+		return nil, false
+	}
+	data, ok := f.m.rebuiltFiles.get(c.entry.Digest)
+	if ok {
+		f.m.opened(c) // a reader of tick after tick: the read-ahead keeps ahead
+	}
+	return data, ok
 }
 
 var (
@@ -677,6 +708,13 @@ func (f *snapFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 	if flags&(syscall.O_WRONLY|syscall.O_RDWR|syscall.O_TRUNC|syscall.O_APPEND) != 0 {
 		return nil, 0, syscall.EROFS
 	}
+	if data, ok := f.kept(); ok {
+		h, err := f.m.handle(body{data: data})
+		if err != nil {
+			return nil, 0, f.m.errno("opening a kept file", err)
+		}
+		return h, fuse.FOPEN_KEEP_CACHE, 0
+	}
 	what := fmt.Sprintf("opening %s of tick %d of %s", f.table, f.t.Tick.Tick, f.t.World)
 	var c content
 	file, err := bounded(ctx, f.m, what, closeBody, func(ctx context.Context) (body, error) {
@@ -703,6 +741,7 @@ func (f *snapFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 	f.mu.Lock()
 	prev := f.mu.size
 	f.mu.size, f.mu.exact = h.size, f.format == frame.FormatParquet && c.asIs
+	f.mu.canon = canonDigest(f.format, c)
 	f.mu.Unlock()
 	if prev >= 0 && prev != h.size {
 		// The rows moved to a file of another size than the kernel was

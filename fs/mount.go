@@ -37,6 +37,7 @@ type Mount struct {
 	tickIndexes    tickIndexes
 	compactedFiles compactedFiles
 	rebuiltFiles   rebuiltFiles
+	ahead          aheadFiles
 	// refusals are the commands the ctl files refused, by ctl file and
 	// user, for their ctl.errors files (refusals.go).
 	refusals refusals
@@ -100,6 +101,13 @@ func (m *Mount) Close() error {
 	m.cats.Close()
 	m.compactedFiles.close()
 	return errors.Join(errs...)
+}
+
+// closed reports whether Close was called.
+func (m *Mount) closed() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.mu.closed
 }
 
 // ino is the stable inode number of a path in the tree: FNV-1a of its

@@ -18,13 +18,15 @@ import (
 // none for a stat or a read), files derived in Go from their fragments' visible
 // rows (split ticks, facts/: see rowSet; and the ticks of compacted files
 // without a tick index, sized at lookup: see derivedEntry), compacted
-// ticks' files rebuilt from their rows (frame.CompactedFile), the
+// ticks' files rebuilt from their rows (frame.CompactedFile; those of
+// them rebuilt ahead of a reader of a listed table: Mount.readAhead), the
 // compacted files opened to read their rows (for either) and the bytes of compacted files
 // fetched from a remote bucket for them, CSV renderings, CSV sizes read from a fragment's footer, opens planned
 // again because maintenance had moved a tick's rows, and per-operation latencies over a recent window.
 type Stats struct {
 	opens, passthrough           atomic.Int64
 	rendered, replanned, rebuilt atomic.Int64
+	rebuiltAhead                 atomic.Int64
 	duckdbAt                     int64 // wsql.Databases() when the mount began
 	catalogsClosed, csvSized     atomic.Int64
 	gathered, compactedOpened    atomic.Int64
@@ -86,6 +88,7 @@ type StatsSnapshot struct {
 	DuckDBRuns        int64              `json:"duckdb_runs"`
 	Gathered          int64              `json:"gathered"`
 	Rebuilt           int64              `json:"rebuilt"`
+	RebuiltAhead      int64              `json:"rebuilt_ahead"`
 	Rendered          int64              `json:"rendered_csv"`
 	CSVSizesRead      int64              `json:"csv_sizes_read"`
 	Replanned         int64              `json:"replanned"`
@@ -105,7 +108,7 @@ type StatsSnapshot struct {
 func (s *Stats) Snapshot(c *cache.Disk) StatsSnapshot {
 	out := StatsSnapshot{
 		Opens: s.opens.Load(), PassthroughOpens: s.passthrough.Load(), DuckDBRuns: wsql.Databases() - s.duckdbAt, Gathered: s.gathered.Load(),
-		Rebuilt: s.rebuilt.Load(), Rendered: s.rendered.Load(), CSVSizesRead: s.csvSized.Load(), Replanned: s.replanned.Load(), CatalogsClosed: s.catalogsClosed.Load(),
+		Rebuilt: s.rebuilt.Load(), RebuiltAhead: s.rebuiltAhead.Load(), Rendered: s.rendered.Load(), CSVSizesRead: s.csvSized.Load(), Replanned: s.replanned.Load(), CatalogsClosed: s.catalogsClosed.Load(),
 		BytesOpened: s.bytesOpened.Load(), BytesReadViaMount: s.bytesRead.Load(),
 		CompactedFetched: s.compactedFetched.Load(), CompactedOpened: s.compactedOpened.Load(), Ops: map[string]OpStats{},
 	}

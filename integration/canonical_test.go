@@ -212,3 +212,105 @@ func midColumn(t *testing.T, b *local.Bucket, name, col string) int {
 	t.Fatalf("%s has no column %s", name, col)
 	return 0
 }
+
+// A glob over tables/<t>/ of a compacted table (a listing, then every
+// file) has the mount decode blocks of pages at once and rebuild the
+// ticks after the one opened ahead of the reader, an open of a tick kept
+// rebuilt needing no plan: each file read is still the fragment its
+// writer published, read forward (each twice), backward, far apart (none
+// rebuilt ahead), or by several readers at once in their own orders,
+// each through a new mount.
+func TestMountServesASweptCompactedTableAsPublished(t *testing.T) {
+	for _, bk := range maintenanceBuckets {
+		t.Run(bk.name, func(t *testing.T) {
+			b := bk.open(t)
+			w := particleWorld(t, b, "w", 140)
+			before := testMount(t, b)
+			want := map[string][]byte{} // by file name in tables/particle/
+			for n := int64(0); n <= 127; n++ {
+				data, err := os.ReadFile(tickParquet(t, before, n)["particle"])
+				if err != nil {
+					t.Fatal(err)
+				}
+				want[fmt.Sprintf("%012d.parquet", n)] = data
+			}
+			if _, err := maintenance.Compact(ctxT(t), b, w.Catalog(), maintenance.CompactOptions{Recent: 10}); err != nil {
+				t.Fatal(err)
+			}
+			if fragmentOf(t, b, 100).Span == nil {
+				t.Fatal("tick 100 is not compacted; the test proves nothing")
+			}
+			read := func(mt *mounted, name string) error {
+				data, err := os.ReadFile(mt.path("w", "runs", "main", "tables", "particle", name))
+				if err != nil {
+					return err
+				}
+				if !bytes.Equal(data, want[name]) {
+					return fmt.Errorf("%s: read %d bytes, not the %d of the fragment the writer published", name, len(data), len(want[name]))
+				}
+				return nil
+			}
+			names := func(mt *mounted) []string {
+				var out []string
+				for _, name := range ls(t, mt.path("w", "runs", "main", "tables", "particle")) {
+					if _, ok := want[name]; ok {
+						out = append(out, name)
+					}
+				}
+				if len(out) != len(want) {
+					t.Fatalf("tables/particle/ lists %d of the %d compacted ticks", len(out), len(want))
+				}
+				return out
+			}
+			forward := testMount(t, b)
+			for _, name := range names(forward) {
+				for range 2 { // as DuckDB does: the second open is of the bytes kept
+					if err := read(forward, name); err != nil {
+						t.Fatal("forward: ", err)
+					}
+				}
+			}
+			if st := mountStats(t, forward); st.RebuiltAhead == 0 {
+				t.Fatalf("a sweep of %d ticks rebuilt none ahead: %+v", len(want), st)
+			}
+			backward := testMount(t, b)
+			all := names(backward)
+			for i := len(all) - 1; i >= 0; i-- {
+				if err := read(backward, all[i]); err != nil {
+					t.Fatal("backward: ", err)
+				}
+			}
+			// Ticks far apart (as cp -r opens them, in inode order) are
+			// rebuilt one by one, none ahead.
+			scattered := testMount(t, b)
+			all = names(scattered)
+			for k := range all {
+				if err := read(scattered, all[k*37%len(all)]); err != nil {
+					t.Fatal("scattered: ", err)
+				}
+			}
+			if st := mountStats(t, scattered); st.RebuiltAhead != 0 {
+				t.Fatalf("ticks read far apart rebuilt %d ahead; want none", st.RebuiltAhead)
+			}
+			several := testMount(t, b)
+			all = names(several)
+			errs := make(chan error, 4)
+			for r := range 4 {
+				go func() {
+					for k := range all {
+						if err := read(several, all[(k*(2*r+3)+r)%len(all)]); err != nil {
+							errs <- fmt.Errorf("reader %d: %w", r, err)
+							return
+						}
+					}
+					errs <- nil
+				}()
+			}
+			for range 4 {
+				if err := <-errs; err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}
