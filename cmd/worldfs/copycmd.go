@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/internal/progress"
 	"github.com/worldfs/worldfs/transfer"
 )
@@ -52,19 +53,9 @@ func worldCopyCmd() command {
 				return err
 			}
 			defer src.Close()
-			worlds := args
-			if *all {
-				if worlds, err = transfer.Worlds(ctx, src); err != nil {
-					return err
-				}
-				if len(worlds) == 0 {
-					return notFoundError{fmt.Sprintf("bucket %s holds no world", *from)}
-				}
-			}
-			for _, w := range worlds {
-				if err := requireWorld(ctx, src, w); err != nil {
-					return err
-				}
+			worlds, err := copiedWorlds(ctx, src, *from, args, *all)
+			if err != nil {
+				return err
 			}
 			dst, err := openBucket(ctx, *to)
 			if err != nil {
@@ -84,18 +75,44 @@ func worldCopyCmd() command {
 			if err != nil {
 				return err
 			}
-			if *asJSON {
-				return writeJSON(out, map[string]any{"worlds": res.Worlds, "parents_there": res.Present, "copied": res.Copied, "skipped": res.Skipped,
-					"bytes": res.Bytes, "verified": res.Verified, "from": *from, "to": *to})
-			}
-			fmt.Fprintf(out, "copied %s from %s to %s: %d objects copied (%.1f MiB), %d already there with the same bytes; "+
-				"%d fragments checked against the catalog's sha256",
-				strings.Join(res.Worlds, ", "), *from, *to, res.Copied, float64(res.Bytes)/(1<<20), res.Skipped, res.Verified)
-			if len(res.Present) > 0 {
-				fmt.Fprintf(out, "; the history it reads of %s was there already", strings.Join(res.Present, ", "))
-			}
-			fmt.Fprintln(out)
-			return nil
+			return printCopied(out, res, *from, *to, *asJSON)
 		},
 	}
+}
+
+// copiedWorlds are the worlds world copy copies: those named (each must
+// be in src), or every world of src with all.
+func copiedWorlds(ctx context.Context, src bucket.Bucket, from string, named []string, all bool) ([]string, error) {
+	worlds := named
+	if all {
+		var err error
+		if worlds, err = transfer.Worlds(ctx, src); err != nil {
+			return nil, err
+		}
+		if len(worlds) == 0 {
+			return nil, notFoundError{fmt.Sprintf("bucket %s holds no world", from)}
+		}
+	}
+	for _, w := range worlds {
+		if err := requireWorld(ctx, src, w); err != nil {
+			return nil, err
+		}
+	}
+	return worlds, nil
+}
+
+// printCopied prints world copy's summary, a line or a JSON object.
+func printCopied(out io.Writer, res transfer.Result, from, to string, asJSON bool) error {
+	if asJSON {
+		return writeJSON(out, map[string]any{"worlds": res.Worlds, "parents_there": res.Present, "copied": res.Copied, "skipped": res.Skipped,
+			"bytes": res.Bytes, "verified": res.Verified, "from": from, "to": to})
+	}
+	fmt.Fprintf(out, "copied %s from %s to %s: %d objects copied (%.1f MiB), %d already there with the same bytes; "+
+		"%d fragments checked against the catalog's sha256",
+		strings.Join(res.Worlds, ", "), from, to, res.Copied, float64(res.Bytes)/(1<<20), res.Skipped, res.Verified)
+	if len(res.Present) > 0 {
+		fmt.Fprintf(out, "; the history it reads of %s was there already", strings.Join(res.Present, ", "))
+	}
+	_, err := fmt.Fprintln(out)
+	return err
 }

@@ -96,18 +96,9 @@ func diffCmd() command {
 			if len(args) < 1 || len(args) > 2 {
 				return usagef("diff takes one or two sides: W[@POINT] [W2][@POINT2]")
 			}
-			now := time.Now()
-			sa, err := parsePoint(args[0], "", now)
+			sa, sb, err := diffSides(args)
 			if err != nil {
 				return err
-			}
-			sb := side{world: sa.world}
-			if len(args) == 2 {
-				if sb, err = parsePoint(args[1], sa.world, now); err != nil {
-					return err
-				}
-			} else if sa.at == nil {
-				return usagef("one side without a point compares its head with itself: name one (W@170, W@head~10, W@10:00) or a second side")
 			}
 			if *outFile != "" {
 				if _, ok := wsql.ExportFormats[strings.ToLower(filepath.Ext(*outFile))]; !ok {
@@ -128,12 +119,8 @@ func diffCmd() command {
 				return err
 			}
 			defer db.Close()
-			if *table != "" {
-				names := append(slices.Clone(s.ViewsOf(sa.world)), s.ViewsOf(sb.world)...)
-				if !slices.Contains(names, *table) {
-					return notFoundError{fmt.Sprintf("--table %s: no table %q in %s%s Their tables: %s",
-						*table, *table, strings.Join(worlds, " or "), orStop(*table, names), quotedAll(slices.Compact(slices.Sorted(slices.Values(names)))))}
-				}
+			if err := diffHasTable(s, worlds, *table); err != nil {
+				return err
 			}
 			a, err := sa.resolve(s)
 			if err != nil {
@@ -152,13 +139,7 @@ func diffCmd() command {
 					return err
 				}
 			}
-			if *asJSON {
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(report); err != nil {
-					return err
-				}
-			} else if err := printDiff(out, report); err != nil {
+			if err := printDiffReport(out, report, *asJSON); err != nil {
 				return err
 			}
 			if *exitCode && report.Differ {
@@ -167,6 +148,53 @@ func diffCmd() command {
 			return nil
 		},
 	}
+}
+
+// printDiffReport prints the report as printDiff does, or as indented
+// JSON.
+func printDiffReport(out io.Writer, report *wsql.DiffReport, asJSON bool) error {
+	if !asJSON {
+		return printDiff(out, report)
+	}
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(report)
+}
+
+// diffSides reads diff's one or two sides: the second names the first's
+// world when it names none; one side alone needs a point (compared with
+// its head).
+func diffSides(args []string) (sa, sb side, err error) {
+	now := time.Now()
+	if sa, err = parsePoint(args[0], "", now); err != nil {
+		return sa, sb, err
+	}
+	sb = side{world: sa.world}
+	if len(args) == 2 {
+		sb, err = parsePoint(args[1], sa.world, now)
+		return sa, sb, err
+	}
+	if sa.at == nil {
+		return sa, sb, usagef("one side without a point compares its head with itself: name one (W@170, W@head~10, W@10:00) or a second side")
+	}
+	return sa, sb, nil
+}
+
+// diffHasTable checks that --table, if given, names a table of one of
+// the worlds compared.
+func diffHasTable(s *wsql.Script, worlds []string, table string) error {
+	if table == "" {
+		return nil
+	}
+	var names []string
+	for _, w := range worlds {
+		names = append(names, s.ViewsOf(w)...)
+	}
+	if slices.Contains(names, table) {
+		return nil
+	}
+	return notFoundError{fmt.Sprintf("--table %s: no table %q in %s%s Their tables: %s",
+		table, table, strings.Join(worlds, " or "), orStop(table, names), quotedAll(slices.Compact(slices.Sorted(slices.Values(names)))))}
 }
 
 func lit(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }

@@ -46,28 +46,9 @@ func exportIcebergCmd() command {
 				return usagef("--world is required")
 			}
 			opts := iceberg.Options{World: *world, Run: *run, Token: *token, Prefix: *to, Base: *base, Full: *full}
-			if *until != "" && *at != "" {
-				return usagef("--at is the older spelling of --until: give one")
-			}
-			flagName, point := "until", *until
-			if *at != "" {
-				flagName, point = "at", *at
-			}
-			m, err := parsePointFlag(flagName, point)
+			m, before, err := exportPin(*until, *at, *token, *expire)
 			if err != nil {
 				return err
-			}
-			if m != nil && *token != "" {
-				return usagef("--%s and --token both pin the export: give one", flagName)
-			}
-			var before time.Time
-			if *expire != "" {
-				if m != nil || *token != "" {
-					return usagef("--expire-before expires snapshots; it takes no --until or --token")
-				}
-				if before, err = expireBefore(*expire); err != nil {
-					return err
-				}
 			}
 			b, err := openBucket(ctx, *url)
 			if err != nil {
@@ -112,6 +93,34 @@ func exportIcebergCmd() command {
 			return report(res)
 		},
 	}
+}
+
+// exportPin checks the flags that pin an export (--until or its older
+// spelling --at, --token) or expire its snapshots (--expire-before, then
+// returned as a time): one of them at most.
+func exportPin(until, at, token, expire string) (m *index.Moment, before time.Time, err error) {
+	if until != "" && at != "" {
+		return nil, before, usagef("--at is the older spelling of --until: give one")
+	}
+	flagName, point := "until", until
+	if at != "" {
+		flagName, point = "at", at
+	}
+	if m, err = parsePointFlag(flagName, point); err != nil {
+		return nil, before, err
+	}
+	if m != nil && token != "" {
+		return nil, before, usagef("--%s and --token both pin the export: give one", flagName)
+	}
+	if expire != "" {
+		if m != nil || token != "" {
+			return nil, before, usagef("--expire-before expires snapshots; it takes no --until or --token")
+		}
+		if before, err = expireBefore(expire); err != nil {
+			return nil, before, err
+		}
+	}
+	return m, before, nil
 }
 
 // expireBefore is --expire-before: an RFC 3339 time, or a duration

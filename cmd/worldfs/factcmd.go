@@ -178,23 +178,10 @@ func ingestCmd() command {
 					return gate.IngestFact(ctx, p, f)
 				}()
 				status := factStatus(r, err)
-				if err != nil {
-					if status == statusConflict {
-						conflicts.Add(1)
-					}
-					line, _ := json.Marshal(struct {
-						Status     string `json:"status"`
-						Producer   string `json:"producer"`
-						ExternalID string `json:"external_id"`
-						Error      string `json:"error"`
-					}{status, d.Producer, d.ExternalID, err.Error()})
-					return string(line), false
+				if status == statusConflict {
+					conflicts.Add(1)
 				}
-				line, _ := json.Marshal(struct {
-					Status string `json:"status"`
-					engine.FactReceipt
-				}{status, r})
-				return string(line), true
+				return factLine(status, d, r, err), err == nil
 			})
 			switch {
 			case err != nil:
@@ -207,6 +194,25 @@ func ingestCmd() command {
 			return nil
 		},
 	}
+}
+
+// factLine is ingest's line for one fact: its receipt, or what failed,
+// with its status.
+func factLine(status string, d engine.FactDocument, r engine.FactReceipt, err error) string {
+	if err != nil {
+		line, _ := json.Marshal(struct {
+			Status     string `json:"status"`
+			Producer   string `json:"producer"`
+			ExternalID string `json:"external_id"`
+			Error      string `json:"error"`
+		}{status, d.Producer, d.ExternalID, err.Error()})
+		return string(line)
+	}
+	line, _ := json.Marshal(struct {
+		Status string `json:"status"`
+		engine.FactReceipt
+	}{status, r})
+	return string(line)
 }
 
 // evaluateCmd is "worldfs evaluate".
@@ -269,22 +275,7 @@ func evaluateCmd() command {
 				return err
 			}
 			defer closeAll()
-			if point != nil {
-				run := d.Run
-				if run == "" {
-					run = index.DefaultRun
-				}
-				t, err := tickOf(ctx, b, svc.World(), run, *point)
-				if err != nil {
-					return err
-				}
-				d.At = &t
-			}
-			s, _, err := index.Load(ctx, b, svc.World())
-			if err != nil {
-				return err
-			}
-			ev, err := d.Evaluation(s)
+			ev, err := evaluationAt(ctx, b, svc.World(), d, point)
 			if err != nil {
 				return err
 			}
@@ -299,6 +290,27 @@ func evaluateCmd() command {
 			return writeJSON(out, r)
 		},
 	}
+}
+
+// evaluationAt is d's evaluation of world, its subject pinned at point
+// (the run's head if nil), against the world's catalog as it stands.
+func evaluationAt(ctx context.Context, b bucket.Bucket, world string, d engine.EvaluationDocument, point *index.Moment) (engine.Evaluation, error) {
+	if point != nil {
+		run := d.Run
+		if run == "" {
+			run = index.DefaultRun
+		}
+		t, err := tickOf(ctx, b, world, run, *point)
+		if err != nil {
+			return engine.Evaluation{}, err
+		}
+		d.At = &t
+	}
+	s, _, err := index.Load(ctx, b, world)
+	if err != nil {
+		return engine.Evaluation{}, err
+	}
+	return d.Evaluation(s)
 }
 
 // addOutcomes adds evaluate's --outcome values to d, which must then hold

@@ -70,19 +70,7 @@ func gcCmd() command {
 			status := progress.New(os.Stderr)
 			opts.Report = func(c maintenance.Collected) {
 				status.Clear()
-				if *asJSON {
-					_ = enc.Encode(map[string]any{"object": c.Name, "kind": c.Kind, "bytes": c.Bytes, "reason": c.Reason,
-						"kept": c.Kept, "closed": c.Closed, "deleted": !c.Kept && !c.Closed && !*dryRun})
-					return
-				}
-				v := verb
-				switch {
-				case c.Kept:
-					v = "kept"
-				case c.Closed:
-					v = "closed"
-				}
-				fmt.Fprintf(out, "%s %s (%s): %s\n", v, c.Name, c.Kind, c.Reason)
+				printCollectedObject(out, enc, c, verb, *asJSON, *dryRun)
 			}
 			opts.Progress = func(p maintenance.CollectProgress) {
 				status.Step(fmt.Sprintf("%s: %d %s, examined", p.Phase, p.Deleted, verb), int64(p.Examined), -1)
@@ -100,6 +88,23 @@ func gcCmd() command {
 			return nil
 		},
 	}
+}
+
+// printCollectedObject prints one object gc deleted (verb: or would),
+// kept or closed, and why: a line, or a JSON object with asJSON.
+func printCollectedObject(out io.Writer, enc *json.Encoder, c maintenance.Collected, verb string, asJSON, dryRun bool) {
+	if asJSON {
+		_ = enc.Encode(map[string]any{"object": c.Name, "kind": c.Kind, "bytes": c.Bytes, "reason": c.Reason,
+			"kept": c.Kept, "closed": c.Closed, "deleted": !c.Kept && !c.Closed && !dryRun})
+		return
+	}
+	switch {
+	case c.Kept:
+		verb = "kept"
+	case c.Closed:
+		verb = "closed"
+	}
+	fmt.Fprintf(out, "%s %s (%s): %s\n", verb, c.Name, c.Kind, c.Reason)
 }
 
 // printCollected prints gc's summary line: what was deleted (verb: or

@@ -71,16 +71,9 @@ func serveCmd() command {
 			if err := index.ValidateRunName(*run); err != nil {
 				return usagef("--run: %v", err)
 			}
-			var tlsConfig *tls.Config
-			switch {
-			case *tlsCert != "" && *tlsKey != "":
-				cert, err := tls.LoadX509KeyPair(*tlsCert, *tlsKey)
-				if err != nil {
-					return usagef("--tls-cert %s, --tls-key %s: %v", *tlsCert, *tlsKey, err)
-				}
-				tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-			case *tlsCert != "" || *tlsKey != "":
-				return usagef("--tls-cert and --tls-key go together")
+			tlsConfig, err := serveTLS(*tlsCert, *tlsKey)
+			if err != nil {
+				return err
 			}
 			b, err := openExisting(ctx, *url)
 			if err != nil {
@@ -105,32 +98,54 @@ func serveCmd() command {
 				defer mem.Close()
 				opts.Bucket, opts.Views.Cache, opts.Views.BucketID = mem.Wrap(b), c, id
 			}
-			srv, err := serve.New(opts)
-			if err != nil {
-				return usagef("%v", err)
-			}
-			defer srv.Close()
-			ln, err := net.Listen("tcp", *listen)
-			if err != nil {
-				return fmt.Errorf("--listen %s: %w", *listen, err)
-			}
-			host, port, _ := net.SplitHostPort(ln.Addr().String())
-			auth := "any user, no password"
-			if password != "" {
-				auth = "a password (SCRAM-SHA-256)"
-			}
-			fmt.Fprintf(out, "worldfs serve: serving %s on %s (PostgreSQL protocol; %s%s)\n", b, ln.Addr(), auth, map[bool]string{true: ", TLS offered", false: ""}[tlsConfig != nil])
-			fmt.Fprintf(out, "    psql -h %s -p %s -d WORLD        # the database names a world: worldfs worlds lists them\nCtrl-C stops it.\n", host, port)
-			served := make(chan error, 1)
-			go func() { served <- srv.Serve(ln) }()
-			select {
-			case err := <-served:
-				return err
-			case <-ctx.Done():
-			}
-			return srv.Close()
+			return serveUntilDone(ctx, opts, b, *listen, out)
 		},
 	}
+}
+
+// serveTLS is the TLS configuration of --tls-cert and --tls-key: nil
+// without them, an error with one alone or with files that do not load.
+func serveTLS(certFile, keyFile string) (*tls.Config, error) {
+	switch {
+	case certFile != "" && keyFile != "":
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return nil, usagef("--tls-cert %s, --tls-key %s: %v", certFile, keyFile, err)
+		}
+		return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
+	case certFile != "" || keyFile != "":
+		return nil, usagef("--tls-cert and --tls-key go together")
+	}
+	return nil, nil
+}
+
+// serveUntilDone starts the server of opts on listen, says where and how
+// to connect, and serves until it fails or ctx ends (Ctrl-C).
+func serveUntilDone(ctx context.Context, opts serve.Options, b bucket.Bucket, listen string, out io.Writer) error {
+	srv, err := serve.New(opts)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	defer srv.Close()
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return fmt.Errorf("--listen %s: %w", listen, err)
+	}
+	host, port, _ := net.SplitHostPort(ln.Addr().String())
+	auth := "any user, no password"
+	if opts.Password != "" {
+		auth = "a password (SCRAM-SHA-256)"
+	}
+	fmt.Fprintf(out, "worldfs serve: serving %s on %s (PostgreSQL protocol; %s%s)\n", b, ln.Addr(), auth, map[bool]string{true: ", TLS offered", false: ""}[opts.TLS != nil])
+	fmt.Fprintf(out, "    psql -h %s -p %s -d WORLD        # the database names a world: worldfs worlds lists them\nCtrl-C stops it.\n", host, port)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	return srv.Close()
 }
 
 // servePassword is the password clients must give: the first line of
