@@ -53,6 +53,10 @@ func TestViewsOfFactsAndReceipts(t *testing.T) {
 	if n := count(t, db, "SELECT count(*) FROM worldfs_facts WHERE table_name = 'reading' AND ((external_id = 'a' AND tick = 4) OR (external_id = 'b' AND tick = 8))"); n != 2 {
 		t.Fatalf("worldfs_facts: %d of the 2 facts at their ticks", n)
 	}
+	// Each fact's value: its components' columns as one JSON object.
+	if got, err := query(t, db, "SELECT external_id, value FROM worldfs_facts ORDER BY external_id"); err != nil || got != "external_id,value\na,\"{\"\"reading_value\"\":1.5}\"\nb,\"{\"\"reading_value\"\":2.5}\"\n" {
+		t.Fatalf("worldfs_facts' values: %v\n%s", err, got)
+	}
 	if n := count(t, db, "SELECT count(*) FROM worldfs_receipts WHERE evaluation_id = 'ev' AND json_extract_string(outcomes, '$[0].verdict') = 'pass' AND json_extract_string(subject, '$.head_tick') = '8'"); n != 1 {
 		t.Fatalf("worldfs_receipts: %d", n)
 	}

@@ -923,7 +923,7 @@ func render(world, run string, upTo int64, h *history, infos map[string]frame.Ta
 			factNames = append(factNames, name)
 		}
 	}
-	sb.WriteString(factViews(factNames))
+	sb.WriteString(factViews(factNames, script.Columns))
 	sb.WriteString(tagsView(world, rec.tags))
 	sb.WriteString(worldsView(rec.values()))
 	fmt.Fprintf(&sb, "CREATE OR REPLACE TEMP VIEW worldfs_lineage AS SELECT segment::INTEGER AS segment, world::VARCHAR AS world, run::VARCHAR AS run, up_to_tick::BIGINT AS up_to_tick FROM (VALUES %s) l(segment, world, run, up_to_tick);\n", strings.Join(lineage, ", "))
@@ -1500,14 +1500,32 @@ func rowColumns(published string) index.SQLColumns {
 	return index.SQLColumns{Tick: "tick", Token: "commit_token", Epoch: "writer_epoch", Published: published}
 }
 
+// factValue is the SQL of a fact's value: its components' columns (not
+// the key, commit or FactMeta columns) as one JSON object, by column
+// name, in the table's order.
+func factValue(cols []frame.Column) string {
+	var fields []string
+	for _, c := range cols {
+		if c.Component != "" && c.Component != frame.FactComponent {
+			fields = append(fields, fmt.Sprintf("%s: %s", lit(c.Name), ident(c.Name)))
+		}
+	}
+	if len(fields) == 0 {
+		return "'{}'"
+	}
+	return fmt.Sprintf("to_json({%s})::VARCHAR", strings.Join(fields, ", "))
+}
+
 func hasColumn(ti frame.TableInfo, name string) bool {
 	return slices.ContainsFunc(ti.Columns, func(c frame.Column) bool { return c.Name == name })
 }
 
 // factViews defines worldfs_facts (every visible external fact of every
-// fact table, by its FactMeta) and worldfs_receipts (visible evaluation receipts, their
-// JSON columns typed), both empty when there are none.
-func factViews(factNames []string) string {
+// fact table, by its FactMeta, its components' columns as one JSON
+// object, value) and worldfs_receipts (visible evaluation receipts, their
+// JSON columns typed), both empty when there are none. columns are the
+// views' columns by table.
+func factViews(factNames []string, columns map[string][]frame.Column) string {
 	var facts []string
 	receipts := false
 	for _, name := range factNames {
@@ -1515,11 +1533,11 @@ func factViews(factNames []string) string {
 			receipts = true
 			continue
 		}
-		facts = append(facts, fmt.Sprintf("SELECT entity_id AS fact_id, tick, %s AS table_name, fact_producer AS producer, fact_external_id AS external_id, fact_digest AS digest, commit_token FROM %s",
-			lit(name), ident(name+"_raw")))
+		facts = append(facts, fmt.Sprintf("SELECT entity_id AS fact_id, tick, %s AS table_name, fact_producer AS producer, fact_external_id AS external_id, fact_digest AS digest, %s AS value, commit_token FROM %s",
+			lit(name), factValue(columns[name]), ident(name+"_raw")))
 	}
 	if len(facts) == 0 {
-		facts = []string{"SELECT NULL::BIGINT AS fact_id, NULL::BIGINT AS tick, NULL::VARCHAR AS table_name, NULL::VARCHAR AS producer, NULL::VARCHAR AS external_id, NULL::VARCHAR AS digest, NULL::VARCHAR AS commit_token WHERE false"}
+		facts = []string{"SELECT NULL::BIGINT AS fact_id, NULL::BIGINT AS tick, NULL::VARCHAR AS table_name, NULL::VARCHAR AS producer, NULL::VARCHAR AS external_id, NULL::VARCHAR AS digest, NULL::VARCHAR AS value, NULL::VARCHAR AS commit_token WHERE false"}
 	}
 	out := fmt.Sprintf("CREATE OR REPLACE TEMP VIEW worldfs_facts AS\n  %s;\n", strings.Join(facts, "\n  UNION ALL "))
 	from := "(SELECT NULL::BIGINT AS entity_id, NULL::BIGINT AS tick, NULL::VARCHAR AS commit_token, NULL::VARCHAR AS receipt_evaluation_id, NULL::VARCHAR AS receipt_grader_id, NULL::VARCHAR AS receipt_contract, NULL::VARCHAR AS receipt_contract_digest, NULL::VARCHAR AS receipt_subject, NULL::VARCHAR AS receipt_subject_digest, NULL::VARCHAR AS receipt_outcomes WHERE false)"

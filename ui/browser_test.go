@@ -433,7 +433,8 @@ func TestBrowser(t *testing.T) {
 		t.Fatalf("compare w@6 → f@9: no differences: %+v", d.Report)
 	}
 
-	// Facts and receipts: the receipt links to the tick it graded.
+	// Facts and receipts: the receipt links to the tick it graded, a
+	// fact shows its value.
 	var links []string
 	do("facts page", chromedp.Navigate(f.http.URL+"/w/w/facts"), ready(`[data-ready="1"]`))
 	eval(&links, `[...document.querySelectorAll("#receipts a.tick-link")].map(a => a.getAttribute("href"))`)
@@ -441,6 +442,11 @@ func TestBrowser(t *testing.T) {
 	fits("facts page")
 	if !reflect.DeepEqual(links, []string{"/w/w?run=main&tick=8"}) {
 		t.Fatalf("receipt links: %v", links)
+	}
+	var factText string
+	eval(&factText, `document.getElementById("facts").innerText`)
+	if !strings.Contains(factText, "value") || !strings.Contains(factText, `{"reading_value":1.5}`) {
+		t.Fatalf("the facts table does not show the fact's value:\n%s", factText)
 	}
 
 	// The world of a long name: each of its pages fits, the name cut to

@@ -637,7 +637,7 @@ func (s *Server) tick(ctx context.Context, world, run string, vals map[string][]
 // FactsSQL and ReceiptsSQL are the facts page's questions; a receipt's
 // graded_tick is the head tick of the snapshot it graded.
 const (
-	FactsSQL    = "SELECT fact_id, tick, table_name, producer, external_id, digest, commit_token FROM worldfs_facts ORDER BY tick, fact_id"
+	FactsSQL    = "SELECT fact_id, tick, table_name, producer, external_id, value, digest, commit_token FROM worldfs_facts ORDER BY tick, fact_id"
 	ReceiptsSQL = "SELECT receipt_id, tick, evaluation_id, grader_id, json_extract_string(subject, '$.world') AS subject_world, " +
 		"json_extract_string(subject, '$.run') AS subject_run, CAST(json_extract(subject, '$.head_tick') AS BIGINT) AS graded_tick, " +
 		"CAST(outcomes AS VARCHAR) AS outcomes, commit_token FROM worldfs_receipts ORDER BY tick, receipt_id"
