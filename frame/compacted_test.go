@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/worldfs/worldfs/bucket/local"
+	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/engine/enginetest"
 	"github.com/worldfs/worldfs/engine/particles"
 	"github.com/worldfs/worldfs/frame"
@@ -65,30 +66,7 @@ func (a *announced) reset() int64 {
 // read falls outside them, and one tick's ranges are its pages, a small
 // part of the file (the ranges a remote bucket's reader fetches at once).
 func TestCompactedFileAnnouncesThePagesItReads(t *testing.T) {
-	ctx := enginetest.Context(t)
-	b, _ := local.Open(t.TempDir())
-	w := enginetest.Wide(t, b, "w", 2000, 74)
-	if _, err := maintenance.Compact(ctx, b, w.Catalog(), maintenance.CompactOptions{Recent: 10}); err != nil {
-		t.Fatal(err)
-	}
-	s, _, err := index.Load(ctx, b, "w")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tk, ok := s.Tick("main", 10)
-	if !ok {
-		t.Fatal("no tick 10")
-	}
-	var f index.Fragment
-	for _, tf := range enginetest.Tables(t, tk) {
-		if tf.Table == particles.Tables()[0].ID {
-			f = tf.Fragments[0]
-		}
-	}
-	if f.Span == nil {
-		t.Fatal("tick 10 is not compacted; the test proves nothing")
-	}
-	table, x, data := enginetest.CompactedFile(t, b, "w", particles.Tables()[0].ID, f)
+	table, x, data := wideCompactedFile(t)
 	src := &announced{data: data}
 	cf, err := frame.OpenCompactedFile(table, src, int64(len(data)), x)
 	if err != nil {
@@ -181,34 +159,12 @@ func TestCompactedFileDecodesEachBlockOnce(t *testing.T) {
 // far apart, from several readers at once, after ticks read unswept),
 // and a sweep in order decodes each block once.
 func TestSweptCompactedFileRebuildsEveryTickInAnyOrder(t *testing.T) {
-	ctx := enginetest.Context(t)
-	b, _ := local.Open(t.TempDir())
-	w := enginetest.Wide(t, b, "w", 2000, 74)
-	if _, err := maintenance.Compact(ctx, b, w.Catalog(), maintenance.CompactOptions{Recent: 10}); err != nil {
-		t.Fatal(err)
-	}
-	s, _, err := index.Load(ctx, b, "w")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tk, ok := s.Tick("main", 10)
-	if !ok {
-		t.Fatal("no tick 10")
-	}
-	var f index.Fragment
-	for _, tf := range enginetest.Tables(t, tk) {
-		if tf.Table == particles.Tables()[0].ID {
-			f = tf.Fragments[0]
-		}
-	}
-	if f.Span == nil {
-		t.Fatal("tick 10 is not compacted; the test proves nothing")
-	}
-	table, x, data := enginetest.CompactedFile(t, b, "w", particles.Tables()[0].ID, f)
+	table, x, data := wideCompactedFile(t)
 	if x.Rows < 4*frame.SweepRows {
 		t.Fatalf("the compacted file has %d rows; want several blocks of %d", x.Rows, frame.SweepRows)
 	}
 	want := map[int64][]byte{}
+	var err error
 	for _, e := range x.Ticks {
 		if want[e.Tick], err = frame.TickFile(table, bytes.NewReader(data), int64(len(data)), e); err != nil {
 			t.Fatal(err)
@@ -369,4 +325,35 @@ func TestTickIndexOfTheFirstFormat(t *testing.T) {
 	if _, err := frame.ReadTickIndex(ctx, b, holder); !errors.Is(err, index.ErrCorrupt) {
 		t.Fatalf("a second-format index under the first's name: %v", err)
 	}
+}
+
+// wideCompactedFile compacts a wide world of 2,000 ticks (all but the
+// newest 10) and returns the compacted file of its particle table that
+// holds tick 10, with the file's tick index.
+func wideCompactedFile(t *testing.T) (*engine.Table, *frame.TickIndex, []byte) {
+	t.Helper()
+	ctx := enginetest.Context(t)
+	b, _ := local.Open(t.TempDir())
+	w := enginetest.Wide(t, b, "w", 2000, 74)
+	if _, err := maintenance.Compact(ctx, b, w.Catalog(), maintenance.CompactOptions{Recent: 10}); err != nil {
+		t.Fatal(err)
+	}
+	s, _, err := index.Load(ctx, b, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk, ok := s.Tick("main", 10)
+	if !ok {
+		t.Fatal("no tick 10")
+	}
+	var f index.Fragment
+	for _, tf := range enginetest.Tables(t, tk) {
+		if tf.Table == particles.Tables()[0].ID {
+			f = tf.Fragments[0]
+		}
+	}
+	if f.Span == nil {
+		t.Fatal("tick 10 is not compacted; the test proves nothing")
+	}
+	return enginetest.CompactedFile(t, b, "w", particles.Tables()[0].ID, f)
 }

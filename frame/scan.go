@@ -74,35 +74,17 @@ func ScanTicks(t *Table, file *parquet.File, from, n int64, emit func(tick, row 
 			}
 			switch col := f.cols[ci].(type) {
 			case []float64:
-				for _, r := range rows {
-					col = append(col, r[ci].Double())
-				}
-				f.cols[ci] = col
+				f.cols[ci] = appendColumn(col, rows, ci, parquet.Value.Double)
 			case []float32:
-				for _, r := range rows {
-					col = append(col, r[ci].Float())
-				}
-				f.cols[ci] = col
+				f.cols[ci] = appendColumn(col, rows, ci, parquet.Value.Float)
 			case []int64:
-				for _, r := range rows {
-					col = append(col, r[ci].Int64())
-				}
-				f.cols[ci] = col
+				f.cols[ci] = appendColumn(col, rows, ci, parquet.Value.Int64)
 			case []int32:
-				for _, r := range rows {
-					col = append(col, r[ci].Int32())
-				}
-				f.cols[ci] = col
+				f.cols[ci] = appendColumn(col, rows, ci, parquet.Value.Int32)
 			case []bool:
-				for _, r := range rows {
-					col = append(col, r[ci].Boolean())
-				}
-				f.cols[ci] = col
+				f.cols[ci] = appendColumn(col, rows, ci, parquet.Value.Boolean)
 			case []string:
-				for _, r := range rows {
-					col = append(col, string(r[ci].ByteArray()))
-				}
-				f.cols[ci] = col
+				f.cols[ci] = appendColumn(col, rows, ci, func(v parquet.Value) string { return string(v.ByteArray()) })
 			}
 		}
 	}
@@ -291,4 +273,12 @@ func ColumnValues(rg parquet.RowGroup, col int, buf []parquet.Value) ([]parquet.
 		}
 		buf = buf[:len(buf)+n]
 	}
+}
+
+// appendColumn appends column ci of rows to col, each value read by get.
+func appendColumn[T any](col []T, rows []parquet.Row, ci int, get func(parquet.Value) T) []T {
+	for _, r := range rows {
+		col = append(col, get(r[ci]))
+	}
+	return col
 }
