@@ -441,7 +441,7 @@ func (f *factFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 		return nil, 0, f.m.errno(what, err)
 	}
 	// No FOPEN_KEEP_CACHE: the facts may have changed since the last open.
-	return factHandle{h}, 0, 0
+	return factHandle{h}, noFlush, 0
 }
 
 // open opens the current version of the file, deriving it into the cache

@@ -713,7 +713,7 @@ func (f *snapFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 		if err != nil {
 			return nil, 0, f.m.errno("opening a kept file", err)
 		}
-		return h, fuse.FOPEN_KEEP_CACHE, 0
+		return h, fuse.FOPEN_KEEP_CACHE | noFlush, 0
 	}
 	what := fmt.Sprintf("opening %s of tick %d of %s", f.table, f.t.Tick.Tick, f.t.World)
 	var c content
@@ -748,10 +748,15 @@ func (f *snapFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 		// told: drop its attributes and pages, so that stat and reads
 		// see this file whole.
 		f.NotifyContent(0, 0)
-		return h, 0, 0
+		return h, noFlush, 0
 	}
-	return h, fuse.FOPEN_KEEP_CACHE, 0
+	return h, fuse.FOPEN_KEEP_CACHE | noFlush, 0
 }
+
+// noFlush opens a file the mount serves read-only: closing it has
+// nothing to flush, so the kernel sends no FLUSH (one round trip less
+// for every close; a glob over ten thousand ticks closes each file twice).
+const noFlush = fuse.FOPEN_NOFLUSH
 
 func closeFile(f *os.File) { f.Close() }
 
@@ -910,7 +915,7 @@ func (f *bytesFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, ui
 	if f.imm {
 		mode = fuse.FOPEN_KEEP_CACHE
 	}
-	return bytesHandle(data), mode, 0
+	return bytesHandle(data), mode | noFlush, 0
 }
 
 // bytesHandle is an open generated file.
