@@ -14,8 +14,8 @@ import (
 // The DuckDB that worldfs runs for SQL (Open, Export, CopyTick, CopyFacts,
 // ReadRows) reads only what the views read and writes nothing but what
 // worldfs itself asks for. lockDown confines it: external access limited
-// to the directories the views read (the bucket's table directories, or
-// the cache's copies of them, and the views directory with the fragment
+// to the directories the views read (the bucket's data directory, or
+// the cache's copy of it, and the views directory with the fragment
 // list and the empty witnesses) plus the files named, extension install
 // and autoload off, then the configuration locked so that no statement
 // can undo it. DuckDB permits writes inside the allowed directories too,
@@ -67,17 +67,23 @@ func litList(ss []string, dir bool) string {
 	return "[" + strings.Join(out, ", ") + "]::VARCHAR[]"
 }
 
-// readDirs returns what the views of s read once they are defined: each
-// table directory of the fragments they list (a fragment path that ends
-// in its object name data/<world>/<run>/<table>/…, in the bucket or in the
+// readDirs returns what the views of s read once they are defined: the
+// data directory of the fragments they list (a fragment path that ends in
+// its object name data/<world>/<run>/<table>/…, in the bucket or in the
 // cache), any other fragment file by itself, and the views directory
 // (fragment lists and empty witnesses). The views must be defined on db.
+//
+// One data directory, not each table's: DuckDB checks every file it opens
+// against the whole list, and a sweep of 100 worlds reads 405 table
+// directories (its aggregate 0.54-0.64 s confined to them, 0.41 s to
+// one). What the list adds to the statement gate stays: no catalog, no
+// file outside the bucket's data.
 func readDirs(ctx context.Context, db *sql.DB, s *Script) (dirs, paths []string, err error) {
 	tables, lists := s.fragmentTables()
 	for _, table := range tables {
 		rows, err := db.QueryContext(ctx, `SELECT DISTINCT
   CASE WHEN starts_with(object, 'data/' || world || '/' || run || '/' || table_id || '/') AND ends_with(path, object)
-    THEN left(path, length(path) - length(object)) || 'data/' || world || '/' || run || '/' || table_id || '/' END AS dir,
+    THEN left(path, length(path) - length(object)) || 'data/' END AS dir,
   CASE WHEN dir IS NULL THEN path END AS file
 FROM `+table)
 		if err != nil {
