@@ -2,6 +2,7 @@ package sql_test
 
 import (
 	"database/sql"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -376,5 +377,33 @@ func TestDiffsOfLegacyHistory(t *testing.T) {
 	if n := sameRows(t, db, "legacy: particle_changes(1, 20)", fmt.Sprintf("SELECT change_type, entity_id, tick, %s FROM particle_changes(1, 20)", strings.Join(cols, ", ")),
 		strings.Join(parts, " UNION ALL ")); n == 0 {
 		t.Fatal("legacy: no changes")
+	}
+}
+
+// A diff's sides are ticks the views show: a side without a tick is the
+// head, a tick the views do not show (or a world not in the session) is
+// ErrNotFound, and nothing is compared.
+func TestDiffSidesAreVisibleTicks(t *testing.T) {
+	ctx := ctxT(t)
+	b, _ := local.Open(t.TempDir())
+	enginetest.World(t, b, "w", 5).Close() // ticks 0..5
+	s, err := wsql.Build(ctx, b, "w", wsql.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := wsql.Open(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	two := int64(2)
+	r, err := wsql.Diff(ctx, db, s, wsql.Point{World: "w", Tick: &two}, wsql.Point{World: "w"}, "", false)
+	if err != nil || *r.A.Tick != 2 || *r.B.Tick != 5 {
+		t.Fatalf("w@2 against the head: %v, %+v", err, r)
+	}
+	for _, p := range []wsql.Point{{World: "w", Tick: ptr(int64(6))}, {World: "w", Tick: ptr(int64(-1))}, {World: "other"}} {
+		if _, err := wsql.Diff(ctx, db, s, p, wsql.Point{World: "w"}, "", false); !errors.Is(err, wsql.ErrNotFound) {
+			t.Errorf("a side %+v: %v, want ErrNotFound", p, err)
+		}
 	}
 }
