@@ -387,15 +387,7 @@ func TestDiffSidesAreVisibleTicks(t *testing.T) {
 	ctx := ctxT(t)
 	b, _ := local.Open(t.TempDir())
 	enginetest.World(t, b, "w", 5).Close() // ticks 0..5
-	s, err := wsql.Build(ctx, b, "w", wsql.Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := wsql.Open(ctx, s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	s, db := builtViews(t, b, "w", wsql.Options{})
 	two := int64(2)
 	r, err := wsql.Diff(ctx, db, s, wsql.Point{World: "w", Tick: &two}, wsql.Point{World: "w"}, "", false)
 	if err != nil || *r.A.Tick != 2 || *r.B.Tick != 5 {

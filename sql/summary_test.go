@@ -601,15 +601,7 @@ func TestTicksOfSummarizedViewsAreThoseOfTheirStates(t *testing.T) {
 func TestTicksOfViewsWhosePartsWereCollected(t *testing.T) {
 	ctx := ctxT(t)
 	b := summarizedWorlds(t)
-	s, err := wsql.Build(ctx, b, "s", wsql.Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := wsql.Open(ctx, s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	_, db := builtViews(t, b, "s", wsql.Options{})
 	count := func() (int64, error) {
 		var n int64
 		err := db.QueryRowContext(ctx, "SELECT count(*) FROM worldfs_ticks").Scan(&n)

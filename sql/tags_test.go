@@ -74,15 +74,7 @@ func TestTagsPinTheViews(t *testing.T) {
 			t.Errorf("%s at tag:%s: %d rows of ticks %d; at tick %d: %d rows of ticks %d", c.world, c.tag, n, span, c.tick, wantN, wantSpan)
 		}
 	}
-	s, err := wsql.Build(ctx, b, "f", wsql.Options{Dir: views})
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := wsql.Open(ctx, s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	s, db := builtViews(t, b, "f", wsql.Options{Dir: views})
 	if n := count(t, db, "SELECT count(*) FROM worldfs_tags WHERE world = 'f' AND (name, tick) IN (('inherited', 5), ('own', 18)) AND message = 'message of ' || name AND created_at IS NOT NULL"); n != 2 {
 		t.Errorf("worldfs_tags of f: %d of its 2 tags", n)
 	}

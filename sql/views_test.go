@@ -21,6 +21,14 @@ func ctxT(t *testing.T) context.Context { return enginetest.Context(t) }
 
 func views(t *testing.T, b bucket.Bucket, world string, opts wsql.Options) *sql.DB {
 	t.Helper()
+	_, db := builtViews(t, b, world, opts)
+	return db
+}
+
+// builtViews builds world's views in b and opens them (closed when the
+// test ends): the script and its database.
+func builtViews(t *testing.T, b bucket.Bucket, world string, opts wsql.Options) (*wsql.Script, *sql.DB) {
+	t.Helper()
 	if opts.Dir == "" {
 		opts.Dir = t.TempDir()
 	}
@@ -33,7 +41,7 @@ func views(t *testing.T, b bucket.Bucket, world string, opts wsql.Options) *sql.
 		t.Fatalf("%v\n%s", err, plain(s))
 	}
 	t.Cleanup(func() { db.Close() })
-	return db
+	return s, db
 }
 
 // plain returns the script s prints (or why it cannot), for failures.
