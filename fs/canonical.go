@@ -250,6 +250,24 @@ type aheadFiles struct {
 	busy map[string]bool  // compacted files a worker rebuilds ticks of
 	to   map[string]int64 // by compacted file, the last tick rebuilt ahead (or being)
 	last map[string]int64 // by compacted file, the tick opened last
+	// ctx ends when the mount closes (stop): the workers stop, none
+	// starts, and Close waits for them (workers).
+	ctx     context.Context
+	cancel  context.CancelFunc
+	stopped bool
+	workers sync.WaitGroup
+}
+
+// stop ends the read-ahead: its workers are told to stop and waited for,
+// and none starts after.
+func (a *aheadFiles) stop() {
+	a.mu.Lock()
+	a.stopped = true
+	if a.cancel != nil {
+		a.cancel()
+	}
+	a.mu.Unlock()
+	a.workers.Wait()
 }
 
 // aheadGap is how far apart (in ticks) two ticks opened one after the
@@ -269,6 +287,13 @@ const aheadGap = 8
 func (m *Mount) readAhead(c *canonical) {
 	a, path := &m.ahead, c.holder.Path
 	a.mu.Lock()
+	if a.stopped {
+		a.mu.Unlock()
+		return
+	}
+	if a.ctx == nil {
+		a.ctx, a.cancel = context.WithCancel(context.Background())
+	}
 	if a.busy == nil || len(a.last) >= maxWholeWanted {
 		a.busy, a.to, a.last = map[string]bool{}, map[string]int64{}, map[string]int64{}
 	}
@@ -285,30 +310,39 @@ func (m *Mount) readAhead(c *canonical) {
 	if seen && to > from {
 		from = to
 	}
+	a.workers.Add(1)
+	ctx, cancel := context.WithTimeout(a.ctx, m.opts.ReadTimeout)
 	a.mu.Unlock()
 	go func() {
+		defer a.workers.Done()
+		defer cancel()
 		defer func() {
 			a.mu.Lock()
 			delete(a.busy, path)
 			a.mu.Unlock()
 		}()
-		ctx, cancel := context.WithTimeout(context.Background(), m.opts.ReadTimeout)
-		defer cancel()
 		o, release, err := m.compactedFile(ctx, c.table, *c.holder, true)
 		if err != nil {
 			return
 		}
 		next := o.cf.Following(from, aheadTicks)
 		release()
-		if len(next) == 0 {
+		// The ticks within aheadBytes, each small enough to keep.
+		n, bytes := 0, int64(0)
+		for _, e := range next {
+			if e.Size > maxInMemory || bytes+e.Size > aheadBytes {
+				break
+			}
+			n, bytes = n+1, bytes+e.Size
+		}
+		if next = next[:n]; len(next) == 0 {
 			return
 		}
 		a.mu.Lock()
 		a.to[path] = max(a.to[path], next[len(next)-1].Tick)
 		a.mu.Unlock()
-		bytes := int64(0)
 		for _, e := range next {
-			if bytes += e.Size; e.Size > maxInMemory || bytes > aheadBytes || m.closed() {
+			if ctx.Err() != nil {
 				return
 			}
 			m.stats.rebuiltAhead.Add(1)

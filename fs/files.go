@@ -332,7 +332,7 @@ func canonDigest(format string, c content) *canonical {
 // mount keeps rebuilt (rebuiltFiles, by sha256): they are the tick's
 // whatever file its rows live in now, so an open (DuckDB opens each file
 // twice) or an open after the read-ahead needs no plan.
-func (f *snapFile) kept() ([]byte, bool) {
+func (f *snapFile) kept(ctx context.Context) ([]byte, bool) {
 	f.mu.Lock()
 	c := f.mu.canon
 	f.mu.Unlock()
@@ -340,10 +340,18 @@ func (f *snapFile) kept() ([]byte, bool) {
 		return nil, false
 	}
 	data, ok := f.m.rebuiltFiles.get(c.entry.Digest)
-	if ok {
-		f.m.opened(c) // a reader of tick after tick: the read-ahead keeps ahead
+	if !ok {
+		return nil, false
 	}
-	return data, ok
+	// Still the tick the file shows, as an open's plan checks first (from
+	// the catalogs the mount keeps fresh): a world deleted, or made again
+	// under its name, keeps no node's bytes.
+	t, ok, err := f.m.lineageTick(ctx, f.at.world, f.at.run, f.t.Tick.Tick, false, false)
+	if err != nil || !ok || t.CommitToken != f.t.CommitToken {
+		return nil, false
+	}
+	f.m.opened(c) // a reader of tick after tick: the read-ahead keeps ahead
+	return data, true
 }
 
 var (
@@ -708,7 +716,7 @@ func (f *snapFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 	if flags&(syscall.O_WRONLY|syscall.O_RDWR|syscall.O_TRUNC|syscall.O_APPEND) != 0 {
 		return nil, 0, syscall.EROFS
 	}
-	if data, ok := f.kept(); ok {
+	if data, ok := f.kept(ctx); ok {
 		h, err := f.m.handle(body{data: data})
 		if err != nil {
 			return nil, 0, f.m.errno("opening a kept file", err)

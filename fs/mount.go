@@ -99,15 +99,9 @@ func (m *Mount) Close() error {
 		w.mu.Unlock()
 	}
 	m.cats.Close()
+	m.ahead.stop() // before the compacted files close: no worker opens one again
 	m.compactedFiles.close()
 	return errors.Join(errs...)
-}
-
-// closed reports whether Close was called.
-func (m *Mount) closed() bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.mu.closed
 }
 
 // ino is the stable inode number of a path in the tree: FNV-1a of its
