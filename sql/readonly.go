@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -95,8 +96,8 @@ FROM `+table)
 				rows.Close()
 				return nil, nil, err
 			}
-			if dir.Valid {
-				dirs = append(dirs, filepath.FromSlash(dir.String))
+			if d := filepath.FromSlash(dir.String); dir.Valid && !slices.Contains(dirs, d) {
+				dirs = append(dirs, d)
 			} else if file.Valid {
 				paths = append(paths, file.String)
 			}

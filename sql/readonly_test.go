@@ -387,3 +387,27 @@ func TestPartitionLikeFoldersAddNoColumns(t *testing.T) {
 		t.Errorf("worldfs_fragments of views under k=3/: columns %v", cols)
 	}
 }
+
+// Below the statement gate, DuckDB itself is confined: asked directly
+// (as no user statement can), it reads the bucket's data directory, where
+// the views' fragments are, and nothing beside it: not the catalog,
+// whether named plainly or through data/.., not a file elsewhere.
+func TestDuckDBIsConfinedToTheBucketsData(t *testing.T) {
+	rw := newROWorld(t)
+	_, db := rw.open(t)
+	ctx := ctxT(t)
+	var n int64
+	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM read_parquet('"+fragmentPath(t, rw)+"')").Scan(&n); err != nil || n == 0 {
+		t.Fatalf("a fragment under data/, read directly: %d rows, %v", n, err)
+	}
+	s, _, _ := index.Load(ctx, rw.b, "w")
+	slot, _ := rw.b.Path(index.SlotName("w", s.Seq))
+	outside := filepath.Join(t.TempDir(), "secret.csv")
+	os.WriteFile(outside, []byte("a,b\n1,2\n"), 0o644)
+	for _, p := range []string{slot, rw.root + "/data/../" + strings.TrimPrefix(slot, rw.root+"/"), outside, "/etc/passwd"} {
+		var size int64
+		if err := db.QueryRowContext(ctx, "SELECT size FROM read_blob('"+p+"')").Scan(&size); err == nil {
+			t.Errorf("DuckDB read %s (%d bytes)", p, size)
+		}
+	}
+}
