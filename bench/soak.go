@@ -91,13 +91,13 @@ type soak struct {
 	}
 	// factsRead lets one reader at a time read the mount's facts file:
 	// see readFacts.
-	factsRead sync.Mutex
-	factsNext time.Time // guarded by factsRead: the next read's earliest time
-	mountPid  atomic.Int64
-	staleSQL  atomic.Int32 // sql runs in a row that met a collected snapshot
-	feedSeq   atomic.Uint64
-	reads     [4]atomic.Int64 // by readKinds
-	read      atomic.Int64    // bytes
+	factsRead  sync.Mutex
+	factsNext  time.Time // guarded by factsRead: the next read's earliest time
+	mountPid   atomic.Int64
+	staleSince atomic.Int64 // unix ns of the first of the sql runs in a row that met a collected snapshot (0: the last answered)
+	feedSeq    atomic.Uint64
+	reads      [4]atomic.Int64 // by readKinds
+	read       atomic.Int64    // bytes
 }
 
 var readKinds = [4]string{"parquet", "csv", "manifest", "facts"}
