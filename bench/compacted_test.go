@@ -36,7 +36,8 @@ func TestBenchCompactedOnGCS(t *testing.T) {
 	}
 	if got.Files != 2 || got.Indexed != 2 || got.SizeMismatches != 0 || got.GlobRows != 75*2000 ||
 		got.FirstOpenFetched == 0 || got.FirstOpenFetched >= got.GlobFetched/2 || got.GlobFetched < 2<<20 ||
-		got.Copy.Files != 75 || got.Copy.Rows != 75*2000 || len(got.Copy.MountSeconds) != 1 || len(got.Copy.LocalSeconds) != 1 || got.Copy.Ratio <= 0 {
+		got.Copy.Files != 75 || got.Copy.Rows != 75*2000 || len(got.Copy.MountSeconds) != 1 || len(got.Copy.LocalSeconds) != 1 || got.Copy.Ratio <= 0 ||
+		len(got.Copy.LoopbackSeconds) != 1 || got.Copy.LoopbackRatio <= 0 || got.Copy.FloorRatio <= 0 {
 		t.Fatalf("bench fs-compacted on GCS: %+v", got)
 	}
 }
