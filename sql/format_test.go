@@ -163,6 +163,9 @@ func TestSQLPrintsColumnsAndRowsInOrder(t *testing.T) {
 	if got := runFormat(t, db, "SELECT 1.5 AS a, 'x' AS a, 2 AS b", wsql.FormatCSV); got != "a,a,b\n1.5,x,2\n" {
 		t.Errorf("duplicate names: %q", got)
 	}
+	if got := runFormat(t, db, "SELECT 1 AS x, 2 AS X, 3 AS x_1, 4 AS y_2", wsql.FormatCSV); got != "x,X,x_1,y_2\n1,2,3,4\n" {
+		t.Errorf("names alike: %q", got)
+	}
 	q := "SELECT (i * 7919) % 100003 AS k FROM range(100003) t(i) ORDER BY k DESC"
 	recs, err := csv.NewReader(strings.NewReader(runFormat(t, db, q, wsql.FormatCSV))).ReadAll()
 	if err != nil || len(recs) != 100004 {

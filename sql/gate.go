@@ -33,9 +33,10 @@ import (
 //  3. It reads files only through the views (reads, below), decided on
 //     DuckDB's parse tree before it is prepared: binding a read_parquet
 //     or a file named as a table already opens the file.
-//  4. Prepared (which, for one statement, runs nothing), DuckDB must type
-//     it SELECT (EXPLAIN: the explained statement, prepared by itself,
-//     must be a SELECT): WITH … INSERT, say, passes 1 and fails here.
+//  4. Prepared (which, for one statement, runs nothing; a query as the
+//     subquery of FROM (…) LIMIT 0, see described), DuckDB must type it
+//     SELECT (EXPLAIN: the explained statement, prepared by itself, must
+//     be a SELECT): WITH … INSERT, say, passes 1 and fails here.
 //
 // The whole query is checked before any statement of it runs, and the
 // parser's count of the whole must match the pieces'.
@@ -219,7 +220,14 @@ func check(ctx context.Context, conn *sql.Conn, text string, n int) (statement, 
 			return statement{}, refusal(text, n, "EXPLAIN must explain a query that only reads, not a "+typeName(t))
 		}
 	}
-	t, cols, err := prepared(ctx, conn, text)
+	var t duckdb.StmtType
+	var cols []resultCol
+	var err error
+	if want == duckdb.STATEMENT_TYPE_SELECT && kw != "PRAGMA" {
+		t, cols, err = described(ctx, conn, text)
+	} else {
+		t, cols, err = prepared(ctx, conn, text)
+	}
 	if err != nil {
 		return statement{}, err
 	}
@@ -443,6 +451,65 @@ func stmtType(ctx context.Context, conn *sql.Conn, text string) (duckdb.StmtType
 type resultCol struct {
 	name string
 	info duckdb.TypeInfo
+}
+
+// described is prepared for a statement with a SELECT's parse tree
+// (rule 3 passed), by way of FROM (text) LIMIT 0: DuckDB binds text as
+// fully and gives the same columns, but plans nothing to run, where
+// preparing text itself plans it whole (a view over thousands of files
+// looks each up: ~70 ms for 5,000, and the run plans it again). What
+// prepares so is a SELECT, as only a select statement is a subquery; a
+// statement that does not is prepared by itself, for its own type or its
+// own error.
+func described(ctx context.Context, conn *sql.Conn, text string) (duckdb.StmtType, []resultCol, error) {
+	if t, cols, err := prepared(ctx, conn, subquery(text, "LIMIT 0")); err == nil && t == duckdb.STATEMENT_TYPE_SELECT && !renamed(cols) {
+		return t, cols, nil
+	}
+	return prepared(ctx, conn, text)
+}
+
+// renamed says whether DuckDB may have renamed columns of a subquery's
+// result, which it does to a name an earlier column has (case aside): the
+// later one becomes name_k. A result with no column named base_k beside
+// one named base has none renamed.
+func renamed(cols []resultCol) bool {
+	names := make(map[string]bool, len(cols))
+	for _, c := range cols {
+		names[strings.ToLower(c.name)] = true
+	}
+	for _, c := range cols {
+		i := strings.LastIndexByte(c.name, '_')
+		if i > 0 && i < len(c.name)-1 && strings.Trim(c.name[i+1:], "0123456789") == "" && names[strings.ToLower(c.name[:i])] {
+			return true
+		}
+	}
+	return false
+}
+
+// subquery returns the query FROM (text) AS worldfs_result rest, text
+// being one complete statement: it closes every parenthesis, string and
+// quoted name it opens, and the line break ends a trailing -- comment.
+// FROM first, so that text's lines keep their numbers in DuckDB's errors.
+func subquery(text, rest string) string {
+	return "FROM (" + text + "\n) AS worldfs_result " + rest
+}
+
+// projected returns the query that gives the n-th statement text's
+// result with column i computed by exprs[i], an expression over #1 …
+// #k, text's columns by position: subquery(text, SELECT exprs), checked
+// as a statement of its own, so that wrapping text cannot make it do
+// anything the gate would refuse. It must be one statement (rule 2) that
+// reads files only through the views (rule 3); having a parse tree it is
+// a SELECT (rule 4) and is not prepared here, its run plans it.
+func projected(ctx context.Context, conn *sql.Conn, text string, n int, exprs []string) (string, error) {
+	q := subquery(text, "SELECT "+strings.Join(exprs, ", "))
+	if m, err := countStatements(q); err != nil || m != 1 {
+		return "", refusedf("statement %d (%s) is refused: its result could not be projected as one query (%v)", n, abbrev(text), err)
+	}
+	if _, err := reads(ctx, conn, q, q, n); err != nil {
+		return "", err
+	}
+	return q, nil
 }
 
 // prepared is stmtType that also returns the columns of the statement's

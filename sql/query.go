@@ -340,8 +340,9 @@ func nullString(v sql.NullString) string {
 // where Ti is column i's type with every part JSON has no type for, and
 // every integer wider than 32 bits and every float, made VARCHAR
 // (jsonType); exactJSON then makes the numbers among them JSON numbers.
-// The statement is checked by the gate as a statement of its own (rules 2
-// to 4), so wrapping st cannot make it do anything the gate would refuse.
+// The statement is checked by the gate as a statement of its own
+// (projected), so wrapping st cannot make it do anything the gate would
+// refuse.
 // ok is false for a statement that cannot be a subquery (EXPLAIN, PRAGMA,
 // whose results are text, numbers and booleans): it runs as written.
 func rendered(ctx context.Context, conn *sql.Conn, st statement, format string, n int) (q string, ok bool, err error) {
@@ -356,14 +357,8 @@ func rendered(ctx context.Context, conn *sql.Conn, st statement, format string, 
 			exprs[i] = fmt.Sprintf("CAST(#%d AS VARCHAR)", i+1)
 		}
 	}
-	// st is one complete query, so it closes every parenthesis, string
-	// and quoted name it opens; the line break ends a trailing -- comment.
-	// FROM first, so that st's lines keep their numbers in DuckDB's errors.
-	q = "FROM (" + st.text + "\n) AS worldfs_result SELECT " + strings.Join(exprs, ", ")
-	if m, err := countStatements(q); err != nil || m != 1 {
-		return "", false, refusedf("statement %d (%s) is refused: its result could not be rendered as one query (%v)", n, abbrev(st.text), err)
-	}
-	if _, err := check(ctx, conn, q, n); err != nil {
+	q, err = projected(ctx, conn, st.text, n, exprs)
+	if err != nil {
 		return "", false, err
 	}
 	return q, true, nil

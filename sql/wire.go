@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	"io"
-	"strings"
 
 	duckdb "github.com/duckdb/duckdb-go/v2"
 )
@@ -75,14 +74,7 @@ func Project(ctx context.Context, conn *sql.Conn, st Statement, n int, exprs []s
 	if !st.Projectable() {
 		return "", fmt.Errorf("statement %d (%s): its result cannot be projected", n, abbrev(st.Text))
 	}
-	q := "FROM (" + st.Text + "\n) AS worldfs_result SELECT " + strings.Join(exprs, ", ")
-	if m, err := countStatements(q); err != nil || m != 1 {
-		return "", refusedf("statement %d (%s) is refused: its result could not be projected as one query (%v)", n, abbrev(st.Text), err)
-	}
-	if _, err := check(ctx, conn, q, n); err != nil {
-		return "", err
-	}
-	return q, nil
+	return projected(ctx, conn, st.Text, n, exprs)
 }
 
 // Notes writes to notes the lines Run writes for stmts: each tick that a
