@@ -30,14 +30,14 @@ func TestReaderCountsAFileNamedTwiceOnce(t *testing.T) {
 	}
 	r := newReader(&Script{checks: c})
 	ctx := context.Background()
-	if _, err := r.verify(ctx, []any{paths[0], paths[0]}, false); err != nil {
+	if _, err := r.verify(ctx, []string{paths[0], paths[0]}, false); err != nil {
 		t.Fatal(err)
 	}
 	damaged := []byte("the bytes of X.parquet")
 	if err := os.WriteFile(paths[1], damaged, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.verify(ctx, []any{paths[1]}, false); err == nil {
+	if _, err := r.verify(ctx, []string{paths[1]}, false); err == nil {
 		t.Fatalf("a damaged file read as verified: %d files left to verify after a list that named one file twice", r.pending)
 	}
 }
