@@ -1,10 +1,11 @@
 package sql
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/gob"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -52,7 +53,7 @@ import (
 
 // reuseFormat versions kept scripts: a worldfs that keeps them otherwise
 // reads none of an older format.
-const reuseFormat = 7
+const reuseFormat = 8
 
 // maxKeptFiles bounds the files of a script that is kept: a kept script
 // lists its files, and views of that many files (a long history not yet
@@ -60,37 +61,38 @@ const reuseFormat = 7
 // cost memory in every build.
 const maxKeptFiles = 1 << 14
 
-// keptScript is what a build keeps for reuse.
+// keptScript is what a build keeps for reuse, as gob (encoding/json took
+// 1.5 ms to decode a world's, 0.15 s for a sweep of 100; gob a sixth).
 type keptScript struct {
-	Format int    `json:"format"`
-	Key    string `json:"key"` // what the script was built for, in full
-	Script Script `json:"script"`
+	Format int
+	Key    string // what the script was built for, in full
+	Script Script
 	// Tips: per world whose catalog the build read, where its log ended.
-	Tips []logTip `json:"tips"`
+	Tips []logTip
 	// Files: the bucket files the views read, checked again on reuse.
-	Files []keptFile `json:"files"`
+	Files []keptFile
 	// Local: the files of the views directory the script reads.
-	Local []string `json:"local"`
+	Local []string
 	// Text: the script's text, with its markers (Script.text).
-	Text string `json:"text"`
+	Text string
 	// Compacted: the ticks whose compacted files worldfs_manifests shows
 	// (nil: none).
-	Compacted *index.Span `json:"compacted,omitempty"`
+	Compacted *index.Span
 	// Ticks: the ticks worldfs_ticks shows (nil: none).
-	Ticks *index.Span `json:"ticks,omitempty"`
+	Ticks *index.Span
 }
 
 type logTip struct {
-	World      string `json:"world"`
-	Slot       string `json:"slot"`
-	Generation int64  `json:"generation"`
-	Seq        uint64 `json:"seq"`
-	Hash       string `json:"hash"` // of the slot holding Seq
+	World      string
+	Slot       string
+	Generation int64
+	Seq        uint64
+	Hash       string // of the slot holding Seq
 }
 
 type keptFile struct {
-	Path     string         `json:"path"`
-	Fragment index.Fragment `json:"fragment"`
+	Path     string
+	Fragment index.Fragment
 }
 
 // reuseKey is what a script is built for: the bucket, the world and the
@@ -117,7 +119,7 @@ func reuseKey(b bucket.Bucket, world string, opts Options, dir string) (string, 
 	key := fmt.Sprintf("worldfs views %d\x00%s\x00%s\x00%s\x00%s\x00%s\x00%t\x00%s\x00%s",
 		reuseFormat, where, world, opts.Run, at, opts.Token, opts.Only, opts.Table, dir)
 	sum := sha256.Sum256([]byte(key))
-	return key, "views/" + world + "/" + hex.EncodeToString(sum[:16]) + ".json"
+	return key, "views/" + world + "/" + hex.EncodeToString(sum[:16]) + ".gob"
 }
 
 // reused returns the script kept for (world, opts) if it is still
@@ -137,7 +139,7 @@ func reused(ctx context.Context, b bucket.Bucket, world string, opts Options) (*
 		return nil, nil // none (or unreadable): build
 	}
 	var k keptScript
-	if json.Unmarshal(data, &k) != nil || k.Format != reuseFormat || k.Key != key || len(k.Tips) == 0 {
+	if gob.NewDecoder(bytes.NewReader(data)).Decode(&k) != nil || k.Format != reuseFormat || k.Key != key || len(k.Tips) == 0 {
 		return nil, nil
 	}
 	for _, t := range k.Tips {
@@ -317,12 +319,12 @@ func keep(ctx context.Context, b bucket.Bucket, opts Options, dir string, own *i
 			k.Files = append(k.Files, f)
 		}
 	}
-	data, err := json.Marshal(k)
-	if err != nil {
+	var data bytes.Buffer
+	if gob.NewEncoder(&data).Encode(k) != nil {
 		return
 	}
 	_, name := reuseKey(b, own.World().ID, opts, dir)
-	_ = opts.Reuse.Keep(name, data)
+	_ = opts.Reuse.Keep(name, data.Bytes())
 }
 
 // witnessPath is where the empty file of a table's schema is kept in dir.
