@@ -8,6 +8,9 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -77,10 +80,30 @@ func TestBadFlagIsUsageError(t *testing.T) {
 		{"bench", "bucket", "--ops", "0"}, {"bench", "query", "extra"},
 		{"bench", "soak", "--windows", "64,48"}, {"bench", "soak", "--retentions", "1s,0s"}, {"bench", "soak", "--duration", "0s"}, {"bench", "soak", "--bucket", "mem://b"},
 		{"bench", "sweep", "--forks", "100"}, {"bench", "sweep", "--dir", "x", "--late", "1000"},
+		{"bench", "raw"}, {"bench", "raw", "--file", "q.sql", "extra"},
 	} {
 		if code, _, msg := cli(t, args...); code != 2 || msg == "" {
 			t.Errorf("%q: exit %d (%s), want a usage error", args, code, msg)
 		}
+	}
+}
+
+// bench raw runs the query of its file and reads every row of it.
+func TestBenchRaw(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "q.sql")
+	if err := os.WriteFile(file, []byte("SELECT i, i * 2 AS j FROM range(1234) t(i)"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := cli(t, "bench", "raw", "--file", file, "--json")
+	var res rawBench
+	if code != 0 || json.Unmarshal([]byte(out), &res) != nil {
+		t.Fatalf("bench raw: %d\n%s\n%s", code, out, stderr)
+	}
+	if res.Rows != 1234 || res.Columns != 2 || res.Seconds <= 0 {
+		t.Fatalf("bench raw: %+v", res)
+	}
+	if code, _, msg := cli(t, "bench", "raw", "--file", file+".missing"); code != 1 || !strings.Contains(msg, "q.sql.missing") {
+		t.Errorf("a missing file: exit %d (%s)", code, msg)
 	}
 }
 

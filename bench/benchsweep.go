@@ -88,13 +88,19 @@ type sweepBench struct {
 	// files of each world (its parts' files, each part within its ticks),
 	// their ratio; the same query by a fresh process (wall, with the
 	// views opened warm) and that process's peak RSS.
-	Query            string  `json:"query"`
-	Rows             int64   `json:"rows"`
-	Groups           int64   `json:"groups"`
-	ViewsSeconds     float64 `json:"views_seconds"`
-	RawSeconds       float64 `json:"raw_seconds"`
-	Ratio            float64 `json:"views_to_raw_ratio"`
-	QueryProcess     float64 `json:"query_process_seconds"`
+	Query        string  `json:"query"`
+	Rows         int64   `json:"rows"`
+	Groups       int64   `json:"groups"`
+	ViewsSeconds float64 `json:"views_seconds"`
+	RawSeconds   float64 `json:"raw_seconds"`
+	Ratio        float64 `json:"views_to_raw_ratio"`
+	QueryProcess float64 `json:"query_process_seconds"`
+	// RawProcess: the raw query by a fresh process of this binary on a
+	// plain DuckDB (bench raw), its wall time, the best of the runs as
+	// QueryProcess is; ProcessRatio: QueryProcess over it (the goal's
+	// measure: at most 1.5).
+	RawProcess       float64 `json:"raw_process_seconds"`
+	ProcessRatio     float64 `json:"process_ratio"`
 	QueryProcessRSS  uint64  `json:"query_process_peak_rss_bytes"`
 	ViewsFirstSecond float64 `json:"views_first_run_seconds"`
 
@@ -119,6 +125,9 @@ type sweepBench struct {
 
 	PeakRSSBytes uint64 `json:"peak_rss_bytes"`
 }
+
+// rawSweepFile is the raw query's file in the bench's directory.
+const rawSweepFile = "raw-sweep.sql"
 
 // Names of the bench's worlds.
 const (
@@ -323,6 +332,10 @@ func sweepQueries(ctx context.Context, b bucket.Bucket, res *sweepBench) error {
 		return err
 	}
 	res.Query = sweepQuery
+	// The same for a fresh process of its own (bench raw; sweepProcesses).
+	if err := os.WriteFile(filepath.Join(res.Dir, rawSweepFile), []byte(raw), 0o644); err != nil {
+		return err
+	}
 	var viewRuns, rawRuns []time.Duration
 	for i := range res.Runs + 1 {
 		for _, q := range []struct {
@@ -405,34 +418,10 @@ func rawSweepQuery(ctx context.Context, db *sql.DB) (string, error) {
 // sweep and on the small worlds: SELECT 1 with no kept script (cold) and
 // again (warm), and the aggregate (warm, the best of the runs).
 func sweepProcesses(ctx context.Context, res *sweepBench) error {
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
 	cacheDir := filepath.Join(res.Dir, "cache-process")
-	// A child's ru_maxrss counts the memory of the process it was forked
-	// from: /usr/bin/time, small, forks it and prints its own child's
-	// (0: not installed, not measured).
-	timeBin, _ := exec.LookPath("/usr/bin/time")
+	var err error
 	run := func(glob, query string) (float64, uint64, error) {
-		args := []string{self, "sql", "--bucket", filepath.Join(res.Dir, "bucket"), "--cache-dir", cacheDir, "--worlds", glob, "--format", "csv", query}
-		if timeBin != "" {
-			args = append([]string{timeBin, "-f", "worldfs-bench-maxrss-kib %M"}, args...)
-		}
-		cmd := exec.CommandContext(ctx, args[0], args[1:]...)
-		cmd.Stdout = io.Discard
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		start := time.Now()
-		if err := cmd.Run(); err != nil {
-			return 0, 0, fmt.Errorf("worldfs sql --worlds %s: %w: %s", glob, err, stderr.String())
-		}
-		d := time.Since(start).Seconds()
-		var kib uint64
-		if i := strings.LastIndex(stderr.String(), "worldfs-bench-maxrss-kib "); i >= 0 {
-			fmt.Sscan(stderr.String()[i+len("worldfs-bench-maxrss-kib "):], &kib)
-		}
-		return d, kib * 1024, nil
+		return runProcess(ctx, "sql", "--bucket", filepath.Join(res.Dir, "bucket"), "--cache-dir", cacheDir, "--worlds", glob, "--format", "csv", query)
 	}
 	if err := os.RemoveAll(cacheDir); err != nil {
 		return err
@@ -454,6 +443,17 @@ func sweepProcesses(ctx context.Context, res *sweepBench) error {
 		res.QueryProcessRSS = max(res.QueryProcessRSS, rss)
 	}
 	res.QueryProcess = best
+	say("fresh processes of the raw query (bench raw)")
+	best = math.MaxFloat64
+	for range res.Runs {
+		d, _, err := runProcess(ctx, "bench", "raw", "--file", filepath.Join(res.Dir, rawSweepFile))
+		if err != nil {
+			return err
+		}
+		best = min(best, d)
+	}
+	res.RawProcess = best
+	res.ProcessRatio = res.QueryProcess / res.RawProcess
 	if res.Small == 0 {
 		return nil
 	}
@@ -463,6 +463,37 @@ func sweepProcesses(ctx context.Context, res *sweepBench) error {
 	}
 	res.SmallProcessWarmSeconds, res.SmallProcessPeakRSS, err = run(sweepSmallGlob, "SELECT 1")
 	return err
+}
+
+// runProcess runs this binary with args as a fresh process, its output
+// discarded, and returns its wall time and peak RSS (0: not measured).
+func runProcess(ctx context.Context, args ...string) (float64, uint64, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return 0, 0, err
+	}
+	what := strings.Join(args, " ")
+	args = append([]string{self}, args...)
+	// A child's ru_maxrss counts the memory of the process it was forked
+	// from: /usr/bin/time, small, forks it and prints its own child's
+	// (not installed: not measured).
+	if timeBin, _ := exec.LookPath("/usr/bin/time"); timeBin != "" {
+		args = append([]string{timeBin, "-f", "worldfs-bench-maxrss-kib %M"}, args...)
+	}
+	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
+	cmd.Stdout = io.Discard
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	start := time.Now()
+	if err := cmd.Run(); err != nil {
+		return 0, 0, fmt.Errorf("worldfs %.200s: %w: %s", what, err, stderr.String())
+	}
+	d := time.Since(start).Seconds()
+	var kib uint64
+	if i := strings.LastIndex(stderr.String(), "worldfs-bench-maxrss-kib "); i >= 0 {
+		fmt.Sscan(stderr.String()[i+len("worldfs-bench-maxrss-kib "):], &kib)
+	}
+	return d, kib * 1024, nil
 }
 
 // sweepTag times a one-tick query of a late fork (views built without a
@@ -558,8 +589,10 @@ func printSweepBench(out io.Writer, r *sweepBench) {
 	fmt.Fprintln(out)
 	fmt.Fprintf(out, "views of the %d forks: open %.3f s cold, %.3f s warm in process; a fresh process (SELECT 1) %.3f s cold, %.3f s warm, peak RSS %.0f MiB (goal ≤ 1 s)\n",
 		r.Forks, r.OpenColdSeconds, r.OpenWarmSeconds, r.ProcessColdSeconds, r.ProcessWarmSeconds, mib(r.ProcessPeakRSS))
-	fmt.Fprintf(out, "%s: %d rows in %d groups; median of %d: views %.3f s, raw read_parquet %.3f s, ratio %.2f (goal ≤ 1.5); first run %.3f s; a fresh process %.3f s, peak RSS %.0f MiB\n",
-		r.Query, r.Rows, r.Groups, r.Runs, r.ViewsSeconds, r.RawSeconds, r.Ratio, r.ViewsFirstSecond, r.QueryProcess, mib(r.QueryProcessRSS))
+	fmt.Fprintf(out, "%s: %d rows in %d groups; median of %d: views %.3f s, raw read_parquet %.3f s, ratio %.2f; first run %.3f s\n",
+		r.Query, r.Rows, r.Groups, r.Runs, r.ViewsSeconds, r.RawSeconds, r.Ratio, r.ViewsFirstSecond)
+	fmt.Fprintf(out, "the same in fresh processes, best of %d: worldfs sql --worlds %.3f s (peak RSS %.0f MiB), raw on a plain DuckDB (bench raw) %.3f s: ratio %.2f (goal ≤ 1.5)\n",
+		r.Runs, r.QueryProcess, mib(r.QueryProcessRSS), r.RawProcess, r.ProcessRatio)
 	if r.Small > 0 {
 		fmt.Fprintf(out, "views of %d small worlds: open %.3f s cold, %.3f s warm in process; a fresh process %.3f s cold, %.3f s warm, peak RSS %.0f MiB (goal ≤ 5 s)\n",
 			r.Small, r.SmallOpenColdSeconds, r.SmallOpenWarmSeconds, r.SmallProcessColdSeconds, r.SmallProcessWarmSeconds, mib(r.SmallProcessPeakRSS))

@@ -25,6 +25,7 @@ func All(env Env) []Bench {
 		historySpec(env),   // history: a long world before and after compaction
 		ingestSpec(env),    // ingest: facts from many producers
 		querySpec(env),     // query: the views against raw read_parquet
+		rawSpec(env),       // raw: a query on a plain DuckDB, the fresh-process baseline
 		serveSpec(env),     // serve: the PostgreSQL protocol against worldfs sql in process
 		soakSpec(env),      // soak: a writer, maintenance, gc, checks and readers at once, for a duration
 		sweepSpec(env),     // sweep: many forks read as one table
