@@ -114,18 +114,7 @@ func ReadRows(ctx context.Context, path string) ([]map[string]any, error) {
 		return nil, fmt.Errorf("reading %s: %w", path, err)
 	}
 	defer rows.Close()
-	cols, err := rows.Columns()
-	if err != nil {
-		return nil, err
-	}
-	var out []map[string]any
-	err = scan(rows, len(cols), func(vals []any) {
-		row := make(map[string]any, len(cols))
-		for i, c := range cols {
-			row[c] = vals[i]
-		}
-		out = append(out, row)
-	})
+	out, err := records(rows)
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", path, err)
 	}

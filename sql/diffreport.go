@@ -202,18 +202,7 @@ SELECT %s FROM pre JOIN post USING (entity_id)`, DiffQuery(s, td.Table, a, b), s
 			return err
 		}
 		defer r.Close()
-		names, err := r.Columns()
-		if err != nil {
-			return err
-		}
-		td.Rows = []map[string]any{}
-		if err := scan(r, len(names), func(v []any) {
-			m := map[string]any{}
-			for i, n := range names {
-				m[n] = v[i]
-			}
-			td.Rows = append(td.Rows, m)
-		}); err != nil {
+		if td.Rows, err = records(r); err != nil {
 			return err
 		}
 	}

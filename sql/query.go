@@ -136,25 +136,73 @@ const (
 // integers and floats as JSON numbers only when a reader that parses
 // numbers as doubles gets them exactly (see rendered).
 func Run(ctx context.Context, db *sql.DB, query, format string, out, notes io.Writer) error {
-	if format != FormatTable && format != FormatCSV && format != FormatJSON {
-		return fmt.Errorf("unknown format %q (table, csv or json)", format)
+	switch format {
+	case FormatTable:
+		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+		err := Cells(ctx, db, query, notes, func(cells []string) error {
+			_, err := fmt.Fprintln(tw, strings.Join(cells, "\t"))
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		return tw.Flush()
+	case FormatCSV:
+		cw := csv.NewWriter(out)
+		err := Cells(ctx, db, query, notes, func(cells []string) error {
+			if len(cells) == 1 && cells[0] == "" {
+				// A lone empty field would be an empty line, which CSV
+				// readers skip.
+				cw.Flush()
+				_, err := io.WriteString(out, "\"\"\n")
+				return err
+			}
+			return cw.Write(cells)
+		})
+		if err != nil {
+			return err
+		}
+		cw.Flush()
+		return cw.Error()
+	case FormatJSON:
+		return runJSON(ctx, db, query, out, notes)
 	}
+	return fmt.Errorf("unknown format %q (table, csv or json)", format)
+}
+
+// Cells runs query as Run does (the gate, the notes) and gives its result
+// as text, each value as Run's table and csv formats print it (NULL as
+// NULL): row gets the column names first, then each row's values, and
+// must not keep the slice; its error stops the run and is returned. Run's
+// table and csv formats are Cells written out; a caller that keeps the
+// values (the web interface) takes them without a text format between.
+func Cells(ctx context.Context, db *sql.DB, query string, notes io.Writer, row func(cells []string) error) error {
 	ctx, sink := withSink(ctx)
-	conn, stmts, err := gated(ctx, db, query)
+	conn, last, q, err := begin(ctx, db, query, FormatCSV, notes)
 	if err != nil {
 		return sink.or(err)
 	}
 	defer conn.Close()
-	if err := noteTicks(ctx, conn, stmts, notes); err != nil {
-		return err
-	}
-	last := stmts[len(stmts)-1]
-	q, ok, err := rendered(ctx, conn, last, format, len(stmts))
-	if err != nil {
-		return sink.or(err)
-	}
-	if !ok {
-		return runRaw(ctx, conn, last.text, format, out, sink)
+	if q == "" { // EXPLAIN, a PRAGMA: text, numbers and booleans
+		rows, err := conn.QueryContext(ctx, last.text)
+		if err != nil {
+			return sink.or(err)
+		}
+		defer rows.Close()
+		cols, err := rows.Columns()
+		if err == nil {
+			err = row(cols)
+		}
+		if err != nil {
+			return err
+		}
+		cells := make([]string, len(cols))
+		return sink.or(scan(rows, len(cols), func(vals []any) error {
+			for i, v := range vals {
+				cells[i] = cell(v)
+			}
+			return row(cells)
+		}))
 	}
 	rows, err := conn.QueryContext(ctx, q)
 	if err != nil {
@@ -162,84 +210,94 @@ func Run(ctx context.Context, db *sql.DB, query, format string, out, notes io.Wr
 	}
 	defer rows.Close()
 	cells := make([]string, len(last.cols))
-	var w func() error
-	switch format {
-	case FormatTable, FormatCSV:
-		names := make([]string, len(last.cols))
-		for i, c := range last.cols {
-			names[i] = c.name
-		}
-		if format == FormatTable {
-			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, strings.Join(names, "\t"))
-			err = scanText(rows, len(cells), func(vals []sql.NullString) error {
-				for i, v := range vals {
-					cells[i] = nullString(v)
-				}
-				_, err := fmt.Fprintln(tw, strings.Join(cells, "\t"))
-				return err
-			})
-			w = tw.Flush
-		} else {
-			cw := csv.NewWriter(out)
-			cw.Write(names)
-			err = scanText(rows, len(cells), func(vals []sql.NullString) error {
-				for i, v := range vals {
-					cells[i] = nullString(v)
-				}
-				if len(cells) == 1 && cells[0] == "" {
-					// A lone empty field would be an empty line, which
-					// CSV readers skip.
-					cw.Flush()
-					_, err := io.WriteString(out, "\"\"\n")
-					return err
-				}
-				return cw.Write(cells)
-			})
-			w = func() error { cw.Flush(); return cw.Error() }
-		}
-	case FormatJSON:
-		// Each record's keys in the order the query selects its columns
-		// (a name given twice keeps its first place and its last value,
-		// as a JSON object holds one).
-		keys := make([]string, 0, len(last.cols))
-		at := make([]int, len(last.cols)) // each column's key
-		first := map[string]int{}
-		for i, c := range last.cols {
-			k, ok := first[c.name]
-			if !ok {
-				k = len(keys)
-				first[c.name], keys = k, append(keys, c.name)
-			}
-			at[i] = k
-		}
-		records := []orderedRecord{}
-		err = scanText(rows, len(cells), func(vals []sql.NullString) error {
-			rec := orderedRecord{keys: keys, vals: make([]json.RawMessage, len(keys))}
-			for i, v := range vals {
-				if !v.Valid {
-					rec.vals[at[i]] = json.RawMessage("null")
-					continue
-				}
-				b, err := exactJSON(v.String, last.cols[i].info)
-				if err != nil {
-					return fmt.Errorf("column %s: %w", last.cols[i].name, err)
-				}
-				rec.vals[at[i]] = b
-			}
-			records = append(records, rec)
-			return nil
-		})
-		w = func() error {
-			enc := json.NewEncoder(out)
-			enc.SetIndent("", "  ")
-			return enc.Encode(records)
-		}
+	for i, c := range last.cols {
+		cells[i] = c.name
 	}
+	if err := row(cells); err != nil {
+		return err
+	}
+	return sink.or(scanText(rows, len(cells), func(vals []sql.NullString) error {
+		for i, v := range vals {
+			cells[i] = nullString(v)
+		}
+		return row(cells)
+	}))
+}
+
+// begin gates query on a connection of db (the caller closes it), writes
+// its notes, and returns its last statement with the query that renders
+// that statement's result in format (rendered), or "" for a statement
+// that runs as written (EXPLAIN, PRAGMA).
+func begin(ctx context.Context, db *sql.DB, query, format string, notes io.Writer) (*sql.Conn, statement, string, error) {
+	conn, stmts, err := gated(ctx, db, query)
+	if err != nil {
+		return nil, statement{}, "", err
+	}
+	last := stmts[len(stmts)-1]
+	q, _, err := rendered(ctx, conn, last, format, len(stmts))
+	if err == nil {
+		err = noteTicks(ctx, conn, stmts, notes)
+	}
+	if err != nil {
+		conn.Close()
+		return nil, statement{}, "", err
+	}
+	return conn, last, q, nil
+}
+
+// runJSON is Run's json format.
+func runJSON(ctx context.Context, db *sql.DB, query string, out, notes io.Writer) error {
+	ctx, sink := withSink(ctx)
+	conn, last, q, err := begin(ctx, db, query, FormatJSON, notes)
 	if err != nil {
 		return sink.or(err)
 	}
-	return w()
+	defer conn.Close()
+	if q == "" {
+		return runRaw(ctx, conn, last.text, out, sink)
+	}
+	rows, err := conn.QueryContext(ctx, q)
+	if err != nil {
+		return sink.or(err)
+	}
+	defer rows.Close()
+	// Each record's keys in the order the query selects its columns (a
+	// name given twice keeps its first place and its last value, as a
+	// JSON object holds one).
+	keys := make([]string, 0, len(last.cols))
+	at := make([]int, len(last.cols)) // each column's key
+	first := map[string]int{}
+	for i, c := range last.cols {
+		k, ok := first[c.name]
+		if !ok {
+			k = len(keys)
+			first[c.name], keys = k, append(keys, c.name)
+		}
+		at[i] = k
+	}
+	records := []orderedRecord{}
+	err = scanText(rows, len(last.cols), func(vals []sql.NullString) error {
+		rec := orderedRecord{keys: keys, vals: make([]json.RawMessage, len(keys))}
+		for i, v := range vals {
+			if !v.Valid {
+				rec.vals[at[i]] = json.RawMessage("null")
+				continue
+			}
+			b, err := exactJSON(v.String, last.cols[i].info)
+			if err != nil {
+				return fmt.Errorf("column %s: %w", last.cols[i].name, err)
+			}
+			rec.vals[at[i]] = b
+		}
+		records = append(records, rec)
+		return nil
+	})
+	if err != nil {
+		return sink.or(err)
+	}
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(records)
 }
 
 // orderedRecord is one row of JSON output: an object whose keys are in
@@ -542,58 +600,15 @@ func isNumber(s string, t duckdb.Type) bool {
 
 // runRaw runs one statement that cannot be a subquery and writes its
 // result as the Go driver types it.
-func runRaw(ctx context.Context, conn *sql.Conn, text, format string, out io.Writer, sink *sink) error {
+func runRaw(ctx context.Context, conn *sql.Conn, text string, out io.Writer, sink *sink) error {
 	rows, err := conn.QueryContext(ctx, text)
 	if err != nil {
 		return sink.or(err)
 	}
 	defer rows.Close()
-	cols, err := rows.Columns()
-	if err != nil {
-		return err
-	}
-	var tw *tabwriter.Writer
-	var cw *csv.Writer
-	var records []map[string]any
-	switch format {
-	case FormatTable:
-		tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, strings.Join(cols, "\t"))
-	case FormatCSV:
-		cw = csv.NewWriter(out)
-		cw.Write(cols)
-	default:
-		records = []map[string]any{}
-	}
-	err = scan(rows, len(cols), func(vals []any) {
-		switch format {
-		case FormatTable, FormatCSV:
-			cells := make([]string, len(vals))
-			for i, v := range vals {
-				cells[i] = cell(v)
-			}
-			if tw != nil {
-				fmt.Fprintln(tw, strings.Join(cells, "\t"))
-			} else {
-				cw.Write(cells)
-			}
-		default:
-			rec := map[string]any{}
-			for i, c := range cols {
-				rec[c] = vals[i]
-			}
-			records = append(records, rec)
-		}
-	})
+	records, err := records(rows)
 	if err != nil {
 		return sink.or(err)
-	}
-	switch {
-	case tw != nil:
-		return tw.Flush()
-	case cw != nil:
-		cw.Flush()
-		return cw.Error()
 	}
 	enc := json.NewEncoder(out)
 	enc.SetIndent("", "  ")
@@ -631,9 +646,28 @@ func scanText(rows *sql.Rows, n int, fn func(vals []sql.NullString) error) error
 	return rows.Err()
 }
 
+// records returns rows as records, each value as the Go driver types it
+// under its column's name (none nil: no rows is an empty list).
+func records(rows *sql.Rows) ([]map[string]any, error) {
+	cols, err := rows.Columns()
+	if err != nil {
+		return nil, err
+	}
+	out := []map[string]any{}
+	err = scan(rows, len(cols), func(vals []any) error {
+		rec := make(map[string]any, len(cols))
+		for i, c := range cols {
+			rec[c] = vals[i]
+		}
+		out = append(out, rec)
+		return nil
+	})
+	return out, err
+}
+
 // scan calls fn with each row's n values (fn must not keep the slice) and
 // returns the first error of the scan.
-func scan(rows *sql.Rows, n int, fn func(vals []any)) error {
+func scan(rows *sql.Rows, n int, fn func(vals []any) error) error {
 	vals := make([]any, n)
 	ptrs := make([]any, n)
 	for i := range vals {
@@ -643,7 +677,9 @@ func scan(rows *sql.Rows, n int, fn func(vals []any)) error {
 		if err := rows.Scan(ptrs...); err != nil {
 			return err
 		}
-		fn(vals)
+		if err := fn(vals); err != nil {
+			return err
+		}
 	}
 	return rows.Err()
 }

@@ -762,34 +762,6 @@ func kinds(evs []Event) []string {
 	return out
 }
 
-// A result cut anywhere keeps exactly its whole rows.
-func TestReadResultKeepsWholeRows(t *testing.T) {
-	full := "a,b\n1,22\n\"x\ny\",3\n,\"\"\n"
-	rows := [][]string{{"1", "22"}, {"x\ny", "3"}, {"", ""}}
-	ends := []int{len("a,b\n1,22\n"), len("a,b\n1,22\n\"x\ny\",3\n"), len(full)} // where each row ends
-	for cut := len("a,b\n"); cut < len(full); cut++ {
-		res, err := readResult([]byte(full[:cut]), true)
-		if err != nil {
-			t.Fatalf("cut at %d: %v", cut, err)
-		}
-		whole := 0
-		for _, e := range ends {
-			if e <= cut {
-				whole++
-			}
-		}
-		if !res.Truncated || !reflect.DeepEqual(res.Columns, []string{"a", "b"}) || !reflect.DeepEqual(res.Rows, rows[:whole]) {
-			t.Fatalf("cut at %d (%q): %q, want %q", cut, full[:cut], res.Rows, rows[:whole])
-		}
-	}
-	if res, err := readResult([]byte(full), false); err != nil || !reflect.DeepEqual(res.Rows, rows) || res.Truncated {
-		t.Fatalf("whole: %v %+v", err, res)
-	}
-	if _, err := readResult([]byte("a,"), true); err == nil || !strings.Contains(err.Error(), "column names alone") {
-		t.Fatalf("a bound within the header: %v", err)
-	}
-}
-
 // The run page's tick box takes a point as a person types it: the point
 // endpoint resolves it by index.ParseMoment among the run's visible ticks
 // (a fork's inherited ones too); a point that names no tick is a 404

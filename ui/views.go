@@ -3,10 +3,9 @@ package ui
 import (
 	"bytes"
 	"context"
-	"encoding/csv"
 	"errors"
 	"fmt"
-	"io"
+	"slices"
 	"sync"
 	"time"
 
@@ -129,8 +128,9 @@ func (s *Server) keep(ctx context.Context, key viewsKey, seqs []uint64, build fu
 }
 
 // Result is a query's answer as the pages get it: the column names in
-// order and each row's values as DuckDB renders them (sql.Run's csv
-// format: CAST(value AS VARCHAR), NULL as NULL).
+// order and each row's values as DuckDB renders them (sql.Cells, as
+// worldfs sql --format csv prints them: CAST(value AS VARCHAR), NULL
+// as NULL).
 type Result struct {
 	SQL     string     `json:"sql"`
 	Columns []string   `json:"columns"`
@@ -180,23 +180,7 @@ func (s *Server) memoOn(ctx context.Context, v *views, q string) (*Result, error
 // errFull stops a result at the server's bound.
 var errFull = errors.New("result too large")
 
-// boundedWriter takes up to limit bytes, then fails every write.
-type boundedWriter struct {
-	buf   bytes.Buffer
-	limit int
-	full  bool
-}
-
-func (w *boundedWriter) Write(p []byte) (int, error) {
-	if room := w.limit - w.buf.Len(); len(p) > room {
-		w.buf.Write(p[:max(room, 0)])
-		w.full = true
-		return 0, errFull
-	}
-	return w.buf.Write(p)
-}
-
-// query runs q on (world, run)'s views through sql.Run, the gate of every
+// query runs q on (world, run)'s views through sql.Cells, the gate of every
 // statement the server runs for a page: one query path for the pages, the
 // query box and worldfs sql. ctx is the request's: a page that aborts its
 // fetch cancels the query.
@@ -211,7 +195,10 @@ func (s *Server) query(ctx context.Context, world, run, q string) (*Result, erro
 // ms is d in milliseconds, to the microsecond.
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
-// queryOn runs q on views v (query).
+// queryOn runs q on views v (query): its cells, as worldfs sql --format
+// csv prints them (sql.Cells), taken row by row up to the server's bound
+// on a result, MaxResultBytes of values (each value's bytes and one for
+// its separator); the rows past it are not read.
 func (s *Server) queryOn(ctx context.Context, v *views, q string) (*Result, error) {
 	start := time.Now()
 	db, err := v.Acquire(ctx)
@@ -221,61 +208,42 @@ func (s *Server) queryOn(ctx context.Context, v *views, q string) (*Result, erro
 	if s.queryStarted != nil {
 		s.queryStarted(q)
 	}
-	out := &boundedWriter{limit: s.opts.MaxResultBytes}
+	var res *Result
+	size := 0
 	var notes bytes.Buffer
-	err = sql.Run(ctx, db, q, sql.FormatCSV, out, &notes)
+	err = sql.Cells(ctx, db, q, &notes, func(cells []string) error {
+		for _, c := range cells {
+			size += len(c) + 1
+		}
+		switch {
+		case res == nil && size > s.opts.MaxResultBytes:
+			return queryError{errors.New("the result's column names alone pass the server's bound on a result (MaxResultBytes)")}
+		case res == nil:
+			res = &Result{Columns: slices.Clone(cells), Rows: [][]string{}}
+		case size > s.opts.MaxResultBytes:
+			res.Truncated = true
+			return errFull
+		default:
+			res.Rows = append(res.Rows, slices.Clone(cells))
+		}
+		return nil
+	})
 	if s.queryEnded != nil {
 		s.queryEnded(q, err)
 	}
 	v.Release(db, ctx.Err() == nil)
-	if err != nil && !out.full {
-		if errors.Is(err, sql.ErrNotReadOnly) {
-			return nil, badRequest(err)
-		}
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
+	var qe queryError
+	switch {
+	case err == nil, res != nil && res.Truncated:
+	case errors.As(err, &qe):
+		return nil, err
+	case errors.Is(err, sql.ErrNotReadOnly):
+		return nil, badRequest(err)
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
+	default:
 		return nil, queryError{err}
 	}
-	res, err := readResult(out.buf.Bytes(), out.full)
-	if err != nil {
-		return nil, err
-	}
 	res.SQL, res.Notes, res.ElapsedMs = q, notes.String(), ms(time.Since(start))
-	return res, nil
-}
-
-// readResult reads sql.Run's csv output; full says it was cut at the
-// server's bound, and then only the whole rows before the cut are kept.
-func readResult(data []byte, full bool) (*Result, error) {
-	if full {
-		// A row ends with a newline; a newline inside a quoted value
-		// leaves an unterminated quote, which ends the reading below.
-		data = data[:bytes.LastIndexByte(data, '\n')+1]
-		if len(data) == 0 {
-			return nil, queryError{fmt.Errorf("the result's column names alone pass the server's bound on a result (MaxResultBytes)")}
-		}
-	}
-	res := &Result{Rows: [][]string{}, Truncated: full}
-	r := csv.NewReader(bytes.NewReader(data))
-	r.FieldsPerRecord = -1
-	head, err := r.Read()
-	if err != nil {
-		return nil, fmt.Errorf("reading the result: %w", err)
-	}
-	res.Columns = head
-	for {
-		rec, err := r.Read()
-		if err == io.EOF {
-			break
-		}
-		if err != nil || len(rec) != len(head) {
-			if full {
-				break // the row the bound cut
-			}
-			return nil, fmt.Errorf("reading the result: %v", err)
-		}
-		res.Rows = append(res.Rows, rec)
-	}
 	return res, nil
 }
