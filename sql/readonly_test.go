@@ -411,3 +411,27 @@ func TestDuckDBIsConfinedToTheBucketsData(t *testing.T) {
 		}
 	}
 }
+
+// A view's list of files can come out empty (particle_at(NULL): no file's
+// tick bounds hold the tick, not even the witness's): the query fails,
+// and DuckDB opens nothing, not the working directory that an empty path
+// names to it (where a file no catalog names may lie).
+func TestAnEmptyListOfFilesReadsNothing(t *testing.T) {
+	rw := newROWorld(t)
+	_, db := rw.open(t)
+	frags, err := filepath.Glob(filepath.Join(rw.root, "data", "w", "main", "*", "*.parquet"))
+	if err != nil || len(frags) == 0 {
+		t.Fatalf("no fragment under %s: %v", rw.root, err)
+	}
+	dir := filepath.Dir(frags[0])
+	if err := os.WriteFile(filepath.Join(dir, "junk.parquet"), []byte("junk"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(dir)
+	for _, q := range []string{"SELECT count(*) FROM particle_at(NULL)", "SELECT count(*) FROM particle_at(1e30)"} {
+		out, err := query(t, db, q)
+		if err == nil || strings.Contains(err.Error(), "junk") || !strings.Contains(err.Error(), "no file to read") {
+			t.Errorf("%s: %q, %v", q, out, err)
+		}
+	}
+}

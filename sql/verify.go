@@ -234,6 +234,12 @@ func (u checkedUDF) Executor() duckdb.ScalarFuncExecutor {
 			list, joined = list[:1], list[0]
 		}
 		read, err := u.r.verify(ctx, list, u.now)
+		if err == nil && (len(read) == 0 || slices.Contains(read, "")) {
+			// An empty list joins to "", which splits into one empty
+			// path: the working directory, to DuckDB. No file to read
+			// fails, as read_parquet([]) does.
+			err = errNoFiles
+		}
 		if err != nil {
 			if s, ok := ctx.Value(sinkKey{}).(*sink); ok {
 				s.set(err)
@@ -246,6 +252,10 @@ func (u checkedUDF) Executor() duckdb.ScalarFuncExecutor {
 		return strings.Join(read, listSep), nil
 	}}
 }
+
+// errNoFiles: a view's list of files to read holds none (an _at of a
+// tick no file's bounds hold, such as NULL), or an empty path.
+var errNoFiles = errors.New("no file to read: the list of files of a view holds none")
 
 // verify checks the files of list not yet verified for this database and
 // returns the list DuckDB is to read. A file found missing or damaged
