@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -475,8 +476,8 @@ func benchCopiedGlob(ctx context.Context, b bucket.Bucket, work, world, table st
 // mount of it, mounted with the options the mount's own are (see
 // wfs.Serve), and unmounts it.
 func loopbackQuery(work, dir string, query func(dir string, cpu *[]float64) (float64, error)) (float64, error) {
-	mnt := filepath.Join(work, "loopback")
-	if err := os.MkdirAll(mnt, 0o755); err != nil {
+	mnt, err := os.MkdirTemp(work, "loopback-") // a run's own: one a failed unmount left stays
+	if err != nil {
 		return 0, err
 	}
 	root, err := gofs.NewLoopbackRoot(dir)
@@ -494,9 +495,12 @@ func loopbackQuery(work, dir string, query func(dir string, cpu *[]float64) (flo
 	if err != nil {
 		return 0, fmt.Errorf("mounting a loopback of %s: %w", dir, err)
 	}
-	defer srv.Unmount()
 	var cpu []float64
-	return query(mnt, &cpu)
+	took, err := query(mnt, &cpu)
+	if uerr := srv.Unmount(); uerr != nil {
+		return 0, errors.Join(err, fmt.Errorf("unmounting the loopback of %s: %w", dir, uerr))
+	}
+	return took, errors.Join(err, os.Remove(mnt))
 }
 
 // medianSeconds returns the median of xs (the mean of the middle two of an even
