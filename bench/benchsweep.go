@@ -271,7 +271,10 @@ func runSweepWorld(ctx context.Context, b bucket.Bucket, world, parent string, a
 	if last < 64 {
 		return nil
 	}
-	if _, err := maintenance.Compact(ctx, b, w.Catalog(), maintenance.CompactOptions{Recent: maintenance.NoRecent}); err != nil {
+	// Windows down to 8 ticks: with the default ones a run's last ticks
+	// past its last whole 64 (up to 63) would stay as written, each a
+	// file of its own for every reader.
+	if _, err := maintenance.Compact(ctx, b, w.Catalog(), maintenance.CompactOptions{Recent: maintenance.NoRecent, Windows: []int64{4096, 512, 64, 8}}); err != nil {
 		return err
 	}
 	_, err = maintenance.Collect(ctx, b, w.Catalog(), maintenance.CollectOptions{Now: func() time.Time { return time.Now().Add(30 * 24 * time.Hour) }})
