@@ -126,7 +126,10 @@ func TestStatDerivesNothing(t *testing.T) {
 	// first stat, once per set of visible facts, in Go (no DuckDB), so
 	// its size is true.
 	gathered := m.stats.gathered.Load()
-	ff := m.factFile(2, "w", engine.EvaluationRun, frame.ReceiptsView, frame.FormatCSV)
+	ff, ferr := m.factFile(ctx, "w", engine.EvaluationRun, frame.ReceiptsView, frame.FormatCSV)
+	if ferr != nil {
+		t.Fatal(ferr)
+	}
 	if errno := ff.Getattr(ctx, nil, &out); errno != 0 || out.Size == 0 || (wsql.Databases()-m.stats.duckdbAt) != before || m.stats.gathered.Load() != gathered+1 {
 		t.Errorf("first stat of a facts file: errno %v, size %d, %d DuckDB runs, %d derived in Go; want 0 and 1", errno, out.Size, (wsql.Databases()-m.stats.duckdbAt)-before, m.stats.gathered.Load()-gathered)
 	}

@@ -25,9 +25,10 @@ import (
 //	receipts.parquet, receipts.csv   the world's evaluation receipts (worldfs_receipts)
 //	<run>/<table>.parquet, .csv      the visible facts of each fact table of a run
 //
-// The files change as facts are completed, so they are revalidated like
-// ticks/ and derived again (once per set of visible facts, in Go: see
-// rowSet) when looked up or read.
+// The files change as facts are completed: a name is looked up at each
+// use and leads to the current version, derived (once per set of visible
+// facts, in Go: see rowSet) when first stat'ed or read. Each version is
+// an inode of its own, whose bytes never change (factFile).
 
 const receiptsFile = "receipts"
 
@@ -47,9 +48,13 @@ func (d *factsDir) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) 
 	if err != nil {
 		return nil, d.m.errno("facts of "+d.world, err)
 	}
+	receipts, err := d.m.factTables(ctx, d.world, engine.EvaluationRun)
+	if err != nil {
+		return nil, d.m.errno("receipts of "+d.world, err)
+	}
 	var out []fuse.DirEntry
 	for _, f := range formats {
-		out = append(out, dirEntry(receiptsFile+"."+f, syscall.S_IFREG, ino(d.world, "facts", receiptsFile+"."+f)))
+		out = append(out, dirEntry(receiptsFile+"."+f, syscall.S_IFREG, factIno(d.world, engine.EvaluationRun, frame.ReceiptsView, f, receipts[frame.ReceiptsView])))
 	}
 	for _, run := range runs {
 		out = append(out, dirEntry(run, syscall.S_IFDIR, ino(d.world, "facts", run)))
@@ -58,10 +63,10 @@ func (d *factsDir) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) 
 }
 
 func (d *factsDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	id := ino(d.world, "facts", name)
 	if base, format, ok := splitFormat(name); ok && base == receiptsFile {
-		return d.m.child(ctx, d.EmbeddedInode(), d.m.factFile(id, d.world, engine.EvaluationRun, frame.ReceiptsView, format), out)
+		return d.m.factChild(ctx, d.EmbeddedInode(), d.world, engine.EvaluationRun, frame.ReceiptsView, format, out)
 	}
+	id := ino(d.world, "facts", name)
 	runs, err := d.m.factRuns(ctx, d.world)
 	if err != nil {
 		return nil, d.m.errno("facts of "+d.world, err)
@@ -91,7 +96,7 @@ func (d *factRunDir) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno
 	var out []fuse.DirEntry
 	for _, name := range sortedKeys(tables) {
 		for _, f := range formats {
-			out = append(out, dirEntry(name+"."+f, syscall.S_IFREG, ino(d.world, "facts", d.run, name+"."+f)))
+			out = append(out, dirEntry(name+"."+f, syscall.S_IFREG, factIno(d.world, d.run, name, f, tables[name])))
 		}
 	}
 	return list(out)
@@ -109,7 +114,17 @@ func (d *factRunDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut
 	if _, ok := tables[base]; !ok {
 		return nil, syscall.ENOENT
 	}
-	return d.m.child(ctx, d.EmbeddedInode(), d.m.factFile(ino(d.world, "facts", d.run, name), d.world, d.run, base, format), out)
+	return d.m.factChild(ctx, d.EmbeddedInode(), d.world, d.run, base, format, out)
+}
+
+// factChild looks up the facts file of table (the receipts: run
+// engine.EvaluationRun) in format: its current version's inode.
+func (m *Mount) factChild(ctx context.Context, parent *gofs.Inode, world, run, table, format string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	f, err := m.factFile(ctx, world, run, table, format)
+	if err != nil {
+		return nil, m.errno(fmt.Sprintf("facts %s of %s", table, world), err)
+	}
+	return m.child(ctx, parent, f, out)
 }
 
 func splitFormat(name string) (base, format string, ok bool) {
@@ -244,18 +259,24 @@ func (m *Mount) factTablesOf(ctx context.Context, v *index.Plan, run string) (ma
 	return out, nil
 }
 
-// factFile is a facts file: the visible facts of table (or the receipts),
-// derived once per set of visible facts. Its size is the current
-// version's: a stat derives that version if the cache does not hold it yet
-// (from the facts' fragments, in Go, never with DuckDB: see rowSet), so
-// that tar and readers that trust st_size read the facts whole, with an
-// attribute timeout of 0, since facts change as claims complete; an open
-// file reports the size of the version it opened.
+// factFile is one version of a facts file: the visible facts of table
+// (or the receipts) at its lookup, derived once per set of visible facts.
+// A version is an inode of its own, numbered by the facts' claim tokens:
+// its bytes, and so its size and the pages the kernel caches of it, never
+// change, and a file opened before a new fact completed reads its
+// version to the end while the name leads to the next (the kernel caches
+// pages per inode: two versions under one would mix in a reader's
+// reads). Its size is true at lookup: a stat derives the version if the
+// cache does not hold it yet (from the facts' fragments, in Go, never
+// with DuckDB: see rowSet), so that tar and readers that trust st_size
+// read the facts whole. The name is looked up anew at each use
+// (entryTimeout), since facts change as claims complete.
 type factFile struct {
 	gofs.Inode
 	m                         *Mount
 	ino                       uint64
 	world, run, table, format string
+	ver                       version
 }
 
 var (
@@ -264,13 +285,54 @@ var (
 	_ = (gofs.NodeOpener)((*factFile)(nil))
 )
 
-func (m *Mount) factFile(id uint64, world, run, table, format string) *factFile {
-	return &factFile{m: m, ino: id, world: world, run: run, table: table, format: format}
+// factFile returns the current version of the facts file of table (the
+// receipts: run engine.EvaluationRun) of world's run in format: catalog
+// only (the claims of the lineage's states, factsView).
+func (m *Mount) factFile(ctx context.Context, world, run, table, format string) (*factFile, error) {
+	f := &factFile{m: m, world: world, run: run, table: table, format: format}
+	v, err := m.factsView(ctx, world, f.viewRun())
+	if err != nil {
+		return nil, err
+	}
+	if run == engine.EvaluationRun {
+		v = v.Own(run)
+	}
+	rs, tokens, err := m.factRows(ctx, v, run, table)
+	if err != nil {
+		return nil, err
+	}
+	// Under derived/facts2/: earlier builds kept DuckDB's copies (other
+	// columns first) under facts/, and of tables whose schemas give a
+	// column several types under derived/facts/, in a cache this mount
+	// may share.
+	sum := factSum(tokens)
+	f.ver = version{rs, fmt.Sprintf("derived/facts2/%s/%s/%s-%s.%s", world, run, table, hex.EncodeToString(sum[:12]), format)}
+	f.ino = factIno(world, run, table, format, tokens)
+	return f, nil
 }
 
-func (f *factFile) immutable() bool            { return false }
-func (f *factFile) inode() uint64              { return f.ino }
-func (f *factFile) attrTimeout() time.Duration { return 0 }
+// factSum names a version of a facts file by its claim tokens, sorted.
+func factSum(tokens []string) [32]byte { return sha256.Sum256([]byte(strings.Join(tokens, "\n"))) }
+
+// factIno is the inode number of the version of a facts file whose
+// claim tokens (sorted) are tokens.
+func factIno(world, run, table, format string, tokens []string) uint64 {
+	sum := factSum(tokens)
+	return ino(world, "facts", run, table+"."+format, string(sum[:]))
+}
+
+func (f *factFile) immutable() bool { return false }
+func (f *factFile) inode() uint64   { return f.ino }
+
+// attrTimeout: a version's attributes never change.
+func (f *factFile) attrTimeout() time.Duration { return f.m.timeout(true) }
+
+// entryTimeout: the name is looked up again at every use, so that it
+// leads to the current version (a fact this mount's ctl just completed
+// shows at once, as the size at a stat did when one inode held every
+// version).
+func (f *factFile) entryTimeout() time.Duration { return 0 }
+
 func (f *factFile) viewRun() string {
 	if f.run == engine.EvaluationRun {
 		return index.DefaultRun // receipts are the world's: any run's views show them
@@ -283,29 +345,6 @@ func (f *factFile) viewRun() string {
 type version struct {
 	rows *rowSet
 	key  string
-}
-
-// current returns the file's current version: catalog only (the claims
-// of the lineage's states, factsView).
-func (f *factFile) current(ctx context.Context) (version, error) {
-	v, err := f.m.factsView(ctx, f.world, f.viewRun())
-	if err != nil {
-		return version{}, err
-	}
-	fv := v
-	if f.run == engine.EvaluationRun {
-		fv = v.Own(f.run)
-	}
-	rs, tokens, err := f.m.factRows(ctx, fv, f.run, f.table)
-	if err != nil {
-		return version{}, err
-	}
-	sum := sha256.Sum256([]byte(strings.Join(tokens, "\n")))
-	// Under derived/facts2/: earlier builds kept DuckDB's copies (other
-	// columns first) under facts/, and of tables whose schemas give a
-	// column several types under derived/facts/, in a cache this mount
-	// may share.
-	return version{rs, fmt.Sprintf("derived/facts2/%s/%s/%s-%s.%s", f.world, f.run, f.table, hex.EncodeToString(sum[:12]), f.format)}, nil
 }
 
 // factRows returns the rowSet of the visible facts of the fact table
@@ -393,14 +432,10 @@ func (f *factFile) fill(ctx context.Context, a *fuse.Attr) syscall.Errno {
 	return 0
 }
 
-// size returns the size of the file's current version, deriving it in Go
-// if the cache does not hold it; never with DuckDB.
+// size returns the size of the file's version, deriving it in Go if the
+// cache does not hold it; never with DuckDB.
 func (f *factFile) size(ctx context.Context) (int64, error) {
-	cur, err := f.current(ctx)
-	if err != nil {
-		return 0, err
-	}
-	p, err := f.m.gathered(ctx, cur.key, f.format, cur.rows)
+	p, err := f.m.gathered(ctx, f.ver.key, f.format, f.ver.rows)
 	if err != nil {
 		return 0, err
 	}
@@ -412,15 +447,8 @@ func (f *factFile) size(ctx context.Context) (int64, error) {
 }
 
 func (f *factFile) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	out.SetTimeout(0)
-	if errno := f.fill(ctx, &out.Attr); errno != 0 {
-		return errno
-	}
-	if h, ok := fh.(factHandle); ok { // an open file: its own content's size
-		out.Size = uint64(h.r.size)
-		out.Blocks = (out.Size + 511) / 512
-	}
-	return 0
+	out.SetTimeout(f.attrTimeout())
+	return f.fill(ctx, &out.Attr)
 }
 
 func (f *factFile) Setattr(context.Context, gofs.FileHandle, *fuse.SetAttrIn, *fuse.AttrOut) syscall.Errno {
@@ -440,27 +468,21 @@ func (f *factFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 	if err != nil {
 		return nil, 0, f.m.errno(what, err)
 	}
-	// No FOPEN_KEEP_CACHE: the facts may have changed since the last open.
-	return factHandle{h}, noFlush, 0
+	// The version's bytes never change: the kernel may keep its pages.
+	return factHandle{h}, noFlush | fuse.FOPEN_KEEP_CACHE, 0
 }
 
-// open opens the current version of the file, deriving it into the cache
-// if it is not there (any more).
+// open opens the file's version, deriving it into the cache if it is not
+// there (any more).
 func (f *factFile) open(ctx context.Context) (*os.File, error) {
-	cur, err := f.current(ctx)
-	if err != nil {
-		return nil, err
-	}
-	p, err := f.m.gathered(ctx, cur.key, f.format, cur.rows)
+	p, err := f.m.gathered(ctx, f.ver.key, f.format, f.ver.rows)
 	if err != nil {
 		return nil, err
 	}
 	return os.Open(p)
 }
 
-// factHandle is an open facts file, read through Read and never by
-// passthrough: the kernel's passthrough shares one backing file among the
-// opens of a node, and a facts file's content changes between opens.
+// factHandle is an open facts file, read through Read.
 type factHandle struct{ r *roFile }
 
 var (

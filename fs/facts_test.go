@@ -102,8 +102,7 @@ func TestForkFactsInTheMount(t *testing.T) {
 	if _, err := f.Ingest(ctx, rFact("own", 2)); err != nil {
 		t.Fatal(err)
 	}
-	file := m.factFile(1, "c", "main", "reading", "parquet")
-	data, err := factContent(ctx, file)
+	data, err := factContent(ctx, m, "c", "main", "reading", "parquet")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +111,7 @@ func TestForkFactsInTheMount(t *testing.T) {
 		t.Fatal(err)
 	}
 	sqlN := rSQLFacts(t, b, "c")
-	data, err = factContent(ctx, file)
+	data, err = factContent(ctx, m, "c", "main", "reading", "parquet")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,8 +159,13 @@ func TestFactsOfARunWithoutTicks(t *testing.T) {
 	}
 }
 
-// factContent opens a facts file as the kernel would and returns its bytes.
-func factContent(ctx context.Context, f *factFile) ([]byte, error) {
+// factContent looks up the current version of a facts file and opens it
+// as the kernel would, and returns its bytes.
+func factContent(ctx context.Context, m *Mount, world, run, table, format string) ([]byte, error) {
+	f, err := m.factFile(ctx, world, run, table, format)
+	if err != nil {
+		return nil, err
+	}
 	fh, _, errno := f.Open(ctx, 0)
 	if errno != 0 {
 		return nil, errno

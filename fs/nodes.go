@@ -176,7 +176,11 @@ func (m *Mount) child(ctx context.Context, parent *gofs.Inode, n node, out *fuse
 		return nil, errno
 	}
 	t := m.timeout(n.immutable())
-	out.SetEntryTimeout(t)
+	if e, ok := n.(interface{ entryTimeout() time.Duration }); ok {
+		out.SetEntryTimeout(e.entryTimeout())
+	} else {
+		out.SetEntryTimeout(t)
+	}
 	if a, ok := n.(interface{ attrTimeout() time.Duration }); ok {
 		t = a.attrTimeout()
 	}
