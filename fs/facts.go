@@ -54,7 +54,7 @@ func (d *factsDir) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) 
 	}
 	var out []fuse.DirEntry
 	for _, f := range formats {
-		out = append(out, dirEntry(receiptsFile+"."+f, syscall.S_IFREG, factIno(d.world, engine.EvaluationRun, frame.ReceiptsView, f, receipts[frame.ReceiptsView])))
+		out = append(out, dirEntry(receiptsFile+"."+f, syscall.S_IFREG, factIno(d.world, engine.EvaluationRun, frame.ReceiptsView, f, factSum(receipts[frame.ReceiptsView]))))
 	}
 	for _, run := range runs {
 		out = append(out, dirEntry(run, syscall.S_IFDIR, ino(d.world, "facts", run)))
@@ -96,7 +96,7 @@ func (d *factRunDir) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno
 	var out []fuse.DirEntry
 	for _, name := range sortedKeys(tables) {
 		for _, f := range formats {
-			out = append(out, dirEntry(name+"."+f, syscall.S_IFREG, factIno(d.world, d.run, name, f, tables[name])))
+			out = append(out, dirEntry(name+"."+f, syscall.S_IFREG, factIno(d.world, d.run, name, f, factSum(tables[name]))))
 		}
 	}
 	return list(out)
@@ -307,17 +307,16 @@ func (m *Mount) factFile(ctx context.Context, world, run, table, format string) 
 	// may share.
 	sum := factSum(tokens)
 	f.ver = version{rs, fmt.Sprintf("derived/facts2/%s/%s/%s-%s.%s", world, run, table, hex.EncodeToString(sum[:12]), format)}
-	f.ino = factIno(world, run, table, format, tokens)
+	f.ino = factIno(world, run, table, format, sum)
 	return f, nil
 }
 
 // factSum names a version of a facts file by its claim tokens, sorted.
 func factSum(tokens []string) [32]byte { return sha256.Sum256([]byte(strings.Join(tokens, "\n"))) }
 
-// factIno is the inode number of the version of a facts file whose
-// claim tokens (sorted) are tokens.
-func factIno(world, run, table, format string, tokens []string) uint64 {
-	sum := factSum(tokens)
+// factIno is the inode number of the version of a facts file that sum
+// (factSum) names.
+func factIno(world, run, table, format string, sum [32]byte) uint64 {
 	return ino(world, "facts", run, table+"."+format, string(sum[:]))
 }
 

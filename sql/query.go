@@ -234,7 +234,7 @@ func begin(ctx context.Context, db *sql.DB, query, format string, notes io.Write
 		return nil, statement{}, "", err
 	}
 	last := stmts[len(stmts)-1]
-	q, _, err := rendered(ctx, conn, last, format, len(stmts))
+	q, err := rendered(ctx, conn, last, format, len(stmts))
 	if err == nil {
 		err = noteTicks(ctx, conn, stmts, notes)
 	}
@@ -401,11 +401,11 @@ func nullString(v sql.NullString) string {
 // The statement is checked by the gate as a statement of its own
 // (projected), so wrapping st cannot make it do anything the gate would
 // refuse.
-// ok is false for a statement that cannot be a subquery (EXPLAIN, PRAGMA,
+// q is "" for a statement that cannot be a subquery (EXPLAIN, PRAGMA,
 // whose results are text, numbers and booleans): it runs as written.
-func rendered(ctx context.Context, conn *sql.Conn, st statement, format string, n int) (q string, ok bool, err error) {
+func rendered(ctx context.Context, conn *sql.Conn, st statement, format string, n int) (string, error) {
 	if st.keyword == "EXPLAIN" || st.keyword == "PRAGMA" || len(st.cols) == 0 {
-		return "", false, nil
+		return "", nil
 	}
 	exprs := make([]string, len(st.cols))
 	for i, c := range st.cols {
@@ -415,11 +415,7 @@ func rendered(ctx context.Context, conn *sql.Conn, st statement, format string, 
 			exprs[i] = fmt.Sprintf("CAST(#%d AS VARCHAR)", i+1)
 		}
 	}
-	q, err = projected(ctx, conn, st.text, n, exprs)
-	if err != nil {
-		return "", false, err
-	}
-	return q, true, nil
+	return projected(ctx, conn, st.text, n, exprs)
 }
 
 // jsonType is the type a value of info is cast to before to_json: info
@@ -599,7 +595,7 @@ func isNumber(s string, t duckdb.Type) bool {
 }
 
 // runRaw runs one statement that cannot be a subquery and writes its
-// result as the Go driver types it.
+// result as JSON records, each value as the Go driver types it.
 func runRaw(ctx context.Context, conn *sql.Conn, text string, out io.Writer, sink *sink) error {
 	rows, err := conn.QueryContext(ctx, text)
 	if err != nil {
