@@ -148,6 +148,28 @@ func Sweep(scripts ...*Script) (*Script, error) {
 	return j, nil
 }
 
+// Only returns the sweep s with the views and macros of the tables
+// called names alone (each a table of the sweep), and every object a
+// sweep has besides (worldfs_fragments, worldfs_ticks, worldfs_tags,
+// worldfs_worlds, worldfs_diff): for a reader of one table of many
+// worlds (the web interface's sweep page), which DuckDB then defines in
+// part of the time, each table costing it a few statements per table
+// id. A world's own views are narrowed as they are built
+// (Options.Table).
+func (s *Script) Only(names ...string) (*Script, error) {
+	if !s.sweep {
+		return nil, errors.New("only a sweep's views are narrowed after they are built; narrow a world's with Options.Table")
+	}
+	for _, n := range names {
+		if !slices.Contains(s.Views, n) {
+			return nil, fmt.Errorf("table %q is not a table of the sweep; its tables: %s", n, strings.Join(s.Views, ", "))
+		}
+	}
+	o := *s
+	o.Views = slices.DeleteFunc(slices.Clone(s.Views), func(v string) bool { return !slices.Contains(names, v) })
+	return &o, nil
+}
+
 // SweepBuilds is how many worlds' views BuildSweep builds at once.
 const SweepBuilds = 8
 

@@ -131,7 +131,33 @@ func TestSweepOfFortyForks(t *testing.T) {
 		f.Close()
 	}
 	views := t.TempDir()
-	_, db := sweepOf(t, b, views, worlds...)
+	sw, db := sweepOf(t, b, views, worlds...)
+	// The sweep narrowed to one table: its views answer as the whole
+	// sweep's, and the other tables are not defined.
+	only, err := sw.Only("particle")
+	if err != nil {
+		t.Fatal(err)
+	}
+	narrow, err := wsql.Open(ctx, only)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { narrow.Close() })
+	for _, q := range []string{
+		"SELECT world, tick, count(*), sum(position_x) FROM particle GROUP BY ALL ORDER BY ALL",
+		"SELECT world, count(*) FROM particle_at(9) GROUP BY ALL ORDER BY ALL",
+		"SELECT world, parent, fork_tick, head_tick, meta FROM worldfs_worlds ORDER BY world",
+	} {
+		if got, want := lines(t, narrow, q), lines(t, db, q); len(got) == 0 || !slices.Equal(got, want) {
+			t.Fatalf("%s\nnarrowed to particle: %d rows; the whole sweep: %d\n got %.5q\nwant %.5q", q, len(got), len(want), got, want)
+		}
+	}
+	if _, err := narrow.Query("SELECT count(*) FROM emitter"); err == nil || !strings.Contains(err.Error(), "emitter") {
+		t.Fatalf("the sweep narrowed to particle answered of emitter: %v", err)
+	}
+	if _, err := sw.Only("particle", "nebula"); err == nil || !strings.Contains(err.Error(), `table "nebula" is not a table of the sweep`) {
+		t.Fatalf("narrowed to a table it does not have: %v", err)
+	}
 	singles := map[string]*sql.DB{}
 	for _, w := range worlds {
 		s, err := wsql.Build(ctx, b, w, wsql.Options{Dir: views})

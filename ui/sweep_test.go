@@ -92,18 +92,19 @@ func wantSweep(t *testing.T, b bucket.Bucket, glob, lineage, q string) *Result {
 // one; what it cannot answer is a 400 or 404 naming what was wrong.
 func TestSweepEndpoint(t *testing.T) {
 	f := sweepFixture(t)
-	for _, c := range []struct{ pick, agg, column string }{
-		{"worlds=sw-*", "", ""},
-		{"worlds=sw-*", "max", "position_y"},
-		{"worlds=sw-[ab]", "count", "velocity_x"},
-		{"lineage=base", "sum", "position_x"},
+	for _, c := range []struct{ pick, table, agg, column string }{
+		{"worlds=sw-*", "particle", "", ""},
+		{"worlds=sw-*", "particle", "max", "position_y"},
+		{"worlds=sw-*", "emitter", "sum", "position_x"}, // another table of the same sweep: its views narrowed to it
+		{"worlds=sw-[ab]", "particle", "count", "velocity_x"},
+		{"lineage=base", "particle", "sum", "position_x"},
 	} {
 		var got Sweep
-		p := "/api/sweep?" + c.pick + "&table=particle&agg=" + c.agg + "&column=" + c.column
+		p := "/api/sweep?" + c.pick + "&table=" + c.table + "&agg=" + c.agg + "&column=" + c.column
 		if code := f.get(t, p, &got); code != http.StatusOK {
 			t.Fatalf("%s: %d", p, code)
 		}
-		q := SweepQuery{Table: "particle", Column: c.column, Agg: c.agg}
+		q := SweepQuery{Table: c.table, Column: c.column, Agg: c.agg}
 		if q.Agg == "" {
 			q.Agg, q.Column = "avg", "position_x"
 		}
@@ -114,9 +115,12 @@ func TestSweepEndpoint(t *testing.T) {
 			glob = ""
 		}
 		exp := wantSweep(t, f.b, glob, lineage, q.SeriesSQL())
+		if len(exp.Rows) == 0 {
+			t.Fatalf("%s: the sweep holds no row of %s", p, q.Table)
+		}
 		sameResult(t, p, got.Series, exp)
 		// The same numbers as the query a person would type.
-		lit := wantSweep(t, f.b, glob, lineage, fmt.Sprintf("SELECT world, tick, %s(%s) FROM particle GROUP BY ALL ORDER BY ALL", q.Agg, q.Column))
+		lit := wantSweep(t, f.b, glob, lineage, fmt.Sprintf("SELECT world, tick, %s(%s) FROM %s GROUP BY ALL ORDER BY ALL", q.Agg, q.Column, q.Table))
 		if !reflect.DeepEqual(got.Series.Rows, lit.Rows) {
 			t.Fatalf("%s: the server answers\n%v\n%s answers\n%v", p, got.Series.Rows, lit.SQL, lit.Rows)
 		}

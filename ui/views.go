@@ -100,7 +100,10 @@ func viewSeqs(v *index.View) []uint64 {
 	return seqs
 }
 
-type viewsKey struct{ world, run string }
+// viewsKey names views on the shelf: a world's run (a session of two
+// worlds or a sweep named by its worlds), and, for a sweep, the table it
+// is narrowed to (empty: the whole).
+type viewsKey struct{ world, run, table string }
 
 // viewsOf returns the views of (world, run) as the catalogs are now,
 // building them when they changed since the last build.
@@ -109,7 +112,7 @@ func (s *Server) viewsOf(ctx context.Context, world, run string) (*views, error)
 	if err != nil {
 		return nil, err
 	}
-	return s.keep(ctx, viewsKey{world, run}, viewSeqs(v), func(ctx context.Context) (*sql.Script, *memory, error) {
+	return s.keep(ctx, viewsKey{world: world, run: run}, viewSeqs(v), func(ctx context.Context) (*sql.Script, *memory, error) {
 		opts := s.opts.Views
 		opts.Run, opts.View, opts.Reuse = run, v, nil
 		sc, err := sql.Build(ctx, s.opts.Bucket, world, opts)
