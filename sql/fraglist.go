@@ -63,49 +63,94 @@ type compactedRow struct {
 	Object      string `parquet:"object,dict"`
 }
 
-// writeList writes the fragment list rows as a Parquet file in dir named
-// by the hash of its bytes, so that a script naming it always reads what
-// it was built with; an identical list already there is reused. It
-// returns the file's path. (worldfs gc collects the views' files named
-// fragments-*.)
+// writeList writes the fragment list rows as a Parquet file in dir
+// (writeRows). (worldfs gc collects the views' files named fragments-*.)
 func writeList(dir string, rows []listRow) (string, error) {
-	data, err := encodeList(rows, &snappy.Codec{}) // snappy: cheap to start, and the list is small
-	if err != nil {
-		return "", err
-	}
-	sum := sha256.Sum256(data)
-	return reuseOrWrite(dir, index.ViewsFileName(index.ViewsFragments, hex.EncodeToString(sum[:16])), func() ([]byte, error) { return data, nil })
+	return writeRows(dir, index.ViewsFragments, rows, &snappy.Codec{}) // snappy: cheap to start, and the list is small
 }
 
-// writeCompacted writes a list of compacted ticks like writeList, but
-// named by the hash of the rows themselves: a list whose ticks did not
-// change (they change when compaction runs) is only hashed, and encoded
-// only when no such list is there.
+// writeCompacted writes a list of compacted ticks (writeRows),
+// uncompressed: the rows are mostly random commit tokens, which snappy
+// does not shrink, and compressing them cost more than the rest.
 func writeCompacted(dir string, rows []compactedRow) (string, error) {
+	return writeRows(dir, index.ViewsTicksFragments, rows, &uncompressed.Codec{})
+}
+
+// listRows are the rows of the lists the views read, each with every one
+// of its fields as its list's name hashes it.
+type listRows interface {
+	listRow | compactedRow | tickRow
+	appendKey([]byte) []byte
+}
+
+// writeRows writes rows as a Parquet file (with codec) in dir, named
+// kind-<hash> by the hash of their schema and of every field of every
+// row, so that a script naming a list always reads the rows it was built
+// with, and a list whose rows did not change is only hashed: encoded and
+// written only when no list of that name is there (an identical one
+// there is reused). It returns the file's path.
+func writeRows[R listRows](dir, kind string, rows []R, codec compress.Codec) (string, error) {
+	var zero R
 	h := sha256.New()
-	buf := []byte("worldfs compacted ticks list 2\x00")
+	buf := append([]byte(parquet.SchemaOf(zero).String()), 0)
 	for _, r := range rows {
-		for _, s := range []string{r.World, r.Run, r.CommitToken, r.TableID, r.Object} {
-			buf = binary.AppendUvarint(buf, uint64(len(s)))
-			buf = append(buf, s...)
-		}
-		buf = binary.AppendVarint(buf, r.Tick)
-		buf = binary.AppendVarint(buf, r.WriterEpoch)
-		buf = binary.AppendVarint(buf, int64(r.Group))
+		buf = r.appendKey(buf)
 		if len(buf) >= 32<<10 {
 			h.Write(buf)
 			buf = buf[:0]
 		}
 	}
 	h.Write(buf)
-	name := index.ViewsFileName(index.ViewsTicksFragments, hex.EncodeToString(h.Sum(nil)[:16]))
-	// Uncompressed: the rows are mostly random commit tokens, which snappy
-	// does not shrink, and compressing them cost more than the rest.
-	return reuseOrWrite(dir, name, func() ([]byte, error) { return encodeList(rows, &uncompressed.Codec{}) })
+	return reuseOrWrite(dir, index.ViewsFileName(kind, hex.EncodeToString(h.Sum(nil)[:16])), func() ([]byte, error) { return encodeList(rows, codec) })
+}
+
+// appendKey appends every field of r (listRows).
+func (r listRow) appendKey(b []byte) []byte {
+	b = appendStrings(b, r.View, r.World, r.Run, r.TableID, r.CommitToken, r.Object, r.Path)
+	b = appendInts(b, int64(r.Part), r.Ord, r.Tick, r.WriterEpoch, r.Rows, r.Bytes, r.FirstTick, r.LastTick)
+	return appendBools(b, r.Filtered, r.Fact, r.Proven, r.Compacted)
+}
+
+// appendKey appends every field of r (listRows).
+func (r compactedRow) appendKey(b []byte) []byte {
+	b = appendStrings(b, r.World, r.Run, r.CommitToken, r.TableID, r.Object)
+	return appendInts(b, r.Tick, r.WriterEpoch, int64(r.Group))
+}
+
+// appendKey appends every field of r (listRows).
+func (r tickRow) appendKey(b []byte) []byte {
+	b = appendStrings(b, r.World, r.Run, r.CommitToken)
+	return appendInts(b, r.Tick, r.PublishedMs, r.WriterEpoch)
+}
+
+func appendStrings(b []byte, ss ...string) []byte {
+	for _, s := range ss {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	return b
+}
+
+func appendInts(b []byte, ns ...int64) []byte {
+	for _, n := range ns {
+		b = binary.AppendVarint(b, n)
+	}
+	return b
+}
+
+func appendBools(b []byte, bs ...bool) []byte {
+	for _, v := range bs {
+		var c byte
+		if v {
+			c = 1
+		}
+		b = append(b, c)
+	}
+	return b
 }
 
 // encodeList encodes rows as Parquet with codec.
-func encodeList[R listRow | compactedRow | tickRow](rows []R, codec compress.Codec) ([]byte, error) {
+func encodeList[R listRows](rows []R, codec compress.Codec) ([]byte, error) {
 	var buf bytes.Buffer
 	w := parquet.NewGenericWriter[R](&buf, parquet.Compression(codec))
 	for lo := 0; lo < len(rows); lo += 1 << 16 {

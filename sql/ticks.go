@@ -2,11 +2,8 @@ package sql
 
 import (
 	"context"
-	"crypto/sha256"
 	"database/sql"
 	"database/sql/driver"
-	"encoding/binary"
-	"encoding/hex"
 	"math"
 	"regexp"
 	"slices"
@@ -166,24 +163,7 @@ func (l *tickList) list() (string, error) {
 		if err != nil {
 			return "", err
 		}
-		h := sha256.New()
-		buf := []byte("worldfs ticks list 1\x00")
-		for _, r := range rows {
-			for _, s := range []string{r.World, r.Run, r.CommitToken} {
-				buf = binary.AppendUvarint(buf, uint64(len(s)))
-				buf = append(buf, s...)
-			}
-			buf = binary.AppendVarint(buf, r.Tick)
-			buf = binary.AppendVarint(buf, r.PublishedMs)
-			buf = binary.AppendVarint(buf, r.WriterEpoch)
-			if len(buf) >= 32<<10 {
-				h.Write(buf)
-				buf = buf[:0]
-			}
-		}
-		h.Write(buf)
-		name := index.ViewsFileName(index.ViewsPublishedFragments, hex.EncodeToString(h.Sum(nil)[:16]))
-		return reuseOrWrite(l.dir, name, func() ([]byte, error) { return encodeList(rows, &uncompressed.Codec{}) })
+		return writeRows(l.dir, index.ViewsPublishedFragments, rows, &uncompressed.Codec{})
 	})
 }
 
