@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -27,7 +28,8 @@ func optimizeCmd() command {
 		name:    "optimize",
 		summary: "compact a world's small fragments into large files (readers switch at once; safe beside a live writer), give compacted files written before tick indexes theirs, write the summaries of compacted history the views plan from, and the reference lists of exports an older worldfs wrote (collection keeps what they name)",
 		example: "worldfs optimize --bucket ./worldfs-data --world w1 --run main\n" +
-			"  worldfs optimize --bucket ./worldfs-data --world w1 --recent 8 --windows 4096,512,64,8",
+			"  worldfs optimize --bucket ./worldfs-data --world w1 --recent 8 --windows 4096,512,64,8\n" +
+			"  worldfs optimize --bucket ./worldfs-data --worlds 'sweep-*' --recent 0   # a sweep's finished runs, each compacted to its head",
 		flags: f.define,
 		run: func(ctx context.Context, _ *flag.FlagSet, _ []string, out io.Writer) error {
 			return f.optimize(ctx, out)
@@ -38,6 +40,7 @@ func optimizeCmd() command {
 // optimizeFlags are worldfs optimize's flags.
 type optimizeFlags struct {
 	url, world, run, tables *string
+	worlds, lineage         *string
 	windows                 *string
 	recent, targetRows      *int64
 	workers                 *int
@@ -46,7 +49,9 @@ type optimizeFlags struct {
 
 func (f *optimizeFlags) define(fs *flag.FlagSet) {
 	f.url = bucketFlag(fs)
-	f.world = fs.String("world", "", "world to compact (required)")
+	f.world = fs.String("world", "", "world to compact (or --worlds, --lineage)")
+	f.worlds = fs.String("worlds", "", "compact every world whose id matches this `GLOB` ('sweep-*'), one after another")
+	f.lineage = fs.String("lineage", "", "compact `WORLD` and every fork below it (its forks, theirs, …), one after another")
 	f.run = fs.String("run", index.DefaultRun, "run to compact")
 	f.tables = fs.String("table", "", "compact only these tables (comma-separated names); default all")
 	f.recent = fs.Int64("recent", 256, "the newest ticks stay as written (0: none, every whole window up to the head is compacted)")
@@ -58,12 +63,19 @@ func (f *optimizeFlags) define(fs *flag.FlagSet) {
 	f.dryRun = fs.Bool("dry-run", false, "count the compacted files without a tick index (and damaged indexes) and the exports without a reference list; compact and write nothing")
 }
 
-// optimize checks the flags, runs maintenance.Optimize and prints what it
-// did; damaged tick indexes (left as they are) are its error after the
-// report.
+// optimize checks the flags and optimizes the world, or each world of
+// --worlds or --lineage in turn (optimizeWorld): a world that fails is
+// reported and the others go on; the first failure is the command's
+// error.
 func (f *optimizeFlags) optimize(ctx context.Context, out io.Writer) error {
-	if *f.world == "" {
-		return usagef("--world is required")
+	picked := 0
+	for _, p := range []*string{f.world, f.worlds, f.lineage} {
+		if *p != "" {
+			picked++
+		}
+	}
+	if picked != 1 {
+		return usagef("give the worlds to compact: --world W, --worlds GLOB or --lineage W (one of them)")
 	}
 	if *f.recent < 0 {
 		return usagef("--recent %d: give 0 or more (0 compacts every whole window up to the head)", *f.recent)
@@ -79,11 +91,52 @@ func (f *optimizeFlags) optimize(ctx context.Context, out io.Writer) error {
 		}
 		windows = ws
 	}
-	b, cat, err := openWorld(ctx, *f.url, *f.world, !*f.dryRun)
+	b, err := openExisting(ctx, *f.url)
 	if err != nil {
 		return err
 	}
 	defer b.Close()
+	worlds := []string{*f.world}
+	switch {
+	case *f.worlds != "":
+		worlds, err = index.MatchWorlds(ctx, b, *f.worlds)
+	case *f.lineage != "":
+		worlds, err = index.LineageWorlds(ctx, b, *f.lineage)
+	}
+	if err != nil {
+		return pickError(err)
+	}
+	var first error
+	failed := 0
+	for i, w := range worlds {
+		label := ""
+		if len(worlds) > 1 {
+			label = fmt.Sprintf("world %d of %d, %s: ", i+1, len(worlds), w)
+		}
+		err := f.optimizeWorld(ctx, b, w, windows, label, out)
+		if err != nil && len(worlds) > 1 {
+			fmt.Fprintf(os.Stderr, "worldfs optimize: world %s: %v\n", w, err)
+			failed++
+		}
+		first = cmp.Or(first, err)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of the %d worlds failed (each said why above); the first: %w", failed, len(worlds), first)
+	}
+	return first
+}
+
+// optimizeWorld runs maintenance.Optimize on world and prints what it
+// did; damaged tick indexes (left as they are) are its error after the
+// report. label names the world in the progress of several.
+func (f *optimizeFlags) optimizeWorld(ctx context.Context, b bucket.Bucket, world string, windows []int64, label string, out io.Writer) error {
+	cat, err := openCatalog(ctx, b, world, !*f.dryRun)
+	if err != nil {
+		return err
+	}
 	defer cat.Close()
 	opts := maintenance.OptimizeOptions{DryRun: *f.dryRun, ExportRefs: exportRefLists,
 		Compact: maintenance.CompactOptions{Run: *f.run, Recent: *f.recent, TargetRows: *f.targetRows, Workers: *f.workers, Windows: windows}}
@@ -92,7 +145,7 @@ func (f *optimizeFlags) optimize(ctx context.Context, out io.Writer) error {
 	}
 	if *f.tables != "" && !*f.dryRun {
 		opts.Compact.Tables = strings.Split(*f.tables, ",")
-		if err := checkTables(ctx, b, *f.world, opts.Compact.Tables); err != nil {
+		if err := checkTables(ctx, b, world, opts.Compact.Tables); err != nil {
 			return err
 		}
 	}
@@ -100,10 +153,10 @@ func (f *optimizeFlags) optimize(ctx context.Context, out io.Writer) error {
 	var plan windowsSeen
 	if !*f.dryRun {
 		opts.Compact.Progress = func(p maintenance.CompactProgress) {
-			status.Step("compacting windows", int64(p.Done), int64(p.Total))
+			status.Step(label+"compacting windows", int64(p.Done), int64(p.Total))
 			plan.see(p)
 		}
-		opts.IndexProgress = func(done, total int) { status.Step("writing missing tick indexes", int64(done), int64(total)) }
+		opts.IndexProgress = func(done, total int) { status.Step(label+"writing missing tick indexes", int64(done), int64(total)) }
 	}
 	res, err := maintenance.Optimize(ctx, b, cat, opts)
 	status.Done()
@@ -293,26 +346,34 @@ func checkTables(ctx context.Context, b bucket.Bucket, world string, names []str
 	return nil
 }
 
-// openWorld opens the bucket at url and the catalog of an existing world in
-// it, for the maintenance commands (optimize, gc); the caller closes both.
-// A catalog that writes checkpoints as a writer's does, so a maintainer
-// leaves the world at rest with a checkpoint at its tip
-// (index.RestCheckpointSlots); one that only looks (gc --dry-run) writes
-// nothing.
+// openWorld opens the bucket at url and the catalog of an existing world
+// in it (openCatalog), for the maintenance commands (optimize, gc); the
+// caller closes both.
 func openWorld(ctx context.Context, url, world string, writes bool) (bucket.Bucket, *index.Catalog, error) {
 	b, err := openExisting(ctx, url)
 	if err != nil {
 		return nil, nil, err
 	}
-	cat, err := index.Open(ctx, b, world, index.Options{NoCompactor: !writes})
+	cat, err := openCatalog(ctx, b, world, writes)
 	if err != nil {
 		b.Close()
 		return nil, nil, err
 	}
+	return b, cat, nil
+}
+
+// openCatalog opens the catalog of an existing world of b. A catalog
+// that writes checkpoints as a writer's does, so a maintainer leaves the
+// world at rest with a checkpoint at its tip (index.RestCheckpointSlots);
+// one that only looks (gc --dry-run) writes nothing.
+func openCatalog(ctx context.Context, b bucket.Bucket, world string, writes bool) (*index.Catalog, error) {
+	cat, err := index.Open(ctx, b, world, index.Options{NoCompactor: !writes})
+	if err != nil {
+		return nil, err
+	}
 	if !cat.Tip().World.Created {
 		cat.Close()
-		b.Close()
-		return nil, nil, fmt.Errorf("world %s: %w", world, index.ErrNoWorld)
+		return nil, fmt.Errorf("world %s: %w", world, index.ErrNoWorld)
 	}
-	return b, cat, nil
+	return cat, nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/engine/enginetest"
 	"github.com/worldfs/worldfs/engine/particles"
+	"github.com/worldfs/worldfs/index"
 )
 
 // optimizedWorld is the directory of a local bucket holding world w of
@@ -233,5 +234,75 @@ func TestOptimizeWindows(t *testing.T) {
 	var res struct{ Windows int }
 	if err := json.Unmarshal([]byte(out), &res); code != 0 || err != nil || res.Windows != 8 {
 		t.Fatalf("optimize --windows 16,8: exit %d, %v, %+v; want 8 windows\n%s%s", code, err, res, out, stderr)
+	}
+}
+
+// worldfs optimize --worlds GLOB compacts each world the glob matches, one
+// after another (a JSON line each), and no other; --lineage W compacts W
+// and the forks below it; a malformed glob is a usage error, a glob that
+// matches nothing is not found, and two ways of naming the worlds at once
+// are refused.
+func TestOptimizeSeveralWorlds(t *testing.T) {
+	dir := t.TempDir()
+	b, err := local.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"sw-a", "sw-b", "other"} {
+		enginetest.World(t, b, w, 40).Close()
+	}
+	ctx := enginetest.Context(t)
+	f, err := engine.ForkWorld(ctx, b, "other", "other-f", index.DefaultRun, 20, particles.Tables(), enginetest.Quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := enginetest.Drive(ctx, f, 60); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	b.Close()
+	compacted := func(args ...string) map[string]int {
+		t.Helper()
+		code, out, stderr := cli(t, append([]string{"optimize", "--bucket", dir, "--recent", "0", "--windows", "8", "--json"}, args...)...)
+		if code != 0 {
+			t.Fatalf("optimize %v: exit %d\n%s%s", args, code, out, stderr)
+		}
+		windows := map[string]int{}
+		dec := json.NewDecoder(strings.NewReader(out))
+		for dec.More() {
+			var res struct {
+				World   string
+				Windows int
+			}
+			if err := dec.Decode(&res); err != nil {
+				t.Fatalf("optimize %v: %v\n%s", args, err, out)
+			}
+			windows[res.World] = res.Windows
+		}
+		return windows
+	}
+	if got := compacted("--worlds", "sw-*"); len(got) != 2 || got["sw-a"] == 0 || got["sw-b"] == 0 {
+		t.Fatalf("optimize --worlds 'sw-*': %v; want windows of sw-a and sw-b, no other world", got)
+	}
+	if got := compacted("--lineage", "other"); len(got) != 2 || got["other"] == 0 || got["other-f"] == 0 {
+		t.Fatalf("optimize --lineage other: %v; want windows of other and its fork other-f", got)
+	}
+	if got := compacted("--worlds", "sw-*"); len(got) != 2 || got["sw-a"] != 0 || got["sw-b"] != 0 {
+		t.Fatalf("optimize --worlds 'sw-*' again: %v; want both worlds, nothing left to compact", got)
+	}
+	for _, c := range []struct {
+		args []string
+		code int
+		says string
+	}{
+		{[]string{"--worlds", "sw-["}, 2, "syntax error in pattern"},
+		{[]string{"--worlds", "none-*"}, 4, `no world matches "none-*"`},
+		{[]string{"--world", "sw-a", "--lineage", "other"}, 2, "one of them"},
+		{nil, 2, "one of them"},
+	} {
+		code, out, stderr := cli(t, append([]string{"optimize", "--bucket", dir}, c.args...)...)
+		if code != c.code || !strings.Contains(stderr, c.says) {
+			t.Errorf("optimize %v: exit %d, %q; want exit %d saying %q\n%s", c.args, code, stderr, c.code, c.says, out)
+		}
 	}
 }

@@ -197,6 +197,19 @@ func (v *viewFlags) buildWorlds(ctx context.Context, worlds []string) (s *wsql.S
 	return v.session(ctx, func(bucket.Bucket) ([]string, error) { return worlds, nil }, false)
 }
 
+// pickError is the command's error for a failure to pick the worlds of
+// --worlds or --lineage: a malformed glob is a usage error, no world
+// matching (or no such world) is not found.
+func pickError(err error) error {
+	switch {
+	case errors.Is(err, path.ErrBadPattern):
+		return usagef("--worlds: %v", err)
+	case errors.Is(err, index.ErrNotFound):
+		return notFoundError{err.Error()}
+	}
+	return err
+}
+
 // session builds the views of the worlds pick names in the bucket: one
 // session of a schema each (Join), or a sweep (Sweep).
 func (v *viewFlags) session(ctx context.Context, pick func(bucket.Bucket) ([]string, error), sweep bool) (s *wsql.Script, refuse []string, done func(), err error) {
@@ -208,13 +221,7 @@ func (v *viewFlags) session(ctx context.Context, pick func(bucket.Bucket) ([]str
 	worlds, err := pick(b)
 	if err != nil {
 		b.Close()
-		if errors.Is(err, path.ErrBadPattern) {
-			return nil, nil, nil, usagef("--worlds: %v", err)
-		}
-		if errors.Is(err, index.ErrNotFound) {
-			return nil, nil, nil, notFoundError{err.Error()}
-		}
-		return nil, nil, nil, err
+		return nil, nil, nil, pickError(err)
 	}
 	opts, err := v.options(worlds)
 	if err != nil {
