@@ -138,6 +138,9 @@ func TestSweepOfFortyForks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if !slices.Equal(sw.Views, []string{"debris", "emitter", "particle"}) || !slices.Equal(only.Views, []string{"particle"}) {
+		t.Fatalf("narrowed to particle: the sweep's views %v, the narrowed one's %v", sw.Views, only.Views)
+	}
 	narrow, err := wsql.Open(ctx, only)
 	if err != nil {
 		t.Fatal(err)

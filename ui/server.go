@@ -125,8 +125,11 @@ type Server struct {
 	// catalogs are the worlds' catalogs kept, at most opts.MaxCatalogs:
 	// an evicted world's events and size go with it (evicted).
 	catalogs *index.Catalogs
-	// shelf keeps the views built, at most opts.MaxViews.
-	shelf *sql.Shelf[viewsKey, *memory]
+	// shelf keeps the views built, at most opts.MaxViews; plans keeps
+	// as many whole sweeps, planned but never opened (their databases
+	// are their tables', on the shelf: sweep.go), so that a sweep's
+	// plan and its tables do not push each other off one shelf.
+	shelf, plans *sql.Shelf[viewsKey, *memory]
 
 	// queryStarted and queryEnded, if set (tests), are called as each
 	// query starts and ends.
@@ -168,6 +171,7 @@ func New(opts Options) (*Server, error) {
 	s := &Server{opts: opts, mux: http.NewServeMux(), pages: pages, timePoints: maxTimePoints, keptEvents: maxKeptEvents}
 	s.catalogs = index.NewCatalogs(opts.Bucket, index.CatalogsOptions{Max: opts.MaxCatalogs, Freshness: opts.Freshness, Evicted: s.evicted})
 	s.shelf = sql.NewShelf[viewsKey, *memory](sql.ShelfOptions{Max: opts.MaxViews})
+	s.plans = sql.NewShelf[viewsKey, *memory](sql.ShelfOptions{Max: opts.MaxViews})
 	s.mu.events = map[string]*eventLog{}
 	s.mu.sizes = map[string]keptSize{}
 	s.mu.tickIndexes = map[string]*tickRows{}
@@ -184,6 +188,7 @@ func (s *Server) Close() error {
 	s.mu.closed = true
 	s.mu.Unlock()
 	s.shelf.Close() // databases in use close when released
+	s.plans.Close()
 	s.catalogs.Close()
 	return nil
 }

@@ -141,9 +141,9 @@ func (s *Server) sweepWorlds(ctx context.Context, q SweepQuery) ([]string, error
 }
 
 // sweepViews returns the views of worlds' run read as one (sql.Sweep),
-// kept on the shelf while no world's catalog moves on, with the tables
-// and numeric columns common to them. They are planned, not opened: the
-// page opens them narrowed to its table (sweepTable).
+// kept (on the server's plans) while no world's catalog moves on, with
+// the tables and numeric columns common to them. They are planned, not
+// opened: the page opens them narrowed to its table (sweepTable).
 func (s *Server) sweepViews(ctx context.Context, worlds []string, run string) (*views, error) {
 	if err := index.ValidateRunName(run); err != nil {
 		return nil, badRequest(err)
@@ -184,7 +184,7 @@ func (s *Server) sweepViews(ctx context.Context, worlds []string, run string) (*
 		seqs = append(seqs, viewSeqs(v)...)
 		seqs = append(seqs, 0) // where one world's segments end
 	}
-	return s.keep(ctx, sweepKey(worlds, run, ""), seqs, func(ctx context.Context) (*sql.Script, *memory, error) {
+	return keepOn(ctx, s.plans, sweepKey(worlds, run, ""), seqs, func(ctx context.Context) (*sql.Script, *memory, error) {
 		scripts := make([]*sql.Script, len(worlds))
 		// Not errgroup.WithContext: a script keeps its build's context
 		// for what it reads later (as sql.BuildSweep).
@@ -224,9 +224,10 @@ func sweepKey(worlds []string, run, table string) viewsKey {
 }
 
 // sweepTable returns the sweep whole (sweepViews) narrowed to table
-// (Script.Only), kept as long as the whole: the views the page queries,
-// which DuckDB defines in half the time of the whole (a sweep's tables
-// cost it a few statements per table id each).
+// (Script.Only), kept on the shelf while the whole is what the catalogs
+// say: the views the page queries, which DuckDB defines in half the time
+// of the whole (a sweep's tables cost it a few statements per table id
+// each).
 func (s *Server) sweepTable(ctx context.Context, worlds []string, run string, whole *views, table string) (*views, error) {
 	return s.keep(ctx, sweepKey(worlds, run, table), whole.Seqs, func(context.Context) (*sql.Script, *memory, error) {
 		sw, err := whole.Script.Only(table)

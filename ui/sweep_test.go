@@ -36,7 +36,7 @@ var sweepForks = []struct {
 
 // sweepFixture is a bucket of a base world (to tick 8, run parameter
 // gravity) and the sweepForks of it, served by a Server.
-func sweepFixture(t *testing.T) *fixture {
+func sweepFixture(t *testing.T, opts ...func(*Options)) *fixture {
 	t.Helper()
 	ctx := enginetest.Context(t)
 	dir := t.TempDir()
@@ -59,7 +59,7 @@ func sweepFixture(t *testing.T) *fixture {
 			t.Fatal(err)
 		}
 	}
-	return serve(t, b, dir)
+	return serve(t, b, dir, opts...)
 }
 
 // wantSweep is worldfs sql --worlds GLOB's answer to q (or --lineage W's,
@@ -82,6 +82,43 @@ func wantSweep(t *testing.T, b bucket.Bucket, glob, lineage, q string) *Result {
 		t.Fatal(err)
 	}
 	return answer(t, s, q)
+}
+
+// The sweep page's database defines only the table it draws (the whole
+// sweep is planned, not opened), and the sweep's plan does not take the
+// place of its tables' databases: on a server that keeps one views, the
+// same request thrice opens one database, another table one more.
+func TestSweepOpensItsTableAlone(t *testing.T) {
+	f := sweepFixture(t, func(o *Options) { o.MaxViews = 1 })
+	shelved := func() [][]string {
+		var out [][]string
+		for _, v := range f.srv.shelf.Values() {
+			out = append(out, v.Script.Views)
+		}
+		return out
+	}
+	for i := range 3 {
+		var got Sweep
+		if code := f.get(t, "/api/sweep?worlds=sw-*&table=particle", &got); code != http.StatusOK || len(got.Series.Rows) == 0 {
+			t.Fatalf("request %d: %d, %d rows", i, code, len(got.Series.Rows))
+		}
+		if n := f.srv.shelf.Opened(); n != 1 {
+			t.Fatalf("request %d for one table: %d databases opened, want 1", i, n)
+		}
+	}
+	if got := shelved(); !reflect.DeepEqual(got, [][]string{{"particle"}}) {
+		t.Fatalf("the shelf holds views of %v; want the sweep narrowed to particle", got)
+	}
+	var got Sweep
+	if code := f.get(t, "/api/sweep?worlds=sw-*&table=emitter", &got); code != http.StatusOK || len(got.Series.Rows) == 0 {
+		t.Fatalf("emitter: %d, %d rows", code, len(got.Series.Rows))
+	}
+	if n, views := f.srv.shelf.Opened(), shelved(); n != 2 || !reflect.DeepEqual(views, [][]string{{"emitter"}}) {
+		t.Fatalf("another table: %d databases opened, the shelf holds %v; want 2, the sweep narrowed to emitter", n, views)
+	}
+	if !reflect.DeepEqual(got.Tables["particle"], []string{"position_x", "position_y", "velocity_x", "velocity_y"}) || len(got.Tables) != 3 {
+		t.Fatalf("the tables offered: %v; want every table of the sweep", got.Tables)
+	}
 }
 
 // The sweep endpoint answers a column's aggregate per world per tick as

@@ -123,7 +123,12 @@ func (s *Server) viewsOf(ctx context.Context, world, run string) (*views, error)
 // keep returns the views of key at catalog sequences seqs from the
 // shelf, built there if need be (sql.Shelf.Get).
 func (s *Server) keep(ctx context.Context, key viewsKey, seqs []uint64, build func(context.Context) (*sql.Script, *memory, error)) (*views, error) {
-	v, err := s.shelf.Get(ctx, key, seqs, build)
+	return keepOn(ctx, s.shelf, key, seqs, build)
+}
+
+// keepOn is keep on shelf.
+func keepOn(ctx context.Context, shelf *sql.Shelf[viewsKey, *memory], key viewsKey, seqs []uint64, build func(context.Context) (*sql.Script, *memory, error)) (*views, error) {
+	v, err := shelf.Get(ctx, key, seqs, build)
 	if errors.Is(err, sql.ErrShelfClosed) {
 		return nil, errClosed
 	}
