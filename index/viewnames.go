@@ -11,7 +11,7 @@ import "strings"
 
 // Kinds of views' files (ViewsFileName).
 const (
-	ViewsFragments          = "fragments"           // a list of fragment files, by its bytes' hash
+	ViewsFragments          = "fragments"           // a list of fragment files, by its rows' hash
 	ViewsTicksFragments     = "fragments-ticks"     // a list of compacted ticks, by its rows' hash
 	ViewsPublishedFragments = "fragments-published" // a list of published ticks, by its rows' hash
 	ViewsEmpty              = "empty"               // the empty file of a table's schema, by table id

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -65,8 +64,9 @@ func (f *optimizeFlags) define(fs *flag.FlagSet) {
 
 // optimize checks the flags and optimizes the world, or each world of
 // --worlds or --lineage in turn (optimizeWorld): a world that fails is
-// reported and the others go on; the first failure is the command's
-// error.
+// named on stderr (and, with --json, in a line of its own) and the
+// others go on; the command then fails (exit 1), and an interrupt stops
+// it between worlds.
 func (f *optimizeFlags) optimize(ctx context.Context, out io.Writer) error {
 	picked := 0
 	for _, p := range []*string{f.world, f.worlds, f.lineage} {
@@ -106,27 +106,30 @@ func (f *optimizeFlags) optimize(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return pickError(err)
 	}
-	var first error
-	failed := 0
+	if len(worlds) == 1 {
+		return f.optimizeWorld(ctx, b, worlds[0], windows, "", out)
+	}
+	var failed []string
 	for i, w := range worlds {
-		label := ""
-		if len(worlds) > 1 {
-			label = fmt.Sprintf("world %d of %d, %s: ", i+1, len(worlds), w)
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("interrupted after %d of the %d worlds (%s and those after it left as they were): %w", i, len(worlds), w, err)
 		}
-		err := f.optimizeWorld(ctx, b, w, windows, label, out)
-		if err != nil && len(worlds) > 1 {
-			fmt.Fprintf(os.Stderr, "worldfs optimize: world %s: %v\n", w, err)
-			failed++
+		err := f.optimizeWorld(ctx, b, w, windows, fmt.Sprintf("world %d of %d, %s: ", i+1, len(worlds), w), out)
+		if err == nil {
+			continue
 		}
-		first = cmp.Or(first, err)
-		if ctx.Err() != nil {
-			break
+		failed = append(failed, w)
+		fmt.Fprintf(os.Stderr, "worldfs optimize: world %s: %v\n", w, err)
+		if *f.asJSON {
+			if jerr := json.NewEncoder(out).Encode(map[string]any{"world": w, "run": *f.run, "error": err.Error()}); jerr != nil {
+				return jerr
+			}
 		}
 	}
-	if failed > 0 {
-		return fmt.Errorf("%d of the %d worlds failed (each said why above); the first: %w", failed, len(worlds), first)
+	if len(failed) > 0 {
+		return fmt.Errorf("%d of the %d worlds failed, each named above with why (%s); the others were compacted", len(failed), len(worlds), strings.Join(failed, ", "))
 	}
-	return first
+	return nil
 }
 
 // optimizeWorld runs maintenance.Optimize on world and prints what it

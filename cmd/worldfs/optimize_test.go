@@ -15,6 +15,7 @@ import (
 	"github.com/worldfs/worldfs/engine"
 	"github.com/worldfs/worldfs/engine/enginetest"
 	"github.com/worldfs/worldfs/engine/particles"
+	"github.com/worldfs/worldfs/frame"
 	"github.com/worldfs/worldfs/index"
 )
 
@@ -289,6 +290,31 @@ func TestOptimizeSeveralWorlds(t *testing.T) {
 	}
 	if got := compacted("--worlds", "sw-*"); len(got) != 2 || got["sw-a"] != 0 || got["sw-b"] != 0 {
 		t.Fatalf("optimize --worlds 'sw-*' again: %v; want both worlds, nothing left to compact", got)
+	}
+	// A world that fails (it has no table particle) is named, with a JSON
+	// line of its own, and the others go on; the command fails.
+	b, err = local.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pos, err := engine.NewComponent("pos", engine.Field{Name: "x", Type: frame.Float64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent, err := engine.NewTable("agent", pos)
+	if err != nil {
+		t.Fatal(err)
+	}
+	odd, err := engine.CreateWorld(ctx, b, "sw-0dd", []*engine.Table{agent}, enginetest.Quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	odd.Close()
+	b.Close()
+	code, out, stderr := cli(t, "optimize", "--bucket", dir, "--worlds", "sw-*", "--table", "particle", "--json")
+	if code != 1 || !strings.Contains(stderr, "1 of the 3 worlds failed, each named above with why (sw-0dd)") ||
+		strings.Count(out, "\n") != 3 || !strings.Contains(out, `{"error":"--table particle: world sw-0dd has no table \"particle\".`) || !strings.Contains(out, `"world":"sw-a"`) || !strings.Contains(out, `"world":"sw-b"`) {
+		t.Fatalf("optimize --worlds 'sw-*' --table particle, sw-0dd without it: exit %d; want 1, a JSON line each of sw-0dd's failure and sw-a's and sw-b's runs\n%s%s", code, out, stderr)
 	}
 	for _, c := range []struct {
 		args []string
