@@ -16,7 +16,6 @@ import (
 	"github.com/worldfs/worldfs/engine/enginetest"
 	"github.com/worldfs/worldfs/engine/particles"
 	"github.com/worldfs/worldfs/frame"
-	"github.com/worldfs/worldfs/index"
 )
 
 // optimizedWorld is the directory of a local bucket holding world w of
@@ -252,15 +251,7 @@ func TestOptimizeSeveralWorlds(t *testing.T) {
 	for _, w := range []string{"sw-a", "sw-b", "other"} {
 		enginetest.World(t, b, w, 40).Close()
 	}
-	ctx := enginetest.Context(t)
-	f, err := engine.ForkWorld(ctx, b, "other", "other-f", index.DefaultRun, 20, particles.Tables(), enginetest.Quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := enginetest.Drive(ctx, f, 60); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	enginetest.Fork(t, b, "other", "other-f", 20, 60).Close()
 	b.Close()
 	compacted := func(args ...string) map[string]int {
 		t.Helper()
@@ -305,7 +296,7 @@ func TestOptimizeSeveralWorlds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	odd, err := engine.CreateWorld(ctx, b, "sw-0dd", []*engine.Table{agent}, enginetest.Quiet)
+	odd, err := engine.CreateWorld(enginetest.Context(t), b, "sw-0dd", []*engine.Table{agent}, enginetest.Quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
