@@ -67,6 +67,20 @@ const (
 // file being rebuilt, whose bytes are then checked), and is not measured
 // again.
 func Encode(f *Frame, stamp func(i int) Stamp, mode CSVMode, known int64) ([]byte, int64, error) {
+	return encode(f, f.Table.schema, stamp, mode, known)
+}
+
+// EncodeCompacted writes f's rows, stamp(i) the commit identity of the
+// i-th, as one compacted file: Encode's bytes in CompactedSchema, the
+// bytes NewWriter writes of the same rows (a history built at once,
+// maintenancetest.WriteCompactedTicks, is what compaction writes).
+func EncodeCompacted(f *Frame, stamp func(i int) Stamp) ([]byte, error) {
+	data, _, err := encode(f, f.Table.compacted, stamp, CSVNone, 0)
+	return data, err
+}
+
+// encode is Encode in schema (t.schema or t.compacted).
+func encode(f *Frame, schema *parquet.Schema, stamp func(i int) Stamp, mode CSVMode, known int64) ([]byte, int64, error) {
 	t := f.Table
 	enc, _ := t.encoders.Get().(*encoder)
 	if enc == nil {
@@ -80,7 +94,7 @@ func Encode(f *Frame, stamp func(i int) Stamp, mode CSVMode, known int64) ([]byt
 	}
 	// A fresh writer each time: Writer.Reset drops the column paths of the
 	// file metadata (path_in_schema), which other readers rely on.
-	w := parquet.NewWriter(&enc.out, t.schema, parquet.Compression(zstdCodec), parquet.PageBufferSize(pageBytes))
+	w := parquet.NewWriter(&enc.out, schema, parquet.Compression(zstdCodec), parquet.PageBufferSize(pageBytes))
 	cols := w.ColumnWriters()
 	for lo := 0; lo < f.Len(); lo += RowGroupRows {
 		hi := min(f.Len(), lo+RowGroupRows)
@@ -105,11 +119,11 @@ func Encode(f *Frame, stamp func(i int) Stamp, mode CSVMode, known int64) ([]byt
 }
 
 // NewWriter returns a writer of one Parquet file of t into w in the
-// encoding of fragments (zstd at its fastest level, pages cut at
-// pageBytes), at most RowGroupRows rows per row group: what compaction
-// writes its files with.
+// encoding of compacted files (t.CompactedSchema, zstd at its fastest
+// level, pages cut at pageBytes), at most RowGroupRows rows per row
+// group: what compaction writes its files with.
 func NewWriter(w io.Writer, t *Table) *parquet.Writer {
-	return parquet.NewWriter(w, t.schema, parquet.Compression(zstdCodec), parquet.PageBufferSize(pageBytes),
+	return parquet.NewWriter(w, t.compacted, parquet.Compression(zstdCodec), parquet.PageBufferSize(pageBytes),
 		parquet.MaxRowsPerRowGroup(RowGroupRows))
 }
 

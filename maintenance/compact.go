@@ -851,7 +851,7 @@ func compareKeys(a, b rowKey) int {
 func (in *sourceFiles) encode(t *frame.Table, keys []rowKey) ([]byte, error) {
 	groups := make([]*parquet.Buffer, (len(keys)+frame.RowGroupRows-1)/frame.RowGroupRows)
 	for i := range groups {
-		groups[i] = parquet.NewBuffer(t.Schema())
+		groups[i] = parquet.NewBuffer(t.CompactedSchema())
 	}
 	used := map[int32]bool{}
 	for _, k := range keys {

@@ -15,6 +15,7 @@ import (
 	"github.com/worldfs/worldfs/maintenance"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/format"
 
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/bucket/local"
@@ -144,29 +145,36 @@ func visibleRows(t *testing.T, b bucket.Bucket, world, run string) map[int64]str
 // and how many of them are compacted.
 func files(t *testing.T, b bucket.Bucket, world string, from, to int64) (all, compacted int) {
 	t.Helper()
+	for _, c := range filesOf(t, b, world, from, to) {
+		all++
+		if c {
+			compacted++
+		}
+	}
+	return all, compacted
+}
+
+// filesOf returns the files ticks from..to of world's run main name, each
+// with whether it is a compacted file.
+func filesOf(t *testing.T, b bucket.Bucket, world string, from, to int64) map[string]bool {
+	t.Helper()
 	s, _, err := index.Load(ctxT(t), b, world)
 	if err != nil {
 		t.Fatal(err)
 	}
-	seen := map[string]bool{}
+	out := map[string]bool{}
 	s.Ticks("main", from, func(tk *index.Tick) bool {
 		if tk.Tick > to {
 			return false
 		}
 		for _, tf := range enginetest.Tables(t, tk) {
 			for _, f := range tf.Fragments {
-				if !seen[f.Path] {
-					seen[f.Path] = true
-					all++
-					if f.Span != nil {
-						compacted++
-					}
-				}
+				out[f.Path] = f.Span != nil
 			}
 		}
 		return true
 	})
-	return all, compacted
+	return out
 }
 
 func TestCompactKeepsEveryVisibleRow(t *testing.T) {
@@ -198,6 +206,28 @@ func TestCompactKeepsEveryVisibleRow(t *testing.T) {
 	}
 	if after := visibleRows(t, b, "w", "main"); !mapsEqual(before, after) {
 		t.Fatal("compaction changed the visible rows")
+	}
+	// Compacted files delta-encode their integer columns; tick fragments
+	// stay PLAIN (the bytes the mount rebuilds a tick's file to).
+	for path, compacted := range filesOf(t, b, "w", 0, 299) {
+		data, _, err := b.Get(ctx, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, rg := range f.Metadata().RowGroups {
+			for _, c := range rg.Columns {
+				md := c.MetaData
+				delta := slices.Contains(md.Encoding, format.DeltaBinaryPacked)
+				integer := md.Type == format.Int64 || md.Type == format.Int32
+				if delta != (compacted && integer) {
+					t.Fatalf("%s (compacted: %v): column %s (%s) is encoded %v", path, compacted, strings.Join(md.PathInSchema, "."), md.Type, md.Encoding)
+				}
+			}
+		}
 	}
 	// Idempotent: nothing more to do.
 	if res, err := maintenance.Compact(ctx, b, w.Catalog(), opts); err != nil || res.Windows != 0 || res.Files != 0 {

@@ -54,7 +54,7 @@ func WriteCompactedTicks(ctx context.Context, b bucket.Bucket, world, run string
 		known[tick], entries[i] = e, e
 		all.AppendFrame(f)
 	}
-	data, _, err := frame.Encode(all, stamp, frame.CSVNone, 0)
+	data, err := frame.EncodeCompacted(all, stamp)
 	if err != nil {
 		return index.Fragment{}, nil, fmt.Errorf("table %s: compacting: %w", t.Name, err)
 	}
