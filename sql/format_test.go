@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"encoding/csv"
 	"encoding/json"
+	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"testing"
@@ -151,7 +153,50 @@ func TestSQLPrintsEveryTypeAsDuckDBDoes(t *testing.T) {
 		if compact.String() != wantJ {
 			t.Errorf("%s: json prints %s, want %s", c.expr, compact.String(), wantJ)
 		}
+		// Values: a bool, a number of at most 64 bits (UBIGINT aside) or a
+		// VARCHAR as the driver types it, reading as the VARCHAR form;
+		// every other value as that form.
+		var got []any
+		err = wsql.Values(ctxT(t), db, q, nil, func([]string) error { return nil }, func(vals []any) error {
+			got = append(got, vals...)
+			return nil
+		})
+		if err != nil || len(got) != 1 {
+			t.Fatalf("%s: Values %v %v", c.expr, got, err)
+		}
+		if typed := typedCases[c.expr]; !readsAs(got[0], w) || typed != (got[0] != nil && fmt.Sprintf("%T", got[0]) != "string") && c.expr != "NULL" {
+			t.Errorf("%s: Values gives %#v (%T), DuckDB %q (typed: %v)", c.expr, got[0], got[0], w, typed)
+		}
 	}
+}
+
+// typedCases are the cases of typeMatrix that Values gives typed, not as
+// text.
+var typedCases = map[string]bool{
+	"true": true, "(-128)::TINYINT": true, "32767::SMALLINT": true, "(-2147483648)::INTEGER": true, "255::UTINYINT": true,
+	"65535::USMALLINT": true, "4294967295::UINTEGER": true, "(-9007199254740992)::BIGINT": true, "9007199254740993::BIGINT": true,
+	"1.1::FLOAT": true, "0.1::DOUBLE": true, "1e20::DOUBLE": true, "1e-7::DOUBLE": true, "(-0.0)::DOUBLE": true,
+	"'NaN'::DOUBLE": true, "'inf'::DOUBLE": true, "'-inf'::FLOAT": true,
+}
+
+// readsAs reports whether v, a value Values gives, is the value whose
+// VARCHAR form is w.
+func readsAs(v any, w string) bool {
+	switch x := v.(type) {
+	case nil:
+		return w == "NULL"
+	case string:
+		return x == w
+	case bool:
+		return strconv.FormatBool(x) == w
+	case float64:
+		f, err := strconv.ParseFloat(w, 64)
+		return err == nil && (f == x || math.IsNaN(f) && math.IsNaN(x)) && math.Signbit(f) == math.Signbit(x)
+	case float32:
+		f, err := strconv.ParseFloat(w, 32)
+		return err == nil && (float32(f) == x || math.IsNaN(f) && math.IsNaN(float64(x)))
+	}
+	return fmt.Sprint(v) == w // the integers
 }
 
 // A result of several columns keeps their order and names (a name given

@@ -224,6 +224,51 @@ func Cells(ctx context.Context, db *sql.DB, query string, notes io.Writer, row f
 	}))
 }
 
+// Values runs query as Cells does (the gate, the notes) and gives its
+// result typed, for a caller that sends numbers as numbers: cols gets the
+// column names, then row each row's values (row must not keep the slice;
+// its error stops the run and is returned). A value is nil (NULL), a bool,
+// an int8 to int64 or uint8 to uint32, a float32 or float64, or a string:
+// VARCHAR's own, and a value of every other type (HUGEINT, DECIMAL, a
+// date, a list, …) as Cells gives it, CAST(value AS VARCHAR). EXPLAIN and
+// PRAGMA give their values as Cells does.
+func Values(ctx context.Context, db *sql.DB, query string, notes io.Writer, cols func(names []string) error, row func(vals []any) error) error {
+	ctx, sink := withSink(ctx)
+	conn, last, q, err := begin(ctx, db, query, formatValues, notes)
+	if err != nil {
+		return sink.or(err)
+	}
+	defer conn.Close()
+	text := q == "" // EXPLAIN, a PRAGMA: run as written, given as Cells gives them
+	if text {
+		q = last.text
+	}
+	rows, err := conn.QueryContext(ctx, q)
+	if err != nil {
+		return sink.or(err)
+	}
+	defer rows.Close()
+	names, err := rows.Columns()
+	if err == nil {
+		err = cols(names)
+	}
+	if err != nil {
+		return err
+	}
+	return sink.or(scan(rows, len(names), func(vals []any) error {
+		for i, v := range vals {
+			switch v.(type) {
+			case nil, bool, int8, int16, int32, int64, uint8, uint16, uint32, float32, float64, string:
+				if !text {
+					continue
+				}
+			}
+			vals[i] = cell(v)
+		}
+		return row(vals)
+	}))
+}
+
 // begin gates query on a connection of db (the caller closes it), writes
 // its notes, and returns its last statement with the query that renders
 // that statement's result in format (rendered), or "" for a statement
@@ -409,6 +454,13 @@ func rendered(ctx context.Context, conn *sql.Conn, st statement, format string, 
 	}
 	exprs := make([]string, len(st.cols))
 	for i, c := range st.cols {
+		if format == formatValues {
+			exprs[i] = fmt.Sprintf("#%d", i+1)
+			if !typedValue(c.info) {
+				exprs[i] = fmt.Sprintf("CAST(#%d AS VARCHAR)", i+1)
+			}
+			continue
+		}
 		if format == FormatJSON {
 			exprs[i] = fmt.Sprintf("CAST(to_json(CAST(#%d AS %s)) AS VARCHAR)", i+1, jsonType(c.info))
 		} else {
@@ -416,6 +468,28 @@ func rendered(ctx context.Context, conn *sql.Conn, st statement, format string, 
 		}
 	}
 	return projected(ctx, conn, st.text, n, exprs)
+}
+
+// formatValues is Values' rendering: each value as the driver types it
+// where that is a bool, a number of at most 64 bits or a VARCHAR
+// (typedValue), else its VARCHAR form.
+const formatValues = "values"
+
+// typedValue reports whether Values gives a value of info as the driver
+// types it: BOOLEAN, the integers of up to 64 bits (UBIGINT aside: the
+// driver's uint64 is not one JSON number), FLOAT, DOUBLE and VARCHAR.
+func typedValue(info duckdb.TypeInfo) bool {
+	if info == nil {
+		return false
+	}
+	switch info.InternalType() {
+	case duckdb.TYPE_BOOLEAN, duckdb.TYPE_TINYINT, duckdb.TYPE_SMALLINT, duckdb.TYPE_INTEGER, duckdb.TYPE_BIGINT,
+		duckdb.TYPE_UTINYINT, duckdb.TYPE_USMALLINT, duckdb.TYPE_UINTEGER, duckdb.TYPE_FLOAT, duckdb.TYPE_DOUBLE:
+		return true
+	case duckdb.TYPE_VARCHAR:
+		return !strings.EqualFold(info.Alias(), "JSON")
+	}
+	return false
 }
 
 // jsonType is the type a value of info is cast to before to_json: info

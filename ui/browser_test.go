@@ -250,16 +250,16 @@ func TestBrowser(t *testing.T) {
 	do("follow an entity", chromedp.Click(chromedp.CSS("#tick-rows a.entity")), ready(`[data-page="entity"][data-ready="1"]`))
 	var traj struct {
 		Columns   []string               `json:"columns"`
-		Rows      [][]string             `json:"rows"`
+		Values    [][]any                `json:"values"`
 		Multiples map[string][][]float64 `json:"multiples"`
 		Path      [][]float64            `json:"path"`
 	}
-	eval(&traj, `({columns: window.__ui.trajectory.columns, rows: window.__ui.trajectory.rows, multiples: window.__ui.multiples, path: window.__ui.path.data})`)
+	eval(&traj, `({columns: window.__ui.trajectory.columns, values: window.__ui.trajectory.values, multiples: window.__ui.multiples, path: window.__ui.path.data})`)
 	shot("entity")
 	fits("entity page")
 	exp := want(t, f.b, "f", "main", TrajectorySQL("particle", id))
-	if !reflect.DeepEqual(traj.Columns, exp.Columns) || !reflect.DeepEqual(traj.Rows, exp.Rows) || len(exp.Rows) < 3 {
-		t.Fatalf("entity %s of f: the page shows\n%v\n%v\nworldfs sql answers\n%v\n%v", id, traj.Columns, traj.Rows, exp.Columns, exp.Rows)
+	if !reflect.DeepEqual(traj.Columns, exp.Columns) || !sameValues(traj.Values, exp.Rows) || len(exp.Rows) < 3 {
+		t.Fatalf("entity %s of f: the page shows\n%v\n%v\nworldfs sql answers\n%v\n%v", id, traj.Columns, traj.Values, exp.Columns, exp.Rows)
 	}
 	if first := floats(t, []string{exp.Rows[0][indexOf(exp.Columns, "tick")]})[0]; first > 6 {
 		t.Fatalf("entity %s of f: its history starts at tick %v, not in its parent's ticks", id, first)

@@ -548,7 +548,7 @@ func (s *Server) trajectory(ctx context.Context, world, run, table, id string) (
 	if !slices.Contains(v.Script.Views, table) {
 		return nil, badRequest(fmt.Errorf("table %q is not a view of %s (run %s): %s", table, world, run, strings.Join(v.Script.Views, ", ")))
 	}
-	return s.queryOn(ctx, v, TrajectorySQL(table, id))
+	return s.queryValues(ctx, v, TrajectorySQL(table, id))
 }
 
 // maxPage bounds the rows of one page of a tick's table.

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -846,5 +847,96 @@ func TestColumnsInTheDeclaredOrder(t *testing.T) {
 	}
 	if !reflect.DeepEqual(cols, declared) {
 		t.Errorf("the tables list gives the emitter's columns as %v, want %v", cols, declared)
+	}
+}
+
+// sameValues reports whether typed rows (a Result's Values, decoded) are
+// the rows worldfs sql prints: NULL as null, a number as the number the
+// text reads as, a bool as true or false, any other value as its text.
+func sameValues(got [][]any, exp [][]string) bool {
+	if len(got) != len(exp) {
+		return false
+	}
+	for i, row := range got {
+		if len(row) != len(exp[i]) {
+			return false
+		}
+		for j, v := range row {
+			e := exp[i][j]
+			switch x := v.(type) {
+			case nil:
+				if e != "NULL" {
+					return false
+				}
+			case float64:
+				if f, err := strconv.ParseFloat(e, 64); err != nil || f != x {
+					return false
+				}
+			case bool:
+				if strconv.FormatBool(x) != e {
+					return false
+				}
+			case string:
+				if x != e {
+					return false
+				}
+			default:
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// An entity's history comes typed (Result.Values): the rows worldfs sql
+// prints for it, through the fork's lineage, numbers as JSON numbers;
+// the server's bound on a result cuts it to a prefix of whole rows.
+func TestEntityHistoryComesTyped(t *testing.T) {
+	f := newFixture(t)
+	id := want(t, f.b, "f", "main", "SELECT min(entity_id) FROM particle").Rows[0][0]
+	exp := want(t, f.b, "f", "main", TrajectorySQL("particle", id))
+	path := "/api/w/f/entity?table=particle&id=" + id
+	var res Result
+	var vals [][]any
+	if code := f.get(t, path, &res); code != 200 || json.Unmarshal(res.Values, &vals) != nil {
+		t.Fatalf("%s: %d %s", path, code, res.Values)
+	}
+	if len(res.Rows) != 0 || !reflect.DeepEqual(res.Columns, exp.Columns) || !sameValues(vals, exp.Rows) || len(vals) < 3 || res.Truncated {
+		t.Fatalf("entity %s of f: the server answers\n%v\n%s\nworldfs sql\n%v\n%v", id, res.Columns, res.Values, exp.Columns, exp.Rows)
+	}
+	if _, ok := vals[0][indexOf(res.Columns, "position_x")].(float64); !ok {
+		t.Fatalf("entity %s: position_x comes as %T, not a number", id, vals[0][indexOf(res.Columns, "position_x")])
+	}
+	g := serve(t, f.b, f.dir, func(o *Options) { o.MaxResultBytes = 400 })
+	res, vals = Result{}, nil
+	if code := g.get(t, path, &res); code != 200 || json.Unmarshal(res.Values, &vals) != nil {
+		t.Fatalf("%s, bound 400: %d %s", path, code, res.Values)
+	}
+	if !res.Truncated || len(vals) == 0 || len(vals) >= len(exp.Rows) || len(res.Values) > 400+2 || !sameValues(vals, exp.Rows[:len(vals)]) {
+		t.Fatalf("bound 400: truncated %v, %d of %d rows in %d bytes: %s", res.Truncated, len(vals), len(exp.Rows), len(res.Values), res.Values)
+	}
+}
+
+// appendValues writes every value sql.Values gives as JSON that reads
+// back as that value: numbers a double holds as numbers, the others as
+// DuckDB's text.
+func TestAppendValues(t *testing.T) {
+	vals := []any{nil, true, int8(-128), int16(7), int32(-9), uint8(255), uint16(1), uint32(4294967295),
+		int64(1 << 53), int64(-1 << 53), int64(1<<53 + 1), int64(math.MinInt64), float32(0.1), 0.1, math.Copysign(0, -1),
+		1e300, 5e-324, math.NaN(), math.Inf(1), math.Inf(-1), float32(math.Inf(-1)), "a\"b\n\u2028é", ""}
+	out := appendValues(nil, vals)
+	var got []any
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("%s: %v", out, err)
+	}
+	exp := []any{nil, true, -128.0, 7.0, -9.0, 255.0, 1.0, 4294967295.0, float64(1 << 53), float64(-1 << 53), "9007199254740993",
+		"-9223372036854775808", 0.1, 0.1, math.Copysign(0, -1), 1e300, 5e-324, "nan", "inf", "-inf", "-inf", "a\"b\n\u2028é", ""}
+	if len(got) != len(exp) {
+		t.Fatalf("%s: %d values, want %d", out, len(got), len(exp))
+	}
+	for i := range exp {
+		if got[i] != exp[i] || fmt.Sprint(got[i]) != fmt.Sprint(exp[i]) {
+			t.Errorf("value %d (%#v): %s reads as %#v, want %#v", i, vals[i], out, got[i], exp[i])
+		}
 	}
 }

@@ -1141,21 +1141,27 @@ async function entityPage() {
   for (const [t, c, type] of cols.rows) (runState.columns[t] = runState.columns[t] || []).push({ name: c, type });
   runState.tick = sel != null && sel !== "" ? Number(sel) : null;
   showMarks(tl);
+  // The history comes typed (res.values: numbers as JSON numbers, NULL as
+  // null); its table shows the first rows as text.
+  const vals = res.values || [];
   const ti = res.columns.indexOf("tick");
-  const ticks = res.rows.map((r) => Number(r[ti]));
+  const ticks = vals.map((r) => r[ti]);
   const from = tl.lineage.length > 1 ? " · " + tl.lineage.map((seg, i) => (seg.up_to != null ? `ticks to ${fmtInt(seg.up_to)} from ${seg.world}` : i ? `then ${seg.world}'s own` : "")).join(", ") : "";
-  $("entity-info").textContent = res.rows.length ? `${fmtInt(res.rows.length)} rows, ticks ${fmtInt(ticks[0])}–${fmtInt(ticks[ticks.length - 1])}${from}` +
+  $("entity-info").textContent = vals.length ? `${fmtInt(vals.length)} rows, ticks ${fmtInt(ticks[0])}–${fmtInt(ticks[ticks.length - 1])}${from}` +
     (res.truncated ? " (truncated: the server's bound on a result)" : "") : `no rows of ${table} have entity_id ${id}`;
   $("entity-sql").href = worldPath(world, "/sql?run=" + encodeURIComponent(run) + "&q=" + encodeURIComponent(res.sql));
-  renderTable($("entity-rows"), res, { max: 1000 });
+  const text = (v) => (v === null ? "NULL" : String(v));
+  renderTable($("entity-rows"), { columns: res.columns, rows: vals.slice(0, 1000).map((r) => r.map(text)) }, { max: 1000 });
   // Small multiples: each numeric column over ticks.
-  const numeric = numericCols(res).filter((i) => i !== ti && res.columns[i] !== "entity_id");
+  const isNumber = (v) => typeof v === "number";
+  const numeric = res.columns.map((_, i) => i).filter((i) => i !== ti && res.columns[i] !== "entity_id" &&
+    vals.length > 0 && vals.every((r) => r[i] === null || isNumber(r[i])));
   const box = $("entity-charts");
   const width = Math.max(260, Math.floor((box.clientWidth - 32) / 3));
   ui.multiples = {};
   for (const i of numeric) {
     const name = res.columns[i];
-    const data = [ticks, res.rows.map((r) => (isNum(r[i]) ? Number(r[i]) : null))];
+    const data = [ticks, vals.map((r) => r[i])];
     ui.multiples[name] = data;
     const div = el("div", { class: "chart", "data-col": name });
     box.append(div);
@@ -1170,11 +1176,11 @@ async function entityPage() {
   // Its path on the scatter plot, the selected tick as a ring.
   const { numeric: nc, x, y } = scatterAxes(runState.columns[table] || []);
   const fill = (sid, v, on) => { $(sid).replaceChildren(...nc.map((n) => el("option", { value: n }, n))); $(sid).value = v; $(sid).onchange = on; };
-  const path = () => drawPath(res, $("scatter-x").value, $("scatter-y").value, ticks);
+  const path = () => drawPath(res.columns, vals, $("scatter-x").value, $("scatter-y").value, ticks);
   fill("scatter-x", x, path);
   fill("scatter-y", y, path);
   if (x) path();
-  status(`${fmtInt(res.rows.length)} rows of entity ${id}`);
+  status(`${fmtInt(vals.length)} rows of entity ${id}`);
   body.dataset.ready = "1";
 }
 
@@ -1189,14 +1195,15 @@ function selectedLine(u) {
   ctx.restore();
 }
 
-// drawPath draws an entity's path through two of its columns: its points,
-// joined in tick order, the selected tick as a ring.
-function drawPath(res, xc, yc, ticks) {
+// drawPath draws an entity's path through two of its columns (vals: its
+// typed rows of columns): its points, joined in tick order, the selected
+// tick as a ring.
+function drawPath(columns, vals, xc, yc, ticks) {
   const div = $("scatter");
   if (runState.charts.path) runState.charts.path.destroy();
-  const xi = res.columns.indexOf(xc), yi = res.columns.indexOf(yc);
+  const xi = columns.indexOf(xc), yi = columns.indexOf(yc);
   const pts = []; // [x, y, tick], in tick order
-  res.rows.forEach((r, k) => { if (isNum(r[xi]) && isNum(r[yi])) pts.push([Number(r[xi]), Number(r[yi]), ticks[k]]); });
+  vals.forEach((r, k) => { if (typeof r[xi] === "number" && typeof r[yi] === "number") pts.push([r[xi], r[yi], ticks[k]]); });
   ui.path = { x: xc, y: yc, data: [pts.map((p) => p[0]), pts.map((p) => p[1])] };
   const sorted = pts.slice().sort((a, b) => a[0] - b[0]);
   const at = pts.find((p) => p[2] === runState.tick);
