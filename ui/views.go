@@ -321,18 +321,6 @@ func appendValues(buf []byte, vals []any) []byte {
 			buf = append(buf, "null"...)
 		case bool:
 			buf = strconv.AppendBool(buf, x)
-		case int8:
-			buf = strconv.AppendInt(buf, int64(x), 10)
-		case int16:
-			buf = strconv.AppendInt(buf, int64(x), 10)
-		case int32:
-			buf = strconv.AppendInt(buf, int64(x), 10)
-		case uint8:
-			buf = strconv.AppendUint(buf, uint64(x), 10)
-		case uint16:
-			buf = strconv.AppendUint(buf, uint64(x), 10)
-		case uint32:
-			buf = strconv.AppendUint(buf, uint64(x), 10)
 		case int64:
 			if x < -1<<53 || x > 1<<53 {
 				buf = append(strconv.AppendInt(append(buf, '"'), x, 10), '"')
