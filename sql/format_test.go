@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -157,7 +158,12 @@ func TestSQLPrintsEveryTypeAsDuckDBDoes(t *testing.T) {
 		// VARCHAR as the driver types it, reading as the VARCHAR form;
 		// every other value as that form.
 		var got []any
-		err = wsql.Values(ctxT(t), db, q, nil, func([]string) error { return nil }, func(vals []any) error {
+		err = wsql.Values(ctxT(t), db, q, nil, func(names []string) error {
+			if len(names) != 1 || names[0] != "v" {
+				t.Errorf("%s: Values names the column %q, not v", c.expr, names)
+			}
+			return nil
+		}, func(vals []any) error {
 			got = append(got, vals...)
 			return nil
 		})
@@ -210,6 +216,16 @@ func TestSQLPrintsColumnsAndRowsInOrder(t *testing.T) {
 	}
 	if got := runFormat(t, db, "SELECT 1 AS x, 2 AS X, 3 AS x_1, 4 AS y_2", wsql.FormatCSV); got != "x,X,x_1,y_2\n1,2,3,4\n" {
 		t.Errorf("names alike: %q", got)
+	}
+	// Values names its columns as Cells does, whether a column comes typed
+	// or as text.
+	var names []string
+	err := wsql.Values(ctxT(t), db, "SELECT 1.5 AS a, 'x' AS a, 2 AS b, 2.5::DECIMAL(4,1) AS d", nil, func(n []string) error {
+		names = n
+		return nil
+	}, func([]any) error { return nil })
+	if err != nil || !reflect.DeepEqual(names, []string{"a", "a", "b", "d"}) {
+		t.Errorf("Values names %q (%v), want a, a, b, d", names, err)
 	}
 	q := "SELECT (i * 7919) % 100003 AS k FROM range(100003) t(i) ORDER BY k DESC"
 	recs, err := csv.NewReader(strings.NewReader(runFormat(t, db, q, wsql.FormatCSV))).ReadAll()

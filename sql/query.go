@@ -251,6 +251,12 @@ func Values(ctx context.Context, db *sql.DB, query string, notes io.Writer, cols
 	}
 	defer rows.Close()
 	names, err := rows.Columns()
+	if !text { // the statement's own names, as Cells gives them, not the projection's
+		names = names[:0]
+		for _, c := range last.cols {
+			names = append(names, c.name)
+		}
+	}
 	if err == nil {
 		err = cols(names)
 	}
