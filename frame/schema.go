@@ -387,11 +387,10 @@ func (t *Table) Schema() *parquet.Schema { return t.schema }
 // ticks of bench history's world in about 200 ms, not 260, and the files
 // are 40% smaller. (Random integers stay about their PLAIN size, 1-2%
 // more after zstd; a column of a few values in no order up to 15% more.)
-// Tick fragments keep
-// Schema (PLAIN): the bytes a tick's file is rebuilt to from a compacted
-// file are those it was written with. Floats stay PLAIN: DuckDB reads
-// BYTE_STREAM_SPLIT more slowly, and floats rarely repeat enough for a
-// dictionary.
+// Tick fragments keep Schema (PLAIN): the bytes a tick's file is rebuilt
+// to from a compacted file are those it was written with. Floats stay
+// PLAIN: DuckDB reads BYTE_STREAM_SPLIT more slowly, and floats rarely
+// repeat enough for a dictionary.
 func (t *Table) CompactedSchema() *parquet.Schema { return t.compacted }
 
 // compactedNodes returns nodes, each integer leaf of cols delta-encoded.

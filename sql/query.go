@@ -11,7 +11,6 @@ import (
 	"math"
 	"math/big"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -265,16 +264,9 @@ func Values(ctx context.Context, db *sql.DB, query string, notes io.Writer, cols
 	}
 	return sink.or(scan(rows, len(names), func(vals []any) error {
 		for i, v := range vals {
-			if !text {
-				switch x := v.(type) {
-				case nil, bool, int64, float32, float64, string:
-					continue
-				case int8, int16, int32, uint8, uint16, uint32:
-					if rv := reflect.ValueOf(x); rv.CanInt() {
-						vals[i] = rv.Int()
-					} else {
-						vals[i] = int64(rv.Uint())
-					}
+			switch v.(type) {
+			case nil, bool, int64, float32, float64, string: // as valueType casts them
+				if !text {
 					continue
 				}
 			}
@@ -470,10 +462,7 @@ func rendered(ctx context.Context, conn *sql.Conn, st statement, format string, 
 	exprs := make([]string, len(st.cols))
 	for i, c := range st.cols {
 		if format == formatValues {
-			exprs[i] = fmt.Sprintf("#%d", i+1)
-			if !typedValue(c.info) {
-				exprs[i] = fmt.Sprintf("CAST(#%d AS VARCHAR)", i+1)
-			}
+			exprs[i] = fmt.Sprintf("CAST(#%d AS %s)", i+1, valueType(c.info))
 			continue
 		}
 		if format == FormatJSON {
@@ -485,26 +474,29 @@ func rendered(ctx context.Context, conn *sql.Conn, st statement, format string, 
 	return projected(ctx, conn, st.text, n, exprs)
 }
 
-// formatValues is Values' rendering: each value as the driver types it
-// where that is a bool, a number of at most 64 bits or a VARCHAR
-// (typedValue), else its VARCHAR form.
+// formatValues is Values' rendering: each value cast to valueType.
 const formatValues = "values"
 
-// typedValue reports whether Values gives a value of info as the driver
-// types it: BOOLEAN, the integers of up to 64 bits (UBIGINT aside: the
-// driver's uint64 is not one JSON number), FLOAT, DOUBLE and VARCHAR.
-func typedValue(info duckdb.TypeInfo) bool {
+// valueType is the type Values gives a value of info as: BOOLEAN, FLOAT,
+// DOUBLE and VARCHAR as they are, every integer of up to 64 bits but
+// UBIGINT (whose values one JSON number does not hold) as BIGINT, so the
+// driver gives an int64, and every other value as its VARCHAR form.
+func valueType(info duckdb.TypeInfo) string {
 	if info == nil {
-		return false
+		return "VARCHAR"
 	}
 	switch info.InternalType() {
-	case duckdb.TYPE_BOOLEAN, duckdb.TYPE_TINYINT, duckdb.TYPE_SMALLINT, duckdb.TYPE_INTEGER, duckdb.TYPE_BIGINT,
-		duckdb.TYPE_UTINYINT, duckdb.TYPE_USMALLINT, duckdb.TYPE_UINTEGER, duckdb.TYPE_FLOAT, duckdb.TYPE_DOUBLE:
-		return true
-	case duckdb.TYPE_VARCHAR:
-		return !strings.EqualFold(info.Alias(), "JSON")
+	case duckdb.TYPE_BOOLEAN:
+		return "BOOLEAN"
+	case duckdb.TYPE_FLOAT:
+		return "FLOAT"
+	case duckdb.TYPE_DOUBLE:
+		return "DOUBLE"
+	case duckdb.TYPE_TINYINT, duckdb.TYPE_SMALLINT, duckdb.TYPE_INTEGER, duckdb.TYPE_BIGINT,
+		duckdb.TYPE_UTINYINT, duckdb.TYPE_USMALLINT, duckdb.TYPE_UINTEGER:
+		return "BIGINT"
 	}
-	return false
+	return "VARCHAR" // a JSON value too: its text, not the driver's parse of it
 }
 
 // jsonType is the type a value of info is cast to before to_json: info

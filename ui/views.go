@@ -218,7 +218,7 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 func (s *Server) queryOn(ctx context.Context, v *views, q string) (*Result, error) {
 	res := &Result{Rows: [][]string{}}
 	size := 0
-	return s.runOn(ctx, v, q, res, func(ctx context.Context, db *dsql.DB, notes io.Writer) error {
+	err := s.runOn(ctx, v, q, res, func(ctx context.Context, db *dsql.DB, notes io.Writer) error {
 		header := true
 		return sql.Cells(ctx, db, q, notes, func(cells []string) error {
 			for _, c := range cells {
@@ -238,6 +238,10 @@ func (s *Server) queryOn(ctx context.Context, v *views, q string) (*Result, erro
 			return nil
 		})
 	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
 }
 
 // queryValues is queryOn with the rows as typed JSON (Result.Values,
@@ -248,7 +252,7 @@ func (s *Server) queryOn(ctx context.Context, v *views, q string) (*Result, erro
 func (s *Server) queryValues(ctx context.Context, v *views, q string) (*Result, error) {
 	res := &Result{Rows: [][]string{}}
 	buf := []byte{'['}
-	_, err := s.runOn(ctx, v, q, res, func(ctx context.Context, db *dsql.DB, notes io.Writer) error {
+	err := s.runOn(ctx, v, q, res, func(ctx context.Context, db *dsql.DB, notes io.Writer) error {
 		return sql.Values(ctx, db, q, notes, func(names []string) error {
 			res.Columns = slices.Clone(names)
 			return nil
@@ -275,11 +279,11 @@ func (s *Server) queryValues(ctx context.Context, v *views, q string) (*Result, 
 // runOn runs a query q on views v through run, which fills res: the one
 // path of the server's queries (a database of v's, the hooks, the errors
 // a page shows, the time).
-func (s *Server) runOn(ctx context.Context, v *views, q string, res *Result, run func(ctx context.Context, db *dsql.DB, notes io.Writer) error) (*Result, error) {
+func (s *Server) runOn(ctx context.Context, v *views, q string, res *Result, run func(ctx context.Context, db *dsql.DB, notes io.Writer) error) error {
 	start := time.Now()
 	db, err := v.Acquire(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if s.queryStarted != nil {
 		s.queryStarted(q)
@@ -294,16 +298,16 @@ func (s *Server) runOn(ctx context.Context, v *views, q string, res *Result, run
 	switch {
 	case err == nil, res.Truncated:
 	case errors.As(err, &qe):
-		return nil, err
+		return err
 	case errors.Is(err, sql.ErrNotReadOnly):
-		return nil, badRequest(err)
+		return badRequest(err)
 	case ctx.Err() != nil:
-		return nil, ctx.Err()
+		return ctx.Err()
 	default:
-		return nil, queryError{err}
+		return queryError{err}
 	}
 	res.SQL, res.Notes, res.ElapsedMs = q, notes.String(), ms(time.Since(start))
-	return res, nil
+	return nil
 }
 
 // appendValues appends vals (sql.Values') to buf as a JSON array: a
