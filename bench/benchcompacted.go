@@ -215,7 +215,7 @@ func benchCompacted(ctx context.Context, b bucket.Bucket, work, world, table str
 	}
 	for _, n := range ticks {
 		if h, ok := holders[n]; ok {
-			for _, name := range []string{index.TickIndexPath(h.Path), index.TickIndexV1Path(h.Path)} {
+			for _, name := range index.TickIndexPaths(h.Path) {
 				if _, err := b.Stat(ctx, name); err == nil {
 					res.Indexed++
 					break

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 
@@ -246,7 +247,8 @@ func TestSweptCompactedFileRebuildsEveryTickInAnyOrder(t *testing.T) {
 
 // A tick index of the first format (no CSV sizes), as a build before CSV
 // sizes wrote it, is still read: its ticks are rebuilt as the fragments
-// their writer published, without CSV sizes. The second format under the
+// their writer published, without CSV sizes; so is one of the second
+// (no column summaries), before the first. The current format under the
 // first's name is damage, not a format.
 func TestTickIndexOfTheFirstFormat(t *testing.T) {
 	ctx := enginetest.Context(t)
@@ -307,7 +309,7 @@ func TestTickIndexOfTheFirstFormat(t *testing.T) {
 		}
 	}
 	replace(index.TickIndexPath(holder.Path), nil)
-	replace(index.TickIndexV1Path(holder.Path), v1)
+	replace(index.TickIndexPaths(holder.Path)[2], v1)
 	y, err := frame.ReadTickIndex(ctx, b, holder)
 	if err != nil || y.Version != 1 || len(y.Ticks) != len(x.Ticks) {
 		t.Fatalf("the first format's index: %+v, %v", y, err)
@@ -321,9 +323,22 @@ func TestTickIndexOfTheFirstFormat(t *testing.T) {
 			t.Fatalf("tick %d through a first-format index: %d bytes (%v), the fragment had %d", e.Tick, len(got), err, len(before[e.Tick]))
 		}
 	}
-	replace(index.TickIndexV1Path(holder.Path), x.Encode())
+	// The second format (no column summaries) beside the first: read
+	// before it, its ticks rebuilt as with the third.
+	replace(index.TickIndexPaths(holder.Path)[1], frame.EncodeV2(x))
+	y, err = frame.ReadTickIndex(ctx, b, holder)
+	if err != nil || y.Version != 2 || len(y.Ticks) != len(x.Ticks) || y.Summaries != nil {
+		t.Fatalf("the second format's index: %+v, %v", y, err)
+	}
+	for _, e := range y.Ticks {
+		if e != x.Ticks[slices.IndexFunc(x.Ticks, func(f frame.TickEntry) bool { return f.Tick == e.Tick })] {
+			t.Fatalf("tick %d: the second format's entry %+v", e.Tick, e)
+		}
+	}
+	replace(index.TickIndexPaths(holder.Path)[1], nil)
+	replace(index.TickIndexPaths(holder.Path)[2], x.Encode())
 	if _, err := frame.ReadTickIndex(ctx, b, holder); !errors.Is(err, index.ErrCorrupt) {
-		t.Fatalf("a second-format index under the first's name: %v", err)
+		t.Fatalf("a third-format index under the first's name: %v", err)
 	}
 }
 

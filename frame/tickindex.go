@@ -55,13 +55,16 @@ type TickEntry struct {
 
 // TickIndex is the tick index of one compacted file.
 type TickIndex struct {
-	Version  int               // of the format: 1 (no CSV sizes) or 2
+	Version  int               // of the format: 1 (no CSV sizes), 2 (no summaries) or 3
 	File     [sha256.Size]byte // the compacted file's sha256
 	Encoding [sha256.Size]byte // the encoder's fingerprint (see encodingID)
 	Rows     int64             // the compacted file's rows
 	// Ticks in ascending order, their rows contiguous from row 0: only
 	// ticks with rows in the file.
 	Ticks []TickEntry
+	// Summaries (format 3) are the file's numeric component columns
+	// summarized per tick (summary.go), in the table's column order.
+	Summaries []ColumnSummary
 }
 
 // Entry returns tick n's entry; false if the file holds no row of n.
@@ -84,17 +87,22 @@ func (x *TickIndex) Entry(n int64) (TickEntry, bool) {
 // The tick index's bytes: magic, the compacted file's sha256, the
 // encoder's fingerprint, the file's rows and the count of entries
 // (uvarints), then per entry the tick (the first as is, then the distance
-// from the one before), its rows, its file's size and (version 2) its CSV
-// size times two plus one if the file records it in its footer (uvarints)
-// and the file's sha256, and last the sha256 of everything before it. A
-// tick's first row is the sum of the rows before it. Version 1, written
-// before CSV sizes, is read too; version 2 is written.
-const (
-	tickIndexMagic   = "worldfs-ticks/2\n"
-	tickIndexMagicV1 = "worldfs-ticks/1\n"
-)
+// from the one before), its rows, its file's size and (version 2 on) its
+// CSV size times two plus one if the file records it in its footer
+// (uvarints) and the file's sha256, then (version 3) the column summaries
+// (appendSummaries), and last the sha256 of everything before it. A
+// tick's first row is the sum of the rows before it. Versions 1 (written
+// before CSV sizes) and 2 (before summaries) are read too; version 3 is
+// written.
+var tickIndexMagics = map[int]string{3: "worldfs-ticks/3\n", 2: "worldfs-ticks/2\n", 1: "worldfs-ticks/1\n"}
 
-// Encode returns the tick index's bytes (of the current format, 2), as
+// tickIndexVersion is the format Encode writes.
+const tickIndexVersion = 3
+
+// tickIndexMagic is the current format's magic.
+var tickIndexMagic = tickIndexMagics[tickIndexVersion]
+
+// Encode returns the tick index's bytes (of the current format, 3), as
 // ReadTickIndex reads them.
 func (x *TickIndex) Encode() []byte {
 	out := make([]byte, 0, len(tickIndexMagic)+3*sha256.Size+20+len(x.Ticks)*(sha256.Size+8))
@@ -116,6 +124,7 @@ func (x *TickIndex) Encode() []byte {
 		out = append(out, e.Digest[:]...)
 		prev = e.Tick
 	}
+	out = appendSummaries(out, x.Summaries)
 	sum := sha256.Sum256(out)
 	return append(out, sum[:]...)
 }
@@ -127,14 +136,15 @@ func DecodeTickIndex(data []byte) (*TickIndex, error) {
 		return fmt.Errorf("tick index: %s: %w", fmt.Sprintf(what, args...), index.ErrCorrupt)
 	}
 	x := &TickIndex{}
-	switch {
-	case len(data) < len(tickIndexMagic)+3*sha256.Size:
+	if len(data) < len(tickIndexMagic)+3*sha256.Size {
 		return nil, corrupt("not a tick index")
-	case string(data[:len(tickIndexMagic)]) == tickIndexMagic:
-		x.Version = 2
-	case string(data[:len(tickIndexMagicV1)]) == tickIndexMagicV1:
-		x.Version = 1
-	default:
+	}
+	for v, magic := range tickIndexMagics {
+		if string(data[:len(magic)]) == magic {
+			x.Version = v
+		}
+	}
+	if x.Version == 0 {
 		return nil, corrupt("not a tick index")
 	}
 	body := data[:len(data)-sha256.Size]
@@ -181,6 +191,12 @@ func DecodeTickIndex(data []byte) (*TickIndex, error) {
 		e.Tick, e.Row = tick, row
 		row += e.Rows
 	}
+	if x.Version >= 3 {
+		var ok bool
+		if x.Summaries, p, ok = decodeSummaries(p, len(x.Ticks)); !ok {
+			return nil, corrupt("the column summaries are not ones")
+		}
+	}
 	if len(p) != 0 {
 		return nil, corrupt("%d bytes past the entries", len(p))
 	}
@@ -191,18 +207,21 @@ func DecodeTickIndex(data []byte) (*TickIndex, error) {
 }
 
 // ReadTickIndex reads the tick index of the compacted file f records (of
-// the current format, else of the first: index.TickIndexPath) and checks
-// it: against its own checksum, and that it describes f (its sha256 and
+// the newest format it has one of: index.TickIndexPaths) and checks it:
+// against its own checksum, and that it describes f (its sha256 and
 // rows). A file without one, or with one another encoder wrote, is
 // ErrNoTickIndex; a damaged one is index.ErrCorrupt.
 func ReadTickIndex(ctx context.Context, b bucket.Bucket, f index.Fragment) (*TickIndex, error) {
 	if f.Span == nil {
 		return nil, fmt.Errorf("%s is not a compacted file: %w", f.Path, ErrNoTickIndex)
 	}
-	name, version := index.TickIndexPath(f.Path), 2
-	data, _, err := b.Get(ctx, name)
-	if errors.Is(err, bucket.ErrNotExist) {
-		name, version = index.TickIndexV1Path(f.Path), 1
+	var name string
+	var data []byte
+	err := bucket.ErrNotExist
+	names := index.TickIndexPaths(f.Path)
+	version := tickIndexVersion + 1
+	for i := 0; i < len(names) && errors.Is(err, bucket.ErrNotExist); i++ {
+		name, version = names[i], version-1
 		data, _, err = b.Get(ctx, name)
 	}
 	if errors.Is(err, bucket.ErrNotExist) {
@@ -304,17 +323,28 @@ func EmptyTickFile(t *Table) ([]byte, error) {
 // pass, and encoded as their canonical files, measured (with their CSV
 // renderings) and hashed. A tick in unrecorded came from a fragment whose
 // writer recorded no CSV size in its footer, and its canonical file has
-// none either. It returns how many it encoded.
+// none either. Every tick's numeric columns are summarized from data
+// (summarize: a pass over those columns alone). It returns how many ticks
+// it encoded.
 func BuildTickIndex(t *Table, data []byte, runs []TickEntry, known map[int64]TickEntry, unrecorded map[int64]bool) (*TickIndex, int, error) {
 	id, err := encodingID(2)
 	if err != nil {
 		return nil, 0, err
 	}
-	x := &TickIndex{Version: 2, File: sha256.Sum256(data), Encoding: id, Ticks: runs}
+	x := &TickIndex{Version: tickIndexVersion, File: sha256.Sum256(data), Encoding: id, Ticks: runs}
 	for _, e := range runs {
 		x.Rows += e.Rows
 	}
-	var file *parquet.File
+	file, err := openCompacted(t, bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		return nil, 0, err
+	}
+	if file.NumRows() != x.Rows {
+		return nil, 0, fmt.Errorf("table %s: tick index: the file has %d rows, its ticks %d", t.Name, file.NumRows(), x.Rows)
+	}
+	if x.Summaries, err = summarize(t, file, runs); err != nil {
+		return nil, 0, fmt.Errorf("table %s: tick index: %w", t.Name, err)
+	}
 	encoded := 0
 	for i := 0; i < len(runs); {
 		if k, ok := known[runs[i].Tick]; ok && k.Rows == runs[i].Rows {
@@ -328,14 +358,6 @@ func BuildTickIndex(t *Table, data []byte, runs []TickEntry, known map[int64]Tic
 				break
 			}
 			j++
-		}
-		if file == nil {
-			if file, err = openCompacted(t, bytes.NewReader(data), int64(len(data))); err != nil {
-				return nil, 0, err
-			}
-			if file.NumRows() != x.Rows {
-				return nil, 0, fmt.Errorf("table %s: tick index: the file has %d rows, its ticks %d", t.Name, file.NumRows(), x.Rows)
-			}
 		}
 		next := i
 		from, n := runs[i].Row, runs[j-1].Row+runs[j-1].Rows-runs[i].Row

@@ -18,7 +18,7 @@ import (
 //	worlds/<world>/state/<checksum>.sums            a checkpoint's summaries
 //	data/<world>/<run>/<table>/<token>.parquet      tick fragments
 //	data/<world>/<run>/<table>/<token>/<n>.parquet  fact and claim fragments
-//	data/<world>/<run>/<table>/compacted-<digest>-<intent>/0.parquet (and 0.ticks2, 0.ticks)
+//	data/<world>/<run>/<table>/compacted-<digest>-<intent>/0.parquet (and 0.ticks3; 0.ticks2, 0.ticks of older formats)
 //	data/<world>/<run>/<table>/v0.2/…               legacy fragments
 //	data/<world>/_tables/<id>.json                  table descriptions
 //	data/<world>/_lineage/0.parquet                 a fork's lineage
@@ -270,45 +270,47 @@ func IcebergCheckedName(loc, hex string) string {
 func IcebergStampsName(loc, hex string) string { return fmt.Sprintf("%s/checks/%s.json", loc, hex) }
 
 // TickIndexPath is where the tick index of the compacted file at path
-// lives: beside it, the same name with ".ticks2" for ".parquet"
-// (…/compacted-<digest>/0.ticks2). An index of the first format (without
-// CSV sizes) is at TickIndexV1Path, ".ticks": a new name for the new
-// format, so that a reader that knows only the first finds no index (and
-// gathers those ticks' rows another way) rather than one it cannot read.
-// ParseFragmentPath takes neither for a fragment; TickIndexOf finds their
-// file.
-func TickIndexPath(path string) string {
-	return strings.TrimSuffix(path, ".parquet") + tickIndexSuffix
+// lives: beside it, the same name with ".ticks3" for ".parquet"
+// (…/compacted-<digest>/0.ticks3). Each format of the index has a name
+// of its own (TickIndexPaths: ".ticks" the first, without CSV sizes;
+// ".ticks2" the second, without column summaries), so that a reader that
+// knows only an older format finds no index of the newer (and finds the
+// older one, or gathers those ticks' rows another way) rather than one it
+// cannot read. ParseFragmentPath takes none for a fragment; TickIndexOf
+// finds their file.
+func TickIndexPath(path string) string { return TickIndexPaths(path)[0] }
+
+// TickIndexPaths are the names a tick index of the compacted file at
+// path may have, one per format, the newest first (see TickIndexPath).
+func TickIndexPaths(path string) []string {
+	base := strings.TrimSuffix(path, ".parquet")
+	out := make([]string, len(tickIndexSuffixes))
+	for i, s := range tickIndexSuffixes {
+		out[i] = base + s
+	}
+	return out
 }
 
-// TickIndexV1Path is where a tick index of the first format of the
-// compacted file at path lives (see TickIndexPath).
-func TickIndexV1Path(path string) string {
-	return strings.TrimSuffix(path, ".parquet") + tickIndexV1Suffix
-}
-
-const (
-	tickIndexSuffix   = ".ticks2"
-	tickIndexV1Suffix = ".ticks"
-)
+// tickIndexSuffixes are the tick index formats' suffixes, the newest
+// first: the format is len(tickIndexSuffixes) - i.
+var tickIndexSuffixes = []string{".ticks3", ".ticks2", ".ticks"}
 
 // TickIndexOf returns the compacted file of world whose tick index (of
-// either format) is called name, if name is one (TickIndexPath,
-// TickIndexV1Path).
+// any format) is called name, if name is one (TickIndexPaths).
 func TickIndexOf(world, name string) (string, bool) {
-	base, ok := strings.CutSuffix(name, tickIndexSuffix)
-	if !ok {
-		base, ok = strings.CutSuffix(name, tickIndexV1Suffix)
+	for _, s := range tickIndexSuffixes {
+		base, ok := strings.CutSuffix(name, s)
+		if !ok {
+			continue
+		}
+		path := base + ".parquet"
+		n, ok := ParseFragmentPath(world, path)
+		if !ok || !IsCompactedToken(n.Token) {
+			return "", false
+		}
+		return path, true
 	}
-	if !ok {
-		return "", false
-	}
-	path := base + ".parquet"
-	n, ok := ParseFragmentPath(world, path)
-	if !ok || !IsCompactedToken(n.Token) {
-		return "", false
-	}
-	return path, true
+	return "", false
 }
 
 // WorldPrefix is the bucket prefix of everything of world's catalog.

@@ -52,8 +52,9 @@ func TestBucketLayoutIsPinned(t *testing.T) {
 		{FragmentPath("w", "main", "t1", "tok", 2), "data/w/main/t1/tok/2.parquet"},
 		{CompactedPath("w", "main", "t1", "d1", ""), "data/w/main/t1/compacted-d1/0.parquet"},
 		{CompactedPath("w", "main", "t1", "d1", "0123456789abcdef"), "data/w/main/t1/compacted-d1-0123456789abcdef/0.parquet"},
-		{TickIndexPath(CompactedPath("w", "main", "t1", "d1", "")), "data/w/main/t1/compacted-d1/0.ticks2"},
-		{TickIndexV1Path(CompactedPath("w", "main", "t1", "d1", "")), "data/w/main/t1/compacted-d1/0.ticks"},
+		{TickIndexPath(CompactedPath("w", "main", "t1", "d1", "")), "data/w/main/t1/compacted-d1/0.ticks3"},
+		{TickIndexPaths(CompactedPath("w", "main", "t1", "d1", ""))[1], "data/w/main/t1/compacted-d1/0.ticks2"},
+		{TickIndexPaths(CompactedPath("w", "main", "t1", "d1", ""))[2], "data/w/main/t1/compacted-d1/0.ticks"},
 		{LegacyPrefix("w", "main", "t1"), "data/w/main/t1/v0.2/"},
 		{TableInfoPath("w", "t1"), "data/w/_tables/t1.json"},
 		{LineagePath("w"), "data/w/_lineage/0.parquet"},
@@ -113,7 +114,7 @@ func TestBucketLayoutIsPinned(t *testing.T) {
 	if IsCompactedToken("tok") {
 		t.Error("IsCompactedToken takes a commit token for a compacted file")
 	}
-	for _, name := range []string{TickIndexPath(CompactedPath("w", "main", "t1", "d1", "")), TickIndexV1Path(CompactedPath("w", "main", "t1", "d1", ""))} {
+	for _, name := range TickIndexPaths(CompactedPath("w", "main", "t1", "d1", "")) {
 		if p, ok := TickIndexOf("w", name); !ok || p != CompactedPath("w", "main", "t1", "d1", "") {
 			t.Errorf("TickIndexOf(%s) = %q, %v", name, p, ok)
 		}

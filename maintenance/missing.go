@@ -196,7 +196,7 @@ func missingTickIndex(ctx context.Context, b bucket.Bucket, f index.Fragment, ta
 	case !errors.Is(err, frame.ErrNoTickIndex):
 		return err
 	}
-	for _, name := range []string{index.TickIndexPath(f.Path), index.TickIndexV1Path(f.Path)} {
+	for _, name := range index.TickIndexPaths(f.Path) {
 		_, err := b.Stat(ctx, name)
 		if err == nil {
 			r.Foreign = append(r.Foreign, name) // there, of another encoder

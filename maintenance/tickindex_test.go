@@ -552,11 +552,11 @@ func TestCompactionKeepsFragmentsWrittenBeforeCSVSizes(t *testing.T) {
 			if f.Span == nil || f.Span.From > 5 || 5 > f.Span.To {
 				continue
 			}
-			if _, err := b.Stat(ctx, index.TickIndexV1Path(f.Path)); !errors.Is(err, bucket.ErrNotExist) {
+			if _, err := b.Stat(ctx, index.TickIndexPaths(f.Path)[2]); !errors.Is(err, bucket.ErrNotExist) {
 				t.Fatalf("an index under the first format's name: %v", err)
 			}
 			y, err := frame.ReadTickIndex(ctx, b, f)
-			if err != nil || y.Version != 2 {
+			if err != nil || y.Version != 3 {
 				t.Fatalf("the new index: %+v, %v", y, err)
 			}
 			_, ok := y.Entry(5)

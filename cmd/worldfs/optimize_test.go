@@ -98,7 +98,7 @@ func optimizeRefills(t *testing.T, dir, suffix, what string) map[string][]byte {
 // damaged index, leaves it as it is and exits 1.
 func TestOptimizeWritesMissingTickIndexes(t *testing.T) {
 	dir := optimizedWorld(t, "--recent", "8")
-	written := optimizeRefills(t, dir, ".ticks2", "tick_indexes")
+	written := optimizeRefills(t, dir, ".ticks3", "tick_indexes")
 	var damaged string
 	for p := range written {
 		damaged = p

@@ -1,0 +1,288 @@
+package frame
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/big"
+	"math/bits"
+
+	"github.com/parquet-go/parquet-go"
+)
+
+// A tick index (format 3) summarizes each numeric component column of
+// its compacted file per tick: the least and greatest value and their
+// sum (the count is the tick's rows: worldfs columns are not nullable).
+// A reader of a column's per-tick aggregate over many ticks of many
+// worlds (the web interface's sweep page) reads these instead of the
+// rows: what a compacted file holds never changes, and it is summarized
+// once, when compaction writes its index. Min and max order as DuckDB
+// orders numbers: NaN above every other value.
+
+// ColumnSummary is one column's summary in a tick index: a stat per
+// entry of the index's Ticks, in their order, Ints for an integer
+// column, Floats for a floating one.
+type ColumnSummary struct {
+	Name   string
+	Type   Type
+	Ints   []IntStat
+	Floats []FloatStat
+}
+
+// IntStat is an integer column's summary of one tick.
+type IntStat struct {
+	Min, Max int64
+	Sum      Int128
+}
+
+// FloatStat is a floating column's summary of one tick (a Float32
+// column's values widened, exactly); Sum adds the tick's values in
+// entity order.
+type FloatStat struct{ Min, Max, Sum float64 }
+
+// Int128 is a signed 128-bit integer: an integer column's sum, which
+// DuckDB also keeps in 128 bits (HUGEINT), so that no sum overflows.
+type Int128 struct {
+	Hi int64
+	Lo uint64
+}
+
+// Add returns s + v.
+func (s Int128) Add(v Int128) Int128 {
+	lo, carry := bits.Add64(s.Lo, v.Lo, 0)
+	hi, _ := bits.Add64(uint64(s.Hi), uint64(v.Hi), carry)
+	return Int128{Hi: int64(hi), Lo: lo}
+}
+
+// Int128Of returns v as an Int128.
+func Int128Of(v int64) Int128 { return Int128{Hi: v >> 63, Lo: uint64(v)} }
+
+// Big returns s as a big.Int.
+func (s Int128) Big() *big.Int {
+	b := new(big.Int).SetInt64(s.Hi)
+	b.Lsh(b, 64)
+	return b.Add(b, new(big.Int).SetUint64(s.Lo))
+}
+
+// Float returns s as the nearest float64.
+func (s Int128) Float() float64 {
+	f, _ := new(big.Float).SetInt(s.Big()).Float64()
+	return f
+}
+
+// FloatLess orders floats as DuckDB orders numbers: NaN above all.
+func FloatLess(a, b float64) bool {
+	switch {
+	case math.IsNaN(a):
+		return false
+	case math.IsNaN(b):
+		return true
+	}
+	return a < b
+}
+
+// Summary returns the summary of column name, false if the index has
+// none of it (not a numeric component column, or an index of an older
+// format).
+func (x *TickIndex) Summary(name string) (*ColumnSummary, bool) {
+	for i := range x.Summaries {
+		if x.Summaries[i].Name == name {
+			return &x.Summaries[i], true
+		}
+	}
+	return nil, false
+}
+
+// Summarized reports whether column c of a table is one a tick index
+// summarizes: a numeric component column.
+func Summarized(c Column) bool {
+	switch c.Type {
+	case Int32, Int64, Float32, Float64:
+		return c.Component != ""
+	}
+	return false
+}
+
+// summarize returns the summaries of file's numeric component columns
+// (Summarized), of each of ticks (runs of rows in file order from row 0).
+func summarize(t *Table, file *parquet.File, ticks []TickEntry) ([]ColumnSummary, error) {
+	var out []ColumnSummary
+	var buf []parquet.Value
+	for ci, c := range t.Columns {
+		if !Summarized(c) {
+			continue
+		}
+		s := ColumnSummary{Name: c.Name, Type: c.Type}
+		isInt := c.Type == Int32 || c.Type == Int64
+		if isInt {
+			s.Ints = make([]IntStat, len(ticks))
+		} else {
+			s.Floats = make([]FloatStat, len(ticks))
+		}
+		k, row := 0, int64(0)
+		for _, rg := range file.RowGroups() {
+			var err error
+			if buf, err = ColumnValues(rg, ci, buf[:0]); err != nil {
+				return nil, fmt.Errorf("table %s column %s: %w", t.Name, c.Name, err)
+			}
+			for _, v := range buf {
+				for k < len(ticks) && row >= ticks[k].Row+ticks[k].Rows {
+					k++
+				}
+				if k == len(ticks) {
+					return nil, fmt.Errorf("table %s column %s: row %d is past the ticks' rows", t.Name, c.Name, row)
+				}
+				first := row == ticks[k].Row
+				switch {
+				case isInt:
+					n, st := v.Int64(), &s.Ints[k]
+					if c.Type == Int32 {
+						n = int64(v.Int32())
+					}
+					if first {
+						*st = IntStat{Min: n, Max: n, Sum: Int128Of(n)}
+					} else {
+						st.Min, st.Max, st.Sum = min(st.Min, n), max(st.Max, n), st.Sum.Add(Int128Of(n))
+					}
+				default:
+					f, st := v.Double(), &s.Floats[k]
+					if c.Type == Float32 {
+						f = float64(v.Float())
+					}
+					if first {
+						*st = FloatStat{Min: f, Max: f, Sum: f}
+						break
+					}
+					if FloatLess(f, st.Min) {
+						st.Min = f
+					}
+					if FloatLess(st.Max, f) {
+						st.Max = f
+					}
+					st.Sum += f
+				}
+				row++
+			}
+		}
+		if k != len(ticks)-1 && len(ticks) > 0 || row != file.NumRows() {
+			return nil, fmt.Errorf("table %s column %s: %d rows of %d ticks, the file has %d", t.Name, c.Name, row, k+1, file.NumRows())
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// appendSummaries appends the summaries' bytes: their count, then per
+// column its name, its type, and its stats of each tick: an integer
+// column's min and max (zigzag varints) and sum (its high word a zigzag
+// varint, its low word a uvarint), a floating column's min, max and sum
+// (8 bytes each, little-endian).
+func appendSummaries(out []byte, sums []ColumnSummary) []byte {
+	out = binary.AppendUvarint(out, uint64(len(sums)))
+	for _, s := range sums {
+		out = binary.AppendUvarint(out, uint64(len(s.Name)))
+		out = append(out, s.Name...)
+		out = binary.AppendUvarint(out, uint64(len(s.Type)))
+		out = append(out, s.Type...)
+		for _, st := range s.Ints {
+			out = binary.AppendVarint(out, st.Min)
+			out = binary.AppendVarint(out, st.Max)
+			out = binary.AppendVarint(out, st.Sum.Hi)
+			out = binary.AppendUvarint(out, st.Sum.Lo)
+		}
+		for _, st := range s.Floats {
+			out = binary.LittleEndian.AppendUint64(out, math.Float64bits(st.Min))
+			out = binary.LittleEndian.AppendUint64(out, math.Float64bits(st.Max))
+			out = binary.LittleEndian.AppendUint64(out, math.Float64bits(st.Sum))
+		}
+	}
+	return out
+}
+
+// decodeSummaries parses appendSummaries' bytes of an index of ticks
+// entries, returning what follows them; false if they are not such
+// bytes.
+func decodeSummaries(p []byte, ticks int) ([]ColumnSummary, []byte, bool) {
+	uvarint := func() (uint64, bool) {
+		v, k := binary.Uvarint(p)
+		if k <= 0 {
+			return 0, false
+		}
+		p = p[k:]
+		return v, true
+	}
+	varint := func() (int64, bool) {
+		v, k := binary.Varint(p)
+		if k <= 0 {
+			return 0, false
+		}
+		p = p[k:]
+		return v, true
+	}
+	str := func() (string, bool) {
+		n, ok := uvarint()
+		if !ok || n > uint64(len(p)) {
+			return "", false
+		}
+		s := string(p[:n])
+		p = p[n:]
+		return s, true
+	}
+	n, ok := uvarint()
+	if !ok || n > uint64(len(p)) {
+		return nil, nil, false
+	}
+	out := make([]ColumnSummary, n)
+	for i := range out {
+		s := &out[i]
+		name, ok1 := str()
+		typ, ok2 := str()
+		if !ok1 || !ok2 {
+			return nil, nil, false
+		}
+		s.Name, s.Type = name, Type(typ)
+		switch s.Type {
+		case Int32, Int64:
+			s.Ints = make([]IntStat, ticks)
+			for j := range s.Ints {
+				st := &s.Ints[j]
+				var ok [4]bool
+				st.Min, ok[0] = varint()
+				st.Max, ok[1] = varint()
+				st.Sum.Hi, ok[2] = varint()
+				st.Sum.Lo, ok[3] = uvarint()
+				if ok != [4]bool{true, true, true, true} || st.Min > st.Max {
+					return nil, nil, false
+				}
+			}
+		case Float32, Float64:
+			if uint64(len(p)) < uint64(ticks)*24 {
+				return nil, nil, false
+			}
+			s.Floats = make([]FloatStat, ticks)
+			for j := range s.Floats {
+				f := func() float64 {
+					v := math.Float64frombits(binary.LittleEndian.Uint64(p))
+					p = p[8:]
+					return v
+				}
+				s.Floats[j] = FloatStat{Min: f(), Max: f(), Sum: f()}
+			}
+		default:
+			return nil, nil, false
+		}
+	}
+	return out, p, true
+}
+
+// ParseInt128 parses a decimal integer within 128 bits (a HUGEINT as
+// DuckDB prints it).
+func ParseInt128(s string) (Int128, error) {
+	b, ok := new(big.Int).SetString(s, 10)
+	if !ok || b.BitLen() > 127 && !(b.Sign() < 0 && b.BitLen() == 128 && b.TrailingZeroBits() == 127) {
+		return Int128{}, fmt.Errorf("%q is not an integer of 128 bits", s)
+	}
+	lo := new(big.Int).And(b, new(big.Int).SetUint64(math.MaxUint64)).Uint64()
+	hi := new(big.Int).Rsh(b, 64).Int64()
+	return Int128{Hi: hi, Lo: lo}, nil
+}
