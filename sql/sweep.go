@@ -266,8 +266,9 @@ func (s *Script) sweepText(printed bool) (string, error) {
 			"  FROM (VALUES %s) t(world, name, run, tick, commit_token, message, created_ms);\n", strings.Join(tags, ",\n  "))
 	}
 	sb.WriteString(worldsView(rows...))
+	keep := s.omitted(&sb)
 	for _, name := range s.Views {
-		s.sweepTable(&sb, name)
+		s.sweepTable(&sb, name, keep)
 	}
 	sb.WriteString(sweepDiffAcross())
 	text := sb.String()
@@ -278,8 +279,9 @@ func (s *Script) sweepText(printed bool) (string, error) {
 }
 
 // sweepTable writes the sweep's views and macros of the table called
-// name.
-func (s *Script) sweepTable(sb *strings.Builder, name string) {
+// name, reading the rows of worldfs_fragments that keep (a condition
+// that follows others, or "") keeps.
+func (s *Script) sweepTable(sb *strings.Builder, name, keep string) {
 	var ids, cols []string
 	dirOf := map[string]string{} // a table id's views directory (its witness)
 	mixed := false
@@ -312,7 +314,7 @@ func (s *Script) sweepTable(sb *strings.Builder, name string) {
 		m, files, bounds := "worldfs_sweep_"+name+"_"+id, "worldfs_sweep_"+name+"_"+id+"_files", "worldfs_sweep_"+name+"_"+id+"_bounds"
 		witness := lit(witnessPath(dirOf[id], id))
 		fmt.Fprintf(sb, "CREATE OR REPLACE TEMP TABLE %s AS SELECT sweep_world AS world, path, min(first_tick) AS lo, max(last_tick) AS hi, bool_and(filtered AND proven) AS proven\n"+
-			"  FROM worldfs_fragments WHERE view = %s AND table_id = %s GROUP BY ALL;\n", ident(m), lit(name), lit(id))
+			"  FROM worldfs_fragments WHERE view = %s AND table_id = %s%s GROUP BY ALL;\n", ident(m), lit(name), lit(id), keep)
 		fmt.Fprintf(sb, "SET VARIABLE %s = (SELECT list_concat([%s, %s], coalesce(list(path ORDER BY path), []::VARCHAR[])) FROM (SELECT DISTINCT path FROM %s));\n",
 			ident(files), witness, witness, ident(m))
 		fmt.Fprintf(sb, "SET VARIABLE %s = (SELECT list({'path': path, 'lo': lo, 'hi': hi} ORDER BY path) FROM (\n"+

@@ -214,6 +214,11 @@ type Script struct {
 	WorldRow string                    `json:",omitempty"`
 	// sweep: a session of several worlds read as one (Sweep).
 	sweep bool
+	// reads: per view, the compacted files the world's views read as they
+	// are and the count of their other files (summarized.go); omit: the
+	// compacted files a sweep's views leave out (Omit).
+	reads map[string]viewReads
+	omit  []CompactedRead
 }
 
 // SQL returns the script for a DuckDB outside worldfs (the DuckDB shell,
@@ -635,6 +640,9 @@ type history struct {
 	// those whose readable name no file has (emptyTables).
 	described []string
 	empty     []frame.TableInfo
+	// compacted: the catalog's entries of the compacted files read, by
+	// object (compactedReads).
+	compacted map[string]index.Fragment
 }
 
 // emptyTables finds the tables the lineage's worlds describe whose
@@ -681,6 +689,10 @@ func (h *history) catalogFiles(ctx context.Context, v *index.Plan, from, to int6
 		first, last := f.Tick, f.Tick
 		if f.Span != nil {
 			first, last = max(f.Span.From, f.Keep.From), min(f.Span.To, f.Keep.To)
+			if h.compacted == nil {
+				h.compacted = map[string]index.Fragment{}
+			}
+			h.compacted[f.Path] = f.Fragment
 		}
 		h.frags = append(h.frags, fragment{world: f.World, run: f.Run, table: f.Table, object: f.Path, path: p,
 			tick: f.Tick, token: f.Token, epoch: f.Epoch, rows: f.Rows, bytes: f.Bytes, filtered: true, fact: f.Fact, proven: !f.Check, keep: f.Keep,
@@ -889,6 +901,7 @@ func render(world, run string, upTo int64, h *history, infos map[string]frame.Ta
 			script.paths = append(script.paths, r.Path)
 		}
 	}
+	script.reads = compactedReads(world, list, h.compacted)
 	for _, name := range names {
 		for _, p := range parts[name] {
 			if p.filtered || p.empty {
