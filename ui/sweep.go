@@ -65,8 +65,12 @@ type Sweep struct {
 	Table  string              `json:"table"`
 	Column string              `json:"column"`
 	Agg    string              `json:"agg"`
-	// Series is SeriesSQL's answer: world, tick, the aggregate.
-	Series *Result `json:"series"`
+	// Series is SeriesSQL's answer: world, tick, the aggregate
+	// (sweepSeries); Summarized, how many of the compacted files the
+	// worlds read (once per world that reads each) it took from their
+	// tick indexes' column summaries rather than their rows.
+	Series     *Result `json:"series"`
+	Summarized int     `json:"summarized"`
 	// Meta is the worlds' records as a table: world, parent, fork_run,
 	// fork_tick, head_tick, then each run parameter any world has (NULL
 	// where a world has none of that name), from SweepWorldsSQL.
@@ -213,7 +217,13 @@ func (s *Server) sweepViews(ctx context.Context, worlds []string, run string) (*
 		if err != nil {
 			return nil, nil, err
 		}
-		return sw, &memory{tables: commonNumeric(scripts)}, nil
+		types := map[string]frame.Type{}
+		for table, cols := range scripts[0].Columns {
+			for _, c := range cols {
+				types[table+"\x00"+c.Name] = c.Type
+			}
+		}
+		return sw, &memory{tables: commonNumeric(scripts), types: types}, nil
 	})
 }
 
@@ -231,7 +241,7 @@ func sweepKey(worlds []string, run, table string) viewsKey {
 func (s *Server) sweepTable(ctx context.Context, worlds []string, run string, whole *views, table string) (*views, error) {
 	return s.keep(ctx, sweepKey(worlds, run, table), whole.Seqs, func(context.Context) (*sql.Script, *memory, error) {
 		sw, err := whole.Script.Only(table)
-		return sw, &memory{tables: whole.Extra.tables}, err
+		return sw, &memory{tables: whole.Extra.tables, types: whole.Extra.types}, err
 	})
 }
 
@@ -294,12 +304,9 @@ func (s *Server) sweep(ctx context.Context, vals url.Values) (*Sweep, error) {
 	if !slices.Contains(cols, q.Column) {
 		return nil, badRequest(fmt.Errorf("column %q is not a numeric column of table %s in every world of the sweep; its numeric columns: %s", q.Column, q.Table, orNone(cols)))
 	}
-	v, err := s.sweepTable(ctx, worlds, q.Run, whole, q.Table)
-	if err != nil {
-		return nil, err
-	}
 	out := &Sweep{Glob: q.Glob, Lineage: q.Lineage, Run: q.Run, Worlds: worlds, Tables: tables, Table: q.Table, Column: q.Column, Agg: q.Agg}
-	if out.Series, err = s.memoOn(ctx, v, q.SeriesSQL()); err != nil {
+	var v *views
+	if out.Series, v, out.Summarized, err = s.sweepSeries(ctx, worlds, q, whole, whole.Extra.types[q.Table+"\x00"+q.Column]); err != nil {
 		return nil, err
 	}
 	recs, err := s.memoOn(ctx, v, SweepWorldsSQL)

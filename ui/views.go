@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/worldfs/worldfs/frame"
 	"github.com/worldfs/worldfs/index"
 	"github.com/worldfs/worldfs/sql"
 	"golang.org/x/sync/singleflight"
@@ -77,8 +78,10 @@ type memory struct {
 	// two worlds' views, or a sweep).
 	view *index.View
 	// tables, of a sweep, are the tables its worlds have in common with
-	// their numeric columns in common (sweep.go).
+	// their numeric columns in common (sweep.go); types, each column's
+	// type, by table and column name ("table\x00column").
 	tables sweepTables
+	types  map[string]frame.Type
 	// countsFlight computes the rows per tick once for concurrent
 	// requests.
 	countsFlight singleflight.Group
@@ -174,13 +177,19 @@ func (s *Server) memoQuery(ctx context.Context, world, run, q string) (*Result, 
 
 // memoOn is memoQuery on views v.
 func (s *Server) memoOn(ctx context.Context, v *views, q string) (*Result, error) {
+	return s.remember(v, q, func() (*Result, error) { return s.queryOn(ctx, v, q) })
+}
+
+// remember returns the answer v's memory holds for key, else answer's,
+// which it keeps unless it failed or was truncated.
+func (s *Server) remember(v *views, key string, answer func() (*Result, error)) (*Result, error) {
 	v.Extra.mu.Lock()
-	res := v.Extra.mu.memo[q]
+	res := v.Extra.mu.memo[key]
 	v.Extra.mu.Unlock()
 	if res != nil {
 		return res, nil
 	}
-	res, err := s.queryOn(ctx, v, q)
+	res, err := answer()
 	if err != nil || res.Truncated {
 		return res, err
 	}
@@ -188,7 +197,7 @@ func (s *Server) memoOn(ctx context.Context, v *views, q string) (*Result, error
 	if v.Extra.mu.memo == nil {
 		v.Extra.mu.memo = map[string]*Result{}
 	}
-	v.Extra.mu.memo[q] = res
+	v.Extra.mu.memo[key] = res
 	v.Extra.mu.Unlock()
 	return res, nil
 }

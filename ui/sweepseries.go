@@ -1,0 +1,372 @@
+package ui
+
+import (
+	"context"
+	"crypto/sha256"
+	dsql "database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/worldfs/worldfs/frame"
+	"github.com/worldfs/worldfs/sql"
+)
+
+// A sweep's aggregate per world and tick (SweepQuery.SeriesSQL) is
+// answered in two parts that together hold every row of the sweep's
+// view once (sql.Script.CompactedReads, Omit): the ticks of compacted
+// files the views read as they are, from the column summaries of those
+// files' tick indexes (min, max and sum of each tick's rows, read
+// instead of the rows), and every other row, from DuckDB over the views
+// without those files, as partial aggregates (count and sum for avg).
+// The two are merged per world and tick: counts, sums (in 128 bits for
+// an integer column) and extremes combine exactly; a floating sum (and
+// so avg) adds the same values in another order than DuckDB's one query
+// would, as DuckDB's own parallel plans do.
+
+// summaryReads is how many tick index files sweepSeries reads at once.
+const summaryReads = 16
+
+// colSummary is one compacted file's summary of one column: its ticks
+// and each tick's rows, and the column's stats of each tick.
+type colSummary struct {
+	ticks, rows []int64
+	*frame.ColumnSummary
+}
+
+// summaries returns the summary of column of each file reads name (by
+// the file's object), read from the files' tick indexes, several at
+// once; a file whose index has none (written before summaries, or a
+// table of the file without that column) is not in it. A damaged index
+// fails the request: it is not a reason to show other numbers.
+func (s *Server) summaries(ctx context.Context, reads []sql.CompactedRead, column string) (map[string]*colSummary, error) {
+	var files []int // the first read of each file
+	seen := map[string]bool{}
+	for i, r := range reads {
+		if !seen[r.File.Path] {
+			seen[r.File.Path] = true
+			files = append(files, i)
+		}
+	}
+	got := make([]*colSummary, len(files))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(summaryReads)
+	for i, fi := range files {
+		g.Go(func() error {
+			x, err := frame.ReadTickIndex(gctx, s.opts.Bucket, reads[fi].File)
+			if errors.Is(err, frame.ErrNoTickIndex) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			c, ok := x.Summary(column)
+			if !ok {
+				return nil
+			}
+			cs := &colSummary{ticks: make([]int64, len(x.Ticks)), rows: make([]int64, len(x.Ticks)), ColumnSummary: c}
+			for k, e := range x.Ticks {
+				cs.ticks[k], cs.rows[k] = e.Tick, e.Rows
+			}
+			got[i] = cs
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	out := map[string]*colSummary{}
+	for i, fi := range files {
+		if got[i] != nil {
+			out[reads[fi].File.Path] = got[i]
+		}
+	}
+	return out, nil
+}
+
+// seriesKey is one point of a sweep's series.
+type seriesKey struct {
+	world string
+	tick  int64
+}
+
+// partial is an aggregate of some of a point's rows: their count of
+// values, and of those values (has: at least one) the sum and extremes,
+// as integers (an Int128 sum) or floats by the column's type.
+type partial struct {
+	n          int64
+	has        bool
+	isum       frame.Int128
+	fsum       float64
+	imin, imax int64
+	fmin, fmax float64
+}
+
+// addInts merges n values of an integer column, of sum sum and extremes
+// lo and hi.
+func (p *partial) addInts(n int64, sum frame.Int128, lo, hi int64) {
+	if !p.has {
+		p.imin, p.imax = lo, hi
+	}
+	p.n, p.isum, p.has = p.n+n, p.isum.Add(sum), true
+	p.imin, p.imax = min(p.imin, lo), max(p.imax, hi)
+}
+
+// addFloats merges n values of a floating column.
+func (p *partial) addFloats(n int64, sum, lo, hi float64) {
+	if !p.has || frame.FloatLess(lo, p.fmin) {
+		p.fmin = lo
+	}
+	if !p.has || frame.FloatLess(p.fmax, hi) {
+		p.fmax = hi
+	}
+	p.n, p.fsum, p.has = p.n+n, p.fsum+sum, true
+}
+
+// partialSQL is the part of q's aggregate DuckDB answers for the rows it
+// reads: per world and tick, what merges into q.Agg (count and sum for
+// avg).
+func (q SweepQuery) partialSQL() string {
+	c := quoteIdent(q.Column)
+	aggs := map[string]string{
+		"avg":   "count(" + c + "), sum(" + c + ")",
+		"sum":   "count(" + c + "), sum(" + c + ")",
+		"count": "count(" + c + ")",
+		"min":   "count(" + c + "), min(" + c + ")",
+		"max":   "count(" + c + "), max(" + c + ")",
+	}[q.Agg]
+	return fmt.Sprintf("SELECT world, tick, %s FROM %s GROUP BY world, tick", aggs, quoteIdent(q.Table))
+}
+
+// sweepSeries answers q over the sweep whole (its column of type typ)
+// as described above, with the views of the rest it read (whose memory
+// keeps the answer while the catalogs stay as they are) and how many
+// compacted reads the summaries answered.
+func (s *Server) sweepSeries(ctx context.Context, worlds []string, q SweepQuery, whole *views, typ frame.Type) (*Result, *views, int, error) {
+	reads, rest, err := whole.Script.CompactedReads(q.Table)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	sums, err := s.summaries(ctx, reads, q.Column)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	var covered []sql.CompactedRead
+	for _, r := range reads {
+		if sums[r.File.Path] != nil {
+			covered = append(covered, r)
+		} else {
+			rest = true
+		}
+	}
+	v, err := s.sweepRest(ctx, worlds, q.Run, whole, q.Table, covered)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	res, err := s.remember(v, q.SeriesSQL(), func() (*Result, error) {
+		start := time.Now()
+		points := map[seriesKey]*partial{}
+		at := func(world string, tick int64) *partial {
+			k := seriesKey{world, tick}
+			p := points[k]
+			if p == nil {
+				p = &partial{}
+				points[k] = p
+			}
+			return p
+		}
+		for _, r := range covered {
+			cs := sums[r.File.Path]
+			lo, _ := slices.BinarySearch(cs.ticks, r.From)
+			for k := lo; k < len(cs.ticks) && cs.ticks[k] <= r.To; k++ {
+				p := at(r.World, cs.ticks[k])
+				if cs.Ints != nil {
+					st := cs.Ints[k]
+					p.addInts(cs.rows[k], st.Sum, st.Min, st.Max)
+				} else {
+					st := cs.Floats[k]
+					p.addFloats(cs.rows[k], st.Sum, st.Min, st.Max)
+				}
+			}
+		}
+		var notes string
+		if rest {
+			part := &Result{}
+			err := s.runOn(ctx, v, q.partialSQL(), part, func(ctx context.Context, db *dsql.DB, w io.Writer) error {
+				return sql.Values(ctx, db, q.partialSQL(), w, func([]string) error { return nil }, func(vals []any) error {
+					return mergeRow(at(vals[0].(string), vals[1].(int64)), q.Agg, typ, vals[2:])
+				})
+			})
+			if err != nil {
+				return nil, err
+			}
+			notes = part.Notes
+		}
+		return s.seriesResult(q, typ, points, notes, start)
+	})
+	return res, v, len(covered), err
+}
+
+// mergeRow merges a row of partialSQL's (after world and tick: the
+// count of values, then for every aggregate but count the sum, min or
+// max of agg, as sql.Values types them) into p, a point of a column of
+// type typ.
+func mergeRow(p *partial, agg string, typ frame.Type, vals []any) error {
+	n, ok := vals[0].(int64)
+	if !ok {
+		return fmt.Errorf("the sweep's partial aggregate: a count of %T", vals[0])
+	}
+	if agg == "count" || n == 0 {
+		p.n += n
+		return nil
+	}
+	isInt := typ == frame.Int32 || typ == frame.Int64
+	var i frame.Int128
+	var f float64
+	switch x := vals[1].(type) {
+	case int64:
+		i = frame.Int128Of(x)
+	case string: // an integer column's sum: a HUGEINT
+		var err error
+		if i, err = frame.ParseInt128(x); err != nil {
+			return fmt.Errorf("the sweep's partial sum: %w", err)
+		}
+	case float32:
+		f = float64(x)
+	case float64:
+		f = x
+	default:
+		return fmt.Errorf("the sweep's partial aggregate: a value of %T", x)
+	}
+	switch {
+	case isInt && agg == "avg", isInt && agg == "sum":
+		p.n, p.isum, p.has = p.n+n, p.isum.Add(i), true
+	case isInt: // min or max: an int64
+		v := int64(i.Lo)
+		p.addInts(n, frame.Int128{}, v, v)
+	case agg == "avg", agg == "sum":
+		p.n, p.fsum, p.has = p.n+n, p.fsum+f, true
+	default:
+		p.addFloats(n, 0, f, f)
+	}
+	return nil
+}
+
+// seriesResult renders points as SeriesSQL's answer: world, tick and
+// the aggregate, ordered by world and tick, a value as the page reads it
+// (an integer in full, a float in the shortest text that reads back as
+// it: formatFloat), NULL for a point without values; up to the server's
+// bound on a result.
+func (s *Server) seriesResult(q SweepQuery, typ frame.Type, points map[seriesKey]*partial, notes string, start time.Time) (*Result, error) {
+	keys := make([]seriesKey, 0, len(points))
+	for k := range points {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b seriesKey) int {
+		if c := strings.Compare(a.world, b.world); c != 0 {
+			return c
+		}
+		return cmpInt(a.tick, b.tick)
+	})
+	isInt := typ == frame.Int32 || typ == frame.Int64
+	bits := 64
+	if typ == frame.Float32 {
+		bits = 32
+	}
+	res := &Result{SQL: q.SeriesSQL(), Columns: []string{"world", "tick", q.Agg + "_" + q.Column}, Rows: make([][]string, 0, len(keys)), Notes: notes}
+	size := 0
+	for _, k := range keys {
+		p := points[k]
+		var v string
+		switch {
+		case q.Agg == "count":
+			v = strconv.FormatInt(p.n, 10)
+		case !p.has:
+			v = "NULL"
+		case q.Agg == "avg" && isInt:
+			v = formatFloat(p.isum.Float()/float64(p.n), 64)
+		case q.Agg == "avg":
+			v = formatFloat(p.fsum/float64(p.n), 64)
+		case q.Agg == "sum" && isInt:
+			v = p.isum.Big().String()
+		case q.Agg == "sum":
+			v = formatFloat(p.fsum, 64)
+		case q.Agg == "min" && isInt:
+			v = strconv.FormatInt(p.imin, 10)
+		case q.Agg == "max" && isInt:
+			v = strconv.FormatInt(p.imax, 10)
+		case q.Agg == "min":
+			v = formatFloat(p.fmin, bits)
+		default:
+			v = formatFloat(p.fmax, bits)
+		}
+		row := []string{k.world, strconv.FormatInt(k.tick, 10), v}
+		size += len(row[0]) + len(row[1]) + len(v) + 3
+		if size > s.opts.MaxResultBytes {
+			res.Truncated = true
+			break
+		}
+		res.Rows = append(res.Rows, row)
+	}
+	res.ElapsedMs = ms(time.Since(start))
+	return res, nil
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// formatFloat is v (a float of bits bits) as the page reads a number:
+// the shortest decimal that reads back as v, positional from 1e-6 to
+// 1e21 as JavaScript prints a number, else in exponent form; DuckDB's
+// nan, inf and -inf.
+func formatFloat(v float64, bits int) string {
+	switch a := math.Abs(v); {
+	case math.IsNaN(v):
+		return "nan"
+	case math.IsInf(v, 1):
+		return "inf"
+	case math.IsInf(v, -1):
+		return "-inf"
+	case a == 0 || a >= 1e-6 && a < 1e21:
+		return strconv.FormatFloat(v, 'f', -1, bits)
+	}
+	return strconv.FormatFloat(v, 'g', -1, bits)
+}
+
+// sweepRest returns the views of the sweep whole narrowed to table
+// without the compacted reads covered (sql.Script.Omit), kept on the
+// shelf while the whole is what the catalogs say; with none covered,
+// the views narrowed to table (sweepTable).
+func (s *Server) sweepRest(ctx context.Context, worlds []string, run string, whole *views, table string, covered []sql.CompactedRead) (*views, error) {
+	if len(covered) == 0 {
+		return s.sweepTable(ctx, worlds, run, whole, table)
+	}
+	h := sha256.New()
+	for _, r := range covered {
+		fmt.Fprintf(h, "%s\x00%s\x00", r.World, r.File.Path)
+	}
+	key := sweepKey(worlds, run, table+"\x00without "+hex.EncodeToString(h.Sum(nil)[:8]))
+	return s.keep(ctx, key, whole.Seqs, func(context.Context) (*sql.Script, *memory, error) {
+		sw, err := whole.Script.Only(table)
+		if err != nil {
+			return nil, nil, err
+		}
+		sw, err = sw.Omit(covered)
+		return sw, &memory{tables: whole.Extra.tables, types: whole.Extra.types}, err
+	})
+}
