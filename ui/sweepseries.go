@@ -92,6 +92,13 @@ func (s *Server) summaries(ctx context.Context, reads []sql.CompactedRead, colum
 	return out, nil
 }
 
+// coveredReads are the compacted reads of a sweep whose files' tick
+// indexes summarize a column, and whether others did not (rest).
+type coveredReads struct {
+	reads []sql.CompactedRead
+	rest  bool
+}
+
 // seriesKey is one point of a sweep's series.
 type seriesKey struct {
 	world string
@@ -155,24 +162,45 @@ func (s *Server) sweepSeries(ctx context.Context, worlds []string, q SweepQuery,
 	if err != nil {
 		return nil, nil, 0, err
 	}
-	sums, err := s.summaries(ctx, reads, q.Column)
-	if err != nil {
-		return nil, nil, 0, err
-	}
-	var covered []sql.CompactedRead
-	for _, r := range reads {
-		if sums[r.File.Path] != nil {
-			covered = append(covered, r)
-		} else {
-			rest = true
+	// Which reads the summaries answer is kept with the whole (a few
+	// names per file), not the summaries (tens of KB each): a kept
+	// answer then costs no index read, a new aggregate reads them again.
+	key := q.Table + "\x00" + q.Column
+	whole.Extra.mu.Lock()
+	c, known := whole.Extra.mu.covered[key]
+	whole.Extra.mu.Unlock()
+	var sums map[string]*colSummary
+	if !known {
+		if sums, err = s.summaries(ctx, reads, q.Column); err != nil {
+			return nil, nil, 0, err
 		}
+		for _, r := range reads {
+			if sums[r.File.Path] != nil {
+				c.reads = append(c.reads, r)
+			} else {
+				c.rest = true
+			}
+		}
+		whole.Extra.mu.Lock()
+		if whole.Extra.mu.covered == nil {
+			whole.Extra.mu.covered = map[string]coveredReads{}
+		}
+		whole.Extra.mu.covered[key] = c
+		whole.Extra.mu.Unlock()
 	}
+	covered, rest := c.reads, rest || c.rest
 	v, err := s.sweepRest(ctx, worlds, q.Run, whole, q.Table, covered)
 	if err != nil {
 		return nil, nil, 0, err
 	}
 	res, err := s.remember(v, q.SeriesSQL(), func() (*Result, error) {
 		start := time.Now()
+		if sums == nil {
+			var err error
+			if sums, err = s.summaries(ctx, covered, q.Column); err != nil {
+				return nil, err
+			}
+		}
 		points := map[seriesKey]*partial{}
 		at := func(world string, tick int64) *partial {
 			k := seriesKey{world, tick}

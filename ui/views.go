@@ -97,6 +97,10 @@ type memory struct {
 		// counts is the rows per tick of each view (counts.go), once
 		// computed.
 		counts *tickCounts
+		// covered, of a sweep, is which of its compacted reads of a
+		// column the files' tick indexes summarize (sweepseries.go), by
+		// table and column ("table\x00column").
+		covered map[string]coveredReads
 	}
 }
 
