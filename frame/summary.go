@@ -2,7 +2,9 @@ package frame
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"io"
 	"math"
 	"math/big"
 	"math/bits"
@@ -107,69 +109,146 @@ func Summarized(c Column) bool {
 // (Summarized), of each of ticks (runs of rows in file order from row 0).
 func summarize(t *Table, file *parquet.File, ticks []TickEntry) ([]ColumnSummary, error) {
 	var out []ColumnSummary
-	var buf []parquet.Value
 	for ci, c := range t.Columns {
 		if !Summarized(c) {
 			continue
 		}
-		s := ColumnSummary{Name: c.Name, Type: c.Type}
-		isInt := c.Type == Int32 || c.Type == Int64
-		if isInt {
-			s.Ints = make([]IntStat, len(ticks))
-		} else {
-			s.Floats = make([]FloatStat, len(ticks))
-		}
-		k, row := 0, int64(0)
-		for _, rg := range file.RowGroups() {
-			var err error
-			if buf, err = ColumnValues(rg, ci, buf[:0]); err != nil {
-				return nil, fmt.Errorf("table %s column %s: %w", t.Name, c.Name, err)
-			}
-			for _, v := range buf {
-				for k < len(ticks) && row >= ticks[k].Row+ticks[k].Rows {
-					k++
-				}
-				if k == len(ticks) {
-					return nil, fmt.Errorf("table %s column %s: row %d is past the ticks' rows", t.Name, c.Name, row)
-				}
-				first := row == ticks[k].Row
-				switch {
-				case isInt:
-					n, st := v.Int64(), &s.Ints[k]
-					if c.Type == Int32 {
-						n = int64(v.Int32())
-					}
-					if first {
-						*st = IntStat{Min: n, Max: n, Sum: Int128Of(n)}
-					} else {
-						st.Min, st.Max, st.Sum = min(st.Min, n), max(st.Max, n), st.Sum.Add(Int128Of(n))
-					}
-				default:
-					f, st := v.Double(), &s.Floats[k]
-					if c.Type == Float32 {
-						f = float64(v.Float())
-					}
-					if first {
-						*st = FloatStat{Min: f, Max: f, Sum: f}
-						break
-					}
-					if FloatLess(f, st.Min) {
-						st.Min = f
-					}
-					if FloatLess(st.Max, f) {
-						st.Max = f
-					}
-					st.Sum += f
-				}
-				row++
-			}
-		}
-		if k != len(ticks)-1 && len(ticks) > 0 || row != file.NumRows() {
-			return nil, fmt.Errorf("table %s column %s: %d rows of %d ticks, the file has %d", t.Name, c.Name, row, k+1, file.NumRows())
+		s, err := summarizeColumn(file, ci, c.Name, c.Type, ticks)
+		if err != nil {
+			return nil, fmt.Errorf("table %s: %w", t.Name, err)
 		}
 		out = append(out, s)
 	}
 	return out, nil
+}
+
+// ErrNoColumn: a file has no column of the name asked for.
+var ErrNoColumn = errors.New("the file has no column")
+
+// SummarizeFile summarizes column (of type typ) of a file of rows in
+// tick order (a tick's own file, a compacted file) as a tick index does,
+// from its rows: the file's ticks (each with its first row and rows) and
+// the column's stats of each.
+func SummarizeFile(src io.ReaderAt, size int64, column string, typ Type) ([]TickEntry, *ColumnSummary, error) {
+	file, err := parquet.OpenFile(src, size, parquet.SkipBloomFilters(true), parquet.SkipPageIndex(true))
+	if err != nil {
+		return nil, nil, err
+	}
+	leaf := func(name string) (int, error) {
+		l, ok := file.Schema().Lookup(name)
+		if !ok {
+			return 0, fmt.Errorf("%w %s", ErrNoColumn, name)
+		}
+		return l.ColumnIndex, nil
+	}
+	tc, err := leaf(ColTick)
+	if err != nil {
+		return nil, nil, err
+	}
+	ci, err := leaf(column)
+	if err != nil {
+		return nil, nil, err
+	}
+	var ticks []TickEntry
+	var buf []parquet.Value
+	row := int64(0)
+	for _, rg := range file.RowGroups() {
+		if buf, err = ColumnValues(rg, tc, buf[:0]); err != nil {
+			return nil, nil, fmt.Errorf("the tick column: %w", err)
+		}
+		for _, v := range buf {
+			tick := v.Int64()
+			switch n := len(ticks); {
+			case n > 0 && ticks[n-1].Tick == tick:
+				ticks[n-1].Rows++
+			case n > 0 && ticks[n-1].Tick > tick:
+				return nil, nil, fmt.Errorf("row %d: tick %d after tick %d: the rows are not in tick order", row, tick, ticks[n-1].Tick)
+			default:
+				ticks = append(ticks, TickEntry{Tick: tick, Row: row, Rows: 1})
+			}
+			row++
+		}
+	}
+	s, err := summarizeColumn(file, ci, column, typ, ticks)
+	if err != nil {
+		return nil, nil, err
+	}
+	return ticks, &s, nil
+}
+
+// summarizeColumn summarizes column ci of file (called name, of type
+// typ) per tick of ticks.
+func summarizeColumn(file *parquet.File, ci int, name string, typ Type, ticks []TickEntry) (ColumnSummary, error) {
+	s := ColumnSummary{Name: name, Type: typ}
+	var kind parquet.Kind
+	switch typ {
+	case Int32:
+		kind, s.Ints = parquet.Int32, make([]IntStat, len(ticks))
+	case Int64:
+		kind, s.Ints = parquet.Int64, make([]IntStat, len(ticks))
+	case Float32:
+		kind, s.Floats = parquet.Float, make([]FloatStat, len(ticks))
+	case Float64:
+		kind, s.Floats = parquet.Double, make([]FloatStat, len(ticks))
+	default:
+		return s, fmt.Errorf("column %s: %s is not a numeric type", name, typ)
+	}
+	if got := file.Schema().Columns(); ci >= len(got) {
+		return s, fmt.Errorf("column %s: the file has %d columns", name, len(got))
+	}
+	var buf []parquet.Value
+	k, row := 0, int64(0)
+	for _, rg := range file.RowGroups() {
+		if t := rg.ColumnChunks()[ci].Type().Kind(); t != kind {
+			return s, fmt.Errorf("column %s of type %s holds %s values", name, typ, t)
+		}
+		var err error
+		if buf, err = ColumnValues(rg, ci, buf[:0]); err != nil {
+			return s, fmt.Errorf("column %s: %w", name, err)
+		}
+		for _, v := range buf {
+			for k < len(ticks) && row >= ticks[k].Row+ticks[k].Rows {
+				k++
+			}
+			if k == len(ticks) {
+				return s, fmt.Errorf("column %s: row %d is past the ticks' rows", name, row)
+			}
+			first := row == ticks[k].Row
+			switch typ {
+			case Int32, Int64:
+				n, st := v.Int64(), &s.Ints[k]
+				if typ == Int32 {
+					n = int64(v.Int32())
+				}
+				if first {
+					*st = IntStat{Min: n, Max: n, Sum: Int128Of(n)}
+				} else {
+					st.Min, st.Max, st.Sum = min(st.Min, n), max(st.Max, n), st.Sum.Add(Int128Of(n))
+				}
+			default:
+				f, st := v.Double(), &s.Floats[k]
+				if typ == Float32 {
+					f = float64(v.Float())
+				}
+				if first {
+					*st = FloatStat{Min: f, Max: f, Sum: f}
+					break
+				}
+				if FloatLess(f, st.Min) {
+					st.Min = f
+				}
+				if FloatLess(st.Max, f) {
+					st.Max = f
+				}
+				st.Sum += f
+			}
+			row++
+		}
+	}
+	if len(ticks) > 0 && k != len(ticks)-1 || row != file.NumRows() {
+		return s, fmt.Errorf("column %s: %d rows of %d ticks, the file has %d", name, row, k+1, file.NumRows())
+	}
+	return s, nil
 }
 
 // appendSummaries appends the summaries' bytes: their count, then per

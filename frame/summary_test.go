@@ -1,6 +1,7 @@
 package frame_test
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"errors"
 	"math"
@@ -120,6 +121,32 @@ func TestTickIndexSummarizesNumericColumns(t *testing.T) {
 		t.Fatalf("tick 4's sum of i64 is %s: it overflowed 64 bits", s.Ints[1].Sum.Big())
 	}
 
+	// The same from the file's rows alone, column by column; a column
+	// asked for under another type, or one the file lacks, is refused.
+	for _, want := range x.Summaries {
+		ticks, got, err := frame.SummarizeFile(bytes.NewReader(data), int64(len(data)), want.Name, want.Type)
+		if err != nil || len(ticks) != len(runs) || !reflect.DeepEqual(got.Ints, want.Ints) || len(got.Floats) != len(want.Floats) {
+			t.Fatalf("SummarizeFile of %s: %+v, %+v, %v; the index's %+v", want.Name, ticks, got, err, want)
+		}
+		for k := range ticks {
+			if g, w := ticks[k], runs[k]; g.Tick != w.Tick || g.Row != w.Row || g.Rows != w.Rows {
+				t.Fatalf("SummarizeFile of %s: tick %+v, want %+v", want.Name, ticks[k], runs[k])
+			}
+			if a, b := got.Floats, want.Floats; len(a) > 0 && (!same(a[k].Min, b[k].Min) || !same(a[k].Max, b[k].Max) || !same(a[k].Sum, b[k].Sum)) {
+				t.Fatalf("SummarizeFile of %s tick %d: %+v, the index's %+v", want.Name, ticks[k].Tick, a[k], b[k])
+			}
+		}
+	}
+	for _, bad := range []struct {
+		col string
+		typ frame.Type
+	}{{"v_f64", frame.Int64}, {"v_i32", frame.Int64}, {"v_s", frame.String}, {"nope", frame.Float64}} {
+		_, _, err := frame.SummarizeFile(bytes.NewReader(data), int64(len(data)), bad.col, bad.typ)
+		if err == nil || errors.Is(err, frame.ErrNoColumn) != (bad.col == "nope") {
+			t.Errorf("SummarizeFile of column %s as %s: %v", bad.col, bad.typ, err)
+		}
+	}
+
 	enc := x.Encode()
 	y, err := frame.DecodeTickIndex(enc)
 	if err != nil {
@@ -143,8 +170,8 @@ func TestTickIndexSummarizesNumericColumns(t *testing.T) {
 	// matches: corrupt, not read.
 	body := enc[:len(enc)-sha256.Size]
 	for what, bad := range map[string][]byte{
-		"cut short":     body[:len(body)-5],
-		"unknown type":  replaceOnce(body, []byte("double"), []byte("doublx")),
+		"cut short":                body[:len(body)-5],
+		"unknown type":             replaceOnce(body, []byte("double"), []byte("doublx")),
 		"followed by a stray byte": append(body[:len(body):len(body)], 0),
 	} {
 		sum := sha256.Sum256(bad)
