@@ -3,6 +3,7 @@ package sql
 import (
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 
@@ -10,83 +11,120 @@ import (
 )
 
 // What a reader that aggregates a column per world and tick without
-// reading every row needs of a sweep's plan (the web interface's sweep
-// page, which takes the aggregates of compacted ticks from their tick
-// indexes' column summaries): the compacted files each world's views read
-// as they are, with the ticks each shows of them (CompactedReads), and
-// the sweep without those files (Omit), whose views read the rest: each
-// row of the sweep is then in exactly one of the two.
+// DuckDB needs of a sweep's plan (the web interface's sweep page, which
+// takes the aggregates of compacted ticks from their tick indexes'
+// column summaries and reads a few loose ticks' files itself): the files
+// each world's views read as they are, with the ticks each shows of them
+// (FileReads), a way to read one as the views would (ReadFile), and the
+// sweep without some of them (Omit), whose views read the rest: each row
+// of the sweep is then in exactly one of the two.
 
-// CompactedRead is a compacted file a world's views read as it is (the
-// catalog proves every row of it visible): its rows of ticks From..To
-// are rows of the world's view, with no row check.
-type CompactedRead struct {
+// FileRead is a file a world's views read as it is (filtered, and the
+// catalog proves every row of it visible; not a fact's): its rows of
+// ticks From..To are rows of the world's view, with no row check. A
+// compacted file's File is its catalog entry; a tick's own file has
+// only File.Path.
+type FileRead struct {
 	World   string // the world whose views read it (a fork reads its parent's files)
 	TableID string
-	File    index.Fragment // the catalog's entry of the file (File.Path: the bucket object)
-	Path    string         // the file as the views read it
+	File    index.Fragment // File.Path: the bucket object
+	Path    string         // the file as the views read it (ReadFile)
 	From    int64
 	To      int64
 }
 
-// viewReads is what a view of one world reads: its compacted files read
-// as they are, and how many files besides.
+// Compacted reports whether r is of a compacted file.
+func (r FileRead) Compacted() bool { return r.File.Span != nil }
+
+// viewReads is what a view of one world reads: its files read as they
+// are, and how many files besides.
 type viewReads struct {
-	compacted []CompactedRead
-	others    int
+	asIs   []FileRead
+	others int
 }
 
-// compactedReads sorts the rows of a world's fragment list by view into
-// the compacted files read as they are (files, the catalog's entries of
-// the compacted files, by object), each once with the span of ticks its
-// rows show (as a sweep's views bound a file: the least first tick and
-// the greatest last of its rows), and the count of the others.
-func compactedReads(world string, list []listRow, files map[string]index.Fragment) map[string]viewReads {
+// fileReads sorts the rows of a world's fragment list by view into the
+// files read as they are (compacted, the catalog's entries of the
+// compacted files, by object), each once with the span of ticks its rows
+// show (as a sweep's views bound a file: the least first tick and the
+// greatest last of its rows), and the count of the others.
+func fileReads(world string, list []listRow, compacted map[string]index.Fragment) map[string]viewReads {
 	type key struct{ view, path string }
-	other := map[key]bool{} // a file some row of which is not a compacted file read as it is
+	other := map[key]bool{} // a file some row of which is not read as it is
 	for _, r := range list {
-		if _, ok := files[r.Object]; !ok || !r.Compacted || !r.Filtered || !r.Proven || r.Fact {
+		_, known := compacted[r.Object]
+		if r.Compacted && !known || !r.Filtered || !r.Proven || r.Fact {
 			other[key{r.View, r.Path}] = true
 		}
 	}
 	out := map[string]viewReads{}
-	at := map[key]int{} // a compacted file's place in its view's reads
+	at := map[key]int{} // a file's place in its view's reads
 	for _, r := range list {
 		k, v := key{r.View, r.Path}, out[r.View]
 		if i, ok := at[k]; ok {
-			c := &v.compacted[i]
+			c := &v.asIs[i]
 			c.From, c.To = min(c.From, r.FirstTick), max(c.To, r.LastTick)
 		} else if other[k] {
 			v.others++
 		} else {
-			at[k] = len(v.compacted)
-			v.compacted = append(v.compacted, CompactedRead{World: world, TableID: r.TableID, File: files[r.Object], Path: r.Path, From: r.FirstTick, To: r.LastTick})
+			f := index.Fragment{Path: r.Object}
+			if r.Compacted {
+				f = compacted[r.Object]
+			}
+			at[k] = len(v.asIs)
+			v.asIs = append(v.asIs, FileRead{World: world, TableID: r.TableID, File: f, Path: r.Path, From: r.FirstTick, To: r.LastTick})
 		}
 		out[r.View] = v
 	}
 	return out
 }
 
-// CompactedReads returns the compacted files the sweep's views of view
-// read as they are, once per world that reads each, and whether they
-// read other files too (rest: also when a world's views were reused from
-// an earlier build, which does not list its reads); an error for a
-// session that is not a sweep.
-func (s *Script) CompactedReads(view string) (reads []CompactedRead, rest bool, err error) {
+// FileReads returns the files the sweep's views of view read as they
+// are, once per world that reads each, and whether they read other files
+// too (rest: also when a world's views were reused from an earlier
+// build, which does not list its reads); an error for a session that is
+// not a sweep.
+func (s *Script) FileReads(view string) (reads []FileRead, rest bool, err error) {
 	if !s.sweep {
-		return nil, false, errors.New("only a sweep's views list their compacted reads")
+		return nil, false, errors.New("only a sweep's views list the files they read as they are")
 	}
 	for _, p := range s.parts {
 		r := p.reads[view]
-		reads = append(reads, r.compacted...)
+		reads = append(reads, r.asIs...)
 		rest = rest || p.reads == nil || r.others > 0
 	}
 	return reads, rest, nil
 }
 
+// ReadFile returns the bytes of the file at path (a FileRead's Path), as
+// the views would read them: a local bucket's file checked against its
+// catalog record (size, then sha256), a remote bucket's copy as it was
+// verified when fetched; a file found missing or damaged is an error
+// naming it.
+func (s *Script) ReadFile(path string) ([]byte, error) {
+	if s.checks != nil {
+		if err, ok := s.checks.lost[path]; ok {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if s.checks == nil {
+		return data, nil
+	}
+	if rec, ok := s.checks.files[path]; ok {
+		if err := rec.CheckData(path, data); err != nil {
+			return nil, err
+		}
+	}
+	return data, nil
+}
+
 // Omit returns the sweep s whose views leave out the reads given (each
-// one of CompactedReads): they read every other file as s's do.
-func (s *Script) Omit(reads []CompactedRead) (*Script, error) {
+// one of FileReads): they read every other file as s's do.
+func (s *Script) Omit(reads []FileRead) (*Script, error) {
 	if !s.sweep {
 		return nil, errors.New("only a sweep's views leave files out")
 	}
@@ -108,4 +146,29 @@ func (s *Script) omitted(sb *strings.Builder) string {
 	}
 	fmt.Fprintf(sb, "CREATE OR REPLACE TEMP TABLE worldfs_sweep_omitted AS SELECT * FROM (VALUES %s) o(world, path);\n", strings.Join(rows, ", "))
 	return " AND NOT EXISTS (SELECT 1 FROM worldfs_sweep_omitted o WHERE o.world = worldfs_fragments.sweep_world AND o.path = worldfs_fragments.path)"
+}
+
+// WorldRecord is what worldfs_worlds shows of a world of a session: its
+// record, and the newest tick its views show (nil: none).
+type WorldRecord struct {
+	World index.World
+	Head  *int64
+}
+
+// Records returns each world's row of worldfs_worlds, in the session's
+// order, as the views hold them; an error if some world's views were
+// reused from an earlier build, which does not keep it.
+func (s *Script) Records() ([]WorldRecord, error) {
+	parts := s.parts
+	if parts == nil {
+		parts = []*Script{s}
+	}
+	out := make([]WorldRecord, len(parts))
+	for i, p := range parts {
+		if p.record == nil {
+			return nil, fmt.Errorf("world %s: views reused from an earlier build keep no record of the world", p.World)
+		}
+		out[i] = WorldRecord{World: p.record.world, Head: p.record.head}
+	}
+	return out, nil
 }

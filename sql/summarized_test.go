@@ -1,25 +1,30 @@
 package sql_test
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/worldfs/worldfs/bucket/local"
+	"github.com/worldfs/worldfs/cache"
 	"github.com/worldfs/worldfs/engine/enginetest"
 	"github.com/worldfs/worldfs/index"
 	"github.com/worldfs/worldfs/maintenance"
 	wsql "github.com/worldfs/worldfs/sql"
 )
 
-// A sweep's compacted reads and the sweep that omits them split its rows
-// in two: every row of the sweep's view is either a compacted read's (a
-// row of its file within its ticks, of its world) or a row of the
-// sweep's view without those reads, never both: a fork's read of its
-// parent's compacted file (bounded by its fork point) included, and the
-// loose ticks compaction left after each world's last window.
-func TestSweepSplitsIntoCompactedReadsAndTheRest(t *testing.T) {
+// A sweep's files read as they are and the sweep that omits some split
+// its rows in two: every row of the sweep's view is either a row of an
+// omitted file within its ticks, of its world, or a row of the sweep's
+// view without those files, never both: a fork's read of its parent's
+// compacted file (bounded by its fork point) included, as the loose
+// ticks compaction left after each world's last window. Such a file
+// reads as the views would read it (ReadFile: a damaged one is refused),
+// and each world's record is worldfs_worlds' row of it.
+func TestSweepSplitsIntoFilesReadAsTheyAreAndTheRest(t *testing.T) {
 	ctx := ctxT(t)
 	b, err := local.Open(t.TempDir())
 	if err != nil {
@@ -40,19 +45,26 @@ func TestSweepSplitsIntoCompactedReadsAndTheRest(t *testing.T) {
 	}
 	dir := t.TempDir()
 	s, db := sweepOf(t, b, dir, "p", "f")
-	reads, rest, err := s.CompactedReads("particle")
+	all, rest, err := s.FileReads("particle")
 	if err != nil {
 		t.Fatal(err)
 	}
-	inherited := false
-	for _, r := range reads {
-		if r.From > r.To || !strings.Contains(r.File.Path, "/compacted-") || r.File.Span == nil {
-			t.Fatalf("a compacted read: %+v", r)
+	var reads []wsql.FileRead // the compacted files, and half the loose ones
+	inherited, loose := false, 0
+	for _, r := range all {
+		if r.From > r.To || r.Compacted() != strings.Contains(r.File.Path, "/compacted-") {
+			t.Fatalf("a file read as it is: %+v", r)
 		}
-		inherited = inherited || r.World == "f" && strings.HasPrefix(r.File.Path, "data/p/") && r.To <= 100
+		inherited = inherited || r.Compacted() && r.World == "f" && strings.HasPrefix(r.File.Path, "data/p/") && r.To <= 100
+		if !r.Compacted() {
+			if loose++; loose%2 == 0 {
+				continue
+			}
+		}
+		reads = append(reads, r)
 	}
-	if len(reads) == 0 || !rest || !inherited {
-		t.Fatalf("%d compacted reads (one of p's file by f: %v), other files: %v; want some of each", len(reads), inherited, rest)
+	if rest || loose == 0 || len(reads) == loose || !inherited {
+		t.Fatalf("%d files read as they are (%d loose, one of p's compacted by f: %v), other files: %v; want both kinds and no other", len(all), loose, inherited, rest)
 	}
 	sel := "entity_id, tick, position_x, position_y, velocity_x, velocity_y"
 	whole := lines(t, db, fmt.Sprintf("SELECT world, %s FROM particle", sel))
@@ -80,7 +92,38 @@ func TestSweepSplitsIntoCompactedReadsAndTheRest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := one.CompactedReads("particle"); err == nil {
-		t.Fatal("a world's own views list compacted reads")
+	if _, _, err := one.FileReads("particle"); err == nil {
+		t.Fatal("a world's own views list their files read as they are")
+	}
+
+	recs, err := s.Records()
+	if err != nil || len(recs) != 2 {
+		t.Fatalf("records: %+v, %v", recs, err)
+	}
+	var rows []string
+	for _, r := range recs {
+		rows = append(rows, fmt.Sprintf("%s %s %s %d %d", r.World.ID, r.World.Parent, r.World.ForkRun, r.World.ForkTick, *r.Head))
+	}
+	if want := lines(t, db, "SELECT world, coalesce(parent, ''), coalesce(fork_run, ''), coalesce(fork_tick, 0), head_tick FROM worldfs_worlds"); !slices.Equal(rows, want) {
+		t.Fatalf("records %v; worldfs_worlds %v", rows, want)
+	}
+
+	// A loose file as the views read it, then damaged.
+	var r wsql.FileRead
+	for _, r = range all {
+		if !r.Compacted() {
+			break
+		}
+	}
+	data, err := s.ReadFile(r.Path)
+	if want, _, err2 := b.Get(ctx, r.File.Path); err != nil || err2 != nil || string(data) != string(want) {
+		t.Fatalf("ReadFile(%s): %d bytes, %v; the object: %d bytes, %v", r.Path, len(data), err, len(want), err2)
+	}
+	data[len(data)/2] ^= 1
+	if err := os.WriteFile(r.Path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ReadFile(r.Path); !errors.Is(err, cache.ErrCorruptFragment) {
+		t.Fatalf("a damaged file read: %v", err)
 	}
 }

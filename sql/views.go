@@ -214,11 +214,14 @@ type Script struct {
 	WorldRow string                    `json:",omitempty"`
 	// sweep: a session of several worlds read as one (Sweep).
 	sweep bool
-	// reads: per view, the compacted files the world's views read as they
-	// are and the count of their other files (summarized.go); omit: the
-	// compacted files a sweep's views leave out (Omit).
+	// reads: per view, the files the world's views read as they are and
+	// the count of their other files (summarized.go); omit: the files a
+	// sweep's views leave out (Omit).
 	reads map[string]viewReads
-	omit  []CompactedRead
+	omit  []FileRead
+	// record is the world's row of worldfs_worlds (nil: views reused
+	// from an earlier build).
+	record *worldRow
 }
 
 // SQL returns the script for a DuckDB outside worldfs (the DuckDB shell,
@@ -901,7 +904,7 @@ func render(world, run string, upTo int64, h *history, infos map[string]frame.Ta
 			script.paths = append(script.paths, r.Path)
 		}
 	}
-	script.reads = compactedReads(world, list, h.compacted)
+	script.reads, script.record = fileReads(world, list, h.compacted), &rec
 	for _, name := range names {
 		for _, p := range parts[name] {
 			if p.filtered || p.empty {
