@@ -63,6 +63,13 @@ type Options struct {
 	// the same way.
 	MaxEvents     int
 	MaxLogEntries uint64
+	// SweepFileReads bounds the ticks' own files the sweep page reads
+	// itself to summarize a column per tick (default
+	// DefaultSweepFileReads; negative: none): a sweep that reads more
+	// leaves them to DuckDB, which reads many small files at once
+	// (sweepseries.go). Compacted files are summarized by their tick
+	// indexes, whatever their number.
+	SweepFileReads int
 }
 
 // Defaults of Options.
@@ -72,6 +79,7 @@ const (
 	DefaultMaxLogEntries  = 1_000
 	DefaultMaxCatalogs    = 1024
 	DefaultMaxViews       = 32
+	DefaultSweepFileReads = 1024
 )
 
 // EnsureDefaults fills in what is unset with its default and returns o.
@@ -90,6 +98,9 @@ func (o *Options) EnsureDefaults() *Options {
 	}
 	if o.MaxCatalogs == 0 {
 		o.MaxCatalogs = DefaultMaxCatalogs
+	}
+	if o.SweepFileReads == 0 {
+		o.SweepFileReads = DefaultSweepFileReads
 	}
 	if o.MaxViews == 0 {
 		o.MaxViews = DefaultMaxViews

@@ -2,13 +2,13 @@ package ui
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"net/url"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 
@@ -47,7 +47,9 @@ func (q SweepQuery) SeriesSQL() string {
 }
 
 // SweepWorldsSQL is what the sweep page shows of each world: its
-// parent, fork point, newest tick and run parameters (a JSON object).
+// parent, fork point, newest tick and run parameters (a JSON object);
+// the page's table holds its answer, taken from the views' records of
+// the worlds (sql.Script.Records, metaTable) without a query.
 const SweepWorldsSQL = "SELECT world, parent, fork_run, fork_tick, head_tick, CAST(to_json(meta) AS VARCHAR) AS meta FROM worldfs_worlds ORDER BY world"
 
 // Sweep is the sweep endpoint's answer.
@@ -73,7 +75,7 @@ type Sweep struct {
 	Summarized int     `json:"summarized"`
 	// Meta is the worlds' records as a table: world, parent, fork_run,
 	// fork_tick, head_tick, then each run parameter any world has (NULL
-	// where a world has none of that name), from SweepWorldsSQL.
+	// where a world has none of that name), SweepWorldsSQL's answer.
 	Meta *Result `json:"meta"`
 	// Params are the run parameters' names (Meta's last columns).
 	Params []string `json:"params"`
@@ -305,17 +307,14 @@ func (s *Server) sweep(ctx context.Context, vals url.Values) (*Sweep, error) {
 		return nil, badRequest(fmt.Errorf("column %q is not a numeric column of table %s in every world of the sweep; its numeric columns: %s", q.Column, q.Table, orNone(cols)))
 	}
 	out := &Sweep{Glob: q.Glob, Lineage: q.Lineage, Run: q.Run, Worlds: worlds, Tables: tables, Table: q.Table, Column: q.Column, Agg: q.Agg}
-	var v *views
-	if out.Series, v, out.Summarized, err = s.sweepSeries(ctx, worlds, q, whole, whole.Extra.types[q.Table+"\x00"+q.Column]); err != nil {
+	if out.Series, out.Summarized, err = s.sweepSeries(ctx, worlds, q, whole, whole.Extra.types[q.Table+"\x00"+q.Column]); err != nil {
 		return nil, err
 	}
-	recs, err := s.memoOn(ctx, v, SweepWorldsSQL)
+	recs, err := whole.Script.Records()
 	if err != nil {
 		return nil, err
 	}
-	if out.Meta, out.Params, err = metaTable(recs); err != nil {
-		return nil, err
-	}
+	out.Meta, out.Params = metaTable(recs)
 	return out, nil
 }
 
@@ -326,38 +325,37 @@ func orNone(names []string) string {
 	return strings.Join(names, ", ")
 }
 
-// metaTable spreads SweepWorldsSQL's meta (a JSON object per world) into
-// a column per run parameter, by name.
-func metaTable(recs *Result) (*Result, []string, error) {
-	mi := slices.Index(recs.Columns, "meta")
-	if mi < 0 {
-		return nil, nil, fmt.Errorf("worldfs_worlds: no meta column in %v", recs.Columns)
-	}
-	metas := make([]map[string]string, len(recs.Rows))
+// metaTable is the worlds' records as SweepWorldsSQL shows them, each
+// run parameter spread into a column of its own (by name; NULL where a
+// world has none of that name), and the parameters' names.
+func metaTable(recs []sql.WorldRecord) (*Result, []string) {
 	keys := map[string]bool{}
-	for i, r := range recs.Rows {
-		if r[mi] == "NULL" {
-			continue
-		}
-		if err := json.Unmarshal([]byte(r[mi]), &metas[i]); err != nil {
-			return nil, nil, fmt.Errorf("worldfs_worlds: meta of %s: %w", r[0], err)
-		}
-		for k := range metas[i] {
+	for _, r := range recs {
+		for k := range r.World.Meta {
 			keys[k] = true
 		}
 	}
 	params := slices.Sorted(maps.Keys(keys))
-	out := &Result{SQL: recs.SQL, Columns: append(slices.Delete(slices.Clone(recs.Columns), mi, mi+1), params...), Rows: [][]string{}, ElapsedMs: recs.ElapsedMs}
-	for i, r := range recs.Rows {
-		row := slices.Delete(slices.Clone(r), mi, mi+1)
+	out := &Result{SQL: SweepWorldsSQL, Columns: append([]string{"world", "parent", "fork_run", "fork_tick", "head_tick"}, params...), Rows: [][]string{}}
+	orNull := func(s string, ok bool) string {
+		if !ok {
+			return "NULL"
+		}
+		return s
+	}
+	for _, r := range recs {
+		w := r.World
+		fork := w.Parent != ""
+		row := []string{w.ID, orNull(w.Parent, fork), orNull(w.ForkRun, fork), orNull(strconv.FormatInt(w.ForkTick, 10), fork), "NULL"}
+		if r.Head != nil {
+			row[4] = strconv.FormatInt(*r.Head, 10)
+		}
 		for _, k := range params {
-			v, ok := metas[i][k]
-			if !ok {
-				v = "NULL"
-			}
-			row = append(row, v)
+			v, ok := w.Meta[k]
+			row = append(row, orNull(v, ok))
 		}
 		out.Rows = append(out.Rows, row)
 	}
-	return out, params, nil
+	slices.SortFunc(out.Rows, func(a, b []string) int { return strings.Compare(a[0], b[0]) })
+	return out, params
 }

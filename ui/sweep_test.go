@@ -2,8 +2,8 @@ package ui
 
 import (
 	"fmt"
-	"net/http"
 	"math"
+	"net/http"
 	"net/url"
 	"reflect"
 	"strconv"
@@ -134,9 +134,10 @@ func seriesAgree(got, exp [][]string, agg string) bool {
 // The sweep page's database defines only the table it draws (the whole
 // sweep is planned, not opened), and the sweep's plan does not take the
 // place of its tables' databases: on a server that keeps one views, the
-// same request thrice opens one database, another table one more.
+// same request thrice opens one database, another table one more (the
+// ticks' own files left to DuckDB: none read by the server).
 func TestSweepOpensItsTableAlone(t *testing.T) {
-	f := sweepFixture(t, func(o *Options) { o.MaxViews = 1 })
+	f := sweepFixture(t, func(o *Options) { o.MaxViews, o.SweepFileReads = 1, -1 })
 	shelved := func() [][]string {
 		var out [][]string
 		for _, v := range f.srv.shelf.Values() {
@@ -173,9 +174,21 @@ func TestSweepOpensItsTableAlone(t *testing.T) {
 // the worlds' records with a column per run parameter, the tables and
 // numeric columns the worlds have in common; the sweep is kept while no
 // world moves on and built again when one does or the glob matches a new
-// one; what it cannot answer is a 400 or 404 naming what was wrong.
+// one; what it cannot answer is a 400 or 404 naming what was wrong. So
+// it does whether the server reads the ticks' files itself (then it
+// opens no database at all) or leaves them to DuckDB.
 func TestSweepEndpoint(t *testing.T) {
-	f := sweepFixture(t)
+	for _, mode := range []struct {
+		name  string
+		reads int
+	}{{"the server reads the files", 0}, {"DuckDB reads the files", -1}} {
+		t.Run(mode.name, func(t *testing.T) { sweepEndpoint(t, mode.reads) })
+	}
+}
+
+func sweepEndpoint(t *testing.T, reads int) {
+	f := sweepFixture(t, func(o *Options) { o.SweepFileReads = reads })
+	duck := reads < 0
 	for _, c := range []struct{ pick, table, agg, column string }{
 		{"worlds=sw-*", "particle", "", ""},
 		{"worlds=sw-*", "particle", "max", "position_y"},
@@ -282,7 +295,7 @@ func TestSweepEndpoint(t *testing.T) {
 	if !seriesAgree(moved.Series.Rows, lit.Rows, "avg") || len(moved.Worlds) != 5 || moved.Meta.Rows[2][4] != "12" {
 		t.Fatalf("after sw-c ran on to 12 and sw-d was forked: worlds %v, records %v;\nseries\n%v\nworldfs sql --worlds\n%v", moved.Worlds, moved.Meta.Rows, moved.Series.Rows, lit.Rows)
 	}
-	if f.srv.shelf.Opened() == before {
+	if duck && f.srv.shelf.Opened() == before {
 		t.Fatalf("the sweep was not built again")
 	}
 	// While nothing moves on, the sweep is kept: another aggregate is a
@@ -290,6 +303,10 @@ func TestSweepEndpoint(t *testing.T) {
 	opened := f.srv.shelf.Opened()
 	if code := f.get(t, "/api/sweep?worlds=sw-*&agg=max", nil); code != http.StatusOK || f.srv.shelf.Opened() != opened {
 		t.Fatalf("another aggregate: %d, %d databases opened since", code, f.srv.shelf.Opened()-opened)
+	}
+
+	if !duck && f.srv.shelf.Opened() != 0 {
+		t.Fatalf("%d databases opened for sweeps of files the server reads", f.srv.shelf.Opened())
 	}
 
 	// The page itself answers 200 and says what it sweeps.
@@ -304,9 +321,16 @@ func TestSweepEndpoint(t *testing.T) {
 // only the rest's rows, and answers what worldfs sql --worlds answers:
 // every aggregate of a floating and an integer column, for a glob and a
 // lineage (the forks reading the base's compacted files up to their fork
-// points), the loose ticks compaction left read as rows beside them.
+// points), the loose ticks compaction left read as rows beside them, by
+// the server or by DuckDB.
 func TestSweepTakesCompactedTicksFromTheirSummaries(t *testing.T) {
-	f := sweepFixture(t)
+	for _, reads := range []int{0, -1} {
+		t.Run(fmt.Sprint("file reads ", reads), func(t *testing.T) { sweepOfSummaries(t, reads) })
+	}
+}
+
+func sweepOfSummaries(t *testing.T, reads int) {
+	f := sweepFixture(t, func(o *Options) { o.SweepFileReads = reads })
 	ctx := enginetest.Context(t)
 	for _, w := range append([]string{"base"}, "sw-a", "sw-b", "sw-c", "sw-"+longName) {
 		cat, err := index.Open(ctx, f.b, w, index.Options{NoCompactor: true})
@@ -333,6 +357,9 @@ func TestSweepTakesCompactedTicksFromTheirSummaries(t *testing.T) {
 			}
 			if got.Summarized == 0 {
 				t.Fatalf("%s: no compacted file's summary was read", p)
+			}
+			if opened := f.srv.shelf.Opened(); (reads < 0) != (opened > 0) {
+				t.Fatalf("%s: %d databases opened", p, opened)
 			}
 			glob, lineage := "", ""
 			if pick, what, _ := strings.Cut(c.pick, "="); pick == "worlds" {

@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	dsql "database/sql"
@@ -16,68 +17,67 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/frame"
 	"github.com/worldfs/worldfs/sql"
 )
 
 // A sweep's aggregate per world and tick (SweepQuery.SeriesSQL) is
 // answered in two parts that together hold every row of the sweep's
-// view once (sql.Script.CompactedReads, Omit): the ticks of compacted
-// files the views read as they are, from the column summaries of those
-// files' tick indexes (min, max and sum of each tick's rows, read
-// instead of the rows), and every other row, from DuckDB over the views
+// view once (sql.Script.FileReads, Omit). The files the views read as
+// they are are summarized per tick without DuckDB: a compacted file by
+// its tick index's column summaries (min, max and sum of each tick's
+// rows, read instead of the rows), a tick's own file by its rows (when
+// there are no more than Options.SweepFileReads of them: a few ticks
+// past the last compacted window). Every other row is DuckDB's, over the views
 // without those files, as partial aggregates (count and sum for avg).
 // The two are merged per world and tick: counts, sums (in 128 bits for
 // an integer column) and extremes combine exactly; a floating sum (and
 // so avg) adds the same values in another order than DuckDB's one query
 // would, as DuckDB's own parallel plans do.
 
-// summaryReads is how many tick index files sweepSeries reads at once.
+// summaryReads is how many files sweepSeries summarizes at once.
 const summaryReads = 16
 
-// colSummary is one compacted file's summary of one column: its ticks
-// and each tick's rows, and the column's stats of each tick.
+// colSummary is one file's summary of one column: its ticks and each
+// tick's rows, and the column's stats of each tick.
 type colSummary struct {
 	ticks, rows []int64
 	*frame.ColumnSummary
 }
 
-// summaries returns the summary of column of each file reads name (by
-// the file's object), read from the files' tick indexes, several at
-// once; a file whose index has none (written before summaries, or a
-// table of the file without that column) is not in it. A damaged index
-// fails the request: it is not a reason to show other numbers.
-func (s *Server) summaries(ctx context.Context, reads []sql.CompactedRead, column string) (map[string]*colSummary, error) {
+// summaries returns the summary of column (of type typ) of each file
+// reads name (by the file's object), several at once: a compacted
+// file's from its tick index, a tick's own from its rows (read through
+// sw.ReadFile, checked as the views check it), unless more than
+// Options.SweepFileReads are. A file without one (an index of an older format, a
+// table without the column; a tick's file past the bound) is not in it.
+// A damaged index or file fails the request: it is not a reason to show
+// other numbers.
+func (s *Server) summaries(ctx context.Context, sw *sql.Script, reads []sql.FileRead, column string, typ frame.Type) (map[string]*colSummary, error) {
 	var files []int // the first read of each file
 	seen := map[string]bool{}
+	loose := 0
 	for i, r := range reads {
 		if !seen[r.File.Path] {
 			seen[r.File.Path] = true
 			files = append(files, i)
+			if !r.Compacted() {
+				loose++
+			}
 		}
 	}
 	got := make([]*colSummary, len(files))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(summaryReads)
 	for i, fi := range files {
-		g.Go(func() error {
-			x, err := frame.ReadTickIndex(gctx, s.opts.Bucket, reads[fi].File)
-			if errors.Is(err, frame.ErrNoTickIndex) {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			c, ok := x.Summary(column)
-			if !ok {
-				return nil
-			}
-			cs := &colSummary{ticks: make([]int64, len(x.Ticks)), rows: make([]int64, len(x.Ticks)), ColumnSummary: c}
-			for k, e := range x.Ticks {
-				cs.ticks[k], cs.rows[k] = e.Tick, e.Rows
-			}
-			got[i] = cs
-			return nil
+		r := reads[fi]
+		if !r.Compacted() && loose > s.opts.SweepFileReads {
+			continue
+		}
+		g.Go(func() (err error) {
+			got[i], err = summaryOf(gctx, s.opts.Bucket, sw, r, column, typ)
+			return err
 		})
 	}
 	if err := g.Wait(); err != nil {
@@ -92,10 +92,52 @@ func (s *Server) summaries(ctx context.Context, reads []sql.CompactedRead, colum
 	return out, nil
 }
 
-// coveredReads are the compacted reads of a sweep whose files' tick
-// indexes summarize a column, and whether others did not (rest).
+// summaryOf is summaries' summary of r's file (nil: none).
+func summaryOf(ctx context.Context, b bucket.Bucket, sw *sql.Script, r sql.FileRead, column string, typ frame.Type) (*colSummary, error) {
+	if !r.Compacted() {
+		data, err := sw.ReadFile(r.Path)
+		if err != nil {
+			return nil, err
+		}
+		ticks, c, err := frame.SummarizeFile(bytes.NewReader(data), int64(len(data)), column, typ)
+		if errors.Is(err, frame.ErrNoColumn) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", r.File.Path, err)
+		}
+		return newColSummary(ticks, c), nil
+	}
+	x, err := frame.ReadTickIndex(ctx, b, r.File)
+	if errors.Is(err, frame.ErrNoTickIndex) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	c, ok := x.Summary(column)
+	if !ok {
+		return nil, nil
+	}
+	if c.Type != typ {
+		return nil, fmt.Errorf("%s: its tick index summarizes column %s as %s, the views read it as %s", r.File.Path, column, c.Type, typ)
+	}
+	return newColSummary(x.Ticks, c), nil
+}
+
+// newColSummary is the summary c of the ticks ticks.
+func newColSummary(ticks []frame.TickEntry, c *frame.ColumnSummary) *colSummary {
+	cs := &colSummary{ticks: make([]int64, len(ticks)), rows: make([]int64, len(ticks)), ColumnSummary: c}
+	for k, e := range ticks {
+		cs.ticks[k], cs.rows[k] = e.Tick, e.Rows
+	}
+	return cs
+}
+
+// coveredReads are the reads of a sweep whose files summaries
+// summarizes of a column, and whether others were not (rest).
 type coveredReads struct {
-	reads []sql.CompactedRead
+	reads []sql.FileRead
 	rest  bool
 }
 
@@ -154,25 +196,24 @@ func (q SweepQuery) partialSQL() string {
 }
 
 // sweepSeries answers q over the sweep whole (its column of type typ)
-// as described above, with the views of the rest it read (whose memory
-// keeps the answer while the catalogs stay as they are) and how many
-// compacted reads the summaries answered.
-func (s *Server) sweepSeries(ctx context.Context, worlds []string, q SweepQuery, whole *views, typ frame.Type) (*Result, *views, int, error) {
-	reads, rest, err := whole.Script.CompactedReads(q.Table)
+// as described above, kept in whole's memory while the catalogs stay as
+// they are, and says how many file reads the summaries answered.
+func (s *Server) sweepSeries(ctx context.Context, worlds []string, q SweepQuery, whole *views, typ frame.Type) (*Result, int, error) {
+	reads, rest, err := whole.Script.FileReads(q.Table)
 	if err != nil {
-		return nil, nil, 0, err
+		return nil, 0, err
 	}
 	// Which reads the summaries answer is kept with the whole (a few
 	// names per file), not the summaries (tens of KB each): a kept
-	// answer then costs no index read, a new aggregate reads them again.
+	// answer then costs no file read, a new aggregate reads them again.
 	key := q.Table + "\x00" + q.Column
 	whole.Extra.mu.Lock()
 	c, known := whole.Extra.mu.covered[key]
 	whole.Extra.mu.Unlock()
 	var sums map[string]*colSummary
 	if !known {
-		if sums, err = s.summaries(ctx, reads, q.Column); err != nil {
-			return nil, nil, 0, err
+		if sums, err = s.summaries(ctx, whole.Script, reads, q.Column, typ); err != nil {
+			return nil, 0, err
 		}
 		for _, r := range reads {
 			if sums[r.File.Path] != nil {
@@ -189,15 +230,11 @@ func (s *Server) sweepSeries(ctx context.Context, worlds []string, q SweepQuery,
 		whole.Extra.mu.Unlock()
 	}
 	covered, rest := c.reads, rest || c.rest
-	v, err := s.sweepRest(ctx, worlds, q.Run, whole, q.Table, covered)
-	if err != nil {
-		return nil, nil, 0, err
-	}
-	res, err := s.remember(v, q.SeriesSQL(), func() (*Result, error) {
+	res, err := s.remember(whole, "series\x00"+q.SeriesSQL(), func() (*Result, error) {
 		start := time.Now()
 		if sums == nil {
 			var err error
-			if sums, err = s.summaries(ctx, covered, q.Column); err != nil {
+			if sums, err = s.summaries(ctx, whole.Script, covered, q.Column, typ); err != nil {
 				return nil, err
 			}
 		}
@@ -213,6 +250,9 @@ func (s *Server) sweepSeries(ctx context.Context, worlds []string, q SweepQuery,
 		}
 		for _, r := range covered {
 			cs := sums[r.File.Path]
+			if cs == nil {
+				return nil, fmt.Errorf("%s: summarized once, not again", r.File.Path)
+			}
 			lo, _ := slices.BinarySearch(cs.ticks, r.From)
 			for k := lo; k < len(cs.ticks) && cs.ticks[k] <= r.To; k++ {
 				p := at(r.World, cs.ticks[k])
@@ -227,8 +267,12 @@ func (s *Server) sweepSeries(ctx context.Context, worlds []string, q SweepQuery,
 		}
 		var notes string
 		if rest {
+			v, err := s.sweepRest(ctx, worlds, q.Run, whole, q.Table, covered)
+			if err != nil {
+				return nil, err
+			}
 			part := &Result{}
-			err := s.runOn(ctx, v, q.partialSQL(), part, func(ctx context.Context, db *dsql.DB, w io.Writer) error {
+			err = s.runOn(ctx, v, q.partialSQL(), part, func(ctx context.Context, db *dsql.DB, w io.Writer) error {
 				return sql.Values(ctx, db, q.partialSQL(), w, func([]string) error { return nil }, func(vals []any) error {
 					return mergeRow(at(vals[0].(string), vals[1].(int64)), q.Agg, typ, vals[2:])
 				})
@@ -240,7 +284,7 @@ func (s *Server) sweepSeries(ctx context.Context, worlds []string, q SweepQuery,
 		}
 		return s.seriesResult(q, typ, points, notes, start)
 	})
-	return res, v, len(covered), err
+	return res, len(covered), err
 }
 
 // mergeRow merges a row of partialSQL's (after world and tick: the
@@ -377,10 +421,10 @@ func formatFloat(v float64, bits int) string {
 }
 
 // sweepRest returns the views of the sweep whole narrowed to table
-// without the compacted reads covered (sql.Script.Omit), kept on the
+// without the file reads covered (sql.Script.Omit), kept on the
 // shelf while the whole is what the catalogs say; with none covered,
 // the views narrowed to table (sweepTable).
-func (s *Server) sweepRest(ctx context.Context, worlds []string, run string, whole *views, table string, covered []sql.CompactedRead) (*views, error) {
+func (s *Server) sweepRest(ctx context.Context, worlds []string, run string, whole *views, table string, covered []sql.FileRead) (*views, error) {
 	if len(covered) == 0 {
 		return s.sweepTable(ctx, worlds, run, whole, table)
 	}
