@@ -32,9 +32,10 @@ import (
 type Options struct {
 	// Run, if set, checks only this run's fragments (the catalog whole).
 	Run string
-	// ReadData reads every fragment and checks its sha256; otherwise its
-	// presence, size and generation, and the sha256 of those whose
-	// generation differs.
+	// ReadData reads every fragment and checks its sha256, and a
+	// compacted file's tick index summaries against its rows (summaries);
+	// otherwise its presence, size and generation, and the sha256 of
+	// those whose generation differs.
 	ReadData bool
 	// Verified is the memory of verified files the check reads and adds
 	// to (required: worldfs check's is the views', sql.VerifiedMemory);
@@ -78,7 +79,7 @@ type Error struct {
 	Fragment string `json:"fragment,omitempty"` // the bucket object ("": the catalog)
 	Run      string `json:"run,omitempty"`
 	Tick     int64  `json:"tick,omitempty"`
-	What     string `json:"what"` // size, generation, sha256, presence, catalog, read
+	What     string `json:"what"` // size, generation, sha256, presence, catalog, read, tick index
 	Want     string `json:"want,omitempty"`
 	Got      string `json:"got,omitempty"`
 	Message  string `json:"message"`
@@ -280,10 +281,18 @@ func (c *checker) one(ctx context.Context, f index.FragmentRef, i int64, t *tall
 	}
 	ch, err := c.opts.Verified.Check(ctx, c.b, c.opts.BucketID, r, c.opts.ReadData)
 	t.bytes.Add(ch.Read)
+	var sumErr error
+	if err == nil && c.opts.ReadData {
+		sumErr = summaries(ctx, c.b, f.Fragment)
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if err == nil && ch.Copied {
 		t.copied = append(t.copied, found{i: i, copied: f.Path})
+	}
+	if sumErr != nil {
+		t.errs = append(t.errs, found{i: i, err: &Error{Fragment: f.Path, Run: f.Run, Tick: f.Tick, What: "tick index",
+			Message: fmt.Sprintf("the tick index of %s: %v", f.Path, sumErr)}})
 	}
 	if err != nil {
 		e := Error{Fragment: f.Path, Run: f.Run, Tick: f.Tick, What: "read", Message: err.Error()}

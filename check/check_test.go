@@ -2,14 +2,18 @@ package check_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/worldfs/worldfs/bucket/local"
 	"github.com/worldfs/worldfs/cache"
 	"github.com/worldfs/worldfs/check"
 	"github.com/worldfs/worldfs/engine/enginetest"
+	"github.com/worldfs/worldfs/engine/particles"
+	"github.com/worldfs/worldfs/frame"
 	"github.com/worldfs/worldfs/index"
 	"github.com/worldfs/worldfs/maintenance"
 )
@@ -79,5 +83,70 @@ func TestWorldChecksWhatTheCatalogNames(t *testing.T) {
 	}
 	if _, err := check.World(ctx, b, "w", check.Options{Run: "nope", Verified: opts(false).Verified}); !errors.Is(err, check.ErrNoRun) {
 		t.Fatalf("run nope: %v; want ErrNoRun", err)
+	}
+}
+
+// check --read-data verifies a compacted file's tick index summaries
+// against its rows: an index whose summary of one tick's column differs
+// (its checksum made good, as a summarizer's bug would write it) is an
+// error naming the file, the tick and both numbers; without reading the
+// data nothing is found.
+func TestReadDataChecksTickIndexSummaries(t *testing.T) {
+	ctx := enginetest.Context(t)
+	dir := t.TempDir()
+	b, err := local.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	w := enginetest.World(t, b, "w", 140)
+	if res, err := maintenance.Compact(ctx, b, w.Catalog(), maintenance.CompactOptions{Recent: maintenance.NoRecent}); err != nil || res.Windows == 0 {
+		t.Fatalf("compaction: %+v, %v", res, err)
+	}
+	opts := func(readData bool) check.Options {
+		return check.Options{ReadData: readData, Verified: cache.OpenVerified(filepath.Join(t.TempDir(), "verified")), BucketID: "test"}
+	}
+	if res, err := check.World(ctx, b, "w", opts(true)); err != nil || len(res.Errors) != 0 {
+		t.Fatalf("a clean compacted world: %+v, %v", res, err)
+	}
+	s, err := w.Catalog().Exact(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk, _ := s.Tick(index.DefaultRun, 10)
+	var f index.Fragment
+	for _, tf := range enginetest.Tables(t, tk) {
+		if p := tf.Fragments[0]; p.Span != nil && tf.Table == particles.Tables()[0].ID {
+			f = p
+		}
+	}
+	x, err := frame.ReadTickIndex(ctx, b, f)
+	if err != nil || len(x.Summaries) == 0 {
+		t.Fatalf("the tick index of %s: %+v, %v", f.Path, x, err)
+	}
+	k := len(x.Ticks) / 2
+	x.Summaries[0].Floats[k].Sum += 0.5
+	name := index.TickIndexPath(f.Path)
+	a, err := b.Stat(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Delete(ctx, name, a.Generation); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Create(ctx, name, x.Encode()); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := check.World(ctx, b, "w", opts(false)); err != nil || len(res.Errors) != 0 {
+		t.Fatalf("without reading the data: %+v, %v", res, err)
+	}
+	res, err := check.World(ctx, b, "w", opts(true))
+	if err != nil || len(res.Errors) != 1 {
+		t.Fatalf("a summary that is not the rows': %+v, %v; want one error", res, err)
+	}
+	e := res.Errors[0]
+	want := fmt.Sprintf("tick %d column %s", x.Ticks[k].Tick, x.Summaries[0].Name)
+	if e.What != "tick index" || e.Fragment != f.Path || !strings.Contains(e.Message, want) {
+		t.Fatalf("the error: %+v; want the tick index of %s, %s", e, f.Path, want)
 	}
 }

@@ -31,7 +31,7 @@ func checkCmd() command {
 			url = bucketFlag(fs)
 			world = fs.String("world", "", "world to check (required)")
 			runName = fs.String("run", "", "check only this run's fragments (default: every run)")
-			readData = fs.Bool("read-data", false, "read every fragment and check its sha256 (otherwise size and generation, and the sha256 of those whose generation differs)")
+			readData = fs.Bool("read-data", false, "read every fragment and check its sha256, and each compacted file's tick index summaries against its rows (otherwise size and generation, and the sha256 of those whose generation differs)")
 			verbose = fs.Bool("verbose", false, "name every fragment re-verified by its bytes because its generation differs (a copied bucket), and every fragment that can restore a lost tick")
 			cacheDir = fs.String("cache-dir", defaultCacheDir(), "the cache whose memory of verified files a check reads and adds to (shared with worldfs sql)")
 			asJSON = fs.Bool("json", false, "print the summary as one JSON object")
