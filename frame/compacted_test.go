@@ -325,7 +325,7 @@ func TestTickIndexOfTheFirstFormat(t *testing.T) {
 	}
 	// The second format (no column summaries) beside the first: read
 	// before it, its ticks rebuilt as with the third.
-	replace(index.TickIndexPaths(holder.Path)[1], frame.EncodeV2(x))
+	replace(index.TickIndexPaths(holder.Path)[1], enginetest.TickIndexV2(x))
 	y, err = frame.ReadTickIndex(ctx, b, holder)
 	if err != nil || y.Version != 2 || len(y.Ticks) != len(x.Ticks) || y.Summaries != nil {
 		t.Fatalf("the second format's index: %+v, %v", y, err)

@@ -34,17 +34,5 @@ func EncodeV1(x *TickIndex) ([]byte, error) {
 	return append(out, sum[:]...), nil
 }
 
-// EncodeV2 is x in the second format of tick indexes (CSV sizes, no
-// column summaries), as a build before summaries wrote it.
-func EncodeV2(x *TickIndex) []byte {
-	v2 := *x
-	v2.Summaries = nil
-	enc := v2.Encode()
-	body := enc[:len(enc)-sha256.Size-1] // without the count of summaries (0) and the checksum
-	out := append([]byte(tickIndexMagics[2]), body[len(tickIndexMagic):]...)
-	sum := sha256.Sum256(out)
-	return append(out, sum[:]...)
-}
-
 // SweepRows is the rows of a block a swept CompactedFile decodes at a time.
 const SweepRows = sweepRows

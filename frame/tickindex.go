@@ -96,11 +96,11 @@ func (x *TickIndex) Entry(n int64) (TickEntry, bool) {
 // written.
 var tickIndexMagics = map[int]string{3: "worldfs-ticks/3\n", 2: "worldfs-ticks/2\n", 1: "worldfs-ticks/1\n"}
 
-// tickIndexVersion is the format Encode writes.
-const tickIndexVersion = 3
+// TickIndexVersion is the format Encode writes.
+const TickIndexVersion = 3
 
 // tickIndexMagic is the current format's magic.
-var tickIndexMagic = tickIndexMagics[tickIndexVersion]
+var tickIndexMagic = tickIndexMagics[TickIndexVersion]
 
 // Encode returns the tick index's bytes (of the current format, 3), as
 // ReadTickIndex reads them.
@@ -219,7 +219,7 @@ func ReadTickIndex(ctx context.Context, b bucket.Bucket, f index.Fragment) (*Tic
 	var data []byte
 	err := bucket.ErrNotExist
 	names := index.TickIndexPaths(f.Path)
-	version := tickIndexVersion + 1
+	version := TickIndexVersion + 1
 	for i := 0; i < len(names) && errors.Is(err, bucket.ErrNotExist); i++ {
 		name, version = names[i], version-1
 		data, _, err = b.Get(ctx, name)
@@ -331,7 +331,7 @@ func BuildTickIndex(t *Table, data []byte, runs []TickEntry, known map[int64]Tic
 	if err != nil {
 		return nil, 0, err
 	}
-	x := &TickIndex{Version: tickIndexVersion, File: sha256.Sum256(data), Encoding: id, Ticks: runs}
+	x := &TickIndex{Version: TickIndexVersion, File: sha256.Sum256(data), Encoding: id, Ticks: runs}
 	for _, e := range runs {
 		x.Rows += e.Rows
 	}
@@ -388,9 +388,10 @@ func BuildTickIndex(t *Table, data []byte, runs []TickEntry, known map[int64]Tic
 }
 
 // IndexCompactedFile computes the tick index of data, a compacted file of
-// t, every tick encoded (none known from another index): the index
-// compaction writes for the file when it is a source of its own.
-func IndexCompactedFile(t *Table, data []byte) (*TickIndex, error) {
+// t, every tick encoded but those known (with as many rows: the entries
+// of an older index of the file): the index compaction writes for the
+// file when it is a source of its own.
+func IndexCompactedFile(t *Table, data []byte, known map[int64]TickEntry) (*TickIndex, error) {
 	file, err := openCompacted(t, bytes.NewReader(data), int64(len(data)))
 	if err != nil {
 		return nil, err
@@ -399,7 +400,7 @@ func IndexCompactedFile(t *Table, data []byte) (*TickIndex, error) {
 	if err != nil {
 		return nil, err
 	}
-	x, _, err := BuildTickIndex(t, data, runs, nil, nil)
+	x, _, err := BuildTickIndex(t, data, runs, known, nil)
 	return x, err
 }
 

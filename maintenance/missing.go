@@ -31,6 +31,14 @@ import (
 // footer, as the mount derives it without an index, so that a tick's
 // size is the same before and after its file is indexed: the fragments
 // the rows came from are gone, and with them what their footers recorded.
+//
+// A file whose index is of an older format (before CSV sizes, or before
+// column summaries) gets one of the current format beside it, each tick
+// keeping the entry the older one records (frame.BuildTickIndex with
+// those ticks known: the same sizes, so the mount serves the same bytes)
+// and its columns summarized from the file's rows: the index compaction
+// writes for the file today. The older one stays until collection
+// deletes it with its file; readers read the newest.
 
 // TickIndexOptions tune WriteTickIndexes.
 type TickIndexOptions struct {
@@ -66,8 +74,11 @@ func (o *TickIndexOptions) Validate() error {
 
 // TickIndexResult sums up a WriteTickIndexes call.
 type TickIndexResult struct {
-	Files   int   // compacted files of ticks the catalog names
-	Missing int   // of them without a tick index
+	Files   int // compacted files of ticks the catalog names
+	Missing int // of them without a tick index
+	// Older: of them with a tick index of an older format only (written
+	// again in the current one, Written counting it too).
+	Older   int
 	Written int   // tick indexes written (none with DryRun)
 	Ticks   int64 // ticks they record
 	Bytes   int64 // their bytes
@@ -157,6 +168,7 @@ func WriteTickIndexes(ctx context.Context, b bucket.Bucket, cat *index.Catalog, 
 			mu.Lock()
 			defer mu.Unlock()
 			res.Missing += r.Missing
+			res.Older += r.Older
 			res.Written += r.Written
 			res.Ticks += r.Ticks
 			res.Bytes += r.Bytes
@@ -186,27 +198,35 @@ func WriteTickIndexes(ctx context.Context, b bucket.Bucket, cat *index.Catalog, 
 // missingTickIndex writes the tick index of the compacted file f if it
 // has none (counting it in r), as compaction writes one.
 func missingTickIndex(ctx context.Context, b bucket.Bucket, f index.Fragment, table func(context.Context) (*frame.Table, error), dryRun bool, r *TickIndexResult) error {
-	_, err := frame.ReadTickIndex(ctx, b, f)
+	old, err := frame.ReadTickIndex(ctx, b, f)
+	var known map[int64]frame.TickEntry
 	switch {
-	case err == nil:
+	case err == nil && old.Version == frame.TickIndexVersion:
 		return nil
+	case err == nil: // the newest there is of an older format
+		known = make(map[int64]frame.TickEntry, len(old.Ticks))
+		for _, e := range old.Ticks {
+			known[e.Tick] = e
+		}
+		r.Older++
 	case errors.Is(err, index.ErrCorrupt):
 		r.Damaged = append(r.Damaged, err)
 		return nil
 	case !errors.Is(err, frame.ErrNoTickIndex):
 		return err
-	}
-	for _, name := range index.TickIndexPaths(f.Path) {
-		_, err := b.Stat(ctx, name)
-		if err == nil {
-			r.Foreign = append(r.Foreign, name) // there, of another encoder
-			return nil
+	default:
+		for _, name := range index.TickIndexPaths(f.Path) {
+			_, err := b.Stat(ctx, name)
+			if err == nil {
+				r.Foreign = append(r.Foreign, name) // there, of another encoder
+				return nil
+			}
+			if !errors.Is(err, bucket.ErrNotExist) {
+				return fmt.Errorf("%s: %w", name, err)
+			}
 		}
-		if !errors.Is(err, bucket.ErrNotExist) {
-			return fmt.Errorf("%s: %w", name, err)
-		}
+		r.Missing++
 	}
-	r.Missing++
 	if dryRun {
 		return nil
 	}
@@ -225,7 +245,7 @@ func missingTickIndex(ctx context.Context, b bucket.Bucket, f index.Fragment, ta
 	if frame.Digest(data) != f.Digest {
 		return fmt.Errorf("%s does not match its catalog digest: %w", f.Path, index.ErrCorrupt)
 	}
-	x, err := frame.IndexCompactedFile(t, data)
+	x, err := frame.IndexCompactedFile(t, data, known)
 	if err != nil {
 		return fmt.Errorf("%s: %w", f.Path, err)
 	}

@@ -147,3 +147,70 @@ func TestWriteTickIndexesAsCompactionDoes(t *testing.T) {
 		t.Fatalf("the damaged index was replaced: %v", err)
 	}
 }
+
+// A compacted file whose tick index is of the second format (before
+// column summaries) gets one of the current format beside it: byte for
+// byte the one compaction writes for the file (each tick's entry kept,
+// its columns summarized), the older left as it is; the mount serves
+// each tick as before; a second run finds nothing to do.
+func TestWriteTickIndexesGivesOlderOnesTheCurrentFormat(t *testing.T) {
+	ctx := ctxT(t)
+	b, _ := local.Open(t.TempDir())
+	w := enginetest.World(t, b, "w", 299)
+	if res, err := maintenance.Compact(ctx, b, w.Catalog(), maintenance.CompactOptions{Recent: 10}); err != nil || res.Windows == 0 {
+		t.Fatalf("compaction: %+v, %v", res, err)
+	}
+	s, _, err := index.Load(ctx, b, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	current := map[string][]byte{} // each compacted file's tick index, as compaction wrote it
+	s.Ticks("main", 0, func(tk *index.Tick) bool {
+		for _, tf := range enginetest.Tables(t, tk) {
+			for _, f := range tf.Fragments {
+				if f.Span == nil || current[f.Path] != nil {
+					continue
+				}
+				x, err := frame.ReadTickIndex(ctx, b, f)
+				if err != nil || x.Version != frame.TickIndexVersion || len(x.Summaries) == 0 {
+					t.Fatalf("%s: %+v, %v", f.Path, x, err)
+				}
+				current[f.Path] = x.Encode()
+				replace(t, b, index.TickIndexPath(f.Path), nil)
+				if _, err := b.Create(ctx, index.TickIndexPaths(f.Path)[1], enginetest.TickIndexV2(x)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		return true
+	})
+	before := tickFiles(t, b, 299)
+	res, err := maintenance.WriteTickIndexes(ctx, b, w.Catalog(), maintenance.TickIndexOptions{DryRun: true})
+	if err != nil || res.Files != len(current) || res.Older != len(current) || res.Missing != 0 || res.Written != 0 {
+		t.Fatalf("dry run: %+v, %v; want %d of an older format, none written", res, err, len(current))
+	}
+	res, err = maintenance.WriteTickIndexes(ctx, b, w.Catalog(), maintenance.TickIndexOptions{})
+	if err != nil || res.Older != len(current) || res.Written != len(current) || res.Missing != 0 {
+		t.Fatalf("writing: %+v, %v; want %d written", res, err, len(current))
+	}
+	for p, want := range current {
+		got, _, err := b.Get(ctx, index.TickIndexPath(p))
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("%s: the tick index written (%d bytes, %v) is not compaction's (%d bytes)", p, len(got), err, len(want))
+		}
+		if _, err := b.Stat(ctx, index.TickIndexPaths(p)[1]); err != nil {
+			t.Fatalf("%s: the older index: %v", p, err)
+		}
+	}
+	after := tickFiles(t, b, 299)
+	for tick, files := range before {
+		for id, data := range files {
+			if !bytes.Equal(after[tick][id], data) {
+				t.Fatalf("tick %d table %s: %d bytes through the new index, %d through the older", tick, id, len(after[tick][id]), len(data))
+			}
+		}
+	}
+	if res, err := maintenance.WriteTickIndexes(ctx, b, w.Catalog(), maintenance.TickIndexOptions{}); err != nil || res.Older+res.Missing+res.Written != 0 {
+		t.Fatalf("a second run: %+v, %v; want nothing to do", res, err)
+	}
+}

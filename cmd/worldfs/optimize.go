@@ -25,7 +25,7 @@ func optimizeCmd() command {
 	f := &optimizeFlags{}
 	return command{
 		name:    "optimize",
-		summary: "compact a world's small fragments into large files (readers switch at once; safe beside a live writer), give compacted files written before tick indexes theirs, write the summaries of compacted history the views plan from, and the reference lists of exports an older worldfs wrote (collection keeps what they name)",
+		summary: "compact a world's small fragments into large files (readers switch at once; safe beside a live writer), give compacted files written before tick indexes (or before their current format, with column summaries) theirs, write the summaries of compacted history the views plan from, and the reference lists of exports an older worldfs wrote (collection keeps what they name)",
 		example: "worldfs optimize --bucket ./worldfs-data --world w1 --run main\n" +
 			"  worldfs optimize --bucket ./worldfs-data --world w1 --recent 8 --windows 4096,512,64,8\n" +
 			"  worldfs optimize --bucket ./worldfs-data --worlds 'sweep-*' --recent 0   # a sweep's finished runs, each compacted to its head",
@@ -59,7 +59,7 @@ func (f *optimizeFlags) define(fs *flag.FlagSet) {
 	f.windows = fs.String("windows", "", "compaction windows in ticks, comma-separated, largest first, each a multiple of the next "+
 		"(default 4096,512,64; a writer's background compaction and other compactors nest with them while every window divides the larger ones)")
 	f.asJSON = fs.Bool("json", false, "print the result as JSON")
-	f.dryRun = fs.Bool("dry-run", false, "count the compacted files without a tick index (and damaged indexes) and the exports without a reference list; compact and write nothing")
+	f.dryRun = fs.Bool("dry-run", false, "count the compacted files without a tick index of the current format (and damaged indexes) and the exports without a reference list; compact and write nothing")
 }
 
 // optimize checks the flags and optimizes the world, or each world of
@@ -159,7 +159,7 @@ func (f *optimizeFlags) optimizeWorld(ctx context.Context, b bucket.Bucket, worl
 			status.Step(label+"compacting windows", int64(p.Done), int64(p.Total))
 			plan.see(p)
 		}
-		opts.IndexProgress = func(done, total int) { status.Step(label+"writing missing tick indexes", int64(done), int64(total)) }
+		opts.IndexProgress = func(done, total int) { status.Step(label+"writing missing and older tick indexes", int64(done), int64(total)) }
 	}
 	res, err := maintenance.Optimize(ctx, b, cat, opts)
 	status.Done()
@@ -191,7 +191,7 @@ func optimizeJSON(res maintenance.OptimizeResult) map[string]any {
 	x, refs := res.TickIndexes, res.RefLists
 	if res.DryRun {
 		return map[string]any{"world": res.World, "run": res.Run, "dry_run": true, "compacted_files": x.Files,
-			"tick_indexes_missing": x.Missing, "tick_indexes_damaged": len(x.Damaged), "tick_indexes_foreign": len(x.Foreign),
+			"tick_indexes_missing": x.Missing, "tick_indexes_older": x.Older, "tick_indexes_damaged": len(x.Damaged), "tick_indexes_foreign": len(x.Foreign),
 			"summaries_missing": res.Sidecars.Summaries, "token_filters_missing": res.Sidecars.TokenFilters,
 			"export_reference_lists_missing": refs.Missing, "export_reference_lists_damaged": refs.Damaged}
 	}
@@ -199,7 +199,7 @@ func optimizeJSON(res maintenance.OptimizeResult) map[string]any {
 	return map[string]any{"world": res.World, "run": res.Run, "windows": c.Windows, "summaries_written": res.Sidecars.Summaries, "token_filters_written": res.Sidecars.TokenFilters,
 		"fact_shards": c.Facts, "refused": c.Refused, "files": c.Files, "files_replaced": c.FilesIn,
 		"rows": c.Rows, "bytes_read": c.BytesIn, "bytes_written": c.BytesOut, "tick_index_bytes": c.IndexBytes + x.Bytes,
-		"tick_indexes_written": x.Written, "tick_indexes_damaged": len(x.Damaged), "export_reference_lists_written": refs.Written, "seconds": secs,
+		"tick_indexes_written": x.Written, "tick_indexes_older": x.Older, "tick_indexes_damaged": len(x.Damaged), "export_reference_lists_written": refs.Written, "seconds": secs,
 		"files_per_second": float64(c.FilesIn) / secs, "mb_per_second": float64(c.BytesIn) / 1e6 / secs}
 }
 
@@ -232,7 +232,7 @@ func printOptimize(out io.Writer, res maintenance.OptimizeResult, why string) {
 		fmt.Fprintf(out, "; %s", why)
 	}
 	if x.Written > 0 {
-		fmt.Fprintf(out, "; %d compacted files written before tick indexes given theirs (%d ticks, %s)", x.Written, x.Ticks, mib(x.Bytes))
+		fmt.Fprintf(out, "; %d compacted files given a tick index of the current format, %d of them had one of an older format (%d ticks, %s)", x.Written, x.Older, x.Ticks, mib(x.Bytes))
 	}
 	if refs.Written > 0 {
 		fmt.Fprintf(out, "; %d export reference lists written (%d missing, %d damaged)", refs.Written, refs.Missing, refs.Damaged)
@@ -298,8 +298,8 @@ func whyNothing(s *index.State, run string, recent, w int64, plan windowsSeen) s
 // shards without sidecars, the exports without a reference list.
 func printOptimizeDry(out io.Writer, res maintenance.OptimizeResult) {
 	x, refs := res.TickIndexes, res.RefLists
-	fmt.Fprintf(out, "world %s run %s (dry run, nothing written): %d compacted files, %d without a tick index, %d tick shards without a summary, %d without a token filter (optimize writes them)",
-		res.World, res.Run, x.Files, x.Missing, res.Sidecars.Summaries, res.Sidecars.TokenFilters)
+	fmt.Fprintf(out, "world %s run %s (dry run, nothing written): %d compacted files, %d without a tick index, %d with one of an older format only, %d tick shards without a summary, %d without a token filter (optimize writes them)",
+		res.World, res.Run, x.Files, x.Missing, x.Older, res.Sidecars.Summaries, res.Sidecars.TokenFilters)
 	if len(x.Foreign) > 0 {
 		fmt.Fprintf(out, "; %d with one another build wrote (left)", len(x.Foreign))
 	}

@@ -9,6 +9,7 @@ package enginetest
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"math"
 	"os"
@@ -305,6 +306,19 @@ func CompactedFile(t testing.TB, b bucket.Bucket, world, id string, f index.Frag
 		t.Fatal(err)
 	}
 	return StoredTable(t, b, world, id), x, data
+}
+
+// TickIndexV2 is x in the second format of tick indexes (CSV sizes, no
+// column summaries), as a build before summaries wrote it: the current
+// encoding without its summaries, under the second format's magic.
+func TickIndexV2(x *frame.TickIndex) []byte {
+	v2 := *x
+	v2.Summaries = nil
+	enc := v2.Encode()
+	body := enc[len("worldfs-ticks/3\n") : len(enc)-sha256.Size-1] // the magic, the count of summaries (0) and the checksum cut
+	out := append([]byte("worldfs-ticks/2\n"), body...)
+	sum := sha256.Sum256(out)
+	return append(out, sum[:]...)
 }
 
 // SensorTable is the fact table "reading" with a sensor and a value, the
