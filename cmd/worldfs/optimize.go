@@ -159,7 +159,9 @@ func (f *optimizeFlags) optimizeWorld(ctx context.Context, b bucket.Bucket, worl
 			status.Step(label+"compacting windows", int64(p.Done), int64(p.Total))
 			plan.see(p)
 		}
-		opts.IndexProgress = func(done, total int) { status.Step(label+"writing missing and older tick indexes", int64(done), int64(total)) }
+		opts.IndexProgress = func(done, total int) {
+			status.Step(label+"writing missing and older tick indexes", int64(done), int64(total))
+		}
 	}
 	res, err := maintenance.Optimize(ctx, b, cat, opts)
 	status.Done()
