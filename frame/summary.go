@@ -9,6 +9,7 @@ import (
 	"math/big"
 	"math/bits"
 
+	"github.com/klauspost/compress/zstd"
 	"github.com/parquet-go/parquet-go"
 )
 
@@ -252,54 +253,70 @@ func summarizeColumn(file *parquet.File, ci int, name string, typ Type, ticks []
 }
 
 // appendSummaries appends the summaries' bytes: their count, then per
-// column its name, its type, and its stats of each tick: an integer
-// column's min and max (zigzag varints) and sum (its high word a zigzag
-// varint, its low word a uvarint), a floating column's min, max and sum
-// (8 bytes each, little-endian).
+// column its name and its type, then (if there are any) the stats of
+// every column in one zstd frame (the length of which precedes it), column after column,
+// each stat of all ticks together, tick after tick: an integer column's
+// mins, maxes (zigzag varints) and sums (each sum's high word a zigzag
+// varint, its low word a uvarint), a floating column's mins, maxes and
+// sums split into their bytes (the first byte of every value, then the
+// second, …, little-endian): neighbouring ticks' stats share their high
+// bytes, which zstd then stores once.
 func appendSummaries(out []byte, sums []ColumnSummary) []byte {
 	out = binary.AppendUvarint(out, uint64(len(sums)))
+	if len(sums) == 0 {
+		return out // no stats, no frame
+	}
+	var block []byte
 	for _, s := range sums {
 		out = binary.AppendUvarint(out, uint64(len(s.Name)))
 		out = append(out, s.Name...)
 		out = binary.AppendUvarint(out, uint64(len(s.Type)))
 		out = append(out, s.Type...)
-		for _, st := range s.Ints {
-			out = binary.AppendVarint(out, st.Min)
-			out = binary.AppendVarint(out, st.Max)
-			out = binary.AppendVarint(out, st.Sum.Hi)
-			out = binary.AppendUvarint(out, st.Sum.Lo)
+		for _, get := range []func(IntStat) int64{func(st IntStat) int64 { return st.Min }, func(st IntStat) int64 { return st.Max }, func(st IntStat) int64 { return st.Sum.Hi }} {
+			for _, st := range s.Ints {
+				block = binary.AppendVarint(block, get(st))
+			}
 		}
-		for _, st := range s.Floats {
-			out = binary.LittleEndian.AppendUint64(out, math.Float64bits(st.Min))
-			out = binary.LittleEndian.AppendUint64(out, math.Float64bits(st.Max))
-			out = binary.LittleEndian.AppendUint64(out, math.Float64bits(st.Sum))
+		for _, st := range s.Ints {
+			block = binary.AppendUvarint(block, st.Sum.Lo)
+		}
+		for _, get := range []func(FloatStat) float64{func(st FloatStat) float64 { return st.Min }, func(st FloatStat) float64 { return st.Max }, func(st FloatStat) float64 { return st.Sum }} {
+			for b := range 8 {
+				for _, st := range s.Floats {
+					block = append(block, byte(math.Float64bits(get(st))>>(8*b)))
+				}
+			}
 		}
 	}
-	return out
+	z := summaryZstd.enc.EncodeAll(block, nil)
+	out = binary.AppendUvarint(out, uint64(len(z)))
+	return append(out, z...)
 }
+
+// summaryZstd compresses the summaries' stats.
+var summaryZstd = func() (z struct {
+	enc *zstd.Encoder
+	dec *zstd.Decoder
+}) {
+	z.enc, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(1))
+	z.dec, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0))
+	return z
+}()
 
 // decodeSummaries parses appendSummaries' bytes of an index of ticks
 // entries, returning what follows them; false if they are not such
 // bytes.
 func decodeSummaries(p []byte, ticks int) ([]ColumnSummary, []byte, bool) {
-	uvarint := func() (uint64, bool) {
-		v, k := binary.Uvarint(p)
+	uvarint := func(p *[]byte) (uint64, bool) {
+		v, k := binary.Uvarint(*p)
 		if k <= 0 {
 			return 0, false
 		}
-		p = p[k:]
-		return v, true
-	}
-	varint := func() (int64, bool) {
-		v, k := binary.Varint(p)
-		if k <= 0 {
-			return 0, false
-		}
-		p = p[k:]
+		*p = (*p)[k:]
 		return v, true
 	}
 	str := func() (string, bool) {
-		n, ok := uvarint()
+		n, ok := uvarint(&p)
 		if !ok || n > uint64(len(p)) {
 			return "", false
 		}
@@ -307,49 +324,84 @@ func decodeSummaries(p []byte, ticks int) ([]ColumnSummary, []byte, bool) {
 		p = p[n:]
 		return s, true
 	}
-	n, ok := uvarint()
+	n, ok := uvarint(&p)
 	if !ok || n > uint64(len(p)) {
 		return nil, nil, false
 	}
+	if n == 0 {
+		return nil, p, true
+	}
 	out := make([]ColumnSummary, n)
+	size := uint64(0) // the stats' bytes, at most
 	for i := range out {
-		s := &out[i]
 		name, ok1 := str()
 		typ, ok2 := str()
 		if !ok1 || !ok2 {
 			return nil, nil, false
 		}
-		s.Name, s.Type = name, Type(typ)
-		switch s.Type {
+		out[i].Name, out[i].Type = name, Type(typ)
+		switch out[i].Type {
 		case Int32, Int64:
-			s.Ints = make([]IntStat, ticks)
-			for j := range s.Ints {
-				st := &s.Ints[j]
-				var ok [4]bool
-				st.Min, ok[0] = varint()
-				st.Max, ok[1] = varint()
-				st.Sum.Hi, ok[2] = varint()
-				st.Sum.Lo, ok[3] = uvarint()
-				if ok != [4]bool{true, true, true, true} || st.Min > st.Max {
-					return nil, nil, false
-				}
-			}
+			size += uint64(ticks) * (3*binary.MaxVarintLen64 + binary.MaxVarintLen64)
 		case Float32, Float64:
-			if uint64(len(p)) < uint64(ticks)*24 {
-				return nil, nil, false
-			}
-			s.Floats = make([]FloatStat, ticks)
-			for j := range s.Floats {
-				f := func() float64 {
-					v := math.Float64frombits(binary.LittleEndian.Uint64(p))
-					p = p[8:]
-					return v
-				}
-				s.Floats[j] = FloatStat{Min: f(), Max: f(), Sum: f()}
-			}
+			size += uint64(ticks) * 24
 		default:
 			return nil, nil, false
 		}
+	}
+	zn, ok := uvarint(&p)
+	if !ok || zn > uint64(len(p)) {
+		return nil, nil, false
+	}
+	block, err := summaryZstd.dec.DecodeAll(p[:zn], make([]byte, 0, min(size, 64<<20)))
+	if err != nil || uint64(len(block)) > size {
+		return nil, nil, false
+	}
+	p = p[zn:]
+	for i := range out {
+		s := &out[i]
+		switch s.Type {
+		case Int32, Int64:
+			s.Ints = make([]IntStat, ticks)
+			for j, set := range []func(*IntStat, int64){func(st *IntStat, v int64) { st.Min = v }, func(st *IntStat, v int64) { st.Max = v }, func(st *IntStat, v int64) { st.Sum.Hi = v }} {
+				for k := range s.Ints {
+					v, n := binary.Varint(block)
+					if n <= 0 {
+						return nil, nil, false
+					}
+					block = block[n:]
+					set(&s.Ints[k], v)
+					if j == 1 && s.Ints[k].Min > s.Ints[k].Max {
+						return nil, nil, false
+					}
+				}
+			}
+			for k := range s.Ints {
+				v, ok := uvarint(&block)
+				if !ok {
+					return nil, nil, false
+				}
+				s.Ints[k].Sum.Lo = v
+			}
+		default:
+			if len(block) < ticks*24 {
+				return nil, nil, false
+			}
+			s.Floats = make([]FloatStat, ticks)
+			for _, set := range []func(*FloatStat, float64){func(st *FloatStat, v float64) { st.Min = v }, func(st *FloatStat, v float64) { st.Max = v }, func(st *FloatStat, v float64) { st.Sum = v }} {
+				for k := range s.Floats {
+					var bits uint64
+					for b := range 8 {
+						bits |= uint64(block[b*ticks+k]) << (8 * b)
+					}
+					set(&s.Floats[k], math.Float64frombits(bits))
+				}
+				block = block[8*ticks:]
+			}
+		}
+	}
+	if len(block) != 0 {
+		return nil, nil, false
 	}
 	return out, p, true
 }

@@ -173,6 +173,7 @@ func TestTickIndexSummarizesNumericColumns(t *testing.T) {
 		"cut short":                body[:len(body)-5],
 		"unknown type":             replaceOnce(body, []byte("double"), []byte("doublx")),
 		"followed by a stray byte": append(body[:len(body):len(body)], 0),
+		"a damaged stats frame":    flipped(body, len(body)-3),
 	} {
 		sum := sha256.Sum256(bad)
 		if _, err := frame.DecodeTickIndex(append(bad[:len(bad):len(bad)], sum[:]...)); !errors.Is(err, index.ErrCorrupt) {
@@ -207,4 +208,11 @@ func TestParseInt128(t *testing.T) {
 			t.Errorf("ParseInt128(%q) took it", s)
 		}
 	}
+}
+
+// flipped returns b with the bits of byte i flipped.
+func flipped(b []byte, i int) []byte {
+	out := append([]byte(nil), b...)
+	out[i] ^= 0xff
+	return out
 }
