@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/big"
 	"math/bits"
+	"slices"
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/parquet-go/parquet-go"
@@ -151,23 +152,27 @@ func SummarizeFile(src io.ReaderAt, size int64, column string, typ Type) ([]Tick
 		return nil, nil, err
 	}
 	var ticks []TickEntry
-	var buf []parquet.Value
 	row := int64(0)
 	for _, rg := range file.RowGroups() {
-		if buf, err = ColumnValues(rg, tc, buf[:0]); err != nil {
-			return nil, nil, fmt.Errorf("the tick column: %w", err)
+		if t := rg.ColumnChunks()[tc].Type().Kind(); t != parquet.Int64 {
+			return nil, nil, fmt.Errorf("the tick column holds %s values", t)
 		}
-		for _, v := range buf {
-			tick := v.Int64()
-			switch n := len(ticks); {
-			case n > 0 && ticks[n-1].Tick == tick:
-				ticks[n-1].Rows++
-			case n > 0 && ticks[n-1].Tick > tick:
-				return nil, nil, fmt.Errorf("row %d: tick %d after tick %d: the rows are not in tick order", row, tick, ticks[n-1].Tick)
-			default:
-				ticks = append(ticks, TickEntry{Tick: tick, Row: row, Rows: 1})
+		err := numericPages(rg, tc, parquet.Int64, func(vals []int64, _ []float64) error {
+			for _, tick := range vals {
+				switch n := len(ticks); {
+				case n > 0 && ticks[n-1].Tick == tick:
+					ticks[n-1].Rows++
+				case n > 0 && ticks[n-1].Tick > tick:
+					return fmt.Errorf("row %d: tick %d after tick %d: the rows are not in tick order", row, tick, ticks[n-1].Tick)
+				default:
+					ticks = append(ticks, TickEntry{Tick: tick, Row: row, Rows: 1})
+				}
+				row++
 			}
-			row++
+			return nil
+		})
+		if err != nil {
+			return nil, nil, fmt.Errorf("the tick column: %w", err)
 		}
 	}
 	s, err := summarizeColumn(file, ci, column, typ, ticks)
@@ -197,59 +202,125 @@ func summarizeColumn(file *parquet.File, ci int, name string, typ Type, ticks []
 	if got := file.Schema().Columns(); ci >= len(got) {
 		return s, fmt.Errorf("column %s: the file has %d columns", name, len(got))
 	}
-	var buf []parquet.Value
 	k, row := 0, int64(0)
+	next := func() (int, bool) { // the tick of row, whether it is the tick's first
+		for k < len(ticks) && row >= ticks[k].Row+ticks[k].Rows {
+			k++
+		}
+		return k, k < len(ticks) && row == ticks[k].Row
+	}
 	for _, rg := range file.RowGroups() {
 		if t := rg.ColumnChunks()[ci].Type().Kind(); t != kind {
 			return s, fmt.Errorf("column %s of type %s holds %s values", name, typ, t)
 		}
-		var err error
-		if buf, err = ColumnValues(rg, ci, buf[:0]); err != nil {
-			return s, fmt.Errorf("column %s: %w", name, err)
-		}
-		for _, v := range buf {
-			for k < len(ticks) && row >= ticks[k].Row+ticks[k].Rows {
-				k++
-			}
-			if k == len(ticks) {
-				return s, fmt.Errorf("column %s: row %d is past the ticks' rows", name, row)
-			}
-			first := row == ticks[k].Row
-			switch typ {
-			case Int32, Int64:
-				n, st := v.Int64(), &s.Ints[k]
-				if typ == Int32 {
-					n = int64(v.Int32())
+		err := numericPages(rg, ci, kind, func(ints []int64, floats []float64) error {
+			for _, n := range ints {
+				k, first := next()
+				if k == len(ticks) {
+					return fmt.Errorf("row %d is past the ticks' rows", row)
 				}
-				if first {
+				if st := &s.Ints[k]; first {
 					*st = IntStat{Min: n, Max: n, Sum: Int128Of(n)}
 				} else {
 					st.Min, st.Max, st.Sum = min(st.Min, n), max(st.Max, n), st.Sum.Add(Int128Of(n))
 				}
-			default:
-				f, st := v.Double(), &s.Floats[k]
-				if typ == Float32 {
-					f = float64(v.Float())
+				row++
+			}
+			for _, f := range floats {
+				k, first := next()
+				if k == len(ticks) {
+					return fmt.Errorf("row %d is past the ticks' rows", row)
 				}
+				st := &s.Floats[k]
 				if first {
 					*st = FloatStat{Min: f, Max: f, Sum: f}
-					break
+				} else {
+					if FloatLess(f, st.Min) {
+						st.Min = f
+					}
+					if FloatLess(st.Max, f) {
+						st.Max = f
+					}
+					st.Sum += f
 				}
-				if FloatLess(f, st.Min) {
-					st.Min = f
-				}
-				if FloatLess(st.Max, f) {
-					st.Max = f
-				}
-				st.Sum += f
+				row++
 			}
-			row++
+			return nil
+		})
+		if err != nil {
+			return s, fmt.Errorf("column %s: %w", name, err)
 		}
 	}
 	if len(ticks) > 0 && k != len(ticks)-1 || row != file.NumRows() {
 		return s, fmt.Errorf("column %s: %d rows of %d ticks, the file has %d", name, row, k+1, file.NumRows())
 	}
 	return s, nil
+}
+
+// numericPages calls fn with the values of each page of column ci of rg
+// (of kind kind, values required), widened: ints for INT32 and INT64,
+// floats for FLOAT and DOUBLE. A page's values are taken as decoded
+// (encoding.Values), or, for a page of a dictionary, read one by one.
+func numericPages(rg parquet.RowGroup, ci int, kind parquet.Kind, fn func(ints []int64, floats []float64) error) error {
+	pages := rg.ColumnChunks()[ci].Pages()
+	defer pages.Close()
+	var ints []int64
+	var floats []float64
+	var vals []parquet.Value
+	for {
+		p, err := pages.ReadPage()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		n := int(p.NumValues())
+		ints, floats = ints[:0], floats[:0]
+		if p.Dictionary() == nil && p.NumNulls() == 0 {
+			d := p.Data()
+			switch kind {
+			case parquet.Int32:
+				for _, v := range d.Int32() {
+					ints = append(ints, int64(v))
+				}
+			case parquet.Int64:
+				ints = append(ints, d.Int64()...)
+			case parquet.Float:
+				for _, v := range d.Float() {
+					floats = append(floats, float64(v))
+				}
+			case parquet.Double:
+				floats = append(floats, d.Double()...)
+			}
+		} else {
+			vals = slices.Grow(vals[:0], n)[:n]
+			got, err := p.Values().ReadValues(vals)
+			if err != nil && !errors.Is(err, io.EOF) {
+				parquet.Release(p)
+				return err
+			}
+			for _, v := range vals[:got] {
+				switch kind {
+				case parquet.Int32:
+					ints = append(ints, int64(v.Int32()))
+				case parquet.Int64:
+					ints = append(ints, v.Int64())
+				case parquet.Float:
+					floats = append(floats, float64(v.Float()))
+				default:
+					floats = append(floats, v.Double())
+				}
+			}
+		}
+		parquet.Release(p)
+		if len(ints)+len(floats) != n {
+			return fmt.Errorf("a page of %d values gave %d", n, len(ints)+len(floats))
+		}
+		if err := fn(ints, floats); err != nil {
+			return err
+		}
+	}
 }
 
 // appendSummaries appends the summaries' bytes: their count, then per

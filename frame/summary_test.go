@@ -9,6 +9,8 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/parquet-go/parquet-go"
+
 	"github.com/worldfs/worldfs/frame"
 	"github.com/worldfs/worldfs/index"
 )
@@ -215,4 +217,50 @@ func flipped(b []byte, i int) []byte {
 	out := append([]byte(nil), b...)
 	out[i] ^= 0xff
 	return out
+}
+
+// SummarizeFile reads a column however its pages are encoded: one of a
+// dictionary gives what a plain one gives.
+func TestSummarizeFileOfADictionaryColumn(t *testing.T) {
+	type plain struct {
+		Tick int64   `parquet:"tick"`
+		V    float64 `parquet:"v"`
+		N    int32   `parquet:"n"`
+	}
+	type dict struct {
+		Tick int64   `parquet:"tick"`
+		V    float64 `parquet:"v,dict"`
+		N    int32   `parquet:"n,dict"`
+	}
+	var ps []plain
+	var ds []dict
+	for i := range 300 {
+		r := plain{Tick: int64(i / 7), V: float64(i%5) - 1.5, N: int32(i%3 - 1)}
+		ps, ds = append(ps, r), append(ds, dict(r))
+	}
+	encode := func(rows any) []byte {
+		var buf bytes.Buffer
+		var err error
+		switch r := rows.(type) {
+		case []plain:
+			err = parquet.Write(&buf, r)
+		case []dict:
+			err = parquet.Write(&buf, r)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return buf.Bytes()
+	}
+	a, b := encode(ps), encode(ds)
+	for _, c := range []struct {
+		col string
+		typ frame.Type
+	}{{"v", frame.Float64}, {"n", frame.Int32}} {
+		ta, sa, err1 := frame.SummarizeFile(bytes.NewReader(a), int64(len(a)), c.col, c.typ)
+		tb, sb, err2 := frame.SummarizeFile(bytes.NewReader(b), int64(len(b)), c.col, c.typ)
+		if err1 != nil || err2 != nil || len(ta) != 43 || !reflect.DeepEqual(ta, tb) || !reflect.DeepEqual(sa, sb) {
+			t.Fatalf("column %s: plain %d ticks %v, dictionary %d ticks %v; summaries equal: %v", c.col, len(ta), err1, len(tb), err2, reflect.DeepEqual(sa, sb))
+		}
+	}
 }
