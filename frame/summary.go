@@ -124,14 +124,18 @@ func summarize(t *Table, file *parquet.File, ticks []TickEntry) ([]ColumnSummary
 	return out, nil
 }
 
-// ErrNoColumn: a file has no column of the name asked for.
-var ErrNoColumn = errors.New("the file has no column")
+// ErrNoColumn: a file has no column of the name asked for;
+// ErrColumnType: it has one of another type.
+var (
+	ErrNoColumn   = errors.New("the file has no column")
+	ErrColumnType = errors.New("a column of another type")
+)
 
-// SummarizeFile summarizes column (of type typ) of a file of rows in
-// tick order (a tick's own file, a compacted file) as a tick index does,
-// from its rows: the file's ticks (each with its first row and rows) and
-// the column's stats of each.
-func SummarizeFile(src io.ReaderAt, size int64, column string, typ Type) ([]TickEntry, *ColumnSummary, error) {
+// SummarizeFile summarizes columns cols (each by its name and type) of a
+// file of rows in tick order (a tick's own file, a compacted file) as a
+// tick index does, from its rows: the file's ticks (each with its first
+// row and rows) and each column's stats of each.
+func SummarizeFile(src io.ReaderAt, size int64, cols []Column) ([]TickEntry, []ColumnSummary, error) {
 	file, err := parquet.OpenFile(src, size, parquet.SkipBloomFilters(true), parquet.SkipPageIndex(true))
 	if err != nil {
 		return nil, nil, err
@@ -147,9 +151,11 @@ func SummarizeFile(src io.ReaderAt, size int64, column string, typ Type) ([]Tick
 	if err != nil {
 		return nil, nil, err
 	}
-	ci, err := leaf(column)
-	if err != nil {
-		return nil, nil, err
+	at := make([]int, len(cols))
+	for i, c := range cols {
+		if at[i], err = leaf(c.Name); err != nil {
+			return nil, nil, err
+		}
 	}
 	var ticks []TickEntry
 	row := int64(0)
@@ -175,11 +181,13 @@ func SummarizeFile(src io.ReaderAt, size int64, column string, typ Type) ([]Tick
 			return nil, nil, fmt.Errorf("the tick column: %w", err)
 		}
 	}
-	s, err := summarizeColumn(file, ci, column, typ, ticks)
-	if err != nil {
-		return nil, nil, err
+	out := make([]ColumnSummary, len(cols))
+	for i, c := range cols {
+		if out[i], err = summarizeColumn(file, at[i], c.Name, c.Type, ticks); err != nil {
+			return nil, nil, err
+		}
 	}
-	return ticks, &s, nil
+	return ticks, out, nil
 }
 
 // summarizeColumn summarizes column ci of file (called name, of type
@@ -211,7 +219,7 @@ func summarizeColumn(file *parquet.File, ci int, name string, typ Type, ticks []
 	}
 	for _, rg := range file.RowGroups() {
 		if t := rg.ColumnChunks()[ci].Type().Kind(); t != kind {
-			return s, fmt.Errorf("column %s of type %s holds %s values", name, typ, t)
+			return s, fmt.Errorf("column %s of type %s holds %s values: %w", name, typ, t, ErrColumnType)
 		}
 		err := numericPages(rg, ci, kind, func(ints []int64, floats []float64) error {
 			for _, n := range ints {
@@ -258,7 +266,7 @@ func summarizeColumn(file *parquet.File, ci int, name string, typ Type, ticks []
 }
 
 // numericPages calls fn with the values of each page of column ci of rg
-// (of kind kind, values required), widened: ints for INT32 and INT64,
+// (of kind kind; a null is an error), widened: ints for INT32 and INT64,
 // floats for FLOAT and DOUBLE. A page's values are taken as decoded
 // (encoding.Values), or, for a page of a dictionary, read one by one.
 func numericPages(rg parquet.RowGroup, ci int, kind parquet.Kind, fn func(ints []int64, floats []float64) error) error {
@@ -277,7 +285,11 @@ func numericPages(rg parquet.RowGroup, ci int, kind parquet.Kind, fn func(ints [
 		}
 		n := int(p.NumValues())
 		ints, floats = ints[:0], floats[:0]
-		if p.Dictionary() == nil && p.NumNulls() == 0 {
+		if p.NumNulls() != 0 {
+			parquet.Release(p)
+			return fmt.Errorf("a page of %d values holds %d nulls: worldfs columns are not nullable", n, p.NumNulls())
+		}
+		if p.Dictionary() == nil {
 			d := p.Data()
 			switch kind {
 			case parquet.Int32:
@@ -325,24 +337,36 @@ func numericPages(rg parquet.RowGroup, ci int, kind parquet.Kind, fn func(ints [
 
 // appendSummaries appends the summaries' bytes: their count, then per
 // column its name and its type, then (if there are any) the stats of
-// every column in one zstd frame (the length of which precedes it), column after column,
-// each stat of all ticks together, tick after tick: an integer column's
-// mins, maxes (zigzag varints) and sums (each sum's high word a zigzag
-// varint, its low word a uvarint), a floating column's mins, maxes and
-// sums split into their bytes (the first byte of every value, then the
-// second, …, little-endian): neighbouring ticks' stats share their high
-// bytes, which zstd then stores once.
+// every column, column after column, in one zstd frame (preceded by the
+// stats' length and the frame's): each stat of all ticks together, tick
+// after tick, an integer column's mins, maxes (zigzag varints) and sums
+// (each sum's high word a zigzag varint, its low word a uvarint), a
+// floating column's mins, maxes and sums split into their bytes (the
+// first byte of every value, then the second, …, little-endian):
+// neighbouring ticks' stats share their high bytes, which zstd then
+// stores once.
 func appendSummaries(out []byte, sums []ColumnSummary) []byte {
 	out = binary.AppendUvarint(out, uint64(len(sums)))
 	if len(sums) == 0 {
 		return out // no stats, no frame
 	}
-	var block []byte
 	for _, s := range sums {
 		out = binary.AppendUvarint(out, uint64(len(s.Name)))
 		out = append(out, s.Name...)
 		out = binary.AppendUvarint(out, uint64(len(s.Type)))
 		out = append(out, s.Type...)
+	}
+	block := statsBlock(sums)
+	z := summaryZstd.enc.EncodeAll(block, nil)
+	out = binary.AppendUvarint(out, uint64(len(block)))
+	out = binary.AppendUvarint(out, uint64(len(z)))
+	return append(out, z...)
+}
+
+// statsBlock is the stats of sums as appendSummaries compresses them.
+func statsBlock(sums []ColumnSummary) []byte {
+	var block []byte
+	for _, s := range sums {
 		for _, get := range []func(IntStat) int64{func(st IntStat) int64 { return st.Min }, func(st IntStat) int64 { return st.Max }, func(st IntStat) int64 { return st.Sum.Hi }} {
 			for _, st := range s.Ints {
 				block = binary.AppendVarint(block, get(st))
@@ -359,9 +383,7 @@ func appendSummaries(out []byte, sums []ColumnSummary) []byte {
 			}
 		}
 	}
-	z := summaryZstd.enc.EncodeAll(block, nil)
-	out = binary.AppendUvarint(out, uint64(len(z)))
-	return append(out, z...)
+	return block
 }
 
 // summaryZstd compresses the summaries' stats.
@@ -369,8 +391,11 @@ var summaryZstd = func() (z struct {
 	enc *zstd.Encoder
 	dec *zstd.Decoder
 }) {
-	z.enc, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(1))
-	z.dec, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0))
+	z.enc, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault))
+	// DecodeAll never writes past the capacity it is given: a frame
+	// that claims more than the stats can hold is refused before any
+	// allocation (decodeSummaries).
+	z.dec, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecodeAllCapLimit(true))
 	return z
 }()
 
@@ -396,7 +421,7 @@ func decodeSummaries(p []byte, ticks int) ([]ColumnSummary, []byte, bool) {
 		return s, true
 	}
 	n, ok := uvarint(&p)
-	if !ok || n > uint64(len(p)) {
+	if !ok || n > uint64(len(p))/2 { // each column's name and type take a byte at least
 		return nil, nil, false
 	}
 	if n == 0 {
@@ -420,12 +445,15 @@ func decodeSummaries(p []byte, ticks int) ([]ColumnSummary, []byte, bool) {
 			return nil, nil, false
 		}
 	}
-	zn, ok := uvarint(&p)
-	if !ok || zn > uint64(len(p)) {
+	// The stats' length comes first: no more than the stats can take is
+	// allocated, and no more is decoded.
+	bn, ok1 := uvarint(&p)
+	zn, ok2 := uvarint(&p)
+	if !ok1 || !ok2 || bn > size || zn > uint64(len(p)) {
 		return nil, nil, false
 	}
-	block, err := summaryZstd.dec.DecodeAll(p[:zn], make([]byte, 0, min(size, 64<<20)))
-	if err != nil || uint64(len(block)) > size {
+	block, err := summaryZstd.dec.DecodeAll(p[:zn], make([]byte, 0, bn))
+	if err != nil || uint64(len(block)) != bn {
 		return nil, nil, false
 	}
 	p = p[zn:]

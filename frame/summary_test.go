@@ -125,17 +125,25 @@ func TestTickIndexSummarizesNumericColumns(t *testing.T) {
 
 	// The same from the file's rows alone, column by column; a column
 	// asked for under another type, or one the file lacks, is refused.
+	var cols []frame.Column
 	for _, want := range x.Summaries {
-		ticks, got, err := frame.SummarizeFile(bytes.NewReader(data), int64(len(data)), want.Name, want.Type)
-		if err != nil || len(ticks) != len(runs) || !reflect.DeepEqual(got.Ints, want.Ints) || len(got.Floats) != len(want.Floats) {
-			t.Fatalf("SummarizeFile of %s: %+v, %+v, %v; the index's %+v", want.Name, ticks, got, err, want)
+		cols = append(cols, frame.Column{Name: want.Name, Type: want.Type})
+	}
+	fticks, sums, err := frame.SummarizeFile(bytes.NewReader(data), int64(len(data)), cols)
+	if err != nil || len(fticks) != len(runs) || len(sums) != len(x.Summaries) {
+		t.Fatalf("SummarizeFile: %d ticks, %d summaries, %v", len(fticks), len(sums), err)
+	}
+	for i, want := range x.Summaries {
+		got := sums[i]
+		if !reflect.DeepEqual(got.Ints, want.Ints) || len(got.Floats) != len(want.Floats) {
+			t.Fatalf("SummarizeFile of %s: %+v; the index's %+v", want.Name, got, want)
 		}
-		for k := range ticks {
-			if g, w := ticks[k], runs[k]; g.Tick != w.Tick || g.Row != w.Row || g.Rows != w.Rows {
-				t.Fatalf("SummarizeFile of %s: tick %+v, want %+v", want.Name, ticks[k], runs[k])
+		for k := range fticks {
+			if g, w := fticks[k], runs[k]; g.Tick != w.Tick || g.Row != w.Row || g.Rows != w.Rows {
+				t.Fatalf("SummarizeFile of %s: tick %+v, want %+v", want.Name, fticks[k], runs[k])
 			}
 			if a, b := got.Floats, want.Floats; len(a) > 0 && (!same(a[k].Min, b[k].Min) || !same(a[k].Max, b[k].Max) || !same(a[k].Sum, b[k].Sum)) {
-				t.Fatalf("SummarizeFile of %s tick %d: %+v, the index's %+v", want.Name, ticks[k].Tick, a[k], b[k])
+				t.Fatalf("SummarizeFile of %s tick %d: %+v, the index's %+v", want.Name, fticks[k].Tick, a[k], b[k])
 			}
 		}
 	}
@@ -143,8 +151,8 @@ func TestTickIndexSummarizesNumericColumns(t *testing.T) {
 		col string
 		typ frame.Type
 	}{{"v_f64", frame.Int64}, {"v_i32", frame.Int64}, {"v_s", frame.String}, {"nope", frame.Float64}} {
-		_, _, err := frame.SummarizeFile(bytes.NewReader(data), int64(len(data)), bad.col, bad.typ)
-		if err == nil || errors.Is(err, frame.ErrNoColumn) != (bad.col == "nope") {
+		_, _, err := frame.SummarizeFile(bytes.NewReader(data), int64(len(data)), []frame.Column{{Name: bad.col, Type: bad.typ}})
+		if err == nil || errors.Is(err, frame.ErrNoColumn) != (bad.col == "nope") || errors.Is(err, frame.ErrColumnType) != (bad.typ != frame.String && bad.col != "nope") {
 			t.Errorf("SummarizeFile of column %s as %s: %v", bad.col, bad.typ, err)
 		}
 	}
@@ -166,6 +174,21 @@ func TestTickIndexSummarizesNumericColumns(t *testing.T) {
 			if !same(a.Floats[j].Min, b.Floats[j].Min) || !same(a.Floats[j].Max, b.Floats[j].Max) || !same(a.Floats[j].Sum, b.Floats[j].Sum) {
 				t.Fatalf("summary %s tick %d decoded as %+v, was %+v", a.Name, j, b.Floats[j], a.Floats[j])
 			}
+		}
+	}
+	// Stats claiming their true length read; claiming more than the
+	// columns' stats can hold (a crafted index asking for gigabytes), or
+	// less or more than the frame holds: corrupt, never allocated.
+	if y, err := frame.DecodeTickIndex(frame.EncodeClaimingStats(x, frame.StatsLength(x))); err != nil || len(y.Summaries) != len(x.Summaries) {
+		t.Fatalf("stats claiming their own length: %v", err)
+	}
+	bound := uint64(0) // what the stats of the columns can hold at most
+	for _, s := range x.Summaries {
+		bound += uint64(len(s.Floats))*24 + uint64(len(s.Ints))*40
+	}
+	for _, n := range []uint64{bound + 1, 8 << 30, frame.StatsLength(x) - 1, frame.StatsLength(x) + 1} {
+		if _, err := frame.DecodeTickIndex(frame.EncodeClaimingStats(x, n)); !errors.Is(err, index.ErrCorrupt) {
+			t.Errorf("stats claiming %d bytes (they hold %d, their columns at most %d): %v", n, frame.StatsLength(x), bound, err)
 		}
 	}
 	// A summary cut short, or of an unknown type, under a checksum that
@@ -257,8 +280,9 @@ func TestSummarizeFileOfADictionaryColumn(t *testing.T) {
 		col string
 		typ frame.Type
 	}{{"v", frame.Float64}, {"n", frame.Int32}} {
-		ta, sa, err1 := frame.SummarizeFile(bytes.NewReader(a), int64(len(a)), c.col, c.typ)
-		tb, sb, err2 := frame.SummarizeFile(bytes.NewReader(b), int64(len(b)), c.col, c.typ)
+		col := []frame.Column{{Name: c.col, Type: c.typ}}
+		ta, sa, err1 := frame.SummarizeFile(bytes.NewReader(a), int64(len(a)), col)
+		tb, sb, err2 := frame.SummarizeFile(bytes.NewReader(b), int64(len(b)), col)
 		if err1 != nil || err2 != nil || len(ta) != 43 || !reflect.DeepEqual(ta, tb) || !reflect.DeepEqual(sa, sb) {
 			t.Fatalf("column %s: plain %d ticks %v, dictionary %d ticks %v; summaries equal: %v", c.col, len(ta), err1, len(tb), err2, reflect.DeepEqual(sa, sb))
 		}

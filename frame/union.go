@@ -30,7 +30,7 @@ func UnionType(a, b Type) (Type, error) {
 // castValue casts v, a value of a column of type from, to type to (to is
 // UnionType of from and another type), as DuckDB's CAST does: a boolean
 // as 1 or 0, an integer rounded to the nearest float or double, and any
-// value as a string as CAST(v AS VARCHAR) writes it (see appendSQLFloat).
+// value as a string as CAST(v AS VARCHAR) writes it (see AppendSQLFloat).
 func castValue(v parquet.Value, from, to Type) parquet.Value {
 	if from == to || v.IsNull() {
 		return v
@@ -46,9 +46,9 @@ func castValue(v parquet.Value, from, to Type) parquet.Value {
 		case Int64:
 			s = strconv.AppendInt(s, v.Int64(), 10)
 		case Float32:
-			s = appendSQLFloat(s, float64(v.Float()), 32)
+			s = AppendSQLFloat(s, float64(v.Float()), 32)
 		case Float64:
-			s = appendSQLFloat(s, v.Double(), 64)
+			s = AppendSQLFloat(s, v.Double(), 64)
 		}
 		return parquet.ByteArrayValue(s)
 	case Float64:
@@ -93,12 +93,12 @@ func b2i(b bool) int {
 	return 0
 }
 
-// appendSQLFloat appends f (of bits 32 or 64) as DuckDB's CAST(f AS
+// AppendSQLFloat appends f (of bits 32 or 64) as DuckDB's CAST(f AS
 // VARCHAR) writes it: the shortest digits that read back as f, in
 // positional form with ".0" on whole numbers when its decimal exponent is
 // in -4..15, else in exponent form with at least two exponent digits
 // (1e+16, 1.5e-05); nan (-nan with its sign bit set), inf and -inf.
-func appendSQLFloat(dst []byte, f float64, bits int) []byte {
+func AppendSQLFloat(dst []byte, f float64, bits int) []byte {
 	if word := nonFinite(f, true); word != "" {
 		return append(dst, word...)
 	}
