@@ -1,12 +1,14 @@
 package sql
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"slices"
 	"strings"
 
+	"github.com/worldfs/worldfs/frame"
 	"github.com/worldfs/worldfs/index"
 )
 
@@ -25,12 +27,11 @@ import (
 // compacted file's File is its catalog entry; a tick's own file has
 // only File.Path.
 type FileRead struct {
-	World   string // the world whose views read it (a fork reads its parent's files)
-	TableID string
-	File    index.Fragment // File.Path: the bucket object
-	Path    string         // the file as the views read it (ReadFile)
-	From    int64
-	To      int64
+	World string         // the world whose views read it (a fork reads its parent's files)
+	File  index.Fragment // File.Path: the bucket object
+	Path  string         // the file as the views read it (ReadFile, CheckFiles)
+	From  int64
+	To    int64
 }
 
 // Compacted reports whether r is of a compacted file.
@@ -72,7 +73,7 @@ func fileReads(world string, list []listRow, compacted map[string]index.Fragment
 				f = compacted[r.Object]
 			}
 			at[k] = len(v.asIs)
-			v.asIs = append(v.asIs, FileRead{World: world, TableID: r.TableID, File: f, Path: r.Path, From: r.FirstTick, To: r.LastTick})
+			v.asIs = append(v.asIs, FileRead{World: world, File: f, Path: r.Path, From: r.FirstTick, To: r.LastTick})
 		}
 		out[r.View] = v
 	}
@@ -148,6 +149,18 @@ func (s *Script) omitted(sb *strings.Builder) string {
 	return " AND NOT EXISTS (SELECT 1 FROM worldfs_sweep_omitted o WHERE o.world = worldfs_fragments.sweep_world AND o.path = worldfs_fragments.path)"
 }
 
+// CheckFiles checks the files at paths (FileReads' Paths) as the views
+// check a file before DuckDB reads it (its size and generation against
+// its catalog record, its sha256 unless remembered; a remote bucket's
+// copy was checked as it was fetched): for a reader that takes what a
+// file holds from elsewhere (its tick index's summaries) and must not
+// show what the views would refuse to read. The first file missing or
+// damaged is the error (a LostFileError).
+func (s *Script) CheckFiles(ctx context.Context, paths []string) error {
+	_, err := newReader(s).verify(ctx, paths, false)
+	return err
+}
+
 // WorldRecord is what worldfs_worlds shows of a world of a session: its
 // record, and the newest tick its views show (nil: none).
 type WorldRecord struct {
@@ -171,4 +184,57 @@ func (s *Script) Records() ([]WorldRecord, error) {
 		out[i] = WorldRecord{World: p.record.world, Head: p.record.head}
 	}
 	return out, nil
+}
+
+// unionTypes is the type each component column of a view of parts has:
+// the widest of every table id's (frame.UnionType), as the union of
+// their rows gives it.
+func unionTypes(parts []part) (map[string]frame.Type, error) {
+	out := map[string]frame.Type{}
+	for _, p := range parts {
+		for _, c := range p.ti.Columns {
+			if c.Component == "" {
+				continue
+			}
+			t, ok := out[c.Name]
+			if !ok {
+				out[c.Name] = c.Type
+				continue
+			}
+			u, err := frame.UnionType(t, c.Type)
+			if err != nil {
+				return nil, fmt.Errorf("column %s: %w", c.Name, err)
+			}
+			out[c.Name] = u
+		}
+	}
+	return out, nil
+}
+
+// ColumnType returns the type column of view has in the session's
+// views (the widest its table ids give it in every world, as their
+// union gives it); false if no world's view has it.
+func (s *Script) ColumnType(view, column string) (frame.Type, bool, error) {
+	parts := s.parts
+	if parts == nil {
+		parts = []*Script{s}
+	}
+	var out frame.Type
+	for _, p := range parts {
+		t, ok := p.types[view][column]
+		switch {
+		case p.types == nil:
+			return "", false, fmt.Errorf("world %s: views reused from an earlier build keep no column types", p.World)
+		case !ok:
+		case out == "":
+			out = t
+		default:
+			u, err := frame.UnionType(out, t)
+			if err != nil {
+				return "", false, fmt.Errorf("view %s column %s: %w", view, column, err)
+			}
+			out = u
+		}
+	}
+	return out, out != "", nil
 }

@@ -220,8 +220,11 @@ type Script struct {
 	reads map[string]viewReads
 	omit  []FileRead
 	// record is the world's row of worldfs_worlds (nil: views reused
-	// from an earlier build).
+	// from an earlier build); types, each view's component columns'
+	// types as the views give them (the widest of every table id's,
+	// frame.UnionType), by view and column.
 	record *worldRow
+	types  map[string]map[string]frame.Type
 }
 
 // SQL returns the script for a DuckDB outside worldfs (the DuckDB shell,
@@ -904,7 +907,7 @@ func render(world, run string, upTo int64, h *history, infos map[string]frame.Ta
 			script.paths = append(script.paths, r.Path)
 		}
 	}
-	script.reads, script.record = fileReads(world, list, h.compacted), &rec
+	script.reads, script.record, script.types = fileReads(world, list, h.compacted), &rec, map[string]map[string]frame.Type{}
 	for _, name := range names {
 		for _, p := range parts[name] {
 			if p.filtered || p.empty {
@@ -919,6 +922,9 @@ func render(world, run string, upTo int64, h *history, infos map[string]frame.Ta
 		}
 		script.Views = append(script.Views, name)
 		script.Columns[name] = cols
+		if script.types[name], err = unionTypes(parts[name]); err != nil {
+			return nil, err
+		}
 		mixed, unlisted := false, false
 		for _, p := range parts[name] {
 			script.TableIDs[name] = append(script.TableIDs[name], p.ti.ID)
