@@ -17,9 +17,10 @@ import (
 // summaries verifies, for --read-data, what the tick index of f (a
 // compacted file) records of each numeric column per tick (its column
 // summaries, which the web interface's sweep page shows in place of the
-// rows) against the file's rows: each summarized column summarized again
-// from them (frame.SummarizeFile) must give the index's ticks and the
-// same numbers, bit for bit (the same sums in the same order). A file
+// rows) against the file's rows: the summarized columns summarized
+// again from them (frame.SummarizeFile, one pass over its ticks) must
+// give the index's ticks and the same numbers, bit for bit (the same
+// sums in the same order). A file
 // without an index, or with one of a format before summaries, has
 // nothing to verify; a damaged index is an error, as it is to the mount.
 func summaries(ctx context.Context, b bucket.Bucket, f index.Fragment) error {
@@ -38,20 +39,24 @@ func summaries(ctx context.Context, b bucket.Bucket, f index.Fragment) error {
 		return err
 	}
 	defer done()
-	for _, want := range x.Summaries {
-		ticks, got, err := frame.SummarizeFile(src, size, want.Name, want.Type)
-		if err != nil {
-			return fmt.Errorf("column %s: %w", want.Name, err)
+	cols := make([]frame.Column, len(x.Summaries))
+	for i, s := range x.Summaries {
+		cols[i] = frame.Column{Name: s.Name, Type: s.Type}
+	}
+	ticks, sums, err := frame.SummarizeFile(src, size, cols)
+	if err != nil {
+		return err
+	}
+	if len(ticks) != len(x.Ticks) {
+		return fmt.Errorf("the file holds %d ticks, its tick index %d", len(ticks), len(x.Ticks))
+	}
+	for k, e := range x.Ticks {
+		if ticks[k].Tick != e.Tick || ticks[k].Rows != e.Rows {
+			return fmt.Errorf("tick %d: the file holds %d rows of tick %d there, its tick index %d", e.Tick, ticks[k].Rows, ticks[k].Tick, e.Rows)
 		}
-		if len(ticks) != len(x.Ticks) {
-			return fmt.Errorf("column %s: the file holds %d ticks, its tick index %d", want.Name, len(ticks), len(x.Ticks))
-		}
-		for k, e := range x.Ticks {
-			if ticks[k].Tick != e.Tick || ticks[k].Rows != e.Rows {
-				return fmt.Errorf("tick %d: the file holds %d rows of tick %d there, its tick index %d", e.Tick, ticks[k].Rows, ticks[k].Tick, e.Rows)
-			}
-			if !sameStats(got, &want, k) {
-				return fmt.Errorf("tick %d column %s: the rows give %s, the tick index records %s", e.Tick, want.Name, stats(got, k), stats(&want, k))
+		for i := range sums {
+			if got, want := &sums[i], &x.Summaries[i]; !sameStats(got, want, k) {
+				return fmt.Errorf("tick %d column %s: the rows give %s, the tick index records %s", e.Tick, want.Name, stats(got, k), stats(want, k))
 			}
 		}
 	}
