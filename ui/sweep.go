@@ -68,9 +68,10 @@ type Sweep struct {
 	Column string              `json:"column"`
 	Agg    string              `json:"agg"`
 	// Series is SeriesSQL's answer: world, tick, the aggregate
-	// (sweepSeries); Summarized, how many of the compacted files the
-	// worlds read (once per world that reads each) it took from their
-	// tick indexes' column summaries rather than their rows.
+	// (sweepSeries); Summarized, how many of the files the worlds read
+	// (once per world that reads each) the server summarized itself (a
+	// compacted file from its tick index, a tick's own from its rows)
+	// rather than DuckDB.
 	Series     *Result `json:"series"`
 	Summarized int     `json:"summarized"`
 	// Meta is the worlds' records as a table: world, parent, fork_run,
@@ -219,13 +220,7 @@ func (s *Server) sweepViews(ctx context.Context, worlds []string, run string) (*
 		if err != nil {
 			return nil, nil, err
 		}
-		types := map[string]frame.Type{}
-		for table, cols := range scripts[0].Columns {
-			for _, c := range cols {
-				types[table+"\x00"+c.Name] = c.Type
-			}
-		}
-		return sw, &memory{tables: commonNumeric(scripts), types: types}, nil
+		return sw, &memory{tables: commonNumeric(scripts)}, nil
 	})
 }
 
@@ -243,7 +238,7 @@ func sweepKey(worlds []string, run, table string) viewsKey {
 func (s *Server) sweepTable(ctx context.Context, worlds []string, run string, whole *views, table string) (*views, error) {
 	return s.keep(ctx, sweepKey(worlds, run, table), whole.Seqs, func(context.Context) (*sql.Script, *memory, error) {
 		sw, err := whole.Script.Only(table)
-		return sw, &memory{tables: whole.Extra.tables, types: whole.Extra.types}, err
+		return sw, &memory{tables: whole.Extra.tables}, err
 	})
 }
 
@@ -307,7 +302,11 @@ func (s *Server) sweep(ctx context.Context, vals url.Values) (*Sweep, error) {
 		return nil, badRequest(fmt.Errorf("column %q is not a numeric column of table %s in every world of the sweep; its numeric columns: %s", q.Column, q.Table, orNone(cols)))
 	}
 	out := &Sweep{Glob: q.Glob, Lineage: q.Lineage, Run: q.Run, Worlds: worlds, Tables: tables, Table: q.Table, Column: q.Column, Agg: q.Agg}
-	if out.Series, out.Summarized, err = s.sweepSeries(ctx, worlds, q, whole, whole.Extra.types[q.Table+"\x00"+q.Column]); err != nil {
+	typ, _, err := whole.Script.ColumnType(q.Table, q.Column)
+	if err != nil {
+		return nil, err
+	}
+	if out.Series, out.Summarized, err = s.sweepSeries(ctx, worlds, q, whole, typ); err != nil {
 		return nil, err
 	}
 	recs, err := whole.Script.Records()

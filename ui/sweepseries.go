@@ -2,6 +2,7 @@ package ui
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	dsql "database/sql"
@@ -9,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -46,12 +46,14 @@ type colSummary struct {
 	*frame.ColumnSummary
 }
 
-// summaries returns the summary of column (of type typ) of each file
-// reads name (by the file's object), several at once: a compacted
-// file's from its tick index, a tick's own from its rows (read through
-// sw.ReadFile, checked as the views check it), unless more than
-// Options.SweepFileReads are. A file without one (an index of an older format, a
-// table without the column; a tick's file past the bound) is not in it.
+// summaries returns the summary of column (of type typ, as the views
+// give it) of each file reads name (by the file's object), several at
+// once: a compacted file's from its tick index, a tick's own from its
+// rows (read through sw.ReadFile, checked as the views check it),
+// unless more than Options.SweepFileReads are. A file without one (an
+// index of an older format; a table without the column, or with it of
+// another type, which the views cast; a tick's file past the bound) is
+// not in it.
 // A damaged index or file fails the request: it is not a reason to show
 // other numbers.
 func (s *Server) summaries(ctx context.Context, sw *sql.Script, reads []sql.FileRead, column string, typ frame.Type) (map[string]*colSummary, error) {
@@ -99,14 +101,14 @@ func summaryOf(ctx context.Context, b bucket.Bucket, sw *sql.Script, r sql.FileR
 		if err != nil {
 			return nil, err
 		}
-		ticks, c, err := frame.SummarizeFile(bytes.NewReader(data), int64(len(data)), column, typ)
-		if errors.Is(err, frame.ErrNoColumn) {
-			return nil, nil
+		ticks, c, err := frame.SummarizeFile(bytes.NewReader(data), int64(len(data)), []frame.Column{{Name: column, Type: typ}})
+		if errors.Is(err, frame.ErrNoColumn) || errors.Is(err, frame.ErrColumnType) {
+			return nil, nil // DuckDB's to read: a column the file lacks is NULL, one of another type cast
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", r.File.Path, err)
 		}
-		return newColSummary(ticks, c), nil
+		return newColSummary(ticks, &c[0]), nil
 	}
 	x, err := frame.ReadTickIndex(ctx, b, r.File)
 	if errors.Is(err, frame.ErrNoTickIndex) {
@@ -116,11 +118,8 @@ func summaryOf(ctx context.Context, b bucket.Bucket, sw *sql.Script, r sql.FileR
 		return nil, err
 	}
 	c, ok := x.Summary(column)
-	if !ok {
-		return nil, nil
-	}
-	if c.Type != typ {
-		return nil, fmt.Errorf("%s: its tick index summarizes column %s as %s, the views read it as %s", r.File.Path, column, c.Type, typ)
+	if !ok || c.Type != typ {
+		return nil, nil // DuckDB's to read, as above
 	}
 	return newColSummary(x.Ticks, c), nil
 }
@@ -215,12 +214,20 @@ func (s *Server) sweepSeries(ctx context.Context, worlds []string, q SweepQuery,
 		if sums, err = s.summaries(ctx, whole.Script, reads, q.Column, typ); err != nil {
 			return nil, 0, err
 		}
+		var files []string // the compacted files whose rows are not read: checked as the views would check them
 		for _, r := range reads {
-			if sums[r.File.Path] != nil {
-				c.reads = append(c.reads, r)
-			} else {
+			switch {
+			case sums[r.File.Path] == nil:
 				c.rest = true
+			case r.Compacted():
+				files = append(files, r.Path)
+				fallthrough
+			default:
+				c.reads = append(c.reads, r)
 			}
+		}
+		if err := whole.Script.CheckFiles(ctx, files); err != nil {
+			return nil, 0, queryError{err}
 		}
 		whole.Extra.mu.Lock()
 		if whole.Extra.mu.covered == nil {
@@ -274,7 +281,12 @@ func (s *Server) sweepSeries(ctx context.Context, worlds []string, q SweepQuery,
 			part := &Result{}
 			err = s.runOn(ctx, v, q.partialSQL(), part, func(ctx context.Context, db *dsql.DB, w io.Writer) error {
 				return sql.Values(ctx, db, q.partialSQL(), w, func([]string) error { return nil }, func(vals []any) error {
-					return mergeRow(at(vals[0].(string), vals[1].(int64)), q.Agg, typ, vals[2:])
+					world, ok1 := vals[0].(string)
+					tick, ok2 := vals[1].(int64)
+					if !ok1 || !ok2 {
+						return fmt.Errorf("the sweep's partial aggregate: a point of (%T, %T)", vals[0], vals[1])
+					}
+					return mergeRow(at(world, tick), q.Agg, typ, vals[2:])
 				})
 			})
 			if err != nil {
@@ -318,8 +330,13 @@ func mergeRow(p *partial, agg string, typ frame.Type, vals []any) error {
 	default:
 		return fmt.Errorf("the sweep's partial aggregate: a value of %T", x)
 	}
+	_, wide := vals[1].(string)
+	_, integer := vals[1].(int64)
+	if isInt != (wide || integer) || wide && (agg == "min" || agg == "max") {
+		return fmt.Errorf("the sweep's partial %s of a %s column is %T %v", agg, typ, vals[1], vals[1])
+	}
 	switch {
-	case isInt && agg == "avg", isInt && agg == "sum":
+	case isInt && (agg == "avg" || agg == "sum"):
 		p.n, p.isum, p.has = p.n+n, p.isum.Add(i), true
 	case isInt: // min or max: an int64
 		v := int64(i.Lo)
@@ -335,8 +352,8 @@ func mergeRow(p *partial, agg string, typ frame.Type, vals []any) error {
 // seriesResult renders points as SeriesSQL's answer: world, tick and
 // the aggregate, ordered by world and tick, a value as the page reads it
 // (an integer in full, a float in the shortest text that reads back as
-// it: formatFloat), NULL for a point without values; up to the server's
-// bound on a result.
+// it, as DuckDB prints it: frame.AppendSQLFloat), NULL for a point
+// without values; up to the server's bound on a result.
 func (s *Server) seriesResult(q SweepQuery, typ frame.Type, points map[seriesKey]*partial, notes string, start time.Time) (*Result, error) {
 	keys := make([]seriesKey, 0, len(points))
 	for k := range points {
@@ -346,7 +363,7 @@ func (s *Server) seriesResult(q SweepQuery, typ frame.Type, points map[seriesKey
 		if c := strings.Compare(a.world, b.world); c != 0 {
 			return c
 		}
-		return cmpInt(a.tick, b.tick)
+		return cmp.Compare(a.tick, b.tick)
 	})
 	isInt := typ == frame.Int32 || typ == frame.Int64
 	bits := 64
@@ -364,21 +381,21 @@ func (s *Server) seriesResult(q SweepQuery, typ frame.Type, points map[seriesKey
 		case !p.has:
 			v = "NULL"
 		case q.Agg == "avg" && isInt:
-			v = formatFloat(p.isum.Float()/float64(p.n), 64)
+			v = sqlFloat(p.isum.Float()/float64(p.n), 64)
 		case q.Agg == "avg":
-			v = formatFloat(p.fsum/float64(p.n), 64)
+			v = sqlFloat(p.fsum/float64(p.n), 64)
 		case q.Agg == "sum" && isInt:
 			v = p.isum.Big().String()
 		case q.Agg == "sum":
-			v = formatFloat(p.fsum, 64)
+			v = sqlFloat(p.fsum, 64)
 		case q.Agg == "min" && isInt:
 			v = strconv.FormatInt(p.imin, 10)
 		case q.Agg == "max" && isInt:
 			v = strconv.FormatInt(p.imax, 10)
 		case q.Agg == "min":
-			v = formatFloat(p.fmin, bits)
+			v = sqlFloat(p.fmin, bits)
 		default:
-			v = formatFloat(p.fmax, bits)
+			v = sqlFloat(p.fmax, bits)
 		}
 		row := []string{k.world, strconv.FormatInt(k.tick, 10), v}
 		size += len(row[0]) + len(row[1]) + len(v) + 3
@@ -390,34 +407,6 @@ func (s *Server) seriesResult(q SweepQuery, typ frame.Type, points map[seriesKey
 	}
 	res.ElapsedMs = ms(time.Since(start))
 	return res, nil
-}
-
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-// formatFloat is v (a float of bits bits) as the page reads a number:
-// the shortest decimal that reads back as v, positional from 1e-6 to
-// 1e21 as JavaScript prints a number, else in exponent form; DuckDB's
-// nan, inf and -inf.
-func formatFloat(v float64, bits int) string {
-	switch a := math.Abs(v); {
-	case math.IsNaN(v):
-		return "nan"
-	case math.IsInf(v, 1):
-		return "inf"
-	case math.IsInf(v, -1):
-		return "-inf"
-	case a == 0 || a >= 1e-6 && a < 1e21:
-		return strconv.FormatFloat(v, 'f', -1, bits)
-	}
-	return strconv.FormatFloat(v, 'g', -1, bits)
 }
 
 // sweepRest returns the views of the sweep whole narrowed to table
@@ -439,6 +428,10 @@ func (s *Server) sweepRest(ctx context.Context, worlds []string, run string, who
 			return nil, nil, err
 		}
 		sw, err = sw.Omit(covered)
-		return sw, &memory{tables: whole.Extra.tables, types: whole.Extra.types}, err
+		return sw, &memory{tables: whole.Extra.tables}, err
 	})
 }
+
+// sqlFloat is f (a float of bits bits) as DuckDB's CAST(f AS VARCHAR)
+// writes it (frame.AppendSQLFloat).
+func sqlFloat(f float64, bits int) string { return string(frame.AppendSQLFloat(nil, f, bits)) }

@@ -14,7 +14,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/worldfs/worldfs/frame"
 	"github.com/worldfs/worldfs/index"
 	"github.com/worldfs/worldfs/sql"
 	"golang.org/x/sync/singleflight"
@@ -78,10 +77,8 @@ type memory struct {
 	// two worlds' views, or a sweep).
 	view *index.View
 	// tables, of a sweep, are the tables its worlds have in common with
-	// their numeric columns in common (sweep.go); types, each column's
-	// type, by table and column name ("table\x00column").
+	// their numeric columns in common (sweep.go).
 	tables sweepTables
-	types  map[string]frame.Type
 	// countsFlight computes the rows per tick once for concurrent
 	// requests.
 	countsFlight singleflight.Group
