@@ -7,6 +7,9 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
+
+	"github.com/parquet-go/parquet-go"
 
 	"github.com/worldfs/worldfs/frame"
 	"github.com/worldfs/worldfs/index"
@@ -42,6 +45,32 @@ func (r FileRead) Compacted() bool { return r.File.Span != nil }
 type viewReads struct {
 	asIs   []FileRead
 	others int
+}
+
+// lazyReads is what each view of one world reads (fileReads), found from
+// the world's fragment list once a reader asks (a sweep's page), not by
+// every build: a long history of loose ticks lists a file per tick and
+// table, which only such a reader needs sorted. compacted: the catalog's
+// entries of the compacted files the views read, by object.
+type lazyReads struct {
+	compacted map[string]index.Fragment
+	once      sync.Once
+	byView    map[string]viewReads
+	err       error
+}
+
+// of returns what each view of the world whose fragment list is at list
+// reads.
+func (l *lazyReads) of(world, list string) (map[string]viewReads, error) {
+	l.once.Do(func() {
+		rows, err := parquet.ReadFile[listRow](list)
+		if err != nil {
+			l.err = fmt.Errorf("world %s: the views' fragment list: %w", world, err)
+			return
+		}
+		l.byView = fileReads(world, rows, l.compacted)
+	})
+	return l.byView, l.err
 }
 
 // fileReads sorts the rows of a world's fragment list by view into the
@@ -90,9 +119,17 @@ func (s *Script) FileReads(view string) (reads []FileRead, rest bool, err error)
 		return nil, false, errors.New("only a sweep's views list the files they read as they are")
 	}
 	for _, p := range s.parts {
-		r := p.reads[view]
+		if p.reads == nil {
+			rest = true
+			continue
+		}
+		byView, err := p.reads.of(p.World, p.FragmentList)
+		if err != nil {
+			return nil, false, err
+		}
+		r := byView[view]
 		reads = append(reads, r.asIs...)
-		rest = rest || p.reads == nil || r.others > 0
+		rest = rest || r.others > 0
 	}
 	return reads, rest, nil
 }

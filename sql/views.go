@@ -214,10 +214,11 @@ type Script struct {
 	WorldRow string                    `json:",omitempty"`
 	// sweep: a session of several worlds read as one (Sweep).
 	sweep bool
-	// reads: per view, the files the world's views read as they are and
-	// the count of their other files (summarized.go); omit: the files a
-	// sweep's views leave out (Omit).
-	reads map[string]viewReads
+	// reads: the files the world's views read as they are, found from
+	// its fragment list when first asked (summarized.go; nil: views
+	// reused from an earlier build); omit: the files a sweep's views
+	// leave out (Omit).
+	reads *lazyReads
 	omit  []FileRead
 	// record is the world's row of worldfs_worlds (nil: views reused
 	// from an earlier build); types, each view's component columns'
@@ -907,7 +908,7 @@ func render(world, run string, upTo int64, h *history, infos map[string]frame.Ta
 			script.paths = append(script.paths, r.Path)
 		}
 	}
-	script.reads, script.record, script.types = fileReads(world, list, h.compacted), &rec, map[string]map[string]frame.Type{}
+	script.reads, script.record, script.types = &lazyReads{compacted: h.compacted}, &rec, map[string]map[string]frame.Type{}
 	for _, name := range names {
 		for _, p := range parts[name] {
 			if p.filtered || p.empty {
