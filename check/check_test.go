@@ -36,9 +36,7 @@ func TestWorldChecksWhatTheCatalogNames(t *testing.T) {
 	if res, err := maintenance.Compact(ctx, b, w.Catalog(), maintenance.CompactOptions{Recent: maintenance.NoRecent}); err != nil || res.Windows == 0 {
 		t.Fatalf("compaction: %+v, %v", res, err)
 	}
-	opts := func(readData bool) check.Options {
-		return check.Options{ReadData: readData, Verified: cache.OpenVerified(filepath.Join(t.TempDir(), "verified")), BucketID: "test"}
-	}
+	opts := func(readData bool) check.Options { return checkOptions(t, readData) }
 	res, err := check.World(ctx, b, "w", opts(true))
 	if err != nil || len(res.Errors) != 0 || res.Fragments == 0 || res.References <= res.Fragments || res.Slots == 0 {
 		t.Fatalf("a clean compacted world: %+v, %v; want no error, each file checked once and named more often", res, err)
@@ -103,9 +101,7 @@ func TestReadDataChecksTickIndexSummaries(t *testing.T) {
 	if res, err := maintenance.Compact(ctx, b, w.Catalog(), maintenance.CompactOptions{Recent: maintenance.NoRecent}); err != nil || res.Windows == 0 {
 		t.Fatalf("compaction: %+v, %v", res, err)
 	}
-	opts := func(readData bool) check.Options {
-		return check.Options{ReadData: readData, Verified: cache.OpenVerified(filepath.Join(t.TempDir(), "verified")), BucketID: "test"}
-	}
+	opts := func(readData bool) check.Options { return checkOptions(t, readData) }
 	if res, err := check.World(ctx, b, "w", opts(true)); err != nil || len(res.Errors) != 0 {
 		t.Fatalf("a clean compacted world: %+v, %v", res, err)
 	}
@@ -149,4 +145,10 @@ func TestReadDataChecksTickIndexSummaries(t *testing.T) {
 	if e.What != "tick index" || e.Fragment != f.Path || !strings.Contains(e.Message, want) {
 		t.Fatalf("the error: %+v; want the tick index of %s, %s", e, f.Path, want)
 	}
+}
+
+// checkOptions are a check's options, reading the data or not, with a
+// memory of verified files of its own.
+func checkOptions(t *testing.T, readData bool) check.Options {
+	return check.Options{ReadData: readData, Verified: cache.OpenVerified(filepath.Join(t.TempDir(), "verified")), BucketID: "test"}
 }

@@ -157,29 +157,9 @@ func SummarizeFile(src io.ReaderAt, size int64, cols []Column) ([]TickEntry, []C
 			return nil, nil, err
 		}
 	}
-	var ticks []TickEntry
-	row := int64(0)
-	for _, rg := range file.RowGroups() {
-		if t := rg.ColumnChunks()[tc].Type().Kind(); t != parquet.Int64 {
-			return nil, nil, fmt.Errorf("the tick column holds %s values", t)
-		}
-		err := numericPages(rg, tc, parquet.Int64, func(vals []int64, _ []float64) error {
-			for _, tick := range vals {
-				switch n := len(ticks); {
-				case n > 0 && ticks[n-1].Tick == tick:
-					ticks[n-1].Rows++
-				case n > 0 && ticks[n-1].Tick > tick:
-					return fmt.Errorf("row %d: tick %d after tick %d: the rows are not in tick order", row, tick, ticks[n-1].Tick)
-				default:
-					ticks = append(ticks, TickEntry{Tick: tick, Row: row, Rows: 1})
-				}
-				row++
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, nil, fmt.Errorf("the tick column: %w", err)
-		}
+	ticks, err := tickRuns(file, tc)
+	if err != nil {
+		return nil, nil, err
 	}
 	out := make([]ColumnSummary, len(cols))
 	for i, c := range cols {

@@ -460,30 +460,43 @@ func tickRunsOf(t *Table, file *parquet.File, src io.ReaderAt) ([]TickEntry, err
 			}
 		}
 	}
+	runs, err := tickRuns(file, col)
+	if err != nil {
+		return nil, fmt.Errorf("table %s: %w", t.Name, err)
+	}
+	return runs, nil
+}
+
+// tickRuns returns the ticks of file's tick column (col) as entries
+// without a size: each tick, its first row and its rows. Rows out of
+// tick order, or a column of other than every row, are index.ErrCorrupt.
+func tickRuns(file *parquet.File, col int) ([]TickEntry, error) {
 	var runs []TickEntry
-	var buf []parquet.Value
 	row := int64(0)
 	for _, rg := range file.RowGroups() {
-		var err error
-		if buf, err = ColumnValues(rg, col, buf[:0]); err != nil {
-			return nil, fmt.Errorf("table %s: the tick column: %w", t.Name, err)
+		if k := rg.ColumnChunks()[col].Type().Kind(); k != parquet.Int64 {
+			return nil, fmt.Errorf("the tick column holds %s values: %w", k, index.ErrCorrupt)
 		}
-		for _, v := range buf {
-			tick := v.Int64()
-			n := len(runs)
-			switch {
-			case n > 0 && runs[n-1].Tick == tick:
-				runs[n-1].Rows++
-			case n > 0 && runs[n-1].Tick > tick:
-				return nil, fmt.Errorf("table %s: row %d holds tick %d after tick %d: %w", t.Name, row, tick, runs[n-1].Tick, index.ErrCorrupt)
-			default:
-				runs = append(runs, TickEntry{Tick: tick, Row: row, Rows: 1})
+		err := numericPages(rg, col, parquet.Int64, func(ticks []int64, _ []float64) error {
+			for _, tick := range ticks {
+				switch n := len(runs); {
+				case n > 0 && runs[n-1].Tick == tick:
+					runs[n-1].Rows++
+				case n > 0 && runs[n-1].Tick > tick:
+					return fmt.Errorf("row %d holds tick %d after tick %d: %w", row, tick, runs[n-1].Tick, index.ErrCorrupt)
+				default:
+					runs = append(runs, TickEntry{Tick: tick, Row: row, Rows: 1})
+				}
+				row++
 			}
-			row++
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("the tick column: %w", err)
 		}
 	}
 	if row != file.NumRows() {
-		return nil, fmt.Errorf("table %s: the tick column holds %d values, the file %d rows: %w", t.Name, row, file.NumRows(), index.ErrCorrupt)
+		return nil, fmt.Errorf("the tick column holds %d values, the file %d rows: %w", row, file.NumRows(), index.ErrCorrupt)
 	}
 	return runs, nil
 }

@@ -134,7 +134,7 @@ func newColSummary(ticks []frame.TickEntry, c *frame.ColumnSummary) *colSummary 
 }
 
 // coveredReads are the reads of a sweep whose files summaries
-// summarizes of a column, and whether others were not (rest).
+// summarizes of a column, and whether its views read others (rest).
 type coveredReads struct {
 	reads []sql.FileRead
 	rest  bool
@@ -198,10 +198,6 @@ func (q SweepQuery) partialSQL() string {
 // as described above, kept in whole's memory while the catalogs stay as
 // they are, and says how many file reads the summaries answered.
 func (s *Server) sweepSeries(ctx context.Context, worlds []string, q SweepQuery, whole *views, typ frame.Type) (*Result, int, error) {
-	reads, rest, err := whole.Script.FileReads(q.Table)
-	if err != nil {
-		return nil, 0, err
-	}
 	// Which reads the summaries answer is kept with the whole (a few
 	// names per file), not the summaries (tens of KB each): a kept
 	// answer then costs no file read, a new aggregate reads them again.
@@ -211,6 +207,11 @@ func (s *Server) sweepSeries(ctx context.Context, worlds []string, q SweepQuery,
 	whole.Extra.mu.Unlock()
 	var sums map[string]*colSummary
 	if !known {
+		reads, rest, err := whole.Script.FileReads(q.Table)
+		if err != nil {
+			return nil, 0, err
+		}
+		c.rest = rest
 		if sums, err = s.summaries(ctx, whole.Script, reads, q.Column, typ); err != nil {
 			return nil, 0, err
 		}
@@ -236,7 +237,7 @@ func (s *Server) sweepSeries(ctx context.Context, worlds []string, q SweepQuery,
 		whole.Extra.mu.covered[key] = c
 		whole.Extra.mu.Unlock()
 	}
-	covered, rest := c.reads, rest || c.rest
+	covered, rest := c.reads, c.rest
 	res, err := s.remember(whole, "series\x00"+q.SeriesSQL(), func() (*Result, error) {
 		start := time.Now()
 		if sums == nil {
