@@ -940,3 +940,26 @@ func TestAppendValues(t *testing.T) {
 		}
 	}
 }
+
+// writeJSON writes a Result's Values as they are, and the response reads
+// as encoding/json's of the same Result.
+func TestWriteJSONOfValues(t *testing.T) {
+	r := &Result{SQL: `FROM "p" WHERE entity_id = '<7>'`, Columns: []string{"tick", "x"}, Rows: [][]string{},
+		Values: json.RawMessage(`[[1,0.5],[2,"nan"]]`), Truncated: true, Notes: "a note", ElapsedMs: 1.5}
+	rec := httptest.NewRecorder()
+	writeJSON(rec, r, nil)
+	want, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got, exp map[string]any
+	if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
+		t.Fatalf("%s: %v", rec.Body, err)
+	}
+	if err := json.Unmarshal(want, &exp); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, exp) || !strings.HasSuffix(rec.Body.String(), "]}\n") {
+		t.Fatalf("writeJSON wrote\n%s\nencoding/json writes\n%s", rec.Body, want)
+	}
+}
