@@ -278,6 +278,15 @@ func TestBrowser(t *testing.T) {
 			t.Fatalf("entity %s's path: x %v; its position_x %v", id, traj.Path[0], m[1])
 		}
 	}
+	// A history whose first row passes the server's bound on a result
+	// says so; it does not say the entity has no rows. (50 bytes: more
+	// than the column names of the page's other answers, less than one
+	// row of particle as JSON.)
+	small := serve(t, f.b, f.dir, func(o *Options) { o.MaxResultBytes = 50 })
+	do("a history past the bound", chromedp.Navigate(small.http.URL+"/w/f/entity?table=particle&id="+id), ready(`[data-page="entity"][data-ready="1"]`))
+	if says := str(chromedp.Text(chromedp.ID("entity-info"))); !strings.Contains(says, "larger than the server's bound") {
+		t.Fatalf("entity %s, a bound of 50 bytes: the page says %q", id, says)
+	}
 
 	// A query typed into the box: its table and chart are worldfs sql's
 	// answer, and the URL holds the query.

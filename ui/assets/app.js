@@ -1148,7 +1148,8 @@ async function entityPage() {
   const ticks = vals.map((r) => r[ti]);
   const from = tl.lineage.length > 1 ? " · " + tl.lineage.map((seg, i) => (seg.up_to != null ? `ticks to ${fmtInt(seg.up_to)} from ${seg.world}` : i ? `then ${seg.world}'s own` : "")).join(", ") : "";
   $("entity-info").textContent = vals.length ? `${fmtInt(vals.length)} rows, ticks ${fmtInt(ticks[0])}–${fmtInt(ticks[ticks.length - 1])}${from}` +
-    (res.truncated ? " (truncated: the server's bound on a result)" : "") : `no rows of ${table} have entity_id ${id}`;
+    (res.truncated ? " (truncated: the server's bound on a result)" : "") :
+    res.truncated ? `its first row is larger than the server's bound on a result: query it in SQL` : `no rows of ${table} have entity_id ${id}`;
   $("entity-sql").href = worldPath(world, "/sql?run=" + encodeURIComponent(run) + "&q=" + encodeURIComponent(res.sql));
   const text = (v) => (v === null ? "NULL" : String(v));
   renderTable($("entity-rows"), { columns: res.columns, rows: vals.slice(0, 1000).map((r) => r.map(text)) }, { max: 1000 });
