@@ -19,6 +19,11 @@ type Checked struct {
 	// Read is how many bytes were read to decide (0: decided from the
 	// object's attributes, or remembered).
 	Read int64
+	// Data is the object's bytes, found whole, when they were read from
+	// a remote bucket (nil otherwise): a caller that reads the object
+	// further (check's tick index summaries) reads these, not the object
+	// a second time.
+	Data []byte
 }
 
 // Check checks r's object in b (bucketID names b as the cache does) by the
@@ -65,7 +70,7 @@ func (v *Verified) Check(ctx context.Context, b bucket.Bucket, bucketID string, 
 		return Checked{Read: now.Size}, err
 	}
 	v.remember([]entryOf{{r, objectKey(bucketID, r, now)}})
-	return Checked{Copied: moved, Read: now.Size}, nil
+	return Checked{Copied: moved, Read: now.Size, Data: data}, nil
 }
 
 // checkFile is Check of a local bucket's file p.

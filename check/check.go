@@ -283,7 +283,7 @@ func (c *checker) one(ctx context.Context, f index.FragmentRef, i int64, t *tall
 	t.bytes.Add(ch.Read)
 	var sumErr error
 	if err == nil && c.opts.ReadData {
-		sumErr = summaries(ctx, c.b, f.Fragment)
+		sumErr = summaries(ctx, c.b, f.Fragment, ch.Data)
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()

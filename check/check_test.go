@@ -8,7 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/worldfs/worldfs/bucket/buckettest"
 	"github.com/worldfs/worldfs/bucket/local"
+	"github.com/worldfs/worldfs/bucket/mem"
 	"github.com/worldfs/worldfs/cache"
 	"github.com/worldfs/worldfs/check"
 	"github.com/worldfs/worldfs/engine/enginetest"
@@ -151,4 +153,39 @@ func TestReadDataChecksTickIndexSummaries(t *testing.T) {
 // memory of verified files of its own.
 func checkOptions(t *testing.T, readData bool) check.Options {
 	return check.Options{ReadData: readData, Verified: cache.OpenVerified(filepath.Join(t.TempDir(), "verified")), BucketID: "test"}
+}
+
+// check --read-data of a remote bucket reads each compacted file once:
+// the bytes it hashes are the bytes it summarizes again.
+func TestReadDataReadsARemoteCompactedFileOnce(t *testing.T) {
+	ctx := enginetest.Context(t)
+	b := &buckettest.Counting{Bucket: mem.New(mem.Options{})}
+	w := enginetest.World(t, b, "w", 140)
+	if res, err := maintenance.Compact(ctx, b, w.Catalog(), maintenance.CompactOptions{Recent: maintenance.NoRecent}); err != nil || res.Windows == 0 {
+		t.Fatalf("compaction: %+v, %v", res, err)
+	}
+	res, err := check.World(ctx, b, "w", checkOptions(t, true))
+	if err != nil || len(res.Errors) != 0 {
+		t.Fatalf("a clean compacted world: %+v, %v", res, err)
+	}
+	s, err := w.Catalog().Exact(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk, _ := s.Tick(index.DefaultRun, 10)
+	compacted := 0
+	for _, tf := range enginetest.Tables(t, tk) {
+		for _, f := range tf.Fragments {
+			if f.Span == nil {
+				continue
+			}
+			compacted++
+			if got := b.BytesOf(f.Path); got != f.Bytes {
+				t.Errorf("%s (%d bytes): check --read-data read %d bytes of it", f.Path, f.Bytes, got)
+			}
+		}
+	}
+	if compacted == 0 {
+		t.Fatal("tick 10 is in no compacted file")
+	}
 }

@@ -23,7 +23,9 @@ import (
 // sums in the same order). A file
 // without an index, or with one of a format before summaries, has
 // nothing to verify; a damaged index is an error, as it is to the mount.
-func summaries(ctx context.Context, b bucket.Bucket, f index.Fragment) error {
+// data is the file's bytes as the check of its sha256 read them (a remote
+// bucket's object; nil: the file is read here).
+func summaries(ctx context.Context, b bucket.Bucket, f index.Fragment, data []byte) error {
 	if f.Span == nil {
 		return nil
 	}
@@ -34,7 +36,7 @@ func summaries(ctx context.Context, b bucket.Bucket, f index.Fragment) error {
 	if err != nil || len(x.Summaries) == 0 {
 		return err
 	}
-	src, size, done, err := readerOf(ctx, b, f.Path)
+	src, size, done, err := readerOf(ctx, b, f.Path, data)
 	if err != nil {
 		return err
 	}
@@ -63,9 +65,13 @@ func summaries(ctx context.Context, b bucket.Bucket, f index.Fragment) error {
 	return nil
 }
 
-// readerOf opens object name of b for reading at offsets: a local
-// bucket's file in place, another's object read whole.
-func readerOf(ctx context.Context, b bucket.Bucket, name string) (io.ReaderAt, int64, func(), error) {
+// readerOf opens object name of b for reading at offsets: data if it was
+// read already, a local bucket's file in place, another's object read
+// whole.
+func readerOf(ctx context.Context, b bucket.Bucket, name string, data []byte) (io.ReaderAt, int64, func(), error) {
+	if data != nil {
+		return bytes.NewReader(data), int64(len(data)), func() {}, nil
+	}
 	if l, ok := bucket.As[bucket.Local](b); ok {
 		p, err := l.Path(name)
 		if err != nil {
