@@ -19,59 +19,69 @@ var errCheckFailed = errors.New("check found errors")
 
 // checkCmd is "worldfs check": check.World, printed.
 func checkCmd() command {
-	var url, world, runName, cacheDir *string
+	var url, runName, cacheDir *string
+	var worlds worldsFlags
 	var readData, asJSON, verbose *bool
 	return command{
 		name: "check",
 		summary: "verify a world's catalog (log, checkpoints) and every fragment it references (presence, size, generation; " +
 			"the sha256 of a fragment whose generation differs, as in a copied bucket; with --read-data the sha256 of every byte), " +
 			"and list, for each fragment missing or damaged, its table, the ticks whose rows it holds and the replaced fragments still in the bucket that can restore them; exits 1 on any error",
-		example: "worldfs check --bucket ./worldfs-data --world w1 --read-data",
+		example: "worldfs check --bucket ./worldfs-data --world w1 --read-data\n" +
+			"  worldfs check --bucket ./worldfs-data --lineage w1   # w1 and every fork below it, one after another",
 		flags: func(fs *flag.FlagSet) {
 			url = bucketFlag(fs)
-			world = fs.String("world", "", "world to check (required)")
+			worlds.define(fs, "check")
 			runName = fs.String("run", "", "check only this run's fragments (default: every run)")
 			readData = fs.Bool("read-data", false, "read every fragment and check its sha256, and each compacted file's tick index summaries against its rows (otherwise size and generation, and the sha256 of those whose generation differs)")
 			verbose = fs.Bool("verbose", false, "name every fragment re-verified by its bytes because its generation differs (a copied bucket), and every fragment that can restore a lost tick")
 			cacheDir = fs.String("cache-dir", defaultCacheDir(), "the cache whose memory of verified files a check reads and adds to (shared with worldfs sql)")
-			asJSON = fs.Bool("json", false, "print the summary as one JSON object")
+			asJSON = fs.Bool("json", false, "print the summary as one JSON object (one a world, one after another, with --worlds or --lineage)")
 		},
 		run: func(ctx context.Context, fs *flag.FlagSet, args []string, out io.Writer) error {
 			if len(args) != 0 {
 				return usagef("check takes no arguments")
 			}
-			if *world == "" {
-				return usagef("--world is required")
+			if err := worlds.validate(); err != nil {
+				return err
 			}
 			b, err := openExisting(ctx, *url)
 			if err != nil {
 				return err
 			}
 			defer b.Close()
-			if err := requireWorld(ctx, b, *world); err != nil {
-				return err
-			}
-			p := progress.New(os.Stderr)
-			res, err := check.World(ctx, b, *world, check.Options{Run: *runName, ReadData: *readData, BucketID: bucketID(*url),
-				Verified: wsql.VerifiedMemory(filepath.Join(*cacheDir, "views")), Progress: p.Step})
-			p.Done()
-			if errors.Is(err, check.ErrNoRun) {
-				return usagef("world %s has no run %q", *world, *runName)
-			}
+			ws, err := worlds.resolve(ctx, b)
 			if err != nil {
 				return err
 			}
-			if *asJSON {
-				if err := writeJSON(out, res); err != nil {
+			opts := check.Options{Run: *runName, ReadData: *readData, BucketID: bucketID(*url), Verified: wsql.VerifiedMemory(filepath.Join(*cacheDir, "views"))}
+			return eachWorld(ctx, "check", ws, *runName, *asJSON, out, "checked", func(world, label string) error {
+				if err := requireWorld(ctx, b, world); err != nil {
 					return err
 				}
-			} else {
-				printCheck(out, res, *verbose)
-			}
-			if len(res.Errors) > 0 {
-				return fmt.Errorf("world %s: %d error(s) in %d fragments: %w", res.World, len(res.Errors), res.Fragments, errCheckFailed)
-			}
-			return nil
+				p := progress.New(os.Stderr)
+				opts := opts
+				opts.Progress = func(desc string, done, total int64) { p.Step(label+desc, done, total) }
+				res, err := check.World(ctx, b, world, opts)
+				p.Done()
+				if errors.Is(err, check.ErrNoRun) {
+					return usagef("world %s has no run %q", world, *runName)
+				}
+				if err != nil {
+					return err
+				}
+				if *asJSON {
+					if err := writeJSON(out, res); err != nil {
+						return err
+					}
+				} else {
+					printCheck(out, res, *verbose)
+				}
+				if len(res.Errors) > 0 {
+					return fmt.Errorf("%d error(s) in %d fragments: %w", len(res.Errors), res.Fragments, errCheckFailed)
+				}
+				return nil
+			})
 		},
 	}
 }

@@ -17,17 +17,19 @@ import (
 
 // gcCmd is "worldfs gc".
 func gcCmd() command {
-	var url, world, run, cacheDir *string
+	var url, run, cacheDir *string
+	var worlds worldsFlags
 	var retention *time.Duration
 	var dryRun, asJSON, unsafeRetention *bool
 	return command{
 		name: "gc",
 		summary: "delete what the catalog proves dead: replaced fragments after the retention, dead attempts " +
 			"(by token absence), old slots, checkpoints and shards, stale view lists",
-		example: "worldfs gc --bucket ./worldfs-data --world w1 --dry-run",
+		example: "worldfs gc --bucket ./worldfs-data --world w1 --dry-run\n" +
+			"  worldfs gc --bucket ./worldfs-data --worlds 'sweep-*'   # each world of a sweep, one after another",
 		flags: func(fs *flag.FlagSet) {
 			url = bucketFlag(fs)
-			world = fs.String("world", "", "world to collect (required)")
+			worlds.define(fs, "collect")
 			run = fs.String("run", "", "examine only this run's fragments (default: every run)")
 			retention = fs.Duration("retention", maintenance.DefaultRetention,
 				"replaced files, slots, checkpoints and shards stay this long after nothing names them (a reader pinned before keeps working); at least 24h unless --unsafe-retention")
@@ -38,8 +40,8 @@ func gcCmd() command {
 			asJSON = fs.Bool("json", false, "print each object and the summary as JSON lines")
 		},
 		run: func(ctx context.Context, _ *flag.FlagSet, _ []string, out io.Writer) error {
-			if *world == "" {
-				return usagef("--world is required")
+			if err := worlds.validate(); err != nil {
+				return err
 			}
 			if *retention <= 0 {
 				return usagef("--retention %v: must be positive (e.g. 168h)", *retention)
@@ -52,12 +54,15 @@ func gcCmd() command {
 					return usagef("--run: %v", err)
 				}
 			}
-			b, cat, err := openWorld(ctx, *url, *world, !*dryRun)
+			b, err := openExisting(ctx, *url)
 			if err != nil {
 				return err
 			}
 			defer b.Close()
-			defer cat.Close()
+			ws, err := worlds.resolve(ctx, b)
+			if err != nil {
+				return err
+			}
 			enc := json.NewEncoder(out)
 			verb := "deleted"
 			if *dryRun {
@@ -67,25 +72,37 @@ func gcCmd() command {
 			if *cacheDir != "" {
 				opts.ViewsDir = filepath.Join(*cacheDir, "views")
 			}
-			status := progress.New(os.Stderr)
-			opts.Report = func(c maintenance.Collected) {
-				status.Clear()
-				printCollectedObject(out, enc, c, verb, *asJSON, *dryRun)
+			done := "collected"
+			if *dryRun {
+				done = "examined"
 			}
-			opts.Progress = func(p maintenance.CollectProgress) {
-				status.Step(fmt.Sprintf("%s: %d %s, examined", p.Phase, p.Deleted, verb), int64(p.Examined), -1)
-			}
-			res, err := maintenance.Collect(ctx, b, cat, opts)
-			status.Done()
-			if err != nil {
-				return err
-			}
-			if *asJSON {
-				return enc.Encode(map[string]any{"world": *world, "dry_run": *dryRun, "examined": res.Examined,
-					"deleted": res.Deleted, "bytes": res.Bytes, "kept": res.Kept, "by_kind": res.ByKind})
-			}
-			printCollected(out, *world, verb, res)
-			return nil
+			return eachWorld(ctx, "gc", ws, *run, *asJSON, out, done, func(world, label string) error {
+				cat, err := openCatalog(ctx, b, world, !*dryRun)
+				if err != nil {
+					return err
+				}
+				defer cat.Close()
+				status := progress.New(os.Stderr)
+				opts := opts
+				opts.Report = func(c maintenance.Collected) {
+					status.Clear()
+					printCollectedObject(out, enc, c, verb, *asJSON, *dryRun)
+				}
+				opts.Progress = func(p maintenance.CollectProgress) {
+					status.Step(fmt.Sprintf("%s%s: %d %s, examined", label, p.Phase, p.Deleted, verb), int64(p.Examined), -1)
+				}
+				res, err := maintenance.Collect(ctx, b, cat, opts)
+				status.Done()
+				if err != nil {
+					return err
+				}
+				if *asJSON {
+					return enc.Encode(map[string]any{"world": world, "dry_run": *dryRun, "examined": res.Examined,
+						"deleted": res.Deleted, "bytes": res.Bytes, "kept": res.Kept, "by_kind": res.ByKind})
+				}
+				printCollected(out, world, verb, res)
+				return nil
+			})
 		},
 	}
 }

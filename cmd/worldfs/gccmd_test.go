@@ -156,3 +156,116 @@ func TestDryRunWritesNothing(t *testing.T) {
 			info.SlotsReplayed, info.CheckpointSeq, s.Seq, err)
 	}
 }
+
+// gc and check take several worlds as optimize does (--worlds GLOB,
+// --lineage W), one after another: gc --worlds collects each world the
+// glob matches (a JSON summary each) and no other; check --lineage checks
+// W and its forks; a damaged file in one world of several fails check
+// (exit 1) naming that world, after the others are checked clean.
+func TestGCAndCheckSeveralWorlds(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	b, err := local.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	for _, w := range []string{"sw-a", "sw-b", "other"} {
+		enginetest.World(t, b, w, 40).Close()
+	}
+	enginetest.Fork(t, b, "other", "other-f", 20, 60).Close()
+	if code, out, stderr := cli(t, "optimize", "--bucket", dir, "--worlds", "*", "--recent", "0", "--windows", "8"); code != 0 {
+		t.Fatalf("optimize: exit %d\n%s%s", code, out, stderr)
+	}
+	replaced := func(world string) int {
+		t.Helper()
+		code, out, stderr := cli(t, "gc", "--bucket", dir, "--world", world, "--retention", "1ms", "--unsafe-retention", "--dry-run", "--json")
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		var sum struct {
+			World   string         `json:"world"`
+			Deleted int            `json:"deleted"`
+			ByKind  map[string]int `json:"by_kind"`
+		}
+		if code != 0 || json.Unmarshal([]byte(lines[len(lines)-1]), &sum) != nil || sum.World != world {
+			t.Fatalf("gc --world %s --dry-run: exit %d\n%s%s", world, code, out, stderr)
+		}
+		return sum.ByKind[maintenance.KindReplaced]
+	}
+	for _, w := range []string{"sw-a", "sw-b", "other"} {
+		if replaced(w) == 0 {
+			t.Fatalf("world %s: no replaced fragment to collect after optimize", w)
+		}
+	}
+	code, out, stderr := cli(t, "gc", "--bucket", dir, "--worlds", "sw-*", "--retention", "1ms", "--unsafe-retention", "--json")
+	summaries := map[string]int{}
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		var sum struct {
+			World   string         `json:"world"`
+			ByKind  map[string]int `json:"by_kind"`
+			Examine *int           `json:"examined"`
+		}
+		if json.Unmarshal([]byte(l), &sum) == nil && sum.Examine != nil {
+			summaries[sum.World] = sum.ByKind[maintenance.KindReplaced]
+		}
+	}
+	if code != 0 || len(summaries) != 2 || summaries["sw-a"] == 0 || summaries["sw-b"] == 0 {
+		t.Fatalf("gc --worlds 'sw-*': exit %d, replaced fragments deleted by world %v; want sw-a's and sw-b's\n%s%s", code, summaries, out, stderr)
+	}
+	if replaced("sw-a") != 0 || replaced("sw-b") != 0 || replaced("other") == 0 {
+		t.Fatal("gc --worlds 'sw-*' left replaced fragments of sw-a or sw-b, or collected other's")
+	}
+
+	code, out, stderr = cli(t, "check", "--bucket", dir, "--lineage", "other", "--read-data", "--json")
+	checked := map[string]int{}
+	dec := json.NewDecoder(strings.NewReader(out))
+	for dec.More() {
+		var res struct {
+			World     string
+			Fragments int
+			Errors    []any
+		}
+		if err := dec.Decode(&res); err != nil || len(res.Errors) != 0 {
+			t.Fatalf("check --lineage other: %v, %+v\n%s", err, res, out)
+		}
+		checked[res.World] = res.Fragments
+	}
+	if code != 0 || len(checked) != 2 || checked["other"] == 0 || checked["other-f"] == 0 {
+		t.Fatalf("check --lineage other: exit %d, fragments checked by world %v; want other and other-f\n%s%s", code, checked, out, stderr)
+	}
+	s, _, err := index.Load(ctx, b, "sw-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk, _ := s.Tick(index.DefaultRun, 10)
+	damaged := enginetest.Tables(t, tk)[0].Fragments[0].Path
+	p, _ := b.Path(damaged)
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)/2] ^= 0xff
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr = cli(t, "check", "--bucket", dir, "--worlds", "sw-*", "--read-data")
+	if code != 1 || !strings.Contains(stderr, "1 of the 2 worlds failed, each named above with why (sw-b)") ||
+		!strings.Contains(out, "world sw-a: ") || !strings.Contains(out, damaged) {
+		t.Fatalf("check --worlds 'sw-*', a file of sw-b damaged: exit %d; want 1, sw-a checked, sw-b failing on %s\n%s%s", code, damaged, out, stderr)
+	}
+	for _, c := range []struct {
+		cmd  string
+		args []string
+		code int
+		says string
+	}{
+		{"gc", []string{"--worlds", "none-*"}, 4, `no world matches "none-*"`},
+		{"gc", []string{"--world", "sw-a", "--worlds", "sw-*"}, 2, "give the worlds to collect"},
+		{"check", nil, 2, "give the worlds to check"},
+		{"check", []string{"--lineage", "nope"}, 4, "nope"},
+	} {
+		code, out, stderr := cli(t, append([]string{c.cmd, "--bucket", dir}, c.args...)...)
+		if code != c.code || !strings.Contains(stderr, c.says) {
+			t.Errorf("%s %v: exit %d, %q; want exit %d saying %q\n%s", c.cmd, c.args, code, stderr, c.code, c.says, out)
+		}
+	}
+}

@@ -38,19 +38,17 @@ func optimizeCmd() command {
 
 // optimizeFlags are worldfs optimize's flags.
 type optimizeFlags struct {
-	url, world, run, tables *string
-	worlds, lineage         *string
-	windows                 *string
-	recent, targetRows      *int64
-	workers                 *int
-	asJSON, dryRun          *bool
+	worldsFlags
+	url, run, tables   *string
+	windows            *string
+	recent, targetRows *int64
+	workers            *int
+	asJSON, dryRun     *bool
 }
 
 func (f *optimizeFlags) define(fs *flag.FlagSet) {
 	f.url = bucketFlag(fs)
-	f.world = fs.String("world", "", "world to compact (or --worlds, --lineage)")
-	f.worlds = fs.String("worlds", "", "compact every world whose id matches this `GLOB` ('sweep-*'), one after another")
-	f.lineage = fs.String("lineage", "", "compact `WORLD` and every fork below it (its forks, theirs, …), one after another")
+	f.worldsFlags.define(fs, "compact")
 	f.run = fs.String("run", index.DefaultRun, "run to compact")
 	f.tables = fs.String("table", "", "compact only these tables (comma-separated names); default all")
 	f.recent = fs.Int64("recent", 256, "the newest ticks stay as written (0: none, every whole window up to the head is compacted)")
@@ -62,20 +60,11 @@ func (f *optimizeFlags) define(fs *flag.FlagSet) {
 	f.dryRun = fs.Bool("dry-run", false, "count the compacted files without a tick index of the current format (and damaged indexes) and the exports without a reference list; compact and write nothing")
 }
 
-// optimize checks the flags and optimizes the world, or each world of
-// --worlds or --lineage in turn (optimizeWorld): a world that fails is
-// named on stderr (and, with --json, in a line of its own) and the
-// others go on; the command then fails (exit 1), and an interrupt stops
-// it between worlds.
+// optimize checks the flags and optimizes each world they name in turn
+// (eachWorld, optimizeWorld).
 func (f *optimizeFlags) optimize(ctx context.Context, out io.Writer) error {
-	picked := 0
-	for _, p := range []*string{f.world, f.worlds, f.lineage} {
-		if *p != "" {
-			picked++
-		}
-	}
-	if picked != 1 {
-		return usagef("give the worlds to compact: --world W, --worlds GLOB or --lineage W (one of them)")
+	if err := f.validate(); err != nil {
+		return err
 	}
 	if *f.recent < 0 {
 		return usagef("--recent %d: give 0 or more (0 compacts every whole window up to the head)", *f.recent)
@@ -96,40 +85,13 @@ func (f *optimizeFlags) optimize(ctx context.Context, out io.Writer) error {
 		return err
 	}
 	defer b.Close()
-	worlds := []string{*f.world}
-	switch {
-	case *f.worlds != "":
-		worlds, err = index.MatchWorlds(ctx, b, *f.worlds)
-	case *f.lineage != "":
-		worlds, err = index.LineageWorlds(ctx, b, *f.lineage)
-	}
+	worlds, err := f.resolve(ctx, b)
 	if err != nil {
-		return pickError(err)
+		return err
 	}
-	if len(worlds) == 1 {
-		return f.optimizeWorld(ctx, b, worlds[0], windows, "", out)
-	}
-	var failed []string
-	for i, w := range worlds {
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("interrupted after %d of the %d worlds (%s and those after it left as they were): %w", i, len(worlds), w, err)
-		}
-		err := f.optimizeWorld(ctx, b, w, windows, fmt.Sprintf("world %d of %d, %s: ", i+1, len(worlds), w), out)
-		if err == nil {
-			continue
-		}
-		failed = append(failed, w)
-		fmt.Fprintf(os.Stderr, "worldfs optimize: world %s: %v\n", w, err)
-		if *f.asJSON {
-			if jerr := json.NewEncoder(out).Encode(map[string]any{"world": w, "run": *f.run, "error": err.Error()}); jerr != nil {
-				return jerr
-			}
-		}
-	}
-	if len(failed) > 0 {
-		return fmt.Errorf("%d of the %d worlds failed, each named above with why (%s); the others were compacted", len(failed), len(worlds), strings.Join(failed, ", "))
-	}
-	return nil
+	return eachWorld(ctx, "optimize", worlds, *f.run, *f.asJSON, out, "compacted", func(w, label string) error {
+		return f.optimizeWorld(ctx, b, w, windows, label, out)
+	})
 }
 
 // optimizeWorld runs maintenance.Optimize on world and prints what it
@@ -349,22 +311,6 @@ func checkTables(ctx context.Context, b bucket.Bucket, world string, names []str
 		}
 	}
 	return nil
-}
-
-// openWorld opens the bucket at url and the catalog of an existing world
-// in it (openCatalog), for the maintenance commands (optimize, gc); the
-// caller closes both.
-func openWorld(ctx context.Context, url, world string, writes bool) (bucket.Bucket, *index.Catalog, error) {
-	b, err := openExisting(ctx, url)
-	if err != nil {
-		return nil, nil, err
-	}
-	cat, err := openCatalog(ctx, b, world, writes)
-	if err != nil {
-		b.Close()
-		return nil, nil, err
-	}
-	return b, cat, nil
 }
 
 // openCatalog opens the catalog of an existing world of b. A catalog
