@@ -140,7 +140,7 @@ func namespaced(p *Script, i int, text string) string {
 		tickBeforeFunc+"(", tickBeforeFunc+sfx+"(",
 		tickAtFunc+"(", tickAtFunc+sfx+"(",
 	)
-	return fmt.Sprintf("CREATE SCHEMA IF NOT EXISTS %s;\nSET schema = %s;\n", schema, lit(p.World)) + r.Replace(text)
+	return fmt.Sprintf("CREATE SCHEMA IF NOT EXISTS %s;\nSET schema = %s;\n", schema, lit(schema)) + r.Replace(text)
 }
 
 // sessionText is the script of a session of several worlds: each part

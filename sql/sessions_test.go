@@ -156,3 +156,46 @@ func TestSessionOfSeveralWorlds(t *testing.T) {
 		t.Fatalf("a world twice: %v", err)
 	}
 }
+
+// A session of worlds whose names hold dots (world ids may: "sweep-0.3")
+// defines each world's views in a schema of that whole name, not a
+// catalog and a schema: worldfs_diff across them, and each world's views,
+// answer as they do for any name. Broken, DuckDB refuses to build it
+// ("No catalog + schema named …").
+func TestSessionOfWorldsWithDotsInTheirNames(t *testing.T) {
+	ctx := ctxT(t)
+	lb, _ := local.Open(t.TempDir())
+	enginetest.World(t, lb, "p.1", 30).Close()
+	f, err := engine.ForkWorld(ctx, lb, "p.1", "f.0.3", "main", 10, particles.Tables(), enginetest.Quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := enginetest.Drive(ctx, f, 30, particles.Nudge("push", 12, 3, -2)); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	var scripts []*wsql.Script
+	for _, w := range []string{"p.1", "f.0.3"} {
+		s, err := wsql.Build(ctx, lb, w, wsql.Options{Dir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		scripts = append(scripts, s)
+	}
+	j, err := wsql.Join(scripts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := wsql.Open(ctx, j)
+	if err != nil {
+		t.Fatalf("a session of p.1 and f.0.3: %v", err)
+	}
+	defer db.Close()
+	alone := views(t, lb, "f.0.3", wsql.Options{Dir: t.TempDir()})
+	if got, want := count(t, db, `SELECT count(*) FROM "f.0.3".particle`), count(t, alone, "SELECT count(*) FROM particle"); got != want || got == 0 {
+		t.Fatalf(`"f.0.3".particle through the session: %d rows; alone: %d`, got, want)
+	}
+	if n := count(t, db, "SELECT count(*) FROM worldfs_diff('particle', 'p.1', 20, 'f.0.3', 20)"); n == 0 {
+		t.Fatal("worldfs_diff of f.0.3 against p.1 at tick 20: no rows; the fork was pushed at tick 12")
+	}
+}
