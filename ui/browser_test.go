@@ -466,11 +466,16 @@ func TestBrowser(t *testing.T) {
 		{"long-sql", lw + "/sql?q=" + url.QueryEscape("FROM particle_at(9)"), `[data-queries="1"]`},
 		{"long-compare", lw + "/compare?a=6&b=9&table=particle", `[data-compared]`},
 		{"long-facts", lw + "/facts", `[data-ready="1"]`},
+		{"long-entity", lw + "/entity?table=particle&id=" + id, `[data-page="entity"][data-ready="1"]`},
+		{"long-vs-parent", "/w/w/compare?a=9&vs=" + url.QueryEscape(longName) + "&vsrun=main&b=9&table=particle", `[data-compared]`},
 	} {
 		do(p.name, chromedp.Navigate(f.http.URL+p.path), ready(p.ready))
 		shot(p.name)
 		fits(p.name)
 	}
+	// The parent against the fork of a long name (dots in it): worldfs
+	// diff's report.
+	sameDiff(t, "compare w@9 → "+longName+"@9", pageDiff(t, eval), wantDiff(t, f.b, Side{"w", "main", 9}, Side{longName, "main", 9}), "particle")
 
 	// A compacted fork: its timeline marks the fork point and each of its
 	// compactions (the ticks each rewrote), as its log records them.
