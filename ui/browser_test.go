@@ -520,6 +520,17 @@ func TestBrowser(t *testing.T) {
 		t.Fatalf("cf's timeline marks %v; its lineage and log: %v", gotMarks, wantMarks)
 	}
 
+	// A sweep of worlds without run parameters (as the demo's): w's
+	// lineage, a world a row.
+	var swept []string
+	do("sweep of worlds without parameters", chromedp.Navigate(f.http.URL+"/sweep?lineage=w"), ready(`[data-swept$=" 3"]`))
+	eval(&swept, `[...document.querySelectorAll("#sweep-worlds tbody tr")].map(r => r.dataset.world)`)
+	shot("sweep-no-params")
+	fits("sweep of worlds without parameters")
+	if slices.Sort(swept); !reflect.DeepEqual(swept, []string{"f", longName, "w"}) {
+		t.Fatalf("the sweep of w's lineage lists %v", swept)
+	}
+
 	// What does not exist is a not-found page, HTTP 404, that says what.
 	for _, p := range []struct{ name, path, says string }{
 		{"missing-world", "/w/nope", "world nope does not exist"},

@@ -334,7 +334,8 @@ func metaTable(recs []sql.WorldRecord) (*Result, []string) {
 			keys[k] = true
 		}
 	}
-	params := slices.Sorted(maps.Keys(keys))
+	params := slices.AppendSeq([]string{}, maps.Keys(keys)) // none: [], not null
+	slices.Sort(params)
 	out := &Result{SQL: SweepWorldsSQL, Columns: append([]string{"world", "parent", "fork_run", "fork_tick", "head_tick"}, params...), Rows: [][]string{}}
 	orNull := func(s string, ok bool) string {
 		if !ok {
