@@ -538,6 +538,9 @@ func TestBrowser(t *testing.T) {
 		{"missing-tick", "/w/w?tick=999", "has no tick 999"},
 		{"missing-compared-tick", "/w/w/compare?a=3&b=999", "has no tick 999"},
 		{"missing-world-long", "/w/" + longName + "x/sql", "does not exist"},
+		{"missing-compared-world", "/w/w/compare?a=3&vs=nope&b=3", "world nope does not exist"},
+		{"missing-tick-of-compared-world", "/w/w/compare?a=3&vs=f&b=999", "run main of world f has no tick 999"},
+		{"missing-lineage", "/sweep?lineage=nope", "world nope does not exist"},
 	} {
 		resp, err := f.http.Client().Get(f.http.URL + p.path)
 		if err != nil {

@@ -159,6 +159,12 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request, name string) {
 			return
 		}
 	}
+	if l := r.URL.Query().Get("lineage"); name == "sweep" && l != "" {
+		if _, err := s.state(r.Context(), l); err != nil {
+			s.notFoundPage(r.Context(), w, d, err)
+			return
+		}
+	}
 	s.render(w, http.StatusOK, name, d)
 }
 
@@ -188,44 +194,59 @@ type notFoundData struct {
 // pageExists checks that what a page of world d.World is asked to show
 // exists: the world, its run (a run with no visible tick of its own or its
 // lineage that the world does not name), and the tick of a run page or the
-// ticks of a comparison. A missing one is a notFound error saying which.
+// ticks of a comparison, the second of another world (vs, its run vsrun)
+// if one is named. A missing one is a notFound error saying which.
 func (s *Server) pageExists(ctx context.Context, name string, d pageData, vals url.Values) error {
-	st, err := s.state(ctx, d.World)
-	if err != nil {
-		return err
-	}
-	v, err := s.view(ctx, d.World, d.Run)
-	if err != nil {
-		return err
-	}
-	if _, ok := st.Run(d.Run); !ok && !hasTicks(v) {
-		return notFound(fmt.Errorf("world %s has no run %s", d.World, d.Run))
-	}
-	var points []string
+	type at struct{ world, run, point string }
+	points := []at{{d.World, d.Run, ""}}
 	switch name {
 	case "run", "entity":
-		points = []string{d.Tick}
+		points[0].point = d.Tick
 	case "compare":
-		if vals.Get("vs") == "" || vals.Get("vs") == d.World {
-			points = []string{vals.Get("a"), vals.Get("b")}
-		} else {
-			points = []string{vals.Get("a")}
+		points[0].point = vals.Get("a")
+		b := at{vals.Get("vs"), vals.Get("vsrun"), vals.Get("b")}
+		if b.world == "" {
+			b.world = d.World
 		}
+		if b.run == "" {
+			b.run = d.Run
+		}
+		points = append(points, b)
 	}
 	for _, p := range points {
-		if p == "" {
-			continue
-		}
-		pt, err := s.point(ctx, d.World, d.Run, p)
-		if err != nil {
-			if statusOf(err) == http.StatusNotFound || statusOf(err) == http.StatusBadRequest {
-				return notFound(fmt.Errorf("run %s of world %s has no tick %s: %w", d.Run, d.World, p, err))
-			}
+		if err := s.pointExists(ctx, p.world, p.run, p.point); err != nil {
 			return err
 		}
-		if _, ok := v.Tick(pt.Tick); !ok {
-			return notFound(fmt.Errorf("run %s of world %s has no tick %s: its ticks are %s", d.Run, d.World, p, tickSpans(v)))
+	}
+	return nil
+}
+
+// pointExists checks that world exists, has run, and (p not empty) shows
+// tick p in it; a missing one is a notFound error saying which.
+func (s *Server) pointExists(ctx context.Context, world, run, p string) error {
+	st, err := s.state(ctx, world)
+	if err != nil {
+		return err
+	}
+	v, err := s.view(ctx, world, run)
+	if err != nil {
+		return err
+	}
+	if _, ok := st.Run(run); !ok && !hasTicks(v) {
+		return notFound(fmt.Errorf("world %s has no run %s", world, run))
+	}
+	if p == "" {
+		return nil
+	}
+	pt, err := s.point(ctx, world, run, p)
+	if err != nil {
+		if statusOf(err) == http.StatusNotFound || statusOf(err) == http.StatusBadRequest {
+			return notFound(fmt.Errorf("run %s of world %s has no tick %s: %w", run, world, p, err))
 		}
+		return err
+	}
+	if _, ok := v.Tick(pt.Tick); !ok {
+		return notFound(fmt.Errorf("run %s of world %s has no tick %s: its ticks are %s", run, world, p, tickSpans(v)))
 	}
 	return nil
 }
