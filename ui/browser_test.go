@@ -314,6 +314,12 @@ func TestBrowser(t *testing.T) {
 	if u, err := url.Parse(href); err != nil || u.Query().Get("q") != q {
 		t.Fatalf("the query is not in the URL: %s", href)
 	}
+	// Integers of four digits and more get thousands separators.
+	var ints []string
+	eval(&ints, `["123", "1234", "-1234", "-123", "12345678901234567890"].map(fmtValue)`)
+	if !reflect.DeepEqual(ints, []string{"123", "1,234", "-1,234", "-123", "12,345,678,901,234,567,890"}) {
+		t.Fatalf("integers as the page shows them: %q", ints)
+	}
 	// The query's time shows, the server's and the round trip's.
 	if info := str(chromedp.Text(chromedp.ID("query-info"))); !strings.Contains(info, " ms on the server, ") {
 		t.Fatalf("the query's time is not shown: %q", info)
@@ -557,7 +563,6 @@ func TestBrowser(t *testing.T) {
 		shot(p.name)
 		fits(p.name)
 	}
-	t.Logf("screenshots in %s", br.shots)
 }
 
 // browser is a test's page in chromium (chromium) and what the test does
@@ -575,6 +580,8 @@ func newBrowser(t *testing.T, ctx context.Context) *browser {
 	if d := os.Getenv("WORLDFS_UI_SCREENSHOTS"); d != "" {
 		shots = d
 	}
+	// Named first, so that a failing run says where its pages are.
+	t.Logf("screenshots in %s (the test's temp dir is removed after it; WORLDFS_UI_SCREENSHOTS=DIR keeps them)", shots)
 	return &browser{t: t, ctx: ctx, shots: shots}
 }
 

@@ -558,7 +558,6 @@ func TestBrowserSweep(t *testing.T) {
 		br.shot(c.name)
 		br.fits(c.name)
 	}
-	t.Logf("screenshots in %s", br.shots)
 }
 
 // sameBand checks a band the page draws ([ticks, min, max], null where no

@@ -74,7 +74,7 @@ function fmtInt(n) { return n == null ? "" : Number(n).toLocaleString("en-US"); 
 const sig6 = new Intl.NumberFormat("en-US", { maximumSignificantDigits: 6 });
 function fmtValue(v) {
   if (typeof v !== "string" || v === "NULL") return v;
-  if (/^-?\d+$/.test(v)) return v.length > 4 ? BigInt(v).toLocaleString("en-US") : v;
+  if (/^-?\d+$/.test(v)) return v.replace("-", "").length > 3 ? BigInt(v).toLocaleString("en-US") : v;
   if (/^-?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?$/i.test(v)) return fmtNum(Number(v));
   return v;
 }
