@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -398,6 +399,27 @@ func TestBrowser(t *testing.T) {
 		}
 	}
 
+	// A TIMESTAMPTZ shows in local time, its UTC time (to the digit
+	// DuckDB writes) on hover.
+	tq := "SELECT tick, published_at, epoch_ms(published_at) AS ms FROM worldfs_ticks ORDER BY tick LIMIT 3"
+	var times [][]string
+	do("a query of times", chromedp.Navigate(f.http.URL+"/w/w/sql?q="+url.QueryEscape(tq)), ready(`[data-queries="1"]`))
+	eval(&times, `[...document.querySelectorAll("#query-result tbody tr")].map(tr => [tr.children[1].textContent, tr.children[1].title])`)
+	texp := want(t, f.b, "w", "main", tq)
+	if len(times) != len(texp.Rows) || len(times) == 0 {
+		t.Fatalf("a query of times: %d rows shown, worldfs sql answers %d", len(times), len(texp.Rows))
+	}
+	for i, r := range texp.Rows {
+		ms, err := strconv.ParseInt(r[2], 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		frac := regexp.MustCompile(`\.\d+`).FindString(r[1])
+		utc := time.UnixMilli(ms).UTC().Format("2006-01-02 15:04:05") + frac + " UTC"
+		if times[i][0] != localTime(ms) || times[i][1] != utc {
+			t.Fatalf("published_at %s shows as %q, %q on hover; want %q, %q", r[1], times[i][0], times[i][1], localTime(ms), utc)
+		}
+	}
 	// A slow query, cancelled from the page: the fetch is aborted, and
 	// the server's query ends with its context cancelled.
 	var info string

@@ -59,6 +59,18 @@ function fmtTime(ms) {
 }
 function fmtUTC(ms) { return ms ? new Date(ms).toISOString().replace("T", " ").replace(/\.\d+Z$/, " UTC") : ""; }
 
+// zonedTime reads a TIMESTAMPTZ as DuckDB writes it ("2026-12-08
+// 01:07:43.617+00", "…+05:30") for a table cell: its local time, and its
+// UTC time to the digit written for the title; null for anything else
+// (a TIMESTAMP without a zone is shown as written).
+function zonedTime(v) {
+  const m = /^(\d{4}-\d{2}-\d{2}) (\d{2}:\d{2}:\d{2})(\.\d+)?([+-]\d{2})(?::?(\d{2}))?$/.exec(v);
+  if (!m) return null;
+  const ms = Date.parse(`${m[1]}T${m[2]}${(m[3] || "").slice(0, 4)}${m[4]}:${m[5] || "00"}`);
+  if (isNaN(ms)) return null;
+  return { local: fmtTime(ms), utc: new Date(ms).toISOString().replace("T", " ").replace(/\.\d+Z$/, (m[3] || "") + " UTC") };
+}
+
 // timeEl is a time as a <time> element: local, UTC on hover.
 function timeEl(ms, prefix) {
   return el("time", ms ? { datetime: new Date(ms).toISOString(), title: fmtUTC(ms) } : {}, (prefix || "") + fmtTime(ms));
@@ -123,9 +135,11 @@ function renderTable(table, res, opts) {
     const row = res.rows[r];
     const tr = el("tr");
     row.forEach((v, i) => {
-      const shown = nums.has(i) ? fmtValue(v) : v;
+      const time = nums.has(i) ? null : zonedTime(v);
+      const shown = nums.has(i) ? fmtValue(v) : time ? time.local : v;
       const attrs = { class: (nums.has(i) ? "num" : "") + (v === "NULL" ? " null" : "") };
-      if (shown !== v || v.length > 24) attrs.title = v; // the exact value on hover
+      if (time) attrs.title = time.utc; // local time shown, UTC on hover
+      else if (shown !== v || v.length > 24) attrs.title = v; // the exact value on hover
       if (i === idCol && v !== "NULL") {
         // One click from a row to its history.
         const e = opts.entity;
