@@ -2,7 +2,6 @@ package ui
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,7 +9,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -20,51 +18,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/cdp"
-	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/engine/enginetest"
 	"github.com/worldfs/worldfs/index"
-	"github.com/worldfs/worldfs/internal/realpart"
+	"github.com/worldfs/worldfs/internal/browsertest"
 	"github.com/worldfs/worldfs/sql"
 )
-
-// chromium starts Debian's headless chromium for the test, with a
-// profile of its own under the test's temp dir. Without chromium the test
-// fails under CI=true (.ci/run installs it) and is skipped elsewhere.
-func chromium(t *testing.T) context.Context {
-	t.Helper()
-	path, err := exec.LookPath("chromium")
-	if err != nil {
-		realpart.Missing(t, "chromium", "not installed (.ci/run installs it: apt-get install chromium)")
-	}
-	actx, cancel := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(path),
-		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(filepath.Join(t.TempDir(), "chromium")),
-		chromedp.WindowSize(pageWidth, 1400),
-	)
-	t.Cleanup(cancel)
-	ctx, cancel2 := chromedp.NewContext(actx)
-	t.Cleanup(cancel2)
-	if err := chromedp.Do(ctx, chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
-		_, err := cdp.Call(ctx, t, emulation.SetTimezoneOverride, emulation.SetTimezoneOverrideParams{TimezoneID: "Asia/Kolkata"})
-		return err
-	})); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel3 := context.WithTimeout(ctx, 2*time.Minute)
-	t.Cleanup(cancel3)
-	return ctx
-}
-
-// pageWidth is the browser's width in the tests: a laptop's 1,280 px.
-const pageWidth = 1280
 
 // longName is a world id of 60 characters: a name as long as people give
 // them, which every page must fit without scrolling sideways.
@@ -75,7 +36,7 @@ const longName = "parameter-sweep-2026-12-07-learning-rate-0.0003-seed-0042-ab"
 // scatter plot checked against worldfs sql for that tick, a query typed
 // and run, the receipts' links; a screenshot of each page.
 func TestBrowser(t *testing.T) {
-	ctx := chromium(t)
+	ctx := browsertest.Chromium(t)
 	f := newFixture(t)
 	f.srv.opts.MaxLogEntries = 2 // set before the first request: events come a page at a time
 	st, _, err := index.Load(ctx, f.b, "w")
@@ -91,8 +52,8 @@ func TestBrowser(t *testing.T) {
 		}
 	}
 	enginetest.Fork(t, f.b, "w", longName, 6, 9)
-	br := newBrowser(t, ctx)
-	shot, ready, do, eval, str, fits := br.shot, readyAt, br.do, br.eval, br.str, br.fits
+	br := browsertest.New(t, ctx)
+	shot, ready, do, eval, str, fits := br.Shot, browsertest.ReadyAt, br.Do, br.Eval, br.Str, br.Fits
 	// The worlds page lists both worlds, the fork drawn under its parent,
 	// each with the size of its live data.
 	var worlds, sizes []string
@@ -587,99 +548,8 @@ func TestBrowser(t *testing.T) {
 	}
 }
 
-// browser is a test's page in chromium (chromium) and what the test does
-// with it: each helper fails the test, saying what the page says.
-type browser struct {
-	t   *testing.T
-	ctx context.Context
-	// shots is where screenshots go: the test's temp dir, or
-	// $WORLDFS_UI_SCREENSHOTS to look at them after the test.
-	shots string
-}
-
-func newBrowser(t *testing.T, ctx context.Context) *browser {
-	shots := t.TempDir()
-	if d := os.Getenv("WORLDFS_UI_SCREENSHOTS"); d != "" {
-		shots = d
-	}
-	// Named first, so that a failing run says where its pages are.
-	t.Logf("screenshots in %s (the test's temp dir is removed after it; WORLDFS_UI_SCREENSHOTS=DIR keeps them)", shots)
-	return &browser{t: t, ctx: ctx, shots: shots}
-}
-
-// shot saves a screenshot of the whole page as name.png.
-func (b *browser) shot(name string) {
-	b.t.Helper()
-	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100))
-	if err == nil {
-		err = os.WriteFile(filepath.Join(b.shots, name+".png"), png, 0o644)
-	}
-	if err != nil {
-		b.t.Fatalf("screenshot of %s: %v", name, err)
-	}
-}
-
-// readyAt waits for the page's body to match sel (its data attributes).
-func readyAt(sel string) chromedp.Action[chromedp.Void] {
-	return chromedp.WaitVisible(chromedp.CSS("body" + sel))
-}
-
-// do runs steps, failing with what the page says if one fails.
-func (b *browser) do(what string, steps ...chromedp.Action[chromedp.Void]) {
-	b.t.Helper()
-	if err := chromedp.Do(b.ctx, steps...); err != nil {
-		msg, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`document.body.dataset.error || document.getElementById("status")?.textContent || ""`))
-		b.t.Fatalf("%s: %v (page says %q)", what, err, msg)
-	}
-}
-
-// eval decodes the JSON of expr's value on the page into v.
-func (b *browser) eval(v any, expr string) {
-	b.t.Helper()
-	raw, err := chromedp.Run(b.ctx, chromedp.Evaluate[json.RawMessage]("JSON.stringify("+expr+")"))
-	if err == nil {
-		var text string
-		if err = json.Unmarshal(raw, &text); err == nil {
-			err = json.Unmarshal([]byte(text), v)
-		}
-	}
-	if err != nil {
-		b.t.Fatalf("%s: %v", expr, err)
-	}
-}
-
-func (b *browser) str(a chromedp.Action[string]) string {
-	b.t.Helper()
-	v, err := chromedp.Run(b.ctx, a)
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	return v
-}
-
-// fits checks that the page does not scroll sideways at pageWidth,
-// naming what sticks out if it does.
-func (b *browser) fits(what string) {
-	b.t.Helper()
-	var w struct {
-		Scroll, Client int
-		Wide           []string
-	}
-	b.eval(&w, `(() => { const d = document.documentElement, c = d.clientWidth;
-		const wide = [...document.querySelectorAll("body *")].filter(e => e.getBoundingClientRect().right > c + 0.5)
-			.filter(e => !e.parentElement || e.parentElement.getBoundingClientRect().right <= c + 0.5)
-			.slice(0, 5).map(e => e.tagName + (e.id ? "#" + e.id : "") + "." + e.className + " " + Math.round(e.getBoundingClientRect().right));
-		return {Scroll: d.scrollWidth, Client: c, Wide: wide}; })()`)
-	if w.Client == 0 || w.Client > pageWidth {
-		b.t.Fatalf("%s: the page is %d px wide; want the browser's %d px less its scroll bar", what, w.Client, pageWidth)
-	}
-	if w.Scroll > w.Client {
-		b.t.Fatalf("%s: the page scrolls sideways at %d px: %d px of content in %d; sticking out: %v", what, pageWidth, w.Scroll, w.Client, w.Wide)
-	}
-}
-
 // browserZone is the time zone the browser is told it is in
-// (Asia/Kolkata, which has no summer time): localTime is a time as the
+// (browsertest.Zone, Asia/Kolkata, which has no summer time): localTime is a time as the
 // page shows it there, utcTime as it shows it on hover.
 var browserZone = time.FixedZone("IST", 5*3600+1800)
 

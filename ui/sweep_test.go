@@ -21,6 +21,7 @@ import (
 	"github.com/worldfs/worldfs/engine/enginetest"
 	"github.com/worldfs/worldfs/engine/particles"
 	"github.com/worldfs/worldfs/index"
+	"github.com/worldfs/worldfs/internal/browsertest"
 	"github.com/worldfs/worldfs/maintenance"
 	"github.com/worldfs/worldfs/sql"
 )
@@ -414,10 +415,10 @@ func sweepOfSummaries(t *testing.T, reads int) {
 // common head tick; bad input says what was wrong. Each page fits the
 // width; a screenshot of each is kept.
 func TestBrowserSweep(t *testing.T) {
-	ctx := chromium(t)
+	ctx := browsertest.Chromium(t)
 	f := sweepFixture(t)
-	br := newBrowser(t, ctx)
-	do, eval, str := br.do, br.eval, br.str
+	br := browsertest.New(t, ctx)
+	do, eval, str := br.Do, br.Eval, br.Str
 	long := "sw-" + longName
 
 	// series checks the page's series and band against worldfs sql
@@ -452,7 +453,7 @@ func TestBrowserSweep(t *testing.T) {
 	}
 
 	// The overlay: every world's line over the band.
-	do("sweep page", chromedp.Navigate(f.http.URL+"/sweep?worlds="+url.QueryEscape("sw-*")), readyAt(`[data-swept="particle.position_x avg 4"]`))
+	do("sweep page", chromedp.Navigate(f.http.URL+"/sweep?worlds="+url.QueryEscape("sw-*")), browsertest.ReadyAt(`[data-swept="particle.position_x avg 4"]`))
 	series("avg(position_x) of sw-*", "sw-*", "", SweepQuery{Table: "particle", Column: "position_x", Agg: "avg"})
 	var lines int
 	eval(&lines, `window.__ui.sweepState.chart.series.length - 1`)
@@ -466,8 +467,8 @@ func TestBrowserSweep(t *testing.T) {
 	if says := str(chromedp.Text(chromedp.ID("sweep-readout"))); band6[0] == nil || *band6[0] != 6 || !strings.HasPrefix(says, "tick 6: ") || !strings.Contains(says, "across the worlds") {
 		t.Fatalf("the readout at tick 6 says %q", says)
 	}
-	br.shot("sweep-overlay")
-	br.fits("sweep page, overlay")
+	br.Shot("sweep-overlay")
+	br.Fits("sweep page, overlay")
 	if ws := rows(); !reflect.DeepEqual(ws, []string{"sw-a", "sw-b", "sw-c", long}) {
 		t.Fatalf("the worlds' table lists %v", ws)
 	}
@@ -478,9 +479,9 @@ func TestBrowserSweep(t *testing.T) {
 
 	// Another aggregate and column, chosen on the page.
 	do("max(position_y)", chromedp.Evaluate[chromedp.Void](`(() => { const s = document.getElementById("sweep-column"); s.value = "position_y"; s.dispatchEvent(new Event("change")); })()`),
-		readyAt(`[data-swept="particle.position_y avg 4"]`),
+		browsertest.ReadyAt(`[data-swept="particle.position_y avg 4"]`),
 		chromedp.Evaluate[chromedp.Void](`(() => { const s = document.getElementById("sweep-agg"); s.value = "max"; s.dispatchEvent(new Event("change")); })()`),
-		readyAt(`[data-swept="particle.position_y max 4"]`))
+		browsertest.ReadyAt(`[data-swept="particle.position_y max 4"]`))
 	series("max(position_y) of sw-*", "sw-*", "", SweepQuery{Table: "particle", Column: "position_y", Agg: "max"})
 	if u := str(chromedp.Evaluate[string](`location.search`)); !strings.Contains(u, "column=position_y") || !strings.Contains(u, "agg=max") {
 		t.Fatalf("the URL does not keep the choice: %s", u)
@@ -504,7 +505,7 @@ func TestBrowserSweep(t *testing.T) {
 	sameBand(t, "the band of seed>5 lr!=0.001", band, eb)
 
 	// Small multiples: a chart per world the filter keeps.
-	do("small multiples", chromedp.Click(chromedp.CSS(`#sweep-mode button[data-mode="multiples"]`)), readyAt(`[data-sweep-mode="multiples"]`))
+	do("small multiples", chromedp.Click(chromedp.CSS(`#sweep-mode button[data-mode="multiples"]`)), browsertest.ReadyAt(`[data-sweep-mode="multiples"]`))
 	var charts []string
 	eval(&charts, `[...document.querySelectorAll("#sweep-multiples .chart")].map(d => d.dataset.world)`)
 	if !reflect.DeepEqual(charts, []string{"sw-c", "sw-b"}) {
@@ -516,8 +517,8 @@ func TestBrowserSweep(t *testing.T) {
 	if len(multiples) != 4 {
 		t.Fatalf("small multiples of %d worlds; want 4", len(multiples))
 	}
-	br.shot("sweep-multiples")
-	br.fits("sweep page, small multiples")
+	br.Shot("sweep-multiples")
+	br.Fits("sweep page, small multiples")
 
 	// Two worlds ticked: the compare page of the two at the newer of
 	// their heads' lower (sw-a's 9, sw-b's 10).
@@ -526,37 +527,37 @@ func TestBrowserSweep(t *testing.T) {
 	if want := "/w/sw-a/compare?run=main&a=9&vs=sw-b&vsrun=main&b=9&table=particle"; href != want {
 		t.Fatalf("compare link %s; want %s", href, want)
 	}
-	br.shot("sweep-two-ticked")
-	do("compare the two", chromedp.Click(chromedp.ID("compare-two")), readyAt(`[data-compared="sw-a@9 sw-b@9"]`))
+	br.Shot("sweep-two-ticked")
+	do("compare the two", chromedp.Click(chromedp.ID("compare-two")), browsertest.ReadyAt(`[data-compared="sw-a@9 sw-b@9"]`))
 	sameDiff(t, "compare sw-a@9 → sw-b@9", pageDiff(t, eval), wantDiff(t, f.b, Side{"sw-a", "main", 9}, Side{"sw-b", "main", 9}), "particle")
-	br.shot("sweep-compare")
-	br.fits("compare from the sweep")
+	br.Shot("sweep-compare")
+	br.Fits("compare from the sweep")
 
 	// A lineage, from the worlds page: the base world and its forks.
 	var roots []string
-	do("worlds page", chromedp.Navigate(f.http.URL+"/"), readyAt(`[data-ready="1"]`))
+	do("worlds page", chromedp.Navigate(f.http.URL+"/"), browsertest.ReadyAt(`[data-ready="1"]`))
 	eval(&roots, `[...document.querySelectorAll("#sweep-lineage option")].map(o => o.value)`)
 	if !reflect.DeepEqual(roots, []string{"base"}) {
 		t.Fatalf("the worlds page offers the lineages of %v; want base's", roots)
 	}
-	do("sweep base's lineage", chromedp.Click(chromedp.CSS(`#sweep-lineage button`)), readyAt(`[data-swept="particle.position_x avg 5"]`))
+	do("sweep base's lineage", chromedp.Click(chromedp.CSS(`#sweep-lineage button`)), browsertest.ReadyAt(`[data-swept="particle.position_x avg 5"]`))
 	series("avg(position_x) of base's lineage", "", "base", SweepQuery{Table: "particle", Column: "position_x", Agg: "avg"})
-	do("lineage", chromedp.Navigate(f.http.URL+"/sweep?lineage=base&agg=sum"), readyAt(`[data-swept="particle.position_x sum 5"]`))
+	do("lineage", chromedp.Navigate(f.http.URL+"/sweep?lineage=base&agg=sum"), browsertest.ReadyAt(`[data-swept="particle.position_x sum 5"]`))
 	series("sum(position_x) of base's lineage", "", "base", SweepQuery{Table: "particle", Column: "position_x", Agg: "sum"})
-	br.shot("sweep-lineage")
-	br.fits("sweep page, a lineage")
+	br.Shot("sweep-lineage")
+	br.Fits("sweep page, a lineage")
 
 	// Bad input: the page says what was wrong.
 	for _, c := range []struct{ name, query, says string }{
 		{"sweep-no-world", "worlds=nothing-*", `no world matches "nothing-*"`},
 		{"sweep-no-column", "worlds=sw-*&table=particle&column=nope", `column "nope" is not a numeric column of table particle`},
 	} {
-		do(c.name, chromedp.Navigate(f.http.URL+"/sweep?"+c.query), readyAt(`[data-sweep-error]`))
+		do(c.name, chromedp.Navigate(f.http.URL+"/sweep?"+c.query), browsertest.ReadyAt(`[data-sweep-error]`))
 		if says := str(chromedp.Text(chromedp.ID("sweep-error"))); !strings.Contains(says, c.says) {
 			t.Fatalf("%s: the page says %q; want %q", c.name, says, c.says)
 		}
-		br.shot(c.name)
-		br.fits(c.name)
+		br.Shot(c.name)
+		br.Fits(c.name)
 	}
 }
 
