@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/index"
 	"github.com/worldfs/worldfs/internal/progress"
 	"github.com/worldfs/worldfs/maintenance"
@@ -63,11 +64,6 @@ func gcCmd() command {
 			if err != nil {
 				return err
 			}
-			enc := json.NewEncoder(out)
-			verb := "deleted"
-			if *dryRun {
-				verb = "would delete"
-			}
 			opts := maintenance.CollectOptions{Run: *run, Retention: *retention, UnsafeRetention: *unsafeRetention, DryRun: *dryRun}
 			if *cacheDir != "" {
 				opts.ViewsDir = filepath.Join(*cacheDir, "views")
@@ -76,35 +72,46 @@ func gcCmd() command {
 			if *dryRun {
 				done = "examined"
 			}
+			enc := json.NewEncoder(out)
 			return eachWorld(ctx, "gc", ws, *run, *asJSON, out, done, func(world, label string) error {
-				cat, err := openCatalog(ctx, b, world, !*dryRun)
-				if err != nil {
-					return err
-				}
-				defer cat.Close()
-				status := progress.New(os.Stderr)
-				opts := opts
-				opts.Report = func(c maintenance.Collected) {
-					status.Clear()
-					printCollectedObject(out, enc, c, verb, *asJSON, *dryRun)
-				}
-				opts.Progress = func(p maintenance.CollectProgress) {
-					status.Step(fmt.Sprintf("%s%s: %d %s, examined", label, p.Phase, p.Deleted, verb), int64(p.Examined), -1)
-				}
-				res, err := maintenance.Collect(ctx, b, cat, opts)
-				status.Done()
-				if err != nil {
-					return err
-				}
-				if *asJSON {
-					return enc.Encode(map[string]any{"world": world, "dry_run": *dryRun, "examined": res.Examined,
-						"deleted": res.Deleted, "bytes": res.Bytes, "kept": res.Kept, "by_kind": res.ByKind})
-				}
-				printCollected(out, world, verb, res)
-				return nil
+				return gcWorld(ctx, b, world, label, opts, *asJSON, out, enc)
 			})
 		},
 	}
+}
+
+// gcWorld collects world with opts (maintenance.Collect), printing each
+// object and the summary (JSON lines with asJSON, on enc); label names
+// the world in the progress of several.
+func gcWorld(ctx context.Context, b bucket.Bucket, world, label string, opts maintenance.CollectOptions, asJSON bool, out io.Writer, enc *json.Encoder) error {
+	cat, err := openCatalog(ctx, b, world, !opts.DryRun)
+	if err != nil {
+		return err
+	}
+	defer cat.Close()
+	verb := "deleted"
+	if opts.DryRun {
+		verb = "would delete"
+	}
+	status := progress.New(os.Stderr)
+	opts.Report = func(c maintenance.Collected) {
+		status.Clear()
+		printCollectedObject(out, enc, c, verb, asJSON, opts.DryRun)
+	}
+	opts.Progress = func(p maintenance.CollectProgress) {
+		status.Step(fmt.Sprintf("%s%s: %d %s, examined", label, p.Phase, p.Deleted, verb), int64(p.Examined), -1)
+	}
+	res, err := maintenance.Collect(ctx, b, cat, opts)
+	status.Done()
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return enc.Encode(map[string]any{"world": world, "dry_run": opts.DryRun, "examined": res.Examined,
+			"deleted": res.Deleted, "bytes": res.Bytes, "kept": res.Kept, "by_kind": res.ByKind})
+	}
+	printCollected(out, world, verb, res)
+	return nil
 }
 
 // printCollectedObject prints one object gc deleted (verb: or would),
