@@ -427,6 +427,23 @@ func TestBrowser(t *testing.T) {
 	do("w@6 → f@9", chromedp.Navigate(f.http.URL+"/w/w/compare?a=6&vs=f&vsrun=main&b=9&table=particle"), ready(`[data-compared="w@6 f@9"]`))
 	if d := pageDiff(t, eval); d.Report.Differ {
 		sameDiff(t, "compare w@6 → f@9", d, wantDiff(t, f.b, Side{"w", "main", 6}, Side{"f", "main", 9}), "particle")
+		// A row's entity opens its history on the side the row shows.
+		var links [][]string
+		eval(&links, `[...document.querySelectorAll("#compare-rows tbody tr")].map(tr => [tr.children[0].textContent, tr.querySelector("a.entity").getAttribute("href")])`)
+		sides := map[string]bool{}
+		for _, l := range links {
+			want := "/w/f/entity?run=main&table=particle&id="
+			if l[0] == "delete" || l[0] == "update_preimage" {
+				want = "/w/w/entity?run=main&table=particle&id="
+			}
+			if !strings.HasPrefix(l[1], want) {
+				t.Fatalf("compare w@6 → f@9: a %s row links to %s; want %s…", l[0], l[1], want)
+			}
+			sides[want] = true
+		}
+		if len(sides) != 2 {
+			t.Fatalf("compare w@6 → f@9: rows %v link to one side only", links)
+		}
 	} else {
 		t.Fatalf("compare w@6 → f@9: no differences: %+v", d.Report)
 	}

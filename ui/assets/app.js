@@ -142,7 +142,7 @@ function renderTable(table, res, opts) {
       else if (shown !== v || v.length > 24) attrs.title = v; // the exact value on hover
       if (i === idCol && v !== "NULL") {
         // One click from a row to its history.
-        const e = opts.entity;
+        const e = opts.entity.of ? opts.entity.of(row) : opts.entity;
         tr.append(el("td", attrs, el("a", { class: "entity", href: entityPath(e.world, e.run, e.table, v, e.tick), title: `the history of entity ${v}` }, shown)));
         return;
       }
@@ -704,7 +704,7 @@ function drawRowsChart(res) {
     series,
     axes: [{ label: "tick", values: (u, vals) => vals.map(fmtInt) }, { label: "rows", values: (u, vals) => vals.map(fmtInt) }],
     hooks: {
-      drawSeries: [(u, si) => { if (si === 1 && res.width > 1) drawBands(u, res); }],
+      drawAxes: [(u) => { if (res.width > 1) drawBands(u, res); }], // after the grid, under every line
       draw: [(u) => {
         drawMarks(u);
         if (runState.tick == null) return;
@@ -1075,7 +1075,11 @@ async function loadCompare() {
   drawReport(res);
   cmp.changed = res.counts.rows.reduce((n, r) => n + Number(r[1]), 0);
   $("rows-table").textContent = res.table;
-  renderTable($("compare-rows"), res.rows, { entity: { world: res.b.world, run: res.b.run, table: res.table, tick: res.b.tick } });
+  // A row's entity opens its history in the side the row shows: a for a
+  // deleted row and an update's preimage, b for the rest.
+  const kind = res.rows.columns.indexOf("change_type");
+  const historyIn = (s) => ({ world: s.world, run: s.run, table: res.table, tick: s.tick });
+  renderTable($("compare-rows"), res.rows, { entity: { of: (row) => historyIn(["delete", "update_preimage"].includes(row[kind]) ? res.a : res.b) } });
   $("page-info").textContent = cmp.changed ? `rows ${fmtInt(res.offset + 1)}–${fmtInt(res.offset + res.rows.rows.length)} of ${fmtInt(cmp.changed)}` : "no changes";
   $("compare-sql").textContent = res.rows.sql;
   drawOverlay(res);
