@@ -963,3 +963,45 @@ func TestWriteJSONOfValues(t *testing.T) {
 		t.Fatalf("writeJSON wrote\n%s\nencoding/json writes\n%s", rec.Body, want)
 	}
 }
+
+// valuesJSON writes the rows added as appendValues writes them one after
+// another, across batches; past its bound it keeps the whole rows that
+// fit, says to stop, and reports them truncated.
+func TestValuesJSONAcrossBatches(t *testing.T) {
+	const n = 3*valuesBatch + 17
+	row := func(i int) []any { return []any{int64(i), float64(i) / 3, fmt.Sprint("r", i)} }
+	want := []byte{'['}
+	for i := range n {
+		if i > 0 {
+			want = append(want, ',')
+		}
+		want = appendValues(want, row(i))
+	}
+	want = append(want, ']')
+	w := newValuesJSON(3, len(want))
+	for i := range n {
+		if !w.add(row(i)) {
+			t.Fatalf("row %d: add says to stop within the bound", i)
+		}
+	}
+	if got, truncated := w.close(); string(got) != string(want) || truncated {
+		t.Fatalf("%d rows: %d bytes, truncated %v; want appendValues' %d bytes", n, len(got), truncated, len(want))
+	}
+	bound := len(want) / 2
+	w = newValuesJSON(3, bound)
+	added := 0
+	for i := range n {
+		added++
+		if !w.add(row(i)) {
+			break
+		}
+	}
+	got, truncated := w.close()
+	var rows [][]any
+	if err := json.Unmarshal(got, &rows); err != nil || !truncated || len(got) > bound+1 || added == n {
+		t.Fatalf("bound %d: %d bytes (%v), truncated %v, %d rows added", bound, len(got), err, truncated, added)
+	}
+	if prefix := want[:len(got)-1]; string(got[:len(got)-1]) != string(prefix) || len(rows) < valuesBatch {
+		t.Fatalf("bound %d: %d rows, not appendValues' first rows", bound, len(rows))
+	}
+}
