@@ -998,10 +998,37 @@ func TestValuesJSONAcrossBatches(t *testing.T) {
 	}
 	got, truncated := w.close()
 	var rows [][]any
-	if err := json.Unmarshal(got, &rows); err != nil || !truncated || len(got) > bound+1 || added == n {
+	if err := json.Unmarshal(got, &rows); err != nil || !truncated || len(got) > bound+1 {
 		t.Fatalf("bound %d: %d bytes (%v), truncated %v, %d rows added", bound, len(got), err, truncated, added)
 	}
 	if prefix := want[:len(got)-1]; string(got[:len(got)-1]) != string(prefix) || len(rows) < valuesBatch {
 		t.Fatalf("bound %d: %d rows, not appendValues' first rows", bound, len(rows))
+	}
+}
+
+// A history past the server's bound on a result, longer than a batch of
+// valuesJSON, comes back truncated (HTTP 200, the rows that fit), not as
+// an error: the scan stops once the formatter passes the bound.
+func TestQueryValuesPastTheBound(t *testing.T) {
+	f := newFixture(t)
+	const bound = 100_000
+	g := serve(t, f.b, f.dir, func(o *Options) { o.MaxResultBytes = bound })
+	ctx := enginetest.Context(t)
+	v, err := g.srv.viewsOf(ctx, "w", "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := g.srv.queryValues(ctx, v, "SELECT range AS i, range / 3 AS x FROM range(200000)")
+	if err != nil {
+		t.Fatalf("200,000 rows against a bound of %d bytes: %v", bound, err)
+	}
+	var rows [][]float64
+	if !res.Truncated || len(res.Values) > bound+1 || json.Unmarshal(res.Values, &rows) != nil || len(rows) < 2*valuesBatch {
+		t.Fatalf("200,000 rows against a bound of %d bytes: truncated %v, %d bytes", bound, res.Truncated, len(res.Values))
+	}
+	for i, r := range rows {
+		if r[0] != float64(i) || r[1] != float64(i)/3 {
+			t.Fatalf("row %d is %v", i, r)
+		}
 	}
 }

@@ -270,6 +270,7 @@ func (s *Server) queryValues(ctx context.Context, v *views, q string) (*Result, 
 			return nil
 		}, func(vals []any) error {
 			if !out.add(vals) {
+				res.Truncated = true // runOn's sign that errFull is not a failure
 				return errFull
 			}
 			return nil

@@ -36,7 +36,7 @@ func checkCmd() command {
 			readData = fs.Bool("read-data", false, "read every fragment and check its sha256, and each compacted file's tick index summaries against its rows (otherwise size and generation, and the sha256 of those whose generation differs)")
 			verbose = fs.Bool("verbose", false, "name every fragment re-verified by its bytes because its generation differs (a copied bucket), and every fragment that can restore a lost tick")
 			cacheDir = fs.String("cache-dir", defaultCacheDir(), "the cache whose memory of verified files a check reads and adds to (shared with worldfs sql)")
-			asJSON = fs.Bool("json", false, "print the summary as one JSON object (one a world, one after another, with --worlds or --lineage)")
+			asJSON = fs.Bool("json", false, "print the summary as one JSON object (with --worlds or --lineage, one a world, one after another, and a line {world, error} after a world that failed)")
 		},
 		run: func(ctx context.Context, fs *flag.FlagSet, args []string, out io.Writer) error {
 			if len(args) != 0 {

@@ -52,8 +52,8 @@ function entityPath(w, r, table, id, tick) {
 // Times show in the reader's local time, to the second; the UTC time is
 // on hover (timeEl).
 const pad = (n, w) => String(n).padStart(w || 2, "0");
-function fmtTime(ms) {
-  if (!ms) return "–";
+function fmtTime(ms) { return ms ? fmtLocal(ms) : "–"; } // 0: not recorded
+function fmtLocal(ms) {
   const d = new Date(ms);
   return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
 }
@@ -68,7 +68,7 @@ function zonedTime(v) {
   if (!m) return null;
   const ms = Date.parse(`${m[1]}T${m[2]}${(m[3] || "").slice(0, 4)}${m[4]}:${m[5] || "00"}`);
   if (isNaN(ms)) return null;
-  return { local: fmtTime(ms), utc: new Date(ms).toISOString().replace("T", " ").replace(/\.\d+Z$/, (m[3] || "") + " UTC") };
+  return { local: fmtLocal(ms), utc: new Date(ms).toISOString().replace("T", " ").replace(/\.\d+Z$/, (m[3] || "") + " UTC") };
 }
 
 // timeEl is a time as a <time> element: local, UTC on hover.
