@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/worldfs/worldfs/bucket"
 	"github.com/worldfs/worldfs/bucket/buckettest"
 	"github.com/worldfs/worldfs/bucket/local"
 	"github.com/worldfs/worldfs/bucket/mem"
@@ -99,19 +100,8 @@ func TestReadDataChecksTickIndexSummaries(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	w := enginetest.World(t, b, "w", 140)
-	if res, err := maintenance.Compact(ctx, b, w.Catalog(), maintenance.CompactOptions{Recent: maintenance.NoRecent}); err != nil || res.Windows == 0 {
-		t.Fatalf("compaction: %+v, %v", res, err)
-	}
 	opts := func(readData bool) check.Options { return checkOptions(t, readData) }
-	if res, err := check.World(ctx, b, "w", opts(true)); err != nil || len(res.Errors) != 0 {
-		t.Fatalf("a clean compacted world: %+v, %v", res, err)
-	}
-	s, err := w.Catalog().Exact(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tk, _ := s.Tick(index.DefaultRun, 10)
+	tk := compactedWorld(t, b)
 	var f index.Fragment
 	for _, tf := range enginetest.Tables(t, tk) {
 		if p := tf.Fragments[0]; p.Span != nil && tf.Table == particles.Tables()[0].ID {
@@ -149,6 +139,26 @@ func TestReadDataChecksTickIndexSummaries(t *testing.T) {
 	}
 }
 
+// compactedWorld writes world w of 140 ticks into b and compacts every
+// whole window; check --read-data finds it clean. It returns its tick 10.
+func compactedWorld(t *testing.T, b bucket.Bucket) *index.Tick {
+	t.Helper()
+	ctx := enginetest.Context(t)
+	w := enginetest.World(t, b, "w", 140)
+	if res, err := maintenance.Compact(ctx, b, w.Catalog(), maintenance.CompactOptions{Recent: maintenance.NoRecent}); err != nil || res.Windows == 0 {
+		t.Fatalf("compaction: %+v, %v", res, err)
+	}
+	if res, err := check.World(ctx, b, "w", checkOptions(t, true)); err != nil || len(res.Errors) != 0 {
+		t.Fatalf("a clean compacted world: %+v, %v", res, err)
+	}
+	s, err := w.Catalog().Exact(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk, _ := s.Tick(index.DefaultRun, 10)
+	return tk
+}
+
 // checkOptions are a check's options, reading the data or not, with a
 // memory of verified files of its own.
 func checkOptions(t *testing.T, readData bool) check.Options {
@@ -158,21 +168,8 @@ func checkOptions(t *testing.T, readData bool) check.Options {
 // check --read-data of a remote bucket reads each compacted file once:
 // the bytes it hashes are the bytes it summarizes again.
 func TestReadDataReadsARemoteCompactedFileOnce(t *testing.T) {
-	ctx := enginetest.Context(t)
 	b := &buckettest.Counting{Bucket: mem.New(mem.Options{})}
-	w := enginetest.World(t, b, "w", 140)
-	if res, err := maintenance.Compact(ctx, b, w.Catalog(), maintenance.CompactOptions{Recent: maintenance.NoRecent}); err != nil || res.Windows == 0 {
-		t.Fatalf("compaction: %+v, %v", res, err)
-	}
-	res, err := check.World(ctx, b, "w", checkOptions(t, true))
-	if err != nil || len(res.Errors) != 0 {
-		t.Fatalf("a clean compacted world: %+v, %v", res, err)
-	}
-	s, err := w.Catalog().Exact(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tk, _ := s.Tick(index.DefaultRun, 10)
+	tk := compactedWorld(t, b)
 	compacted := 0
 	for _, tf := range enginetest.Tables(t, tk) {
 		for _, f := range tf.Fragments {

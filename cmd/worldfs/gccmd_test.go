@@ -177,19 +177,30 @@ func TestGCAndCheckSeveralWorlds(t *testing.T) {
 	if code, out, stderr := cli(t, "optimize", "--bucket", dir, "--worlds", "*", "--recent", "0", "--windows", "8"); code != 0 {
 		t.Fatalf("optimize: exit %d\n%s%s", code, out, stderr)
 	}
+	// replacedBy reads gc --json's summary lines: the replaced fragments
+	// deleted (or, dry, to delete) by world.
+	replacedBy := func(out string) map[string]int {
+		by := map[string]int{}
+		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+			var sum struct {
+				World    string         `json:"world"`
+				ByKind   map[string]int `json:"by_kind"`
+				Examined *int           `json:"examined"`
+			}
+			if json.Unmarshal([]byte(l), &sum) == nil && sum.Examined != nil {
+				by[sum.World] = sum.ByKind[maintenance.KindReplaced]
+			}
+		}
+		return by
+	}
 	replaced := func(world string) int {
 		t.Helper()
 		code, out, stderr := cli(t, "gc", "--bucket", dir, "--world", world, "--retention", "1ms", "--unsafe-retention", "--dry-run", "--json")
-		lines := strings.Split(strings.TrimSpace(out), "\n")
-		var sum struct {
-			World   string         `json:"world"`
-			Deleted int            `json:"deleted"`
-			ByKind  map[string]int `json:"by_kind"`
-		}
-		if code != 0 || json.Unmarshal([]byte(lines[len(lines)-1]), &sum) != nil || sum.World != world {
+		by := replacedBy(out)
+		if _, ok := by[world]; code != 0 || !ok || len(by) != 1 {
 			t.Fatalf("gc --world %s --dry-run: exit %d\n%s%s", world, code, out, stderr)
 		}
-		return sum.ByKind[maintenance.KindReplaced]
+		return by[world]
 	}
 	for _, w := range []string{"sw-a", "sw-b", "other"} {
 		if replaced(w) == 0 {
@@ -197,17 +208,7 @@ func TestGCAndCheckSeveralWorlds(t *testing.T) {
 		}
 	}
 	code, out, stderr := cli(t, "gc", "--bucket", dir, "--worlds", "sw-*", "--retention", "1ms", "--unsafe-retention", "--json")
-	summaries := map[string]int{}
-	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
-		var sum struct {
-			World   string         `json:"world"`
-			ByKind  map[string]int `json:"by_kind"`
-			Examine *int           `json:"examined"`
-		}
-		if json.Unmarshal([]byte(l), &sum) == nil && sum.Examine != nil {
-			summaries[sum.World] = sum.ByKind[maintenance.KindReplaced]
-		}
-	}
+	summaries := replacedBy(out)
 	if code != 0 || len(summaries) != 2 || summaries["sw-a"] == 0 || summaries["sw-b"] == 0 {
 		t.Fatalf("gc --worlds 'sw-*': exit %d, replaced fragments deleted by world %v; want sw-a's and sw-b's\n%s%s", code, summaries, out, stderr)
 	}

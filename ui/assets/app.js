@@ -57,7 +57,9 @@ function fmtLocal(ms) {
   const d = new Date(ms);
   return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
 }
-function fmtUTC(ms) { return ms ? new Date(ms).toISOString().replace("T", " ").replace(/\.\d+Z$/, " UTC") : ""; }
+// fmtUTC writes ms in UTC to the second, then frac (the fraction of a
+// second as a time was written, if any).
+function fmtUTC(ms, frac) { return ms ? new Date(ms).toISOString().replace("T", " ").replace(/\.\d+Z$/, (frac || "") + " UTC") : ""; }
 
 // zonedTime reads a TIMESTAMPTZ as DuckDB writes it ("2026-12-08
 // 01:07:43.617+00", "…+05:30") for a table cell: its local time, and its
@@ -68,7 +70,7 @@ function zonedTime(v) {
   if (!m) return null;
   const ms = Date.parse(`${m[1]}T${m[2]}${(m[3] || "").slice(0, 4)}${m[4]}:${m[5] || "00"}`);
   if (isNaN(ms)) return null;
-  return { local: fmtLocal(ms), utc: new Date(ms).toISOString().replace("T", " ").replace(/\.\d+Z$/, (m[3] || "") + " UTC") };
+  return { local: fmtLocal(ms), utc: fmtUTC(ms, m[3]) };
 }
 
 // timeEl is a time as a <time> element: local, UTC on hover.
